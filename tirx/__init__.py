@@ -1,0 +1,57 @@
+"""tirx: write, check, compile, simulate and see warp-level matrix kernels (the TIRx tile language).
+
+    import tirx
+    from tirx import T
+    exe = tirx.compile(kernel, target="sim")   # or "cuda"
+
+Importing tirx touches no GPU, compiles nothing and reads no file beyond its own modules.
+"""
+
+from . import layout
+from .compile import compile
+from .errors import (
+    CompileError,
+    ContractError,
+    LaunchError,
+    LayoutError,
+    SimulationError,
+    TirxError,
+    TirxSyntaxError,
+)
+from .layout import (
+    Axis,
+    ComposeLayout,
+    Iter,
+    R,
+    S,
+    TileLayout,
+    bx,
+    by,
+    bz,
+    laneid,
+    m,
+    tid_in_wg,
+    tx,
+    warpid,
+    wgid,
+    wid_in_wg,
+)
+from .script.namespace import T
+from .target import Target
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "compile", "T", "Target", "layout",
+    "TileLayout", "ComposeLayout", "S", "R", "Iter", "Axis",
+    "laneid", "warpid", "tx", "bx", "by", "bz", "wgid", "tid_in_wg", "wid_in_wg", "m",
+    "TirxError", "TirxSyntaxError", "LayoutError", "ContractError", "CompileError",
+    "LaunchError", "SimulationError",
+]
+
+
+def load_ipython_extension(ipython):
+    """``%load_ext tirx``: register the ``%%tirx`` cell magic (the notebook layer, lazily)."""
+    import importlib
+
+    importlib.import_module("widgets.magic").load_ipython_extension(ipython)

@@ -1,0 +1,3 @@
+"""``tvm_tirx.backend``: only the CUDA axes are provided."""
+
+from . import cuda  # noqa: F401

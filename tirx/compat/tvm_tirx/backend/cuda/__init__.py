@@ -1,0 +1,3 @@
+"""``tvm_tirx.backend.cuda``: see ``axis``."""
+
+from . import axis  # noqa: F401

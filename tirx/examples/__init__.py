@@ -1,0 +1,1 @@
+"""Example kernels. ``warp_matmul`` is the seed guide's code, verbatim."""

@@ -1,0 +1,184 @@
+"""Executables: what ``tirx.compile`` returns, for the simulator and (in backend/cuda) the GPU.
+
+An executable checks its arguments against the kernel's parameters (count, dtype, shape,
+device, contiguity) with messages that name the parameter, runs the kernel, and offers the
+inspection surface: ``source``, ``ptx``, ``sass``, ``script()``, ``stats``, ``timings``,
+``cache``.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from .errors import LaunchError
+from .ir import nodes as ir
+from .ir.printer import print_function
+
+__all__ = ["Executable", "SimExecutable", "ArgChecker"]
+
+_TORCH_DTYPE_NAMES = {
+    "bool": "bool", "int8": "int8", "int16": "int16", "int32": "int32", "int64": "int64",
+    "uint8": "uint8", "uint16": "uint16", "uint32": "uint32", "uint64": "uint64",
+    "float16": "float16", "bfloat16": "bfloat16", "float32": "float32", "float64": "float64",
+}
+
+
+class ArgChecker:
+    """Checks call arguments against a function's parameters, prepared once per executable."""
+
+    def __init__(self, fn: ir.Function, device: str):
+        self.fn = fn
+        self.device = device  # "cuda" or "cpu"
+        self.params = fn.params
+        self._torch_dtypes = None
+
+    def _names(self):
+        return ", ".join(p.name for p in self.params)
+
+    def torch_dtypes(self):
+        if self._torch_dtypes is None:
+            import torch
+
+            self._torch_dtypes = [
+                getattr(torch, _TORCH_DTYPE_NAMES[p.dtype.name]) if isinstance(p, ir.Buffer)
+                else None
+                for p in self.params
+            ]
+        return self._torch_dtypes
+
+    def count(self, args) -> None:
+        if len(args) != len(self.params):
+            raise TypeError(
+                f"{self.fn.name}() takes {len(self.params)} arguments ({self._names()}), "
+                f"got {len(args)}"
+            )
+
+    def scalar(self, p: ir.Var, value):
+        kind = p.dtype.kind
+        if isinstance(value, bool) and kind != "bool":
+            raise TypeError(f"parameter {p.name!r} expects {p.dtype}, got bool")
+        if kind == "float":
+            if not isinstance(value, (int, float)):
+                raise TypeError(f"parameter {p.name!r} expects a number ({p.dtype}), "
+                                f"got {type(value).__name__}")
+            return float(value)
+        if not isinstance(value, int):
+            raise TypeError(f"parameter {p.name!r} expects an int ({p.dtype}), "
+                            f"got {type(value).__name__}")
+        lo, hi = _int_range(p.dtype)
+        if not lo <= value <= hi:
+            raise ValueError(f"parameter {p.name!r}: {value} does not fit in {p.dtype}")
+        return int(value)
+
+    def tensor(self, i: int, p: ir.Buffer, t):
+        """Validate a tensor argument; returns it (torch) or a numpy view of it."""
+        mod = type(t).__module__
+        if mod.startswith("torch"):
+            want = self.torch_dtypes()[i]
+            if t.dtype != want:
+                raise TypeError(f"parameter {p.name!r} expects dtype {p.dtype}, got {t.dtype}")
+            if tuple(t.shape) != p.shape:
+                raise ValueError(f"parameter {p.name!r} expects shape {p.shape}, "
+                                 f"got {tuple(t.shape)}")
+            dev = t.device.type
+            if dev != self.device:
+                where = "a CUDA tensor" if self.device == "cuda" else "a CPU tensor"
+                raise ValueError(
+                    f"parameter {p.name!r} must be {where} for this target, got device {t.device}"
+                )
+            if not t.is_contiguous():
+                raise ValueError(f"parameter {p.name!r} must be contiguous "
+                                 f"(call .contiguous() first)")
+            return t
+        if mod.startswith("numpy") and hasattr(t, "dtype") and hasattr(t, "shape"):
+            if self.device == "cuda":
+                raise TypeError(f"parameter {p.name!r}: the cuda target takes torch CUDA "
+                                f"tensors, got a numpy array")
+            want = p.dtype.np
+            if t.dtype != want:
+                raise TypeError(f"parameter {p.name!r} expects dtype {p.dtype} "
+                                f"(numpy {want}), got {t.dtype}")
+            if tuple(t.shape) != p.shape:
+                raise ValueError(f"parameter {p.name!r} expects shape {p.shape}, "
+                                 f"got {tuple(t.shape)}")
+            if not t.flags["C_CONTIGUOUS"] or not t.flags["WRITEABLE"]:
+                raise ValueError(f"parameter {p.name!r} must be a writeable C-contiguous array")
+            return t
+        raise TypeError(f"parameter {p.name!r} expects a tensor, got {type(t).__name__}")
+
+
+def _int_range(d):
+    if d.kind == "bool":
+        return 0, 1
+    if d.kind == "uint":
+        return 0, 2**d.bits - 1
+    return -(2 ** (d.bits - 1)), 2 ** (d.bits - 1) - 1
+
+
+class Executable:
+    """Common surface of compiled kernels."""
+
+    def __init__(self, kernel, lowered: ir.Function, target, timings: dict):
+        self.kernel = kernel
+        self.lowered = lowered
+        self.target = target
+        self.timings = timings
+        self.cache = "miss"
+        self.name = lowered.name
+
+    source: str | None = None
+    ptx: str | None = None
+    sass: str | None = None
+
+    @property
+    def stats(self) -> dict:
+        return {"shared_bytes": self.lowered.shared_bytes}
+
+    def script(self, lowered: bool = False) -> str:
+        """The kernel's IR as readable text (``lowered=True``: after tile lowering)."""
+        return print_function(self.lowered if lowered else self.kernel.ir)
+
+    def __repr__(self) -> str:
+        return f"<tirx.Executable {self.name} target={self.target} cache={self.cache}>"
+
+
+class SimExecutable(Executable):
+    """Runs the lowered kernel on the CPU simulator (torch CPU tensors or numpy arrays)."""
+
+    def __init__(self, kernel, lowered, target, timings):
+        super().__init__(kernel, lowered, target, timings)
+        self.checker = ArgChecker(lowered, "cpu")
+        self.last_run = None
+
+    def __call__(self, *args, trace: bool = False, stdout=None):
+        self.checker.count(args)
+        values = []
+        for i, (p, a) in enumerate(zip(self.lowered.params, args)):
+            if isinstance(p, ir.Var):
+                values.append(self.checker.scalar(p, a))
+                continue
+            a = self.checker.tensor(i, p, a)
+            values.append(_as_numpy(a))
+        from . import sim
+
+        result = sim.run(self.lowered, values, trace=trace, stdout=stdout or sys.stdout)
+        self.last_run = result
+        return result if trace else None
+
+
+def _as_numpy(t):
+    if type(t).__module__.startswith("torch"):
+        if t.dtype.is_floating_point and t.dtype.itemsize == 2 and str(t.dtype) == "torch.bfloat16":
+            import torch
+
+            return t.view(torch.uint16).numpy() if hasattr(torch, "uint16") else t.view(
+                torch.int16).numpy()
+        return t.numpy()
+    return t
+
+
+def launch_error_no_gpu() -> LaunchError:
+    return LaunchError(
+        "no CUDA GPU is visible, so this kernel cannot be launched",
+        hint='compile with target="sim" to run it on the CPU simulator',
+    )

@@ -1,0 +1,510 @@
+"""The IR: expressions, statements, buffers and functions.
+
+Nodes are frozen dataclasses compared by identity (``eq=False``) so that expressions can
+overload Python's arithmetic operators: the layout algebra applies layouts to run-time
+indices (``lane // 4``) by calling ``+ - * // %`` on these objects, and the operators fold
+constants as they build.
+
+Two levels share these classes:
+
+* the *script* level, produced by the parser, still holds views: :class:`ElemLoad`,
+  :class:`ElemStore` and :class:`TileOp` refer to a :class:`View` (buffer + dtype + shape +
+  layout + element offset);
+* the *lowered* level, produced by ``tirx.transform``, holds only flat accesses
+  (:class:`Load`, :class:`Store` with an element index in units of the access dtype) and
+  per-lane instruction calls (:class:`PtxCall`). The CUDA backend and the simulator consume
+  only the lowered level.
+
+Integer ``//`` and ``%`` have floor semantics (Python's, and TVMScript's); ``/`` is true
+division and yields a float. See docs/semantics.md.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+
+from ..dtypes import DType, dtype_of
+from ..errors import Span
+
+I32 = dtype_of("int32")
+U32 = dtype_of("uint32")
+F32 = dtype_of("float32")
+BOOL = dtype_of("bool")
+
+
+# --------------------------------------------------------------------------- expressions
+
+
+class Op(enum.Enum):
+    ADD = "+"
+    SUB = "-"
+    MUL = "*"
+    DIV = "/"  # true division (floats)
+    FLOORDIV = "//"
+    FLOORMOD = "%"
+    MIN = "min"
+    MAX = "max"
+    SHL = "<<"
+    SHR = ">>"
+    BITAND = "&"
+    BITOR = "|"
+    BITXOR = "^"
+
+
+class CmpOp(enum.Enum):
+    EQ = "=="
+    NE = "!="
+    LT = "<"
+    LE = "<="
+    GT = ">"
+    GE = ">="
+
+
+class Expr:
+    """Base of all expressions. Every expression has a ``dtype``."""
+
+    dtype: DType
+
+    # Arithmetic builds (and folds) IR; comparisons are built explicitly with :func:`cmp`.
+    def __add__(self, o):
+        return binop(Op.ADD, self, o)
+
+    def __radd__(self, o):
+        return binop(Op.ADD, o, self)
+
+    def __sub__(self, o):
+        return binop(Op.SUB, self, o)
+
+    def __rsub__(self, o):
+        return binop(Op.SUB, o, self)
+
+    def __mul__(self, o):
+        return binop(Op.MUL, self, o)
+
+    def __rmul__(self, o):
+        return binop(Op.MUL, o, self)
+
+    def __truediv__(self, o):
+        return binop(Op.DIV, self, o)
+
+    def __rtruediv__(self, o):
+        return binop(Op.DIV, o, self)
+
+    def __floordiv__(self, o):
+        return binop(Op.FLOORDIV, self, o)
+
+    def __rfloordiv__(self, o):
+        return binop(Op.FLOORDIV, o, self)
+
+    def __mod__(self, o):
+        return binop(Op.FLOORMOD, self, o)
+
+    def __rmod__(self, o):
+        return binop(Op.FLOORMOD, o, self)
+
+    def __lshift__(self, o):
+        return binop(Op.SHL, self, o)
+
+    def __rlshift__(self, o):
+        return binop(Op.SHL, o, self)
+
+    def __rshift__(self, o):
+        return binop(Op.SHR, self, o)
+
+    def __rrshift__(self, o):
+        return binop(Op.SHR, o, self)
+
+    def __and__(self, o):
+        return binop(Op.BITAND, self, o)
+
+    def __rand__(self, o):
+        return binop(Op.BITAND, o, self)
+
+    def __or__(self, o):
+        return binop(Op.BITOR, self, o)
+
+    def __ror__(self, o):
+        return binop(Op.BITOR, o, self)
+
+    def __xor__(self, o):
+        return binop(Op.BITXOR, self, o)
+
+    def __rxor__(self, o):
+        return binop(Op.BITXOR, o, self)
+
+    def __neg__(self):
+        return binop(Op.SUB, const(0, self.dtype), self)
+
+    def __bool__(self):
+        raise TypeError("an IR expression has no truth value at compile time")
+
+
+@dataclass(frozen=True, eq=False)
+class Const(Expr):
+    value: int | float | bool
+    dtype: DType = I32
+
+
+@dataclass(frozen=True, eq=False)
+class Var(Expr):
+    """A scalar: a kernel parameter, a loop variable or a local variable."""
+
+    name: str
+    dtype: DType = I32
+
+
+class Builtin(enum.Enum):
+    LANE_ID = "lane_id"
+    WARP_ID = "warp_id"
+    THREAD_IDX = "thread_idx"
+    BLOCK_IDX = "block_idx"
+    BLOCK_DIM = "block_dim"
+    GRID_DIM = "grid_dim"
+
+
+@dataclass(frozen=True, eq=False)
+class Special(Expr):
+    """A thread-index value: ``kind`` is a :class:`Builtin`, ``dim`` 0/1/2 for x/y/z.
+
+    ``lane_id`` is ``linear_tid % 32`` and ``warp_id`` is ``linear_tid // 32`` where
+    ``linear_tid = tx + bdx * (ty + bdy * tz)``.
+    """
+
+    kind: Builtin
+    dim: int = 0
+    dtype: DType = I32
+
+
+@dataclass(frozen=True, eq=False)
+class BinOp(Expr):
+    op: Op
+    a: Expr
+    b: Expr
+    dtype: DType
+
+
+@dataclass(frozen=True, eq=False)
+class Cmp(Expr):
+    op: CmpOp
+    a: Expr
+    b: Expr
+    dtype: DType = BOOL
+
+
+@dataclass(frozen=True, eq=False)
+class Logic(Expr):
+    """``and`` / ``or`` (short-circuit is not observable: operands have no side effects)."""
+
+    op: str  # "and" | "or"
+    a: Expr
+    b: Expr
+    dtype: DType = BOOL
+
+
+@dataclass(frozen=True, eq=False)
+class Not(Expr):
+    a: Expr
+    dtype: DType = BOOL
+
+
+@dataclass(frozen=True, eq=False)
+class Select(Expr):
+    cond: Expr
+    a: Expr
+    b: Expr
+    dtype: DType
+
+
+@dataclass(frozen=True, eq=False)
+class Cast(Expr):
+    """Value conversion to ``dtype`` (C semantics; float→int truncates toward zero)."""
+
+    value: Expr
+    dtype: DType
+
+
+# ------------------------------------------------------------------------------ buffers
+
+
+class Scope(enum.Enum):
+    GLOBAL = "global"
+    SHARED = "shared"
+    LOCAL = "local"
+
+
+@dataclass(frozen=True, eq=False)
+class Buffer:
+    """Storage: a global tensor parameter, a shared allocation or a per-thread local array.
+
+    ``layout`` maps the logical ``shape`` to storage (memory axis ``m``, in elements of
+    ``dtype``); ``elements`` is the storage size in elements (the layout's memory span).
+    """
+
+    name: str
+    dtype: DType
+    scope: Scope
+    shape: tuple[int, ...]
+    layout: object  # tirx.layout.TileLayout | ComposeLayout
+    elements: int
+    align: int = 16
+    span: Span | None = None
+
+    @property
+    def nbytes(self) -> int:
+        return self.elements * self.dtype.bytes
+
+
+@dataclass(frozen=True, eq=False)
+class View:
+    """A tensor seen through (dtype, shape, layout, elem_offset) over a buffer.
+
+    ``elem_offset`` is in elements of ``dtype`` from the buffer's start; the address of
+    ``view[x]`` is ``elem_offset + layout.apply(*x, shape=shape)["m"]`` (elements of dtype).
+    """
+
+    buffer: Buffer
+    dtype: DType
+    shape: tuple[int, ...]
+    layout: object
+    elem_offset: Expr | int = 0
+    name: str = ""
+
+
+@dataclass(frozen=True, eq=False)
+class ElemLoad(Expr):
+    """Script level: ``view[indices]``."""
+
+    view: View
+    indices: tuple[Expr | int, ...]
+    dtype: DType
+
+
+@dataclass(frozen=True, eq=False)
+class Load(Expr):
+    """Lowered: ``((dtype*)buffer)[index]``."""
+
+    buffer: Buffer
+    index: Expr | int
+    dtype: DType
+
+
+@dataclass(frozen=True, eq=False)
+class SharedAddress(Expr):
+    """Lowered: the 32-bit shared-window address of byte ``byte_offset`` of a shared buffer."""
+
+    buffer: Buffer
+    byte_offset: Expr | int
+    dtype: DType = U32
+
+
+# --------------------------------------------------------------------------- statements
+
+
+class Stmt:
+    span: Span | None
+
+
+@dataclass(frozen=True, eq=False)
+class Seq(Stmt):
+    stmts: tuple[Stmt, ...]
+    span: Span | None = None
+
+
+@dataclass(frozen=True, eq=False)
+class Assign(Stmt):
+    var: Var
+    value: Expr
+    span: Span | None = None
+
+
+@dataclass(frozen=True, eq=False)
+class ElemStore(Stmt):
+    """Script level: ``view[indices] = value``."""
+
+    view: View
+    indices: tuple[Expr | int, ...]
+    value: Expr
+    span: Span | None = None
+
+
+@dataclass(frozen=True, eq=False)
+class Store(Stmt):
+    """Lowered: ``((dtype*)buffer)[index] = value`` (value already of ``dtype``)."""
+
+    buffer: Buffer
+    index: Expr | int
+    value: Expr
+    dtype: DType
+    span: Span | None = None
+
+
+class LoopKind(enum.Enum):
+    SERIAL = "serial"
+    UNROLL = "unroll"
+
+
+@dataclass(frozen=True, eq=False)
+class For(Stmt):
+    """``for var in range(start, stop, step)``; ``step`` is a nonzero compile-time int."""
+
+    var: Var
+    start: Expr
+    stop: Expr
+    step: int
+    body: Stmt
+    kind: LoopKind = LoopKind.SERIAL
+    span: Span | None = None
+
+
+@dataclass(frozen=True, eq=False)
+class While(Stmt):
+    cond: Expr
+    body: Stmt
+    span: Span | None = None
+
+
+@dataclass(frozen=True, eq=False)
+class If(Stmt):
+    cond: Expr
+    then_body: Stmt
+    else_body: Stmt | None = None
+    span: Span | None = None
+
+
+@dataclass(frozen=True, eq=False)
+class Break(Stmt):
+    span: Span | None = None
+
+
+@dataclass(frozen=True, eq=False)
+class Continue(Stmt):
+    span: Span | None = None
+
+
+@dataclass(frozen=True, eq=False)
+class Barrier(Stmt):
+    """``scope`` is "cta" (``__syncthreads``) or "warp" (``__syncwarp``)."""
+
+    scope: str
+    span: Span | None = None
+
+
+@dataclass(frozen=True, eq=False)
+class Printf(Stmt):
+    fmt: str
+    args: tuple[Expr, ...]
+    span: Span | None = None
+
+
+@dataclass(frozen=True, eq=False)
+class TileOp(Stmt):
+    """Script level: ``T.cuda.tile.apply(instruction, *operands, scope=...)``.
+
+    Operands are :class:`View` objects or scalar expressions (e.g. ``T.float32(0)`` for C).
+    """
+
+    instruction: str
+    operands: tuple[View | Expr, ...]
+    scope: str
+    span: Span | None = None
+    operand_spans: tuple[Span | None, ...] = ()
+
+
+# PTX call operands (lowered level) ------------------------------------------------------
+
+
+@dataclass(frozen=True, eq=False)
+class LocalReg:
+    """Register ``slot`` of a local buffer, read as ``dtype`` (slot in units of dtype)."""
+
+    buffer: Buffer
+    slot: int
+    dtype: DType
+
+
+@dataclass(frozen=True, eq=False)
+class ValueReg:
+    """An input register given by a value (e.g. the constant C of an mma)."""
+
+    value: Expr
+
+    @property
+    def dtype(self) -> DType:
+        return self.value.dtype
+
+
+Reg = LocalReg | ValueReg
+
+
+@dataclass(frozen=True, eq=False)
+class RegVector:
+    """A braced register list ``{%0, %1, ...}`` (or one register when ``len == 1``)."""
+
+    regs: tuple[Reg, ...]
+    is_output: bool
+
+
+@dataclass(frozen=True, eq=False)
+class AddressOperand:
+    """A ``[addr]`` operand: a 32-bit shared-window address expression."""
+
+    address: Expr
+
+
+PtxOperand = RegVector | AddressOperand
+
+
+@dataclass(frozen=True, eq=False)
+class PtxCall(Stmt):
+    """Lowered: one PTX instruction executed by every active thread.
+
+    ``instruction`` is the full instruction text as the user wrote it (no operands);
+    ``operands`` follow PTX order. Warp-collective instructions (ldmatrix, stmatrix, mma)
+    require all 32 lanes of the warp to execute them together.
+    """
+
+    instruction: str
+    operands: tuple[PtxOperand, ...]
+    span: Span | None = None
+
+
+# ----------------------------------------------------------------------------- function
+
+
+@dataclass(frozen=True)
+class LaunchConfig:
+    grid: tuple[int, int, int]
+    block: tuple[int, int, int]
+    dynamic_smem_bytes: int = 0
+
+    @property
+    def threads_per_block(self) -> int:
+        x, y, z = self.block
+        return x * y * z
+
+
+Param = Buffer | Var
+
+
+@dataclass(frozen=True, eq=False)
+class Function:
+    """A kernel. ``allocations`` are its shared and local buffers, ``variables`` its scalar
+    locals (declared once at the top of the kernel). After lowering, ``shared_offsets`` gives
+    each shared buffer's byte offset in the block's shared memory and ``shared_bytes`` the total.
+    """
+
+    name: str
+    params: tuple[Param, ...]
+    body: Stmt
+    launch: LaunchConfig
+    allocations: tuple[Buffer, ...] = ()
+    variables: tuple[Var, ...] = ()
+    span: Span | None = None
+    lowered: bool = False
+    shared_offsets: dict = field(default_factory=dict)
+    shared_bytes: int = 0
+
+
+# Builders live in build.py; re-exported here so ``nodes.binop`` etc. keep working.
+from .build import as_expr, binop, cast, cmp, const, promote  # noqa: E402,F401

@@ -1,0 +1,240 @@
+"""The IR builder the parser drives (and that can be driven directly).
+
+Scopes are an explicit stack of frames. Compile-time bindings (views, layouts, constants) live
+in the frame of the block that made them; kernel variables live in the function frame and are
+declared once at the top of the kernel.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+
+from ..dtypes import DType, dtype_of
+from ..errors import Span, TirxSyntaxError
+from ..ir import nodes as ir
+from ..ir.simplify import static_value
+from .tensor import default_layout, make_buffer, region
+
+__all__ = ["FunctionBuilder"]
+
+_C_RESERVED = {
+    "int", "float", "double", "char", "short", "long", "unsigned", "signed", "void", "bool",
+    "if", "else", "for", "while", "do", "break", "continue", "return", "switch", "case",
+    "default", "goto", "struct", "union", "enum", "const", "volatile", "static", "extern",
+    "auto", "register", "sizeof", "typedef", "inline", "asm", "new", "delete", "this",
+    "class", "template", "typename", "namespace", "using", "true", "false", "main", "min",
+    "max", "threadIdx", "blockIdx", "blockDim", "gridDim", "warpSize",
+}
+
+
+class _Branch:
+    def __init__(self, builder, cond, span):
+        self.b, self.cond, self.span = builder, cond, span
+        self.then: list = []
+        self.orelse: list | None = None
+
+    def else_(self):
+        self.b._pop_body()
+        self.b.frames.pop()
+        self.orelse = []
+        self.b.bodies.append(self.orelse)
+        self.b.frames.append({})
+
+
+class FunctionBuilder:
+    def __init__(self, name: str, span: Span | None = None):
+        self.name = name
+        self.span = span
+        self.params: list = []
+        self.allocations: list[ir.Buffer] = []
+        self.variables: list[ir.Var] = []
+        self.frames: list[dict] = [{}]
+        self.bodies: list[list] = [[]]
+        self.loop_depth = 0
+        self.launch: ir.LaunchConfig | None = None
+        self.mutable_names: frozenset[str] = frozenset()
+        self._c_names: set[str] = set()
+
+    # ------------------------------------------------------------------ names
+
+    def c_name(self, hint: str) -> str:
+        """A unique C identifier for a kernel symbol named ``hint`` by the user."""
+        base = re.sub(r"\W", "_", hint) or "v"
+        if base in _C_RESERVED or base.startswith("__") or base.startswith("tirx_"):
+            base = base + "_"
+        name, k = base, 1
+        while name in self._c_names:
+            k += 1
+            name = f"{base}_{k}"
+        self._c_names.add(name)
+        return name
+
+    def lookup(self, name: str):
+        for frame in reversed(self.frames):
+            if name in frame:
+                return frame[name]
+        raise KeyError(name)
+
+    def bind(self, name: str, value) -> None:
+        self.frames[-1][name] = value
+
+    # ------------------------------------------------------------------ params
+
+    def add_tensor_param(self, name, shape, dtype: DType, span):
+        layout = default_layout(shape)
+        buf = ir.Buffer(self.c_name(name), dtype, ir.Scope.GLOBAL, shape, layout,
+                        int(layout.span("m")), 16, span)
+        self.params.append(buf)
+        self.frames[0][name] = ir.View(buf, dtype, shape, layout, 0, name)
+
+    def add_scalar_param(self, name, dtype: DType, span):
+        var = ir.Var(self.c_name(name), dtype)
+        self.params.append(var)
+        self.frames[0][name] = var
+
+    # ------------------------------------------------------------- statements
+
+    def emit(self, stmt) -> None:
+        self.bodies[-1].append(stmt)
+
+    def _pop_body(self) -> ir.Stmt:
+        return _seq(self.bodies.pop())
+
+    def alloc(self, name_hint, shape, dtype, scope, layout="default", align=16, span=None):
+        buf, view = make_buffer(self.c_name(name_hint or "buf"), shape, dtype, scope, layout,
+                                align, span)
+        self.allocations.append(buf)
+        return ir.View(buf, view.dtype, view.shape, view.layout, 0, name_hint or buf.name)
+
+    def new_var(self, name: str, dtype) -> ir.Var:
+        var = ir.Var(self.c_name(name), dtype_of(dtype))
+        self.variables.append(var)
+        return var
+
+    def assign(self, name: str, value, span, force_var=False) -> None:
+        current = self._lookup_or_none(name)
+        numeric = isinstance(value, (bool, int, float)) and not isinstance(value, ir.View)
+        runtime = isinstance(value, ir.Expr) or (
+            numeric and (force_var or name in self.mutable_names or isinstance(current, ir.Var))
+        )
+        if not runtime:
+            if isinstance(current, ir.Var):
+                raise TirxSyntaxError(
+                    f"{name!r} is a kernel variable and cannot be rebound to {type(value).__name__}",
+                    span,
+                )
+            self.bind(name, value)
+            return
+        value = ir.as_expr(value)
+        if isinstance(current, ir.Var):
+            var = current
+        else:
+            dtype = value.dtype
+            if dtype.name in ("float16", "bfloat16"):
+                dtype = ir.F32  # 16-bit values compute in float32
+            var = self.new_var(name, dtype)
+            self.frames[0][name] = var
+        self.emit(ir.Assign(var, ir.cast(value, var.dtype), span))
+
+    def _lookup_or_none(self, name):
+        try:
+            return self.lookup(name)
+        except KeyError:
+            return None
+
+    def store(self, view: ir.View, indices, value, span) -> None:
+        sub = region(view, list(indices))
+        if sub is not None:
+            raise TirxSyntaxError(
+                "assigning to a region is not supported; assign elements one at a time",
+                span,
+            )
+        if isinstance(value, ir.View):
+            raise TirxSyntaxError("cannot assign a tensor to an element", span)
+        self.emit(ir.ElemStore(view, tuple(indices), ir.as_expr(value), span))
+
+    @contextlib.contextmanager
+    def loop(self, name, start, stop, step, kind, span):
+        current = self._lookup_or_none(name)
+        if isinstance(current, ir.Var) and current.dtype == ir.I32:
+            var = current
+        else:
+            var = self.new_var(name, "int32")
+        self.bodies.append([])
+        self.frames.append({name: var})
+        self.loop_depth += 1
+        try:
+            yield var
+        finally:
+            self.loop_depth -= 1
+            self.frames.pop()
+            body = self._pop_body()
+        self.emit(ir.For(var, ir.cast(start, ir.I32), ir.cast(stop, ir.I32), step, body, kind, span))
+
+    @contextlib.contextmanager
+    def while_loop(self, cond, span):
+        self.bodies.append([])
+        self.frames.append({})
+        self.loop_depth += 1
+        try:
+            yield
+        finally:
+            self.loop_depth -= 1
+            self.frames.pop()
+            body = self._pop_body()
+        self.emit(ir.While(ir.as_expr(cond), body, span))
+
+    @contextlib.contextmanager
+    def branch(self, cond, span):
+        br = _Branch(self, cond, span)
+        self.bodies.append(br.then)
+        self.frames.append({})
+        try:
+            yield br
+        finally:
+            self.frames.pop()
+            last = self.bodies.pop()
+        then = _seq(br.then)
+        orelse = _seq(last) if br.orelse is not None else None
+        self.emit(ir.If(cond, then, orelse, span))
+
+    @contextlib.contextmanager
+    def static_branch(self):
+        self.frames.append({})
+        try:
+            yield
+        finally:
+            self.frames.pop()
+
+    def loop_control(self, stmt) -> None:
+        if self.loop_depth == 0:
+            word = "break" if isinstance(stmt, ir.Break) else "continue"
+            raise TirxSyntaxError(f"{word} outside a loop", stmt.span)
+        self.emit(stmt)
+
+    def finish(self) -> ir.Function:
+        if self.launch is None:
+            raise TirxSyntaxError("the kernel has no T.device_entry(launch=...)", self.span)
+        return ir.Function(
+            name=self.name,
+            params=tuple(self.params),
+            body=_seq(self.bodies[0]),
+            launch=self.launch,
+            allocations=tuple(self.allocations),
+            variables=tuple(self.variables),
+            span=self.span,
+        )
+
+
+def _seq(stmts) -> ir.Stmt:
+    if len(stmts) == 1:
+        return stmts[0]
+    return ir.Seq(tuple(stmts))
+
+
+def static_int(value, what: str, span=None) -> int:
+    v = static_value(value)
+    if v is None:
+        raise TirxSyntaxError(f"{what} must be a compile-time integer", span)
+    return v

@@ -1,0 +1,180 @@
+"""The ``T`` namespace: what kernel source can name.
+
+Most members are *intrinsics*: markers that the parser recognises by identity and turns into
+IR. Called outside a ``@T.function`` body they raise, because they only mean something inside
+a kernel. A few are ordinary compile-time values (``T.Tensor`` annotations, dtype objects,
+``T.cuda.LaunchConfig``, the layout constructors).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..dtypes import DTYPES, DType, dtype_of
+from ..errors import TirxSyntaxError
+from ..layout import R, S, TileLayout
+from ..layout.swizzle import ComposeLayout
+
+__all__ = ["T", "Intrinsic", "TensorAnnotation", "ScalarType", "PtxInstruction", "LaunchSpec"]
+
+
+class Intrinsic:
+    """A name that only has meaning inside a kernel; the parser dispatches on ``key``."""
+
+    def __init__(self, key: str, doc: str = ""):
+        self.key = key
+        self.__doc__ = doc
+
+    def __call__(self, *args, **kwargs):
+        raise TirxSyntaxError(
+            f"T.{self.key}(...) can only be used inside a @T.function kernel body",
+            hint="call it from kernel code; to run a kernel, compile it with tirx.compile",
+        )
+
+    def __repr__(self) -> str:
+        return f"<tirx intrinsic T.{self.key}>"
+
+
+@dataclass(frozen=True)
+class TensorAnnotation:
+    """``T.Tensor(shape, dtype)``: a global-memory tensor parameter (row-major, contiguous)."""
+
+    shape: tuple[int, ...]
+    dtype: DType
+
+    def __repr__(self) -> str:
+        return f"T.Tensor({self.shape}, {self.dtype.name!r})"
+
+
+def _tensor(shape, dtype="float32") -> TensorAnnotation:
+    if isinstance(shape, int):
+        shape = (shape,)
+    try:
+        shape = tuple(int(s) for s in shape)
+    except (TypeError, ValueError):
+        raise TirxSyntaxError(f"T.Tensor shape must be a tuple of ints, got {shape!r}") from None
+    if any(s <= 0 for s in shape):
+        raise TirxSyntaxError(f"T.Tensor shape must be positive, got {shape}")
+    try:
+        return TensorAnnotation(shape, dtype_of(dtype))
+    except ValueError as e:
+        raise TirxSyntaxError(str(e)) from None
+
+
+class ScalarType:
+    """``T.int32`` etc.: a scalar parameter annotation, and in kernels a constructor/cast."""
+
+    def __init__(self, dtype: DType):
+        self.dtype = dtype
+
+    def __call__(self, value=0):
+        raise TirxSyntaxError(
+            f"T.{self.dtype.name}(...) builds a kernel value; use it inside a @T.function body"
+        )
+
+    def __repr__(self) -> str:
+        return f"T.{self.dtype.name}"
+
+
+@dataclass(frozen=True)
+class PtxInstruction:
+    """``T.ptx["mma.sync.aligned..."]``: an instruction named by its full PTX text."""
+
+    text: str
+
+    def __call__(self, *operands):
+        raise TirxSyntaxError(f'T.ptx["{self.text}"](...) can only be called inside a kernel')
+
+
+class _Ptx:
+    def __getitem__(self, text) -> PtxInstruction:
+        if not isinstance(text, str):
+            raise TirxSyntaxError(f"T.ptx[...] takes the instruction text as a string, got {text!r}")
+        return PtxInstruction(" ".join(text.split()))
+
+
+@dataclass(frozen=True)
+class LaunchSpec:
+    """``T.cuda.LaunchConfig(grid=..., block=..., dynamic_smem_bytes=0)``."""
+
+    grid: tuple[int, int, int]
+    block: tuple[int, int, int]
+    dynamic_smem_bytes: int = 0
+
+
+def _dim3(name: str, v) -> tuple[int, int, int]:
+    if isinstance(v, int):
+        v = (v,)
+    if not isinstance(v, (tuple, list)) or not 1 <= len(v) <= 3:
+        raise TirxSyntaxError(f"{name} must be an int or a tuple of 1 to 3 ints, got {v!r}")
+    if not all(isinstance(x, int) and x >= 1 for x in v):
+        raise TirxSyntaxError(f"{name} entries must be positive ints, got {v!r}")
+    return tuple(v) + (1,) * (3 - len(v))
+
+
+def _launch_config(grid=1, block=32, dynamic_smem_bytes=0) -> LaunchSpec:
+    grid3, block3 = _dim3("grid", grid), _dim3("block", block)
+    threads = block3[0] * block3[1] * block3[2]
+    if threads > 1024:
+        raise TirxSyntaxError(f"a block has at most 1024 threads, got {threads} ({block3})")
+    if not isinstance(dynamic_smem_bytes, int) or dynamic_smem_bytes < 0:
+        raise TirxSyntaxError("dynamic_smem_bytes must be a non-negative int")
+    return LaunchSpec(grid3, block3, dynamic_smem_bytes)
+
+
+class _Tile:
+    def __init__(self):
+        self.apply = Intrinsic("cuda.tile.apply", "Apply a PTX instruction to tile operands.")
+
+
+class _Cuda:
+    def __init__(self):
+        self.LaunchConfig = _launch_config
+        self.tile = _Tile()
+        for key in (
+            "lane_id",
+            "warp_id",
+            "thread_idx",
+            "block_idx",
+            "block_dim",
+            "grid_dim",
+            "cta_sync",
+            "warp_sync",
+            "printf",
+        ):
+            setattr(self, key, Intrinsic(f"cuda.{key}"))
+
+
+class _Namespace:
+    """The script namespace imported as ``from tirx import T``."""
+
+    def __init__(self):
+        self.Tensor = _tensor
+        self.cuda = _Cuda()
+        self.ptx = _Ptx()
+        self.S, self.R, self.TileLayout, self.ComposeLayout = S, R, TileLayout, ComposeLayout
+        for key in (
+            "device_entry",
+            "alloc_shared",
+            "alloc_local",
+            "serial",
+            "unroll",
+            "cast",
+            "min",
+            "max",
+        ):
+            setattr(self, key, Intrinsic(key))
+        for name, dt in DTYPES.items():
+            setattr(self, name, ScalarType(dt))
+
+    @property
+    def function(self):
+        from .parser import function
+
+        return function
+
+    def __repr__(self) -> str:
+        return "<tirx script namespace T>"
+
+
+T = _Namespace()

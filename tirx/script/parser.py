@@ -1,0 +1,426 @@
+"""``@T.function``: parse a kernel's Python AST into script-level IR.
+
+The parser handles an explicit list of statement and expression kinds and rejects the rest
+with the user's own line and a caret. It is a partial evaluator: anything whose value is known
+at compile time (ints, layouts, views, dtypes, captured names) is computed in Python; anything
+that depends on a thread or a run-time value becomes an IR expression. Names bound to run-time
+values become kernel variables (:class:`~tirx.ir.nodes.Var`).
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins
+import inspect
+import textwrap
+import time
+
+from ..errors import Span, TirxError, TirxSyntaxError
+from ..ir import nodes as ir
+from .builder import FunctionBuilder
+from .evaluator import Evaluator
+
+__all__ = ["function", "KernelFunction", "parse_source"]
+
+
+class KernelFunction:
+    """What ``@T.function`` returns: the parsed kernel, ready for ``tirx.compile``."""
+
+    def __init__(self, func: ir.Function, source: str, pyfunc=None, parse_ms: float = 0.0):
+        self.ir = func
+        self.parse_ms = parse_ms
+        self.source = source
+        self.pyfunc = pyfunc
+        self.__name__ = func.name
+        self.__doc__ = getattr(pyfunc, "__doc__", None)
+
+    @property
+    def name(self) -> str:
+        return self.ir.name
+
+    def script(self) -> str:
+        from ..ir.printer import print_function
+
+        return print_function(self.ir)
+
+    def __call__(self, *args, **kwargs):
+        raise TirxSyntaxError(
+            f"kernel {self.name!r} cannot be called directly",
+            hint=f"compile it first: exe = tirx.compile({self.name}); exe(...)",
+        )
+
+    def __repr__(self) -> str:
+        return f"<tirx kernel {self.name}>"
+
+
+def function(pyfunc=None, **options):
+    """Decorator: parse a Python function as a tirx kernel (at decoration time)."""
+    if pyfunc is None:
+        return lambda f: function(f, **options)
+    if not inspect.isfunction(pyfunc):
+        raise TirxSyntaxError(f"@T.function decorates a Python function, got {pyfunc!r}")
+    try:
+        lines, first = inspect.getsourcelines(pyfunc)
+    except (OSError, TypeError):
+        raise TirxSyntaxError(
+            f"cannot read the source of {pyfunc.__name__!r}",
+            hint="define kernels in a file or a notebook cell (or use the %%tirx magic)",
+        ) from None
+    filename = pyfunc.__code__.co_filename
+    source = "".join(lines)
+    scope = dict(pyfunc.__globals__)
+    if pyfunc.__closure__:
+        for name, cell in zip(pyfunc.__code__.co_freevars, pyfunc.__closure__):
+            try:
+                scope[name] = cell.cell_contents
+            except ValueError:
+                pass
+    t0 = time.perf_counter()
+    func = parse_source(source, filename, first, scope, name=pyfunc.__name__)
+    return KernelFunction(func, source, pyfunc, (time.perf_counter() - t0) * 1e3)
+
+
+def parse_source(source: str, filename: str, first_line: int, scope: dict, name=None):
+    """Parse the ``def`` in ``source`` (which starts at ``first_line`` of ``filename``)."""
+    dedented = textwrap.dedent(source)
+    indent = _indent_of(source)
+    try:
+        tree = ast.parse(dedented)
+    except SyntaxError as e:
+        span = Span(filename, (e.lineno or 1) + first_line - 1, (e.offset or 1) - 1 + indent)
+        raise TirxSyntaxError(f"invalid Python: {e.msg}", span) from None
+    ast.increment_lineno(tree, first_line - 1)
+    if indent:
+        for node in ast.walk(tree):
+            if hasattr(node, "col_offset"):
+                node.col_offset += indent
+                if getattr(node, "end_col_offset", None) is not None:
+                    node.end_col_offset += indent
+    defs = [n for n in tree.body if isinstance(n, ast.FunctionDef)]
+    if name is not None:
+        defs = [d for d in defs if d.name == name] or defs
+    if not defs:
+        raise TirxSyntaxError("no function definition found in the kernel source")
+    return Parser(filename, scope).parse(defs[0])
+
+
+def _indent_of(source: str) -> int:
+    for line in source.splitlines():
+        if line.strip():
+            return len(line) - len(line.lstrip())
+    return 0
+
+
+class Parser:
+    """Drives a :class:`FunctionBuilder` from the AST of one ``def``."""
+
+    def __init__(self, filename: str, scope: dict):
+        self.filename = filename
+        self.scope = scope
+
+    def span(self, node) -> Span:
+        end = node.end_col_offset if getattr(node, "end_lineno", None) == node.lineno else None
+        return Span(self.filename, node.lineno, node.col_offset, end)
+
+    def parse(self, fdef: ast.FunctionDef) -> ir.Function:
+        b = FunctionBuilder(fdef.name, self.span(fdef))
+        self.b = b
+        self.ev = Evaluator(self, b)
+        self._check_signature(fdef)
+        b.mutable_names = _mutable_names(fdef)
+        for arg in fdef.args.args:
+            self._param(arg)
+        body = list(fdef.body)
+        if body and _is_docstring(body[0]):
+            body = body[1:]
+        if not body or not self._is_device_entry(body[0]):
+            where = body[0] if body else fdef
+            raise TirxSyntaxError(
+                "a kernel must start with T.device_entry(launch=T.cuda.LaunchConfig(...))",
+                self.span(where),
+                hint="add T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=32)) "
+                "as the first statement",
+            )
+        self._device_entry(body[0])
+        self.block(body[1:])
+        return b.finish()
+
+    # ------------------------------------------------------------------ signature
+
+    def _check_signature(self, fdef):
+        a = fdef.args
+        extras = a.vararg or a.kwarg or a.kwonlyargs or a.posonlyargs or a.defaults
+        if extras:
+            raise TirxSyntaxError(
+                "kernel parameters must be plain positional parameters with annotations",
+                self.span(fdef),
+            )
+        if fdef.returns is not None:
+            raise TirxSyntaxError("a kernel returns nothing; remove the return annotation",
+                                  self.span(fdef.returns))
+
+    def _param(self, arg: ast.arg):
+        from .namespace import ScalarType, TensorAnnotation
+
+        span = self.span(arg)
+        if arg.annotation is None:
+            raise TirxSyntaxError(
+                f"parameter {arg.arg!r} needs an annotation",
+                span,
+                hint='annotate it, e.g. A: T.Tensor((16, 16), "float16") or n: T.int32',
+            )
+        ann = self.ev.const(arg.annotation)
+        if isinstance(ann, TensorAnnotation):
+            self.b.add_tensor_param(arg.arg, ann.shape, ann.dtype, span)
+        elif isinstance(ann, ScalarType):
+            self.b.add_scalar_param(arg.arg, ann.dtype, span)
+        else:
+            raise TirxSyntaxError(
+                f"parameter {arg.arg!r}: annotation must be T.Tensor(shape, dtype) or a scalar "
+                f"type such as T.int32, got {ann!r}",
+                self.span(arg.annotation),
+            )
+
+    def _is_device_entry(self, stmt) -> bool:
+        if not (isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call)):
+            return False
+        try:
+            f = self.ev.const(stmt.value.func)
+        except TirxError:
+            return False
+        return getattr(f, "key", None) == "device_entry"
+
+    def _device_entry(self, stmt):
+        from .namespace import LaunchSpec
+
+        call = stmt.value
+        kw = {k.arg: self.ev.const(k.value) for k in call.keywords}
+        launch = kw.pop("launch", None)
+        if call.args and launch is None:
+            launch = self.ev.const(call.args[0])
+        if not isinstance(launch, LaunchSpec) or kw:
+            raise TirxSyntaxError(
+                "T.device_entry takes launch=T.cuda.LaunchConfig(grid=..., block=...)",
+                self.span(call),
+            )
+        self.b.launch = ir.LaunchConfig(launch.grid, launch.block, launch.dynamic_smem_bytes)
+
+    # ----------------------------------------------------------------- statements
+
+    def block(self, stmts) -> None:
+        for s in stmts:
+            self.stmt(s)
+
+    def stmt(self, node) -> None:
+        handler = getattr(self, "stmt_" + type(node).__name__, None)
+        if handler is None:
+            raise TirxSyntaxError(
+                f"{_describe(node)} is not supported in a tirx kernel",
+                self.span(node),
+                hint=_HINTS.get(type(node).__name__),
+            )
+        try:
+            handler(node)
+        except TirxError as e:
+            raise e.with_span(self.span(node)) from None
+        except (TypeError, ValueError, ZeroDivisionError, OverflowError) as e:
+            raise TirxSyntaxError(str(e), self.span(node)) from None
+
+    def stmt_Pass(self, node):
+        pass
+
+    def stmt_Expr(self, node):
+        if _is_docstring(node):
+            return
+        if not isinstance(node.value, ast.Call):
+            raise TirxSyntaxError("an expression statement has no effect", self.span(node))
+        value = self.ev.call(node.value, statement=True)
+        if value is not None:
+            raise TirxSyntaxError("this value is computed and dropped", self.span(node),
+                                  hint="assign it to a name or remove the line")
+
+    def stmt_Assign(self, node):
+        if len(node.targets) != 1:
+            raise TirxSyntaxError("chained assignment (a = b = ...) is not supported",
+                                  self.span(node))
+        target = node.targets[0]
+        if isinstance(target, ast.Name):
+            value = self.ev.value(node.value, name_hint=target.id)
+            self.b.assign(target.id, value, self.span(node))
+        elif isinstance(target, ast.Subscript):
+            self._store(target, self.ev.value(node.value), node)
+        else:
+            raise TirxSyntaxError(
+                "only names and tensor elements can be assigned (no tuple unpacking)",
+                self.span(target),
+            )
+
+    def stmt_AnnAssign(self, node):
+        from .namespace import ScalarType
+
+        if not isinstance(node.target, ast.Name) or node.value is None:
+            raise TirxSyntaxError("annotated assignment needs a name and a value", self.span(node))
+        ann = self.ev.const(node.annotation)
+        if not isinstance(ann, ScalarType):
+            raise TirxSyntaxError("annotate local variables with a scalar type, e.g. x: T.int32",
+                                  self.span(node.annotation))
+        value = ir.cast(self.ev.value(node.value), ann.dtype)
+        self.b.assign(node.target.id, value, self.span(node), force_var=True)
+
+    def stmt_AugAssign(self, node):
+        op = _BINOPS.get(type(node.op))
+        if op is None:
+            raise TirxSyntaxError(f"operator {type(node.op).__name__} is not supported",
+                                  self.span(node))
+        rhs = self.ev.value(node.value)
+        if isinstance(node.target, ast.Name):
+            cur = self.ev.value(node.target)
+            self.b.assign(node.target.id, self.ev.binop(op, cur, rhs), self.span(node))
+        elif isinstance(node.target, ast.Subscript):
+            cur = self.ev.value(node.target)
+            self._store(node.target, self.ev.binop(op, cur, rhs), node)
+        else:
+            raise TirxSyntaxError("unsupported augmented assignment target", self.span(node))
+
+    def _store(self, target: ast.Subscript, value, node):
+        view = self.ev.value(target.value)
+        if not isinstance(view, ir.View):
+            raise TirxSyntaxError("only tensor elements can be assigned", self.span(target))
+        indices = self.ev.indices(target.slice)
+        self.b.store(view, indices, value, self.span(node))
+
+    def stmt_For(self, node):
+        if node.orelse:
+            raise TirxSyntaxError("for ... else is not supported", self.span(node))
+        if not isinstance(node.target, ast.Name):
+            raise TirxSyntaxError("the loop variable must be a single name", self.span(node.target))
+        start, stop, step, kind = self.ev.loop_range(node.iter)
+        with self.b.loop(node.target.id, start, stop, step, kind, self.span(node)):
+            self.block(node.body)
+
+    def stmt_While(self, node):
+        if node.orelse:
+            raise TirxSyntaxError("while ... else is not supported", self.span(node))
+        cond = self.ev.condition(node.test)
+        with self.b.while_loop(cond, self.span(node)):
+            self.block(node.body)
+
+    def stmt_If(self, node):
+        cond = self.ev.condition(node.test)
+        if isinstance(cond, bool):  # static if: trace only the taken branch
+            with self.b.static_branch():
+                self.block(node.body if cond else node.orelse)
+            return
+        with self.b.branch(cond, self.span(node)) as br:
+            self.block(node.body)
+            if node.orelse:
+                br.else_()
+                self.block(node.orelse)
+
+    def stmt_Break(self, node):
+        self.b.loop_control(ir.Break(self.span(node)))
+
+    def stmt_Continue(self, node):
+        self.b.loop_control(ir.Continue(self.span(node)))
+
+
+_BINOPS = {
+    ast.Add: ir.Op.ADD,
+    ast.Sub: ir.Op.SUB,
+    ast.Mult: ir.Op.MUL,
+    ast.Div: ir.Op.DIV,
+    ast.FloorDiv: ir.Op.FLOORDIV,
+    ast.Mod: ir.Op.FLOORMOD,
+    ast.LShift: ir.Op.SHL,
+    ast.RShift: ir.Op.SHR,
+    ast.BitAnd: ir.Op.BITAND,
+    ast.BitOr: ir.Op.BITOR,
+    ast.BitXor: ir.Op.BITXOR,
+}
+
+_HINTS = {
+    "Return": "kernels write their results into tensor parameters; use an if around the rest",
+    "With": "with-blocks are not part of the language",
+    "Try": "exceptions do not exist on the GPU",
+    "FunctionDef": "define helper functions outside the kernel",
+    "Import": "import at module level; the kernel can use captured names",
+    "ImportFrom": "import at module level; the kernel can use captured names",
+    "Global": "kernels cannot write Python globals",
+    "Nonlocal": "kernels cannot write Python variables",
+    "Delete": "kernel variables live until the kernel ends",
+    "Raise": "exceptions do not exist on the GPU",
+    "Assert": "use an if and T.cuda.printf to report a condition",
+}
+
+
+def _describe(node) -> str:
+    names = {
+        "Return": "return",
+        "With": "a with-statement",
+        "Try": "try/except",
+        "FunctionDef": "a nested function",
+        "ClassDef": "a class definition",
+        "Import": "import",
+        "ImportFrom": "import",
+        "Raise": "raise",
+        "Assert": "assert",
+        "Delete": "del",
+        "Global": "global",
+        "Nonlocal": "nonlocal",
+        "AsyncFor": "async for",
+        "AsyncWith": "async with",
+        "AsyncFunctionDef": "an async function",
+        "Match": "match",
+    }
+    return names.get(type(node).__name__, f"the statement {type(node).__name__}")
+
+
+def _is_docstring(node) -> bool:
+    return (
+        isinstance(node, ast.Expr)
+        and isinstance(node.value, ast.Constant)
+        and isinstance(node.value.value, str)
+    )
+
+
+def _mutable_names(fdef) -> frozenset[str]:
+    """Names that must be kernel variables: assigned more than once, in a loop, in a branch,
+    or by augmented assignment. A name assigned once at the top level may stay a compile-time
+    value (an int, a view, a layout)."""
+    counts: dict[str, int] = {}
+    mutable: set[str] = set()
+
+    def visit(stmts, nested):
+        for s in stmts:
+            targets = []
+            if isinstance(s, ast.Assign):
+                targets = [t.id for t in s.targets if isinstance(t, ast.Name)]
+            elif isinstance(s, ast.AnnAssign) and isinstance(s.target, ast.Name):
+                targets = [s.target.id]
+                mutable.add(s.target.id)
+            elif isinstance(s, ast.AugAssign) and isinstance(s.target, ast.Name):
+                mutable.add(s.target.id)
+            for t in targets:
+                counts[t] = counts.get(t, 0) + 1
+                if nested:
+                    mutable.add(t)
+            for field in ("body", "orelse"):
+                inner = getattr(s, field, None)
+                if isinstance(inner, list) and not isinstance(s, ast.FunctionDef):
+                    visit(inner, True)
+
+    visit(fdef.body, False)
+    mutable.update(n for n, c in counts.items() if c > 1)
+    return frozenset(mutable)
+
+
+BUILTINS = {
+    "range": builtins.range,
+    "min": builtins.min,
+    "max": builtins.max,
+    "len": builtins.len,
+    "abs": builtins.abs,
+    "True": True,
+    "False": False,
+    "None": None,
+}

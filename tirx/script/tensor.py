@@ -1,0 +1,332 @@
+"""Tensor views (SPEC §3): ``view(dtype)``, ``view(*shape[, layout=])``, ``rearrange`` and regions.
+
+A :class:`~tirx.ir.nodes.View` is (buffer, dtype, shape, layout, elem_offset). Every operation
+here is pure and compile-time: it returns a new View over the same storage, computed with the
+layout algebra. Run-time values only enter through region starts (``elem_offset``).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+from ..dtypes import DType, dtype_of
+from ..errors import LayoutError, TirxSyntaxError
+from ..ir.nodes import Buffer, Expr, Scope, View, as_expr
+from ..ir.address import dim_offsets
+from ..ir.simplify import static_value
+from ..layout import TileLayout, transpose
+from ..layout.swizzle import ComposeLayout
+
+__all__ = ["make_buffer", "view_dtype", "view_shape", "rearrange", "region", "memory_span"]
+
+
+def default_layout(shape: tuple[int, ...]):
+    from ..layout import S
+
+    return TileLayout(S[tuple(shape)])
+
+
+def memory_span(layout) -> int:
+    """Elements of storage a layout touches on ``m`` (its footprint), at least 1."""
+    return max(int(layout.span("m")), 1)
+
+
+def make_buffer(name, shape, dtype, scope: Scope, layout="default", align=16, span=None):
+    """A new buffer and the view of it that the kernel's name binds to."""
+    shape = _shape_tuple(shape)
+    dtype = _dtype(dtype)
+    if isinstance(layout, str):
+        if layout != "default":
+            raise TirxSyntaxError(f'layout must be "default" or a layout object, got {layout!r}')
+        layout = default_layout(shape)
+    elif not isinstance(layout, (TileLayout, ComposeLayout)):
+        raise TirxSyntaxError(f"layout must be a TileLayout or ComposeLayout, got {layout!r}")
+    _check_layout_size(layout, shape)
+    if scope is not Scope.LOCAL and _thread_axes(layout):
+        raise LayoutError(
+            f"a {scope.value} allocation's layout must use only the memory axis m, "
+            f"got {layout!r}"
+        )
+    if not isinstance(align, int) or align <= 0 or align & (align - 1):
+        raise TirxSyntaxError(f"align must be a power of two, got {align!r}")
+    buf = Buffer(name, dtype, scope, shape, layout, memory_span(layout), align, span)
+    return buf, View(buf, dtype, shape, layout, 0, name)
+
+
+def view_dtype(v: View, dtype) -> View:
+    """Reinterpret the bits as another dtype (zero copy): pack or unpack the layout."""
+    new = _dtype(dtype)
+    old = v.dtype
+    if new.bits == old.bits:
+        return View(v.buffer, new, v.shape, v.layout, v.elem_offset, v.name)
+    if new.bits > old.bits:
+        r = new.bits // old.bits
+        if v.shape[-1] % r:
+            raise LayoutError(
+                f"cannot view {old} as {new}: the last dimension ({v.shape[-1]}) "
+                f"is not a multiple of {r}"
+            )
+        layout = v.layout.pack(r)
+        offset = _scale_offset(v.elem_offset, r, old, new)
+        shape = v.shape[:-1] + (v.shape[-1] // r,)
+    else:
+        r = old.bits // new.bits
+        layout = v.layout.unpack(r)
+        offset = v.elem_offset * r
+        shape = v.shape[:-1] + (v.shape[-1] * r,)
+    return View(v.buffer, new, shape, layout, offset, v.name)
+
+
+def view_shape(v: View, shape, layout=None) -> View:
+    """Re-shape over the same layout, or re-describe the storage with ``layout``."""
+    shape = _infer_shape(shape, math.prod(v.shape) if layout is None else None)
+    if layout is None:
+        if math.prod(shape) != math.prod(v.shape):
+            raise LayoutError(
+                f"cannot view shape {v.shape} as {shape}: {math.prod(v.shape)} elements "
+                f"vs {math.prod(shape)}"
+            )
+        return View(v.buffer, v.dtype, shape, v.layout, v.elem_offset, v.name)
+    if not isinstance(layout, (TileLayout, ComposeLayout)):
+        raise TirxSyntaxError(f"layout= must be a TileLayout or ComposeLayout, got {layout!r}")
+    _check_layout_size(layout, shape)
+    threads = _thread_axes(layout)
+    if threads and v.buffer.scope is not Scope.LOCAL:
+        raise LayoutError(
+            f"only a local (register) buffer can be viewed with thread axes "
+            f"({', '.join(sorted(threads))}); {v.buffer.name!r} is {v.buffer.scope.value}"
+        )
+    capacity = v.buffer.nbytes // v.dtype.bytes
+    start = static_value(v.elem_offset)
+    need = memory_span(layout) + (start or 0)
+    if need > capacity:
+        raise LayoutError(
+            f"the view needs {need} {v.dtype} slots but {v.buffer.name!r} holds only "
+            f"{capacity} ({v.buffer.elements} x {v.buffer.dtype})",
+            hint="allocate more registers or use a layout whose m strides fit",
+        )
+    return View(v.buffer, v.dtype, shape, layout, v.elem_offset, v.name)
+
+
+_GROUP = re.compile(r"\(([^()]*)\)|([A-Za-z_][A-Za-z0-9_]*)|(\S)")
+
+
+def _parse_side(pattern: str, side: str) -> list[list[str]]:
+    groups = []
+    for m in _GROUP.finditer(side):
+        inner, bare, bad = m.groups()
+        if bad is not None:
+            raise LayoutError(f"rearrange {pattern!r}: unexpected {bad!r}")
+        names = inner.split() if inner is not None else [bare]
+        for n in names:
+            if not n.isidentifier():
+                raise LayoutError(f"rearrange {pattern!r}: {n!r} is not a name")
+        groups.append(names)
+    return groups
+
+
+def rearrange(v: View, pattern: str, **sizes: int) -> View:
+    """einops-style ``"(a b) c -> b (a c)"``: split dims to atoms, permute, merge (a pure view)."""
+    if not isinstance(pattern, str) or pattern.count("->") != 1:
+        raise LayoutError(f"rearrange pattern must look like 'lhs -> rhs', got {pattern!r}")
+    lhs_text, rhs_text = pattern.split("->")
+    lhs, rhs = _parse_side(pattern, lhs_text), _parse_side(pattern, rhs_text)
+    if len(lhs) != len(v.shape):
+        raise LayoutError(
+            f"rearrange {pattern!r}: the left side has {len(lhs)} groups but the tensor "
+            f"has {len(v.shape)} dimensions {v.shape}"
+        )
+    lhs_names = [n for g in lhs for n in g]
+    rhs_names = [n for g in rhs for n in g]
+    for names, where in ((lhs_names, "left"), (rhs_names, "right")):
+        if len(set(names)) != len(names):
+            raise LayoutError(f"rearrange {pattern!r}: a name repeats on the {where} side")
+    if set(lhs_names) != set(rhs_names):
+        raise LayoutError(
+            f"rearrange {pattern!r}: both sides must name the same axes "
+            f"(left {sorted(lhs_names)}, right {sorted(rhs_names)})"
+        )
+    unknown_kw = set(sizes) - set(lhs_names)
+    if unknown_kw:
+        raise LayoutError(f"rearrange {pattern!r}: sizes given for unknown axes {sorted(unknown_kw)}")
+    size_of: dict[str, int] = {}
+    for group, extent in zip(lhs, v.shape):
+        missing = [n for n in group if n not in sizes]
+        known = math.prod(int(sizes[n]) for n in group if n in sizes)
+        if len(missing) > 1:
+            raise LayoutError(
+                f"rearrange {pattern!r}: group ({' '.join(group)}) has more than one "
+                f"unknown size; give sizes for {missing[1:]}"
+            )
+        if missing:
+            if known <= 0 or extent % known:
+                raise LayoutError(
+                    f"rearrange {pattern!r}: dimension of extent {extent} cannot be split "
+                    f"into ({' '.join(group)}) with the given sizes"
+                )
+            sizes_here = {**{n: int(sizes[n]) for n in group if n in sizes}, missing[0]: extent // known}
+        else:
+            if known != extent:
+                raise LayoutError(
+                    f"rearrange {pattern!r}: ({' '.join(group)}) multiplies to {known}, "
+                    f"but the dimension has extent {extent}"
+                )
+            sizes_here = {n: int(sizes[n]) for n in group}
+        size_of.update(sizes_here)
+    atom_shape = tuple(size_of[n] for n in lhs_names)
+    perm = [lhs_names.index(n) for n in rhs_names]
+    layout = transpose(v.layout, atom_shape, perm)
+    new_shape = tuple(math.prod(size_of[n] for n in g) for g in rhs)
+    return View(v.buffer, v.dtype, new_shape, layout, v.elem_offset, v.name)
+
+
+def region(v: View, indices: list) -> View | None:
+    """``t[i, a:b, :]``: integer indices drop their dimension, slices keep it.
+
+    Returns ``None`` when every index is a scalar for every dimension (an element access).
+    Starts may be run-time expressions; extents must be compile-time.
+    """
+    if len(indices) > len(v.shape):
+        raise TirxSyntaxError(f"{len(indices)} indices for a tensor of rank {len(v.shape)}")
+    if len(indices) == len(v.shape) and not any(isinstance(i, slice) for i in indices):
+        return None
+    if not isinstance(v.layout, TileLayout):
+        raise LayoutError("regions of swizzled (ComposeLayout) tensors are not supported yet")
+    indices = list(indices) + [slice(None)] * (len(v.shape) - len(indices))
+    grouped, seps = v.layout.group(v.shape)
+    shard = list(grouped.shard)
+    new_iters, new_shape = [], []
+    offset: Expr | int = v.elem_offset
+    for d, (idx, extent) in enumerate(zip(indices, v.shape)):
+        iters = shard[seps[d] : seps[d + 1]]
+        if isinstance(idx, slice):
+            start, count = _slice_bounds(idx, extent, d)
+            sub = _sub_iters(iters, start, count, d)
+            new_iters.extend(sub)
+            new_shape.append(count)
+        else:
+            start = idx
+            if static_value(idx) is not None and not 0 <= static_value(idx) < extent:
+                raise TirxSyntaxError(f"index {static_value(idx)} is out of range for dimension {d} of extent {extent}")
+        offset = offset + _coord_m(iters, start, d)
+    replica = list(grouped.replica)
+    layout = TileLayout.from_iters(new_iters, replica, dict(grouped.offset) or None)
+    return View(v.buffer, v.dtype, tuple(new_shape), layout, offset, v.name)
+
+
+# ------------------------------------------------------------------------------ helpers
+
+
+def _dtype(d) -> DType:
+    try:
+        return dtype_of(d)
+    except ValueError as e:
+        raise TirxSyntaxError(str(e)) from None
+
+
+def _shape_tuple(shape) -> tuple[int, ...]:
+    if isinstance(shape, int):
+        shape = (shape,)
+    if not isinstance(shape, (tuple, list)) or not shape:
+        raise TirxSyntaxError(f"a shape must be an int or a non-empty tuple of ints, got {shape!r}")
+    if not all(isinstance(s, int) and s > 0 for s in shape):
+        raise TirxSyntaxError(f"shape entries must be positive compile-time ints, got {shape!r}")
+    return tuple(shape)
+
+
+def _infer_shape(shape, total) -> tuple[int, ...]:
+    shape = list(shape)
+    if shape.count(-1) > 1:
+        raise TirxSyntaxError("at most one -1 may be inferred in a view shape")
+    if -1 in shape:
+        if total is None:
+            raise TirxSyntaxError("a -1 dimension cannot be inferred when a layout is given")
+        rest = math.prod(s for s in shape if s != -1)
+        if rest <= 0 or total % rest:
+            raise LayoutError(f"cannot infer -1 in {tuple(shape)} for {total} elements")
+        shape[shape.index(-1)] = total // rest
+    return _shape_tuple(tuple(shape))
+
+
+def _check_layout_size(layout, shape):
+    if int(layout.size()) != math.prod(shape):
+        raise LayoutError(
+            f"layout {layout!r} describes {layout.size()} elements but the shape {tuple(shape)} "
+            f"has {math.prod(shape)}"
+        )
+
+
+def _thread_axes(layout) -> set[str]:
+    inner = layout.tile_layout if isinstance(layout, ComposeLayout) else layout
+    return {a for a in inner.axes() if a != "m"}
+
+
+def _scale_offset(offset, r: int, old: DType, new: DType):
+    value = static_value(offset)
+    if value is not None:
+        if value % r:
+            raise LayoutError(
+                f"cannot view {old} data at element offset {value} as {new}: "
+                f"the offset is not a multiple of {r}"
+            )
+        return value // r
+    return as_expr(offset) // r
+
+
+def _slice_bounds(idx: slice, extent: int, d: int):
+    if idx.step not in (None, 1):
+        raise TirxSyntaxError(f"slice steps are not supported (dimension {d})")
+    start = 0 if idx.start is None else idx.start
+    stop = extent if idx.stop is None else idx.stop
+    count = static_value(as_expr(stop) - as_expr(start)) if not (
+        isinstance(start, int) and isinstance(stop, int)
+    ) else stop - start
+    if count is None:
+        raise TirxSyntaxError(
+            f"the extent of a region (dimension {d}) must be a compile-time constant",
+            hint="write slices as a[k * 16 : k * 16 + 16]: the start may vary, the size not",
+        )
+    if count <= 0 or count > extent:
+        raise TirxSyntaxError(f"region extent {count} is out of range for dimension {d} of extent {extent}")
+    s = static_value(start)
+    if s is not None and not 0 <= s <= extent - count:
+        raise TirxSyntaxError(f"region {s}:{s + count} is out of range for dimension {d} of extent {extent}")
+    return start, count
+
+
+def _coord_m(iters, c, d):
+    """The m contribution of coordinate ``c`` of one dimension whose iters are ``iters``."""
+    parts = dim_offsets(iters, c)
+    for name, value in parts.items():
+        if name != "m" and static_value(value) != 0:
+            raise LayoutError(f"a region must not start inside a thread-distributed dimension ({d})")
+    return parts.get("m", 0)
+
+
+def _sub_iters(iters, start, count, d):
+    if len(iters) == 1:
+        it = iters[0]
+        return [type(it)(count, it.stride, it.axis)]
+    out, remaining = [], count
+    for it in reversed(iters):
+        if remaining == 1:
+            break
+        if remaining % it.extent == 0:
+            out.append(it)
+            remaining //= it.extent
+        elif it.extent % remaining == 0:
+            out.append(type(it)(remaining, it.stride, it.axis))
+            remaining = 1
+        else:
+            break
+    s = static_value(start)
+    if remaining != 1 or s is None or s % count:
+        raise LayoutError(
+            f"region of extent {count} at start {start!r} does not follow the layout's "
+            f"split of dimension {d}",
+            hint="use a compile-time start that is a multiple of the extent, or a layout "
+            "whose dimension is a single iter",
+        )
+    return list(reversed(out))
+

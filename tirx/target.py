@@ -1,0 +1,74 @@
+"""Compilation targets: ``"cuda"`` (optionally ``-arch=sm_XX``), ``"sim"``, or automatic."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from .errors import TirxError
+
+__all__ = ["Target"]
+
+_ARCH = re.compile(r"^sm_(\d+)a?$")
+
+
+@dataclass(frozen=True)
+class Target:
+    """Where a kernel runs. ``kind`` is "cuda" or "sim"; ``arch`` like "sm_90" (cuda only).
+
+    ``auto`` records that the kind was chosen for the user (``target=None``): cuda when a GPU
+    is visible, otherwise the simulator.
+    """
+
+    kind: str
+    arch: str = "sm_90"
+    auto: bool = False
+
+    @property
+    def arch_number(self) -> int:
+        return int(_ARCH.match(self.arch).group(1))
+
+    def __str__(self) -> str:
+        text = "sim" if self.kind == "sim" else f"cuda -arch={self.arch}"
+        return text + (" (auto)" if self.auto else "")
+
+    @staticmethod
+    def parse(spec) -> Target:
+        """Accept a Target, None (auto), "cuda", "cuda -arch=sm_90", "sim"."""
+        from . import config
+
+        if isinstance(spec, Target):
+            return spec
+        auto = spec is None
+        if spec is None:
+            spec = config.default_target()
+        if spec is None:
+            from .backend.cuda.driver import gpu_count
+
+            spec = "cuda" if gpu_count() > 0 else "sim"
+        if not isinstance(spec, str):
+            raise TirxError(f"target must be a string or tirx.Target, got {spec!r}")
+        words = spec.split()
+        if not words or words[0] not in ("cuda", "sim"):
+            raise TirxError(
+                f"unknown target {spec!r}",
+                hint='use "cuda", "cuda -arch=sm_90", "sim", or None to choose automatically',
+            )
+        if words[0] == "sim":
+            if len(words) > 1:
+                raise TirxError(f"the sim target takes no options, got {spec!r}")
+            return Target("sim", "sm_90", auto)
+        arch = None
+        for w in words[1:]:
+            m = re.fullmatch(r"-arch=(\S+)", w)
+            if not m or not _ARCH.match(m.group(1)):
+                raise TirxError(f"unknown cuda target option {w!r}", hint="e.g. -arch=sm_90")
+            arch = m.group(1)
+        if arch is None:
+            from .backend.cuda.driver import device_arch, gpu_count
+
+            arch = device_arch(0) if gpu_count() > 0 else None
+            arch = arch or "sm_80"
+        if int(_ARCH.match(arch).group(1)) < 80:
+            raise TirxError(f"tirx needs sm_80 or newer, got {arch}")
+        return Target("cuda", arch, auto)
