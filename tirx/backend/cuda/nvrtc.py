@@ -1,0 +1,292 @@
+"""CUDA C++ source → PTX and CUBIN with NVRTC, and NVRTC's log mapped back to the user's lines.
+
+One NVRTC program per compile: for a real architecture (``sm_XX``) NVRTC keeps the PTX it
+generated on the way to the CUBIN, so ``nvrtcGetPTX`` and ``nvrtcGetCUBIN`` both answer and a
+second (virtual-architecture) compile would only repeat the front end. A virtual architecture
+(``compute_XX``) gives PTX and an empty cubin.
+
+Resource use (registers, spills, stack, shared memory) comes from ptxas itself: NVRTC runs it
+with ``--ptxas-options=-v`` and its info lines are parsed out of the log.
+
+Generated code carries ``#line N "file"`` directives, so NVRTC reports C++ errors at the
+user's lines. Errors ptxas finds in inline PTX name a line of the PTX; those are mapped back by
+compiling once more with ``-lineinfo`` and reading the ``.loc`` directive above that line.
+
+NVRTC is pinned to 13.0 (see ENV.md): it emits PTX 9.0, which the GPU machine's driver loads.
+"""
+
+from __future__ import annotations
+
+import functools
+import linecache
+import os
+import re
+import time
+from dataclasses import dataclass, field
+from typing import NamedTuple
+
+from tirx.errors import CompileError, Span
+
+from .tools import parse_ptxas_info, ptxas_stats
+
+__all__ = [
+    "NvrtcOutput",
+    "Diagnostic",
+    "DEFAULT_OPTIONS",
+    "compile_cuda",
+    "nvrtc_version",
+    "parse_diagnostics",
+]
+
+# -default-device: helper functions the code generator writes need no __device__ marker.
+DEFAULT_OPTIONS = ("--std=c++17", "-default-device")
+_VERBOSE = "--ptxas-options=-v"
+_ARCH = re.compile(r"^(sm|compute)_\d{2,3}[af]?$")
+_LOG_LINES = 40
+
+
+@dataclass(frozen=True)
+class NvrtcOutput:
+    """What one NVRTC compile produced.
+
+    ``ptx``: PTX text; ``cubin``: the binary (empty for a ``compute_XX`` arch); ``log``: the
+    compiler's diagnostics (warnings) without ptxas' info lines; ``options``: every option
+    passed to NVRTC; ``nvrtc_ms``: wall time of the compile; ``stats``: see
+    :func:`tirx.backend.cuda.tools.parse_ptxas_info` (empty when ptxas reported nothing).
+    """
+
+    ptx: str
+    cubin: bytes
+    log: str
+    options: tuple[str, ...]
+    nvrtc_ms: float
+    stats: dict = field(default_factory=dict, hash=False, compare=False)
+
+
+class Diagnostic(NamedTuple):
+    """One diagnostic of a compile log. ``file`` is ``"<ptx>"`` for ptxas' lines about PTX."""
+
+    file: str
+    line: int
+    severity: str
+    message: str
+
+
+_CXX_DIAG = re.compile(
+    r"^(?P<file>.+?)\((?P<line>\d+)\): (?P<sev>catastrophic error|error|warning|remark|note)"
+    r"(?: #[\w-]+)?: (?P<msg>.*)$"
+)
+_PTX_DIAG = re.compile(
+    r"^ptxas application ptx input, line (?P<line>\d+); (?P<sev>\w+)\s*: (?P<msg>.*)$"
+)
+_NVRTC_DIAG = re.compile(r"^nvrtc: (?P<sev>error|warning)\s*: (?P<msg>.*)$")
+_PTXAS_INFO = re.compile(r"^ptxas(?: info|\s+\.)\s")
+_LINE_DIRECTIVE = re.compile(r'^\s*#\s*line\s+\d+\s+"([^"]+)"', re.MULTILINE)
+_PTX_FILE = re.compile(r'^\s*\.file\s+(\d+)\s+"([^"]*)"')
+_PTX_LOC = re.compile(r"^\s*\.loc\s+(\d+)\s+(\d+)\s+(\d+)")
+
+
+def parse_diagnostics(log: str) -> list[Diagnostic]:
+    """Every ``path(line): severity: message`` of an NVRTC log, and ptxas' errors and warnings
+    (file ``"<ptx>"``, line in the PTX); option errors come as file ``"<nvrtc>"``, line 0."""
+    out = []
+    for line in log.splitlines():
+        if m := _CXX_DIAG.match(line):
+            out.append(Diagnostic(m["file"], int(m["line"]), m["sev"], m["msg"].strip()))
+        elif m := _PTX_DIAG.match(line):
+            out.append(Diagnostic("<ptx>", int(m["line"]), m["sev"], m["msg"].strip()))
+        elif m := _NVRTC_DIAG.match(line):
+            out.append(Diagnostic("<nvrtc>", 0, m["sev"], m["msg"].strip()))
+    return out
+
+
+def _nvrtc():
+    from cuda.bindings import nvrtc
+
+    return nvrtc
+
+
+@functools.cache
+def nvrtc_version() -> tuple[int, int]:
+    """(major, minor) of the NVRTC library that compiles (part of every cache key)."""
+    try:
+        err, major, minor = _nvrtc().nvrtcVersion()
+    except Exception as e:  # the library could not be loaded at all
+        raise _missing(e) from e
+    return int(major), int(minor)
+
+
+def _missing(e: Exception) -> CompileError:
+    return CompileError(
+        f"the NVRTC library could not be loaded: {e}",
+        hint="install it with `pip install nvidia-cuda-nvrtc==13.0.88` (see ENV.md for the pin)",
+    )
+
+
+def _check(result, what: str) -> None:
+    if int(result) != 0:
+        name = getattr(result, "name", str(result))
+        raise CompileError(f"NVRTC {what} failed: {name}")
+
+
+class _Program:
+    """One NVRTC program: compile once, then read the log, PTX and CUBIN."""
+
+    def __init__(self, source: bytes, filename: bytes, options: list[bytes]):
+        self.nvrtc = nv = _nvrtc()
+        try:
+            err, self.prog = nv.nvrtcCreateProgram(source, filename, 0, [], [])
+        except Exception as e:
+            raise _missing(e) from e
+        _check(err, "nvrtcCreateProgram")
+        try:
+            (self.result,) = nv.nvrtcCompileProgram(self.prog, len(options), options)
+            self.log = self._read(nv.nvrtcGetProgramLogSize, nv.nvrtcGetProgramLog).decode(
+                errors="replace"
+            )
+        except BaseException:
+            self.close()
+            raise
+
+    @property
+    def ok(self) -> bool:
+        return int(self.result) == 0
+
+    def _read(self, size_fn, get_fn) -> bytes:
+        err, n = size_fn(self.prog)
+        _check(err, size_fn.__name__)
+        buf = bytearray(n)
+        if n:
+            _check(get_fn(self.prog, buf)[0], get_fn.__name__)
+        return bytes(buf).rstrip(b"\0")
+
+    def ptx(self) -> str:
+        nv = self.nvrtc
+        return self._read(nv.nvrtcGetPTXSize, nv.nvrtcGetPTX).decode(errors="replace")
+
+    def cubin(self) -> bytes:
+        nv = self.nvrtc
+        err, n = nv.nvrtcGetCUBINSize(self.prog)
+        if int(err) != 0 or n == 0:
+            return b""
+        buf = bytearray(n)
+        _check(nv.nvrtcGetCUBIN(self.prog, buf)[0], "nvrtcGetCUBIN")
+        return bytes(buf)
+
+    def close(self) -> None:
+        if getattr(self, "prog", None) is not None:
+            self.nvrtc.nvrtcDestroyProgram(self.prog)
+            self.prog = None
+
+
+def compile_cuda(
+    source: str,
+    *,
+    arch: str = "sm_80",
+    filename: str = "kernel.cu",
+    options: tuple[str, ...] = (),
+) -> NvrtcOutput:
+    """Compile CUDA C++ ``source`` for ``arch`` (``sm_XX[a]`` → PTX and CUBIN, ``compute_XX`` →
+    PTX only). ``options`` are appended to :data:`DEFAULT_OPTIONS`.
+
+    Raises :class:`CompileError` on failure: its message holds the first error and the log,
+    its span the user's line when the error's file is a real file or a :mod:`linecache` entry.
+    """
+    if not _ARCH.match(arch):
+        raise CompileError(
+            f"unknown CUDA architecture {arch!r}",
+            hint="write it as NVRTC does: 'sm_80', 'sm_90', 'sm_90a' or 'compute_90'",
+        )
+    real = arch.startswith("sm_")
+    opts = (f"--gpu-architecture={arch}", *DEFAULT_OPTIONS, *((_VERBOSE,) if real else ()))
+    opts = (*opts, *options)
+    src, fname = source.encode(), filename.encode()
+    t0 = time.perf_counter()
+    prog = _Program(src, fname, [o.encode() for o in opts])
+    try:
+        if not prog.ok:
+            raise _failure(prog, source, filename, arch, [o.encode() for o in opts])
+        ptx, cubin = prog.ptx(), (prog.cubin() if real else b"")
+    finally:
+        prog.close()
+    ms = (time.perf_counter() - t0) * 1e3
+    stats = parse_ptxas_info(prog.log)
+    if real and not stats:
+        stats = ptxas_stats(ptx, arch)
+    log = "\n".join(ln for ln in prog.log.splitlines() if not _PTXAS_INFO.match(ln)).strip()
+    return NvrtcOutput(ptx=ptx, cubin=cubin, log=log, options=opts, nvrtc_ms=ms, stats=stats)
+
+
+def _known_file(path: str) -> bool:
+    return path in linecache.cache or os.path.isfile(path)
+
+
+def _failure(prog: _Program, source, filename, arch, opts) -> CompileError:
+    """The CompileError for a failed program: first error, trimmed log, span, hint."""
+    log = prog.log.strip()
+    errors = [d for d in parse_diagnostics(log) if "error" in d.severity or d.severity == "fatal"]
+    head = f"NVRTC could not compile {filename} for {arch}"
+    if not errors:
+        return CompileError(f"{head} ({getattr(prog.result, 'name', prog.result)})\n{_trim(log)}")
+    first = errors[0]
+    if first.file == "<nvrtc>":
+        return CompileError(
+            f"{head}: {first.message}\n{_trim(log)}", hint="check the NVRTC options and the arch"
+        )
+    if first.file != "<ptx>":
+        span = Span(first.file, first.line) if _known_file(first.file) else None
+        return CompileError(f"{head}: {first.message}\n{_trim(log)}", span=span)
+    # ptxas rejected the PTX (almost always inline asm): find the source line of that PTX line.
+    where = _map_ptx_error(source, filename, opts)
+    span, ptx_text = None, ""
+    if where is not None:
+        file, line, ptx_text = where
+        span = Span(file, line) if file and _known_file(file) else None
+        if file and span is None:
+            head += f" (at {file}:{line})"
+    detail = f"\n  PTX: {ptx_text.strip()}" if ptx_text else ""
+    return CompileError(
+        f"{head}: ptxas: {first.message}{detail}\n{_trim(log)}",
+        span=span,
+        hint=f"the inline PTX at this line is not valid for {arch}: check the instruction's "
+        "spelling, operands and the architecture it needs",
+    )
+
+
+def _map_ptx_error(source: str, filename: str, opts) -> tuple[str | None, int, str] | None:
+    """Recompile with ``-lineinfo``; map ptxas' first error line through ``.loc`` to a file."""
+    prog = _Program(source.encode(), filename.encode(), [*opts, b"-lineinfo"])
+    try:
+        ptx_lines = prog.ptx().splitlines()
+    finally:
+        prog.close()
+    bad = [d for d in parse_diagnostics(prog.log) if d.file == "<ptx>" and "error" in d.severity]
+    if not bad or not 0 < bad[0].line <= len(ptx_lines):
+        return None
+    n = bad[0].line
+    files = {}
+    for ln in ptx_lines:
+        if m := _PTX_FILE.match(ln):
+            files[m.group(1)] = m.group(2)
+    for ln in reversed(ptx_lines[: n - 1]):
+        if m := _PTX_LOC.match(ln):
+            path = files.get(m.group(1))
+            return _source_name(path, source, filename), int(m.group(2)), ptx_lines[n - 1]
+    return None, 0, ptx_lines[n - 1]
+
+
+def _source_name(path: str | None, source: str, filename: str) -> str | None:
+    """NVRTC makes ``.file`` paths absolute; give back the name the source itself used."""
+    if path is None:
+        return None
+    for name in (*_LINE_DIRECTIVE.findall(source), filename):
+        if path == name or path.endswith("/" + name):
+            return name
+    return path
+
+
+def _trim(log: str) -> str:
+    lines = log.splitlines()
+    if len(lines) <= _LOG_LINES:
+        return log
+    return "\n".join([*lines[:_LOG_LINES], f"... ({len(lines) - _LOG_LINES} more lines)"])

@@ -1,0 +1,120 @@
+"""The CUDA command-line tools tirx can use when they are installed: nvdisasm/cuobjdump, ptxas.
+
+None of them is required. Each function answers None (or an empty dict) when its tool is
+missing, and every subprocess runs under a timeout so a broken tool cannot hang a notebook.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+
+__all__ = ["find_tool", "disassemble", "ptxas_stats", "parse_ptxas_info", "STAT_KEYS"]
+
+TIMEOUT_S = 60.0
+STAT_KEYS = ("registers", "spill_stores", "spill_loads", "stack_bytes", "shared_bytes")
+
+_SYSTEM_BIN = ("/usr/local/cuda/bin",)
+
+
+@functools.cache
+def find_tool(name: str) -> str | None:
+    """Path of a CUDA binary utility: pip wheels (cuda.pathfinder), PATH, /usr/local/cuda."""
+    try:
+        from cuda.pathfinder import find_nvidia_binary_utility
+
+        found = find_nvidia_binary_utility(name)
+        if found:
+            return str(found)
+    except Exception:
+        pass
+    found = shutil.which(name)
+    if found:
+        return found
+    for d in _SYSTEM_BIN:
+        path = os.path.join(d, name)
+        if os.access(path, os.X_OK):
+            return path
+    return None
+
+
+def _run(argv: list[str]) -> subprocess.CompletedProcess | None:
+    try:
+        return subprocess.run(argv, capture_output=True, text=True, timeout=TIMEOUT_S, check=False)
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def disassemble(cubin: bytes) -> str | None:
+    """SASS text of a cubin (nvdisasm, else cuobjdump -sass); None when neither tool works."""
+    if not cubin:
+        return None
+    with tempfile.TemporaryDirectory(prefix="tirx-sass-") as d:
+        path = os.path.join(d, "kernel.cubin")
+        with open(path, "wb") as f:
+            f.write(cubin)
+        for tool, flags in (("nvdisasm", ["-c"]), ("cuobjdump", ["-sass"])):
+            exe = find_tool(tool)
+            if exe is None:
+                continue
+            done = _run([exe, *flags, path])
+            if done is not None and done.returncode == 0 and done.stdout.strip():
+                return done.stdout
+    return None
+
+
+def ptxas_stats(ptx: str, arch: str) -> dict:
+    """Resource use of ``ptx`` built for ``arch`` (``sm_XX``) by ``ptxas -v``; {} without ptxas."""
+    exe = find_tool("ptxas")
+    if exe is None or not arch.startswith("sm_"):
+        return {}
+    with tempfile.TemporaryDirectory(prefix="tirx-ptxas-") as d:
+        src = os.path.join(d, "kernel.ptx")
+        with open(src, "w") as f:
+            f.write(ptx)
+        done = _run([exe, "-v", f"--gpu-name={arch}", "-o", os.path.join(d, "k.cubin"), src])
+    if done is None or done.returncode != 0:
+        return {}
+    return parse_ptxas_info(done.stdout + done.stderr)
+
+
+_ENTRY = re.compile(r"Compiling entry function '([^']+)'")
+_PROPS = re.compile(r"Function properties for (\S+)")
+_FRAME = re.compile(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads")
+_USED = re.compile(r"Used (\d+) registers")
+_SMEM = re.compile(r"(\d+) bytes smem")
+
+
+def parse_ptxas_info(log: str) -> dict:
+    """Parse ``ptxas -v`` output (standalone or inside an NVRTC log).
+
+    Returns ``{}`` when the log has no ptxas info, else the keys of :data:`STAT_KEYS` holding
+    the worst (largest) value over all functions, and ``"kernels"``: ``{name: {key: value}}``
+    per function ptxas reported on (device functions that were not inlined report only their
+    stack frame and spills).
+    """
+    kernels: dict[str, dict[str, int]] = {}
+    entry = current = None
+    for line in log.splitlines():
+        if m := _ENTRY.search(line):
+            entry = current = m.group(1)
+            kernels.setdefault(entry, {})
+        elif m := _PROPS.search(line):
+            current = m.group(1)
+            kernels.setdefault(current, {})
+        elif (m := _FRAME.search(line)) and current is not None:
+            stack, stores, loads = (int(g) for g in m.groups())
+            kernels[current].update(stack_bytes=stack, spill_stores=stores, spill_loads=loads)
+        elif (m := _USED.search(line)) and entry is not None:
+            kernels[entry]["registers"] = int(m.group(1))
+            s = _SMEM.search(line)
+            kernels[entry]["shared_bytes"] = int(s.group(1)) if s else 0
+    if not kernels:
+        return {}
+    stats: dict = {k: max((v.get(k, 0) for v in kernels.values()), default=0) for k in STAT_KEYS}
+    stats["kernels"] = kernels
+    return stats

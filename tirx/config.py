@@ -1,0 +1,43 @@
+"""Settings read from the environment: the only module in tirx that looks at ``os.environ``.
+
+Every value is read when its function is called, never at import, so a test (or a notebook)
+can change the environment and see the change at once.
+
+=================  ====================================================================
+``TIRX_CACHE_DIR`` directory of the on-disk compile cache (default ``$XDG_CACHE_HOME/tirx``,
+                   else ``~/.cache/tirx``)
+``TIRX_CACHE``     ``0`` (or ``false``/``off``/``no``) turns the on-disk cache off; the
+                   per-process in-memory cache stays on
+``TIRX_TARGET``    the default target (``"cuda"``, ``"sim"`` ...) when the caller names none
+=================  ====================================================================
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+__all__ = ["cache_dir", "cache_enabled", "default_target"]
+
+_FALSE = {"0", "false", "off", "no"}
+
+
+def cache_dir() -> Path:
+    """The on-disk compile cache directory (not created here)."""
+    explicit = os.environ.get("TIRX_CACHE_DIR")
+    if explicit:
+        return Path(explicit).expanduser()
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    base = Path(xdg).expanduser() if xdg else Path.home() / ".cache"
+    return base / "tirx"
+
+
+def cache_enabled() -> bool:
+    """False when ``TIRX_CACHE`` says off: compiled code is then kept in memory only."""
+    return os.environ.get("TIRX_CACHE", "1").strip().lower() not in _FALSE
+
+
+def default_target() -> str | None:
+    """``$TIRX_TARGET`` when set and not empty, else None (the caller decides)."""
+    value = os.environ.get("TIRX_TARGET", "").strip()
+    return value or None
