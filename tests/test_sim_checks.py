@@ -1,0 +1,456 @@
+"""Every simulator check fires on a kernel made to break it, and stays silent on its twin."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tests.test_sim_kernels import (
+    LANE,
+    TX,
+    function,
+    gbuf,
+    lbuf,
+    regs,
+    sbuf,
+    seed_kernel,
+    seq,
+    span,
+    var,
+)
+from tirx.errors import SimulationError
+from tirx.ir import nodes as ir
+from tirx.sim import machine, run
+
+I32, U32, F32 = ir.I32, ir.U32, ir.F32
+F16 = ir.dtype_of("float16")
+LDM4 = "ldmatrix.sync.aligned.m8n8.x4.shared.b16"
+STM1 = "stmatrix.sync.aligned.m8n8.x1.shared.b16"
+
+
+def lt(a, b):
+    return ir.cmp(ir.CmpOp.LT, a, b)
+
+
+def expect_fault(fn, args, pattern, *, warp=None, lane=None, line=None, block=None):
+    with pytest.raises(SimulationError, match=pattern) as info:
+        run(fn, args)
+    msg = info.value.message
+    assert "block (" in msg and "warp" in msg and "lane" in msg, msg
+    if block is not None:
+        assert f"block {block}" in msg, msg
+    if warp is not None:
+        assert f"warp {warp}," in msg, msg
+    if lane is not None:
+        assert msg.endswith(f"lane {lane}]"), msg
+    if line is not None:
+        assert info.value.span == span(line), info.value.span
+    return info.value
+
+
+# ------------------------------------------------------------------------------ bounds
+
+
+def copy_kernel(src_n, dst_n, shift, scope="global", threads=32):
+    """dst[tid] = src[tid + shift] through a buffer of the given scope."""
+    Src, Dst = gbuf("Src", (src_n,), "int32"), gbuf("Dst", (dst_n,), "int32")
+    if scope == "global":
+        body = ir.Store(Dst, TX, ir.Load(Src, TX + shift, I32), I32, span(3))
+        return function("copy", (Src, Dst), body, block=(threads, 1, 1))
+    if scope == "shared":
+        s = sbuf("s", (src_n,), "int32")
+        body = seq(
+            ir.Store(s, TX, ir.Load(Src, TX, I32), I32, span(2)),
+            ir.Barrier("cta"),
+            ir.Store(Dst, TX, ir.Load(s, TX + shift, I32), I32, span(3)),
+        )
+        return function("copy", (Src, Dst), body, block=(threads, 1, 1), allocs=(s,))
+    loc = lbuf("l", 2, "int32")
+    body = seq(
+        ir.Store(loc, 0, ir.Load(Src, TX, I32), I32, span(2)),
+        ir.Store(loc, 1, ir.const(7), I32, span(2)),
+        ir.Store(Dst, TX, ir.Load(loc, shift, I32), I32, span(3)),
+    )
+    return function("copy", (Src, Dst), body, block=(threads, 1, 1), allocs=(loc,))
+
+
+@pytest.mark.parametrize("scope", ["global", "shared"])
+def test_out_of_bounds_read(scope):
+    src = np.arange(32, dtype=np.int32)
+    dst = np.zeros(32, dtype=np.int32)
+    run(copy_kernel(32, 32, 0, scope), [src, dst])  # in bounds: silent
+    np.testing.assert_array_equal(dst, src)
+    expect_fault(
+        copy_kernel(32, 32, 1, scope), [src, dst], "out-of-bounds read", warp=0, lane=31, line=3
+    )
+    expect_fault(copy_kernel(32, 32, -1, scope), [src, dst], "out-of-bounds", lane=0, line=3)
+
+
+def test_out_of_bounds_global_write_in_second_block():
+    Dst = gbuf("Dst", (48,), "int32")
+    idx = ir.Special(ir.Builtin.BLOCK_IDX) * 32 + TX
+    fn = function("w", (Dst,), ir.Store(Dst, idx, ir.const(1), I32, span(4)), grid=(2, 1, 1))
+    expect_fault(fn, [np.zeros(48, np.int32)], "global 'Dst'", block="(1, 0, 0)", warp=0, lane=16)
+
+
+def test_out_of_bounds_local_slot():
+    src, dst = np.arange(32, dtype=np.int32), np.zeros(32, np.int32)
+    run(copy_kernel(32, 32, 1, "local"), [src, dst])
+    assert (dst == 7).all()
+    expect_fault(copy_kernel(32, 32, 2, "local"), [src, dst], "local 'l': slot 2", lane=0, line=3)
+
+
+# --------------------------------------------------------------------------- alignment
+
+
+def test_misaligned_shared_access():
+    Out = gbuf("Out", (32,), "uint32")
+    s = sbuf("s", (80,), "uint16")
+    body = seq(
+        ir.Store(s, TX, ir.const(1, "uint16"), ir.dtype_of("uint16")),
+        ir.Barrier("cta"),
+        ir.Store(Out, TX, ir.Load(s, TX // 2, U32), U32, span(5)),
+    )
+    fn = function("m", (Out,), body, allocs=(s,))
+    run(fn, [np.zeros(32, np.uint32)])  # s at offset 0: aligned
+    moved = ir.Function(**{**fn.__dict__, "shared_offsets": {s: 2}, "shared_bytes": 162})
+    expect_fault(moved, [np.zeros(32, np.uint32)], "misaligned read of shared 's'", line=5)
+
+
+def test_misaligned_global_tensor():
+    Src, Dst = gbuf("Src", (8,), "uint32"), gbuf("Dst", (8,), "uint32")
+    fn = function("g", (Src, Dst), ir.Store(Dst, TX, ir.Load(Src, TX, U32), U32), block=(8, 1, 1))
+    raw = np.zeros(40, dtype=np.uint8)
+    expect_fault(
+        fn, [raw[2:34].view(np.uint32), np.zeros(8, np.uint32)], "misaligned read of global 'Src'"
+    )
+    run(fn, [raw[4:36].view(np.uint32), np.zeros(8, np.uint32)])
+
+
+def ldmatrix_kernel(row_offset, *, threads=32, guard=None, fill=True, rows_per_warp=32):
+    """Each warp fills its own 32 shared rows, then loads them with ldmatrix.x4."""
+    n_warps = threads // 32
+    Out = gbuf("Out", (threads * 4,), "uint32")
+    s = sbuf("s", (n_warps * rows_per_warp * 8,), "uint16")
+    r = lbuf("r", 4, "uint32")
+    q, x = var("q"), var("x")
+    base = ir.Special(ir.Builtin.WARP_ID) * (rows_per_warp * 8)
+    fill_loop = ir.For(
+        q,
+        ir.const(0),
+        ir.const(8),
+        1,
+        seq(
+            ir.Assign(x, base + LANE + 32 * q),
+            ir.Store(s, x, ir.cast(x, "uint16"), ir.dtype_of("uint16"), span(2)),
+        ),
+    )
+    addr = ir.SharedAddress(s, (base + LANE * 8) * 2 + row_offset)
+    ldm = ir.PtxCall(LDM4, (regs(r, range(4), True), ir.AddressOperand(addr)), span(7))
+    stores = [ir.Store(Out, TX * 4 + k, ir.Load(r, k, U32), U32) for k in range(4)]
+    use = seq(ldm, *stores) if guard is None else ir.If(guard, seq(ldm, *stores))
+    body = seq(*([fill_loop] if fill else []), use)
+    return function("ldm", (Out,), body, block=(threads, 1, 1), allocs=(s, r), variables=(q, x))
+
+
+def test_ldmatrix_row_alignment():
+    run(ldmatrix_kernel(0), [np.zeros(128, np.uint32)])
+    expect_fault(
+        ldmatrix_kernel(8), [np.zeros(128, np.uint32)], "not 16-byte aligned", lane=0, line=7
+    )
+
+
+def test_ldmatrix_row_outside_allocation():
+    # lane 31's row starts at byte 31*16 + 16 = 512, the end of the 512-byte buffer
+    expect_fault(
+        ldmatrix_kernel(16), [np.zeros(128, np.uint32)], "outside every shared allocation", lane=31
+    )
+
+
+# ----------------------------------------------------------------------- initialization
+
+
+def test_uninitialized_shared_read():
+    expect_fault(
+        ldmatrix_kernel(0, fill=False),
+        [np.zeros(128, np.uint32)],
+        "nothing wrote in this block",
+        lane=0,
+    )
+    src, dst = np.arange(32, dtype=np.int32), np.zeros(32, np.int32)
+    s = sbuf("s", (64,), "int32")
+    Src, Dst = gbuf("Src", (32,), "int32"), gbuf("Dst", (32,), "int32")
+    body = seq(
+        ir.Store(s, TX, ir.Load(Src, TX, I32), I32),
+        ir.Barrier("cta"),
+        ir.Store(Dst, TX, ir.Load(s, TX + 32, I32), I32, span(9)),
+    )
+    expect_fault(
+        function("u", (Src, Dst), body, allocs=(s,)),
+        [src, dst],
+        "int32 at 's' byte 128",
+        lane=0,
+        line=9,
+    )
+
+
+def test_shared_initialization_does_not_carry_over_between_blocks():
+    s = sbuf("s", (32,), "int32")
+    Dst = gbuf("Dst", (64,), "int32")
+    first = ir.cmp(ir.CmpOp.EQ, ir.Special(ir.Builtin.BLOCK_IDX), 0)
+    body = seq(
+        ir.If(first, ir.Store(s, TX, TX, I32)),
+        ir.Barrier("cta"),
+        ir.Store(Dst, ir.Special(ir.Builtin.BLOCK_IDX) * 32 + TX, ir.Load(s, TX, I32), I32),
+    )
+    expect_fault(
+        function("b", (Dst,), body, grid=(2, 1, 1), allocs=(s,)),
+        [np.zeros(64, np.int32)],
+        "nothing wrote",
+        block="(1, 0, 0)",
+    )
+
+
+def test_uninitialized_register_read():
+    d, a = lbuf("d", 4, "float32"), lbuf("a", 4, "uint32")
+    b = lbuf("b", 2, "uint32")
+    text = "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32"
+    zero = ir.RegVector(tuple(ir.ValueReg(ir.const(0.0)) for _ in range(4)), False)
+    init = [ir.Store(a, k, ir.const(0, U32), U32) for k in range(4)]
+    mma = ir.PtxCall(
+        text, (regs(d, range(4), True), regs(a, range(4)), regs(b, range(2)), zero), span(3)
+    )
+    fn = function("r", (), seq(*init, ir.Store(b, 0, ir.const(0, U32), U32), mma), allocs=(d, a, b))
+    expect_fault(
+        fn, [], "local 'b' slot 1 as uint32, which this thread never wrote", lane=0, line=3
+    )
+    ok = function(
+        "r",
+        (),
+        seq(*init, *[ir.Store(b, k, ir.const(0, U32), U32) for k in range(2)], mma),
+        allocs=(d, a, b),
+    )
+    run(ok, [])
+
+
+# ------------------------------------------------------------------------------- races
+
+
+def race_kernel(reader_shift, *, barrier=None, threads=32):
+    """Thread t writes s[t]; then thread t reads s[(t + shift) % n]."""
+    s = sbuf("s", (threads,), "int32")
+    Dst = gbuf("Dst", (threads,), "int32")
+    stmts = [ir.Store(s, TX, TX * 10, I32, span(1))]
+    if barrier:
+        stmts.append(ir.Barrier(barrier))
+    stmts.append(ir.Store(Dst, TX, ir.Load(s, (TX + reader_shift) % threads, I32), I32, span(3)))
+    return function("race", (Dst,), seq(*stmts), block=(threads, 1, 1), allocs=(s,))
+
+
+def test_read_after_write_race_and_barrier():
+    dst = np.zeros(32, np.int32)
+    run(race_kernel(0), [dst])  # each thread reads its own write: no race
+    err = expect_fault(race_kernel(1), [dst], "shared-memory race", warp=0, lane=0, line=3)
+    assert "thread 1 (warp 0, lane 1) wrote" in err.message
+    run(race_kernel(1, barrier="cta"), [dst])
+    np.testing.assert_array_equal(dst, (np.arange(32) + 1) % 32 * 10)
+    run(race_kernel(1, barrier="warp"), [dst])  # one warp: a warp barrier orders it
+
+
+def test_warp_barrier_does_not_order_other_warps():
+    dst = np.zeros(64, np.int32)
+    run(race_kernel(32, barrier="cta", threads=64), [dst])
+    expect_fault(race_kernel(32, barrier="warp", threads=64), [dst], "race", warp=0, lane=0)
+    expect_fault(race_kernel(32, threads=64), [dst], "wrote", warp=0)
+
+
+def test_write_write_race_in_one_statement():
+    s = sbuf("s", (4,), "int32")
+    fn = function("ww", (), ir.Store(s, ir.const(0), TX, I32, span(2)), allocs=(s,))
+    expect_fault(fn, [], "also writes in the same step", line=2)
+    only_one = function(
+        "ww", (), ir.If(ir.cmp(ir.CmpOp.EQ, TX, 0), ir.Store(s, ir.const(0), TX, I32)), allocs=(s,)
+    )
+    run(only_one, [])
+
+
+def test_write_after_read_race():
+    s = sbuf("s", (1,), "int32")
+    Dst = gbuf("Dst", (32,), "int32")
+    lane0 = ir.cmp(ir.CmpOp.EQ, TX, 0)
+    body = [
+        ir.If(lane0, ir.Store(s, ir.const(0), ir.const(5), I32)),
+        ir.Barrier("cta"),
+        ir.Store(Dst, TX, ir.Load(s, ir.const(0), I32), I32),  # everyone reads
+        ir.If(lane0, ir.Store(s, ir.const(0), ir.const(6), I32, span(8))),  # lane 0 overwrites
+    ]
+    err = expect_fault(
+        function("war", (Dst,), seq(*body), allocs=(s,)),
+        [np.zeros(32, np.int32)],
+        "race",
+        lane=0,
+        line=8,
+    )
+    assert "read" in err.message
+    fixed = body[:3] + [ir.Barrier("cta"), body[3]]
+    run(function("war", (Dst,), seq(*fixed), allocs=(s,)), [np.zeros(32, np.int32)])
+
+
+def test_ldmatrix_is_ordered_with_its_own_warp_but_not_with_others():
+    # Each warp reads rows that its own lanes stored, with no barrier: silent.
+    run(ldmatrix_kernel(0, threads=64), [np.zeros(256, np.uint32)])
+    # Warp 0 reads rows warp 1 stored (shift by one warp's rows, wrapping): a race.
+    s_rows = 32
+    bad = ldmatrix_kernel(0, threads=64)
+    Out, s, r = bad.params[0], bad.allocations[0], bad.allocations[1]
+    other = (ir.Special(ir.Builtin.WARP_ID) + 1) % 2 * (s_rows * 8)
+    addr = ir.SharedAddress(s, (other + LANE * 8) * 2)
+    ldm = ir.PtxCall(LDM4, (regs(r, range(4), True), ir.AddressOperand(addr)), span(7))
+    body = seq(bad.body.stmts[0], ldm)
+    assert isinstance(bad.body.stmts[0], ir.For)
+    fn = function("ldm", (Out,), body, block=(64, 1, 1), allocs=(s, r), variables=bad.variables)
+    expect_fault(fn, [np.zeros(256, np.uint32)], "race", warp=0, line=7)
+    with_barrier = seq(bad.body.stmts[0], ir.Barrier("cta"), ldm)
+    run(
+        function(
+            "ldm", (Out,), with_barrier, block=(64, 1, 1), allocs=(s, r), variables=bad.variables
+        ),
+        [np.zeros(256, np.uint32)],
+    )
+
+
+def test_seed_kernel_without_its_barrier_is_silent_for_one_warp():
+    fn = seed_kernel()
+    stmts = [x for x in fn.body.stmts if not isinstance(x, ir.Barrier)]
+    no_barrier = ir.Function(**{**fn.__dict__, "body": seq(*stmts)})
+    rng = np.random.default_rng(0)
+    a = rng.integers(-4, 4, (16, 16)).astype(np.float16)
+    b = rng.integers(-4, 4, (8, 16)).astype(np.float16)
+    out = np.zeros((16, 8), np.float32)
+    run(no_barrier, [a, b, out])  # ldmatrix is a rendezvous of the warp that stored the data
+    np.testing.assert_array_equal(out, a.astype(np.float32) @ b.astype(np.float32).T)
+
+
+def test_stmatrix_rows_overlapping_is_a_race():
+    s = sbuf("s", (64 * 8,), "uint16")
+    r = lbuf("r", 1, "uint32")
+    row = (LANE % 8) * 16
+    dup = ir.Select(ir.cmp(ir.CmpOp.EQ, LANE, 3), ir.const(0), row, I32)  # lane 3 reuses row 0
+
+    def kernel(address):
+        body = seq(
+            ir.Store(r, 0, ir.cast(LANE, "uint32"), U32),
+            ir.PtxCall(
+                STM1, (ir.AddressOperand(ir.SharedAddress(s, address)), regs(r, [0])), span(4)
+            ),
+        )
+        return function("st", (), body, allocs=(s, r))
+
+    run(kernel(row), [])
+    expect_fault(kernel(dup), [], "race", line=4)
+
+
+# ---------------------------------------------------------------- arithmetic, control
+
+
+def test_integer_division_by_zero():
+    Dst = gbuf("Dst", (32,), "int32")
+    for op in (ir.Op.FLOORDIV, ir.Op.FLOORMOD):
+        bad = ir.BinOp(op, ir.const(100), TX - 3, I32)
+        expect_fault(
+            function("d", (Dst,), ir.Store(Dst, TX, bad, I32, span(6))),
+            [np.zeros(32, np.int32)],
+            "division by zero",
+            lane=3,
+            line=6,
+        )
+    guarded = ir.Select(
+        ir.cmp(ir.CmpOp.NE, TX, 3),
+        ir.BinOp(ir.Op.FLOORDIV, ir.const(100), TX - 3, I32),
+        ir.const(0),
+        I32,
+    )
+    run(function("d", (Dst,), ir.Store(Dst, TX, guarded, I32)), [np.zeros(32, np.int32)])
+
+
+def test_shift_count_out_of_range():
+    Dst = gbuf("Dst", (32,), "int32")
+    fn = function(
+        "s", (Dst,), ir.Store(Dst, TX, ir.BinOp(ir.Op.SHL, ir.const(1), TX + 1, I32), I32)
+    )
+    expect_fault(fn, [np.zeros(32, np.int32)], "shift count", lane=31)
+
+
+def test_divergent_barriers():
+    Dst = gbuf("Dst", (64,), "int32")
+    inside_if = ir.If(lt(TX, 16), ir.Barrier("cta", span(2)))
+    expect_fault(
+        function("b", (Dst,), inside_if, block=(64, 1, 1)),
+        [np.zeros(64, np.int32)],
+        "barrier \\(cta\\) reached by 16 of 64",
+        warp=0,
+        lane=16,
+        line=2,
+    )
+    uniform = ir.If(lt(ir.Special(ir.Builtin.BLOCK_DIM), 100), ir.Barrier("cta"))
+    run(function("b", (Dst,), uniform, block=(64, 1, 1)), [np.zeros(64, np.int32)])
+    q = var("q")
+    loop = ir.For(q, ir.const(0), TX % 2 + 1, 1, ir.Barrier("cta", span(3)))
+    expect_fault(
+        function("b", (Dst,), loop, block=(64, 1, 1), variables=(q,)),
+        [np.zeros(64, np.int32)],
+        "reached by 32 of 64",
+        lane=0,
+        line=3,
+    )
+    warp_split = ir.If(lt(TX, 48), ir.Barrier("warp", span(4)))
+    expect_fault(
+        function("b", (Dst,), warp_split, block=(64, 1, 1)),
+        [np.zeros(64, np.int32)],
+        "barrier \\(warp\\) reached by 16 of 32 lanes of warp 1",
+        warp=1,
+        lane=16,
+        line=4,
+    )
+    whole_warps = ir.If(lt(TX, 32), ir.Barrier("warp"))
+    run(function("b", (Dst,), whole_warps, block=(64, 1, 1)), [np.zeros(64, np.int32)])
+
+
+def test_collective_with_missing_lanes():
+    expect_fault(
+        ldmatrix_kernel(0, guard=lt(LANE, 31)),
+        [np.zeros(128, np.uint32)],
+        "executed by 31 of 32 lanes",
+        warp=0,
+        lane=31,
+        line=7,
+    )
+    # whole warps may skip it together
+    run(ldmatrix_kernel(0, threads=64, guard=lt(TX, 32)), [np.zeros(256, np.uint32)])
+
+
+def test_collective_in_a_partial_warp():
+    fn = ldmatrix_kernel(0, threads=64)
+    fn = ir.Function(**{**fn.__dict__, "launch": ir.LaunchConfig((1, 1, 1), (48, 1, 1))})
+    expect_fault(fn, [np.zeros(256, np.uint32)], "has only 16 threads", warp=1, lane=0)
+
+
+def test_infinite_loop_is_reported(monkeypatch):
+    monkeypatch.setattr(machine, "MAX_LOOP_ITERATIONS", 1000)
+    fn = function("w", (), ir.While(ir.const(True), ir.Seq(()), span(5)))
+    expect_fault(fn, [], "infinite loop", line=5)
+
+
+def test_unlowered_and_script_level_input_is_rejected():
+    fn = seed_kernel()
+    with pytest.raises(SimulationError, match="not lowered"):
+        run(ir.Function(**{**fn.__dict__, "lowered": False}), [])
+    view = ir.View(fn.params[0], F16, (16, 16), None)
+    Dst = gbuf("Dst", (32,), "float32")
+    bad = function("e", (Dst,), ir.Store(Dst, TX, ir.ElemLoad(view, (0, 0), F16), F32, span(2)))
+    with pytest.raises(SimulationError, match="ElemLoad") as info:
+        run(bad, [np.zeros(32, np.float32)])
+    assert info.value.span == span(2)
+    dangling = function("e", (Dst,), ir.Store(Dst, TX, ir.Load(fn.params[0], 0, F16), F32))
+    with pytest.raises(SimulationError, match="neither a parameter nor an allocation"):
+        run(dangling, [np.zeros(32, np.float32)])

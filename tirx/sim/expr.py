@@ -1,0 +1,307 @@
+"""Expressions compiled to closures that evaluate over a set of threads at once.
+
+A compiled expression is ``f(idx) -> values``: ``idx`` is the sorted array of the active
+threads' linear ids (or the machine's ``all`` array, recognised by identity, when every
+thread is active) and the result is an array aligned with ``idx`` in the expression's
+compute type (see :mod:`tirx.sim.numeric`), or a 0-d array when it does not depend on the
+thread. Operations that can fault (loads, integer division, shifts) only ever see the
+threads that really evaluate them: ``and``/``or`` short-circuit and ``Select`` evaluates
+each side on the threads that choose it, as C does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+from ..dtypes import DType, is_float
+from ..errors import SimulationError
+from ..ir import nodes as ir
+from .faults import Fault
+from .memory import as_index
+from .numeric import compute_type, constant, convert, decode
+
+__all__ = ["ExprCompiler", "Eval"]
+
+Eval = Callable[[np.ndarray], np.ndarray]
+
+
+def _py_min(a, b):
+    """Python's ``min(a, b)``: ``b if b < a else a`` (decides NaN and signed zeros too)."""
+    return np.where(b < a, b, a)
+
+
+def _py_max(a, b):
+    return np.where(b > a, b, a)
+
+
+_ARITH = {
+    ir.Op.ADD: np.add,
+    ir.Op.SUB: np.subtract,
+    ir.Op.MUL: np.multiply,
+    ir.Op.MIN: _py_min,
+    ir.Op.MAX: _py_max,
+    ir.Op.BITAND: np.bitwise_and,
+    ir.Op.BITOR: np.bitwise_or,
+    ir.Op.BITXOR: np.bitwise_xor,
+}
+_CMP = {
+    ir.CmpOp.EQ: np.equal,
+    ir.CmpOp.NE: np.not_equal,
+    ir.CmpOp.LT: np.less,
+    ir.CmpOp.LE: np.less_equal,
+    ir.CmpOp.GT: np.greater,
+    ir.CmpOp.GE: np.greater_equal,
+}
+
+
+def _first_tid(mask: np.ndarray, idx: np.ndarray) -> int:
+    if np.ndim(mask) == 0:
+        return int(idx[0])
+    return int(idx[np.flatnonzero(mask)[0]])
+
+
+def _converted(f: Eval, src: DType, dst: DType) -> Eval:
+    """``f`` followed by the C conversion ``src → dst`` (``f`` itself when none is needed)."""
+    if src == dst or (compute_type(src) == compute_type(dst) and dst.bits >= 32):
+        return f
+    return lambda idx: convert(f(idx), dst)
+
+
+def _to_bool(f: Eval, src: DType) -> Eval:
+    if src.kind == "bool":
+        return f
+    return lambda idx: np.not_equal(f(idx), 0)
+
+
+class ExprCompiler:
+    """Compiles expressions against one machine (its thread arrays, variables and memory)."""
+
+    def __init__(self, machine):
+        self.m = machine
+        self.span = None  # the statement being compiled, for compile-time errors
+        self._memo: dict[int, tuple[ir.Expr, Eval]] = {}
+
+    def error(self, message: str, hint: str | None = None) -> SimulationError:
+        return SimulationError(message, self.span, hint)
+
+    def compile(self, e) -> Eval:
+        if isinstance(e, (bool, int, float)):
+            e = ir.const(e)
+        hit = self._memo.get(id(e))
+        if hit is not None and hit[0] is e:
+            return hit[1]
+        method = getattr(self, "_" + type(e).__name__, None)
+        if method is None:
+            raise self.error(
+                f"the simulator cannot execute {type(e).__name__} expressions: it runs only "
+                f"the lowered IR",
+                "run the function through tirx's lowering first",
+            )
+        f = method(e)
+        self._memo[id(e)] = (e, f)
+        return f
+
+    # ------------------------------------------------------------------------ leaves
+
+    def _Const(self, e: ir.Const) -> Eval:
+        c = constant(e.value, e.dtype)
+        return lambda idx: c
+
+    def _Var(self, e: ir.Var) -> Eval:
+        m = self.m
+        if e in m.param_values:
+            c = m.param_values[e]
+            return lambda idx: c
+        arr = m.variable(e)
+        all_ = m.all
+        return lambda idx: arr if idx is all_ else arr[idx]
+
+    def _Special(self, e: ir.Special) -> Eval:
+        m = self.m
+        kind, d = e.kind, e.dim
+        if d not in (0, 1, 2):
+            raise self.error(f"{kind.value} dimension must be 0, 1 or 2, not {d}")
+        if kind in (ir.Builtin.BLOCK_DIM, ir.Builtin.GRID_DIM):
+            dims = m.fn.launch.block if kind is ir.Builtin.BLOCK_DIM else m.fn.launch.grid
+            c = constant(int(dims[d]), e.dtype)
+            return lambda idx: c
+        if kind is ir.Builtin.BLOCK_IDX:
+            block = m.block_idx
+            if e.dtype.name == "int32":
+                return lambda idx: block[d]
+            return lambda idx: convert(block[d], e.dtype)
+        arr = {
+            ir.Builtin.LANE_ID: m.lane,
+            ir.Builtin.WARP_ID: m.warp,
+            ir.Builtin.THREAD_IDX: m.thread_xyz[d],
+        }[kind]
+        arr = convert(arr, e.dtype)
+        all_ = m.all
+        return lambda idx: arr if idx is all_ else arr[idx]
+
+    # -------------------------------------------------------------------- arithmetic
+
+    def _BinOp(self, e: ir.BinOp) -> Eval:
+        d = e.dtype
+        fa = _converted(self.compile(e.a), e.a.dtype, d)
+        fb = _converted(self.compile(e.b), e.b.dtype, d)
+        op = e.op
+        if op in _ARITH:
+            uf = _ARITH[op]
+            if is_float(d) and op in (ir.Op.BITAND, ir.Op.BITOR, ir.Op.BITXOR):
+                raise self.error(f"bitwise {op.value} on {d} operands")
+            f = lambda idx: uf(fa(idx), fb(idx))  # noqa: E731
+        elif is_float(d):
+            uf = {
+                ir.Op.DIV: np.true_divide,
+                ir.Op.FLOORDIV: np.floor_divide,
+                ir.Op.FLOORMOD: np.remainder,
+            }.get(op)
+            if uf is None:
+                raise self.error(f"{op.value} needs integer operands, not {d}")
+            f = lambda idx: uf(fa(idx), fb(idx))  # noqa: E731
+        elif op in (ir.Op.SHL, ir.Op.SHR):
+            f = self._shift(fa, fb, op, d)
+        elif (
+            op in (ir.Op.FLOORDIV, ir.Op.FLOORMOD)
+            and isinstance(e.b, ir.Const)
+            and constant(e.b.value, d) != 0
+        ):
+            uf = np.floor_divide if op is ir.Op.FLOORDIV else np.remainder
+            f = lambda idx: uf(fa(idx), fb(idx))  # noqa: E731
+        else:
+            f = self._int_division(fa, fb, op)
+        if is_float(d) and d.bits == 16:
+            g = f
+            f = lambda idx: convert(g(idx), d)  # noqa: E731
+        return f
+
+    @staticmethod
+    def _int_division(fa: Eval, fb: Eval, op: ir.Op) -> Eval:
+        def f(idx):
+            x, y = fa(idx), fb(idx)
+            zero = y == 0
+            if np.any(zero):
+                raise Fault(
+                    f"integer division by zero ({op.value})",
+                    _first_tid(zero, idx),
+                    "guard the divisor, or divide floats",
+                )
+            if op is ir.Op.FLOORDIV:
+                return np.floor_divide(x, y)
+            if op is ir.Op.FLOORMOD:
+                return np.remainder(x, y)
+            return np.floor_divide(x - np.fmod(x, y), y)  # C's truncating "/"
+
+        return f
+
+    @staticmethod
+    def _shift(fa: Eval, fb: Eval, op: ir.Op, d: DType) -> Eval:
+        uf = np.left_shift if op is ir.Op.SHL else np.right_shift
+        bits = d.bits
+
+        def f(idx):
+            x, y = fa(idx), fb(idx)
+            bad = (y < 0) | (y >= bits)
+            if np.any(bad):
+                raise Fault(
+                    f"shift count out of range for {d} ({op.value} by a count outside "
+                    f"0..{bits - 1}; undefined in C)",
+                    _first_tid(bad, idx),
+                )
+            return uf(x, y)
+
+        return f
+
+    def _Cmp(self, e: ir.Cmp) -> Eval:
+        d = ir.promote(e.a.dtype, e.b.dtype)
+        fa = _converted(self.compile(e.a), e.a.dtype, d)
+        fb = _converted(self.compile(e.b), e.b.dtype, d)
+        uf = _CMP[e.op]
+        return lambda idx: uf(fa(idx), fb(idx))
+
+    def _Logic(self, e: ir.Logic) -> Eval:
+        if e.op not in ("and", "or"):
+            raise self.error(f"unknown logical operator {e.op!r}")
+        fa = _to_bool(self.compile(e.a), e.a.dtype)
+        fb = _to_bool(self.compile(e.b), e.b.dtype)
+        is_and = e.op == "and"
+
+        def f(idx):
+            a = fa(idx)
+            go = a if is_and else ~a  # threads that evaluate the right operand
+            if np.ndim(go) == 0:
+                return fb(idx) if go else a
+            if go.all():
+                return np.broadcast_to(fb(idx), go.shape)
+            if not go.any():
+                return a
+            out = a.copy()
+            out[go] = fb(idx[go])
+            return out
+
+        return f
+
+    def _Not(self, e: ir.Not) -> Eval:
+        fa = _to_bool(self.compile(e.a), e.a.dtype)
+        return lambda idx: np.logical_not(fa(idx))
+
+    def _Select(self, e: ir.Select) -> Eval:
+        d = e.dtype
+        fc = _to_bool(self.compile(e.cond), e.cond.dtype)
+        fa = _converted(self.compile(e.a), e.a.dtype, d)
+        fb = _converted(self.compile(e.b), e.b.dtype, d)
+        ct = compute_type(d)
+
+        def f(idx):
+            c = fc(idx)
+            if np.ndim(c) == 0:
+                return fa(idx) if c else fb(idx)
+            if c.all():
+                return fa(idx)
+            if not c.any():
+                return fb(idx)
+            out = np.empty(c.shape, dtype=ct)
+            out[c] = fa(idx[c])
+            out[~c] = fb(idx[~c])
+            return out
+
+        return f
+
+    def _Cast(self, e: ir.Cast) -> Eval:
+        fa = self.compile(e.value)
+        src, d = e.value.dtype, e.dtype
+        if src == d:
+            return fa
+        return lambda idx: convert(fa(idx), d)
+
+    # ---------------------------------------------------------------------- memory
+
+    def _Load(self, e: ir.Load) -> Eval:
+        region = self.m.region(e.buffer, self)
+        fi = self.compile(e.index)
+        d = e.dtype
+        if e.buffer.scope is ir.Scope.LOCAL:
+
+            def f(idx):
+                return decode(region.load(as_index(fi(idx), idx.size), d, idx, idx), d)
+
+        else:
+
+            def f(idx):
+                return decode(region.load(as_index(fi(idx), idx.size), d, idx), d)
+
+        return f
+
+    def _SharedAddress(self, e: ir.SharedAddress) -> Eval:
+        base = self.m.shared_base(e.buffer, self)
+        fo = self.compile(e.byte_offset)
+        d = e.dtype
+        u32 = ir.U32
+
+        def f(idx):
+            return (np.asarray(fo(idx)).astype(np.int64) + base).astype(np.uint32)
+
+        return f if d == u32 else _converted(f, u32, d)

@@ -1,0 +1,436 @@
+"""The lockstep machine: lowered statements compiled to closures over sets of threads.
+
+All threads of a block run together. A compiled statement is ``f(idx) -> idx'``: it executes
+for the active threads ``idx`` (sorted linear thread ids) and returns the threads that carry
+on with the next statement — fewer when some executed ``break`` or ``continue``. Control
+flow splits the set (``If``), iterates it (``For``/``While``, each thread with its own bounds
+and trip count, all iterating in lockstep) and joins it again. Blocks run one after another.
+
+Loop semantics follow the source language (Python's ``range``): ``For`` evaluates start and
+stop once on entry, and the loop variable takes the values ``start, start+step, ...`` whatever
+the body assigns to it. Barriers must be reached by every thread of the block (``cta``) or of
+the warp (``warp``) at the same statement; otherwise the run stops with a SimulationError.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import numpy as np
+
+from ..errors import SimulationError
+from ..ir import nodes as ir
+from .collective import compile_ptx
+from .expr import ExprCompiler, _converted, _to_bool
+from .faults import Fault
+from .memory import GlobalRegion, LocalArray, SharedBuffer, SharedMemory, as_index
+from .numeric import constant, convert, encode
+from .printf import parse_format
+
+__all__ = ["Machine", "MAX_LOOP_ITERATIONS"]
+
+#: A loop that iterates this many times in one run is reported as (probably) infinite.
+MAX_LOOP_ITERATIONS = 10_000_000
+
+_EMPTY = np.zeros(0, dtype=np.intp)
+
+
+class _Loop:
+    __slots__ = ("broken", "continued")
+
+    def __init__(self):
+        self.broken: list[np.ndarray] = []
+        self.continued: list[np.ndarray] = []
+
+
+class Machine:
+    """One run of one lowered function: storage, compiled body, and the block loop."""
+
+    def __init__(self, fn: ir.Function, args: list, sink, trace: bool):
+        self.fn = fn
+        self.sink = sink
+        self.traces = [] if trace else None
+        gx, gy, gz = fn.launch.grid
+        bx, by, bz = fn.launch.block
+        self.T = T = bx * by * bz
+        self.nwarps = -(-T // 32)
+        tid = np.arange(T, dtype=np.intp)
+        self.all = tid
+        self.lane = (tid % 32).astype(np.int32)
+        self.warp = (tid // 32).astype(np.int32)
+        self.thread_xyz = [
+            (tid % bx).astype(np.int32),
+            (tid // bx % by).astype(np.int32),
+            (tid // (bx * by)).astype(np.int32),
+        ]
+        self.block_idx = np.zeros(3, dtype=np.int32)
+        self.span = fn.span
+        self.loops: list[_Loop] = []
+        self.iterations = 0
+        self._bind(args)
+        self._allocate()
+        self.compiler = ExprCompiler(self)
+        self._loop_depth = 0
+        self.body = self.stmt(fn.body)
+
+    # ----------------------------------------------------------------------- storage
+
+    def _bind(self, args: list) -> None:
+        self.param_values: dict = {}
+        self.regions: dict = {}
+        for p, a in zip(self.fn.params, args):
+            if isinstance(p, ir.Buffer):
+                self.regions[p] = GlobalRegion(p.name, a)
+            else:
+                self.param_values[p] = constant(a, p.dtype)
+
+    def _allocate(self) -> None:
+        fn = self.fn
+        allocs = []
+        for buf in fn.allocations:
+            if buf.scope is ir.Scope.SHARED:
+                if buf not in fn.shared_offsets:
+                    raise SimulationError(
+                        f"shared buffer '{buf.name}' has no offset in shared_offsets", buf.span
+                    )
+                allocs.append((int(fn.shared_offsets[buf]), buf.nbytes, buf.name))
+        self.shared = SharedMemory(allocs, fn.shared_bytes, self.nwarps)
+        self.locals: list[LocalArray] = []
+        for buf in fn.allocations:
+            if buf.scope is ir.Scope.SHARED:
+                off = int(fn.shared_offsets[buf])
+                self.regions[buf] = SharedBuffer(self.shared, buf.name, off, buf.nbytes)
+            elif buf.scope is ir.Scope.LOCAL:
+                self.regions[buf] = arr = LocalArray(buf.name, buf.nbytes, self.T)
+                self.locals.append(arr)
+        self.variables: dict = {}
+        for v in fn.variables:
+            self.variable(v)
+
+    def variable(self, v: ir.Var) -> np.ndarray:
+        arr = self.variables.get(v)
+        if arr is None:
+            arr = self.variables[v] = np.zeros(self.T, dtype=convert(np.zeros(1), v.dtype).dtype)
+        return arr
+
+    def region(self, buf: ir.Buffer, compiler):
+        r = self.regions.get(buf)
+        if r is None:
+            raise compiler.error(
+                f"buffer '{buf.name}' ({buf.scope.value}) is neither a parameter nor an "
+                f"allocation of '{self.fn.name}'"
+            )
+        return r
+
+    def shared_base(self, buf: ir.Buffer, compiler) -> int:
+        if buf.scope is not ir.Scope.SHARED or buf not in self.fn.shared_offsets:
+            raise compiler.error(f"SharedAddress of '{buf.name}', which is not a shared allocation")
+        return int(self.fn.shared_offsets[buf])
+
+    # -------------------------------------------------------------------------- run
+
+    def run(self) -> int:
+        gx, gy, gz = self.fn.launch.grid
+        blocks = 0
+        for bz in range(gz):
+            for by in range(gy):
+                for bx in range(gx):
+                    self.block_idx[:] = (bx, by, bz)
+                    self.shared.reset()
+                    for arr in self.locals:
+                        arr.reset()
+                    for arr in self.variables.values():
+                        arr.fill(0)
+                    self.loops.clear()
+                    try:
+                        self.body(self.all)
+                    except Fault as f:
+                        raise self._error(f) from None
+                    blocks += 1
+        return blocks
+
+    def _error(self, f: Fault) -> SimulationError:
+        bx, by, bz = (int(x) for x in self.block_idx)
+        where = f"block ({bx}, {by}, {bz}), warp {f.tid // 32}, lane {f.tid % 32}"
+        return SimulationError(f"{f.message} [{where}]", self.span, f.hint)
+
+    def _norm(self, idx: np.ndarray) -> np.ndarray:
+        return self.all if idx.size == self.T else idx
+
+    def _join(self, parts: list[np.ndarray]) -> np.ndarray:
+        parts = [p for p in parts if p.size]
+        if not parts:
+            return _EMPTY
+        if len(parts) == 1:
+            return parts[0]
+        return self._norm(np.sort(np.concatenate(parts)))
+
+    def _tick(self, tid: int) -> None:
+        self.iterations += 1
+        if self.iterations > MAX_LOOP_ITERATIONS:
+            raise Fault(
+                f"loops ran more than {MAX_LOOP_ITERATIONS} iterations: probably an infinite loop",
+                tid,
+            )
+
+    # -------------------------------------------------------------------- statements
+
+    def stmt(self, s: ir.Stmt):
+        method = getattr(self, "_" + type(s).__name__, None)
+        self.compiler.span = getattr(s, "span", None) or self.compiler.span
+        if method is None:
+            raise self.compiler.error(
+                f"the simulator cannot execute {type(s).__name__} statements: it runs only "
+                f"the lowered IR",
+                "run the function through tirx's lowering first",
+            )
+        return method(s)
+
+    def _Seq(self, s: ir.Seq):
+        body = [self.stmt(x) for x in s.stmts]
+
+        def run(idx):
+            for f in body:
+                idx = f(idx)
+                if not idx.size:
+                    return idx
+            return idx
+
+        return run
+
+    def _Assign(self, s: ir.Assign):
+        if s.var in self.param_values:
+            raise self.compiler.error(f"assignment to the parameter '{s.var.name}'")
+        arr = self.variable(s.var)
+        f = _converted(self.compiler.compile(s.value), s.value.dtype, s.var.dtype)
+        all_, span, m = self.all, s.span, self
+
+        def run(idx):
+            m.span = span
+            v = f(idx)
+            if idx is all_:
+                arr[...] = v
+            else:
+                arr[idx] = v
+            return idx
+
+        return run
+
+    def _Store(self, s: ir.Store):
+        region = self.region(s.buffer, self.compiler)
+        fi = self.compiler.compile(s.index)
+        fv = _converted(self.compiler.compile(s.value), s.value.dtype, s.dtype)
+        d, span, m = s.dtype, s.span, self
+        local = s.buffer.scope is ir.Scope.LOCAL
+
+        def run(idx):
+            m.span = span
+            index = as_index(fi(idx), idx.size)
+            bits = encode(fv(idx), d)
+            if local:
+                region.store(index, bits, d, idx, idx)
+            else:
+                region.store(index, bits, d, idx)
+            return idx
+
+        return run
+
+    def _If(self, s: ir.If):
+        cond = _to_bool(self.compiler.compile(s.cond), s.cond.dtype)
+        then = self.stmt(s.then_body)
+        other = self.stmt(s.else_body) if s.else_body is not None else None
+        span, m = s.span, self
+
+        def run(idx):
+            m.span = span
+            c = cond(idx)
+            if np.ndim(c) == 0:
+                c = np.full(idx.size, bool(c))
+            if c.all():
+                return then(idx)
+            if not c.any():
+                return other(idx) if other is not None else idx
+            t_out = then(idx[c])
+            f_in = idx[~c]
+            f_out = other(f_in) if other is not None else f_in
+            return m._join([t_out, f_out])
+
+        return run
+
+    def _loop_body(self, body: ir.Stmt):
+        self._loop_depth += 1
+        try:
+            return self.stmt(body)
+        finally:
+            self._loop_depth -= 1
+
+    def _For(self, s: ir.For):
+        if not isinstance(s.step, int) or s.step == 0:
+            raise self.compiler.error(f"loop step must be a nonzero int, not {s.step!r}")
+        v = s.var
+        arr = self.variable(v)
+        start = _converted(self.compiler.compile(s.start), s.start.dtype, v.dtype)
+        stop = _converted(self.compiler.compile(s.stop), s.stop.dtype, v.dtype)
+        body = self._loop_body(s.body)
+        step = constant(s.step, v.dtype)
+        less = np.less if s.step > 0 else np.greater
+        all_, span, m = self.all, s.span, self
+
+        def run(idx):
+            m.span = span
+            n = idx.size
+            cur = np.array(np.broadcast_to(start(idx), n), dtype=arr.dtype)
+            end = np.array(np.broadcast_to(stop(idx), n), dtype=arr.dtype)
+            act = idx
+            frame = _Loop()
+            m.loops.append(frame)
+            try:
+                while True:
+                    keep = less(cur, end)
+                    if not keep.all():
+                        act, cur, end = m._norm(act[keep]), cur[keep], end[keep]
+                    if not act.size:
+                        break
+                    m._tick(int(act[0]))
+                    if act is all_:
+                        arr[...] = cur
+                    else:
+                        arr[act] = cur
+                    frame.broken.clear()
+                    frame.continued.clear()
+                    out = body(act)
+                    if frame.broken or frame.continued:
+                        out = m._join([out, *frame.continued])
+                    if out.size != act.size:
+                        pos = np.searchsorted(act, out)
+                        act, cur, end = out, cur[pos], end[pos]
+                    cur = cur + step
+                    m.span = span
+            finally:
+                m.loops.pop()
+            return idx
+
+        return run
+
+    def _While(self, s: ir.While):
+        cond = _to_bool(self.compiler.compile(s.cond), s.cond.dtype)
+        body = self._loop_body(s.body)
+        span, m = s.span, self
+
+        def run(idx):
+            act = idx
+            frame = _Loop()
+            m.loops.append(frame)
+            try:
+                while True:
+                    m.span = span
+                    c = cond(act)
+                    if np.ndim(c) == 0:
+                        if not c:
+                            break
+                    elif not c.all():
+                        act = m._norm(act[c])
+                    if not act.size:
+                        break
+                    m._tick(int(act[0]))
+                    frame.broken.clear()
+                    frame.continued.clear()
+                    act = body(act)
+                    if frame.continued:
+                        act = m._join([act, *frame.continued])
+                    if not act.size:
+                        break
+            finally:
+                m.loops.pop()
+            return idx
+
+        return run
+
+    def _jump(self, s, kind: str):
+        if self._loop_depth == 0:
+            raise self.compiler.error(f"'{kind}' outside a loop")
+        m = self
+
+        def run(idx):
+            frame = m.loops[-1]
+            (frame.broken if kind == "break" else frame.continued).append(idx)
+            return _EMPTY
+
+        return run
+
+    def _Break(self, s: ir.Break):
+        return self._jump(s, "break")
+
+    def _Continue(self, s: ir.Continue):
+        return self._jump(s, "continue")
+
+    def _Barrier(self, s: ir.Barrier):
+        if s.scope not in ("cta", "warp"):
+            raise self.compiler.error(f"unknown barrier scope {s.scope!r} (cta or warp)")
+        span, m, T = s.span, self, self.T
+        hint = "every thread must reach the same barrier; move it out of divergent code"
+
+        def cta(idx):
+            m.span = span
+            if idx.size != T:
+                missing = int(np.setdiff1d(m.all, idx)[0])
+                raise Fault(
+                    f"barrier (cta) reached by {idx.size} of {T} threads; thread {missing} "
+                    f"is elsewhere (divergent control flow)",
+                    missing,
+                    hint,
+                )
+            m.shared.barrier()
+            return idx
+
+        def warp(idx):
+            m.span = span
+            warps = np.unique(idx >> 5)
+            counts = np.bincount(idx >> 5, minlength=m.nwarps)
+            sizes = np.minimum(32, T - 32 * np.arange(m.nwarps))
+            bad = (counts > 0) & (counts != sizes)
+            if bad.any():
+                w = int(np.flatnonzero(bad)[0])
+                missing = int(np.setdiff1d(np.arange(32 * w, 32 * w + sizes[w]), idx)[0])
+                raise Fault(
+                    f"barrier (warp) reached by {counts[w]} of {sizes[w]} lanes of warp {w}; "
+                    f"lane {missing % 32} is elsewhere (divergent control flow)",
+                    missing,
+                    hint,
+                )
+            m.shared.epoch[warps] += 1
+            return idx
+
+        return cta if s.scope == "cta" else warp
+
+    def _Printf(self, s: ir.Printf):
+        try:
+            fmt = parse_format(s.fmt)
+        except ValueError as e:
+            raise self.compiler.error(str(e)) from None
+        if fmt.n_args != len(s.args):
+            raise self.compiler.error(
+                f"printf format {s.fmt!r} takes {fmt.n_args} arguments, {len(s.args)} given"
+            )
+        args = [self.compiler.compile(a) for a in s.args]
+        bits = tuple(a.dtype.bits for a in s.args)
+        span, m = s.span, self
+
+        def run(idx):
+            m.span = span
+            n = idx.size
+            cols = [np.broadcast_to(f(idx), n).tolist() for f in args]
+            lines = [fmt.render(tuple(c[i] for c in cols), bits) for i in range(n)]
+            (m.sink or sys.stdout).write("".join(lines))
+            return idx
+
+        return run
+
+    def _PtxCall(self, s: ir.PtxCall):
+        f = compile_ptx(self, self.compiler, s)
+
+        def run(idx):
+            f(idx)
+            return idx
+
+        return run

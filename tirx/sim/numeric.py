@@ -1,0 +1,156 @@
+"""Value representation and C conversions for the simulator.
+
+Every run-time value is a numpy array (or a 0-d array for a constant) in the *compute type*
+of its IR dtype: integers and bool in their own numpy type (so arithmetic wraps two's
+complement at the dtype's width), float32/float64 as themselves, and the 16-bit floats
+(float16, bfloat16) as float32 values that are exactly representable in the 16-bit type.
+16-bit floats only exist as bits in memory; :func:`decode` and :func:`encode` convert.
+
+Conversions follow C as nvcc compiles it: float→16-bit float rounds to nearest even (one
+rounding, also from float64), float→int truncates toward zero and saturates like PTX
+``cvt.rzi`` (NaN → 0), int→int wraps, anything→bool is ``!= 0``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..dtypes import DType
+
+__all__ = [
+    "compute_type",
+    "constant",
+    "convert",
+    "decode",
+    "encode",
+    "f32_to_bf16_bits",
+    "bf16_bits_to_f32",
+    "storage_type",
+]
+
+F32 = np.dtype(np.float32)
+F64 = np.dtype(np.float64)
+U16 = np.dtype(np.uint16)
+U32 = np.dtype(np.uint32)
+
+
+def compute_type(d: DType) -> np.dtype:
+    """The numpy dtype that holds values of ``d`` during evaluation."""
+    if d.name in ("float16", "bfloat16"):
+        return F32
+    return np.dtype(d.numpy)
+
+
+def storage_type(d: DType) -> np.dtype:
+    """The numpy dtype of ``d``'s bits in memory (bfloat16 as uint16)."""
+    return U16 if d.name == "bfloat16" else np.dtype(d.numpy)
+
+
+def constant(value, d: DType) -> np.ndarray:
+    """A 0-d array holding the Python constant ``value`` converted to ``d`` (C rules)."""
+    if isinstance(value, bool) or d.kind == "bool":
+        raw = np.array(bool(value))
+    elif isinstance(value, int) and d.kind in ("int", "uint"):
+        mod = 1 << d.bits
+        v = value % mod
+        if d.kind == "int" and v >= mod // 2:
+            v -= mod
+        return np.array(v, dtype=compute_type(d))
+    elif isinstance(value, int):
+        raw = np.array(value, dtype=np.int64) if abs(value) < 2**63 else np.array(float(value))
+    else:
+        raw = np.array(float(value), dtype=F64)
+    return convert(raw, d)
+
+
+# ------------------------------------------------------------------- 16-bit float bits
+
+
+def f32_to_bf16_bits(x: np.ndarray) -> np.ndarray:
+    """Round float32 values to bfloat16 (nearest even) and return the uint16 bits."""
+    u = np.asarray(x, dtype=F32).view(U32)
+    rounded = (u + np.uint32(0x7FFF) + ((u >> np.uint32(16)) & np.uint32(1))) >> np.uint32(16)
+    nan = (u & np.uint32(0x7FFFFFFF)) > np.uint32(0x7F800000)
+    quiet = (u >> np.uint32(16)) | np.uint32(0x0040)
+    return np.where(nan, quiet, rounded).astype(U16)
+
+
+def bf16_bits_to_f32(bits: np.ndarray) -> np.ndarray:
+    return (np.asarray(bits).astype(U32) << np.uint32(16)).view(F32)
+
+
+def _f64_to_f32_round_odd(x: np.ndarray) -> np.ndarray:
+    """float64 → float32 rounding to odd: rounding that result once more to a format with at
+    least two fewer significand bits equals rounding ``x`` directly (no double rounding)."""
+    r = x.astype(F32)
+    back = r.astype(F64)
+    inexact = np.isfinite(x) & (back != x)
+    if not np.any(inexact):
+        return r
+    bits = r.view(U32).copy()
+    toward_zero = inexact & (np.abs(back) > np.abs(x))
+    bits = np.where(toward_zero, bits - np.uint32(1), bits)
+    bits = np.where(inexact, bits | np.uint32(1), bits)
+    return bits.view(F32)
+
+
+def _to_bf16_values(x: np.ndarray) -> np.ndarray:
+    if x.dtype != F32:
+        x = _f64_to_f32_round_odd(np.asarray(x, dtype=F64))
+    return bf16_bits_to_f32(f32_to_bf16_bits(x))
+
+
+def decode(bits: np.ndarray, d: DType) -> np.ndarray:
+    """Values (compute type) from memory contents read as ``storage_type(d)``."""
+    if d.name == "float16":
+        return bits.astype(F32)
+    if d.name == "bfloat16":
+        return bf16_bits_to_f32(bits)
+    if d.kind == "bool":
+        return bits.view(np.uint8) != 0
+    return bits
+
+
+def encode(values: np.ndarray, d: DType) -> np.ndarray:
+    """Memory contents (``storage_type(d)``) for values already in ``d``'s compute type."""
+    if d.name == "float16":
+        return np.asarray(values).astype(np.float16)
+    if d.name == "bfloat16":
+        return f32_to_bf16_bits(values)
+    return values
+
+
+# ------------------------------------------------------------------------- conversion
+
+
+def _float_to_int(x: np.ndarray, target: np.dtype) -> np.ndarray:
+    info = np.iinfo(target)
+    t = np.trunc(x.astype(F64))
+    t = np.where(np.isnan(t), 0.0, t)
+    # float64 cannot hold 2**63 - 1 exactly: compare in floats, then place the bounds as ints.
+    high = t >= float(info.max)
+    low = t <= float(info.min)
+    mid = np.where(high | low, 0.0, t).astype(target)
+    return np.where(high, info.max, np.where(low, info.min, mid)).astype(target)
+
+
+def convert(x: np.ndarray, d: DType) -> np.ndarray:
+    """Convert compute-type values ``x`` to dtype ``d`` (result in ``compute_type(d)``)."""
+    x = np.asarray(x)
+    src = x.dtype
+    if d.kind == "bool":
+        return x if src == np.bool_ else x != 0
+    if d.name == "float16":
+        if src == np.bool_:
+            x = x.astype(F32)
+        return x.astype(np.float16).astype(F32)
+    if d.name == "bfloat16":
+        if src.kind in "biu":
+            x = x.astype(F64)
+        return _to_bf16_values(x)
+    target = np.dtype(d.numpy)
+    if src == target:
+        return x
+    if d.kind in ("int", "uint") and src.kind == "f":
+        return _float_to_int(x, target)
+    return x.astype(target)

@@ -1,0 +1,72 @@
+"""What a traced run records: every PTX instruction each warp executed, as plain data.
+
+One :class:`PtxTrace` per (PtxCall execution, warp). Register contents are ``[32, n]``
+arrays (lane, register) of uint32 bit patterns; ``*_f32`` holds the same registers as
+float32 where the register's dtype is float32 and NaN elsewhere. The notebook layer draws
+these; nothing here depends on it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..errors import Span
+
+__all__ = ["RegisterTrace", "PtxTrace", "RunResult"]
+
+
+@dataclass(frozen=True, eq=False)
+class RegisterTrace:
+    """One register-vector operand of one instruction execution, for one warp.
+
+    ``role``: ``"d"``, ``"a"``, ``"b"``, ``"c"`` for mma; ``"r"`` for the registers of
+    ldmatrix (output) and stmatrix (input). ``sources`` names each register: ``"ar[2]"``
+    for slot 2 of local ``ar`` or ``"value"`` for a value operand.
+    """
+
+    operand: int
+    role: str
+    is_output: bool
+    dtypes: tuple[str, ...]
+    sources: tuple[str, ...]
+    before: np.ndarray  # uint32 [32, n]
+    after: np.ndarray  # uint32 [32, n]
+    before_f32: np.ndarray  # float32 [32, n], NaN where the register is not float32
+    after_f32: np.ndarray
+
+
+@dataclass(frozen=True, eq=False)
+class PtxTrace:
+    """One warp's execution of one PTX instruction.
+
+    ``addresses``: the uint32 shared address each lane supplied (``None`` for mma);
+    ``address_used``: the lanes whose address the instruction used (lanes ``0 .. 8*num-1``).
+    ``step`` orders traces within a run.
+    """
+
+    step: int
+    instruction: str
+    span: Span | None
+    block: tuple[int, int, int]
+    warp: int
+    registers: tuple[RegisterTrace, ...]
+    addresses: np.ndarray | None = None
+    address_used: np.ndarray | None = None
+
+
+@dataclass(eq=False)
+class RunResult:
+    """The result of :func:`tirx.sim.run`: outputs were written in place into the arguments."""
+
+    traces: list[PtxTrace] = field(default_factory=list)
+    blocks: int = 0
+    seconds: float = 0.0
+
+
+def as_float(bits: np.ndarray, is_f32: np.ndarray) -> np.ndarray:
+    """``bits`` viewed as float32 where ``is_f32`` (per register), NaN elsewhere."""
+    out = np.ascontiguousarray(bits, dtype=np.uint32).view(np.float32).copy()
+    out[:, ~is_f32] = np.nan
+    return out
