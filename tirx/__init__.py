@@ -38,11 +38,12 @@ from .layout import (
 )
 from .script.namespace import T
 from .target import Target
+from .transform.contracts import lookup as instruction_contract
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "compile", "T", "Target", "layout",
+    "compile", "T", "Target", "layout", "instruction_contract",
     "TileLayout", "ComposeLayout", "S", "R", "Iter", "Axis",
     "laneid", "warpid", "tx", "bx", "by", "bz", "wgid", "tid_in_wg", "wid_in_wg", "m",
     "TirxError", "TirxSyntaxError", "LayoutError", "ContractError", "CompileError",

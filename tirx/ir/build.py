@@ -86,9 +86,12 @@ def binop(op: Op, a, b) -> Expr:
     if _is_const(a) and _is_const(b):
         if op in (Op.FLOORDIV, Op.FLOORMOD, Op.DIV) and b.value == 0:
             raise ZeroDivisionError("division by a constant zero")
-        value = _fold(op, a.value, b.value)
+        x, y = _as_type(a.value, dtype), b.value
+        if op not in (Op.SHL, Op.SHR):
+            y = _as_type(y, dtype)
+        value = _fold(op, x, y)
         if not is_float(dtype):
-            value = int(value)
+            value = _wrap_int(int(value), dtype)
         return Const(value, dtype)
     if op is Op.ADD:
         if _is_const(b, 0):
@@ -118,7 +121,8 @@ def _retype(e: Expr, dtype: DType) -> Expr:
 def cmp(op: CmpOp, a, b) -> Expr:
     a, b = as_expr(a), as_expr(b)
     if _is_const(a) and _is_const(b):
-        x, y = a.value, b.value
+        common = promote(a.dtype, b.dtype)
+        x, y = _as_type(a.value, common), _as_type(b.value, common)
         result = {
             CmpOp.EQ: x == y,
             CmpOp.NE: x != y,
@@ -152,3 +156,10 @@ def _wrap_int(v: int, dtype: DType) -> int:
     if dtype.kind == "int" and v >= mod // 2:
         v -= mod
     return v
+
+
+def _as_type(v, dtype: DType):
+    """A folded constant as C sees it after conversion to ``dtype``."""
+    if is_float(dtype):
+        return float(v)
+    return _wrap_int(int(v), dtype)

@@ -411,6 +411,20 @@ class TileOp(Stmt):
     operand_spans: tuple[Span | None, ...] = ()
 
 
+@dataclass(frozen=True, eq=False)
+class RawPtx(Stmt):
+    """Script level: ``T.ptx["..."](*operands)`` with scalar operands in PTX order.
+
+    Register operands are elements of local buffers (``ar[0]``, written or read) or values
+    (inputs); an address operand is an element of a shared tensor (``a[r, c]``: its address).
+    """
+
+    instruction: str
+    operands: tuple[Expr, ...]
+    span: Span | None = None
+    operand_spans: tuple[Span | None, ...] = ()
+
+
 # PTX call operands (lowered level) ------------------------------------------------------
 
 

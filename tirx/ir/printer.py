@@ -139,6 +139,9 @@ class _Printer:
         elif isinstance(s, ir.TileOp):
             ops = ", ".join(print_expr(o) for o in s.operands)
             self.line(f'T.cuda.tile.apply(T.ptx["{s.instruction}"], {ops}, scope="{s.scope}")')
+        elif isinstance(s, ir.RawPtx):
+            ops = ", ".join(print_expr(o) for o in s.operands)
+            self.line(f'T.ptx["{s.instruction}"]({ops})')
         elif isinstance(s, ir.PtxCall):
             parts = []
             for op in s.operands:

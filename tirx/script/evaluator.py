@@ -346,11 +346,13 @@ class Evaluator:
             args = self._args(node, 0, 1, "value")
             return ir.cast(args[0] if args else 0, f.dtype)
         if isinstance(f, PtxInstruction):
-            raise TirxSyntaxError(
-                f'raw T.ptx["{f.text}"](...) calls are not supported yet',
-                self.p.span(node),
-                hint="use T.cuda.tile.apply(T.ptx[...], *operands, scope='warp')",
-            )
+            if node.keywords:
+                raise TirxSyntaxError("raw PTX calls take positional operands only",
+                                      self.p.span(node))
+            ops = tuple(ir.as_expr(self.scalar(a)) for a in node.args)
+            spans = tuple(self.p.span(a) for a in node.args)
+            self.b.emit(ir.RawPtx(f.text, ops, self.p.span(node), spans))
+            return None
         if f is builtins.min or f is builtins.max:
             args = [self.scalar(a) for a in node.args]
             if len(args) < 2 or node.keywords:

@@ -76,12 +76,19 @@ def function(pyfunc=None, **options):
             except ValueError:
                 pass
     t0 = time.perf_counter()
-    func = parse_source(source, filename, first, scope, name=pyfunc.__name__)
+    annotations = {k: v for k, v in getattr(pyfunc, "__annotations__", {}).items()
+                   if not isinstance(v, str)}
+    func = parse_source(source, filename, first, scope, name=pyfunc.__name__,
+                        annotations=annotations)
     return KernelFunction(func, source, pyfunc, (time.perf_counter() - t0) * 1e3)
 
 
-def parse_source(source: str, filename: str, first_line: int, scope: dict, name=None):
-    """Parse the ``def`` in ``source`` (which starts at ``first_line`` of ``filename``)."""
+def parse_source(source: str, filename: str, first_line: int, scope: dict, name=None,
+                 annotations=None):
+    """Parse the ``def`` in ``source`` (which starts at ``first_line`` of ``filename``).
+
+    ``annotations`` holds parameter annotations Python already evaluated (they may use names
+    of the enclosing scope that the function body does not capture)."""
     dedented = textwrap.dedent(source)
     indent = _indent_of(source)
     try:
@@ -101,7 +108,7 @@ def parse_source(source: str, filename: str, first_line: int, scope: dict, name=
         defs = [d for d in defs if d.name == name] or defs
     if not defs:
         raise TirxSyntaxError("no function definition found in the kernel source")
-    return Parser(filename, scope).parse(defs[0])
+    return Parser(filename, scope, annotations).parse(defs[0])
 
 
 def _indent_of(source: str) -> int:
@@ -114,9 +121,10 @@ def _indent_of(source: str) -> int:
 class Parser:
     """Drives a :class:`FunctionBuilder` from the AST of one ``def``."""
 
-    def __init__(self, filename: str, scope: dict):
+    def __init__(self, filename: str, scope: dict, annotations=None):
         self.filename = filename
         self.scope = scope
+        self.annotations = annotations or {}
 
     def span(self, node) -> Span:
         end = node.end_col_offset if getattr(node, "end_lineno", None) == node.lineno else None
@@ -169,7 +177,10 @@ class Parser:
                 span,
                 hint='annotate it, e.g. A: T.Tensor((16, 16), "float16") or n: T.int32',
             )
-        ann = self.ev.const(arg.annotation)
+        if arg.arg in self.annotations:
+            ann = self.annotations[arg.arg]
+        else:
+            ann = self.ev.const(arg.annotation)
         if isinstance(ann, TensorAnnotation):
             self.b.add_tensor_param(arg.arg, ann.shape, ann.dtype, span)
         elif isinstance(ann, ScalarType):

@@ -15,6 +15,7 @@ from ..errors import TirxError, TirxSyntaxError
 from ..ir import nodes as ir
 from ..ir.address import view_offset
 from ..ir.simplify import static_value
+from .raw_ptx import lower_raw_ptx
 from .tile_ops import lower_tile_op
 
 __all__ = ["lower_function"]
@@ -74,9 +75,20 @@ class _Lowerer:
         if isinstance(s, ir.TileOp):
             calls = lower_tile_op(s, self.arch)
             return ir.Seq(tuple(calls), s.span)
+        if isinstance(s, ir.RawPtx):
+            call = lower_raw_ptx(s, self.arch, self.address)
+            return ir.PtxCall(call.instruction, tuple(self._lower_operand(o) for o in call.operands),
+                              call.span)
         if isinstance(s, (ir.Break, ir.Continue, ir.Barrier, ir.Store, ir.PtxCall)):
             return s
         raise TypeError(f"cannot lower {type(s).__name__}")
+
+    def _lower_operand(self, op):
+        if isinstance(op, ir.AddressOperand):
+            return op
+        regs = tuple(ir.ValueReg(self.expr(r.value)) if isinstance(r, ir.ValueReg) else r
+                     for r in op.regs)
+        return ir.RegVector(regs, op.is_output)
 
     # ----------------------------------------------------------------- expressions
 

@@ -1,0 +1,77 @@
+"""Lower raw ``T.ptx["..."](*operands)`` calls: scalar operands in PTX order, checked against
+the instruction's contract for count, role and dtype (lanes are the caller's business here)."""
+
+from __future__ import annotations
+
+from ..errors import ContractError, TirxSyntaxError
+from ..ir import nodes as ir
+from ..ir.simplify import static_value
+from .contracts import Role, lookup
+
+__all__ = ["lower_raw_ptx", "operand_counts"]
+
+
+def operand_counts(contract) -> list[tuple]:
+    """``[(spec, scalar operand count)]`` in PTX order."""
+    out = []
+    for spec in contract.operands:
+        if spec.role is Role.SHARED:
+            out.append((spec, 1))
+        else:
+            out.append((spec, spec.registers))
+    return out
+
+
+def lower_raw_ptx(op: ir.RawPtx, arch: int, address) -> ir.PtxCall:
+    """``address(view, indices) -> (buffer, index)`` is the lowerer's element addressing."""
+    contract = lookup(op.instruction)
+    if arch < contract.min_arch:
+        raise ContractError(
+            f"{contract.text} needs sm_{contract.min_arch} or newer; the target is sm_{arch}"
+        )
+    counts = operand_counts(contract)
+    total = sum(n for _, n in counts)
+    if len(op.operands) != total:
+        shape = ", ".join(f"{s.name}: {n}" for s, n in counts)
+        raise ContractError(
+            f'T.ptx["{contract.text}"] takes {total} scalar operands ({shape}), '
+            f"got {len(op.operands)}"
+        )
+    spans = list(op.operand_spans) + [None] * total
+    groups, k = [], 0
+    for spec, n in counts:
+        items = []
+        for _ in range(n):
+            e, span = op.operands[k], spans[k]
+            k += 1
+            try:
+                items.append(_operand(contract, spec, e, address))
+            except (ContractError, TirxSyntaxError) as err:
+                raise err.with_span(span) from None
+        if spec.role is Role.SHARED:
+            groups.append(ir.AddressOperand(items[0]))
+        else:
+            groups.append(ir.RegVector(tuple(items), spec.role is Role.REG_OUT))
+    return ir.PtxCall(contract.text, tuple(groups), op.span)
+
+
+def _operand(contract, spec, e, address):
+    where = f"{contract.text}: operand {spec.name}"
+    if spec.role is Role.SHARED:
+        if not (isinstance(e, ir.ElemLoad) and e.view.buffer.scope is ir.Scope.SHARED):
+            raise ContractError(f"{where} must be an element of a shared tensor (its address)")
+        buf, index = address(e.view, e.indices)
+        return ir.SharedAddress(buf, index * e.dtype.bytes)
+    is_reg = isinstance(e, ir.ElemLoad) and e.view.buffer.scope is ir.Scope.LOCAL
+    if is_reg and e.dtype.name == spec.dtype:
+        buf, index = address(e.view, e.indices)
+        slot = static_value(index)
+        if slot is None:
+            raise ContractError(f"{where}: a register operand needs a compile-time index")
+        return ir.LocalReg(buf, slot, e.dtype)
+    if spec.role is Role.REG_OUT:
+        raise ContractError(
+            f"{where} must be an element of a local {spec.dtype} buffer (it is written), "
+            f"got {'a ' + str(e.dtype) + ' element' if is_reg else 'a value'}"
+        )
+    return ir.ValueReg(ir.cast(e, spec.dtype))
