@@ -1,0 +1,379 @@
+"""TileLayout by enumeration: every point of small layouts against a reference written from
+SPEC §2, the seed guide's layouts, the structural operations and every error path."""
+
+from __future__ import annotations
+
+import ast
+import itertools
+import pathlib
+from collections import defaultdict
+
+import pytest
+
+import tirx.layout as L
+from tirx.errors import LayoutError
+from tirx.layout import (
+    Axis,
+    Iter,
+    R,
+    S,
+    TileLayout,
+    bx,
+    laneid,
+    m,
+    transpose,
+    warpid,
+)
+
+NAMES = {name: getattr(L, name) for name in L.__all__}
+
+
+# ---------------------------------------------------------------------- the reference
+
+
+def reference(layout: TileLayout, coord, shape) -> list[dict]:
+    """SPEC §2 literally: flatten, split innermost-first, sum per axis, offsets, replicas."""
+    f = 0
+    for c, d in zip(coord, shape):
+        f = f * d + c
+    pieces = []
+    for it in reversed(layout.shard[1:]):
+        pieces.append(f % it.extent)
+        f //= it.extent
+    pieces.append(f)
+    pieces.reverse()
+    base = defaultdict(int)
+    for it, c in zip(layout.shard, pieces):
+        base[it.axis.name] += c * it.stride
+    for axis, value in layout.offset:
+        base[axis.name] += value
+    copies = []
+    for combo in itertools.product(*(range(it.extent) for it in layout.replica)):
+        point = defaultdict(int, base)
+        for it, r in zip(layout.replica, combo):
+            point[it.axis.name] += r * it.stride
+        copies.append(point)
+    return copies
+
+
+def same_point(got: dict, want: dict) -> bool:
+    return all(got.get(k, 0) == want.get(k, 0) for k in set(got) | set(want))
+
+
+def points(shape):
+    return itertools.product(*(range(d) for d in shape))
+
+
+SMALL = [
+    S[4, 8],
+    S[(4, 8, 4) : (1, 4 @ laneid, 1 @ laneid)],
+    S[(2, 3, 2) : (1, 2 @ warpid, 6)] + 3,
+    S[(2, 4) : (0, 1 @ laneid)] + R[2 : 1 @ warpid] + 5 @ warpid,
+    S[(1, 4, 1, 2) : (7, 2, 9 @ laneid, 1)] + R[(2, 2) : (8 @ laneid, 4)] + 1 @ laneid,
+    S[(3, 4) : (1 @ laneid, 3)],
+]
+
+
+@pytest.mark.parametrize("spec", SMALL, ids=repr)
+def test_every_point_matches_the_reference(spec):
+    layout = TileLayout(spec)
+    n = layout.size()
+    for shape in [(n,), tuple(it.extent for it in layout.shard)]:
+        for x in points(shape):
+            want = reference(layout, x, shape)
+            got_all = layout.apply_all(*x, shape=shape)
+            assert same_point(layout.apply(*x, shape=shape), want[0])
+            assert len(got_all) == len(want)
+            key = lambda p: sorted((k, v) for k, v in p.items() if v)  # noqa: E731
+            assert sorted(map(key, got_all)) == sorted(map(key, want))
+    for f in range(n):
+        assert same_point(layout.apply(f), reference(layout, (f,), (n,))[0])
+
+
+def test_the_three_forms_of_apply():
+    layout = TileLayout(S[(2, 3, 4) : (1 @ laneid, 8, 1)])
+    assert layout.apply(17) == {"m": 1 * 8 + 1, "laneid": 1}
+    assert layout.apply(1, 1, 1) == {"m": 9, "laneid": 1}  # one value per shard iter
+    assert layout.apply(1, 5, shape=(2, 12)) == layout.apply(17)
+    assert layout.apply((1, 5), shape=(2, 12)) == layout.apply(17)
+    assert layout.apply(3, 0, 0) == {"m": 0, "laneid": 3}  # per-iter values are not reduced
+
+
+def test_the_outermost_piece_is_not_reduced():
+    assert TileLayout(S[4, 8]).apply(41) == {"m": 41}
+    assert TileLayout(S[(4, 8) : (1 @ laneid, 1)]).apply(41) == {"m": 1, "laneid": 5}
+
+
+def test_result_always_holds_m_and_the_axes_used():
+    assert TileLayout(S[8 : 1 @ laneid]).apply(3) == {"m": 0, "laneid": 3}
+    # a unit iter does not count as using its axis: equal layouts give equal results
+    assert TileLayout(S[(8, 1) : (1 @ laneid, 1 @ warpid)]).apply(3) == {"m": 0, "laneid": 3}
+    layout = TileLayout(S[4:1] + R[2 : 1 @ warpid] + 0 @ laneid)
+    assert layout.apply(2) == {"m": 2, "warpid": 0}
+    assert layout.apply_all(2) == [{"m": 2, "warpid": 0}, {"m": 2, "warpid": 1}]
+
+
+# ---------------------------------------------------------------------- the seed's layouts
+
+
+def test_seed_ldmatrix_load_layouts():
+    a = TileLayout(S[(4, 8, 4) : (1, 4 @ laneid, 1 @ laneid)])
+    b = TileLayout(S[(2, 8, 4) : (1, 4 @ laneid, 1 @ laneid)])
+    for layout, count in [(a, 4), (b, 2)]:
+        for i, r, w in points((count, 8, 4)):
+            assert layout.apply(i, r, w, shape=(count, 8, 4)) == {"m": i, "laneid": 4 * r + w}
+
+
+def test_seed_mma_layouts_match_spec_section_5():
+    d = TileLayout(S[(1, 1, 2, 8, 4, 2) : (4, 4, 2, 4 @ laneid, 1 @ laneid, 1)])
+    a = TileLayout(S[(1, 1, 2, 8, 2, 4) : (4, 4, 1, 4 @ laneid, 2, 1 @ laneid)])
+    b = TileLayout(S[(1, 1, 8, 2, 4) : (2, 2, 4 @ laneid, 1, 1 @ laneid)])
+    for row, col in points((16, 8)):
+        got = d.apply(0, 0, row, col, shape=(1, 1, 16, 8))
+        assert got == {"laneid": 4 * (row % 8) + col // 2, "m": 2 * (row // 8) + col % 2}
+        got = a.apply(0, 0, row, col, shape=(1, 1, 16, 8))
+        assert got == {"laneid": 4 * (row % 8) + col % 4, "m": row // 8 + 2 * (col // 4)}
+    for n, word in points((8, 8)):
+        assert b.apply(0, 0, n, word, shape=(1, 1, 8, 8)) == {
+            "laneid": 4 * n + word % 4,
+            "m": word // 4,
+        }
+    for layout, shape in [(d, (1, 1, 16, 8)), (a, (1, 1, 16, 8)), (b, (1, 1, 8, 8))]:
+        owned = {tuple(layout.apply(*x, shape=shape).values()) for x in points(shape)}
+        assert len(owned) == layout.size()  # each (lane, slot) holds one element
+    assert (d.span(), a.span(), b.span(), d.span("laneid")) == (4, 4, 2, 32)
+
+
+def test_seed_rearrange_is_group_then_transpose():
+    # a.view("uint32").rearrange("(group row) (chunk word) -> (chunk group) row word", ...)
+    words = TileLayout(S[16, 16]).pack(2)
+    assert words == TileLayout(S[(16, 8) : (8, 1)])
+    view = transpose(words, (2, 8, 2, 4), (2, 0, 1, 3))
+    for chunk, group, row, word in points((2, 2, 8, 4)):
+        mat = chunk * 2 + group
+        want = (group * 8 + row) * 8 + chunk * 4 + word
+        assert view.apply(mat, row, word, shape=(4, 8, 4)) == {"m": want}
+
+
+# ---------------------------------------------------------------------- spec syntax
+
+
+def test_spec_spellings():
+    row_major = TileLayout(S[(4, 8) : (8, 1)])
+    assert TileLayout(S[4, 8]).shard == row_major.shard
+    assert TileLayout(S[(4, 8)]).shard == row_major.shard
+    assert TileLayout(S[[4, 8]]).shard == row_major.shard
+    assert TileLayout(S[16]).shard == (Iter(16, 1, m),)
+    assert TileLayout(S[16 : 4 @ laneid]).shard == (Iter(16, 4, laneid),)
+    layout = TileLayout(S[4:1] + R[2 : 1 @ warpid] + 5 @ warpid + 2 + 1 @ warpid)
+    assert layout.replica == (Iter(2, 1, warpid),)
+    assert layout.offsets() == {"m": 2, "warpid": 6}
+    assert TileLayout(S[4:1] + (5 @ warpid + 2)).offsets() == {"m": 2, "warpid": 5}
+    assert TileLayout(2 + S[4:1]).offsets() == {"m": 2}
+    assert TileLayout(S[()]).size() == 1 and TileLayout(S[()]).apply() == {"m": 0}
+
+
+def test_from_iters_and_iters():
+    layout = TileLayout.from_iters([Iter(8, 4, "laneid"), (4, 1, laneid)], [], {"m": 3, warpid: 1})
+    assert layout == TileLayout(S[(8, 4) : (4 @ laneid, 1 @ laneid)] + 3 + 1 @ warpid)
+    assert TileLayout.from_iters() == TileLayout(S[()])
+    assert Iter(4, 2, "m") == Iter(4, 2, m) and hash(Iter(4, 2, "m")) == hash(Iter(4, 2, m))
+
+
+def test_axes():
+    assert Axis.get("laneid") is laneid and Axis.laneid is laneid
+    assert laneid.is_thread and m.is_memory and laneid.kind == "thread" and m.kind == "memory"
+    assert {a.name for a in NAMES.values() if isinstance(a, Axis)} == {
+        "laneid", "warpid", "tx", "bx", "by", "bz", "wgid", "tid_in_wg", "wid_in_wg", "m",
+    }  # fmt: skip
+    assert 4 @ laneid == L.axes.AxisTerm(4, laneid)
+    assert laneid == "laneid" and laneid != m and laneid != 3 and {m: 1}["m"] == 1
+    assert dict(TileLayout(S[4] + 2 + 1 @ warpid).offset)["warpid"] == 1
+
+
+BAD_SPECS = [
+    lambda: S[(4, 8) : (1,)],  # mismatched lengths
+    lambda: S[(4, 8) : 1],
+    lambda: S[0],  # zero extent
+    lambda: S[(4, -2) : (1, 1)],  # negative extent
+    lambda: S[4:-1],  # negative stride
+    lambda: S[4:1.5],  # non-int strides
+    lambda: S[4:"1"],
+    lambda: S[4 : (1 @ laneid + 1)],
+    lambda: S[2.0],
+    lambda: S[(2, (2, 2))],
+    lambda: S[4:],
+    lambda: S[4:1:2],
+    lambda: S[True],
+    lambda: 1.5 @ laneid,
+    lambda: laneid @ laneid,
+    lambda: laneid @ 4,
+    lambda: S[4] + S[4],
+    lambda: S[4] + 1.5,
+    lambda: S[4] + "x",
+    lambda: Axis.get("lane"),  # unknown axes
+    lambda: Axis.get(3),
+    lambda: Axis("foo", "thread"),
+    lambda: Axis("m", "thread"),
+    lambda: Iter(4, 1, "TLane"),
+    lambda: Iter(0, 1, m),
+    lambda: TileLayout(5),
+    lambda: TileLayout(L.LayoutSpec(shard=(4, 8))),
+    lambda: TileLayout(L.LayoutSpec(offset=(("m", 1),))),
+    lambda: TileLayout(L.LayoutSpec(shard=[Iter(4, 1, m)])),
+    lambda: TileLayout(L.LayoutSpec(offset=((m,),))),
+    lambda: TileLayout(S[4]).apply(1, 2),  # wrong number of coordinates
+    lambda: TileLayout(S[4, 8]).apply(1, shape=(4, 8)),
+    lambda: TileLayout(S[4, 8]).apply(1, 2, shape=(4, 4)),  # shape does not match size
+    lambda: TileLayout(S[4, 8]).apply(1, 2, shape=(0, 8)),
+    lambda: TileLayout(S[4, 8]).apply(1.5),  # not a coordinate
+    lambda: TileLayout(S[4, 8]).apply(None, 1, shape=(4, 8)),
+    lambda: TileLayout(S[4, 8]).apply(),
+    lambda: TileLayout(S[4, 8]).size("nope"),
+    lambda: TileLayout(S[4, 8]).span("nope"),
+    lambda: TileLayout.from_iters([(4, 1)]),
+    lambda: TileLayout.from_iters(4),
+    lambda: TileLayout.from_iters([], [], {"lane": 1}),
+    lambda: TileLayout.from_iters([], [], {"m": 1.5}),
+    lambda: TileLayout.from_iters([], [], [("m", 1)]),
+    lambda: TileLayout(S[(3, 2) : (1 @ laneid, 1)]).group((2, 3)),  # impossible
+    lambda: TileLayout(S[4, 8]).group((4, 4)),
+    lambda: TileLayout(S[4, 8]).group("ab"),
+    lambda: TileLayout(S[4, 8]).permute_dims((0, 0)),
+    lambda: TileLayout(S[4, 8]).permute_dims(1),
+    lambda: TileLayout(S[4, 8]).permute_by_groups([0, 3], (0,)),
+    lambda: TileLayout(S[4, 8]).permute_by_groups(None, (0,)),
+    lambda: transpose(TileLayout(S[4, 8]), (4, 8), (1, 2)),
+    lambda: TileLayout(S[4, 8]).pack(3),  # not divisible
+    lambda: TileLayout(S[4, 8]).pack(0),
+    lambda: TileLayout(S[4, 8]).pack(2.0),
+    lambda: TileLayout(S[(4, 8) : (1, 4)]).pack(2),  # innermost not contiguous
+    lambda: TileLayout(S[8 : 1 @ laneid]).pack(2),
+    lambda: TileLayout(S[(4, 8) : (3, 1)]).pack(2),  # a stride not divisible
+    lambda: TileLayout(S[4, 8] + 1).pack(2),  # m offset not divisible
+    lambda: TileLayout(S[4, 8] + R[2:3]).pack(2),
+    lambda: TileLayout(S[4, 8]).unpack(-1),
+]
+
+
+@pytest.mark.parametrize("make", BAD_SPECS, ids=range(len(BAD_SPECS)))
+def test_bad_input_raises_layout_error(make):
+    with pytest.raises(LayoutError) as info:
+        make()
+    assert info.value.hint  # every error says what to do
+
+
+# ---------------------------------------------------------------------- queries
+
+
+def test_size_span_storage_axes():
+    layout = TileLayout(S[(2, 8, 4, 2) : (2, 4 @ laneid, 1 @ laneid, 1)] + R[2 : 1 @ warpid] + 3)
+    assert layout.size() == 128 and layout.size("laneid") == 32 and layout.size(m) == 4
+    assert layout.span() == 4 and layout.span("laneid") == 32 and layout.span("warpid") == 2
+    assert layout.span("bx") == 1
+    assert layout.axes() == {"m", "laneid", "warpid"} and not layout.is_memory_only()
+    storage = layout.storage()
+    assert storage == TileLayout(S[(2, 2) : (2, 1)] + 3) and storage.is_memory_only()
+    assert TileLayout(S[(4, 1) : (1, 1 @ laneid)] + 0 @ warpid).is_memory_only()
+
+
+def test_canonicalize():
+    assert TileLayout(S[(4, 8, 4) : (1, 4 @ laneid, 1 @ laneid)]).canonicalize().shard == (
+        Iter(4, 1, m),
+        Iter(32, 1, laneid),
+    )
+    assert TileLayout(S[4, 8]) == TileLayout(S[32])
+    assert hash(TileLayout(S[4, 8])) == hash(TileLayout(S[32]))
+    assert TileLayout(S[(1, 4, 1) : (9, 1, 3)] + 0 + 0 @ laneid) == TileLayout(S[4])
+    assert TileLayout(S[(2, 3) : (0, 0)]) == TileLayout(S[6:0])
+    assert TileLayout(S[4] + R[(2, 2) : (2 @ warpid, 1 @ warpid)]) == TileLayout(
+        S[4] + R[4 : 1 @ warpid]
+    )
+    assert TileLayout(S[4] + R[(2, 2) : (1 @ laneid, 1 @ warpid)]) == TileLayout(
+        S[4] + R[(2, 2) : (1 @ warpid, 1 @ laneid)]
+    )
+    assert TileLayout(S[4, 8]) != TileLayout(S[(4, 8) : (1, 4)]) and TileLayout(S[4]) != "S[4]"
+    canon = TileLayout(S[(4, 8) : (8, 1)] + 0).canonicalize()
+    assert repr(canon) == "TileLayout(S[32:1])" and canon.canonicalize() is canon
+
+
+def test_repr_round_trips():
+    for spec in SMALL + [S[()], S[16:0], S[(2, 2) : (-0, 0 @ bx)] + -3 @ m]:
+        layout = TileLayout(spec)
+        again = eval(repr(layout), NAMES)
+        assert again == layout and again.shard == layout.shard and again.offset == layout.offset
+    assert repr(TileLayout(S[8 : 4 @ laneid] + 1)) == "TileLayout(S[8:4 @ laneid] + 1)"
+    assert repr(Iter(4, 1, laneid)) == "Iter(4, 1, laneid)"
+
+
+# ---------------------------------------------------------------------- structure
+
+
+def test_group_keeps_iters_and_splits_where_needed():
+    d = TileLayout(S[(1, 1, 2, 8, 4, 2) : (4, 4, 2, 4 @ laneid, 1 @ laneid, 1)])
+    grouped, seps = d.group((1, 1, 16, 8))
+    assert grouped.shard == d.shard and seps == [0, 1, 2, 4, 6]
+    grouped, seps = TileLayout(S[32:1]).group((4, 8))
+    assert grouped.shard == (Iter(4, 8, m), Iter(8, 1, m)) and seps == [0, 1, 2]
+    # (2, 3) cannot hold shape (3, 2) as written, but its canonical form (6:1) can
+    grouped, seps = TileLayout(S[(2, 3) : (3, 1)]).group((3, 2))
+    assert grouped.shard == (Iter(3, 2, m), Iter(2, 1, m)) and seps == [0, 1, 2]
+    grouped, seps = TileLayout(S[(4, 1) : (1, 1)]).group((4,))
+    assert seps == [0, 2]
+    layout = TileLayout(S[()])
+    assert layout.group(()) == (layout, [0])
+
+
+def test_transpose_by_definition():
+    layout = TileLayout(S[(2, 4, 3) : (1 @ laneid, 3, 1)] + R[2 : 1 @ warpid])
+    shape = (2, 12)
+    t = transpose(layout, shape, (1, 0))
+    for x in points(shape):
+        y = (x[1], x[0])
+        assert t.apply(*y, shape=(12, 2)) == layout.apply(*x, shape=shape)
+        assert t.apply_all(*y, shape=(12, 2)) == layout.apply_all(*x, shape=shape)
+    assert transpose(TileLayout(S[4, 8]), (4, 8), (1, 0)) == TileLayout(S[(8, 4) : (1, 8)])
+
+
+def test_permute_dims_and_by_groups():
+    layout = TileLayout(S[(2, 3, 4) : (12, 4, 1)])
+    assert layout.permute_dims((2, 0, 1)).shard == (Iter(4, 1, m), Iter(2, 12, m), Iter(3, 4, m))
+    assert layout.permute_by_groups([0, 2, 3], (1, 0)).shard == (
+        Iter(4, 1, m),
+        Iter(2, 12, m),
+        Iter(3, 4, m),
+    )
+
+
+def test_pack_and_unpack():
+    assert TileLayout(S[16, 16]).pack(2) == TileLayout(S[(16, 8) : (8, 1)])
+    assert TileLayout(S[16, 16]).pack(2).unpack(2).shard == TileLayout(S[16, 16]).shard
+    regs = TileLayout(S[(8, 4) : (4 @ laneid, 1 @ laneid)])
+    assert regs.unpack(2) == TileLayout(S[(8, 4, 2) : (4 @ laneid, 1 @ laneid, 1)])
+    assert regs.unpack(2).pack(2) == regs and regs.pack(1) == regs
+    layout = TileLayout(S[(2, 4, 4) : (1 @ laneid, 16, 1)] + R[2:64] + 8)
+    packed = layout.pack(4)
+    assert packed == TileLayout(S[(2, 4, 1) : (1 @ laneid, 4, 1)] + R[2:16] + 2)
+    for i, j, t in points((8, 1, 4)):
+        wide = packed.apply(i, j, shape=(8, 1))
+        narrow = layout.apply(i, 4 * j + t, shape=(8, 4))
+        assert narrow == {**wide, "m": wide["m"] * 4 + t}
+
+
+# ---------------------------------------------------------------------- layering
+
+
+def test_layout_imports_only_errors_from_tirx():
+    root = pathlib.Path(L.__file__).parent
+    for path in root.glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom):
+                mod = node.module or ""
+                if node.level == 2:
+                    assert mod == "errors", f"{path.name} imports tirx.{mod}"
+                elif node.level == 0:
+                    assert mod.split(".")[0] not in {"tirx", "numpy", "torch"}, path.name
+            elif isinstance(node, ast.Import):
+                for alias in node.names:
+                    assert alias.name.split(".")[0] not in {"tirx", "numpy", "torch"}, path.name
+        assert len(path.read_text().splitlines()) < 400, path.name
