@@ -45,8 +45,15 @@ def bench(name, kernel, m, n, k, dtype, goal_s, repeat):
     traced = exe(a, b, out, trace=True)
     instructions = len(traced.traces)
     t_ref = _median_time(lambda: a.float() @ b.float().T, max(repeat, 20))
-    return (name, t_sim * 1e3, instructions, instructions / t_sim, t_sim / t_ref, goal_s * 1e3,
-            t_sim <= goal_s)
+    return (
+        name,
+        t_sim * 1e3,
+        instructions,
+        instructions / t_sim,
+        t_sim / t_ref,
+        goal_s * 1e3,
+        t_sim <= goal_s,
+    )
 
 
 def main(argv=None):
@@ -55,21 +62,49 @@ def main(argv=None):
     args = ap.parse_args(argv)
     rows = [
         bench("seed 16x8x16 (1 warp)", warp_matmul, 16, 8, 16, "float16", 0.020, args.repeat * 4),
-        bench("gemm 128^3 fp16 (16 blocks x 4 warps)", make_gemm(128, 128, 128, "float16"),
-              128, 128, 128, "float16", 2.0, args.repeat),
-        bench("gemm 128x256x64 bf16", make_gemm(128, 256, 64, "bfloat16"), 128, 256, 64,
-              "bfloat16", 2.0, args.repeat),
-        bench("gemm 256^3 fp16", make_gemm(256, 256, 256, "float16"), 256, 256, 256,
-              "float16", 10.0, max(args.repeat // 2, 1)),
+        bench(
+            "gemm 128^3 fp16 (16 blocks x 4 warps)",
+            make_gemm(128, 128, 128, "float16"),
+            128,
+            128,
+            128,
+            "float16",
+            2.0,
+            args.repeat,
+        ),
+        bench(
+            "gemm 128x256x64 bf16",
+            make_gemm(128, 256, 64, "bfloat16"),
+            128,
+            256,
+            64,
+            "bfloat16",
+            2.0,
+            args.repeat,
+        ),
+        bench(
+            "gemm 256^3 fp16",
+            make_gemm(256, 256, 256, "float16"),
+            256,
+            256,
+            256,
+            "float16",
+            10.0,
+            max(args.repeat // 2, 1),
+        ),
     ]
-    print(f"tirx {tirx.__version__} simulator, {platform.processor() or platform.machine()}, "
-          f"python {platform.python_version()}, torch {torch.__version__}")
+    print(
+        f"tirx {tirx.__version__} simulator, {platform.processor() or platform.machine()}, "
+        f"python {platform.python_version()}, torch {torch.__version__}"
+    )
     head = ("kernel", "ms/call", "tile instrs", "instrs/s", "x torch-cpu", "goal ms", "ok")
     print("| " + " | ".join(head) + " |")
     print("|" + "---|" * len(head))
     for name, ms, n, rate, ratio, goal, ok in rows:
-        print(f"| {name} | {ms:.1f} | {n} | {rate:,.0f} | {ratio:,.0f} | {goal:.0f} | "
-              f"{'yes' if ok else 'NO'} |")
+        print(
+            f"| {name} | {ms:.1f} | {n} | {rate:,.0f} | {ratio:,.0f} | {goal:.0f} | "
+            f"{'yes' if ok else 'NO'} |"
+        )
 
 
 if __name__ == "__main__":

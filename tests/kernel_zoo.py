@@ -6,7 +6,6 @@ CUBIN, and the GPU parity test runs every kernel on the GPU and on the simulator
 identical bits.
 """
 
-
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -95,14 +94,20 @@ def _ldmatrix_case(count, trans, reps):
     rows = reps * count * 8
 
     def inputs(rng):
-        return [rng.integers(0, 2**16, size=(rows, 8), dtype=np.uint16),
-                np.zeros((32, reps * count), np.uint32)]
+        return [
+            rng.integers(0, 2**16, size=(rows, 8), dtype=np.uint16),
+            np.zeros((32, reps * count), np.uint32),
+        ]
 
     def model(args):
         return {1: _words_of(args[0].reshape(reps * count, 8, 8), trans)}
 
-    return Case(f"ldmatrix-x{count}{'-trans' if trans else ''}-rep{reps}",
-                lambda: make_ldmatrix(count, trans, reps), inputs, model)
+    return Case(
+        f"ldmatrix-x{count}{'-trans' if trans else ''}-rep{reps}",
+        lambda: make_ldmatrix(count, trans, reps),
+        inputs,
+        model,
+    )
 
 
 def make_stmatrix(count: int, trans: bool, reps: int):
@@ -131,8 +136,10 @@ def _stmatrix_case(count, trans, reps):
     rows = reps * count * 8
 
     def inputs(rng):
-        return [rng.integers(0, 2**32, size=(32, reps * count), dtype=np.uint32),
-                np.zeros((rows, 8), np.uint16)]
+        return [
+            rng.integers(0, 2**32, size=(32, reps * count), dtype=np.uint32),
+            np.zeros((rows, 8), np.uint16),
+        ]
 
     def model(args):
         words = args[0]
@@ -147,8 +154,13 @@ def _stmatrix_case(count, trans, reps):
                     mats[i, g, 2 * t], mats[i, g, 2 * t + 1] = lo, hi
         return {1: mats.reshape(rows, 8)}
 
-    return Case(f"stmatrix-x{count}{'-trans' if trans else ''}-rep{reps}",
-                lambda: make_stmatrix(count, trans, reps), inputs, model, min_arch=90)
+    return Case(
+        f"stmatrix-x{count}{'-trans' if trans else ''}-rep{reps}",
+        lambda: make_stmatrix(count, trans, reps),
+        inputs,
+        model,
+        min_arch=90,
+    )
 
 
 # ----------------------------------------------------------------------------- mma.sync
@@ -176,8 +188,12 @@ def make_mma(k: int, dtype: str, mr: int, nr: int, kr: int, c_view: bool):
     words = k // 2
 
     @T.function
-    def mma_kernel(A: T.Tensor((M, K), dtype), B: T.Tensor((N, K), dtype),
-                   C: T.Tensor((M, N), "float32"), Out: T.Tensor((M, N), "float32")):
+    def mma_kernel(
+        A: T.Tensor((M, K), dtype),
+        B: T.Tensor((N, K), dtype),
+        C: T.Tensor((M, N), "float32"),
+        Out: T.Tensor((M, N), "float32"),
+    ):
         T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=32))
         lane = T.cuda.lane_id()
         g = lane // 4
@@ -191,7 +207,9 @@ def make_mma(k: int, dtype: str, mr: int, nr: int, kr: int, c_view: bool):
         for mi in T.unroll(mr):
             for ki in T.unroll(kr):
                 for r in T.unroll(ra):
-                    ar[(mi * kr + ki) * ra + r] = Aw[mi * 16 + g + 8 * (r % 2), ki * words + t + 4 * (r // 2)]
+                    ar[(mi * kr + ki) * ra + r] = Aw[
+                        mi * 16 + g + 8 * (r % 2), ki * words + t + 4 * (r // 2)
+                    ]
         for ni in T.unroll(nr):
             for ki in T.unroll(kr):
                 for r in T.unroll(rb):
@@ -199,20 +217,31 @@ def make_mma(k: int, dtype: str, mr: int, nr: int, kr: int, c_view: bool):
         for mi in T.unroll(mr):
             for ni in T.unroll(nr):
                 for r in T.unroll(4):
-                    cr[(mi * nr + ni) * 4 + r] = C[mi * 16 + g + 8 * (r // 2), ni * 8 + 2 * t + r % 2]
+                    cr[(mi * nr + ni) * 4 + r] = C[
+                        mi * 16 + g + 8 * (r // 2), ni * 8 + 2 * t + r % 2
+                    ]
         if c_view:
-            T.cuda.tile.apply(T.ptx[instr], dr.view(mr, nr, 16, 8, layout=d_l),
-                              ar.view(mr, kr, 16, words, layout=a_l),
-                              br.view(nr, kr, 8, words, layout=b_l),
-                              cr.view(mr, nr, 16, 8, layout=d_l))
+            T.cuda.tile.apply(
+                T.ptx[instr],
+                dr.view(mr, nr, 16, 8, layout=d_l),
+                ar.view(mr, kr, 16, words, layout=a_l),
+                br.view(nr, kr, 8, words, layout=b_l),
+                cr.view(mr, nr, 16, 8, layout=d_l),
+            )
         else:
-            T.cuda.tile.apply(T.ptx[instr], dr.view(mr, nr, 16, 8, layout=d_l),
-                              ar.view(mr, kr, 16, words, layout=a_l),
-                              br.view(nr, kr, 8, words, layout=b_l), T.float32(0.5))
+            T.cuda.tile.apply(
+                T.ptx[instr],
+                dr.view(mr, nr, 16, 8, layout=d_l),
+                ar.view(mr, kr, 16, words, layout=a_l),
+                br.view(nr, kr, 8, words, layout=b_l),
+                T.float32(0.5),
+            )
         for mi in T.unroll(mr):
             for ni in T.unroll(nr):
                 for r in T.unroll(4):
-                    Out[mi * 16 + g + 8 * (r // 2), ni * 8 + 2 * t + r % 2] = dr[(mi * nr + ni) * 4 + r]
+                    Out[mi * 16 + g + 8 * (r // 2), ni * 8 + 2 * t + r % 2] = dr[
+                        (mi * nr + ni) * 4 + r
+                    ]
 
     return mma_kernel
 
@@ -221,9 +250,12 @@ def _mma_case(k, dtype, mr, nr, kr, c_view):
     M, N, K = 16 * mr, 8 * nr, k * kr
 
     def inputs(rng):
-        return [_bits16(rng, (M, K), dtype=dtype), _bits16(rng, (N, K), dtype=dtype),
-                rng.integers(-64, 64, size=(M, N)).astype(np.float32),
-                np.zeros((M, N), np.float32)]
+        return [
+            _bits16(rng, (M, K), dtype=dtype),
+            _bits16(rng, (N, K), dtype=dtype),
+            rng.integers(-64, 64, size=(M, N)).astype(np.float32),
+            np.zeros((M, N), np.float32),
+        ]
 
     def model(args):
         a, b = _value16(args[0], dtype), _value16(args[1], dtype)
@@ -242,26 +274,35 @@ def make_raw_ptx_matmul():
     mma = "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32"
 
     @T.function
-    def raw_matmul(A: T.Tensor((16, 16), "float16"), B: T.Tensor((8, 16), "float16"),
-                   Out: T.Tensor((16, 8), "float32")):
+    def raw_matmul(
+        A: T.Tensor((16, 16), "float16"),
+        B: T.Tensor((8, 16), "float16"),
+        Out: T.Tensor((16, 8), "float32"),
+    ):
         T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=32))
         lane = T.cuda.lane_id()
         a = T.alloc_shared((16, 16), "float16", align=16)
         b = T.alloc_shared((8, 16), "float16", align=16)
         for q in range(8):
-            a[(lane + 32 * q) // 16, (lane + 32 * q) % 16] = A[(lane + 32 * q) // 16, (lane + 32 * q) % 16]
+            a[(lane + 32 * q) // 16, (lane + 32 * q) % 16] = A[
+                (lane + 32 * q) // 16, (lane + 32 * q) % 16
+            ]
         for q in range(4):
-            b[(lane + 32 * q) // 16, (lane + 32 * q) % 16] = B[(lane + 32 * q) // 16, (lane + 32 * q) % 16]
+            b[(lane + 32 * q) // 16, (lane + 32 * q) % 16] = B[
+                (lane + 32 * q) // 16, (lane + 32 * q) % 16
+            ]
         T.cuda.cta_sync()
         ar = T.alloc_local((4,), "uint32")
         br = T.alloc_local((2,), "uint32")
         dr = T.alloc_local((4,), "float32")
         mat = lane // 8
         T.ptx["ldmatrix.sync.aligned.m8n8.x4.shared.b16"](
-            ar[0], ar[1], ar[2], ar[3], a[(mat % 2) * 8 + lane % 8, (mat // 2) * 8])
+            ar[0], ar[1], ar[2], ar[3], a[(mat % 2) * 8 + lane % 8, (mat // 2) * 8]
+        )
         T.ptx["ldmatrix.sync.aligned.m8n8.x2.shared.b16"](br[0], br[1], b[lane % 8, (mat % 2) * 8])
-        T.ptx[mma](dr[0], dr[1], dr[2], dr[3], ar[0], ar[1], ar[2], ar[3], br[0], br[1],
-                   0.0, 0.0, 0.0, 0.0)
+        T.ptx[mma](
+            dr[0], dr[1], dr[2], dr[3], ar[0], ar[1], ar[2], ar[3], br[0], br[1], 0.0, 0.0, 0.0, 0.0
+        )
         for r in range(4):
             Out[lane // 4 + 8 * (r // 2), 2 * (lane % 4) + r % 2] = dr[r]
 
@@ -269,8 +310,11 @@ def make_raw_ptx_matmul():
 
 
 def _matmul_inputs(rng, m=16, n=8, k=16, dtype="float16"):
-    return [_bits16(rng, (m, k), dtype=dtype), _bits16(rng, (n, k), dtype=dtype),
-            np.zeros((m, n), np.float32)]
+    return [
+        _bits16(rng, (m, k), dtype=dtype),
+        _bits16(rng, (n, k), dtype=dtype),
+        np.zeros((m, n), np.float32),
+    ]
 
 
 def _matmul_model(dtype="float16"):
@@ -297,8 +341,13 @@ def make_scalar_mix():
     """Integer and float scalar code: floor division, loops, branches, casts, 2-D blocks."""
 
     @T.function
-    def scalar_mix(X: T.Tensor((4, 32), "int32"), F: T.Tensor((4, 32), "float32"),
-                   Out: T.Tensor((4, 32), "int32"), G: T.Tensor((4, 32), "float32"), n: T.int32):
+    def scalar_mix(
+        X: T.Tensor((4, 32), "int32"),
+        F: T.Tensor((4, 32), "float32"),
+        Out: T.Tensor((4, 32), "int32"),
+        G: T.Tensor((4, 32), "float32"),
+        n: T.int32,
+    ):
         T.device_entry(launch=T.cuda.LaunchConfig(grid=(2, 2), block=(16, 2)))
         x = T.cuda.thread_idx("x") + 16 * T.cuda.block_idx("x")
         y = T.cuda.thread_idx("y") + 2 * T.cuda.block_idx("y")
@@ -318,9 +367,13 @@ def make_scalar_mix():
 
 
 def _scalar_inputs(rng):
-    return [rng.integers(-50, 50, size=(4, 32)).astype(np.int32),
-            (rng.integers(-1000, 1000, size=(4, 32)) / 8).astype(np.float32),
-            np.zeros((4, 32), np.int32), np.zeros((4, 32), np.float32), 17]
+    return [
+        rng.integers(-50, 50, size=(4, 32)).astype(np.int32),
+        (rng.integers(-1000, 1000, size=(4, 32)) / 8).astype(np.float32),
+        np.zeros((4, 32), np.int32),
+        np.zeros((4, 32), np.float32),
+        17,
+    ]
 
 
 def _scalar_model(args):
@@ -350,10 +403,18 @@ CASES: list[Case] = (
     + [
         Case("seed", _seed, _matmul_inputs, _matmul_model()),
         Case("raw-ptx-matmul", make_raw_ptx_matmul, _matmul_inputs, _matmul_model()),
-        Case("gemm-f16-128x128x64", lambda: _gemm(128, 128, 64, "float16"),
-             lambda rng: _matmul_inputs(rng, 128, 128, 64), _matmul_model()),
-        Case("gemm-bf16-64x192x48", lambda: _gemm(64, 192, 48, "bfloat16"),
-             lambda rng: _matmul_inputs(rng, 64, 192, 48, "bfloat16"), _matmul_model("bfloat16")),
+        Case(
+            "gemm-f16-128x128x64",
+            lambda: _gemm(128, 128, 64, "float16"),
+            lambda rng: _matmul_inputs(rng, 128, 128, 64),
+            _matmul_model(),
+        ),
+        Case(
+            "gemm-bf16-64x192x48",
+            lambda: _gemm(64, 192, 48, "bfloat16"),
+            lambda rng: _matmul_inputs(rng, 64, 192, 48, "bfloat16"),
+            _matmul_model("bfloat16"),
+        ),
         Case("scalar-mix", make_scalar_mix, _scalar_inputs, _scalar_model),
     ]
 )

@@ -59,8 +59,14 @@ RULES = {
     "ir": ["tirx.layout", "tirx.dtypes", "tirx.errors"],
     "transform": ["tirx.ir", "tirx.layout", "tirx.dtypes", "tirx.errors"],
     "sim": ["tirx.ir", "tirx.dtypes", "tirx.errors"],
-    "backend/cuda": ["tirx.ir", "tirx.dtypes", "tirx.errors", "tirx.config",
-                     "tirx.executable", "tirx.backend.cuda"],
+    "backend/cuda": [
+        "tirx.ir",
+        "tirx.dtypes",
+        "tirx.errors",
+        "tirx.config",
+        "tirx.executable",
+        "tirx.backend.cuda",
+    ],
     "script": ["tirx.ir", "tirx.layout", "tirx.dtypes", "tirx.errors", "tirx.script"],
 }
 

@@ -66,62 +66,113 @@ CASES = [
     ("region-assign", "    a[0:2, 0] = A[0, 0]\n", SYN, "a[0:2, 0]"),
     ("view-size", "    v = a.view(3, 5)\n", LAY, "a.view(3, 5)"),
     ("view-dtype-odd", '    v = a[:, 0:3].view("uint32")\n', LAY, 'view("uint32")'),
-    ("too-many-slots",
-     f"    v = ar.view(4, 8, 4, layout=TileLayout(S[(4, 8, 4) : (2, 4 @ laneid, 1 @ laneid)]))\n",
-     LAY, "ar.view(4, 8, 4"),
+    (
+        "too-many-slots",
+        "    v = ar.view(4, 8, 4, layout=TileLayout(S[(4, 8, 4) : (2, 4 @ laneid, 1 @ laneid)]))\n",
+        LAY,
+        "ar.view(4, 8, 4",
+    ),
     ("lane-view-index", f"    x = ar.view(4, 8, 4, layout={LOAD})[0, 0, 0]\n", SYN, "[0, 0, 0]"),
     ("rearrange-bad", '    v = a.rearrange("(x y) z -> x y", x=4)\n', LAY, "rearrange"),
     ("rearrange-two-unknown", '    v = a.rearrange("(x y) z -> x y z")\n', LAY, "rearrange"),
     ("unknown-axis", "    L = TileLayout(S[(4, 8) : (1, 4 @ nolane)])\n", SYN, "nolane"),
-    ("shared-thread-layout",
-     f'    s = T.alloc_shared((4, 8, 4), "uint32", layout={LOAD})\n', LAY, "T.alloc_shared"),
+    (
+        "shared-thread-layout",
+        f'    s = T.alloc_shared((4, 8, 4), "uint32", layout={LOAD})\n',
+        LAY,
+        "T.alloc_shared",
+    ),
     ("bad-dtype", '    s = T.alloc_local((4,), "float17")\n', SYN, "float17"),
     # --- tile operations
-    ("unknown-instr", f'    T.cuda.tile.apply(T.ptx["ldmatrix.sync.x3"], ar, {AW})\n',
-     CON, "T.cuda.tile.apply"),
-    ("bad-scope", f'    T.cuda.tile.apply({LDX4}, ar.view(4, 8, 4, layout={LOAD}), {AW}, scope="cta")\n',
-     SYN, "scope"),
-    ("wrong-lane",
-     f"    T.cuda.tile.apply({LDX4}, ar.view(4, 8, 4, layout="
-     f"TileLayout(S[(4, 8, 4) : (1, 1 @ laneid, 8 @ laneid)])), {AW})\n",
-     CON, "ar.view(4, 8, 4"),
-    ("slot-collision",
-     f"    T.cuda.tile.apply({LDX4}, ar.view(4, 8, 4, layout="
-     f"TileLayout(S[(4, 8, 4) : (0, 4 @ laneid, 1 @ laneid)])), {AW})\n",
-     CON, "ar.view(4, 8, 4"),
-    ("operand-shape", f"    T.cuda.tile.apply({LDX4}, ar.view(2, 8, 8, layout=TileLayout(S[(2, 8, 2, 4) : (1, 4 @ laneid, 2, 1 @ laneid)])), {AW})\n",
-     CON, "ar.view(2, 8, 8"),
-    ("operand-dtype", f'    T.cuda.tile.apply({LDX4}, dr.view(4, layout=TileLayout(S[4])), {AW})\n',
-     CON, "dr.view"),
-    ("shared-from-global",
-     f"    T.cuda.tile.apply({LDX4}, ar.view(4, 8, 4, layout={LOAD}), "
-     f'A.view("uint32").rearrange("(g r) (c w) -> (c g) r w", g=2, c=2, w=4))\n',
-     CON, "A.view"),
-    ("misaligned-rows",
-     '    T.cuda.tile.apply(T.ptx["ldmatrix.sync.aligned.m8n8.x2.shared.b16"], '
-     "br.view(2, 8, 4, layout=TileLayout(S[(2, 8, 4) : (1, 4 @ laneid, 1 @ laneid)])), "
-     'a.view("uint32")[0:16, 2:6].rearrange("(g r) w -> g r w", g=2))\n',
-     CON, "a.view"),
-    ("not-contiguous-rows",
-     f"    T.cuda.tile.apply({LDX4}, ar.view(4, 8, 4, layout={LOAD}), "
-     f'a.view("uint32").rearrange("(g r) (c w) -> (c g) w r", g=2, c=2, w=4).view(4, 8, 4))\n',
-     CON, "a.view"),
+    (
+        "unknown-instr",
+        f'    T.cuda.tile.apply(T.ptx["ldmatrix.sync.x3"], ar, {AW})\n',
+        CON,
+        "T.cuda.tile.apply",
+    ),
+    (
+        "bad-scope",
+        f'    T.cuda.tile.apply({LDX4}, ar.view(4, 8, 4, layout={LOAD}), {AW}, scope="cta")\n',
+        SYN,
+        "scope",
+    ),
+    (
+        "wrong-lane",
+        f"    T.cuda.tile.apply({LDX4}, ar.view(4, 8, 4, layout="
+        f"TileLayout(S[(4, 8, 4) : (1, 1 @ laneid, 8 @ laneid)])), {AW})\n",
+        CON,
+        "ar.view(4, 8, 4",
+    ),
+    (
+        "slot-collision",
+        f"    T.cuda.tile.apply({LDX4}, ar.view(4, 8, 4, layout="
+        f"TileLayout(S[(4, 8, 4) : (0, 4 @ laneid, 1 @ laneid)])), {AW})\n",
+        CON,
+        "ar.view(4, 8, 4",
+    ),
+    (
+        "operand-shape",
+        f"    T.cuda.tile.apply({LDX4}, ar.view(2, 8, 8, layout=TileLayout(S[(2, 8, 2, 4) : (1, 4 @ laneid, 2, 1 @ laneid)])), {AW})\n",
+        CON,
+        "ar.view(2, 8, 8",
+    ),
+    (
+        "operand-dtype",
+        f"    T.cuda.tile.apply({LDX4}, dr.view(4, layout=TileLayout(S[4])), {AW})\n",
+        CON,
+        "dr.view",
+    ),
+    (
+        "shared-from-global",
+        f"    T.cuda.tile.apply({LDX4}, ar.view(4, 8, 4, layout={LOAD}), "
+        f'A.view("uint32").rearrange("(g r) (c w) -> (c g) r w", g=2, c=2, w=4))\n',
+        CON,
+        "A.view",
+    ),
+    (
+        "misaligned-rows",
+        '    T.cuda.tile.apply(T.ptx["ldmatrix.sync.aligned.m8n8.x2.shared.b16"], '
+        "br.view(2, 8, 4, layout=TileLayout(S[(2, 8, 4) : (1, 4 @ laneid, 1 @ laneid)])), "
+        'a.view("uint32")[0:16, 2:6].rearrange("(g r) w -> g r w", g=2))\n',
+        CON,
+        "a.view",
+    ),
+    (
+        "not-contiguous-rows",
+        f"    T.cuda.tile.apply({LDX4}, ar.view(4, 8, 4, layout={LOAD}), "
+        f'a.view("uint32").rearrange("(g r) (c w) -> (c g) w r", g=2, c=2, w=4).view(4, 8, 4))\n',
+        CON,
+        "a.view",
+    ),
     ("registers-in-shared", f"    T.cuda.tile.apply({LDX4}, {AW}, {AW})\n", CON, "a.view"),
-    ("mma-repeat-mismatch",
-     f"    T.cuda.tile.apply({MMA}, dr.view(1, 1, 16, 8, layout={D_MMA}), "
-     f"ar.view(1, 1, 16, 8, layout={A_MMA}), "
-     f"br.view(1, 2, 8, 8, layout=TileLayout(S[(1, 2, 8, 2, 4) : (2, 2, 4 @ laneid, 1, 1 @ laneid)])), "
-     f"T.float32(0))\n",
-     LAY, "br.view(1, 2, 8, 8"),
-    ("mma-operand-count", f"    T.cuda.tile.apply({MMA}, dr.view(1, 1, 16, 8, layout={D_MMA}))\n",
-     CON, "T.cuda.tile.apply"),
-    ("mma-mixed-types",
-     '    T.cuda.tile.apply(T.ptx["mma.sync.aligned.m16n8k16.row.col.f32.f16.bf16.f32"], dr, ar, br, 0.0)\n',
-     CON, "T.cuda.tile.apply"),
-    ("stmatrix-on-sm80",
-     f'    T.cuda.tile.apply(T.ptx["stmatrix.sync.aligned.m8n8.x4.shared.b16"], {AW}, '
-     f"ar.view(4, 8, 4, layout={LOAD}))\n",
-     CON, "T.cuda.tile.apply"),
+    (
+        "mma-repeat-mismatch",
+        f"    T.cuda.tile.apply({MMA}, dr.view(1, 1, 16, 8, layout={D_MMA}), "
+        f"ar.view(1, 1, 16, 8, layout={A_MMA}), "
+        f"br.view(1, 2, 8, 8, layout=TileLayout(S[(1, 2, 8, 2, 4) : (2, 2, 4 @ laneid, 1, 1 @ laneid)])), "
+        f"T.float32(0))\n",
+        LAY,
+        "br.view(1, 2, 8, 8",
+    ),
+    (
+        "mma-operand-count",
+        f"    T.cuda.tile.apply({MMA}, dr.view(1, 1, 16, 8, layout={D_MMA}))\n",
+        CON,
+        "T.cuda.tile.apply",
+    ),
+    (
+        "mma-mixed-types",
+        '    T.cuda.tile.apply(T.ptx["mma.sync.aligned.m16n8k16.row.col.f32.f16.bf16.f32"], dr, ar, br, 0.0)\n',
+        CON,
+        "T.cuda.tile.apply",
+    ),
+    (
+        "stmatrix-on-sm80",
+        f'    T.cuda.tile.apply(T.ptx["stmatrix.sync.aligned.m8n8.x4.shared.b16"], {AW}, '
+        f"ar.view(4, 8, 4, layout={LOAD}))\n",
+        CON,
+        "T.cuda.tile.apply",
+    ),
     ("tile-op-not-instruction", "    T.cuda.tile.apply(3, ar)\n", SYN, "3"),
 ]
 

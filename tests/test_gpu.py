@@ -36,8 +36,11 @@ def test_gpu_and_simulator_agree_bit_for_bit(case):
     kernel = case.build()
     dtypes = [p.dtype.name for p in kernel.ir.params]
     args = case.inputs(np.random.default_rng(11))
-    on_sim = _run(kernel, to_torch([a.copy() if isinstance(a, np.ndarray) else a for a in args],
-                                   dtypes), "sim")
+    on_sim = _run(
+        kernel,
+        to_torch([a.copy() if isinstance(a, np.ndarray) else a for a in args], dtypes),
+        "sim",
+    )
     on_gpu = _run(kernel, to_torch(args, dtypes), "cuda")
     for i, (s, g) in enumerate(zip(on_sim, on_gpu)):
         if isinstance(s, torch.Tensor):
@@ -48,8 +51,12 @@ def test_gpu_and_simulator_agree_bit_for_bit(case):
 
 @pytest.mark.parametrize(
     "M,N,K,dtype",
-    [(512, 512, 512, "float16"), (512, 512, 512, "bfloat16"), (192, 320, 96, "float16"),
-     (256, 128, 1024, "bfloat16")],
+    [
+        (512, 512, 512, "float16"),
+        (512, 512, 512, "bfloat16"),
+        (192, 320, 96, "float16"),
+        (256, 128, 1024, "bfloat16"),
+    ],
 )
 def test_tiled_gemm_matches_torch(M, N, K, dtype):
     import torch

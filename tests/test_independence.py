@@ -76,8 +76,7 @@ def test_moving_a_row_address_is_caught():
             return call
         addr = call.operands[1].address
         moved = ir.SharedAddress(addr.buffer, addr.byte_offset + 32)  # two rows down
-        return ir.PtxCall(call.instruction, (call.operands[0], ir.AddressOperand(moved)),
-                          call.span)
+        return ir.PtxCall(call.instruction, (call.operands[0], ir.AddressOperand(moved)), call.span)
 
     out, ref = _run(_replace_calls(_seed_lowered(), change))
     assert not torch.equal(out, ref)

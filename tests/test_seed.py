@@ -68,7 +68,7 @@ def test_seed_inspection_surface(seed):
     exe = tirx.compile(seed, target="cuda -arch=sm_90")
     assert 'extern "C" __global__' in exe.source
     # every user statement is mapped back to the kernel's file
-    assert '#line' in exe.source and "warp_matmul.py" in exe.source
+    assert "#line" in exe.source and "warp_matmul.py" in exe.source
     assert set(exe.timings) >= {"parse", "lower", "codegen", "nvrtc"}
     script = exe.script()
     assert "T.cuda.tile.apply" in script and "def warp_matmul(" in script
@@ -87,8 +87,9 @@ def test_second_compile_hits_the_cache(seed):
 def test_guide_runs_verbatim_on_gpu(tmp_path):
     script = tmp_path / "guide.py"
     script.write_text("\n\n".join(guide_blocks()) + "\nprint('GUIDE OK')\n")
-    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
-                          timeout=300)
+    proc = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, timeout=300
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "GUIDE OK" in proc.stdout
 

@@ -32,12 +32,17 @@ def main(argv=None) -> int:
     from tirx.examples.warp_matmul import warp_matmul
 
     cuda = tirx.compile(warp_matmul, target="cuda")
-    print(f"compiled {warp_matmul.name} for {cuda.target} "
-          f"(cache {cuda.cache}; " + ", ".join(f"{k} {v:.1f} ms" for k, v in cuda.timings.items())
-          + ")")
+    print(
+        f"compiled {warp_matmul.name} for {cuda.target} "
+        f"(cache {cuda.cache}; "
+        + ", ".join(f"{k} {v:.1f} ms" for k, v in cuda.timings.items())
+        + ")"
+    )
     st = cuda.stats
-    print(f"resources: {st.get('registers')} registers, {st['shared_bytes']} shared bytes, "
-          f"{st.get('spill_stores')} spill stores")
+    print(
+        f"resources: {st.get('registers')} registers, {st['shared_bytes']} shared bytes, "
+        f"{st.get('spill_stores')} spill stores"
+    )
     if args.full:
         print(cuda.source)
         print(cuda.ptx)

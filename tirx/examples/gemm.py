@@ -63,18 +63,24 @@ def make_gemm(M: int, N: int, K: int, dtype: str = "float16"):
             T.cuda.cta_sync()
             a_frag = a_w[wm * 32 : wm * 32 + 32, :].rearrange(
                 "(rep group row) (chunk word) -> rep (chunk group) row word",
-                rep=MR, group=2, chunk=2,
+                rep=MR,
+                group=2,
+                chunk=2,
             )
             b_frag = b_w[wn * 32 : wn * 32 + 32, :].rearrange(
                 "(rep row) (chunk word) -> rep chunk row word", rep=NR, chunk=2
             )
             T.cuda.tile.apply(
                 T.ptx["ldmatrix.sync.aligned.m8n8.x4.shared.b16"],
-                ar.view(MR, 4, 8, 4, layout=A_LOAD), a_frag, scope="warp",
+                ar.view(MR, 4, 8, 4, layout=A_LOAD),
+                a_frag,
+                scope="warp",
             )
             T.cuda.tile.apply(
                 T.ptx["ldmatrix.sync.aligned.m8n8.x2.shared.b16"],
-                br.view(NR, 2, 8, 4, layout=B_LOAD), b_frag, scope="warp",
+                br.view(NR, 2, 8, 4, layout=B_LOAD),
+                b_frag,
+                scope="warp",
             )
             T.cuda.tile.apply(
                 T.ptx[mma],

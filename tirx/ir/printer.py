@@ -11,8 +11,16 @@ from . import nodes as ir
 __all__ = ["print_function", "print_expr"]
 
 _PREC = {
-    ir.Op.BITOR: 1, ir.Op.BITXOR: 2, ir.Op.BITAND: 3, ir.Op.SHL: 4, ir.Op.SHR: 4,
-    ir.Op.ADD: 5, ir.Op.SUB: 5, ir.Op.MUL: 6, ir.Op.DIV: 6, ir.Op.FLOORDIV: 6,
+    ir.Op.BITOR: 1,
+    ir.Op.BITXOR: 2,
+    ir.Op.BITAND: 3,
+    ir.Op.SHL: 4,
+    ir.Op.SHR: 4,
+    ir.Op.ADD: 5,
+    ir.Op.SUB: 5,
+    ir.Op.MUL: 6,
+    ir.Op.DIV: 6,
+    ir.Op.FLOORDIV: 6,
     ir.Op.FLOORMOD: 6,
 }
 
@@ -75,8 +83,11 @@ def _view(v: ir.View) -> str:
     )
     if plain:
         return v.buffer.name
-    off = "" if isinstance(v.elem_offset, int) and v.elem_offset == 0 else (
-        f" @ {print_expr(v.elem_offset)}")
+    off = (
+        ""
+        if isinstance(v.elem_offset, int) and v.elem_offset == 0
+        else (f" @ {print_expr(v.elem_offset)}")
+    )
     return f"{v.buffer.name}<{v.dtype} {v.shape} : {v.layout!r}{off}>"
 
 
@@ -115,8 +126,9 @@ class _Printer:
         elif isinstance(s, ir.For):
             kind = "range" if s.kind is ir.LoopKind.SERIAL else "T.unroll"
             step = "" if s.step == 1 else f", {s.step}"
-            self.line(f"for {s.var.name} in {kind}({print_expr(s.start)}, "
-                      f"{print_expr(s.stop)}{step}):")
+            self.line(
+                f"for {s.var.name} in {kind}({print_expr(s.start)}, {print_expr(s.stop)}{step}):"
+            )
             self.block(s.body)
         elif isinstance(s, ir.While):
             self.line(f"while {print_expr(s.cond)}:")
@@ -165,16 +177,17 @@ def print_function(fn: ir.Function) -> str:
     pr = _Printer()
     head = "# lowered\n" if fn.lowered else ""
     lc = fn.launch
-    pr.line(f"T.device_entry(launch=T.cuda.LaunchConfig(grid={lc.grid}, block={lc.block}"
-            + (f", dynamic_smem_bytes={lc.dynamic_smem_bytes}" if lc.dynamic_smem_bytes else "")
-            + "))")
+    pr.line(
+        f"T.device_entry(launch=T.cuda.LaunchConfig(grid={lc.grid}, block={lc.block}"
+        + (f", dynamic_smem_bytes={lc.dynamic_smem_bytes}" if lc.dynamic_smem_bytes else "")
+        + "))"
+    )
     for buf in fn.allocations:
         kind = "alloc_shared" if buf.scope is ir.Scope.SHARED else "alloc_local"
         where = ""
         if fn.lowered and buf in fn.shared_offsets:
             where = f"  # shared bytes [{fn.shared_offsets[buf]}, "
             where += f"{fn.shared_offsets[buf] + buf.nbytes})"
-        pr.line(f'{buf.name} = T.{kind}({buf.shape}, "{buf.dtype}", layout={buf.layout!r})'
-                + where)
+        pr.line(f'{buf.name} = T.{kind}({buf.shape}, "{buf.dtype}", layout={buf.layout!r})' + where)
     pr.stmt(fn.body)
     return head + f"@T.function\ndef {fn.name}({', '.join(params)}):\n" + "\n".join(pr.out) + "\n"

@@ -19,12 +19,59 @@ from .tensor import default_layout, make_buffer, region
 __all__ = ["FunctionBuilder"]
 
 _C_RESERVED = {
-    "int", "float", "double", "char", "short", "long", "unsigned", "signed", "void", "bool",
-    "if", "else", "for", "while", "do", "break", "continue", "return", "switch", "case",
-    "default", "goto", "struct", "union", "enum", "const", "volatile", "static", "extern",
-    "auto", "register", "sizeof", "typedef", "inline", "asm", "new", "delete", "this",
-    "class", "template", "typename", "namespace", "using", "true", "false", "main", "min",
-    "max", "threadIdx", "blockIdx", "blockDim", "gridDim", "warpSize",
+    "int",
+    "float",
+    "double",
+    "char",
+    "short",
+    "long",
+    "unsigned",
+    "signed",
+    "void",
+    "bool",
+    "if",
+    "else",
+    "for",
+    "while",
+    "do",
+    "break",
+    "continue",
+    "return",
+    "switch",
+    "case",
+    "default",
+    "goto",
+    "struct",
+    "union",
+    "enum",
+    "const",
+    "volatile",
+    "static",
+    "extern",
+    "auto",
+    "register",
+    "sizeof",
+    "typedef",
+    "inline",
+    "asm",
+    "new",
+    "delete",
+    "this",
+    "class",
+    "template",
+    "typename",
+    "namespace",
+    "using",
+    "true",
+    "false",
+    "main",
+    "min",
+    "max",
+    "threadIdx",
+    "blockIdx",
+    "blockDim",
+    "gridDim",
+    "warpSize",
 }
 
 
@@ -83,8 +130,16 @@ class FunctionBuilder:
 
     def add_tensor_param(self, name, shape, dtype: DType, span):
         layout = default_layout(shape)
-        buf = ir.Buffer(self.c_name(name), dtype, ir.Scope.GLOBAL, shape, layout,
-                        int(layout.span("m")), 16, span)
+        buf = ir.Buffer(
+            self.c_name(name),
+            dtype,
+            ir.Scope.GLOBAL,
+            shape,
+            layout,
+            int(layout.span("m")),
+            16,
+            span,
+        )
         self.params.append(buf)
         self.frames[0][name] = ir.View(buf, dtype, shape, layout, 0, name)
 
@@ -102,8 +157,9 @@ class FunctionBuilder:
         return _seq(self.bodies.pop())
 
     def alloc(self, name_hint, shape, dtype, scope, layout="default", align=16, span=None):
-        buf, view = make_buffer(self.c_name(name_hint or "buf"), shape, dtype, scope, layout,
-                                align, span)
+        buf, view = make_buffer(
+            self.c_name(name_hint or "buf"), shape, dtype, scope, layout, align, span
+        )
         self.allocations.append(buf)
         return ir.View(buf, view.dtype, view.shape, view.layout, 0, name_hint or buf.name)
 
@@ -170,7 +226,9 @@ class FunctionBuilder:
             self.loop_depth -= 1
             self.frames.pop()
             body = self._pop_body()
-        self.emit(ir.For(var, ir.cast(start, ir.I32), ir.cast(stop, ir.I32), step, body, kind, span))
+        self.emit(
+            ir.For(var, ir.cast(start, ir.I32), ir.cast(stop, ir.I32), step, body, kind, span)
+        )
 
     @contextlib.contextmanager
     def while_loop(self, cond, span):

@@ -160,11 +160,17 @@ class Evaluator:
         args = [self.scalar(a) for a in node.args]
         start, stop, step = (0, args[0], 1) if len(args) == 1 else (args + [1])[:3]
         if static_value(step) is None or static_value(step) == 0:
-            raise TirxSyntaxError("the loop step must be a nonzero compile-time integer",
-                                  self.p.span(node.args[-1]))
-        if kind is ir.LoopKind.UNROLL and (static_value(start) is None or static_value(stop) is None):
-            raise TirxSyntaxError("T.unroll needs compile-time loop bounds", self.p.span(node),
-                                  hint="use range(...) or T.serial(...) for run-time bounds")
+            raise TirxSyntaxError(
+                "the loop step must be a nonzero compile-time integer", self.p.span(node.args[-1])
+            )
+        if kind is ir.LoopKind.UNROLL and (
+            static_value(start) is None or static_value(stop) is None
+        ):
+            raise TirxSyntaxError(
+                "T.unroll needs compile-time loop bounds",
+                self.p.span(node),
+                hint="use range(...) or T.serial(...) for run-time bounds",
+            )
         for v, a in zip((start, stop), node.args):
             if isinstance(v, float) or (isinstance(v, ir.Expr) and v.dtype.kind == "float"):
                 raise TirxSyntaxError("loop bounds must be integers", self.p.span(a))
@@ -196,7 +202,9 @@ class Evaluator:
 
     def _getattr(self, base, attr, node):
         if attr.startswith("_"):
-            raise TirxSyntaxError(f"private attribute {attr!r} is not accessible", self.p.span(node))
+            raise TirxSyntaxError(
+                f"private attribute {attr!r} is not accessible", self.p.span(node)
+            )
         if isinstance(base, ir.View):
             if attr == "shape":
                 return base.shape
@@ -210,8 +218,9 @@ class Evaluator:
         try:
             return getattr(base, attr)
         except AttributeError:
-            raise TirxSyntaxError(f"{_kind(base)} has no attribute {attr!r}",
-                                  self.p.span(node)) from None
+            raise TirxSyntaxError(
+                f"{_kind(base)} has no attribute {attr!r}", self.p.span(node)
+            ) from None
 
     def ex_Tuple(self, node):
         return tuple(self.value(e) for e in node.elts)
@@ -248,8 +257,9 @@ class Evaluator:
             return _PY_BINOPS[op_type](a, b)
         op = _IR_BINOPS.get(op_type)
         if op is None:
-            raise TirxSyntaxError(f"operator {op_type.__name__} needs compile-time operands",
-                                  self.p.span(node))
+            raise TirxSyntaxError(
+                f"operator {op_type.__name__} needs compile-time operands", self.p.span(node)
+            )
         return self.binop(op, a, b)
 
     def binop(self, op: ir.Op, a, b):
@@ -300,8 +310,9 @@ class Evaluator:
         for op, right_node in zip(node.ops, node.comparators):
             right = self.value(right_node)
             if type(op) not in _CMPS:
-                raise TirxSyntaxError(f"comparison {type(op).__name__} is not supported",
-                                      self.p.span(node))
+                raise TirxSyntaxError(
+                    f"comparison {type(op).__name__} is not supported", self.p.span(node)
+                )
             cop, pyop = _CMPS[type(op)]
             if _is_static(left) and _is_static(right):
                 c = pyop(left, right)
@@ -347,8 +358,9 @@ class Evaluator:
             return ir.cast(args[0] if args else 0, f.dtype)
         if isinstance(f, PtxInstruction):
             if node.keywords:
-                raise TirxSyntaxError("raw PTX calls take positional operands only",
-                                      self.p.span(node))
+                raise TirxSyntaxError(
+                    "raw PTX calls take positional operands only", self.p.span(node)
+                )
             ops = tuple(ir.as_expr(self.scalar(a)) for a in node.args)
             spans = tuple(self.p.span(a) for a in node.args)
             self.b.emit(ir.RawPtx(f.text, ops, self.p.span(node), spans))
@@ -420,16 +432,20 @@ class Evaluator:
             return tensor_ops.view_shape(view, tuple(args), layout)
         if name == "rearrange":
             if len(node.args) != 1:
-                raise TirxSyntaxError("rearrange takes one pattern string and sizes as keywords",
-                                      span)
+                raise TirxSyntaxError(
+                    "rearrange takes one pattern string and sizes as keywords", span
+                )
             pattern = self.const(node.args[0])
             sizes = {k.arg: self.const(k.value) for k in node.keywords}
             for k, v in sizes.items():
                 if not isinstance(v, int):
                     raise TirxSyntaxError(f"rearrange size {k}= must be an int, got {v!r}", span)
             return tensor_ops.rearrange(view, pattern, **sizes)
-        raise TirxSyntaxError(f"a tensor has no method {name!r}", span,
-                              hint="tensors support view(...), rearrange(...) and indexing")
+        raise TirxSyntaxError(
+            f"a tensor has no method {name!r}",
+            span,
+            hint="tensors support view(...), rearrange(...) and indexing",
+        )
 
     def intrinsic(self, key: str, node, name_hint=None):
         span = self.p.span(node)
@@ -492,7 +508,7 @@ class Evaluator:
         instr = self.const(node.args[0])
         if not isinstance(instr, PtxInstruction):
             raise TirxSyntaxError(
-                "the first argument of tile.apply must be an instruction, T.ptx[\"...\"]",
+                'the first argument of tile.apply must be an instruction, T.ptx["..."]',
                 self.p.span(node.args[0]),
             )
         operands, spans = [], []
@@ -504,8 +520,9 @@ class Evaluator:
             elif _is_number(v):
                 operands.append(ir.as_expr(v))
             else:
-                raise TirxSyntaxError(f"a tile operand must be a tensor or a value, got {_kind(v)}",
-                                      self.p.span(a))
+                raise TirxSyntaxError(
+                    f"a tile operand must be a tensor or a value, got {_kind(v)}", self.p.span(a)
+                )
         scope = "warp"
         for k in node.keywords:
             if k.arg != "scope":

@@ -89,7 +89,9 @@ class PtxInstruction:
 class _Ptx:
     def __getitem__(self, text) -> PtxInstruction:
         if not isinstance(text, str):
-            raise TirxSyntaxError(f"T.ptx[...] takes the instruction text as a string, got {text!r}")
+            raise TirxSyntaxError(
+                f"T.ptx[...] takes the instruction text as a string, got {text!r}"
+            )
         return PtxInstruction(" ".join(text.split()))
 
 

@@ -76,15 +76,18 @@ def function(pyfunc=None, **options):
             except ValueError:
                 pass
     t0 = time.perf_counter()
-    annotations = {k: v for k, v in getattr(pyfunc, "__annotations__", {}).items()
-                   if not isinstance(v, str)}
-    func = parse_source(source, filename, first, scope, name=pyfunc.__name__,
-                        annotations=annotations)
+    annotations = {
+        k: v for k, v in getattr(pyfunc, "__annotations__", {}).items() if not isinstance(v, str)
+    }
+    func = parse_source(
+        source, filename, first, scope, name=pyfunc.__name__, annotations=annotations
+    )
     return KernelFunction(func, source, pyfunc, (time.perf_counter() - t0) * 1e3)
 
 
-def parse_source(source: str, filename: str, first_line: int, scope: dict, name=None,
-                 annotations=None):
+def parse_source(
+    source: str, filename: str, first_line: int, scope: dict, name=None, annotations=None
+):
     """Parse the ``def`` in ``source`` (which starts at ``first_line`` of ``filename``).
 
     ``annotations`` holds parameter annotations Python already evaluated (they may use names
@@ -164,8 +167,9 @@ class Parser:
                 self.span(fdef),
             )
         if fdef.returns is not None:
-            raise TirxSyntaxError("a kernel returns nothing; remove the return annotation",
-                                  self.span(fdef.returns))
+            raise TirxSyntaxError(
+                "a kernel returns nothing; remove the return annotation", self.span(fdef.returns)
+            )
 
     def _param(self, arg: ast.arg):
         from .namespace import ScalarType, TensorAnnotation
@@ -247,13 +251,17 @@ class Parser:
             raise TirxSyntaxError("an expression statement has no effect", self.span(node))
         value = self.ev.call(node.value, statement=True)
         if value is not None:
-            raise TirxSyntaxError("this value is computed and dropped", self.span(node),
-                                  hint="assign it to a name or remove the line")
+            raise TirxSyntaxError(
+                "this value is computed and dropped",
+                self.span(node),
+                hint="assign it to a name or remove the line",
+            )
 
     def stmt_Assign(self, node):
         if len(node.targets) != 1:
-            raise TirxSyntaxError("chained assignment (a = b = ...) is not supported",
-                                  self.span(node))
+            raise TirxSyntaxError(
+                "chained assignment (a = b = ...) is not supported", self.span(node)
+            )
         target = node.targets[0]
         if isinstance(target, ast.Name):
             value = self.ev.value(node.value, name_hint=target.id)
@@ -273,16 +281,19 @@ class Parser:
             raise TirxSyntaxError("annotated assignment needs a name and a value", self.span(node))
         ann = self.ev.const(node.annotation)
         if not isinstance(ann, ScalarType):
-            raise TirxSyntaxError("annotate local variables with a scalar type, e.g. x: T.int32",
-                                  self.span(node.annotation))
+            raise TirxSyntaxError(
+                "annotate local variables with a scalar type, e.g. x: T.int32",
+                self.span(node.annotation),
+            )
         value = ir.cast(self.ev.value(node.value), ann.dtype)
         self.b.assign(node.target.id, value, self.span(node), force_var=True)
 
     def stmt_AugAssign(self, node):
         op = _BINOPS.get(type(node.op))
         if op is None:
-            raise TirxSyntaxError(f"operator {type(node.op).__name__} is not supported",
-                                  self.span(node))
+            raise TirxSyntaxError(
+                f"operator {type(node.op).__name__} is not supported", self.span(node)
+            )
         rhs = self.ev.value(node.value)
         if isinstance(node.target, ast.Name):
             cur = self.ev.value(node.target)

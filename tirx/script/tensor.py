@@ -13,7 +13,6 @@ import re
 from ..dtypes import DType, dtype_of
 from ..errors import LayoutError, TirxSyntaxError
 from ..ir.nodes import Buffer, Expr, Scope, View, as_expr
-from ..ir.address import dim_offsets
 from ..ir.simplify import static_value
 from ..layout import TileLayout, transpose
 from ..layout.swizzle import ComposeLayout
@@ -45,8 +44,7 @@ def make_buffer(name, shape, dtype, scope: Scope, layout="default", align=16, sp
     _check_layout_size(layout, shape)
     if scope is not Scope.LOCAL and _thread_axes(layout):
         raise LayoutError(
-            f"a {scope.value} allocation's layout must use only the memory axis m, "
-            f"got {layout!r}"
+            f"a {scope.value} allocation's layout must use only the memory axis m, got {layout!r}"
         )
     if not isinstance(align, int) or align <= 0 or align & (align - 1):
         raise TirxSyntaxError(f"align must be a power of two, got {align!r}")
@@ -149,7 +147,9 @@ def rearrange(v: View, pattern: str, **sizes: int) -> View:
         )
     unknown_kw = set(sizes) - set(lhs_names)
     if unknown_kw:
-        raise LayoutError(f"rearrange {pattern!r}: sizes given for unknown axes {sorted(unknown_kw)}")
+        raise LayoutError(
+            f"rearrange {pattern!r}: sizes given for unknown axes {sorted(unknown_kw)}"
+        )
     size_of: dict[str, int] = {}
     for group, extent in zip(lhs, v.shape):
         missing = [n for n in group if n not in sizes]
@@ -165,7 +165,10 @@ def rearrange(v: View, pattern: str, **sizes: int) -> View:
                     f"rearrange {pattern!r}: dimension of extent {extent} cannot be split "
                     f"into ({' '.join(group)}) with the given sizes"
                 )
-            sizes_here = {**{n: int(sizes[n]) for n in group if n in sizes}, missing[0]: extent // known}
+            sizes_here = {
+                **{n: int(sizes[n]) for n in group if n in sizes},
+                missing[0]: extent // known,
+            }
         else:
             if known != extent:
                 raise LayoutError(
@@ -196,20 +199,26 @@ def region(v: View, indices: list) -> View | None:
     indices = list(indices) + [slice(None)] * (len(v.shape) - len(indices))
     grouped, seps = v.layout.group(v.shape)
     shard = list(grouped.shard)
-    new_iters, new_shape = [], []
-    offset: Expr | int = v.elem_offset
+    new_iters, new_shape, starts = [], [], []
     for d, (idx, extent) in enumerate(zip(indices, v.shape)):
-        iters = shard[seps[d] : seps[d + 1]]
         if isinstance(idx, slice):
             start, count = _slice_bounds(idx, extent, d)
-            sub = _sub_iters(iters, start, count, d)
-            new_iters.extend(sub)
+            new_iters.extend(_sub_iters(shard[seps[d] : seps[d + 1]], start, count, d))
             new_shape.append(count)
         else:
             start = idx
             if static_value(idx) is not None and not 0 <= static_value(idx) < extent:
-                raise TirxSyntaxError(f"index {static_value(idx)} is out of range for dimension {d} of extent {extent}")
-        offset = offset + _coord_m(iters, start, d)
+                raise TirxSyntaxError(
+                    f"index {static_value(idx)} is out of range for dimension {d} "
+                    f"of extent {extent}"
+                )
+        starts.append(start)
+    # where the region starts, from the layout's iters alone (its offsets stay in the layout)
+    origin = TileLayout.from_iters(shard, (), None).apply(*starts, shape=v.shape)
+    for name, value in origin.items():
+        if name != "m" and static_value(value) != 0:
+            raise LayoutError("a region must not start inside a thread-distributed dimension")
+    offset: Expr | int = v.elem_offset + origin.get("m", 0)
     replica = list(grouped.replica)
     layout = TileLayout.from_iters(new_iters, replica, dict(grouped.offset) or None)
     return View(v.buffer, v.dtype, tuple(new_shape), layout, offset, v.name)
@@ -279,29 +288,26 @@ def _slice_bounds(idx: slice, extent: int, d: int):
         raise TirxSyntaxError(f"slice steps are not supported (dimension {d})")
     start = 0 if idx.start is None else idx.start
     stop = extent if idx.stop is None else idx.stop
-    count = static_value(as_expr(stop) - as_expr(start)) if not (
-        isinstance(start, int) and isinstance(stop, int)
-    ) else stop - start
+    count = (
+        static_value(as_expr(stop) - as_expr(start))
+        if not (isinstance(start, int) and isinstance(stop, int))
+        else stop - start
+    )
     if count is None:
         raise TirxSyntaxError(
             f"the extent of a region (dimension {d}) must be a compile-time constant",
             hint="write slices as a[k * 16 : k * 16 + 16]: the start may vary, the size not",
         )
     if count <= 0 or count > extent:
-        raise TirxSyntaxError(f"region extent {count} is out of range for dimension {d} of extent {extent}")
+        raise TirxSyntaxError(
+            f"region extent {count} is out of range for dimension {d} of extent {extent}"
+        )
     s = static_value(start)
     if s is not None and not 0 <= s <= extent - count:
-        raise TirxSyntaxError(f"region {s}:{s + count} is out of range for dimension {d} of extent {extent}")
+        raise TirxSyntaxError(
+            f"region {s}:{s + count} is out of range for dimension {d} of extent {extent}"
+        )
     return start, count
-
-
-def _coord_m(iters, c, d):
-    """The m contribution of coordinate ``c`` of one dimension whose iters are ``iters``."""
-    parts = dim_offsets(iters, c)
-    for name, value in parts.items():
-        if name != "m" and static_value(value) != 0:
-            raise LayoutError(f"a region must not start inside a thread-distributed dimension ({d})")
-    return parts.get("m", 0)
 
 
 def _sub_iters(iters, start, count, d):
@@ -329,4 +335,3 @@ def _sub_iters(iters, start, count, d):
             "whose dimension is a single iter",
         )
     return list(reversed(out))
-

@@ -82,9 +82,7 @@ def _mma_b(coord):  # B, (n, word) of the 8 x k/2 tile of u32 words (B given N-m
     return 4 * n + word % 4, word // 4
 
 
-_MMA = re.compile(
-    r"^mma\.sync\.aligned\.m16n8k(8|16)\.row\.col\.f32\.(f16|bf16)\.(f16|bf16)\.f32$"
-)
+_MMA = re.compile(r"^mma\.sync\.aligned\.m16n8k(8|16)\.row\.col\.f32\.(f16|bf16)\.(f16|bf16)\.f32$")
 
 
 def _mma_contract(text: str, m: re.Match) -> Contract:
@@ -97,14 +95,36 @@ def _mma_contract(text: str, m: re.Match) -> Contract:
     words = k // 2
     accum = dict(dtype="float32", atom=(16, 8), registers=4, owner=_mma_accum)
     ops = (
-        OperandSpec("D", Role.REG_OUT, repeat_axes=("M", "N"),
-                    about="the 16x8 f32 result tile", **accum),
-        OperandSpec("A", Role.REG_IN, "uint32", (16, words), k // 4, _mma_a, ("M", "K"),
-                    about=f"the 16x{k} {m.group(2)} tile as u32 words of two halves"),
-        OperandSpec("B", Role.REG_IN, "uint32", (8, words), max(k // 8, 1), _mma_b, ("N", "K"),
-                    about=f"the {k}x8 tile given N-major as 8 rows of {k} halves in u32 words"),
-        OperandSpec("C", Role.ACCUM_IN, repeat_axes=("M", "N"),
-                    about="the f32 addend: a scalar or a tile shaped like D", **accum),
+        OperandSpec(
+            "D", Role.REG_OUT, repeat_axes=("M", "N"), about="the 16x8 f32 result tile", **accum
+        ),
+        OperandSpec(
+            "A",
+            Role.REG_IN,
+            "uint32",
+            (16, words),
+            k // 4,
+            _mma_a,
+            ("M", "K"),
+            about=f"the 16x{k} {m.group(2)} tile as u32 words of two halves",
+        ),
+        OperandSpec(
+            "B",
+            Role.REG_IN,
+            "uint32",
+            (8, words),
+            max(k // 8, 1),
+            _mma_b,
+            ("N", "K"),
+            about=f"the {k}x8 tile given N-major as 8 rows of {k} halves in u32 words",
+        ),
+        OperandSpec(
+            "C",
+            Role.ACCUM_IN,
+            repeat_axes=("M", "N"),
+            about="the f32 addend: a scalar or a tile shaped like D",
+            **accum,
+        ),
     )
     return Contract(text, "mma", ops, 80, (("k", k), ("ab_type", m.group(2))))
 

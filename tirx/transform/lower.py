@@ -13,7 +13,6 @@ from dataclasses import replace
 
 from ..errors import TirxError, TirxSyntaxError
 from ..ir import nodes as ir
-from ..ir.address import view_offset
 from ..ir.simplify import static_value
 from .raw_ptx import lower_raw_ptx
 from .tile_ops import lower_tile_op
@@ -63,8 +62,15 @@ class _Lowerer:
             value = ir.cast(self.expr(s.value), s.view.dtype)
             return ir.Store(buf, index, value, s.view.dtype, s.span)
         if isinstance(s, ir.For):
-            return ir.For(s.var, self.expr(s.start), self.expr(s.stop), s.step,
-                          self.stmt(s.body), s.kind, s.span)
+            return ir.For(
+                s.var,
+                self.expr(s.start),
+                self.expr(s.stop),
+                s.step,
+                self.stmt(s.body),
+                s.kind,
+                s.span,
+            )
         if isinstance(s, ir.While):
             return ir.While(self.expr(s.cond), self.stmt(s.body), s.span)
         if isinstance(s, ir.If):
@@ -77,8 +83,9 @@ class _Lowerer:
             return ir.Seq(tuple(calls), s.span)
         if isinstance(s, ir.RawPtx):
             call = lower_raw_ptx(s, self.arch, self.address)
-            return ir.PtxCall(call.instruction, tuple(self._lower_operand(o) for o in call.operands),
-                              call.span)
+            return ir.PtxCall(
+                call.instruction, tuple(self._lower_operand(o) for o in call.operands), call.span
+            )
         if isinstance(s, (ir.Break, ir.Continue, ir.Barrier, ir.Store, ir.PtxCall)):
             return s
         raise TypeError(f"cannot lower {type(s).__name__}")
@@ -86,8 +93,9 @@ class _Lowerer:
     def _lower_operand(self, op):
         if isinstance(op, ir.AddressOperand):
             return op
-        regs = tuple(ir.ValueReg(self.expr(r.value)) if isinstance(r, ir.ValueReg) else r
-                     for r in op.regs)
+        regs = tuple(
+            ir.ValueReg(self.expr(r.value)) if isinstance(r, ir.ValueReg) else r for r in op.regs
+        )
         return ir.RegVector(regs, op.is_output)
 
     # ----------------------------------------------------------------- expressions
@@ -130,7 +138,7 @@ class _Lowerer:
                     f"of {view.name or view.buffer.name!r}"
                 )
         coords = tuple(self.expr(i) for i in indices)
-        m = view_offset(layout, view.shape, coords).get("m", 0)
+        m = layout.apply(*coords, shape=view.shape).get("m", 0)
         index = ir.as_expr(view.elem_offset) + m
         return view.buffer, index
 

@@ -16,7 +16,6 @@ import re
 
 from ..errors import ContractError, TirxSyntaxError
 from ..ir import nodes as ir
-from ..ir.address import view_offset
 from ..ir.simplify import static_value
 from .contracts import Contract, OperandSpec, Role, lookup
 
@@ -101,8 +100,7 @@ def check_register_operand(contract: Contract, spec: OperandSpec, v: ir.View):
     extra = axes - {"m", "laneid"}
     if extra:
         raise ContractError(
-            f"{where}: a warp-scope register layout may use only laneid and m, "
-            f"got {sorted(extra)}"
+            f"{where}: a warp-scope register layout may use only laneid and m, got {sorted(extra)}"
         )
     if getattr(layout, "replica", ()):
         raise ContractError(f"{where}: a register layout cannot have replicas here")
@@ -145,8 +143,7 @@ def check_register_operand(contract: Contract, spec: OperandSpec, v: ir.View):
         for key, slot in sorted(mapping.items()):
             if slot in seen:
                 raise ContractError(
-                    f"{where}: {_reg_name(seen[slot])} and {_reg_name(key)} both write "
-                    f"slot {slot}",
+                    f"{where}: {_reg_name(seen[slot])} and {_reg_name(key)} both write slot {slot}",
                     hint="each result register needs its own slot: check the m strides",
                 )
             seen[slot] = key
@@ -187,8 +184,9 @@ def _lower_mma(contract: Contract, op: ir.TileOp) -> list[ir.Stmt]:
     if isinstance(c, ir.View):
         _operand_view(contract, sc, c, 2)
         if c.shape != d.shape:
-            raise ContractError(f"{contract.text}: operand C must be shaped like D {d.shape}, "
-                                f"got {c.shape}")
+            raise ContractError(
+                f"{contract.text}: operand C must be shaped like D {d.shape}, got {c.shape}"
+            )
         cmap = check_register_operand(contract, sc, c)
     elif isinstance(c, ir.Expr):
         cmap = None
@@ -225,8 +223,11 @@ def _lower_mma(contract: Contract, op: ir.TileOp) -> list[ir.Stmt]:
 
 def _lower_ldst(contract: Contract, op: ir.TileOp) -> list[ir.Stmt]:
     ld = contract.family == "ldmatrix"
-    rspec, sspec = (contract.operands[0], contract.operands[1]) if ld else (
-        contract.operands[1], contract.operands[0])
+    rspec, sspec = (
+        (contract.operands[0], contract.operands[1])
+        if ld
+        else (contract.operands[1], contract.operands[0])
+    )
     rv = op.operands[0] if ld else op.operands[1]
     sv = op.operands[1] if ld else op.operands[0]
     regs = _operand_view(contract, rspec, rv, None)
@@ -244,8 +245,8 @@ def _lower_ldst(contract: Contract, op: ir.TileOp) -> list[ir.Stmt]:
     _check_shared(contract, shared)
     out = []
     for rep in itertools.product(*(range(e) for e in regs.shape[:-3])):
-        words = ir.as_expr(shared.elem_offset) + view_offset(
-            shared.layout, shared.shape, rep + (mat, row, 0)
+        words = ir.as_expr(shared.elem_offset) + shared.layout.apply(
+            *rep, mat, row, 0, shape=shared.shape
         ).get("m", 0)
         addr = ir.AddressOperand(ir.SharedAddress(shared.buffer, words * 4))
         rv_ = _regs(regs, rmap, rep, count, ld)
@@ -262,8 +263,9 @@ def _check_shared(contract: Contract, v: ir.View):
             f"buffer {v.buffer.name!r}"
         )
     if v.buffer.align < 16:
-        raise ContractError(f"{where}: {v.buffer.name!r} must be allocated with align >= 16 "
-                            f"(got {v.buffer.align})")
+        raise ContractError(
+            f"{where}: {v.buffer.name!r} must be allocated with align >= 16 (got {v.buffer.align})"
+        )
     base = static_value(v.elem_offset)
     for coord in itertools.product(*(range(e) for e in v.shape[:-1])):
         ms = [int(v.layout.apply(*coord, w, shape=v.shape)["m"]) for w in range(4)]
@@ -274,7 +276,6 @@ def _check_shared(contract: Contract, v: ir.View):
             )
         if base is not None and (base + ms[0]) % 4:
             raise ContractError(
-                f"{where}: row {coord} starts at byte {(base + ms[0]) * 4}, "
-                f"not a multiple of 16",
+                f"{where}: row {coord} starts at byte {(base + ms[0]) * 4}, not a multiple of 16",
                 hint="rows must be 16-byte aligned",
             )

@@ -288,8 +288,10 @@ class _Emitter:
             return
         self.loops += 1
         i, n = f"tirx_i{self.loops}", f"tirx_n{self.loops}"
-        self.line(f"for (int {i} = {self.e(st.start)}, {n} = {self.e(st.stop)}; {i} {cmp} {n}; "
-                  f"{i} += {st.step}) {{")
+        self.line(
+            f"for (int {i} = {self.e(st.start)}, {n} = {self.e(st.stop)}; {i} {cmp} {n}; "
+            f"{i} += {st.step}) {{"
+        )
         self.indent += 1
         self.line(f"{v} = {i};")
         self.indent -= 1
@@ -384,7 +386,8 @@ def _assigns(stmt, var) -> bool:
         return _assigns(stmt.body, var)
     if isinstance(stmt, ir.If):
         return _assigns(stmt.then_body, var) or (
-            stmt.else_body is not None and _assigns(stmt.else_body, var))
+            stmt.else_body is not None and _assigns(stmt.else_body, var)
+        )
     return False
 
 
