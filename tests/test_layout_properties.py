@@ -170,6 +170,21 @@ def test_canonicalize_preserves_the_map(layout):
 
 
 @FAST
+@given(layouts())
+def test_table_enumerates_apply(layout):
+    names = sorted(layout.axes() | {"m"})
+    rows = layout.table(names)
+    assert len(rows) == layout.size()
+    for f, row in enumerate(rows):
+        got = layout.apply(f)
+        assert row == tuple(got.get(n, 0) for n in names)
+
+
+def test_swizzled_table_enumerates_apply():
+    layout = ComposeLayout(3, 3, 3, TileLayout(S[8, 64]))
+    assert layout.table(("m",)) == tuple((layout.apply(f)["m"],) for f in range(512))
+
+
 @given(layouts(), layouts())
 def test_equality_and_hash_are_consistent(a, b):
     assert a == a.canonicalize() and hash(a) == hash(a.canonicalize())

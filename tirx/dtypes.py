@@ -61,6 +61,8 @@ def dtype_of(value: str | DType) -> DType:
     """Look a dtype up by name; raises ``KeyError``-free ``ValueError`` listing the known names."""
     if isinstance(value, DType):
         return value
+    if isinstance(getattr(value, "dtype", None), DType):  # T.float16 and friends
+        return value.dtype
     name = _ALIASES.get(str(value), str(value))
     try:
         return DTYPES[name]

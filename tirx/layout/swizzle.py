@@ -100,6 +100,15 @@ class ComposeLayout:
 
     # ------------------------------------------------------------------ Layout protocol
 
+    def table(self, axes=("m",)) -> tuple[tuple[int, ...], ...]:
+        """Like :meth:`TileLayout.table`, with the swizzle applied to ``m``."""
+        names = tuple(as_axis(a).name for a in axes)
+        rows = self.tile_layout.table(names)
+        if "m" not in names:
+            return rows
+        k = names.index("m")
+        return tuple(r[:k] + (self.swizzle(r[k]),) + r[k + 1 :] for r in rows)
+
     def apply(self, *coord, shape=None) -> dict:
         """The tile layout's point with its ``m`` swizzled."""
         point = self.tile_layout.apply(*coord, shape=shape)

@@ -109,11 +109,11 @@ def check_register_operand(contract: Contract, spec: OperandSpec, v: ir.View):
     repeat_shape = v.shape[:-nat]
     table = spec.owner_table()
     slots: dict[tuple, set] = {}
+    points = iter(layout.table(("laneid", "m")))  # every element, row-major
     for rep in itertools.product(*(range(e) for e in repeat_shape)):
         for atom, (lane, reg) in table.items():
-            got = layout.apply(*(rep + atom), shape=v.shape)
-            g_lane = int(got.get("laneid", 0))
-            g_slot = int(got.get("m", 0)) + base
+            g_lane, g_m = next(points)
+            g_slot = g_m + base
             if g_lane != lane:
                 slot_of = sorted(slots.get((rep, reg), {g_slot}))[0]
                 raise ContractError(
@@ -267,8 +267,9 @@ def _check_shared(contract: Contract, v: ir.View):
             f"{where}: {v.buffer.name!r} must be allocated with align >= 16 (got {v.buffer.align})"
         )
     base = static_value(v.elem_offset)
-    for coord in itertools.product(*(range(e) for e in v.shape[:-1])):
-        ms = [int(v.layout.apply(*coord, w, shape=v.shape)["m"]) for w in range(4)]
+    points = v.layout.table(("m",))
+    for i, coord in enumerate(itertools.product(*(range(e) for e in v.shape[:-1]))):
+        ms = [m for (m,) in points[4 * i : 4 * i + 4]]
         if ms != list(range(ms[0], ms[0] + 4)):
             raise ContractError(
                 f"{where}: row {coord} is not 4 consecutive u32 words (word offsets {ms})",
