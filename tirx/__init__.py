@@ -8,7 +8,7 @@ Importing tirx touches no GPU, compiles nothing and reads no file beyond its own
 """
 
 from . import layout
-from .compile import compile
+from .compile import clear_cache, compile
 from .errors import (
     CompileError,
     ContractError,
@@ -44,6 +44,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "compile",
+    "clear_cache",
     "T",
     "Target",
     "layout",

@@ -8,6 +8,7 @@ inspection surface: ``source``, ``ptx``, ``sass``, ``script()``, ``stats``, ``ti
 
 from __future__ import annotations
 
+import copy
 import sys
 
 from .errors import LaunchError
@@ -17,18 +18,29 @@ from .ir.printer import print_function
 __all__ = ["Executable", "SimExecutable", "ArgChecker"]
 
 _TORCH_DTYPE_NAMES = {
-    "bool": "bool", "int8": "int8", "int16": "int16", "int32": "int32", "int64": "int64",
-    "uint8": "uint8", "uint16": "uint16", "uint32": "uint32", "uint64": "uint64",
-    "float16": "float16", "bfloat16": "bfloat16", "float32": "float32", "float64": "float64",
+    "bool": "bool",
+    "int8": "int8",
+    "int16": "int16",
+    "int32": "int32",
+    "int64": "int64",
+    "uint8": "uint8",
+    "uint16": "uint16",
+    "uint32": "uint32",
+    "uint64": "uint64",
+    "float16": "float16",
+    "bfloat16": "bfloat16",
+    "float32": "float32",
+    "float64": "float64",
 }
 
 
 class ArgChecker:
     """Checks call arguments against a function's parameters, prepared once per executable."""
 
-    def __init__(self, fn: ir.Function, device: str):
+    def __init__(self, fn: ir.Function, device: str, ordinal: int = 0):
         self.fn = fn
         self.device = device  # "cuda" or "cpu"
+        self.ordinal = ordinal  # the CUDA device the kernel is loaded on (device "cuda" only)
         self.params = fn.params
         self._torch_dtypes = None
 
@@ -40,7 +52,8 @@ class ArgChecker:
             import torch
 
             self._torch_dtypes = [
-                getattr(torch, _TORCH_DTYPE_NAMES[p.dtype.name]) if isinstance(p, ir.Buffer)
+                getattr(torch, _TORCH_DTYPE_NAMES[p.dtype.name])
+                if isinstance(p, ir.Buffer)
                 else None
                 for p in self.params
             ]
@@ -59,12 +72,14 @@ class ArgChecker:
             raise TypeError(f"parameter {p.name!r} expects {p.dtype}, got bool")
         if kind == "float":
             if not isinstance(value, (int, float)):
-                raise TypeError(f"parameter {p.name!r} expects a number ({p.dtype}), "
-                                f"got {type(value).__name__}")
+                raise TypeError(
+                    f"parameter {p.name!r} expects a number ({p.dtype}), got {type(value).__name__}"
+                )
             return float(value)
         if not isinstance(value, int):
-            raise TypeError(f"parameter {p.name!r} expects an int ({p.dtype}), "
-                            f"got {type(value).__name__}")
+            raise TypeError(
+                f"parameter {p.name!r} expects an int ({p.dtype}), got {type(value).__name__}"
+            )
         lo, hi = _int_range(p.dtype)
         if not lo <= value <= hi:
             raise ValueError(f"parameter {p.name!r}: {value} does not fit in {p.dtype}")
@@ -78,29 +93,40 @@ class ArgChecker:
             if t.dtype != want:
                 raise TypeError(f"parameter {p.name!r} expects dtype {p.dtype}, got {t.dtype}")
             if tuple(t.shape) != p.shape:
-                raise ValueError(f"parameter {p.name!r} expects shape {p.shape}, "
-                                 f"got {tuple(t.shape)}")
+                raise ValueError(
+                    f"parameter {p.name!r} expects shape {p.shape}, got {tuple(t.shape)}"
+                )
             dev = t.device.type
             if dev != self.device:
                 where = "a CUDA tensor" if self.device == "cuda" else "a CPU tensor"
                 raise ValueError(
                     f"parameter {p.name!r} must be {where} for this target, got device {t.device}"
                 )
+            if dev == "cuda" and t.device.index != self.ordinal:
+                raise ValueError(
+                    f"parameter {p.name!r} must be on cuda:{self.ordinal}, where the kernel is "
+                    f"loaded, got device {t.device}"
+                )
             if not t.is_contiguous():
-                raise ValueError(f"parameter {p.name!r} must be contiguous "
-                                 f"(call .contiguous() first)")
+                raise ValueError(
+                    f"parameter {p.name!r} must be contiguous (call .contiguous() first)"
+                )
             return t
         if mod.startswith("numpy") and hasattr(t, "dtype") and hasattr(t, "shape"):
             if self.device == "cuda":
-                raise TypeError(f"parameter {p.name!r}: the cuda target takes torch CUDA "
-                                f"tensors, got a numpy array")
+                raise TypeError(
+                    f"parameter {p.name!r}: the cuda target takes torch CUDA "
+                    f"tensors, got a numpy array"
+                )
             want = p.dtype.np
             if t.dtype != want:
-                raise TypeError(f"parameter {p.name!r} expects dtype {p.dtype} "
-                                f"(numpy {want}), got {t.dtype}")
+                raise TypeError(
+                    f"parameter {p.name!r} expects dtype {p.dtype} (numpy {want}), got {t.dtype}"
+                )
             if tuple(t.shape) != p.shape:
-                raise ValueError(f"parameter {p.name!r} expects shape {p.shape}, "
-                                 f"got {tuple(t.shape)}")
+                raise ValueError(
+                    f"parameter {p.name!r} expects shape {p.shape}, got {tuple(t.shape)}"
+                )
             if not t.flags["C_CONTIGUOUS"] or not t.flags["WRITEABLE"]:
                 raise ValueError(f"parameter {p.name!r} must be a writeable C-contiguous array")
             return t
@@ -138,6 +164,14 @@ class Executable:
         """The kernel's IR as readable text (``lowered=True``: after tile lowering)."""
         return print_function(self.lowered if lowered else self.kernel.ir)
 
+    def twin(self, kernel, cache: str, timings: dict) -> Executable:
+        """Another handle on the same compiled code (lowered IR, binary, loaded module), with
+        its own ``kernel``, ``cache``, ``timings`` and per-call state. ``tirx.compile`` keeps
+        one twin per (kernel, target) and hands out twins of it on a repeat compile."""
+        other = copy.copy(self)
+        other.kernel, other.cache, other.timings = kernel, cache, timings
+        return other
+
     def __repr__(self) -> str:
         return f"<tirx.Executable {self.name} target={self.target} cache={self.cache}>"
 
@@ -149,6 +183,11 @@ class SimExecutable(Executable):
         super().__init__(kernel, lowered, target, timings)
         self.checker = ArgChecker(lowered, "cpu")
         self.last_run = None
+
+    def twin(self, kernel, cache: str, timings: dict) -> SimExecutable:
+        other = super().twin(kernel, cache, timings)
+        other.last_run = None
+        return other
 
     def __call__(self, *args, trace: bool = False, stdout=None):
         self.checker.count(args)
@@ -171,8 +210,11 @@ def _as_numpy(t):
         if t.dtype.is_floating_point and t.dtype.itemsize == 2 and str(t.dtype) == "torch.bfloat16":
             import torch
 
-            return t.view(torch.uint16).numpy() if hasattr(torch, "uint16") else t.view(
-                torch.int16).numpy()
+            return (
+                t.view(torch.uint16).numpy()
+                if hasattr(torch, "uint16")
+                else t.view(torch.int16).numpy()
+            )
         return t.numpy()
     return t
 

@@ -1,0 +1,202 @@
+"""The CUDA executable's per-call path, on the CPU: arguments are checked before anything is
+launched (errors name the parameter), and the fast path hands the launcher the right values.
+
+Without a GPU the real launcher cannot exist, so these tests attach a recording stub in its
+place (``exe._attach(stub, ordinal)``; ordinal -1 makes the fast path accept CPU tensors where
+it would want tensors on device 0).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import tirx
+from tests.helpers import define
+from tirx.backend.cuda import driver
+from tirx.backend.cuda.executable import make_runner
+from tirx.examples.warp_matmul import warp_matmul
+
+torch = pytest.importorskip("torch")
+
+TARGET = "cuda -arch=sm_90"
+NO_GPU = pytest.mark.skipif(driver.gpu_count() > 0, reason="checks the no-GPU behaviour")
+
+
+class Recorder:
+    """A launcher that records its calls: ``(grid, block, smem, stream, *values)``."""
+
+    def __init__(self):
+        self.calls = []
+
+    def __call__(self, *args):
+        self.calls.append(args)
+
+
+def seed_args():
+    a = torch.arange(256, dtype=torch.float16).reshape(16, 16)
+    b = torch.ones((8, 16), dtype=torch.float16)
+    out = torch.zeros((16, 8), dtype=torch.float32)
+    return a, b, out
+
+
+@pytest.fixture
+def exe():
+    return tirx.compile(warp_matmul, target=TARGET)
+
+
+@pytest.fixture
+def scalar_kernel(tmp_path):
+    return define(
+        """
+@T.function
+def scalars(n: T.int32, x: T.float32, k: T.uint8):
+    T.device_entry(launch=T.cuda.LaunchConfig(grid=(2, 3), block=64))
+    T.cuda.printf("%d %f %d\\n", n, x, k)
+""",
+        tmp_path,
+        "scalars",
+    )
+
+
+# --- checks come first and name the parameter ----------------------------------------------
+
+
+@NO_GPU
+def test_bad_arguments_are_named_before_any_launch(exe):
+    a, b, out = seed_args()
+    with pytest.raises(TypeError, match=r"warp_matmul\(\) takes 3 arguments \(A, B, Out\), got 2"):
+        exe(a, b)
+    # parameters are checked in order; without a GPU, A fails at the device check at the latest
+    with pytest.raises(TypeError, match="parameter 'A' expects dtype float16, got torch.float32"):
+        exe(a.float(), b, out)
+    with pytest.raises(ValueError, match=r"parameter 'A' expects shape \(16, 16\), got \(8, 16\)"):
+        exe(a[:8], b, out)
+    with pytest.raises(TypeError, match="parameter 'A' expects a tensor, got list"):
+        exe([1, 2], b, out)
+    with pytest.raises(TypeError, match="'A': the cuda target takes torch CUDA tensors"):
+        exe(np.zeros((16, 16), np.float16), b, out)
+    # well-formed CPU tensors: the device check, still before the (impossible) launch
+    with pytest.raises(ValueError, match="parameter 'A' must be a CUDA tensor for this target"):
+        exe(a, b, out)
+
+
+@NO_GPU
+def test_good_arguments_reach_the_launch_which_says_there_is_no_gpu(scalar_kernel):
+    exe = tirx.compile(scalar_kernel, target=TARGET)
+    with pytest.raises(ValueError, match="parameter 'n': 4294967296 does not fit in int32"):
+        exe(2**32, 1.0, 3)
+    with pytest.raises(TypeError, match="parameter 'x' expects a number"):
+        exe(1, "1.0", 3)
+    with pytest.raises(tirx.LaunchError, match="no CUDA GPU is visible"):
+        exe(1, 1.0, 3)
+
+
+def test_a_failed_check_launches_nothing(exe):
+    stub = Recorder()
+    exe._attach(stub, -1)
+    a, b, out = seed_args()
+    exe._run = exe._make_runner()
+    with pytest.raises(TypeError, match="'A' expects dtype"):
+        exe(a.float(), b, out)
+    with pytest.raises(ValueError, match="'A' expects shape"):
+        exe(a[:8], b, out)
+    with pytest.raises(TypeError, match="'A' expects a tensor"):
+        exe(None, b, out)
+    with pytest.raises(TypeError, match="takes 3 arguments"):
+        exe(a, b, out, out)
+    assert stub.calls == []
+
+
+def test_a_tensor_on_another_device_is_named():
+    class FakeDevice:
+        type, index = "cuda", 1
+
+        def __str__(self):
+            return "cuda:1"
+
+    class FakeCudaTensor:  # what the checker reads of a torch tensor on cuda:1
+        __module__ = "torch.fake"
+        dtype, shape, device = torch.float16, (16, 16), FakeDevice()
+
+        def is_contiguous(self):
+            return True
+
+    exe = tirx.compile(warp_matmul, target=TARGET)
+    with pytest.raises(ValueError, match="'A' must be on cuda:0, where the kernel is loaded, "
+                                         "got device cuda:1"):  # fmt: skip
+        exe.checker.tensor(0, exe.lowered.params[0], FakeCudaTensor())
+
+
+# --- what the launcher receives ------------------------------------------------------------
+
+
+def test_fast_path_passes_grid_block_stream_and_pointers(exe):
+    stub = Recorder()
+    exe._attach(stub, -1)
+    exe._run = exe._make_runner()
+    a, b, out = seed_args()
+    for _ in range(3):
+        exe(a, b, out)
+    want = (exe._grid, exe._block, exe._smem, 0, a.data_ptr(), b.data_ptr(), out.data_ptr())
+    assert stub.calls == [want] * 3
+    assert exe._grid == (1, 1, 1) and exe._block == (32, 1, 1)
+
+
+def test_fast_path_declines_what_it_does_not_know(exe):
+    a, b, out = seed_args()
+    run = exe._make_runner()  # the executable's own launch is None: run must not reach it
+    assert run((a, b)) is False  # count
+    assert run((a, b.float(), out)) is False  # dtype
+    assert run((a, b, out[:8])) is False  # shape
+    assert run((a.t().contiguous().t(), b, out)) is False  # not contiguous
+    assert run((a.numpy(), b, out)) is False  # not a torch tensor
+    assert run(([1], b, out)) is False
+    assert run((a, b, out)) is False  # CPU tensors, where the kernel wants device 0
+
+
+def test_first_call_checks_then_builds_the_fast_path(scalar_kernel):
+    exe = tirx.compile(scalar_kernel, target=TARGET)
+    stub = Recorder()
+    exe._attach(stub, 0)
+    exe(7, 2.5, 255)  # checked path: launches and builds the runner
+    exe(8, 3.5, 0)  # runner
+    exe(9, 2, 1)  # an int for the float parameter: the runner declines, the checked path converts
+    assert [c[4:] for c in stub.calls] == [(7, 2.5, 255), (8, 3.5, 0), (9, 2.0, 1)]
+    assert type(stub.calls[2][5]) is float
+    assert stub.calls[0][:4] == ((2, 3, 1), (64, 1, 1), 0, 0)
+    with pytest.raises(ValueError, match="'k': 256 does not fit in uint8"):
+        exe(1, 1.0, 256)
+    with pytest.raises(TypeError, match="'n' expects int32, got bool"):
+        exe(True, 1.0, 1)
+    assert len(stub.calls) == 3
+
+
+def test_a_hit_shares_the_code_and_keeps_its_own_launch_state(exe):
+    stub = Recorder()
+    exe._attach(stub, -1)
+    exe._run = exe._make_runner()
+    twin = tirx.compile(warp_matmul, target=TARGET)
+    assert twin.cache == "hit" and twin.cubin is exe.cubin
+    a, b, out = seed_args()
+    exe(a, b, out)
+    assert len(stub.calls) == 1
+    with pytest.raises(ValueError, match="'A' must be a CUDA tensor"):
+        twin(a, b, out)  # no stub attached to the twin: the real checks apply
+    assert len(stub.calls) == 1
+
+
+def test_runner_without_parameters():
+    calls = []
+    run = make_runner((), (), lambda *v: calls.append(v), lambda: 5, 0)
+    assert run(()) is True and calls == [(5,)]
+    assert run((1,)) is False and calls == [(5,)]
+
+
+def test_runner_text_for_scalars():
+    from tirx.backend.cuda.executable import _runner_source
+
+    text = _runner_source((("int", -(2**31), 2**31 - 1), ("float",), ("bool",)), 0)
+    assert "type(a0) is int and -2147483648 <= a0 <= 2147483647" in text
+    assert "type(a1) is float and type(a2) is bool" in text
+    assert "launch(stream(), a0, a1, a2)" in text
