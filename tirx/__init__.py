@@ -37,6 +37,7 @@ from .layout import (
     wid_in_wg,
 )
 from .script.namespace import T
+from .script.parser import KernelFunction as Kernel
 from .target import Target
 from .transform.contracts import lookup as instruction_contract
 
@@ -49,6 +50,11 @@ __all__ = [
     "Target",
     "layout",
     "instruction_contract",
+    "gpu_available",
+    "Kernel",
+    "RunResult",
+    "PtxTrace",
+    "RegisterTrace",
     "TileLayout",
     "ComposeLayout",
     "S",
@@ -80,3 +86,22 @@ def load_ipython_extension(ipython):
     import importlib
 
     importlib.import_module("widgets.magic").load_ipython_extension(ipython)
+
+
+def gpu_available() -> bool:
+    """True when a CUDA GPU is visible to the driver (a safe probe: never raises)."""
+    from .backend.cuda.driver import gpu_count
+
+    return gpu_count() > 0
+
+
+_SIM_NAMES = ("RunResult", "PtxTrace", "RegisterTrace")
+
+
+def __getattr__(name):
+    # The simulator's result types, loaded on first use (they bring numpy with them).
+    if name in _SIM_NAMES:
+        from . import sim
+
+        return getattr(sim, name)
+    raise AttributeError(f"module 'tirx' has no attribute {name!r}")

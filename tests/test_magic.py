@@ -1,0 +1,215 @@
+"""``%load_ext tirx`` and ``%%tirx`` in IPython's in-process shell."""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import re
+from pathlib import Path
+
+import pytest
+from IPython.core.error import UsageError
+from IPython.core.interactiveshell import InteractiveShell
+from IPython.utils.capture import capture_output
+
+import tirx
+from widgets.capture import c_stdout
+from widgets.magic import CellError
+
+ROOT = Path(__file__).resolve().parents[1]
+SEED = (ROOT / "tirx" / "examples" / "warp_matmul.py").read_text()
+SEED_CELL = "\n".join(
+    line
+    for line in SEED.split("# --- begin verbatim ---\n")[1]
+    .split("# --- end verbatim ---")[0]
+    .splitlines()
+    if not line.startswith("from ")  # the cell needs no imports
+)
+PRINTF_CELL = """\
+@T.function
+def hello(X: T.Tensor((4,), "int32")):
+    T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=4))
+    i = T.cuda.thread_idx("x")
+    T.cuda.printf("thread %d holds %d\\n", i, X[i])
+
+x = np.arange(10, 14, dtype=np.int32)
+"""
+
+
+@pytest.fixture(scope="module")
+def ip():
+    shell = InteractiveShell.instance()
+    result = shell.run_cell("%load_ext tirx")
+    assert result.success
+    shell.run_cell(
+        "import torch\n"
+        "torch.manual_seed(0)\n"
+        "a = torch.randn((16, 16), dtype=torch.float16)\n"
+        "b = torch.randn((8, 16), dtype=torch.float16)\n"
+        "out = torch.zeros((16, 8))\n"
+    )
+    return shell
+
+
+def run(ip, line: str, cell: str):
+    """Run a %%tirx cell; return (ExecutionResult, captured outputs)."""
+    with capture_output() as cap:
+        result = ip.run_cell(f"%%tirx {line}\n{cell}")
+    return result, cap
+
+
+def test_load_ext_registers_the_cell_magic(ip):
+    assert "tirx" in ip.magics_manager.magics["cell"]
+    doc = ip.magics_manager.magics["cell"]["tirx"].__doc__
+    assert "--run" in doc and "--check" in doc and "--target" in doc  # what %%tirx? shows
+
+
+def test_seed_cell_shows_the_panel_and_passes_against_torch(ip):
+    result, cap = run(ip, '--run "a, b, out" --check "a.float() @ b.float().T"', SEED_CELL)
+    assert result.success, cap.stdout
+    (panel,) = [o for o in cap.outputs if "text/html" in o.data]
+    text, page = panel.data["text/plain"], panel.data["text/html"]
+    assert text.startswith("warp_matmul · target ")
+    for words in ("cache", "parse", "lower", "codegen", "NVRTC", "registers",
+                  "768 shared bytes", "spill stores", "PASS"):  # fmt: skip
+        assert words in text, words
+    assert re.search(r"max \|out - ref\| = [0-9.e-]+", text)
+    for section in ("cuda", "ptx", "ir"):
+        assert f'class="tirx-section tirx-{section}"' in page
+    assert "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32" in page  # in the PTX section
+    assert 'class="tirx-badge tirx-cache-' in page
+    torch = ip.user_ns["torch"]
+    a, b, out = (ip.user_ns[n] for n in "a b out".split())
+    torch.testing.assert_close(out, a.float() @ b.float().T, rtol=1e-3, atol=1e-3)
+    assert ip.user_ns["_tirx"][0].run.passed is True
+
+
+def test_the_kernel_is_read_from_the_cell_text(ip):
+    result, _ = run(ip, "-q", SEED_CELL)
+    assert result.success
+    kernel = ip.user_ns["warp_matmul"]
+    assert kernel.source.startswith("@T.function\ndef warp_matmul(")
+    assert kernel.source.rstrip("\n") in SEED_CELL
+    assert re.fullmatch(r"<tirx-cell-\d+>", kernel.ir.span.file)  # the registered cell
+
+
+def test_sections_option_chooses_what_is_shown(ip):
+    result, cap = run(ip, "-s ir,lowered -t sim", SEED_CELL)
+    assert result.success
+    page = cap.outputs[0].data["text/html"]
+    assert "tirx-ir" in page and "tirx-lowered" in page and "tirx-ptx" not in page
+    assert "resources" not in cap.outputs[0].data["text/plain"]
+
+
+def test_a_failing_check_says_fail(ip):
+    result, cap = run(ip, '-q --run "a, b, out" --check "a.float() @ b.float().T + 1"', SEED_CELL)
+    assert result.success
+    assert ip.user_ns["_tirx"][0].run.passed is False
+
+
+def test_a_compile_error_shows_the_cell_line_with_a_caret(ip):
+    bad = SEED_CELL.replace("ar.view(4, 8, 4, layout=a_load_layout)",
+                            "ar.view(4, 8, 4, layout=b_load_layout)")  # fmt: skip
+    result, cap = run(ip, "", bad)
+    err = result.error_in_exec
+    assert isinstance(err, CellError)
+    shown = "\n".join(err._render_traceback_())
+    assert shown in cap.stdout  # what IPython printed is our short text
+    assert shown.startswith("LayoutError: ")
+    assert re.search(r"File <tirx-cell-\d+>, line \d+", shown)
+    lines = shown.splitlines()
+    caret = next(i for i, ln in enumerate(lines) if set(ln.strip()) == {"^"})
+    assert "layout=b_load_layout" in lines[caret - 1]
+    assert "Traceback" not in cap.stdout and len(lines) < 10
+
+
+def test_a_contract_error_points_at_the_tile_operation(ip):
+    bad = SEED_CELL.replace("S[(4, 8, 4) : (1, 4 @ laneid, 1 @ laneid)]",
+                            "S[(4, 8, 4) : (1, 1 @ laneid, 8 @ laneid)]")  # fmt: skip
+    result, _ = run(ip, "", bad)
+    shown = "\n".join(result.error_in_exec._render_traceback_())
+    assert shown.startswith("ContractError: ldmatrix.sync.aligned.m8n8.x4.shared.b16")
+    assert "ar.view(4, 8, 4, layout=a_load_layout)" in shown and "^" in shown
+
+
+def test_python_errors_keep_only_the_cell_frames(ip):
+    result, cap = run(ip, "", "x = 1\ny = undefined_thing + x\n")
+    shown = "\n".join(result.error_in_exec._render_traceback_())
+    assert shown.startswith("NameError: name 'undefined_thing' is not defined")
+    assert "line 2" in shown and "y = undefined_thing + x" in shown
+    assert "magic.py" not in shown
+    result, _ = run(ip, "", "def f(:\n    pass\n")
+    shown = "\n".join(result.error_in_exec._render_traceback_())
+    assert shown.startswith("SyntaxError") and "def f(:" in shown and "^" in shown
+
+
+@pytest.mark.parametrize(
+    "line, words",
+    [
+        ("--bogus", "unrecognized arguments: --bogus"),
+        ("-t gpu", "unknown target 'gpu'"),
+        ("-s cuda,flops", "unknown section 'flops'"),
+        ("--check 'a'", "--check needs --run"),
+        ("--arch sm_70", "sm_80 or newer"),
+        ("-k nothing_here", "no kernel named 'nothing_here'"),
+    ],
+)
+def test_bad_options_give_a_short_usage_error(ip, line, words):
+    result, cap = run(ip, line, SEED_CELL)
+    err = result.error_in_exec
+    assert isinstance(err, UsageError), err
+    assert words in str(err)
+    assert "Traceback" not in cap.stdout + cap.stderr
+    if "unrecognized" in words:
+        assert "usage: %%tirx [-t TARGET]" in str(err)
+
+
+def test_run_needs_one_kernel(ip):
+    two = PRINTF_CELL + "\n" + PRINTF_CELL.replace("def hello", "def hello2")
+    result, _ = run(ip, '--run "x,"', two)
+    assert isinstance(result.error_in_exec, UsageError)
+    assert "hello, hello2" in str(result.error_in_exec)
+    result, cap = run(ip, '-k hello2 -t sim --run "x,"', two)
+    assert result.success and "thread 3 holds 13" in cap.stdout
+
+
+def test_printf_text_reaches_the_cell(ip):
+    result, cap = run(ip, '-t sim -s none --run "x,"', PRINTF_CELL)
+    assert result.success
+    assert cap.stdout.splitlines()[:4] == [f"thread {i} holds {10 + i}" for i in range(4)]
+    assert "ran on the simulator" in cap.outputs[0].data["text/plain"]
+
+
+def test_run_errors_are_short_too(ip):
+    result, _ = run(ip, '-t sim --run "x, x"', PRINTF_CELL)
+    shown = "\n".join(result.error_in_exec._render_traceback_())
+    assert shown == "TypeError: hello() takes 1 arguments (X), got 2"
+
+
+@pytest.mark.skipif(tirx.Target.parse(None).kind == "cuda", reason="a GPU is visible")
+def test_running_on_cuda_without_a_gpu_says_so(ip):
+    result, cap = run(ip, '-t cuda --run "a, b, out"', SEED_CELL)
+    shown = "\n".join(result.error_in_exec._render_traceback_())
+    assert shown.startswith("LaunchError: no CUDA GPU is visible")
+    assert "-t sim" in shown and "Traceback" not in cap.stdout
+    assert cap.outputs and "warp_matmul" in cap.outputs[0].data["text/plain"]  # panel first
+
+
+def test_the_namespace_has_the_language_without_imports(ip):
+    ip.user_ns["R"] = "mine"
+    result, _ = run(ip, "", "seen = (T, S, TileLayout, ComposeLayout, laneid, warpid, m, torch, R)")
+    assert result.success
+    seen = ip.user_ns["seen"]
+    assert seen[0] is ip.user_ns["tirx"].T and seen[-1] == "mine"  # user names are kept
+    del ip.user_ns["R"]
+
+
+def test_c_level_stdout_is_captured():
+    libc = ctypes.CDLL(None)
+    with c_stdout() as cap:
+        os.write(1, b"from the fd\n")
+        libc.printf(b"from C printf %d\n", 42)
+    assert cap.text == "from the fd\nfrom C printf 42\n"
+    with c_stdout() as empty:
+        pass
+    assert empty.text == ""

@@ -1,0 +1,306 @@
+"""``%%tirx``: a notebook cell as a compiled, inspectable, runnable kernel.
+
+``%load_ext tirx`` calls :func:`load_ipython_extension`. The cell's text is registered in
+:mod:`linecache` under its own name (``<tirx-cell-N>``), compiled with that name and executed in
+the user namespace, so ``@T.function`` reads the kernel from the cell text itself and every
+error or traceback quotes the cell's own lines. Errors show compactly (message, the line, a
+caret, a hint) instead of a long traceback.
+"""
+
+from __future__ import annotations
+
+import ast
+import itertools
+import linecache
+import sys
+import time
+import traceback
+
+from IPython.core.error import UsageError
+from IPython.core.magic import Magics, cell_magic, magics_class
+from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
+from IPython.display import display
+
+import tirx
+from tirx.errors import TirxError
+
+from .capture import c_stdout
+from .panel import KernelPanel, RunReport
+
+__all__ = ["TirxMagics", "CellError", "load_ipython_extension", "register_cell", "prelude"]
+
+_cells = itertools.count(1)
+DEFAULT_SECTIONS = ("cuda", "ptx", "sass", "ir", "resources")
+ALL_SECTIONS = ("cuda", "ptx", "sass", "ir", "lowered", "resources")
+
+
+class CellError(Exception):
+    """An error from a ``%%tirx`` cell, shown by IPython as its short text only."""
+
+    def __init__(self, text: str, original: BaseException | None = None):
+        super().__init__(text)
+        self.text = text
+        self.original = original
+
+    def _render_traceback_(self) -> list[str]:
+        return self.text.splitlines()
+
+
+def register_cell(text: str) -> str:
+    """Put ``text`` into linecache under a fresh name and return the name."""
+    name = f"<tirx-cell-{next(_cells)}>"
+    lines = text.splitlines(keepends=True)
+    if lines and not lines[-1].endswith("\n"):
+        lines[-1] += "\n"
+    linecache.cache[name] = (len(text), None, lines, name)
+    return name
+
+
+def prelude() -> dict:
+    """The names a ``%%tirx`` cell can use without importing them."""
+    import numpy as np
+    import torch
+
+    import tirx.layout as layout
+
+    names = {name: getattr(layout, name) for name in layout.__all__}
+    names.update(tirx=tirx, T=tirx.T, torch=torch, np=np)
+    return names
+
+
+def _is_kernel(obj) -> bool:
+    return isinstance(obj, tirx.Kernel)
+
+
+def _compact(err: BaseException, filename: str) -> str:
+    """A short report: TirxErrors render themselves; Python errors keep only the cell's frames."""
+    if isinstance(err, TirxError):
+        return f"{type(err).__name__}: {err}"
+    if isinstance(err, SyntaxError) and err.filename == filename:
+        caret = " " * max(
+            (err.offset or 1) - 1 - (len(err.text or "") - len((err.text or "").lstrip())), 0
+        )
+        return (
+            f"SyntaxError: {err.msg}\n  File {filename}, line {err.lineno}\n"
+            f"    {(err.text or '').strip()}\n    {caret}^"
+        )
+    frames = [f for f in traceback.extract_tb(err.__traceback__) if f.filename == filename]
+    lines = [f"{type(err).__name__}: {err}"]
+    for f in frames:
+        lines.append(f"  File {f.filename}, line {f.lineno}")
+        if f.line:
+            lines.append(f"    {f.line.strip()}")
+    return "\n".join(lines)
+
+
+@magics_class
+class TirxMagics(Magics):
+    """The ``%%tirx`` cell magic."""
+
+    @magic_arguments()
+    @argument("-t", "--target", default="auto", help="where to run: auto (GPU if visible, "
+              "else simulator), cuda or sim")  # fmt: skip
+    @argument("-a", "--arch", default=None, help="CUDA architecture for the code, e.g. sm_90")
+    @argument("-s", "--sections", default=",".join(DEFAULT_SECTIONS),
+              help="comma list of cuda, ptx, sass, ir, lowered, resources; or all / none")  # fmt: skip
+    @argument("-k", "--kernel", default=None, help="only this kernel of the cell")
+    @argument("--run", default=None, metavar="ARGS",
+              help="run the kernel on these arguments (a Python expression)")  # fmt: skip
+    @argument("--check", default=None, metavar="EXPR",
+              help="compare the output with this torch expression (needs --run)")  # fmt: skip
+    @argument("--out", default=None, metavar="EXPR", help="the output to compare "
+              "(default: the last argument)")  # fmt: skip
+    @argument("--atol", type=float, default=1e-3, help="absolute tolerance of --check")
+    @argument("--rtol", type=float, default=1e-3, help="relative tolerance of --check")
+    @argument("-q", "--quiet", action="store_true", help="no panel")
+    @cell_magic
+    def tirx(self, line, cell):
+        """Compile the tirx kernels of this cell, show a panel per kernel, optionally run one.
+
+        The cell is ordinary tirx code: T, S, R, TileLayout, ComposeLayout, the axes (laneid,
+        warpid, m, ...), tirx, torch and np are available without imports. Example::
+
+            %%tirx --run "a, b, out" --check "a.float() @ b.float().T"
+        """
+        opts = self._options(line)
+        ns = self.shell.user_ns
+        for name, value in prelude().items():
+            ns.setdefault(name, value)
+        filename = register_cell(cell)
+        try:
+            code = compile(cell, filename, "exec")
+            exec(code, ns)  # noqa: S102 - the user's own cell
+        except Exception as err:
+            raise CellError(_compact(err, filename), err) from None
+        kernels = self._kernels(cell, ns, opts.kernel)
+        if opts.run and len(kernels) != 1:
+            names = ", ".join(k.name for k in kernels) or "none"
+            raise UsageError(f"--run needs exactly one kernel; the cell defines {names}: "
+                             "choose one with -k NAME")  # fmt: skip
+        panels = []
+        for kernel in kernels:
+            panel = self._panel(kernel, opts, filename)
+            panels.append(panel)
+            if opts.run:
+                try:
+                    panel.run = self._run(panel.exe, opts, ns)
+                except Exception as err:
+                    if not opts.quiet:
+                        display(panel)
+                    raise CellError(_compact(err, filename), err) from None
+            if not opts.quiet:
+                display(panel)
+        ns["_tirx"] = panels
+
+    # ------------------------------------------------------------------ options
+
+    def _options(self, line: str):
+        try:
+            opts = parse_argstring(self.tirx, line)
+        except UsageError as e:
+            raise UsageError(f"%%tirx: {e}\n{self._usage()}") from None
+        if opts.target not in ("auto", "cuda", "sim"):
+            raise UsageError(f"%%tirx: unknown target {opts.target!r} (auto, cuda or sim)\n"
+                             f"{self._usage()}")  # fmt: skip
+        if opts.arch is not None:
+            try:
+                tirx.Target.parse(f"cuda -arch={opts.arch}")
+            except TirxError as e:
+                raise UsageError(f"%%tirx: --arch {opts.arch}: {e.message}") from None
+        words = [w.strip() for w in opts.sections.split(",") if w.strip()]
+        if words == ["all"]:
+            words = list(ALL_SECTIONS)
+        elif words == ["none"]:
+            words = []
+        bad = [w for w in words if w not in ALL_SECTIONS]
+        if bad:
+            raise UsageError(f"%%tirx: unknown section {bad[0]!r}; choose from "
+                             f"{', '.join(ALL_SECTIONS)}, all or none")  # fmt: skip
+        opts.sections = tuple(words)
+        for key in ("run", "check", "out"):
+            setattr(opts, key, _unquote(getattr(opts, key)))
+        if opts.check and not opts.run:
+            raise UsageError("%%tirx: --check needs --run ARGS (the inputs to run on)")
+        return opts
+
+    def _usage(self) -> str:
+        words = self.tirx.parser.format_usage().split()  # "usage: %tirx [-t TARGET] ..."
+        return " ".join(["usage: %%tirx", *words[2:]])
+
+    # ------------------------------------------------------------------ compile
+
+    @staticmethod
+    def _kernels(cell: str, ns: dict, only: str | None) -> list:
+        names = [n.name for n in ast.parse(cell).body if isinstance(n, ast.FunctionDef)]
+        kernels = [ns[n] for n in dict.fromkeys(names) if _is_kernel(ns.get(n))]
+        if only is not None:
+            kernels = [k for k in kernels if k.name == only]
+            if not kernels:
+                raise UsageError(f"%%tirx: the cell defines no kernel named {only!r}")
+        return kernels
+
+    def _panel(self, kernel, opts, filename) -> KernelPanel:
+        cuda_target = "cuda" if opts.arch is None else f"cuda -arch={opts.arch}"
+        run_target = {"auto": None, "cuda": cuda_target, "sim": "sim"}[opts.target]
+        try:
+            exe = tirx.compile(kernel, target=run_target)
+        except Exception as err:
+            raise CellError(_compact(err, filename), err) from None
+        code, code_error = exe, ""
+        wants_code = any(s in opts.sections for s in ("cuda", "ptx", "sass", "resources"))
+        if exe.target.kind != "cuda" and wants_code:
+            try:
+                code = tirx.compile(kernel, target=cuda_target)
+            except Exception as err:  # NVRTC missing, say: the panel says why
+                code, code_error = None, f"{type(err).__name__}: {err}".splitlines()[0]
+        return KernelPanel(kernel.name, exe, code, code_error, opts.sections)
+
+    # ------------------------------------------------------------------ run
+
+    def _run(self, exe, opts, ns) -> RunReport:
+        args = eval(opts.run, ns)  # noqa: S307 - the user's own expression
+        args = tuple(args) if isinstance(args, (tuple, list)) else (args,)
+        device = "cuda" if exe.target.kind == "cuda" else "cpu"
+        if device == "cuda" and not tirx.gpu_available():
+            raise tirx.LaunchError(
+                "no CUDA GPU is visible, so this kernel cannot be launched",
+                hint="run it on the CPU simulator with -t sim (or -t auto)",
+            )
+        moved = [_to_device(a, device) for a in args] if _can_move(device) else list(args)
+        t0 = time.perf_counter()
+        if device == "cuda":
+            import torch
+
+            with c_stdout() as printed:
+                exe(*moved)
+                torch.cuda.synchronize()
+            if printed.text:
+                sys.stdout.write(printed.text)
+        else:
+            exe(*moved, stdout=sys.stdout)
+        ms = (time.perf_counter() - t0) * 1e3
+        for original, used in zip(args, moved):
+            if used is not original:
+                _copy_back(original, used)
+        where = "the GPU" if device == "cuda" else "the simulator"
+        report = RunReport(where, ms)
+        if opts.check:
+            out = eval(opts.out, ns) if opts.out else args[-1]  # noqa: S307
+            ref = eval(opts.check, ns)  # noqa: S307
+            report.max_error, report.passed, report.note = _compare(out, ref, opts.atol, opts.rtol)
+        return report
+
+
+def _unquote(text):
+    """IPython's argument splitter keeps quotes around a value; drop one matching pair."""
+    if text and len(text) >= 2 and text[0] == text[-1] and text[0] in "'\"":
+        return text[1:-1]
+    return text
+
+
+def _can_move(device: str) -> bool:
+    """Whether torch can put arrays on ``device`` (a CPU-only torch cannot reach a GPU: the
+    executable then says what is missing)."""
+    if device == "cpu":
+        return True
+    import torch
+
+    return torch.cuda.is_available()
+
+
+def _to_device(value, device: str):
+    """Arrays on the device the executable runs on: a CPU tensor or numpy array goes to the GPU
+    for the cuda target and a CUDA tensor to the CPU for the simulator (copied back after the
+    run), so one notebook runs on either machine."""
+    kind = type(value).__module__.split(".")[0]
+    if kind == "torch" and hasattr(value, "device") and value.device.type != device:
+        return value.to(device)
+    if kind == "numpy" and device == "cuda" and hasattr(value, "dtype"):
+        import torch
+
+        return torch.from_numpy(value).to(device)
+    return value
+
+
+def _copy_back(original, used) -> None:
+    if type(original).__module__.split(".")[0] == "numpy":
+        original[...] = used.cpu().numpy()
+    else:
+        original.copy_(used.to(original.device))
+
+
+def _compare(out, ref, atol: float, rtol: float):
+    import torch
+
+    out = torch.as_tensor(out).detach().cpu().double()
+    ref = torch.as_tensor(ref).detach().cpu().double()
+    if out.shape != ref.shape:
+        return None, False, f"shapes differ: out {tuple(out.shape)}, ref {tuple(ref.shape)}"
+    err = (out - ref).abs().max().item() if out.numel() else 0.0
+    ok = bool(torch.allclose(out, ref, rtol=rtol, atol=atol))
+    return err, ok, f"atol {atol:g}, rtol {rtol:g}"
+
+
+def load_ipython_extension(ipython) -> None:
+    """``%load_ext tirx`` (through ``tirx.load_ipython_extension``): register ``%%tirx``."""
+    ipython.register_magics(TirxMagics)

@@ -1,0 +1,180 @@
+"""The compact panel that ``%%tirx`` shows for each kernel of a cell.
+
+One header line (kernel, target, cache badge), the timing split, resource use, the result of
+an optional run against a torch reference, and collapsible sections for CUDA, PTX, SASS and
+the IR. ``_repr_html_`` uses only ``<details>`` (no JavaScript), so the panel reads the same
+in JupyterLab, nbviewer and exported HTML; ``str(panel)`` is a text summary.
+"""
+
+from __future__ import annotations
+
+import html
+from dataclasses import dataclass, field
+
+__all__ = ["RunReport", "KernelPanel", "SECTIONS"]
+
+# section key -> (title, how to get the text from an executable)
+SECTIONS = {
+    "cuda": ("CUDA", lambda exe: exe.source),
+    "ptx": ("PTX", lambda exe: exe.ptx),
+    "sass": ("SASS", lambda exe: exe.sass),
+    "ir": ("IR", lambda exe: exe.script()),
+    "lowered": ("lowered IR", lambda exe: exe.script(lowered=True)),
+}
+TIMING_NAMES = (("parse", "parse"), ("lower", "lower"), ("codegen", "codegen"),
+                ("nvrtc", "NVRTC"), ("load", "load"))  # fmt: skip
+
+
+@dataclass
+class RunReport:
+    """What running the kernel on the cell's inputs gave."""
+
+    where: str
+    ms: float
+    max_error: float | None = None
+    passed: bool | None = None
+    note: str = ""
+
+    def text(self) -> str:
+        out = f"ran on {self.where} in {self.ms:.1f} ms"
+        if self.max_error is not None:
+            out += f"; max |out - ref| = {self.max_error:.3g}"
+        if self.passed is not None:
+            out += "; PASS" if self.passed else "; FAIL"
+        if self.note:
+            out += f" ({self.note})"
+        return out
+
+
+@dataclass
+class KernelPanel:
+    """The kernel's executables and what to show of them."""
+
+    name: str
+    exe: object  # the executable the cell runs (the --target one)
+    code: object | None = None  # the cuda executable the code sections come from
+    code_error: str = ""
+    sections: tuple = ("cuda", "ptx", "sass", "ir", "resources")
+    run: RunReport | None = None
+    texts: dict = field(default_factory=dict)
+
+    def __post_init__(self):
+        for key in self.sections:
+            if key not in SECTIONS:
+                continue
+            source = self.exe if key in ("ir", "lowered") else self.code
+            text = None
+            if source is not None:
+                try:
+                    text = SECTIONS[key][1](source)
+                except Exception as e:  # a missing tool, say: show why, keep the panel
+                    text = f"(unavailable: {e})"
+            if text is None:
+                text = self._missing(key)
+            self.texts[key] = text
+
+    def _missing(self, key: str) -> str:
+        if self.code_error:
+            return f"(no CUDA build: {self.code_error})"
+        if key == "sass":
+            return "(no SASS: nvdisasm is not installed; pip install 'tirx[sass]')"
+        return "(not available for this target)"
+
+    # ------------------------------------------------------------------ pieces
+
+    def executables(self) -> list:
+        seen, out = set(), []
+        for exe in (self.exe, self.code):
+            if exe is not None and id(exe) not in seen:
+                seen.add(id(exe))
+                out.append(exe)
+        return out
+
+    @staticmethod
+    def timing_text(exe) -> str:
+        t = exe.timings
+        parts = [
+            f"{label} {t[key]:.1f} ms" if key in t else f"{label} —"
+            for key, label in TIMING_NAMES
+            if key in t or exe.target.kind == "cuda"
+        ]
+        return " · ".join(parts)
+
+    def resources_text(self) -> str:
+        stats = dict(getattr(self.code or self.exe, "stats", {}) or {})
+        regs = stats.get("registers")
+        parts = [
+            f"{regs if regs is not None else '?'} registers",
+            f"{stats.get('shared_bytes', 0)} shared bytes",
+            f"{stats.get('spill_stores', 0)} spill stores",
+            f"{stats.get('spill_loads', 0)} spill loads",
+        ]
+        return " · ".join(parts)
+
+    def header(self) -> str:
+        out = f"{self.name} · target {self.exe.target}"
+        if self.code is not None and self.code is not self.exe:
+            out += f" (code shown for {self.code.target})"
+        return out
+
+    # ------------------------------------------------------------------ faces
+
+    def __str__(self) -> str:
+        lines = [self.header()]
+        for exe in self.executables():
+            lines.append(f"  {exe.target} · cache {exe.cache} · {self.timing_text(exe)}")
+        if "resources" in self.sections:
+            lines.append(f"  resources: {self.resources_text()}")
+        if self.run is not None:
+            lines.append(f"  {self.run.text()}")
+        if self.code_error:
+            lines.append(f"  no CUDA build: {self.code_error}")
+        shown = [f"{SECTIONS[k][0]} ({len(self.texts[k].splitlines())} lines)"
+                 for k in self.sections if k in self.texts]  # fmt: skip
+        if shown:
+            lines.append("  sections: " + ", ".join(shown))
+        return "\n".join(lines)
+
+    def __repr__(self) -> str:
+        return str(self)
+
+    def _repr_html_(self) -> str:
+        e = html.escape
+        badge = (
+            '<span class="tirx-badge tirx-cache-{c}" style="background:{bg};color:#fff;'
+            'border-radius:8px;padding:0 6px;margin-left:6px;font-size:85%">cache {c}</span>'
+        )
+        out = [
+            '<div class="tirx-panel" style="border:1px solid #ccc;border-radius:6px;'
+            'padding:6px 10px;margin:4px 0;font-size:13px">',
+            f'<div class="tirx-header"><b>{e(self.name)}</b> · target '
+            f"<code>{e(str(self.exe.target))}</code>",
+        ]
+        if self.code is not None and self.code is not self.exe:
+            out.append(f" <span>(code shown for <code>{e(str(self.code.target))}</code>)</span>")
+        out.append("</div>")
+        for exe in self.executables():
+            bg = "#2e7d32" if exe.cache == "hit" else "#ef6c00"
+            out.append(
+                f'<div class="tirx-timings"><code>{e(str(exe.target))}</code>'
+                f"{badge.format(c=e(exe.cache), bg=bg)} · {e(self.timing_text(exe))}</div>"
+            )
+        if "resources" in self.sections:
+            out.append(f'<div class="tirx-resources">{e(self.resources_text())}</div>')
+        if self.run is not None:
+            color = {True: "#2e7d32", False: "#c62828", None: "#333"}[self.run.passed]
+            out.append(f'<div class="tirx-run" style="color:{color}">{e(self.run.text())}</div>')
+        if self.code_error:
+            out.append(f'<div class="tirx-note">no CUDA build: {e(self.code_error)}</div>')
+        for key in self.sections:
+            if key not in self.texts:
+                continue
+            text = self.texts[key]
+            out.append(
+                f'<details class="tirx-section tirx-{key}"><summary>{SECTIONS[key][0]} '
+                f"({len(text.splitlines())} lines)</summary>"
+                f'<pre style="max-height:400px;overflow:auto;font-size:12px">{e(text)}</pre>'
+                "</details>"
+            )
+        out.append("</div>")
+        return "".join(out)

@@ -1,0 +1,295 @@
+"""Real register values over the fragment grids.
+
+``show_trace(run)`` draws what a simulator run recorded (``exe(*args, trace=True)``): pick an
+instruction execution (step), an operand and before/after; each cell of the operand's
+canonical fragment shows the value its lane's register held. With ``layout=`` the values are
+drawn over your own view of a register array instead (found through the register names the
+trace records, e.g. ``ar[2]``).
+
+``run_instruction(instr, A=..., B=...)`` runs one instruction through a probe kernel on the
+GPU when one is visible (else the simulator) and returns the same kind of record, so GPU
+registers can be shown the same way.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+import numpy as np
+
+import tirx
+from tirx.errors import TirxError
+
+from . import probe
+from .model import contract_grid, layout_grid
+from .views import GridView
+
+__all__ = ["TraceView", "show_trace", "run_instruction", "ProbeRun"]
+
+
+@dataclass(frozen=True, eq=False)
+class ProbeRegisters:
+    """One operand's registers, shaped like the simulator's trace records: [32, n] uint32."""
+
+    operand: int
+    role: str
+    is_output: bool
+    dtypes: tuple
+    sources: tuple
+    before: np.ndarray
+    after: np.ndarray
+
+
+@dataclass(frozen=True, eq=False)
+class ProbeStep:
+    step: int
+    instruction: str
+    registers: tuple
+    span: object = None
+    block: tuple = (0, 0, 0)
+    warp: int = 0
+
+
+@dataclass(eq=False)
+class ProbeRun:
+    """What :func:`run_instruction` returns: ``traces`` like a simulator RunResult, and where
+    the instruction ran."""
+
+    traces: list = field(default_factory=list)
+    where: str = ""
+
+
+def _steps(source) -> list:
+    if hasattr(source, "traces"):
+        return list(source.traces)
+    if isinstance(source, (list, tuple)):
+        return list(source)
+    if hasattr(source, "registers") and hasattr(source, "instruction"):
+        return [source]
+    raise TirxError(
+        f"show_trace needs a traced run, got {type(source).__name__}",
+        hint="run the kernel with exe(*args, trace=True) on the sim target, or use "
+        "widgets.run_instruction(...)",
+    )
+
+
+def _format(bits: int, dtype: str, fmt: str, ab_type: str) -> str:
+    bits = int(bits) & 0xFFFFFFFF
+    if fmt == "hex":
+        return f"{bits:08x}"
+    if dtype == "float32" or fmt == "f32":
+        return f"{np.array(bits, np.uint32).view(np.float32).item():.4g}"
+    if fmt == "u32":
+        return str(bits)
+    kind = "bf16" if fmt == "bf16x2" or (fmt == "auto" and ab_type == "bf16") else "f16"
+    lo, hi = probe.half_values(np.array([bits & 0xFFFF, bits >> 16]), kind)
+    return f"{lo:.3g}|{hi:.3g}"
+
+
+class TraceView(GridView):
+    """Per-lane register values of one traced instruction, over a fragment grid."""
+
+    def __init__(self, source, step=None, operand=None, *, when="after", layout=None,
+                 shape=None, fmt="auto", lane=None):  # fmt: skip
+        self.steps = _steps(source)
+        if not self.steps:
+            raise TirxError("the run recorded no warp-matrix instructions",
+                            hint="trace a kernel that uses T.cuda.tile.apply")  # fmt: skip
+        self.where = getattr(source, "where", "") or "simulator"
+        self.layout, self.shape, self.fmt, self.when = layout, shape, fmt, when
+        self.step_index = 0 if step is None else int(step)
+        if not 0 <= self.step_index < len(self.steps):
+            raise TirxError(f"step {step} is out of range: the run has {len(self.steps)} steps")
+        self.operand = operand
+        grid, labels = self._compute()
+        super().__init__(grid, labels=labels, lane=lane, summary=self._summary_text())
+
+    # ---------------------------------------------------------------- the model
+
+    @property
+    def trace(self):
+        return self.steps[self.step_index]
+
+    def _operands(self, trace) -> dict:
+        contract = tirx.instruction_contract(trace.instruction)
+        return {contract.operands[rt.operand].name: rt for rt in trace.registers}
+
+    def _compute(self):
+        trace = self.trace
+        contract = tirx.instruction_contract(trace.instruction)
+        regs = self._operands(trace)
+        if self.operand not in regs:
+            if self.operand is not None and self.layout is None:
+                raise TirxError(
+                    f"step {self.step_index} ({trace.instruction}) has no operand "
+                    f"{self.operand!r}", hint="its operands are " + ", ".join(regs),
+                )  # fmt: skip
+            self.operand = next(iter(regs))
+        rt = regs[self.operand]
+        values = rt.after if self.when == "after" else rt.before
+        ab = dict(contract.params).get("ab_type", "f16")
+        if self.layout is None:
+            grid = contract_grid(contract, self.operand)
+            labels = [
+                _format(values[c.lane, c.slot], rt.dtypes[c.slot], self.fmt, ab) for c in grid.cells
+            ]
+            return grid, labels
+        grid = layout_grid(self.layout, self.shape)
+        by_name = {}
+        for other in trace.registers:
+            for j, name in enumerate(other.sources):
+                vals = other.after if self.when == "after" else other.before
+                by_name.setdefault(name, (vals, j, other.dtypes[j]))
+        buffer = re.sub(r"\[\d+\]$", "", rt.sources[0]) if rt.sources else ""
+        labels = []
+        for c in grid.cells:
+            hit = by_name.get(f"{buffer}[{c.slot}]")
+            labels.append("·" if hit is None or c.lane is None
+                          else _format(hit[0][c.lane, hit[1]], hit[2], self.fmt, ab))  # fmt: skip
+        return grid, labels
+
+    def _summary_text(self) -> str:
+        t = self.trace
+        where = f" at {t.span}" if getattr(t, "span", None) else ""
+        regs = self._operands(t)[self.operand] if self.operand in self._operands(t) else None
+        names = f" registers {', '.join(regs.sources)}" if regs is not None else ""
+        return (
+            f"step {t.step}: {t.instruction}{where}, warp {t.warp}; operand {self.operand}"
+            f"{names}, {self.when}; ran on the {self.where}"
+        )
+
+    def formula(self, index: int) -> str:
+        cell = self.grid.cells[index]
+        return (
+            f"element {cell.coord}: lane {cell.lane}, {self.grid.slot_name} {cell.slot}, "
+            f"value {self.labels[index]}"
+        )
+
+    def select(self, step=None, operand=None, when=None) -> None:
+        """Show another step, operand or moment (before/after) and redraw."""
+        if step is not None and step != self.step_index:
+            self.step_index = step
+            if operand is None and self.layout is None:
+                self.operand = None
+        if operand is not None:
+            self.operand = operand
+        if when is not None:
+            self.when = when
+        grid, self.labels = self._compute()
+        self.summary = self._summary_text()
+        self.redraw(grid)
+        if self._widget is not None:
+            self._operand.options = list(self._operands(self.trace))
+            self._operand.value = self.operand
+
+    # ---------------------------------------------------------------- the widget
+
+    def _controls(self) -> list:
+        import ipywidgets as w
+
+        steps = [
+            (f"{t.step}: {t.instruction.split('.sync')[0]} {_short(t.instruction)}", i)
+            for i, t in enumerate(self.steps)
+        ]
+        step = w.Dropdown(options=steps, value=self.step_index, description="step")
+        step.add_class("tirx-step")
+        step.observe(lambda ch: self.select(step=ch["new"]), names="value")
+        self._operand = w.ToggleButtons(options=list(self._operands(self.trace)),
+                                        value=self.operand)  # fmt: skip
+        self._operand.style.button_width = "80px"
+        self._operand.observe(
+            lambda ch: ch["new"] != self.operand and self.select(operand=ch["new"]), names="value"
+        )
+        when = w.ToggleButtons(options=["before", "after"], value=self.when)
+        when.style.button_width = "60px"
+        when.observe(lambda ch: self.select(when=ch["new"]), names="value")
+        return [step, self._operand, when]
+
+
+def _short(instruction: str) -> str:
+    m = re.search(r"\.(m\d+n\d+k?\d*)\.(x\d)?", instruction)
+    return " ".join(g for g in (m.groups() if m else ()) if g)
+
+
+def show_trace(source, step=None, operand=None, *, when="after", layout=None, shape=None,
+               fmt="auto", lane=None) -> TraceView:  # fmt: skip
+    """Draw the register values of a traced run: ``source`` is ``exe(*args, trace=True)``'s
+    result (simulator), a :func:`run_instruction` result (GPU or simulator), or one step.
+
+    ``fmt``: ``"auto"`` (f32 values, u32 words as two halves ``lo|hi``), ``"hex"``, ``"u32"``,
+    ``"f16x2"``, ``"bf16x2"``. ``layout``/``shape`` draw the operand's register array through
+    your own layout instead of the canonical fragment."""
+    return TraceView(source, step, operand, when=when, layout=layout, shape=shape, fmt=fmt,
+                     lane=lane)  # fmt: skip
+
+
+def run_instruction(instr, *, A=None, B=None, C=None, shared=None, registers=None,
+                    target=None) -> ProbeRun:  # fmt: skip
+    """Run one instruction on the machine (GPU when visible, else simulator) with the given
+    operands in their canonical fragments and return its registers as a trace.
+
+    mma: ``A`` (16 x k), ``B`` (8 x k, N-major), ``C`` (16 x 8, default 0); ldmatrix:
+    ``shared`` (count x 8 x 8 16-bit values); stmatrix: ``registers`` ([32, count] u32)."""
+    contract = tirx.instruction_contract(getattr(instr, "text", instr))
+    kernel, slots = probe.kernel_for(contract, {})
+    if contract.family == "mma":
+        k, ab = contract.param("k"), contract.param("ab_type")
+        a = np.zeros((16, k), np.float32) if A is None else _array(A, (16, k))
+        b = np.zeros((8, k), np.float32) if B is None else _array(B, (8, k))
+        c = np.zeros((16, 8), np.float32) if C is None else _array(C, (16, 8))
+        a_regs = probe.native_registers(a, probe.a_word, slots["A"], ab)
+        b_regs = probe.native_registers(b, probe.b_word, slots["B"], ab)
+        c_regs = np.array([[c[probe.acc_coord(ln, r)] for r in range(4)] for ln in range(32)],
+                          np.float32)  # fmt: skip
+        d = np.zeros((32, 4), np.float32)
+        (*_, d), where = probe.launch(kernel, [a_regs, b_regs, c_regs.copy(), d], target)
+        regs = (
+            _regs(0, "d", True, d.view(np.uint32), "float32", np.zeros_like(d).view(np.uint32)),
+            _regs(1, "a", False, a_regs, "uint32"),
+            _regs(2, "b", False, b_regs, "uint32"),
+            _regs(3, "c", False, c_regs.view(np.uint32), "float32"),
+        )
+    elif contract.family == "ldmatrix":
+        count = contract.param("count")
+        bits = _bits16(shared, (count, 8, 8))
+        out = np.zeros((32, count), np.uint32)
+        (_, out), where = probe.launch(kernel, [bits.ravel(), out], target)
+        regs = (_regs(0, "r", True, out, "uint32", np.zeros_like(out)),)
+    else:
+        count = contract.param("count")
+        r = np.zeros((32, count), np.uint32) if registers is None else np.asarray(registers)
+        halves = np.zeros(count * 64, np.uint16)
+        (r, halves), where = probe.launch(kernel, [r.astype(np.uint32), halves], target)
+        regs = (_regs(1, "r", False, r, "uint32"),)
+    return ProbeRun([ProbeStep(0, contract.text, regs)], where)
+
+
+def _array(x, shape):
+    if hasattr(x, "detach"):
+        x = x.detach().cpu().float().numpy()
+    x = np.asarray(x, np.float32)
+    if x.shape != shape:
+        raise TirxError(f"expected an operand of shape {shape}, got {x.shape}")
+    return x
+
+
+def _bits16(x, shape):
+    if x is None:
+        return np.zeros(shape, np.uint16)
+    if hasattr(x, "detach"):
+        x = x.detach().cpu().numpy()
+    x = np.asarray(x)
+    if x.dtype != np.uint16:
+        x = probe.half_bits(x)
+    if x.shape != shape:
+        raise TirxError(f"expected shared data of shape {shape}, got {x.shape}")
+    return x
+
+
+def _regs(pos, role, is_output, after, dtype, before=None):
+    n = after.shape[1]
+    return ProbeRegisters(
+        pos, role, is_output, (dtype,) * n, tuple(f"{role}[{i}]" for i in range(n)),
+        after if before is None else before, after,
+    )  # fmt: skip

@@ -1,0 +1,355 @@
+"""Interactive views: ipywidgets wired to the pure drawings of :mod:`widgets.draw`.
+
+Every view is an object with three faces:
+
+* ``str(view)``: the text table (stable, what nbval compares);
+* ``view._repr_html_()``: a static SVG picture (nbviewer, exported HTML);
+* the widget (``view.widget``): a lane selector, a clickable grid of cells (clicking picks the
+  cell's lane and shows how the layout maps it) and whatever the view adds.
+
+Displayed in Jupyter, a view sends all three and the front end shows the richest it can.
+"""
+
+from __future__ import annotations
+
+import html
+
+from tirx.errors import TirxError
+
+from . import draw
+from .cellgrid import CellGrid
+from .model import Grid, contract_grid, layout_formula, layout_grid, parse_layout
+
+__all__ = ["GridView", "LayoutView", "InstructionView", "show_layout", "show_instruction"]
+
+MAX_CELLS = 1024  # larger grids are drawn as one SVG (still redrawn on lane changes)
+_ALL = -1  # the selector's "all" entry (a Dropdown value of None would mean "no selection")
+
+
+class GridView:
+    """A grid with a lane selector, click-to-explain, and static fallbacks."""
+
+    def __init__(self, grid: Grid, *, color_by=None, lane=None, labels=None, marks=(),
+                 summary: str = ""):  # fmt: skip
+        self.grid = grid
+        self.color_by = color_by
+        self.lane = lane
+        self.labels = labels
+        self.marks = tuple(marks)
+        self.summary = summary
+        self.focus = None
+        self.on_cell = None  # a callback (view, index) that replaces the default click action
+        self.show_controls = True
+        self._widget = None
+
+    # ---------------------------------------------------------------- static faces
+
+    def __str__(self) -> str:
+        text = draw.text_table(
+            self.grid, lane=self.lane, labels=self.labels, marks=self.marks,
+            color_by=self.color_by,
+        )  # fmt: skip
+        return text + (f"\n{self.summary}" if self.summary else "")
+
+    def __repr__(self) -> str:
+        return str(self)
+
+    def svg(self) -> str:
+        return draw.svg(
+            self.grid, lane=self.lane, labels=self.labels, marks=self.marks,
+            color_by=self.color_by, focus=self.focus,
+        )  # fmt: skip
+
+    def _repr_html_(self) -> str:
+        summary = f"<div>{html.escape(self.summary)}</div>" if self.summary else ""
+        return (
+            f'<div class="tirx-view"><div><b>{html.escape(self.grid.title)}</b></div>'
+            f"{self.svg()}{summary}</div>"
+        )
+
+    def figure(self):
+        """The current picture as a matplotlib Figure (Agg)."""
+        return draw.figure(
+            self.grid, lane=self.lane, labels=self.labels, marks=self.marks,
+            color_by=self.color_by, focus=self.focus, note=self.summary,
+        )  # fmt: skip
+
+    def _repr_mimebundle_(self, include=None, exclude=None):
+        bundle = self.widget._repr_mimebundle_(include=include, exclude=exclude) or {}
+        bundle["text/plain"] = str(self)
+        bundle["text/html"] = self._repr_html_()
+        return bundle
+
+    def formula(self, index: int) -> str:
+        """What clicking cell ``index`` explains (overridden by views that know more)."""
+        cell = self.grid.cells[index]
+        return f"element {cell.coord}: {self.grid.label(cell)}"
+
+    # ---------------------------------------------------------------- the widget
+
+    @property
+    def widget(self):
+        if self._widget is None:
+            self._widget = self._build()
+        return self._widget
+
+    def _build(self):
+        import ipywidgets as w
+
+        self._title = w.HTML(f"<b>{html.escape(self.grid.title)}</b>")
+        self._title.add_class("tirx-title")
+        self._lane = w.Dropdown(
+            options=self._lane_options(), value=_ALL if self.lane is None else self.lane,
+            description=self._select_name(),
+            layout=w.Layout(width="150px"),
+        )  # fmt: skip
+        self._lane.add_class("tirx-lane")
+        self._lane.observe(self._on_lane, names="value")
+        self._info = w.HTML(self._info_text())
+        self._info.add_class("tirx-info")
+        self._grid_box = w.VBox()
+        self._grid_box.add_class("tirx-grid-box")
+        self._fill_grid()
+        controls = [w.HBox([self._lane, *self._controls()])] if self.show_controls else []
+        return w.VBox([self._title, *controls, *self._extra(), self._grid_box, self._info])
+
+    def _controls(self) -> list:
+        return []
+
+    def _extra(self) -> list:
+        return []
+
+    def _select_name(self) -> str:
+        return "bank" if self.grid.kind == "memory" else "lane"
+
+    def _lane_options(self):
+        count = 32 if self.grid.kind == "memory" or self.grid.has_lanes else 0
+        return [("all", _ALL)] + [(str(i), i) for i in range(count)]
+
+    def _info_text(self) -> str:
+        parts = [html.escape(draw.legend_text(self.grid, self.color_by))]
+        if self.summary:
+            parts.append(html.escape(self.summary))
+        if self.focus is not None:
+            parts.append(f"<pre>{html.escape(self.formula(self.focus))}</pre>")
+        return "<br>".join(parts)
+
+    def _fill_grid(self) -> None:
+        import ipywidgets as w
+
+        if len(self.grid.cells) > MAX_CELLS:
+            self._cellgrid = None
+            self._svg = w.HTML(self.svg())
+            self._grid_box.children = [self._svg]
+            return
+        self._cellgrid = CellGrid(self.grid, self._styles(), self._on_cell)
+        self._grid_box.children = [self._cellgrid.widget]
+
+    def _styles(self):
+        return draw.cell_styles(
+            self.grid, color_by=self.color_by, lane=self.lane, labels=self.labels,
+            marks=self.marks, focus=self.focus,
+        )  # fmt: skip
+
+    def cell_styles(self):
+        """How every cell looks now (colour, text, highlight, mark, focus)."""
+        return self._styles()
+
+    def click(self, index: int) -> None:
+        """Click cell ``index`` of the live widget, as a user would."""
+        _ = self.widget  # builds it
+        if self._cellgrid is None:
+            self._on_cell(index)
+        else:
+            self._cellgrid.click(index)
+
+    def _restyle(self) -> None:
+        if not hasattr(self, "_cellgrid"):
+            return
+        if self._cellgrid is None:
+            self._svg.value = self.svg()
+        else:
+            self._cellgrid.update(self._styles())
+
+    def _on_lane(self, change) -> None:
+        self.lane = None if change["new"] == _ALL else change["new"]
+        self._restyle()
+
+    def set_lane(self, lane) -> None:
+        """Highlight what ``lane`` holds (a bank for memory grids); None shows all."""
+        value = _ALL if lane is None else lane
+        if hasattr(self, "_lane") and self._lane.value != value:
+            self._lane.value = value  # restyles through _on_lane
+        else:
+            self.lane = lane
+            self._restyle()
+
+    def set_focus(self, index) -> None:
+        """Outline cell ``index`` and explain it below the grid."""
+        self.focus = index
+        self._restyle()
+        if hasattr(self, "_info"):
+            self._info.value = self._info_text()
+
+    def _on_cell(self, index: int) -> None:
+        """A click on a cell: pick its lane (or bank) and explain the cell."""
+        if self.on_cell is not None:
+            self.on_cell(self, index)
+            return
+        cell = self.grid.cells[index]
+        self.focus = index
+        self.set_lane(self.grid.bank(cell) if self.grid.kind == "memory" else cell.lane)
+        self.set_focus(index)
+
+    def redraw(self, grid: Grid | None = None) -> None:
+        """Show ``grid`` (or the current one again) in the live widget."""
+        if grid is not None:
+            self.grid = grid
+            self.focus = None
+        if self._widget is not None:
+            self._title.value = f"<b>{html.escape(self.grid.title)}</b>"
+            self._lane.options = self._lane_options()
+            self._lane.description = self._select_name()
+            self._fill_grid()
+            self._info.value = self._info_text()
+
+
+class LayoutView(GridView):
+    """``show_layout``: a layout over a logical shape, with an editable layout box."""
+
+    def __init__(self, layout, shape=None, *, title=None, lane=None, color_by=None,
+                 dtype_bytes: int = 2):  # fmt: skip
+        self.layout = layout
+        self.title = title
+        self.dtype_bytes = dtype_bytes
+        grid = layout_grid(layout, shape, title=title, dtype_bytes=dtype_bytes)
+        self.shape = grid.shape
+        super().__init__(grid, color_by=color_by, lane=lane, summary=self._summary(grid))
+        self.error = ""
+
+    @staticmethod
+    def _summary(grid: Grid) -> str:
+        if grid.kind == "memory":
+            return f"worst column bank conflict: {grid.bank_conflicts()}-way"
+        return ""
+
+    def formula(self, index: int) -> str:
+        return layout_formula(self.layout, self.grid.cells[index].coord, self.shape)
+
+    def set_layout(self, text_or_layout) -> bool:
+        """Redraw with a new layout (text or object); on a bad layout keep the old picture and
+        set ``self.error`` to a readable message. Returns True when the layout was accepted."""
+        try:
+            layout = (
+                parse_layout(text_or_layout) if isinstance(text_or_layout, str)
+                else text_or_layout
+            )  # fmt: skip
+            grid = layout_grid(layout, self.shape, title=self.title, dtype_bytes=self.dtype_bytes)
+        except TirxError as e:
+            self.error = str(e)
+        else:
+            self.error = ""
+            self.layout = layout
+            self.summary = self._summary(grid)
+            if grid.kind == "memory" and self.color_by not in (None, "bank"):
+                self.color_by = None
+            self.lane = None
+            self.redraw(grid)
+            if self._widget is not None:
+                self._lane.value = _ALL
+        if self._widget is not None:
+            self._error.value = (
+                f'<pre style="color:#b00020">{html.escape(self.error)}</pre>' if self.error else ""
+            )
+        return not self.error
+
+    def _extra(self) -> list:
+        import ipywidgets as w
+
+        text = repr(self.layout)
+        if text.startswith("TileLayout(") and text.endswith(")"):
+            text = text[len("TileLayout(") : -1]
+        self._text = w.Text(value=text, description="layout", continuous_update=False,
+                            layout=w.Layout(width="95%"))  # fmt: skip
+        self._text.add_class("tirx-layout-text")
+        self._text.observe(lambda ch: self.set_layout(ch["new"]), names="value")
+        self._error = w.HTML("")
+        self._error.add_class("tirx-error")
+        return [self._text, self._error]
+
+    def _controls(self) -> list:
+        import ipywidgets as w
+
+        if self.grid.kind == "memory":
+            return []
+        toggle = w.ToggleButtons(options=["lane", "slot"], value=self.color_by or "lane",
+                                 description="colour by")  # fmt: skip
+        toggle.style.button_width = "60px"
+
+        def change(ch):
+            self.color_by = ch["new"]
+            self._restyle()
+            self._info.value = self._info_text()
+
+        toggle.observe(change, names="value")
+        return [toggle]
+
+
+_ISA_FORMULAS = {
+    ("mma", "D"): "lane = 4·(row % 8) + col // 2,  register = 2·(row // 8) + col % 2",
+    ("mma", "C"): "lane = 4·(row % 8) + col // 2,  register = 2·(row // 8) + col % 2",
+    ("mma", "A"): "lane = 4·(row % 8) + word % 4,  register = row // 8 + 2·(word // 4)",
+    ("mma", "B"): "lane = 4·n + word % 4,  register = word // 4",
+    ("ldmatrix", "registers"): "lane = 4·row + word,  register = matrix",
+    ("stmatrix", "registers"): "lane = 4·row + word,  register = matrix",
+    ("ldmatrix", "shared"): "row r of matrix i: address from lane 8·i + r",
+    ("stmatrix", "shared"): "row r of matrix i: address from lane 8·i + r",
+}
+
+
+class InstructionView(GridView):
+    """``show_instruction``: an instruction operand's fragment, from its contract entry."""
+
+    def __init__(self, contract, operand: str, *, lane=None):
+        self.contract = contract
+        self.operand = contract.operand(operand)
+        grid = contract_grid(contract, operand)
+        about = self.operand.about
+        super().__init__(grid, lane=lane, summary=f"{self.operand.name}: {about}")
+
+    def formula(self, index: int) -> str:
+        cell = self.grid.cells[index]
+        rule = _ISA_FORMULAS.get((self.contract.family, self.operand.name), "")
+        where = (
+            f"address supplied by lane {cell.lane}" if cell.slot is None
+            else f"lane {cell.lane}, register {cell.slot}"
+        )  # fmt: skip
+        return f"element {cell.coord} → {where}\n{rule}"
+
+
+def show_layout(layout, shape=None, *, title=None, lane=None, color_by=None, dtype_bytes=2):
+    """A layout over a logical ``shape`` (default: its shard extents): cells coloured by lane
+    and labelled ``lane:slot`` (register layouts) or by bank and labelled with the address
+    (memory layouts, ``dtype_bytes`` per element). ``layout`` may be spec text."""
+    if isinstance(layout, str):
+        layout = parse_layout(layout)
+    return LayoutView(layout, shape, title=title, lane=lane, color_by=color_by,
+                      dtype_bytes=dtype_bytes)  # fmt: skip
+
+
+def show_instruction(instr, operand: str = None, *, lane=None):
+    """The canonical fragment of one operand of a PTX instruction (text, ``T.ptx[...]`` or a
+    contract), drawn from the contract table the compiler checks against."""
+    import tirx
+
+    text = getattr(instr, "text", instr)
+    contract = tirx.instruction_contract(text)
+    names = [op.name for op in contract.operands]
+    if operand is None:
+        operand = names[0]
+    if operand not in names:
+        raise TirxError(
+            f"{contract.text} has no operand {operand!r}",
+            hint="its operands are " + ", ".join(names),
+        )
+    return InstructionView(contract, operand, lane=lane)
