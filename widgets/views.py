@@ -295,18 +295,6 @@ class LayoutView(GridView):
         return [toggle]
 
 
-_ISA_FORMULAS = {
-    ("mma", "D"): "lane = 4·(row % 8) + col // 2,  register = 2·(row // 8) + col % 2",
-    ("mma", "C"): "lane = 4·(row % 8) + col // 2,  register = 2·(row // 8) + col % 2",
-    ("mma", "A"): "lane = 4·(row % 8) + word % 4,  register = row // 8 + 2·(word // 4)",
-    ("mma", "B"): "lane = 4·n + word % 4,  register = word // 4",
-    ("ldmatrix", "registers"): "lane = 4·row + word,  register = matrix",
-    ("stmatrix", "registers"): "lane = 4·row + word,  register = matrix",
-    ("ldmatrix", "shared"): "row r of matrix i: address from lane 8·i + r",
-    ("stmatrix", "shared"): "row r of matrix i: address from lane 8·i + r",
-}
-
-
 class InstructionView(GridView):
     """``show_instruction``: an instruction operand's fragment, from its contract entry."""
 
@@ -319,7 +307,7 @@ class InstructionView(GridView):
 
     def formula(self, index: int) -> str:
         cell = self.grid.cells[index]
-        rule = _ISA_FORMULAS.get((self.contract.family, self.operand.name), "")
+        rule = self.operand.formula
         where = (
             f"address supplied by lane {cell.lane}" if cell.slot is None
             else f"lane {cell.lane}, register {cell.slot}"

@@ -38,6 +38,7 @@ class OperandSpec:
     owner: Callable[[tuple[int, ...]], tuple[int, int]] | None = None
     repeat_axes: tuple[str, ...] = ()  # names of the leading repeat dims (mma: "M", "N", "K")
     about: str = ""
+    formula: str = ""  # the ownership rule in words, for error hints and pictures
 
     def owner_table(self) -> dict[tuple[int, ...], tuple[int, int]]:
         """Every atom coordinate with its (lane, register)."""
@@ -93,7 +94,13 @@ def _mma_contract(text: str, m: re.Match) -> Contract:
             hint="PTX mma.sync takes f16.f16 or bf16.bf16",
         )
     words = k // 2
-    accum = dict(dtype="float32", atom=(16, 8), registers=4, owner=_mma_accum)
+    accum = dict(
+        dtype="float32",
+        atom=(16, 8),
+        registers=4,
+        owner=_mma_accum,
+        formula="lane = 4·(row % 8) + col // 2,  register = 2·(row // 8) + col % 2",
+    )
     ops = (
         OperandSpec(
             "D", Role.REG_OUT, repeat_axes=("M", "N"), about="the 16x8 f32 result tile", **accum
@@ -107,6 +114,7 @@ def _mma_contract(text: str, m: re.Match) -> Contract:
             _mma_a,
             ("M", "K"),
             about=f"the 16x{k} {m.group(2)} tile as u32 words of two halves",
+            formula="lane = 4·(row % 8) + word % 4,  register = row // 8 + 2·(word // 4)",
         ),
         OperandSpec(
             "B",
@@ -117,6 +125,7 @@ def _mma_contract(text: str, m: re.Match) -> Contract:
             _mma_b,
             ("N", "K"),
             about=f"the {k}x8 tile given N-major as 8 rows of {k} halves in u32 words",
+            formula="lane = 4·n + word % 4,  register = word // 4",
         ),
         OperandSpec(
             "C",
@@ -150,6 +159,7 @@ def _ldst_contract(text: str, m: re.Match) -> Contract:
         count,
         _matrix_words,
         about=f"{count} 8x8 b16 matrices; word (i, row, w) lives in lane 4*row + w, register i",
+        formula="lane = 4·row + word,  register = matrix",
     )
     shared = OperandSpec(
         "shared",
@@ -159,6 +169,7 @@ def _ldst_contract(text: str, m: re.Match) -> Contract:
         0,
         about="rows of 4 consecutive u32 words, each 16-byte aligned; "
         "lane 8*i + r supplies the address of row r of matrix i",
+        formula="row r of matrix i: address from lane 8·i + r",
     )
     ops = (regs, shared) if family == "ldmatrix" else (shared, regs)
     min_arch = 75 if family == "ldmatrix" else 90

@@ -119,8 +119,8 @@ def check_register_operand(contract: Contract, spec: OperandSpec, v: ir.View):
                 raise ContractError(
                     f"{where}: element {rep + atom} belongs to lane {lane} (register {reg}) "
                     f"but the layout gives it to lane {g_lane} (slot {g_slot})",
-                    hint=f"expected lane {lane}, slot {slot_of}; see the fragment table with "
-                    f"widgets.show_instruction({contract.text!r}, {spec.name!r})",
+                    hint=f"expected lane {lane}, slot {slot_of} ({spec.formula}); see the "
+                    f"fragment with widgets.show_instruction({contract.text!r}, {spec.name!r})",
                 )
             if not 0 <= g_slot < capacity:
                 raise ContractError(
