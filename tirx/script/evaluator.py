@@ -30,7 +30,7 @@ _PY_BINOPS = {
     ast.BitXor: operator.xor,
     ast.MatMult: operator.matmul,
 }
-_IR_BINOPS = {
+IR_BINOPS = {
     ast.Add: ir.Op.ADD,
     ast.Sub: ir.Op.SUB,
     ast.Mult: ir.Op.MUL,
@@ -43,7 +43,7 @@ _IR_BINOPS = {
     ast.BitOr: ir.Op.BITOR,
     ast.BitXor: ir.Op.BITXOR,
 }
-_PY_OP_OF = {v: _PY_BINOPS[k] for k, v in _IR_BINOPS.items()}
+_PY_OP_OF = {v: _PY_BINOPS[k] for k, v in IR_BINOPS.items()}
 _PY_OP_OF[ir.Op.MIN] = min
 _PY_OP_OF[ir.Op.MAX] = max
 _CMPS = {
@@ -255,7 +255,7 @@ class Evaluator:
     def binop_ast(self, op_type, a, b, node):
         if _is_static(a) and _is_static(b):
             return _PY_BINOPS[op_type](a, b)
-        op = _IR_BINOPS.get(op_type)
+        op = IR_BINOPS.get(op_type)
         if op is None:
             raise TirxSyntaxError(
                 f"operator {op_type.__name__} needs compile-time operands", self.p.span(node)

@@ -18,7 +18,7 @@ import time
 from ..errors import Span, TirxError, TirxSyntaxError
 from ..ir import nodes as ir
 from .builder import FunctionBuilder
-from .evaluator import Evaluator
+from .evaluator import IR_BINOPS, Evaluator
 
 __all__ = ["function", "KernelFunction", "parse_source"]
 
@@ -289,7 +289,7 @@ class Parser:
         self.b.assign(node.target.id, value, self.span(node), force_var=True)
 
     def stmt_AugAssign(self, node):
-        op = _BINOPS.get(type(node.op))
+        op = IR_BINOPS.get(type(node.op))
         if op is None:
             raise TirxSyntaxError(
                 f"operator {type(node.op).__name__} is not supported", self.span(node)
@@ -345,20 +345,6 @@ class Parser:
     def stmt_Continue(self, node):
         self.b.loop_control(ir.Continue(self.span(node)))
 
-
-_BINOPS = {
-    ast.Add: ir.Op.ADD,
-    ast.Sub: ir.Op.SUB,
-    ast.Mult: ir.Op.MUL,
-    ast.Div: ir.Op.DIV,
-    ast.FloorDiv: ir.Op.FLOORDIV,
-    ast.Mod: ir.Op.FLOORMOD,
-    ast.LShift: ir.Op.SHL,
-    ast.RShift: ir.Op.SHR,
-    ast.BitAnd: ir.Op.BITAND,
-    ast.BitOr: ir.Op.BITOR,
-    ast.BitXor: ir.Op.BITXOR,
-}
 
 _HINTS = {
     "Return": "kernels write their results into tensor parameters; use an if around the rest",

@@ -61,6 +61,21 @@ def _first(mask: np.ndarray) -> int:
     return int(np.flatnonzero(mask)[0])
 
 
+def _check_bounds(index: np.ndarray, d: DType, tids, nbytes: int, what: str, unit="element") -> int:
+    """Raise a Fault naming the first element of ``index`` (in units of ``d``) outside
+    ``nbytes``; ``what`` says which access of which buffer. Returns the element size."""
+    s = storage_type(d).itemsize
+    bad = index.view(U64) >= nbytes // s
+    if bad.any():
+        k = _first(bad)
+        raise Fault(
+            f"out-of-bounds {what}: {unit} {index[k]} as {d} (bytes {index[k] * s}.."
+            f"{index[k] * s + s - 1}) but it holds {nbytes} bytes",
+            tids[k],
+        )
+    return s
+
+
 def _who(tid: int) -> str:
     return f"thread {tid} (warp {tid // 32}, lane {tid % 32})"
 
@@ -89,15 +104,7 @@ class GlobalRegion:
 
     def _check(self, index: np.ndarray, d: DType, tids: np.ndarray, what: str) -> np.dtype:
         dt = storage_type(d)
-        s = dt.itemsize
-        bad = index.view(U64) >= self.nbytes // s
-        if bad.any():
-            k = _first(bad)
-            raise Fault(
-                f"out-of-bounds {what} global '{self.name}': element {index[k]} as {d} "
-                f"(bytes {index[k] * s}..{index[k] * s + s - 1}) but it holds {self.nbytes} bytes",
-                tids[k],
-            )
+        s = _check_bounds(index, d, tids, self.nbytes, f"{what} global '{self.name}'")
         if self.address % s:
             raise Fault(
                 f"misaligned {what} global '{self.name}' as {d}: the tensor's data pointer "
@@ -137,15 +144,7 @@ class LocalArray:
         return v
 
     def _check(self, index: np.ndarray, d: DType, tids: np.ndarray, what: str) -> None:
-        s = storage_type(d).itemsize
-        bad = index.view(U64) >= self.nbytes // s
-        if bad.any():
-            k = _first(bad)
-            raise Fault(
-                f"out-of-bounds {what} local '{self.name}': slot {index[k]} as {d} but it "
-                f"holds {self.nbytes // s} such slots ({self.nbytes} bytes)",
-                tids[k],
-            )
+        _check_bounds(index, d, tids, self.nbytes, f"{what} local '{self.name}'", "slot")
 
     def load(self, index: np.ndarray, d: DType, tids: np.ndarray, rows) -> np.ndarray:
         """``rows`` indexes the thread axis: the active-thread array or a full slice."""
@@ -378,15 +377,7 @@ class SharedBuffer:
         self.nbytes = nbytes
 
     def _address(self, index: np.ndarray, d: DType, tids: np.ndarray, what: str) -> np.ndarray:
-        s = storage_type(d).itemsize
-        bad = index.view(U64) >= self.nbytes // s
-        if bad.any():
-            k = _first(bad)
-            raise Fault(
-                f"out-of-bounds {what} shared '{self.name}': element {index[k]} as {d} "
-                f"(bytes {index[k] * s}..{index[k] * s + s - 1}) but it holds {self.nbytes} bytes",
-                tids[k],
-            )
+        s = _check_bounds(index, d, tids, self.nbytes, f"{what} shared '{self.name}'")
         if self.offset % s:
             raise Fault(
                 f"misaligned {what} shared '{self.name}' as {d}: the buffer starts at shared "

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Everything this project runs on the GPU machine, in one call; results land in $OUT.
+#   OUT=gpu-out bash benchmarks/run_gpu.sh        (on a machine with an NVIDIA GPU)
+# Python packages the machine lacks (IPython, ipywidgets, nbval, ...) may be carried as
+# wheels in .whl/ (see the device tool's notes); they are installed to /tmp/site.
+set -uo pipefail
+OUT=${OUT:-gpu-out}
+mkdir -p "$OUT"
+export PYTHONUNBUFFERED=1
+python3 -m pip install -q --no-deps --no-build-isolation -e . > "$OUT/install.log" 2>&1 \
+  || { tail -20 "$OUT/install.log"; exit 1; }
+if [ -d .whl ]; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl \
+    && export PYTHONPATH=/tmp/site
+fi
+{
+  date -u +"%Y-%m-%d %H:%M UTC"
+  nvidia-smi --query-gpu=name,driver_version,compute_cap --format=csv,noheader
+  python3 -c "import sys, torch, cuda.bindings; print('python', sys.version.split()[0], '| torch', torch.__version__, '| cuda-bindings', cuda.bindings.__version__)"
+  python3 -c "from tirx.backend.cuda.nvrtc import nvrtc_version; print('nvrtc', nvrtc_version())"
+  git rev-parse --short HEAD 2>/dev/null || true
+} > "$OUT/env.txt" 2>&1
+cat "$OUT/env.txt"
+python3 -m tirx.demo > "$OUT/demo.log" 2>&1; tail -1 "$OUT/demo.log"
+python3 -m pytest -q -m gpu -p no:cacheprovider -rfE tests/ 2>&1 | tee "$OUT/pytest_gpu.log" | tail -3
+python3 benchmarks/launch.py --out "$OUT/launch.md" > /dev/null 2>&1; tail -12 "$OUT/launch.md"
+python3 benchmarks/compile.py --out "$OUT/compile.md" > /dev/null 2>&1; tail -12 "$OUT/compile.md"
+if [ -f benchmarks/gemm_speed.py ]; then
+  python3 benchmarks/gemm_speed.py --out "$OUT/gemm_speed.md" > /dev/null 2>&1; tail -12 "$OUT/gemm_speed.md"
+fi
+TIRX_TARGET=cuda python3 -m pytest -q -p no:cacheprovider --nbval-lax notebooks/ 2>&1 \
+  | tee "$OUT/notebooks_gpu.log" | tail -3
