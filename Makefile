@@ -1,7 +1,7 @@
 # Developer shortcuts; the README's two commands work without make.
 PY ?= .venv/bin/python
 
-.PHONY: setup demo test test-gpu lint format bench clean
+.PHONY: setup demo test test-gpu lint format bench clean lab notebooks
 
 setup:
 	python3 -m venv .venv
@@ -23,6 +23,17 @@ lint:
 format:
 	$(PY) -m ruff format tirx widgets tests benchmarks
 	$(PY) -m ruff check --fix tirx widgets tests benchmarks
+
+# JupyterLab on the tutorials; kernels use the GPU when visible (TIRX_TARGET as you set it).
+# More options: make lab LAB_ARGS="--no-browser --port=8899"; as root, --allow-root is added.
+LAB_ARGS ?=
+lab:
+	$(PY) -m jupyter lab --ServerApp.root_dir=notebooks $(if $(filter 0,$(shell id -u)),--allow-root) $(LAB_ARGS)
+
+notebooks:  # re-execute the tutorials in place from clean kernels (the committed outputs)
+	$(PY) -m jupyter nbconvert --to notebook --execute --inplace \
+		--ExecutePreprocessor.timeout=600 --ExecutePreprocessor.store_widget_state=False \
+		notebooks/0*.ipynb
 
 clean:
 	rm -rf build dist *.egg-info .pytest_cache .ruff_cache
