@@ -48,33 +48,7 @@ extern "C" __global__ void big_smem(int* out, int n) {
 }
 """
 
-MMA = r"""
-typedef unsigned short half_bits;
-extern "C" __global__ void mma_kernel(const half_bits* A, const half_bits* B, float* C) {
-  __shared__ __align__(16) half_bits sA[16 * 16];
-  __shared__ __align__(16) half_bits sB[16 * 8];
-  const int lane = threadIdx.x;
-  for (int i = lane; i < 256; i += 32) sA[i] = A[i];
-  for (int i = lane; i < 128; i += 32) sB[i] = B[i];
-  __syncthreads();
-  unsigned a0, a1, a2, a3, b0, b1;
-  unsigned addr_a = (unsigned)__cvta_generic_to_shared(&sA[(lane % 16) * 16 + (lane / 16) * 8]);
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
-               : "=r"(a0), "=r"(a1), "=r"(a2), "=r"(a3) : "r"(addr_a));
-  unsigned addr_b = (unsigned)__cvta_generic_to_shared(&sB[(lane % 16) * 8]);
-  asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0,%1}, [%2];"
-               : "=r"(b0), "=r"(b1) : "r"(addr_b));
-  float d0 = 0.f, d1 = 0.f, d2 = 0.f, d3 = 0.f;
-  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
-               "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%10,%11,%12,%13};"
-               : "=f"(d0), "=f"(d1), "=f"(d2), "=f"(d3)
-               : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1),
-                 "f"(d0), "f"(d1), "f"(d2), "f"(d3));
-  const int row = lane / 4, col = (lane % 4) * 2;
-  C[row * 8 + col] = d0;  C[row * 8 + col + 1] = d1;
-  C[(row + 8) * 8 + col] = d2;  C[(row + 8) * 8 + col + 1] = d3;
-}
-"""
+from tests.test_nvrtc import MMA_SOURCE as MMA  # noqa: E402  (the same inline-PTX kernel)
 
 
 class FakeKernel:

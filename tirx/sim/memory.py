@@ -225,15 +225,21 @@ class SharedMemory:
             _RACE_HINT,
         )
 
-    def track_read(self, addr: np.ndarray, s: int, tids: np.ndarray) -> None:
-        b, p = self._spread(addr, s, tids)
+    def _check_writer(self, b, p, verb: str):
+        """Fault if another thread wrote one of bytes ``b`` since the last barrier that orders
+        it before ``p``; returns (warp of p, epoch of that warp)."""
         wp = p >> 5
         e = self.epoch[wp]
         wt = self.w_tid[b]
         bad = (wt >= 0) & (wt != p) & (((wt >> 5) != wp) | (self.w_stamp[b] == e))
         if bad.any():
             k = _first(bad)
-            raise self._race(b, p, k, "reads", f"{_who(int(wt[k]))} wrote")
+            raise self._race(b, p, k, verb, f"{_who(int(wt[k]))} wrote")
+        return wp, e
+
+    def track_read(self, addr: np.ndarray, s: int, tids: np.ndarray) -> None:
+        b, p = self._spread(addr, s, tids)
+        wp, e = self._check_writer(b, p, "reads")
         n = b.size
         order = np.arange(n)
         self.scratch[b] = order
@@ -262,13 +268,7 @@ class SharedMemory:
 
     def track_write(self, addr: np.ndarray, s: int, tids: np.ndarray) -> None:
         b, p = self._spread(addr, s, tids)
-        wp = p >> 5
-        e = self.epoch[wp]
-        wt = self.w_tid[b]
-        bad = (wt >= 0) & (wt != p) & (((wt >> 5) != wp) | (self.w_stamp[b] == e))
-        if bad.any():
-            k = _first(bad)
-            raise self._race(b, p, k, "writes", f"{_who(int(wt[k]))} wrote")
+        wp, e = self._check_writer(b, p, "writes")
         rw = self.r_warp[b]
         bad = (rw == -2) | (
             (rw >= 0) & ((rw != wp) | ((self.r_stamp[b] == e) & (self.r_tid[b] != p)))
