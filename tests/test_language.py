@@ -245,3 +245,38 @@ def test_cuda_target_without_gpu_compiles_and_explains_launch():
     assert "sim" in str(info.value)
     auto = tirx.compile(warp_matmul)
     assert auto.target.kind == "sim" and "(auto)" in repr(auto)
+
+
+def test_identity_tests_on_compile_time_values(tmp_path):
+    k = define(
+        """
+        SCALE = None
+
+        @T.function
+        def k(Out: T.Tensor((32,), "int32")):
+            T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=32))
+            i = T.cuda.lane_id()
+            if SCALE is None:
+                Out[i] = i
+            else:
+                Out[i] = i * SCALE
+            if Out is not None and SCALE is not None:
+                Out[i] = -1
+        """,
+        tmp_path,
+        "k",
+    )
+    out = np.zeros(32, np.int32)
+    run_sim(k, out)
+    np.testing.assert_array_equal(out, np.arange(32))
+    with pytest.raises(tirx.TirxSyntaxError, match="use == for kernel values"):
+        define(
+            """
+            @T.function
+            def bad(Out: T.Tensor((32,), "int32")):
+                T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=32))
+                if T.cuda.lane_id() is None:
+                    Out[0] = 1
+            """,
+            tmp_path,
+        )

@@ -13,6 +13,7 @@ registers can be shown the same way.
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass, field
 
@@ -151,7 +152,9 @@ class TraceView(GridView):
 
     def _summary_text(self) -> str:
         t = self.trace
-        where = f" at {t.span}" if getattr(t, "span", None) else ""
+        span = getattr(t, "span", None)
+        # the file's own name, not its directory (a notebook cell's changes every run)
+        where = f" at {os.path.basename(span.file)}:{span.line}" if span else ""
         regs = self._operands(t)[self.operand] if self.operand in self._operands(t) else None
         names = f" registers {', '.join(regs.sources)}" if regs is not None else ""
         return (

@@ -309,6 +309,16 @@ class Evaluator:
         result = None
         for op, right_node in zip(node.ops, node.comparators):
             right = self.value(right_node)
+            if isinstance(op, (ast.Is, ast.IsNot)):
+                if isinstance(left, ir.Expr) or isinstance(right, ir.Expr):
+                    raise TirxSyntaxError(
+                        "'is' compares compile-time objects; use == for kernel values",
+                        self.p.span(node),
+                    )
+                if (left is right) != isinstance(op, ast.Is):
+                    return False
+                left = right
+                continue
             if type(op) not in _CMPS:
                 raise TirxSyntaxError(
                     f"comparison {type(op).__name__} is not supported", self.p.span(node)
