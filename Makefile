@@ -32,7 +32,7 @@ lab:
 
 notebooks:  # re-execute the tutorials in place from clean kernels (the committed outputs)
 	$(PY) -m jupyter nbconvert --to notebook --execute --inplace \
-		--ExecutePreprocessor.timeout=600 --ExecutePreprocessor.store_widget_state=False \
+		--ExecutePreprocessor.timeout=600 --ExecutePreprocessor.store_widget_state=False --ExecutePreprocessor.record_timing=False \
 		notebooks/0*.ipynb
 
 clean:
