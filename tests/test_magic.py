@@ -213,3 +213,22 @@ def test_c_level_stdout_is_captured():
     with c_stdout() as empty:
         pass
     assert empty.text == ""
+
+
+@pytest.mark.gpu
+def test_gpu_printf_reaches_the_cell(ip):
+    result, cap = run(ip, '-t cuda -s none --run "x,"', PRINTF_CELL)
+    assert result.success, cap.stdout
+    lines = [ln for ln in cap.stdout.splitlines() if ln.startswith("thread ")]
+    assert sorted(lines) == [f"thread {i} holds {10 + i}" for i in range(4)]
+    assert "ran on the GPU" in cap.outputs[0].data["text/plain"]
+
+
+@pytest.mark.gpu
+def test_seed_cell_runs_on_the_gpu(ip):
+    result, cap = run(ip, '-t cuda --run "a, b, out" --check "a.float() @ b.float().T"', SEED_CELL)
+    assert result.success, cap.stdout
+    (panel,) = [o for o in cap.outputs if "text/html" in o.data]
+    text = panel.data["text/plain"]
+    assert "cuda -arch=sm_" in text and "PASS" in text and "ran on the GPU" in text
+    assert ip.user_ns["out"].device.type == "cpu"  # results copied back to the user's tensor
