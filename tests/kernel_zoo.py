@@ -431,3 +431,58 @@ def to_torch(args, dtypes):
         else:
             out.append(a)
     return out
+
+
+def make_f64_to_16bit():
+    """float64 rounded once to float16 and bfloat16 (not through float32)."""
+
+    @T.function
+    def narrow(
+        X: T.Tensor((32,), "float64"),
+        H: T.Tensor((32,), "float16"),
+        Bf: T.Tensor((32,), "bfloat16"),
+    ):
+        T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=32))
+        i = T.cuda.lane_id()
+        H[i] = X[i]
+        Bf[i] = X[i]
+
+    return narrow
+
+
+def _bf16_round_once(x: float) -> int:
+    """bfloat16 bits of x rounded to nearest even, straight from float64 (normal range)."""
+    import math
+
+    if x == 0 or not math.isfinite(x):
+        return int(np.float32(x).view(np.uint32) >> 16)
+    _, e = math.frexp(x)
+    step = 2.0 ** (e - 8)  # 8 significant bits
+    r = round(x / step) * step  # Python rounds exact halves to even
+    return int(np.float32(r).view(np.uint32) >> 16)
+
+
+def _narrow_inputs(rng):
+    tricky = [
+        1 + 2**-8 + 2**-40,
+        1 + 2**-8,
+        1 + 3 * 2**-8,
+        -(1 + 2**-8 + 2**-40),
+        1 + 2**-11 + 2**-45,
+        1 + 2**-11,
+        3.0 + 2**-10 + 2**-50,
+        0.0,
+    ]
+    x = np.concatenate([np.array(tricky), rng.uniform(-100, 100, 32 - len(tricky))])
+    return [x.astype(np.float64), np.zeros(32, np.float16), np.zeros(32, np.uint16)]
+
+
+def _narrow_model(args):
+    x = args[0]
+    return {
+        1: x.astype(np.float16),  # numpy rounds float64 -> float16 once
+        2: np.array([_bf16_round_once(float(v)) for v in x], np.uint16),
+    }
+
+
+CASES.append(Case("f64-to-16bit", make_f64_to_16bit, _narrow_inputs, _narrow_model))
