@@ -236,5 +236,41 @@ def test_two_processes_compiling_at_once(cache_dir):
         stdout, stderr = p.communicate(timeout=120)
         assert p.returncode == 0, stderr
         assert stdout.strip() in {"miss", "hit"}
-    assert [p.name for p in cache_dir.iterdir()] == [entries(cache_dir)[0].name]  # no temp files
+    names = [p.name for p in cache_dir.iterdir() if not p.name.startswith("nvrtc-version-")]
+    assert names == [entries(cache_dir)[0].name]  # one entry, no temp files
     assert compile_in_subprocess(cache_dir) == "hit"
+
+
+WARM_SEED = (
+    "import sys, tirx\n"
+    "from tirx.examples.warp_matmul import warp_matmul\n"
+    "exe = tirx.compile(warp_matmul, target=sys.argv[1])\n"
+    "print(exe.cache, 'cuda.bindings.nvrtc' in sys.modules)\n"
+)
+
+
+def _warm_run(cache_dir):
+    env = {**os.environ, "PYTHONPATH": str(REPO), "TIRX_CACHE_DIR": str(cache_dir)}
+    proc = subprocess.run([sys.executable, "-c", WARM_SEED, TARGET], env=env,
+                          capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout.split()
+
+
+def test_a_warm_disk_hit_does_not_load_nvrtc(cache_dir):
+    assert _warm_run(cache_dir) == ["miss", "True"]  # compiled: NVRTC loaded
+    assert _warm_run(cache_dir) == ["hit", "False"]  # from disk: NVRTC never loaded
+
+
+def test_a_stale_nvrtc_version_memo_is_not_trusted(cache_dir):
+    import json
+
+    assert _warm_run(cache_dir)[0] == "miss"
+    (memo,) = cache_dir.glob("nvrtc-version-*.json")
+    data = json.loads(memo.read_text())
+    data["stat"][0] += 1  # as if the library file had been replaced
+    data["version"] = [99, 9]
+    memo.write_text(json.dumps(data))
+    # the memo is ignored: NVRTC is loaded, says 13.0, and the entry keyed by 13.0 is found
+    assert _warm_run(cache_dir) == ["hit", "True"]
+    assert json.loads(memo.read_text())["version"] != [99, 9]  # and the memo was rewritten

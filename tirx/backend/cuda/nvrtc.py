@@ -18,9 +18,12 @@ NVRTC is pinned to 13.0 (see ENV.md): it emits PTX 9.0, which the GPU machine's 
 from __future__ import annotations
 
 import functools
+import hashlib
+import json
 import linecache
 import os
 import re
+import sys
 import time
 from dataclasses import dataclass, field
 from typing import NamedTuple
@@ -108,12 +111,62 @@ def _nvrtc():
 
 @functools.cache
 def nvrtc_version() -> tuple[int, int]:
-    """(major, minor) of the NVRTC library that compiles (part of every cache key)."""
+    """(major, minor) of the NVRTC library that compiles (part of every cache key).
+
+    Loading NVRTC takes tens of milliseconds, which a process that only reads kernels from the
+    disk cache should not pay. So the answer is remembered beside the cache, per Python
+    environment, together with the library file it was read from, and trusted while that file
+    is unchanged (same path, size and modification time)."""
+    memo = _version_memo_path()
+    known = _read_version_memo(memo) if memo is not None else None
+    if known is not None:
+        return known
     try:
-        err, major, minor = _nvrtc().nvrtcVersion()
+        _, major, minor = _nvrtc().nvrtcVersion()
     except Exception as e:  # the library could not be loaded at all
         raise _missing(e) from e
-    return int(major), int(minor)
+    version = (int(major), int(minor))
+    if memo is not None:
+        _write_version_memo(memo, version)
+    return version
+
+
+def _version_memo_path():
+    from tirx import config
+
+    if not config.cache_enabled():
+        return None
+    env = hashlib.sha256(f"{sys.prefix}|{sys.version}".encode()).hexdigest()[:16]
+    return config.cache_dir() / f"nvrtc-version-{env}.json"
+
+
+def _read_version_memo(path) -> tuple[int, int] | None:
+    try:
+        memo = json.loads(path.read_text())
+        st = os.stat(memo["library"])
+        if [st.st_size, st.st_mtime_ns] != memo["stat"]:
+            return None
+        major, minor = memo["version"]
+        return int(major), int(minor)
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def _write_version_memo(path, version) -> None:
+    try:
+        from cuda.pathfinder import load_nvidia_dynamic_lib
+
+        library = load_nvidia_dynamic_lib("nvrtc").abs_path  # already loaded: a lookup
+        st = os.stat(library)
+        text = json.dumps(
+            {"library": library, "stat": [st.st_size, st.st_mtime_ns], "version": list(version)}
+        )
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        tmp.write_text(text)
+        os.replace(tmp, path)
+    except Exception:  # noqa: BLE001 - the memo is an optimization; never fail a compile on it
+        return
 
 
 def _missing(e: Exception) -> CompileError:
