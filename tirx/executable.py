@@ -11,7 +11,6 @@ from __future__ import annotations
 import copy
 import sys
 
-from .errors import LaunchError
 from .ir import nodes as ir
 from .ir.printer import print_function
 
@@ -217,10 +216,3 @@ def _as_numpy(t):
             )
         return t.numpy()
     return t
-
-
-def launch_error_no_gpu() -> LaunchError:
-    return LaunchError(
-        "no CUDA GPU is visible, so this kernel cannot be launched",
-        hint='compile with target="sim" to run it on the CPU simulator',
-    )

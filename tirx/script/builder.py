@@ -13,7 +13,6 @@ import re
 from ..dtypes import DType, dtype_of
 from ..errors import Span, TirxSyntaxError
 from ..ir import nodes as ir
-from ..ir.simplify import static_value
 from .tensor import default_layout, make_buffer, region
 
 __all__ = ["FunctionBuilder"]
@@ -289,10 +288,3 @@ def _seq(stmts) -> ir.Stmt:
     if len(stmts) == 1:
         return stmts[0]
     return ir.Seq(tuple(stmts))
-
-
-def static_int(value, what: str, span=None) -> int:
-    v = static_value(value)
-    if v is None:
-        raise TirxSyntaxError(f"{what} must be a compile-time integer", span)
-    return v
