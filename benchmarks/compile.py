@@ -33,6 +33,8 @@ import tempfile
 import time
 from datetime import date
 
+from machine import cpu_name  # benchmarks/machine.py (scripts run from this folder)
+
 GOAL_COLD_RATIO = 1.3
 GOAL_WARM_MS = 10.0
 GOAL_REPEAT_MS = 0.2
@@ -154,24 +156,13 @@ def _median_split(results: list[dict]) -> dict:
     return {k: statistics.median(r["timings"].get(k, 0.0) for r in results) for k in keys}
 
 
-def _cpu_name() -> str:
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
-
 def _machine() -> str:
     import tirx
 
     parts = [
         f"tirx {tirx.__version__}",
         f"python {platform.python_version()}",
-        f"{_cpu_name()}, {os.cpu_count()} CPUs",
+        f"{cpu_name()}, {os.cpu_count()} CPUs",
     ]
     try:
         from importlib.metadata import version

@@ -38,6 +38,8 @@ import sys
 import time
 from datetime import date
 
+from machine import cpu_name  # benchmarks/machine.py (scripts run from this folder)
+
 GOAL_RATIO = 1.25
 
 
@@ -222,17 +224,6 @@ def _measure(batches: dict, n: int, reps: int, sync) -> dict[str, list[float]]:
     return times
 
 
-def _cpu_name() -> str:
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
-
 def _versions() -> str:
     from importlib.metadata import PackageNotFoundError, version
 
@@ -278,7 +269,7 @@ def run_gpu(args) -> str:
     lines = [
         f"tirx launch benchmark, {date.today().isoformat()}: {args.launches} launches per "
         f"batch, median of {args.reps} batches after a warm-up",
-        f"{_gpu_line()}; {_cpu_name()}, {os.cpu_count()} CPUs; {_versions()}",
+        f"{_gpu_line()}; {cpu_name()}, {os.cpu_count()} CPUs; {_versions()}",
         "",
         "| launcher | median us/launch | best us/launch | x raw | note |",
         "|---|---|---|---|---|",
@@ -345,7 +336,7 @@ def run_cpu_stub(args) -> str:
         f"tirx per-call Python cost without a GPU, {date.today().isoformat()}: the seed "
         f"executable with its launch replaced by a no-op, torch CPU tensors standing in for "
         f"CUDA ones; {args.launches} calls per batch, median of {args.reps} batches",
-        f"{_cpu_name()}, {os.cpu_count()} CPUs, {_versions()}",
+        f"{cpu_name()}, {os.cpu_count()} CPUs, {_versions()}",
         "",
         "| path | median ns/call | over the floor, ns |",
         "|---|---|---|",
