@@ -16,22 +16,6 @@ from .ir.printer import print_function
 
 __all__ = ["Executable", "SimExecutable", "ArgChecker"]
 
-_TORCH_DTYPE_NAMES = {
-    "bool": "bool",
-    "int8": "int8",
-    "int16": "int16",
-    "int32": "int32",
-    "int64": "int64",
-    "uint8": "uint8",
-    "uint16": "uint16",
-    "uint32": "uint32",
-    "uint64": "uint64",
-    "float16": "float16",
-    "bfloat16": "bfloat16",
-    "float32": "float32",
-    "float64": "float64",
-}
-
 
 class ArgChecker:
     """Checks call arguments against a function's parameters, prepared once per executable."""
@@ -51,9 +35,7 @@ class ArgChecker:
             import torch
 
             self._torch_dtypes = [
-                getattr(torch, _TORCH_DTYPE_NAMES[p.dtype.name])
-                if isinstance(p, ir.Buffer)
-                else None
+                getattr(torch, p.dtype.torch_name) if isinstance(p, ir.Buffer) else None
                 for p in self.params
             ]
         return self._torch_dtypes
@@ -195,24 +177,10 @@ class SimExecutable(Executable):
             if isinstance(p, ir.Var):
                 values.append(self.checker.scalar(p, a))
                 continue
-            a = self.checker.tensor(i, p, a)
-            values.append(_as_numpy(a))
+            # sim.run writes in place into torch CPU tensors and numpy arrays alike
+            values.append(self.checker.tensor(i, p, a))
         from . import sim
 
         result = sim.run(self.lowered, values, trace=trace, stdout=stdout or sys.stdout)
         self.last_run = result
         return result if trace else None
-
-
-def _as_numpy(t):
-    if type(t).__module__.startswith("torch"):
-        if t.dtype.is_floating_point and t.dtype.itemsize == 2 and str(t.dtype) == "torch.bfloat16":
-            import torch
-
-            return (
-                t.view(torch.uint16).numpy()
-                if hasattr(torch, "uint16")
-                else t.view(torch.int16).numpy()
-            )
-        return t.numpy()
-    return t

@@ -492,11 +492,6 @@ class LaunchConfig:
     block: tuple[int, int, int]
     dynamic_smem_bytes: int = 0
 
-    @property
-    def threads_per_block(self) -> int:
-        x, y, z = self.block
-        return x * y * z
-
 
 Param = Buffer | Var
 

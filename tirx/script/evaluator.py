@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import builtins
+import functools
 import operator
 
 from ..dtypes import dtype_of
@@ -87,15 +88,16 @@ class Evaluator:
     # ------------------------------------------------------------------ entry points
 
     def value(self, node, name_hint=None):
-        handler = getattr(self, "ex_" + type(node).__name__, None)
+        if isinstance(node, ast.Call):
+            handler = functools.partial(self.call, name_hint=name_hint)
+        else:
+            handler = getattr(self, "ex_" + type(node).__name__, None)
         if handler is None:
             raise TirxSyntaxError(
                 f"the expression {type(node).__name__} is not supported in a tirx kernel",
                 self.p.span(node),
             )
         try:
-            if isinstance(node, ast.Call):
-                return self.call(node, name_hint=name_hint)
             return handler(node)
         except TirxError as e:
             raise e.with_span(self.p.span(node)) from None
@@ -347,12 +349,9 @@ class Evaluator:
         dtype = ir.promote(a.dtype, b.dtype)
         return ir.Select(cond, ir.cast(a, dtype), ir.cast(b, dtype), dtype)
 
-    def ex_Call(self, node):  # dispatched through value()
-        return self.call(node)
-
     # ------------------------------------------------------------------ calls
 
-    def call(self, node, statement=False, name_hint=None):
+    def call(self, node, name_hint=None):
         fnode = node.func
         if isinstance(fnode, ast.Attribute):
             base = self.value(fnode.value)

@@ -249,7 +249,7 @@ class Parser:
             return
         if not isinstance(node.value, ast.Call):
             raise TirxSyntaxError("an expression statement has no effect", self.span(node))
-        value = self.ev.call(node.value, statement=True)
+        value = self.ev.call(node.value)
         if value is not None:
             raise TirxSyntaxError(
                 "this value is computed and dropped",
