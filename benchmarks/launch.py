@@ -43,8 +43,22 @@ from machine import cpu_name  # benchmarks/machine.py (scripts run from this fol
 GOAL_RATIO = 1.25
 
 
-def _stub(*args) -> None:
-    """A launcher that launches nothing."""
+class _NoKernel:
+    """Enough of a driver.Kernel for a Launcher that launches nothing."""
+
+    name, handle, max_dynamic_smem = "warp_matmul", None, 48 * 1024
+
+
+def _stub_launcher(kinds, kernel=None):
+    """A driver.Launcher whose entry (cuLaunchKernel) launches nothing and answers success."""
+    from tirx.backend.cuda import driver
+
+    ok = (driver.OK(),)
+
+    def entry(*args):
+        return ok
+
+    return driver.Launcher(kernel or _NoKernel(), kinds, entry=entry)
 
 
 # --------------------------------------------------------------------------- launchers
@@ -94,7 +108,7 @@ def tirx_checks_only(exe, a, b, out, ordinal=0):
     from tirx.examples.warp_matmul import warp_matmul
 
     twin = tirx.compile(warp_matmul, target=exe.target)  # shares the code, own call state
-    twin._attach(_stub, ordinal)
+    twin._attach(_stub_launcher(exe._kinds), ordinal)
     twin._run = twin._make_runner()  # what the first good call builds
 
     def batch(n):
@@ -300,7 +314,6 @@ def run_cpu_stub(args) -> str:
     import tirx
     from tirx.backend.cuda import driver
     from tirx.examples.warp_matmul import warp_matmul
-    from tirx.executable import ArgChecker
 
     a = torch.zeros((16, 16), dtype=torch.float16)
     b = torch.zeros((8, 16), dtype=torch.float16)
@@ -310,19 +323,18 @@ def run_cpu_stub(args) -> str:
 
     # The per-call path every call took before the runner: ArgChecker on every argument.
     before = tirx.compile(warp_matmul, target="cuda -arch=sm_90")
-    before._attach(_stub, -1)
-    before.checker = ArgChecker(before.lowered, "cpu")
+    before._attach(_stub_launcher(exe._kinds), -1)
     launch, stream = before._launch, driver.current_torch_stream
 
     def checked(n):
         for _ in range(n):
             launch(stream(), *before.checked_values((a, b, out)))
 
-    grid, block = exe._grid, exe._block
+    entry, s = _stub_launcher(exe._kinds).entry, driver.STREAMS[0]
 
     def floor(n):
         for _ in range(n):
-            _stub(grid, block, 0, 0, 1, 2, 3)
+            entry(None, 1, 1, 1, 32, 1, 1, 0, s, 0, 0)
 
     batches = {
         "no-op launcher called directly (floor)": floor,

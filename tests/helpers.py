@@ -35,3 +35,41 @@ def caret_line(message: str) -> str:
         if ln.strip() and set(ln.strip()) == {"^"} and i > 0:
             return lines[i - 1].strip()
     raise AssertionError(f"no caret line in:\n{message}")
+
+
+class LaunchRecorder:
+    """Stands in for ``cuLaunchKernel`` (a :class:`driver.Launcher`'s ``entry``) without a GPU:
+    decodes the argument block the driver would read and records
+    ``(grid, block, smem, stream, *values)`` per launch."""
+
+    def __init__(self, param_types):
+        import struct
+
+        from tirx.backend.cuda.driver import PARAM_TYPES
+
+        self.formats = [struct.Struct("<" + PARAM_TYPES[t]) for t in param_types]
+        self.calls = []
+
+    def __call__(self, fn, gx, gy, gz, bx, by, bz, smem, stream, params, extra):
+        import ctypes
+
+        n = len(self.formats)
+        slots = list((ctypes.c_uint64 * n).from_address(params)) if n else []
+        values = tuple(
+            f.unpack(ctypes.string_at(slot, f.size))[0] for f, slot in zip(self.formats, slots)
+        )
+        self.calls.append(((gx, gy, gz), (bx, by, bz), smem, int(stream), *values))
+        return (0,)
+
+
+def attach_recorder(exe, ordinal: int = -1) -> LaunchRecorder:
+    """Give a CUDA executable a launcher whose launches are recorded instead of run
+    (``ordinal=-1``: its fast path takes CPU tensors)."""
+    from tirx.backend.cuda import driver
+
+    class FakeKernel:
+        name, handle, max_dynamic_smem = exe.lowered.name, None, 48 * 1024
+
+    recorder = LaunchRecorder(exe._kinds)
+    exe._attach(driver.Launcher(FakeKernel(), exe._kinds, entry=recorder), ordinal)
+    return recorder

@@ -96,19 +96,50 @@ def test_launcher_packs_every_type_into_8_byte_slots():
     types = ("ptr", "i32", "u32", "i64", "u64", "f32", "f64")
     la = driver.Launcher(FakeKernel(), types)
     values = (0x7F00_1234_5678, -5, 4_000_000_000, -(2**40), 2**63 + 1, 1.5, -2.25)
-    la._pack(*values)
-    raw = bytes(la._buf)
-    assert len(raw) == 8 * len(types)
+    block, params = la.pack(*values)
+    n = len(types)
+    base = ctypes.addressof(block)
+    assert ctypes.sizeof(block) == 16 * n and params == base + 8 * n
+    raw = bytes(block)
     fmts = ("<Q", "<i", "<I", "<q", "<Q", "<f", "<d")
     for i, (fmt, v) in enumerate(zip(fmts, values)):
         assert struct.unpack_from(fmt, raw, 8 * i)[0] == v
-    base = ctypes.addressof(la._buf)
-    assert list(la._ptrs) == [base + 8 * i for i in range(len(types))]
-    assert la._params == ctypes.addressof(la._ptrs)
+    # the void* array the driver reads points at the slots, in order
+    assert list((ctypes.c_uint64 * n).from_address(params)) == [base + 8 * i for i in range(n)]
+
+
+def test_each_packing_is_a_new_block():
+    la = driver.Launcher(FakeKernel(), ("ptr",))
+    first, p1 = la.pack(1)
+    second, p2 = la.pack(2)
+    assert p1 != p2 and bytes(first)[:8] == struct.pack("<Q", 1)
 
 
 def test_launcher_without_parameters_passes_null():
-    assert driver.Launcher(FakeKernel(), ())._params == 0
+    assert driver.Launcher(FakeKernel(), ()).pack() == (None, 0)
+
+
+def test_launcher_calls_its_entry_with_the_packed_block():
+    seen = []
+
+    def entry(fn, gx, gy, gz, bx, by, bz, smem, stream, params, extra):
+        slot = ctypes.c_uint64.from_address(params).value
+        seen.append(
+            (
+                (gx, gy, gz),
+                (bx, by, bz),
+                smem,
+                int(stream),
+                ctypes.c_int32.from_address(slot).value,
+                extra,
+            )
+        )
+        return (0,)
+
+    la = driver.Launcher(FakeKernel(), ("i32",), entry=entry)
+    la(4, (2, 3), 0, 0, -7)
+    la((1, 1, 1), (32, 1, 1), 0, 5, 9)
+    assert seen == [((4, 1, 1), (2, 3, 1), 0, 0, -7, 0), ((1, 1, 1), (32, 1, 1), 0, 5, 9, 0)]
 
 
 @pytest.mark.parametrize(

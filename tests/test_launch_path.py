@@ -1,9 +1,10 @@
 """The CUDA executable's per-call path, on the CPU: arguments are checked before anything is
 launched (errors name the parameter), and the fast path hands the launcher the right values.
 
-Without a GPU the real launcher cannot exist, so these tests attach a recording stub in its
-place (``exe._attach(stub, ordinal)``; ordinal -1 makes the fast path accept CPU tensors where
-it would want tensors on device 0).
+Without a GPU the driver cannot launch, so these tests give the executable a real
+:class:`driver.Launcher` whose ``entry`` (``cuLaunchKernel``) is a recorder that decodes the
+argument block it is handed (``attach_recorder``; ordinal -1 makes the fast path accept CPU
+tensors where it would want tensors on device 0).
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import numpy as np
 import pytest
 
 import tirx
-from tests.helpers import define
+from tests.helpers import attach_recorder, define
 from tirx.backend.cuda import driver
 from tirx.backend.cuda.executable import make_runner
 from tirx.examples.warp_matmul import warp_matmul
@@ -21,16 +22,6 @@ torch = pytest.importorskip("torch")
 
 TARGET = "cuda -arch=sm_90"
 NO_GPU = pytest.mark.skipif(driver.gpu_count() > 0, reason="checks the no-GPU behaviour")
-
-
-class Recorder:
-    """A launcher that records its calls: ``(grid, block, smem, stream, *values)``."""
-
-    def __init__(self):
-        self.calls = []
-
-    def __call__(self, *args):
-        self.calls.append(args)
 
 
 def seed_args():
@@ -93,8 +84,7 @@ def test_good_arguments_reach_the_launch_which_says_there_is_no_gpu(scalar_kerne
 
 
 def test_a_failed_check_launches_nothing(exe):
-    stub = Recorder()
-    exe._attach(stub, -1)
+    stub = attach_recorder(exe, -1)
     a, b, out = seed_args()
     exe._run = exe._make_runner()
     with pytest.raises(TypeError, match="'A' expects dtype"):
@@ -132,8 +122,7 @@ def test_a_tensor_on_another_device_is_named():
 
 
 def test_fast_path_passes_grid_block_stream_and_pointers(exe):
-    stub = Recorder()
-    exe._attach(stub, -1)
+    stub = attach_recorder(exe, -1)
     exe._run = exe._make_runner()
     a, b, out = seed_args()
     for _ in range(3):
@@ -145,7 +134,8 @@ def test_fast_path_passes_grid_block_stream_and_pointers(exe):
 
 def test_fast_path_declines_what_it_does_not_know(exe):
     a, b, out = seed_args()
-    run = exe._make_runner()  # the executable's own launch is None: run must not reach it
+    stub = attach_recorder(exe, 0)  # the fast path wants tensors on cuda:0
+    run = exe._make_runner()
     assert run((a, b)) is False  # count
     assert run((a, b.float(), out)) is False  # dtype
     assert run((a, b, out[:8])) is False  # shape
@@ -153,12 +143,12 @@ def test_fast_path_declines_what_it_does_not_know(exe):
     assert run((a.numpy(), b, out)) is False  # not a torch tensor
     assert run(([1], b, out)) is False
     assert run((a, b, out)) is False  # CPU tensors, where the kernel wants device 0
+    assert stub.calls == []
 
 
 def test_first_call_checks_then_builds_the_fast_path(scalar_kernel):
     exe = tirx.compile(scalar_kernel, target=TARGET)
-    stub = Recorder()
-    exe._attach(stub, 0)
+    stub = attach_recorder(exe, 0)
     exe(7, 2.5, 255)  # checked path: launches and builds the runner
     exe(8, 3.5, 0)  # runner
     exe(9, 2, 1)  # an int for the float parameter: the runner declines, the checked path converts
@@ -173,8 +163,7 @@ def test_first_call_checks_then_builds_the_fast_path(scalar_kernel):
 
 
 def test_a_hit_shares_the_code_and_keeps_its_own_launch_state(exe):
-    stub = Recorder()
-    exe._attach(stub, -1)
+    stub = attach_recorder(exe, -1)
     exe._run = exe._make_runner()
     twin = tirx.compile(warp_matmul, target=TARGET)
     assert twin.cache == "hit" and twin.cubin is exe.cubin
@@ -187,10 +176,16 @@ def test_a_hit_shares_the_code_and_keeps_its_own_launch_state(exe):
 
 
 def test_runner_without_parameters():
-    calls = []
-    run = make_runner((), (), lambda *v: calls.append(v), lambda: 5, 0)
-    assert run(()) is True and calls == [(5,)]
-    assert run((1,)) is False and calls == [(5,)]
+    from tests.helpers import LaunchRecorder
+
+    class FakeKernel:
+        name, handle, max_dynamic_smem = "none", None, 48 * 1024
+
+    rec = LaunchRecorder(())
+    launcher = driver.Launcher(FakeKernel(), (), entry=rec)
+    run = make_runner((), (), launcher, (2, 1, 1), (64, 1, 1), 0, lambda ordinal: 5, 0)
+    assert run(()) is True and rec.calls == [((2, 1, 1), (64, 1, 1), 0, 5)]
+    assert run((1,)) is False and len(rec.calls) == 1
 
 
 def test_runner_text_for_scalars():
@@ -199,4 +194,115 @@ def test_runner_text_for_scalars():
     text = _runner_source((("int", -(2**31), 2**31 - 1), ("float",), ("bool",)), 0)
     assert "type(a0) is int and -2147483648 <= a0 <= 2147483647" in text
     assert "type(a1) is float and type(a2) is bool" in text
-    assert "launch(stream(), a0, a1, a2)" in text
+    assert "keep, params = pack(a0, a1, a2)" in text
+    assert "memo" not in text  # no tensors: nothing to remember
+
+
+# --- the memo: checked tensors are remembered, never trusted after a change ----------------
+
+
+def test_repeated_tensors_launch_the_remembered_block(exe):
+    stub = attach_recorder(exe, -1)
+    exe._run = exe._make_runner()
+    a, b, out = seed_args()
+    for _ in range(3):
+        exe(a, b, out)
+    memo = exe._run.__globals__["memo"][0]
+    assert memo[0]() is a and memo[3]() is b and memo[6]() is out
+    block = memo[-2]
+    exe(a, b, out)
+    assert exe._run.__globals__["memo"][0][-2] is block  # nothing repacked
+    assert len(stub.calls) == 4 and len(set(stub.calls)) == 1
+
+
+def test_the_memo_keeps_no_tensor_alive(exe):
+    import gc
+    import weakref
+
+    attach_recorder(exe, -1)
+    exe._run = exe._make_runner()
+    a, b, out = seed_args()
+    exe(a, b, out)
+    gone = weakref.ref(out)
+    del out
+    gc.collect()
+    assert gone() is None
+    with pytest.raises(ValueError, match="'Out' expects shape"):
+        exe(a, b, torch.zeros((8, 16)))  # a new tensor is checked, whatever its id
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        lambda t: t.t_(),
+        lambda t: t.resize_(8, 16),
+        lambda t: t.as_strided_((8, 16), (16, 1)),
+        lambda t: t.unsqueeze_(0),
+        lambda t: t.set_(torch.zeros((8, 16))),
+        lambda t: setattr(t, "data", torch.zeros((8, 16))),
+        lambda t: setattr(t, "data", torch.zeros((16, 8), dtype=torch.float64)),
+    ],
+    ids=["t_", "resize_", "as_strided_", "unsqueeze_", "set_", "data=", "data=dtype"],
+)
+def test_a_tensor_changed_in_place_is_checked_again(exe, change):
+    stub = attach_recorder(exe, -1)
+    exe._run = exe._make_runner()
+    a, b, out = seed_args()
+    exe(a, b, out)
+    exe(a, b, out)
+    change(out)
+    with pytest.raises((TypeError, ValueError), match="parameter 'Out'"):
+        exe(a, b, out)
+    assert len(stub.calls) == 2
+
+
+def test_new_memory_is_launched_with_its_own_pointer(exe):
+    stub = attach_recorder(exe, -1)
+    exe._run = exe._make_runner()
+    a, b, out = seed_args()
+    exe(a, b, out)
+    out.set_(torch.zeros((16, 8)))  # same shape and dtype, other memory: the checks pass again
+    exe(a, b, out)
+    out.data = torch.ones((16, 8))  # .data= keeps the version counter; the pointer tells
+    exe(a, b, out)
+    pointers = [c[-1] for c in stub.calls]
+    assert len(set(pointers)) == 3 and pointers[-1] == out.data_ptr()
+
+
+def test_inference_tensors_are_checked_every_call(exe):
+    stub = attach_recorder(exe, -1)
+    exe._run = exe._make_runner()
+    with torch.inference_mode():
+        a, b, out = seed_args()
+    for _ in range(2):
+        exe(a, b, out)
+    assert exe._run.__globals__["memo"][0][0]() is None  # nothing remembered
+    with pytest.raises(ValueError, match="'Out' expects shape"):
+        exe(a, b, out[:8])
+    assert len(stub.calls) == 2 and stub.calls[0][-1] == out.data_ptr()
+
+
+def test_threads_never_mix_their_arguments(exe):
+    import threading
+
+    stub = attach_recorder(exe, -1)
+    exe._run = exe._make_runner()
+    sets = [seed_args() for _ in range(4)]
+    valid = {tuple(t.data_ptr() for t in s) for s in sets}
+    errors = []
+
+    def work(i):
+        try:
+            for k in range(500):
+                exe(*sets[(i + k) % 2 + 2 * (i % 2)])
+        except Exception as e:  # pragma: no cover - reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    assert len(stub.calls) == 2000
+    assert {c[4:] for c in stub.calls} <= valid

@@ -4,9 +4,9 @@ Modules load into the device's *primary* context, the one torch's runtime uses, 
 from torch tensors and torch's streams work with our kernels. When no context is current on
 the calling thread, the primary context is retained and made current.
 
-A :class:`Launcher` packs its argument buffer once: every parameter has an 8-byte slot and the
-``void*`` array pointing at the slots never changes, so a call is one ``struct.pack_into`` and
-one ``cuLaunchKernel``.
+A :class:`Launcher` lays its arguments out with an :class:`ArgPacker` (one 8-byte slot per
+parameter and the ``void*`` array pointing at the slots, built by one ``struct.pack_into``) and
+calls ``cuLaunchKernel``.
 
 Without a driver or a GPU, :func:`gpu_count` answers 0 and loading raises :class:`LaunchError`.
 """
@@ -28,6 +28,8 @@ __all__ = [
     "Module",
     "Kernel",
     "Launcher",
+    "ArgPacker",
+    "STREAMS",
     "PARAM_TYPES",
 ]
 
@@ -279,6 +281,57 @@ class Kernel:
         return f"Kernel({self.name!r})"
 
 
+class ArgPacker:
+    """``packer(*values) -> (block, params)``: a kernel's arguments laid out for the driver.
+
+    A block is one ctypes array of ``2n`` 8-byte words: ``n`` slots holding the values (each
+    parameter's bytes at the start of its slot) and, after them, the ``n`` pointers to the
+    slots that ``cuLaunchKernel`` reads; ``params`` is the address of that pointer array (0, a
+    NULL pointer, for a kernel without parameters). A block is never written after it is
+    built, so a launch cannot see another thread's values and a block can be launched again
+    (the executable keeps one per set of tensors it has checked). Wrong values raise
+    :class:`struct.error`.
+    """
+
+    __slots__ = ("param_types", "_n", "_array", "_pack")
+
+    def __init__(self, param_types: Sequence[str]):
+        self.param_types = tuple(param_types)
+        self._n = n = len(self.param_types)
+        self._array = ctypes.c_uint64 * (2 * n)
+        codes = "".join(PARAM_TYPES[t] for t in self.param_types)
+        self._pack = struct.Struct("<" + codes + "Q" * n).pack_into
+
+    def __call__(self, *values):
+        n = self._n
+        if not n:
+            if values:
+                raise struct.error(f"expected 0 values, got {len(values)}")
+            return None, 0
+        block = self._array()
+        base = ctypes.addressof(block)
+        self._pack(block, 0, *values, *range(base, base + 8 * n, 8))
+        return block, base + 8 * n
+
+
+def OK():
+    """``CUresult.CUDA_SUCCESS`` (what a launch answers when it went well)."""
+    return _driver().CUresult.CUDA_SUCCESS
+
+
+class _Streams(dict):
+    """``CUstream`` wrappers by handle, built once per handle (the driver call takes objects)."""
+
+    def __missing__(self, handle: int):
+        if len(self) >= 64:  # streams come and go; keep the map small
+            self.clear()
+        obj = self[handle] = _driver().CUstream(handle)
+        return obj
+
+
+STREAMS = _Streams()
+
+
 class Launcher:
     """``launcher(grid, block, smem, stream, *values)`` launches the kernel.
 
@@ -286,24 +339,15 @@ class Launcher:
     memory in bytes, ``stream`` a ``CUstream`` handle as an int (0: the default stream; see
     :func:`current_torch_stream`). ``values`` are Python ints/floats, pointers as ints
     (``tensor.data_ptr()``). The launch is asynchronous.
+
+    ``entry`` is the function called with ``cuLaunchKernel``'s arguments (the driver's by
+    default; tests pass a recorder). :class:`~tirx.backend.cuda.executable.CudaExecutable`
+    calls ``entry`` itself on its fast path, with blocks from :attr:`pack`.
     """
 
-    __slots__ = (
-        "kernel",
-        "param_types",
-        "_pack",
-        "_buf",
-        "_ptrs",
-        "_params",
-        "_launch_fn",
-        "_smem_ok",
-        "_stream",
-        "_stream_obj",
-        "_CUstream",
-        "_ok",
-    )
+    __slots__ = ("kernel", "param_types", "pack", "entry", "_smem_ok", "_ok")
 
-    def __init__(self, kernel: Kernel, param_types: tuple[str, ...]):
+    def __init__(self, kernel: Kernel, param_types: tuple[str, ...], entry=None):
         bad = [t for t in param_types if t not in PARAM_TYPES]
         if bad:
             raise LaunchError(
@@ -311,47 +355,42 @@ class Launcher:
                 hint=f"use {sorted(PARAM_TYPES)}",
             )
         drv = _driver()
-        n = len(param_types)
-        self.kernel, self.param_types = kernel, param_types
-        self._buf = ctypes.create_string_buffer(8 * max(n, 1))
-        fmt = struct.Struct("<" + "".join(PARAM_TYPES[t] for t in param_types))
-        # partials bind the constant leading arguments in C: fewer lookups per launch
-        self._pack = functools.partial(fmt.pack_into, self._buf, 0)
-        base = ctypes.addressof(self._buf)
-        self._ptrs = (ctypes.c_void_p * max(n, 1))(*(base + 8 * i for i in range(n)))
-        self._params = ctypes.addressof(self._ptrs) if n else 0  # 0: NULL
-        self._launch_fn = functools.partial(drv.cuLaunchKernel, kernel.handle)
+        self.kernel, self.param_types = kernel, tuple(param_types)
+        self.pack = ArgPacker(self.param_types)
+        self.entry = drv.cuLaunchKernel if entry is None else entry
         self._smem_ok = kernel.max_dynamic_smem
-        self._CUstream = drv.CUstream
-        self._stream, self._stream_obj = 0, drv.CUstream(0)
         self._ok = drv.CUresult.CUDA_SUCCESS
 
     def __call__(self, grid, block, smem: int, stream: int, *values) -> None:
         try:
-            self._pack(*values)
+            keep, params = self.pack(*values)
         except struct.error as e:
             raise self._bad_values(values, e) from None
-        if stream != self._stream:  # build the CUstream wrapper only when the stream changes
-            self._stream_obj, self._stream = self._CUstream(stream), stream
-        if smem > self._smem_ok:
-            self.kernel.allow_dynamic_smem(smem)
-            self._smem_ok = smem
+        self.prepare(smem)
         try:
             gx, gy, gz = grid
             bx, by, bz = block
         except (TypeError, ValueError):
             (gx, gy, gz), (bx, by, bz) = _dim3(grid, "grid"), _dim3(block, "block")
-        (err,) = self._launch_fn(gx, gy, gz, bx, by, bz, smem, self._stream_obj, self._params, 0)
+        s = STREAMS[stream]
+        (err,) = self.entry(self.kernel.handle, gx, gy, gz, bx, by, bz, smem, s, params, 0)
         if err is not self._ok:
-            self._retry_or_raise(err, (gx, gy, gz), (bx, by, bz), smem)
+            self.failed(err, (gx, gy, gz), (bx, by, bz), smem, s, params)
 
-    def _retry_or_raise(self, err, grid, block, smem) -> None:
+    def prepare(self, smem: int) -> None:
+        """Opt in to ``smem`` bytes of dynamic shared memory where that needs the attribute."""
+        if smem > self._smem_ok:
+            self.kernel.allow_dynamic_smem(smem)
+            self._smem_ok = smem
+
+    def failed(self, err, grid, block, smem, stream, params) -> None:
+        """After a launch that did not answer ``CUDA_SUCCESS``: retry once where the thread had
+        no current context (e.g. a worker thread), else raise the :class:`LaunchError`."""
         if int(err) == 0:
             return
-        # A thread that never made the module's context current (e.g. a worker thread).
         if _result_name(err) == "CUDA_ERROR_INVALID_CONTEXT":
             _check(_driver().cuCtxSetCurrent(self.kernel.module.context)[0], "cuCtxSetCurrent")
-            (err,) = self._launch_fn(*grid, *block, smem, self._stream_obj, self._params, 0)
+            (err,) = self.entry(self.kernel.handle, *grid, *block, smem, stream, params, 0)
             if int(err) == 0:
                 return
         raise _error(

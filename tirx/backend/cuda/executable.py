@@ -2,29 +2,55 @@
 more than ``cuLaunchKernel``.
 
 A call checks every argument (tensors: dtype, shape, device, contiguity; scalars: type and
-range) and launches on torch's current stream. The checks for one executable are compiled once
-into a small Python function, the *runner*, from the kernel's parameters. For the seed kernel
-``warp_matmul(A, B, Out)`` on device 0 it reads::
+range) and launches on torch's current stream. The checks and the launch of one executable are
+compiled once into a small Python function, the *runner*, from the kernel's parameters. For the
+seed kernel ``warp_matmul(A, B, Out)`` on device 0 it reads::
 
     def run(args):
         try:
             [a0, a1, a2] = args
-            ok = (a0.dtype is d0 and a0.shape == s0 and a0.get_device() == 0
-                  and a0.is_contiguous() and a1.dtype is d1 and ... and a2.is_contiguous())
+            p0 = a0.data_ptr()
+            p1 = a1.data_ptr()
+            p2 = a2.data_ptr()
+            m = memo[0]
+            if not (m[0]() is a0 and a0._version == m[1] and p0 == m[2]
+                    and m[3]() is a1 and ... and p2 == m[8]):
+                if not (a0.dtype is d0 and a0.shape == s0 and a0.get_device() == 0
+                        and a0.is_contiguous() and ... and a2.is_contiguous()):
+                    return False
+                m = memo[0] = remember((a0, a1, a2), (p0, p1, p2), pack(p0, p1, p2))
+            s = streams[stream(0)]
         except Exception:
             return False
-        if not ok:
-            return False
-        launch(stream(), a0.data_ptr(), a1.data_ptr(), a2.data_ptr())
+        (err,) = entry(fn, 1, 1, 1, 32, 1, 1, 0, s, m[-1], 0)
+        if err is not OK:
+            fail(err, (1, 1, 1), (32, 1, 1), 0, s, m[-1])
         return True
 
-``d0``/``s0`` are the expected torch dtype and shape, ``launch`` the pre-packed
-:class:`~tirx.backend.cuda.driver.Launcher` with grid, block and shared memory bound. When the
-runner says no (any check fails, a wrong count, something that is not a tensor), the call takes
-the checked path: :class:`~tirx.executable.ArgChecker` raises the TypeError or ValueError that
-names the parameter, exactly as before, or converts the values (an int for a float parameter)
-and launches. Only the generated text's shape depends on the parameters (indices and integer
-bounds); names and values never enter it.
+``d0``/``s0`` are the expected torch dtype and shape, ``entry`` is ``cuLaunchKernel``, ``fn`` the
+kernel, ``pack`` the launcher's :class:`~tirx.backend.cuda.driver.ArgPacker`, ``stream`` torch's
+current-stream getter and ``streams`` the map from stream handles to ``CUstream`` objects.
+
+**The memo.** The runner remembers the tensors it last checked (weak references, so it keeps no
+tensor alive), each one's version counter and data pointer, and the argument block it packed
+for them. When the same tensor objects come again with the same versions and pointers, it
+launches that block as it is: no checks re-read, nothing packed. Everything in torch that
+changes a tensor's dtype, shape, strides or device in place (``t_``, ``resize_``,
+``as_strided_``, ``set_``, ``unsqueeze_``, ...) bumps its version counter, and any change of
+its memory changes its data pointer, so either sends the call back to the full checks. The one
+change that touches neither is ``t.data = v`` with ``v`` a view of ``t``'s own storage that
+starts at the same address; the kernel then still accesses memory of that storage. Inference
+tensors (``torch.inference_mode``) have no version counter and are checked on every call.
+Kernels with scalar parameters pack a new block on every call (their values change); their
+tensors still use the memo. A block is never modified once built, so calls from several
+threads cannot mix their arguments.
+
+When the runner says no (any check fails, a wrong count, something that is not a tensor), the
+call takes the checked path: :class:`~tirx.executable.ArgChecker` raises the TypeError or
+ValueError that names the parameter, or converts the values (an int for a float parameter) and
+launches through the :class:`~tirx.backend.cuda.driver.Launcher`. Only the generated text's
+shape depends on the parameters (indices, integer bounds, grid and block); names and values
+never enter it.
 """
 
 from __future__ import annotations
@@ -33,6 +59,7 @@ import builtins
 import functools
 import time
 import types
+import weakref
 
 from ...errors import LaunchError
 from ...executable import ArgChecker, Executable, _int_range
@@ -135,12 +162,15 @@ class CudaExecutable(Executable):
         self._attach(kernel.launcher(self._kinds), _ORDINAL)
 
     def _attach(self, launcher, ordinal: int) -> None:
-        """Launch through ``launcher`` (called as ``launcher(grid, block, smem, stream,
-        *values)``); the fast path accepts tensors on device ``ordinal``. :meth:`load` attaches
-        the real one; tests and benchmarks attach a stub (``ordinal=-1``: CPU tensors)."""
+        """Launch through ``launcher`` (a :class:`driver.Launcher`); the fast path accepts
+        tensors on device ``ordinal``. :meth:`load` attaches the real one; tests and benchmarks
+        attach one whose ``entry`` records instead of launching (``ordinal=-1``: CPU
+        tensors)."""
         self._launcher = launcher
         self._launch = functools.partial(launcher, self._grid, self._block, self._smem)
         self._ordinal = ordinal
+        if ordinal < 0:  # the checked path takes CPU tensors too
+            self.checker = ArgChecker(self.lowered, "cpu")
         self._run = _never
 
     def __call__(self, *args):
@@ -153,7 +183,7 @@ class CudaExecutable(Executable):
         values = self.checked_values(args)
         if self._launch is None:
             self.load()
-        self._launch(_stream_getter(self._ordinal)(), *values)
+        self._launch(_stream_getter(self._ordinal)(self._ordinal), *values)
         if self._run is _never:
             self._run = self._make_runner()
 
@@ -178,42 +208,96 @@ class CudaExecutable(Executable):
             else [None] * len(params)
         )
         stream = _stream_getter(self._ordinal)
-        return make_runner(params, dtypes, self._launch, stream, self._ordinal)
+        return make_runner(
+            params,
+            dtypes,
+            self._launcher,
+            self._grid,
+            self._block,
+            self._smem,
+            stream,
+            self._ordinal,
+        )
 
 
 @functools.cache
 def _stream_getter(ordinal: int):
-    """``() -> int``: torch's current stream on device ``ordinal``, where the kernel is loaded
-    and its tensors live. One C call per launch when torch has CUDA; otherwise
-    :func:`driver.current_torch_stream` (0, the default stream, without torch CUDA)."""
+    """``(ordinal) -> int``, called with ``ordinal``: torch's current stream on that device,
+    where the kernel is loaded and its tensors live. One C call per launch when torch has CUDA;
+    otherwise :func:`driver.current_torch_stream` (0, the default stream, without torch CUDA)."""
     if ordinal >= 0:
         try:
             import torch
 
             raw = torch._C._cuda_getCurrentRawStream
             if torch.cuda.is_available():
-                return functools.partial(raw, ordinal)
+                return raw
         except (ImportError, AttributeError):
             pass
-    return driver.current_torch_stream
+    return _default_stream
+
+
+def _default_stream(ordinal: int) -> int:
+    return driver.current_torch_stream()
 
 
 # ------------------------------------------------------------------------------ the runner
 
 
-def make_runner(params, torch_dtypes, launch, stream, ordinal: int):
-    """``run(args) -> bool``: when every argument passes the fast checks, launch with
-    ``launch(stream(), *values)`` and answer True; otherwise answer False (and launch nothing).
+def make_runner(params, torch_dtypes, launcher, grid, block, smem, stream, ordinal: int):
+    """``run(args) -> bool``: when every argument passes the fast checks, launch the kernel of
+    ``launcher`` (a :class:`~tirx.backend.cuda.driver.Launcher`) with ``grid``, ``block`` and
+    ``smem`` on the stream ``stream(ordinal)`` and answer True; otherwise answer False (and launch
+    nothing).
 
     ``params`` are the kernel's parameters (:class:`ir.Buffer` or scalar :class:`ir.Var`),
-    ``torch_dtypes`` the torch dtype of each buffer parameter (None for scalars).
+    ``torch_dtypes`` the torch dtype of each buffer parameter (None for scalars). Tensors must
+    be on CUDA device ``ordinal`` (-1: on the CPU, for tests with a recording ``entry``).
     """
-    code = _runner_code(tuple(_slot(p) for p in params), ordinal)
-    scope = {"__builtins__": builtins, "launch": launch, "stream": stream}
+    launcher.prepare(smem)
+    grid, block = tuple(int(x) for x in grid), tuple(int(x) for x in block)
+    code = _runner_code(tuple(_slot(p) for p in params), ordinal, grid, block, int(smem))
+    tensors = sum(isinstance(p, ir.Buffer) for p in params)
+    scope = {
+        "__builtins__": builtins,
+        "entry": launcher.entry,
+        "fn": launcher.kernel.handle,
+        "OK": driver.OK(),
+        "fail": launcher.failed,
+        "pack": launcher.pack,
+        "streams": driver.STREAMS,
+        "stream": stream,
+        "memo": [(_nothing, -1, -1) * tensors + (None, 0)],
+        "remember": _remember,
+    }
     for i, (p, dt) in enumerate(zip(params, torch_dtypes)):
         if isinstance(p, ir.Buffer):
-            scope[f"d{i}"], scope[f"s{i}"] = dt, tuple(p.shape)
+            scope[f"d{i}"], scope[f"s{i}"] = dt, torch_size(p.shape)
     return types.FunctionType(code, scope, "run")
+
+
+def torch_size(shape):
+    """``torch.Size(shape)``: compared with ``tensor.shape`` (also a torch.Size) per call."""
+    import torch
+
+    return torch.Size(shape)
+
+
+def _nothing():
+    """Stands in for a weak reference before the first check: no tensor is ever it."""
+    return None
+
+
+def _remember(tensors, pointers, packed) -> tuple:
+    """The memo entry for tensors that passed the checks: per tensor a weak reference, its
+    version counter and its data pointer; then the packed block and its params address."""
+    entry = []
+    for t, p in zip(tensors, pointers):
+        try:
+            entry += (weakref.ref(t), t._version, p)
+        except RuntimeError:  # an inference tensor has no version counter: never remembered
+            return (_nothing, -1, -1) * len(tensors) + tuple(packed)
+    return (*entry, *packed)
 
 
 def _slot(p) -> tuple:
@@ -229,41 +313,64 @@ def _slot(p) -> tuple:
 
 
 @functools.lru_cache(maxsize=256)
-def _runner_code(slots: tuple, ordinal: int) -> types.CodeType:
-    module = compile(_runner_source(slots, ordinal), "<tirx runner>", "exec")
+def _runner_code(slots: tuple, ordinal: int, grid, block, smem: int) -> types.CodeType:
+    module = compile(_runner_source(slots, ordinal, grid, block, smem), "<tirx runner>", "exec")
     return next(c for c in module.co_consts if isinstance(c, types.CodeType))
 
 
-def _runner_source(slots: tuple, ordinal: int) -> str:
+def _runner_source(slots: tuple, ordinal: int, grid=(1, 1, 1), block=(32, 1, 1), smem=0) -> str:
     """The runner's text (see the module docstring) for parameters described by ``slots``."""
     names = [f"a{i}" for i in range(len(slots))]
-    checks, values = [], []
-    for a, slot in zip(names, slots):
+    tensors = [i for i, slot in enumerate(slots) if slot[0] == "tensor"]
+    scalar_checks, tensor_checks, hits, values = [], [], [], []
+    for i, slot in enumerate(slots):
+        a = names[i]
         if slot[0] == "tensor":
-            i = a[1:]
-            checks += [
+            k = 3 * tensors.index(i)
+            hits += [f"m[{k}]() is {a}", f"{a}._version == m[{k + 1}]", f"p{i} == m[{k + 2}]"]
+            tensor_checks += [
                 f"{a}.dtype is d{i}",
                 f"{a}.shape == s{i}",
                 f"{a}.get_device() == {int(ordinal)}",
                 f"{a}.is_contiguous()",
             ]
-            values.append(f"{a}.data_ptr()")
+            values.append(f"p{i}")
         elif slot[0] == "int":
-            checks += [f"type({a}) is int", f"{int(slot[1])} <= {a} <= {int(slot[2])}"]
+            scalar_checks += [f"type({a}) is int", f"{int(slot[1])} <= {a} <= {int(slot[2])}"]
             values.append(a)
         else:  # float: a Python float as is (an int is converted on the checked path); bool
-            checks.append(f"type({a}) is {slot[0]}")
+            scalar_checks.append(f"type({a}) is {slot[0]}")
             values.append(a)
-    lines = [
-        "def run(args):",
-        "    try:",
-        f"        [{', '.join(names)}] = args",
-        f"        ok = {' and '.join(checks) or 'True'}",
+    ptrs = [f"p{i}" for i in tensors]
+    only_tensors = len(tensors) == len(slots) and slots
+    body = [f"[{', '.join(names)}] = args"] + [f"p{i} = a{i}.data_ptr()" for i in tensors]
+    if scalar_checks:
+        body += [f"if not ({' and '.join(scalar_checks)}):", "    return False"]
+    if tensors:
+        remember = f"remember(({', '.join(names[i] for i in tensors)},), ({', '.join(ptrs)},), "
+        packed = f"pack({', '.join(values)})" if only_tensors else "(None, 0)"
+        body += [
+            "m = memo[0]",
+            f"if not ({' and '.join(hits)}):",
+            f"    if not ({' and '.join(tensor_checks)}):",
+            "        return False",
+            f"    m = memo[0] = {remember}{packed})",
+        ]
+    if only_tensors:
+        params = "m[-1]"
+    else:
+        body.append(f"keep, params = pack({', '.join(values)})")
+        params = "params"
+    body.append(f"s = streams[stream({int(ordinal)})]")
+    dims = f"{grid[0]}, {grid[1]}, {grid[2]}, {block[0]}, {block[1]}, {block[2]}, {smem}"
+    lines = ["def run(args):", "    try:"]
+    lines += [f"        {line}" for line in body]
+    lines += [
         "    except Exception:",
         "        return False",
-        "    if not ok:",
-        "        return False",
-        f"    launch(stream(), {', '.join(values)})",
+        f"    (err,) = entry(fn, {dims}, s, {params}, 0)",
+        "    if err is not OK:",
+        f"        fail(err, {grid}, {block}, {smem}, s, {params})",
         "    return True",
     ]
     return "\n".join(lines) + "\n"
