@@ -24,6 +24,7 @@ cat "$OUT/env.txt"
 python3 -m tirx.demo > "$OUT/demo.log" 2>&1; tail -1 "$OUT/demo.log"
 python3 -m pytest -q -m gpu -p no:cacheprovider -rfE tests/ 2>&1 | tee "$OUT/pytest_gpu.log" | tail -3
 python3 benchmarks/launch.py --out "$OUT/launch.md" > /dev/null 2>&1; tail -12 "$OUT/launch.md"
+python3 benchmarks/launch_parts.py --out "$OUT/launch_parts.md" > /dev/null 2>&1; tail -22 "$OUT/launch_parts.md"
 python3 benchmarks/compile.py --out "$OUT/compile.md" > /dev/null 2>&1; tail -12 "$OUT/compile.md"
 if [ -f benchmarks/gemm_speed.py ]; then
   python3 benchmarks/gemm_speed.py --out "$OUT/gemm_speed.md" > /dev/null 2>&1; tail -12 "$OUT/gemm_speed.md"

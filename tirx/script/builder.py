@@ -106,7 +106,9 @@ class FunctionBuilder:
 
     def c_name(self, hint: str) -> str:
         """A unique C identifier for a kernel symbol named ``hint`` by the user."""
-        base = re.sub(r"\W", "_", hint) or "v"
+        # an ASCII identifier has no \W character: skip the regex (compiled on first use)
+        base = hint if hint.isascii() and hint.isidentifier() else re.sub(r"\W", "_", hint)
+        base = base or "v"
         if base in _C_RESERVED or base.startswith("__") or base.startswith("tirx_"):
             base = base + "_"
         name, k = base, 1

@@ -55,6 +55,17 @@ _CMPS = {
     ast.Gt: (ir.CmpOp.GT, operator.gt),
     ast.GtE: (ir.CmpOp.GE, operator.ge),
 }
+# The Python builtins a kernel may name (also importable from .parser, where it used to live).
+BUILTINS = {
+    "range": builtins.range,
+    "min": builtins.min,
+    "max": builtins.max,
+    "len": builtins.len,
+    "abs": builtins.abs,
+    "True": True,
+    "False": False,
+    "None": None,
+}
 _DIMS = {"x": 0, "y": 1, "z": 2, 0: 0, 1: 1, 2: 2}
 _SPECIALS = {
     "cuda.thread_idx": ir.Builtin.THREAD_IDX,
@@ -186,8 +197,6 @@ class Evaluator:
         raise TirxSyntaxError(f"the constant {node.value!r} is not supported", self.p.span(node))
 
     def ex_Name(self, node):
-        from .parser import BUILTINS
-
         try:
             return self.b.lookup(node.id)
         except KeyError:

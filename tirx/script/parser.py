@@ -10,15 +10,16 @@ values become kernel variables (:class:`~tirx.ir.nodes.Var`).
 from __future__ import annotations
 
 import ast
-import builtins
 import inspect
+import linecache
 import textwrap
 import time
 
 from ..errors import Span, TirxError, TirxSyntaxError
 from ..ir import nodes as ir
 from .builder import FunctionBuilder
-from .evaluator import IR_BINOPS, Evaluator
+from .evaluator import BUILTINS, IR_BINOPS, Evaluator  # noqa: F401 - BUILTINS re-exported
+from .namespace import LaunchSpec, ScalarType, TensorAnnotation
 
 __all__ = ["function", "KernelFunction", "parse_source"]
 
@@ -59,15 +60,7 @@ def function(pyfunc=None, **options):
         return lambda f: function(f, **options)
     if not inspect.isfunction(pyfunc):
         raise TirxSyntaxError(f"@T.function decorates a Python function, got {pyfunc!r}")
-    try:
-        lines, first = inspect.getsourcelines(pyfunc)
-    except (OSError, TypeError):
-        raise TirxSyntaxError(
-            f"cannot read the source of {pyfunc.__name__!r}",
-            hint="define kernels in a file or a notebook cell (or use the %%tirx magic)",
-        ) from None
     filename = pyfunc.__code__.co_filename
-    source = "".join(lines)
     scope = dict(pyfunc.__globals__)
     if pyfunc.__closure__:
         for name, cell in zip(pyfunc.__code__.co_freevars, pyfunc.__closure__):
@@ -75,14 +68,98 @@ def function(pyfunc=None, **options):
                 scope[name] = cell.cell_contents
             except ValueError:
                 pass
-    t0 = time.perf_counter()
     annotations = {
         k: v for k, v in getattr(pyfunc, "__annotations__", {}).items() if not isinstance(v, str)
     }
+    t0 = time.perf_counter()
+    found = _lookup_def(pyfunc)
+    if found is not None:
+        fdef, source = found
+        func = Parser(filename, scope, annotations).parse(fdef)
+        return KernelFunction(func, source, pyfunc, (time.perf_counter() - t0) * 1e3)
+    # The slow path (inspect's tokenizer), for source the fast lookup cannot place.
+    try:
+        lines, first = inspect.getsourcelines(pyfunc)
+    except (OSError, TypeError):
+        raise TirxSyntaxError(
+            f"cannot read the source of {pyfunc.__name__!r}",
+            hint="define kernels in a file or a notebook cell (or use the %%tirx magic)",
+        ) from None
+    source = "".join(lines)
+    t0 = time.perf_counter()
     func = parse_source(
         source, filename, first, scope, name=pyfunc.__name__, annotations=annotations
     )
     return KernelFunction(func, source, pyfunc, (time.perf_counter() - t0) * 1e3)
+
+
+# Source lookup without inspect.getsourcelines, whose inspect.getblock runs the pure-Python
+# tokenizer (and compiles tokenize's large regular expressions on first use): several
+# milliseconds per process. Instead the whole file (as linecache holds it, which includes
+# notebook cells) is parsed once with ast.parse, and the tree is kept per file name while
+# linecache still returns the very same list of lines (a re-read, after checkcache sees the
+# file changed, is a new list). Line and column numbers in that tree are the file's own, so
+# the def node goes to the Parser as it is. The Parser only reads the AST: one memoized tree
+# serves every kernel of the file, and the same kernel made twice by a factory function.
+_TREES: dict[str, tuple[list, ast.Module | None]] = {}
+_TREES_MAX = 16  # files remembered (notebooks make a new "file" per cell run)
+
+
+def _lookup_def(pyfunc):
+    """``(FunctionDef node, source text)`` of ``pyfunc`` from its whole file's AST, or None
+    when it cannot be placed there (no lines, a file that does not parse, a file edited since
+    the function was compiled, code from an exec string, a wrapped function)."""
+    if getattr(pyfunc, "__wrapped__", None) is not None:
+        return None  # inspect.getsourcelines unwraps; leave that case to it
+    code = pyfunc.__code__
+    filename = code.co_filename
+    linecache.checkcache(filename)  # as inspect does: a file changed on disk is read again
+    try:
+        lines = linecache.getlines(filename, pyfunc.__globals__)
+    except Exception:  # noqa: BLE001 - a module loader's get_source may raise anything
+        return None
+    if not lines:
+        return None
+    memo = _TREES.get(filename)
+    if memo is None or memo[0] is not lines:
+        try:
+            tree = ast.parse("".join(lines), filename)
+        except (SyntaxError, ValueError):  # ValueError: null bytes in the source
+            tree = None
+        _TREES.pop(filename, None)
+        for name in list(_TREES)[: len(_TREES) - _TREES_MAX + 1]:  # the oldest first
+            _TREES.pop(name, None)
+        _TREES[filename] = memo = (lines, tree)
+    tree = memo[1]
+    if tree is None:
+        return None
+    first = code.co_firstlineno  # the first decorator's line when there are decorators
+    fdef = _find_def(tree, pyfunc.__name__, first)
+    if fdef is None:
+        return None
+    return fdef, "".join(lines[first - 1 : fdef.end_lineno])
+
+
+def _find_def(tree: ast.Module, name: str, first: int):
+    """The ``def name`` (at any depth) whose first line (decorators included) is ``first``.
+
+    Only statements whose lines contain ``first`` are entered, so this touches the path to
+    the def and the siblings along it, not the whole tree."""
+    todo = [tree]
+    while todo:
+        node = todo.pop()
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.stmt):
+                decorators = getattr(child, "decorator_list", None)
+                start = decorators[0].lineno if decorators else child.lineno
+                if not start <= first <= child.end_lineno:
+                    continue
+                if isinstance(child, ast.FunctionDef) and start == first and child.name == name:
+                    return child
+                todo.append(child)
+            elif isinstance(child, (ast.excepthandler, ast.match_case)):
+                todo.append(child)
+    return None
 
 
 def parse_source(
@@ -172,8 +249,6 @@ class Parser:
             )
 
     def _param(self, arg: ast.arg):
-        from .namespace import ScalarType, TensorAnnotation
-
         span = self.span(arg)
         if arg.annotation is None:
             raise TirxSyntaxError(
@@ -206,8 +281,6 @@ class Parser:
         return getattr(f, "key", None) == "device_entry"
 
     def _device_entry(self, stmt):
-        from .namespace import LaunchSpec
-
         call = stmt.value
         kw = {k.arg: self.ev.const(k.value) for k in call.keywords}
         launch = kw.pop("launch", None)
@@ -275,8 +348,6 @@ class Parser:
             )
 
     def stmt_AnnAssign(self, node):
-        from .namespace import ScalarType
-
         if not isinstance(node.target, ast.Name) or node.value is None:
             raise TirxSyntaxError("annotated assignment needs a name and a value", self.span(node))
         ann = self.ev.const(node.annotation)
@@ -420,15 +491,3 @@ def _mutable_names(fdef) -> frozenset[str]:
     visit(fdef.body, False)
     mutable.update(n for n, c in counts.items() if c > 1)
     return frozenset(mutable)
-
-
-BUILTINS = {
-    "range": builtins.range,
-    "min": builtins.min,
-    "max": builtins.max,
-    "len": builtins.len,
-    "abs": builtins.abs,
-    "True": True,
-    "False": False,
-    "None": None,
-}

@@ -16,10 +16,11 @@ it), never a result. The disk is an optimization: a failed write only warns.
 from __future__ import annotations
 
 import contextlib
-import hashlib
+import functools
 import json
 import os
 import struct
+import sys
 import tempfile
 import warnings
 from collections.abc import Callable, Sequence
@@ -29,12 +30,46 @@ from tirx import config
 
 from .nvrtc import NvrtcOutput
 
-__all__ = ["CompileCache", "cache_key", "default_cache", "FORMAT_VERSION"]
+__all__ = ["CompileCache", "cache_key", "default_cache", "sha256", "FORMAT_VERSION"]
 
 MAGIC = b"TIRXCUBN"
 FORMAT_VERSION = 1
 _HEADER = struct.Struct("<8sI64s32sQQQ")  # magic, version, key, sha256(payload), 3 lengths
 _SUFFIX = ".entry"
+
+# Inputs smaller than this are hashed by CPython's built-in sha256 while hashlib is not loaded.
+_BUILTIN_MAX = 1 << 16
+
+
+def sha256(data=b""):
+    """``hashlib.sha256(data)``: the same digests, without loading OpenSSL for small inputs.
+
+    ``import hashlib`` loads ``_hashlib`` and with it libcrypto, about 2 ms, in a process
+    that only reads a kernel from the disk cache (it hashes a few kilobytes: the key's text and
+    the entry's payload). CPython's own sha256 module loads at once; it is about five times
+    slower per byte than OpenSSL's, so it serves inputs under 64 KiB while hashlib is not
+    loaded, and hashlib (loaded on demand, or already loaded by the program) serves the rest.
+    """
+    if len(data) < _BUILTIN_MAX and "hashlib" not in sys.modules:
+        return _builtin_sha256()(data)
+    import hashlib
+
+    return hashlib.sha256(data)
+
+
+@functools.cache
+def _builtin_sha256():
+    """The sha256 constructor of CPython's built-in module (``_sha2`` on 3.12+, ``_sha256``
+    on 3.11 and older); ``hashlib.sha256`` where neither exists (another Python)."""
+    names = ("_sha2", "_sha256") if sys.version_info >= (3, 12) else ("_sha256", "_sha2")
+    for name in names:  # the expected one first: a failed import searches the whole path
+        try:
+            return __import__(name).sha256
+        except (ImportError, AttributeError):
+            pass
+    import hashlib
+
+    return hashlib.sha256
 
 
 def cache_key(
@@ -57,7 +92,7 @@ def cache_key(
         ],
         ensure_ascii=False,
     )
-    return hashlib.sha256(blob.encode()).hexdigest()
+    return sha256(blob.encode()).hexdigest()
 
 
 def _encode(key: str, out: NvrtcOutput) -> bytes:
@@ -66,7 +101,7 @@ def _encode(key: str, out: NvrtcOutput) -> bytes:
         {"log": out.log, "options": list(out.options), "nvrtc_ms": out.nvrtc_ms, "stats": out.stats}
     ).encode()
     payload = ptx + out.cubin + meta
-    digest = hashlib.sha256(payload).digest()
+    digest = sha256(payload).digest()
     header = _HEADER.pack(
         MAGIC, FORMAT_VERSION, key.encode(), digest, len(ptx), len(out.cubin), len(meta)
     )
@@ -81,7 +116,7 @@ def _decode(key: str, data: bytes) -> NvrtcOutput | None:
     if magic != MAGIC or version != FORMAT_VERSION or k != key.encode():
         return None
     payload = memoryview(data)[_HEADER.size :]
-    if len(payload) != n_ptx + n_cubin + n_meta or hashlib.sha256(payload).digest() != digest:
+    if len(payload) != n_ptx + n_cubin + n_meta or sha256(payload).digest() != digest:
         return None
     try:
         ptx = bytes(payload[:n_ptx]).decode()

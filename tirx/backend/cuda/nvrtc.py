@@ -18,7 +18,6 @@ NVRTC is pinned to 13.0 (see ENV.md): it emits PTX 9.0, which the GPU machine's 
 from __future__ import annotations
 
 import functools
-import hashlib
 import json
 import linecache
 import os
@@ -30,7 +29,7 @@ from typing import NamedTuple
 
 from tirx.errors import CompileError, Span
 
-from .tools import parse_ptxas_info, ptxas_stats
+from .tools import LazyPattern, parse_ptxas_info, ptxas_stats
 
 __all__ = [
     "NvrtcOutput",
@@ -44,7 +43,7 @@ __all__ = [
 # -default-device: helper functions the code generator writes need no __device__ marker.
 DEFAULT_OPTIONS = ("--std=c++17", "-default-device")
 _VERBOSE = "--ptxas-options=-v"
-_ARCH = re.compile(r"^(sm|compute)_\d{2,3}[af]?$")
+_ARCH = LazyPattern(r"^(sm|compute)_\d{2,3}[af]?$")
 _LOG_LINES = 40
 
 
@@ -75,18 +74,18 @@ class Diagnostic(NamedTuple):
     message: str
 
 
-_CXX_DIAG = re.compile(
+_CXX_DIAG = LazyPattern(
     r"^(?P<file>.+?)\((?P<line>\d+)\): (?P<sev>catastrophic error|error|warning|remark|note)"
     r"(?: #[\w-]+)?: (?P<msg>.*)$"
 )
-_PTX_DIAG = re.compile(
+_PTX_DIAG = LazyPattern(
     r"^ptxas application ptx input, line (?P<line>\d+); (?P<sev>\w+)\s*: (?P<msg>.*)$"
 )
-_NVRTC_DIAG = re.compile(r"^nvrtc: (?P<sev>error|warning)\s*: (?P<msg>.*)$")
-_PTXAS_INFO = re.compile(r"^ptxas(?: info|\s+\.)\s")
-_LINE_DIRECTIVE = re.compile(r'^\s*#\s*line\s+\d+\s+"([^"]+)"', re.MULTILINE)
-_PTX_FILE = re.compile(r'^\s*\.file\s+(\d+)\s+"([^"]*)"')
-_PTX_LOC = re.compile(r"^\s*\.loc\s+(\d+)\s+(\d+)\s+(\d+)")
+_NVRTC_DIAG = LazyPattern(r"^nvrtc: (?P<sev>error|warning)\s*: (?P<msg>.*)$")
+_PTXAS_INFO = LazyPattern(r"^ptxas(?: info|\s+\.)\s")
+_LINE_DIRECTIVE = LazyPattern(r'^\s*#\s*line\s+\d+\s+"([^"]+)"', re.MULTILINE)
+_PTX_FILE = LazyPattern(r'^\s*\.file\s+(\d+)\s+"([^"]*)"')
+_PTX_LOC = LazyPattern(r"^\s*\.loc\s+(\d+)\s+(\d+)\s+(\d+)")
 
 
 def parse_diagnostics(log: str) -> list[Diagnostic]:
@@ -136,7 +135,9 @@ def _version_memo_path():
 
     if not config.cache_enabled():
         return None
-    env = hashlib.sha256(f"{sys.prefix}|{sys.version}".encode()).hexdigest()[:16]
+    from .cache import sha256  # not hashlib: see there
+
+    env = sha256(f"{sys.prefix}|{sys.version}".encode()).hexdigest()[:16]
     return config.cache_dir() / f"nvrtc-version-{env}.json"
 
 

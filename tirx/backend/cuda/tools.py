@@ -15,6 +15,29 @@ import tempfile
 
 __all__ = ["find_tool", "disassemble", "ptxas_stats", "parse_ptxas_info", "STAT_KEYS"]
 
+
+class LazyPattern:
+    """A regular expression compiled on its first use, with the compiled pattern's methods.
+
+    The log parsers here and in :mod:`.nvrtc` need a dozen patterns, and compiling them at
+    import costs about a millisecond that a process reading every kernel from the disk cache
+    never uses."""
+
+    __slots__ = ("_args", "_compiled")
+
+    def __init__(self, pattern: str, flags: int = 0):
+        self._args = (pattern, flags)
+        self._compiled = None
+
+    def __getattr__(self, name):  # for what the instance lacks: match, search, findall, ...
+        if name in LazyPattern.__slots__:  # not set yet (an instance made without __init__)
+            raise AttributeError(name)
+        compiled = self._compiled
+        if compiled is None:
+            compiled = self._compiled = re.compile(*self._args)
+        return getattr(compiled, name)
+
+
 TIMEOUT_S = 60.0
 STAT_KEYS = ("registers", "spill_stores", "spill_loads", "stack_bytes", "shared_bytes")
 
@@ -82,11 +105,11 @@ def ptxas_stats(ptx: str, arch: str) -> dict:
     return parse_ptxas_info(done.stdout + done.stderr)
 
 
-_ENTRY = re.compile(r"Compiling entry function '([^']+)'")
-_PROPS = re.compile(r"Function properties for (\S+)")
-_FRAME = re.compile(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads")
-_USED = re.compile(r"Used (\d+) registers")
-_SMEM = re.compile(r"(\d+) bytes smem")
+_ENTRY = LazyPattern(r"Compiling entry function '([^']+)'")
+_PROPS = LazyPattern(r"Function properties for (\S+)")
+_FRAME = LazyPattern(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads")
+_USED = LazyPattern(r"Used (\d+) registers")
+_SMEM = LazyPattern(r"(\d+) bytes smem")
 
 
 def parse_ptxas_info(log: str) -> dict:
