@@ -15,13 +15,12 @@ it), never a result. The disk is an optimization: a failed write only warns.
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import functools
-import json
 import os
 import struct
 import sys
-import tempfile
 import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -33,7 +32,7 @@ from .nvrtc import NvrtcOutput
 __all__ = ["CompileCache", "cache_key", "default_cache", "sha256", "FORMAT_VERSION"]
 
 MAGIC = b"TIRXCUBN"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 2: metadata written as a Python literal (was JSON)
 _HEADER = struct.Struct("<8sI64s32sQQQ")  # magic, version, key, sha256(payload), 3 lengths
 _SUFFIX = ".entry"
 
@@ -79,26 +78,35 @@ def cache_key(
     nvrtc_version: Sequence[int],
     codegen_version: str | int,
 ) -> str:
-    """sha256 hex digest naming one compile: same inputs, same key, across processes."""
-    blob = json.dumps(
-        [
+    """sha256 hex digest naming one compile: same inputs, same key, across processes.
+
+    The hashed text is the ``repr`` of a tuple of strings and ints, which Python writes the
+    same way in every process and version."""
+    blob = repr(
+        (
             "tirx-compile",
             FORMAT_VERSION,
             source,
-            list(options),
+            tuple(str(o) for o in options),
             arch,
-            list(nvrtc_version),
+            tuple(int(v) for v in nvrtc_version),
             str(codegen_version),
-        ],
-        ensure_ascii=False,
+        )
     )
     return sha256(blob.encode()).hexdigest()
 
 
 def _encode(key: str, out: NvrtcOutput) -> bytes:
     ptx = out.ptx.encode()
-    meta = json.dumps(
-        {"log": out.log, "options": list(out.options), "nvrtc_ms": out.nvrtc_ms, "stats": out.stats}
+    # A Python literal, read back with ast.literal_eval (which evaluates nothing else): the
+    # process that reads a warm entry then needs no json module.
+    meta = repr(
+        {
+            "log": out.log,
+            "options": list(out.options),
+            "nvrtc_ms": float(out.nvrtc_ms),
+            "stats": dict(out.stats),
+        }
     ).encode()
     payload = ptx + out.cubin + meta
     digest = sha256(payload).digest()
@@ -121,7 +129,7 @@ def _decode(key: str, data: bytes) -> NvrtcOutput | None:
     try:
         ptx = bytes(payload[:n_ptx]).decode()
         cubin = bytes(payload[n_ptx : n_ptx + n_cubin])
-        meta = json.loads(bytes(payload[n_ptx + n_cubin :]))
+        meta = ast.literal_eval(bytes(payload[n_ptx + n_cubin :]).decode())
         return NvrtcOutput(
             ptx=ptx,
             cubin=cubin,
@@ -130,7 +138,7 @@ def _decode(key: str, data: bytes) -> NvrtcOutput | None:
             nvrtc_ms=float(meta["nvrtc_ms"]),
             stats=meta["stats"],
         )
-    except (ValueError, KeyError, TypeError):
+    except (ValueError, KeyError, TypeError, SyntaxError, MemoryError, RecursionError):
         return None
 
 
@@ -183,6 +191,8 @@ class CompileCache:
         final = self.path(key)
         try:
             final.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+            import tempfile  # only a write needs it
+
             fd, tmp = tempfile.mkstemp(dir=final.parent, prefix=f".{key[:16]}-", suffix=".tmp")
             try:
                 with os.fdopen(fd, "wb") as f:

@@ -17,14 +17,13 @@ NVRTC is pinned to 13.0 (see ENV.md): it emits PTX 9.0, which the GPU machine's 
 
 from __future__ import annotations
 
+import ast
 import functools
-import json
 import linecache
 import os
 import re
 import sys
 import time
-from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from tirx.errors import CompileError, Span
@@ -47,22 +46,51 @@ _ARCH = LazyPattern(r"^(sm|compute)_\d{2,3}[af]?$")
 _LOG_LINES = 40
 
 
-@dataclass(frozen=True)
 class NvrtcOutput:
-    """What one NVRTC compile produced.
+    """What one NVRTC compile produced (immutable).
 
     ``ptx``: PTX text; ``cubin``: the binary (empty for a ``compute_XX`` arch); ``log``: the
     compiler's diagnostics (warnings) without ptxas' info lines; ``options``: every option
     passed to NVRTC; ``nvrtc_ms``: wall time of the compile; ``stats``: see
     :func:`tirx.backend.cuda.tools.parse_ptxas_info` (empty when ptxas reported nothing).
+    Equality and hashing leave ``stats`` out. (A plain class: a frozen dataclass costs half a
+    millisecond to create, at the import a warm disk-cache hit pays.)
     """
 
-    ptx: str
-    cubin: bytes
-    log: str
-    options: tuple[str, ...]
-    nvrtc_ms: float
-    stats: dict = field(default_factory=dict, hash=False, compare=False)
+    __slots__ = ("ptx", "cubin", "log", "options", "nvrtc_ms", "stats")
+
+    def __init__(self, ptx: str, cubin: bytes, log: str, options, nvrtc_ms: float, stats=None):
+        for name, value in (
+            ("ptx", ptx),
+            ("cubin", cubin),
+            ("log", log),
+            ("options", tuple(options)),
+            ("nvrtc_ms", nvrtc_ms),
+            ("stats", {} if stats is None else stats),
+        ):
+            object.__setattr__(self, name, value)
+
+    def __setattr__(self, name, value):
+        raise AttributeError(f"NvrtcOutput is immutable (cannot set {name!r})")
+
+    def _key(self):
+        return (self.ptx, self.cubin, self.log, self.options, self.nvrtc_ms)
+
+    def __reduce__(self):  # copy and pickle through __init__
+        return NvrtcOutput, (*self._key(), self.stats)
+
+    def __eq__(self, other):
+        return self._key() == other._key() if isinstance(other, NvrtcOutput) else NotImplemented
+
+    def __hash__(self):
+        return hash(self._key())
+
+    def __repr__(self) -> str:
+        return (
+            f"NvrtcOutput(ptx=<{len(self.ptx)} chars>, cubin=<{len(self.cubin)} bytes>, "
+            f"log={self.log!r}, options={self.options!r}, nvrtc_ms={self.nvrtc_ms:.1f}, "
+            f"stats={self.stats!r})"
+        )
 
 
 class Diagnostic(NamedTuple):
@@ -138,18 +166,18 @@ def _version_memo_path():
     from .cache import sha256  # not hashlib: see there
 
     env = sha256(f"{sys.prefix}|{sys.version}".encode()).hexdigest()[:16]
-    return config.cache_dir() / f"nvrtc-version-{env}.json"
+    return config.cache_dir() / f"nvrtc-version-{env}.txt"
 
 
 def _read_version_memo(path) -> tuple[int, int] | None:
     try:
-        memo = json.loads(path.read_text())
+        memo = ast.literal_eval(path.read_text())  # a dict literal, see below
         st = os.stat(memo["library"])
         if [st.st_size, st.st_mtime_ns] != memo["stat"]:
             return None
         major, minor = memo["version"]
         return int(major), int(minor)
-    except (OSError, ValueError, KeyError, TypeError):
+    except (OSError, ValueError, KeyError, TypeError, SyntaxError, MemoryError, RecursionError):
         return None
 
 
@@ -159,7 +187,8 @@ def _write_version_memo(path, version) -> None:
 
         library = load_nvidia_dynamic_lib("nvrtc").abs_path  # already loaded: a lookup
         st = os.stat(library)
-        text = json.dumps(
+        # a Python literal (not JSON): reading it back needs only ast, which tirx has loaded
+        text = repr(
             {"library": library, "stat": [st.st_size, st.st_mtime_ns], "version": list(version)}
         )
         path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)

@@ -9,9 +9,6 @@ from __future__ import annotations
 import functools
 import os
 import re
-import shutil
-import subprocess
-import tempfile
 
 __all__ = ["find_tool", "disassemble", "ptxas_stats", "parse_ptxas_info", "STAT_KEYS"]
 
@@ -55,6 +52,8 @@ def find_tool(name: str) -> str | None:
             return str(found)
     except Exception:
         pass
+    import shutil
+
     found = shutil.which(name)
     if found:
         return found
@@ -65,7 +64,12 @@ def find_tool(name: str) -> str | None:
     return None
 
 
-def _run(argv: list[str]) -> subprocess.CompletedProcess | None:
+def _run(argv: list[str]):
+    """The finished process (``subprocess.CompletedProcess``), None when it could not run."""
+    # subprocess, tempfile and shutil are imported where used: a process that takes every kernel
+    # from the disk cache never runs a tool, and importing them costs milliseconds.
+    import subprocess
+
     try:
         return subprocess.run(argv, capture_output=True, text=True, timeout=TIMEOUT_S, check=False)
     except (OSError, subprocess.SubprocessError):
@@ -76,6 +80,8 @@ def disassemble(cubin: bytes) -> str | None:
     """SASS text of a cubin (nvdisasm, else cuobjdump -sass); None when neither tool works."""
     if not cubin:
         return None
+    import tempfile
+
     with tempfile.TemporaryDirectory(prefix="tirx-sass-") as d:
         path = os.path.join(d, "kernel.cubin")
         with open(path, "wb") as f:
@@ -95,6 +101,8 @@ def ptxas_stats(ptx: str, arch: str) -> dict:
     exe = find_tool("ptxas")
     if exe is None or not arch.startswith("sm_"):
         return {}
+    import tempfile
+
     with tempfile.TemporaryDirectory(prefix="tirx-ptxas-") as d:
         src = os.path.join(d, "kernel.ptx")
         with open(src, "w") as f:

@@ -1,3 +1,0 @@
-"""``tvm_tirx.backend``: only the CUDA axes are provided."""
-
-from . import cuda  # noqa: F401

@@ -1,3 +1,0 @@
-"""``tvm_tirx.backend.cuda``: see ``axis``."""
-
-from . import axis  # noqa: F401
