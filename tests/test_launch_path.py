@@ -306,3 +306,65 @@ def test_threads_never_mix_their_arguments(exe):
     assert not errors
     assert len(stub.calls) == 2000
     assert {c[4:] for c in stub.calls} <= valid
+
+
+# --- on the GPU: the memo with real CUDA tensors and torch streams -------------------------
+
+
+def _cuda_seed_args():
+    gen = torch.Generator(device="cuda").manual_seed(1)
+    a = torch.randn((16, 16), device="cuda", generator=gen).half()
+    b = torch.randn((8, 16), device="cuda", generator=gen).half()
+    return a, b, torch.zeros((16, 8), device="cuda")
+
+
+def _want(a, b):
+    return a.float() @ b.float().T
+
+
+@pytest.mark.gpu
+def test_gpu_repeated_and_changed_tensors_compute_the_right_result():
+    exe = tirx.compile(warp_matmul, target="cuda")
+    a, b, out = _cuda_seed_args()
+    for _ in range(3):  # the first call builds the runner, the next ones hit the memo
+        out.zero_()
+        exe(a, b, out)
+        torch.testing.assert_close(out, _want(a, b), rtol=2e-4, atol=2e-4)
+    a.mul_(2)  # same tensor, new contents (and version): checked again, launched again
+    exe(a, b, out)
+    other = torch.zeros_like(out)  # a new output tensor
+    exe(a, b, other)
+    torch.cuda.synchronize()
+    torch.testing.assert_close(out, _want(a, b), rtol=2e-4, atol=2e-4)
+    torch.testing.assert_close(other, out)
+    out.t_()
+    with pytest.raises(ValueError, match="'Out' expects shape"):
+        exe(a, b, out)
+
+
+@pytest.mark.gpu
+def test_gpu_launches_on_the_current_torch_stream():
+    from tirx.backend.cuda import driver
+
+    exe = tirx.compile(warp_matmul, target="cuda")
+    a, b, out = _cuda_seed_args()
+    exe(a, b, out)
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        out2 = torch.zeros_like(out)
+        exe(a, b, out2)
+    assert side.cuda_stream in driver.STREAMS
+    side.synchronize()
+    torch.testing.assert_close(out2, _want(a, b), rtol=2e-4, atol=2e-4)
+
+
+@pytest.mark.gpu
+def test_gpu_inference_tensors():
+    exe = tirx.compile(warp_matmul, target="cuda")
+    with torch.inference_mode():
+        a, b, out = _cuda_seed_args()
+        exe(a, b, out)
+        exe(a, b, out)
+    torch.cuda.synchronize()
+    torch.testing.assert_close(out, _want(a, b), rtol=2e-4, atol=2e-4)
