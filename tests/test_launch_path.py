@@ -86,7 +86,7 @@ def test_good_arguments_reach_the_launch_which_says_there_is_no_gpu(scalar_kerne
 def test_a_failed_check_launches_nothing(exe):
     stub = attach_recorder(exe, -1)
     a, b, out = seed_args()
-    exe._run = exe._make_runner()
+    exe._build_runner()
     with pytest.raises(TypeError, match="'A' expects dtype"):
         exe(a.float(), b, out)
     with pytest.raises(ValueError, match="'A' expects shape"):
@@ -123,7 +123,7 @@ def test_a_tensor_on_another_device_is_named():
 
 def test_fast_path_passes_grid_block_stream_and_pointers(exe):
     stub = attach_recorder(exe, -1)
-    exe._run = exe._make_runner()
+    exe._build_runner()
     a, b, out = seed_args()
     for _ in range(3):
         exe(a, b, out)
@@ -135,7 +135,7 @@ def test_fast_path_passes_grid_block_stream_and_pointers(exe):
 def test_fast_path_declines_what_it_does_not_know(exe):
     a, b, out = seed_args()
     stub = attach_recorder(exe, 0)  # the fast path wants tensors on cuda:0
-    run = exe._make_runner()
+    run = exe._build_runner()
     assert run((a, b)) is False  # count
     assert run((a, b.float(), out)) is False  # dtype
     assert run((a, b, out[:8])) is False  # shape
@@ -164,7 +164,7 @@ def test_first_call_checks_then_builds_the_fast_path(scalar_kernel):
 
 def test_a_hit_shares_the_code_and_keeps_its_own_launch_state(exe):
     stub = attach_recorder(exe, -1)
-    exe._run = exe._make_runner()
+    exe._build_runner()
     twin = tirx.compile(warp_matmul, target=TARGET)
     assert twin.cache == "hit" and twin.cubin is exe.cubin
     a, b, out = seed_args()
@@ -203,7 +203,7 @@ def test_runner_text_for_scalars():
 
 def test_repeated_tensors_launch_the_remembered_block(exe):
     stub = attach_recorder(exe, -1)
-    exe._run = exe._make_runner()
+    exe._build_runner()
     a, b, out = seed_args()
     for _ in range(3):
         exe(a, b, out)
@@ -220,7 +220,7 @@ def test_the_memo_keeps_no_tensor_alive(exe):
     import weakref
 
     attach_recorder(exe, -1)
-    exe._run = exe._make_runner()
+    exe._build_runner()
     a, b, out = seed_args()
     exe(a, b, out)
     gone = weakref.ref(out)
@@ -246,7 +246,7 @@ def test_the_memo_keeps_no_tensor_alive(exe):
 )
 def test_a_tensor_changed_in_place_is_checked_again(exe, change):
     stub = attach_recorder(exe, -1)
-    exe._run = exe._make_runner()
+    exe._build_runner()
     a, b, out = seed_args()
     exe(a, b, out)
     exe(a, b, out)
@@ -258,7 +258,7 @@ def test_a_tensor_changed_in_place_is_checked_again(exe, change):
 
 def test_new_memory_is_launched_with_its_own_pointer(exe):
     stub = attach_recorder(exe, -1)
-    exe._run = exe._make_runner()
+    exe._build_runner()
     a, b, out = seed_args()
     exe(a, b, out)
     out.set_(torch.zeros((16, 8)))  # same shape and dtype, other memory: the checks pass again
@@ -271,7 +271,7 @@ def test_new_memory_is_launched_with_its_own_pointer(exe):
 
 def test_inference_tensors_are_checked_every_call(exe):
     stub = attach_recorder(exe, -1)
-    exe._run = exe._make_runner()
+    exe._build_runner()
     with torch.inference_mode():
         a, b, out = seed_args()
     for _ in range(2):
@@ -286,7 +286,7 @@ def test_threads_never_mix_their_arguments(exe):
     import threading
 
     stub = attach_recorder(exe, -1)
-    exe._run = exe._make_runner()
+    exe._build_runner()
     sets = [seed_args() for _ in range(4)]
     valid = {tuple(t.data_ptr() for t in s) for s in sets}
     errors = []
@@ -368,3 +368,22 @@ def test_gpu_inference_tensors():
         exe(a, b, out)
     torch.cuda.synchronize()
     torch.testing.assert_close(out, _want(a, b), rtol=2e-4, atol=2e-4)
+
+
+def test_calls_go_to_the_runner_and_twins_build_their_own():
+    import weakref
+
+    exe = tirx.compile(warp_matmul, target=TARGET)
+    stub = attach_recorder(exe, -1)
+    a, b, out = seed_args()
+    assert exe._run is not None and "_call" not in vars(exe)  # the checked path first
+    exe(a, b, out)
+    assert vars(exe)["_call"].__name__ == "call"  # then the runner, called directly
+    exe(a, b, out)
+    twin = exe.twin(None, "hit", {})
+    assert "_call" not in vars(twin)
+    assert len(stub.calls) == 2
+    # the runner holds no reference to its executable: dropping it frees it at once
+    gone = weakref.ref(exe)
+    del exe, twin
+    assert gone() is None

@@ -6,30 +6,35 @@ range) and launches on torch's current stream. The checks and the launch of one 
 compiled once into a small Python function, the *runner*, from the kernel's parameters. For the
 seed kernel ``warp_matmul(A, B, Out)`` on device 0 it reads::
 
-    def run(args):
+    def call(*args):
         try:
             [a0, a1, a2] = args
             p0 = a0.data_ptr()
             p1 = a1.data_ptr()
             p2 = a2.data_ptr()
+            ok = True
             m = memo[0]
             if not (m[0]() is a0 and a0._version == m[1] and p0 == m[2]
                     and m[3]() is a1 and ... and p2 == m[8]):
-                if not (a0.dtype is d0 and a0.shape == s0 and a0.get_device() == 0
-                        and a0.is_contiguous() and ... and a2.is_contiguous()):
-                    return False
-                m = memo[0] = remember((a0, a1, a2), (p0, p1, p2), pack(p0, p1, p2))
+                ok = (a0.dtype is d0 and a0.shape == s0 and a0.get_device() == 0
+                      and a0.is_contiguous() and ... and a2.is_contiguous())
+                if ok:
+                    m = memo[0] = remember((a0, a1, a2), (p0, p1, p2), pack(p0, p1, p2))
             s = streams[stream(0)]
         except Exception:
-            return False
+            ok = False
+        if not ok:
+            return slow()(args)
         (err,) = entry(fn, 1, 1, 1, 32, 1, 1, 0, s, m[-1], 0)
         if err is not OK:
             fail(err, (1, 1, 1), (32, 1, 1), 0, s, m[-1])
-        return True
 
-``d0``/``s0`` are the expected torch dtype and shape, ``entry`` is ``cuLaunchKernel``, ``fn`` the
-kernel, ``pack`` the launcher's :class:`~tirx.backend.cuda.driver.ArgPacker`, ``stream`` torch's
-current-stream getter and ``streams`` the map from stream handles to ``CUstream`` objects.
+``exe(a, b, out)`` calls it directly (``CudaExecutable.__call__`` hands over to it, with no
+frame in between). ``d0``/``s0`` are the expected torch dtype and shape, ``entry`` is
+``cuLaunchKernel``, ``fn`` the kernel, ``pack`` the launcher's
+:class:`~tirx.backend.cuda.driver.ArgPacker`, ``stream`` torch's current-stream getter and
+``streams`` the map from stream handles to ``CUstream`` objects. A twin, ``run(args)``, answers
+True or False instead of falling back (tests use it).
 
 **The memo.** The runner remembers the tensors it last checked (weak references, so it keeps no
 tensor alive), each one's version counter and data pointer, and the argument block it packed
@@ -45,10 +50,10 @@ Kernels with scalar parameters pack a new block on every call (their values chan
 tensors still use the memo. A block is never modified once built, so calls from several
 threads cannot mix their arguments.
 
-When the runner says no (any check fails, a wrong count, something that is not a tensor), the
-call takes the checked path: :class:`~tirx.executable.ArgChecker` raises the TypeError or
-ValueError that names the parameter, or converts the values (an int for a float parameter) and
-launches through the :class:`~tirx.backend.cuda.driver.Launcher`. Only the generated text's
+When the runner declines (any check fails, a wrong count, something that is not a tensor), the
+call takes the checked path, ``slow``: :class:`~tirx.executable.ArgChecker` raises the
+TypeError or ValueError that names the parameter, or converts the values (an int for a float
+parameter) and launches through the :class:`~tirx.backend.cuda.driver.Launcher`. Only the generated text's
 shape depends on the parameters (indices, integer bounds, grid and block); names and values
 never enter it.
 """
@@ -57,6 +62,7 @@ from __future__ import annotations
 
 import builtins
 import functools
+import operator
 import time
 import types
 import weakref
@@ -69,7 +75,7 @@ from .cache import cache_key, default_cache
 from .codegen import CODEGEN_VERSION, generate, param_kinds
 from .nvrtc import DEFAULT_OPTIONS, compile_cuda, nvrtc_version
 
-__all__ = ["CudaExecutable", "build", "make_runner"]
+__all__ = ["CudaExecutable", "build", "make_runner", "make_runners"]
 
 # Bit-exact agreement with the simulator: no contraction of a*b+c into FMA.
 NVRTC_OPTIONS = ("--fmad=false",)
@@ -112,6 +118,12 @@ def _never(args) -> bool:
 
 
 class CudaExecutable(Executable):
+    # ``exe(*args)`` is ``exe._call(*args)``: the method below (the checked path) until the
+    # first good call builds the runner, then the runner itself, stored on the instance. The
+    # property hands the call straight to it: no wrapper frame between the user's call and
+    # cuLaunchKernel (a frame is a measurable part of the few microseconds a launch costs).
+    __call__ = property(operator.attrgetter("_call"))
+
     def __init__(self, kernel, lowered, target, timings, source, nvrtc_out):
         super().__init__(kernel, lowered, target, timings)
         self.source = source
@@ -123,7 +135,7 @@ class CudaExecutable(Executable):
         self._module = None
         self._launcher = None  # driver.Launcher, once loaded
         self._launch = None  # the launcher with grid, block and shared memory bound
-        self._run = _never  # checks + launch in one function; built at the first good call
+        self._run = _never  # checks + launch, answering True/False; built at the first good call
         self._ordinal = _ORDINAL
         launch = lowered.launch
         self._grid, self._block, self._smem = launch.grid, launch.block, launch.dynamic_smem_bytes
@@ -171,11 +183,20 @@ class CudaExecutable(Executable):
         self._ordinal = ordinal
         if ordinal < 0:  # the checked path takes CPU tensors too
             self.checker = ArgChecker(self.lowered, "cpu")
-        self._run = _never
+        self._forget_runner()
 
-    def __call__(self, *args):
-        if not self._run(args):
-            self._call_checked(args)
+    def twin(self, kernel, cache: str, timings: dict) -> CudaExecutable:
+        other = super().twin(kernel, cache, timings)
+        other._forget_runner()  # its own runner (and memo), built at its own first call
+        return other
+
+    def _forget_runner(self) -> None:
+        self._run = _never
+        self.__dict__.pop("_call", None)  # back to the method below
+
+    def _call(self, *args) -> None:
+        """A call before the runner exists (see ``__call__``): the checked path."""
+        self._call_checked(args)
 
     def _call_checked(self, args) -> None:
         """Check every argument (raising an error that names the parameter), launch, and
@@ -185,7 +206,7 @@ class CudaExecutable(Executable):
             self.load()
         self._launch(_stream_getter(self._ordinal)(self._ordinal), *values)
         if self._run is _never:
-            self._run = self._make_runner()
+            self._build_runner()
 
     def checked_values(self, args) -> list:
         """The launch values of ``args`` (tensor pointers, scalars) after the full checks."""
@@ -200,7 +221,9 @@ class CudaExecutable(Executable):
                 values.append(check.scalar(p, a))
         return values
 
-    def _make_runner(self):
+    def _build_runner(self):
+        """Build the runner for the attached launcher and make calls go to it; returns the
+        answering variant, ``run(args) -> bool`` (which shares its memo)."""
         params = self.lowered.params
         dtypes = (
             self.checker.torch_dtypes()
@@ -208,16 +231,12 @@ class CudaExecutable(Executable):
             else [None] * len(params)
         )
         stream = _stream_getter(self._ordinal)
-        return make_runner(
-            params,
-            dtypes,
-            self._launcher,
-            self._grid,
-            self._block,
-            self._smem,
-            stream,
-            self._ordinal,
-        )
+        slow = weakref.WeakMethod(self._call_checked)  # no cycle through the runner
+        self._run, self._call = make_runners(
+            params, dtypes, self._launcher, self._grid, self._block, self._smem, stream,
+            self._ordinal, slow,
+        )  # fmt: skip
+        return self._run
 
 
 @functools.cache
@@ -244,11 +263,14 @@ def _default_stream(ordinal: int) -> int:
 # ------------------------------------------------------------------------------ the runner
 
 
-def make_runner(params, torch_dtypes, launcher, grid, block, smem, stream, ordinal: int):
-    """``run(args) -> bool``: when every argument passes the fast checks, launch the kernel of
-    ``launcher`` (a :class:`~tirx.backend.cuda.driver.Launcher`) with ``grid``, ``block`` and
-    ``smem`` on the stream ``stream(ordinal)`` and answer True; otherwise answer False (and launch
-    nothing).
+def make_runners(params, torch_dtypes, launcher, grid, block, smem, stream, ordinal, slow):
+    """``(run, call)``, two variants of the runner sharing one memo.
+
+    Both launch the kernel of ``launcher`` (a :class:`~tirx.backend.cuda.driver.Launcher`)
+    with ``grid``, ``block`` and ``smem`` on the stream ``stream(ordinal)`` when every argument
+    passes the fast checks. Otherwise they launch nothing: ``run(args)`` answers False (and True
+    after a launch); ``call(*args)`` hands the arguments to the checked path, ``slow()(args)``
+    (``slow`` is a weak reference to it).
 
     ``params`` are the kernel's parameters (:class:`ir.Buffer` or scalar :class:`ir.Var`),
     ``torch_dtypes`` the torch dtype of each buffer parameter (None for scalars). Tensors must
@@ -256,7 +278,9 @@ def make_runner(params, torch_dtypes, launcher, grid, block, smem, stream, ordin
     """
     launcher.prepare(smem)
     grid, block = tuple(int(x) for x in grid), tuple(int(x) for x in block)
-    code = _runner_code(tuple(_slot(p) for p in params), ordinal, grid, block, int(smem))
+    run_code, call_code = _runner_code(
+        tuple(_slot(p) for p in params), ordinal, grid, block, int(smem)
+    )
     tensors = sum(isinstance(p, ir.Buffer) for p in params)
     scope = {
         "__builtins__": builtins,
@@ -269,11 +293,19 @@ def make_runner(params, torch_dtypes, launcher, grid, block, smem, stream, ordin
         "stream": stream,
         "memo": [(_nothing, -1, -1) * tensors + (None, 0)],
         "remember": _remember,
+        "slow": slow,
     }
     for i, (p, dt) in enumerate(zip(params, torch_dtypes)):
         if isinstance(p, ir.Buffer):
             scope[f"d{i}"], scope[f"s{i}"] = dt, torch_size(p.shape)
-    return types.FunctionType(code, scope, "run")
+    return types.FunctionType(run_code, scope, "run"), types.FunctionType(call_code, scope, "call")
+
+
+def make_runner(params, torch_dtypes, launcher, grid, block, smem, stream, ordinal: int):
+    """``run(args) -> bool`` alone (see :func:`make_runners`)."""
+    return make_runners(
+        params, torch_dtypes, launcher, grid, block, smem, stream, ordinal, slow=None
+    )[0]
 
 
 def torch_size(shape):
@@ -313,13 +345,21 @@ def _slot(p) -> tuple:
 
 
 @functools.lru_cache(maxsize=256)
-def _runner_code(slots: tuple, ordinal: int, grid, block, smem: int) -> types.CodeType:
-    module = compile(_runner_source(slots, ordinal, grid, block, smem), "<tirx runner>", "exec")
-    return next(c for c in module.co_consts if isinstance(c, types.CodeType))
+def _runner_code(slots: tuple, ordinal: int, grid, block, smem: int):
+    """The code objects of ``run`` and ``call`` for parameters described by ``slots``."""
+    text = _runner_source(slots, ordinal, grid, block, smem)
+    text += "\n" + _runner_source(slots, ordinal, grid, block, smem, variant="call")
+    module = compile(text, "<tirx runner>", "exec")
+    codes = {c.co_name: c for c in module.co_consts if isinstance(c, types.CodeType)}
+    return codes["run"], codes["call"]
 
 
-def _runner_source(slots: tuple, ordinal: int, grid=(1, 1, 1), block=(32, 1, 1), smem=0) -> str:
-    """The runner's text (see the module docstring) for parameters described by ``slots``."""
+def _runner_source(
+    slots: tuple, ordinal: int, grid=(1, 1, 1), block=(32, 1, 1), smem=0, variant="run"
+) -> str:
+    """The text of a runner (see the module docstring) for parameters described by ``slots``:
+    ``run(args)``, answering True or False, or (``variant="call"``) ``call(*args)``, which hands
+    what it declines to the checked path."""
     names = [f"a{i}" for i in range(len(slots))]
     tensors = [i for i, slot in enumerate(slots) if slot[0] == "tensor"]
     scalar_checks, tensor_checks, hits, values = [], [], [], []
@@ -342,35 +382,39 @@ def _runner_source(slots: tuple, ordinal: int, grid=(1, 1, 1), block=(32, 1, 1),
             scalar_checks.append(f"type({a}) is {slot[0]}")
             values.append(a)
     ptrs = [f"p{i}" for i in tensors]
-    only_tensors = len(tensors) == len(slots) and slots
+    only_tensors = bool(slots) and len(tensors) == len(slots)
     body = [f"[{', '.join(names)}] = args"] + [f"p{i} = a{i}.data_ptr()" for i in tensors]
-    if scalar_checks:
-        body += [f"if not ({' and '.join(scalar_checks)}):", "    return False"]
+    body.append(f"ok = {' and '.join(scalar_checks) or 'True'}")
     if tensors:
         remember = f"remember(({', '.join(names[i] for i in tensors)},), ({', '.join(ptrs)},), "
         packed = f"pack({', '.join(values)})" if only_tensors else "(None, 0)"
-        body += [
+        check = [
             "m = memo[0]",
             f"if not ({' and '.join(hits)}):",
-            f"    if not ({' and '.join(tensor_checks)}):",
-            "        return False",
-            f"    m = memo[0] = {remember}{packed})",
+            f"    ok = {' and '.join(tensor_checks)}",
+            "    if ok:",
+            f"        m = memo[0] = {remember}{packed})",
         ]
+        body += check if not scalar_checks else ["if ok:", *(f"    {line}" for line in check)]
     if only_tensors:
         params = "m[-1]"
     else:
-        body.append(f"keep, params = pack({', '.join(values)})")
+        body += ["if ok:", f"    keep, params = pack({', '.join(values)})"]
         params = "params"
     body.append(f"s = streams[stream({int(ordinal)})]")
     dims = f"{grid[0]}, {grid[1]}, {grid[2]}, {block[0]}, {block[1]}, {block[2]}, {smem}"
-    lines = ["def run(args):", "    try:"]
+    call = variant == "call"
+    lines = ["def call(*args):" if call else "def run(args):", "    try:"]
     lines += [f"        {line}" for line in body]
     lines += [
         "    except Exception:",
-        "        return False",
+        "        ok = False",
+        "    if not ok:",
+        "        return slow()(args)" if call else "        return False",
         f"    (err,) = entry(fn, {dims}, s, {params}, 0)",
         "    if err is not OK:",
         f"        fail(err, {grid}, {block}, {smem}, s, {params})",
-        "    return True",
     ]
+    if not call:
+        lines.append("    return True")
     return "\n".join(lines) + "\n"
