@@ -246,3 +246,19 @@ def test_output_is_frozen(mma_outputs):
     out = mma_outputs["sm_80"]
     with pytest.raises(AttributeError):
         out.ptx = ""  # type: ignore[misc]
+
+
+def test_stats_are_measured_on_first_use_not_at_compile(monkeypatch):
+    from tirx.backend.cuda import nvrtc
+
+    runs = []
+    real = nvrtc.ptxas_stats
+    monkeypatch.setattr(nvrtc, "ptxas_stats", lambda *a: runs.append(a) or real(*a))
+    # as where NVRTC's log carries no resource report (ptxas -v then has to be run)
+    monkeypatch.setattr(nvrtc, "parse_ptxas_info", lambda log: {})
+    out = compile_cuda(MMA_SOURCE, arch="sm_90")
+    assert runs == [] and "not measured yet" in repr(out)  # compiling ran no ptxas
+    first = out.stats
+    assert runs == [(out.ptx, "sm_90")] and out.stats is first  # once, then remembered
+    if first:  # without ptxas the stats are empty
+        assert first["registers"] > 0

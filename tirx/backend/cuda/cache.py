@@ -105,7 +105,8 @@ def _encode(key: str, out: NvrtcOutput) -> bytes:
             "log": out.log,
             "options": list(out.options),
             "nvrtc_ms": float(out.nvrtc_ms),
-            "stats": dict(out.stats),
+            "stats": out._stats,  # None: not measured yet (measured on first use)
+            "arch": out._arch,
         }
     ).encode()
     payload = ptx + out.cubin + meta
@@ -131,12 +132,13 @@ def _decode(key: str, data: bytes) -> NvrtcOutput | None:
         cubin = bytes(payload[n_ptx : n_ptx + n_cubin])
         meta = ast.literal_eval(bytes(payload[n_ptx + n_cubin :]).decode())
         return NvrtcOutput(
-            ptx=ptx,
-            cubin=cubin,
-            log=meta["log"],
-            options=tuple(meta["options"]),
-            nvrtc_ms=float(meta["nvrtc_ms"]),
+            ptx,
+            cubin,
+            meta["log"],
+            tuple(meta["options"]),
+            float(meta["nvrtc_ms"]),
             stats=meta["stats"],
+            arch=meta["arch"],
         )
     except (ValueError, KeyError, TypeError, SyntaxError, MemoryError, RecursionError):
         return None

@@ -53,22 +53,35 @@ class NvrtcOutput:
     compiler's diagnostics (warnings) without ptxas' info lines; ``options``: every option
     passed to NVRTC; ``nvrtc_ms``: wall time of the compile; ``stats``: see
     :func:`tirx.backend.cuda.tools.parse_ptxas_info` (empty when ptxas reported nothing).
-    Equality and hashing leave ``stats`` out. (A plain class: a frozen dataclass costs half a
-    millisecond to create, at the import a warm disk-cache hit pays.)
+
+    When NVRTC's log carries no resource report, ``stats`` is measured on first use by running
+    ``ptxas -v`` on the PTX for ``arch`` (tens of milliseconds: a compile does not pay it, a
+    look at the stats does). Equality and hashing leave ``stats`` out. (A plain class: a frozen
+    dataclass costs half a millisecond to create, at the import a warm disk-cache hit pays.)
     """
 
-    __slots__ = ("ptx", "cubin", "log", "options", "nvrtc_ms", "stats")
+    __slots__ = ("ptx", "cubin", "log", "options", "nvrtc_ms", "_stats", "_arch")
 
-    def __init__(self, ptx: str, cubin: bytes, log: str, options, nvrtc_ms: float, stats=None):
+    def __init__(
+        self, ptx: str, cubin: bytes, log: str, options, nvrtc_ms: float, stats=None, arch=None
+    ):
         for name, value in (
             ("ptx", ptx),
             ("cubin", cubin),
             ("log", log),
             ("options", tuple(options)),
             ("nvrtc_ms", nvrtc_ms),
-            ("stats", {} if stats is None else stats),
+            ("_stats", stats if stats is not None or arch else {}),
+            ("_arch", arch),
         ):
             object.__setattr__(self, name, value)
+
+    @property
+    def stats(self) -> dict:
+        if self._stats is None:  # measured once, on first use
+            stats = ptxas_stats(self.ptx, self._arch) if self._arch.startswith("sm_") else {}
+            object.__setattr__(self, "_stats", stats)
+        return self._stats
 
     def __setattr__(self, name, value):
         raise AttributeError(f"NvrtcOutput is immutable (cannot set {name!r})")
@@ -77,7 +90,7 @@ class NvrtcOutput:
         return (self.ptx, self.cubin, self.log, self.options, self.nvrtc_ms)
 
     def __reduce__(self):  # copy and pickle through __init__
-        return NvrtcOutput, (*self._key(), self.stats)
+        return NvrtcOutput, (*self._key(), self._stats, self._arch)
 
     def __eq__(self, other):
         return self._key() == other._key() if isinstance(other, NvrtcOutput) else NotImplemented
@@ -86,10 +99,11 @@ class NvrtcOutput:
         return hash(self._key())
 
     def __repr__(self) -> str:
+        stats = "<not measured yet>" if self._stats is None else repr(self._stats)
         return (
             f"NvrtcOutput(ptx=<{len(self.ptx)} chars>, cubin=<{len(self.cubin)} bytes>, "
             f"log={self.log!r}, options={self.options!r}, nvrtc_ms={self.nvrtc_ms:.1f}, "
-            f"stats={self.stats!r})"
+            f"stats={stats})"
         )
 
 
@@ -293,11 +307,9 @@ def compile_cuda(
     finally:
         prog.close()
     ms = (time.perf_counter() - t0) * 1e3
-    stats = parse_ptxas_info(prog.log)
-    if real and not stats:
-        stats = ptxas_stats(ptx, arch)
+    stats = parse_ptxas_info(prog.log) or None  # None: ptxas -v when first asked for
     log = "\n".join(ln for ln in prog.log.splitlines() if not _PTXAS_INFO.match(ln)).strip()
-    return NvrtcOutput(ptx=ptx, cubin=cubin, log=log, options=opts, nvrtc_ms=ms, stats=stats)
+    return NvrtcOutput(ptx, cubin, log, opts, ms, stats=stats if real else {}, arch=arch)
 
 
 def _known_file(path: str) -> bool:
