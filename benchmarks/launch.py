@@ -18,8 +18,9 @@ and the ratio to raw ``cuLaunchKernel``. Launchers:
   stores it back (``add_one[(1,)](x)``), i.e. Triton's launch path with its JIT dispatch;
 * torch: ``x.add_(1)`` on a one-element CUDA tensor (torch's dispatcher and its own launch).
 
-Diagnostic rows split tirx's cost: its driver.Launcher called with ready values (no checks), and
-the executable's checks with the launch replaced by a no-op. A launcher whose package is missing
+Diagnostic rows split tirx's cost: its driver.Launcher called with ready values (no checks; the
+launch the checked path uses, which packs a new argument block per call), and the executable's
+fast path (checks and memo) with the launch replaced by a no-op. A launcher whose package is missing
 is skipped, with a note in the table. Goal: tirx <= 1.25 x raw, and below Triton and torch.
 
 Without a GPU the script measures what it can, the Python cost of one call with the launch
@@ -208,7 +209,12 @@ LAUNCHERS = [
     ("CuPy RawKernel, same source", cupy_launcher, "cupy", False),
     ("Triton, trivial kernel (add_one[(1,)](x))", triton_launcher, "triton", False),
     ("torch x.add_(1), one element", torch_launcher, "torch", False),
-    ("(tirx driver.Launcher alone, no checks)", tirx_launcher_only, "tirx", True),
+    (
+        "(tirx driver.Launcher alone: no checks, a new block per call)",
+        tirx_launcher_only,
+        "tirx",
+        True,
+    ),
     ("(tirx exe checks only, launch stubbed)", tirx_checks_only, "tirx", True),
 ]
 
