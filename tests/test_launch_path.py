@@ -37,6 +37,14 @@ def exe():
 
 
 @pytest.fixture
+def stub(exe):
+    """``exe`` launching through a recorder, its fast path built and taking CPU tensors."""
+    recorder = attach_recorder(exe, -1)
+    exe._build_runner()
+    return recorder
+
+
+@pytest.fixture
 def scalar_kernel(tmp_path):
     return define(
         """
@@ -83,10 +91,8 @@ def test_good_arguments_reach_the_launch_which_says_there_is_no_gpu(scalar_kerne
         exe(1, 1.0, 3)
 
 
-def test_a_failed_check_launches_nothing(exe):
-    stub = attach_recorder(exe, -1)
+def test_a_failed_check_launches_nothing(exe, stub):
     a, b, out = seed_args()
-    exe._build_runner()
     with pytest.raises(TypeError, match="'A' expects dtype"):
         exe(a.float(), b, out)
     with pytest.raises(ValueError, match="'A' expects shape"):
@@ -121,9 +127,7 @@ def test_a_tensor_on_another_device_is_named():
 # --- what the launcher receives ------------------------------------------------------------
 
 
-def test_fast_path_passes_grid_block_stream_and_pointers(exe):
-    stub = attach_recorder(exe, -1)
-    exe._build_runner()
+def test_fast_path_passes_grid_block_stream_and_pointers(exe, stub):
     a, b, out = seed_args()
     for _ in range(3):
         exe(a, b, out)
@@ -162,9 +166,7 @@ def test_first_call_checks_then_builds_the_fast_path(scalar_kernel):
     assert len(stub.calls) == 3
 
 
-def test_a_hit_shares_the_code_and_keeps_its_own_launch_state(exe):
-    stub = attach_recorder(exe, -1)
-    exe._build_runner()
+def test_a_hit_shares_the_code_and_keeps_its_own_launch_state(exe, stub):
     twin = tirx.compile(warp_matmul, target=TARGET)
     assert twin.cache == "hit" and twin.cubin is exe.cubin
     a, b, out = seed_args()
@@ -201,9 +203,7 @@ def test_runner_text_for_scalars():
 # --- the memo: checked tensors are remembered, never trusted after a change ----------------
 
 
-def test_repeated_tensors_launch_the_remembered_block(exe):
-    stub = attach_recorder(exe, -1)
-    exe._build_runner()
+def test_repeated_tensors_launch_the_remembered_block(exe, stub):
     a, b, out = seed_args()
     for _ in range(3):
         exe(a, b, out)
@@ -215,12 +215,10 @@ def test_repeated_tensors_launch_the_remembered_block(exe):
     assert len(stub.calls) == 4 and len(set(stub.calls)) == 1
 
 
-def test_the_memo_keeps_no_tensor_alive(exe):
+def test_the_memo_keeps_no_tensor_alive(exe, stub):
     import gc
     import weakref
 
-    attach_recorder(exe, -1)
-    exe._build_runner()
     a, b, out = seed_args()
     exe(a, b, out)
     gone = weakref.ref(out)
@@ -244,9 +242,7 @@ def test_the_memo_keeps_no_tensor_alive(exe):
     ],
     ids=["t_", "resize_", "as_strided_", "unsqueeze_", "set_", "data=", "data=dtype"],
 )
-def test_a_tensor_changed_in_place_is_checked_again(exe, change):
-    stub = attach_recorder(exe, -1)
-    exe._build_runner()
+def test_a_tensor_changed_in_place_is_checked_again(exe, stub, change):
     a, b, out = seed_args()
     exe(a, b, out)
     exe(a, b, out)
@@ -256,9 +252,7 @@ def test_a_tensor_changed_in_place_is_checked_again(exe, change):
     assert len(stub.calls) == 2
 
 
-def test_new_memory_is_launched_with_its_own_pointer(exe):
-    stub = attach_recorder(exe, -1)
-    exe._build_runner()
+def test_new_memory_is_launched_with_its_own_pointer(exe, stub):
     a, b, out = seed_args()
     exe(a, b, out)
     out.set_(torch.zeros((16, 8)))  # same shape and dtype, other memory: the checks pass again
@@ -269,9 +263,7 @@ def test_new_memory_is_launched_with_its_own_pointer(exe):
     assert len(set(pointers)) == 3 and pointers[-1] == out.data_ptr()
 
 
-def test_inference_tensors_are_checked_every_call(exe):
-    stub = attach_recorder(exe, -1)
-    exe._build_runner()
+def test_inference_tensors_are_checked_every_call(exe, stub):
     with torch.inference_mode():
         a, b, out = seed_args()
     for _ in range(2):
@@ -282,11 +274,9 @@ def test_inference_tensors_are_checked_every_call(exe):
     assert len(stub.calls) == 2 and stub.calls[0][-1] == out.data_ptr()
 
 
-def test_threads_never_mix_their_arguments(exe):
+def test_threads_never_mix_their_arguments(exe, stub):
     import threading
 
-    stub = attach_recorder(exe, -1)
-    exe._build_runner()
     sets = [seed_args() for _ in range(4)]
     valid = {tuple(t.data_ptr() for t in s) for s in sets}
     errors = []
