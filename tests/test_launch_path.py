@@ -377,3 +377,9 @@ def test_calls_go_to_the_runner_and_twins_build_their_own():
     gone = weakref.ref(exe)
     del exe, twin
     assert gone() is None
+
+
+def test_signature_names_the_kernel_parameters(exe):
+    import inspect
+
+    assert str(inspect.signature(exe)) == "(A, B, Out, /)"

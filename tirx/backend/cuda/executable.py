@@ -124,6 +124,15 @@ class CudaExecutable(Executable):
     # cuLaunchKernel (a frame is a measurable part of the few microseconds a launch costs).
     __call__ = property(operator.attrgetter("_call"))
 
+    @property
+    def __signature__(self):
+        """``exe(A, B, Out)``: the kernel's parameters (what ``inspect.signature`` and notebook
+        call tips show; the property above hides the runner's ``*args``)."""
+        import inspect
+
+        kind = inspect.Parameter.POSITIONAL_ONLY
+        return inspect.Signature([inspect.Parameter(p.name, kind) for p in self.lowered.params])
+
     def __init__(self, kernel, lowered, target, timings, source, nvrtc_out):
         super().__init__(kernel, lowered, target, timings)
         self.source = source
