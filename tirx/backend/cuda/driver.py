@@ -359,7 +359,7 @@ class Launcher:
         self.pack = ArgPacker(self.param_types)
         self.entry = drv.cuLaunchKernel if entry is None else entry
         self._smem_ok = kernel.max_dynamic_smem
-        self._ok = drv.CUresult.CUDA_SUCCESS
+        self._ok = OK()
 
     def __call__(self, grid, block, smem: int, stream: int, *values) -> None:
         try:
