@@ -306,7 +306,7 @@ def make_runners(params, torch_dtypes, launcher, grid, block, smem, stream, ordi
     }
     for i, (p, dt) in enumerate(zip(params, torch_dtypes)):
         if isinstance(p, ir.Buffer):
-            scope[f"d{i}"], scope[f"s{i}"] = dt, torch_size(p.shape)
+            scope[f"d{i}"], scope[f"s{i}"] = dt, _torch_size(p.shape)
     return types.FunctionType(run_code, scope, "run"), types.FunctionType(call_code, scope, "call")
 
 
@@ -317,7 +317,7 @@ def make_runner(params, torch_dtypes, launcher, grid, block, smem, stream, ordin
     )[0]
 
 
-def torch_size(shape):
+def _torch_size(shape):
     """``torch.Size(shape)``: compared with ``tensor.shape`` (also a torch.Size) per call."""
     import torch
 

@@ -13,8 +13,6 @@ import tirx.layout as _layout
 from tirx import compile  # noqa: F401
 from tirx.script.namespace import T as _T
 
-_AXES = ("Axis", "bx", "by", "bz", "laneid", "m", "tid_in_wg", "tx", "warpid", "wgid", "wid_in_wg")
-
 
 def _submodule(name: str, doc: str, package: bool = False, **names):
     module = types.ModuleType(f"{__name__}.{name}", doc)
@@ -48,7 +46,8 @@ backend = _submodule(
         axis=_submodule(
             "backend.cuda.axis",
             "``tvm_tirx.backend.cuda.axis``: the thread and memory axes of tirx.",
-            **{name: getattr(_layout, name) for name in _AXES},
+            Axis=_layout.Axis,
+            **{k: v for k, v in _layout_names.items() if isinstance(v, _layout.Axis)},
         ),
     ),
 )
