@@ -9,7 +9,9 @@ launchers (so drift affects them alike); the table gives the median (and the bes
 and the ratio to raw ``cuLaunchKernel``. Launchers:
 
 * tirx: ``exe(a, b, out)``, the seed kernel (warp_matmul, 16x16 @ 16x8) compiled by
-  ``tirx.compile``, with every argument checked (dtype, shape, device, contiguity) on each call;
+  ``tirx.compile``, with every argument checked (dtype, shape, device, contiguity) on each call
+  (by the memo: the same tensors, unchanged since their checks); its fast path is the C
+  extension's (``exe.fast_path == "c"``) where it was built at install, as the table says;
 * raw cuLaunchKernel: the same cubin loaded with cuda.bindings, arguments packed once (the
   floor for a launch from Python);
 * CuPy RawKernel: the same generated CUDA source compiled by CuPy, called with CuPy views of
@@ -18,10 +20,11 @@ and the ratio to raw ``cuLaunchKernel``. Launchers:
   stores it back (``add_one[(1,)](x)``), i.e. Triton's launch path with its JIT dispatch;
 * torch: ``x.add_(1)`` on a one-element CUDA tensor (torch's dispatcher and its own launch).
 
-Diagnostic rows split tirx's cost: its driver.Launcher called with ready values (no checks; the
-launch the checked path uses, which packs a new argument block per call), and the executable's
-fast path (checks and memo) with the launch replaced by a no-op. A launcher whose package is missing
-is skipped, with a note in the table. Goal: tirx <= 1.25 x raw, and below Triton and torch.
+Diagnostic rows split tirx's cost: the executable with its Python runner (what a call costs
+without the C extension), its driver.Launcher called with ready values (no checks; the launch
+the checked path uses, which packs a new argument block per call), and the executable's fast
+path (checks and memo), C and Python, with the launch replaced by a no-op. A launcher whose
+package is missing is skipped, with a note in the table. Goal: tirx <= 1.25 x raw, and below Triton and torch.
 
 Without a GPU the script measures what it can, the Python cost of one call with the launch
 replaced by a no-op and CPU tensors standing in for CUDA ones (see ``--help``).
@@ -83,11 +86,7 @@ def _seed():
 
 
 def tirx_launcher(exe, a, b, out):
-    def batch(n):
-        for _ in range(n):
-            exe(a, b, out)
-
-    return batch
+    return _calls(exe, a, b, out)
 
 
 def tirx_launcher_only(exe, a, b, out):
@@ -104,19 +103,47 @@ def tirx_launcher_only(exe, a, b, out):
     return batch
 
 
-def tirx_checks_only(exe, a, b, out, ordinal=0):
+def _twin(exe, launcher, ordinal, native):
+    """The seed executable again (same code, its own call state) launching through
+    ``launcher``, its fast path built: compiled (``native=None``) or Python (False)."""
     import tirx
     from tirx.examples.warp_matmul import warp_matmul
 
-    twin = tirx.compile(warp_matmul, target=exe.target)  # shares the code, own call state
-    twin._attach(_stub_launcher(exe._kinds), ordinal)
-    twin._build_runner()  # what the first good call builds
+    twin = tirx.compile(warp_matmul, target=exe.target)
+    twin._attach(launcher, ordinal)
+    twin._build_runner(native=native)  # what the first good call builds
+    want = "python" if native is False else "c"
+    if twin.fast_path != want:
+        raise RuntimeError(f"no {want} fast path here (the C extension is not built)")
+    return twin
 
+
+def _calls(f, a, b, out):
     def batch(n):
         for _ in range(n):
-            twin(a, b, out)
+            f(a, b, out)
 
     return batch
+
+
+def tirx_python_runner(exe, a, b, out):
+    return _calls(_twin(exe, exe._launcher, 0, native=False), a, b, out)
+
+
+def tirx_checks_only(exe, a, b, out, ordinal=0, native=False):
+    """The fast path with a launch that does nothing: with ``native``, the C runner calling
+    the extension's recording stand-in for cuLaunchKernel; else the Python runner calling a
+    no-op Python entry."""
+    launcher = _stub_launcher(exe._kinds)
+    if native is not False:
+        from tirx.backend.cuda import _launch
+
+        launcher.entry_address = _launch.record_entry()
+    return _calls(_twin(exe, launcher, ordinal, native), a, b, out)
+
+
+def tirx_c_checks_only(exe, a, b, out, ordinal=0):
+    return tirx_checks_only(exe, a, b, out, ordinal, native=None)
 
 
 def raw_launcher(exe, a, b, out):
@@ -209,13 +236,15 @@ LAUNCHERS = [
     ("CuPy RawKernel, same source", cupy_launcher, "cupy", False),
     ("Triton, trivial kernel (add_one[(1,)](x))", triton_launcher, "triton", False),
     ("torch x.add_(1), one element", torch_launcher, "torch", False),
+    ("(tirx exe, Python runner: no C extension)", tirx_python_runner, "tirx", True),
     (
         "(tirx driver.Launcher alone: no checks, a new block per call)",
         tirx_launcher_only,
         "tirx",
         True,
     ),
-    ("(tirx exe checks only, launch stubbed)", tirx_checks_only, "tirx", True),
+    ("(tirx exe checks only, C runner, launch stubbed)", tirx_c_checks_only, "tirx", True),
+    ("(tirx exe checks only, Python runner, launch stubbed)", tirx_checks_only, "tirx", True),
 ]
 
 
@@ -290,6 +319,7 @@ def run_gpu(args) -> str:
         f"tirx launch benchmark, {date.today().isoformat()}: {args.launches} launches per "
         f"batch, median of {args.reps} batches after a warm-up",
         f"{_gpu_line()}; {cpu_name()}, {os.cpu_count()} CPUs; {_versions()}",
+        f"tirx fast path: {exe.fast_path}",
         "",
         "| launcher | median us/launch | best us/launch | x raw | note |",
         "|---|---|---|---|---|",
@@ -326,6 +356,10 @@ def run_cpu_stub(args) -> str:
     out = torch.zeros((16, 8))
     exe = tirx.compile(warp_matmul, target="cuda -arch=sm_90")
     fast = tirx_checks_only(exe, a, b, out, ordinal=-1)  # -1: accept CPU tensors
+    try:
+        fast_c = tirx_c_checks_only(exe, a, b, out, ordinal=-1)
+    except (ImportError, RuntimeError):
+        fast_c = None
 
     # The per-call path every call took before the runner: ArgChecker on every argument.
     before = tirx.compile(warp_matmul, target="cuda -arch=sm_90")
@@ -344,9 +378,11 @@ def run_cpu_stub(args) -> str:
 
     batches = {
         "no-op launcher called directly (floor)": floor,
-        "tirx exe(a, b, out): runner, checks on": fast,
-        "previous per-call path: ArgChecker on every argument": checked,
+        "tirx exe(a, b, out): C runner, checks on": fast_c,
+        "tirx exe(a, b, out): Python runner, checks on": fast,
+        "checked path: ArgChecker on every argument": checked,
     }
+    batches = {label: batch for label, batch in batches.items() if batch is not None}
     times = _measure(batches, args.launches, args.reps, lambda: None)
     med = {label: statistics.median(t) * 1e9 for label, t in times.items()}
     base = med["no-op launcher called directly (floor)"]
@@ -361,7 +397,8 @@ def run_cpu_stub(args) -> str:
         *(f"| {label} | {ns:.0f} | {ns - base:.0f} |" for label, ns in med.items()),
         "",
         "The stream is 0 here (torch has no CUDA); on the GPU one C call reads torch's current "
-        "stream.",
+        "stream. The C runner's floor is a C stand-in for cuLaunchKernel, cheaper than the "
+        "Python no-op above, so its row can be below the floor.",
     ]
     return "\n".join(lines)
 

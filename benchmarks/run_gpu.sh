@@ -18,6 +18,7 @@ fi
   nvidia-smi --query-gpu=name,driver_version,compute_cap --format=csv,noheader
   python3 -c "import sys, torch, cuda.bindings; print('python', sys.version.split()[0], '| torch', torch.__version__, '| cuda-bindings', cuda.bindings.__version__)"
   python3 -c "from tirx.backend.cuda.nvrtc import nvrtc_version; print('nvrtc', nvrtc_version())"
+  python3 -c "from tirx.backend.cuda.executable import _native_module as m; print('C launch extension:', 'built' if m() else 'NOT built (Python runner)')"
 
 } > "$OUT/env.txt" 2>&1
 cat "$OUT/env.txt"

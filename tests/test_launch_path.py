@@ -255,8 +255,10 @@ def test_a_tensor_changed_in_place_is_checked_again(exe, stub, change):
 def test_new_memory_is_launched_with_its_own_pointer(exe, stub):
     a, b, out = seed_args()
     exe(a, b, out)
+    keep = [out.data]  # the replaced memory stays allocated: the allocator cannot reuse it
     out.set_(torch.zeros((16, 8)))  # same shape and dtype, other memory: the checks pass again
     exe(a, b, out)
+    keep.append(out.data)
     out.data = torch.ones((16, 8))  # .data= keeps the version counter; the pointer tells
     exe(a, b, out)
     pointers = [c[-1] for c in stub.calls]

@@ -29,6 +29,7 @@ __all__ = [
     "Kernel",
     "Launcher",
     "ArgPacker",
+    "launch_entry_address",
     "STREAMS",
     "PARAM_TYPES",
 ]
@@ -314,6 +315,31 @@ class ArgPacker:
         return block, base + 8 * n
 
 
+@functools.cache
+def launch_entry_address() -> int | None:
+    """The address of the driver's ``cuLaunchKernel``, the same entry point
+    ``cuda.bindings`` calls (legacy default stream unless ``CUDA_PYTHON_CUDA_PER_THREAD_DEFAULT_STREAM``
+    asks for the per-thread one); None when the driver does not give it."""
+    import os
+
+    drv = _driver()
+    try:
+        err, version = drv.cuDriverGetVersion()
+        if int(err) != 0:
+            return None
+        flags = drv.CUdriverProcAddress_flags
+        per_thread = os.environ.get("CUDA_PYTHON_CUDA_PER_THREAD_DEFAULT_STREAM", "0") != "0"
+        flag = (
+            flags.CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM
+            if per_thread
+            else flags.CU_GET_PROC_ADDRESS_LEGACY_STREAM
+        )
+        err, address, *_ = drv.cuGetProcAddress(b"cuLaunchKernel", version, flag)
+    except Exception:  # no driver
+        return None
+    return (int(address) or None) if int(err) == 0 else None
+
+
 def OK():
     """``CUresult.CUDA_SUCCESS`` (what a launch answers when it went well)."""
     return _driver().CUresult.CUDA_SUCCESS
@@ -342,12 +368,21 @@ class Launcher:
 
     ``entry`` is the function called with ``cuLaunchKernel``'s arguments (the driver's by
     default; tests pass a recorder). :class:`~tirx.backend.cuda.executable.CudaExecutable`
-    calls ``entry`` itself on its fast path, with blocks from :attr:`pack`.
+    calls ``entry`` itself on its fast path, with blocks from :attr:`pack`. ``entry_address``
+    is the address of the C function that ``entry`` stands for, for the executable's compiled
+    fast path (by default ``cuLaunchKernel``'s, see :func:`launch_entry_address`; None with a
+    Python ``entry`` unless one is given).
     """
 
-    __slots__ = ("kernel", "param_types", "pack", "entry", "_smem_ok", "_ok")
+    __slots__ = ("kernel", "param_types", "pack", "entry", "entry_address", "_smem_ok", "_ok")
 
-    def __init__(self, kernel: Kernel, param_types: tuple[str, ...], entry=None):
+    def __init__(
+        self,
+        kernel: Kernel,
+        param_types: tuple[str, ...],
+        entry=None,
+        entry_address: int | None = None,
+    ):
         bad = [t for t in param_types if t not in PARAM_TYPES]
         if bad:
             raise LaunchError(
@@ -358,6 +393,9 @@ class Launcher:
         self.kernel, self.param_types = kernel, tuple(param_types)
         self.pack = ArgPacker(self.param_types)
         self.entry = drv.cuLaunchKernel if entry is None else entry
+        if entry is None and entry_address is None:
+            entry_address = launch_entry_address()
+        self.entry_address = entry_address
         self._smem_ok = kernel.max_dynamic_smem
         self._ok = OK()
 

@@ -30,7 +30,11 @@ seed kernel ``warp_matmul(A, B, Out)`` on device 0 it reads::
             fail(err, (1, 1, 1), (32, 1, 1), 0, s, m[-1])
 
 ``exe(a, b, out)`` calls it directly (``CudaExecutable.__call__`` hands over to it, with no
-frame in between). ``d0``/``s0`` are the expected torch dtype and shape, ``entry`` is
+frame in between). For a kernel whose parameters are all tensors, a compiled runner stands in
+front of this one where the C extension ``_launch`` was built at install
+(``exe.fast_path == "c"``): it does the memo comparison below and the launch in C, calling
+``cuLaunchKernel`` directly, and hands every call it declines to ``call`` (see
+:func:`native_runner`). ``d0``/``s0`` are the expected torch dtype and shape, ``entry`` is
 ``cuLaunchKernel``, ``fn`` the kernel, ``pack`` the launcher's
 :class:`~tirx.backend.cuda.driver.ArgPacker`, ``stream`` torch's current-stream getter and
 ``streams`` the map from stream handles to ``CUstream`` objects. A twin, ``run(args)``, answers
@@ -75,7 +79,7 @@ from .cache import cache_key, default_cache
 from .codegen import CODEGEN_VERSION, generate, param_kinds
 from .nvrtc import DEFAULT_OPTIONS, compile_cuda, nvrtc_version
 
-__all__ = ["CudaExecutable", "build", "make_runner", "make_runners"]
+__all__ = ["CudaExecutable", "build", "make_runner", "make_runners", "native_runner"]
 
 # Bit-exact agreement with the simulator: no contraction of a*b+c into FMA.
 NVRTC_OPTIONS = ("--fmad=false",)
@@ -230,9 +234,19 @@ class CudaExecutable(Executable):
                 values.append(check.scalar(p, a))
         return values
 
-    def _build_runner(self):
+    @property
+    def fast_path(self) -> str | None:
+        """How a good call launches: ``"c"`` (the compiled memo-hit launch in front of the
+        Python runner, see :func:`native_runner`), ``"python"`` (the Python runner alone), or
+        None before the first good call has built either."""
+        if self._run is _never:
+            return None
+        return "python" if isinstance(self._call, types.FunctionType) else "c"
+
+    def _build_runner(self, native=None):
         """Build the runner for the attached launcher and make calls go to it; returns the
-        answering variant, ``run(args) -> bool`` (which shares its memo)."""
+        answering variant, ``run(args) -> bool`` (which shares its memo). ``native=False``:
+        the Python runner even where the compiled one exists."""
         params = self.lowered.params
         dtypes = (
             self.checker.torch_dtypes()
@@ -243,7 +257,7 @@ class CudaExecutable(Executable):
         slow = weakref.WeakMethod(self._call_checked)  # no cycle through the runner
         self._run, self._call = make_runners(
             params, dtypes, self._launcher, self._grid, self._block, self._smem, stream,
-            self._ordinal, slow,
+            self._ordinal, slow, native,
         )  # fmt: skip
         return self._run
 
@@ -272,7 +286,9 @@ def _default_stream(ordinal: int) -> int:
 # ------------------------------------------------------------------------------ the runner
 
 
-def make_runners(params, torch_dtypes, launcher, grid, block, smem, stream, ordinal, slow):
+def make_runners(
+    params, torch_dtypes, launcher, grid, block, smem, stream, ordinal, slow, native=None
+):
     """``(run, call)``, two variants of the runner sharing one memo.
 
     Both launch the kernel of ``launcher`` (a :class:`~tirx.backend.cuda.driver.Launcher`)
@@ -284,6 +300,9 @@ def make_runners(params, torch_dtypes, launcher, grid, block, smem, stream, ordi
     ``params`` are the kernel's parameters (:class:`ir.Buffer` or scalar :class:`ir.Var`),
     ``torch_dtypes`` the torch dtype of each buffer parameter (None for scalars). Tensors must
     be on CUDA device ``ordinal`` (-1: on the CPU, for tests with a recording ``entry``).
+
+    ``call`` is the compiled :class:`_launch.Runner <native_runner>` around the Python one
+    where it can be (see :func:`native_runner`); ``native=False`` keeps the Python one.
     """
     launcher.prepare(smem)
     grid, block = tuple(int(x) for x in grid), tuple(int(x) for x in block)
@@ -291,6 +310,7 @@ def make_runners(params, torch_dtypes, launcher, grid, block, smem, stream, ordi
         tuple(_slot(p) for p in params), ordinal, grid, block, int(smem)
     )
     tensors = sum(isinstance(p, ir.Buffer) for p in params)
+    memo = [(_nothing, -1, -1) * tensors + (None, 0)]
     scope = {
         "__builtins__": builtins,
         "entry": launcher.entry,
@@ -300,14 +320,64 @@ def make_runners(params, torch_dtypes, launcher, grid, block, smem, stream, ordi
         "pack": launcher.pack,
         "streams": driver.STREAMS,
         "stream": stream,
-        "memo": [(_nothing, -1, -1) * tensors + (None, 0)],
+        "memo": memo,
         "remember": _remember,
         "slow": slow,
     }
     for i, (p, dt) in enumerate(zip(params, torch_dtypes)):
         if isinstance(p, ir.Buffer):
             scope[f"d{i}"], scope[f"s{i}"] = dt, _torch_size(p.shape)
-    return types.FunctionType(run_code, scope, "run"), types.FunctionType(call_code, scope, "call")
+    run = types.FunctionType(run_code, scope, "run")
+    call = types.FunctionType(call_code, scope, "call")
+    if native is not False and tensors and tensors == len(params):
+        call = native_runner(launcher, grid, block, smem, memo, stream, ordinal, call) or call
+    return run, call
+
+
+def native_runner(launcher, grid, block, smem, memo, stream, ordinal, call):
+    """The compiled memo-hit launch (``tirx/backend/cuda/_launch.c``) in front of the Python
+    runner ``call``, which takes every call it declines; None where there is none: the
+    extension was not built (no C compiler at install), ``TIRX_NATIVE_LAUNCH=0``, or the
+    launcher has no C entry address (a Python stand-in for ``cuLaunchKernel``).
+
+    For a kernel whose parameters are all tensors, a memo hit then costs the identity,
+    ``_version`` and ``data_ptr()`` reads in C and one stream lookup, then ``cuLaunchKernel``
+    with the GIL released; it launches the block the Python runner packed and remembered."""
+    native = _native_module()
+    if native is None or not launcher.entry_address:
+        return None
+    handle = launcher.kernel.handle
+    n = len(memo[0]) // 3
+    dims = (grid, block, int(smem))
+
+    def fail(err: int, stream_handle: int, params: int) -> None:
+        launcher.failed(_cu_result(err), *dims, driver.STREAMS[stream_handle], params)
+
+    return native.Runner(
+        launcher.entry_address, int(handle) if handle is not None else 0, grid, block,
+        int(smem), n, memo, stream, ordinal, call, fail,
+    )  # fmt: skip
+
+
+def _cu_result(err: int):
+    try:
+        return driver._driver().CUresult(err)
+    except ValueError:  # a code this cuda-bindings does not name
+        return err
+
+
+@functools.cache
+def _native_module():
+    """``tirx.backend.cuda._launch`` when it was built and is wanted, else None."""
+    import os
+
+    if os.environ.get("TIRX_NATIVE_LAUNCH", "1") == "0":
+        return None
+    try:
+        from . import _launch
+    except ImportError:
+        return None
+    return _launch
 
 
 def make_runner(params, torch_dtypes, launcher, grid, block, smem, stream, ordinal: int):

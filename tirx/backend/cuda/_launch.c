@@ -1,0 +1,377 @@
+/* tirx.backend.cuda._launch: the memo-hit launch of an executable, in C.
+ *
+ * A CudaExecutable's runner (executable.py) checks a call's tensors once and remembers them in
+ * its memo: per tensor a weak reference, its version counter and its data pointer, then the
+ * argument block packed for them and the address of the block's pointer array. When the same
+ * tensors come again unchanged, the call needs no check and no packing, only the launch. This
+ * module does exactly that part in C: a Runner compares the arguments with the memo (identity,
+ * ``_version``, ``data_ptr()``), asks for the current stream and calls cuLaunchKernel through
+ * the function pointer it was given. Anything else (a memo miss, a wrong count, keywords, an
+ * argument that is not a tensor) goes to the Python runner, which checks, packs, remembers and
+ * launches. The memo is the Python runner's list, read here and written only there: one source
+ * of truth, and a block is never written after it is built, so a launch reads what it checked.
+ *
+ * The GIL is released around cuLaunchKernel (it may block while the launch queue is full); the
+ * memo entry is held for the duration, which keeps its block alive.
+ *
+ * record_entry() gives the address of a stand-in for cuLaunchKernel that records its arguments
+ * and launches nothing (set_record() says how many values to copy, last_launch() reads them
+ * back): tests use it without a GPU.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef int (*launch_fn)(void *f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
+                         unsigned by, unsigned bz, unsigned smem, void *stream, void **params,
+                         void **extra);
+
+static PyObject *str_version;  /* "_version" */
+static PyObject *str_data_ptr; /* "data_ptr" */
+
+typedef struct {
+    PyObject_HEAD
+    vectorcallfunc vectorcall;
+    launch_fn entry;
+    void *function;
+    unsigned dims[7]; /* grid x, y, z, block x, y, z, dynamic shared bytes */
+    Py_ssize_t n;     /* parameters, all tensors */
+    PyObject *memo;   /* list of one entry: (ref, version, ptr) * n + (block, params) */
+    PyObject *stream; /* stream(ordinal) -> int */
+    PyObject *ordinal;
+    PyObject *miss; /* the Python runner: call(*args) */
+    PyObject *fail; /* fail(err, stream, params): raises the LaunchError (or retries) */
+} Runner;
+
+/* 1 when a and b are equal ints, 0 when not (or not ints: the caller then takes the miss). */
+static int same_int(PyObject *a, PyObject *b) {
+    if (a == b)
+        return 1;
+    if (!PyLong_CheckExact(a) || !PyLong_CheckExact(b))
+        return 0;
+    int overflow_a = 0, overflow_b = 0;
+    long long x = PyLong_AsLongLongAndOverflow(a, &overflow_a);
+    long long y = PyLong_AsLongLongAndOverflow(b, &overflow_b);
+    if (overflow_a || overflow_b) {
+        int eq = PyObject_RichCompareBool(a, b, Py_EQ);
+        if (eq < 0) {
+            PyErr_Clear();
+            return 0;
+        }
+        return eq;
+    }
+    return x == y;
+}
+
+/* The object a weak reference points to (borrowed), or NULL when it is not a live one. */
+static PyObject *referent(PyObject *ref) {
+    if (!PyWeakref_CheckRef(ref))
+        return NULL;
+#if PY_VERSION_HEX >= 0x030D0000
+    PyObject *obj = NULL;
+    if (PyWeakref_GetRef(ref, &obj) != 1) {
+        PyErr_Clear();
+        return NULL;
+    }
+    Py_DECREF(obj); /* the argument holds it alive; only its identity is compared */
+    return obj;
+#else
+    PyObject *obj = PyWeakref_GET_OBJECT(ref);
+    return obj == Py_None ? NULL : obj;
+#endif
+}
+
+/* 1 when the call's arguments are the memo's tensors, unchanged. Never leaves an error set. */
+static int memo_hit(Runner *self, PyObject *entry, PyObject *const *args) {
+    if (!PyTuple_CheckExact(entry) || PyTuple_GET_SIZE(entry) != 3 * self->n + 2)
+        return 0;
+    for (Py_ssize_t i = 0; i < self->n; i++) {
+        PyObject *a = args[i];
+        if (referent(PyTuple_GET_ITEM(entry, 3 * i)) != a)
+            return 0;
+        PyObject *v = PyObject_GetAttr(a, str_version);
+        if (v == NULL) {
+            PyErr_Clear();
+            return 0;
+        }
+        int ok = same_int(v, PyTuple_GET_ITEM(entry, 3 * i + 1));
+        Py_DECREF(v);
+        if (!ok)
+            return 0;
+        PyObject *p = PyObject_CallMethodNoArgs(a, str_data_ptr);
+        if (p == NULL) {
+            PyErr_Clear();
+            return 0;
+        }
+        ok = same_int(p, PyTuple_GET_ITEM(entry, 3 * i + 2));
+        Py_DECREF(p);
+        if (!ok)
+            return 0;
+    }
+    return 1;
+}
+
+static PyObject *runner_vectorcall(PyObject *obj, PyObject *const *args, size_t nargsf,
+                                   PyObject *kwnames) {
+    Runner *self = (Runner *)obj;
+    if (kwnames != NULL || PyVectorcall_NARGS(nargsf) != self->n || PyList_GET_SIZE(self->memo) < 1)
+        return PyObject_Vectorcall(self->miss, args, nargsf, kwnames);
+    PyObject *entry = PyList_GET_ITEM(self->memo, 0);
+    Py_INCREF(entry); /* the memo may be replaced meanwhile (another thread); this one stays */
+    if (!memo_hit(self, entry, args)) {
+        Py_DECREF(entry);
+        return PyObject_Vectorcall(self->miss, args, nargsf, kwnames);
+    }
+    void *params = PyLong_AsVoidPtr(PyTuple_GET_ITEM(entry, 3 * self->n + 1));
+    PyObject *s = PyObject_CallOneArg(self->stream, self->ordinal);
+    void *stream = s == NULL ? NULL : PyLong_AsVoidPtr(s);
+    if (PyErr_Occurred()) {
+        Py_XDECREF(s);
+        Py_DECREF(entry);
+        return NULL;
+    }
+    const unsigned *d = self->dims;
+    launch_fn entry_fn = self->entry;
+    void *function = self->function;
+    int err;
+    Py_BEGIN_ALLOW_THREADS
+    err = entry_fn(function, d[0], d[1], d[2], d[3], d[4], d[5], d[6], stream, (void **)params,
+                   NULL);
+    Py_END_ALLOW_THREADS
+    PyObject *result = Py_None;
+    Py_INCREF(result);
+    if (err != 0) {
+        Py_DECREF(result);
+        result = PyObject_CallFunction(self->fail, "iOO", err, s, PyTuple_GET_ITEM(entry, 3 * self->n + 1));
+    }
+    Py_DECREF(s);
+    Py_DECREF(entry);
+    return result;
+}
+
+static int unsigned_of(PyObject *v, unsigned *out, const char *what) {
+    unsigned long x = PyLong_AsUnsignedLong(v);
+    if (PyErr_Occurred() || x > 0xFFFFFFFFul) {
+        PyErr_Format(PyExc_ValueError, "Runner: %s must be a 32-bit unsigned int", what);
+        return -1;
+    }
+    *out = (unsigned)x;
+    return 0;
+}
+
+static int runner_init(PyObject *obj, PyObject *args, PyObject *kwds) {
+    Runner *self = (Runner *)obj;
+    static char *kwlist[] = {"entry", "function", "grid", "block", "smem", "n", "memo",
+                             "stream", "ordinal", "miss", "fail", NULL};
+    PyObject *entry, *function, *grid, *block, *smem, *memo, *stream, *ordinal, *miss, *fail;
+    Py_ssize_t n;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOOOOnO!OOOO", kwlist, &entry, &function, &grid,
+                                     &block, &smem, &n, &PyList_Type, &memo, &stream, &ordinal,
+                                     &miss, &fail))
+        return -1;
+    self->entry = (launch_fn)PyLong_AsVoidPtr(entry);
+    self->function = PyLong_AsVoidPtr(function);
+    if (PyErr_Occurred())
+        return -1;
+    if (self->entry == NULL) {
+        PyErr_SetString(PyExc_ValueError, "Runner: entry must be a function address");
+        return -1;
+    }
+    if (!PyTuple_Check(grid) || PyTuple_GET_SIZE(grid) != 3 || !PyTuple_Check(block) ||
+        PyTuple_GET_SIZE(block) != 3) {
+        PyErr_SetString(PyExc_ValueError, "Runner: grid and block must be 3-tuples");
+        return -1;
+    }
+    for (int i = 0; i < 3; i++) {
+        if (unsigned_of(PyTuple_GET_ITEM(grid, i), &self->dims[i], "grid") < 0 ||
+            unsigned_of(PyTuple_GET_ITEM(block, i), &self->dims[3 + i], "block") < 0)
+            return -1;
+    }
+    if (unsigned_of(smem, &self->dims[6], "smem") < 0)
+        return -1;
+    if (n < 1) {
+        PyErr_SetString(PyExc_ValueError, "Runner: n must be at least 1");
+        return -1;
+    }
+    self->n = n;
+    Py_INCREF(memo);
+    Py_XSETREF(self->memo, memo);
+    Py_INCREF(stream);
+    Py_XSETREF(self->stream, stream);
+    Py_INCREF(ordinal);
+    Py_XSETREF(self->ordinal, ordinal);
+    Py_INCREF(miss);
+    Py_XSETREF(self->miss, miss);
+    Py_INCREF(fail);
+    Py_XSETREF(self->fail, fail);
+    return 0;
+}
+
+static PyObject *runner_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
+    Runner *self = (Runner *)type->tp_alloc(type, 0);
+    if (self != NULL)
+        self->vectorcall = runner_vectorcall;
+    return (PyObject *)self;
+}
+
+static int runner_traverse(PyObject *obj, visitproc visit, void *arg) {
+    Runner *self = (Runner *)obj;
+    Py_VISIT(self->memo);
+    Py_VISIT(self->stream);
+    Py_VISIT(self->ordinal);
+    Py_VISIT(self->miss);
+    Py_VISIT(self->fail);
+    return 0;
+}
+
+static int runner_clear(PyObject *obj) {
+    Runner *self = (Runner *)obj;
+    Py_CLEAR(self->memo);
+    Py_CLEAR(self->stream);
+    Py_CLEAR(self->ordinal);
+    Py_CLEAR(self->miss);
+    Py_CLEAR(self->fail);
+    return 0;
+}
+
+static void runner_dealloc(PyObject *obj) {
+    PyObject_GC_UnTrack(obj);
+    runner_clear(obj);
+    Py_TYPE(obj)->tp_free(obj);
+}
+
+static PyObject *runner_get_miss(PyObject *obj, void *closure) {
+    PyObject *miss = ((Runner *)obj)->miss;
+    if (miss == NULL)
+        Py_RETURN_NONE;
+    Py_INCREF(miss);
+    return miss;
+}
+
+static PyGetSetDef runner_getset[] = {
+    {"miss", runner_get_miss, NULL, "the Python runner that takes every call this one declines",
+     NULL},
+    {NULL},
+};
+
+static PyTypeObject RunnerType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "tirx.backend.cuda._launch.Runner",
+    .tp_doc = "Runner(entry, function, grid, block, smem, n, memo, stream, ordinal, miss, fail)"
+              "\n\nCalled with a kernel's tensors: launches the memo's block when they are the"
+              "\nmemo's tensors, unchanged; otherwise calls miss(*args).",
+    .tp_basicsize = sizeof(Runner),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
+    .tp_new = runner_new,
+    .tp_init = runner_init,
+    .tp_dealloc = runner_dealloc,
+    .tp_traverse = runner_traverse,
+    .tp_clear = runner_clear,
+    .tp_call = PyVectorcall_Call,
+    .tp_vectorcall_offset = offsetof(Runner, vectorcall),
+    .tp_getset = runner_getset,
+};
+
+/* ------------------------------------------------------------------ the recording stand-in */
+
+static struct {
+    long long calls;
+    void *function;
+    unsigned dims[7];
+    void *stream;
+    void **params;
+    int n;               /* how many parameter values a launch copies (set_record) */
+    uint64_t values[16]; /* the first 8 bytes of each of those parameters, at the launch */
+    int result;          /* what launches answer (set_record; 0: success) */
+} last;
+
+static int record_launch(void *f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
+                         unsigned by, unsigned bz, unsigned smem, void *stream, void **params,
+                         void **extra) {
+    (void)extra;
+    last.calls++;
+    last.function = f;
+    unsigned d[7] = {gx, gy, gz, bx, by, bz, smem};
+    for (int i = 0; i < 7; i++)
+        last.dims[i] = d[i];
+    last.stream = stream;
+    last.params = params;
+    for (int i = 0; i < last.n; i++)
+        last.values[i] = params ? *(uint64_t *)params[i] : 0;
+    return last.result;
+}
+
+static PyObject *record_entry(PyObject *mod, PyObject *unused) {
+    return PyLong_FromVoidPtr((void *)record_launch);
+}
+
+static PyObject *last_launch(PyObject *mod, PyObject *unused) {
+    PyObject *values = PyTuple_New(last.n);
+    if (values == NULL)
+        return NULL;
+    for (int i = 0; i < last.n; i++) {
+        PyObject *v = PyLong_FromUnsignedLongLong(last.values[i]);
+        if (v == NULL) {
+            Py_DECREF(values);
+            return NULL;
+        }
+        PyTuple_SET_ITEM(values, i, v);
+    }
+    return Py_BuildValue("{s:L,s:K,s:(III),s:(III),s:I,s:K,s:K,s:N}", "calls", last.calls,
+                         "function", (unsigned long long)(uintptr_t)last.function, "grid",
+                         last.dims[0], last.dims[1], last.dims[2], "block", last.dims[3],
+                         last.dims[4], last.dims[5], "smem", last.dims[6], "stream",
+                         (unsigned long long)(uintptr_t)last.stream, "params",
+                         (unsigned long long)(uintptr_t)last.params, "values", values);
+}
+
+static PyObject *set_record(PyObject *mod, PyObject *args) {
+    int n, result;
+    if (!PyArg_ParseTuple(args, "ii", &n, &result))
+        return NULL;
+    if (n < 0 || n > 16) {
+        PyErr_SetString(PyExc_ValueError, "set_record(n, result): 0 <= n <= 16");
+        return NULL;
+    }
+    last.n = n;
+    last.result = result;
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef module_methods[] = {
+    {"record_entry", record_entry, METH_NOARGS,
+     "record_entry() -> int: the address of a cuLaunchKernel stand-in that records its "
+     "arguments and launches nothing"},
+    {"last_launch", last_launch, METH_NOARGS,
+     "last_launch() -> dict: the stand-in's call count and its last launch's function, grid, "
+     "block, smem, stream, params address and parameter values"},
+    {"set_record", set_record, METH_VARARGS,
+     "set_record(n, result): the stand-in copies the first n parameter values of each launch "
+     "and answers the CUresult `result` (0: success)"},
+    {NULL},
+};
+
+static struct PyModuleDef module_def = {
+    PyModuleDef_HEAD_INIT, "tirx.backend.cuda._launch",
+    "The memo-hit launch of a CudaExecutable, in C (see executable.py).", -1, module_methods,
+};
+
+PyMODINIT_FUNC PyInit__launch(void) {
+    str_version = PyUnicode_InternFromString("_version");
+    str_data_ptr = PyUnicode_InternFromString("data_ptr");
+    if (str_version == NULL || str_data_ptr == NULL)
+        return NULL;
+    if (PyType_Ready(&RunnerType) < 0)
+        return NULL;
+    PyObject *m = PyModule_Create(&module_def);
+    if (m == NULL)
+        return NULL;
+    Py_INCREF(&RunnerType);
+    if (PyModule_AddObject(m, "Runner", (PyObject *)&RunnerType) < 0) {
+        Py_DECREF(&RunnerType);
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}
