@@ -67,6 +67,8 @@ def _cuda_scope():
     b = torch.randn((8, 16), device="cuda").half()
     out = torch.zeros((16, 8), device="cuda")
     exe(a, b, out)
+    exe_py = tirx.compile(warp_matmul, target="cuda")  # a twin: its own runner, Python only
+    exe_py._build_runner(native=False)
     fn = exe._module.function(exe.lowered.name).handle
     values = (ctypes.c_void_p * 3)(a.data_ptr(), b.data_ptr(), out.data_ptr())
     slots = (ctypes.c_void_p * 3)(*(ctypes.addressof(values) + 8 * i for i in range(3)))
@@ -95,6 +97,7 @@ def _cuda_scope():
         torch=torch,
         drv=drv,
         exe=exe,
+        exe_py=exe_py,
         a=a,
         b=b,
         out=out,
@@ -147,6 +150,7 @@ ROWS = [
     ("ctypes CDLL cuLaunchKernel with argtypes", "dll_launch(fn_int, 1, 1, 1, 32, 1, 1, 0, sraw, params, None)", True, True),
     ("tirx driver.Launcher, ready values", "launcher(grid, block, smem, sraw, pa, pb, po)", True, True),
     ("tirx exe(a, b, out)", "exe(a, b, out)", True, True),
+    ("tirx exe(a, b, out), Python runner", "exe_py(a, b, out)", True, True),
     ("cuda.bindings cuLaunchKernel, pre-packed (again)", "drv.cuLaunchKernel(fn, 1, 1, 1, 32, 1, 1, 0, stream, params, 0)", True, True),
 ]  # fmt: skip
 
