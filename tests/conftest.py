@@ -2,7 +2,18 @@
 
 from __future__ import annotations
 
+import atexit
+import os
+import shutil
+import tempfile
+
 import pytest
+
+# Kernels defined when test modules are imported (collection, before any fixture) already
+# consult the front-end cache: from the start, the session's cache is a directory of its own,
+# never the user's. The fixture below gives each test the session's pytest-managed one.
+os.environ["TIRX_CACHE_DIR"] = tempfile.mkdtemp(prefix="tirx-test-cache-")
+atexit.register(shutil.rmtree, os.environ["TIRX_CACHE_DIR"], ignore_errors=True)
 
 
 def _gpu_count() -> int:

@@ -109,8 +109,10 @@ def test_kernel_in_a_factory_uses_closure_values(tmp_path, no_inspect):
     assert k3.source.endswith("        A[0] = scale + value\n")
 
 
-def test_factory_twice_shares_one_tree_and_leaves_it_intact(no_inspect):
+def test_factory_twice_shares_one_tree_and_leaves_it_intact(no_inspect, monkeypatch):
     from tirx.examples import gemm
+
+    monkeypatch.setenv("TIRX_CACHE", "0")  # parsed here, not found in the front-end cache
 
     path = gemm.make_gemm.__code__.co_filename
     small = gemm.make_gemm(64, 64, 16)
@@ -160,7 +162,7 @@ def test_file_edited_after_import_falls_back_to_inspect(tmp_path):
     with open(path, "w") as f:
         f.write(PRELUDE + "x = 1\ny = 2\n" + KERNEL.format(value=2))
     os.utime(path, ns=(1, 1))  # a different mtime for linecache.checkcache, whatever the clock
-    assert parser._lookup_def(k.pyfunc) is None
+    assert parser._lookup_def(k.pyfunc, parser._source_lines(k.pyfunc)) is None
     # ... and inspect, which reads on from that line to the next def, parses the file as it is
     # now (as @T.function always did for a file changed on disk).
     again = tirx.T.function(k.pyfunc)
@@ -208,7 +210,7 @@ def test_error_in_a_nested_kernel_points_at_its_absolute_line_and_column(
     assert str(err).splitlines()[-1].strip() == "^" * len("undefined_thing")
     # the slow path (dedent, parse, shift back) reports exactly the same place
     monkeypatch.undo()
-    monkeypatch.setattr(parser, "_lookup_def", lambda pyfunc: None)
+    monkeypatch.setattr(parser, "_lookup_def", lambda pyfunc, lines: None)
     slow = _nested_error(tmp_path)
     assert slow.span.line == _line_of(slow.span.file, "undefined_thing")
     assert (slow.span.col, slow.span.end_col) == (err.span.col, err.span.end_col)

@@ -10,6 +10,10 @@ lookup: the first result is remembered per (kernel, target) and the repeat gets 
 lowered IR is remembered per (kernel, arch) too, so the simulator and the GPU share one
 lowering. A kernel is immutable once parsed; what else would make a remembered result stale
 is checked on every lookup (see :class:`_Memo`). :func:`clear_cache` forgets everything.
+
+Across processes, a kernel compiled before skips the front end: ``@T.function`` found it in
+the front-end cache (tirx/frontend.py) without parsing, and for the cuda target its lowered IR
+and generated source come from there (``timings["frontend"]``; parse, lower and codegen 0).
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ import time
 import weakref
 from dataclasses import dataclass, field
 
+from . import frontend
 from .errors import TirxError
 from .executable import Executable, SimExecutable
 from .ir import nodes as ir
@@ -33,13 +38,12 @@ __all__ = ["compile", "clear_cache"]
 class _Memo:
     """What one kernel object has been compiled to in this process.
 
-    Valid while the kernel's IR is the one it was built from, the instruction-contract
-    registry is the same object (redefining contracts, as tests do, replaces it), and
-    :func:`clear_cache` has not run since. Entries hold no reference to the kernel itself, so
-    the weak map below frees them with it.
+    Valid while the instruction-contract registry is the same object (redefining contracts,
+    as tests do, replaces it) and :func:`clear_cache` has not run since. (A kernel's IR never
+    changes, and is not read here: a kernel from the front-end cache parses it on first use.)
+    Entries hold no reference to the kernel itself, so the weak map below frees them with it.
     """
 
-    source_ir: ir.Function
     registry: dict
     generation: int
     lowered: dict[int, ir.Function] = field(default_factory=dict)  # by sm number
@@ -73,18 +77,25 @@ def compile(func, target=None) -> Executable:  # noqa: A001 - the public name SP
         return known.twin(func, "hit", timings)
     timings = {"parse": func.parse_ms}
     t1 = time.perf_counter()
-    lowered = memo.lowered.get(target.arch_number)
-    if lowered is None:
-        lowered = memo.lowered[target.arch_number] = lower_function(
-            func.ir, arch=target.arch_number
-        )
-    timings["lower"] = (time.perf_counter() - t1) * 1e3
+    arch = target.arch_number
+    lowered = memo.lowered.get(arch)
+    stored = frontend.load(func, arch) if lowered is None and target.kind == "cuda" else None
+    if stored is not None:
+        lowered = memo.lowered[arch] = stored[0]
+        timings["frontend"] = (time.perf_counter() - t1) * 1e3
+        timings["lower"] = 0.0
+    else:
+        if lowered is None:
+            lowered = memo.lowered[arch] = lower_function(func.ir, arch=arch)
+        timings["lower"] = (time.perf_counter() - t1) * 1e3
     if target.kind == "sim":
         exe = SimExecutable(func, lowered, target, timings)
     else:
         from .backend.cuda.executable import build
 
-        exe = build(func, lowered, target, timings)
+        exe = build(func, lowered, target, timings, source=stored[1] if stored else None)
+        if stored is None:
+            frontend.store(func, arch, lowered, exe.source)
     memo.executables[target] = exe.twin(None, exe.cache, dict(timings))
     return exe
 
@@ -97,6 +108,7 @@ def clear_cache() -> None:
     global _GENERATION
     _GENERATION += 1
     _MEMO.clear()
+    frontend.clear()
     from .backend.cuda.cache import default_cache
 
     default_cache().clear()
@@ -105,11 +117,6 @@ def clear_cache() -> None:
 def _memo_of(func: KernelFunction) -> _Memo:
     memo = _MEMO.get(func)
     registry = contracts._CACHE
-    if (
-        memo is None
-        or memo.source_ir is not func.ir
-        or memo.registry is not registry
-        or memo.generation != _GENERATION
-    ):
-        memo = _MEMO[func] = _Memo(func.ir, registry, _GENERATION)
+    if memo is None or memo.registry is not registry or memo.generation != _GENERATION:
+        memo = _MEMO[func] = _Memo(registry, _GENERATION)
     return memo

@@ -201,6 +201,7 @@ class Evaluator:
             return self.b.lookup(node.id)
         except KeyError:
             pass
+        self.p.free_names[node.id] = None  # read from outside: see Parser.free_names
         if node.id in self.p.scope:
             return self.p.scope[node.id]
         if node.id in BUILTINS:
@@ -326,6 +327,8 @@ class Evaluator:
                         "'is' compares compile-time objects; use == for kernel values",
                         self.p.span(node),
                     )
+                if not any(v is None or v is True or v is False for v in (left, right)):
+                    self.p.compared_identity = True  # see Parser.compared_identity
                 if (left is right) != isinstance(op, ast.Is):
                     return False
                 left = right

@@ -25,19 +25,40 @@ __all__ = ["function", "KernelFunction", "parse_source"]
 
 
 class KernelFunction:
-    """What ``@T.function`` returns: the parsed kernel, ready for ``tirx.compile``."""
+    """What ``@T.function`` returns: the parsed kernel, ready for ``tirx.compile``.
 
-    def __init__(self, func: ir.Function, source: str, pyfunc=None, parse_ms: float = 0.0):
-        self.ir = func
+    A kernel that the front-end cache (tirx/frontend.py) found, compiled by an earlier process,
+    is not parsed at decoration: ``tirx.compile`` takes its lowered IR and generated source from
+    the cache, and ``ir`` is parsed on first use (``script()``, the simulator, another arch),
+    from the very inputs the decorator saw. ``frontend`` is that cache's record of the kernel
+    (None: not cached).
+    """
+
+    def __init__(
+        self, func: ir.Function | None, source: str, pyfunc=None, parse_ms: float = 0.0,
+        *, name: str | None = None, parse=None,
+    ):  # fmt: skip
+        self._ir = func
+        self._parse = parse  # () -> ir.Function, for a kernel made without its IR (func None)
         self.parse_ms = parse_ms
         self.source = source
         self.pyfunc = pyfunc
-        self.__name__ = func.name
+        self.frontend = None
+        self.__name__ = func.name if func is not None else name
         self.__doc__ = getattr(pyfunc, "__doc__", None)
 
     @property
+    def ir(self) -> ir.Function:
+        """The script-level IR (parsed now if the kernel came from the front-end cache)."""
+        if self._ir is None:
+            func = self._parse()
+            if self._ir is None:  # another thread may have parsed it meanwhile: keep one
+                self._ir = func
+        return self._ir
+
+    @property
     def name(self) -> str:
-        return self.ir.name
+        return self.__name__
 
     def script(self) -> str:
         from ..ir.printer import print_function
@@ -54,8 +75,17 @@ class KernelFunction:
         return f"<tirx kernel {self.name}>"
 
 
+# The front-end cache (tirx/frontend.py) installs itself here when tirx is imported; the script
+# layer does not import upward. It answers ``lookup(pyfunc, lines, scope, annotations,
+# options)`` with a record (``record.found``: the kernel was compiled before) or None (not
+# cacheable), and ``remember(record, kernel, parser)`` after a parse with the record to keep
+# (or None).
+frontend_cache = None
+
+
 def function(pyfunc=None, **options):
-    """Decorator: parse a Python function as a tirx kernel (at decoration time)."""
+    """Decorator: parse a Python function as a tirx kernel (at decoration time, unless the
+    front-end cache has it from an earlier process: then on first use of ``kernel.ir``)."""
     if pyfunc is None:
         return lambda f: function(f, **options)
     if not inspect.isfunction(pyfunc):
@@ -72,11 +102,26 @@ def function(pyfunc=None, **options):
         k: v for k, v in getattr(pyfunc, "__annotations__", {}).items() if not isinstance(v, str)
     }
     t0 = time.perf_counter()
-    found = _lookup_def(pyfunc)
+    lines = _source_lines(pyfunc)
+    cache = frontend_cache if lines is not None else None
+    record = cache.lookup(pyfunc, lines, scope, annotations, options) if cache else None
+    if record is not None and record.found:
+        parser = Parser(filename, scope, annotations)
+        kernel = KernelFunction(
+            None, record.source, pyfunc, name=record.name,
+            parse=lambda: parser.parse(_lookup_def(pyfunc, lines)[0]),
+        )  # fmt: skip
+        kernel.frontend = record
+        return kernel
+    found = _lookup_def(pyfunc, lines) if lines is not None else None
     if found is not None:
         fdef, source = found
-        func = Parser(filename, scope, annotations).parse(fdef)
-        return KernelFunction(func, source, pyfunc, (time.perf_counter() - t0) * 1e3)
+        parser = Parser(filename, scope, annotations)
+        func = parser.parse(fdef)
+        kernel = KernelFunction(func, source, pyfunc, (time.perf_counter() - t0) * 1e3)
+        if record is not None:
+            kernel.frontend = cache.remember(record, kernel, parser)
+        return kernel
     # The slow path (inspect's tokenizer), for source the fast lookup cannot place.
     try:
         lines, first = inspect.getsourcelines(pyfunc)
@@ -105,21 +150,29 @@ _TREES: dict[str, tuple[list, ast.Module | None]] = {}
 _TREES_MAX = 16  # files remembered (notebooks make a new "file" per cell run)
 
 
-def _lookup_def(pyfunc):
-    """``(FunctionDef node, source text)`` of ``pyfunc`` from its whole file's AST, or None
-    when it cannot be placed there (no lines, a file that does not parse, a file edited since
-    the function was compiled, code from an exec string, a wrapped function)."""
+def _source_lines(pyfunc) -> list[str] | None:
+    """The lines of ``pyfunc``'s file as :mod:`linecache` holds them now (a notebook cell's
+    too), or None when there are none or ``pyfunc`` is a wrapper (inspect unwraps it; leave
+    that case to inspect). Everything ``@T.function`` reads of the file comes from this one
+    list: the front-end cache's key and the parse agree on the text."""
     if getattr(pyfunc, "__wrapped__", None) is not None:
-        return None  # inspect.getsourcelines unwraps; leave that case to it
-    code = pyfunc.__code__
-    filename = code.co_filename
+        return None
+    filename = pyfunc.__code__.co_filename
     linecache.checkcache(filename)  # as inspect does: a file changed on disk is read again
     try:
         lines = linecache.getlines(filename, pyfunc.__globals__)
     except Exception:  # noqa: BLE001 - a module loader's get_source may raise anything
         return None
-    if not lines:
-        return None
+    return lines or None
+
+
+def _lookup_def(pyfunc, lines: list[str]):
+    """``(FunctionDef node, source text)`` of ``pyfunc`` from the AST of its whole file
+    (``lines``, from :func:`_source_lines`), or None when it cannot be placed there (a file
+    that does not parse, a file edited since the function was compiled, code from an exec
+    string)."""
+    code = pyfunc.__code__
+    filename = code.co_filename
     memo = _TREES.get(filename)
     if memo is None or memo[0] is not lines:
         try:
@@ -205,6 +258,11 @@ class Parser:
         self.filename = filename
         self.scope = scope
         self.annotations = annotations or {}
+        # What the parse depended on besides the def's text, for the front-end cache: the
+        # names the body resolved outside itself (scope, builtins; in order), and whether it
+        # compared objects by identity (``is`` with neither side None, True or False).
+        self.free_names: dict[str, None] = {}
+        self.compared_identity = False
 
     def span(self, node) -> Span:
         end = node.end_col_offset if getattr(node, "end_lineno", None) == node.lineno else None

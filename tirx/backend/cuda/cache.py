@@ -29,7 +29,14 @@ from tirx import config
 
 from .nvrtc import NvrtcOutput
 
-__all__ = ["CompileCache", "cache_key", "default_cache", "sha256", "FORMAT_VERSION"]
+__all__ = [
+    "CompileCache",
+    "cache_key",
+    "default_cache",
+    "sha256",
+    "write_atomic",
+    "FORMAT_VERSION",
+]
 
 MAGIC = b"TIRXCUBN"
 FORMAT_VERSION = 2  # 2: metadata written as a Python literal (was JSON)
@@ -144,6 +151,24 @@ def _decode(key: str, data: bytes) -> NvrtcOutput | None:
         return None
 
 
+def write_atomic(final: Path, data: bytes) -> None:
+    """Write ``data`` to ``final`` (in an existing directory) through a temporary file in the
+    same directory renamed over it: readers see the old file, the new one, or none. The
+    temporary file (``.<name prefix>-*.tmp``, readable by the user only) is removed if the
+    write fails; OSError propagates."""
+    import tempfile  # only a write needs it
+
+    fd, tmp = tempfile.mkstemp(dir=final.parent, prefix=f".{final.name[:16]}-", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, final)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
 class CompileCache:
     """Compiled outputs by key: a dict, backed by a directory unless the disk cache is off.
 
@@ -193,17 +218,7 @@ class CompileCache:
         final = self.path(key)
         try:
             final.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-            import tempfile  # only a write needs it
-
-            fd, tmp = tempfile.mkstemp(dir=final.parent, prefix=f".{key[:16]}-", suffix=".tmp")
-            try:
-                with os.fdopen(fd, "wb") as f:
-                    f.write(_encode(key, out))
-                os.replace(tmp, final)
-            except BaseException:
-                with contextlib.suppress(OSError):
-                    os.unlink(tmp)
-                raise
+            write_atomic(final, _encode(key, out))
         except OSError as e:
             if not self._warned:
                 self._warned = True

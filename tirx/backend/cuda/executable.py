@@ -88,12 +88,16 @@ NVRTC_OPTIONS = ("--fmad=false",)
 _ORDINAL = 0
 
 
-def build(kernel, lowered: ir.Function, target, timings: dict) -> CudaExecutable:
-    """Generate, compile (through the cache) and, when a GPU is visible, load."""
+def build(kernel, lowered: ir.Function, target, timings: dict, source=None) -> CudaExecutable:
+    """Generate (unless ``source``, what codegen made of ``lowered`` before, is given: the
+    front-end cache keeps it), compile (through the cache) and, when a GPU is visible, load."""
     t0 = time.perf_counter()
-    source = generate(lowered)
+    if source is None:
+        source = generate(lowered)
+        timings["codegen"] = (time.perf_counter() - t0) * 1e3
+    else:
+        timings["codegen"] = 0.0
     t1 = time.perf_counter()
-    timings["codegen"] = (t1 - t0) * 1e3
     filename = f"{lowered.name}.cu"
     options = (*DEFAULT_OPTIONS, *NVRTC_OPTIONS)
     key = cache_key(source, options, target.arch, nvrtc_version(), CODEGEN_VERSION)
