@@ -12,8 +12,9 @@ context on a GPU machine, as any program already using torch CUDA has). Rows:
   (``@T.function`` parses it) to ``tirx.compile`` returning a loaded executable (without a GPU:
   to the CUBIN). It includes what tirx loads lazily on first use (its CUDA backend modules,
   libnvrtc). Goal: at most 1.3 x NVRTC alone.
-* warm disk: the same in a second process with the same ``TIRX_CACHE_DIR`` (a disk hit).
-  Goal: at most 10 ms. The "libraries preloaded" row is the same with tirx's CUDA backend
+* warm disk: the same in a second process with the same ``TIRX_CACHE_DIR`` (a disk hit: the
+  front-end cache gives the lowered IR and the generated source without a parse, the CUBIN
+  cache the binary). Goal: at most 10 ms. The "libraries preloaded" row is the same with tirx's CUDA backend
   imported and libnvrtc loaded before the clock starts: tirx's own work per kernel.
 * repeat: ``tirx.compile`` of the same kernel object for the same target again in one
   process. Goal: at most 0.2 ms.
