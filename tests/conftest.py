@@ -35,3 +35,16 @@ def pytest_collection_modifyitems(config, items):
 def _isolated_cache(tmp_path_factory, monkeypatch):
     """Each test session compiles into its own cache directory, never the user's."""
     monkeypatch.setenv("TIRX_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "tirx-cache"))
+
+
+@pytest.fixture
+def cache_dir(tmp_path, monkeypatch):
+    """A fresh, empty cache directory, and nothing remembered from earlier tests."""
+    import tirx
+
+    d = tmp_path / "tirx-cache"
+    monkeypatch.setenv("TIRX_CACHE_DIR", str(d))
+    monkeypatch.delenv("TIRX_CACHE", raising=False)
+    tirx.clear_cache()
+    yield d
+    tirx.clear_cache()

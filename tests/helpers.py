@@ -73,3 +73,47 @@ def attach_recorder(exe, ordinal: int = -1) -> LaunchRecorder:
     recorder = LaunchRecorder(exe._kinds)
     exe._attach(driver.Launcher(FakeKernel(), exe._kinds, entry=recorder), ordinal)
     return recorder
+
+
+def seed_cpu_args():
+    """CPU tensors shaped as the seed kernel's parameters ``(A, B, Out)``."""
+    import torch
+
+    a = torch.arange(256, dtype=torch.float16).reshape(16, 16)
+    b = torch.ones((8, 16), dtype=torch.float16)
+    out = torch.zeros((16, 8), dtype=torch.float32)
+    return a, b, out
+
+
+# Ways to change a tensor in place that leave it a wrong argument for the seed's ``Out``
+# (16x8 float32); a remembered tensor changed like this must be checked again.
+IN_PLACE_CHANGES = {
+    "t_": lambda t: t.t_(),
+    "resize_": lambda t: t.resize_(8, 16),
+    "as_strided_": lambda t: t.as_strided_((8, 16), (16, 1)),
+    "unsqueeze_": lambda t: t.unsqueeze_(0),
+    "set_": lambda t: t.set_(t.new_zeros((8, 16))),
+    "data=": lambda t: setattr(t, "data", t.new_zeros((8, 16))),
+    "data=dtype": lambda t: setattr(t, "data", t.new_zeros((16, 8)).double()),
+}
+
+
+def run_in_threads(work, n: int = 4) -> list:
+    """Run ``work(i)`` for i in range(n), each in its own thread, all at once; the exceptions
+    they raised."""
+    import threading
+
+    errors = []
+
+    def guarded(i):
+        try:
+            work(i)
+        except Exception as e:  # reported to the caller
+            errors.append(e)
+
+    threads = [threading.Thread(target=guarded, args=(i,)) for i in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return errors

@@ -35,14 +35,6 @@ def key_of(tag: str) -> str:
     return cache_key(tag, ("--std=c++17",), "sm_90", (13, 0), "1")
 
 
-@pytest.fixture
-def cache_dir(tmp_path, monkeypatch):
-    d = tmp_path / "tirx-cache"
-    monkeypatch.setenv("TIRX_CACHE_DIR", str(d))
-    monkeypatch.delenv("TIRX_CACHE", raising=False)
-    return d
-
-
 class Counter:
     def __init__(self, out):
         self.calls, self.out = 0, out

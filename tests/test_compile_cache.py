@@ -34,17 +34,6 @@ COMPILE_SEED = (
 )
 
 
-@pytest.fixture
-def cache_dir(tmp_path, monkeypatch):
-    """A fresh, empty cache directory, and nothing remembered from earlier tests."""
-    d = tmp_path / "tirx-cache"
-    monkeypatch.setenv("TIRX_CACHE_DIR", str(d))
-    monkeypatch.delenv("TIRX_CACHE", raising=False)
-    tirx.clear_cache()
-    yield d
-    tirx.clear_cache()
-
-
 def compile_in_subprocess(cache_dir: Path, target: str = TARGET) -> str:
     """``exe.cache`` of compiling the seed in a new process with this cache directory."""
     env = {**os.environ, "PYTHONPATH": str(REPO), "TIRX_CACHE_DIR": str(cache_dir)}

@@ -62,17 +62,6 @@ print(json.dumps({
 """
 
 
-@pytest.fixture
-def cache_dir(tmp_path, monkeypatch):
-    """A fresh, empty cache directory, and nothing remembered from earlier tests."""
-    d = tmp_path / "tirx-cache"
-    monkeypatch.setenv("TIRX_CACHE_DIR", str(d))
-    monkeypatch.delenv("TIRX_CACHE", raising=False)
-    tirx.clear_cache()
-    yield d
-    tirx.clear_cache()
-
-
 def write_kernel(folder: Path, body: str = KERNEL, params: str = "") -> Path:
     """``folder/kern.py``: the prelude, ``params`` (the values the kernel captures), ``body``."""
     path = folder / "kern.py"

@@ -13,7 +13,13 @@ import numpy as np
 import pytest
 
 import tirx
-from tests.helpers import attach_recorder, define
+from tests.helpers import (
+    IN_PLACE_CHANGES,
+    attach_recorder,
+    define,
+    run_in_threads,
+    seed_cpu_args,
+)
 from tirx.backend.cuda import driver
 from tirx.backend.cuda.executable import make_runner
 from tirx.examples.warp_matmul import warp_matmul
@@ -24,11 +30,7 @@ TARGET = "cuda -arch=sm_90"
 NO_GPU = pytest.mark.skipif(driver.gpu_count() > 0, reason="checks the no-GPU behaviour")
 
 
-def seed_args():
-    a = torch.arange(256, dtype=torch.float16).reshape(16, 16)
-    b = torch.ones((8, 16), dtype=torch.float16)
-    out = torch.zeros((16, 8), dtype=torch.float32)
-    return a, b, out
+seed_args = seed_cpu_args
 
 
 @pytest.fixture
@@ -229,19 +231,7 @@ def test_the_memo_keeps_no_tensor_alive(exe, stub):
         exe(a, b, torch.zeros((8, 16)))  # a new tensor is checked, whatever its id
 
 
-@pytest.mark.parametrize(
-    "change",
-    [
-        lambda t: t.t_(),
-        lambda t: t.resize_(8, 16),
-        lambda t: t.as_strided_((8, 16), (16, 1)),
-        lambda t: t.unsqueeze_(0),
-        lambda t: t.set_(torch.zeros((8, 16))),
-        lambda t: setattr(t, "data", torch.zeros((8, 16))),
-        lambda t: setattr(t, "data", torch.zeros((16, 8), dtype=torch.float64)),
-    ],
-    ids=["t_", "resize_", "as_strided_", "unsqueeze_", "set_", "data=", "data=dtype"],
-)
+@pytest.mark.parametrize("change", IN_PLACE_CHANGES.values(), ids=list(IN_PLACE_CHANGES))
 def test_a_tensor_changed_in_place_is_checked_again(exe, stub, change):
     a, b, out = seed_args()
     exe(a, b, out)
@@ -277,25 +267,15 @@ def test_inference_tensors_are_checked_every_call(exe, stub):
 
 
 def test_threads_never_mix_their_arguments(exe, stub):
-    import threading
 
     sets = [seed_args() for _ in range(4)]
     valid = {tuple(t.data_ptr() for t in s) for s in sets}
-    errors = []
 
     def work(i):
-        try:
-            for k in range(500):
-                exe(*sets[(i + k) % 2 + 2 * (i % 2)])
-        except Exception as e:  # pragma: no cover - reported below
-            errors.append(e)
+        for k in range(500):
+            exe(*sets[(i + k) % 2 + 2 * (i % 2)])
 
-    threads = [threading.Thread(target=work, args=(i,)) for i in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert not errors
+    assert run_in_threads(work) == []
     assert len(stub.calls) == 2000
     assert {c[4:] for c in stub.calls} <= valid
 

@@ -18,7 +18,7 @@ import sysconfig
 import pytest
 
 import tirx
-from tests.helpers import LaunchRecorder
+from tests.helpers import IN_PLACE_CHANGES, LaunchRecorder, run_in_threads, seed_cpu_args
 from tirx.backend.cuda import driver
 from tirx.examples.warp_matmul import warp_matmul
 
@@ -43,11 +43,7 @@ def test_the_extension_is_built_where_a_compiler_is():
 _launch = pytest.importorskip("tirx.backend.cuda._launch", reason="extension not built")
 
 
-def seed_args():
-    a = torch.arange(256, dtype=torch.float16).reshape(16, 16)
-    b = torch.ones((8, 16), dtype=torch.float16)
-    out = torch.zeros((16, 8), dtype=torch.float32)
-    return a, b, out
+seed_args = seed_cpu_args
 
 
 class Stub:
@@ -114,19 +110,7 @@ def test_python_and_c_launch_the_same_arguments(exe, stub):
     assert tuple(values) == last["values"]
 
 
-@pytest.mark.parametrize(
-    "change",
-    [
-        lambda t: t.t_(),
-        lambda t: t.resize_(8, 16),
-        lambda t: t.as_strided_((8, 16), (16, 1)),
-        lambda t: t.unsqueeze_(0),
-        lambda t: t.set_(torch.zeros((8, 16))),
-        lambda t: setattr(t, "data", torch.zeros((8, 16))),
-        lambda t: setattr(t, "data", torch.zeros((16, 8), dtype=torch.float64)),
-    ],
-    ids=["t_", "resize_", "as_strided_", "unsqueeze_", "set_", "data=", "data=dtype"],
-)
+@pytest.mark.parametrize("change", IN_PLACE_CHANGES.values(), ids=list(IN_PLACE_CHANGES))
 def test_a_tensor_changed_in_place_is_checked_again(exe, stub, change):
     a, b, out = seed_args()
     exe(a, b, out)
@@ -208,24 +192,14 @@ def test_the_runner_keeps_nothing_alive():
 
 
 def test_threads_launch_from_c_without_errors(exe, stub):
-    import threading
 
     sets = [seed_args() for _ in range(4)]
-    errors = []
 
     def work(i):
-        try:
-            for k in range(2000):
-                exe(*sets[(i + k // 500) % 4])
-        except Exception as e:  # pragma: no cover - reported below
-            errors.append(e)
+        for k in range(2000):
+            exe(*sets[(i + k // 500) % 4])
 
-    threads = [threading.Thread(target=work, args=(i,)) for i in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert not errors
+    assert run_in_threads(work) == []
     assert len(stub.python.calls) + stub.c_calls == 8000
     assert stub.c_calls > 4000  # most calls hit a memo
 
