@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
-import sys
 import sysconfig
 
 import pytest
@@ -204,19 +202,16 @@ def test_threads_launch_from_c_without_errors(exe, stub):
     assert stub.c_calls > 4000  # most calls hit a memo
 
 
-def test_python_runner_on_request(exe):
+def test_python_runner_on_request(exe, monkeypatch):
     Stub(exe)
     exe._build_runner(native=False)
     assert exe.fast_path == "python"
-    env = dict(os.environ, TIRX_NATIVE_LAUNCH="0")
-    code = (
-        "import tirx; from tirx.examples.warp_matmul import warp_matmul\n"
-        "from tirx.backend.cuda.executable import _native_module\n"
-        "print(_native_module())"
-    )
-    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
-    assert out.returncode == 0, out.stderr
-    assert out.stdout.strip() == "None"
+    monkeypatch.setenv("TIRX_NATIVE_LAUNCH", "0")
+    exe._build_runner()
+    assert exe.fast_path == "python"
+    monkeypatch.setenv("TIRX_NATIVE_LAUNCH", "1")
+    exe._build_runner()
+    assert exe.fast_path == "c"
 
 
 def test_runner_arguments_are_checked():

@@ -9,6 +9,10 @@ can change the environment and see the change at once.
 ``TIRX_CACHE``     ``0`` (or ``false``/``off``/``no``) turns the on-disk cache off; the
                    per-process in-memory cache stays on
 ``TIRX_TARGET``    the default target (``"cuda"``, ``"sim"`` ...) when the caller names none
+``TIRX_NATIVE_LAUNCH``  ``0`` (or ``false``/``off``/``no``): executables built from now on
+                   launch through their Python runner, not the compiled one
+``CUDA_PYTHON_CUDA_PER_THREAD_DEFAULT_STREAM``  cuda-bindings' own setting (``1``: stream 0
+                   is the per-thread default stream), which the compiled launch follows too
 =================  ====================================================================
 """
 
@@ -17,7 +21,9 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-__all__ = ["cache_dir", "cache_enabled", "default_target"]
+__all__ = [
+    "cache_dir", "cache_enabled", "default_target", "native_launch", "per_thread_default_stream",
+]  # fmt: skip
 
 _FALSE = {"0", "false", "off", "no"}
 
@@ -41,3 +47,17 @@ def default_target() -> str | None:
     """``$TIRX_TARGET`` when set and not empty, else None (the caller decides)."""
     value = os.environ.get("TIRX_TARGET", "").strip()
     return value or None
+
+
+def native_launch() -> bool:
+    """False when ``TIRX_NATIVE_LAUNCH`` says off: the compiled launch is not used."""
+    return os.environ.get("TIRX_NATIVE_LAUNCH", "1").strip().lower() not in _FALSE
+
+
+def per_thread_default_stream() -> bool:
+    """cuda-bindings' ``CUDA_PYTHON_CUDA_PER_THREAD_DEFAULT_STREAM``: True when set and not
+    ``0``, as cuda-bindings reads it."""
+    return os.environ.get("CUDA_PYTHON_CUDA_PER_THREAD_DEFAULT_STREAM", "0").strip() not in (
+        "",
+        "0",
+    )

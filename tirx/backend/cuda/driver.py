@@ -320,7 +320,7 @@ def launch_entry_address() -> int | None:
     """The address of the driver's ``cuLaunchKernel``, the same entry point
     ``cuda.bindings`` calls (legacy default stream unless ``CUDA_PYTHON_CUDA_PER_THREAD_DEFAULT_STREAM``
     asks for the per-thread one); None when the driver does not give it."""
-    import os
+    from tirx import config
 
     drv = _driver()
     try:
@@ -328,10 +328,9 @@ def launch_entry_address() -> int | None:
         if int(err) != 0:
             return None
         flags = drv.CUdriverProcAddress_flags
-        per_thread = os.environ.get("CUDA_PYTHON_CUDA_PER_THREAD_DEFAULT_STREAM", "0") != "0"
         flag = (
             flags.CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM
-            if per_thread
+            if config.per_thread_default_stream()
             else flags.CU_GET_PROC_ADDRESS_LEGACY_STREAM
         )
         err, address, *_ = drv.cuGetProcAddress(b"cuLaunchKernel", version, flag)

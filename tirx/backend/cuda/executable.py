@@ -370,16 +370,19 @@ def _cu_result(err: int):
         return err
 
 
-@functools.cache
 def _native_module():
-    """``tirx.backend.cuda._launch`` when it was built and is wanted, else None."""
-    import os
+    """``tirx.backend.cuda._launch`` when it was built and is wanted (``TIRX_NATIVE_LAUNCH``,
+    read at each runner's build), else None."""
+    from ... import config
 
-    if os.environ.get("TIRX_NATIVE_LAUNCH", "1") == "0":
-        return None
+    return _built_native_module() if config.native_launch() else None
+
+
+@functools.cache
+def _built_native_module():
     try:
         from . import _launch
-    except ImportError:
+    except ImportError:  # not built: no C compiler at install
         return None
     return _launch
 
