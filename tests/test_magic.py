@@ -232,3 +232,18 @@ def test_seed_cell_runs_on_the_gpu(ip):
     text = panel.data["text/plain"]
     assert "cuda -arch=sm_" in text and "PASS" in text and "ran on the GPU" in text
     assert ip.user_ns["out"].device.type == "cpu"  # results copied back to the user's tensor
+
+
+def test_panel_timings_name_the_front_end_cache_only_when_it_served():
+    from types import SimpleNamespace
+
+    from widgets.panel import KernelPanel
+
+    cuda = SimpleNamespace(kind="cuda")
+    cold = SimpleNamespace(target=cuda, timings={"parse": 1.0, "lower": 2.0, "codegen": 0.5,
+                                                 "nvrtc": 40.0})  # fmt: skip
+    text = KernelPanel.timing_text(cold)
+    assert text == "parse 1.0 ms · lower 2.0 ms · codegen 0.5 ms · NVRTC 40.0 ms · load —"
+    warm = SimpleNamespace(target=cuda, timings={"parse": 0.0, "frontend": 0.6, "lower": 0.0,
+                                                 "codegen": 0.0, "nvrtc": 0.4})  # fmt: skip
+    assert KernelPanel.timing_text(warm).startswith("parse 0.0 ms · front-end cache 0.6 ms · ")

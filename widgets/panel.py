@@ -21,8 +21,9 @@ SECTIONS = {
     "ir": ("IR", lambda exe: exe.script()),
     "lowered": ("lowered IR", lambda exe: exe.script(lowered=True)),
 }
-TIMING_NAMES = (("parse", "parse"), ("lower", "lower"), ("codegen", "codegen"),
-                ("nvrtc", "NVRTC"), ("load", "load"))  # fmt: skip
+TIMING_NAMES = (("parse", "parse"), ("frontend", "front-end cache"), ("lower", "lower"),
+                ("codegen", "codegen"), ("nvrtc", "NVRTC"), ("load", "load"))  # fmt: skip
+_ONLY_WHEN_TAKEN = {"frontend"}  # a stage most compiles do not have: no "—" for it
 
 
 @dataclass
@@ -96,7 +97,7 @@ class KernelPanel:
         parts = [
             f"{label} {t[key]:.1f} ms" if key in t else f"{label} —"
             for key, label in TIMING_NAMES
-            if key in t or exe.target.kind == "cuda"
+            if key in t or (exe.target.kind == "cuda" and key not in _ONLY_WHEN_TAKEN)
         ]
         return " · ".join(parts)
 
