@@ -365,3 +365,21 @@ def test_signature_names_the_kernel_parameters(exe):
     import inspect
 
     assert str(inspect.signature(exe)) == "(A, B, Out, /)"
+
+
+def test_keyword_arguments_are_refused_by_name_on_every_path(exe):
+    a, b, out = seed_args()
+    want = (
+        r"warp_matmul\(\) takes its arguments by position \(A, B, Out\), "
+        r"got keyword arguments 'A', 'Out'"
+    )
+    with pytest.raises(TypeError, match=want):
+        exe(b, A=a, Out=out)  # before any runner
+    stub = attach_recorder(exe, -1)
+    exe(a, b, out)  # builds the runner (the Python one: the recorder has no C address)
+    with pytest.raises(TypeError, match=want):
+        exe(b, A=a, Out=out)
+    assert len(stub.calls) == 1  # (the C runner's refusal: tests/test_native_launch.py)
+    sim = tirx.compile(warp_matmul, target="sim")
+    with pytest.raises(TypeError, match=want):
+        sim(b, A=a, Out=out)

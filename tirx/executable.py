@@ -40,6 +40,14 @@ class ArgChecker:
             ]
         return self._torch_dtypes
 
+    def keywords(self, kw: dict) -> None:
+        """A call with keyword arguments: the kernel takes its arguments by position only."""
+        names = ", ".join(repr(k) for k in kw)
+        raise TypeError(
+            f"{self.fn.name}() takes its arguments by position ({self._names()}), got "
+            f"keyword argument{'s' if len(kw) > 1 else ''} {names}"
+        )
+
     def count(self, args) -> None:
         if len(args) != len(self.params):
             raise TypeError(
@@ -170,7 +178,9 @@ class SimExecutable(Executable):
         other.last_run = None
         return other
 
-    def __call__(self, *args, trace: bool = False, stdout=None):
+    def __call__(self, *args, trace: bool = False, stdout=None, **kw):
+        if kw:
+            self.checker.keywords(kw)
         self.checker.count(args)
         values = []
         for i, (p, a) in enumerate(zip(self.lowered.params, args)):

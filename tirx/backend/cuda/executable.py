@@ -6,7 +6,7 @@ range) and launches on torch's current stream. The checks and the launch of one 
 compiled once into a small Python function, the *runner*, from the kernel's parameters. For the
 seed kernel ``warp_matmul(A, B, Out)`` on device 0 it reads::
 
-    def call(*args):
+    def call(*args, **kw):
         try:
             [a0, a1, a2] = args
             p0 = a0.data_ptr()
@@ -23,8 +23,8 @@ seed kernel ``warp_matmul(A, B, Out)`` on device 0 it reads::
             s = streams[stream(0)]
         except Exception:
             ok = False
-        if not ok:
-            return slow()(args)
+        if not ok or kw:
+            return slow()(args, kw)
         (err,) = entry(fn, 1, 1, 1, 32, 1, 1, 0, s, m[-1], 0)
         if err is not OK:
             fail(err, (1, 1, 1), (32, 1, 1), 0, s, m[-1])
@@ -211,13 +211,15 @@ class CudaExecutable(Executable):
         self._run = _never
         self.__dict__.pop("_call", None)  # back to the method below
 
-    def _call(self, *args) -> None:
+    def _call(self, *args, **kw) -> None:
         """A call before the runner exists (see ``__call__``): the checked path."""
-        self._call_checked(args)
+        self._call_checked(args, kw)
 
-    def _call_checked(self, args) -> None:
+    def _call_checked(self, args, kw=None) -> None:
         """Check every argument (raising an error that names the parameter), launch, and
         build the runner so that the next good call is fast."""
+        if kw:
+            self.checker.keywords(kw)
         values = self.checked_values(args)
         if self._launch is None:
             self.load()
@@ -298,7 +300,7 @@ def make_runners(
     Both launch the kernel of ``launcher`` (a :class:`~tirx.backend.cuda.driver.Launcher`)
     with ``grid``, ``block`` and ``smem`` on the stream ``stream(ordinal)`` when every argument
     passes the fast checks. Otherwise they launch nothing: ``run(args)`` answers False (and True
-    after a launch); ``call(*args)`` hands the arguments to the checked path, ``slow()(args)``
+    after a launch); ``call(*args)`` hands the arguments to the checked path, ``slow()(args, kw)``
     (``slow`` is a weak reference to it).
 
     ``params`` are the kernel's parameters (:class:`ir.Buffer` or scalar :class:`ir.Var`),
@@ -490,13 +492,13 @@ def _runner_source(
     body.append(f"s = streams[stream({int(ordinal)})]")
     dims = f"{grid[0]}, {grid[1]}, {grid[2]}, {block[0]}, {block[1]}, {block[2]}, {smem}"
     call = variant == "call"
-    lines = ["def call(*args):" if call else "def run(args):", "    try:"]
+    lines = ["def call(*args, **kw):" if call else "def run(args):", "    try:"]
     lines += [f"        {line}" for line in body]
     lines += [
         "    except Exception:",
         "        ok = False",
-        "    if not ok:",
-        "        return slow()(args)" if call else "        return False",
+        "    if not ok or kw:" if call else "    if not ok:",
+        "        return slow()(args, kw)" if call else "        return False",
         f"    (err,) = entry(fn, {dims}, s, {params}, 0)",
         "    if err is not OK:",
         f"        fail(err, {grid}, {block}, {smem}, s, {params})",
