@@ -123,6 +123,21 @@ def _calls(f, a, b, out):
         for _ in range(n):
             f(a, b, out)
 
+    batch.exe = f
+    return batch
+
+
+def tirx_cycling(exe, a, b, out):
+    """``Out`` a different tensor object on every call (eight, in turn): every call misses the
+    memo, so the checks run in full (in C, where the extension is built)."""
+    import torch
+
+    outs = [torch.zeros_like(out) for _ in range(8)]
+
+    def batch(n):
+        for i in range(n):
+            exe(a, b, outs[i & 7])
+
     return batch
 
 
@@ -236,6 +251,12 @@ LAUNCHERS = [
     ("CuPy RawKernel, same source", cupy_launcher, "cupy", False),
     ("Triton, trivial kernel (add_one[(1,)](x))", triton_launcher, "triton", False),
     ("torch x.add_(1), one element", torch_launcher, "torch", False),
+    (
+        "(tirx exe, Out cycling through 8 tensors: full checks each call)",
+        tirx_cycling,
+        "tirx",
+        True,
+    ),
     ("(tirx exe, Python runner: no C extension)", tirx_python_runner, "tirx", True),
     (
         "(tirx driver.Launcher alone: no checks, a new block per call)",
@@ -376,9 +397,19 @@ def run_cpu_stub(args) -> str:
         for _ in range(n):
             entry(None, 1, 1, 1, 32, 1, 1, 0, s, 0, 0)
 
+    cycling = None
+    if fast_c is not None:
+        outs = [torch.zeros_like(out) for _ in range(8)]
+        twin = fast_c.exe
+
+        def cycling(n):
+            for i in range(n):
+                twin(a, b, outs[i & 7])
+
     batches = {
         "no-op launcher called directly (floor)": floor,
         "tirx exe(a, b, out): C runner, checks on": fast_c,
+        "tirx exe(a, b, outs[i % 8]): C runner, full checks each call": cycling,
         "tirx exe(a, b, out): Python runner, checks on": fast,
         "checked path: ArgChecker on every argument": checked,
     }

@@ -321,6 +321,7 @@ def test_gpu_launches_on_the_current_torch_stream():
     exe = tirx.compile(warp_matmul, target="cuda")
     a, b, out = _cuda_seed_args()
     exe(a, b, out)
+    exe._build_runner(native=False)  # the Python runner (the C one: test_native_launch.py)
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(side):

@@ -48,7 +48,7 @@ class Stub:
     """The executable's launches: ``python`` (a recorder, the Python runner's), and the C
     stand-in's count, last arguments and values."""
 
-    def __init__(self, exe):
+    def __init__(self, exe, ordinal: int = -1):
         class FakeKernel:
             name, handle, max_dynamic_smem = exe.lowered.name, HANDLE, 48 * 1024
 
@@ -56,7 +56,7 @@ class Stub:
         launcher = driver.Launcher(
             FakeKernel(), exe._kinds, entry=self.python, entry_address=_launch.record_entry()
         )
-        exe._attach(launcher, -1)
+        exe._attach(launcher, ordinal)
         _launch.set_record(len(exe._kinds), 0)
         self.start = _launch.last_launch()["calls"]
 
@@ -82,25 +82,33 @@ def stub(exe):
     _launch.set_record(0, 0)
 
 
-def test_repeated_tensors_are_launched_from_c(exe, stub):
+def memo_of(exe):
+    return exe.__call__.miss.__globals__["memo"]
+
+
+def test_good_tensors_are_checked_remembered_and_launched_from_c(exe, stub):
     a, b, out = seed_args()
     assert exe.fast_path == "c" and type(exe.__call__).__name__ == "Runner"
     for _ in range(5):
         exe(a, b, out)
-    assert len(stub.python.calls) == 1  # the miss: checked and remembered in Python
-    assert stub.c_calls == 4
+    assert stub.python.calls == [] and stub.c_calls == 5
     last = stub.last
     assert last["function"] == HANDLE
     assert last["grid"] == exe._grid == (1, 1, 1) and last["block"] == exe._block == (32, 1, 1)
     assert last["smem"] == 0 and last["stream"] == 0
     assert last["values"] == (a.data_ptr(), b.data_ptr(), out.data_ptr())
-    memo = exe.__call__.miss.__globals__["memo"][0]
-    assert last["params"] == memo[-1]  # the block the Python runner packed
+    entry = memo_of(exe)[0]  # remembered in C, in the Python runner's memo
+    assert entry[0]() is a and entry[3]() is b and entry[6]() is out
+    assert (entry[1], entry[2]) == (a._version, a.data_ptr())
+    assert last["params"] == entry[-1]  # the calls after the first launched its block
+    assert exe._run((a, b, out)) is True and memo_of(exe)[0] is entry  # the Python runner hits
+    assert stub.python.calls[-1][4:] == last["values"]  # ... and launches the same values
 
 
 def test_python_and_c_launch_the_same_arguments(exe, stub):
     a, b, out = seed_args()
     exe(a, b, out)
+    exe._build_runner(native=False)
     exe(a, b, out)
     grid, block, smem, stream, *values = stub.python.calls[0]
     last = stub.last
@@ -116,30 +124,62 @@ def test_a_tensor_changed_in_place_is_checked_again(exe, stub, change):
     change(out)
     with pytest.raises((TypeError, ValueError), match="parameter 'Out'"):
         exe(a, b, out)
-    assert len(stub.python.calls) == 1 and stub.c_calls == 1
+    assert stub.python.calls == [] and stub.c_calls == 2
 
 
-def test_new_tensors_and_new_memory_go_through_python_once(exe, stub):
+def test_new_tensors_and_new_memory_are_checked_in_c(exe, stub):
     a, b, out = seed_args()
     exe(a, b, out)
-    exe(a, b, out)
-    other = torch.zeros((16, 8))
-    exe(a, b, other)  # another tensor object: the Python runner checks and remembers it
-    exe(a, b, other)
-    assert stub.last["values"][2] == other.data_ptr()
+    for _ in range(3):  # a new output tensor per call, as torch code often has it
+        other = torch.zeros((16, 8))
+        exe(a, b, other)
+        assert stub.last["values"][2] == other.data_ptr()
+    keep = other.data
     other.data = torch.ones((16, 8))  # same object, version kept, new memory
     exe(a, b, other)
-    exe(a, b, other)
-    assert stub.last["values"][2] == other.data_ptr()
-    assert len(stub.python.calls) == 3 and stub.c_calls == 3
+    assert stub.last["values"][2] == other.data_ptr() != keep.data_ptr()
+    assert stub.python.calls == [] and stub.c_calls == 5
 
 
-def test_inference_tensors_never_reach_c(exe, stub):
+@pytest.mark.parametrize(
+    "bad, match",
+    [
+        (lambda a, b, out: (a, b, out[:, :4]), "'Out' expects shape"),
+        (lambda a, b, out: (a, b, out.t().contiguous().t()), "'Out' must be contiguous"),
+        (lambda a, b, out: (a, b.float(), out), "'B' expects dtype float16"),
+        (lambda a, b, out: ([1.0] * 256, b, out), "'A' expects a tensor, got list"),
+        (lambda a, b, out: (a, b, out.unsqueeze(0)), "'Out' expects shape"),
+    ],
+    ids=["shape", "strides", "dtype", "list", "rank"],
+)
+def test_what_fails_a_check_in_c_gets_the_python_message(exe, stub, bad, match):
+    args = seed_args()
+    exe(*args)
+    with pytest.raises((TypeError, ValueError), match=match):
+        exe(*bad(*args))
+    assert stub.python.calls == [] and stub.c_calls == 1
+
+
+def test_a_tensor_on_another_device_is_not_launched(exe):
+    stub = Stub(exe, ordinal=0)  # the fast path wants tensors on device 0: CPU ones fail
+    exe._build_runner()
+    assert exe.fast_path == "c"
+    with pytest.raises(ValueError, match="'A' must be a CUDA tensor"):
+        exe(*seed_args())
+    assert stub.python.calls == [] and stub.c_calls == 0
+
+
+def test_inference_tensors_are_checked_in_c_every_call(exe, stub):
     with torch.inference_mode():
         a, b, out = seed_args()
+    before = memo_of(exe)[0]
     for _ in range(3):
         exe(a, b, out)
-    assert len(stub.python.calls) == 3 and stub.c_calls == 0
+    assert stub.python.calls == [] and stub.c_calls == 3
+    assert stub.last["values"] == (a.data_ptr(), b.data_ptr(), out.data_ptr())
+    assert memo_of(exe)[0] is before  # no version counter: nothing remembered
+    with pytest.raises(ValueError, match="'Out' expects shape"):
+        exe(a, b, out[:8])
 
 
 def test_what_c_declines_gets_the_python_messages(exe, stub):
@@ -150,11 +190,9 @@ def test_what_c_declines_gets_the_python_messages(exe, stub):
         exe(a, b)
     with pytest.raises(TypeError, match="'A' expects a tensor, got NoneType"):
         exe(None, b, out)
-    with pytest.raises(TypeError, match="'B' expects dtype float16"):
-        exe(a, b.float(), out)
     with pytest.raises(TypeError, match=r"by position \(A, B, Out\), got keyword argument 'Out'"):
         exe(a, b, Out=out)
-    assert len(stub.python.calls) == 1 and stub.c_calls == 1
+    assert stub.python.calls == [] and stub.c_calls == 2
 
 
 def test_a_failed_launch_raises_the_drivers_error(exe, stub):
@@ -165,10 +203,10 @@ def test_a_failed_launch_raises_the_drivers_error(exe, stub):
         exe(a, b, out)
     _launch.set_record(3, 9999)  # a code cuda-bindings does not name
     with pytest.raises(tirx.LaunchError, match="CUresult 9999"):
-        exe(a, b, out)
+        exe(a, b, torch.zeros((16, 8)))  # from the checks path too
     _launch.set_record(3, 0)
     exe(a, b, out)
-    assert stub.c_calls == 3
+    assert stub.c_calls == 4
 
 
 def test_the_runner_keeps_nothing_alive():
@@ -198,8 +236,9 @@ def test_threads_launch_from_c_without_errors(exe, stub):
             exe(*sets[(i + k // 500) % 4])
 
     assert run_in_threads(work) == []
-    assert len(stub.python.calls) + stub.c_calls == 8000
-    assert stub.c_calls > 4000  # most calls hit a memo
+    assert stub.python.calls == [] and stub.c_calls == 8000
+    valid = {tuple(t.data_ptr() for t in s) for s in sets}
+    assert stub.last["values"] in valid
 
 
 def test_python_runner_on_request(exe, monkeypatch):
@@ -217,13 +256,16 @@ def test_python_runner_on_request(exe, monkeypatch):
 def test_runner_arguments_are_checked():
     memo = [(None, 0)]
     good = dict(entry=_launch.record_entry(), function=0, grid=(1, 1, 1), block=(32, 1, 1),
-                smem=0, n=1, memo=memo, stream=int, ordinal=0, miss=print, fail=print)  # fmt: skip
+                smem=0, dtypes=(torch.float32,), shapes=((16, 8),), memo=memo, stream=int,
+                ordinal=0, miss=print, fail=print)  # fmt: skip
     _launch.Runner(**good)
     for bad, match in [
         ({"entry": 0}, "entry must be a function address"),
         ({"grid": (1, 1)}, "grid and block must be 3-tuples"),
         ({"block": (2**32, 1, 1)}, "block must be a 32-bit"),
-        ({"n": 0}, "n must be at least 1"),
+        ({"dtypes": (), "shapes": ()}, "one item per parameter"),
+        ({"shapes": ((16, 8), (8,))}, "one item per parameter"),
+        ({"shapes": ((16, 8.0),)}, "a tuple of ints"),
     ]:
         with pytest.raises(ValueError, match=match):
             _launch.Runner(**{**good, **bad})
@@ -256,8 +298,7 @@ def test_gpu_a_memo_hit_launches_on_the_current_stream():
     that stream behind a long sleep; on any other stream it would run first and be zeroed."""
     exe = tirx.compile(warp_matmul, target="cuda")
     a, b, out = _cuda_seed_args()
-    exe(a, b, out)
-    exe(a, b, out)  # remembered: the calls below are memo hits
+    exe(a, b, out)  # remembered: the call below is a memo hit
     zeros = out.data  # same memory, its own version counter: zeroing it keeps out's memo
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
@@ -271,7 +312,8 @@ def test_gpu_a_memo_hit_launches_on_the_current_stream():
 
 
 def _launch_count(exe, a, b, out) -> int:
-    """Call ``exe`` once; 1 when the call was a C memo hit (the Python runner not called)."""
+    """Call ``exe`` once through a copy of its C runner whose Python fallback is a spy; 1 when
+    the call was launched from C (the fallback not called)."""
     miss = exe.__call__.miss
     called = []
 
@@ -285,7 +327,8 @@ def _launch_count(exe, a, b, out) -> int:
     scope, launcher = miss.__globals__, exe._launcher
     spying = _launch.Runner(
         launcher.entry_address, int(launcher.kernel.handle), exe._grid, exe._block, exe._smem,
-        3, scope["memo"], scope["stream"], 0, spy, fail,
+        tuple(exe.checker.torch_dtypes()), tuple(p.shape for p in exe.lowered.params),
+        scope["memo"], scope["stream"], 0, spy, fail,
     )  # fmt: skip
     spying(a, b, out)
     return 1 - len(called)

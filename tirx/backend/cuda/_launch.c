@@ -1,18 +1,20 @@
-/* tirx.backend.cuda._launch: the memo-hit launch of an executable, in C.
+/* tirx.backend.cuda._launch: an executable's checked launch, in C.
  *
- * A CudaExecutable's runner (executable.py) checks a call's tensors once and remembers them in
- * its memo: per tensor a weak reference, its version counter and its data pointer, then the
- * argument block packed for them and the address of the block's pointer array. When the same
- * tensors come again unchanged, the call needs no check and no packing, only the launch. This
- * module does exactly that part in C: a Runner compares the arguments with the memo (identity,
- * ``_version``, ``data_ptr()``), asks for the current stream and calls cuLaunchKernel through
- * the function pointer it was given. Anything else (a memo miss, a wrong count, keywords, an
- * argument that is not a tensor) goes to the Python runner, which checks, packs, remembers and
- * launches. The memo is the Python runner's list, read here and written only there: one source
- * of truth, and a block is never written after it is built, so a launch reads what it checked.
+ * A CudaExecutable's runner (executable.py) checks a call's tensors and remembers the last ones
+ * that passed in its memo: per tensor a weak reference, its version counter and its data
+ * pointer, then the argument block packed for them and the address of the block's pointer
+ * array. This module does the same work in C for a kernel whose parameters are all tensors: a
+ * Runner compares the arguments with the memo (identity, ``_version``, ``data_ptr()``); on a
+ * miss it runs the full checks (``dtype`` is the expected dtype object, ``shape`` equals the
+ * expected one, ``get_device()`` is the executable's device, ``is_contiguous()``), packs a new
+ * block and remembers it in the same memo; then it asks for the current stream and calls
+ * cuLaunchKernel through the function pointer it was given. Anything it cannot accept (a
+ * failed check, a wrong count, keywords, an argument that is not a tensor) goes to the Python
+ * runner, which raises the error that names the parameter. Blocks are never written after they
+ * are built, so a launch reads what was checked, whatever other threads do.
  *
  * The GIL is released around cuLaunchKernel (it may block while the launch queue is full); the
- * memo entry is held for the duration, which keeps its block alive.
+ * memo entry being launched is held for the duration, which keeps its block alive.
  *
  * record_entry() gives the address of a stand-in for cuLaunchKernel that records its arguments
  * and launches nothing (set_record() says how many values to copy, last_launch() reads them
@@ -28,8 +30,14 @@ typedef int (*launch_fn)(void *f, unsigned gx, unsigned gy, unsigned gz, unsigne
                          unsigned by, unsigned bz, unsigned smem, void *stream, void **params,
                          void **extra);
 
-static PyObject *str_version;  /* "_version" */
-static PyObject *str_data_ptr; /* "data_ptr" */
+static PyObject *str_version;       /* "_version" */
+static PyObject *str_data_ptr;      /* "data_ptr" */
+static PyObject *str_dtype;         /* "dtype" */
+static PyObject *str_shape;         /* "shape" */
+static PyObject *str_get_device;    /* "get_device" */
+static PyObject *str_is_contiguous; /* "is_contiguous" */
+
+#define MAX_PARAMS 64 /* more tensors than this: the Python runner takes the call */
 
 typedef struct {
     PyObject_HEAD
@@ -38,6 +46,8 @@ typedef struct {
     void *function;
     unsigned dims[7]; /* grid x, y, z, block x, y, z, dynamic shared bytes */
     Py_ssize_t n;     /* parameters, all tensors */
+    PyObject *dtypes; /* per parameter: the torch dtype object its tensor must have */
+    PyObject *shapes; /* per parameter: the shape (a tuple of ints) its tensor must have */
     PyObject *memo;   /* list of one entry: (ref, version, ptr) * n + (block, params) */
     PyObject *stream; /* stream(ordinal) -> int */
     PyObject *ordinal;
@@ -113,23 +123,112 @@ static int memo_hit(Runner *self, PyObject *entry, PyObject *const *args) {
     return 1;
 }
 
-static PyObject *runner_vectorcall(PyObject *obj, PyObject *const *args, size_t nargsf,
-                                   PyObject *kwnames) {
-    Runner *self = (Runner *)obj;
-    if (kwnames != NULL || PyVectorcall_NARGS(nargsf) != self->n || PyList_GET_SIZE(self->memo) < 1)
-        return PyObject_Vectorcall(self->miss, args, nargsf, kwnames);
-    PyObject *entry = PyList_GET_ITEM(self->memo, 0);
-    Py_INCREF(entry); /* the memo may be replaced meanwhile (another thread); this one stays */
-    if (!memo_hit(self, entry, args)) {
-        Py_DECREF(entry);
-        return PyObject_Vectorcall(self->miss, args, nargsf, kwnames);
+/* 1 when calling ``name`` on ``a`` answers an int equal to ``want``; never leaves an error. */
+static int method_is(PyObject *a, PyObject *name, PyObject *want) {
+    PyObject *v = PyObject_CallMethodNoArgs(a, name);
+    if (v == NULL) {
+        PyErr_Clear();
+        return 0;
     }
-    void *params = PyLong_AsVoidPtr(PyTuple_GET_ITEM(entry, 3 * self->n + 1));
+    int ok = want == NULL ? v == Py_True : same_int(v, want);
+    Py_DECREF(v);
+    return ok;
+}
+
+/* 1 when every argument passes the full checks; their data pointers go to ``values``. Never
+ * leaves an error set. */
+static int full_checks(Runner *self, PyObject *const *args, uint64_t *values) {
+    for (Py_ssize_t i = 0; i < self->n; i++) {
+        PyObject *a = args[i];
+        PyObject *dt = PyObject_GetAttr(a, str_dtype);
+        if (dt == NULL) {
+            PyErr_Clear();
+            return 0;
+        }
+        int ok = dt == PyTuple_GET_ITEM(self->dtypes, i);
+        Py_DECREF(dt);
+        if (!ok)
+            return 0;
+        PyObject *shape = PyObject_GetAttr(a, str_shape);
+        if (shape == NULL) {
+            PyErr_Clear();
+            return 0;
+        }
+        PyObject *want = PyTuple_GET_ITEM(self->shapes, i);
+        ok = PyTuple_Check(shape) && PyTuple_GET_SIZE(shape) == PyTuple_GET_SIZE(want);
+        for (Py_ssize_t k = 0; ok && k < PyTuple_GET_SIZE(want); k++)
+            ok = same_int(PyTuple_GET_ITEM(shape, k), PyTuple_GET_ITEM(want, k));
+        Py_DECREF(shape);
+        if (!ok || !method_is(a, str_get_device, self->ordinal) ||
+            !method_is(a, str_is_contiguous, NULL))
+            return 0;
+        PyObject *p = PyObject_CallMethodNoArgs(a, str_data_ptr);
+        if (p == NULL) {
+            PyErr_Clear();
+            return 0;
+        }
+        values[i] = PyLong_AsUnsignedLongLong(p);
+        Py_DECREF(p);
+        if (PyErr_Occurred()) {
+            PyErr_Clear();
+            return 0;
+        }
+    }
+    return 1;
+}
+
+/* The memo entry for checked tensors: (weak reference, version, pointer) per tensor, then the
+ * block (bytes: the n values, then the n pointers to them) and the address of its pointers.
+ * NULL, without an error, when a tensor cannot be remembered (no weak reference, or no version
+ * counter: an inference tensor); the caller then launches ``values`` as they are. */
+static PyObject *remember(Runner *self, PyObject *const *args, const uint64_t *values) {
+    Py_ssize_t n = self->n;
+    PyObject *entry = PyTuple_New(3 * n + 2);
+    if (entry == NULL)
+        goto fail;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *ref = PyWeakref_NewRef(args[i], NULL);
+        if (ref == NULL)
+            goto fail;
+        PyTuple_SET_ITEM(entry, 3 * i, ref);
+        PyObject *version = PyObject_GetAttr(args[i], str_version);
+        if (version == NULL)
+            goto fail;
+        PyTuple_SET_ITEM(entry, 3 * i + 1, version);
+        PyObject *ptr = PyLong_FromUnsignedLongLong(values[i]);
+        if (ptr == NULL)
+            goto fail;
+        PyTuple_SET_ITEM(entry, 3 * i + 2, ptr);
+    }
+    PyObject *block = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(2 * n * sizeof(uint64_t)));
+    if (block == NULL)
+        goto fail;
+    PyTuple_SET_ITEM(entry, 3 * n, block);
+    uint64_t *slots = (uint64_t *)PyBytes_AS_STRING(block);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        slots[i] = values[i];
+        slots[n + i] = (uint64_t)(uintptr_t)&slots[i];
+    }
+    PyObject *params = PyLong_FromVoidPtr(&slots[n]);
+    if (params == NULL)
+        goto fail;
+    PyTuple_SET_ITEM(entry, 3 * n + 1, params);
+    return entry;
+fail:
+    PyErr_Clear();
+    Py_XDECREF(entry);
+    return NULL;
+}
+
+/* cuLaunchKernel with ``params`` (``params_obj``: the same address as an int, for the error
+ * path) on the current stream; None, or NULL with the error set. */
+static PyObject *launch(Runner *self, void **params, PyObject *params_obj) {
     PyObject *s = PyObject_CallOneArg(self->stream, self->ordinal);
-    void *stream = s == NULL ? NULL : PyLong_AsVoidPtr(s);
+    if (s == NULL)
+        return NULL;
+    void *stream = PyLong_AsVoidPtr(s);
     if (PyErr_Occurred()) {
-        Py_XDECREF(s);
-        Py_DECREF(entry);
+        Py_DECREF(s);
         return NULL;
     }
     const unsigned *d = self->dims;
@@ -137,16 +236,53 @@ static PyObject *runner_vectorcall(PyObject *obj, PyObject *const *args, size_t 
     void *function = self->function;
     int err;
     Py_BEGIN_ALLOW_THREADS
-    err = entry_fn(function, d[0], d[1], d[2], d[3], d[4], d[5], d[6], stream, (void **)params,
-                   NULL);
+    err = entry_fn(function, d[0], d[1], d[2], d[3], d[4], d[5], d[6], stream, params, NULL);
     Py_END_ALLOW_THREADS
-    PyObject *result = Py_None;
-    Py_INCREF(result);
-    if (err != 0) {
-        Py_DECREF(result);
-        result = PyObject_CallFunction(self->fail, "iOO", err, s, PyTuple_GET_ITEM(entry, 3 * self->n + 1));
+    PyObject *result;
+    if (err == 0) {
+        result = Py_None;
+        Py_INCREF(result);
+    } else {
+        result = PyObject_CallFunction(self->fail, "iOO", err, s, params_obj);
     }
     Py_DECREF(s);
+    return result;
+}
+
+static PyObject *runner_vectorcall(PyObject *obj, PyObject *const *args, size_t nargsf,
+                                   PyObject *kwnames) {
+    Runner *self = (Runner *)obj;
+    Py_ssize_t n = self->n;
+    if (kwnames != NULL || PyVectorcall_NARGS(nargsf) != n || n > MAX_PARAMS ||
+        PyList_GET_SIZE(self->memo) < 1)
+        return PyObject_Vectorcall(self->miss, args, nargsf, kwnames);
+    PyObject *entry = PyList_GET_ITEM(self->memo, 0);
+    Py_INCREF(entry); /* the memo may be replaced meanwhile (another thread); this one stays */
+    if (!memo_hit(self, entry, args)) {
+        Py_DECREF(entry);
+        uint64_t values[MAX_PARAMS];
+        if (!full_checks(self, args, values))
+            return PyObject_Vectorcall(self->miss, args, nargsf, kwnames);
+        entry = remember(self, args, values);
+        if (entry == NULL) { /* nothing to remember: launch from this frame */
+            void *slots[MAX_PARAMS];
+            for (Py_ssize_t i = 0; i < n; i++)
+                slots[i] = &values[i];
+            PyObject *params_obj = PyLong_FromVoidPtr(slots);
+            if (params_obj == NULL)
+                return NULL;
+            PyObject *result = launch(self, slots, params_obj);
+            Py_DECREF(params_obj);
+            return result;
+        }
+        Py_INCREF(entry); /* one reference for the memo, one for this launch */
+        if (PyList_SetItem(self->memo, 0, entry) < 0) {
+            Py_DECREF(entry);
+            return NULL;
+        }
+    }
+    PyObject *params_obj = PyTuple_GET_ITEM(entry, 3 * n + 1);
+    PyObject *result = launch(self, (void **)PyLong_AsVoidPtr(params_obj), params_obj);
     Py_DECREF(entry);
     return result;
 }
@@ -163,14 +299,15 @@ static int unsigned_of(PyObject *v, unsigned *out, const char *what) {
 
 static int runner_init(PyObject *obj, PyObject *args, PyObject *kwds) {
     Runner *self = (Runner *)obj;
-    static char *kwlist[] = {"entry", "function", "grid", "block", "smem", "n", "memo",
-                             "stream", "ordinal", "miss", "fail", NULL};
-    PyObject *entry, *function, *grid, *block, *smem, *memo, *stream, *ordinal, *miss, *fail;
-    Py_ssize_t n;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOOOOnO!OOOO", kwlist, &entry, &function, &grid,
-                                     &block, &smem, &n, &PyList_Type, &memo, &stream, &ordinal,
-                                     &miss, &fail))
+    static char *kwlist[] = {"entry", "function", "grid",    "block", "smem", "dtypes", "shapes",
+                             "memo",  "stream",   "ordinal", "miss",  "fail", NULL};
+    PyObject *entry, *function, *grid, *block, *smem, *dtypes, *shapes, *memo, *stream, *ordinal,
+        *miss, *fail;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOOOOO!O!O!OOOO", kwlist, &entry, &function,
+                                     &grid, &block, &smem, &PyTuple_Type, &dtypes, &PyTuple_Type,
+                                     &shapes, &PyList_Type, &memo, &stream, &ordinal, &miss, &fail))
         return -1;
+    Py_ssize_t n = PyTuple_GET_SIZE(dtypes);
     self->entry = (launch_fn)PyLong_AsVoidPtr(entry);
     self->function = PyLong_AsVoidPtr(function);
     if (PyErr_Occurred())
@@ -191,11 +328,26 @@ static int runner_init(PyObject *obj, PyObject *args, PyObject *kwds) {
     }
     if (unsigned_of(smem, &self->dims[6], "smem") < 0)
         return -1;
-    if (n < 1) {
-        PyErr_SetString(PyExc_ValueError, "Runner: n must be at least 1");
+    if (n < 1 || PyTuple_GET_SIZE(shapes) != n) {
+        PyErr_SetString(PyExc_ValueError,
+                        "Runner: dtypes and shapes need one item per parameter (at least one)");
         return -1;
     }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *shape = PyTuple_GET_ITEM(shapes, i);
+        int ok = PyTuple_Check(shape);
+        for (Py_ssize_t k = 0; ok && k < PyTuple_GET_SIZE(shape); k++)
+            ok = PyLong_CheckExact(PyTuple_GET_ITEM(shape, k));
+        if (!ok) {
+            PyErr_SetString(PyExc_ValueError, "Runner: each shape must be a tuple of ints");
+            return -1;
+        }
+    }
     self->n = n;
+    Py_INCREF(dtypes);
+    Py_XSETREF(self->dtypes, dtypes);
+    Py_INCREF(shapes);
+    Py_XSETREF(self->shapes, shapes);
     Py_INCREF(memo);
     Py_XSETREF(self->memo, memo);
     Py_INCREF(stream);
@@ -218,6 +370,8 @@ static PyObject *runner_new(PyTypeObject *type, PyObject *args, PyObject *kwds) 
 
 static int runner_traverse(PyObject *obj, visitproc visit, void *arg) {
     Runner *self = (Runner *)obj;
+    Py_VISIT(self->dtypes);
+    Py_VISIT(self->shapes);
     Py_VISIT(self->memo);
     Py_VISIT(self->stream);
     Py_VISIT(self->ordinal);
@@ -228,6 +382,8 @@ static int runner_traverse(PyObject *obj, visitproc visit, void *arg) {
 
 static int runner_clear(PyObject *obj) {
     Runner *self = (Runner *)obj;
+    Py_CLEAR(self->dtypes);
+    Py_CLEAR(self->shapes);
     Py_CLEAR(self->memo);
     Py_CLEAR(self->stream);
     Py_CLEAR(self->ordinal);
@@ -258,9 +414,10 @@ static PyGetSetDef runner_getset[] = {
 
 static PyTypeObject RunnerType = {
     PyVarObject_HEAD_INIT(NULL, 0).tp_name = "tirx.backend.cuda._launch.Runner",
-    .tp_doc = "Runner(entry, function, grid, block, smem, n, memo, stream, ordinal, miss, fail)"
-              "\n\nCalled with a kernel's tensors: launches the memo's block when they are the"
-              "\nmemo's tensors, unchanged; otherwise calls miss(*args).",
+    .tp_doc = "Runner(entry, function, grid, block, smem, dtypes, shapes, memo, stream, ordinal,"
+              " miss, fail)\n\nCalled with a kernel's tensors: launches them when they are the"
+              "\nmemo's, unchanged, or pass the checks (then remembers them); otherwise calls"
+              "\nmiss(*args).",
     .tp_basicsize = sizeof(Runner),
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
     .tp_new = runner_new,
@@ -360,7 +517,12 @@ static struct PyModuleDef module_def = {
 PyMODINIT_FUNC PyInit__launch(void) {
     str_version = PyUnicode_InternFromString("_version");
     str_data_ptr = PyUnicode_InternFromString("data_ptr");
-    if (str_version == NULL || str_data_ptr == NULL)
+    str_dtype = PyUnicode_InternFromString("dtype");
+    str_shape = PyUnicode_InternFromString("shape");
+    str_get_device = PyUnicode_InternFromString("get_device");
+    str_is_contiguous = PyUnicode_InternFromString("is_contiguous");
+    if (str_version == NULL || str_data_ptr == NULL || str_dtype == NULL || str_shape == NULL ||
+        str_get_device == NULL || str_is_contiguous == NULL)
         return NULL;
     if (PyType_Ready(&RunnerType) < 0)
         return NULL;

@@ -32,8 +32,8 @@ seed kernel ``warp_matmul(A, B, Out)`` on device 0 it reads::
 ``exe(a, b, out)`` calls it directly (``CudaExecutable.__call__`` hands over to it, with no
 frame in between). For a kernel whose parameters are all tensors, a compiled runner stands in
 front of this one where the C extension ``_launch`` was built at install
-(``exe.fast_path == "c"``): it does the memo comparison below and the launch in C, calling
-``cuLaunchKernel`` directly, and hands every call it declines to ``call`` (see
+(``exe.fast_path == "c"``): it does the memo comparison, the checks and the launch below in
+C, calling ``cuLaunchKernel`` directly, and hands every call it declines to ``call`` (see
 :func:`native_runner`). ``d0``/``s0`` are the expected torch dtype and shape, ``entry`` is
 ``cuLaunchKernel``, ``fn`` the kernel, ``pack`` the launcher's
 :class:`~tirx.backend.cuda.driver.ArgPacker`, ``stream`` torch's current-stream getter and
@@ -336,24 +336,30 @@ def make_runners(
     run = types.FunctionType(run_code, scope, "run")
     call = types.FunctionType(call_code, scope, "call")
     if native is not False and tensors and tensors == len(params):
-        call = native_runner(launcher, grid, block, smem, memo, stream, ordinal, call) or call
+        shapes = tuple(tuple(int(d) for d in p.shape) for p in params)
+        call = (
+            native_runner(launcher, grid, block, smem, tuple(torch_dtypes), shapes, memo,
+                          stream, ordinal, call)
+            or call
+        )  # fmt: skip
     return run, call
 
 
-def native_runner(launcher, grid, block, smem, memo, stream, ordinal, call):
-    """The compiled memo-hit launch (``tirx/backend/cuda/_launch.c``) in front of the Python
-    runner ``call``, which takes every call it declines; None where there is none: the
-    extension was not built (no C compiler at install), ``TIRX_NATIVE_LAUNCH=0``, or the
-    launcher has no C entry address (a Python stand-in for ``cuLaunchKernel``).
+def native_runner(launcher, grid, block, smem, dtypes, shapes, memo, stream, ordinal, call):
+    """The compiled runner (``tirx/backend/cuda/_launch.c``) in front of the Python runner
+    ``call``, which takes every call it declines; None where there is none: the extension was
+    not built (no C compiler at install), ``TIRX_NATIVE_LAUNCH=0``, or the launcher has no C
+    entry address (a Python stand-in for ``cuLaunchKernel``).
 
-    For a kernel whose parameters are all tensors, a memo hit then costs the identity,
-    ``_version`` and ``data_ptr()`` reads in C and one stream lookup, then ``cuLaunchKernel``
-    with the GIL released; it launches the block the Python runner packed and remembered."""
+    For a kernel whose parameters are all tensors (of ``dtypes`` and ``shapes``, on device
+    ``ordinal``): a memo hit costs the identity, ``_version`` and ``data_ptr()`` reads in C; a
+    miss, the full checks in C and a new block, remembered in the same memo the Python runner
+    uses; then one stream lookup and ``cuLaunchKernel`` with the GIL released. Only calls that
+    fail a check (or are not a kernel's arguments at all) reach Python."""
     native = _native_module()
     if native is None or not launcher.entry_address:
         return None
     handle = launcher.kernel.handle
-    n = len(memo[0]) // 3
     dims = (grid, block, int(smem))
 
     def fail(err: int, stream_handle: int, params: int) -> None:
@@ -361,7 +367,7 @@ def native_runner(launcher, grid, block, smem, memo, stream, ordinal, call):
 
     return native.Runner(
         launcher.entry_address, int(handle) if handle is not None else 0, grid, block,
-        int(smem), n, memo, stream, ordinal, call, fail,
+        int(smem), dtypes, shapes, memo, stream, ordinal, call, fail,
     )  # fmt: skip
 
 
