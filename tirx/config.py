@@ -57,7 +57,5 @@ def native_launch() -> bool:
 def per_thread_default_stream() -> bool:
     """cuda-bindings' ``CUDA_PYTHON_CUDA_PER_THREAD_DEFAULT_STREAM``: True when set and not
     ``0``, as cuda-bindings reads it."""
-    return os.environ.get("CUDA_PYTHON_CUDA_PER_THREAD_DEFAULT_STREAM", "0").strip() not in (
-        "",
-        "0",
-    )
+    value = os.environ.get("CUDA_PYTHON_CUDA_PER_THREAD_DEFAULT_STREAM", "").strip()
+    return value not in ("", "0")
