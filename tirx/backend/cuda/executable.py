@@ -398,7 +398,7 @@ def _built_native_module():
 def make_runner(params, torch_dtypes, launcher, grid, block, smem, stream, ordinal: int):
     """``run(args) -> bool`` alone (see :func:`make_runners`)."""
     return make_runners(
-        params, torch_dtypes, launcher, grid, block, smem, stream, ordinal, slow=None
+        params, torch_dtypes, launcher, grid, block, smem, stream, ordinal, None, native=False
     )[0]
 
 
