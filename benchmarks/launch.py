@@ -397,15 +397,7 @@ def run_cpu_stub(args) -> str:
         for _ in range(n):
             entry(None, 1, 1, 1, 32, 1, 1, 0, s, 0, 0)
 
-    cycling = None
-    if fast_c is not None:
-        outs = [torch.zeros_like(out) for _ in range(8)]
-        twin = fast_c.exe
-
-        def cycling(n):
-            for i in range(n):
-                twin(a, b, outs[i & 7])
-
+    cycling = tirx_cycling(fast_c.exe, a, b, out) if fast_c is not None else None
     batches = {
         "no-op launcher called directly (floor)": floor,
         "tirx exe(a, b, out): C runner, checks on": fast_c,

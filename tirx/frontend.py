@@ -18,7 +18,7 @@ the CUBIN cache.
   the names and a digest of the *fingerprints* of their values; at decoration the fingerprints
   are computed again from the function's scope, and a different digest is a miss.
 * the parameter annotations Python evaluated, and the decorator's options: fingerprinted too.
-* tirx's own code: the key holds :func:`code_stamp` (version, codegen version, and the path,
+* tirx's own code: the key holds :func:`code_stamp` (version, and the path,
   size and mtime of every .py file of the package), so editing tirx invalidates every entry.
 * the Python version (the ast module, the marshal format).
 
@@ -128,16 +128,16 @@ def _sha256(data: bytes):
 
 @functools.cache
 def code_stamp() -> str:
-    """sha256 hex digest of what tirx's code is: its version, the codegen version, and the
-    relative path, size and mtime of every .py file of the package (tirx/compat included).
-    Computed once per process; editing any file of tirx makes every entry a miss."""
+    """sha256 hex digest of what tirx's code is: its version and the relative path, size and
+    mtime of every .py file of the package (tirx/compat included; the codegen version lives in
+    one of them). Computed once per process; editing any file of tirx makes every entry a miss.
+    Reads no module it does not need: a kernel defined for the simulator imports no codegen."""
     from . import __version__
-    from .backend.cuda.codegen import CODEGEN_VERSION
 
     files: list[tuple[str, int, int]] = []
     _scan(os.path.dirname(os.path.abspath(__file__)), "", files)
     files.sort()
-    return _sha256(repr((__version__, CODEGEN_VERSION, files)).encode()).hexdigest()
+    return _sha256(repr((__version__, files)).encode()).hexdigest()
 
 
 def _scan(folder: str, prefix: str, files: list) -> None:
