@@ -7,19 +7,44 @@ in float32 (see docs/semantics.md).
 
 from __future__ import annotations
 
+import enum
 from dataclasses import dataclass
 
-__all__ = ["DType", "DTYPES", "dtype_of", "is_float", "is_int", "is_signed"]
+__all__ = ["StrKind", "DTypeKind", "DType", "DTYPES", "dtype_of", "is_float", "is_int", "is_signed"]
+
+
+class StrKind(str, enum.Enum):
+    """Base of tirx's kinds: enum members that are also their string value, so ``kind ==
+    "warp"`` and ``f"{kind}"`` read as the string does (``str()`` and ``format()`` give the
+    value on every Python version). It lives here because every layer may import dtypes."""
+
+    def __str__(self) -> str:
+        return self.value
+
+    def __format__(self, spec: str) -> str:
+        return format(self.value, spec)
+
+
+class DTypeKind(StrKind):
+    """What a dtype's values are."""
+
+    INT = "int"
+    UINT = "uint"
+    FLOAT = "float"
+    BOOL = "bool"
 
 
 @dataclass(frozen=True)
 class DType:
     name: str
     bits: int
-    kind: str  # "int", "uint", "float", "bool"
+    kind: DTypeKind
     c_type: str
     numpy: str
     torch_name: str
+
+    def __post_init__(self):
+        object.__setattr__(self, "kind", DTypeKind(self.kind))
 
     @property
     def bytes(self) -> int:
@@ -37,20 +62,20 @@ class DType:
 
 
 _ROWS = [
-    DType("bool", 8, "bool", "bool", "bool", "bool"),
-    DType("int8", 8, "int", "signed char", "int8", "int8"),
-    DType("int16", 16, "int", "short", "int16", "int16"),
-    DType("int32", 32, "int", "int", "int32", "int32"),
-    DType("int64", 64, "int", "long long", "int64", "int64"),
-    DType("uint8", 8, "uint", "unsigned char", "uint8", "uint8"),
-    DType("uint16", 16, "uint", "unsigned short", "uint16", "uint16"),
-    DType("uint32", 32, "uint", "unsigned int", "uint32", "uint32"),
-    DType("uint64", 64, "uint", "unsigned long long", "uint64", "uint64"),
+    DType("bool", 8, DTypeKind.BOOL, "bool", "bool", "bool"),
+    DType("int8", 8, DTypeKind.INT, "signed char", "int8", "int8"),
+    DType("int16", 16, DTypeKind.INT, "short", "int16", "int16"),
+    DType("int32", 32, DTypeKind.INT, "int", "int32", "int32"),
+    DType("int64", 64, DTypeKind.INT, "long long", "int64", "int64"),
+    DType("uint8", 8, DTypeKind.UINT, "unsigned char", "uint8", "uint8"),
+    DType("uint16", 16, DTypeKind.UINT, "unsigned short", "uint16", "uint16"),
+    DType("uint32", 32, DTypeKind.UINT, "unsigned int", "uint32", "uint32"),
+    DType("uint64", 64, DTypeKind.UINT, "unsigned long long", "uint64", "uint64"),
     # 16-bit floats: raw bits in C (no header needed); numpy has no bfloat16, keep its bits.
-    DType("float16", 16, "float", "unsigned short", "float16", "float16"),
-    DType("bfloat16", 16, "float", "unsigned short", "uint16", "bfloat16"),
-    DType("float32", 32, "float", "float", "float32", "float32"),
-    DType("float64", 64, "float", "double", "float64", "float64"),
+    DType("float16", 16, DTypeKind.FLOAT, "unsigned short", "float16", "float16"),
+    DType("bfloat16", 16, DTypeKind.FLOAT, "unsigned short", "uint16", "bfloat16"),
+    DType("float32", 32, DTypeKind.FLOAT, "float", "float32", "float32"),
+    DType("float64", 64, DTypeKind.FLOAT, "double", "float64", "float64"),
 ]
 
 DTYPES: dict[str, DType] = {d.name: d for d in _ROWS}
@@ -72,12 +97,12 @@ def dtype_of(value: str | DType) -> DType:
 
 
 def is_float(d: DType) -> bool:
-    return d.kind == "float"
+    return d.kind is DTypeKind.FLOAT
 
 
 def is_int(d: DType) -> bool:
-    return d.kind in ("int", "uint", "bool")
+    return d.kind is not DTypeKind.FLOAT
 
 
 def is_signed(d: DType) -> bool:
-    return d.kind in ("int", "float")
+    return d.kind in (DTypeKind.INT, DTypeKind.FLOAT)

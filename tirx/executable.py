@@ -11,10 +11,18 @@ from __future__ import annotations
 import copy
 import sys
 
+from .dtypes import StrKind
 from .ir import nodes as ir
 from .ir.printer import print_function
 
-__all__ = ["Executable", "SimExecutable", "ArgChecker"]
+__all__ = ["Executable", "SimExecutable", "ArgChecker", "CacheState"]
+
+
+class CacheState(StrKind):
+    """Where an executable's compiled code came from (``exe.cache``)."""
+
+    HIT = "hit"  # a cache: this process's memory, or the disk cache for the cuda target
+    MISS = "miss"  # built by this compile
 
 
 class ArgChecker:
@@ -138,7 +146,7 @@ class Executable:
         self.lowered = lowered
         self.target = target
         self.timings = timings
-        self.cache = "miss"
+        self.cache = CacheState.MISS
         self.name = lowered.name
 
     source: str | None = None
@@ -153,12 +161,12 @@ class Executable:
         """The kernel's IR as readable text (``lowered=True``: after tile lowering)."""
         return print_function(self.lowered if lowered else self.kernel.ir)
 
-    def twin(self, kernel, cache: str, timings: dict) -> Executable:
+    def twin(self, kernel, cache: CacheState | str, timings: dict) -> Executable:
         """Another handle on the same compiled code (lowered IR, binary, loaded module), with
         its own ``kernel``, ``cache``, ``timings`` and per-call state. ``tirx.compile`` keeps
         one twin per (kernel, target) and hands out twins of it on a repeat compile."""
         other = copy.copy(self)
-        other.kernel, other.cache, other.timings = kernel, cache, timings
+        other.kernel, other.cache, other.timings = kernel, CacheState(cache), timings
         return other
 
     def __repr__(self) -> str:
@@ -173,7 +181,7 @@ class SimExecutable(Executable):
         self.checker = ArgChecker(lowered, "cpu")
         self.last_run = None
 
-    def twin(self, kernel, cache: str, timings: dict) -> SimExecutable:
+    def twin(self, kernel, cache: CacheState | str, timings: dict) -> SimExecutable:
         other = super().twin(kernel, cache, timings)
         other.last_run = None
         return other

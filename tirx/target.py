@@ -5,31 +5,43 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from .dtypes import StrKind
 from .errors import TirxError
 
-__all__ = ["Target"]
+__all__ = ["Target", "TargetKind"]
 
 _ARCH = re.compile(r"^sm_(\d+)a?$")
 
 
+class TargetKind(StrKind):
+    """The machine a kernel is compiled for."""
+
+    CUDA = "cuda"
+    SIM = "sim"
+
+
 @dataclass(frozen=True)
 class Target:
-    """Where a kernel runs. ``kind`` is "cuda" or "sim"; ``arch`` like "sm_90" (cuda only).
+    """Where a kernel runs. ``kind`` is a :class:`TargetKind` (equal to "cuda" or "sim");
+    ``arch`` like "sm_90" (cuda only).
 
     ``auto`` records that the kind was chosen for the user (``target=None``): cuda when a GPU
     is visible, otherwise the simulator.
     """
 
-    kind: str
+    kind: TargetKind
     arch: str = "sm_90"
     auto: bool = False
+
+    def __post_init__(self):
+        object.__setattr__(self, "kind", TargetKind(self.kind))  # Target("sim") works too
 
     @property
     def arch_number(self) -> int:
         return int(_ARCH.match(self.arch).group(1))
 
     def __str__(self) -> str:
-        text = "sim" if self.kind == "sim" else f"cuda -arch={self.arch}"
+        text = "sim" if self.kind is TargetKind.SIM else f"cuda -arch={self.arch}"
         return text + (" (auto)" if self.auto else "")
 
     @staticmethod
@@ -57,7 +69,7 @@ class Target:
         if words[0] == "sim":
             if len(words) > 1:
                 raise TirxError(f"the sim target takes no options, got {spec!r}")
-            return Target("sim", "sm_90", auto)
+            return Target(TargetKind.SIM, "sm_90", auto)
         arch = None
         for w in words[1:]:  # (string tests: a regex compiled here costs 0.2 ms per process)
             if not w.startswith("-arch=") or not _ARCH.match(w[len("-arch=") :]):
@@ -70,4 +82,4 @@ class Target:
             arch = arch or "sm_80"
         if int(_ARCH.match(arch).group(1)) < 80:
             raise TirxError(f"tirx needs sm_80 or newer, got {arch}")
-        return Target("cuda", arch, auto)
+        return Target(TargetKind.CUDA, arch, auto)

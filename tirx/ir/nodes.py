@@ -24,7 +24,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, field
 
-from ..dtypes import DType, dtype_of
+from ..dtypes import DType, StrKind, dtype_of
 from ..errors import Span
 
 I32 = dtype_of("int32")
@@ -382,12 +382,22 @@ class Continue(Stmt):
     span: Span | None = None
 
 
+class BarrierScope(StrKind):
+    """Which threads a barrier waits for."""
+
+    CTA = "cta"  # __syncthreads
+    WARP = "warp"  # __syncwarp
+
+
 @dataclass(frozen=True, eq=False)
 class Barrier(Stmt):
-    """``scope`` is "cta" (``__syncthreads``) or "warp" (``__syncwarp``)."""
+    """``scope`` is :attr:`BarrierScope.CTA` (``__syncthreads``) or ``WARP`` (``__syncwarp``)."""
 
-    scope: str
+    scope: BarrierScope
     span: Span | None = None
+
+    def __post_init__(self):
+        object.__setattr__(self, "scope", BarrierScope(self.scope))  # "cta" works too
 
 
 @dataclass(frozen=True, eq=False)
@@ -395,6 +405,16 @@ class Printf(Stmt):
     fmt: str
     args: tuple[Expr, ...]
     span: Span | None = None
+
+
+class ExecScope(StrKind):
+    """The group of threads that executes a tile operation together (``scope=``)."""
+
+    THREAD = "thread"
+    WARP = "warp"
+    WARPGROUP = "warpgroup"
+    CTA = "cta"
+    CLUSTER = "cluster"
 
 
 @dataclass(frozen=True, eq=False)
@@ -406,9 +426,12 @@ class TileOp(Stmt):
 
     instruction: str
     operands: tuple[View | Expr, ...]
-    scope: str
+    scope: ExecScope
     span: Span | None = None
     operand_spans: tuple[Span | None, ...] = ()
+
+    def __post_init__(self):
+        object.__setattr__(self, "scope", ExecScope(self.scope))  # "warp" works too
 
 
 @dataclass(frozen=True, eq=False)

@@ -6,7 +6,11 @@ flat accesses as ``buf[index]`` and instructions as ``ptx("...", operands)``.
 
 from __future__ import annotations
 
+import math
+
+from ..dtypes import DTypeKind
 from . import nodes as ir
+from .visitor import Visitor, Walker
 
 __all__ = ["print_function", "print_expr"]
 
@@ -25,55 +29,107 @@ _PREC = {
 }
 
 
+_ATOM = math.inf  # the precedence of text that never needs parentheses
+_CMP = 0.5  # a comparison is parenthesized inside anything that asks for a precedence
+
+
 def print_expr(e, prec: int = 0) -> str:
-    if isinstance(e, (int, float, bool)):
-        return repr(e)
-    if isinstance(e, ir.Const):
-        if e.dtype.kind == "float" and e.dtype.name != "float32":
-            return f"T.{e.dtype.name}({e.value!r})"
-        if e.dtype.kind == "float":
-            return f"T.float32({e.value!r})"
-        return repr(e.value)
-    if isinstance(e, ir.Var):
-        return e.name
-    if isinstance(e, ir.Special):
+    """The text of ``e`` (an expression, a view or a PTX operand), parenthesized when its
+    outermost operator binds less tightly than ``prec``."""
+    return _wrap(_Exprs().visit(e), prec)
+
+
+def _wrap(result, prec) -> str:
+    text, own = result
+    return f"({text})" if own < prec else text
+
+
+class _Exprs(Visitor):
+    """Results: ``(text, precedence of its outermost operator)``."""
+
+    pass_name = "the printer"
+
+    def leaf(self, value):
+        return repr(value), _ATOM
+
+    def enter_Const(self, e):
+        if e.dtype.kind is DTypeKind.FLOAT:
+            return f"T.{e.dtype.name}({e.value!r})", _ATOM
+        return repr(e.value), _ATOM
+
+    def enter_Var(self, e):
+        return e.name, _ATOM
+
+    def enter_Special(self, e):
         if e.kind in (ir.Builtin.LANE_ID, ir.Builtin.WARP_ID):
-            return f"T.cuda.{e.kind.value}()"
-        return f'T.cuda.{e.kind.value}("{"xyz"[e.dim]}")'
-    if isinstance(e, ir.BinOp):
+            return f"T.cuda.{e.kind.value}()", _ATOM
+        return f'T.cuda.{e.kind.value}("{"xyz"[e.dim]}")', _ATOM
+
+    def leave_BinOp(self, e, a, b):
         if e.op in (ir.Op.MIN, ir.Op.MAX):
-            return f"{e.op.value}({print_expr(e.a)}, {print_expr(e.b)})"
+            return f"{e.op.value}({a[0]}, {b[0]})", _ATOM
         p = _PREC[e.op]
-        text = f"{print_expr(e.a, p)} {e.op.value} {print_expr(e.b, p + 1)}"
-        return f"({text})" if p < prec else text
-    if isinstance(e, ir.Cmp):
-        text = f"{print_expr(e.a, 5)} {e.op.value} {print_expr(e.b, 5)}"
-        return f"({text})" if prec > 0 else text
-    if isinstance(e, ir.Logic):
-        return f"({print_expr(e.a, 1)} {e.op} {print_expr(e.b, 1)})"
-    if isinstance(e, ir.Not):
-        return f"(not {print_expr(e.a, 1)})"
-    if isinstance(e, ir.Select):
-        return f"({print_expr(e.a)} if {print_expr(e.cond)} else {print_expr(e.b)})"
-    if isinstance(e, ir.Cast):
-        return f"T.{e.dtype.name}({print_expr(e.value)})"
-    if isinstance(e, ir.ElemLoad):
-        return f"{_view(e.view)}[{', '.join(print_expr(i) for i in e.indices)}]"
-    if isinstance(e, ir.Load):
-        return _flat(e.buffer, e.index, e.dtype)
-    if isinstance(e, ir.SharedAddress):
-        return f"smem_addr({e.buffer.name}) + {print_expr(e.byte_offset, 6)}"
-    if isinstance(e, ir.View):
-        return _view(e)
-    return repr(e)
+        return f"{_wrap(a, p)} {e.op.value} {_wrap(b, p + 1)}", p
+
+    def leave_Cmp(self, e, a, b):
+        return f"{_wrap(a, 5)} {e.op.value} {_wrap(b, 5)}", _CMP
+
+    def leave_Logic(self, e, a, b):
+        return f"({_wrap(a, 1)} {e.op} {_wrap(b, 1)})", _ATOM
+
+    def leave_Not(self, e, a):
+        return f"(not {_wrap(a, 1)})", _ATOM
+
+    def leave_Select(self, e, cond, a, b):
+        return f"({a[0]} if {cond[0]} else {b[0]})", _ATOM
+
+    def leave_Cast(self, e, value):
+        return f"T.{e.dtype.name}({value[0]})", _ATOM
+
+    def enter_Buffer(self, b):
+        return b.name, _ATOM
+
+    def leave_View(self, v, buffer, offset):
+        return _view(v, offset[0]), _ATOM
+
+    def leave_ElemLoad(self, e, view, indices):
+        return f"{view[0]}[{', '.join(i[0] for i in indices)}]", _ATOM
+
+    def leave_Load(self, e, buffer, index):
+        return _flat(e.buffer, index[0], e.dtype), _ATOM
+
+    def leave_SharedAddress(self, e, buffer, offset):
+        return f"smem_addr({e.buffer.name}) + {_wrap(offset, 6)}", _ATOM
+
+    def leave_GlobalAddress(self, e, buffer, offset):
+        return f"global_addr({e.buffer.name}) + {_wrap(offset, 6)}", _ATOM
+
+    # PTX operands (lowered level)
+    def enter_LocalReg(self, r):
+        return _flat(r.buffer, repr(r.slot), r.dtype), _ATOM
+
+    def leave_ValueReg(self, r, value):
+        return value
+
+    def leave_RegVector(self, op, regs):
+        return ("out " if op.is_output else "") + "{" + ", ".join(r[0] for r in regs) + "}", _ATOM
+
+    def leave_AddressOperand(self, op, address):
+        return f"[{address[0]}]", _ATOM
+
+    def enter_Immediate(self, op):
+        return repr(op.value), _ATOM
+
+    def leave_ScalarOperand(self, op, value):
+        return value
 
 
-def _flat(buf, index, dtype) -> str:
+def _flat(buf, index: str, dtype) -> str:
     cast = "" if dtype == buf.dtype else f".as_{dtype.name}"
-    return f"{buf.name}{cast}[{print_expr(index)}]"
+    return f"{buf.name}{cast}[{index}]"
 
 
-def _view(v: ir.View) -> str:
+def _view(v: ir.View, offset: str) -> str:
     plain = (
         v.dtype == v.buffer.dtype
         and v.shape == v.buffer.shape
@@ -83,21 +139,15 @@ def _view(v: ir.View) -> str:
     )
     if plain:
         return v.buffer.name
-    off = (
-        ""
-        if isinstance(v.elem_offset, int) and v.elem_offset == 0
-        else (f" @ {print_expr(v.elem_offset)}")
-    )
+    off = "" if isinstance(v.elem_offset, int) and v.elem_offset == 0 else f" @ {offset}"
     return f"{v.buffer.name}<{v.dtype} {v.shape} : {v.layout!r}{off}>"
 
 
-def _reg(r) -> str:
-    if isinstance(r, ir.LocalReg):
-        return _flat(r.buffer, r.slot, r.dtype)
-    return print_expr(r.value)
+class _Printer(Walker):
+    """Statements, top-down, one line each (``Walker``: no recursion, any nesting)."""
 
+    pass_name = "the printer"
 
-class _Printer:
     def __init__(self):
         self.out: list[str] = []
         self.depth = 1
@@ -106,65 +156,70 @@ class _Printer:
         self.out.append("    " * self.depth + text)
 
     def block(self, s):
+        return [self._indent, s, self._dedent]
+
+    def _indent(self):
         self.depth += 1
-        self.stmt(s)
+
+    def _dedent(self):
         self.depth -= 1
 
-    def stmt(self, s):
-        if isinstance(s, ir.Seq):
-            if not s.stmts:
-                self.line("pass")
-            for x in s.stmts:
-                self.stmt(x)
-        elif isinstance(s, ir.Assign):
-            self.line(f"{s.var.name} = {print_expr(s.value)}")
-        elif isinstance(s, ir.ElemStore):
-            idx = ", ".join(print_expr(i) for i in s.indices)
-            self.line(f"{_view(s.view)}[{idx}] = {print_expr(s.value)}")
-        elif isinstance(s, ir.Store):
-            self.line(f"{_flat(s.buffer, s.index, s.dtype)} = {print_expr(s.value)}")
-        elif isinstance(s, ir.For):
-            kind = "range" if s.kind is ir.LoopKind.SERIAL else "T.unroll"
-            step = "" if s.step == 1 else f", {s.step}"
-            self.line(
-                f"for {s.var.name} in {kind}({print_expr(s.start)}, {print_expr(s.stop)}{step}):"
-            )
-            self.block(s.body)
-        elif isinstance(s, ir.While):
-            self.line(f"while {print_expr(s.cond)}:")
-            self.block(s.body)
-        elif isinstance(s, ir.If):
-            self.line(f"if {print_expr(s.cond)}:")
-            self.block(s.then_body)
-            if s.else_body is not None:
-                self.line("else:")
-                self.block(s.else_body)
-        elif isinstance(s, ir.Break):
-            self.line("break")
-        elif isinstance(s, ir.Continue):
-            self.line("continue")
-        elif isinstance(s, ir.Barrier):
-            self.line("T.cuda.cta_sync()" if s.scope == "cta" else "T.cuda.warp_sync()")
-        elif isinstance(s, ir.Printf):
-            args = "".join(", " + print_expr(a) for a in s.args)
-            self.line(f"T.cuda.printf({s.fmt!r}{args})")
-        elif isinstance(s, ir.TileOp):
-            ops = ", ".join(print_expr(o) for o in s.operands)
-            self.line(f'T.cuda.tile.apply(T.ptx["{s.instruction}"], {ops}, scope="{s.scope}")')
-        elif isinstance(s, ir.RawPtx):
-            ops = ", ".join(print_expr(o) for o in s.operands)
-            self.line(f'T.ptx["{s.instruction}"]({ops})')
-        elif isinstance(s, ir.PtxCall):
-            parts = []
-            for op in s.operands:
-                if isinstance(op, ir.AddressOperand):
-                    parts.append(f"[{print_expr(op.address)}]")
-                else:
-                    regs = ", ".join(_reg(r) for r in op.regs)
-                    parts.append(("out " if op.is_output else "") + "{" + regs + "}")
-            self.line(f'ptx("{s.instruction}", {", ".join(parts)})')
-        else:
-            self.line(f"<{type(s).__name__}>")
+    def visit_Seq(self, s):
+        if not s.stmts:
+            self.line("pass")
+        return s.stmts
+
+    def visit_Assign(self, s):
+        self.line(f"{s.var.name} = {print_expr(s.value)}")
+
+    def visit_ElemStore(self, s):
+        idx = ", ".join(print_expr(i) for i in s.indices)
+        self.line(f"{print_expr(s.view)}[{idx}] = {print_expr(s.value)}")
+
+    def visit_Store(self, s):
+        self.line(f"{_flat(s.buffer, print_expr(s.index), s.dtype)} = {print_expr(s.value)}")
+
+    def visit_For(self, s):
+        kind = "range" if s.kind is ir.LoopKind.SERIAL else "T.unroll"
+        step = "" if s.step == 1 else f", {s.step}"
+        self.line(f"for {s.var.name} in {kind}({print_expr(s.start)}, {print_expr(s.stop)}{step}):")
+        return self.block(s.body)
+
+    def visit_While(self, s):
+        self.line(f"while {print_expr(s.cond)}:")
+        return self.block(s.body)
+
+    def visit_If(self, s):
+        self.line(f"if {print_expr(s.cond)}:")
+        if s.else_body is None:
+            return self.block(s.then_body)
+        return [*self.block(s.then_body), lambda: self.line("else:"), *self.block(s.else_body)]
+
+    def visit_Break(self, s):
+        self.line("break")
+
+    def visit_Continue(self, s):
+        self.line("continue")
+
+    def visit_Barrier(self, s):
+        cta = s.scope is ir.BarrierScope.CTA
+        self.line("T.cuda.cta_sync()" if cta else "T.cuda.warp_sync()")
+
+    def visit_Printf(self, s):
+        args = "".join(", " + print_expr(a) for a in s.args)
+        self.line(f"T.cuda.printf({s.fmt!r}{args})")
+
+    def visit_TileOp(self, s):
+        ops = ", ".join(print_expr(o) for o in s.operands)
+        self.line(f'T.cuda.tile.apply(T.ptx["{s.instruction}"], {ops}, scope="{s.scope}")')
+
+    def visit_RawPtx(self, s):
+        ops = ", ".join(print_expr(o) for o in s.operands)
+        self.line(f'T.ptx["{s.instruction}"]({ops})')
+
+    def visit_PtxCall(self, s):
+        parts = ", ".join(print_expr(op) for op in s.operands)
+        self.line(f'ptx("{s.instruction}", {parts})')
 
 
 def print_function(fn: ir.Function) -> str:
@@ -189,5 +244,5 @@ def print_function(fn: ir.Function) -> str:
             where = f"  # shared bytes [{fn.shared_offsets[buf]}, "
             where += f"{fn.shared_offsets[buf] + buf.nbytes})"
         pr.line(f'{buf.name} = T.{kind}({buf.shape}, "{buf.dtype}", layout={buf.layout!r})' + where)
-    pr.stmt(fn.body)
+    pr.run(fn.body)
     return head + f"@T.function\ndef {fn.name}({', '.join(params)}):\n" + "\n".join(pr.out) + "\n"

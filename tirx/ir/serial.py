@@ -26,6 +26,9 @@ import enum
 import marshal
 import sys
 
+from .nodes import Expr, Stmt
+from .visitor import UnknownNodeError
+
 __all__ = ["dumps", "loads"]
 
 _TUPLE, _DICT, _ENUM, _DATA = range(4)
@@ -56,33 +59,57 @@ def dumps(value) -> bytes:
             class_rows.append((cls.__module__, cls.__qualname__, names))
         return classes[cls]
 
-    def ref(v):
-        """The atom's number, or ``[row]`` for a compound value (numbered once all atoms are
-        known)."""
+    def key_of(v):
         t = type(v)
-        key = (t, v) if t in _ATOMS and t is not float else id(v)
-        n = seen.get(key)
-        if n is not None:
-            return n
-        if t in _ATOMS:
-            n = len(atoms)
-            atoms.append(v)
-        else:
+        return (t, v) if t in _ATOMS and t is not float else id(v)
+
+    def parts(v) -> list:
+        """The values ``v`` holds, in the order its row lists them."""
+        t = type(v)
+        if t is tuple:
+            return list(v)
+        if t is dict:
+            return [*v, *v.values()]
+        if isinstance(v, enum.Enum) and _ours(t):
+            return []
+        if "__dataclass_fields__" in vars(t) and _ours(t):
+            return [getattr(v, f) for f in class_of(t)[1]]
+        if isinstance(v, (Expr, Stmt)):
+            raise UnknownNodeError(t, "the IR serializer")
+        raise TypeError(f"cannot store a {t.__qualname__} (only tirx's IR)")
+
+    def ref(value):
+        """The atom's number, or ``[row]`` for a compound value (numbered once all atoms are
+        known); children get their rows before their parents, over an explicit stack (no
+        recursion: an expression may be thousands of levels deep)."""
+        todo = [(value, None)]
+        while todo:
+            v, held = todo.pop()
+            key = key_of(v)
+            if key in seen:
+                continue
+            t = type(v)
+            if t in _ATOMS:
+                seen[key] = len(atoms)
+                atoms.append(v)
+                continue
+            if held is None:
+                held = parts(v)
+                todo.append((v, held))
+                todo.extend((x, None) for x in reversed(held))
+                continue
+            nums = [seen[key_of(x)] for x in held]
             if t is tuple:
-                r = (_TUPLE, [ref(x) for x in v])
+                r = (_TUPLE, nums)
             elif t is dict:
-                r = (_DICT, [ref(k) for k in v], [ref(x) for x in v.values()])
-            elif isinstance(v, enum.Enum) and _ours(t):
+                r = (_DICT, nums[: len(v)], nums[len(v) :])
+            elif isinstance(v, enum.Enum):
                 r = (_ENUM, class_of(t)[0], v.name)
-            elif "__dataclass_fields__" in vars(t) and _ours(t):
-                index, names = class_of(t)
-                r = (_DATA, index, [ref(getattr(v, f)) for f in names])
             else:
-                raise TypeError(f"cannot store a {t.__qualname__} (only tirx's IR)")
-            n = [len(rows)]
+                r = (_DATA, class_of(t)[0], nums)
+            seen[key] = [len(rows)]
             rows.append(r)
-        seen[key] = n
-        return n
+        return seen[key_of(value)]
 
     root = ref(value)
     base = len(atoms)

@@ -1,32 +1,55 @@
 """Small algebra on integer expressions: linear normal forms, static values, non-negativity.
 
 Enough to decide that ``(k + 1) * 16 - k * 16`` is the constant 16 (a region's extent) and
-that ``lane // 4`` needs no floor correction in C (its operands are non-negative).
+that ``lane // 4`` needs no floor correction in C (its operands are non-negative). Both are
+folds over :mod:`tirx.ir.visitor` (no recursion, any depth); an expression class neither
+knows raises :class:`~tirx.ir.visitor.UnknownNodeError`.
 """
 
 from __future__ import annotations
 
-from ..dtypes import is_float
-from .nodes import BinOp, Cast, Const, Expr, Load, Op, Special, Var
+from ..dtypes import DTypeKind, is_float
+from .nodes import Const, Expr, Op
+from .visitor import DESCEND, Visitor
 
 __all__ = ["static_value", "linear_form", "is_nonnegative"]
 
+# Expressions that are atoms of a linear form (opaque values compared by identity).
+_ATOMS = frozenset(
+    {
+        "Var",
+        "Special",
+        "Load",
+        "ElemLoad",
+        "SharedAddress",
+        "GlobalAddress",
+        "Cast",
+        "Cmp",
+        "Logic",
+        "Not",
+        "Select",
+    }
+)
+_LINEAR_OPS = (Op.ADD, Op.SUB, Op.MUL)
 
-def linear_form(e) -> tuple[dict[int, tuple[Expr, int]], int] | None:
-    """``e`` as ``sum(coef * atom) + const`` over non-linear atoms (keyed by identity).
 
-    Returns None for float expressions.
-    """
-    if isinstance(e, bool):
-        return {}, int(e)
-    if isinstance(e, int):
-        return {}, e
-    if is_float(e.dtype):
-        return None
-    if isinstance(e, Const):
-        return {}, int(e.value)
-    if isinstance(e, BinOp) and e.op in (Op.ADD, Op.SUB, Op.MUL):
-        la, lb = linear_form(e.a), linear_form(e.b)
+class _LinearForm(Visitor):
+    """Results: ``(terms, const)``, or None for a float expression."""
+
+    pass_name = "the linear-form analysis"
+
+    def leaf(self, value):
+        return {}, int(value)
+
+    def enter_Const(self, e):
+        return None if is_float(e.dtype) else ({}, int(e.value))
+
+    def enter_BinOp(self, e):
+        if is_float(e.dtype):
+            return None
+        return DESCEND if e.op in _LINEAR_OPS else ({id(e): (e, 1)}, 0)
+
+    def leave_BinOp(self, e, la, lb):
         if la is None or lb is None:
             return None
         (ta, ca), (tb, cb) = la, lb
@@ -42,7 +65,21 @@ def linear_form(e) -> tuple[dict[int, tuple[Expr, int]], int] | None:
             old = terms.get(k, (atom, 0))[1]
             terms[k] = (atom, old + sign * coef)
         return {k: v for k, v in terms.items() if v[1]}, ca + sign * cb
-    return {id(e): (e, 1)}, 0
+
+    def _default(self, cls, prefixes):
+        if cls.__name__ in _ATOMS:
+            return (lambda e: None if is_float(e.dtype) else ({id(e): (e, 1)}, 0)), None
+        return None
+
+
+def linear_form(e) -> tuple[dict[int, tuple[Expr, int]], int] | None:
+    """``e`` as ``sum(coef * atom) + const`` over non-linear atoms (keyed by identity).
+
+    Returns None for float expressions.
+    """
+    if isinstance(e, (bool, int)):
+        return {}, int(e)
+    return _LinearForm().visit(e)
 
 
 def _scale(terms, c, factor):
@@ -65,35 +102,62 @@ def static_value(e) -> int | None:
     return form[1]
 
 
+_NONNEG_OPS = (Op.ADD, Op.MUL, Op.FLOORDIV, Op.FLOORMOD, Op.MIN, Op.MAX, Op.SHR, Op.BITAND)
+# Expressions never provably >= 0 here unless unsigned (a loaded or compared value).
+_OPAQUE = frozenset({"Load", "ElemLoad", "Cmp", "Logic", "Not", "Select"})
+
+
+class _NonNegative(Visitor):
+    """Results: whether the expression is provably >= 0 (see :func:`is_nonnegative`)."""
+
+    pass_name = "the non-negativity analysis"
+
+    def __init__(self, nonneg_vars: frozenset):
+        self.nonneg_vars = nonneg_vars
+
+    def leaf(self, value):
+        return value >= 0
+
+    def _unsigned(self, e) -> bool:
+        return e.dtype.kind is DTypeKind.UINT
+
+    def enter_Const(self, e):
+        return e.value >= 0
+
+    def enter_Special(self, e):
+        return True
+
+    def enter_Var(self, e):
+        return self._unsigned(e) or e in self.nonneg_vars
+
+    def enter_Cast(self, e):
+        if self._unsigned(e):
+            return True
+        return DESCEND if e.dtype.bits >= e.value.dtype.bits else False
+
+    def leave_Cast(self, e, value):
+        return value
+
+    def enter_BinOp(self, e):
+        if self._unsigned(e):
+            return True
+        return DESCEND if e.op in _NONNEG_OPS else False
+
+    def leave_BinOp(self, e, a, b):
+        if e.op is Op.FLOORMOD:
+            return b
+        if e.op is Op.BITAND:
+            return a or b
+        return a and b
+
+    def _default(self, cls, prefixes):
+        if cls.__name__ in _OPAQUE or cls.__name__ in ("SharedAddress", "GlobalAddress"):
+            return self._unsigned, None
+        return None
+
+
 def is_nonnegative(e, nonneg_vars: frozenset = frozenset()) -> bool:
     """True when ``e`` is provably >= 0 (thread indices, unsigned values, known loop vars)."""
     if isinstance(e, int):
         return e >= 0
-    if isinstance(e, Const):
-        return e.value >= 0
-    if e.dtype.kind == "uint":
-        return True
-    if isinstance(e, Special):
-        return True
-    if isinstance(e, Var):
-        return e in nonneg_vars
-    if isinstance(e, Cast):
-        return e.dtype.bits >= e.value.dtype.bits and is_nonnegative(e.value, nonneg_vars)
-    if isinstance(e, Load):
-        return False
-    if isinstance(e, BinOp) and e.op in (
-        Op.ADD,
-        Op.MUL,
-        Op.FLOORDIV,
-        Op.FLOORMOD,
-        Op.MIN,
-        Op.MAX,
-        Op.SHR,
-        Op.BITAND,
-    ):
-        if e.op is Op.FLOORMOD:
-            return is_nonnegative(e.b, nonneg_vars)
-        if e.op is Op.BITAND:
-            return is_nonnegative(e.a, nonneg_vars) or is_nonnegative(e.b, nonneg_vars)
-        return is_nonnegative(e.a, nonneg_vars) and is_nonnegative(e.b, nonneg_vars)
-    return False
+    return _NonNegative(nonneg_vars).visit(e)

@@ -484,7 +484,8 @@ class Evaluator:
             return ir.Special(_SPECIALS[key], _DIMS[dim])
         if key in ("cuda.cta_sync", "cuda.warp_sync"):
             self._args(node, 0, 0)
-            b.emit(ir.Barrier("cta" if key == "cuda.cta_sync" else "warp", span))
+            scope = ir.BarrierScope.CTA if key == "cuda.cta_sync" else ir.BarrierScope.WARP
+            b.emit(ir.Barrier(scope, span))
             return None
         if key == "cuda.printf":
             if not node.args or node.keywords:
@@ -549,6 +550,11 @@ class Evaluator:
             if k.arg != "scope":
                 raise TirxSyntaxError(f"unexpected keyword argument {k.arg!r}", self.p.span(k))
             scope = self.const(k.value)
+            if scope not in {s.value for s in ir.ExecScope}:
+                known = ", ".join(repr(s.value) for s in ir.ExecScope)
+                raise TirxSyntaxError(
+                    f"unknown scope {scope!r}", self.p.span(k.value), hint=f"use one of {known}"
+                )
         self.b.emit(ir.TileOp(instr.text, tuple(operands), scope, span, tuple(spans)))
         return None
 

@@ -14,6 +14,7 @@ from dataclasses import replace
 from ..errors import TirxError, TirxSyntaxError
 from ..ir import nodes as ir
 from ..ir.simplify import static_value
+from ..ir.visitor import DESCEND, Transformer
 from .raw_ptx import lower_raw_ptx
 from .tile_ops import lower_tile_op
 
@@ -23,8 +24,7 @@ __all__ = ["lower_function"]
 def lower_function(fn: ir.Function, arch: int = 80) -> ir.Function:
     if fn.lowered:
         return fn
-    lowerer = _Lowerer(arch)
-    body = lowerer.stmt(fn.body)
+    body = _Lowerer(arch).visit(fn.body)
     offsets, total = _plan_shared(fn)
     return replace(fn, body=body, lowered=True, shared_offsets=offsets, shared_bytes=total)
 
@@ -40,88 +40,97 @@ def _plan_shared(fn: ir.Function):
     return offsets, cursor
 
 
-class _Lowerer:
+class _Lowerer(Transformer):
+    """Script level to lowered level, over :class:`~tirx.ir.visitor.Transformer` (no
+    recursion; a node class without a rule here raises)."""
+
+    pass_name = "lowering"
+    # rebuilt from their lowered children as they are
+    rebuilt = frozenset(
+        {"Seq", "Assign", "For", "While", "If", "Printf", "Logic", "Not", "Select", "View"}
+    )
+    # already lowered (or leaves): returned as they are
+    kept = frozenset(
+        {
+            "Const",
+            "Var",
+            "Special",
+            "Buffer",
+            "Load",
+            "SharedAddress",
+            "GlobalAddress",
+            "Store",
+            "PtxCall",
+            "Break",
+            "Continue",
+            "Barrier",
+        }
+    )
+
     def __init__(self, arch: int):
         self.arch = arch
 
+    def relocate(self, error, path):
+        """A user error is located at the innermost statement around it that has a line."""
+        if isinstance(error, TirxError):
+            for node in reversed(path):
+                if isinstance(node, ir.Stmt) and getattr(node, "span", None) is not None:
+                    return error.with_span(node.span)
+        return error
+
+    def expr(self, e):
+        return self.visit(e)
+
     # ------------------------------------------------------------------ statements
 
-    def stmt(self, s):
-        try:
-            return self._stmt(s)
-        except TirxError as e:
-            raise e.with_span(getattr(s, "span", None)) from None
+    def leave_ElemStore(self, s, view, indices, value):
+        buf, index = self.address(view, indices, lowered=True)
+        return ir.Store(buf, index, ir.cast(value, view.dtype), view.dtype, s.span)
 
-    def _stmt(self, s):
-        if isinstance(s, ir.Seq):
-            return ir.Seq(tuple(self.stmt(x) for x in s.stmts), s.span)
-        if isinstance(s, ir.Assign):
-            return ir.Assign(s.var, self.expr(s.value), s.span)
-        if isinstance(s, ir.ElemStore):
-            buf, index = self.address(s.view, s.indices)
-            value = ir.cast(self.expr(s.value), s.view.dtype)
-            return ir.Store(buf, index, value, s.view.dtype, s.span)
-        if isinstance(s, ir.For):
-            return ir.For(
-                s.var,
-                self.expr(s.start),
-                self.expr(s.stop),
-                s.step,
-                self.stmt(s.body),
-                s.kind,
-                s.span,
-            )
-        if isinstance(s, ir.While):
-            return ir.While(self.expr(s.cond), self.stmt(s.body), s.span)
-        if isinstance(s, ir.If):
-            orelse = None if s.else_body is None else self.stmt(s.else_body)
-            return ir.If(self.expr(s.cond), self.stmt(s.then_body), orelse, s.span)
-        if isinstance(s, ir.Printf):
-            return ir.Printf(s.fmt, tuple(self.expr(a) for a in s.args), s.span)
-        if isinstance(s, ir.TileOp):
-            calls = lower_tile_op(s, self.arch)
-            return ir.Seq(tuple(calls), s.span)
-        if isinstance(s, ir.RawPtx):
-            call = lower_raw_ptx(s, self.arch, self.address)
-            return ir.PtxCall(
-                call.instruction, tuple(self._lower_operand(o) for o in call.operands), call.span
-            )
-        if isinstance(s, (ir.Break, ir.Continue, ir.Barrier, ir.Store, ir.PtxCall)):
-            return s
-        raise TypeError(f"cannot lower {type(s).__name__}")
+    def enter_TileOp(self, s):
+        return ir.Seq(tuple(lower_tile_op(s, self.arch)), s.span)
 
-    def _lower_operand(self, op):
-        if isinstance(op, ir.AddressOperand):
-            return op
-        regs = tuple(
-            ir.ValueReg(self.expr(r.value)) if isinstance(r, ir.ValueReg) else r for r in op.regs
-        )
+    def enter_RawPtx(self, s):
+        call = lower_raw_ptx(s, self.arch, self.address)
+        return ir.PtxCall(call.instruction, tuple(map(self.visit, call.operands)), call.span)
+
+    # PtxCall operands made by lower_raw_ptx: the values in them are still script level
+    def enter_RegVector(self, op):
+        return DESCEND
+
+    def leave_RegVector(self, op, regs):
         return ir.RegVector(regs, op.is_output)
+
+    def enter_LocalReg(self, r):
+        return r
+
+    def leave_ValueReg(self, r, value):
+        return ir.ValueReg(value)
+
+    def enter_AddressOperand(self, op):
+        return op
 
     # ----------------------------------------------------------------- expressions
 
-    def expr(self, e):
-        if isinstance(e, (int, float, bool)):
-            return ir.as_expr(e)
-        if isinstance(e, ir.ElemLoad):
-            buf, index = self.address(e.view, e.indices)
-            return ir.Load(buf, index, e.view.dtype)
-        if isinstance(e, ir.BinOp):
-            return ir.binop(e.op, self.expr(e.a), self.expr(e.b))
-        if isinstance(e, ir.Cmp):
-            return ir.cmp(e.op, self.expr(e.a), self.expr(e.b))
-        if isinstance(e, ir.Logic):
-            return ir.Logic(e.op, self.expr(e.a), self.expr(e.b))
-        if isinstance(e, ir.Not):
-            return ir.Not(self.expr(e.a))
-        if isinstance(e, ir.Select):
-            return ir.Select(self.expr(e.cond), self.expr(e.a), self.expr(e.b), e.dtype)
-        if isinstance(e, ir.Cast):
-            return ir.cast(self.expr(e.value), e.dtype)
-        return e  # Const, Var, Special, Load, SharedAddress
+    def leaf(self, value):
+        return value if value is None else ir.as_expr(value)
 
-    def address(self, view: ir.View, indices):
-        """(buffer, element index in view.dtype) of ``view[indices]``."""
+    def leave_ElemLoad(self, e, view, indices):
+        buf, index = self.address(view, indices, lowered=True)
+        return ir.Load(buf, index, view.dtype)
+
+    def leave_BinOp(self, e, a, b):
+        return ir.binop(e.op, a, b)
+
+    def leave_Cmp(self, e, a, b):
+        return ir.cmp(e.op, a, b)
+
+    def leave_Cast(self, e, value):
+        return ir.cast(value, e.dtype)
+
+    def address(self, view: ir.View, indices, lowered: bool = False):
+        """(buffer, element index in view.dtype) of ``view[indices]`` (``lowered``: the view's
+        offset and the indices are lowered already)."""
         layout = view.layout
         thread_axes = {a for a in _axes(layout) if a != "m"}
         if thread_axes:
@@ -137,7 +146,7 @@ class _Lowerer:
                     f"index {v} is out of range for dimension {d} of extent {extent} "
                     f"of {view.name or view.buffer.name!r}"
                 )
-        coords = tuple(self.expr(i) for i in indices)
+        coords = tuple(indices) if lowered else tuple(self.expr(i) for i in indices)
         m = layout.apply(*coords, shape=view.shape).get("m", 0)
         index = ir.as_expr(view.elem_offset) + m
         return view.buffer, index

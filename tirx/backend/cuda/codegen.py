@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import math
 
-from ...dtypes import DType
+from ...dtypes import DType, DTypeKind
 from ...errors import TirxSyntaxError
 from ...ir import nodes as ir
 from ...ir.simplify import is_nonnegative
+from ...ir.visitor import UnknownNodeError, Visitor, Walker, children
 
 __all__ = ["generate", "CODEGEN_VERSION", "param_kinds"]
 
@@ -109,7 +110,86 @@ def _float_literal(v: float, d: DType) -> str:
     return f"{float(v).hex()}{suffix}"
 
 
-class _Emitter:
+class _CExprs(Visitor):
+    """Expressions to C, bottom-up (a :class:`~tirx.ir.visitor.Visitor`: no recursion, so a
+    sum of thousands of terms is fine). Left operands of ``+ - * & | ^`` chains are written
+    without parentheses, which C's left-to-right grouping makes the same expression: the C
+    compiler then parses a long sum with no nesting either."""
+
+    pass_name = "codegen"
+
+    def __init__(self, em: _Emitter):
+        self.em = em
+
+    def leaf(self, value):
+        return self.em.const(ir.as_expr(value)) if value is not None else None
+
+    def enter_Const(self, c):
+        return self.em.const(c)
+
+    def enter_Var(self, v):
+        return v.name
+
+    def enter_Special(self, s):
+        return self.em.special(s)
+
+    def leave_BinOp(self, b, a, c):
+        return self.em.binop(b, a, c)
+
+    def leave_Cmp(self, x, a, b):
+        return f"({a} {x.op.value} {b})"
+
+    def leave_Logic(self, x, a, b):
+        return f"({a} {'&&' if x.op == 'and' else '||'} {b})"
+
+    def leave_Not(self, x, a):
+        return f"(!{a})"
+
+    def leave_Select(self, x, cond, a, b):
+        return f"({cond} ? {a} : {b})"
+
+    def leave_Cast(self, x, inner):
+        return self.em.cast(x, inner)
+
+    def enter_Buffer(self, buf):
+        return buf.name
+
+    def leave_Load(self, x, buf, index):
+        ref = self.em.ref_code(x.buffer, index, x.dtype)
+        if x.dtype.name == "float16":
+            return f"tirx_h2f({ref})"
+        if x.dtype.name == "bfloat16":
+            return f"tirx_b2f({ref})"
+        return ref
+
+    def leave_SharedAddress(self, x, buf, offset):
+        off = self.em.fn.shared_offsets[x.buffer]
+        return f"(tirx_smem_addr + {off}u + (unsigned int)({offset}))"
+
+
+# Statement classes that never assign a variable (the others: Assign, For), for the analyses
+# that must see every write of a variable; a statement class in neither set raises.
+_NO_VAR_WRITES = frozenset(
+    {"Seq", "If", "While", "Store", "Barrier", "Printf", "PtxCall", "Break", "Continue"}
+)
+# Operators C groups left to right, by precedence level: a left operand at the same level
+# needs no parentheses ("(a - b) + c" is "a - b + c" in C).
+_LEVEL = {
+    ir.Op.ADD: 1,
+    ir.Op.SUB: 1,
+    ir.Op.MUL: 2,
+    ir.Op.DIV: 2,
+    ir.Op.BITAND: 3,
+    ir.Op.BITOR: 4,
+    ir.Op.BITXOR: 5,
+}
+
+
+class _Emitter(Walker):
+    """Statements to C lines, top-down in order (a :class:`~tirx.ir.visitor.Walker`)."""
+
+    pass_name = "codegen"
+
     def __init__(self, fn: ir.Function):
         self.fn = fn
         self.lines: list[str] = []
@@ -118,54 +198,25 @@ class _Emitter:
         self.block = fn.launch.block
         self.grid = fn.launch.grid
         self.loops = 0
+        self.exprs = _CExprs(self)
 
     # ---------------------------------------------------------------- expressions
 
     def e(self, x) -> str:
-        if isinstance(x, (bool, int, float)):
-            x = ir.as_expr(x)
-        if isinstance(x, ir.Const):
-            return self.const(x)
-        if isinstance(x, ir.Var):
-            return x.name
-        if isinstance(x, ir.Special):
-            return self.special(x)
-        if isinstance(x, ir.BinOp):
-            return self.binop(x)
-        if isinstance(x, ir.Cmp):
-            return f"({self.e(x.a)} {x.op.value} {self.e(x.b)})"
-        if isinstance(x, ir.Logic):
-            return f"({self.e(x.a)} {'&&' if x.op == 'and' else '||'} {self.e(x.b)})"
-        if isinstance(x, ir.Not):
-            return f"(!{self.e(x.a)})"
-        if isinstance(x, ir.Select):
-            return f"({self.e(x.cond)} ? {self.e(x.a)} : {self.e(x.b)})"
-        if isinstance(x, ir.Cast):
-            return self.cast(x)
-        if isinstance(x, ir.Load):
-            ref = self.ref(x.buffer, x.index, x.dtype)
-            if x.dtype.name == "float16":
-                return f"tirx_h2f({ref})"
-            if x.dtype.name == "bfloat16":
-                return f"tirx_b2f({ref})"
-            return ref
-        if isinstance(x, ir.SharedAddress):
-            off = self.fn.shared_offsets[x.buffer]
-            return f"(tirx_smem_addr + {off}u + (unsigned int)({self.e(x.byte_offset)}))"
-        raise TypeError(f"cannot generate code for {type(x).__name__}")
+        return self.exprs.visit(x)
 
     def const(self, c: ir.Const) -> str:
         d = c.dtype
-        if d.name == "bool":
+        if d.kind is DTypeKind.BOOL:
             return "true" if c.value else "false"
-        if d.kind == "float":
+        if d.kind is DTypeKind.FLOAT:
             return _float_literal(float(c.value), d)
         v = int(c.value)
         if d.name == "int64":
             return f"{v}LL"
         if d.name == "uint64":
             return f"{v}ull"
-        if d.kind == "uint":
+        if d.kind is DTypeKind.UINT:
             return f"{v}u"
         if v == -(2**31):
             return "(-2147483647 - 1)"
@@ -185,42 +236,56 @@ class _Emitter:
             return str(self.block[s.dim])
         return str(self.grid[s.dim])
 
-    def binop(self, b: ir.BinOp) -> str:
+    def binop(self, b: ir.BinOp, a: str, c: str) -> str:
+        """``b`` in C, given the C of its operands."""
         t = _ctype(b.dtype)
-        a, c = self.operand(b.a, b.dtype), self.operand(b.b, b.dtype)
-        if b.op in (ir.Op.FLOORDIV, ir.Op.FLOORMOD) and b.dtype.kind in ("int", "bool"):
+        a, c = self.convert(a, b.a.dtype, b.dtype), self.convert(c, b.b.dtype, b.dtype)
+        kind = b.dtype.kind
+        if b.op in (ir.Op.FLOORDIV, ir.Op.FLOORMOD) and kind in (DTypeKind.INT, DTypeKind.BOOL):
             if is_nonnegative(b.a, self.nonneg) and is_nonnegative(b.b, self.nonneg):
                 return f"({a} {'/' if b.op is ir.Op.FLOORDIV else '%'} {c})"
             fname = "tirx_floordiv" if b.op is ir.Op.FLOORDIV else "tirx_floormod"
             return f"{fname}<{t}>({a}, {c})"
         if b.op is ir.Op.FLOORDIV:  # unsigned or float
-            return f"({a} / {c})" if b.dtype.kind == "uint" else f"floorf({a} / {c})"
+            return f"({a} / {c})" if kind is DTypeKind.UINT else f"floorf({a} / {c})"
         if b.op is ir.Op.FLOORMOD:
-            return f"({a} % {c})" if b.dtype.kind == "uint" else f"({a} - floorf({a} / {c}) * {c})"
+            return f"({a} % {c})" if kind is DTypeKind.UINT else f"({a} - floorf({a} / {c}) * {c})"
         if b.op in (ir.Op.MIN, ir.Op.MAX):
             return f"tirx_{b.op.value}<{t}>({a}, {c})"
+        left = b.a
+        if (
+            b.op in _LEVEL
+            and isinstance(left, ir.BinOp)
+            and _LEVEL.get(left.op) == _LEVEL[b.op]
+            and _ctype(left.dtype) == t
+            and a.startswith("(")
+        ):
+            a = a[1:-1]  # "((x + y) + z)" as "(x + y + z)": the same grouping in C
         return f"({a} {b.op.value} {c})"
 
-    def operand(self, x, dtype: DType) -> str:
-        code = self.e(x)
-        if _ctype(x.dtype) != _ctype(dtype):
-            return f"(({_ctype(dtype)}){code})"
+    def convert(self, code: str, have: DType, want: DType) -> str:
+        if _ctype(have) != _ctype(want):
+            return f"(({_ctype(want)}){code})"
         return code
 
-    def cast(self, c: ir.Cast) -> str:
-        inner = self.e(c.value)
+    def operand(self, x, dtype: DType) -> str:
+        return self.convert(self.e(x), ir.as_expr(x).dtype, dtype)
+
+    def cast(self, c: ir.Cast, inner: str) -> str:
         d = c.dtype
         if d.name == "float16":
             return f"tirx_h2f({_to_bits16(inner, c.value.dtype, d)})"
         if d.name == "bfloat16":
             return f"tirx_b2f({_to_bits16(inner, c.value.dtype, d)})"
-        if d.name == "bool":
+        if d.kind is DTypeKind.BOOL:
             return f"(({inner}) != 0)"
         return f"(({_ctype(d)})({inner}))"
 
     def ref(self, buf: ir.Buffer, index, dtype: DType) -> str:
         """An lvalue for element ``index`` (in units of ``dtype``) of ``buf``."""
-        idx = self.e(index)
+        return self.ref_code(buf, self.e(index), dtype)
+
+    def ref_code(self, buf: ir.Buffer, idx: str, dtype: DType) -> str:
         if dtype.name == buf.dtype.name or (dtype.c_type == buf.dtype.c_type):
             return f"{buf.name}[{idx}]"
         return f"reinterpret_cast<{dtype.c_type}*>({buf.name})[{idx}]"
@@ -235,52 +300,73 @@ class _Emitter:
             fname = span.file.replace("\\", "\\\\").replace('"', '\\"')
             self.lines.append(f'#line {span.line} "{fname}"')
 
-    def s(self, st) -> None:
-        if isinstance(st, ir.Seq):
-            for x in st.stmts:
-                self.s(x)
-            return
-        self.mark(getattr(st, "span", None))
-        if isinstance(st, ir.Assign):
-            self.line(f"{st.var.name} = {self.operand(st.value, st.var.dtype)};")
-        elif isinstance(st, ir.Store):
-            self.store(st)
-        elif isinstance(st, ir.For):
-            self.loop(st)
-        elif isinstance(st, ir.While):
-            self.line(f"while ({self.e(st.cond)}) {{")
-            self.body(st.body)
-        elif isinstance(st, ir.If):
-            self.line(f"if ({self.e(st.cond)}) {{")
-            self.body(st.then_body, close=st.else_body is None)
-            if st.else_body is not None:
-                self.line("} else {")
-                self.body(st.else_body)
-        elif isinstance(st, ir.Break):
-            self.line("break;")
-        elif isinstance(st, ir.Continue):
-            self.line("continue;")
-        elif isinstance(st, ir.Barrier):
-            self.line("__syncthreads();" if st.scope == "cta" else "__syncwarp();")
-        elif isinstance(st, ir.Printf):
-            args = "".join(", " + self.printf_arg(a) for a in st.args)
-            self.line(f"printf({_c_string(st.fmt)}{args});")
-        elif isinstance(st, ir.PtxCall):
-            self.ptx(st)
-        else:
-            raise TypeError(f"cannot generate code for {type(st).__name__}")
+    def visit_Seq(self, st):
+        return st.stmts
 
-    def body(self, st, close=True) -> None:
-        self.indent += 1
-        self.s(st)
-        self.indent -= 1
+    def visit_Assign(self, st):
+        self.mark(st.span)
+        self.line(f"{st.var.name} = {self.operand(st.value, st.var.dtype)};")
+
+    def visit_Store(self, st):
+        self.mark(st.span)
+        self.store(st)
+
+    def visit_While(self, st):
+        self.mark(st.span)
+        self.line(f"while ({self.e(st.cond)}) {{")
+        return self.body(st.body)
+
+    def visit_If(self, st):
+        self.mark(st.span)
+        self.line(f"if ({self.e(st.cond)}) {{")
+        if st.else_body is None:
+            return self.body(st.then_body)
+        return [
+            *self.body(st.then_body, close=False),
+            lambda: self.line("} else {"),
+            *self.body(st.else_body),
+        ]
+
+    def visit_Break(self, st):
+        self.mark(st.span)
+        self.line("break;")
+
+    def visit_Continue(self, st):
+        self.mark(st.span)
+        self.line("continue;")
+
+    def visit_Barrier(self, st):
+        self.mark(st.span)
+        cta = st.scope is ir.BarrierScope.CTA
+        self.line("__syncthreads();" if cta else "__syncwarp();")
+
+    def visit_Printf(self, st):
+        self.mark(st.span)
+        args = "".join(", " + self.printf_arg(a) for a in st.args)
+        self.line(f"printf({_c_string(st.fmt)}{args});")
+
+    def visit_PtxCall(self, st):
+        self.mark(st.span)
+        self.ptx(st)
+
+    def body(self, st, close=True) -> list:
+        """The work that emits ``st`` one level in (and the closing brace)."""
+        work = [self._indent, st, self._dedent]
         if close:
-            self.line("}")
+            work.append(lambda: self.line("}"))
+        return work
 
-    def loop(self, st: ir.For) -> None:
+    def _indent(self):
+        self.indent += 1
+
+    def _dedent(self):
+        self.indent -= 1
+
+    def visit_For(self, st: ir.For) -> list:
         """Python ``range`` semantics: the bound is evaluated once and assigning the loop
         variable in the body does not change the iteration. The plain C loop has the same
         meaning when the bound is a constant and the body leaves the variable alone."""
+        self.mark(st.span)
         if st.kind is ir.LoopKind.UNROLL:
             self.line("#pragma unroll")
         v = st.var.name
@@ -288,8 +374,7 @@ class _Emitter:
         if isinstance(st.stop, ir.Const) and not _assigns(st.body, st.var):
             step = f"{v} += {st.step}" if st.step != 1 else f"++{v}"
             self.line(f"for ({v} = {self.e(st.start)}; {v} {cmp} {self.e(st.stop)}; {step}) {{")
-            self.body(st.body)
-            return
+            return self.body(st.body)
         self.loops += 1
         i, n = f"tirx_i{self.loops}", f"tirx_n{self.loops}"
         self.line(
@@ -299,7 +384,7 @@ class _Emitter:
         self.indent += 1
         self.line(f"{v} = {i};")
         self.indent -= 1
-        self.body(st.body)
+        return self.body(st.body)
 
     def store(self, st: ir.Store) -> None:
         ref = self.ref(st.buffer, st.index, st.dtype)
@@ -316,7 +401,7 @@ class _Emitter:
 
     def printf_arg(self, a) -> str:
         code = self.e(a)
-        if a.dtype.kind == "float":
+        if a.dtype.kind is DTypeKind.FLOAT:
             return f"(double)({code})"
         if a.dtype.bits < 32 or a.dtype.name == "bool":
             return f"(int)({code})"
@@ -329,6 +414,8 @@ class _Emitter:
                 ins.append(("r", f"(unsigned int)({self.e(op.address)})"))
                 groups.append(("addr", len(ins) - 1))
                 continue
+            if not isinstance(op, ir.RegVector):
+                raise UnknownNodeError(type(op), "codegen")
             refs = []
             for reg in op.regs:
                 con = _CONSTRAINT[reg.dtype.name]
@@ -385,47 +472,39 @@ def _c_string(s: str) -> str:
     return '"' + "".join(out) + '"'
 
 
+def _statements(root):
+    """Every statement under ``root``, with the variable each one assigns (or None); a
+    statement class not known to assign or not to assign raises (these analyses must see
+    every write of a variable)."""
+    todo = [root]
+    while todo:
+        st = todo.pop()
+        name = type(st).__name__
+        if isinstance(st, (ir.Assign, ir.For)):
+            yield st, st.var
+        elif name in _NO_VAR_WRITES:
+            yield st, None
+        else:
+            raise UnknownNodeError(type(st), "codegen's variable-write analysis")
+        todo.extend(reversed([c for c in children(st) if isinstance(c, ir.Stmt)]))
+
+
 def _assigns(stmt, var) -> bool:
     """Whether ``stmt`` assigns ``var`` anywhere (including as an inner loop's variable)."""
-    if isinstance(stmt, ir.Seq):
-        return any(_assigns(s, var) for s in stmt.stmts)
-    if isinstance(stmt, ir.Assign):
-        return stmt.var is var
-    if isinstance(stmt, ir.For):
-        return stmt.var is var or _assigns(stmt.body, var)
-    if isinstance(stmt, ir.While):
-        return _assigns(stmt.body, var)
-    if isinstance(stmt, ir.If):
-        return _assigns(stmt.then_body, var) or (
-            stmt.else_body is not None and _assigns(stmt.else_body, var)
-        )
-    return False
+    return any(v is var for _, v in _statements(stmt))
 
 
 def _nonneg_vars(fn: ir.Function) -> frozenset:
     """Variables provably never negative (greatest fixed point over their assignments)."""
     assigns: dict = {}
     loops: dict = {}
-
-    def walk(s):
-        if isinstance(s, ir.Seq):
-            for x in s.stmts:
-                walk(x)
-        elif isinstance(s, ir.Assign):
-            assigns.setdefault(s.var, []).append(s.value)
-        elif isinstance(s, ir.For):
-            loops.setdefault(s.var, []).append(s)
-            walk(s.body)
-        elif isinstance(s, ir.While):
-            walk(s.body)
-        elif isinstance(s, ir.If):
-            walk(s.then_body)
-            if s.else_body is not None:
-                walk(s.else_body)
-
-    walk(fn.body)
+    for st, var in _statements(fn.body):
+        if isinstance(st, ir.Assign):
+            assigns.setdefault(var, []).append(st.value)
+        elif isinstance(st, ir.For):
+            loops.setdefault(var, []).append(st)
     cand = set(assigns) | set(loops)
-    cand = {v for v in cand if v.dtype.kind in ("int", "uint")}
+    cand = {v for v in cand if v.dtype.kind in (DTypeKind.INT, DTypeKind.UINT)}
     while True:
         frozen = frozenset(cand)
         keep = set()
@@ -479,7 +558,7 @@ def generate(fn: ir.Function) -> str:
     for v in fn.variables:
         out.append(f"  {_ctype(v.dtype)} {v.name};")
     out.append("  (void)tirx_tid;")
-    em.s(fn.body)
+    em.run(fn.body)
     out.extend(em.lines)
     out.append("}")
     return "\n".join(out) + "\n"

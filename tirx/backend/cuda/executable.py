@@ -72,7 +72,7 @@ import types
 import weakref
 
 from ...errors import LaunchError
-from ...executable import ArgChecker, Executable, _int_range
+from ...executable import ArgChecker, CacheState, Executable, _int_range
 from ...ir import nodes as ir
 from . import driver
 from .cache import cache_key, default_cache
@@ -108,7 +108,7 @@ def build(kernel, lowered: ir.Function, target, timings: dict, source=None) -> C
     t2 = time.perf_counter()
     timings["nvrtc"] = (t2 - t1) * 1e3
     exe = CudaExecutable(kernel, lowered, target, timings, source, out)
-    exe.cache = state
+    exe.cache = CacheState(state)
     if driver.gpu_count() > 0:
         exe.load()
         timings["load"] = (time.perf_counter() - t2) * 1e3

@@ -1,0 +1,295 @@
+"""One way to walk the IR: children and rebuilding derived from the node dataclasses' fields.
+
+Every pass over the IR (lowering, codegen and its analyses, the printer, the simplifier's
+analyses, the serializer) is built on this module instead of on hand-written recursion.
+
+* The node classes are the dataclasses defined in :mod:`tirx.ir.nodes`; a class added there
+  needs no code here. Their *child fields* are the fields whose annotation can hold a node (an
+  ``Expr``, a ``Stmt``, a ``View``, a ``Buffer``, a register or PTX operand, ``None`` or a
+  tuple of them); :func:`children` and :func:`rebuild` read and replace exactly those.
+* :class:`Visitor` folds a tree bottom-up over an explicit work stack: the result for a node of
+  class ``C`` is ``leave_C(node, *results of its child fields)`` (a tuple field gives a tuple);
+  ``enter_C(node)`` may answer first and skip the children. :class:`Transformer` is a Visitor
+  whose results are nodes: the classes named in ``rebuilt`` are rebuilt from their transformed
+  children, those named in ``kept`` are returned unchanged, and a node none of whose children
+  changed is returned itself (identity is meaning: a ``Buffer`` or ``Var`` is one object).
+* :class:`Walker` runs statements top-down for passes that write text in order (codegen,
+  printer): ``visit_C(node)`` does its part and returns the work that follows (nodes and
+  callables), which the walker runs from its own stack.
+
+No pass recurses in Python, so expressions as deep as CPython compiles (a sum of thousands of
+terms) and long ``elif`` chains need no recursion limit. A node class a pass has no rule for
+raises :class:`UnknownNodeError`, naming the class and the pass: nothing passes through
+unseen. Rules are found by class *name* (``leave_GlobalAddress``), so a pass can carry the rule
+for a class another change is adding.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import types
+import typing
+
+from . import nodes as ir
+
+__all__ = [
+    "UnknownNodeError",
+    "node_classes",
+    "child_fields",
+    "children",
+    "rebuild",
+    "walk",
+    "Visitor",
+    "Transformer",
+    "Walker",
+    "DESCEND",
+]
+
+_LEAVES = (int, float, bool, type(None))  # values a child field may hold that are no node
+
+
+class UnknownNodeError(TypeError):
+    """A pass met a node class it has no rule for: a tirx bug, not a user mistake."""
+
+    def __init__(self, node_type: type, pass_name: str):
+        self.node_type = node_type
+        self.pass_name = pass_name
+        where = f"{node_type.__module__}.{node_type.__qualname__}"
+        super().__init__(
+            f"internal error: {pass_name} has no rule for the IR node {node_type.__name__} "
+            f"({where}); every node class needs a case in every pass"
+        )
+
+
+@functools.cache
+def node_classes() -> tuple[type, ...]:
+    """Every dataclass defined in :mod:`tirx.ir.nodes`, in definition order."""
+    return tuple(
+        v
+        for v in vars(ir).values()
+        if isinstance(v, type) and dataclasses.is_dataclass(v) and v.__module__ == ir.__name__
+    )
+
+
+def _holds_node(t) -> bool:
+    if isinstance(t, types.UnionType) or typing.get_origin(t) is typing.Union:
+        return any(_holds_node(a) for a in typing.get_args(t))
+    return isinstance(t, type) and (issubclass(t, (ir.Expr, ir.Stmt)) or t in node_classes())
+
+
+@functools.cache
+def _spec(cls: type) -> tuple[tuple[str, bool], ...]:
+    """``(field name, holds a tuple)`` for each child field of node class ``cls``."""
+    if cls not in node_classes():
+        raise UnknownNodeError(cls, "the IR visitor")
+    hints = typing.get_type_hints(cls, vars(ir))
+    out = []
+    for f in dataclasses.fields(cls):
+        t = hints[f.name]
+        if typing.get_origin(t) is tuple:
+            if any(_holds_node(a) for a in typing.get_args(t) if a is not Ellipsis):
+                out.append((f.name, True))
+        elif _holds_node(t):
+            out.append((f.name, False))
+    return tuple(out)
+
+
+def child_fields(cls: type) -> tuple[str, ...]:
+    """The names of the fields of node class ``cls`` that hold nodes (or tuples of nodes)."""
+    return tuple(name for name, _ in _spec(cls))
+
+
+def children(node) -> tuple:
+    """The nodes directly under ``node``, in field order (tuple fields flattened; ints and
+    ``None`` in child fields left out)."""
+    out = []
+    for name, many in _spec(type(node)):
+        v = getattr(node, name)
+        for x in v if many else (v,):
+            if not isinstance(x, _LEAVES):
+                out.append(x)
+    return tuple(out)
+
+
+def rebuild(node, values):
+    """``node`` with its child fields set to ``values`` (one per child field, tuples for tuple
+    fields); ``node`` itself when every value is the one it holds."""
+    spec = _spec(type(node))
+    changed = {}
+    for (name, many), new in zip(spec, values, strict=True):
+        old = getattr(node, name)
+        if many:
+            new = tuple(new)
+            if len(new) == len(old) and all(a is b for a, b in zip(new, old)):
+                continue
+        elif new is old:
+            continue
+        changed[name] = new
+    return dataclasses.replace(node, **changed) if changed else node
+
+
+def walk(root):
+    """Every node under ``root`` (``root`` included), parents before children, in field
+    order; an object in a child field that is no node raises :class:`UnknownNodeError`."""
+    todo = [root]
+    while todo:
+        node = todo.pop()
+        yield node
+        kids = children(node)
+        todo.extend(reversed(kids))
+
+
+DESCEND = object()  # enter_C's answer for "go on to the children"
+
+
+class _Pass:
+    """Rule lookup shared by the drivers: methods named ``<prefix><ClassName>``."""
+
+    pass_name = "an IR pass"
+
+    def _default(self, cls: type, prefix: str):
+        return None
+
+    def _rule(self, cls: type, prefixes: tuple[str, ...]):
+        cache = self.__dict__.setdefault("_rules", {})
+        rule = cache.get(cls)
+        if rule is None:
+            if cls not in node_classes():
+                raise UnknownNodeError(cls, self.pass_name)
+            found = tuple(getattr(self, p + cls.__name__, None) for p in prefixes)
+            if all(f is None for f in found):
+                found = self._default(cls, prefixes)
+                if found is None:
+                    raise UnknownNodeError(cls, self.pass_name)
+            cache[cls] = rule = found
+        return rule
+
+
+class _Leave:
+    __slots__ = ("node", "counts", "leave")
+
+    def __init__(self, node, counts, leave):
+        self.node, self.counts, self.leave = node, counts, leave
+
+
+class Visitor(_Pass):
+    """A bottom-up fold over an explicit work stack (see the module docstring).
+
+    ``leaf(value)`` gives the result for an int, float, bool or ``None`` found in a child
+    field (itself by default). Results are remembered per node object within one
+    :meth:`visit`, so a shared subexpression is folded once. When a rule raises, ``relocate
+    (error, path)`` may replace the error (``path``: the nodes from the root to the one whose
+    rule raised); the default re-raises it as it is.
+    """
+
+    def leaf(self, value):
+        return value
+
+    def relocate(self, error: Exception, path: list):
+        return error
+
+    def visit(self, root):
+        memo: dict[int, object] = {}
+        out: list = []
+        todo: list = [root]
+        rule = self._rule
+        prefixes = ("enter_", "leave_")
+        while todo:
+            item = todo.pop()
+            if type(item) is _Leave:
+                node, counts = item.node, item.counts
+                n = sum(c if c >= 0 else 1 for c in counts)
+                vals = out[len(out) - n :] if n else []
+                if n:
+                    del out[len(out) - n :]
+                args, i = [], 0
+                for c in counts:
+                    if c < 0:
+                        args.append(vals[i])
+                        i += 1
+                    else:
+                        args.append(tuple(vals[i : i + c]))
+                        i += c
+                try:
+                    result = item.leave(node, *args)
+                except Exception as e:  # noqa: BLE001 - handed to relocate, then raised
+                    raise self._relocated(e, todo, node) from None
+                memo[id(node)] = result
+                out.append(result)
+                continue
+            node = item
+            if isinstance(node, _LEAVES):
+                out.append(self.leaf(node))
+                continue
+            known = memo.get(id(node), memo)
+            if known is not memo:
+                out.append(known)
+                continue
+            enter, leave = rule(type(node), prefixes)
+            if enter is not None:
+                try:
+                    result = enter(node)
+                except Exception as e:  # noqa: BLE001 - handed to relocate, then raised
+                    raise self._relocated(e, todo, node) from None
+                if result is not DESCEND:
+                    memo[id(node)] = result
+                    out.append(result)
+                    continue
+            if leave is None:
+                raise UnknownNodeError(type(node), self.pass_name)
+            counts, kids = [], []
+            for name, many in _spec(type(node)):
+                v = getattr(node, name)
+                if many:
+                    counts.append(len(v))
+                    kids.extend(v)
+                else:
+                    counts.append(-1)
+                    kids.append(v)
+            todo.append(_Leave(node, counts, leave))
+            todo.extend(reversed(kids))
+        (result,) = out
+        return result
+
+    def _relocated(self, error, todo, node):
+        path = [x.node for x in todo if type(x) is _Leave]
+        path.append(node)
+        return self.relocate(error, path)
+
+
+class Transformer(Visitor):
+    """A :class:`Visitor` whose results are nodes. ``rebuilt``: names of the classes rebuilt
+    from their transformed children by default; ``kept``: names of the classes returned as
+    they are, children unvisited. Any other class needs its own ``enter_``/``leave_`` rule."""
+
+    rebuilt: frozenset[str] = frozenset()
+    kept: frozenset[str] = frozenset()
+
+    def _default(self, cls, prefixes):
+        if cls.__name__ in self.kept:
+            return (lambda node: node, None)
+        if cls.__name__ in self.rebuilt:
+            return (None, lambda node, *values: rebuild(node, values))
+        return None
+
+
+class Walker(_Pass):
+    """Top-down, in order, over an explicit stack: ``visit_C(node)`` handles a node of class
+    ``C`` and returns the work that follows it (an iterable of nodes and zero-argument
+    callables, run in that order) or None."""
+
+    def run(self, root) -> None:
+        todo = [root]
+        prefixes = ("visit_",)
+        while todo:
+            item = todo.pop()
+            if callable(item):
+                item()
+                continue
+            if item is None:
+                continue
+            (handler,) = self._rule(type(item), prefixes)
+            more = handler(item)
+            if more:
+                todo.extend(reversed(list(more)))
