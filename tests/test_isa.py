@@ -164,3 +164,33 @@ def test_the_instruction_docs_are_generated_from_the_forms_and_current():
     assert text == instructions_markdown(), "regenerate: python -m tirx.isa.docs"
     for form in isa.supported_forms():
         assert f"`{form}`" in text
+
+
+@pytest.mark.parametrize("text", isa.supported_forms())
+def test_show_instruction_draws_every_form_from_its_entry(text):
+    import widgets
+
+    c = tirx.instruction_contract(text)
+    for spec in c.operands:
+        view = widgets.show_instruction(text, spec.name)
+        assert view.svg().startswith("<svg")
+        if spec.owner is not None:
+            table = spec.owner_table()
+            assert {cell.coord: (cell.lane, cell.slot) for cell in view.grid.cells} == table
+
+
+def test_the_widget_instrument_lists_come_from_the_forms():
+    from widgets import probe
+
+    lists = probe.instruments()
+    assert lists["show_instruction"] == isa.supported_forms()
+    assert set(lists["check_layout"]) < set(isa.supported_forms())
+    assert "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32" in lists["check_layout"]
+
+
+def test_probing_a_form_the_probes_cannot_encode_says_so():
+    import widgets
+
+    with pytest.raises(tirx.TirxError, match="do not run") as info:
+        widgets.check_layout("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32", "A")
+    assert "show_instruction" in info.value.hint
