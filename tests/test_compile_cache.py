@@ -124,11 +124,11 @@ def test_fresh_kernel_objects_are_compiled_again(cache_dir):
 
 def test_replacing_the_contract_registry_invalidates_the_memo(cache_dir, monkeypatch):
     """Redefining instruction contracts (tests do it) must re-check kernels against them."""
-    from tirx.transform import contracts
+    from tirx.isa import fragments, registry
 
     tirx.compile(warp_matmul, target="sim")
-    monkeypatch.setattr(contracts, "_CACHE", {})
-    monkeypatch.setattr(contracts, "_mma_b", lambda c: (4 * c[0] + (c[1] + 1) % 4, c[1] // 4))
+    monkeypatch.setattr(registry, "_CACHE", {})
+    monkeypatch.setattr(fragments, "b_words", lambda c: (4 * c[0] + (c[1] + 1) % 4, c[1] // 4))
     with pytest.raises(tirx.ContractError, match="operand B"):
         tirx.compile(warp_matmul, target="sim")
 

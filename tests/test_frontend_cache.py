@@ -324,12 +324,12 @@ def test_failed_kernels_are_never_stored(cache_dir, tmp_path):
 
 def test_a_replaced_contract_table_neither_reads_nor_writes(cache_dir, tmp_path, monkeypatch):
     """Tests redefine instruction contracts; IR lowered with those must not reach the disk."""
-    from tirx.transform import contracts
+    from tirx.isa import registry
 
     path = write_kernel(tmp_path, params=f"N = 3\nL = {ROW_MAJOR}\n")
     tirx.compile(run_file(path), TARGET)
     found = run_file(path)
-    monkeypatch.setattr(contracts, "_CACHE", {})
+    monkeypatch.setattr(registry, "_CACHE", {})
     assert tirx.compile(found, TARGET).timings["lower"] > 0
     tirx.clear_cache()
     tirx.compile(run_file(path), TARGET)

@@ -84,10 +84,10 @@ def test_moving_a_row_address_is_caught():
 
 def test_a_wrong_lane_in_the_contract_table_is_caught_by_the_checker(monkeypatch):
     """Tables that disagree with the ISA about lanes reject the (correct) seed layouts."""
-    from tirx.transform import contracts
+    from tirx.isa import fragments, registry
 
-    monkeypatch.setattr(contracts, "_CACHE", {})
-    monkeypatch.setattr(contracts, "_mma_b", lambda c: (4 * c[0] + (c[1] + 1) % 4, c[1] // 4))
+    monkeypatch.setattr(registry, "_CACHE", {})
+    monkeypatch.setattr(fragments, "b_words", lambda c: (4 * c[0] + (c[1] + 1) % 4, c[1] // 4))
     from tirx.examples.warp_matmul import warp_matmul
 
     with pytest.raises(tirx.ContractError, match="operand B"):
@@ -98,9 +98,9 @@ def test_a_wrong_register_order_in_the_contract_table_is_caught_by_the_simulator
     """Swapping B's two native registers in the table is self-consistent for the checker
     (any slot assignment is legal), so it compiles, but the emitted mma now reads B's k halves
     in the wrong order: only an independent simulator notices."""
-    from tirx.transform import contracts
+    from tirx.isa import fragments, registry
 
-    monkeypatch.setattr(contracts, "_CACHE", {})
-    monkeypatch.setattr(contracts, "_mma_b", lambda c: (4 * c[0] + c[1] % 4, 1 - c[1] // 4))
+    monkeypatch.setattr(registry, "_CACHE", {})
+    monkeypatch.setattr(fragments, "b_words", lambda c: (4 * c[0] + c[1] % 4, 1 - c[1] // 4))
     out, ref = _run(_seed_lowered())
     assert not torch.equal(out, ref)

@@ -18,6 +18,7 @@ from .errors import (
     TirxError,
     TirxSyntaxError,
 )
+from .isa import lookup as instruction_contract
 from .layout import (
     Axis,
     ComposeLayout,
@@ -39,7 +40,6 @@ from .layout import (
 from .script.namespace import T
 from .script.parser import KernelFunction as Kernel
 from .target import Target
-from .transform.contracts import lookup as instruction_contract
 
 __version__ = "0.1.0"
 

@@ -26,9 +26,9 @@ from . import frontend
 from .errors import TirxError
 from .executable import Executable, SimExecutable
 from .ir import nodes as ir
+from .isa import registry as isa_registry
 from .script.parser import KernelFunction
 from .target import Target
-from .transform import contracts
 from .transform.lower import lower_function
 
 __all__ = ["compile", "clear_cache"]
@@ -116,7 +116,7 @@ def clear_cache() -> None:
 
 def _memo_of(func: KernelFunction) -> _Memo:
     memo = _MEMO.get(func)
-    registry = contracts._CACHE
+    registry = isa_registry._CACHE
     if memo is None or memo.registry is not registry or memo.generation != _GENERATION:
         memo = _MEMO[func] = _Memo(registry, _GENERATION)
     return memo

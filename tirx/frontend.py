@@ -72,9 +72,9 @@ import types
 from . import config
 from .ir import nodes as ir
 from .ir import serial
+from .isa import registry
 from .script import parser as _parser
 from .script.evaluator import BUILTINS
-from .transform import contracts
 
 __all__ = ["Record", "lookup", "remember", "load", "store", "clear", "code_stamp", "fingerprint"]
 
@@ -87,7 +87,7 @@ _VARIANTS = 8  # kept per key, the newest first
 _BUDGET = 50_000  # items one fingerprint may visit; a bigger value is not worth a cache entry
 
 _generation = 0  # bumped by clear(): records found before it hand out no payloads
-_CONTRACTS = contracts._CACHE  # the instruction-contract table payloads are lowered with
+_CONTRACTS = registry._CACHE  # the instruction-contract table payloads are lowered with
 
 
 class Record:
@@ -114,7 +114,7 @@ class Record:
 def _usable() -> bool:
     """The disk cache is on, and the contract table is tirx's own: a test that replaces it (as
     the memo in tirx/compile.py notices) must neither read nor write lowered IR."""
-    return config.cache_enabled() and contracts._CACHE is _CONTRACTS
+    return config.cache_enabled() and registry._CACHE is _CONTRACTS
 
 
 def _sha256(data: bytes):

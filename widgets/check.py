@@ -24,6 +24,7 @@ import numpy as np
 
 import tirx
 from tirx.errors import TirxError
+from tirx.isa import Family, check_complete
 
 from . import probe
 from .model import Cell, Grid, contract_grid, layout_grid
@@ -95,6 +96,7 @@ def check_layout(instr, operand: str = None, layout=None, *, shape=None, target=
             f"check_layout probes register operands; {contract.text} has {', '.join(names)}",
             hint="the shared operand of ldmatrix/stmatrix is drawn by show_instruction",
         )
+    probe.require_probed(contract)
     vshape = probe.view_shape(contract, operand)
     if layout is None:
         drawn = contract_grid(contract, operand)
@@ -245,4 +247,7 @@ def _read_mma(operand, d, j, n, slots, words, machine):
                 machine[(col, row // 2)] = (owner_lane, slot)
 
 
-_PROBES = {"ldmatrix": _ldmatrix, "stmatrix": _stmatrix, "mma": _mma}
+_PROBES = check_complete(
+    [(Family.LDMATRIX, _ldmatrix), (Family.STMATRIX, _stmatrix), (Family.MMA, _mma)],
+    "widgets.check probes",
+)

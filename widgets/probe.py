@@ -19,9 +19,13 @@ import numpy as np
 
 import tirx
 from tirx import T
+from tirx.isa import Family, check_complete, supported_forms
 from tirx.layout import S, TileLayout, laneid
 
-__all__ = ["canonical_layout", "view_shape", "launch", "half_bits", "half_values"]
+__all__ = [
+    "canonical_layout", "view_shape", "launch", "half_bits", "half_values", "probed_forms",
+    "instruments",
+]  # fmt: skip
 
 # The PTX ISA's fragment formulas (lane l, g = l // 4, t = l % 4, native register r), used to
 # fill and read the operands that are not under test.
@@ -42,27 +46,75 @@ def b_word(lane: int, r: int) -> tuple[int, int]:
     return lane // 4, lane % 4 + 4 * r
 
 
-def canonical_layout(contract, operand: str):
-    """A TileLayout whose slots are the native registers of ``operand`` (one instruction)."""
-    if contract.family == "mma":
-        k = contract.param("k")
-        if operand in ("D", "C"):
-            return TileLayout(S[(1, 1, 2, 8, 4, 2) : (4, 4, 2, 4 @ laneid, 1 @ laneid, 1)])
-        if operand == "A" and k == 16:
-            return TileLayout(S[(1, 1, 2, 8, 2, 4) : (4, 4, 1, 4 @ laneid, 2, 1 @ laneid)])
-        if operand == "A":
-            return TileLayout(S[(1, 1, 2, 8, 4) : (2, 2, 1, 4 @ laneid, 1 @ laneid)])
-        if operand == "B" and k == 16:
-            return TileLayout(S[(1, 1, 8, 2, 4) : (2, 2, 4 @ laneid, 1, 1 @ laneid)])
-        return TileLayout(S[(1, 1, 8, 4) : (1, 1, 4 @ laneid, 1 @ laneid)])
+# The native-register layouts of the mma word tiles, by atom (rows, words): slot = register.
+_MMA_NATIVE = {
+    (16, 8, "acc"): TileLayout(S[(1, 1, 2, 8, 4, 2) : (4, 4, 2, 4 @ laneid, 1 @ laneid, 1)]),
+    (16, 4, "acc"): TileLayout(S[(1, 1, 2, 8, 4) : (2, 2, 1, 4 @ laneid, 1 @ laneid)]),
+    (16, 8, "A"): TileLayout(S[(1, 1, 2, 8, 2, 4) : (4, 4, 1, 4 @ laneid, 2, 1 @ laneid)]),
+    (16, 4, "A"): TileLayout(S[(1, 1, 2, 8, 4) : (2, 2, 1, 4 @ laneid, 1 @ laneid)]),
+    (8, 8, "B"): TileLayout(S[(1, 1, 8, 2, 4) : (2, 2, 4 @ laneid, 1, 1 @ laneid)]),
+    (8, 4, "B"): TileLayout(S[(1, 1, 8, 4) : (1, 1, 4 @ laneid, 1 @ laneid)]),
+}
+
+
+def _mma_native(contract, operand):
+    role = "acc" if operand in ("D", "C") else operand
+    return _MMA_NATIVE[(*contract.operand(operand).atom, role)]
+
+
+def _matrix_native(contract, operand):
     count = contract.param("count")
     return TileLayout(S[(count, 8, 4) : (1, 4 @ laneid, 1 @ laneid)])
 
 
+_CANONICAL = check_complete(
+    [(Family.MMA, _mma_native), (Family.LDMATRIX, _matrix_native),
+     (Family.STMATRIX, _matrix_native)], "widgets.probe canonical layouts",
+)  # fmt: skip
+
+
+def canonical_layout(contract, operand: str):
+    """A TileLayout whose slots are the native registers of ``operand`` (one instruction)."""
+    return _CANONICAL[contract.family](contract, operand)
+
+
+_REPEATS = check_complete(
+    [(Family.MMA, (1, 1)), (Family.LDMATRIX, ()), (Family.STMATRIX, ())], "widgets.probe repeats"
+)
+
+
 def view_shape(contract, operand: str) -> tuple[int, ...]:
     """The register view shape one instruction covers: (1, 1, *atom) for mma, the atom else."""
-    atom = contract.operand(operand).atom
-    return (1, 1, *atom) if contract.family == "mma" else tuple(atom)
+    return (*_REPEATS[contract.family], *contract.operand(operand).atom)
+
+
+def probed_forms() -> tuple[str, ...]:
+    """The forms :func:`widgets.check_layout` and :func:`widgets.run_instruction` can probe:
+    ldmatrix, stmatrix, and the mma forms with 16-bit A/B and f32 accumulation (the probe
+    codes are halves; the other mma forms are drawn by show_instruction, not probed yet)."""
+    return tuple(t for t in supported_forms() if _probed(tirx.instruction_contract(t)))
+
+
+def _probed(contract) -> bool:
+    if contract.family is not Family.MMA:
+        return True
+    return contract.param("ab_type") in ("f16", "bf16") and contract.param("acc_type") == "f32"
+
+
+def instruments() -> dict[str, tuple[str, ...]]:
+    """The instrument lists of the notebook tools, from the isa's forms: what
+    ``show_instruction`` draws (every form) and what the probes run."""
+    return {"show_instruction": supported_forms(), "check_layout": probed_forms()}
+
+
+def require_probed(contract) -> None:
+    if not _probed(contract):
+        from tirx.errors import TirxError
+
+        raise TirxError(
+            f"the probes do not run {contract.text} yet (their codes are 16-bit floats)",
+            hint="show_instruction draws its fragments; probed forms: widgets.probe.probed_forms()",
+        )
 
 
 def half_bits(values, ab_type: str = "f16") -> np.ndarray:
@@ -185,22 +237,39 @@ def _mma_kernel(instr: str, words: int, layouts: tuple, slots: tuple):
     return probe_mma
 
 
+def _mma_probe(contract, chosen, slots):
+    names = ("D", "A", "B", "C")
+    return _mma_kernel(
+        contract.text, contract.param("k") // 2, tuple(chosen[n] for n in names),
+        tuple(slots[n] for n in names),
+    )  # fmt: skip
+
+
+def _ldmatrix_probe(contract, chosen, slots):
+    reg = chosen["registers"]
+    return _ldmatrix_kernel(contract.text, contract.param("count"), reg, slots["registers"])
+
+
+def _stmatrix_probe(contract, chosen, slots):
+    reg = chosen["registers"]
+    return _stmatrix_kernel(contract.text, contract.param("count"), reg, slots["registers"])
+
+
+_PROBE_KERNELS = check_complete(
+    [(Family.MMA, (("D", "A", "B", "C"), _mma_probe)),
+     (Family.LDMATRIX, (("registers",), _ldmatrix_probe)),
+     (Family.STMATRIX, (("registers",), _stmatrix_probe))], "widgets.probe kernels",
+)  # fmt: skip
+
+
 def kernel_for(contract, layouts: dict):
     """The probe kernel of ``contract`` with ``layouts`` {operand: layout} (canonical for the
     operands not given). Returns (kernel, slots per operand)."""
-    names = ("D", "A", "B", "C") if contract.family == "mma" else ("registers",)
+    require_probed(contract)
+    names, build = _PROBE_KERNELS[contract.family]
     chosen = {n: layouts.get(n) or canonical_layout(contract, n) for n in names}
     slots = {n: chosen[n].span() for n in names}
-    if contract.family == "mma":
-        kernel = _mma_kernel(
-            contract.text, contract.param("k") // 2, tuple(chosen[n] for n in names),
-            tuple(slots[n] for n in names),
-        )  # fmt: skip
-    else:
-        build = _ldmatrix_kernel if contract.family == "ldmatrix" else _stmatrix_kernel
-        reg = chosen["registers"]
-        kernel = build(contract.text, contract.param("count"), reg, slots["registers"])
-    return kernel, slots
+    return build(contract, chosen, slots), slots
 
 
 # ------------------------------------------------------------------------- launching

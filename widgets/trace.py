@@ -21,6 +21,7 @@ import numpy as np
 
 import tirx
 from tirx.errors import TirxError
+from tirx.isa import Family, check_complete
 
 from . import probe
 from .model import contract_grid, layout_grid
@@ -236,36 +237,53 @@ def run_instruction(instr, *, A=None, B=None, C=None, shared=None, registers=Non
     ``shared`` (count x 8 x 8 16-bit values); stmatrix: ``registers`` ([32, count] u32)."""
     contract = tirx.instruction_contract(getattr(instr, "text", instr))
     kernel, slots = probe.kernel_for(contract, {})
-    if contract.family == "mma":
-        k, ab = contract.param("k"), contract.param("ab_type")
-        a = np.zeros((16, k), np.float32) if A is None else _array(A, (16, k))
-        b = np.zeros((8, k), np.float32) if B is None else _array(B, (8, k))
-        c = np.zeros((16, 8), np.float32) if C is None else _array(C, (16, 8))
-        a_regs = probe.native_registers(a, probe.a_word, slots["A"], ab)
-        b_regs = probe.native_registers(b, probe.b_word, slots["B"], ab)
-        c_regs = np.array([[c[probe.acc_coord(ln, r)] for r in range(4)] for ln in range(32)],
-                          np.float32)  # fmt: skip
-        d = np.zeros((32, 4), np.float32)
-        (*_, d), where = probe.launch(kernel, [a_regs, b_regs, c_regs.copy(), d], target)
-        regs = (
-            _regs(0, "d", True, d.view(np.uint32), "float32", np.zeros_like(d).view(np.uint32)),
-            _regs(1, "a", False, a_regs, "uint32"),
-            _regs(2, "b", False, b_regs, "uint32"),
-            _regs(3, "c", False, c_regs.view(np.uint32), "float32"),
-        )
-    elif contract.family == "ldmatrix":
-        count = contract.param("count")
-        bits = _bits16(shared, (count, 8, 8))
-        out = np.zeros((32, count), np.uint32)
-        (_, out), where = probe.launch(kernel, [bits.ravel(), out], target)
-        regs = (_regs(0, "r", True, out, "uint32", np.zeros_like(out)),)
-    else:
-        count = contract.param("count")
-        r = np.zeros((32, count), np.uint32) if registers is None else np.asarray(registers)
-        halves = np.zeros(count * 64, np.uint16)
-        (r, halves), where = probe.launch(kernel, [r.astype(np.uint32), halves], target)
-        regs = (_regs(1, "r", False, r, "uint32"),)
+    given = dict(A=A, B=B, C=C, shared=shared, registers=registers)
+    regs, where = _RUNS[contract.family](contract, kernel, slots, given, target)
     return ProbeRun([ProbeStep(0, contract.text, regs)], where)
+
+
+def _run_mma(contract, kernel, slots, given, target):
+    k, ab = contract.param("k"), contract.param("ab_type")
+    A, B, C = given["A"], given["B"], given["C"]
+    a = np.zeros((16, k), np.float32) if A is None else _array(A, (16, k))
+    b = np.zeros((8, k), np.float32) if B is None else _array(B, (8, k))
+    c = np.zeros((16, 8), np.float32) if C is None else _array(C, (16, 8))
+    a_regs = probe.native_registers(a, probe.a_word, slots["A"], ab)
+    b_regs = probe.native_registers(b, probe.b_word, slots["B"], ab)
+    c_regs = np.array([[c[probe.acc_coord(ln, r)] for r in range(4)] for ln in range(32)],
+                      np.float32)  # fmt: skip
+    d = np.zeros((32, 4), np.float32)
+    (*_, d), where = probe.launch(kernel, [a_regs, b_regs, c_regs.copy(), d], target)
+    regs = (
+        _regs(0, "d", True, d.view(np.uint32), "float32", np.zeros_like(d).view(np.uint32)),
+        _regs(1, "a", False, a_regs, "uint32"),
+        _regs(2, "b", False, b_regs, "uint32"),
+        _regs(3, "c", False, c_regs.view(np.uint32), "float32"),
+    )
+    return regs, where
+
+
+def _run_ldmatrix(contract, kernel, slots, given, target):
+    count = contract.param("count")
+    bits = _bits16(given["shared"], (count, 8, 8))
+    out = np.zeros((32, count), np.uint32)
+    (_, out), where = probe.launch(kernel, [bits.ravel(), out], target)
+    return (_regs(0, "r", True, out, "uint32", np.zeros_like(out)),), where
+
+
+def _run_stmatrix(contract, kernel, slots, given, target):
+    count = contract.param("count")
+    registers = given["registers"]
+    r = np.zeros((32, count), np.uint32) if registers is None else np.asarray(registers)
+    halves = np.zeros(count * 64, np.uint16)
+    (r, halves), where = probe.launch(kernel, [r.astype(np.uint32), halves], target)
+    return (_regs(1, "r", False, r, "uint32"),), where
+
+
+_RUNS = check_complete(
+    [(Family.MMA, _run_mma), (Family.LDMATRIX, _run_ldmatrix), (Family.STMATRIX, _run_stmatrix)],
+    "widgets.trace runs",
+)
 
 
 def _array(x, shape):

@@ -6,7 +6,7 @@ from __future__ import annotations
 from ..errors import ContractError, TirxSyntaxError
 from ..ir import nodes as ir
 from ..ir.simplify import static_value
-from .contracts import Role, lookup
+from ..isa import Role, lookup
 
 __all__ = ["lower_raw_ptx", "operand_counts"]
 

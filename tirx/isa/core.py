@@ -1,0 +1,140 @@
+"""The vocabulary of instruction forms: families, modifier slots, operand specs, contracts.
+
+A *form* is one PTX instruction text (``mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32``).
+Each family module (:mod:`tirx.isa.mma`, :mod:`tirx.isa.ldmatrix`, ...) declares its forms as
+data: a grammar of modifier slots (the PTX syntax line, token by token), a rule saying which
+combinations the ISA has, and a builder that turns one combination into a :class:`Contract`.
+A contract lists the operands in PTX order; each register operand gives its dtype, the *atom*
+(the trailing view shape one instruction covers), how many native 32-bit registers a lane
+holds, and the ISA's ownership map ``owner(atom_coord) -> (lane, native_register)``. The
+contract checker, the lowering, the error messages, the docs table and the notebook widgets
+read the same entry; the simulator does not (its semantics are written from the ISA).
+"""
+
+from __future__ import annotations
+
+import enum
+import itertools
+from collections.abc import Callable
+from dataclasses import dataclass
+
+__all__ = ["Family", "Role", "ModifierSlot", "OperandSpec", "Contract", "FamilySpec"]
+
+
+class Family(enum.Enum):
+    """An instruction family: one module of :mod:`tirx.isa` each (see ``registry.FAMILIES``)."""
+
+    MMA = "mma"
+    LDMATRIX = "ldmatrix"
+    STMATRIX = "stmatrix"
+
+
+class Role(enum.Enum):
+    REG_OUT = "registers written"
+    REG_IN = "registers read"
+    ACCUM_IN = "registers read, or a scalar"  # the C operand of an mma
+    SHARED = "shared-memory rows"
+
+
+@dataclass(frozen=True)
+class ModifierSlot:
+    """One position of a PTX syntax line: ``.name`` takes one of ``choices`` (or is absent when
+    ``optional``). The PTX ISA spells a form as the mnemonic followed by its slots in order."""
+
+    name: str
+    choices: tuple[str, ...]
+    optional: bool = False
+
+
+@dataclass(frozen=True)
+class OperandSpec:
+    """One operand in PTX order. A register operand's view is in 32-bit words (its ``dtype``);
+    ``owner`` maps an atom coordinate to (lane, native register) as the ISA's fragment tables
+    say; ``elements_per_word`` says how many of the instruction's elements one word packs."""
+
+    name: str
+    role: Role
+    dtype: str
+    atom: tuple[int, ...]
+    registers: int  # native registers per lane for one instruction
+    owner: Callable[[tuple[int, ...]], tuple[int, int]] | None = None
+    repeat_axes: tuple[str, ...] = ()  # names of the leading repeat dims (mma: "M", "N", "K")
+    about: str = ""
+    formula: str = ""  # the ownership rule in words, for error hints and pictures
+    ptx_type: str = "b32"  # the PTX type of each register (f32, s32, b32)
+    elements_per_word: int = 1
+
+    def owner_table(self) -> dict[tuple[int, ...], tuple[int, int]]:
+        """Every atom coordinate with its (lane, register)."""
+        return {c: self.owner(c) for c in itertools.product(*(range(e) for e in self.atom))}
+
+
+@dataclass(frozen=True)
+class Contract:
+    """One instruction form: its text, family, operands in PTX order, minimum ``sm_`` number and
+    the chosen modifiers (slot name -> token, ``None`` for an absent optional slot)."""
+
+    text: str
+    family: Family
+    operands: tuple[OperandSpec, ...]
+    min_arch: int  # e.g. 80 for sm_80
+    modifiers: tuple[tuple[str, str | None], ...] = ()
+    params: tuple[tuple[str, object], ...] = ()
+
+    def param(self, key):
+        return dict(self.params)[key]
+
+    def modifier(self, slot: str) -> str | None:
+        return dict(self.modifiers)[slot]
+
+    def operand(self, name: str) -> OperandSpec:
+        for op in self.operands:
+            if op.name == name:
+                return op
+        raise KeyError(name)
+
+
+@dataclass(frozen=True)
+class FamilySpec:
+    """What a family module declares: the syntax line(s) as modifier slots after ``mnemonic``;
+    ``reject(mods)`` says why a combination is not an instruction the ISA has (None: it is);
+    ``build(text, mods)`` gives its contract; ``lower(contract, op)`` its per-lane PTX calls
+    (``op`` a ``TileOp`` whose operand count was checked)."""
+
+    family: Family
+    mnemonic: str
+    slots: tuple[ModifierSlot, ...]
+    reject: Callable[[dict], str | None]
+    build: Callable[[str, dict], Contract]
+    lower: Callable
+    isa_section: str = ""
+
+    def spell(self, mods: dict) -> str:
+        """The PTX text of a modifier combination."""
+        parts = [self.mnemonic] + [mods[s.name] for s in self.slots if mods.get(s.name)]
+        return ".".join(parts)
+
+    def parse(self, text: str) -> tuple[dict | None, str]:
+        """``(mods, "")`` for text that follows the slots, else ``(None, why)``."""
+        tokens = text.split(".")
+        if tokens[0] != self.mnemonic:
+            return None, f"not a {self.mnemonic} instruction"
+        mods, rest = {}, tokens[1:]
+        for slot in self.slots:
+            if rest and rest[0] in slot.choices:
+                mods[slot.name] = rest.pop(0)
+            elif slot.optional:
+                mods[slot.name] = None
+            else:
+                got = f".{rest[0]}" if rest else "the end of the text"
+                want = ", ".join("." + c for c in slot.choices)
+                return None, f"expected {want} for .{slot.name}, found {got}"
+        if rest:
+            return None, f"unexpected .{'.'.join(rest)} after the last modifier"
+        return mods, ""
+
+    def combinations(self):
+        """Every modifier combination the slots allow (before ``reject``)."""
+        options = [(None, *s.choices) if s.optional else s.choices for s in self.slots]
+        for values in itertools.product(*options):
+            yield {s.name: v for s, v in zip(self.slots, values)}

@@ -1,0 +1,62 @@
+"""``docs/instructions.md``, generated from the forms (``python -m tirx.isa.docs`` rewrites
+it; tests/test_isa.py checks it is current)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from .core import Role
+from .registry import FAMILIES, lookup, supported_forms
+
+__all__ = ["instructions_markdown", "write"]
+
+_HEAD = """\
+# Supported instructions
+
+Generated from `tirx/isa/` by `python -m tirx.isa.docs`; do not edit by hand.
+
+Each form is checked against the PTX ISA's fragments when it appears in `T.cuda.tile.apply`
+(every element of every register operand), and lowered to per-lane PTX. Register operands are
+views of 32-bit words: the *view* column gives the dtype and atom (trailing view shape of one
+instruction), then registers per lane. `A`/`B` words pack their elements (`×n` per word).
+"""
+
+
+def _operand(spec) -> str:
+    if spec.role is Role.SHARED:
+        return f"{spec.name}: shared rows {spec.dtype} {spec.atom}"
+    per = f" ×{spec.elements_per_word}" if spec.elements_per_word > 1 else ""
+    scalar = " or scalar" if spec.role is Role.ACCUM_IN else ""
+    return f"{spec.name}: {spec.dtype}{per} {spec.atom}, {spec.registers} reg{scalar}"
+
+
+def instructions_markdown() -> str:
+    forms = supported_forms()
+    lines = [_HEAD]
+    for spec in FAMILIES:
+        mine = [t for t in forms if t.split(".", 1)[0] == spec.mnemonic]
+        lines += [f"## {spec.mnemonic} ({spec.isa_section})", ""]
+        slots = " ".join(
+            f"[.{'|'.join(s.choices)}]" if s.optional else f".{'|'.join(s.choices)}"
+            for s in spec.slots
+        )
+        lines += [f"Syntax slots: `{spec.mnemonic}` {slots}", ""]
+        lines += ["| form | operands (PTX order) | min arch |", "|---|---|---|"]
+        for text in mine:
+            c = lookup(text)
+            ops = "; ".join(_operand(o) for o in c.operands)
+            lines.append(f"| `{text}` | {ops} | sm_{c.min_arch} |")
+        lines.append("")
+    lines.append(f"{len(forms)} forms.")
+    return "\n".join(lines) + "\n"
+
+
+def write(path: str | Path | None = None) -> Path:
+    path = Path(path) if path else Path(__file__).resolve().parents[2] / "docs" / "instructions.md"
+    path.write_text(instructions_markdown())
+    return path
+
+
+if __name__ == "__main__":
+    print(write(sys.argv[1] if len(sys.argv) > 1 else None))

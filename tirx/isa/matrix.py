@@ -1,0 +1,89 @@
+"""What ldmatrix and stmatrix share (PTX ISA 9.7.16.6.1 "Warp-level matrix load instruction:
+ldmatrix", 9.7.16.6.2 "... store instruction: stmatrix"): the ``.m8n8.b16`` syntax line, the
+register fragment (word ``(i, row, w)`` of matrix ``i`` in lane ``4·row + w``, register ``i``)
+and the row addresses (lane ``8·i + r`` supplies row ``r`` of matrix ``i``)."""
+
+from __future__ import annotations
+
+import itertools
+
+from ..errors import ContractError
+from ..ir import nodes as ir
+from . import fragments
+from .core import Contract, Family, ModifierSlot, OperandSpec, Role
+from .operands import check_register_operand, check_shared_rows, operand_view, registers
+
+__all__ = ["SLOTS", "reject", "build", "lower"]
+
+SLOTS = (
+    ModifierSlot("sync", ("sync",)),
+    ModifierSlot("aligned", ("aligned",)),
+    ModifierSlot("shape", ("m8n8",)),
+    ModifierSlot("num", ("x1", "x2", "x4")),
+    ModifierSlot("trans", ("trans",), optional=True),
+    ModifierSlot("space", ("shared",)),
+    ModifierSlot("type", ("b16",)),
+)
+
+
+def reject(mods: dict) -> str | None:
+    return None  # every combination of the slots above is on the .m8n8.b16 line
+
+
+def build(family: Family, text: str, mods: dict, min_arch: int) -> Contract:
+    count, trans = int(mods["num"][1]), bool(mods["trans"])
+    load = family is Family.LDMATRIX
+    regs = OperandSpec(
+        "registers",
+        Role.REG_OUT if load else Role.REG_IN,
+        "uint32",
+        (count, 8, 4),
+        count,
+        fragments.matrix_words,
+        about=f"{count} 8x8 b16 matrices; word (i, row, w) lives in lane 4*row + w, register i",
+        formula=fragments.FORMULA_MATRIX,
+        elements_per_word=2,
+    )
+    shared = OperandSpec(
+        "shared",
+        Role.SHARED,
+        "uint32",
+        (count, 8, 4),
+        0,
+        about="rows of 4 consecutive u32 words, each 16-byte aligned; "
+        "lane 8*i + r supplies the address of row r of matrix i",
+        formula="row r of matrix i: address from lane 8·i + r",
+        elements_per_word=2,
+    )
+    ops = (regs, shared) if load else (shared, regs)
+    params = (("count", count), ("trans", trans))
+    return Contract(text, family, ops, min_arch, tuple(mods.items()), params)
+
+
+def lower(contract: Contract, op: ir.TileOp) -> list[ir.Stmt]:
+    load = contract.family is Family.LDMATRIX
+    ri, si = (0, 1) if load else (1, 0)
+    rspec, sspec = contract.operands[ri], contract.operands[si]
+    regs = operand_view(contract, rspec, op.operands[ri], None)
+    shared = operand_view(contract, sspec, op.operands[si], None)
+    if regs.shape[:-3] != shared.shape[:-3]:
+        raise ContractError(
+            f"{contract.text}: the register and shared operands have different repeat shapes "
+            f"{regs.shape[:-3]} vs {shared.shape[:-3]}"
+        )
+    rmap = check_register_operand(contract, rspec, regs)
+    count = contract.param("count")
+    lane = ir.Special(ir.Builtin.LANE_ID)
+    mat = lane // 8 if count == 4 else (lane // 8) % count
+    row = lane % 8
+    check_shared_rows(contract, shared)
+    out = []
+    for rep in itertools.product(*(range(e) for e in regs.shape[:-3])):
+        words = ir.as_expr(shared.elem_offset) + shared.layout.apply(
+            *rep, mat, row, 0, shape=shared.shape
+        ).get("m", 0)
+        addr = ir.AddressOperand(ir.SharedAddress(shared.buffer, words * 4))
+        rv = registers(regs, rmap, rep, count, load)
+        operands = (rv, addr) if load else (addr, rv)
+        out.append(ir.PtxCall(contract.text, operands, op.span))
+    return out

@@ -1,0 +1,83 @@
+"""The families, the supported forms, and ``lookup(text) -> Contract``.
+
+``FAMILIES`` is the one list of family modules; a family is added by writing its module
+(a :class:`~tirx.isa.core.FamilySpec` named ``SPEC``) and adding it here. Every member of
+:class:`Family` must have exactly one spec: checked at import, so a family nobody handles
+fails loudly instead of falling into another's branch.
+"""
+
+from __future__ import annotations
+
+import difflib
+import functools
+
+from ..errors import ContractError
+from . import ldmatrix, mma, stmatrix
+from .core import Contract, Family, FamilySpec
+
+__all__ = ["FAMILIES", "SPECS", "lookup", "supported_forms", "spec_of", "check_complete"]
+
+FAMILIES: tuple[FamilySpec, ...] = (mma.SPEC, ldmatrix.SPEC, stmatrix.SPEC)
+
+
+def check_complete(specs, what: str = "isa.FAMILIES") -> dict:
+    """``{Family: value}`` from ``(family, value)`` pairs, refusing a missing or doubled family
+    (used for every table keyed by family, here and in the lowering and the widgets)."""
+    table = {}
+    for family, value in specs:
+        if family in table:
+            raise RuntimeError(f"{what}: {family} is declared twice")
+        table[family] = value
+    missing = [f.name for f in Family if f not in table]
+    if missing:
+        raise RuntimeError(f"{what}: no entry for {', '.join(missing)}")
+    return table
+
+
+SPECS: dict[Family, FamilySpec] = check_complete((s.family, s) for s in FAMILIES)
+_BY_MNEMONIC = {s.mnemonic: s for s in FAMILIES}
+
+_CACHE: dict[str, Contract] = {}  # text -> contract; tests replace it to redefine forms
+
+
+def spec_of(family: Family) -> FamilySpec:
+    return SPECS[family]
+
+
+@functools.cache
+def supported_forms() -> tuple[str, ...]:
+    """Every instruction text tirx checks, lowers and runs, family by family."""
+    out = []
+    for spec in FAMILIES:
+        for mods in spec.combinations():
+            if spec.reject(mods) is None:
+                out.append(spec.spell(mods))
+    return tuple(out)
+
+
+def lookup(text: str) -> Contract:
+    """The contract of an instruction text; ContractError (with the nearest supported forms
+    as the hint) for text that is not a supported form."""
+    text = " ".join(text.split())
+    if text in _CACHE:
+        return _CACHE[text]
+    spec = _BY_MNEMONIC.get(text.split(".", 1)[0])
+    if spec is None:
+        families = ", ".join(s.mnemonic for s in FAMILIES)
+        raise _unknown(text, f"tirx knows the families {families}")
+    mods, why = spec.parse(text)
+    if mods is None:
+        raise _unknown(text, why)
+    reason = spec.reject(mods)
+    if reason is not None:
+        raise _unknown(text, reason, prefix=f"{text}: {reason}")
+    _CACHE[text] = contract = spec.build(text, mods)
+    return contract
+
+
+def _unknown(text: str, why: str, prefix: str | None = None) -> ContractError:
+    near = difflib.get_close_matches(text, supported_forms(), n=3, cutoff=0.6)
+    hint = ("nearest supported: " + ", ".join(near) + "; ") if near else ""
+    hint += "every form: docs/instructions.md or tirx.isa.supported_forms()"
+    message = prefix or f"unknown or unsupported instruction {text!r} ({why})"
+    return ContractError(message, hint=hint)
