@@ -17,9 +17,9 @@ import numpy as np
 
 from ..errors import SimulationError
 from ..ir import nodes as ir
-from .trace import PtxTrace, RegisterTrace, RunResult
+from .trace import CopyTrace, PtxTrace, RegisterTrace, RunResult
 
-__all__ = ["run", "RunResult", "PtxTrace", "RegisterTrace"]
+__all__ = ["run", "RunResult", "PtxTrace", "RegisterTrace", "CopyTrace"]
 
 
 def _as_array(value) -> np.ndarray:
@@ -69,5 +69,8 @@ def run(fn: ir.Function, args: list, *, trace: bool = False, stdout=None) -> Run
         machine = Machine(fn, bound, stdout if stdout is not None else sys.stdout, trace)
         blocks = machine.run()
     return RunResult(
-        traces=machine.traces or [], blocks=blocks, seconds=time.perf_counter() - start
+        traces=machine.traces or [],
+        blocks=blocks,
+        seconds=time.perf_counter() - start,
+        copies=machine.copy_traces or [],
     )

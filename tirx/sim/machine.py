@@ -50,6 +50,8 @@ class Machine:
         self.fn = fn
         self.sink = sink
         self.traces = [] if trace else None
+        self.copy_traces = [] if trace else None
+        self.async_copies = None  # tirx.sim.asynccopy.AsyncCopies, made by the first cp.async
         gx, gy, gz = fn.launch.grid
         bx, by, bz = fn.launch.block
         self.T = T = bx * by * bz
@@ -95,6 +97,7 @@ class Machine:
                     )
                 allocs.append((int(fn.shared_offsets[buf]), buf.nbytes, buf.name))
         self.shared = SharedMemory(allocs, fn.shared_bytes, self.nwarps)
+        self.shared.where = lambda: self.span
         self.locals: list[LocalArray] = []
         for buf in fn.allocations:
             if buf.scope is ir.Scope.SHARED:
@@ -139,6 +142,8 @@ class Machine:
                     self.shared.reset()
                     for arr in self.locals:
                         arr.reset()
+                    if self.async_copies is not None:
+                        self.async_copies.reset()
                     for arr in self.variables.values():
                         arr.fill(0)
                     self.loops.clear()
