@@ -20,6 +20,7 @@ import numpy as np
 
 from ..errors import SimulationError
 from ..ir import nodes as ir
+from .budget import Budget
 from .collective import compile_ptx
 from .expr import ExprCompiler, _converted, _to_bool
 from .faults import Fault
@@ -46,7 +47,7 @@ class _Loop:
 class Machine:
     """One run of one lowered function: storage, compiled body, and the block loop."""
 
-    def __init__(self, fn: ir.Function, args: list, sink, trace: bool):
+    def __init__(self, fn: ir.Function, args: list, sink, trace: bool, budget=None):
         self.fn = fn
         self.sink = sink
         self.traces = [] if trace else None
@@ -69,6 +70,7 @@ class Machine:
         self.span = fn.span
         self.loops: list[_Loop] = []
         self.iterations = 0
+        self.budget = Budget(fn.name, gx * gy * gz, budget)
         self._bind(args)
         self._allocate()
         self.compiler = ExprCompiler(self)
@@ -139,6 +141,11 @@ class Machine:
             for by in range(gy):
                 for bx in range(gx):
                     self.block_idx[:] = (bx, by, bz)
+                    self.budget.where = (bx, by, bz)
+                    try:
+                        self.budget.check()
+                    except Fault as f:
+                        raise self._error(f) from None
                     self.shared.reset()
                     for arr in self.locals:
                         arr.reset()
@@ -152,6 +159,7 @@ class Machine:
                     except Fault as f:
                         raise self._error(f) from None
                     blocks += 1
+                    self.budget.done = blocks
         return blocks
 
     def _error(self, f: Fault) -> SimulationError:
@@ -171,6 +179,7 @@ class Machine:
         return self._norm(np.sort(np.concatenate(parts)))
 
     def _tick(self, tid: int) -> None:
+        self.budget.check(tid)
         self.iterations += 1
         if self.iterations > MAX_LOOP_ITERATIONS:
             raise Fault(
