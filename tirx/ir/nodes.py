@@ -29,6 +29,7 @@ from ..errors import Span
 
 I32 = dtype_of("int32")
 U32 = dtype_of("uint32")
+U64 = dtype_of("uint64")
 F32 = dtype_of("float32")
 BOOL = dtype_of("bool")
 
@@ -489,7 +490,30 @@ class AddressOperand:
     address: Expr
 
 
-PtxOperand = RegVector | AddressOperand
+@dataclass(frozen=True, eq=False)
+class GlobalAddress(Expr):
+    """Lowered: the 64-bit generic address of byte ``byte_offset`` of a global tensor."""
+
+    buffer: Buffer
+    byte_offset: Expr | int
+    dtype: DType = U64
+
+
+@dataclass(frozen=True, eq=False)
+class Immediate:
+    """An integer immediate operand, printed literally (cp.async's cp-size, wait_group's N)."""
+
+    value: int
+
+
+@dataclass(frozen=True, eq=False)
+class ScalarOperand:
+    """One scalar input register printed without braces (cp.async's src-size)."""
+
+    value: Expr
+
+
+PtxOperand = RegVector | AddressOperand | Immediate | ScalarOperand
 
 
 @dataclass(frozen=True, eq=False)
