@@ -9,10 +9,17 @@ Uses only tirx's public names. Loaded by ``%load_ext tirx``. The views::
     show_pair(a_load_layout, a_mma_layout, left_shape=(4, 8, 4), right_shape=(1, 1, 16, 8))
     show_trace(exe(a, b, out, trace=True))  # simulator registers over the fragment grids
     check_layout(instr, "A", layout)        # probe the machine, mark disagreements
+    show_fragment(instr, "A")               # element-level, labelled T5:a2 as the PTX ISA draws
+    show_fragment(layout, shape=(2, 2, 16, 8))  # repeats tiled as blocks; view="threads"/"banks"
+    link(view_a, view_b)                    # a click in one lights the same element in the other
 
 Each returns a view: ``str(view)`` is a text table, ``view._repr_html_()`` an SVG picture,
 ``view.figure()`` a matplotlib Figure and ``view.widget`` the interactive ipywidgets form.
-Names load lazily so ``%load_ext tirx`` stays quick.
+Fragment views also write files in one call: ``.svg(path)``, ``.png(path, dpi=200)``,
+``.tikz(path)``, ``.save(path)``. Names load lazily so ``%load_ext tirx`` stays quick.
+
+Imported inside IPython, the package registers a handler that draws a ``ContractError``'s
+expected fragment beside the offending layout under the error (:mod:`widgets.errorview`).
 """
 
 from __future__ import annotations
@@ -31,6 +38,10 @@ __all__ = [
     "PairView",
     "TraceView",
     "CheckView",
+    "show_fragment",
+    "FragmentView",
+    "link",
+    "contract_picture",
 ]
 
 _HOME = {
@@ -45,6 +56,10 @@ _HOME = {
     "TraceView": "trace",
     "check_layout": "check",
     "CheckView": "check",
+    "show_fragment": "fragview",
+    "FragmentView": "fragview",
+    "link": "fragview",
+    "contract_picture": "errorview",
 }
 
 
@@ -56,3 +71,27 @@ def __getattr__(name: str):
 
 def __dir__():
     return sorted(list(globals()) + __all__)
+
+
+def _install_error_pictures() -> None:
+    """Inside IPython: show ContractErrors with their picture (loaded when one happens)."""
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return
+    shell = get_ipython()
+    if shell is None or not hasattr(shell, "set_custom_exc"):
+        return
+    from tirx.errors import ContractError
+
+    from .magic import CellError
+
+    def handler(shell, etype, value, tb, tb_offset=None):
+        return importlib.import_module(f"{__name__}.errorview")._handler(
+            shell, etype, value, tb, tb_offset
+        )
+
+    shell.set_custom_exc((ContractError, CellError), handler)
+
+
+_install_error_pictures()

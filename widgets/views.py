@@ -142,8 +142,13 @@ class GridView:
             self._svg = w.HTML(self.svg())
             self._grid_box.children = [self._svg]
             return
-        self._cellgrid = CellGrid(self.grid, self._styles(), self._on_cell)
+        self._cellgrid = CellGrid(self.grid, self._styles(), self._on_cell,
+                                  **self._cellgrid_options())  # fmt: skip
         self._grid_box.children = [self._cellgrid.widget]
+
+    def _cellgrid_options(self) -> dict:
+        """Extra CellGrid options (column blocks, row labels, tooltips) a view may give."""
+        return dict(tooltips=[self.formula(i) for i in range(len(self.grid.cells))])
 
     def _styles(self):
         return draw.cell_styles(

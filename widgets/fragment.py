@@ -1,0 +1,462 @@
+"""Element-level fragment pictures: a layout or an instruction operand on its logical matrix.
+
+The PTX ISA draws a fragment as the matrix a programmer thinks in (16 x 16 halves for an f16
+``A`` operand), each element labelled with the lane that holds it and its place in that lane's
+fragment: ``T5:a2`` is element 2 of lane 5's ``A`` fragment (register 1, half 0). A
+:class:`Fragment` is that picture computed once: the elements of a whole tile in picture order,
+the tile cut into blocks (one instruction's atom each: repeats and warp splits become a grid of
+blocks, not a column), the axis names, and what the cells mean. :mod:`widgets.picture` and
+:mod:`widgets.tikz` draw it; :func:`text` prints it.
+
+Registers hold 32-bit words; ``element_bits`` (16 for f16/bf16, 8 for s8, 32 for f32/tf32)
+says how many elements share one word, so the same code draws every element width.
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+from dataclasses import dataclass, replace
+
+from tirx.errors import LayoutError, TirxError
+
+from .model import Grid, contract_grid, layout_grid, parse_layout
+
+__all__ = [
+    "FragmentKind",
+    "Element",
+    "Fragment",
+    "layout_fragment",
+    "operand_fragment",
+    "thread_major",
+    "bank_fragment",
+    "text",
+]
+
+WORD_BITS = 32
+BANKS = 32
+
+
+class FragmentKind(enum.Enum):
+    REGISTERS = "registers"  # cells are lane:element
+    MEMORY = "memory"  # cells are shared-memory elements, coloured by bank
+    ADDRESSES = "addresses"  # cells name the lane that supplies the row's address
+    THREADS = "threads"  # thread-major: row = lane, column = its fragment element
+
+
+@dataclass(frozen=True)
+class Element:
+    """One cell of the picture.
+
+    ``coord`` is the element's logical coordinate (elements, not words); ``lane``/``register``/
+    ``part`` say who holds the first copy (``part``: which element of the 32-bit register);
+    ``copies`` lists ``(lane, register, part)`` of every copy; ``threads`` names thread axes
+    other than the lane (a warp, say). Memory cells have ``address`` (in elements) instead.
+    """
+
+    coord: tuple[int, ...]
+    lane: int | None = None
+    register: int | None = None
+    part: int = 0
+    copies: tuple[tuple[int | None, int | None, int], ...] = ()
+    threads: tuple[tuple[str, int], ...] = ()
+    address: int | None = None
+
+    @property
+    def lanes(self) -> frozenset[int]:
+        return frozenset(lane for lane, _, _ in self.copies if lane is not None)
+
+
+@dataclass(frozen=True)
+class Fragment:
+    """A picture of ``rows x cols`` cells in row-major order, cut into blocks of
+    ``block = (block_rows, block_cols)``. ``axes`` names the picture's row and column axes;
+    ``block_labels`` names the block rows and block columns (``"M1"``, ``"N0"``); ``prefix`` starts a fragment
+    element's name (``a`` for an ``A`` operand: ``T5:a2``)."""
+
+    title: str
+    rows: int
+    cols: int
+    elements: tuple[Element, ...]
+    kind: FragmentKind = FragmentKind.REGISTERS
+    block: tuple[int, int] = (0, 0)
+    axes: tuple[str, str] = ("row", "column")
+    block_labels: tuple[tuple[str, ...], tuple[str, ...]] = ((), ())  # (down, across)
+    prefix: str = "v"
+    element_bits: int = 16
+    about: str = ""
+    formula: str = ""
+
+    @property
+    def per_register(self) -> int:
+        return max(WORD_BITS // self.element_bits, 1)
+
+    @property
+    def block_rows(self) -> int:
+        return self.block[0] or self.rows
+
+    @property
+    def block_cols(self) -> int:
+        return self.block[1] or self.cols
+
+    def at(self, row: int, col: int) -> Element:
+        return self.elements[row * self.cols + col]
+
+    def index_of(self, coord) -> int | None:
+        """The cell index of the element with logical ``coord``."""
+        coord = tuple(coord)
+        for i, e in enumerate(self.elements):
+            if e.coord == coord:
+                return i
+        return None
+
+    def name(self, register: int | None, part: int) -> str:
+        """A fragment element's ISA name: ``a2`` is register 1, half 0 for 16-bit elements."""
+        if register is None:
+            return "-"
+        return f"{self.prefix}{register * self.per_register + part}"
+
+    def label(self, e: Element) -> str:
+        """The text in a cell: ``T5:a2``, ``W1/T5:a2``, an address with its bank, or a lane."""
+        if self.kind is FragmentKind.MEMORY:
+            return f"{e.address}"
+        if self.kind is FragmentKind.ADDRESSES:
+            return "-" if e.lane is None else f"T{e.lane}"
+        if self.kind is FragmentKind.THREADS:
+            return "-" if not e.coord else ",".join(map(str, e.coord))
+        text = f"T{'-' if e.lane is None else e.lane}:{self.name(e.register, e.part)}"
+        if e.threads:
+            text = "/".join(f"{n[0].upper()}{v}" for n, v in e.threads) + "/" + text
+        if len(e.copies) > 1:
+            text += f"×{len(e.copies)}"
+        return text
+
+    def bank(self, e: Element) -> int | None:
+        """The bank (32 banks of 4 bytes) of a memory element's first byte."""
+        if e.address is None:
+            return None
+        return (e.address * self.element_bits // 8 // 4) % BANKS
+
+    def describe(self, index: int) -> str:
+        """What hovering or clicking cell ``index`` explains."""
+        e = self.elements[index]
+        where = f"element {e.coord}"
+        if self.kind is FragmentKind.MEMORY:
+            return f"{where}: address {e.address}, bank {self.bank(e)}"
+        if self.kind is FragmentKind.ADDRESSES:
+            return f"{where}: its row's address comes from lane {e.lane}"
+        if self.kind is FragmentKind.THREADS:
+            return f"lane {e.lane} element {self.name(e.register, e.part)}: {e.coord}"
+        held = ", ".join(
+            f"lane {lane} register {reg}" + (f" part {part}" if self.per_register > 1 else "")
+            for lane, reg, part in e.copies
+        )
+        out = f"{where} = {self.label(e).split('×')[0]}: {held}"
+        return out + (f"\n{self.formula}" if self.formula else "")
+
+    def legend(self) -> str:
+        """What the cells and colours mean, one sentence."""
+        if self.kind is FragmentKind.MEMORY:
+            return (
+                f"cell = element address ({self.element_bits}-bit elements); "
+                "colour = shared-memory bank"
+            )
+        if self.kind is FragmentKind.ADDRESSES:
+            return "cell = the lane that supplies this row's address"
+        if self.kind is FragmentKind.THREADS:
+            return f"row = lane; cell = the {self.axes[1]} each element of the lane's fragment is"
+        out = (
+            f"cell = T<lane>:{self.prefix}<i> (element i of the lane's fragment, "
+            f"{self.per_register} per 32-bit register); colour = lane"
+        )
+        if any(len(e.copies) > 1 for e in self.elements):
+            out += "; ×n = n copies"
+        return out
+
+
+# ------------------------------------------------------------------------- composition
+
+
+def _block_grid(lead: tuple[int, ...]) -> tuple[int, int]:
+    """How leading (repeat) dims tile the picture: the last goes across, the rest down."""
+    if not lead:
+        return 1, 1
+    return math.prod(lead[:-1]), lead[-1]
+
+
+def _compose(cells: dict, shape: tuple[int, ...]):
+    """Picture order of element coordinates of ``shape`` (``(*lead, rows, cols)``): blocks of
+    ``rows x cols``, leading dims tiled by :func:`_block_grid`. Returns (rows, cols, order)."""
+    lead, (br, bc) = shape[:-2], shape[-2:]
+    down, across = _block_grid(lead)
+    order = []
+    for R in range(down * br):
+        for C in range(across * bc):
+            b = (R // br) * across + C // bc
+            rest, lead_coord = b, []
+            for extent in reversed(lead):
+                lead_coord.append(rest % extent)
+                rest //= extent
+            order.append(cells[(*reversed(lead_coord), R % br, C % bc)])
+    return down * br, across * bc, tuple(order)
+
+
+def _block_labels(lead: tuple[int, ...], names: tuple[str, ...]):
+    """Names of the block rows and block columns (``(("M0", "M1"), ("N0", "N1"))``)."""
+    if not lead or math.prod(lead) == 1:
+        return (), ()
+    names = names if len(names) == len(lead) else tuple(f"r{i} " for i in range(len(lead)))
+    down = tuple(
+        " ".join(f"{n}{c}" for n, c in zip(names[:-1], combo) if len(names) > 1)
+        for combo in _coords(lead[:-1])
+    )
+    across = tuple(f"{names[-1]}{c}" for c in range(lead[-1]))
+    return (down if len(lead) > 1 else ()), across
+
+
+def _as_2d(shape: tuple[int, ...]) -> tuple[int, ...]:
+    return (1, *shape) if len(shape) == 1 else shape
+
+
+def _unpack(grid: Grid, per: int) -> dict:
+    """Element coordinate -> Element, splitting each word cell into ``per`` elements."""
+    cells = {}
+    for cell in grid.cells:
+        coord = _as_2d(cell.coord)
+        for part in range(per):
+            ecoord = (*coord[:-1], coord[-1] * per + part)
+            if grid.kind == "memory":
+                addr = None if cell.slot is None else cell.slot * per + part
+                cells[ecoord] = Element(ecoord, address=addr)
+            else:
+                copies = tuple((lane, slot, part) for lane, slot in cell.copies)
+                cells[ecoord] = Element(ecoord, cell.lane, cell.slot, part, copies, cell.threads)
+    return cells
+
+
+def layout_fragment(layout, shape=None, *, element_bits: int = 32, unit_bits: int = 32,
+                    title=None, axes=None, prefix: str = "v", repeat_names=()) -> Fragment:  # fmt: skip
+    """``layout`` over ``shape`` drawn in elements of ``element_bits``.
+
+    ``unit_bits`` is what one step of the layout's ``m`` axis holds: 32 for a register layout
+    over u32 words (then each word is drawn as ``32 // element_bits`` elements side by side),
+    or ``element_bits`` for a layout already over elements (an f32 accumulator, a shared tile).
+    Leading dims beyond the last two are tiled as blocks (last one across, the rest down).
+    """
+    if isinstance(layout, str):
+        layout = parse_layout(layout)
+    if element_bits not in (8, 16, 32) or unit_bits % element_bits:
+        raise LayoutError(
+            f"cannot draw {element_bits}-bit elements in {unit_bits}-bit units",
+            hint="element_bits is 8, 16 or 32 and divides unit_bits",
+        )
+    per = unit_bits // element_bits
+    grid = layout_grid(layout, shape, title=title, dtype_bytes=max(unit_bits // 8, 1))
+    shape = _as_2d(grid.shape)
+    eshape = (*shape[:-1], shape[-1] * per)
+    rows, cols, order = _compose(_unpack(grid, per), eshape)
+    kind = FragmentKind.MEMORY if grid.kind == "memory" else FragmentKind.REGISTERS
+    return Fragment(
+        title or repr(layout), rows, cols, order, kind, eshape[-2:],
+        axes or ("row", "column" if per == 1 else f"column ({element_bits}-bit elements)"),
+        _block_labels(eshape[:-2], tuple(repeat_names)), prefix,
+        element_bits if kind is FragmentKind.REGISTERS else element_bits,
+    )  # fmt: skip
+
+
+# ------------------------------------------------------------------------- instructions
+
+
+@dataclass(frozen=True)
+class OperandFacts:
+    """What a picture needs from an instruction contract (read in this one place)."""
+
+    text: str
+    name: str
+    atom: tuple[int, ...]  # in the contract's units (u32 words or f32 values)
+    unit_bits: int
+    element_bits: int
+    repeat_axes: tuple[str, ...]
+    axes: tuple[str, str]
+    about: str
+    formula: str
+    grid: Grid
+
+
+def operand_facts(instr, operand: str | None = None) -> OperandFacts:
+    """Read one operand of ``instr`` (text, ``T.ptx[...]`` or a contract) through tirx's
+    public contract lookup."""
+    import tirx
+
+    contract = tirx.instruction_contract(getattr(instr, "text", instr))
+    names = [op.name for op in contract.operands]
+    operand = operand or names[0]
+    if operand not in names:
+        raise TirxError(
+            f"{contract.text} has no operand {operand!r}",
+            hint="its operands are " + ", ".join(names),
+        )
+    spec = contract.operand(operand)
+    params = dict(contract.params)
+    unit_bits = 32
+    if spec.dtype.startswith("float"):
+        element_bits = unit_bits = int(spec.dtype[5:])
+    elif contract.family == "mma":
+        element_bits = _type_bits(str(params.get("ab_type", "f16")))
+    else:
+        element_bits = 16  # ldmatrix/stmatrix move b16 elements
+    if contract.family == "mma":
+        axes = {"A": ("row (M)", "column (K)"), "B": ("n (N)", "k (K)")}.get(
+            operand, ("row (M)", "column (N)")
+        )
+    else:
+        axes = ("row", "column")
+    return OperandFacts(
+        contract.text, spec.name, tuple(spec.atom), unit_bits, element_bits,
+        tuple(spec.repeat_axes) or (("matrix",) if len(spec.atom) == 3 else ()), axes,
+        spec.about, spec.formula, contract_grid(contract, operand),
+    )  # fmt: skip
+
+
+def _type_bits(name: str) -> int:
+    for key, bits in (("8", 8), ("16", 16), ("32", 32)):
+        if name.endswith(key):
+            return bits
+    return 16
+
+
+def operand_fragment(instr, operand: str | None = None, *, repeat=(), element_bits=None,
+                     prefix=None) -> Fragment:  # fmt: skip
+    """The canonical fragment of one operand of ``instr`` in elements, labelled as the PTX
+    ISA figures are. ``repeat`` tiles the atom (``(2, 2)``: a 2 x 2 grid of instructions,
+    each block the same fragment). ``element_bits`` overrides the element width read from the
+    instruction (s8 operands: 8)."""
+    facts = operand_facts(instr, operand)
+    bits = element_bits or facts.element_bits
+    per = max(facts.unit_bits // bits, 1)
+    cells = _unpack(facts.grid, per)
+    atom = _as_2d(facts.atom)
+    eatom = (*atom[:-1], atom[-1] * per)
+    lead_atom = eatom[:-2]  # ldmatrix: the matrix index
+    repeat = tuple(repeat)
+    if repeat:
+        cells = {(*r, *c): replace(e, coord=(*r, *c)) for c, e in cells.items()
+                 for r in _coords(repeat)}  # fmt: skip
+    shape = (*repeat, *eatom)
+    rows, cols, order = _compose(cells, shape)
+    names = tuple(facts.repeat_axes[: len(repeat)]) if repeat else ()
+    names += ("matrix ",) * len(lead_atom)
+    kind = FragmentKind.REGISTERS if facts.grid.kind == "registers" else FragmentKind.ADDRESSES
+    return Fragment(
+        f"{facts.text} · {facts.name}", rows, cols, order, kind, eatom[-2:], facts.axes,
+        _block_labels(shape[:-2], names), prefix or _PREFIX.get(facts.name, facts.name[0].lower()), bits, facts.about,
+        facts.formula,
+    )  # fmt: skip
+
+
+_PREFIX = {"D": "c", "C": "c"}  # the PTX ISA names accumulator elements c0, c1, ...
+
+
+def _coords(shape):
+    import itertools
+
+    return itertools.product(*(range(e) for e in shape))
+
+
+# ------------------------------------------------------------------------- other views
+
+
+def thread_major(frag: Fragment) -> Fragment:
+    """The lane-major view of a register fragment: row ``l`` lists lane ``l``'s elements in
+    fragment order (``a0, a1, ...``), each cell the logical coordinate it holds."""
+    if frag.kind is not FragmentKind.REGISTERS:
+        raise LayoutError(
+            "a thread-major view needs a register fragment (lanes and registers)",
+            hint="draw a register layout or an instruction's register operand",
+        )
+    held: dict[tuple[int, int], Element] = {}
+    for e in frag.elements:
+        for lane, reg, part in e.copies:
+            if lane is None or reg is None:
+                continue
+            k = reg * frag.per_register + part
+            held.setdefault((lane, k), Element(e.coord, lane, reg, part, ((lane, reg, part),)))
+    lanes = sorted({lane for lane, _ in held})
+    width = max(k for _, k in held) + 1
+    rows = range(max(lanes) + 1) if lanes else range(0)
+    order = tuple(
+        held.get((lane, k), Element((), lane, None, 0, ())) for lane in rows for k in range(width)
+    )
+    return Fragment(
+        f"{frag.title} · by thread", len(rows), width, order, FragmentKind.THREADS, (0, 0),
+        ("lane", "coordinate"), ((), ()), frag.prefix, frag.element_bits, frag.about, frag.formula,
+    )  # fmt: skip
+
+
+def bank_fragment(layout, shape=None, *, element_bits: int = 16, title=None) -> Fragment:
+    """A shared-memory layout over ``shape`` (in elements of ``element_bits``), each cell its
+    element address, coloured by the bank of its first byte."""
+    frag = layout_fragment(
+        layout, shape, element_bits=element_bits, unit_bits=element_bits, title=title
+    )
+    if frag.kind is not FragmentKind.MEMORY:
+        raise LayoutError(
+            "a bank view needs a shared-memory layout (the m axis only)",
+            hint="pass the layout of the shared tile, not a register layout",
+        )
+    return frag
+
+
+def bank_conflicts(frag: Fragment) -> int:
+    """The worst n-way conflict when one column's elements are read together."""
+    worst = 1
+    for col in range(frag.cols):
+        words: dict[int, set[int]] = {}
+        for row in range(frag.rows):
+            e = frag.at(row, col)
+            word = e.address * frag.element_bits // 8 // 4
+            words.setdefault(word % BANKS, set()).add(word)
+        worst = max(worst, *(len(w) for w in words.values()))
+    return worst
+
+
+# ------------------------------------------------------------------------- text
+
+
+def text(frag: Fragment, *, lane=None, marks=()) -> str:
+    """The picture as aligned text with block borders (``|`` and ``-``); ``[x]`` marks the
+    selected lane's cells, ``!x`` flagged ones."""
+    marks = set(marks)
+    texts = []
+    for i, e in enumerate(frag.elements):
+        t = frag.label(e)
+        if frag.kind is FragmentKind.MEMORY:
+            t += f"/b{frag.bank(e)}"
+        if i in marks:
+            t = "!" + t
+        if lane is not None and lane in e.lanes:
+            t = f"[{t}]"
+        texts.append(t)
+    width = max(max((len(t) for t in texts), default=1), len(str(frag.cols - 1))) + 1
+    head = max(len(str(frag.rows - 1)), 1) + 1
+    bc, br = frag.block_cols, frag.block_rows
+
+    def line(cells):
+        out = []
+        for c, t in enumerate(cells):
+            out.append((" |" if c and c % bc == 0 else "") + f"{t:>{width}}")
+        return "".join(out)
+
+    lines = [frag.title, frag.legend(), f"rows: {frag.axes[0]}; columns: {frag.axes[1]}"]
+    down, across = frag.block_labels
+    if across:
+        lines.append(
+            f"blocks: across {', '.join(across)}" + (f"; down {', '.join(down)}" if down else "")
+        )
+    lines.append(" " * head + line([str(c) for c in range(frag.cols)]))
+    rule = " " * head + "-" * len(line([""] * frag.cols))
+    for r in range(frag.rows):
+        if r and r % br == 0:
+            lines.append(rule)
+        lines.append(f"{r:>{head}}" + line(texts[r * frag.cols : (r + 1) * frag.cols]))
+    return "\n".join(lines)

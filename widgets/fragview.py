@@ -1,0 +1,160 @@
+"""``show_fragment``: the element-level picture as a view, and ``link`` for views that answer
+each other's clicks.
+
+A :class:`FragmentView` has the faces of every view (``str`` text, ``_repr_html_`` an SVG
+whose hover outlines the lane's cells and shows the cell's formula, ``figure()``, the widget)
+plus the file forms in one call each: ``view.svg(path)``, ``view.png(path, dpi=200)``,
+``view.tikz(path)`` or ``view.save("a.svg" | "a.png" | "a.tex")``.
+"""
+
+from __future__ import annotations
+
+from . import fragment as F
+from . import picture, tikz
+from .model import Cell, Grid
+from .views import GridView
+
+__all__ = ["FragmentView", "show_fragment", "link"]
+
+
+def _grid_of(frag: F.Fragment) -> Grid:
+    """The fragment as a :class:`~widgets.model.Grid`, so the widget machinery draws it."""
+    memory = frag.kind is F.FragmentKind.MEMORY
+    cells = []
+    for e in frag.elements:
+        if memory:
+            cells.append(Cell(e.coord, None, e.address, ((None, e.address),)))
+        else:
+            copies = tuple((lane, reg) for lane, reg, _ in e.copies) or ((e.lane, e.register),)
+            cells.append(Cell(e.coord, e.lane, e.register, copies, e.threads))
+    br = frag.block_rows
+    shape = (frag.rows // br, br, frag.cols) if frag.rows % br == 0 else (frag.rows, frag.cols)
+    kind = "memory" if memory else "registers"
+    return Grid(frag.title, shape, tuple(cells), kind=kind, slot_name="register",
+                element_bytes=max(frag.element_bits // 8, 1))  # fmt: skip
+
+
+class FragmentView(GridView):
+    """A :class:`~widgets.fragment.Fragment` as a view (click a cell: its lane lights up and
+    the formula shows; hover: the lane's cells are outlined)."""
+
+    def __init__(self, frag: F.Fragment, *, lane=None, marks=(), labels=None, summary=""):
+        self.fragment = frag
+        color_by = "slot" if frag.kind is F.FragmentKind.THREADS else None
+        super().__init__(_grid_of(frag), color_by=color_by, lane=lane, marks=marks,
+                         labels=labels or [frag.label(e) for e in frag.elements],
+                         summary=summary)  # fmt: skip
+
+    def __str__(self) -> str:
+        out = F.text(self.fragment, lane=self.lane, marks=self.marks)
+        return out + (f"\n{self.summary}" if self.summary else "")
+
+    def _options(self) -> dict:
+        return dict(lane=self.lane, marks=self.marks, labels=self.labels)
+
+    def svg(self, path=None, *, hover: bool = True) -> str:
+        """The SVG picture (also written to ``path``)."""
+        return picture.svg(self.fragment, note=self.summary, hover=hover, path=path,
+                           **self._options())  # fmt: skip
+
+    def png(self, path=None, *, dpi: int = 200) -> bytes:
+        """PNG bytes at ``dpi`` (≥ 150; also written to ``path``)."""
+        return picture.png(self.fragment, dpi=dpi, path=path, note=self.summary,
+                           **self._options())  # fmt: skip
+
+    def tikz(self, path=None, *, standalone: bool = False) -> str:
+        """TikZ source (``standalone``: a whole document; also written to ``path``)."""
+        return tikz.tikz(self.fragment, standalone=standalone, path=path, **self._options())
+
+    def save(self, path):
+        """Write the picture; the suffix (.svg, .png, .tex) picks the form."""
+        return picture.save(self.fragment, path, **self._options())
+
+    def figure(self):
+        return picture.figure(self.fragment, note=self.summary, **self._options())
+
+    def _repr_html_(self) -> str:
+        return f'<div class="tirx-view tirx-fragment-view">{self.svg()}</div>'
+
+    def formula(self, index: int) -> str:
+        return self.fragment.describe(index)
+
+    def _cellgrid_options(self) -> dict:
+        frag = self.fragment
+        return dict(
+            block_cols=frag.block_cols if frag.block_cols < frag.cols else 0,
+            row_labels=[str(r) for r in range(frag.rows)],
+            tooltips=[frag.describe(i) for i in range(len(frag.elements))],
+        )
+
+    def thread_major(self) -> FragmentView:
+        """The same fragment lane by lane (row = lane, cell = the coordinate it holds)."""
+        return FragmentView(F.thread_major(self.fragment))
+
+
+def show_fragment(what, operand=None, *, shape=None, element_bits=None, unit_bits=32,
+                  repeat=(), view: str = "elements", lane=None, title=None, prefix=None,
+                  repeat_names=()) -> FragmentView:  # fmt: skip
+    """An element-level picture of an instruction operand or a layout.
+
+    ``what`` is an instruction (text or ``T.ptx[...]``, with ``operand``) or a layout (spec
+    text or object, over ``shape``). ``element_bits`` is the element width (16: f16/bf16,
+    8: s8, 32: f32/tf32; default: the instruction's, or 32 for a layout); a layout's ``m``
+    step holds ``unit_bits`` (32 for a register layout over u32 words, ``element_bits`` for
+    one over elements). ``view``: ``"elements"`` (the logical matrix), ``"threads"`` (lane
+    by lane) or ``"banks"`` (a shared layout, coloured by bank).
+    """
+    if _is_instruction(what):
+        frag = F.operand_fragment(what, operand, repeat=repeat, element_bits=element_bits,
+                                  prefix=prefix)  # fmt: skip
+    elif view == "banks":
+        frag = F.bank_fragment(what, shape, element_bits=element_bits or 16, title=title)
+    else:
+        bits = element_bits or 32
+        frag = F.layout_fragment(
+            what, shape, element_bits=bits, unit_bits=unit_bits if unit_bits >= bits else bits,
+            title=title, prefix=prefix or "v", repeat_names=repeat_names,
+        )  # fmt: skip
+    if view == "threads":
+        frag = F.thread_major(frag)
+    elif view not in ("elements", "banks"):
+        from tirx.errors import TirxError
+
+        raise TirxError(f"unknown view {view!r}", hint="choose elements, threads or banks")
+    summary = ""
+    if frag.kind is F.FragmentKind.MEMORY:
+        summary = f"worst column bank conflict: {F.bank_conflicts(frag)}-way"
+    return FragmentView(frag, lane=lane, summary=summary)
+
+
+def _is_instruction(what) -> bool:
+    text = getattr(what, "text", what)
+    return isinstance(text, str) and text.split(".", 1)[0] in ("mma", "ldmatrix", "stmatrix")
+
+
+def link(*views) -> None:
+    """Make ``views`` answer each other's clicks: clicking an element in one outlines the same
+    element (same logical coordinate, else the same lane and register) in every other and
+    selects its lane in all of them."""
+    views = list(views)
+
+    def on_cell(view, index):
+        cell = view.grid.cells[index]
+        for other in views:
+            j = index if other is view else _match(cell, other.grid)
+            other.set_lane(cell.lane if other.grid.kind != "memory" else None)
+            other.set_focus(j)
+
+    for v in views:
+        v.on_cell = on_cell
+
+
+def _match(cell: Cell, grid: Grid) -> int | None:
+    for j, other in enumerate(grid.cells):
+        if other.coord == cell.coord:
+            return j
+    want = cell.copies[0] if cell.copies else None
+    for j, other in enumerate(grid.cells):
+        if want is not None and want in other.copies:
+            return j
+    return None
