@@ -250,6 +250,7 @@ class Buffer:
     elements: int
     align: int = 16
     span: Span | None = None
+    dynamic: bool = False  # shared memory declared scope="shared.dyn" (may exceed 48 KB)
 
     @property
     def nbytes(self) -> int:
@@ -423,6 +424,8 @@ class TileOp(Stmt):
     """Script level: ``T.cuda.tile.apply(instruction, *operands, scope=...)``.
 
     Operands are :class:`View` objects or scalar expressions (e.g. ``T.float32(0)`` for C).
+    ``params`` holds the other keyword arguments in source order (``chunk_bytes=16``,
+    ``src_size=n`` of cp.async) as ``(name, value)`` pairs.
     """
 
     instruction: str
@@ -430,6 +433,7 @@ class TileOp(Stmt):
     scope: ExecScope
     span: Span | None = None
     operand_spans: tuple[Span | None, ...] = ()
+    params: tuple[tuple[str, object], ...] = ()
 
     def __post_init__(self):
         object.__setattr__(self, "scope", ExecScope(self.scope))  # "warp" works too

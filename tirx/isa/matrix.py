@@ -12,6 +12,7 @@ from ..ir import nodes as ir
 from . import fragments
 from .core import Contract, Family, ModifierSlot, OperandSpec, Role
 from .operands import check_register_operand, check_shared_rows, operand_view, registers
+from .shared_rows import element_offset
 
 __all__ = ["SLOTS", "reject", "build", "lower"]
 
@@ -79,9 +80,7 @@ def lower(contract: Contract, op: ir.TileOp) -> list[ir.Stmt]:
     check_shared_rows(contract, shared)
     out = []
     for rep in itertools.product(*(range(e) for e in regs.shape[:-3])):
-        words = ir.as_expr(shared.elem_offset) + shared.layout.apply(
-            *rep, mat, row, 0, shape=shared.shape
-        ).get("m", 0)
+        words = ir.as_expr(element_offset(shared, (*rep, mat, row, 0)))
         addr = ir.AddressOperand(ir.SharedAddress(shared.buffer, words * 4))
         rv = registers(regs, rmap, rep, count, load)
         operands = (rv, addr) if load else (addr, rv)

@@ -16,6 +16,7 @@ from ..errors import ContractError
 from ..ir import nodes as ir
 from ..ir.simplify import static_value
 from .core import Contract, OperandSpec, Role
+from .shared_rows import RowCheck, check_rows
 
 __all__ = ["operand_view", "check_register_operand", "registers", "check_shared_rows"]
 
@@ -136,17 +137,5 @@ def check_shared_rows(contract: Contract, v: ir.View, name: str = "shared"):
         raise ContractError(
             f"{where}: {v.buffer.name!r} must be allocated with align >= 16 (got {v.buffer.align})"
         )
-    base = static_value(v.elem_offset)
-    points = v.layout.table(("m",))
-    for i, coord in enumerate(itertools.product(*(range(e) for e in v.shape[:-1]))):
-        ms = [m for (m,) in points[4 * i : 4 * i + 4]]
-        if ms != list(range(ms[0], ms[0] + 4)):
-            raise ContractError(
-                f"{where}: row {coord} is not 4 consecutive u32 words (word offsets {ms})",
-                hint="each ldmatrix/stmatrix row must be 16 contiguous bytes",
-            )
-        if base is not None and (base + ms[0]) % 4:
-            raise ContractError(
-                f"{where}: row {coord} starts at byte {(base + ms[0]) * 4}, not a multiple of 16",
-                hint="rows must be 16-byte aligned",
-            )
+    hint = "each ldmatrix/stmatrix row must be 4 consecutive u32 words (16 bytes)"
+    check_rows(v, RowCheck(where, 16, 16, hint))

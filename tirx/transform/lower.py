@@ -15,7 +15,9 @@ from ..errors import TirxError, TirxSyntaxError
 from ..ir import nodes as ir
 from ..ir.simplify import static_value
 from ..ir.visitor import DESCEND, Transformer
+from ..isa.shared_rows import element_offset
 from .raw_ptx import lower_raw_ptx
+from .shared_memory import check_shared_limits
 from .tile_ops import lower_tile_op
 
 __all__ = ["lower_function"]
@@ -26,6 +28,7 @@ def lower_function(fn: ir.Function, arch: int = 80) -> ir.Function:
         return fn
     body = _Lowerer(arch).visit(fn.body)
     offsets, total = _plan_shared(fn)
+    check_shared_limits(fn, offsets, total, arch)
     return replace(fn, body=body, lowered=True, shared_offsets=offsets, shared_bytes=total)
 
 
@@ -110,6 +113,12 @@ class _Lowerer(Transformer):
     def enter_AddressOperand(self, op):
         return op
 
+    def enter_Immediate(self, op):
+        return op
+
+    def leave_ScalarOperand(self, op, value):
+        return ir.ScalarOperand(value)
+
     # ----------------------------------------------------------------- expressions
 
     def leaf(self, value):
@@ -147,9 +156,7 @@ class _Lowerer(Transformer):
                     f"of {view.name or view.buffer.name!r}"
                 )
         coords = tuple(indices) if lowered else tuple(self.expr(i) for i in indices)
-        m = layout.apply(*coords, shape=view.shape).get("m", 0)
-        index = ir.as_expr(view.elem_offset) + m
-        return view.buffer, index
+        return view.buffer, ir.as_expr(element_offset(view, coords))
 
 
 def _axes(layout):

@@ -12,11 +12,14 @@ from ..ir import nodes as ir
 from ..isa import Contract, lookup
 from ..isa.operands import check_register_operand
 from ..isa.registry import SPECS
+from .cp_async import is_cp_async, lower_cp_async_tile
 
 __all__ = ["lower_tile_op", "check_register_operand"]
 
 
 def lower_tile_op(op: ir.TileOp, arch: int) -> list[ir.Stmt]:
+    if is_cp_async(op.instruction):
+        return lower_cp_async_tile(op, arch)
     contract = lookup(op.instruction)
     if op.scope != "warp":
         raise TirxSyntaxError(
