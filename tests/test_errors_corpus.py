@@ -10,18 +10,20 @@ import pytest
 
 import tirx
 from tests.helpers import caret_line, define
+from tirx.transform.limits import MachineLimitError
 
-HEAD = """
+HEAD_TEMPLATE = """
 @T.function
 def k(A: T.Tensor((16, 16), "float16"), B: T.Tensor((8, 16), "float16"),
       Out: T.Tensor((16, 8), "float32"), n: T.int32):
-    T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=32))
+    T.device_entry(launch=T.cuda.LaunchConfig({launch}))
     lane = T.cuda.lane_id()
     a = T.alloc_shared((16, 16), "float16", layout="default", align=16)
     ar = T.alloc_local((4,), "uint32")
     br = T.alloc_local((2,), "uint32")
     dr = T.alloc_local((4,), "float32")
 """
+HEAD = HEAD_TEMPLATE.format(launch="grid=1, block=32")
 
 LOAD = "TileLayout(S[(4, 8, 4) : (1, 4 @ laneid, 1 @ laneid)])"
 AW = 'a.view("uint32").rearrange("(g r) (c w) -> (c g) r w", g=2, c=2, w=4)'
@@ -192,6 +194,224 @@ def test_misuse_reports_the_line(case, tmp_path):
 
 def test_corpus_is_large_enough():
     assert len(CASES) >= 30
+    assert len(MACHINE_CASES) >= 25
+
+
+LIMIT = MachineLimitError
+STMATRIX = 'T.ptx["stmatrix.sync.aligned.m8n8.x4.shared.b16"]'
+
+# What the machine forbids, refused at compile time for both targets. Each case: id, the
+# launch configuration (None: grid=1, block=32), the body, the error class, a fragment of the
+# quoted line, and a fragment of the message that names the fix.
+MACHINE_CASES = [
+    # --- launch shapes (CUDA's limits: grid x < 2**31, y, z <= 65535; block <= 1024 threads,
+    #     x, y <= 1024, z <= 64)
+    ("grid-y", "grid=(1, 70000), block=32", "    pass\n", SYN, "LaunchConfig", "y <= 65535"),
+    ("grid-x", "grid=1 << 40, block=32", "    pass\n", SYN, "LaunchConfig", "x <= 2147483647"),
+    ("grid-z", "grid=(1, 1, 65536), block=32", "    pass\n", SYN, "LaunchConfig", "z <="),
+    ("block-z", "grid=1, block=(1, 1, 128)", "    pass\n", SYN, "LaunchConfig", "z <= 64"),
+    ("block-x", "grid=1, block=2048", "    pass\n", SYN, "LaunchConfig", "x <= 1024"),
+    ("block-threads", "grid=1, block=(64, 32)", "    pass\n", SYN, "LaunchConfig", "fewer"),
+    # --- warp-collective instructions need whole warps
+    (
+        "ldmatrix-partial-warp",
+        "grid=1, block=16",
+        f"    T.cuda.tile.apply({LDX4}, ar.view(4, 8, 4, layout={LOAD}), {AW})\n",
+        LIMIT,
+        "T.cuda.tile.apply",
+        "multiple of 32",
+    ),
+    (
+        "mma-partial-warp",
+        "grid=1, block=(8, 5)",
+        f"    T.cuda.tile.apply({MMA}, dr.view(1, 1, 16, 8, layout={D_MMA}), "
+        f"ar.view(1, 1, 16, 8, layout={A_MMA}), br.view(1, 1, 8, 8, layout={B_MMA}), "
+        f"T.float32(0))\n",
+        LIMIT,
+        "T.cuda.tile.apply",
+        "block=64",
+    ),
+    # --- local arrays that no thread can hold (512 KiB of local memory per thread)
+    (
+        "local-too-big",
+        None,
+        '    big = T.alloc_local((200000,), "float32")\n',
+        LIMIT,
+        "T.alloc_local",
+        "T.alloc_shared",
+    ),
+    # --- integers that fit no 64-bit type
+    ("int-literal-2**70", None, "    x = lane + 2**70\n", SYN, "lane + 2**70", "64 bits"),
+    ("int-literal-2**63", None, "    x = lane + 2**63\n", SYN, "lane + 2**63", "T.uint64("),
+    ("int64-overflow", None, "    x = T.int64(2**63)\n", SYN, "T.int64(2**63)", "T.uint64"),
+    ("int32-literal", None, "    x = T.int32(2**31)\n", SYN, "T.int32(2**31)", "wider type"),
+    ("store-huge", None, "    Out[0, 0] = -(2**64)\n", SYN, "Out[0, 0] = -(2**64)", "64 bits"),
+    ("compare-huge", None, "    x = lane < 2**65\n", SYN, "lane < 2**65", "64 bits"),
+    # --- floats where an integer belongs
+    ("range-float", None, "    for i in range(1.5):\n        pass\n", SYN, "1.5", "T.int32"),
+    (
+        "range-float-start",
+        None,
+        "    for i in range(0.5, 4):\n        pass\n",
+        SYN,
+        "0.5",
+        "T.int32",
+    ),
+    (
+        "range-float-element",
+        None,
+        "    for i in range(A[0, 0]):\n        pass\n",
+        SYN,
+        "A[0, 0]",
+        "T.int32",
+    ),
+    ("float-index", None, "    x = A[0, 1.5]\n", SYN, "A[0, 1.5]", "T.int32"),
+    ("float-runtime-index", None, "    x = A[0, A[0, 1]]\n", SYN, "A[0, A[0, 1]]", "T.int32"),
+    # --- printf: what both targets can print
+    ("printf-%s", None, '    T.cuda.printf("%s", lane)\n', SYN, "T.cuda.printf", "%d"),
+    (
+        "printf-missing-arg",
+        None,
+        '    T.cuda.printf("%d %d\\n", lane)\n',
+        SYN,
+        "T.cuda.printf",
+        "one value per conversion",
+    ),
+    (
+        "printf-extra-arg",
+        None,
+        '    T.cuda.printf("lane\\n", lane)\n',
+        SYN,
+        "T.cuda.printf",
+        "one value per conversion",
+    ),
+    (
+        "printf-float-as-int",
+        None,
+        '    T.cuda.printf("%d", T.float32(1))\n',
+        SYN,
+        "T.cuda.printf",
+        "%f",
+    ),
+    (
+        "printf-int-as-float",
+        None,
+        '    T.cuda.printf("%f", lane)\n',
+        SYN,
+        "T.cuda.printf",
+        "T.float32",
+    ),
+    (
+        "printf-star-width",
+        None,
+        '    T.cuda.printf("%*d", lane)\n',
+        SYN,
+        "T.cuda.printf",
+        "one value per conversion",
+    ),
+    ("printf-bad-conv", None, '    T.cuda.printf("%y", lane)\n', SYN, "T.cuda.printf", "%%"),
+    # --- unknown names answered with the closest known ones
+    ("typo-T.cuda", None, "    x = T.cuda.laneid()\n", SYN, "T.cuda.laneid", "T.cuda.lane_id"),
+    (
+        "typo-T",
+        None,
+        '    s = T.alloc_shard((4,), "float32")\n',
+        SYN,
+        "T.alloc_shard",
+        "T.alloc_shared",
+    ),
+    ("typo-T.ptx", None, "    x = T.ptx.mma\n", SYN, "T.ptx.mma", 'T.ptx["'),
+    ("typo-tile", None, "    T.cuda.tile.aply(ar)\n", SYN, "T.cuda.tile.aply", "T.cuda.tile.apply"),
+    ("typo-method", None, "    v = a.permut(1, 0)\n", SYN, "a.permut", "permute"),
+    # --- views
+    (
+        "permute-not-a-permutation",
+        None,
+        "    v = a.permute(0, 0)\n",
+        LAY,
+        "a.permute",
+        "permute(1, 0)",
+    ),
+    (
+        "negative-stride-below-storage",
+        None,
+        "    v = ar.view(4, layout=TileLayout(S[4 : -1]))\n",
+        LAY,
+        "ar.view",
+        "offset of at least 3",
+    ),
+]
+
+
+@pytest.mark.parametrize("case", MACHINE_CASES, ids=[c[0] for c in MACHINE_CASES])
+@pytest.mark.parametrize("target", ["cuda -arch=sm_90", "sim"])
+def test_machine_limits_on_both_targets(case, target, tmp_path):
+    _, launch, body, cls, fragment, fix = case
+    head = HEAD_TEMPLATE.format(launch=launch) if launch else HEAD
+    with pytest.raises(tirx.TirxError) as info:
+        k = define(head + body, tmp_path, "k")
+        tirx.compile(k, target=target)
+    err = info.value
+    assert isinstance(err, cls), f"{type(err).__name__}: {err}"
+    quoted = caret_line(str(err))
+    assert fragment in quoted, f"expected {fragment!r} in the quoted line {quoted!r}\n{err}"
+    assert str(tmp_path) in str(err), "the message names the user's file"
+    assert fix in str(err), f"expected the fix {fix!r} in\n{err}"
+
+
+# The corrected twin of each machine case compiles for both targets.
+FIXED = [
+    ("grid-y", "grid=(1, 65535), block=32", "    pass\n"),
+    ("grid-x", "grid=(2**31 - 1), block=32", "    pass\n"),
+    ("block-z", "grid=1, block=(1, 1, 64)", "    pass\n"),
+    ("block-threads", "grid=1, block=(32, 32)", "    pass\n"),
+    (
+        "ldmatrix-whole-warp",
+        "grid=1, block=48 + 16",
+        f"    T.cuda.tile.apply({LDX4}, ar.view(4, 8, 4, layout={LOAD}), {AW})\n",
+    ),
+    ("local-fits", None, '    big = T.alloc_local((2000,), "float32")\n'),
+    ("int64-max", None, "    x = lane + (2**63 - 1)\n    y = T.int64(2**63 - 1)\n"),
+    ("uint64-max", None, "    x = T.uint64(2**64 - 1)\n"),
+    ("int-index", None, "    x = A[0, T.int32(A[0, 1])]\n"),
+    ("int-range", None, "    for i in range(T.int32(A[0, 0])):\n        pass\n"),
+    (
+        "printf-ok",
+        None,
+        '    T.cuda.printf("%d %5.2f %*d %% %x\\n", lane, T.float32(1), 3, lane, n)\n',
+    ),
+    ("permute", None, "    v = a.permute(1, 0)\n    Out[0, 0] = v[1, 0]\n"),
+    ("negative-stride", None, "    v = ar.view(4, layout=TileLayout(S[4 : -1] + 3))\n"),
+]
+
+
+@pytest.mark.parametrize("case", FIXED, ids=[c[0] for c in FIXED])
+@pytest.mark.parametrize("target", ["cuda -arch=sm_90", "sim"])
+def test_corrected_twins_compile(case, target, tmp_path):
+    _, launch, body = case
+    head = HEAD_TEMPLATE.format(launch=launch) if launch else HEAD
+    k = define(head + body, tmp_path, "k")
+    assert tirx.compile(k, target=target) is not None
+
+
+def test_float_tensor_shape_is_refused_at_the_annotation(tmp_path):
+    with pytest.raises(tirx.TirxSyntaxError) as info:
+        define(
+            """
+            @T.function
+            def k(A: T.Tensor((8, 1.5), "float32")):
+                T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=32))
+            """,
+            tmp_path,
+        )
+    assert caret_line(str(info.value)).startswith("def k(A: T.Tensor((8, 1.5)")
+    assert "^" * len("T.Tensor") in str(info.value)
+    assert "integer" in str(info.value)
+
+
+def test_typo_outside_a_kernel_names_the_closest():
+    with pytest.raises(AttributeError, match="lane_id"):
+        tirx.T.cuda.laneid  # noqa: B018
 
 
 def test_missing_device_entry(tmp_path):

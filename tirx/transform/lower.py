@@ -14,6 +14,7 @@ from dataclasses import replace
 from ..errors import TirxError, TirxSyntaxError
 from ..ir import nodes as ir
 from ..ir.simplify import static_value
+from .limits import check_limits
 from .raw_ptx import lower_raw_ptx
 from .tile_ops import lower_tile_op
 
@@ -26,6 +27,7 @@ def lower_function(fn: ir.Function, arch: int = 80) -> ir.Function:
     lowerer = _Lowerer(arch)
     body = lowerer.stmt(fn.body)
     offsets, total = _plan_shared(fn)
+    check_limits(replace(fn, body=body))
     return replace(fn, body=body, lowered=True, shared_offsets=offsets, shared_bytes=total)
 
 
