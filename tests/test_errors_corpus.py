@@ -450,3 +450,202 @@ def test_calling_a_kernel_directly_says_compile(tmp_path):
 def test_intrinsics_outside_kernels_explain_themselves():
     with pytest.raises(tirx.TirxSyntaxError, match="inside a @T.function"):
         tirx.T.cuda.lane_id()
+
+
+# ------------------------------------------------------------------ decided and allowed
+
+
+def test_assigning_a_scalar_parameter_changes_a_local_copy_on_both_targets(tmp_path):
+    """Decision (docs/semantics.md): a scalar parameter may be assigned; the thread works on
+    its own copy, as in Python and C. Both targets compile it; the simulator's result is
+    the Python one."""
+    np = pytest.importorskip("numpy")
+    k = define(
+        """
+        @T.function
+        def k(A: T.Tensor((32,), "int32"), n: T.int32):
+            T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=32))
+            lane = T.cuda.lane_id()
+            n = n + lane
+            for i in range(2):
+                n += 1
+            A[lane] = n
+        """,
+        tmp_path,
+        "k",
+    )
+    src = tirx.compile(k, target="cuda -arch=sm_90").source
+    assert "n_2 = n;" in src  # the copy is its own C variable; the parameter is never assigned
+    a = np.zeros(32, dtype=np.int32)
+    tirx.compile(k, target="sim")(a, 5)
+    np.testing.assert_array_equal(a, np.arange(32) + 7)
+
+
+def test_any_python_identifier_reaches_c(tmp_path):
+    np = pytest.importorskip("numpy")
+    k = define(
+        """
+        @T.function
+        def k(A: T.Tensor((32,), "int32")):
+            T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=32))
+            λ = T.cuda.lane_id() * 2
+            λ_ = λ + 1
+            Größe = λ_ + λ
+            A[T.cuda.lane_id()] = Größe
+        """,
+        tmp_path,
+        "k",
+    )
+    exe = tirx.compile(k, target="cuda -arch=sm_90")  # NVRTC accepts the generated names
+    body = exe.source.split("#line", 1)[-1]
+    assert body.isascii(), [c for c in body if not c.isascii()]
+    a = np.zeros(32, dtype=np.int32)
+    tirx.compile(k, target="sim")(a)
+    np.testing.assert_array_equal(a, np.arange(32) * 4 + 1)
+
+
+# ------------------------------------------------------------------ arguments at call time
+
+torch = pytest.importorskip("torch")
+
+
+@pytest.fixture
+def copy_kernel(tmp_path):
+    """``Out[i] = In[i] + 1`` over 32 floats: ``In`` is read, ``Out`` written."""
+    return define(
+        """
+        @T.function
+        def copy(In: T.Tensor((32,), "float32"), Out: T.Tensor((32,), "float32")):
+            T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=32))
+            lane = T.cuda.lane_id()
+            Out[lane] = In[lane] + 1.0
+        """,
+        tmp_path,
+        "copy",
+    )
+
+
+def test_tensors_that_require_grad_run_on_the_simulator(copy_kernel):
+    x = torch.arange(32, dtype=torch.float32, requires_grad=True)
+    out = torch.zeros(32, requires_grad=True)
+    tirx.compile(copy_kernel, target="sim")(x, out)
+    assert torch.equal(out.detach(), x.detach() + 1)
+
+
+def test_inference_tensors_run_on_the_simulator(copy_kernel):
+    with torch.inference_mode():
+        x = torch.arange(32, dtype=torch.float32)
+        out = torch.zeros(32)
+    tirx.compile(copy_kernel, target="sim")(x, out)
+    assert torch.equal(out, x + 1)
+
+
+def _quantized():
+    return torch.quantize_per_tensor(torch.zeros(32), 0.1, 0, torch.qint8)
+
+
+REFUSED_KINDS = [
+    ("sparse", lambda: torch.zeros(32).to_sparse(), TypeError, "to_dense()"),
+    ("sparse-csr", lambda: torch.zeros(4, 8).to_sparse_csr(), TypeError, "to_dense()"),
+    ("quantized", _quantized, TypeError, "dequantize()"),
+    ("meta", lambda: torch.empty(32, device="meta"), ValueError, "real device"),
+    ("conjugate-view", lambda: torch.zeros(32, dtype=torch.complex64).conj(), ValueError,
+     "resolve_conj()"),
+    ("nested", lambda: torch.nested.nested_tensor([torch.zeros(16), torch.zeros(16)]),
+     TypeError, "to_padded_tensor"),
+]  # fmt: skip
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")  # torch's beta/deprecation notes
+@pytest.mark.parametrize("case", REFUSED_KINDS, ids=[c[0] for c in REFUSED_KINDS])
+@pytest.mark.parametrize("target", ["sim", "cuda -arch=sm_90"])
+def test_tensor_kinds_without_dense_memory_are_refused_by_name(copy_kernel, case, target):
+    _, make, cls, fix = case
+    try:
+        bad = make()
+    except (RuntimeError, NotImplementedError) as e:  # a kind this torch build lacks
+        pytest.skip(f"cannot build it here: {e}")
+    exe = tirx.compile(copy_kernel, target=target)
+    with pytest.raises(cls) as info:
+        if target == "sim":
+            exe(bad, torch.zeros(32))
+        else:
+            exe.checked_values((bad, torch.zeros(32)))  # the checks a GPU call runs first
+    assert "'In'" in str(info.value) and fix in str(info.value), str(info.value)
+
+
+def _aliases():
+    """``In`` and ``Out`` over the same memory: the same tensor, and two views of one."""
+    same = torch.zeros(32)
+    storage = torch.zeros(48)
+    return [(same, same), (storage[:32], storage[16:])]
+
+
+@pytest.mark.parametrize("which", [0, 1], ids=["same-tensor", "overlapping-views"])
+def test_overlapping_tensors_are_refused_on_the_simulator(copy_kernel, which):
+    x, out = _aliases()[which]
+    with pytest.raises(ValueError, match="'In' and 'Out' overlap") as info:
+        tirx.compile(copy_kernel, target="sim")(x, out)
+    assert "__restrict__" in str(info.value) and "clone()" in str(info.value)
+    np = pytest.importorskip("numpy")
+    arr = np.zeros(32, dtype=np.float32)
+    with pytest.raises(ValueError, match="overlap"):
+        tirx.compile(copy_kernel, target="sim")(arr, arr)
+    tirx.compile(copy_kernel, target="sim")(torch.zeros(32), torch.zeros(32))  # the twin runs
+
+
+def test_tensors_only_read_may_alias(tmp_path):
+    np = pytest.importorskip("numpy")
+    k = define(
+        """
+        @T.function
+        def add(X: T.Tensor((32,), "float32"), Y: T.Tensor((32,), "float32"),
+                Out: T.Tensor((32,), "float32")):
+            T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=32))
+            lane = T.cuda.lane_id()
+            Out[lane] = X[lane] + Y[lane]
+        """,
+        tmp_path,
+        "add",
+    )
+    x, out = np.arange(32, dtype=np.float32), np.zeros(32, dtype=np.float32)
+    tirx.compile(k, target="sim")(x, x, out)
+    np.testing.assert_array_equal(out, 2 * x)
+    with pytest.raises(ValueError, match="'X' and 'Out' overlap"):
+        tirx.compile(k, target="sim")(x, x, x)
+
+
+@pytest.mark.parametrize("native", [False, None], ids=["python-runner", "c-runner"])
+def test_overlapping_tensors_are_refused_by_the_launcher(copy_kernel, native):
+    """The cuda executable's launcher (no GPU: launches recorded, CPU tensors): an aliasing
+    call is refused by name on a memo miss, whichever runner takes it; a good call launches."""
+    from tests.helpers import attach_recorder
+
+    exe = tirx.compile(copy_kernel, target="cuda -arch=sm_90")
+    recorder = attach_recorder(exe, -1)
+    if native is None:
+        launch = pytest.importorskip("tirx.backend.cuda._launch", reason="extension not built")
+        from tirx.backend.cuda import driver
+
+        class FakeKernel:
+            name, handle, max_dynamic_smem = exe.lowered.name, 1, 48 * 1024
+
+        launcher = driver.Launcher(
+            FakeKernel(), exe._kinds, entry=recorder, entry_address=launch.record_entry()
+        )
+        exe._attach(launcher, -1)
+        launch.set_record(len(exe._kinds), 0)
+    try:
+        exe._build_runner(native=native)
+        assert exe.fast_path == ("python" if native is False else "c")
+        x, out = torch.zeros(32), torch.zeros(32)
+        exe(x, out)  # a good call: launched (and remembered)
+        for bad in _aliases():
+            with pytest.raises(ValueError, match="'In' and 'Out' overlap"):
+                exe(*bad)
+        exe(x, out)  # the remembered good call still launches
+    finally:
+        if native is None:
+            launch.set_record(0, 0)
+    if native is False:
+        assert len(recorder.calls) == 2

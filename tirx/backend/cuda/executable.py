@@ -232,12 +232,14 @@ class CudaExecutable(Executable):
         check = self.checker
         if len(args) != len(self._kinds):
             check.count(args)
-        values = []
+        values, tensors = [], []
         for i, (p, a) in enumerate(zip(self.lowered.params, args)):
             if isinstance(p, ir.Buffer):
-                values.append(check.tensor(i, p, a).data_ptr())
+                tensors.append((i, check.tensor(i, p, a)))
+                values.append(tensors[-1][1].data_ptr())
             else:
                 values.append(check.scalar(p, a))
+        check.distinct(tensors)
         return values
 
     @property
@@ -263,7 +265,7 @@ class CudaExecutable(Executable):
         slow = weakref.WeakMethod(self._call_checked)  # no cycle through the runner
         self._run, self._call = make_runners(
             params, dtypes, self._launcher, self._grid, self._block, self._smem, stream,
-            self._ordinal, slow, native,
+            self._ordinal, slow, native, distinct=self.checker.distinct_pointers(),
         )  # fmt: skip
         return self._run
 
@@ -293,8 +295,9 @@ def _default_stream(ordinal: int) -> int:
 
 
 def make_runners(
-    params, torch_dtypes, launcher, grid, block, smem, stream, ordinal, slow, native=None
-):
+    params, torch_dtypes, launcher, grid, block, smem, stream, ordinal, slow, native=None,
+    distinct=None,
+):  # fmt: skip
     """``(run, call)``, two variants of the runner sharing one memo.
 
     Both launch the kernel of ``launcher`` (a :class:`~tirx.backend.cuda.driver.Launcher`)
@@ -309,6 +312,8 @@ def make_runners(
 
     ``call`` is the compiled :class:`_launch.Runner <native_runner>` around the Python one
     where it can be (see :func:`native_runner`); ``native=False`` keeps the Python one.
+    ``distinct(*pointers) -> bool`` (:meth:`ArgChecker.distinct_pointers`) is the miss path's
+    aliasing check of two or more tensors (None: never false).
     """
     launcher.prepare(smem)
     grid, block = tuple(int(x) for x in grid), tuple(int(x) for x in block)
@@ -329,6 +334,7 @@ def make_runners(
         "memo": memo,
         "remember": _remember,
         "slow": slow,
+        "distinct": distinct or _always,
     }
     for i, (p, dt) in enumerate(zip(params, torch_dtypes)):
         if isinstance(p, ir.Buffer):
@@ -409,6 +415,10 @@ def _torch_size(shape):
     return torch.Size(shape)
 
 
+def _always(*pointers) -> bool:
+    return True
+
+
 def _nothing():
     """Stands in for a weak reference before the first check: no tensor is ever it."""
     return None
@@ -476,6 +486,8 @@ def _runner_source(
             scalar_checks.append(f"type({a}) is {slot[0]}")
             values.append(a)
     ptrs = [f"p{i}" for i in tensors]
+    if len(tensors) > 1:  # aliasing tensors (one of them written) take the checked path
+        tensor_checks.append(f"distinct({', '.join(ptrs)})")
     only_tensors = bool(slots) and len(tensors) == len(slots)
     body = [f"[{', '.join(names)}] = args"] + [f"p{i} = a{i}.data_ptr()" for i in tensors]
     body.append(f"ok = {' and '.join(scalar_checks) or 'True'}")
