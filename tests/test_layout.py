@@ -425,3 +425,69 @@ def test_negative_strides_walk_backwards():
     rows_bottom_up = TileLayout(S[(4, 8) : (-8, 1)] + 24)
     assert rows_bottom_up.apply(0, 0)["m"] == 24 and rows_bottom_up.apply(3, 7)["m"] == 7
     assert eval(repr(rows_bottom_up)) == rows_bottom_up
+
+
+# ------------------------------------------------------------- negative strides in tile ops
+
+_REVERSED_REGISTERS = """
+@T.function
+def k(Src: T.Tensor((32, 8), "float16"), Out: T.Tensor((32, 8), "float16"),
+      Regs: T.Tensor((32, 4), "uint32")):
+    T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=32))
+    lane = T.cuda.lane_id()
+    s = T.alloc_shared((32, 8), "float16")
+    t = T.alloc_shared((32, 8), "float16")
+    for i in range(lane, 256, 32):
+        s[i // 8, i % 8] = Src[i // 8, i % 8]
+    T.cuda.cta_sync()
+    regs = T.alloc_local((4,), "uint32")
+    load = TileLayout(S[(4, 8, 4) : ({stride}, 4 @ laneid, 1 @ laneid)] + {offset})
+    src = s.view("uint32").rearrange("(mat row) w -> mat row w", mat=4)
+    dst = t.view("uint32").rearrange("(mat row) w -> mat row w", mat=4)
+    T.cuda.tile.apply(T.ptx["ldmatrix.sync.aligned.m8n8.x4.shared.b16"],
+                      regs.view(4, 8, 4, layout=load), src)
+    T.cuda.tile.apply(T.ptx["stmatrix.sync.aligned.m8n8.x4.shared.b16"],
+                      dst, regs.view(4, 8, 4, layout=load))
+    T.cuda.cta_sync()
+    for i in range(lane, 256, 32):
+        Out[i // 8, i % 8] = t[i // 8, i % 8]
+    for j in range(4):
+        Regs[lane, j] = regs[j]
+"""
+
+
+def test_reversed_register_order_for_ldmatrix_and_stmatrix(tmp_path):
+    """Registers in reverse slot order (a negative m stride): the data round-trips unchanged
+    through ldmatrix and stmatrix, and slot j holds what slot 3 - j holds in the plain order."""
+    np = pytest.importorskip("numpy")
+    import tirx
+    from tests.helpers import define
+
+    src = np.arange(256, dtype=np.float16).reshape(32, 8)
+    regs = {}
+    for name, stride, offset in (("plain", 1, 0), ("reversed", -1, 3)):
+        k = define(_REVERSED_REGISTERS.format(stride=stride, offset=offset), tmp_path, "k")
+        assert tirx.compile(k, target="cuda -arch=sm_90").source  # NVRTC takes it too
+        out = np.zeros((32, 8), dtype=np.float16)
+        regs[name] = np.zeros((32, 4), dtype=np.uint32)
+        tirx.compile(k, target="sim")(src, out, regs[name])
+        np.testing.assert_array_equal(out, src)
+    np.testing.assert_array_equal(regs["reversed"], regs["plain"][:, ::-1])
+
+
+@pytest.mark.gpu
+def test_gpu_reversed_register_order_matches_the_simulator(tmp_path):
+    torch = pytest.importorskip("torch")
+    import tirx
+    from tests.helpers import define
+
+    src = torch.arange(256, dtype=torch.float16).reshape(32, 8)
+    k = define(_REVERSED_REGISTERS.format(stride=-1, offset=3), tmp_path, "k")
+    out, regs = torch.zeros((32, 8), dtype=torch.float16), torch.zeros((32, 4), dtype=torch.uint32)
+    tirx.compile(k, target="sim")(src, out, regs)
+    gout = torch.zeros_like(out, device="cuda")
+    gregs = torch.zeros_like(regs, device="cuda")
+    tirx.compile(k, target="cuda")(src.cuda(), gout, gregs)
+    torch.cuda.synchronize()
+    assert torch.equal(gout.cpu(), src)
+    assert (gregs.cpu().numpy() == regs.numpy()).all()  # (few torch ops take uint32)
