@@ -17,7 +17,8 @@ seed kernel ``warp_matmul(A, B, Out)`` on device 0 it reads::
             if not (m[0]() is a0 and a0._version == m[1] and p0 == m[2]
                     and m[3]() is a1 and ... and p2 == m[8]):
                 ok = (a0.dtype is d0 and a0.shape == s0 and a0.get_device() == 0
-                      and a0.is_contiguous() and ... and a2.is_contiguous())
+                      and a0.is_contiguous() and ... and a2.is_contiguous()
+                      and distinct(p0, p1, p2))
                 if ok:
                     m = memo[0] = remember((a0, a1, a2), (p0, p1, p2), pack(p0, p1, p2))
             s = streams[stream(0)]
@@ -37,7 +38,9 @@ C, calling ``cuLaunchKernel`` directly, and hands every call it declines to ``ca
 :func:`native_runner`). ``d0``/``s0`` are the expected torch dtype and shape, ``entry`` is
 ``cuLaunchKernel``, ``fn`` the kernel, ``pack`` the launcher's
 :class:`~tirx.backend.cuda.driver.ArgPacker`, ``stream`` torch's current-stream getter and
-``streams`` the map from stream handles to ``CUstream`` objects. A twin, ``run(args)``, answers
+``streams`` the map from stream handles to ``CUstream`` objects, ``distinct`` the check that no
+written tensor overlaps another (``ArgChecker.distinct_pointers``; the code declares every
+pointer ``__restrict__``). A twin, ``run(args)``, answers
 True or False instead of falling back (tests use it).
 
 **The memo.** The runner remembers the tensors it last checked (weak references, so it keeps no
