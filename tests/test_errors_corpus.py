@@ -486,7 +486,7 @@ def test_any_python_identifier_reaches_c(tmp_path):
     k = define(
         """
         @T.function
-        def k(A: T.Tensor((32,), "int32")):
+        def kλ(A: T.Tensor((32,), "int32")):
             T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=32))
             λ = T.cuda.lane_id() * 2
             λ_ = λ + 1
@@ -494,7 +494,7 @@ def test_any_python_identifier_reaches_c(tmp_path):
             A[T.cuda.lane_id()] = Größe
         """,
         tmp_path,
-        "k",
+        "kλ",
     )
     exe = tirx.compile(k, target="cuda -arch=sm_90")  # NVRTC accepts the generated names
     body = exe.source.split("#line", 1)[-1]

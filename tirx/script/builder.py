@@ -90,6 +90,10 @@ class _Branch:
 
 class FunctionBuilder:
     def __init__(self, name: str, span: Span | None = None):
+        # the kernel's C name (its entry point in the module): the Python name when C can
+        # spell it, else the ASCII spelling variables get too (``λ`` -> ``u3bb``)
+        if not (name.isascii() and name.isidentifier()) or name in _C_RESERVED:
+            name = (_ascii_identifier(name) or "kernel") + ("_" if name in _C_RESERVED else "")
         self.name = name
         self.span = span
         self.params: list = []
