@@ -10,18 +10,20 @@ import pytest
 
 import tirx
 from tests.helpers import caret_line, define
+from tirx.transform.limits import MachineLimitError
 
-HEAD = """
+HEAD_TEMPLATE = """
 @T.function
 def k(A: T.Tensor((16, 16), "float16"), B: T.Tensor((8, 16), "float16"),
       Out: T.Tensor((16, 8), "float32"), n: T.int32):
-    T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=32))
+    T.device_entry(launch=T.cuda.LaunchConfig({launch}))
     lane = T.cuda.lane_id()
     a = T.alloc_shared((16, 16), "float16", layout="default", align=16)
     ar = T.alloc_local((4,), "uint32")
     br = T.alloc_local((2,), "uint32")
     dr = T.alloc_local((4,), "float32")
 """
+HEAD = HEAD_TEMPLATE.format(launch="grid=1, block=32")
 
 LOAD = "TileLayout(S[(4, 8, 4) : (1, 4 @ laneid, 1 @ laneid)])"
 AW = 'a.view("uint32").rearrange("(g r) (c w) -> (c g) r w", g=2, c=2, w=4)'
@@ -192,6 +194,224 @@ def test_misuse_reports_the_line(case, tmp_path):
 
 def test_corpus_is_large_enough():
     assert len(CASES) >= 30
+    assert len(MACHINE_CASES) >= 25
+
+
+LIMIT = MachineLimitError
+STMATRIX = 'T.ptx["stmatrix.sync.aligned.m8n8.x4.shared.b16"]'
+
+# What the machine forbids, refused at compile time for both targets. Each case: id, the
+# launch configuration (None: grid=1, block=32), the body, the error class, a fragment of the
+# quoted line, and a fragment of the message that names the fix.
+MACHINE_CASES = [
+    # --- launch shapes (CUDA's limits: grid x < 2**31, y, z <= 65535; block <= 1024 threads,
+    #     x, y <= 1024, z <= 64)
+    ("grid-y", "grid=(1, 70000), block=32", "    pass\n", SYN, "LaunchConfig", "y <= 65535"),
+    ("grid-x", "grid=1 << 40, block=32", "    pass\n", SYN, "LaunchConfig", "x <= 2147483647"),
+    ("grid-z", "grid=(1, 1, 65536), block=32", "    pass\n", SYN, "LaunchConfig", "z <="),
+    ("block-z", "grid=1, block=(1, 1, 128)", "    pass\n", SYN, "LaunchConfig", "z <= 64"),
+    ("block-x", "grid=1, block=2048", "    pass\n", SYN, "LaunchConfig", "x <= 1024"),
+    ("block-threads", "grid=1, block=(64, 32)", "    pass\n", SYN, "LaunchConfig", "fewer"),
+    # --- warp-collective instructions need whole warps
+    (
+        "ldmatrix-partial-warp",
+        "grid=1, block=16",
+        f"    T.cuda.tile.apply({LDX4}, ar.view(4, 8, 4, layout={LOAD}), {AW})\n",
+        LIMIT,
+        "T.cuda.tile.apply",
+        "multiple of 32",
+    ),
+    (
+        "mma-partial-warp",
+        "grid=1, block=(8, 5)",
+        f"    T.cuda.tile.apply({MMA}, dr.view(1, 1, 16, 8, layout={D_MMA}), "
+        f"ar.view(1, 1, 16, 8, layout={A_MMA}), br.view(1, 1, 8, 8, layout={B_MMA}), "
+        f"T.float32(0))\n",
+        LIMIT,
+        "T.cuda.tile.apply",
+        "block=64",
+    ),
+    # --- local arrays that no thread can hold (512 KiB of local memory per thread)
+    (
+        "local-too-big",
+        None,
+        '    big = T.alloc_local((200000,), "float32")\n',
+        LIMIT,
+        "T.alloc_local",
+        "T.alloc_shared",
+    ),
+    # --- integers that fit no 64-bit type
+    ("int-literal-2**70", None, "    x = lane + 2**70\n", SYN, "lane + 2**70", "64 bits"),
+    ("int-literal-2**63", None, "    x = lane + 2**63\n", SYN, "lane + 2**63", "T.uint64("),
+    ("int64-overflow", None, "    x = T.int64(2**63)\n", SYN, "T.int64(2**63)", "T.uint64"),
+    ("int32-literal", None, "    x = T.int32(2**31)\n", SYN, "T.int32(2**31)", "wider type"),
+    ("store-huge", None, "    Out[0, 0] = -(2**64)\n", SYN, "Out[0, 0] = -(2**64)", "64 bits"),
+    ("compare-huge", None, "    x = lane < 2**65\n", SYN, "lane < 2**65", "64 bits"),
+    # --- floats where an integer belongs
+    ("range-float", None, "    for i in range(1.5):\n        pass\n", SYN, "1.5", "T.int32"),
+    (
+        "range-float-start",
+        None,
+        "    for i in range(0.5, 4):\n        pass\n",
+        SYN,
+        "0.5",
+        "T.int32",
+    ),
+    (
+        "range-float-element",
+        None,
+        "    for i in range(A[0, 0]):\n        pass\n",
+        SYN,
+        "A[0, 0]",
+        "T.int32",
+    ),
+    ("float-index", None, "    x = A[0, 1.5]\n", SYN, "A[0, 1.5]", "T.int32"),
+    ("float-runtime-index", None, "    x = A[0, A[0, 1]]\n", SYN, "A[0, A[0, 1]]", "T.int32"),
+    # --- printf: what both targets can print
+    ("printf-%s", None, '    T.cuda.printf("%s", lane)\n', SYN, "T.cuda.printf", "%d"),
+    (
+        "printf-missing-arg",
+        None,
+        '    T.cuda.printf("%d %d\\n", lane)\n',
+        SYN,
+        "T.cuda.printf",
+        "one value per conversion",
+    ),
+    (
+        "printf-extra-arg",
+        None,
+        '    T.cuda.printf("lane\\n", lane)\n',
+        SYN,
+        "T.cuda.printf",
+        "one value per conversion",
+    ),
+    (
+        "printf-float-as-int",
+        None,
+        '    T.cuda.printf("%d", T.float32(1))\n',
+        SYN,
+        "T.cuda.printf",
+        "%f",
+    ),
+    (
+        "printf-int-as-float",
+        None,
+        '    T.cuda.printf("%f", lane)\n',
+        SYN,
+        "T.cuda.printf",
+        "T.float32",
+    ),
+    (
+        "printf-star-width",
+        None,
+        '    T.cuda.printf("%*d", lane)\n',
+        SYN,
+        "T.cuda.printf",
+        "one value per conversion",
+    ),
+    ("printf-bad-conv", None, '    T.cuda.printf("%y", lane)\n', SYN, "T.cuda.printf", "%%"),
+    # --- unknown names answered with the closest known ones
+    ("typo-T.cuda", None, "    x = T.cuda.laneid()\n", SYN, "T.cuda.laneid", "T.cuda.lane_id"),
+    (
+        "typo-T",
+        None,
+        '    s = T.alloc_shard((4,), "float32")\n',
+        SYN,
+        "T.alloc_shard",
+        "T.alloc_shared",
+    ),
+    ("typo-T.ptx", None, "    x = T.ptx.mma\n", SYN, "T.ptx.mma", 'T.ptx["'),
+    ("typo-tile", None, "    T.cuda.tile.aply(ar)\n", SYN, "T.cuda.tile.aply", "T.cuda.tile.apply"),
+    ("typo-method", None, "    v = a.permut(1, 0)\n", SYN, "a.permut", "permute"),
+    # --- views
+    (
+        "permute-not-a-permutation",
+        None,
+        "    v = a.permute(0, 0)\n",
+        LAY,
+        "a.permute",
+        "permute(1, 0)",
+    ),
+    (
+        "negative-stride-below-storage",
+        None,
+        "    v = ar.view(4, layout=TileLayout(S[4 : -1]))\n",
+        LAY,
+        "ar.view",
+        "offset of at least 3",
+    ),
+]
+
+
+@pytest.mark.parametrize("case", MACHINE_CASES, ids=[c[0] for c in MACHINE_CASES])
+@pytest.mark.parametrize("target", ["cuda -arch=sm_90", "sim"])
+def test_machine_limits_on_both_targets(case, target, tmp_path):
+    _, launch, body, cls, fragment, fix = case
+    head = HEAD_TEMPLATE.format(launch=launch) if launch else HEAD
+    with pytest.raises(tirx.TirxError) as info:
+        k = define(head + body, tmp_path, "k")
+        tirx.compile(k, target=target)
+    err = info.value
+    assert isinstance(err, cls), f"{type(err).__name__}: {err}"
+    quoted = caret_line(str(err))
+    assert fragment in quoted, f"expected {fragment!r} in the quoted line {quoted!r}\n{err}"
+    assert str(tmp_path) in str(err), "the message names the user's file"
+    assert fix in str(err), f"expected the fix {fix!r} in\n{err}"
+
+
+# The corrected twin of each machine case compiles for both targets.
+FIXED = [
+    ("grid-y", "grid=(1, 65535), block=32", "    pass\n"),
+    ("grid-x", "grid=(2**31 - 1), block=32", "    pass\n"),
+    ("block-z", "grid=1, block=(1, 1, 64)", "    pass\n"),
+    ("block-threads", "grid=1, block=(32, 32)", "    pass\n"),
+    (
+        "ldmatrix-whole-warp",
+        "grid=1, block=48 + 16",
+        f"    T.cuda.tile.apply({LDX4}, ar.view(4, 8, 4, layout={LOAD}), {AW})\n",
+    ),
+    ("local-fits", None, '    big = T.alloc_local((2000,), "float32")\n'),
+    ("int64-max", None, "    x = lane + (2**63 - 1)\n    y = T.int64(2**63 - 1)\n"),
+    ("uint64-max", None, "    x = T.uint64(2**64 - 1)\n"),
+    ("int-index", None, "    x = A[0, T.int32(A[0, 1])]\n"),
+    ("int-range", None, "    for i in range(T.int32(A[0, 0])):\n        pass\n"),
+    (
+        "printf-ok",
+        None,
+        '    T.cuda.printf("%d %5.2f %*d %% %x\\n", lane, T.float32(1), 3, lane, n)\n',
+    ),
+    ("permute", None, "    v = a.permute(1, 0)\n    Out[0, 0] = v[1, 0]\n"),
+    ("negative-stride", None, "    v = ar.view(4, layout=TileLayout(S[4 : -1] + 3))\n"),
+]
+
+
+@pytest.mark.parametrize("case", FIXED, ids=[c[0] for c in FIXED])
+@pytest.mark.parametrize("target", ["cuda -arch=sm_90", "sim"])
+def test_corrected_twins_compile(case, target, tmp_path):
+    _, launch, body = case
+    head = HEAD_TEMPLATE.format(launch=launch) if launch else HEAD
+    k = define(head + body, tmp_path, "k")
+    assert tirx.compile(k, target=target) is not None
+
+
+def test_float_tensor_shape_is_refused_at_the_annotation(tmp_path):
+    with pytest.raises(tirx.TirxSyntaxError) as info:
+        define(
+            """
+            @T.function
+            def k(A: T.Tensor((8, 1.5), "float32")):
+                T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=32))
+            """,
+            tmp_path,
+        )
+    assert caret_line(str(info.value)).startswith("def k(A: T.Tensor((8, 1.5)")
+    assert "^" * len("T.Tensor") in str(info.value)
+    assert "integer" in str(info.value)
+
+
+def test_typo_outside_a_kernel_names_the_closest():
+    with pytest.raises(AttributeError, match="lane_id"):
+        tirx.T.cuda.laneid  # noqa: B018
 
 
 def test_missing_device_entry(tmp_path):
@@ -230,3 +450,202 @@ def test_calling_a_kernel_directly_says_compile(tmp_path):
 def test_intrinsics_outside_kernels_explain_themselves():
     with pytest.raises(tirx.TirxSyntaxError, match="inside a @T.function"):
         tirx.T.cuda.lane_id()
+
+
+# ------------------------------------------------------------------ decided and allowed
+
+
+def test_assigning_a_scalar_parameter_changes_a_local_copy_on_both_targets(tmp_path):
+    """Decision (docs/semantics.md): a scalar parameter may be assigned; the thread works on
+    its own copy, as in Python and C. Both targets compile it; the simulator's result is
+    the Python one."""
+    np = pytest.importorskip("numpy")
+    k = define(
+        """
+        @T.function
+        def k(A: T.Tensor((32,), "int32"), n: T.int32):
+            T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=32))
+            lane = T.cuda.lane_id()
+            n = n + lane
+            for i in range(2):
+                n += 1
+            A[lane] = n
+        """,
+        tmp_path,
+        "k",
+    )
+    src = tirx.compile(k, target="cuda -arch=sm_90").source
+    assert "n_2 = n;" in src  # the copy is its own C variable; the parameter is never assigned
+    a = np.zeros(32, dtype=np.int32)
+    tirx.compile(k, target="sim")(a, 5)
+    np.testing.assert_array_equal(a, np.arange(32) + 7)
+
+
+def test_any_python_identifier_reaches_c(tmp_path):
+    np = pytest.importorskip("numpy")
+    k = define(
+        """
+        @T.function
+        def kλ(A: T.Tensor((32,), "int32")):
+            T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=32))
+            λ = T.cuda.lane_id() * 2
+            λ_ = λ + 1
+            Größe = λ_ + λ
+            A[T.cuda.lane_id()] = Größe
+        """,
+        tmp_path,
+        "kλ",
+    )
+    exe = tirx.compile(k, target="cuda -arch=sm_90")  # NVRTC accepts the generated names
+    body = exe.source.split("#line", 1)[-1]
+    assert body.isascii(), [c for c in body if not c.isascii()]
+    a = np.zeros(32, dtype=np.int32)
+    tirx.compile(k, target="sim")(a)
+    np.testing.assert_array_equal(a, np.arange(32) * 4 + 1)
+
+
+# ------------------------------------------------------------------ arguments at call time
+
+torch = pytest.importorskip("torch")
+
+
+@pytest.fixture
+def copy_kernel(tmp_path):
+    """``Out[i] = In[i] + 1`` over 32 floats: ``In`` is read, ``Out`` written."""
+    return define(
+        """
+        @T.function
+        def copy(In: T.Tensor((32,), "float32"), Out: T.Tensor((32,), "float32")):
+            T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=32))
+            lane = T.cuda.lane_id()
+            Out[lane] = In[lane] + 1.0
+        """,
+        tmp_path,
+        "copy",
+    )
+
+
+def test_tensors_that_require_grad_run_on_the_simulator(copy_kernel):
+    x = torch.arange(32, dtype=torch.float32, requires_grad=True)
+    out = torch.zeros(32, requires_grad=True)
+    tirx.compile(copy_kernel, target="sim")(x, out)
+    assert torch.equal(out.detach(), x.detach() + 1)
+
+
+def test_inference_tensors_run_on_the_simulator(copy_kernel):
+    with torch.inference_mode():
+        x = torch.arange(32, dtype=torch.float32)
+        out = torch.zeros(32)
+    tirx.compile(copy_kernel, target="sim")(x, out)
+    assert torch.equal(out, x + 1)
+
+
+def _quantized():
+    return torch.quantize_per_tensor(torch.zeros(32), 0.1, 0, torch.qint8)
+
+
+REFUSED_KINDS = [
+    ("sparse", lambda: torch.zeros(32).to_sparse(), TypeError, "to_dense()"),
+    ("sparse-csr", lambda: torch.zeros(4, 8).to_sparse_csr(), TypeError, "to_dense()"),
+    ("quantized", _quantized, TypeError, "dequantize()"),
+    ("meta", lambda: torch.empty(32, device="meta"), ValueError, "real device"),
+    ("conjugate-view", lambda: torch.zeros(32, dtype=torch.complex64).conj(), ValueError,
+     "resolve_conj()"),
+    ("nested", lambda: torch.nested.nested_tensor([torch.zeros(16), torch.zeros(16)]),
+     TypeError, "to_padded_tensor"),
+]  # fmt: skip
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")  # torch's beta/deprecation notes
+@pytest.mark.parametrize("case", REFUSED_KINDS, ids=[c[0] for c in REFUSED_KINDS])
+@pytest.mark.parametrize("target", ["sim", "cuda -arch=sm_90"])
+def test_tensor_kinds_without_dense_memory_are_refused_by_name(copy_kernel, case, target):
+    _, make, cls, fix = case
+    try:
+        bad = make()
+    except (RuntimeError, NotImplementedError) as e:  # a kind this torch build lacks
+        pytest.skip(f"cannot build it here: {e}")
+    exe = tirx.compile(copy_kernel, target=target)
+    with pytest.raises(cls) as info:
+        if target == "sim":
+            exe(bad, torch.zeros(32))
+        else:
+            exe.checked_values((bad, torch.zeros(32)))  # the checks a GPU call runs first
+    assert "'In'" in str(info.value) and fix in str(info.value), str(info.value)
+
+
+def _aliases():
+    """``In`` and ``Out`` over the same memory: the same tensor, and two views of one."""
+    same = torch.zeros(32)
+    storage = torch.zeros(48)
+    return [(same, same), (storage[:32], storage[16:])]
+
+
+@pytest.mark.parametrize("which", [0, 1], ids=["same-tensor", "overlapping-views"])
+def test_overlapping_tensors_are_refused_on_the_simulator(copy_kernel, which):
+    x, out = _aliases()[which]
+    with pytest.raises(ValueError, match="'In' and 'Out' overlap") as info:
+        tirx.compile(copy_kernel, target="sim")(x, out)
+    assert "__restrict__" in str(info.value) and "clone()" in str(info.value)
+    np = pytest.importorskip("numpy")
+    arr = np.zeros(32, dtype=np.float32)
+    with pytest.raises(ValueError, match="overlap"):
+        tirx.compile(copy_kernel, target="sim")(arr, arr)
+    tirx.compile(copy_kernel, target="sim")(torch.zeros(32), torch.zeros(32))  # the twin runs
+
+
+def test_tensors_only_read_may_alias(tmp_path):
+    np = pytest.importorskip("numpy")
+    k = define(
+        """
+        @T.function
+        def add(X: T.Tensor((32,), "float32"), Y: T.Tensor((32,), "float32"),
+                Out: T.Tensor((32,), "float32")):
+            T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=32))
+            lane = T.cuda.lane_id()
+            Out[lane] = X[lane] + Y[lane]
+        """,
+        tmp_path,
+        "add",
+    )
+    x, out = np.arange(32, dtype=np.float32), np.zeros(32, dtype=np.float32)
+    tirx.compile(k, target="sim")(x, x, out)
+    np.testing.assert_array_equal(out, 2 * x)
+    with pytest.raises(ValueError, match="'X' and 'Out' overlap"):
+        tirx.compile(k, target="sim")(x, x, x)
+
+
+@pytest.mark.parametrize("native", [False, None], ids=["python-runner", "c-runner"])
+def test_overlapping_tensors_are_refused_by_the_launcher(copy_kernel, native):
+    """The cuda executable's launcher (no GPU: launches recorded, CPU tensors): an aliasing
+    call is refused by name on a memo miss, whichever runner takes it; a good call launches."""
+    from tests.helpers import attach_recorder
+
+    exe = tirx.compile(copy_kernel, target="cuda -arch=sm_90")
+    recorder = attach_recorder(exe, -1)
+    if native is None:
+        launch = pytest.importorskip("tirx.backend.cuda._launch", reason="extension not built")
+        from tirx.backend.cuda import driver
+
+        class FakeKernel:
+            name, handle, max_dynamic_smem = exe.lowered.name, 1, 48 * 1024
+
+        launcher = driver.Launcher(
+            FakeKernel(), exe._kinds, entry=recorder, entry_address=launch.record_entry()
+        )
+        exe._attach(launcher, -1)
+        launch.set_record(len(exe._kinds), 0)
+    try:
+        exe._build_runner(native=native)
+        assert exe.fast_path == ("python" if native is False else "c")
+        x, out = torch.zeros(32), torch.zeros(32)
+        exe(x, out)  # a good call: launched (and remembered)
+        for bad in _aliases():
+            with pytest.raises(ValueError, match="'In' and 'Out' overlap"):
+                exe(*bad)
+        exe(x, out)  # the remembered good call still launches
+    finally:
+        if native is None:
+            launch.set_record(0, 0)
+    if native is False:
+        assert len(recorder.calls) == 2

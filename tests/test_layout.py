@@ -196,7 +196,6 @@ BAD_SPECS = [
     lambda: S[(4, 8) : 1],
     lambda: S[0],  # zero extent
     lambda: S[(4, -2) : (1, 1)],  # negative extent
-    lambda: S[4:-1],  # negative stride
     lambda: S[4:1.5],  # non-int strides
     lambda: S[4:"1"],
     lambda: S[4 : (1 @ laneid + 1)],
@@ -269,7 +268,8 @@ def test_bad_input_raises_layout_error(make):
 def test_size_span_storage_axes():
     layout = TileLayout(S[(2, 8, 4, 2) : (2, 4 @ laneid, 1 @ laneid, 1)] + R[2 : 1 @ warpid] + 3)
     assert layout.size() == 128 and layout.size("laneid") == 32 and layout.size(m) == 4
-    assert layout.span() == 4 and layout.span("laneid") == 32 and layout.span("warpid") == 2
+    # span counts the m offset (3), as TIRx does: 1 + (2 - 1) * 2 + (2 - 1) * 1 + 3
+    assert layout.span() == 7 and layout.span("laneid") == 32 and layout.span("warpid") == 2
     assert layout.span("bx") == 1
     assert layout.axes() == {"m", "laneid", "warpid"} and not layout.is_memory_only()
     storage = layout.storage()
@@ -377,3 +377,117 @@ def test_layout_imports_only_errors_from_tirx():
                 for alias in node.names:
                     assert alias.name.split(".")[0] not in {"tirx", "numpy", "torch"}, path.name
         assert len(path.read_text().splitlines()) < 400, path.name
+
+
+# ---------------------------------------------------------------------- span as TIRx counts it
+
+# (spec, span(), span("laneid")) as apache-tvm-tirx 0.1.0a4's TileLayout.span reports them
+# (measured on that package; for non-negative strides it is 1 + offset + sum((e - 1) * s)).
+TIRX_SPANS = [
+    (S[8], 8, 1),
+    (S[(4, 8)], 32, 1),
+    (S[(4, 8, 4) : (1, 4 @ laneid, 1 @ laneid)], 4, 32),
+    (S[(4, 2) : (1, 8)], 12, 1),
+    (S[(4,) : (1,)] + R[2:4], 8, 1),
+    (S[(8,) : (1 @ laneid,)] + R[4 : 8 @ laneid], 1, 32),
+    (S[(4,) : (1,)] + 5, 9, 1),
+    (S[(4, 2) : (0, 1)], 2, 1),
+    (S[(2, 4) : (3, 2)], 10, 1),
+    (S[(3, 3) : (1, 1)], 5, 1),
+    (S[(8,) : (1,)] + 3 @ laneid, 8, 4),
+]
+
+
+@pytest.mark.parametrize("spec, span_m, span_lane", TIRX_SPANS, ids=range(len(TIRX_SPANS)))
+def test_span_counts_offsets_as_tirx_does(spec, span_m, span_lane):
+    layout = TileLayout(spec)
+    assert (layout.span(), layout.span("laneid")) == (span_m, span_lane)
+
+
+@pytest.mark.parametrize("spec", [spec for spec, _, _ in TIRX_SPANS] + [
+    S[4:-1] + 3, S[(2, 4) : (4, -1)] + 3, S[(2, 4) : (-4, 1)] + 4, S[(4, 2) : (-2, 1)] + 6,
+])  # fmt: skip
+def test_span_is_one_past_the_highest_position_and_lowest_the_lowest(spec):
+    layout = TileLayout(spec)
+    for axis in ("m", "laneid"):
+        positions = [layout.apply(i)[axis] if axis in layout.apply(i) else 0
+                     for i in range(layout.size())]  # fmt: skip
+        copies = [p.get(axis, 0) for i in range(layout.size()) for p in layout.apply_all(i)]
+        assert layout.span(axis) == max(positions + copies) + 1
+        assert layout.lowest(axis) == min(positions + copies + [layout.offsets().get(axis, 0)])
+
+
+def test_negative_strides_walk_backwards():
+    reversed_regs = TileLayout(S[(4, 8, 4) : (-1, 4 @ laneid, 1 @ laneid)] + 3)
+    assert [reversed_regs.apply(i, 0, 0)["m"] for i in range(4)] == [3, 2, 1, 0]
+    assert reversed_regs.span() == 4 and reversed_regs.lowest() == 0
+    assert TileLayout(S[4:-1]).lowest() == -3  # below 0 until an offset lifts it
+    rows_bottom_up = TileLayout(S[(4, 8) : (-8, 1)] + 24)
+    assert rows_bottom_up.apply(0, 0)["m"] == 24 and rows_bottom_up.apply(3, 7)["m"] == 7
+    assert eval(repr(rows_bottom_up)) == rows_bottom_up
+
+
+# ------------------------------------------------------------- negative strides in tile ops
+
+_REVERSED_REGISTERS = """
+@T.function
+def k(Src: T.Tensor((32, 8), "float16"), Out: T.Tensor((32, 8), "float16"),
+      Regs: T.Tensor((32, 4), "uint32")):
+    T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=32))
+    lane = T.cuda.lane_id()
+    s = T.alloc_shared((32, 8), "float16")
+    t = T.alloc_shared((32, 8), "float16")
+    for i in range(lane, 256, 32):
+        s[i // 8, i % 8] = Src[i // 8, i % 8]
+    T.cuda.cta_sync()
+    regs = T.alloc_local((4,), "uint32")
+    load = TileLayout(S[(4, 8, 4) : ({stride}, 4 @ laneid, 1 @ laneid)] + {offset})
+    src = s.view("uint32").rearrange("(mat row) w -> mat row w", mat=4)
+    dst = t.view("uint32").rearrange("(mat row) w -> mat row w", mat=4)
+    T.cuda.tile.apply(T.ptx["ldmatrix.sync.aligned.m8n8.x4.shared.b16"],
+                      regs.view(4, 8, 4, layout=load), src)
+    T.cuda.tile.apply(T.ptx["stmatrix.sync.aligned.m8n8.x4.shared.b16"],
+                      dst, regs.view(4, 8, 4, layout=load))
+    T.cuda.cta_sync()
+    for i in range(lane, 256, 32):
+        Out[i // 8, i % 8] = t[i // 8, i % 8]
+    for j in range(4):
+        Regs[lane, j] = regs[j]
+"""
+
+
+def test_reversed_register_order_for_ldmatrix_and_stmatrix(tmp_path):
+    """Registers in reverse slot order (a negative m stride): the data round-trips unchanged
+    through ldmatrix and stmatrix, and slot j holds what slot 3 - j holds in the plain order."""
+    np = pytest.importorskip("numpy")
+    import tirx
+    from tests.helpers import define
+
+    src = np.arange(256, dtype=np.float16).reshape(32, 8)
+    regs = {}
+    for name, stride, offset in (("plain", 1, 0), ("reversed", -1, 3)):
+        k = define(_REVERSED_REGISTERS.format(stride=stride, offset=offset), tmp_path, "k")
+        assert tirx.compile(k, target="cuda -arch=sm_90").source  # NVRTC takes it too
+        out = np.zeros((32, 8), dtype=np.float16)
+        regs[name] = np.zeros((32, 4), dtype=np.uint32)
+        tirx.compile(k, target="sim")(src, out, regs[name])
+        np.testing.assert_array_equal(out, src)
+    np.testing.assert_array_equal(regs["reversed"], regs["plain"][:, ::-1])
+
+
+@pytest.mark.gpu
+def test_gpu_reversed_register_order_matches_the_simulator(tmp_path):
+    torch = pytest.importorskip("torch")
+    import tirx
+    from tests.helpers import define
+
+    src = torch.arange(256, dtype=torch.float16).reshape(32, 8)
+    k = define(_REVERSED_REGISTERS.format(stride=-1, offset=3), tmp_path, "k")
+    out, regs = torch.zeros((32, 8), dtype=torch.float16), torch.zeros((32, 4), dtype=torch.uint32)
+    tirx.compile(k, target="sim")(src, out, regs)
+    gout = torch.zeros_like(out, device="cuda")
+    gregs = torch.zeros_like(regs, device="cuda")
+    tirx.compile(k, target="cuda")(src.cuda(), gout, gregs)
+    torch.cuda.synchronize()
+    assert torch.equal(gout.cpu(), src)
+    assert (gregs.cpu().numpy() == regs.numpy()).all()  # (few torch ops take uint32)

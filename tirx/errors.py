@@ -20,6 +20,7 @@ __all__ = [
     "LaunchError",
     "SimulationError",
     "render_location",
+    "did_you_mean",
 ]
 
 
@@ -52,6 +53,25 @@ def render_location(span: Span) -> str:
     end = span.end_col if span.end_col is not None and span.end_col > span.col else len(text)
     width = max(min(end, len(text)) - max(span.col, indent), 1)
     return f"{head}\n    {stripped}\n    {' ' * col}{'^' * width}"
+
+
+def did_you_mean(name: str, known, what: str = "") -> str | None:
+    """A hint naming the known names closest to a misspelt ``name`` (``None``: none close).
+
+    Close means :func:`difflib.get_close_matches` finds it, or one name contains the other
+    once underscores are ignored (``laneid`` and ``lane_id``)."""
+    import difflib
+
+    known = sorted(set(known))
+    flat = name.replace("_", "").lower()
+    close = [k for k in known if flat and flat == k.replace("_", "").lower()]
+    close += difflib.get_close_matches(name, known, n=3, cutoff=0.6)
+    close += [k for k in known if len(flat) > 2 and flat in k.replace("_", "").lower()]
+    close = list(dict.fromkeys(close))[:3]
+    if not close:
+        return None
+    names = " or ".join(f"`{what}{k}`" for k in close)
+    return f"did you mean {names}?"
 
 
 class TirxError(Exception):

@@ -4,6 +4,13 @@ An executable checks its arguments against the kernel's parameters (count, dtype
 device, contiguity) with messages that name the parameter, runs the kernel, and offers the
 inspection surface: ``source``, ``ptx``, ``sass``, ``script()``, ``stats``, ``timings``,
 ``cache``.
+
+Both targets take the same tensors. Dense (strided) tensors only: sparse, quantized, nested,
+meta tensors and lazy conjugate/negative views are refused by name. A tensor that requires grad
+is accepted on both (the kernel writes its memory as any custom kernel does, without autograd
+seeing it). Tensors that overlap in memory are refused when the kernel writes one of them: the
+generated code declares every tensor pointer ``__restrict__``, so the GPU may reorder the
+accesses of aliased tensors, and the simulator would then disagree with it.
 """
 
 from __future__ import annotations
@@ -34,6 +41,7 @@ class ArgChecker:
         self.ordinal = ordinal  # the CUDA device the kernel is loaded on (device "cuda" only)
         self.params = fn.params
         self._torch_dtypes = None
+        self._written = None
 
     def _names(self):
         return ", ".join(p.name for p in self.params)
@@ -83,9 +91,11 @@ class ArgChecker:
         return int(value)
 
     def tensor(self, i: int, p: ir.Buffer, t):
-        """Validate a tensor argument; returns it (torch) or a numpy view of it."""
+        """Validate a tensor argument; returns it (torch; for the simulator detached from
+        autograd, over the same memory) or the numpy array."""
         mod = type(t).__module__
         if mod.startswith("torch"):
+            _torch_kind(p, t)
             want = self.torch_dtypes()[i]
             if t.dtype != want:
                 raise TypeError(f"parameter {p.name!r} expects dtype {p.dtype}, got {t.dtype}")
@@ -108,6 +118,8 @@ class ArgChecker:
                 raise ValueError(
                     f"parameter {p.name!r} must be contiguous (call .contiguous() first)"
                 )
+            if dev == "cpu" and getattr(t, "requires_grad", False):
+                return t.detach()  # the same memory; the simulator reads it through numpy
             return t
         if mod.startswith("numpy") and hasattr(t, "dtype") and hasattr(t, "shape"):
             if self.device == "cuda":
@@ -128,6 +140,117 @@ class ArgChecker:
                 raise ValueError(f"parameter {p.name!r} must be a writeable C-contiguous array")
             return t
         raise TypeError(f"parameter {p.name!r} expects a tensor, got {type(t).__name__}")
+
+    def written(self) -> frozenset[int]:
+        """Indices of the tensor parameters the kernel stores into (found once, by a walk over
+        the lowered program's statements)."""
+        if self._written is None:
+            index = {id(p): i for i, p in enumerate(self.params) if isinstance(p, ir.Buffer)}
+            found, todo = set(), [self.fn.body]
+            while todo:  # statements nest shallowly; an explicit stack all the same
+                s = todo.pop()
+                if isinstance(s, ir.Store) and id(s.buffer) in index:
+                    found.add(index[id(s.buffer)])
+                elif isinstance(s, ir.Seq):
+                    todo.extend(s.stmts)
+                elif isinstance(s, (ir.For, ir.While)):
+                    todo.append(s.body)
+                elif isinstance(s, ir.If):
+                    todo.extend(b for b in (s.then_body, s.else_body) if b is not None)
+            self._written = frozenset(found)
+        return self._written
+
+    def distinct(self, tensors) -> None:
+        """Refuse checked tensor arguments (``(index, tensor)`` pairs) whose memory overlaps
+        when the kernel writes one of them: the same tensor as input and output, or two views
+        of one storage."""
+        written = self.written()
+        if not written:
+            return
+        spans = [(i, *_byte_range(t)) for i, t in tensors]
+        for k, (i, lo, hi) in enumerate(spans):
+            for j, lo2, hi2 in spans[k + 1 :]:
+                if (i in written or j in written) and lo < hi2 and lo2 < hi:
+                    a, b = self.params[i].name, self.params[j].name
+                    w = a if i in written else b
+                    raise ValueError(
+                        f"parameters {a!r} and {b!r} overlap in memory (the same tensor, or "
+                        f"views of one), and the kernel writes {w!r}: tensor parameters must "
+                        f"not alias (the CUDA code declares them __restrict__); pass a "
+                        f"separate tensor, e.g. {w}.clone(), and copy it back after the call"
+                    )
+
+    def distinct_pointers(self):
+        """``distinct(*data_pointers) -> bool`` for the launcher's fast check, over the tensor
+        parameters in order (their byte sizes are fixed by dtype and shape): False when two
+        ranges overlap and the kernel writes one of them."""
+        tensor_params = [(i, p) for i, p in enumerate(self.params) if isinstance(p, ir.Buffer)]
+        written = self.written()
+        sizes = [p.dtype.bits // 8 * _prod(p.shape) for _, p in tensor_params]
+        pairs = [
+            (k, n)
+            for k, (i, _) in enumerate(tensor_params)
+            for n, (j, _) in enumerate(tensor_params)
+            if k < n and (i in written or j in written)
+        ]
+
+        def distinct(*ptrs) -> bool:
+            for k, n in pairs:
+                if ptrs[k] < ptrs[n] + sizes[n] and ptrs[n] < ptrs[k] + sizes[k]:
+                    return False
+            return True
+
+        return distinct
+
+
+def _prod(shape) -> int:
+    out = 1
+    for d in shape:
+        out *= d
+    return out
+
+
+def _byte_range(t) -> tuple[int, int]:
+    """``[first byte, one past the last)`` of a checked (contiguous) tensor or array."""
+    if type(t).__module__.startswith("torch"):
+        start = t.data_ptr()
+        return start, start + t.numel() * t.element_size()
+    start = t.__array_interface__["data"][0]
+    return start, start + t.nbytes
+
+
+def _torch_kind(p: ir.Buffer, t) -> None:
+    """Refuse the torch tensors that are not dense data in memory, naming the fix. (Read
+    with defaults: tensor-like objects from torch's own modules may lack some of these.)"""
+    import torch
+
+    if getattr(t, "is_nested", False):
+        raise TypeError(
+            f"parameter {p.name!r} expects a dense tensor, got a nested tensor; pass "
+            f"torch.nested.to_padded_tensor(t, 0)"
+        )
+    if getattr(t, "layout", torch.strided) is not torch.strided:
+        raise TypeError(
+            f"parameter {p.name!r} expects a dense tensor, got a {t.layout} tensor; pass "
+            f"t.to_dense()"
+        )
+    if getattr(t, "is_quantized", False):
+        raise TypeError(
+            f"parameter {p.name!r} expects a {p.dtype} tensor, got a quantized tensor "
+            f"({t.dtype}); pass t.dequantize() or t.int_repr()"
+        )
+    if getattr(t, "is_meta", False):
+        raise ValueError(
+            f"parameter {p.name!r}: a meta tensor has no data to compute on; create it on a "
+            f"real device (torch.empty(..., device='cpu' or 'cuda'))"
+        )
+    conj = getattr(t, "is_conj", bool)()
+    if conj or getattr(t, "is_neg", bool)():
+        view = "conjugate" if conj else "negative"
+        raise ValueError(
+            f"parameter {p.name!r} is a lazy {view} view (its memory holds the values before "
+            f"the {view}); pass t.resolve_conj().resolve_neg()"
+        )
 
 
 def _int_range(d):
@@ -197,6 +320,10 @@ class SimExecutable(Executable):
                 continue
             # sim.run writes in place into torch CPU tensors and numpy arrays alike
             values.append(self.checker.tensor(i, p, a))
+        self.checker.distinct(
+            [(i, v) for i, (p, v) in enumerate(zip(self.lowered.params, values))
+             if isinstance(p, ir.Buffer)]
+        )  # fmt: skip
         from . import sim
 
         result = sim.run(self.lowered, values, trace=trace, stdout=stdout or sys.stdout)

@@ -52,7 +52,10 @@ file is a header (magic, format version, key, sha256 and length of the metadata,
 payloads), the metadata (tuples of strings and ints in :mod:`marshal`'s format: the Python
 version is in the key, and reading it costs microseconds), then the payloads, each checked
 against its own sha256 (in the metadata) before it is read. Writes are atomic, as in the CUBIN
-cache; a damaged, truncated or foreign file is a miss and is replaced at the next write. Only a
+cache; a damaged, truncated or foreign file is a miss and is replaced at the next write; an entry that is not a regular file (a named pipe)
+is a miss that is never opened for a blocking read. Writers take an exclusive lock on
+``frontend.lock`` (in the cache directory) while they read, merge and replace an entry, so concurrent writers never
+lose each other's variants or archs. Only a
 successful cuda compile writes, so a kernel that fails anywhere is never stored.
 ``TIRX_CACHE=0`` turns this cache off with the other, and ``tirx.clear_cache()`` empties it.
 """
@@ -65,6 +68,7 @@ import enum
 import functools
 import marshal
 import os
+import stat
 import struct
 import sys
 import types
@@ -83,6 +87,7 @@ FORMAT_VERSION = 1
 _HEADER = struct.Struct("<8sI64s32sQQ")  # magic, version, key, sha256(meta), 2 lengths
 _SUBDIR = "frontend"
 _SUFFIX = ".entry"
+_LOCK = "frontend.lock"  # beside the frontend folder, in the cache directory
 _VARIANTS = 8  # kept per key, the newest first
 _BUDGET = 50_000  # items one fingerprint may visit; a bigger value is not worth a cache entry
 
@@ -378,22 +383,50 @@ def store(kernel, arch: int, lowered: ir.Function, source: str) -> None:
     except (TypeError, ValueError, RecursionError):  # not IR alone; marshal's limits
         return
     record.payloads[arch] = (blob, _sha256(blob).hexdigest())
-    others = []
-    for variant in _read(record.key):
-        if variant.digest == record.digest:
-            record.payloads = {**variant.payloads, **record.payloads}
-        else:
-            others.append(variant)
     from .backend.cuda.cache import write_atomic
 
     directory = config.cache_dir() / _SUBDIR
     try:
         directory.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         directory.mkdir(mode=0o700, exist_ok=True)
-        data = _encode(record.key, [record, *others][:_VARIANTS])
-        write_atomic(directory / (record.key + _SUFFIX), data)
+        # Read, merge and write under the directory's lock: two processes storing variants or
+        # archs of one key at once would otherwise each write back what it read before the
+        # other's write, and one of the two would be lost.
+        with _writer_lock(directory.parent):
+            others = []
+            for variant in _read(record.key):
+                if variant.digest == record.digest:
+                    record.payloads = {**variant.payloads, **record.payloads}
+                else:
+                    others.append(variant)
+            data = _encode(record.key, [record, *others][:_VARIANTS])
+            write_atomic(directory / (record.key + _SUFFIX), data)
     except OSError:
         pass  # the disk is an optimization (the CUBIN cache, in the same directory, warns)
+
+
+@contextlib.contextmanager
+def _writer_lock(directory):
+    """Hold an exclusive ``flock`` on ``directory/frontend.lock`` (created if missing) while writers
+    merge; readers take no lock (writes are atomic renames). Where there is no ``fcntl`` or the
+    lock file is not a regular file, writers go unlocked, as before."""
+    try:
+        import fcntl
+    except ImportError:  # not POSIX
+        yield
+        return
+    flags = os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+    try:
+        fd = os.open(directory / _LOCK, flags, 0o600)
+    except OSError:
+        yield
+        return
+    try:
+        if stat.S_ISREG(os.fstat(fd).st_mode):
+            fcntl.flock(fd, fcntl.LOCK_EX)  # released when fd is closed, or the process dies
+        yield
+    finally:
+        os.close(fd)
 
 
 def clear() -> None:
@@ -433,11 +466,10 @@ def _encode(key: str, records: list[Record]) -> bytes:
 
 def _read(key: str) -> list[Record]:
     """The variants stored under ``key``, newest first; [] without a whole, valid entry."""
-    try:
-        data = (config.cache_dir() / _SUBDIR / (key + _SUFFIX)).read_bytes()
-    except OSError:
-        return []
-    if len(data) < _HEADER.size:
+    from .backend.cuda.cache import read_regular  # skips a named pipe, never blocks on it
+
+    data = read_regular(config.cache_dir() / _SUBDIR / (key + _SUFFIX))
+    if data is None or len(data) < _HEADER.size:
         return []
     magic, version, k, checksum, n_meta, n_payloads = _HEADER.unpack_from(data)
     start = _HEADER.size

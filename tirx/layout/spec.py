@@ -26,7 +26,10 @@ __all__ = ["Iter", "LayoutSpec", "S", "R", "format_spec", "merge_offsets"]
 class Iter:
     """One factor of a layout: ``extent`` positions, each ``stride`` apart on ``axis``.
 
-    ``extent >= 1`` and ``stride >= 0`` are integers; ``axis`` is an :class:`Axis` or its name.
+    ``extent >= 1`` and ``stride`` are integers; ``axis`` is an :class:`Axis` or its name. A
+    stride of 0 broadcasts; a negative stride walks the axis backwards (a reversed register
+    order, rows stored bottom-up), which an offset brings back to positions >= 0 where the
+    layout is used (allocations and views check it).
     """
 
     extent: int
@@ -40,11 +43,6 @@ class Iter:
             raise LayoutError(
                 f"iter extent must be at least 1, got {extent}",
                 hint="every factor of a layout covers at least one position",
-            )
-        if stride < 0:
-            raise LayoutError(
-                f"iter stride must be non-negative, got {stride}",
-                hint="tirx layouts use strides >= 0 (0 broadcasts)",
             )
         object.__setattr__(self, "extent", extent)
         object.__setattr__(self, "stride", stride)

@@ -132,6 +132,10 @@ class ComposeLayout:
         period = self._period
         return -(-self.tile_layout.span() // period) * period
 
+    def lowest(self, axis=None) -> int:
+        """The tile layout's lowest position (a swizzle permutes within periods >= 0)."""
+        return self.tile_layout.lowest(axis)
+
     def axes(self) -> frozenset[str]:
         return self.tile_layout.axes()
 

@@ -128,12 +128,21 @@ class TileLayout:
         return math.prod(it.extent for it in self.shard if it.axis == axis)
 
     def span(self, axis: Axis | str | None = None) -> int:
-        """Footprint ``1 + sum((e - 1) * s)`` on ``axis`` (default ``m``) over shard and replica
-        iters, offsets excluded. For a local buffer it is the per-thread register count."""
+        """Footprint on ``axis`` (default ``m``), one past the highest position reached:
+        ``1 + offset + sum((e - 1) * s)`` over shard and replica iters (the offset counted, as
+        TIRx does), a negative stride adding nothing. For a local buffer: the register count."""
+        return 1 + self._reach(axis, max)
+
+    def lowest(self, axis: Axis | str | None = None) -> int:
+        """The lowest position reached on ``axis`` (default ``m``): the offset plus every
+        negative stride's walk down. Below 0 the layout cannot describe storage."""
+        return self._reach(axis, min)
+
+    def _reach(self, axis, pick) -> int:
         axis = m if axis is None else as_axis(axis)
-        return 1 + sum(
-            (it.extent - 1) * it.stride for it in self.shard + self.replica if it.axis == axis
-        )
+        iters = [it for it in self.shard + self.replica if it.axis == axis]
+        walks = sum(pick((it.extent - 1) * it.stride, 0) for it in iters)
+        return walks + sum(v for a, v in self.offset if a == axis)
 
     def storage(self) -> TileLayout:
         """The layout with every thread-axis iter and offset dropped."""

@@ -8,11 +8,11 @@ declared once at the top of the kernel.
 from __future__ import annotations
 
 import contextlib
-import re
 
 from ..dtypes import DType, dtype_of
 from ..errors import Span, TirxSyntaxError
 from ..ir import nodes as ir
+from .checks import int_literal
 from .tensor import default_layout, make_buffer, region
 
 __all__ = ["FunctionBuilder"]
@@ -90,6 +90,10 @@ class _Branch:
 
 class FunctionBuilder:
     def __init__(self, name: str, span: Span | None = None):
+        # the kernel's C name (its entry point in the module): the Python name when C can
+        # spell it, else the ASCII spelling variables get too (``λ`` -> ``u3bb``)
+        if not (name.isascii() and name.isidentifier()) or name in _C_RESERVED:
+            name = (_ascii_identifier(name) or "kernel") + ("_" if name in _C_RESERVED else "")
         self.name = name
         self.span = span
         self.params: list = []
@@ -106,8 +110,9 @@ class FunctionBuilder:
 
     def c_name(self, hint: str) -> str:
         """A unique C identifier for a kernel symbol named ``hint`` by the user."""
-        # an ASCII identifier has no \W character: skip the regex (compiled on first use)
-        base = hint if hint.isascii() and hint.isidentifier() else re.sub(r"\W", "_", hint)
+        # C identifiers are ASCII: any other character of a Python name (``λ``) is spelt by
+        # its code point (``u3bb``), so distinct names stay distinct before de-duplication
+        base = hint if hint.isascii() and hint.isidentifier() else _ascii_identifier(hint)
         base = base or "v"
         if base in _C_RESERVED or base.startswith("__") or base.startswith("tirx_"):
             base = base + "_"
@@ -144,10 +149,17 @@ class FunctionBuilder:
         self.params.append(buf)
         self.frames[0][name] = ir.View(buf, dtype, shape, layout, 0, name)
 
-    def add_scalar_param(self, name, dtype: DType, span):
+    def add_scalar_param(self, name, dtype: DType, span, assigned: bool = False):
+        """A scalar parameter. One the body assigns (``assigned``) is copied into a kernel
+        variable first, which the name then refers to: as in Python and C, assigning a
+        parameter changes the thread's own copy, on both targets."""
         var = ir.Var(self.c_name(name), dtype)
         self.params.append(var)
         self.frames[0][name] = var
+        if assigned:
+            copy = self.new_var(name, ir.F32 if dtype.name in ("float16", "bfloat16") else dtype)
+            self.emit(ir.Assign(copy, ir.cast(var, copy.dtype), span))
+            self.frames[0][name] = copy
 
     # ------------------------------------------------------------- statements
 
@@ -185,7 +197,7 @@ class FunctionBuilder:
                 )
             self.bind(name, value)
             return
-        value = ir.as_expr(value)
+        value = ir.as_expr(int_literal(value))
         if isinstance(current, ir.Var):
             var = current
         else:
@@ -211,7 +223,7 @@ class FunctionBuilder:
             )
         if isinstance(value, ir.View):
             raise TirxSyntaxError("cannot assign a tensor to an element", span)
-        self.emit(ir.ElemStore(view, tuple(indices), ir.as_expr(value), span))
+        self.emit(ir.ElemStore(view, tuple(indices), ir.as_expr(int_literal(value)), span))
 
     @contextlib.contextmanager
     def loop(self, name, start, stop, step, kind, span):
@@ -286,6 +298,17 @@ class FunctionBuilder:
             variables=tuple(self.variables),
             span=self.span,
         )
+
+
+def _ascii_identifier(name: str) -> str:
+    out = []
+    for ch in name:
+        if ch.isascii():
+            out.append(ch if ch.isalnum() or ch == "_" else "_")
+        else:
+            out.append(f"u{ord(ch):x}")
+    text = "".join(out)
+    return "_" + text if text[:1].isdigit() else text
 
 
 def _seq(stmts) -> ir.Stmt:

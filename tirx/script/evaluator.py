@@ -11,6 +11,7 @@ from ..dtypes import dtype_of
 from ..errors import TirxError, TirxSyntaxError
 from ..ir import nodes as ir
 from ..ir.simplify import static_value
+from . import checks
 from . import tensor as tensor_ops
 from .namespace import Intrinsic, PtxInstruction, ScalarType
 
@@ -144,14 +145,14 @@ class Evaluator:
                 st = None if item.step is None else self.const(item.step)
                 out.append(slice(lo, hi, st))
             else:
-                out.append(self.scalar(item))
+                out.append(checks.integer_index(self.scalar(item), "an index"))
         return out
 
     def scalar(self, node):
         v = self.value(node)
         if isinstance(v, ir.View) or not (_is_number(v) or isinstance(v, ir.Expr)):
             raise TirxSyntaxError(f"expected a number, got {_kind(v)}", self.p.span(node))
-        return v
+        return checks.int_literal(v)
 
     def loop_range(self, node):
         if not isinstance(node, ast.Call):
@@ -171,6 +172,11 @@ class Evaluator:
         if node.keywords or not 1 <= len(node.args) <= 3:
             raise TirxSyntaxError("range takes 1 to 3 positional arguments", self.p.span(node))
         args = [self.scalar(a) for a in node.args]
+        for v, a in zip(args, node.args):
+            try:
+                checks.integer_index(v, "a loop bound")
+            except TirxError as e:
+                raise e.with_span(self.p.span(a)) from None
         start, stop, step = (0, args[0], 1) if len(args) == 1 else (args + [1])[:3]
         if static_value(step) is None or static_value(step) == 0:
             raise TirxSyntaxError(
@@ -184,9 +190,6 @@ class Evaluator:
                 self.p.span(node),
                 hint="use range(...) or T.serial(...) for run-time bounds",
             )
-        for v, a in zip((start, stop), node.args):
-            if isinstance(v, float) or (isinstance(v, ir.Expr) and v.dtype.kind == "float"):
-                raise TirxSyntaxError("loop bounds must be integers", self.p.span(a))
         return start, stop, static_value(step), kind
 
     # ------------------------------------------------------------------ expressions
@@ -230,9 +233,15 @@ class Evaluator:
         try:
             return getattr(base, attr)
         except AttributeError:
-            raise TirxSyntaxError(
-                f"{_kind(base)} has no attribute {attr!r}", self.p.span(node)
-            ) from None
+            place = _place(base)
+            if place == "T.ptx":
+                raise TirxSyntaxError(
+                    f"T.ptx has no attribute {attr!r}",
+                    self.p.span(node),
+                    hint='T.ptx names an instruction by its full text: T.ptx["mma.sync..."]',
+                ) from None
+            err = checks.unknown_attribute(base, attr, place or _kind(base), place)
+            raise err.with_span(self.p.span(node)) from None
 
     def ex_Tuple(self, node):
         return tuple(self.value(e) for e in node.elts)
@@ -282,6 +291,7 @@ class Evaluator:
         for v in (a, b):
             if not (_is_number(v) or isinstance(v, ir.Expr)):
                 raise TirxSyntaxError(f"cannot use {_kind(v)} in arithmetic")
+            checks.int_literal(v)
         return ir.binop(op, a, b)
 
     def ex_UnaryOp(self, node):
@@ -346,7 +356,7 @@ class Evaluator:
             else:
                 if isinstance(left, ir.View) or isinstance(right, ir.View):
                     raise TirxSyntaxError("tensors cannot be compared", self.p.span(node))
-                c = ir.cmp(cop, left, right)
+                c = ir.cmp(cop, checks.int_literal(left), checks.int_literal(right))
             if c is not None:
                 result = c if result is None else ir.Logic("and", result, c)
             left = right
@@ -376,7 +386,8 @@ class Evaluator:
             return self.intrinsic(f.key, node, name_hint)
         if isinstance(f, ScalarType):
             args = self._args(node, 0, 1, "value")
-            return ir.cast(args[0] if args else 0, f.dtype)
+            value = self._number(args[0], self.p.span(node)) if args else 0
+            return ir.cast(checks.literal_for(value, f.dtype), f.dtype)
         if isinstance(f, PtxInstruction):
             if node.keywords:
                 raise TirxSyntaxError(
@@ -462,10 +473,18 @@ class Evaluator:
                 if not isinstance(v, int):
                     raise TirxSyntaxError(f"rearrange size {k}= must be an int, got {v!r}", span)
             return tensor_ops.rearrange(view, pattern, **sizes)
+        if name == "permute":
+            dims = [self.const(a) for a in node.args]
+            if len(dims) == 1 and isinstance(dims[0], (tuple, list)):
+                dims = list(dims[0])
+            if node.keywords:
+                raise TirxSyntaxError("permute takes the dimensions as positional ints", span)
+            return tensor_ops.permute(view, dims)
         raise TirxSyntaxError(
             f"a tensor has no method {name!r}",
             span,
-            hint="tensors support view(...), rearrange(...) and indexing",
+            hint=checks.did_you_mean(name, _VIEW_METHODS)
+            or "tensors support view(...), rearrange(...), permute(...) and indexing",
         )
 
     def intrinsic(self, key: str, node, name_hint=None):
@@ -494,6 +513,7 @@ class Evaluator:
             if not isinstance(fmt, str):
                 raise TirxSyntaxError("the printf format must be a string constant", span)
             args = tuple(ir.as_expr(self.scalar(a)) for a in node.args[1:])
+            checks.printf_format(fmt, args)
             b.emit(ir.Printf(fmt, args, span))
             return None
         if key == "cuda.tile.apply":
@@ -510,7 +530,7 @@ class Evaluator:
             value, dtype = self._args(node, 2, 2, "value", "dtype")
             if isinstance(dtype, ScalarType):
                 dtype = dtype.dtype
-            return ir.cast(self._number(value, span), dtype_of(dtype))
+            return ir.cast(checks.int_literal(self._number(value, span)), dtype_of(dtype))
         if key in ("min", "max"):
             a, c = self._args(node, 2, 2, "a", "b")
             return self.binop(ir.Op.MIN if key == "min" else ir.Op.MAX, a, c)
@@ -541,7 +561,7 @@ class Evaluator:
             if isinstance(v, ir.View) or isinstance(v, ir.Expr):
                 operands.append(v)
             elif _is_number(v):
-                operands.append(ir.as_expr(v))
+                operands.append(ir.as_expr(checks.int_literal(v)))
             else:
                 raise TirxSyntaxError(
                     f"a tile operand must be a tensor or a value, got {_kind(v)}", self.p.span(a)
@@ -580,6 +600,17 @@ def _dynamic_scope(key: str, where, span) -> bool:
         return True
     allowed = '"shared" or "shared.dyn"' if key == "alloc_shared" else '"local"'
     raise TirxSyntaxError(f"T.{key} scope must be {allowed}, got {where!r}", span)
+
+
+_VIEW_METHODS = ("view", "rearrange", "permute", "shape", "dtype", "layout")
+
+
+def _place(v) -> str | None:
+    """``"T"``, ``"T.cuda"``, ``"T.cuda.tile"`` or ``"T.ptx"`` for those namespace objects."""
+    from .namespace import T
+
+    places = {id(T): "T", id(T.cuda): "T.cuda", id(T.cuda.tile): "T.cuda.tile", id(T.ptx): "T.ptx"}
+    return places.get(id(v))
 
 
 def _kind(v) -> str:

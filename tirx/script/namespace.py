@@ -8,10 +8,12 @@ a kernel. A few are ordinary compile-time values (``T.Tensor`` annotations, dtyp
 
 from __future__ import annotations
 
+import os
+import sys
 from dataclasses import dataclass
 
 from ..dtypes import DTYPES, DType, dtype_of
-from ..errors import TirxSyntaxError
+from ..errors import Span, TirxSyntaxError, did_you_mean
 from ..layout import R, S, TileLayout
 from ..layout.swizzle import ComposeLayout
 
@@ -46,13 +48,43 @@ class TensorAnnotation:
         return f"T.Tensor({self.shape}, {self.dtype.name!r})"
 
 
+_TIRX_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _user_span(text: str) -> Span | None:
+    """Where user code called the function that is raising (two frames up), with a caret
+    under ``text`` on that line; None when tirx itself called it (the parser then locates
+    the error). Python evaluates parameter annotations at ``def`` time, outside the parser:
+    this puts a bad ``T.Tensor(...)`` there at the user's line all the same."""
+    import linecache
+
+    frame = sys._getframe(2)
+    filename = frame.f_code.co_filename
+    if os.path.abspath(filename).startswith(_TIRX_DIR + os.sep):
+        return None
+    line = frame.f_lineno
+    col = linecache.getline(filename, line).find(text)
+    return Span(filename, line, max(col, 0), col + len(text) if col >= 0 else None)
+
+
 def _tensor(shape, dtype="float32") -> TensorAnnotation:
+    try:
+        return _tensor_annotation(shape, dtype)
+    except TirxSyntaxError as e:
+        raise e.with_span(_user_span("T.Tensor")) from None
+
+
+def _tensor_annotation(shape, dtype) -> TensorAnnotation:
     if isinstance(shape, int):
         shape = (shape,)
-    try:
-        shape = tuple(int(s) for s in shape)
-    except (TypeError, ValueError):
-        raise TirxSyntaxError(f"T.Tensor shape must be a tuple of ints, got {shape!r}") from None
+    if not isinstance(shape, (tuple, list)) or not all(
+        isinstance(s, int) and not isinstance(s, bool) for s in shape
+    ):
+        raise TirxSyntaxError(
+            f"T.Tensor shape must be a tuple of ints, got {shape!r}",
+            hint='write every extent as an integer, e.g. T.Tensor((8, 16), "float32")',
+        )
+    shape = tuple(shape)
     if any(s <= 0 for s in shape):
         raise TirxSyntaxError(f"T.Tensor shape must be positive, got {shape}")
     try:
@@ -87,6 +119,12 @@ class PtxInstruction:
 
 
 class _Ptx:
+    def __getattr__(self, name):
+        raise AttributeError(
+            f"T.ptx has no attribute {name!r}: name an instruction by its text, "
+            f'T.ptx["mma.sync.aligned..."]'
+        )
+
     def __getitem__(self, text) -> PtxInstruction:
         if not isinstance(text, str):
             raise TirxSyntaxError(
@@ -104,32 +142,70 @@ class LaunchSpec:
     dynamic_smem_bytes: int = 0
 
 
-def _dim3(name: str, v) -> tuple[int, int, int]:
+# The CUDA programming guide's limits, the same on every architecture tirx targets
+# (sm_80 and later): "Technical Specifications per Compute Capability".
+GRID_LIMITS = (2**31 - 1, 65535, 65535)
+BLOCK_LIMITS = (1024, 1024, 64)
+MAX_THREADS_PER_BLOCK = 1024
+
+
+def _dim3(name: str, v, limits) -> tuple[int, int, int]:
     if isinstance(v, int):
         v = (v,)
     if not isinstance(v, (tuple, list)) or not 1 <= len(v) <= 3:
         raise TirxSyntaxError(f"{name} must be an int or a tuple of 1 to 3 ints, got {v!r}")
-    if not all(isinstance(x, int) and x >= 1 for x in v):
+    if not all(isinstance(x, int) and not isinstance(x, bool) and x >= 1 for x in v):
         raise TirxSyntaxError(f"{name} entries must be positive ints, got {v!r}")
-    return tuple(v) + (1,) * (3 - len(v))
+    v = tuple(v) + (1,) * (3 - len(v))
+    for axis, x, top in zip("xyz", v, limits):
+        if x > top:
+            raise TirxSyntaxError(
+                f"{name} {axis} is {x}, more than the hardware allows ({top})",
+                hint=f"CUDA limits {name} to x <= {limits[0]}, y <= {limits[1]}, "
+                f"z <= {limits[2]}: split the work over more {name} dimensions or loop "
+                "inside the kernel",
+            )
+    return v
 
 
 def _launch_config(grid=1, block=32, dynamic_smem_bytes=0) -> LaunchSpec:
-    grid3, block3 = _dim3("grid", grid), _dim3("block", block)
+    grid3, block3 = _dim3("grid", grid, GRID_LIMITS), _dim3("block", block, BLOCK_LIMITS)
     threads = block3[0] * block3[1] * block3[2]
-    if threads > 1024:
-        raise TirxSyntaxError(f"a block has at most 1024 threads, got {threads} ({block3})")
+    if threads > MAX_THREADS_PER_BLOCK:
+        raise TirxSyntaxError(
+            f"a block has at most {MAX_THREADS_PER_BLOCK} threads, got {threads} ({block3})",
+            hint="use fewer threads per block and more blocks in the grid",
+        )
     if not isinstance(dynamic_smem_bytes, int) or dynamic_smem_bytes < 0:
         raise TirxSyntaxError("dynamic_smem_bytes must be a non-negative int")
     return LaunchSpec(grid3, block3, dynamic_smem_bytes)
 
 
-class _Tile:
+class _Suggesting:
+    """Namespace parts answer an unknown attribute with the closest known names."""
+
+    _place = "T"
+
+    def __getattr__(self, name):
+        if name.startswith("__"):
+            raise AttributeError(name)
+        known = [n for n in vars(self) if not n.startswith("_")]
+        hint = did_you_mean(name, known, f"{self._place}.")
+        raise AttributeError(
+            f"{self._place} has no attribute {name!r}" + (f"; {hint}" if hint else "")
+        )
+
+
+class _Tile(_Suggesting):
+    _place = "T.cuda.tile"
+
     def __init__(self):
         self.apply = Intrinsic("cuda.tile.apply", "Apply a PTX instruction to tile operands.")
 
 
-class _Cuda:
+class _Cuda(_Suggesting):
+    _place = "T.cuda"
+
     def __init__(self):
         self.LaunchConfig = _launch_config
         self.tile = _Tile()
@@ -147,7 +223,7 @@ class _Cuda:
             setattr(self, key, Intrinsic(f"cuda.{key}"))
 
 
-class _Namespace:
+class _Namespace(_Suggesting):
     """The script namespace imported as ``from tirx import T``."""
 
     def __init__(self):

@@ -274,8 +274,9 @@ class Parser:
         self.ev = Evaluator(self, b)
         self._check_signature(fdef)
         b.mutable_names = _mutable_names(fdef)
+        assigned = _assigned_names(fdef)
         for arg in fdef.args.args:
-            self._param(arg)
+            self._param(arg, arg.arg in assigned)
         body = list(fdef.body)
         if body and _is_docstring(body[0]):
             body = body[1:]
@@ -306,7 +307,7 @@ class Parser:
                 "a kernel returns nothing; remove the return annotation", self.span(fdef.returns)
             )
 
-    def _param(self, arg: ast.arg):
+    def _param(self, arg: ast.arg, assigned: bool = False):
         span = self.span(arg)
         if arg.annotation is None:
             raise TirxSyntaxError(
@@ -321,7 +322,7 @@ class Parser:
         if isinstance(ann, TensorAnnotation):
             self.b.add_tensor_param(arg.arg, ann.shape, ann.dtype, span)
         elif isinstance(ann, ScalarType):
-            self.b.add_scalar_param(arg.arg, ann.dtype, span)
+            self.b.add_scalar_param(arg.arg, ann.dtype, span, assigned)
         else:
             raise TirxSyntaxError(
                 f"parameter {arg.arg!r}: annotation must be T.Tensor(shape, dtype) or a scalar "
@@ -518,6 +519,16 @@ def _is_docstring(node) -> bool:
         and isinstance(node.value, ast.Constant)
         and isinstance(node.value.value, str)
     )
+
+
+def _assigned_names(fdef) -> frozenset[str]:
+    """Every name the body assigns (plain, annotated or augmented assignment, loop target)."""
+    names = set()
+    for node in ast.walk(fdef):
+        if isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign, ast.For)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names.update(t.id for t in targets if isinstance(t, ast.Name))
+    return frozenset(names)
 
 
 def _mutable_names(fdef) -> frozenset[str]:

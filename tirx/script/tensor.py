@@ -17,7 +17,15 @@ from ..ir.simplify import static_value
 from ..layout import TileLayout, transpose
 from ..layout.swizzle import ComposeLayout
 
-__all__ = ["make_buffer", "view_dtype", "view_shape", "rearrange", "region", "memory_span"]
+__all__ = [
+    "make_buffer",
+    "view_dtype",
+    "view_shape",
+    "rearrange",
+    "permute",
+    "region",
+    "memory_span",
+]
 
 
 def default_layout(shape: tuple[int, ...]):
@@ -45,6 +53,7 @@ def make_buffer(
     elif not isinstance(layout, (TileLayout, ComposeLayout)):
         raise TirxSyntaxError(f"layout must be a TileLayout or ComposeLayout, got {layout!r}")
     _check_layout_size(layout, shape)
+    _check_lowest(layout, 0, name)
     if scope is not Scope.LOCAL and _thread_axes(layout):
         raise LayoutError(
             f"a {scope.value} allocation's layout must use only the memory axis m, got {layout!r}"
@@ -100,6 +109,7 @@ def view_shape(v: View, shape, layout=None) -> View:
         )
     capacity = v.buffer.nbytes // v.dtype.bytes
     start = static_value(v.elem_offset)
+    _check_lowest(layout, start or 0, v.name or v.buffer.name)
     need = memory_span(layout) + (start or 0)
     if need > capacity:
         raise LayoutError(
@@ -185,6 +195,21 @@ def rearrange(v: View, pattern: str, **sizes: int) -> View:
     layout = transpose(v.layout, atom_shape, perm)
     new_shape = tuple(math.prod(size_of[n] for n in g) for g in rhs)
     return View(v.buffer, v.dtype, new_shape, layout, v.elem_offset, v.name)
+
+
+def permute(v: View, dims) -> View:
+    """``t.permute(*dims)``: dimension ``i`` of the result is dimension ``dims[i]`` of ``v``
+    (a pure view, as ``torch.Tensor.permute``; the layout is reordered, not the data)."""
+    dims = list(dims)
+    if sorted(d for d in dims if isinstance(d, int)) != list(range(len(v.shape))):
+        raise LayoutError(
+            f"permute{tuple(dims)}: expected a permutation of the {len(v.shape)} dimensions "
+            f"of a tensor of shape {v.shape}",
+            hint=f"give each of 0..{len(v.shape) - 1} once, e.g. "
+            f"permute({', '.join(str(d) for d in reversed(range(len(v.shape))))})",
+        )
+    layout = transpose(v.layout, v.shape, dims)
+    return View(v.buffer, v.dtype, tuple(v.shape[d] for d in dims), layout, v.elem_offset, v.name)
 
 
 def region(v: View, indices: list) -> View | None:
@@ -276,6 +301,18 @@ def _check_layout_size(layout, shape):
         raise LayoutError(
             f"layout {layout!r} describes {layout.size()} elements but the shape {tuple(shape)} "
             f"has {math.prod(shape)}"
+        )
+
+
+def _check_lowest(layout, start: int, name: str) -> None:
+    """A layout with negative strides must not reach below the start of its storage."""
+    low = layout.lowest("m") + start
+    if low < 0:
+        raise LayoutError(
+            f"layout {layout!r} reaches position {low} of {name!r}, before its first element "
+            "(a negative stride walks down from the offset)",
+            hint=f"add an offset of at least {-low} on m, e.g. S[...] + {-low}, so that every "
+            "position is >= 0",
         )
 
 

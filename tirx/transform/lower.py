@@ -16,6 +16,7 @@ from ..ir import nodes as ir
 from ..ir.simplify import static_value
 from ..ir.visitor import DESCEND, Transformer
 from ..isa.shared_rows import element_offset
+from .limits import check_limits
 from .raw_ptx import lower_raw_ptx
 from .shared_memory import check_shared_limits
 from .tile_ops import lower_tile_op
@@ -29,6 +30,7 @@ def lower_function(fn: ir.Function, arch: int = 80) -> ir.Function:
     body = _Lowerer(arch).visit(fn.body)
     offsets, total = _plan_shared(fn)
     check_shared_limits(fn, offsets, total, arch)
+    check_limits(replace(fn, body=body))
     return replace(fn, body=body, lowered=True, shared_offsets=offsets, shared_bytes=total)
 
 

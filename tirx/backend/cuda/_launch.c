@@ -9,8 +9,9 @@
  * expected one, ``get_device()`` is the executable's device, ``is_contiguous()``), packs a new
  * block and remembers it in the same memo; then it asks for the current stream and calls
  * cuLaunchKernel through the function pointer it was given. Anything it cannot accept (a
- * failed check, a wrong count, keywords, an argument that is not a tensor) goes to the Python
- * runner, which raises the error that names the parameter. Blocks are never written after they
+ * failed check, a wrong count, keywords, an argument that is not a tensor, two tensors whose
+ * bytes overlap) goes to the Python runner, which raises the error that names the parameter
+ * (or, for overlapping tensors the kernel only reads, launches them itself). Blocks are never written after they
  * are built, so a launch reads what was checked, whatever other threads do.
  *
  * The GIL is released around cuLaunchKernel (it may block while the launch queue is full); the
@@ -53,6 +54,7 @@ typedef struct {
     PyObject *ordinal;
     PyObject *miss; /* the Python runner: call(*args) */
     PyObject *fail; /* fail(err, stream, params): raises the LaunchError (or retries) */
+    uint64_t nbytes[MAX_PARAMS]; /* per parameter: its tensor's size in bytes (shape, dtype) */
 } Runner;
 
 /* 1 when a and b are equal ints, 0 when not (or not ints: the caller then takes the miss). */
@@ -174,6 +176,12 @@ static int full_checks(Runner *self, PyObject *const *args, uint64_t *values) {
             return 0;
         }
     }
+    /* Tensors whose bytes overlap (the same tensor twice, views of one storage): the Python
+     * runner decides, since the code declares every pointer __restrict__. */
+    for (Py_ssize_t i = 0; i < self->n; i++)
+        for (Py_ssize_t j = i + 1; j < self->n; j++)
+            if (values[i] < values[j] + self->nbytes[j] && values[j] < values[i] + self->nbytes[i])
+                return 0;
     return 1;
 }
 
@@ -336,12 +344,27 @@ static int runner_init(PyObject *obj, PyObject *args, PyObject *kwds) {
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *shape = PyTuple_GET_ITEM(shapes, i);
         int ok = PyTuple_Check(shape);
-        for (Py_ssize_t k = 0; ok && k < PyTuple_GET_SIZE(shape); k++)
+        uint64_t bytes = 1;
+        for (Py_ssize_t k = 0; ok && k < PyTuple_GET_SIZE(shape); k++) {
             ok = PyLong_CheckExact(PyTuple_GET_ITEM(shape, k));
-        if (!ok) {
+            if (ok)
+                bytes *= PyLong_AsUnsignedLongLong(PyTuple_GET_ITEM(shape, k));
+        }
+        if (!ok || PyErr_Occurred()) {
+            PyErr_Clear();
             PyErr_SetString(PyExc_ValueError, "Runner: each shape must be a tuple of ints");
             return -1;
         }
+        /* the element size from the dtype (torch.dtype.itemsize); 1 when it has none */
+        PyObject *itemsize = PyObject_GetAttrString(PyTuple_GET_ITEM(dtypes, i), "itemsize");
+        unsigned long long size = itemsize != NULL ? PyLong_AsUnsignedLongLong(itemsize) : 1;
+        Py_XDECREF(itemsize);
+        if (PyErr_Occurred()) {
+            PyErr_Clear();
+            size = 1;
+        }
+        if (i < MAX_PARAMS)
+            self->nbytes[i] = bytes * size;
     }
     self->n = n;
     Py_INCREF(dtypes);

@@ -10,7 +10,9 @@ Writes go to a temporary file in the cache directory and are renamed over the en
 (``os.replace`` is atomic), so a reader sees a whole old entry, a whole new one, or nothing,
 and two processes writing the same key both succeed. Reads check magic, version, key, lengths
 and checksum: a corrupt, truncated or foreign file is a miss (and the next ``put`` overwrites
-it), never a result. The disk is an optimization: a failed write only warns.
+it), never a result. The disk is an optimization: a failed write only warns. Only regular
+files are read (:func:`read_regular`): a named pipe, device or directory where an entry
+should be is a miss, never a blocking read.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import ast
 import contextlib
 import functools
 import os
+import stat
 import struct
 import sys
 import warnings
@@ -35,6 +38,7 @@ __all__ = [
     "default_cache",
     "sha256",
     "write_atomic",
+    "read_regular",
     "FORMAT_VERSION",
 ]
 
@@ -151,6 +155,35 @@ def _decode(key: str, data: bytes) -> NvrtcOutput | None:
         return None
 
 
+def read_regular(path: str | os.PathLike, limit: int = 1 << 31) -> bytes | None:
+    """The bytes of ``path`` when it is a regular file (a symbolic link to one counts) of at
+    most ``limit`` bytes; None for anything else or when it cannot be read.
+
+    The file is opened without blocking and checked with ``fstat`` before a byte is read, so a
+    named pipe (whose open and read would wait for a writer forever), a device or a directory
+    put where a cache entry belongs is skipped at once."""
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+    except OSError:
+        return None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_size > limit:
+            return None
+        chunks, left = [], st.st_size
+        while True:  # a regular file never blocks; read to its end (it may have grown)
+            chunk = os.read(fd, max(left, 1 << 16))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            left = 0
+        return b"".join(chunks)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
 def write_atomic(final: Path, data: bytes) -> None:
     """Write ``data`` to ``final`` (in an existing directory) through a temporary file in the
     same directory renamed over it: readers see the old file, the new one, or none. The
@@ -201,9 +234,8 @@ class CompileCache:
         hit = self._memory.get(key)
         if hit is not None or not self.disk_enabled:
             return hit
-        try:
-            data = self.path(key).read_bytes()
-        except OSError:
+        data = read_regular(self.path(key))
+        if data is None:
             return None
         out = _decode(key, data)
         if out is not None:

@@ -17,7 +17,8 @@ seed kernel ``warp_matmul(A, B, Out)`` on device 0 it reads::
             if not (m[0]() is a0 and a0._version == m[1] and p0 == m[2]
                     and m[3]() is a1 and ... and p2 == m[8]):
                 ok = (a0.dtype is d0 and a0.shape == s0 and a0.get_device() == 0
-                      and a0.is_contiguous() and ... and a2.is_contiguous())
+                      and a0.is_contiguous() and ... and a2.is_contiguous()
+                      and distinct(p0, p1, p2))
                 if ok:
                     m = memo[0] = remember((a0, a1, a2), (p0, p1, p2), pack(p0, p1, p2))
             s = streams[stream(0)]
@@ -37,7 +38,9 @@ C, calling ``cuLaunchKernel`` directly, and hands every call it declines to ``ca
 :func:`native_runner`). ``d0``/``s0`` are the expected torch dtype and shape, ``entry`` is
 ``cuLaunchKernel``, ``fn`` the kernel, ``pack`` the launcher's
 :class:`~tirx.backend.cuda.driver.ArgPacker`, ``stream`` torch's current-stream getter and
-``streams`` the map from stream handles to ``CUstream`` objects. A twin, ``run(args)``, answers
+``streams`` the map from stream handles to ``CUstream`` objects, ``distinct`` the check that no
+written tensor overlaps another (``ArgChecker.distinct_pointers``; the code declares every
+pointer ``__restrict__``). A twin, ``run(args)``, answers
 True or False instead of falling back (tests use it).
 
 **The memo.** The runner remembers the tensors it last checked (weak references, so it keeps no
@@ -236,12 +239,14 @@ class CudaExecutable(Executable):
         check = self.checker
         if len(args) != len(self._kinds):
             check.count(args)
-        values = []
+        values, tensors = [], []
         for i, (p, a) in enumerate(zip(self.lowered.params, args)):
             if isinstance(p, ir.Buffer):
-                values.append(check.tensor(i, p, a).data_ptr())
+                tensors.append((i, check.tensor(i, p, a)))
+                values.append(tensors[-1][1].data_ptr())
             else:
                 values.append(check.scalar(p, a))
+        check.distinct(tensors)
         return values
 
     @property
@@ -267,7 +272,7 @@ class CudaExecutable(Executable):
         slow = weakref.WeakMethod(self._call_checked)  # no cycle through the runner
         self._run, self._call = make_runners(
             params, dtypes, self._launcher, self._grid, self._block, self._smem, stream,
-            self._ordinal, slow, native,
+            self._ordinal, slow, native, distinct=self.checker.distinct_pointers(),
         )  # fmt: skip
         return self._run
 
@@ -297,8 +302,9 @@ def _default_stream(ordinal: int) -> int:
 
 
 def make_runners(
-    params, torch_dtypes, launcher, grid, block, smem, stream, ordinal, slow, native=None
-):
+    params, torch_dtypes, launcher, grid, block, smem, stream, ordinal, slow, native=None,
+    distinct=None,
+):  # fmt: skip
     """``(run, call)``, two variants of the runner sharing one memo.
 
     Both launch the kernel of ``launcher`` (a :class:`~tirx.backend.cuda.driver.Launcher`)
@@ -313,6 +319,8 @@ def make_runners(
 
     ``call`` is the compiled :class:`_launch.Runner <native_runner>` around the Python one
     where it can be (see :func:`native_runner`); ``native=False`` keeps the Python one.
+    ``distinct(*pointers) -> bool`` (:meth:`ArgChecker.distinct_pointers`) is the miss path's
+    aliasing check of two or more tensors (None: never false).
     """
     launcher.prepare(smem)
     grid, block = tuple(int(x) for x in grid), tuple(int(x) for x in block)
@@ -333,6 +341,7 @@ def make_runners(
         "memo": memo,
         "remember": _remember,
         "slow": slow,
+        "distinct": distinct or _always,
     }
     for i, (p, dt) in enumerate(zip(params, torch_dtypes)):
         if isinstance(p, ir.Buffer):
@@ -413,6 +422,10 @@ def _torch_size(shape):
     return torch.Size(shape)
 
 
+def _always(*pointers) -> bool:
+    return True
+
+
 def _nothing():
     """Stands in for a weak reference before the first check: no tensor is ever it."""
     return None
@@ -480,6 +493,8 @@ def _runner_source(
             scalar_checks.append(f"type({a}) is {slot[0]}")
             values.append(a)
     ptrs = [f"p{i}" for i in tensors]
+    if len(tensors) > 1:  # aliasing tensors (one of them written) take the checked path
+        tensor_checks.append(f"distinct({', '.join(ptrs)})")
     only_tensors = bool(slots) and len(tensors) == len(slots)
     body = [f"[{', '.join(names)}] = args"] + [f"p{i} = a{i}.data_ptr()" for i in tensors]
     body.append(f"ok = {' and '.join(scalar_checks) or 'True'}")

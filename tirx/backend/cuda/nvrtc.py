@@ -184,8 +184,13 @@ def _version_memo_path():
 
 
 def _read_version_memo(path) -> tuple[int, int] | None:
+    from .cache import read_regular  # never blocks on a named pipe
+
+    data = read_regular(path)
+    if data is None:
+        return None
     try:
-        memo = ast.literal_eval(path.read_text())  # a dict literal, see below
+        memo = ast.literal_eval(data.decode())  # a dict literal, see below
         st = os.stat(memo["library"])
         if [st.st_size, st.st_mtime_ns] != memo["stat"]:
             return None

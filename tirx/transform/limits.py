@@ -1,0 +1,98 @@
+"""Machine limits checked on the lowered program, the same for both targets.
+
+The simulator could run a kernel the GPU cannot (any block shape, any register array), and
+NVRTC only reports some of these far from the user's line. So what the machine forbids is
+refused here, after lowering and before either backend sees the program:
+
+* **warp-collective instructions in a partial warp.** ``ldmatrix``, ``stmatrix``, ``mma``
+  (and the other ``.sync.aligned`` warp instructions) need all 32 lanes of the warp to take
+  part; a block whose thread count is not a multiple of 32 has a last warp with missing lanes,
+  and the instruction's behaviour there is undefined (PTX ISA: "the mandatory .aligned
+  qualifier indicates that all threads in the warp must execute the same instruction").
+* **local arrays that cannot fit.** A thread's local memory is at most 512 KiB (CUDA
+  programming guide, technical specifications per compute capability: "maximum amount of local
+  memory per thread", the same on sm_80 and sm_90). ``T.alloc_local`` arrays together may not
+  exceed it.
+
+Grid and block shapes are checked where they are written (``T.cuda.LaunchConfig``).
+"""
+
+from __future__ import annotations
+
+from ..errors import LaunchError
+from ..ir import nodes as ir
+
+__all__ = [
+    "check_limits",
+    "MachineLimitError",
+    "LOCAL_BYTES_PER_THREAD",
+    "WARP_COLLECTIVE_OPCODES",
+]
+
+LOCAL_BYTES_PER_THREAD = 512 * 1024
+WARP_SIZE = 32
+# Instructions every lane of a warp must execute together (opcode: text before the first dot).
+WARP_COLLECTIVE_OPCODES = frozenset(
+    {"ldmatrix", "stmatrix", "mma", "wmma", "shfl", "vote", "match", "redux"}
+)
+
+
+class MachineLimitError(LaunchError):
+    """The kernel asks for something no GPU of the target can do (found at compile time)."""
+
+
+def check_limits(fn: ir.Function) -> None:
+    """Raise :class:`MachineLimitError` at the user's line when ``fn`` (lowered) breaks a
+    machine limit; return None otherwise."""
+    _check_local_bytes(fn)
+    block = fn.launch.block
+    threads = block[0] * block[1] * block[2]
+    if threads % WARP_SIZE:
+        for call in _ptx_calls(fn.body):
+            opcode = call.instruction.split(".", 1)[0]
+            if opcode in WARP_COLLECTIVE_OPCODES:
+                full = (threads + WARP_SIZE - 1) // WARP_SIZE * WARP_SIZE
+                raise MachineLimitError(
+                    f"{opcode} is a warp-collective instruction, but the block has "
+                    f"{threads} threads {block}: its last warp has only "
+                    f"{threads % WARP_SIZE} of 32 lanes",
+                    call.span,
+                    hint=f"launch a multiple of 32 threads per block (e.g. block={full}), "
+                    "and guard the extra threads' work with an if instead",
+                )
+
+
+def _check_local_bytes(fn: ir.Function) -> None:
+    total, first = 0, None
+    for buf in fn.allocations:
+        if buf.scope is ir.Scope.LOCAL:
+            total += buf.nbytes
+            if total > LOCAL_BYTES_PER_THREAD:
+                first = buf
+                break
+    if first is not None:
+        raise MachineLimitError(
+            f"the local arrays need {total} bytes per thread (at {first.name!r}), more than "
+            f"a thread's {LOCAL_BYTES_PER_THREAD // 1024} KiB of local memory",
+            first.span,
+            hint="keep per-thread arrays small (registers hold at most 255 32-bit values); "
+            "put large tiles in shared memory (T.alloc_shared) or global tensors",
+        )
+
+
+def _ptx_calls(body):
+    """Every PtxCall of a statement tree, in program order (statements nest shallowly: an
+    explicit stack, no recursion)."""
+    todo = [body]
+    while todo:
+        s = todo.pop()
+        if isinstance(s, ir.PtxCall):
+            yield s
+        elif isinstance(s, ir.Seq):
+            todo.extend(reversed(s.stmts))
+        elif isinstance(s, (ir.For, ir.While)):
+            todo.append(s.body)
+        elif isinstance(s, ir.If):
+            if s.else_body is not None:
+                todo.append(s.else_body)
+            todo.append(s.then_body)
