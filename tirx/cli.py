@@ -265,12 +265,6 @@ def _shape(text: str | None):
     return tuple(int(w) for w in words)
 
 
-def cmd_demo(args) -> int:
-    from . import demo
-
-    return demo.main(args.demo_args)
-
-
 # ------------------------------------------------------------------------ the parser
 
 
@@ -344,15 +338,18 @@ def build_parser() -> argparse.ArgumentParser:
     lay.add_argument("--dpi", type=int, default=150, help="PNG resolution (default 150)")
     lay.set_defaults(func=cmd_layout)
 
-    d = sub.add_parser("demo", help="the seed kernel end to end (python -m tirx.demo)",
-                       add_help=False)  # fmt: skip
-    d.add_argument("demo_args", nargs=argparse.REMAINDER)
-    d.set_defaults(func=cmd_demo)
+    # `tirx demo ...` is handed to the demo's own parser in main; listed here for --help
+    sub.add_parser("demo", help="the seed kernel end to end (python -m tirx.demo)")
     return top
 
 
 def main(argv=None) -> int:
     """The ``tirx`` command; returns the exit status."""
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["demo"]:  # all its options are the demo's own (python -m tirx.demo)
+        from . import demo
+
+        return demo.main(argv[1:], prog="tirx demo")
     parser = build_parser()
     args = parser.parse_args(argv)
     prog = f"tirx {args.command}"

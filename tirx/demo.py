@@ -20,11 +20,11 @@ def _excerpt(text: str, needles: tuple[str, ...], context: int = 0) -> str:
     return "\n".join("    " + ln.strip()[:160] for ln in out)
 
 
-def main(argv=None) -> int:
+def main(argv=None, prog: str = "python -m tirx.demo") -> int:
     """The demo; returns the exit status: 0 when the result matches torch, 1 when the run is
     impossible here (``--target cuda`` without a GPU: one line says so) or fails, 2 for a bad
     option."""
-    ap = argparse.ArgumentParser(prog="python -m tirx.demo", description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(prog=prog, description="The seed kernel end to end.")
     ap.add_argument("--target", default=None, help='"cuda", "sim" (default: GPU if visible)')
     ap.add_argument("--full", action="store_true", help="print the whole CUDA and PTX")
     args = ap.parse_args(argv)
@@ -49,8 +49,9 @@ def main(argv=None) -> int:
 def _cannot_run(target) -> str | None:
     """Why the kernel cannot run on ``target`` here, in one line, or None."""
     import tirx
+    from tirx.cli import on_gpu
 
-    if target.kind != "cuda":
+    if not on_gpu(target):
         return None
     if not tirx.gpu_available():
         return ("--target cuda needs an NVIDIA GPU and none is visible; leave --target out "
@@ -67,6 +68,7 @@ def _demo(target, full: bool) -> int:
     import torch
 
     import tirx
+    from tirx.cli import on_gpu
     from tirx.examples.warp_matmul import warp_matmul
 
     cuda = tirx.compile(warp_matmul, target="cuda")
@@ -92,7 +94,7 @@ def _demo(target, full: bool) -> int:
         print(_excerpt(cuda.ptx, ("ldmatrix", "mma.sync")))
 
     exe = tirx.compile(warp_matmul, target=target)
-    device = "cuda" if exe.target.kind == "cuda" else "cpu"
+    device = "cuda" if on_gpu(exe.target) else "cpu"
     where = "on the GPU" if device == "cuda" else "on the CPU simulator (no GPU visible)"
     torch.manual_seed(0)
     a = torch.randn((16, 16), dtype=torch.float16, device=device)
