@@ -24,6 +24,18 @@ format:
 	$(PY) -m ruff format tirx widgets tests benchmarks
 	$(PY) -m ruff check --fix tirx widgets tests benchmarks
 
+# The benchmarks that make sense without a GPU (compile speed, the launch path's Python cost
+# with the launch stubbed, its parts, the simulator), each table written to
+# benchmarks/results/<name>-<date>-cpu*.md. The GPU ones: benchmarks/run_gpu.sh on a GPU machine.
+RESULTS ?= benchmarks/results
+TODAY := $(shell date -u +%Y-%m-%d)
+bench:
+	$(PY) benchmarks/compile.py --out $(RESULTS)/compile-$(TODAY)-cpu.md
+	$(PY) benchmarks/launch.py --out $(RESULTS)/launch-$(TODAY)-cpu-stub.md
+	$(PY) benchmarks/launch_parts.py --out $(RESULTS)/launch_parts-$(TODAY)-cpu.md
+	{ echo 'Command: `$(PY) benchmarks/sim_speed.py`'; echo; $(PY) benchmarks/sim_speed.py; } \
+		> $(RESULTS)/sim_speed-$(TODAY)-cpu.md
+
 # JupyterLab on the tutorials; kernels use the GPU when visible (TIRX_TARGET as you set it).
 # More options: make lab LAB_ARGS="--no-browser --port=8899"; as root, --allow-root is added.
 LAB_ARGS ?=

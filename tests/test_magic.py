@@ -52,10 +52,16 @@ def ip():
 
 
 def run(ip, line: str, cell: str):
-    """Run a %%tirx cell; return (ExecutionResult, captured outputs)."""
+    """Run a %%tirx cell as a notebook does (its own prompt number); return (ExecutionResult,
+    captured outputs)."""
     with capture_output() as cap:
-        result = ip.run_cell(f"%%tirx {line}\n{cell}")
+        result = ip.run_cell(f"%%tirx {line}\n{cell}", store_history=True)
     return result, cap
+
+
+def line_of(text: str, cell: str) -> int:
+    """The line of ``text`` in a %%tirx cell as the notebook numbers it (the magic is line 1)."""
+    return 2 + next(i for i, ln in enumerate(cell.splitlines()) if text in ln)
 
 
 def test_load_ext_registers_the_cell_magic(ip):
@@ -90,7 +96,7 @@ def test_the_kernel_is_read_from_the_cell_text(ip):
     kernel = ip.user_ns["warp_matmul"]
     assert kernel.source.startswith("@T.function\ndef warp_matmul(")
     assert kernel.source.rstrip("\n") in SEED_CELL
-    assert re.fullmatch(r"<tirx-cell-\d+>", kernel.ir.span.file)  # the registered cell
+    assert re.fullmatch(r"<tirx-cell-\d+(\.\d+)?>", kernel.ir.span.file)  # the registered cell
 
 
 def test_sections_option_chooses_what_is_shown(ip):
@@ -116,7 +122,9 @@ def test_a_compile_error_shows_the_cell_line_with_a_caret(ip):
     shown = "\n".join(err._render_traceback_())
     assert shown in cap.stdout  # what IPython printed is our short text
     assert shown.startswith("LayoutError: ")
-    assert re.search(r"File <tirx-cell-\d+>, line \d+", shown)
+    # the prompt's number and the line as the notebook counts it, the %%tirx line included
+    where = f"Cell In[{result.execution_count}], line {line_of('layout=b_load_layout', bad)},"
+    assert where in shown and "tirx-cell" not in shown
     lines = shown.splitlines()
     caret = next(i for i, ln in enumerate(lines) if set(ln.strip()) == {"^"})
     assert "layout=b_load_layout" in lines[caret - 1]
@@ -136,11 +144,13 @@ def test_python_errors_keep_only_the_cell_frames(ip):
     result, cap = run(ip, "", "x = 1\ny = undefined_thing + x\n")
     shown = "\n".join(result.error_in_exec._render_traceback_())
     assert shown.startswith("NameError: name 'undefined_thing' is not defined")
-    assert "line 2" in shown and "y = undefined_thing + x" in shown
+    assert f"Cell In[{result.execution_count}], line 3" in shown  # line 1: %%tirx
+    assert "y = undefined_thing + x" in shown
     assert "magic.py" not in shown
     result, _ = run(ip, "", "def f(:\n    pass\n")
     shown = "\n".join(result.error_in_exec._render_traceback_())
     assert shown.startswith("SyntaxError") and "def f(:" in shown and "^" in shown
+    assert f"Cell In[{result.execution_count}], line 2" in shown
 
 
 @pytest.mark.parametrize(
@@ -241,9 +251,61 @@ def test_panel_timings_name_the_front_end_cache_only_when_it_served():
 
     cuda = SimpleNamespace(kind="cuda")
     cold = SimpleNamespace(target=cuda, timings={"parse": 1.0, "lower": 2.0, "codegen": 0.5,
-                                                 "nvrtc": 40.0})  # fmt: skip
+                                                 "nvrtc": 40.0, "other": 0.25})  # fmt: skip
     text = KernelPanel.timing_text(cold)
-    assert text == "parse 1.0 ms · lower 2.0 ms · codegen 0.5 ms · NVRTC 40.0 ms · load —"
+    assert text == (
+        "lower 2.0 ms · codegen 0.5 ms · NVRTC 40.0 ms · load — · other 0.2 ms = 42.8 ms"
+    )
     warm = SimpleNamespace(target=cuda, timings={"parse": 0.0, "frontend": 0.6, "lower": 0.0,
                                                  "codegen": 0.0, "nvrtc": 0.4})  # fmt: skip
-    assert KernelPanel.timing_text(warm).startswith("parse 0.0 ms · front-end cache 0.6 ms · ")
+    assert KernelPanel.timing_text(warm).startswith("front-end cache 0.6 ms · lower 0.0 ms · ")
+
+
+def test_the_panel_counts_each_timing_once(ip):
+    """The parse is shown once for the sim run and the CUDA build; each compile row adds up to
+    its call's wall time, and the total is their sum."""
+    from widgets.panel import KernelPanel
+
+    tirx.clear_cache()
+    result, cap = run(ip, "-t sim", SEED_CELL)
+    assert result.success
+    panel = ip.user_ns["_tirx"][0]
+    sim, cuda = panel.executables()
+    text = cap.outputs[0].data["text/plain"]
+    assert text.count("parse") == 1
+    for exe in (sim, cuda):
+        stages = {k: v for k, v in exe.timings.items() if k != "parse"}
+        assert "other" in stages
+        assert f"= {sum(stages.values()):.1f} ms" in KernelPanel.timing_text(exe)
+    parse = sim.timings["parse"]
+    assert parse == cuda.timings["parse"] > 0
+    total = parse + sum(sum(v for k, v in e.timings.items() if k != "parse") for e in (sim, cuda))
+    assert text.splitlines()[3].strip().endswith(f"= {total:.1f} ms")
+    assert 'class="tirx-timings tirx-total"' in cap.outputs[0].data["text/html"]
+
+
+def test_a_kernel_in_an_ordinary_cell_reports_the_cell(ip):
+    """A plain @T.function cell (no magic) is compiled by IPython under a temporary file name;
+    the error names the cell as IPython's own tracebacks do."""
+    cell = (
+        "@T.function\n"
+        "def broken(X: T.Tensor((4,), 'int32')):\n"
+        "    T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=4))\n"
+        "    X[T.cuda.thread_idx('x')] = not_defined_anywhere\n"
+    )
+    with capture_output() as cap:
+        result = ip.run_cell(cell, store_history=True)
+    err = result.error_in_exec
+    assert isinstance(err, tirx.TirxSyntaxError)
+    assert f"Cell In[{result.execution_count}], line 4, column" in str(err)
+    assert "ipython-input" not in str(err) and "ipykernel" not in str(err)
+    assert "not_defined_anywhere" in cap.stdout
+
+
+def test_cells_run_again_get_names_of_their_own(ip):
+    """Without history (the count does not move) each run still has its own source text."""
+    first = ip.run_cell("%%tirx -q -t sim\n" + PRINTF_CELL)
+    second = ip.run_cell("%%tirx -q -t sim\n" + PRINTF_CELL.replace("holds", "has"))
+    assert first.success and second.success
+    kernel = ip.user_ns["hello"]
+    assert "has" in kernel.source and kernel.ir.span.file.startswith("<tirx-cell-")

@@ -20,30 +20,71 @@ def _excerpt(text: str, needles: tuple[str, ...], context: int = 0) -> str:
     return "\n".join("    " + ln.strip()[:160] for ln in out)
 
 
-def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def main(argv=None, prog: str = "python -m tirx.demo") -> int:
+    """The demo; returns the exit status: 0 when the result matches torch, 1 when the run is
+    impossible here (``--target cuda`` without a GPU: one line says so) or fails, 2 for a bad
+    option."""
+    ap = argparse.ArgumentParser(prog=prog, description="The seed kernel end to end.")
     ap.add_argument("--target", default=None, help='"cuda", "sim" (default: GPU if visible)')
     ap.add_argument("--full", action="store_true", help="print the whole CUDA and PTX")
     args = ap.parse_args(argv)
 
+    import tirx
+
+    try:
+        target = tirx.Target.parse(args.target)
+    except tirx.TirxError as e:
+        ap.error(e.message)
+    why = _cannot_run(target)
+    if why:
+        print(f"{ap.prog}: {why}", file=sys.stderr)
+        return 1
+    try:
+        return _demo(target, args.full)
+    except tirx.TirxError as e:
+        print(f"{type(e).__name__}: {e}", file=sys.stderr)
+        return 1
+
+
+def _cannot_run(target) -> str | None:
+    """Why the kernel cannot run on ``target`` here, in one line, or None."""
+    import tirx
+    from tirx.cli import on_gpu
+
+    if not on_gpu(target):
+        return None
+    if not tirx.gpu_available():
+        return ("--target cuda needs an NVIDIA GPU and none is visible; leave --target out "
+                "(or use --target sim) to run on the CPU simulator")  # fmt: skip
+    import torch
+
+    if not torch.cuda.is_available():
+        return (f"--target cuda needs a CUDA build of torch (this is {torch.__version__}); "
+                "use --target sim to run on the CPU simulator")  # fmt: skip
+    return None
+
+
+def _demo(target, full: bool) -> int:
     import torch
 
     import tirx
+    from tirx.cli import on_gpu
     from tirx.examples.warp_matmul import warp_matmul
 
     cuda = tirx.compile(warp_matmul, target="cuda")
+    stages = {k: v for k, v in cuda.timings.items() if k != "parse"}
     print(
-        f"compiled {warp_matmul.name} for {cuda.target} "
+        f"compiled {warp_matmul.name} for {cuda.target} in {sum(stages.values()):.1f} ms "
         f"(cache {cuda.cache}; "
-        + ", ".join(f"{k} {v:.1f} ms" for k, v in cuda.timings.items())
-        + ")"
+        + ", ".join(f"{k} {v:.1f}" for k, v in stages.items())
+        + f"; parsed at import in {cuda.timings['parse']:.1f} ms)"
     )
     st = cuda.stats
     print(
         f"resources: {st.get('registers')} registers, {st['shared_bytes']} shared bytes, "
         f"{st.get('spill_stores')} spill stores"
     )
-    if args.full:
+    if full:
         print(cuda.source)
         print(cuda.ptx)
     else:
@@ -52,8 +93,8 @@ def main(argv=None) -> int:
         print("PTX (the matrix instructions):")
         print(_excerpt(cuda.ptx, ("ldmatrix", "mma.sync")))
 
-    exe = tirx.compile(warp_matmul, target=args.target)
-    device = "cuda" if exe.target.kind == "cuda" else "cpu"
+    exe = tirx.compile(warp_matmul, target=target)
+    device = "cuda" if on_gpu(exe.target) else "cpu"
     where = "on the GPU" if device == "cuda" else "on the CPU simulator (no GPU visible)"
     torch.manual_seed(0)
     a = torch.randn((16, 16), dtype=torch.float16, device=device)

@@ -8,6 +8,7 @@ itself and a caret under the offending text, followed by what to change.
 from __future__ import annotations
 
 import linecache
+import sys
 from dataclasses import dataclass
 
 __all__ = [
@@ -21,6 +22,8 @@ __all__ = [
     "SimulationError",
     "render_location",
     "did_you_mean",
+    "label_source",
+    "source_label",
 ]
 
 
@@ -41,10 +44,35 @@ class Span:
         return linecache.getline(self.file, self.line).rstrip("\n")
 
 
+_LABELS: dict[str, str] = {}
+
+
+def label_source(file: str, label: str) -> None:
+    """Name ``file`` ``label`` in every error from now on (``%%tirx`` names its cells
+    ``Cell In[4]``, after the prompt)."""
+    _LABELS[file] = label
+
+
+def source_label(file: str) -> str:
+    """How errors name a source file: its label (:func:`label_source`); for the code of a
+    notebook cell, compiled under a temporary file name, ``Cell In[4]`` as IPython's own
+    tracebacks say; else ``File <file>``. IPython is asked only when it already runs this
+    process (tirx never imports it)."""
+    label = _LABELS.get(file)
+    if label is not None:
+        return label
+    shell = getattr(sys.modules.get("IPython"), "get_ipython", lambda: None)()
+    try:
+        named = shell.compile.format_code_name(file) if shell is not None else None
+    except Exception:  # noqa: BLE001 - an IPython without it, or another shell: the plain name
+        named = None
+    return " ".join(named) if named else f"File {file}"
+
+
 def render_location(span: Span) -> str:
-    """``file:line:col`` then the source line and a caret line under ``[col, end_col)``."""
+    """``file, line, column`` then the source line and a caret line under ``[col, end_col)``."""
     text = span.source_line()
-    head = f"  File {span.file}, line {span.line}, column {span.col + 1}"
+    head = f"  {source_label(span.file)}, line {span.line}, column {span.col + 1}"
     if not text:
         return head
     stripped = text.lstrip()

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from .dtypes import StrKind
 from .errors import TirxError
@@ -27,11 +27,17 @@ class Target:
 
     ``auto`` records that the kind was chosen for the user (``target=None``): cuda when a GPU
     is visible, otherwise the simulator.
+
+    ``arch_given`` records that the caller named the arch (``"cuda -arch=sm_90"``, or a Target
+    made directly): such a compile never touches the CUDA driver, and its module is loaded at
+    the first launch. Without it the arch came from probing the GPU, and a visible GPU loads the
+    module at compile time. (Not part of equality: both name the same code.)
     """
 
     kind: TargetKind
     arch: str = "sm_90"
     auto: bool = False
+    arch_given: bool = field(default=True, compare=False, repr=False)
 
     def __post_init__(self):
         object.__setattr__(self, "kind", TargetKind(self.kind))  # Target("sim") works too
@@ -70,7 +76,7 @@ class Target:
             if len(words) > 1:
                 raise TirxError(f"the sim target takes no options, got {spec!r}")
             return Target(TargetKind.SIM, "sm_90", auto)
-        arch = None
+        arch, given = None, True
         for w in words[1:]:  # (string tests: a regex compiled here costs 0.2 ms per process)
             if not w.startswith("-arch=") or not _ARCH.match(w[len("-arch=") :]):
                 raise TirxError(f"unknown cuda target option {w!r}", hint="e.g. -arch=sm_90")
@@ -79,7 +85,7 @@ class Target:
             from .backend.cuda.driver import device_arch, gpu_count
 
             arch = device_arch(0) if gpu_count() > 0 else None
-            arch = arch or "sm_80"
+            arch, given = arch or "sm_80", False
         if int(_ARCH.match(arch).group(1)) < 80:
             raise TirxError(f"tirx needs sm_80 or newer, got {arch}")
-        return Target(TargetKind.CUDA, arch, auto)
+        return Target(TargetKind.CUDA, arch, auto, given)

@@ -1,16 +1,17 @@
 """``%%tirx``: a notebook cell as a compiled, inspectable, runnable kernel.
 
 ``%load_ext tirx`` calls :func:`load_ipython_extension`. The cell's text is registered in
-:mod:`linecache` under its own name (``<tirx-cell-N>``), compiled with that name and executed in
-the user namespace, so ``@T.function`` reads the kernel from the cell text itself and every
-error or traceback quotes the cell's own lines. Errors show compactly (message, the line, a
-caret, a hint) instead of a long traceback.
+:mod:`linecache` under its own name (``<tirx-cell-N>``, N the prompt's execution count),
+compiled with that name and executed in the user namespace, so ``@T.function`` reads the kernel
+from the cell text itself and every error or traceback quotes the cell's own lines. Line numbers
+are the cell's as the notebook shows them (the ``%%tirx`` line is line 1), and errors name the
+cell as IPython does, ``Cell In[N]``. Errors show compactly (message, the line, a caret, a
+hint) instead of a long traceback.
 """
 
 from __future__ import annotations
 
 import ast
-import itertools
 import linecache
 import sys
 import time
@@ -22,14 +23,13 @@ from IPython.core.magic_arguments import argument, magic_arguments, parse_argstr
 from IPython.display import display
 
 import tirx
-from tirx.errors import TirxError
+from tirx.errors import TirxError, label_source, source_label
 
 from .capture import c_stdout
 from .panel import KernelPanel, RunReport
 
 __all__ = ["TirxMagics", "CellError", "load_ipython_extension", "register_cell", "prelude"]
 
-_cells = itertools.count(1)
 DEFAULT_SECTIONS = ("cuda", "ptx", "sass", "ir", "resources")
 ALL_SECTIONS = ("cuda", "ptx", "sass", "ir", "lowered", "resources")
 
@@ -46,14 +46,34 @@ class CellError(Exception):
         return self.text.splitlines()
 
 
-def register_cell(text: str) -> str:
-    """Put ``text`` into linecache under a fresh name and return the name."""
-    name = f"<tirx-cell-{next(_cells)}>"
-    lines = text.splitlines(keepends=True)
-    if lines and not lines[-1].endswith("\n"):
+def register_cell(text: str, count: int | None = None) -> str:
+    """Put the body ``text`` of a ``%%tirx`` cell into linecache under a fresh name for the
+    cell with execution count ``count`` and return the name. Line 1 is the magic's own line
+    (kept blank: the text stays Python), so the body's lines have the numbers the notebook
+    shows; errors call the cell ``Cell In[count]``."""
+    stem = f"<tirx-cell-{count if count is not None else 0}"
+    name, again = f"{stem}>", 1
+    while name in linecache.cache:  # a count seen before (a cell run without history, a restart)
+        again += 1
+        name = f"{stem}.{again}>"
+    lines = ["\n", *text.splitlines(keepends=True)]
+    if not lines[-1].endswith("\n"):
         lines[-1] += "\n"
-    linecache.cache[name] = (len(text), None, lines, name)
+    linecache.cache[name] = (len(text) + 1, None, lines, name)
+    if count is not None:
+        label_source(name, f"Cell In[{count}]")
     return name
+
+
+def _prompt_count(shell, cell: str) -> int | None:
+    """The number the prompt shows for the running cell, ``In [4]``: the one its input was
+    stored under in the history (IPython 8 moves ``execution_count`` on after a cell, 9
+    before, so that attribute alone is off by one in one of them). A cell run without history
+    is named with the current count, as IPython names such cells itself."""
+    stored = getattr(getattr(shell, "history_manager", None), "input_hist_raw", None)
+    if stored and "%%tirx" in stored[-1] and stored[-1].rstrip().endswith(cell.rstrip()):
+        return len(stored) - 1
+    return getattr(shell, "execution_count", None)
 
 
 def prelude() -> dict:
@@ -81,13 +101,13 @@ def _compact(err: BaseException, filename: str) -> str:
             (err.offset or 1) - 1 - (len(err.text or "") - len((err.text or "").lstrip())), 0
         )
         return (
-            f"SyntaxError: {err.msg}\n  File {filename}, line {err.lineno}\n"
+            f"SyntaxError: {err.msg}\n  {source_label(filename)}, line {err.lineno}\n"
             f"    {(err.text or '').strip()}\n    {caret}^"
         )
     frames = [f for f in traceback.extract_tb(err.__traceback__) if f.filename == filename]
     lines = [f"{type(err).__name__}: {err}"]
     for f in frames:
-        lines.append(f"  File {f.filename}, line {f.lineno}")
+        lines.append(f"  {source_label(f.filename)}, line {f.lineno}")
         if f.line:
             lines.append(f"    {f.line.strip()}")
     return "\n".join(lines)
@@ -126,9 +146,9 @@ class TirxMagics(Magics):
         ns = self.shell.user_ns
         for name, value in prelude().items():
             ns.setdefault(name, value)
-        filename = register_cell(cell)
+        filename = register_cell(cell, _prompt_count(self.shell, cell))
         try:
-            code = compile(cell, filename, "exec")
+            code = compile("\n" + cell, filename, "exec")  # line 1 is the %%tirx line
             exec(code, ns)  # noqa: S102 - the user's own cell
         except Exception as err:
             raise CellError(_compact(err, filename), err) from None

@@ -21,9 +21,13 @@ SECTIONS = {
     "ir": ("IR", lambda exe: exe.script()),
     "lowered": ("lowered IR", lambda exe: exe.script(lowered=True)),
 }
-TIMING_NAMES = (("parse", "parse"), ("frontend", "front-end cache"), ("lower", "lower"),
-                ("codegen", "codegen"), ("nvrtc", "NVRTC"), ("load", "load"))  # fmt: skip
-_ONLY_WHEN_TAKEN = {"frontend"}  # a stage most compiles do not have: no "—" for it
+# The stages of one tirx.compile call, in order; they add up to the call's wall time ("other"
+# is the rest). "parse" is not among them: @T.function parsed the kernel when the cell defined
+# it, once for every executable made from it, so the panel shows it once (see total_text).
+TIMING_NAMES = (("frontend", "front-end cache"), ("lower", "lower"), ("codegen", "codegen"),
+                ("nvrtc", "NVRTC"), ("load", "load"), ("memo", "memo"),
+                ("other", "other"))  # fmt: skip
+_ONLY_WHEN_TAKEN = {"frontend", "memo", "other"}  # stages most compiles lack: no "—" for them
 
 
 @dataclass
@@ -93,13 +97,26 @@ class KernelPanel:
 
     @staticmethod
     def timing_text(exe) -> str:
+        """The stages of the compile call that made ``exe`` and their sum, the call's wall
+        time: ``lower 2.0 ms · codegen 0.5 ms · NVRTC 40.0 ms · load — = 42.5 ms`` (— for a
+        stage that has not happened, such as loading without a GPU)."""
         t = exe.timings
         parts = [
             f"{label} {t[key]:.1f} ms" if key in t else f"{label} —"
             for key, label in TIMING_NAMES
             if key in t or (exe.target.kind == "cuda" and key not in _ONLY_WHEN_TAKEN)
         ]
-        return " · ".join(parts)
+        return " · ".join(parts) + f" = {_compile_ms(exe):.1f} ms"
+
+    def total_text(self) -> str:
+        """Each timing once: the parse (one for all the kernel's executables) and every
+        compile call, and what they come to."""
+        exes = self.executables()
+        parse = max((exe.timings.get("parse", 0.0) for exe in exes), default=0.0)
+        compiles = [_compile_ms(exe) for exe in exes]
+        terms = " + ".join(f"{ms:.1f}" for ms in compiles)
+        word = "compile" if len(compiles) == 1 else "compiles"
+        return f"parse {parse:.1f} ms + {word} {terms} ms = {parse + sum(compiles):.1f} ms"
 
     def resources_text(self) -> str:
         stats = dict(getattr(self.code or self.exe, "stats", {}) or {})
@@ -124,6 +141,7 @@ class KernelPanel:
         lines = [self.header()]
         for exe in self.executables():
             lines.append(f"  {exe.target} · cache {exe.cache} · {self.timing_text(exe)}")
+        lines.append(f"  {self.total_text()}")
         if "resources" in self.sections:
             lines.append(f"  resources: {self.resources_text()}")
         if self.run is not None:
@@ -160,6 +178,7 @@ class KernelPanel:
                 f'<div class="tirx-timings"><code>{e(str(exe.target))}</code>'
                 f"{badge.format(c=e(exe.cache), bg=bg)} · {e(self.timing_text(exe))}</div>"
             )
+        out.append(f'<div class="tirx-timings tirx-total">{e(self.total_text())}</div>')
         if "resources" in self.sections:
             out.append(f'<div class="tirx-resources">{e(self.resources_text())}</div>')
         if self.run is not None:
@@ -179,3 +198,8 @@ class KernelPanel:
             )
         out.append("</div>")
         return "".join(out)
+
+
+def _compile_ms(exe) -> float:
+    """The wall time of the tirx.compile call that made ``exe``: its stages but parse."""
+    return sum(v for k, v in exe.timings.items() if k != "parse")

@@ -93,7 +93,8 @@ _ORDINAL = 0
 
 def build(kernel, lowered: ir.Function, target, timings: dict, source=None) -> CudaExecutable:
     """Generate (unless ``source``, what codegen made of ``lowered`` before, is given: the
-    front-end cache keeps it), compile (through the cache) and, when a GPU is visible, load."""
+    front-end cache keeps it), compile (through the cache) and load when the target's arch came
+    from the GPU (``target.arch_given``: left to the first launch, see :meth:`CudaExecutable.load`)."""
     t0 = time.perf_counter()
     if source is None:
         source = generate(lowered)
@@ -112,7 +113,9 @@ def build(kernel, lowered: ir.Function, target, timings: dict, source=None) -> C
     timings["nvrtc"] = (t2 - t1) * 1e3
     exe = CudaExecutable(kernel, lowered, target, timings, source, out)
     exe.cache = CacheState(state)
-    if driver.gpu_count() > 0:
+    # A named arch needs no device: the driver is left alone (its bindings cost tens of ms to
+    # import) until the first launch loads the module. Otherwise the target probed already.
+    if not target.arch_given and driver.gpu_count() > 0:
         exe.load()
         timings["load"] = (time.perf_counter() - t2) * 1e3
     return exe

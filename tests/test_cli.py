@@ -1,0 +1,272 @@
+"""The ``tirx`` command line: what each command prints, and its exit codes (0 ok, 1 a mistake
+in the kernel or a failed check, 2 a command-line mistake), never a traceback for a user's
+mistake."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+import tirx
+from tirx.cli import main
+
+ROOT = Path(__file__).resolve().parents[1]
+SEED = ROOT / "tirx" / "examples" / "warp_matmul.py"
+CHECK = "Out = A.float() @ B.float().T"
+
+SCALED = """\
+from tirx import T
+
+
+@T.function
+def scaled(X: T.Tensor((32,), "int32"), Out: T.Tensor((32,), "int32"), k: T.int32):
+    T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=32))
+    i = T.cuda.thread_idx("x")
+    Out[i] = X[i] * k
+
+
+@T.function
+def copied(X: T.Tensor((32,), "int32"), Out: T.Tensor((32,), "int32")):
+    T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=32))
+    i = T.cuda.thread_idx("x")
+    Out[i] = X[i]
+"""
+
+
+def tirx_cli(capsys, *argv) -> tuple[int, str, str]:
+    """Run ``tirx ARGV`` in this process: (exit status, stdout, stderr)."""
+    try:
+        rc = main(list(argv))
+    except SystemExit as e:  # argparse's own exits (usage, --help)
+        rc = e.code
+    out = capsys.readouterr()
+    assert "Traceback" not in out.out + out.err
+    return rc, out.out, out.err
+
+
+def write(tmp_path, name: str, text: str) -> str:
+    path = tmp_path / name
+    path.write_text(textwrap.dedent(text))
+    return str(path)
+
+
+# ------------------------------------------------------------------------ entry points
+
+
+def test_python_m_tirx_and_the_console_script_run_the_cli():
+    out = subprocess.run([sys.executable, "-m", "tirx", "--version"], capture_output=True,
+                         text=True, check=True)  # fmt: skip
+    assert out.stdout.strip() == f"tirx {tirx.__version__}"
+    script = Path(sys.executable).with_name("tirx")
+    assert script.exists(), "pip install -e . installs the `tirx` console script"
+    out = subprocess.run([str(script), "layout", "S[(8, 4) : (4 @ laneid, 1 @ laneid)]"],
+                         capture_output=True, text=True, check=True)  # fmt: skip
+    assert "28:0" in out.stdout  # element (7, 0): lane 4*7 + 0
+
+
+@pytest.mark.parametrize("command", [[], ["compile"], ["run"], ["layout"]])
+def test_help_on_each_command(capsys, command):
+    rc, out, _ = tirx_cli(capsys, *command, "--help")
+    assert rc == 0 and out.startswith("usage: tirx")
+    for word in {(): "compile", ("compile",): "--emit", ("run",): "--check",
+                 ("layout",): "--svg"}[tuple(command)].split():  # fmt: skip
+        assert word in out
+
+
+# ------------------------------------------------------------------------ compile
+
+
+def test_compile_emits_cuda_ptx_ir_and_writes_files(capsys, tmp_path):
+    rc, out, _ = tirx_cli(capsys, "compile", str(SEED), "--arch", "sm_90", "--emit", "ptx")
+    assert rc == 0 and "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32" in out
+    assert ".target sm_90" in out
+    rc, out, _ = tirx_cli(capsys, "compile", f"{SEED}:warp_matmul", "-t", "sim", "--emit", "ir")
+    assert rc == 0 and "def warp_matmul(" in out
+    target = tmp_path / "seed.cu"
+    rc, out, err = tirx_cli(capsys, "compile", str(SEED), "-a", "sm_80", "-o", str(target),
+                            "--stats")  # fmt: skip
+    assert rc == 0 and out == ""
+    assert 'extern "C" __global__' in target.read_text()
+    assert err.startswith("warp_matmul: cuda -arch=sm_80, cache ") and "shared bytes" in err
+
+
+def test_compile_sass(capsys):
+    rc, out, err = tirx_cli(capsys, "compile", str(SEED), "--arch", "sm_90", "--emit", "sass")
+    assert rc == 0, err
+    assert "HMMA.16816.F32" in out  # the mma.sync the PTX asked for
+
+
+def test_compile_from_a_module_name_and_a_kernel_expression(capsys):
+    rc, out, _ = tirx_cli(capsys, "compile", "tirx.examples.warp_matmul", "--emit", "lowered",
+                          "-t", "sim")  # fmt: skip
+    assert rc == 0 and "warp_matmul" in out
+    ref = f"{ROOT / 'tirx' / 'examples' / 'gemm.py'}:make_gemm(64, 64, 32, dtype='bfloat16')"
+    rc, out, _ = tirx_cli(capsys, "compile", ref, "--arch", "sm_90", "--emit", "ptx")
+    assert rc == 0 and "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32" in out
+
+
+def test_a_contract_error_is_printed_with_its_caret_at_the_users_line(capsys, tmp_path):
+    bad = SEED.read_text().replace("ar.view(4, 8, 4, layout=a_load_layout)",
+                                   "ar.view(4, 8, 4, layout=b_load_layout)")  # fmt: skip
+    path = write(tmp_path, "bad_seed.py", bad)
+    line = 1 + next(i for i, ln in enumerate(bad.splitlines()) if "layout=b_load_layout" in ln)
+    rc, out, err = tirx_cli(capsys, "compile", path, "--arch", "sm_90")
+    assert rc == 1 and out == ""
+    lines = err.splitlines()
+    assert lines[0].startswith("LayoutError: ")
+    assert f"  File {path}, line {line}, column" in err
+    caret = next(i for i, ln in enumerate(lines) if set(ln.strip()) == {"^"})
+    assert "layout=b_load_layout" in lines[caret - 1]
+
+
+def test_python_errors_in_the_file_quote_the_files_own_lines(capsys, tmp_path):
+    path = write(tmp_path, "oops.py", "from tirx import T\nscale = 2\nx = scale / undefined_name\n")
+    rc, _, err = tirx_cli(capsys, "compile", path)
+    assert rc == 1
+    assert err.splitlines()[0] == "NameError: name 'undefined_name' is not defined"
+    assert f"File {path}, line 3" in err and "x = scale / undefined_name" in err
+    assert "importlib" not in err and "cli.py" not in err
+    path = write(tmp_path, "syntax.py", "def f(:\n    pass\n")
+    rc, _, err = tirx_cli(capsys, "compile", path)
+    assert rc == 1 and err.startswith("SyntaxError") and "def f(:" in err and "^" in err
+
+
+@pytest.mark.parametrize(
+    "argv, words",
+    [
+        (["compile", "no/such/file.py"], "no such file or module: no/such/file.py"),
+        (["compile", str(SEED), "--emit", "bytes"], "invalid choice: 'bytes'"),
+        (["compile", str(SEED), "--bogus"], "unrecognized arguments: --bogus"),
+        (["compile", str(SEED), "-t", "gpu"], "unknown target 'gpu'"),
+        (["compile", str(SEED), "-t", "sim", "--emit", "ptx"], "--emit ptx needs the cuda target"),
+        (["compile", str(SEED), "--arch", "sm_70"], "sm_80 or newer"),
+        (["compile", f"{SEED}:nothing_here"], "has no 'nothing_here' (its kernels: warp_matmul)"),
+        (["compile", f"{SEED}:a_load_layout"], "is a TileLayout, not a @T.function kernel"),
+        (["run", str(SEED), "--sim", "--check", "Out == "], "--check 'Out == '"),
+        (["run", str(SEED), "--sim", "--check", "C = A"], "no parameter 'C'"),
+        (["run", str(SEED), "--sim", "--check", "Out = A @ Z"], "name 'Z' is not defined"),
+        (["run", str(SEED), "--sim", "--arg", "A=torch.ones(16, 16)"], "expects dtype float16"),
+        (["run", str(SEED), "--sim", "--arg", "Q=1"], "the kernel has no parameter 'Q'"),
+        (["layout", "S[8, 4]", "--shape", "4,x"], "--shape '4,x'"),
+    ],
+)
+def test_command_line_mistakes_exit_2_with_one_line(capsys, argv, words):
+    rc, out, err = tirx_cli(capsys, *argv)
+    assert rc == 2, (out, err)
+    assert words in err.splitlines()[0]
+    assert len(err.splitlines()) <= 2
+
+
+def test_a_file_with_several_kernels_needs_a_name(capsys, tmp_path):
+    path = write(tmp_path, "two.py", SCALED)
+    rc, _, err = tirx_cli(capsys, "compile", path)
+    assert rc == 2 and "defines 2 kernels (scaled, copied): name one" in err
+    rc, out, _ = tirx_cli(capsys, "compile", f"{path}:copied", "-t", "sim", "--emit", "ir")
+    assert rc == 0 and "def copied(" in out
+
+
+# ------------------------------------------------------------------------ run
+
+
+def test_the_seed_runs_and_checks_in_one_line(capsys):
+    rc, out, _ = tirx_cli(capsys, "run", str(SEED), "--sim", "--check", CHECK)
+    assert rc == 0
+    first, verdict = out.splitlines()
+    assert first.startswith("ran warp_matmul on the simulator in ")
+    assert "A random, B random, Out random (seed 0)" in first
+    assert verdict.startswith("Out: max |out - ref| = ") and verdict.endswith(": PASS")
+
+
+def test_a_wrong_reference_fails_with_exit_1_and_names_the_worst_element(capsys):
+    rc, out, _ = tirx_cli(capsys, "run", str(SEED), "--sim", "--check", CHECK + " + 0.5")
+    assert rc == 1
+    verdict = out.splitlines()[-1]
+    assert "FAIL, 128 of 128 elements; worst at (" in verdict
+
+
+def test_given_inputs_are_used(capsys):
+    ones = "torch.ones(16, 16, dtype=torch.float16)"
+    rc, out, _ = tirx_cli(capsys, "run", "tirx.examples.warp_matmul", "--sim",
+                          "--arg", f"A={ones}", "--arg", "B=torch.full((8, 16), 2.0).half()",
+                          "--check", "torch.full((16, 8), 32.0)", "--print", "Out")  # fmt: skip
+    assert rc == 0, out
+    assert "A given, B given, Out random" in out and "PASS" in out
+    assert "32." in out.split("Out =", 1)[1]
+
+
+def test_inputs_from_files_and_scalars(capsys, tmp_path):
+    import numpy as np
+
+    path = write(tmp_path, "scaled.py", SCALED)
+    np.save(tmp_path / "x.npy", np.arange(32, dtype=np.int32))
+    rc, _, err = tirx_cli(capsys, "run", f"{path}:scaled", "--sim")
+    assert rc == 2 and "parameter 'k' is a scalar (int32): give its value with --arg k=VALUE" in err
+    rc, out, _ = tirx_cli(capsys, "run", f"{path}:scaled", "--sim", "--arg", f"X={tmp_path}/x.npy",
+                          "--arg", "k=3", "--check", "Out = X * k")  # fmt: skip
+    assert rc == 0 and "X given, Out random, k given" in out and "PASS" in out
+
+
+def test_random_inputs_follow_the_seed(capsys, tmp_path):
+    path = write(tmp_path, "two.py", SCALED)
+    outs = [
+        tirx_cli(capsys, "run", f"{path}:copied", "--sim", "--seed", s, "--print", "Out")[1].split(
+            "Out ="
+        )[1]
+        for s in ("1", "1", "2")
+    ]
+    assert outs[0] == outs[1] != outs[2]
+
+
+def test_a_simulator_fault_exits_1_with_the_kernels_line(capsys, tmp_path):
+    path = write(tmp_path, "oob.py", SCALED.replace("Out[i] = X[i]\n", "Out[i] = X[i + 1]\n"))
+    rc, _, err = tirx_cli(capsys, "run", f"{path}:copied", "--sim")
+    assert rc == 1 and err.startswith("SimulationError: ")
+    assert "Out[i] = X[i + 1]" in err and "^" in err
+
+
+@pytest.mark.skipif(tirx.gpu_available(), reason="a GPU is visible")
+def test_running_on_cuda_without_a_gpu_says_so(capsys):
+    rc, out, err = tirx_cli(capsys, "run", str(SEED), "-t", "cuda")
+    assert rc == 1 and out == ""
+    assert (
+        err.startswith("TirxError: no CUDA GPU is visible") and "hint: " in err and "--sim" in err
+    )
+
+
+@pytest.mark.gpu
+def test_the_seed_runs_on_the_gpu(capsys):
+    rc, out, _ = tirx_cli(capsys, "run", str(SEED), "--arch", "sm_90", "--check", CHECK)
+    assert rc == 0, out
+    assert out.startswith("ran warp_matmul on the GPU (cuda -arch=sm_90)") and "PASS" in out
+
+
+# ------------------------------------------------------------------------ layout
+
+
+def test_layout_prints_the_table_and_draws_svg_and_png(capsys, tmp_path):
+    svg, png = tmp_path / "a.svg", tmp_path / "a.png"
+    rc, out, _ = tirx_cli(capsys, "layout", "S[(4,8,4):(1,4@laneid,1@laneid)]", "--shape",
+                          "4,8,4", "--svg", str(svg), "--png", str(png))  # fmt: skip
+    assert rc == 0
+    rows = out.splitlines()
+    assert rows[0] == "TileLayout(S[(4, 8, 4):(1, 4 @ laneid, 1 @ laneid)])"
+    assert rows[3].split() == ["0,0", "0:0", "1:0", "2:0", "3:0"]
+    assert rows[4].split() == ["0,1", "4:0", "5:0", "6:0", "7:0"]
+    assert rows[-1].split()[0] == "3,7" and rows[-1].split()[-1] == "31:3"
+    picture = svg.read_text()
+    assert picture.startswith("<svg") and picture.count('class="tirx-cell"') == 128
+    data = png.read_bytes()
+    assert data.startswith(b"\x89PNG")
+    # pHYs: pixels per metre, 150 dpi = 5906 /m
+    phys = data.index(b"pHYs")
+    assert int.from_bytes(data[phys + 4 : phys + 8], "big") == round(150 / 0.0254)
+
+
+def test_a_bad_layout_exits_1_with_its_message(capsys):
+    rc, out, err = tirx_cli(capsys, "layout", "S[(4, 8) : (1, 4 @ nowhere)]")
+    assert rc == 1 and out == ""
+    assert err.startswith("LayoutError: ") and "nowhere" in err

@@ -1,0 +1,203 @@
+"""``tirx run``: a kernel on random or given inputs, checked against torch expressions.
+
+Every parameter gets a value: from ``--arg NAME=VALUE`` (a Python expression with ``torch``
+and ``np``, or a ``.npy``/``.pt`` file), else a seeded random tensor of the parameter's dtype
+and shape (normal floats; small integers, so integer products stay exact). Scalars have no
+random value: they must be given. Each ``--check "[NAME =] EXPR"`` evaluates EXPR over the
+arguments as they were before the run and compares parameter NAME (default: the last one)
+after the run with it, in float64, with ``--atol``/``--rtol``.
+"""
+
+from __future__ import annotations
+
+import ast
+import time
+
+from .errors import TirxError
+
+__all__ = ["run", "parse_check", "random_value"]
+
+
+def run(args, load_kernel, target_of) -> int:
+    """The command (see the module docstring); returns the exit status."""
+    import tirx
+
+    from .cli import UsageError, on_gpu
+
+    target = target_of(args, None)
+    gpu = on_gpu(target)
+    if gpu and not tirx.gpu_available():
+        raise TirxError(
+            "no CUDA GPU is visible, so the kernel cannot run on the cuda target",
+            hint="run it on the CPU simulator: --sim",
+        )
+    import torch
+
+    if gpu and not torch.cuda.is_available():
+        raise TirxError(
+            f"this torch ({torch.__version__}) has no CUDA support, so it cannot give the "
+            "kernel GPU tensors",
+            hint="install a CUDA build of torch, or run on the simulator: --sim",
+        )
+    kernel = load_kernel(args.kernel)
+    checks = [parse_check(text) for text in args.check]
+    exe = tirx.compile(kernel, target)
+    device = "cuda" if gpu else "cpu"
+    params = list(exe.lowered.params)
+    names = [p.name for p in params]
+    given = _given(args.arg, names)
+    generator = torch.Generator().manual_seed(args.seed)
+    values, origin = [], []
+    for p in params:
+        if p.name in given:
+            values.append(_to_device(given[p.name], device))
+            origin.append("given")
+        elif not hasattr(p, "shape"):
+            raise UsageError(f"parameter {p.name!r} is a scalar ({p.dtype}): give its value "
+                             f"with --arg {p.name}=VALUE")  # fmt: skip
+        else:
+            values.append(random_value(p, generator).to(device))
+            origin.append("random")
+    for name, _ in checks:
+        if name is not None and name not in names:
+            raise UsageError(f"--check {name} = ...: the kernel has no parameter {name!r} "
+                             f"(its parameters: {', '.join(names)})")  # fmt: skip
+    before = {n: (v.clone() if isinstance(v, torch.Tensor) else v) for n, v in zip(names, values)}
+    t0 = time.perf_counter()
+    try:
+        exe(*values)
+        if gpu:
+            torch.cuda.synchronize()
+    except (TypeError, ValueError) as e:  # an argument the checks refused: the user's --arg
+        raise UsageError(str(e)) from None
+    ms = (time.perf_counter() - t0) * 1e3
+    where = f"the GPU ({exe.target})" if gpu else "the simulator"
+    inputs = ", ".join(f"{n} {o}" for n, o in zip(names, origin))
+    print(f"ran {exe.name} on {where} in {ms:.1f} ms; {inputs} "
+          f"(seed {args.seed})")  # fmt: skip
+    after = dict(zip(names, values))
+    failed = 0
+    for name, expr in checks:
+        out_name = name or names[-1]
+        ref = _evaluate(expr, before)
+        ok, text = compare(after[out_name], ref, args.atol, args.rtol)
+        failed += not ok
+        print(f"{out_name}: {text}")
+    for name in args.show:
+        if name not in after:
+            raise UsageError(f"--print {name}: the kernel has no parameter {name!r}")
+        print(f"{name} =\n{after[name]}")
+    return 1 if failed else 0
+
+
+def parse_check(text: str) -> tuple[str | None, str]:
+    """``"Out = A @ B"`` -> ("Out", "A @ B"); ``"A @ B"`` -> (None, "A @ B")."""
+    from .cli import UsageError
+
+    try:
+        tree = ast.parse(text.strip())
+    except SyntaxError as e:
+        raise UsageError(f"--check {text!r}: {e.msg}") from None
+    if len(tree.body) != 1:
+        raise UsageError(f"--check {text!r}: write one expression, or NAME = EXPR")
+    node = tree.body[0]
+    if isinstance(node, ast.Expr):
+        return None, ast.unparse(node.value)
+    if (isinstance(node, ast.Assign) and len(node.targets) == 1
+            and isinstance(node.targets[0], ast.Name)):  # fmt: skip
+        return node.targets[0].id, ast.unparse(node.value)
+    raise UsageError(f"--check {text!r}: write one expression, or NAME = EXPR")
+
+
+def random_value(param, generator):
+    """A seeded random CPU tensor for a buffer parameter: standard normal floats, integers in
+    [-8, 8) ([0, 16) unsigned), random booleans."""
+    import torch
+
+    dtype = getattr(torch, param.dtype.torch_name)
+    shape = tuple(param.shape)
+    if dtype.is_floating_point:
+        return torch.randn(shape, generator=generator).to(dtype)
+    if dtype == torch.bool:
+        return torch.randint(0, 2, shape, generator=generator).bool()
+    low = 0 if not dtype.is_signed else -8
+    return torch.randint(low, low + 16, shape, generator=generator).to(dtype)
+
+
+def compare(out, ref, atol: float, rtol: float) -> tuple[bool, str]:
+    """(passed, one line) for ``out`` against ``ref`` (shapes must agree)."""
+    import torch
+
+    out = torch.as_tensor(out).detach().cpu().double()
+    ref = torch.as_tensor(ref).detach().cpu().double()
+    if out.shape != ref.shape:
+        return False, f"FAIL: shape {tuple(out.shape)}, the reference's {tuple(ref.shape)}"
+    if not out.numel():
+        return True, "PASS (empty)"
+    diff = (out - ref).abs()
+    ok = bool(torch.allclose(out, ref, rtol=rtol, atol=atol))
+    text = f"max |out - ref| = {diff.max().item():.3g} (atol {atol:g}, rtol {rtol:g}): "
+    if ok:
+        return True, text + "PASS"
+    worst = tuple(int(i) for i in torch.unravel_index(diff.argmax(), diff.shape))
+    bad = int((diff > atol + rtol * ref.abs()).sum())
+    return False, (
+        text + f"FAIL, {bad} of {out.numel()} elements; worst at {worst}: "
+        f"out {out[worst].item():.6g}, ref {ref[worst].item():.6g}"
+    )
+
+
+def _given(pairs: list[str], names: list[str]) -> dict:
+    from .cli import UsageError
+
+    values = {}
+    for pair in pairs:
+        name, eq, text = pair.partition("=")
+        name = name.strip()
+        if not eq or not name:
+            raise UsageError(f"--arg {pair!r}: write NAME=VALUE")
+        if name not in names:
+            raise UsageError(f"--arg {name}: the kernel has no parameter {name!r} "
+                             f"(its parameters: {', '.join(names)})")  # fmt: skip
+        values[name] = _value(name, text.strip())
+    return values
+
+
+def _value(name: str, text: str):
+    import numpy as np
+    import torch
+
+    from .cli import UsageError
+
+    try:
+        if text.endswith(".npy"):
+            return torch.from_numpy(np.load(text))
+        if text.endswith(".pt"):
+            return torch.load(text, weights_only=True)
+        value = eval(text, {"torch": torch, "np": np})  # noqa: S307 - the user's own argument
+    except Exception as e:
+        raise UsageError(f"--arg {name}={text}: {type(e).__name__}: {e}") from None
+    if isinstance(value, np.ndarray):
+        value = torch.from_numpy(value)
+    return value
+
+
+def _to_device(value, device: str):
+    import torch
+
+    return value.to(device) if isinstance(value, torch.Tensor) else value
+
+
+def _evaluate(expr: str, names: dict):
+    import numpy as np
+    import torch
+
+    from .cli import UsageError
+
+    scope = {"torch": torch, "np": np, **names}
+    try:
+        return eval(expr, scope)  # noqa: S307 - the user's own expression
+    except Exception as e:
+        known = ", ".join(names)
+        raise UsageError(f"--check {expr!r}: {type(e).__name__}: {e} (names: {known}, torch, "
+                         "np)") from None  # fmt: skip
