@@ -75,6 +75,11 @@ _SPECIALS = {
 }
 
 
+# Expressions that nest without parentheses (``x + x + ...``, ``- - x``, ``a if c else b if
+# ...``), so as deeply as CPython compiles: evaluated by Evaluator._chain, not by recursion.
+_CHAINED = (ast.BinOp, ast.UnaryOp, ast.IfExp)
+
+
 def _is_number(v) -> bool:
     return isinstance(v, (bool, int, float))
 
@@ -99,6 +104,8 @@ class Evaluator:
     # ------------------------------------------------------------------ entry points
 
     def value(self, node, name_hint=None):
+        if isinstance(node, _CHAINED):
+            return self._chain(node)
         if isinstance(node, ast.Call):
             handler = functools.partial(self.call, name_hint=name_hint)
         else:
@@ -115,6 +122,34 @@ class Evaluator:
         except (TypeError, ValueError, ZeroDivisionError, OverflowError) as e:
             raise TirxSyntaxError(str(e), self.p.span(node)) from None
 
+    def _chain(self, root):
+        """Evaluate ``root`` (an operator, unary operator or conditional expression) and the
+        nested ones under it over an explicit stack, not Python recursion: a sum of thousands
+        of terms is as deep as CPython compiles. Their ``ex_`` handlers are generators that
+        yield an operand node and receive its value; errors are located as :meth:`value`
+        locates them."""
+        stack = [(root, getattr(self, "ex_" + type(root).__name__)(root))]
+        sent = None
+        while True:
+            node, steps = stack[-1]
+            try:
+                child = steps.send(sent)
+            except StopIteration as done:
+                stack.pop()
+                if not stack:
+                    return done.value
+                sent = done.value
+                continue
+            except TirxError as e:
+                raise e.with_span(self.p.span(node)) from None
+            except (TypeError, ValueError, ZeroDivisionError, OverflowError) as e:
+                raise TirxSyntaxError(str(e), self.p.span(node)) from None
+            if isinstance(child, _CHAINED):
+                stack.append((child, getattr(self, "ex_" + type(child).__name__)(child)))
+                sent = None
+            else:
+                sent = self.value(child)
+
     def const(self, node):
         v = self.value(node)
         if not _is_static(v):
@@ -122,7 +157,9 @@ class Evaluator:
         return v
 
     def condition(self, node):
-        v = self.value(node)
+        return self._as_condition(self.value(node), node)
+
+    def _as_condition(self, v, node):
         if isinstance(v, ir.View):
             raise TirxSyntaxError("a tensor is not a condition", self.p.span(node))
         if isinstance(v, ir.Expr):
@@ -148,7 +185,9 @@ class Evaluator:
         return out
 
     def scalar(self, node):
-        v = self.value(node)
+        return self._as_scalar(self.value(node), node)
+
+    def _as_scalar(self, v, node):
         if isinstance(v, ir.View) or not (_is_number(v) or isinstance(v, ir.Expr)):
             raise TirxSyntaxError(f"expected a number, got {_kind(v)}", self.p.span(node))
         return v
@@ -260,8 +299,9 @@ class Evaluator:
             raise TirxSyntaxError("this index must be a compile-time value", self.p.span(node))
         return base[key]
 
-    def ex_BinOp(self, node):
-        a, b = self.value(node.left), self.value(node.right)
+    def ex_BinOp(self, node):  # a generator: see _chain
+        a = yield node.left
+        b = yield node.right
         return self.binop_ast(type(node.op), a, b, node)
 
     def binop_ast(self, op_type, a, b, node):
@@ -284,8 +324,8 @@ class Evaluator:
                 raise TirxSyntaxError(f"cannot use {_kind(v)} in arithmetic")
         return ir.binop(op, a, b)
 
-    def ex_UnaryOp(self, node):
-        v = self.value(node.operand)
+    def ex_UnaryOp(self, node):  # a generator: see _chain
+        v = yield node.operand
         if isinstance(v, ir.View):
             raise TirxSyntaxError("operators do not apply to tensors", self.p.span(node))
         if isinstance(node.op, ast.Not):
@@ -352,11 +392,12 @@ class Evaluator:
             left = right
         return True if result is None else result
 
-    def ex_IfExp(self, node):
-        cond = self.condition(node.test)
+    def ex_IfExp(self, node):  # a generator: see _chain
+        cond = self._as_condition((yield node.test), node.test)
         if isinstance(cond, bool):
-            return self.value(node.body if cond else node.orelse)
-        a, b = self.scalar(node.body), self.scalar(node.orelse)
+            return (yield node.body if cond else node.orelse)
+        a = self._as_scalar((yield node.body), node.body)
+        b = self._as_scalar((yield node.orelse), node.orelse)
         a, b = ir.as_expr(a), ir.as_expr(b)
         dtype = ir.promote(a.dtype, b.dtype)
         return ir.Select(cond, ir.cast(a, dtype), ir.cast(b, dtype), dtype)
