@@ -16,8 +16,8 @@ from tirx.dtypes import DType, DTypeKind, dtype_of
 from tirx.errors import Span, TirxSyntaxError
 from tirx.executable import CacheState
 from tirx.ir import nodes as ir
-from tirx.ir.nodes import Expr, Stmt
 from tirx.ir import serial, simplify, visitor
+from tirx.ir.nodes import Expr, Stmt
 from tirx.ir.printer import print_expr, print_function
 from tirx.ir.visitor import UnknownNodeError
 from tirx.target import Target, TargetKind
@@ -110,10 +110,13 @@ def test_children_and_rebuild_come_from_the_fields(cls):
     same = [getattr(node, name) for name in fields]
     assert visitor.rebuild(node, same) is node
     if fields:
+
+        def new(x):
+            return samples.of(type(x)) if not isinstance(x, ir.Expr) else ir.Var("n")
+
         fresh = []
         for name in fields:
             v = getattr(node, name)
-            new = lambda x: samples.of(type(x)) if not isinstance(x, ir.Expr) else ir.Var("n")
             fresh.append(tuple(new(x) for x in v) if isinstance(v, tuple) else new(v))
         other = visitor.rebuild(node, fresh)
         assert other is not node and type(other) is cls

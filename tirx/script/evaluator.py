@@ -12,6 +12,7 @@ from ..errors import TirxError, TirxSyntaxError
 from ..ir import nodes as ir
 from ..ir.simplify import static_value
 from . import tensor as tensor_ops
+from .chains import CHAINED, evaluate_chain
 from .namespace import Intrinsic, PtxInstruction, ScalarType
 
 __all__ = ["Evaluator"]
@@ -75,11 +76,6 @@ _SPECIALS = {
 }
 
 
-# Expressions that nest without parentheses (``x + x + ...``, ``- - x``, ``a if c else b if
-# ...``), so as deeply as CPython compiles: evaluated by Evaluator._chain, not by recursion.
-_CHAINED = (ast.BinOp, ast.UnaryOp, ast.IfExp)
-
-
 def _is_number(v) -> bool:
     return isinstance(v, (bool, int, float))
 
@@ -104,8 +100,8 @@ class Evaluator:
     # ------------------------------------------------------------------ entry points
 
     def value(self, node, name_hint=None):
-        if isinstance(node, _CHAINED):
-            return self._chain(node)
+        if isinstance(node, CHAINED):  # generator handlers, without recursion
+            return evaluate_chain(self, node)
         if isinstance(node, ast.Call):
             handler = functools.partial(self.call, name_hint=name_hint)
         else:
@@ -121,34 +117,6 @@ class Evaluator:
             raise e.with_span(self.p.span(node)) from None
         except (TypeError, ValueError, ZeroDivisionError, OverflowError) as e:
             raise TirxSyntaxError(str(e), self.p.span(node)) from None
-
-    def _chain(self, root):
-        """Evaluate ``root`` (an operator, unary operator or conditional expression) and the
-        nested ones under it over an explicit stack, not Python recursion: a sum of thousands
-        of terms is as deep as CPython compiles. Their ``ex_`` handlers are generators that
-        yield an operand node and receive its value; errors are located as :meth:`value`
-        locates them."""
-        stack = [(root, getattr(self, "ex_" + type(root).__name__)(root))]
-        sent = None
-        while True:
-            node, steps = stack[-1]
-            try:
-                child = steps.send(sent)
-            except StopIteration as done:
-                stack.pop()
-                if not stack:
-                    return done.value
-                sent = done.value
-                continue
-            except TirxError as e:
-                raise e.with_span(self.p.span(node)) from None
-            except (TypeError, ValueError, ZeroDivisionError, OverflowError) as e:
-                raise TirxSyntaxError(str(e), self.p.span(node)) from None
-            if isinstance(child, _CHAINED):
-                stack.append((child, getattr(self, "ex_" + type(child).__name__)(child)))
-                sent = None
-            else:
-                sent = self.value(child)
 
     def const(self, node):
         v = self.value(node)
@@ -299,7 +267,7 @@ class Evaluator:
             raise TirxSyntaxError("this index must be a compile-time value", self.p.span(node))
         return base[key]
 
-    def ex_BinOp(self, node):  # a generator: see _chain
+    def ex_BinOp(self, node):  # a generator: see chains.py
         a = yield node.left
         b = yield node.right
         return self.binop_ast(type(node.op), a, b, node)
@@ -324,7 +292,7 @@ class Evaluator:
                 raise TirxSyntaxError(f"cannot use {_kind(v)} in arithmetic")
         return ir.binop(op, a, b)
 
-    def ex_UnaryOp(self, node):  # a generator: see _chain
+    def ex_UnaryOp(self, node):  # a generator: see chains.py
         v = yield node.operand
         if isinstance(v, ir.View):
             raise TirxSyntaxError("operators do not apply to tensors", self.p.span(node))
@@ -392,7 +360,7 @@ class Evaluator:
             left = right
         return True if result is None else result
 
-    def ex_IfExp(self, node):  # a generator: see _chain
+    def ex_IfExp(self, node):  # a generator: see chains.py
         cond = self._as_condition((yield node.test), node.test)
         if isinstance(cond, bool):
             return (yield node.body if cond else node.orelse)
