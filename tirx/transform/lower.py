@@ -47,7 +47,19 @@ class _Lowerer(Transformer):
     pass_name = "lowering"
     # rebuilt from their lowered children as they are
     rebuilt = frozenset(
-        {"Seq", "Assign", "For", "While", "If", "Printf", "Logic", "Not", "Select", "View"}
+        {
+            "Seq",
+            "Assign",
+            "For",
+            "While",
+            "If",
+            "Printf",
+            "Logic",
+            "Not",
+            "Select",
+            "View",
+            "ScalarOperand",
+        }
     )
     # already lowered (or leaves): returned as they are
     kept = frozenset(
@@ -64,6 +76,7 @@ class _Lowerer(Transformer):
             "Break",
             "Continue",
             "Barrier",
+            "Immediate",
         }
     )
 
