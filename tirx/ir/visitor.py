@@ -204,11 +204,19 @@ class Visitor(_Pass):
     def visit(self, root):
         if isinstance(root, _LEAVES):
             return self.leaf(root)
+        rule = self._rule
+        table = _RULES.setdefault(type(self), {})
+        enter = (table.get(type(root)) or rule(type(root)))[0]
+        if enter is not None:  # a leaf node (a constant, a variable) answers at once
+            try:
+                result = enter(self, root)
+            except Exception as e:  # noqa: BLE001 - handed to relocate, then raised
+                raise self.relocate(e, [root]) from None
+            if result is not DESCEND:
+                return result
         memo: dict[int, object] = {}
         out: list = []
         todo: list = [root]
-        rule = self._rule
-        table = _RULES.setdefault(type(self), {})
         leaf = self.leaf
         pop, push, extend = todo.pop, todo.append, todo.extend
         while todo:
