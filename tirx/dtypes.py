@@ -15,11 +15,14 @@ __all__ = ["StrKind", "DTypeKind", "DType", "DTYPES", "dtype_of", "is_float", "i
 
 class StrKind(str, enum.Enum):
     """Base of tirx's kinds: enum members that are also their string value, so ``kind ==
-    "warp"`` and ``f"{kind}"`` read as the string does (``str()`` and ``format()`` give the
-    value on every Python version). It lives here because every layer may import dtypes."""
+    "warp"``, ``f"{kind}"`` and ``{kind!r}`` in a message read as the string does (on every
+    Python version). It lives here because every layer may import dtypes."""
 
     def __str__(self) -> str:
         return self.value
+
+    def __repr__(self) -> str:
+        return repr(self.value)
 
     def __format__(self, spec: str) -> str:
         return format(self.value, spec)

@@ -18,7 +18,7 @@ from __future__ import annotations
 import copy
 import sys
 
-from .dtypes import StrKind
+from .dtypes import DTypeKind, StrKind
 from .ir import nodes as ir
 from .ir.printer import print_function
 
@@ -73,9 +73,9 @@ class ArgChecker:
 
     def scalar(self, p: ir.Var, value):
         kind = p.dtype.kind
-        if isinstance(value, bool) and kind != "bool":
+        if isinstance(value, bool) and kind is not DTypeKind.BOOL:
             raise TypeError(f"parameter {p.name!r} expects {p.dtype}, got bool")
-        if kind == "float":
+        if kind is DTypeKind.FLOAT:
             if not isinstance(value, (int, float)):
                 raise TypeError(
                     f"parameter {p.name!r} expects a number ({p.dtype}), got {type(value).__name__}"
@@ -254,9 +254,9 @@ def _torch_kind(p: ir.Buffer, t) -> None:
 
 
 def _int_range(d):
-    if d.kind == "bool":
+    if d.kind is DTypeKind.BOOL:
         return 0, 1
-    if d.kind == "uint":
+    if d.kind is DTypeKind.UINT:
         return 0, 2**d.bits - 1
     return -(2 ** (d.bits - 1)), 2 ** (d.bits - 1) - 1
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..dtypes import DType, dtype_of, is_float
+from ..dtypes import DType, DTypeKind, dtype_of, is_float
 from .nodes import BOOL, F32, I32, BinOp, Cast, Cmp, CmpOp, Const, Expr, Op
 
 __all__ = ["const", "as_expr", "promote", "binop", "cmp", "cast"]
@@ -41,7 +41,7 @@ def promote(a: DType, b: DType) -> DType:
         return I32  # C's integer promotion
     if a.bits != b.bits:
         return a if a.bits > b.bits else b
-    return a if a.kind == "uint" else b
+    return a if a.kind is DTypeKind.UINT else b
 
 
 def _fold(op: Op, x, y):
@@ -144,7 +144,7 @@ def cast(value, dtype: DType | str) -> Expr:
         v = value.value
         if is_float(dtype):
             return Const(float(v), dtype)
-        if dtype.kind == "bool":
+        if dtype.kind is DTypeKind.BOOL:
             return Const(bool(v), dtype)
         return Const(_wrap_int(int(v), dtype), dtype)
     return Cast(value, dtype)
@@ -153,7 +153,7 @@ def cast(value, dtype: DType | str) -> Expr:
 def _wrap_int(v: int, dtype: DType) -> int:
     mod = 1 << dtype.bits
     v %= mod
-    if dtype.kind == "int" and v >= mod // 2:
+    if dtype.kind is DTypeKind.INT and v >= mod // 2:
         v -= mod
     return v
 

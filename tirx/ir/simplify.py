@@ -66,10 +66,11 @@ class _LinearForm(Visitor):
             terms[k] = (atom, old + sign * coef)
         return {k: v for k, v in terms.items() if v[1]}, ca + sign * cb
 
-    def _default(self, cls, prefixes):
-        if cls.__name__ in _ATOMS:
-            return (lambda e: None if is_float(e.dtype) else ({id(e): (e, 1)}, 0)), None
-        return None
+    def _atom(self, e):
+        return None if is_float(e.dtype) else ({id(e): (e, 1)}, 0)
+
+    def _default(self, cls):
+        return (_LinearForm._atom, None) if cls.__name__ in _ATOMS else None
 
 
 def linear_form(e) -> tuple[dict[int, tuple[Expr, int]], int] | None:
@@ -150,14 +151,15 @@ class _NonNegative(Visitor):
             return a or b
         return a and b
 
-    def _default(self, cls, prefixes):
-        if cls.__name__ in _OPAQUE or cls.__name__ in ("SharedAddress", "GlobalAddress"):
-            return self._unsigned, None
-        return None
+    def _default(self, cls):
+        opaque = cls.__name__ in _OPAQUE or cls.__name__ in ("SharedAddress", "GlobalAddress")
+        return (_NonNegative._unsigned, None) if opaque else None
 
 
 def is_nonnegative(e, nonneg_vars: frozenset = frozenset()) -> bool:
     """True when ``e`` is provably >= 0 (thread indices, unsigned values, known loop vars)."""
     if isinstance(e, int):
         return e >= 0
+    if type(e) is Const:
+        return e.value >= 0
     return _NonNegative(nonneg_vars).visit(e)

@@ -47,6 +47,7 @@ __all__ = [
 ]
 
 _LEAVES = (int, float, bool, type(None))  # values a child field may hold that are no node
+_LEAF_TYPES = frozenset(_LEAVES)
 
 
 class UnknownNodeError(TypeError):
@@ -144,29 +145,38 @@ DESCEND = object()  # enter_C's answer for "go on to the children"
 
 
 class _Pass:
-    """Rule lookup shared by the drivers: methods named ``<prefix><ClassName>``."""
+    """Rule lookup shared by the drivers: methods named ``<prefix><ClassName>``, found once
+    per (pass class, node class)."""
 
     pass_name = "an IR pass"
+    _prefixes: tuple[str, ...] = ()
 
-    def _default(self, cls: type, prefix: str):
+    def _default(self, cls: type):
+        """Rules for a class the pass names no method for (unbound functions), or None."""
         return None
 
-    def _rule(self, cls: type, prefixes: tuple[str, ...]):
-        cache = self.__dict__.setdefault("_rules", {})
-        rule = cache.get(cls)
+    def _rule(self, cls: type):
+        table = _RULES.setdefault(type(self), {})
+        rule = table.get(cls)
         if rule is None:
             if cls not in node_classes():
                 raise UnknownNodeError(cls, self.pass_name)
-            found = tuple(getattr(self, p + cls.__name__, None) for p in prefixes)
+            here = type(self)
+            found = tuple(getattr(here, p + cls.__name__, None) for p in self._prefixes)
             if all(f is None for f in found):
-                found = self._default(cls, prefixes)
+                found = self._default(cls)
                 if found is None:
                     raise UnknownNodeError(cls, self.pass_name)
-            cache[cls] = rule = found
+            table[cls] = rule = (*found, _spec(cls))
         return rule
 
 
+_RULES: dict[type, dict[type, tuple]] = {}  # pass class -> node class -> rule
+
+
 class _Leave:
+    """A node whose children are being folded: what to call once their results are in."""
+
     __slots__ = ("node", "counts", "leave")
 
     def __init__(self, node, counts, leave):
@@ -183,6 +193,8 @@ class Visitor(_Pass):
     rule raised); the default re-raises it as it is.
     """
 
+    _prefixes = ("enter_", "leave_")
+
     def leaf(self, value):
         return value
 
@@ -190,67 +202,77 @@ class Visitor(_Pass):
         return error
 
     def visit(self, root):
+        if isinstance(root, _LEAVES):
+            return self.leaf(root)
+        rule = self._rule
+        table = _RULES.setdefault(type(self), {})
+        enter = (table.get(type(root)) or rule(type(root)))[0]
+        if enter is not None:  # a leaf node (a constant, a variable) answers at once
+            try:
+                result = enter(self, root)
+            except Exception as e:  # noqa: BLE001 - handed to relocate, then raised
+                raise self.relocate(e, [root]) from None
+            if result is not DESCEND:
+                return result
         memo: dict[int, object] = {}
         out: list = []
         todo: list = [root]
-        rule = self._rule
-        prefixes = ("enter_", "leave_")
+        leaf = self.leaf
+        pop, push, extend = todo.pop, todo.append, todo.extend
         while todo:
-            item = todo.pop()
+            item = pop()
             if type(item) is _Leave:
                 node, counts = item.node, item.counts
-                n = sum(c if c >= 0 else 1 for c in counts)
-                vals = out[len(out) - n :] if n else []
-                if n:
-                    del out[len(out) - n :]
-                args, i = [], 0
-                for c in counts:
+                args = []
+                for c in reversed(counts):
                     if c < 0:
-                        args.append(vals[i])
-                        i += 1
+                        args.append(out.pop())
+                    elif c:
+                        args.append(tuple(out[-c:]))
+                        del out[-c:]
                     else:
-                        args.append(tuple(vals[i : i + c]))
-                        i += c
+                        args.append(())
+                args.reverse()
                 try:
-                    result = item.leave(node, *args)
+                    result = item.leave(self, node, *args)
                 except Exception as e:  # noqa: BLE001 - handed to relocate, then raised
                     raise self._relocated(e, todo, node) from None
                 memo[id(node)] = result
                 out.append(result)
                 continue
-            node = item
-            if isinstance(node, _LEAVES):
-                out.append(self.leaf(node))
+            cls = type(item)
+            if cls in _LEAF_TYPES:
+                out.append(leaf(item))
                 continue
-            known = memo.get(id(node), memo)
+            known = memo.get(id(item), memo)
             if known is not memo:
                 out.append(known)
                 continue
-            enter, leave = rule(type(node), prefixes)
+            enter, leave, spec = table.get(cls) or rule(cls)
             if enter is not None:
                 try:
-                    result = enter(node)
+                    result = enter(self, item)
                 except Exception as e:  # noqa: BLE001 - handed to relocate, then raised
-                    raise self._relocated(e, todo, node) from None
+                    raise self._relocated(e, todo, item) from None
                 if result is not DESCEND:
-                    memo[id(node)] = result
+                    memo[id(item)] = result
                     out.append(result)
                     continue
             if leave is None:
-                raise UnknownNodeError(type(node), self.pass_name)
+                raise UnknownNodeError(type(item), self.pass_name)
             counts, kids = [], []
-            for name, many in _spec(type(node)):
-                v = getattr(node, name)
+            for name, many in spec:
+                v = getattr(item, name)
                 if many:
                     counts.append(len(v))
                     kids.extend(v)
                 else:
                     counts.append(-1)
                     kids.append(v)
-            todo.append(_Leave(node, counts, leave))
-            todo.extend(reversed(kids))
-        (result,) = out
-        return result
+            push(_Leave(item, counts, leave))
+            kids.reverse()
+            extend(kids)
+        return out[0]
 
     def _relocated(self, error, todo, node):
         path = [x.node for x in todo if type(x) is _Leave]
@@ -266,12 +288,20 @@ class Transformer(Visitor):
     rebuilt: frozenset[str] = frozenset()
     kept: frozenset[str] = frozenset()
 
-    def _default(self, cls, prefixes):
+    def _default(self, cls):
         if cls.__name__ in self.kept:
-            return (lambda node: node, None)
+            return (_keep, None)
         if cls.__name__ in self.rebuilt:
-            return (None, lambda node, *values: rebuild(node, values))
+            return (None, _rebuild)
         return None
+
+
+def _keep(self, node):
+    return node
+
+
+def _rebuild(self, node, *values):
+    return rebuild(node, values)
 
 
 class Walker(_Pass):
@@ -279,9 +309,10 @@ class Walker(_Pass):
     ``C`` and returns the work that follows it (an iterable of nodes and zero-argument
     callables, run in that order) or None."""
 
+    _prefixes = ("visit_",)
+
     def run(self, root) -> None:
         todo = [root]
-        prefixes = ("visit_",)
         while todo:
             item = todo.pop()
             if callable(item):
@@ -289,7 +320,7 @@ class Walker(_Pass):
                 continue
             if item is None:
                 continue
-            (handler,) = self._rule(type(item), prefixes)
-            more = handler(item)
+            handler, _ = self._rule(type(item))
+            more = handler(self, item)
             if more:
                 todo.extend(reversed(list(more)))

@@ -13,6 +13,7 @@ from ..ir import nodes as ir
 from ..ir.simplify import static_value
 from . import checks
 from . import tensor as tensor_ops
+from .chains import CHAINED, evaluate_chain
 from .namespace import Intrinsic, PtxInstruction, ScalarType
 
 __all__ = ["Evaluator"]
@@ -100,6 +101,8 @@ class Evaluator:
     # ------------------------------------------------------------------ entry points
 
     def value(self, node, name_hint=None):
+        if isinstance(node, CHAINED):  # generator handlers, without recursion
+            return evaluate_chain(self, node)
         if isinstance(node, ast.Call):
             handler = functools.partial(self.call, name_hint=name_hint)
         else:
@@ -123,7 +126,9 @@ class Evaluator:
         return v
 
     def condition(self, node):
-        v = self.value(node)
+        return self._as_condition(self.value(node), node)
+
+    def _as_condition(self, v, node):
         if isinstance(v, ir.View):
             raise TirxSyntaxError("a tensor is not a condition", self.p.span(node))
         if isinstance(v, ir.Expr):
@@ -149,7 +154,9 @@ class Evaluator:
         return out
 
     def scalar(self, node):
-        v = self.value(node)
+        return self._as_scalar(self.value(node), node)
+
+    def _as_scalar(self, v, node):
         if isinstance(v, ir.View) or not (_is_number(v) or isinstance(v, ir.Expr)):
             raise TirxSyntaxError(f"expected a number, got {_kind(v)}", self.p.span(node))
         return checks.int_literal(v)
@@ -269,8 +276,9 @@ class Evaluator:
             raise TirxSyntaxError("this index must be a compile-time value", self.p.span(node))
         return base[key]
 
-    def ex_BinOp(self, node):
-        a, b = self.value(node.left), self.value(node.right)
+    def ex_BinOp(self, node):  # a generator: see chains.py
+        a = yield node.left
+        b = yield node.right
         return self.binop_ast(type(node.op), a, b, node)
 
     def binop_ast(self, op_type, a, b, node):
@@ -294,8 +302,8 @@ class Evaluator:
             checks.int_literal(v)
         return ir.binop(op, a, b)
 
-    def ex_UnaryOp(self, node):
-        v = self.value(node.operand)
+    def ex_UnaryOp(self, node):  # a generator: see chains.py
+        v = yield node.operand
         if isinstance(v, ir.View):
             raise TirxSyntaxError("operators do not apply to tensors", self.p.span(node))
         if isinstance(node.op, ast.Not):
@@ -362,11 +370,12 @@ class Evaluator:
             left = right
         return True if result is None else result
 
-    def ex_IfExp(self, node):
-        cond = self.condition(node.test)
+    def ex_IfExp(self, node):  # a generator: see chains.py
+        cond = self._as_condition((yield node.test), node.test)
         if isinstance(cond, bool):
-            return self.value(node.body if cond else node.orelse)
-        a, b = self.scalar(node.body), self.scalar(node.orelse)
+            return (yield node.body if cond else node.orelse)
+        a = self._as_scalar((yield node.body), node.body)
+        b = self._as_scalar((yield node.orelse), node.orelse)
         a, b = ir.as_expr(a), ir.as_expr(b)
         dtype = ir.promote(a.dtype, b.dtype)
         return ir.Select(cond, ir.cast(a, dtype), ir.cast(b, dtype), dtype)

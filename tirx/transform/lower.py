@@ -52,7 +52,19 @@ class _Lowerer(Transformer):
     pass_name = "lowering"
     # rebuilt from their lowered children as they are
     rebuilt = frozenset(
-        {"Seq", "Assign", "For", "While", "If", "Printf", "Logic", "Not", "Select", "View"}
+        {
+            "Seq",
+            "Assign",
+            "For",
+            "While",
+            "If",
+            "Printf",
+            "Logic",
+            "Not",
+            "Select",
+            "View",
+            "ScalarOperand",
+        }
     )
     # already lowered (or leaves): returned as they are
     kept = frozenset(
@@ -69,6 +81,7 @@ class _Lowerer(Transformer):
             "Break",
             "Continue",
             "Barrier",
+            "Immediate",
         }
     )
 
@@ -130,14 +143,15 @@ class _Lowerer(Transformer):
         buf, index = self.address(view, indices, lowered=True)
         return ir.Load(buf, index, view.dtype)
 
+    # rebuilt through the folding builders; unchanged operands were folded when first built
     def leave_BinOp(self, e, a, b):
-        return ir.binop(e.op, a, b)
+        return e if a is e.a and b is e.b else ir.binop(e.op, a, b)
 
     def leave_Cmp(self, e, a, b):
-        return ir.cmp(e.op, a, b)
+        return e if a is e.a and b is e.b else ir.cmp(e.op, a, b)
 
     def leave_Cast(self, e, value):
-        return ir.cast(value, e.dtype)
+        return e if value is e.value else ir.cast(value, e.dtype)
 
     def address(self, view: ir.View, indices, lowered: bool = False):
         """(buffer, element index in view.dtype) of ``view[indices]`` (``lowered``: the view's
