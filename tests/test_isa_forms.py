@@ -229,3 +229,39 @@ def test_d_must_be_viewed_as_the_accumulator_register_dtype(text, acc_dtype, bad
 
 def test_layout_objects_used_here_are_the_seed_shapes():
     assert K.A_MMA[8] == TileLayout(S[(1, 1, 2, 8, 2, 4) : (4, 4, 1, 4 @ laneid, 2, 1 @ laneid)])
+
+
+def _issue_inputs():
+    import torch
+
+    g = torch.Generator().manual_seed(4)
+    a = torch.randint(-128, 128, (16, 32), generator=g, dtype=torch.int8)
+    b = torch.randint(-128, 128, (8, 32), generator=g, dtype=torch.int8)
+    return a, b, a.int() @ b.int().T
+
+
+def test_the_issue_example_simulates_exactly(tmp_path):
+    import torch
+
+    kernel = define(K_SOURCE, tmp_path, "int8_matmul")
+    a, b, ref = _issue_inputs()
+    out = torch.zeros(16, 8, dtype=torch.int32)
+    try:
+        tirx.compile(kernel, target="sim")(a, b, out)
+    except tirx.SimulationError as e:
+        if "unknown PTX instruction" in str(e):
+            pytest.skip("the simulator does not implement the s8 mma yet")
+        raise
+    assert torch.equal(out, ref)
+
+
+@pytest.mark.gpu
+def test_the_issue_example_runs_exactly_on_the_gpu(tmp_path):
+    import torch
+
+    kernel = define(K_SOURCE, tmp_path, "int8_matmul")
+    a, b, ref = _issue_inputs()
+    out = torch.zeros(16, 8, dtype=torch.int32, device="cuda")
+    tirx.compile(kernel, target="cuda")(a.cuda(), b.cuda(), out)
+    torch.cuda.synchronize()
+    assert torch.equal(out.cpu(), ref)
