@@ -265,3 +265,52 @@ def test_the_issue_example_runs_exactly_on_the_gpu(tmp_path):
     tirx.compile(kernel, target="cuda")(a.cuda(), b.cuda(), out)
     torch.cuda.synchronize()
     assert torch.equal(out.cpu(), ref)
+
+
+@pytest.mark.parametrize(
+    "text, acc",
+    [
+        ("mma.sync.aligned.m16n8k32.row.col.satfinite.s32.u8.s8.s32", "int32"),
+        ("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32", "float32"),
+    ],
+)
+def test_a_raw_ptx_call_takes_the_forms_scalar_registers(text, acc):
+    """``T.ptx[...]`` with scalar operands: counts and dtypes come from the same entry."""
+    from tirx.transform.raw_ptx import operand_counts
+
+    c = tirx.instruction_contract(text)
+    assert [n for _, n in operand_counts(c)] == [4, 4, 2, 4]
+    T = tirx.T
+
+    @T.function
+    def raw_form(Out: T.Tensor((32, 4), acc)):
+        T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=32))
+        lane = T.cuda.lane_id()
+        ar = T.alloc_local((4,), "uint32")
+        br = T.alloc_local((2,), "uint32")
+        dr = T.alloc_local((4,), acc)
+        for i in range(4):
+            ar[i] = lane + i
+        for i in range(2):
+            br[i] = lane * 3 + i
+        T.ptx[text](
+            dr[0], dr[1], dr[2], dr[3], ar[0], ar[1], ar[2], ar[3], br[0], br[1], 1, 1, 1, 1
+        )
+        for r in range(4):
+            Out[lane, r] = dr[r]
+
+    (line,) = _mma_lines(tirx.compile(raw_form, target="cuda -arch=sm_90").ptx)
+    assert line.split()[0] == text
+
+    @T.function
+    def raw_wrong(Out: T.Tensor((32, 4), "float16")):
+        T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=32))
+        ar = T.alloc_local((4,), "uint32")
+        br = T.alloc_local((2,), "uint32")
+        dr = T.alloc_local((4,), "float16")
+        T.ptx[text](
+            dr[0], dr[1], dr[2], dr[3], ar[0], ar[1], ar[2], ar[3], br[0], br[1], 1, 1, 1, 1
+        )
+
+    with pytest.raises(tirx.ContractError, match=f"operand D must be an element of a local {acc}"):
+        tirx.compile(raw_wrong, target="cuda -arch=sm_90")
