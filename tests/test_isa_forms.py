@@ -229,3 +229,88 @@ def test_d_must_be_viewed_as_the_accumulator_register_dtype(text, acc_dtype, bad
 
 def test_layout_objects_used_here_are_the_seed_shapes():
     assert K.A_MMA[8] == TileLayout(S[(1, 1, 2, 8, 2, 4) : (4, 4, 1, 4 @ laneid, 2, 1 @ laneid)])
+
+
+def _issue_inputs():
+    import torch
+
+    g = torch.Generator().manual_seed(4)
+    a = torch.randint(-128, 128, (16, 32), generator=g, dtype=torch.int8)
+    b = torch.randint(-128, 128, (8, 32), generator=g, dtype=torch.int8)
+    return a, b, a.int() @ b.int().T
+
+
+def test_the_issue_example_simulates_exactly(tmp_path):
+    import torch
+
+    kernel = define(K_SOURCE, tmp_path, "int8_matmul")
+    a, b, ref = _issue_inputs()
+    out = torch.zeros(16, 8, dtype=torch.int32)
+    try:
+        tirx.compile(kernel, target="sim")(a, b, out)
+    except tirx.SimulationError as e:
+        if "unknown PTX instruction" in str(e):
+            pytest.skip("the simulator does not implement the s8 mma yet")
+        raise
+    assert torch.equal(out, ref)
+
+
+@pytest.mark.gpu
+def test_the_issue_example_runs_exactly_on_the_gpu(tmp_path):
+    import torch
+
+    kernel = define(K_SOURCE, tmp_path, "int8_matmul")
+    a, b, ref = _issue_inputs()
+    out = torch.zeros(16, 8, dtype=torch.int32, device="cuda")
+    tirx.compile(kernel, target="cuda")(a.cuda(), b.cuda(), out)
+    torch.cuda.synchronize()
+    assert torch.equal(out.cpu(), ref)
+
+
+@pytest.mark.parametrize(
+    "text, acc",
+    [
+        ("mma.sync.aligned.m16n8k32.row.col.satfinite.s32.u8.s8.s32", "int32"),
+        ("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32", "float32"),
+    ],
+)
+def test_a_raw_ptx_call_takes_the_forms_scalar_registers(text, acc):
+    """``T.ptx[...]`` with scalar operands: counts and dtypes come from the same entry."""
+    from tirx.transform.raw_ptx import operand_counts
+
+    c = tirx.instruction_contract(text)
+    assert [n for _, n in operand_counts(c)] == [4, 4, 2, 4]
+    T = tirx.T
+
+    @T.function
+    def raw_form(Out: T.Tensor((32, 4), acc)):
+        T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=32))
+        lane = T.cuda.lane_id()
+        ar = T.alloc_local((4,), "uint32")
+        br = T.alloc_local((2,), "uint32")
+        dr = T.alloc_local((4,), acc)
+        for i in range(4):
+            ar[i] = lane + i
+        for i in range(2):
+            br[i] = lane * 3 + i
+        T.ptx[text](
+            dr[0], dr[1], dr[2], dr[3], ar[0], ar[1], ar[2], ar[3], br[0], br[1], 1, 1, 1, 1
+        )
+        for r in range(4):
+            Out[lane, r] = dr[r]
+
+    (line,) = _mma_lines(tirx.compile(raw_form, target="cuda -arch=sm_90").ptx)
+    assert line.split()[0] == text
+
+    @T.function
+    def raw_wrong(Out: T.Tensor((32, 4), "float16")):
+        T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=32))
+        ar = T.alloc_local((4,), "uint32")
+        br = T.alloc_local((2,), "uint32")
+        dr = T.alloc_local((4,), "float16")
+        T.ptx[text](
+            dr[0], dr[1], dr[2], dr[3], ar[0], ar[1], ar[2], ar[3], br[0], br[1], 1, 1, 1, 1
+        )
+
+    with pytest.raises(tirx.ContractError, match=f"operand D must be an element of a local {acc}"):
+        tirx.compile(raw_wrong, target="cuda -arch=sm_90")

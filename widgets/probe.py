@@ -95,10 +95,18 @@ def probed_forms() -> tuple[str, ...]:
     return tuple(t for t in supported_forms() if _probed(tirx.instruction_contract(t)))
 
 
-def _probed(contract) -> bool:
-    if contract.family is not Family.MMA:
-        return True
+def _mma_probed(contract) -> bool:
     return contract.param("ab_type") in ("f16", "bf16") and contract.param("acc_type") == "f32"
+
+
+_PROBED = check_complete(
+    [(Family.MMA, _mma_probed), (Family.LDMATRIX, lambda c: True),
+     (Family.STMATRIX, lambda c: True)], "widgets.probe probed forms",
+)  # fmt: skip
+
+
+def _probed(contract) -> bool:
+    return _PROBED[contract.family](contract)
 
 
 def instruments() -> dict[str, tuple[str, ...]]:

@@ -27,13 +27,17 @@ SLOTS = (
 )
 
 
+# Which way each of the two families moves the data (any other family is a KeyError here).
+_LOADS = {Family.LDMATRIX: True, Family.STMATRIX: False}
+
+
 def reject(mods: dict) -> str | None:
     return None  # every combination of the slots above is on the .m8n8.b16 line
 
 
 def build(family: Family, text: str, mods: dict, min_arch: int) -> Contract:
     count, trans = int(mods["num"][1]), bool(mods["trans"])
-    load = family is Family.LDMATRIX
+    load = _LOADS[family]
     regs = OperandSpec(
         "registers",
         Role.REG_OUT if load else Role.REG_IN,
@@ -62,7 +66,7 @@ def build(family: Family, text: str, mods: dict, min_arch: int) -> Contract:
 
 
 def lower(contract: Contract, op: ir.TileOp) -> list[ir.Stmt]:
-    load = contract.family is Family.LDMATRIX
+    load = _LOADS[contract.family]
     ri, si = (0, 1) if load else (1, 0)
     rspec, sspec = contract.operands[ri], contract.operands[si]
     regs = operand_view(contract, rspec, op.operands[ri], None)

@@ -95,7 +95,7 @@ def build(text: str, mods: dict) -> Contract:
     k = int(shape.split("k")[1])
     a_tile = fragments.mma_tile("A", k, ELEMENT_BITS[ab])
     b_tile = fragments.mma_tile("B", k, ELEMENT_BITS[ab])
-    acc_bits = ELEMENT_BITS[acc] if acc != "f16" else 16
+    acc_bits = ELEMENT_BITS[acc]
     c_tile = fragments.mma_tile("D", k, acc_bits)
     per = a_tile.elements_per_word
     unit = {2: "two halves", 4: f"four {ab} bytes", 1: f"one {ab} each"}[per]
@@ -116,8 +116,8 @@ def build(text: str, mods: dict) -> Contract:
         OperandSpec("D", Role.REG_OUT, about=f"the 16x8 {acc} result tile{acc_words}", **accum),
         OperandSpec(
             "A", Role.REG_IN, "uint32", a_tile.atom, a_tile.registers, fragments.a_words,
-            ("M", "K"), about=f"the 16x{k} {ab} tile as u32 words of {unit}", formula=fragments.FORMULA_A,
-            elements_per_word=per,
+            ("M", "K"), about=f"the 16x{k} {ab} tile as u32 words of {unit}",
+            formula=fragments.FORMULA_A, elements_per_word=per,
         ),
         OperandSpec(
             "B", Role.REG_IN, "uint32", b_tile.atom, b_tile.registers, fragments.b_words,

@@ -40,6 +40,20 @@ static PyObject *str_is_contiguous; /* "is_contiguous" */
 
 #define MAX_PARAMS 64 /* more tensors than this: the Python runner takes the call */
 
+/* The memo entry's layout, named once for C: per tensor MEMO_PER_TENSOR fields (its weak
+ * reference, version counter and data pointer), then, after all tensors, the packed block and
+ * the address of its params. executable.py's MEMO names the same numbers; it uses this module
+ * only when MEMO_LAYOUT (exported below, in MemoLayout's field order) is equal to it. */
+#define MEMO_PER_TENSOR 3
+#define MEMO_REF 0
+#define MEMO_VERSION 1
+#define MEMO_POINTER 2
+#define MEMO_BLOCK 0
+#define MEMO_PARAMS 1
+#define MEMO_TENSOR(i, field) (MEMO_PER_TENSOR * (i) + (field))
+#define MEMO_TAIL(n, field) (MEMO_PER_TENSOR * (n) + (field))
+#define MEMO_SIZE(n) MEMO_TAIL(n, 2)
+
 typedef struct {
     PyObject_HEAD
     vectorcallfunc vectorcall;
@@ -49,7 +63,7 @@ typedef struct {
     Py_ssize_t n;     /* parameters, all tensors */
     PyObject *dtypes; /* per parameter: the torch dtype object its tensor must have */
     PyObject *shapes; /* per parameter: the shape (a tuple of ints) its tensor must have */
-    PyObject *memo;   /* list of one entry: (ref, version, ptr) * n + (block, params) */
+    PyObject *memo;   /* list of one entry, laid out as MEMO_* below say */
     PyObject *stream; /* stream(ordinal) -> int */
     PyObject *ordinal;
     PyObject *miss; /* the Python runner: call(*args) */
@@ -97,18 +111,18 @@ static PyObject *referent(PyObject *ref) {
 
 /* 1 when the call's arguments are the memo's tensors, unchanged. Never leaves an error set. */
 static int memo_hit(Runner *self, PyObject *entry, PyObject *const *args) {
-    if (!PyTuple_CheckExact(entry) || PyTuple_GET_SIZE(entry) != 3 * self->n + 2)
+    if (!PyTuple_CheckExact(entry) || PyTuple_GET_SIZE(entry) != MEMO_SIZE(self->n))
         return 0;
     for (Py_ssize_t i = 0; i < self->n; i++) {
         PyObject *a = args[i];
-        if (referent(PyTuple_GET_ITEM(entry, 3 * i)) != a)
+        if (referent(PyTuple_GET_ITEM(entry, MEMO_TENSOR(i, MEMO_REF))) != a)
             return 0;
         PyObject *v = PyObject_GetAttr(a, str_version);
         if (v == NULL) {
             PyErr_Clear();
             return 0;
         }
-        int ok = same_int(v, PyTuple_GET_ITEM(entry, 3 * i + 1));
+        int ok = same_int(v, PyTuple_GET_ITEM(entry, MEMO_TENSOR(i, MEMO_VERSION)));
         Py_DECREF(v);
         if (!ok)
             return 0;
@@ -117,7 +131,7 @@ static int memo_hit(Runner *self, PyObject *entry, PyObject *const *args) {
             PyErr_Clear();
             return 0;
         }
-        ok = same_int(p, PyTuple_GET_ITEM(entry, 3 * i + 2));
+        ok = same_int(p, PyTuple_GET_ITEM(entry, MEMO_TENSOR(i, MEMO_POINTER)));
         Py_DECREF(p);
         if (!ok)
             return 0;
@@ -191,27 +205,27 @@ static int full_checks(Runner *self, PyObject *const *args, uint64_t *values) {
  * counter: an inference tensor); the caller then launches ``values`` as they are. */
 static PyObject *remember(Runner *self, PyObject *const *args, const uint64_t *values) {
     Py_ssize_t n = self->n;
-    PyObject *entry = PyTuple_New(3 * n + 2);
+    PyObject *entry = PyTuple_New(MEMO_SIZE(n));
     if (entry == NULL)
         goto fail;
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *ref = PyWeakref_NewRef(args[i], NULL);
         if (ref == NULL)
             goto fail;
-        PyTuple_SET_ITEM(entry, 3 * i, ref);
+        PyTuple_SET_ITEM(entry, MEMO_TENSOR(i, MEMO_REF), ref);
         PyObject *version = PyObject_GetAttr(args[i], str_version);
         if (version == NULL)
             goto fail;
-        PyTuple_SET_ITEM(entry, 3 * i + 1, version);
+        PyTuple_SET_ITEM(entry, MEMO_TENSOR(i, MEMO_VERSION), version);
         PyObject *ptr = PyLong_FromUnsignedLongLong(values[i]);
         if (ptr == NULL)
             goto fail;
-        PyTuple_SET_ITEM(entry, 3 * i + 2, ptr);
+        PyTuple_SET_ITEM(entry, MEMO_TENSOR(i, MEMO_POINTER), ptr);
     }
     PyObject *block = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(2 * n * sizeof(uint64_t)));
     if (block == NULL)
         goto fail;
-    PyTuple_SET_ITEM(entry, 3 * n, block);
+    PyTuple_SET_ITEM(entry, MEMO_TAIL(n, MEMO_BLOCK), block);
     uint64_t *slots = (uint64_t *)PyBytes_AS_STRING(block);
     for (Py_ssize_t i = 0; i < n; i++) {
         slots[i] = values[i];
@@ -220,7 +234,7 @@ static PyObject *remember(Runner *self, PyObject *const *args, const uint64_t *v
     PyObject *params = PyLong_FromVoidPtr(&slots[n]);
     if (params == NULL)
         goto fail;
-    PyTuple_SET_ITEM(entry, 3 * n + 1, params);
+    PyTuple_SET_ITEM(entry, MEMO_TAIL(n, MEMO_PARAMS), params);
     return entry;
 fail:
     PyErr_Clear();
@@ -289,7 +303,7 @@ static PyObject *runner_vectorcall(PyObject *obj, PyObject *const *args, size_t 
             return NULL;
         }
     }
-    PyObject *params_obj = PyTuple_GET_ITEM(entry, 3 * n + 1);
+    PyObject *params_obj = PyTuple_GET_ITEM(entry, MEMO_TAIL(n, MEMO_PARAMS));
     PyObject *result = launch(self, (void **)PyLong_AsVoidPtr(params_obj), params_obj);
     Py_DECREF(entry);
     return result;
@@ -555,6 +569,13 @@ PyMODINIT_FUNC PyInit__launch(void) {
     Py_INCREF(&RunnerType);
     if (PyModule_AddObject(m, "Runner", (PyObject *)&RunnerType) < 0) {
         Py_DECREF(&RunnerType);
+        Py_DECREF(m);
+        return NULL;
+    }
+    PyObject *layout = Py_BuildValue("(iiiiii)", MEMO_PER_TENSOR, MEMO_REF, MEMO_VERSION,
+                                     MEMO_POINTER, MEMO_BLOCK, MEMO_PARAMS);
+    if (layout == NULL || PyModule_AddObject(m, "MEMO_LAYOUT", layout) < 0) {
+        Py_XDECREF(layout);
         Py_DECREF(m);
         return NULL;
     }

@@ -90,6 +90,7 @@ def cache_key(
     codegen_version: str | int,
 ) -> str:
     """sha256 hex digest naming one compile: same inputs, same key, across processes.
+    ``options`` is the whole NVRTC command line that runs (:func:`nvrtc.command_line`).
 
     The hashed text is the ``repr`` of a tuple of strings and ints, which Python writes the
     same way in every process and version."""

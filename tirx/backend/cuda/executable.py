@@ -26,9 +26,9 @@ seed kernel ``warp_matmul(A, B, Out)`` on device 0 it reads::
             ok = False
         if not ok or kw:
             return slow()(args, kw)
-        (err,) = entry(fn, 1, 1, 1, 32, 1, 1, 0, s, m[-1], 0)
+        (err,) = entry(fn, 1, 1, 1, 32, 1, 1, 0, s, m[10], 0)
         if err is not OK:
-            fail(err, (1, 1, 1), (32, 1, 1), 0, s, m[-1])
+            fail(err, (1, 1, 1), (32, 1, 1), 0, s, m[10])
 
 ``exe(a, b, out)`` calls it directly (``CudaExecutable.__call__`` hands over to it, with no
 frame in between). For a kernel whose parameters are all tensors, a compiled runner stands in
@@ -73,6 +73,7 @@ import operator
 import time
 import types
 import weakref
+from typing import NamedTuple
 
 from ...errors import LaunchError
 from ...executable import ArgChecker, CacheState, Executable, _int_range
@@ -80,7 +81,7 @@ from ...ir import nodes as ir
 from . import driver
 from .cache import cache_key, default_cache
 from .codegen import CODEGEN_VERSION, generate, param_kinds, uses_dynamic_shared
-from .nvrtc import DEFAULT_OPTIONS, compile_cuda, nvrtc_version
+from .nvrtc import command_line, compile_cuda, nvrtc_version
 
 __all__ = ["CudaExecutable", "build", "make_runner", "make_runners", "native_runner"]
 
@@ -103,11 +104,10 @@ def build(kernel, lowered: ir.Function, target, timings: dict, source=None) -> C
         timings["codegen"] = 0.0
     t1 = time.perf_counter()
     filename = f"{lowered.name}.cu"
-    options = (*DEFAULT_OPTIONS, *NVRTC_OPTIONS)
-    key = cache_key(source, options, target.arch, nvrtc_version(), CODEGEN_VERSION)
+    command = command_line(target.arch, NVRTC_OPTIONS)  # what runs is what the key hashes
+    key = cache_key(source, command, target.arch, nvrtc_version(), CODEGEN_VERSION)
     out, state = default_cache().get_or_compile(
-        key,
-        lambda: compile_cuda(source, arch=target.arch, filename=filename, options=NVRTC_OPTIONS),
+        key, lambda: compile_cuda(source, arch=target.arch, filename=filename, command=command)
     )
     t2 = time.perf_counter()
     timings["nvrtc"] = (t2 - t1) * 1e3
@@ -331,7 +331,7 @@ def make_runners(
         tuple(_slot(p) for p in params), ordinal, grid, block, int(smem)
     )
     tensors = sum(isinstance(p, ir.Buffer) for p in params)
-    memo = [(_nothing, -1, -1) * tensors + (None, 0)]
+    memo = [MEMO.empty(tensors)]
     scope = {
         "__builtins__": builtins,
         "entry": launcher.entry,
@@ -374,6 +374,8 @@ def native_runner(launcher, grid, block, smem, dtypes, shapes, memo, stream, ord
     fail a check (or are not a kernel's arguments at all) reach Python."""
     native = _native_module()
     if native is None or not launcher.entry_address:
+        return None
+    if tuple(getattr(native, "MEMO_LAYOUT", ())) != tuple(MEMO):  # built from another layout
         return None
     handle = launcher.kernel.handle
     dims = (grid, block, int(smem))
@@ -434,16 +436,56 @@ def _nothing():
     return None
 
 
+class MemoLayout(NamedTuple):
+    """Where things are in a memo entry (a tuple), named once for the Python runner, the memo
+    builder and ``_launch.c`` (whose ``MEMO_LAYOUT`` must equal :data:`MEMO`, or the compiled
+    runner is not used): ``per_tensor`` fields per tensor at offsets ``ref`` (weak reference),
+    ``version`` (its version counter) and ``pointer`` (its data pointer); then, after all
+    tensors, the packed argument block at ``block`` and its params address at ``params``."""
+
+    per_tensor: int
+    ref: int
+    version: int
+    pointer: int
+    block: int
+    params: int
+
+    def tensor(self, i: int, field: int) -> int:
+        return self.per_tensor * i + field
+
+    def tail(self, tensors: int, field: int) -> int:
+        return self.per_tensor * tensors + field
+
+    def entry(self, fields: list, packed) -> tuple:
+        """An entry from per-tensor ``(ref, version, pointer)`` triples and ``(block, params)``."""
+        out = [None] * self.tail(len(fields), 2)
+        for i, (ref, version, pointer) in enumerate(fields):
+            out[self.tensor(i, self.ref)] = ref
+            out[self.tensor(i, self.version)] = version
+            out[self.tensor(i, self.pointer)] = pointer
+        block, params = packed
+        out[self.tail(len(fields), self.block)] = block
+        out[self.tail(len(fields), self.params)] = params
+        return tuple(out)
+
+    def empty(self, tensors: int, packed=(None, 0)) -> tuple:
+        """An entry no call matches (before the first check, or for unrememberable tensors)."""
+        return self.entry([(_nothing, -1, -1)] * tensors, packed)
+
+
+MEMO = MemoLayout(per_tensor=3, ref=0, version=1, pointer=2, block=0, params=1)
+
+
 def _remember(tensors, pointers, packed) -> tuple:
     """The memo entry for tensors that passed the checks: per tensor a weak reference, its
     version counter and its data pointer; then the packed block and its params address."""
-    entry = []
+    fields = []
     for t, p in zip(tensors, pointers):
         try:
-            entry += (weakref.ref(t), t._version, p)
+            fields.append((weakref.ref(t), t._version, p))
         except RuntimeError:  # an inference tensor has no version counter: never remembered
-            return (_nothing, -1, -1) * len(tensors) + tuple(packed)
-    return (*entry, *packed)
+            return MEMO.empty(len(tensors), tuple(packed))
+    return MEMO.entry(fields, tuple(packed))
 
 
 def _slot(p) -> tuple:
@@ -480,8 +522,11 @@ def _runner_source(
     for i, slot in enumerate(slots):
         a = names[i]
         if slot[0] == "tensor":
-            k = 3 * tensors.index(i)
-            hits += [f"m[{k}]() is {a}", f"{a}._version == m[{k + 1}]", f"p{i} == m[{k + 2}]"]
+            j = tensors.index(i)
+            ref, version, pointer = (
+                MEMO.tensor(j, f) for f in (MEMO.ref, MEMO.version, MEMO.pointer)
+            )
+            hits += [f"m[{ref}]() is {a}", f"{a}._version == m[{version}]", f"p{i} == m[{pointer}]"]
             tensor_checks += [
                 f"{a}.dtype is d{i}",
                 f"{a}.shape == s{i}",
@@ -513,7 +558,7 @@ def _runner_source(
         ]
         body += check if not scalar_checks else ["if ok:", *(f"    {line}" for line in check)]
     if only_tensors:
-        params = "m[-1]"
+        params = f"m[{MEMO.tail(len(tensors), MEMO.params)}]"
     else:
         body += ["if ok:", f"    keep, params = pack({', '.join(values)})"]
         params = "params"

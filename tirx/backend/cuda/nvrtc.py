@@ -34,6 +34,7 @@ __all__ = [
     "NvrtcOutput",
     "Diagnostic",
     "DEFAULT_OPTIONS",
+    "command_line",
     "compile_cuda",
     "nvrtc_version",
     "parse_diagnostics",
@@ -281,27 +282,39 @@ class _Program:
             self.prog = None
 
 
-def compile_cuda(
-    source: str,
-    *,
-    arch: str = "sm_80",
-    filename: str = "kernel.cu",
-    options: tuple[str, ...] = (),
-) -> NvrtcOutput:
-    """Compile CUDA C++ ``source`` for ``arch`` (``sm_XX[a]`` → PTX and CUBIN, ``compute_XX`` →
-    PTX only). ``options`` are appended to :data:`DEFAULT_OPTIONS`.
-
-    Raises :class:`CompileError` on failure: its message holds the first error and the log,
-    its span the user's line when the error's file is a real file or a :mod:`linecache` entry.
-    """
+def command_line(arch: str, options: tuple[str, ...] = ()) -> tuple[str, ...]:
+    """Every option NVRTC gets to compile for ``arch``: the architecture, the defaults, ptxas'
+    resource report for a real arch, then ``options``. The one place the command line is
+    made: :func:`compile_cuda` runs it and the compile cache's key hashes it."""
     if not _ARCH.match(arch):
         raise CompileError(
             f"unknown CUDA architecture {arch!r}",
             hint="write it as NVRTC does: 'sm_80', 'sm_90', 'sm_90a' or 'compute_90'",
         )
     real = arch.startswith("sm_")
-    opts = (f"--gpu-architecture={arch}", *DEFAULT_OPTIONS, *((_VERBOSE,) if real else ()))
-    opts = (*opts, *options)
+    return (f"--gpu-architecture={arch}", *DEFAULT_OPTIONS, *((_VERBOSE,) if real else ()),
+            *options)  # fmt: skip
+
+
+def compile_cuda(
+    source: str,
+    *,
+    arch: str = "sm_80",
+    filename: str = "kernel.cu",
+    options: tuple[str, ...] = (),
+    command: tuple[str, ...] | None = None,
+) -> NvrtcOutput:
+    """Compile CUDA C++ ``source`` for ``arch`` (``sm_XX[a]`` → PTX and CUBIN, ``compute_XX`` →
+    PTX only) with ``command``, a :func:`command_line` for ``arch`` (default: the one with
+    ``options`` appended to :data:`DEFAULT_OPTIONS`). ``NvrtcOutput.options`` is that line.
+
+    Raises :class:`CompileError` on failure: its message holds the first error and the log,
+    its span the user's line when the error's file is a real file or a :mod:`linecache` entry.
+    """
+    opts = command_line(arch, options) if command is None else tuple(command)
+    if not opts or opts[0] != f"--gpu-architecture={arch}":
+        raise ValueError(f"compile_cuda: the command line {opts!r} is not one for {arch!r}")
+    real = arch.startswith("sm_")
     src, fname = source.encode(), filename.encode()
     t0 = time.perf_counter()
     prog = _Program(src, fname, [o.encode() for o in opts])
