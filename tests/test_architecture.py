@@ -59,7 +59,7 @@ RULES = {
     "ir": ["tirx.layout", "tirx.dtypes", "tirx.errors"],
     "isa": ["tirx.ir", "tirx.layout", "tirx.dtypes", "tirx.errors"],
     "transform": ["tirx.ir", "tirx.layout", "tirx.dtypes", "tirx.errors", "tirx.isa"],
-    "sim": ["tirx.ir", "tirx.dtypes", "tirx.errors"],
+    "sim": ["tirx.ir", "tirx.dtypes", "tirx.errors", "tirx.config"],
     "backend/cuda": [
         "tirx.ir",
         "tirx.dtypes",

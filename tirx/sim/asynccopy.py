@@ -17,7 +17,7 @@ The ISA ("Data Movement and Conversion Instructions: cp.async", "cp.async.commit
 Model: each pending copy remembers its bytes (read from global memory at issue) and lands in
 shared memory when a wait of its thread covers it. From then on the bytes count as written by
 the issuing thread at that moment, so other threads need a barrier after the wait (the race
-rules of :mod:`tirx.sim.memory`). Until then the destination is the copy engine's: a read or
+rules of :mod:`tirx.sim.shared`). Until then the destination is the copy engine's: a read or
 write of it by anyone, or a copy issued onto bytes another thread accessed since the last
 barrier (a pipeline stage reused without one), is a fault naming both lines.
 

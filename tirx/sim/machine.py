@@ -24,9 +24,10 @@ from .budget import Budget
 from .collective import compile_ptx
 from .expr import ExprCompiler, _converted, _to_bool
 from .faults import Fault
-from .memory import GlobalRegion, LocalArray, SharedBuffer, SharedMemory, as_index
+from .memory import GlobalRegion, LocalArray, as_index
 from .numeric import constant, convert, encode
 from .printf import parse_format
+from .shared import SharedBuffer, SharedMemory
 
 __all__ = ["Machine", "MAX_LOOP_ITERATIONS"]
 
