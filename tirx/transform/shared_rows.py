@@ -25,18 +25,20 @@ from ..errors import ContractError
 from ..ir import nodes as ir
 from ..ir.simplify import linear_form, static_value
 from ..layout.swizzle import ComposeLayout
+from .simplify_index import simplify_index
 
 __all__ = ["element_offset", "residue", "RowCheck", "check_rows", "row_starts"]
 
 
 def element_offset(view: ir.View, coords) -> ir.Expr | int:
-    """Element offset of ``view[coords]`` from the start of its buffer (units of view.dtype)."""
+    """Element offset of ``view[coords]`` from the start of its buffer (units of view.dtype),
+    simplified (tirx/transform/simplify_index.py)."""
     layout = view.layout
     if isinstance(layout, ComposeLayout):
         m = layout.tile_layout.apply(*coords, shape=view.shape).get("m", 0)
-        return layout.swizzle(_add(view.elem_offset, m))
+        return layout.swizzle(simplify_index(_add(view.elem_offset, m)))
     m = layout.apply(*coords, shape=view.shape).get("m", 0)
-    return _add(view.elem_offset, m)
+    return simplify_index(_add(view.elem_offset, m))
 
 
 def _add(a, b):
