@@ -300,3 +300,16 @@ def test_bank_picture_and_show_layout_summary():
     assert texts.count("8x") == 16 and "worst 8-way bank conflict" in fig.axes[0].get_title()
     assert "8x" not in [t.get_text() for t in draw_banks(SWIZZLE_128B).axes[0].texts]
     assert "ldmatrix over 16 8x8 matrices: 16 wavefronts" in show_layout(SWIZZLE_128B).summary
+
+
+def test_named_region_starts_are_seen_through(tmp_path):
+    src = CP_ASYNC.replace(
+        "        T.cuda.tile.apply(", "        col = {col}\n        T.cuda.tile.apply("
+    ).replace("a[c // 8, {dst} : {dst} + {n}], A[c // 8, {dst} : {dst} + {n}]",
+              "a[c // 8, col : col + 8], A[c // 8, col : col + 8]")  # fmt: skip
+    good = define(src.format(col="(c % 8) * 8"), tmp_path, "kernel", layout=SWIZZLE_128B)
+    exe = tirx.compile(good, "cuda -arch=sm_80")
+    assert "cp.async.cg.shared.global" in exe.ptx
+    bad = define(src.format(col="(c % 8) * 4"), tmp_path, "kernel", layout=SWIZZLE_128B)
+    with pytest.raises(ContractError, match="cannot be proven"):
+        tirx.compile(bad, "cuda -arch=sm_80")
