@@ -233,6 +233,12 @@ BROKEN = {
         None,
         dict(params="chunk_bytes=16, src_size=0"),
     ),
+    "src_size_not_a_load": (
+        dict(params="chunk_bytes=16, src_size=T.int32(A[0, 0])"),
+        "src_size must be computed from thread indices",
+        None,
+        dict(params="chunk_bytes=16, src_size=lane % 17"),
+    ),
     "wait_group_constant": (dict(n="lane"), "n must be a compile-time int", "lane", {}),
     "unknown_form": (
         dict(instr="cp.async.cg.global.shared"),

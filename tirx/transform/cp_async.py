@@ -103,6 +103,12 @@ def _src_size(form: CopyForm, value, chunk: int):
         return None
     if isinstance(value, ir.Expr) and value.dtype.kind == "float":
         raise ContractError(f"{form.text}: src_size must be an integer number of bytes")
+    if _reads_memory(value):
+        raise ContractError(
+            f"{form.text}: src_size must be computed from thread indices, loop variables, "
+            "parameters or kernel variables, not read from a tensor",
+            hint="load the value into a variable first: n = sizes[i]; ... src_size=n",
+        )
     v = static_value(value)
     if v is not None and not 0 <= v <= chunk:
         raise ContractError(
@@ -110,6 +116,16 @@ def _src_size(form: CopyForm, value, chunk: int):
             hint="src_size bytes are read; the rest of the chunk is filled with zeros",
         )
     return ir.ScalarOperand(ir.cast(value, ir.U32))
+
+
+def _reads_memory(e) -> bool:
+    if isinstance(e, (ir.ElemLoad, ir.Load)):
+        return True
+    if isinstance(e, ir.BinOp):
+        return _reads_memory(e.a) or _reads_memory(e.b)
+    if isinstance(e, ir.Cast):
+        return _reads_memory(e.value)
+    return isinstance(e, (ir.Select, ir.Cmp, ir.Logic, ir.Not))
 
 
 # ----------------------------------------------------------------------------- tile form
