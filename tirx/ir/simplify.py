@@ -8,13 +8,15 @@ knows raises :class:`~tirx.ir.visitor.UnknownNodeError`.
 
 from __future__ import annotations
 
+import enum
+
 from ..dtypes import DTypeKind, is_float
-from .nodes import Const, Expr, Op
+from .nodes import Const, Expr, Load, Op, Var
 from .visitor import DESCEND, Visitor
 
-__all__ = ["static_value", "linear_form", "is_nonnegative"]
+__all__ = ["static_value", "linear_form", "is_nonnegative", "structural_key"]
 
-# Expressions that are atoms of a linear form (opaque values compared by identity).
+# Expressions that are atoms of a linear form (opaque values, keyed by structural_key).
 _ATOMS = frozenset(
     {
         "Var",
@@ -47,7 +49,7 @@ class _LinearForm(Visitor):
     def enter_BinOp(self, e):
         if is_float(e.dtype):
             return None
-        return DESCEND if e.op in _LINEAR_OPS else ({id(e): (e, 1)}, 0)
+        return DESCEND if e.op in _LINEAR_OPS else ({structural_key(e): (e, 1)}, 0)
 
     def leave_BinOp(self, e, la, lb):
         if la is None or lb is None:
@@ -58,7 +60,7 @@ class _LinearForm(Visitor):
                 return _scale(tb, cb, ca)
             if not tb:
                 return _scale(ta, ca, cb)
-            return {id(e): (e, 1)}, 0
+            return {structural_key(e): (e, 1)}, 0
         sign = 1 if e.op is Op.ADD else -1
         terms = dict(ta)
         for k, (atom, coef) in tb.items():
@@ -67,20 +69,50 @@ class _LinearForm(Visitor):
         return {k: v for k, v in terms.items() if v[1]}, ca + sign * cb
 
     def _atom(self, e):
-        return None if is_float(e.dtype) else ({id(e): (e, 1)}, 0)
+        return None if is_float(e.dtype) else ({structural_key(e): (e, 1)}, 0)
 
     def _default(self, cls):
         return (_LinearForm._atom, None) if cls.__name__ in _ATOMS else None
 
 
 def linear_form(e) -> tuple[dict[int, tuple[Expr, int]], int] | None:
-    """``e`` as ``sum(coef * atom) + const`` over non-linear atoms (keyed by identity).
+    """``e`` as ``sum(coef * atom) + const`` over non-linear atoms (keyed by
+    :func:`structural_key`, so ``(i % 8) * 8 + 8 - (i % 8) * 8`` is the constant 8).
 
     Returns None for float expressions.
     """
     if isinstance(e, (bool, int)):
         return {}, int(e)
     return _LinearForm().visit(e)
+
+
+def structural_key(e) -> tuple:
+    """A hashable key equal for expressions that compute the same value by the same tree
+    (``lane % 8`` built twice has one key). Variables, buffers and loads are keyed by the
+    object: two loads of one address are the same value within one expression, which has no
+    side effects."""
+    if isinstance(e, Const):
+        return ("const", e.value, e.dtype.name)
+    if isinstance(e, (Var, Load)) or not hasattr(e, "__dataclass_fields__"):
+        if isinstance(e, Load):
+            return ("load", id(e.buffer), e.dtype.name, structural_key(as_expr_key(e.index)))
+        return ("obj", id(e))
+    parts = [type(e).__name__]
+    for name in e.__dataclass_fields__:
+        v = getattr(e, name)
+        if isinstance(v, Expr):
+            parts.append(structural_key(v))
+        elif isinstance(v, (int, float, bool, str)) or v is None:
+            parts.append(v)
+        elif hasattr(v, "name") and hasattr(v, "bits"):  # a DType
+            parts.append(v.name)
+        else:
+            parts.append(("obj", id(v)) if not isinstance(v, enum.Enum) else v)
+    return tuple(parts)
+
+
+def as_expr_key(v):
+    return v if isinstance(v, Expr) else Const(v)
 
 
 def _scale(terms, c, factor):

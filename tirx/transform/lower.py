@@ -15,7 +15,8 @@ from ..errors import TirxError, TirxSyntaxError
 from ..ir import nodes as ir
 from ..ir.simplify import static_value
 from ..ir.visitor import DESCEND, Transformer
-from ..isa.shared_rows import element_offset
+from ..isa.shared_rows import element_offset, known_definitions
+from .inline_indices import inline_indices
 from .limits import check_limits
 from .raw_ptx import lower_raw_ptx
 from .shared_memory import check_shared_limits
@@ -27,7 +28,8 @@ __all__ = ["lower_function"]
 def lower_function(fn: ir.Function, arch: int = 80) -> ir.Function:
     if fn.lowered:
         return fn
-    body = _Lowerer(arch).visit(fn.body)
+    with known_definitions(fn):
+        body = inline_indices(fn, _Lowerer(arch).visit(fn.body))
     offsets, total = _plan_shared(fn)
     check_shared_limits(fn, offsets, total, arch)
     check_limits(replace(fn, body=body))
