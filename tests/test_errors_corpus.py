@@ -323,6 +323,7 @@ MACHINE_CASES = [
     ("typo-T.ptx", None, "    x = T.ptx.mma\n", SYN, "T.ptx.mma", 'T.ptx["'),
     ("typo-tile", None, "    T.cuda.tile.aply(ar)\n", SYN, "T.cuda.tile.aply", "T.cuda.tile.apply"),
     ("typo-method", None, "    v = a.permut(1, 0)\n", SYN, "a.permut", "permute"),
+    ("typo-tensor-attr", None, "    x = a.shap\n", SYN, "a.shap", "`shape`"),
     # --- views
     (
         "permute-not-a-permutation",
@@ -412,6 +413,11 @@ def test_float_tensor_shape_is_refused_at_the_annotation(tmp_path):
 def test_typo_outside_a_kernel_names_the_closest():
     with pytest.raises(AttributeError, match="lane_id"):
         tirx.T.cuda.laneid  # noqa: B018
+    with pytest.raises(AttributeError, match="`T.function`"):
+        tirx.T.fucntion  # noqa: B018
+    with pytest.raises(AttributeError, match=r'T.ptx\["'):
+        tirx.T.ptx.mma  # noqa: B018
+    assert not hasattr(tirx.T.cuda, "laneid") and hasattr(tirx.T.cuda, "lane_id")
 
 
 def test_missing_device_entry(tmp_path):

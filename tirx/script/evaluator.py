@@ -227,7 +227,11 @@ class Evaluator:
                 return base.dtype.name
             if attr == "layout":
                 return base.layout
-            raise TirxSyntaxError(f"a tensor has no attribute {attr!r}", self.p.span(node))
+            raise TirxSyntaxError(
+                f"a tensor has no attribute {attr!r}",
+                self.p.span(node),
+                hint=checks.did_you_mean(attr, _VIEW_METHODS),
+            )
         if isinstance(base, ir.Expr):
             raise TirxSyntaxError(f"a kernel value has no attribute {attr!r}", self.p.span(node))
         try:

@@ -189,7 +189,7 @@ class _Suggesting:
     def __getattr__(self, name):
         if name.startswith("__"):
             raise AttributeError(name)
-        known = [n for n in vars(self) if not n.startswith("_")]
+        known = [n for n in dir(self) if not n.startswith("_")]
         hint = did_you_mean(name, known, f"{self._place}.")
         raise AttributeError(
             f"{self._place} has no attribute {name!r}" + (f"; {hint}" if hint else "")
