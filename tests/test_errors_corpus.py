@@ -510,6 +510,31 @@ def test_any_python_identifier_reaches_c(tmp_path):
     np.testing.assert_array_equal(a, np.arange(32) * 4 + 1)
 
 
+@pytest.mark.parametrize(
+    "name", ["printf", "nullptr", "TIRX_DEVICE", "_Bool", "reinterpret_cast", "isnan", "try_"]
+)
+def test_names_c_reserves_reach_c_renamed(tmp_path, name):
+    np = pytest.importorskip("numpy")
+    k = define(
+        f"""
+        @T.function
+        def k(A: T.Tensor((32,), "int32")):
+            T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=32))
+            {name} = T.cuda.lane_id() + 1
+            T.cuda.printf("%d\\n", {name})
+            A[T.cuda.lane_id()] = {name} * 3
+        """,
+        tmp_path,
+        "k",
+    )
+    assert tirx.compile(k, target="cuda -arch=sm_90").source  # NVRTC accepts the C names
+    a = np.zeros(32, dtype=np.int32)
+    import io
+
+    tirx.compile(k, target="sim")(a, stdout=io.StringIO())
+    np.testing.assert_array_equal(a, (np.arange(32) + 1) * 3)
+
+
 # ------------------------------------------------------------------ arguments at call time
 
 torch = pytest.importorskip("torch")
