@@ -247,6 +247,9 @@ MACHINE_CASES = [
     ("int32-literal", None, "    x = T.int32(2**31)\n", SYN, "T.int32(2**31)", "wider type"),
     ("store-huge", None, "    Out[0, 0] = -(2**64)\n", SYN, "Out[0, 0] = -(2**64)", "64 bits"),
     ("compare-huge", None, "    x = lane < 2**65\n", SYN, "lane < 2**65", "64 bits"),
+    # --- integer division by a known zero (undefined on the GPU)
+    ("floordiv-zero", None, "    x = lane // 0\n", SYN, "lane // 0", "nonzero"),
+    ("mod-zero", None, "    x = lane % (4 - 4)\n", SYN, "lane % (4 - 4)", "nonzero"),
     # --- floats where an integer belongs
     ("range-float", None, "    for i in range(1.5):\n        pass\n", SYN, "1.5", "T.int32"),
     (
@@ -375,6 +378,7 @@ FIXED = [
     ("int64-max", None, "    x = lane + (2**63 - 1)\n    y = T.int64(2**63 - 1)\n"),
     ("uint64-max", None, "    x = T.uint64(2**64 - 1)\n"),
     ("int-index", None, "    x = A[0, T.int32(A[0, 1])]\n"),
+    ("divide-nonzero", None, "    x = lane // 3 + lane % 5 + lane / 0\n"),
     ("int-range", None, "    for i in range(T.int32(A[0, 0])):\n        pass\n"),
     (
         "printf-ok",

@@ -17,7 +17,14 @@ from ..dtypes import DType
 from ..errors import TirxSyntaxError, did_you_mean
 from ..ir import nodes as ir
 
-__all__ = ["int_literal", "literal_for", "integer_index", "printf_format", "unknown_attribute"]
+__all__ = [
+    "int_literal",
+    "literal_for",
+    "divisor",
+    "integer_index",
+    "printf_format",
+    "unknown_attribute",
+]
 
 INT64_MIN, INT64_MAX, UINT64_MAX = -(2**63), 2**63 - 1, 2**64 - 1
 
@@ -57,6 +64,18 @@ def literal_for(v, dtype: DType):
             )
         return v
     return int_literal(v)
+
+
+def divisor(op: ir.Op, b) -> None:
+    """An integer ``//`` or ``%`` by a divisor known to be 0 is refused: the GPU's result is
+    undefined (the simulator would stop at run time)."""
+    if op in (ir.Op.FLOORDIV, ir.Op.FLOORMOD):
+        value = b.value if isinstance(b, ir.Const) else b
+        if type(value) in (int, bool) and value == 0:
+            raise TirxSyntaxError(
+                f"integer {'//' if op is ir.Op.FLOORDIV else '%'} by zero",
+                hint="divide by a nonzero value, or guard the division with an if",
+            )
 
 
 def integer_index(v, what: str):

@@ -296,6 +296,7 @@ class Evaluator:
             if not (_is_number(v) or isinstance(v, ir.Expr)):
                 raise TirxSyntaxError(f"cannot use {_kind(v)} in arithmetic")
             checks.int_literal(v)
+        checks.divisor(op, b)
         return ir.binop(op, a, b)
 
     def ex_UnaryOp(self, node):
