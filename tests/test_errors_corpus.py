@@ -250,6 +250,9 @@ MACHINE_CASES = [
     # --- integer division by a known zero (undefined on the GPU)
     ("floordiv-zero", None, "    x = lane // 0\n", SYN, "lane // 0", "nonzero"),
     ("mod-zero", None, "    x = lane % (4 - 4)\n", SYN, "lane % (4 - 4)", "nonzero"),
+    # --- shifts C leaves undefined
+    ("shift-too-far", None, "    x = lane << 32\n", SYN, "lane << 32", "T.int64(x) << 40"),
+    ("shift-negative", None, "    x = lane >> -1\n", SYN, "lane >> -1", "shift by 0 to 31"),
     # --- floats where an integer belongs
     ("range-float", None, "    for i in range(1.5):\n        pass\n", SYN, "1.5", "T.int32"),
     (
@@ -379,6 +382,7 @@ FIXED = [
     ("uint64-max", None, "    x = T.uint64(2**64 - 1)\n"),
     ("int-index", None, "    x = A[0, T.int32(A[0, 1])]\n"),
     ("divide-nonzero", None, "    x = lane // 3 + lane % 5 + lane / 0\n"),
+    ("shift-in-range", None, "    x = (lane << 31) + (T.int64(lane) << 40) + (lane >> 0)\n"),
     ("int-range", None, "    for i in range(T.int32(A[0, 0])):\n        pass\n"),
     (
         "printf-ok",

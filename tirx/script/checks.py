@@ -21,6 +21,7 @@ __all__ = [
     "int_literal",
     "literal_for",
     "divisor",
+    "shift_count",
     "integer_index",
     "printf_format",
     "unknown_attribute",
@@ -76,6 +77,21 @@ def divisor(op: ir.Op, b) -> None:
                 f"integer {'//' if op is ir.Op.FLOORDIV else '%'} by zero",
                 hint="divide by a nonzero value, or guard the division with an if",
             )
+
+
+def shift_count(op: ir.Op, a, b) -> None:
+    """A shift of a kernel value by a count known to be outside ``0 .. width - 1`` is refused:
+    C leaves it undefined (the simulator would stop at run time)."""
+    if op in (ir.Op.SHL, ir.Op.SHR) and isinstance(a, ir.Expr):
+        count = b.value if isinstance(b, ir.Const) else b
+        if type(count) is int:
+            width = ir.promote(a.dtype, ir.as_expr(count).dtype).bits
+            if not 0 <= count < width:
+                raise TirxSyntaxError(
+                    f"shift count {count} is outside 0..{width - 1} for a {width}-bit value",
+                    hint=f"shift by 0 to {width - 1}, or widen the value first, e.g. "
+                    "T.int64(x) << 40",
+                )
 
 
 def integer_index(v, what: str):

@@ -297,6 +297,7 @@ class Evaluator:
                 raise TirxSyntaxError(f"cannot use {_kind(v)} in arithmetic")
             checks.int_literal(v)
         checks.divisor(op, b)
+        checks.shift_count(op, a, b)
         return ir.binop(op, a, b)
 
     def ex_UnaryOp(self, node):
