@@ -247,6 +247,12 @@ MACHINE_CASES = [
     ("int32-literal", None, "    x = T.int32(2**31)\n", SYN, "T.int32(2**31)", "wider type"),
     ("store-huge", None, "    Out[0, 0] = -(2**64)\n", SYN, "Out[0, 0] = -(2**64)", "64 bits"),
     ("compare-huge", None, "    x = lane < 2**65\n", SYN, "lane < 2**65", "64 bits"),
+    # --- integer division by a known zero (undefined on the GPU)
+    ("floordiv-zero", None, "    x = lane // 0\n", SYN, "lane // 0", "nonzero"),
+    ("mod-zero", None, "    x = lane % (4 - 4)\n", SYN, "lane % (4 - 4)", "nonzero"),
+    # --- shifts C leaves undefined
+    ("shift-too-far", None, "    x = lane << 32\n", SYN, "lane << 32", "T.int64(x) << 40"),
+    ("shift-negative", None, "    x = lane >> -1\n", SYN, "lane >> -1", "shift by 0 to 31"),
     # --- floats where an integer belongs
     ("range-float", None, "    for i in range(1.5):\n        pass\n", SYN, "1.5", "T.int32"),
     (
@@ -323,6 +329,7 @@ MACHINE_CASES = [
     ("typo-T.ptx", None, "    x = T.ptx.mma\n", SYN, "T.ptx.mma", 'T.ptx["'),
     ("typo-tile", None, "    T.cuda.tile.aply(ar)\n", SYN, "T.cuda.tile.aply", "T.cuda.tile.apply"),
     ("typo-method", None, "    v = a.permut(1, 0)\n", SYN, "a.permut", "permute"),
+    ("typo-tensor-attr", None, "    x = a.shap\n", SYN, "a.shap", "`shape`"),
     # --- views
     (
         "permute-not-a-permutation",
@@ -374,6 +381,8 @@ FIXED = [
     ("int64-max", None, "    x = lane + (2**63 - 1)\n    y = T.int64(2**63 - 1)\n"),
     ("uint64-max", None, "    x = T.uint64(2**64 - 1)\n"),
     ("int-index", None, "    x = A[0, T.int32(A[0, 1])]\n"),
+    ("divide-nonzero", None, "    x = lane // 3 + lane % 5 + lane / 0\n"),
+    ("shift-in-range", None, "    x = (lane << 31) + (T.int64(lane) << 40) + (lane >> 0)\n"),
     ("int-range", None, "    for i in range(T.int32(A[0, 0])):\n        pass\n"),
     (
         "printf-ok",
@@ -412,6 +421,11 @@ def test_float_tensor_shape_is_refused_at_the_annotation(tmp_path):
 def test_typo_outside_a_kernel_names_the_closest():
     with pytest.raises(AttributeError, match="lane_id"):
         tirx.T.cuda.laneid  # noqa: B018
+    with pytest.raises(AttributeError, match="`T.function`"):
+        tirx.T.fucntion  # noqa: B018
+    with pytest.raises(AttributeError, match=r'T.ptx\["'):
+        tirx.T.ptx.mma  # noqa: B018
+    assert not hasattr(tirx.T.cuda, "laneid") and hasattr(tirx.T.cuda, "lane_id")
 
 
 def test_missing_device_entry(tmp_path):
@@ -502,6 +516,31 @@ def test_any_python_identifier_reaches_c(tmp_path):
     a = np.zeros(32, dtype=np.int32)
     tirx.compile(k, target="sim")(a)
     np.testing.assert_array_equal(a, np.arange(32) * 4 + 1)
+
+
+@pytest.mark.parametrize(
+    "name", ["printf", "nullptr", "TIRX_DEVICE", "_Bool", "reinterpret_cast", "isnan", "try_"]
+)
+def test_names_c_reserves_reach_c_renamed(tmp_path, name):
+    np = pytest.importorskip("numpy")
+    k = define(
+        f"""
+        @T.function
+        def k(A: T.Tensor((32,), "int32")):
+            T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=32))
+            {name} = T.cuda.lane_id() + 1
+            T.cuda.printf("%d\\n", {name})
+            A[T.cuda.lane_id()] = {name} * 3
+        """,
+        tmp_path,
+        "k",
+    )
+    assert tirx.compile(k, target="cuda -arch=sm_90").source  # NVRTC accepts the C names
+    a = np.zeros(32, dtype=np.int32)
+    import io
+
+    tirx.compile(k, target="sim")(a, stdout=io.StringIO())
+    np.testing.assert_array_equal(a, (np.arange(32) + 1) * 3)
 
 
 # ------------------------------------------------------------------ arguments at call time
@@ -649,3 +688,70 @@ def test_overlapping_tensors_are_refused_by_the_launcher(copy_kernel, native):
             launch.set_record(0, 0)
     if native is False:
         assert len(recorder.calls) == 2
+
+
+# ------------------------------------------------------------------ the same on the GPU
+
+
+@pytest.mark.gpu
+def test_gpu_arguments_agree_with_the_simulator(copy_kernel, tmp_path):
+    """On the H200: grad-requiring and inference tensors run, aliasing a written tensor is
+    refused by name (C runner and Python runner alike), read-only aliasing runs."""
+    exe = tirx.compile(copy_kernel, target="cuda")
+    x = torch.arange(32, dtype=torch.float32, device="cuda", requires_grad=True)
+    out = torch.zeros(32, device="cuda")
+    exe(x, out)
+    with torch.inference_mode():
+        xi, outi = torch.arange(32.0, device="cuda"), torch.zeros(32, device="cuda")
+    exe(xi, outi)
+    for bad in ([out, out], [torch.zeros(48, device="cuda")[:32]] * 2):
+        with pytest.raises(ValueError, match="'In' and 'Out' overlap"):
+            exe(*bad)
+    storage = torch.zeros(48, device="cuda")
+    with pytest.raises(ValueError, match="overlap"):
+        exe(storage[:32], storage[16:])
+    torch.cuda.synchronize()
+    assert torch.equal(out.cpu(), torch.arange(32.0) + 1)
+    assert torch.equal(outi.cpu(), torch.arange(32.0) + 1)
+    add = define(
+        """
+        @T.function
+        def add(X: T.Tensor((32,), "float32"), Y: T.Tensor((32,), "float32"),
+                Out: T.Tensor((32,), "float32")):
+            T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=32))
+            lane = T.cuda.lane_id()
+            Out[lane] = X[lane] + Y[lane]
+        """,
+        tmp_path,
+        "add",
+    )
+    exe = tirx.compile(add, target="cuda")
+    y = torch.arange(32.0, device="cuda")
+    for _ in range(3):  # the first call through Python, the repeats from the memo
+        exe(y, y, out)
+    torch.cuda.synchronize()
+    assert torch.equal(out.cpu(), 2 * torch.arange(32.0))
+
+
+@pytest.mark.gpu
+def test_gpu_parameter_copies_and_unicode_names_match_the_simulator(tmp_path):
+    k = define(
+        """
+        @T.function
+        def kλ(A: T.Tensor((32,), "int32"), n: T.int32):
+            T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=32))
+            λ = T.cuda.lane_id() * 2
+            n = n + λ
+            for i in range(2):
+                n += 1
+            A[T.cuda.lane_id()] = n
+        """,
+        tmp_path,
+        "kλ",
+    )
+    want = torch.zeros(32, dtype=torch.int32)
+    tirx.compile(k, target="sim")(want, 5)
+    got = torch.zeros(32, dtype=torch.int32, device="cuda")
+    tirx.compile(k, target="cuda")(got, 5)
+    torch.cuda.synchronize()
+    assert torch.equal(got.cpu(), want) and torch.equal(want, torch.arange(32) * 2 + 7)

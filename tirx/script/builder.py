@@ -71,6 +71,18 @@ _C_RESERVED = {
     "blockDim",
     "gridDim",
     "warpSize",
+    # the rest of C++'s keywords and alternative tokens (NVRTC compiles C++)
+    *"""alignas alignof and and_eq bitand bitor catch char8_t char16_t char32_t co_await co_return
+    co_yield compl concept const_cast consteval constexpr constinit decltype dynamic_cast
+    explicit export friend mutable noexcept not not_eq nullptr operator or or_eq private
+    protected public reinterpret_cast requires static_assert static_cast thread_local throw try
+    typeid virtual wchar_t xor xor_eq restrict NULL""".split(),
+    # names the generated code itself uses
+    "TIRX_DEVICE",
+    "printf",
+    "floorf",
+    "isinf",
+    "isnan",
 }
 
 
@@ -114,7 +126,8 @@ class FunctionBuilder:
         # its code point (``u3bb``), so distinct names stay distinct before de-duplication
         base = hint if hint.isascii() and hint.isidentifier() else _ascii_identifier(hint)
         base = base or "v"
-        if base in _C_RESERVED or base.startswith("__") or base.startswith("tirx_"):
+        reserved = base.startswith(("__", "tirx_")) or (base[:1] == "_" and base[1:2].isupper())
+        if base in _C_RESERVED or reserved:  # (C reserves _X... and __... for itself)
             base = base + "_"
         name, k = base, 1
         while name in self._c_names:

@@ -17,7 +17,15 @@ from ..dtypes import DType
 from ..errors import TirxSyntaxError, did_you_mean
 from ..ir import nodes as ir
 
-__all__ = ["int_literal", "literal_for", "integer_index", "printf_format", "unknown_attribute"]
+__all__ = [
+    "int_literal",
+    "literal_for",
+    "divisor",
+    "shift_count",
+    "integer_index",
+    "printf_format",
+    "unknown_attribute",
+]
 
 INT64_MIN, INT64_MAX, UINT64_MAX = -(2**63), 2**63 - 1, 2**64 - 1
 
@@ -57,6 +65,33 @@ def literal_for(v, dtype: DType):
             )
         return v
     return int_literal(v)
+
+
+def divisor(op: ir.Op, b) -> None:
+    """An integer ``//`` or ``%`` by a divisor known to be 0 is refused: the GPU's result is
+    undefined (the simulator would stop at run time)."""
+    if op in (ir.Op.FLOORDIV, ir.Op.FLOORMOD):
+        value = b.value if isinstance(b, ir.Const) else b
+        if type(value) in (int, bool) and value == 0:
+            raise TirxSyntaxError(
+                f"integer {'//' if op is ir.Op.FLOORDIV else '%'} by zero",
+                hint="divide by a nonzero value, or guard the division with an if",
+            )
+
+
+def shift_count(op: ir.Op, a, b) -> None:
+    """A shift of a kernel value by a count known to be outside ``0 .. width - 1`` is refused:
+    C leaves it undefined (the simulator would stop at run time)."""
+    if op in (ir.Op.SHL, ir.Op.SHR) and isinstance(a, ir.Expr):
+        count = b.value if isinstance(b, ir.Const) else b
+        if type(count) is int:
+            width = ir.promote(a.dtype, ir.as_expr(count).dtype).bits
+            if not 0 <= count < width:
+                raise TirxSyntaxError(
+                    f"shift count {count} is outside 0..{width - 1} for a {width}-bit value",
+                    hint=f"shift by 0 to {width - 1}, or widen the value first, e.g. "
+                    "T.int64(x) << 40",
+                )
 
 
 def integer_index(v, what: str):

@@ -234,7 +234,11 @@ class Evaluator:
                 return base.dtype.name
             if attr == "layout":
                 return base.layout
-            raise TirxSyntaxError(f"a tensor has no attribute {attr!r}", self.p.span(node))
+            raise TirxSyntaxError(
+                f"a tensor has no attribute {attr!r}",
+                self.p.span(node),
+                hint=checks.did_you_mean(attr, _VIEW_METHODS),
+            )
         if isinstance(base, ir.Expr):
             raise TirxSyntaxError(f"a kernel value has no attribute {attr!r}", self.p.span(node))
         try:
@@ -300,6 +304,8 @@ class Evaluator:
             if not (_is_number(v) or isinstance(v, ir.Expr)):
                 raise TirxSyntaxError(f"cannot use {_kind(v)} in arithmetic")
             checks.int_literal(v)
+        checks.divisor(op, b)
+        checks.shift_count(op, a, b)
         return ir.binop(op, a, b)
 
     def ex_UnaryOp(self, node):  # a generator: see chains.py

@@ -8,6 +8,7 @@ a kernel. A few are ordinary compile-time values (``T.Tensor`` annotations, dtyp
 
 from __future__ import annotations
 
+import operator
 import os
 import sys
 from dataclasses import dataclass
@@ -75,16 +76,17 @@ def _tensor(shape, dtype="float32") -> TensorAnnotation:
 
 
 def _tensor_annotation(shape, dtype) -> TensorAnnotation:
-    if isinstance(shape, int):
+    if not isinstance(shape, (tuple, list)):
         shape = (shape,)
-    if not isinstance(shape, (tuple, list)) or not all(
-        isinstance(s, int) and not isinstance(s, bool) for s in shape
-    ):
+    try:  # ints and what stands for one exactly (numpy ints); never a float, never a bool
+        if any(isinstance(s, bool) for s in shape):
+            raise TypeError
+        shape = tuple(operator.index(s) for s in shape)
+    except TypeError:
         raise TirxSyntaxError(
             f"T.Tensor shape must be a tuple of ints, got {shape!r}",
             hint='write every extent as an integer, e.g. T.Tensor((8, 16), "float32")',
-        )
-    shape = tuple(shape)
+        ) from None
     if any(s <= 0 for s in shape):
         raise TirxSyntaxError(f"T.Tensor shape must be positive, got {shape}")
     try:
@@ -189,7 +191,7 @@ class _Suggesting:
     def __getattr__(self, name):
         if name.startswith("__"):
             raise AttributeError(name)
-        known = [n for n in vars(self) if not n.startswith("_")]
+        known = [n for n in dir(self) if not n.startswith("_")]
         hint = did_you_mean(name, known, f"{self._place}.")
         raise AttributeError(
             f"{self._place} has no attribute {name!r}" + (f"; {hint}" if hint else "")

@@ -12,7 +12,9 @@ refused here, after lowering and before either backend sees the program:
 * **local arrays that cannot fit.** A thread's local memory is at most 512 KiB (CUDA
   programming guide, technical specifications per compute capability: "maximum amount of local
   memory per thread", the same on sm_80 and sm_90). ``T.alloc_local`` arrays together may not
-  exceed it.
+  exceed it. NVRTC and ptxas do not enforce this (measured with NVRTC 13.0 for sm_90: a kernel
+  with an 800 000-byte local array compiles, reporting that stack frame), so without this
+  check such a kernel would compile for both targets and fail only when the GPU launches it.
 
 Grid and block shapes are checked where they are written (``T.cuda.LaunchConfig``).
 """
