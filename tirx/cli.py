@@ -149,7 +149,10 @@ def load_kernel(ref: str):
             raise UsageError(f"cannot read the kernel expression {name!r}: {e.msg}") from None
         kernel = _run_user_code(lambda: eval(code, namespace), path)  # noqa: S307 - the user's
     if not isinstance(kernel, tirx.Kernel):
-        raise UsageError(f"{where}:{name} is a {type(kernel).__name__}, not a @T.function kernel")
+        call = f" (call it to make one: {where}:{name}(...))" if callable(kernel) else ""
+        raise UsageError(
+            f"{where}:{name} is a {type(kernel).__name__}, not a @T.function kernel{call}"
+        )
     return kernel
 
 
