@@ -244,7 +244,13 @@ def cmd_layout(args) -> int:
     shape = _shape(args.shape)
     # The drawing functions live in the notebook layer; the command line sits above both
     # layers and loads it here only (tests/test_architecture.py names this exception).
-    from widgets import show_layout
+    try:
+        from widgets import show_layout
+    except ImportError as e:
+        raise TirxError(
+            f"tirx layout draws with the notebook layer, which does not import here ({e})",
+            hint="install tirx with its widgets package: pip install -e .",
+        ) from None
 
     view = show_layout(args.spec, shape, lane=args.lane, color_by=args.color_by,
                        dtype_bytes=args.dtype_bytes)  # fmt: skip
