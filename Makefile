@@ -45,7 +45,20 @@ lab:
 notebooks:  # re-execute the tutorials in place from clean kernels (the committed outputs)
 	$(PY) -m jupyter nbconvert --to notebook --execute --inplace \
 		--ExecutePreprocessor.timeout=600 --ExecutePreprocessor.store_widget_state=False --ExecutePreprocessor.record_timing=False \
-		notebooks/0*.ipynb
+		notebooks/0*.ipynb notebooks/visualizer_demo.ipynb
+	$(PY) -c "$$STATIC_VIEWS" notebooks/visualizer_demo.ipynb
+
+# The demo's saved views keep their SVG and text faces only: a widget without its kernel shows
+# "model not found" in JupyterLab; running the notebook brings the live widgets back.
+define STATIC_VIEWS
+import sys, nbformat
+nb = nbformat.read(sys.argv[1], as_version=4)
+for cell in nb.cells:
+    for out in cell.get("outputs", []):
+        out.get("data", {}).pop("application/vnd.jupyter.widget-view+json", None)
+nbformat.write(nb, sys.argv[1])
+endef
+export STATIC_VIEWS
 
 clean:
 	rm -rf build dist *.egg-info .pytest_cache .ruff_cache

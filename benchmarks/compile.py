@@ -89,11 +89,11 @@ def child_call(target: str) -> dict:
     import tirx
     from tirx.examples.warp_matmul import warp_matmul
 
-    t0 = time.perf_counter()
+    c0, t0 = time.process_time(), time.perf_counter()
     exe = tirx.compile(warp_matmul, target=target)
-    ms = (time.perf_counter() - t0) * 1e3
+    ms, cpu = (time.perf_counter() - t0) * 1e3, (time.process_time() - c0) * 1e3
     reported = sum(v for k, v in exe.timings.items() if k != "parse")
-    return {"ms": ms, "cache": exe.cache, "reported": reported,
+    return {"ms": ms, "cpu": cpu, "cache": exe.cache, "reported": reported,
             "driver": "cuda.bindings.driver" in sys.modules}  # fmt: skip
 
 
@@ -186,6 +186,8 @@ def _machine() -> str:
         f"python {platform.python_version()}",
         f"{cpu_name()}, {os.cpu_count()} CPUs",
     ]
+    if hasattr(os, "getloadavg"):  # a shared machine's figures are read against its load
+        parts.append(f"load average {os.getloadavg()[0]:.1f} at the end")
     try:
         from importlib.metadata import version
 
@@ -264,6 +266,7 @@ def main(argv=None) -> None:
     warm_pre_ms = statistics.median(r["ms"] for r in warm_pre)
     call_ms = statistics.median(r["ms"] for r in call)
     call_reported = statistics.median(r["reported"] for r in call)
+    call_cpu = statistics.median(r["cpu"] for r in call)
     call_driver = sum(r["driver"] for r in call)
     loaded = cold[0]["loaded"]
     end = "loaded" if loaded else "CUBIN"
@@ -302,8 +305,9 @@ def main(argv=None) -> None:
         f"Split of the warm-disk run (ms, medians): {split(warm)}",
         f"Split of the preloaded warm run (ms, medians): {split(warm_pre)}",
         f"The call alone: its stage timings add up to {call_reported:.3f} ms of the "
-        f"{call_ms:.3f} ms measured around it (medians); the CUDA driver bindings were imported "
-        f"in {call_driver} of {runs} processes.",
+        f"{call_ms:.3f} ms measured around it (medians), of which the process ran on a CPU "
+        f"for {call_cpu:.3f} ms (the rest: waiting for one); the CUDA driver bindings were "
+        f"imported in {call_driver} of {runs} processes.",
         "(define: importing the kernel's module, which reads its source and parses it, parse "
         "being @T.function's own share; nvrtc: key + cache lookup + NVRTC, which on a hit is "
         "the disk read and, in a fresh process, loading libnvrtc for its version; load: module "

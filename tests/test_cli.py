@@ -146,6 +146,7 @@ def test_python_errors_in_the_file_quote_the_files_own_lines(capsys, tmp_path):
         (["compile", str(SEED), "--arch", "sm_70"], "sm_80 or newer"),
         (["compile", f"{SEED}:nothing_here"], "has no 'nothing_here' (its kernels: warp_matmul)"),
         (["compile", f"{SEED}:a_load_layout"], "is a TileLayout, not a @T.function kernel"),
+        (["compile", "tirx.examples.gemm:make_gemm"], "call it to make one: tirx.examples.gemm:"),
         (["run", str(SEED), "--sim", "--check", "Out == "], "--check 'Out == '"),
         (["run", str(SEED), "--sim", "--check", "C = A"], "no parameter 'C'"),
         (["run", str(SEED), "--sim", "--check", "Out = A @ Z"], "name 'Z' is not defined"),

@@ -85,3 +85,17 @@ def test_the_committed_output_is_the_newest_result():
                     "notebook (make notebooks) after adding a result")  # fmt: skip
     (markdown,) = [o for o in outputs if "text/markdown" in o.get("data", {})]
     assert "".join(markdown["data"]["text/markdown"]) == (results / newest).read_text()
+
+
+def test_the_visualizer_demo_is_saved_with_pictures_that_render_without_a_kernel():
+    """Its views are saved as SVG and text (a widget saved without its kernel shows only
+    "model not found" in JupyterLab), and the notebook says how to get the live views."""
+    cells = json.loads((ROOT / "notebooks" / "visualizer_demo.ipynb").read_text())["cells"]
+    code = [c for c in cells if c["cell_type"] == "code"]
+    outputs = [o for c in code for o in c["outputs"]]
+    assert [c["execution_count"] for c in code] == list(range(1, len(code) + 1))
+    pictures = [o for o in outputs if "<svg" in "".join(o.get("data", {}).get("text/html", ""))]
+    assert len(pictures) >= 7
+    assert not any("application/vnd.jupyter.widget-view+json" in o.get("data", {}) for o in outputs)
+    intro = "".join(cells[0]["source"])
+    assert "Run the notebook" in intro and "open the notebook in JupyterLab" not in intro

@@ -149,7 +149,10 @@ def load_kernel(ref: str):
             raise UsageError(f"cannot read the kernel expression {name!r}: {e.msg}") from None
         kernel = _run_user_code(lambda: eval(code, namespace), path)  # noqa: S307 - the user's
     if not isinstance(kernel, tirx.Kernel):
-        raise UsageError(f"{where}:{name} is a {type(kernel).__name__}, not a @T.function kernel")
+        call = f" (call it to make one: {where}:{name}(...))" if callable(kernel) else ""
+        raise UsageError(
+            f"{where}:{name} is a {type(kernel).__name__}, not a @T.function kernel{call}"
+        )
     return kernel
 
 
@@ -241,7 +244,13 @@ def cmd_layout(args) -> int:
     shape = _shape(args.shape)
     # The drawing functions live in the notebook layer; the command line sits above both
     # layers and loads it here only (tests/test_architecture.py names this exception).
-    from widgets import show_layout
+    try:
+        from widgets import show_layout
+    except ImportError as e:
+        raise TirxError(
+            f"tirx layout draws with the notebook layer, which does not import here ({e})",
+            hint="install tirx with its widgets package: pip install -e .",
+        ) from None
 
     view = show_layout(args.spec, shape, lane=args.lane, color_by=args.color_by,
                        dtype_bytes=args.dtype_bytes)  # fmt: skip
