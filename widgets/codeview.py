@@ -125,8 +125,15 @@ _COMPILED = {
     lang: re.compile("|".join(f"(?P<{k}>{p})" for k, p in rules), re.MULTILINE)
     for lang, rules in _RULES.items()
 }
-COLORS = {"c": "#6a737d", "p": "#6f42c1", "s": "#032f62", "k": "#d73a49", "n": "#005cc5",
-          "r": "#22863a"}  # fmt: skip
+# JupyterLab's editor colours (so the light and dark themes both read), with light fallbacks
+COLORS = {
+    "c": "var(--jp-mirror-editor-comment-color, #6a737d)",
+    "p": "var(--jp-mirror-editor-meta-color, #6f42c1)",
+    "s": "var(--jp-mirror-editor-string-color, #032f62)",
+    "k": "var(--jp-mirror-editor-keyword-color, #d73a49)",
+    "n": "var(--jp-mirror-editor-number-color, #005cc5)",
+    "r": "var(--jp-mirror-editor-variable-2-color, #22863a)",
+}
 
 
 def highlight(line: str, lang: str) -> str:

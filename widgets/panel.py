@@ -163,7 +163,11 @@ class KernelPanel:
         if "resources" in self.sections:
             out.append(f'<div class="tirx-resources">{e(self.resources_text())}</div>')
         if self.run is not None:
-            color = {True: "#2e7d32", False: "#c62828", None: "#333"}[self.run.passed]
+            color = {
+                True: "var(--jp-success-color1, #2e7d32)",  # readable in dark themes too
+                False: "var(--jp-error-color1, #c62828)",
+                None: "inherit",
+            }[self.run.passed]
             out.append(f'<div class="tirx-run" style="color:{color}">{e(self.run.text())}</div>')
         if self.code_error:
             out.append(f'<div class="tirx-note">no CUDA build: {e(self.code_error)}</div>')
