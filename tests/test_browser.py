@@ -190,7 +190,8 @@ def test_fragment_pictures_hover_click_and_errors(tmp_path, shots):
             cells.nth(lane5[3]).click()
             info = view.locator(".tirx-info")
             info.filter(has_text="lane = 4·(row % 8)").wait_for(timeout=15_000)
-            assert "T5:a3" in info.inner_text()
+            assert f"= {labels[lane5[3]]}: lane 5" in info.inner_text()
+            assert "T<lane>:a<i>" in info.inner_text()  # the legend of the element picture
 
             # the static SVG: hover a cell of lane 5, every lane-5 rect gets a black stroke
             svg = page.locator("svg.tirx-fragment").first
@@ -227,6 +228,8 @@ def test_fragment_pictures_hover_click_and_errors(tmp_path, shots):
             assert "operand D" in text and "element(s) held by a different lane" in text
             picture = error_out.locator(".tirx-contract-picture")
             assert picture.locator("svg").count() == 2
+            boxes = [picture.locator("svg").nth(i).bounding_box() for i in range(2)]
+            assert boxes[1]["x"] > boxes[0]["x"] + boxes[0]["width"] - 1  # side by side
             assert picture.locator("text", has_text="✗").count() >= 2
             error_out.scroll_into_view_if_needed()
             _save(error_out, shot_dir / "contract_error_picture.png", saved)
@@ -241,6 +244,8 @@ def test_fragment_pictures_hover_click_and_errors(tmp_path, shots):
             assert lit.count() >= 1 and "__syncthreads" in lit.first.inner_text()
             bg = lit.first.evaluate("e => getComputedStyle(e).backgroundColor")
             assert bg not in ("rgba(0, 0, 0, 0)", "transparent")
+            ptx = panel.locator(f"details.tirx-ptx .cl.o{n}")  # and its PTX: the barrier
+            assert any("bar.sync" in t or "barrier" in t for t in ptx.all_inner_texts())
             assert panel.locator("button.tirx-copy").count() == 3
             panel.scroll_into_view_if_needed()
             _save(panel, shot_dir / "code_panel_linked.png", saved)

@@ -31,11 +31,11 @@ PTX = """\
 \t.loc\t2 9 1
 \tret;
 }
-\t.file\t1 "<cell>"
+\t.file\t1 "/tmp/work/<cell>"
 \t.file\t2 "other.cu"
 """
 SASS = """\
-\t//## File "<cell>", line 3
+\t//## File "/tmp/work/<cell>", line 3
         /*0000*/                   S2R R0, SR_TID.X ;
 \t//## File "<cell>", line 4
         /*0010*/                   I2F R3, R0 ;
@@ -49,7 +49,8 @@ def test_line_maps_follow_each_tools_line_info():
     assert cuda.origin[6] is None  # after a #line for another file
     ptx = CV.line_map(PTX, "ptx", "<cell>")  # .file names come at the end of PTX
     assert [ptx.lines[i].split()[0] for i in ptx.lines_of(4)] == ["cvt.rn.f32.u32", "st.global.f32"]
-    assert ptx.lines_of(9) == []
+    assert ptx.lines_of(9) == []  # NVRTC made "<cell>" absolute: still the cell's lines
+    assert not CV.same_file("/tmp/other<cell>", "<cell>")
     sass = CV.line_map(SASS, "sass", "<cell>")
     assert len(sass.lines_of(4)) == 2 and "S2R" in sass.lines[sass.lines_of(3)[0]]
 

@@ -48,6 +48,16 @@ def _unescape(name: str) -> str:
     return name.replace('\\"', '"').replace("\\\\", "\\")
 
 
+def same_file(name: str | None, source_file: str | None) -> bool:
+    """Whether a tool's file ``name`` is ``source_file``: NVRTC makes relative names (such as a
+    notebook cell's ``<tirx-cell-3>``) absolute against its working directory."""
+    if source_file is None:
+        return True
+    if name is None:
+        return False
+    return name == source_file or name.endswith("/" + source_file.lstrip("/"))
+
+
 def line_map(text: str, lang: str, source_file: str | None = None) -> CodeText:
     """Each line of ``text`` (``lang``: cuda, ptx or sass) with the Python line it came from;
     only lines of ``source_file`` count when it is given."""
@@ -59,7 +69,7 @@ def line_map(text: str, lang: str, source_file: str | None = None) -> CodeText:
         if lang == "cuda":
             m = _LINE.match(line)
             if m:
-                ok = source_file is None or _unescape(m.group(2)) == source_file
+                ok = same_file(_unescape(m.group(2)), source_file)
                 current = int(m.group(1)) if ok else None
                 origin.append(None)
                 continue
@@ -67,7 +77,7 @@ def line_map(text: str, lang: str, source_file: str | None = None) -> CodeText:
             m = _LOC.match(line)
             if m:
                 name = files.get(m.group(1))
-                ok = source_file is None or name == source_file
+                ok = same_file(name, source_file)
                 current = int(m.group(2)) if ok else None
                 origin.append(None)
                 continue
@@ -76,7 +86,7 @@ def line_map(text: str, lang: str, source_file: str | None = None) -> CodeText:
         elif lang == "sass":
             m = _SASS_LOC.search(line)
             if m:
-                ok = source_file is None or _unescape(m.group(1)) == source_file
+                ok = same_file(_unescape(m.group(1)), source_file)
                 current = int(m.group(2)) if ok else None
                 origin.append(None)
                 continue
@@ -185,7 +195,7 @@ class CodeView:
         uid = f"tirx-code{next(_ids)}"
         linked = self.linked_lines()
         css = [
-            f".{uid} pre{{margin:0;font-size:12px;line-height:1.35;max-height:400px;"
+            f".{uid} pre{{margin:0;font-size:12px;line-height:1.35;max-height:400px;white-space:pre;"
             "overflow:auto;background:var(--jp-layout-color1,#fafafa);"
             "color:var(--jp-content-font-color1,#111)}",
             f".{uid} .ln{{display:inline-block;width:3.5em;color:#999;text-align:right;"

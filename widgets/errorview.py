@@ -44,6 +44,7 @@ class ContractPicture:
         sides = [self.expected.svg()]
         if self.actual is not None:
             sides.append(self.actual.svg())
+        sides = [f'<div style="flex:none">{side}</div>' for side in sides]
         verdict = (
             f"{self.mismatches} element(s) held by a different lane than the instruction "
             "expects (marked ✗ on both sides)"
@@ -54,7 +55,7 @@ class ContractPicture:
             '<div class="tirx-contract-picture" style="background:#fff;color:#111;'
             'padding:6px;border-left:4px solid #d62728;overflow-x:auto">'
             f'<div class="tirx-contract-verdict">{html.escape(verdict)}</div>'
-            '<div style="display:flex;gap:16px;align-items:flex-start;flex-wrap:wrap">'
+            '<div style="display:flex;gap:16px;align-items:flex-start;flex-wrap:nowrap">'
             f"{''.join(sides)}</div></div>"
         )
 
