@@ -74,7 +74,7 @@ def test_html_links_python_lines_to_every_pane():
     assert len(lit["cuda"]) == 1 and len(lit["ptx"]) == 2 and len(lit["sass"]) == 2
     page = view.html()
     uid = re.search(r'class="tirx-code (tirx-code\d+)"', page).group(1)
-    assert f"#{uid}-p4:checked ~ .tirx-panes .o4" in page  # choosing line 4 lights its code
+    assert f"#{uid}-p4:checked~.tirx-panes .o4" in page  # choosing line 4 lights its code
     assert f'<label class="py-line o4 mapped" data-line="4" for="{uid}-p4">' in page
     assert page.count('class="cl o4"') == 5  # 1 CUDA + 2 PTX + 2 SASS lines
     assert page.count("tirx-copy") >= 3 + 1  # a copy button per pane (and its CSS rule)

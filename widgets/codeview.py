@@ -198,6 +198,10 @@ class CodeView:
             f".{uid} pre{{margin:0;font-size:12px;line-height:1.35;max-height:400px;white-space:pre;"
             "overflow:auto;background:var(--jp-layout-color1,#fafafa);"
             "color:var(--jp-content-font-color1,#111)}",
+            # line numbers are a CSS counter: not in the markup, not in what "copy" copies
+            f".{uid} pre{{counter-reset:ln}}",
+            f".{uid} .cl::before{{counter-increment:ln;content:counter(ln);display:inline-block;"
+            "width:3.5em;color:#999;text-align:right;margin-right:1em}",
             f".{uid} .ln{{display:inline-block;width:3.5em;color:#999;text-align:right;"
             "margin-right:1em;user-select:none}",
             f".{uid} .py-line{{cursor:pointer;display:block}}",
@@ -206,11 +210,11 @@ class CodeView:
             f".{uid} input.tirx-pick{{display:none}}",
         ]
         css += [f".{uid} .tk-{k}{{color:{c}}}" for k, c in COLORS.items()]
-        css += [
-            f".{uid} #{uid}-p{n}:checked ~ .tirx-panes .o{n}"
-            "{background:rgba(255,213,79,.55);outline:1px solid #e0a800}"
-            for n in linked
-        ]
+        if linked:  # one rule: the chosen Python line lights its lines in every pane
+            css.append(
+                ",".join(f"#{uid}-p{n}:checked~.tirx-panes .o{n}" for n in linked)
+                + "{background:rgba(255,213,79,.55);outline:1px solid #e0a800}"
+            )
         out = [f'<div class="tirx-code {uid}"><style>{"".join(css)}</style>']
         out += [
             f'<input type="radio" class="tirx-pick" name="{uid}" id="{uid}-p{n}">' for n in linked
@@ -237,10 +241,7 @@ class CodeView:
             for i, line in enumerate(pane.lines):
                 o = pane.origin[i]
                 cls = f' class="cl o{o}"' if o is not None else ' class="cl"'
-                rows.append(
-                    f'<span{cls} data-line="{"" if o is None else o}"><span class="ln">{i + 1}'
-                    f'</span><span class="tx">{highlight(line, key)}</span></span>'
-                )
+                rows.append(f"<span{cls}>{highlight(line, key)}</span>")
             title = titles.get(key, f"{key.upper()} ({len(pane.lines)} lines)")
             note = self.notes.get(key)
             note = (
@@ -251,7 +252,7 @@ class CodeView:
             copy = (
                 '<button class="tirx-copy" title="copy to the clipboard" onclick="'
                 "event.preventDefault();navigator.clipboard.writeText(Array.from(this.closest("
-                "'details').querySelectorAll('pre .tx')).map(e=>e.textContent).join('\\n'))"
+                "'details').querySelectorAll('pre .cl')).map(e=>e.textContent).join('\\n'))"
                 '">copy</button>'
             )
             opened = " open" if key in open_panes else ""
