@@ -144,3 +144,116 @@ def test_visualizer_notebook_in_jupyterlab(tmp_path, shots):
         finally:
             browser.close()
     print(f"browser test took {time.monotonic() - started:.1f} s")
+
+
+FRAGMENTS = ROOT / "tests" / "browser" / "fragments.ipynb"
+OUTLINED = """(cells) => cells.map(c => getComputedStyle(c).outlineStyle === 'solid')"""
+
+
+def test_fragment_pictures_hover_click_and_errors(tmp_path, shots):
+    """The element-level pictures in JupyterLab: hovering a cell outlines its lane's cells
+    (widget and static SVG alike), a click in one linked view lights the same element in the
+    other, a ContractError shows its picture under the message, and clicking a Python line of
+    the panel lights its CUDA lines. Screenshots at 1,000 and 1,400 px wide."""
+    from playwright.sync_api import sync_playwright
+
+    shot_dir, saved = shots
+    with jupyter_lab(tmp_path / "lab", [FRAGMENTS]) as lab, sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
+        try:
+            page = browser.new_page(viewport={"width": 1400, "height": 1600})
+            page.goto(lab.notebook_url(FRAGMENTS.name))
+            page.wait_for_function(KERNEL_IDLE, timeout=60_000)
+            page.evaluate("() => { window.jupyterapp.commands.execute('notebook:run-all-cells'); }")
+            page.wait_for_function(
+                "document.querySelectorAll('.tirx-contract-picture svg').length === 2 && "
+                "document.querySelectorAll('.tirx-panel .tirx-code').length === 1",
+                timeout=120_000,
+            )
+            page.wait_for_function(KERNEL_IDLE, timeout=60_000)
+
+            # the widget: 256 element cells; hovering T5:a0 outlines lane 5's eight cells
+            grid = page.locator(".tirx-grid").first
+            cells = grid.locator(".tirx-cells button")
+            assert cells.count() == 256
+            labels = cells.evaluate_all("bs => bs.map(b => b.textContent)")
+            assert labels[:3] == ["T0:a0", "T0:a1", "T1:a0"] and labels[16 * 8 + 9] == "T0:a7"
+            lane5 = [i for i, t in enumerate(labels) if t.startswith("T5:")]
+            assert len(lane5) == 8
+            cells.nth(lane5[0]).hover()
+            outlined = cells.evaluate_all(OUTLINED)
+            assert [i for i, on in enumerate(outlined) if on] == lane5
+            view = page.locator(".jp-OutputArea-output").filter(has=grid).first
+            _save(view, shot_dir / "fragment_widget_hover.png", saved)
+
+            # click: lane 5 selected, the formula shown
+            cells.nth(lane5[3]).click()
+            info = view.locator(".tirx-info")
+            info.filter(has_text="lane = 4·(row % 8)").wait_for(timeout=15_000)
+            assert f"= {labels[lane5[3]]}: lane 5" in info.inner_text()
+            assert "T<lane>:a<i>" in info.inner_text()  # the legend of the element picture
+
+            # the static SVG: hover a cell of lane 5, every lane-5 rect gets a black stroke
+            svg = page.locator("svg.tirx-fragment").first
+            rect = svg.locator('rect.tirx-el[data-index="18"]')
+            rect.hover()
+            strokes = svg.locator("rect.tirx-el").evaluate_all(
+                "rs => rs.map(r => [r.dataset.lane, getComputedStyle(r).stroke])"
+            )
+            dark = {i for i, (lane, s) in enumerate(strokes) if s == "rgb(0, 0, 0)"}
+            assert dark == {i for i, (lane, _) in enumerate(strokes) if lane == "5"}
+            tip = svg.locator("text.tirx-tip.t18")
+            assert tip.evaluate("t => getComputedStyle(t).display") != "none"
+            assert tip.text_content().startswith("element (1, 2) = T5:a0")
+            out = page.locator(".jp-OutputArea-output").filter(has=svg).first
+            _save(out, shot_dir / "fragment_svg_hover.png", saved)
+
+            # linked views: a click on Out[9, 3] in the element view outlines it in the word view
+            linked = page.locator(".jp-OutputArea").filter(has_text="D as lane:slot").first
+            grids = linked.locator(".tirx-grid")
+            assert grids.count() == 2
+            grids.nth(0).locator(".tirx-cells button").nth(9 * 8 + 3).click()
+            page.wait_for_function(
+                "(g) => getComputedStyle(g.querySelectorAll('.tirx-cells button')[75])"
+                ".backgroundColor === 'rgb(34, 34, 34)'",
+                arg=grids.nth(1).element_handle(),
+                timeout=15_000,
+            )  # the focused cell of the other view is drawn dark
+            linked.scroll_into_view_if_needed()
+            _save(linked, shot_dir / "linked_views.png", saved)
+
+            # the contract error: message, then expected and actual fragments with marks
+            error_out = page.locator(".jp-Cell").filter(has=page.locator(".tirx-contract-picture"))
+            text = error_out.inner_text()
+            assert "operand D" in text and "element(s) held by a different lane" in text
+            picture = error_out.locator(".tirx-contract-picture")
+            assert picture.locator("svg").count() == 2
+            boxes = [picture.locator("svg").nth(i).bounding_box() for i in range(2)]
+            assert boxes[1]["x"] > boxes[0]["x"] + boxes[0]["width"] - 1  # side by side
+            assert picture.locator("text", has_text="✗").count() >= 2
+            error_out.scroll_into_view_if_needed()
+            _save(error_out, shot_dir / "contract_error_picture.png", saved)
+
+            # the code panel: click a Python line, its CUDA lines light up
+            panel = page.locator(".tirx-panel").filter(has=page.locator(".tirx-code"))
+            panel.locator("details.tirx-cuda summary").click()
+            line = panel.locator("label.py-line.mapped", has_text="T.cuda.cta_sync()")
+            n = line.get_attribute("data-line")
+            line.click()
+            lit = panel.locator(f"details.tirx-cuda .cl.o{n}")
+            assert lit.count() >= 1 and "__syncthreads" in lit.first.inner_text()
+            bg = lit.first.evaluate("e => getComputedStyle(e).backgroundColor")
+            assert bg not in ("rgba(0, 0, 0, 0)", "transparent")
+            ptx = panel.locator(f"details.tirx-ptx .cl.o{n}")  # and its PTX: the barrier
+            assert any("bar.sync" in t or "barrier" in t for t in ptx.all_inner_texts())
+            assert panel.locator("button.tirx-copy").count() == 3
+            panel.scroll_into_view_if_needed()
+            _save(panel, shot_dir / "code_panel_linked.png", saved)
+
+            # narrower window: nothing wider than the notebook
+            page.set_viewport_size({"width": 1000, "height": 1600})
+            page.wait_for_timeout(500)
+            _save(page, shot_dir / "fragments_1000px.png", saved)
+            assert page.evaluate(KERNEL_IDLE)
+        finally:
+            browser.close()

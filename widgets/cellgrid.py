@@ -46,7 +46,7 @@ class CellGrid:
         self.hover = hover_groups(grid) if hover is None else [list(g) for g in hover]
         self.uid = f"tirx-g{next(_ids)}"
         longest = max((len(s.label) + s.marked for s in self.styles), default=3)
-        self.width = max(40, 7 * longest + 14)
+        self.width = max(40, round(6.7 * longest) + 8)  # 11 px monospace: 6.6 px a character
         self.label_width = 8 + 7 * max((len(n) for n in self.names), default=0)
         self.css = w.HTML(self._css_text(), layout=w.Layout(margin="0"))
         self.cells = w.ToggleButtons(

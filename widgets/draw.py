@@ -138,8 +138,8 @@ def figure(
         heading += f"  (bank {lane})" if grid.kind == "memory" else f"  (lane {lane})"
     per_line = int(width * 13)  # characters of 6.5-8 pt text per line
     heading = textwrap.fill(heading, per_line)
-    footer = textwrap.fill(legend_text(grid, color_by) + (f"\n{note}" if note else ""), per_line,
-                           replace_whitespace=False)  # fmt: skip
+    footer = "\n".join(_phrases(legend_text(grid, color_by), per_line)
+                       + (_phrases(note, per_line) if note else []))  # fmt: skip
     top = 0.35 + 0.14 * heading.count("\n") + 0.2
     bottom = 0.15 + 0.12 * (footer.count("\n") + 1)
     height = ch * grid.rows + top + bottom
@@ -176,6 +176,13 @@ def figure(
     fig.text(0.5, 1 - 0.08 / height, heading, fontsize=8, ha="center", va="top")
     fig.text(0.01, 0.06 / height, footer, fontsize=6.5, color="#444444", va="bottom")
     return fig
+
+
+def _phrases(sentence: str, width: int) -> list[str]:
+    """Lines broken between the sentence's ``;`` phrases, never inside a word."""
+    from .picture import legend_lines
+
+    return legend_lines(sentence, width)
 
 
 # ----------------------------------------------------------------------- SVG

@@ -152,6 +152,9 @@ class Fragment:
             for lane, reg, part in e.copies
         )
         out = f"{where} = {self.label(e).split('×')[0]}: {held}"
+        if self.formula and "word" in self.formula and self.per_register > 1:
+            n = self.per_register
+            out += f"\nword = column // {n}, part = column % {n}; element = {n}·register + part"
         return out + (f"\n{self.formula}" if self.formula else "")
 
     def legend(self) -> str:

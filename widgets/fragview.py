@@ -9,6 +9,8 @@ plus the file forms in one call each: ``view.svg(path)``, ``view.png(path, dpi=2
 
 from __future__ import annotations
 
+import html
+
 from . import fragment as F
 from . import picture, tikz
 from .model import Cell, Grid
@@ -78,6 +80,14 @@ class FragmentView(GridView):
 
     def formula(self, index: int) -> str:
         return self.fragment.describe(index)
+
+    def _info_text(self) -> str:
+        parts = [html.escape(self.fragment.legend())]
+        if self.summary:
+            parts.append(html.escape(self.summary))
+        if self.focus is not None and self.explain:
+            parts.append(f"<pre>{html.escape(self.formula(self.focus))}</pre>")
+        return "<br>".join(parts)
 
     def _cellgrid_options(self) -> dict:
         frag = self.fragment

@@ -28,6 +28,8 @@ class PairView:
             if side.grid.kind != "registers":
                 raise _not_registers(side)
             side.show_controls = False
+            side.editable = False  # the whole layout text, wrapped, not a clipped edit box
+            side.explain = False  # the pair explains a click once, for both sides
             side.on_cell = self._on_cell
         self.lane = lane
         self._widget = None
@@ -91,7 +93,8 @@ class PairView:
             self._info = w.HTML(html.escape(self.summary()))
             self._info.add_class("tirx-info")
             gap = w.HTML('<div style="width:24px"></div>')
-            sides = w.HBox([self.left.widget, gap, self.right.widget])
+            sides = w.HBox([self.left.widget, gap, self.right.widget],
+                           layout=w.Layout(flex_flow="row wrap", align_items="flex-start"))  # fmt: skip
             self._widget = w.VBox([self._lane, sides, self._info])
         return self._widget
 

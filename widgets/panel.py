@@ -182,12 +182,21 @@ class KernelPanel:
         if "resources" in self.sections:
             out.append(f'<div class="tirx-resources">{e(self.resources_text())}</div>')
         if self.run is not None:
-            color = {True: "#2e7d32", False: "#c62828", None: "#333"}[self.run.passed]
+            color = {
+                True: "var(--jp-success-color1, #2e7d32)",  # readable in dark themes too
+                False: "var(--jp-error-color1, #c62828)",
+                None: "inherit",
+            }[self.run.passed]
             out.append(f'<div class="tirx-run" style="color:{color}">{e(self.run.text())}</div>')
         if self.code_error:
             out.append(f'<div class="tirx-note">no CUDA build: {e(self.code_error)}</div>')
+        linked = [k for k in ("cuda", "ptx", "sass") if k in self.sections and k in self.texts]
+        if linked and self.code is not None:  # highlighted, numbered, linked to the Python
+            from .codeview import panel_html
+
+            out.append(panel_html(self, linked))
         for key in self.sections:
-            if key not in self.texts:
+            if key not in self.texts or (key in linked and self.code is not None):
                 continue
             text = self.texts[key]
             out.append(

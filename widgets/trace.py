@@ -206,7 +206,7 @@ class TraceView(GridView):
             lambda ch: ch["new"] != self.operand and self.select(operand=ch["new"]), names="value"
         )
         when = w.ToggleButtons(options=["before", "after"], value=self.when)
-        when.style.button_width = "60px"
+        when.style.button_width = "72px"  # "before" whole, not "bef…"
         when.observe(lambda ch: self.select(when=ch["new"]), names="value")
         return [step, self._operand, when]
 

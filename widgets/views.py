@@ -40,6 +40,7 @@ class GridView:
         self.focus = None
         self.on_cell = None  # a callback (view, index) that replaces the default click action
         self.show_controls = True
+        self.explain = True  # show the clicked cell's formula below the grid (a pair does it once)
         self._widget = None
 
     # ---------------------------------------------------------------- static faces
@@ -130,7 +131,7 @@ class GridView:
         parts = [html.escape(draw.legend_text(self.grid, self.color_by))]
         if self.summary:
             parts.append(html.escape(self.summary))
-        if self.focus is not None:
+        if self.focus is not None and self.explain:
             parts.append(f"<pre>{html.escape(self.formula(self.focus))}</pre>")
         return "<br>".join(parts)
 
@@ -270,12 +271,20 @@ class LayoutView(GridView):
             )
         return not self.error
 
+    editable = True  # an edit box for the layout (a pair shows the text, wrapped, instead)
+
     def _extra(self) -> list:
         import ipywidgets as w
 
         text = repr(self.layout)
         if text.startswith("TileLayout(") and text.endswith(")"):
             text = text[len("TileLayout(") : -1]
+        if not self.editable:
+            self._error = w.HTML("")
+            shown = w.HTML(f'<code style="white-space:normal;overflow-wrap:anywhere">'
+                           f"{html.escape(text)}</code>")  # fmt: skip
+            shown.add_class("tirx-layout-text")
+            return [shown]
         self._text = w.Text(value=text, description="layout", continuous_update=False,
                             layout=w.Layout(width="95%"))  # fmt: skip
         self._text.add_class("tirx-layout-text")

@@ -1,0 +1,103 @@
+"""A ContractError drawn under its message (widgets.errorview).
+
+A kernel whose accumulator layout swaps the lane strides breaks the mma contract: the
+picture shows the instruction's D fragment beside the user's layout with every element held
+by the wrong lane marked, in a ``%%tirx`` cell and in an ordinary cell alike. Its corrected
+twin (the seed's own layout) compiles and draws nothing.
+"""
+
+from __future__ import annotations
+
+import inspect
+
+import pytest
+from IPython.core.interactiveshell import InteractiveShell
+from IPython.utils.capture import capture_output
+
+import tirx
+from tirx.examples import warp_matmul
+from widgets import fragment as F
+from widgets.errorview import contract_picture, install
+
+GOOD = "(4, 4, 2, 4 @ laneid, 1 @ laneid, 1)"
+BAD = "(4, 4, 2, 1 @ laneid, 8 @ laneid, 1)"
+
+
+def _seed_source(strides: str) -> str:
+    text = inspect.getsource(warp_matmul)
+    body = text.split("# --- begin verbatim ---")[1].split("# --- end verbatim ---")[0]
+    body = "\n".join(line for line in body.splitlines() if not line.startswith("from tvm_tirx"))
+    return body.replace(GOOD, strides)
+
+
+def _kernel(strides: str, tmp_path):
+    path = tmp_path / "kernel.py"
+    path.write_text("from tirx import T\nfrom tirx.layout import S, TileLayout, laneid\n"
+                    + _seed_source(strides))  # fmt: skip
+    ns = {"__name__": "kernel_under_test"}
+    exec(compile(path.read_text(), str(path), "exec"), ns)  # noqa: S102 - our own test kernel
+    return ns["warp_matmul"]
+
+
+def _expected_mismatches():
+    """Elements whose lane differs between the two accumulator layouts, counted directly."""
+    from tirx.layout import S, TileLayout, laneid
+
+    good = TileLayout(S[(2, 8, 4, 2) : (2, 4 @ laneid, 1 @ laneid, 1)])
+    bad = TileLayout(S[(2, 8, 4, 2) : (2, 1 @ laneid, 8 @ laneid, 1)])
+    return sum(
+        good.apply(r, c, shape=(16, 8))["laneid"] != bad.apply(r, c, shape=(16, 8))["laneid"]
+        for r in range(16)
+        for c in range(8)
+    )
+
+
+def test_picture_marks_the_cells_held_by_the_wrong_lane(tmp_path):
+    with pytest.raises(tirx.ContractError) as info:
+        tirx.compile(_kernel(BAD, tmp_path), "sim")
+    pic = contract_picture(info.value)
+    assert pic is not None and pic.actual is not None
+    assert pic.mismatches == _expected_mismatches() > 0
+    marked = set(pic.expected.marks)
+    assert marked == set(pic.actual.marks) and len(marked) == pic.mismatches
+    isa = F.operand_fragment("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32", "D")
+    for i, (mine, want) in enumerate(zip(pic.actual.fragment.elements, isa.elements)):
+        assert (i in marked) == (mine.lane != want.lane)
+    html = pic._repr_html_()
+    assert html.count("<svg") == 2 and "your layout" in html and "✗" in html
+    assert f"{pic.mismatches} element(s)" in html
+
+
+def test_corrected_twin_compiles_and_other_errors_draw_nothing(tmp_path):
+    tirx.compile(_kernel(GOOD, tmp_path), "sim")  # the seed's layout: no error at all
+    assert contract_picture(tirx.ContractError("a wrong dtype, nothing to draw")) is None
+    assert contract_picture(ValueError("not ours")) is None
+
+
+@pytest.fixture(scope="module")
+def ip():
+    shell = InteractiveShell.instance()
+    assert shell.run_cell("%load_ext tirx").success
+    assert install(shell)
+    return shell
+
+
+def test_notebook_shows_the_picture_under_the_error(ip, tmp_path):
+    cell = "%%tirx --target sim -s none\n" + _seed_source(BAD)
+    with capture_output() as out:
+        result = ip.run_cell(cell)
+    assert not result.success
+    assert "operand D" in out.stdout + out.stderr  # the short error text is still there
+    shown = [o.data.get("text/html", "") for o in out.outputs]
+    assert any("tirx-contract-picture" in h and h.count("<svg") == 2 for h in shown)
+
+    with capture_output() as good:
+        assert ip.run_cell("%%tirx --target sim -s none\n" + _seed_source(GOOD)).success
+    assert not any("tirx-contract-picture" in o.data.get("text/html", "") for o in good.outputs)
+
+
+def test_ordinary_cells_get_the_picture_too(ip, tmp_path):
+    ip.user_ns["_bad_kernel"] = _kernel(BAD, tmp_path)
+    with capture_output() as out:
+        assert not ip.run_cell("import tirx\ntirx.compile(_bad_kernel, 'sim')").success
+    assert any("tirx-contract-picture" in o.data.get("text/html", "") for o in out.outputs)

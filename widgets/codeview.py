@@ -1,0 +1,366 @@
+"""The panel's code as an IDE shows it: highlighted CUDA, PTX and SASS with line numbers and a
+copy button, and the kernel's Python lines linked to the code they became.
+
+The links come from line information the toolchain already writes: the generated CUDA carries
+``#line N "file"`` before each statement; PTX built with ``-lineinfo`` carries ``.loc F N``;
+SASS disassembled with ``nvdisasm -g`` carries ``//## File "...", line N`` comments.
+:func:`line_map` reads all three. :func:`with_line_info` rebuilds an executable's PTX and SASS
+with that information when its own build has none.
+
+The HTML needs no script for the links: each Python line is a ``<label>`` for a hidden radio
+button, and CSS lights every line of the chosen Python line in every pane. Only the copy
+buttons use a one-line ``onclick``.
+"""
+
+from __future__ import annotations
+
+import html
+import itertools
+import linecache
+import re
+from dataclasses import dataclass, field
+
+__all__ = ["CodeText", "line_map", "highlight", "CodeView", "code_view", "with_line_info"]
+
+_LINE = re.compile(r'^\s*#line\s+(\d+)\s+"((?:[^"\\]|\\.)*)"')
+_FILE = re.compile(r'^\s*\.file\s+(\d+)\s+"((?:[^"\\]|\\.)*)"')
+_LOC = re.compile(r"^\s*\.loc\s+(\d+)\s+(\d+)\s+\d+")
+_SASS_LOC = re.compile(r'//##\s*File\s+"((?:[^"\\]|\\.)*)",\s*line\s+(\d+)')
+_ids = itertools.count()
+
+LANGS = ("cuda", "ptx", "sass")
+
+
+@dataclass(frozen=True)
+class CodeText:
+    """One pane: its lines and, for each line, the Python line it came from (or None)."""
+
+    lang: str  # "python", "cuda", "ptx" or "sass"
+    lines: tuple[str, ...]
+    origin: tuple[int | None, ...]
+
+    def lines_of(self, py_line: int) -> list[int]:
+        """0-based indices of the lines that came from ``py_line``."""
+        return [i for i, o in enumerate(self.origin) if o == py_line]
+
+
+def _unescape(name: str) -> str:
+    return name.replace('\\"', '"').replace("\\\\", "\\")
+
+
+def same_file(name: str | None, source_file: str | None) -> bool:
+    """Whether a tool's file ``name`` is ``source_file``: NVRTC makes relative names (such as a
+    notebook cell's ``<tirx-cell-3>``) absolute against its working directory."""
+    if source_file is None:
+        return True
+    if name is None:
+        return False
+    return name == source_file or name.endswith("/" + source_file.lstrip("/"))
+
+
+def line_map(text: str, lang: str, source_file: str | None = None) -> CodeText:
+    """Each line of ``text`` (``lang``: cuda, ptx or sass) with the Python line it came from;
+    only lines of ``source_file`` count when it is given."""
+    lines = tuple(text.splitlines())
+    origin: list[int | None] = []
+    current: int | None = None
+    files = {m.group(1): _unescape(m.group(2)) for m in map(_FILE.match, lines) if m}
+    for line in lines:
+        if lang == "cuda":
+            m = _LINE.match(line)
+            if m:
+                ok = same_file(_unescape(m.group(2)), source_file)
+                current = int(m.group(1)) if ok else None
+                origin.append(None)
+                continue
+        elif lang == "ptx":
+            m = _LOC.match(line)
+            if m:
+                name = files.get(m.group(1))
+                ok = same_file(name, source_file)
+                current = int(m.group(2)) if ok else None
+                origin.append(None)
+                continue
+            if line.strip() in ("}", "ret;") or line.lstrip().startswith("."):
+                current = None if line.strip() == "}" else current
+        elif lang == "sass":
+            m = _SASS_LOC.search(line)
+            if m:
+                ok = same_file(_unescape(m.group(1)), source_file)
+                current = int(m.group(2)) if ok else None
+                origin.append(None)
+                continue
+        origin.append(current)
+    return CodeText(lang, lines, tuple(origin))
+
+
+# --------------------------------------------------------------------------- highlighting
+
+_CUDA_WORDS = (
+    r"\b(?:if|else|for|while|return|extern|const|unsigned|signed|void|int|float|double|char|"
+    r"bool|auto|static|inline|asm|volatile|struct|__global__|__device__|__shared__|"
+    r"__forceinline__|__restrict__|__syncthreads|uint32_t|int32_t|uint64_t|int64_t|half|"
+    r"__half|__nv_bfloat16|uint16_t)\b"
+)
+_RULES = {
+    "cuda": [
+        ("c", r"//.*$|/\*.*?\*/"),
+        ("p", r"^\s*#.*$"),
+        ("s", r'"(?:[^"\\]|\\.)*"'),
+        ("k", _CUDA_WORDS),
+        ("n", r"\b\d+(?:\.\d*)?(?:[eE][-+]?\d+)?[fFuUlL]*\b|\b0x[0-9a-fA-F]+\b"),
+    ],
+    "ptx": [
+        ("c", r"//.*$"),
+        ("p", r"^\s*\.\w+|\s\.(?:reg|param|shared|global|local|b\d+|u\d+|s\d+|f\d+)\b"),
+        ("r", r"%\w+"),
+        ("k", r"^\s*(?:@!?%\w+\s+)?[a-z][\w.]*"),
+        ("n", r"\b\d+\b|0[fFdD][0-9a-fA-F]+"),
+    ],
+    "sass": [
+        ("c", r"/\*[0-9a-f]{4}\*/|//.*$|/\*.*?\*/"),
+        ("r", r"\b(?:R\d+|RZ|UR\d+|URZ|P\d|PT|UP\d|UPT|SR_\w+)\b"),
+        ("k", r"\b[A-Z][A-Z0-9_]{2,}(?:\.[A-Z0-9_]+)*\b"),
+        ("n", r"\b0x[0-9a-f]+\b|\b\d+\b"),
+    ],
+    "python": [
+        ("c", r"#.*$"),
+        ("s", r'"(?:[^"\\]|\\.)*"|\'(?:[^\'\\]|\\.)*\''),
+        ("k", r"\b(?:def|return|for|in|range|if|else|with|import|from|as|and|or|not)\b"),
+        ("p", r"@[\w.]+"),
+        ("n", r"\b\d+\b"),
+    ],
+}
+_COMPILED = {
+    lang: re.compile("|".join(f"(?P<{k}>{p})" for k, p in rules), re.MULTILINE)
+    for lang, rules in _RULES.items()
+}
+# JupyterLab's editor colours (so the light and dark themes both read), with light fallbacks
+COLORS = {
+    "c": "var(--jp-mirror-editor-comment-color, #6a737d)",
+    "p": "var(--jp-mirror-editor-meta-color, #6f42c1)",
+    "s": "var(--jp-mirror-editor-string-color, #032f62)",
+    "k": "var(--jp-mirror-editor-keyword-color, #d73a49)",
+    "n": "var(--jp-mirror-editor-number-color, #005cc5)",
+    "r": "var(--jp-mirror-editor-variable-2-color, #22863a)",
+}
+
+
+def highlight(line: str, lang: str) -> str:
+    """``line`` as escaped HTML with ``<span class="tk-X">`` around its tokens."""
+    out, pos = [], 0
+    for m in _COMPILED[lang].finditer(line):
+        if m.start() == m.end():
+            continue
+        out.append(html.escape(line[pos : m.start()]))
+        out.append(f'<span class="tk-{m.lastgroup}">{html.escape(m.group())}</span>')
+        pos = m.end()
+    out.append(html.escape(line[pos:]))
+    return "".join(out)
+
+
+# --------------------------------------------------------------------------- the view
+
+
+@dataclass
+class CodeView:
+    """Python lines and the code panes, linked by line."""
+
+    source_file: str | None
+    python: CodeText | None
+    panes: dict[str, CodeText] = field(default_factory=dict)
+    notes: dict[str, str] = field(default_factory=dict)  # pane -> why it has no links
+
+    def lines_for(self, py_line: int) -> dict[str, list[str]]:
+        """What clicking Python line ``py_line`` lights: each pane's lines (text)."""
+        return {k: [p.lines[i] for i in p.lines_of(py_line)] for k, p in self.panes.items()}
+
+    def linked_lines(self) -> list[int]:
+        """The Python lines that some pane's code came from."""
+        found = {o for p in self.panes.values() for o in p.origin if o is not None}
+        return sorted(found)
+
+    def __str__(self) -> str:
+        out = []
+        for n in self.linked_lines():
+            counts = ", ".join(f"{k} {len(p.lines_of(n))}" for k, p in self.panes.items())
+            out.append(f"line {n}: {counts}")
+        return "\n".join(out)
+
+    def _repr_html_(self) -> str:
+        return self.html()
+
+    def html(self, titles=None, open_panes=()) -> str:
+        """The linked panes as one HTML block (``titles``: pane -> summary text)."""
+        uid = f"tirx-code{next(_ids)}"
+        linked = self.linked_lines()
+        css = [
+            f".{uid} pre{{margin:0;font-size:12px;line-height:1.35;max-height:400px;white-space:pre;"
+            "overflow:auto;background:var(--jp-layout-color1,#fafafa);"
+            "color:var(--jp-content-font-color1,#111)}",
+            # line numbers are a CSS counter: not in the markup, not in what "copy" copies
+            f".{uid} pre{{counter-reset:ln}}",
+            f".{uid} .cl::before{{counter-increment:ln;content:counter(ln);display:inline-block;"
+            "width:3.5em;color:#999;text-align:right;margin-right:1em}",
+            f".{uid} .ln{{display:inline-block;width:3.5em;color:#999;text-align:right;"
+            "margin-right:1em;user-select:none}",
+            f".{uid} .py-line{{cursor:pointer;display:block}}",
+            f".{uid} .py-line.mapped:hover{{background:rgba(255,213,79,.35)}}",
+            f".{uid} .tirx-copy{{margin-left:8px;font-size:11px;padding:0 6px;cursor:pointer}}",
+            f".{uid} input.tirx-pick{{display:none}}",
+        ]
+        css += [f".{uid} .tk-{k}{{color:{c}}}" for k, c in COLORS.items()]
+        if linked:  # one rule: the chosen Python line lights its lines in every pane
+            css.append(
+                ",".join(f"#{uid}-p{n}:checked~.tirx-panes .o{n}" for n in linked)
+                + "{background:rgba(255,213,79,.55);outline:1px solid #e0a800}"
+            )
+        out = [f'<div class="tirx-code {uid}"><style>{"".join(css)}</style>']
+        out += [
+            f'<input type="radio" class="tirx-pick" name="{uid}" id="{uid}-p{n}">' for n in linked
+        ]
+        out.append('<div class="tirx-panes">')
+        if self.python is not None:
+            rows = []
+            for i, line in enumerate(self.python.lines):
+                n = self.python.origin[i]
+                mapped = n in linked
+                attr = f' for="{uid}-p{n}"' if mapped else ""
+                cls = f"py-line o{n}" + (" mapped" if mapped else "")
+                rows.append(
+                    f'<label class="{cls}" data-line="{n}"{attr}><span class="ln">{n}</span>'
+                    f'<span class="tx">{highlight(line, "python")}</span></label>'
+                )
+            out.append(
+                '<details class="tirx-section tirx-python" open><summary>Python (click a line '
+                f"to light its CUDA, PTX and SASS)</summary><pre>{''.join(rows)}</pre></details>"
+            )
+        titles = titles or {}
+        for key, pane in self.panes.items():
+            rows = []
+            for i, line in enumerate(pane.lines):
+                o = pane.origin[i]
+                cls = f' class="cl o{o}"' if o is not None else ' class="cl"'
+                rows.append(f"<span{cls}>{highlight(line, key)}</span>")
+            title = titles.get(key, f"{key.upper()} ({len(pane.lines)} lines)")
+            note = self.notes.get(key)
+            note = (
+                f' <span class="tirx-note" style="color:#777">· {html.escape(note)}</span>'
+                if note
+                else ""
+            )
+            copy = (
+                '<button class="tirx-copy" title="copy to the clipboard" onclick="'
+                "event.preventDefault();navigator.clipboard.writeText(Array.from(this.closest("
+                "'details').querySelectorAll('pre .cl')).map(e=>e.textContent).join('\\n'))"
+                '">copy</button>'
+            )
+            opened = " open" if key in open_panes else ""
+            out.append(
+                f'<details class="tirx-section tirx-{key}"{opened}><summary>{html.escape(title)}'
+                f"{note}{copy}</summary><pre>{chr(10).join(rows)}</pre></details>"
+            )
+        out.append("</div></div>")
+        return "".join(out)
+
+
+def _source_file(cuda: str) -> str | None:
+    for line in cuda.splitlines():
+        m = _LINE.match(line)
+        if m:
+            return _unescape(m.group(2))
+    return None
+
+
+def code_view(texts: dict[str, str], source_file: str | None = None) -> CodeView:
+    """Link the code ``texts`` (pane -> text: cuda, ptx, sass) to the Python lines of
+    ``source_file`` (default: the file the CUDA's ``#line`` directives name)."""
+    cuda = texts.get("cuda") or ""
+    source_file = source_file or _source_file(cuda)
+    panes, notes = {}, {}
+    for key in LANGS:
+        if key in texts and texts[key] is not None:
+            panes[key] = line_map(texts[key], key, source_file)
+            if key != "cuda" and not any(o is not None for o in panes[key].origin):
+                notes[key] = "no line info in this build"
+    python = None
+    linked = sorted({o for p in panes.values() for o in p.origin if o is not None})
+    if source_file and linked:
+        src = linecache.getlines(source_file)
+        if src:
+            first, last = linked[0], linked[-1]
+            first = _def_line(src, first)
+            rows = range(first, min(last, len(src)) + 1)
+            python = CodeText("python", tuple(src[n - 1].rstrip("\n") for n in rows),
+                              tuple(rows))  # fmt: skip
+    return CodeView(source_file, python, panes, notes)
+
+
+def _def_line(src: list[str], line: int) -> int:
+    """The kernel's first line: back from ``line`` to its decorator or ``def``."""
+    n = line
+    while n > 1 and not src[n - 1].lstrip().startswith(("@", "def ")):
+        n -= 1
+    while n > 1 and src[n - 2].lstrip().startswith("@"):
+        n -= 1
+    return n
+
+
+def with_line_info(exe) -> dict[str, str]:
+    """The CUDA, PTX and SASS of ``exe`` (a CUDA executable), with PTX and SASS rebuilt to
+    carry line information (``-lineinfo``, ``nvdisasm -g``) when its own build has none.
+    Costs one NVRTC compile; without NVRTC or nvdisasm the panes keep what ``exe`` has."""
+    texts = {"cuda": exe.source, "ptx": exe.ptx, "sass": getattr(exe, "sass", None)}
+    if exe.ptx and ".loc" in exe.ptx:
+        return texts
+    try:
+        from tirx.backend.cuda.executable import NVRTC_OPTIONS
+        from tirx.backend.cuda.nvrtc import compile_cuda
+
+        out = compile_cuda(exe.source, arch=exe.target.arch, filename=f"{exe.lowered.name}.cu",
+                           options=(*NVRTC_OPTIONS, "-lineinfo"))  # fmt: skip
+    except Exception:  # no NVRTC: keep the plain build's text
+        return texts
+    texts["ptx"] = out.ptx
+    sass = _sass_with_lines(out.cubin)
+    if sass:
+        texts["sass"] = sass
+    return texts
+
+
+def _sass_with_lines(cubin: bytes) -> str | None:
+    import os
+    import subprocess
+    import tempfile
+
+    from tirx.backend.cuda.tools import find_tool
+
+    tool = find_tool("nvdisasm")
+    if tool is None or not cubin:
+        return None
+    with tempfile.TemporaryDirectory(prefix="tirx-sass-") as d:
+        path = os.path.join(d, "kernel.cubin")
+        with open(path, "wb") as f:
+            f.write(cubin)
+        try:
+            done = subprocess.run([tool, "-c", "-g", path], capture_output=True, text=True,
+                                  timeout=30)  # fmt: skip
+        except (OSError, subprocess.SubprocessError):
+            return None
+    return done.stdout if done.returncode == 0 and done.stdout.strip() else None
+
+
+def panel_html(panel, keys) -> str:
+    """The code sections ``keys`` of a ``%%tirx`` panel as linked panes (the hook
+    :class:`widgets.panel.KernelPanel` calls); rebuilt with line info once per panel."""
+    texts = {k: panel.texts[k] for k in keys}
+    code = getattr(panel, "code", None)
+    if code is not None and getattr(code, "source", None):
+        if not hasattr(panel, "_line_info"):
+            panel._line_info = with_line_info(code)
+        for k in keys:
+            if panel._line_info.get(k):
+                texts[k] = panel._line_info[k]
+    view = code_view(texts)
+    titles = {k: f"{k.upper()} ({len(texts[k].splitlines())} lines)" for k in keys}
+    return view.html(titles)
