@@ -29,6 +29,7 @@ from ..errors import Span
 
 I32 = dtype_of("int32")
 U32 = dtype_of("uint32")
+U64 = dtype_of("uint64")
 F32 = dtype_of("float32")
 BOOL = dtype_of("bool")
 
@@ -249,6 +250,7 @@ class Buffer:
     elements: int
     align: int = 16
     span: Span | None = None
+    dynamic: bool = False  # shared memory declared scope="shared.dyn" (may exceed 48 KB)
 
     @property
     def nbytes(self) -> int:
@@ -402,6 +404,8 @@ class TileOp(Stmt):
     """Script level: ``T.cuda.tile.apply(instruction, *operands, scope=...)``.
 
     Operands are :class:`View` objects or scalar expressions (e.g. ``T.float32(0)`` for C).
+    ``params`` holds the other keyword arguments in source order (``chunk_bytes=16``,
+    ``src_size=n`` of cp.async) as ``(name, value)`` pairs.
     """
 
     instruction: str
@@ -409,6 +413,7 @@ class TileOp(Stmt):
     scope: str
     span: Span | None = None
     operand_spans: tuple[Span | None, ...] = ()
+    params: tuple[tuple[str, object], ...] = ()
 
 
 @dataclass(frozen=True, eq=False)
@@ -466,7 +471,30 @@ class AddressOperand:
     address: Expr
 
 
-PtxOperand = RegVector | AddressOperand
+@dataclass(frozen=True, eq=False)
+class GlobalAddress(Expr):
+    """Lowered: the 64-bit generic address of byte ``byte_offset`` of a global tensor."""
+
+    buffer: Buffer
+    byte_offset: Expr | int
+    dtype: DType = U64
+
+
+@dataclass(frozen=True, eq=False)
+class Immediate:
+    """An integer immediate operand, printed literally (cp.async's cp-size, wait_group's N)."""
+
+    value: int
+
+
+@dataclass(frozen=True, eq=False)
+class ScalarOperand:
+    """One scalar input register printed without braces (cp.async's src-size)."""
+
+    value: Expr
+
+
+PtxOperand = RegVector | AddressOperand | Immediate | ScalarOperand
 
 
 @dataclass(frozen=True, eq=False)

@@ -6,14 +6,17 @@ that ``lane // 4`` needs no floor correction in C (its operands are non-negative
 
 from __future__ import annotations
 
+import enum
+
 from ..dtypes import is_float
 from .nodes import BinOp, Cast, Const, Expr, Load, Op, Special, Var
 
-__all__ = ["static_value", "linear_form", "is_nonnegative"]
+__all__ = ["static_value", "linear_form", "is_nonnegative", "structural_key"]
 
 
 def linear_form(e) -> tuple[dict[int, tuple[Expr, int]], int] | None:
-    """``e`` as ``sum(coef * atom) + const`` over non-linear atoms (keyed by identity).
+    """``e`` as ``sum(coef * atom) + const`` over non-linear atoms (keyed by
+    :func:`structural_key`, so ``(i % 8) * 8 + 8 - (i % 8) * 8`` is the constant 8).
 
     Returns None for float expressions.
     """
@@ -42,7 +45,36 @@ def linear_form(e) -> tuple[dict[int, tuple[Expr, int]], int] | None:
             old = terms.get(k, (atom, 0))[1]
             terms[k] = (atom, old + sign * coef)
         return {k: v for k, v in terms.items() if v[1]}, ca + sign * cb
-    return {id(e): (e, 1)}, 0
+    return {structural_key(e): (e, 1)}, 0
+
+
+def structural_key(e) -> tuple:
+    """A hashable key equal for expressions that compute the same value by the same tree
+    (``lane % 8`` built twice has one key). Variables, buffers and loads are keyed by the
+    object: two loads of one address are the same value within one expression, which has no
+    side effects."""
+    if isinstance(e, Const):
+        return ("const", e.value, e.dtype.name)
+    if isinstance(e, (Var, Load)) or not hasattr(e, "__dataclass_fields__"):
+        if isinstance(e, Load):
+            return ("load", id(e.buffer), e.dtype.name, structural_key(as_expr_key(e.index)))
+        return ("obj", id(e))
+    parts = [type(e).__name__]
+    for name in e.__dataclass_fields__:
+        v = getattr(e, name)
+        if isinstance(v, Expr):
+            parts.append(structural_key(v))
+        elif isinstance(v, (int, float, bool, str)) or v is None:
+            parts.append(v)
+        elif hasattr(v, "name") and hasattr(v, "bits"):  # a DType
+            parts.append(v.name)
+        else:
+            parts.append(("obj", id(v)) if not isinstance(v, enum.Enum) else v)
+    return tuple(parts)
+
+
+def as_expr_key(v):
+    return v if isinstance(v, Expr) else Const(v)
 
 
 def _scale(terms, c, factor):

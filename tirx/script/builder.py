@@ -157,9 +157,11 @@ class FunctionBuilder:
     def _pop_body(self) -> ir.Stmt:
         return _seq(self.bodies.pop())
 
-    def alloc(self, name_hint, shape, dtype, scope, layout="default", align=16, span=None):
+    def alloc(
+        self, name_hint, shape, dtype, scope, layout="default", align=16, span=None, dynamic=False
+    ):
         buf, view = make_buffer(
-            self.c_name(name_hint or "buf"), shape, dtype, scope, layout, align, span
+            self.c_name(name_hint or "buf"), shape, dtype, scope, layout, align, span, dynamic
         )
         self.allocations.append(buf)
         return ir.View(buf, view.dtype, view.shape, view.layout, 0, name_hint or buf.name)

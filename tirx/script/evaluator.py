@@ -498,12 +498,13 @@ class Evaluator:
         if key == "cuda.tile.apply":
             return self._tile_apply(node, span)
         if key in ("alloc_shared", "alloc_local"):
-            vals = self._args(node, 2, 4, "shape", "dtype", "layout", "align")
-            shape, dtype, layout, align = vals + [_MISSING] * (4 - len(vals))
+            vals = self._args(node, 2, 5, "shape", "dtype", "layout", "align", "scope")
+            shape, dtype, layout, align, where = vals + [_MISSING] * (5 - len(vals))
             layout = "default" if layout is _MISSING else layout
             align = 16 if align is _MISSING else align
             scope = ir.Scope.SHARED if key == "alloc_shared" else ir.Scope.LOCAL
-            return b.alloc(name_hint, shape, dtype, scope, layout, align, span)
+            dynamic = _dynamic_scope(key, where, span)
+            return b.alloc(name_hint, shape, dtype, scope, layout, align, span, dynamic)
         if key == "cast":
             value, dtype = self._args(node, 2, 2, "value", "dtype")
             if isinstance(dtype, ScalarType):
@@ -544,16 +545,35 @@ class Evaluator:
                 raise TirxSyntaxError(
                     f"a tile operand must be a tensor or a value, got {_kind(v)}", self.p.span(a)
                 )
-        scope = "warp"
+        scope, params = "warp", []
         for k in node.keywords:
-            if k.arg != "scope":
+            if k.arg == "scope":
+                scope = self.const(k.value)
+            elif k.arg in _TILE_PARAMS:
+                params.append((k.arg, self.scalar(k.value)))
+            else:
                 raise TirxSyntaxError(f"unexpected keyword argument {k.arg!r}", self.p.span(k))
-            scope = self.const(k.value)
-        self.b.emit(ir.TileOp(instr.text, tuple(operands), scope, span, tuple(spans)))
+        self.b.emit(
+            ir.TileOp(instr.text, tuple(operands), scope, span, tuple(spans), tuple(params))
+        )
         return None
 
 
 _MISSING = object()
+# keyword parameters of tile operations besides scope (cp.async: chunk size, zero-fill size)
+_TILE_PARAMS = ("chunk_bytes", "src_size")
+
+
+def _dynamic_scope(key: str, where, span) -> bool:
+    """``scope=`` of an allocation: "shared" (static) or "shared.dyn" (dynamic shared memory,
+    which may exceed the 48 KB static limit), as the real TIRx spells them."""
+    default = "shared" if key == "alloc_shared" else "local"
+    if where is _MISSING or where == default:
+        return False
+    if key == "alloc_shared" and where == "shared.dyn":
+        return True
+    allowed = '"shared" or "shared.dyn"' if key == "alloc_shared" else '"local"'
+    raise TirxSyntaxError(f"T.{key} scope must be {allowed}, got {where!r}", span)
 
 
 def _kind(v) -> str:

@@ -31,8 +31,11 @@ def memory_span(layout) -> int:
     return max(int(layout.span("m")), 1)
 
 
-def make_buffer(name, shape, dtype, scope: Scope, layout="default", align=16, span=None):
-    """A new buffer and the view of it that the kernel's name binds to."""
+def make_buffer(
+    name, shape, dtype, scope: Scope, layout="default", align=16, span=None, dynamic=False
+):
+    """A new buffer and the view of it that the kernel's name binds to (``dynamic``: a shared
+    buffer in the dynamic shared-memory segment, ``scope="shared.dyn"``)."""
     shape = _shape_tuple(shape)
     dtype = _dtype(dtype)
     if isinstance(layout, str):
@@ -48,7 +51,7 @@ def make_buffer(name, shape, dtype, scope: Scope, layout="default", align=16, sp
         )
     if not isinstance(align, int) or align <= 0 or align & (align - 1):
         raise TirxSyntaxError(f"align must be a power of two, got {align!r}")
-    buf = Buffer(name, dtype, scope, shape, layout, memory_span(layout), align, span)
+    buf = Buffer(name, dtype, scope, shape, layout, memory_span(layout), align, span, dynamic)
     return buf, View(buf, dtype, shape, layout, 0, name)
 
 
@@ -188,16 +191,18 @@ def region(v: View, indices: list) -> View | None:
     """``t[i, a:b, :]``: integer indices drop their dimension, slices keep it.
 
     Returns ``None`` when every index is a scalar for every dimension (an element access).
-    Starts may be run-time expressions; extents must be compile-time.
+    Starts may be run-time expressions; extents must be compile-time. A region of a swizzled
+    (``ComposeLayout``) view keeps the swizzle: the region is taken on its tile layout and the
+    start is added before the swizzle (see tirx/transform/shared_rows.py).
     """
     if len(indices) > len(v.shape):
         raise TirxSyntaxError(f"{len(indices)} indices for a tensor of rank {len(v.shape)}")
     if len(indices) == len(v.shape) and not any(isinstance(i, slice) for i in indices):
         return None
-    if not isinstance(v.layout, TileLayout):
-        raise LayoutError("regions of swizzled (ComposeLayout) tensors are not supported yet")
+    swizzle = v.layout if isinstance(v.layout, ComposeLayout) else None
+    tile = swizzle.tile_layout if swizzle is not None else v.layout
     indices = list(indices) + [slice(None)] * (len(v.shape) - len(indices))
-    grouped, seps = v.layout.group(v.shape)
+    grouped, seps = tile.group(v.shape)
     shard = list(grouped.shard)
     new_iters, new_shape, starts = [], [], []
     for d, (idx, extent) in enumerate(zip(indices, v.shape)):
@@ -221,6 +226,14 @@ def region(v: View, indices: list) -> View | None:
     offset: Expr | int = v.elem_offset + origin.get("m", 0)
     replica = list(grouped.replica)
     layout = TileLayout.from_iters(new_iters, replica, dict(grouped.offset) or None)
+    if swizzle is not None:
+        layout = ComposeLayout(
+            swizzle.per_element,
+            swizzle.swizzle_len,
+            swizzle.atom_len,
+            layout,
+            swizzle.swizzle_inner,
+        )
     return View(v.buffer, v.dtype, tuple(new_shape), layout, offset, v.name)
 
 

@@ -15,6 +15,8 @@ from ..errors import TirxError, TirxSyntaxError
 from ..ir import nodes as ir
 from ..ir.simplify import static_value
 from .raw_ptx import lower_raw_ptx
+from .shared_memory import check_shared_limits
+from .shared_rows import element_offset
 from .tile_ops import lower_tile_op
 
 __all__ = ["lower_function"]
@@ -26,6 +28,7 @@ def lower_function(fn: ir.Function, arch: int = 80) -> ir.Function:
     lowerer = _Lowerer(arch)
     body = lowerer.stmt(fn.body)
     offsets, total = _plan_shared(fn)
+    check_shared_limits(fn, offsets, total, arch)
     return replace(fn, body=body, lowered=True, shared_offsets=offsets, shared_bytes=total)
 
 
@@ -91,7 +94,7 @@ class _Lowerer:
         raise TypeError(f"cannot lower {type(s).__name__}")
 
     def _lower_operand(self, op):
-        if isinstance(op, ir.AddressOperand):
+        if not isinstance(op, ir.RegVector):
             return op
         regs = tuple(
             ir.ValueReg(self.expr(r.value)) if isinstance(r, ir.ValueReg) else r for r in op.regs
@@ -138,9 +141,7 @@ class _Lowerer:
                     f"of {view.name or view.buffer.name!r}"
                 )
         coords = tuple(self.expr(i) for i in indices)
-        m = layout.apply(*coords, shape=view.shape).get("m", 0)
-        index = ir.as_expr(view.elem_offset) + m
-        return view.buffer, index
+        return view.buffer, ir.as_expr(element_offset(view, coords))
 
 
 def _axes(layout):

@@ -7,6 +7,7 @@ from ..errors import ContractError, TirxSyntaxError
 from ..ir import nodes as ir
 from ..ir.simplify import static_value
 from .contracts import Role, lookup
+from .cp_async import is_cp_async, lower_cp_async_raw
 
 __all__ = ["lower_raw_ptx", "operand_counts"]
 
@@ -24,6 +25,8 @@ def operand_counts(contract) -> list[tuple]:
 
 def lower_raw_ptx(op: ir.RawPtx, arch: int, address) -> ir.PtxCall:
     """``address(view, indices) -> (buffer, index)`` is the lowerer's element addressing."""
+    if is_cp_async(op.instruction):
+        return lower_cp_async_raw(op, arch, address)
     contract = lookup(op.instruction)
     if arch < contract.min_arch:
         raise ContractError(

@@ -18,11 +18,15 @@ from ..errors import ContractError, TirxSyntaxError
 from ..ir import nodes as ir
 from ..ir.simplify import static_value
 from .contracts import Contract, OperandSpec, Role, lookup
+from .cp_async import is_cp_async, lower_cp_async_tile
+from .shared_rows import RowCheck, check_rows, element_offset
 
 __all__ = ["lower_tile_op", "check_register_operand"]
 
 
 def lower_tile_op(op: ir.TileOp, arch: int) -> list[ir.Stmt]:
+    if is_cp_async(op.instruction):
+        return lower_cp_async_tile(op, arch)
     contract = lookup(op.instruction)
     if op.scope != "warp":
         raise TirxSyntaxError(
@@ -245,9 +249,7 @@ def _lower_ldst(contract: Contract, op: ir.TileOp) -> list[ir.Stmt]:
     _check_shared(contract, shared)
     out = []
     for rep in itertools.product(*(range(e) for e in regs.shape[:-3])):
-        words = ir.as_expr(shared.elem_offset) + shared.layout.apply(
-            *rep, mat, row, 0, shape=shared.shape
-        ).get("m", 0)
+        words = ir.as_expr(element_offset(shared, (*rep, mat, row, 0)))
         addr = ir.AddressOperand(ir.SharedAddress(shared.buffer, words * 4))
         rv_ = _regs(regs, rmap, rep, count, ld)
         operands = (rv_, addr) if ld else (addr, rv_)
@@ -266,17 +268,5 @@ def _check_shared(contract: Contract, v: ir.View):
         raise ContractError(
             f"{where}: {v.buffer.name!r} must be allocated with align >= 16 (got {v.buffer.align})"
         )
-    base = static_value(v.elem_offset)
-    points = v.layout.table(("m",))
-    for i, coord in enumerate(itertools.product(*(range(e) for e in v.shape[:-1]))):
-        ms = [m for (m,) in points[4 * i : 4 * i + 4]]
-        if ms != list(range(ms[0], ms[0] + 4)):
-            raise ContractError(
-                f"{where}: row {coord} is not 4 consecutive u32 words (word offsets {ms})",
-                hint="each ldmatrix/stmatrix row must be 16 contiguous bytes",
-            )
-        if base is not None and (base + ms[0]) % 4:
-            raise ContractError(
-                f"{where}: row {coord} starts at byte {(base + ms[0]) * 4}, not a multiple of 16",
-                hint="rows must be 16-byte aligned",
-            )
+    hint = "each ldmatrix/stmatrix row must be 4 consecutive u32 words (16 bytes)"
+    check_rows(v, RowCheck(where, 16, 16, hint))

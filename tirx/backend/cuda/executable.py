@@ -76,7 +76,7 @@ from ...executable import ArgChecker, Executable, _int_range
 from ...ir import nodes as ir
 from . import driver
 from .cache import cache_key, default_cache
-from .codegen import CODEGEN_VERSION, generate, param_kinds
+from .codegen import CODEGEN_VERSION, generate, param_kinds, uses_dynamic_shared
 from .nvrtc import DEFAULT_OPTIONS, compile_cuda, nvrtc_version
 
 __all__ = ["CudaExecutable", "build", "make_runner", "make_runners", "native_runner"]
@@ -156,6 +156,8 @@ class CudaExecutable(Executable):
         self._ordinal = _ORDINAL
         launch = lowered.launch
         self._grid, self._block, self._smem = launch.grid, launch.block, launch.dynamic_smem_bytes
+        if uses_dynamic_shared(lowered):  # the block's shared memory lives in the dynamic segment
+            self._smem = max(self._smem, lowered.shared_bytes)
 
     @functools.cached_property
     def sass(self) -> str | None:
@@ -188,6 +190,8 @@ class CudaExecutable(Executable):
             )
         self._module = driver.Module(self.cubin, _ORDINAL)
         kernel = self._module.function(self.lowered.name)
+        if self._smem > driver._STATIC_SMEM_LIMIT:  # opt in before the first launch
+            kernel.allow_dynamic_smem(self._smem)
         self._attach(kernel.launcher(self._kinds), _ORDINAL)
 
     def _attach(self, launcher, ordinal: int) -> None:

@@ -1,0 +1,284 @@
+"""cp.async: asynchronous copies from global to shared memory (sm_80+), checked and lowered.
+
+Tile form (the real TIRx's spelling)::
+
+    T.cuda.tile.apply(T.ptx["cp.async.cg.shared.global"], dst, src,
+                      scope="thread", chunk_bytes=16[, src_size=n])
+
+``dst`` (shared) and ``src`` (global) are views whose last axis is exactly ``chunk_bytes`` of
+storage; their leading axes are repeats, each one copy, issued in row-major order by every
+active thread with its own addresses (the views' starts may depend on the thread). ``.cg``
+copies 16 bytes, ``.ca`` 4, 8 or 16. Each chunk must be contiguous and ``chunk_bytes``-aligned
+on both sides, swizzle included. ``src_size`` (bytes, at most ``chunk_bytes``) reads only that
+many source bytes and fills the rest of the chunk with zeros.
+
+Raw forms: ``T.ptx["cp.async.commit_group"]()``, ``T.ptx["cp.async.wait_group"](n)`` (``n`` a
+compile-time int: wait until at most ``n`` of this thread's groups are pending),
+``T.ptx["cp.async.wait_all"]()``, and one copy with element operands,
+``T.ptx["cp.async.cg.shared.global"](s[i, j], A[r, c], 16[, src_size])``.
+
+No commit, wait or barrier is ever inserted: the kernel says where groups end and waits.
+The lowered form is the one of ``IR-NODES-ASYNC``: ``PtxCall(instruction,
+(AddressOperand(SharedAddress), AddressOperand(GlobalAddress), Immediate(cp_size)
+[, ScalarOperand(src_size)]))``.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+from dataclasses import dataclass
+
+from ..errors import ContractError, TirxSyntaxError
+from ..ir import nodes as ir
+from ..ir.simplify import static_value
+from .shared_rows import RowCheck, check_rows, element_offset, residue
+
+__all__ = ["is_cp_async", "lower_cp_async_tile", "lower_cp_async_raw", "CopyForm", "MIN_ARCH"]
+
+MIN_ARCH = 80
+
+_COPY = re.compile(r"^cp\.async\.(ca|cg)\.shared(::cta)?\.global(\.L2::(64B|128B|256B))?$")
+_GROUP_CALLS = ("cp.async.commit_group", "cp.async.wait_group", "cp.async.wait_all")
+_SIZES = {"ca": (4, 8, 16), "cg": (16,)}
+
+
+def is_cp_async(text: str) -> bool:
+    """Whether ``text`` names a cp.async form this module handles (copy or group call)."""
+    return text.startswith("cp.async.") or text == "cp.async"
+
+
+@dataclass(frozen=True)
+class CopyForm:
+    """One parsed copy instruction: its text and cache operator (``ca`` or ``cg``)."""
+
+    text: str
+    cache: str
+
+    @property
+    def sizes(self) -> tuple[int, ...]:
+        return _SIZES[self.cache]
+
+
+def _copy_form(text: str) -> CopyForm:
+    m = _COPY.match(text)
+    if m is None:
+        raise ContractError(
+            f"unknown or unsupported instruction {text!r}",
+            hint="supported: cp.async.{ca,cg}.shared.global[.L2::{64B,128B,256B}], "
+            "cp.async.commit_group, cp.async.wait_group, cp.async.wait_all",
+        )
+    return CopyForm(text, m.group(1))
+
+
+def _check_arch(text: str, arch: int) -> None:
+    if arch < MIN_ARCH:
+        raise ContractError(
+            f"{text} needs sm_{MIN_ARCH} or newer; the target is sm_{arch}",
+            hint=f'compile with target="cuda -arch=sm_{MIN_ARCH}" or newer',
+        )
+
+
+def _check_size(form: CopyForm, size, what: str) -> int:
+    if not isinstance(size, int) or isinstance(size, bool):
+        value = static_value(size) if isinstance(size, ir.Expr) else None
+        if value is None:
+            raise ContractError(f"{form.text}: {what} must be a compile-time int, got {size!r}")
+        size = value
+    if size not in form.sizes:
+        allowed = ", ".join(map(str, form.sizes))
+        hint = (
+            "cp.async.cg copies 16 bytes; use cp.async.ca for 4 or 8"
+            if form.cache == "cg"
+            else "cp.async.ca copies 4, 8 or 16 bytes"
+        )
+        raise ContractError(f"{form.text}: {what} must be {allowed}, got {size}", hint=hint)
+    return size
+
+
+def _src_size(form: CopyForm, value, chunk: int):
+    """The zero-fill operand: a u32 expression (checked against ``chunk`` when constant)."""
+    if value is None:
+        return None
+    if isinstance(value, ir.Expr) and value.dtype.kind == "float":
+        raise ContractError(f"{form.text}: src_size must be an integer number of bytes")
+    v = static_value(value)
+    if v is not None and not 0 <= v <= chunk:
+        raise ContractError(
+            f"{form.text}: src_size must be between 0 and chunk_bytes ({chunk}), got {v}",
+            hint="src_size bytes are read; the rest of the chunk is filled with zeros",
+        )
+    return ir.ScalarOperand(ir.cast(value, ir.U32))
+
+
+# ----------------------------------------------------------------------------- tile form
+
+
+def lower_cp_async_tile(op: ir.TileOp, arch: int) -> list[ir.Stmt]:
+    """Check a cp.async tile operation and lower it to one PtxCall per chunk."""
+    form = _copy_form(op.instruction)
+    try:
+        return _lower_tile(form, op, arch)
+    except ContractError as e:
+        index = _operand_index(e)
+        if index is not None and index < len(op.operand_spans):
+            raise e.with_span(op.operand_spans[index]) from None
+        raise
+
+
+def _operand_index(e: ContractError) -> int | None:
+    for i, name in enumerate(("dst", "src")):
+        if f"operand {name}" in e.message:
+            return i
+    return None
+
+
+def _lower_tile(form: CopyForm, op: ir.TileOp, arch: int) -> list[ir.Stmt]:
+    if op.scope != "thread":
+        raise TirxSyntaxError(
+            f"scope={op.scope!r} is not supported for cp.async",
+            hint='each thread issues its own copies: use scope="thread"',
+        )
+    _check_arch(form.text, arch)
+    params = dict(op.params)
+    unknown = sorted(set(params) - {"chunk_bytes", "src_size"})
+    if unknown:
+        raise TirxSyntaxError(f"{form.text}: unexpected parameters {unknown}")
+    if "chunk_bytes" not in params:
+        raise ContractError(
+            f"{form.text} needs chunk_bytes=..., the bytes of one copy",
+            hint=f"add chunk_bytes={form.sizes[-1]}",
+        )
+    chunk = _check_size(form, params["chunk_bytes"], "chunk_bytes")
+    zero_fill = _src_size(form, params.get("src_size"), chunk)
+    if len(op.operands) != 2:
+        raise ContractError(f"{form.text} takes 2 operands (dst, src), got {len(op.operands)}")
+    dst, src = op.operands
+    _check_view(form, "dst", dst, ir.Scope.SHARED, chunk)
+    _check_view(form, "src", src, ir.Scope.GLOBAL, chunk)
+    if dst.shape[:-1] != src.shape[:-1]:
+        raise ContractError(
+            f"{form.text}: operands dst and src have different repeat shapes "
+            f"{dst.shape[:-1]} vs {src.shape[:-1]}",
+            hint="the axes before the chunk are repeats, one copy each, and must match",
+        )
+    out = []
+    for rep in itertools.product(*(range(e) for e in dst.shape[:-1])):
+        d = element_offset(dst, (*rep, 0))
+        s = element_offset(src, (*rep, 0))
+        operands = (
+            ir.AddressOperand(ir.SharedAddress(dst.buffer, _bytes(d, dst.dtype))),
+            ir.AddressOperand(ir.GlobalAddress(src.buffer, _bytes(s, src.dtype))),
+            ir.Immediate(chunk),
+        )
+        if zero_fill is not None:
+            operands += (zero_fill,)
+        out.append(ir.PtxCall(form.text, operands, op.span))
+    return out
+
+
+def _bytes(offset, dtype):
+    return offset * dtype.bytes
+
+
+def _check_view(form: CopyForm, name: str, v, scope: ir.Scope, chunk: int) -> None:
+    where = f"{form.text}: operand {name}"
+    kind = "shared memory (T.alloc_shared)" if scope is ir.Scope.SHARED else "a global tensor"
+    if not isinstance(v, ir.View):
+        raise ContractError(f"{where} must be a tensor region in {kind}, got a scalar value")
+    if v.buffer.scope is not scope:
+        raise ContractError(
+            f"{where} must be in {kind}, got {v.buffer.scope.value} buffer {v.buffer.name!r}",
+            hint="cp.async copies global memory (src) to shared memory (dst)",
+        )
+    if v.buffer.align < min(chunk, 16):
+        raise ContractError(
+            f"{where}: {v.buffer.name!r} must be allocated with align >= {chunk} "
+            f"(got {v.buffer.align})"
+        )
+    elems = chunk // v.dtype.bytes if chunk % v.dtype.bytes == 0 else None
+    check_rows(
+        v,
+        RowCheck(
+            where,
+            chunk,
+            chunk,
+            hint=f"the last axis of {name} must be one chunk: {elems} x {v.dtype} "
+            f"({chunk} bytes), contiguous; leading axes are repeats"
+            if elems
+            else f"chunk_bytes={chunk} is not a whole number of {v.dtype} elements",
+        ),
+    )
+
+
+# ------------------------------------------------------------------------------ raw form
+
+
+def lower_cp_async_raw(op: ir.RawPtx, arch: int, address) -> ir.PtxCall:
+    """Lower ``T.ptx["cp.async..."](...)``: group calls, or one copy with element operands.
+
+    ``address(view, indices) -> (buffer, element index)`` is the lowerer's addressing."""
+    text = op.instruction
+    if text in _GROUP_CALLS:
+        _check_arch(text, arch)
+        return _group_call(op)
+    form = _copy_form(text)
+    _check_arch(text, arch)
+    spans = list(op.operand_spans) + [None] * 4
+    if len(op.operands) not in (3, 4):
+        raise ContractError(
+            f'T.ptx["{text}"] takes 3 or 4 operands (dst element, src element, cp-size'
+            f"[, src-size]), got {len(op.operands)}"
+        )
+    ops = []
+    for i, (name, scope) in enumerate((("dst", ir.Scope.SHARED), ("src", ir.Scope.GLOBAL))):
+        e = op.operands[i]
+        if not (isinstance(e, ir.ElemLoad) and e.view.buffer.scope is scope):
+            raise ContractError(
+                f"{text}: operand {name} must be an element of a {scope.value} tensor (its address)"
+            ).with_span(spans[i])
+        buf, index = address(e.view, e.indices)
+        ops.append((buf, index, e.dtype, spans[i]))
+    try:
+        size = _check_size(form, op.operands[2], "cp-size")
+        zero_fill = _src_size(form, op.operands[3] if len(op.operands) == 4 else None, size)
+    except ContractError as err:
+        raise err.with_span(spans[2]) from None
+    operands = []
+    for (buf, index, dtype, span), name in zip(ops, ("dst", "src")):
+        nbytes = _bytes(index, dtype)
+        rem = residue(nbytes, size)
+        if rem:
+            raise ContractError(
+                f"{text}: operand {name} starts {rem} bytes past a multiple of {size}",
+                hint=f"a {size}-byte copy needs {size}-byte aligned addresses",
+            ).with_span(span)
+        node = ir.SharedAddress if name == "dst" else ir.GlobalAddress
+        operands.append(ir.AddressOperand(node(buf, nbytes)))
+    operands.append(ir.Immediate(size))
+    if zero_fill is not None:
+        operands.append(zero_fill)
+    return ir.PtxCall(text, tuple(operands), op.span)
+
+
+def _group_call(op: ir.RawPtx) -> ir.PtxCall:
+    text = op.instruction
+    if text != "cp.async.wait_group":
+        if op.operands:
+            raise ContractError(f'T.ptx["{text}"]() takes no operands, got {len(op.operands)}')
+        return ir.PtxCall(text, (), op.span)
+    if len(op.operands) != 1:
+        raise ContractError(
+            f'T.ptx["{text}"](n) takes one operand, the number of groups that may stay '
+            f"pending, got {len(op.operands)}"
+        )
+    n = static_value(op.operands[0])
+    span = op.operand_spans[0] if op.operand_spans else None
+    if n is None or (isinstance(op.operands[0], ir.Expr) and op.operands[0].dtype.kind == "float"):
+        raise ContractError(
+            f"{text}: n must be a compile-time int",
+            hint="the number of pending groups is an immediate in the instruction, e.g. STAGES - 2",
+        ).with_span(span)
+    if not 0 <= n < 2**31:  # PTX: an integer constant with no further domain
+        raise ContractError(f"{text}: n must be a non-negative int, got {n}").with_span(span)
+    return ir.PtxCall(text, (ir.Immediate(n),), op.span)

@@ -1,0 +1,156 @@
+"""Rows of shared (and global) views: element offsets, contiguity and alignment.
+
+ldmatrix and stmatrix read or write 16-byte rows, one address per lane; cp.async copies one
+4-, 8- or 16-byte chunk per thread. In each case the instruction sees only the start address
+of a row and touches the bytes after it, so the view must place the row's elements at
+consecutive addresses starting at a multiple of the row size. This module is the one place
+that decides it, for plain (``TileLayout``) and swizzled (``ComposeLayout``) views, regions
+and views of them included.
+
+The address of ``view[x]`` (in elements of ``view.dtype`` from the buffer's start) is
+
+* ``elem_offset + layout.apply(x)["m"]`` for a ``TileLayout``;
+* ``swizzle(elem_offset + tile_layout.apply(x)["m"])`` for a ``ComposeLayout``: the swizzle is a
+  function of the buffer-relative address, so a region's start (``elem_offset``) is added
+  *before* it. The swizzle moves whole units of ``2**per_element`` elements and keeps the
+  order inside a unit, so a row that lies in one unit stays contiguous and keeps its alignment.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+
+from ..errors import ContractError
+from ..ir import nodes as ir
+from ..ir.simplify import linear_form, static_value
+from ..layout.swizzle import ComposeLayout
+
+__all__ = ["element_offset", "residue", "RowCheck", "check_rows", "row_starts"]
+
+
+def element_offset(view: ir.View, coords) -> ir.Expr | int:
+    """Element offset of ``view[coords]`` from the start of its buffer (units of view.dtype)."""
+    layout = view.layout
+    if isinstance(layout, ComposeLayout):
+        m = layout.tile_layout.apply(*coords, shape=view.shape).get("m", 0)
+        return layout.swizzle(_add(view.elem_offset, m))
+    m = layout.apply(*coords, shape=view.shape).get("m", 0)
+    return _add(view.elem_offset, m)
+
+
+def _add(a, b):
+    if isinstance(a, int) and isinstance(b, int):
+        return a + b
+    return ir.as_expr(a) + b
+
+
+def residue(e, n: int) -> int | None:
+    """``e mod n`` when it is the same for every value of the run-time parts of ``e``, else
+    None. Decided on the linear form: a term whose coefficient is a multiple of ``n`` adds
+    nothing."""
+    if n == 1:
+        return 0
+    form = linear_form(e if isinstance(e, (int, ir.Expr)) else ir.as_expr(e))
+    if form is None:
+        return None
+    terms, c = form
+    if any(coef % n for _, coef in terms.values()):
+        return None
+    return c % n
+
+
+@dataclass(frozen=True)
+class RowCheck:
+    """What one instruction needs of its rows: ``row_bytes`` contiguous bytes per row, each
+    starting at a multiple of ``align_bytes``; ``where`` names the operand in messages."""
+
+    where: str
+    row_bytes: int
+    align_bytes: int
+    hint: str = ""
+
+
+def _rows(view: ir.View):
+    """Every leading coordinate (all axes but the last) of ``view``."""
+    return itertools.product(*(range(e) for e in view.shape[:-1]))
+
+
+def check_rows(view: ir.View, need: RowCheck) -> None:
+    """Raise :class:`ContractError` unless each row (the last axis) of ``view`` is
+    ``need.row_bytes`` contiguous bytes starting at a multiple of ``need.align_bytes``.
+
+    A row start that depends on run-time values is accepted when its alignment follows from
+    the offset's linear form; for a swizzled view it must (the swizzle could otherwise split
+    the row), for a plain view an unknown alignment is left to the run-time checks.
+    """
+    nbytes = view.dtype.bytes
+    per_row = view.shape[-1]
+    if per_row * nbytes != need.row_bytes:
+        raise ContractError(
+            f"{need.where}: a row must be {need.row_bytes} bytes, the last axis of the view "
+            f"holds {per_row} x {view.dtype} = {per_row * nbytes} bytes",
+            hint=need.hint or None,
+        )
+    layout = view.layout
+    swizzled = isinstance(layout, ComposeLayout) and layout.swizzle_len > 0
+    tile = layout.tile_layout if isinstance(layout, ComposeLayout) else layout
+    points = [m for (m,) in tile.table(("m",))]
+    align = max(need.align_bytes // nbytes, 1)
+    base = static_value(view.elem_offset)
+    for i, coord in enumerate(_rows(view)):
+        ms = points[per_row * i : per_row * (i + 1)]
+        if base is not None:
+            # a compile-time start: check the addresses themselves, swizzle applied
+            addrs = [
+                layout.swizzle(base + m) if isinstance(layout, ComposeLayout) else base + m
+                for m in ms
+            ]
+            _check_row(need, coord, addrs, addrs[0] % align, nbytes, swizzled)
+            continue
+        _check_row(need, coord, ms, None, nbytes, False)
+        rem = residue(ir.as_expr(view.elem_offset) + ms[0], align)
+        if rem is not None and rem:
+            _misaligned(need, coord, f"{rem * nbytes} bytes past a multiple of {align * nbytes}")
+        if swizzled:
+            unit = 1 << layout.per_element
+            if rem is None:
+                raise ContractError(
+                    f"{need.where}: row {coord} of the swizzled view starts at a run-time "
+                    f"offset whose alignment to {need.align_bytes} bytes cannot be proven",
+                    hint="make the region start a multiple of the row size (e.g. a row index "
+                    "times the row stride), so the swizzle keeps each row in one unit",
+                )
+            if per_row > unit or (unit % per_row and per_row % unit):
+                raise ContractError(
+                    f"{need.where}: rows of {need.row_bytes} bytes span several swizzle units "
+                    f"of {unit * nbytes} bytes, which the swizzle moves apart",
+                    hint=f"use a ComposeLayout whose per_element unit (2**per_element "
+                    f"elements) holds at least {need.row_bytes} bytes",
+                )
+
+
+def _check_row(need, coord, addrs, rem, nbytes, swizzled):
+    if addrs != list(range(addrs[0], addrs[0] + len(addrs))):
+        shown = addrs if len(addrs) <= 8 else addrs[:8] + ["..."]
+        raise ContractError(
+            f"{need.where}: row {coord} is not {need.row_bytes} contiguous bytes "
+            f"(element offsets {shown}" + (" after the swizzle)" if swizzled else ")"),
+            hint=need.hint or f"each row must be {need.row_bytes} consecutive bytes",
+        )
+    if rem:
+        _misaligned(need, coord, f"byte {addrs[0] * nbytes}")
+
+
+def _misaligned(need, coord, at):
+    raise ContractError(
+        f"{need.where}: row {coord} starts at {at}, not a multiple of {need.align_bytes}",
+        hint=f"rows must be {need.align_bytes}-byte aligned: move the region start by whole "
+        f"rows or align the allocation (align={max(need.align_bytes, 16)})",
+    )
+
+
+def row_starts(view: ir.View):
+    """``[(leading coordinate, element offset of the row's first element)]`` in row-major
+    order of the leading axes."""
+    return [(c, element_offset(view, (*c, 0))) for c in _rows(view)]
