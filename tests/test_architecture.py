@@ -58,7 +58,7 @@ RULES = {
     "layout": ["tirx.errors"],
     "ir": ["tirx.layout", "tirx.dtypes", "tirx.errors"],
     "transform": ["tirx.ir", "tirx.layout", "tirx.dtypes", "tirx.errors"],
-    "sim": ["tirx.ir", "tirx.dtypes", "tirx.errors"],
+    "sim": ["tirx.ir", "tirx.dtypes", "tirx.errors", "tirx.config"],
     "backend/cuda": [
         "tirx.ir",
         "tirx.dtypes",

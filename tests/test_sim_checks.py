@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 import pytest
 
@@ -20,6 +22,7 @@ from tests.test_sim_kernels import (
 )
 from tirx.errors import SimulationError
 from tirx.ir import nodes as ir
+from tirx.sim import budget as budget_module
 from tirx.sim import machine, run
 
 I32, U32, F32 = ir.I32, ir.U32, ir.F32
@@ -32,9 +35,9 @@ def lt(a, b):
     return ir.cmp(ir.CmpOp.LT, a, b)
 
 
-def expect_fault(fn, args, pattern, *, warp=None, lane=None, line=None, block=None):
+def expect_fault(fn, args, pattern, *, warp=None, lane=None, line=None, block=None, budget=None):
     with pytest.raises(SimulationError, match=pattern) as info:
-        run(fn, args)
+        run(fn, args, budget=budget)
     msg = info.value.message
     assert "block (" in msg and "warp" in msg and "lane" in msg, msg
     if block is not None:
@@ -127,8 +130,11 @@ def test_misaligned_global_tensor():
     run(fn, [raw[4:36].view(np.uint32), np.zeros(8, np.uint32)])
 
 
-def ldmatrix_kernel(row_offset, *, threads=32, guard=None, fill=True, rows_per_warp=32):
-    """Each warp fills its own 32 shared rows, then loads them with ldmatrix.x4."""
+def ldmatrix_kernel(
+    row_offset, *, threads=32, guard=None, fill=True, rows_per_warp=32, barrier="warp"
+):
+    """Each warp fills its own 32 shared rows, synchronizes (``barrier``: "warp", "cta" or
+    None), then loads them with ldmatrix.x4."""
     n_warps = threads // 32
     Out = gbuf("Out", (threads * 4,), "uint32")
     s = sbuf("s", (n_warps * rows_per_warp * 8,), "uint16")
@@ -149,7 +155,8 @@ def ldmatrix_kernel(row_offset, *, threads=32, guard=None, fill=True, rows_per_w
     ldm = ir.PtxCall(LDM4, (regs(r, range(4), True), ir.AddressOperand(addr)), span(7))
     stores = [ir.Store(Out, TX * 4 + k, ir.Load(r, k, U32), U32) for k in range(4)]
     use = seq(ldm, *stores) if guard is None else ir.If(guard, seq(ldm, *stores))
-    body = seq(*([fill_loop] if fill else []), use)
+    sync = [ir.Barrier(barrier, span(5))] if barrier else []
+    body = seq(*([fill_loop] if fill else []), *sync, use)
     return function("ldm", (Out,), body, block=(threads, 1, 1), allocs=(s, r), variables=(q, x))
 
 
@@ -296,58 +303,91 @@ def test_write_after_read_race():
     run(function("war", (Dst,), seq(*fixed), allocs=(s,)), [np.zeros(32, np.int32)])
 
 
-def test_ldmatrix_is_ordered_with_its_own_warp_but_not_with_others():
-    # Each warp reads rows that its own lanes stored, with no barrier: silent.
-    run(ldmatrix_kernel(0, threads=64), [np.zeros(256, np.uint32)])
-    # Warp 0 reads rows warp 1 stored (shift by one warp's rows, wrapping): a race.
+def test_ldmatrix_is_no_fence_for_its_own_warp():
+    # Each warp reads rows that other lanes of the same warp stored, with no barrier: a race
+    # (compute-sanitizer's racecheck reports it as a warp-level RAW hazard).
+    err = expect_fault(
+        ldmatrix_kernel(0, barrier=None), [np.zeros(128, np.uint32)], "race", warp=0, line=7
+    )
+    assert "wrote at line 2" in err.message and "at line 7" in err.message, err.message
+    assert "between line 2 and line 7" in err.hint, err.hint
+    assert "T.cuda.warp_sync()" in err.hint
+    run(ldmatrix_kernel(0, barrier="warp"), [np.zeros(128, np.uint32)])
+    run(ldmatrix_kernel(0, barrier="cta", threads=64), [np.zeros(256, np.uint32)])
+
+
+def test_ldmatrix_of_another_warps_rows_needs_a_cta_barrier():
     s_rows = 32
     bad = ldmatrix_kernel(0, threads=64)
     Out, s, r = bad.params[0], bad.allocations[0], bad.allocations[1]
     other = (ir.Special(ir.Builtin.WARP_ID) + 1) % 2 * (s_rows * 8)
     addr = ir.SharedAddress(s, (other + LANE * 8) * 2)
     ldm = ir.PtxCall(LDM4, (regs(r, range(4), True), ir.AddressOperand(addr)), span(7))
-    body = seq(bad.body.stmts[0], ldm)
-    assert isinstance(bad.body.stmts[0], ir.For)
-    fn = function("ldm", (Out,), body, block=(64, 1, 1), allocs=(s, r), variables=bad.variables)
-    expect_fault(fn, [np.zeros(256, np.uint32)], "race", warp=0, line=7)
-    with_barrier = seq(bad.body.stmts[0], ir.Barrier("cta"), ldm)
-    run(
-        function(
-            "ldm", (Out,), with_barrier, block=(64, 1, 1), allocs=(s, r), variables=bad.variables
-        ),
-        [np.zeros(256, np.uint32)],
-    )
+    fill = bad.body.stmts[0]
+    assert isinstance(fill, ir.For)
+
+    def kernel(barrier):
+        stmts = [fill, *([ir.Barrier(barrier, span(5))] if barrier else []), ldm]
+        return function(
+            "ldm", (Out,), seq(*stmts), block=(64, 1, 1), allocs=(s, r), variables=bad.variables
+        )
+
+    err = expect_fault(kernel("warp"), [np.zeros(256, np.uint32)], "race", warp=0, line=7)
+    assert "different warps" in err.hint, err.hint
+    expect_fault(kernel(None), [np.zeros(256, np.uint32)], "race", warp=0, line=7)
+    run(kernel("cta"), [np.zeros(256, np.uint32)])
 
 
-def test_seed_kernel_without_its_barrier_is_silent_for_one_warp():
-    fn = seed_kernel()
-    stmts = [x for x in fn.body.stmts if not isinstance(x, ir.Barrier)]
-    no_barrier = ir.Function(**{**fn.__dict__, "body": seq(*stmts)})
+def _seed_inputs():
     rng = np.random.default_rng(0)
     a = rng.integers(-4, 4, (16, 16)).astype(np.float16)
     b = rng.integers(-4, 4, (8, 16)).astype(np.float16)
-    out = np.zeros((16, 8), np.float32)
-    run(no_barrier, [a, b, out])  # ldmatrix is a rendezvous of the warp that stored the data
-    np.testing.assert_array_equal(out, a.astype(np.float32) @ b.astype(np.float32).T)
+    return a, b, np.zeros((16, 8), np.float32)
 
 
-def test_stmatrix_rows_overlapping_is_a_race():
-    s = sbuf("s", (64 * 8,), "uint16")
-    r = lbuf("r", 1, "uint32")
-    row = (LANE % 8) * 16
-    dup = ir.Select(ir.cmp(ir.CmpOp.EQ, LANE, 3), ir.const(0), row, I32)  # lane 3 reuses row 0
+def test_seed_kernel_without_its_barrier_is_a_race():
+    fn = seed_kernel()
+    stmts = [x for x in fn.body.stmts if not isinstance(x, ir.Barrier)]
+    no_barrier = ir.Function(**{**fn.__dict__, "body": seq(*stmts)})
+    err = expect_fault(no_barrier, list(_seed_inputs()), "shared-memory race", warp=0, line=7)
+    msg = err.message
+    # both lanes, both lines (the copy loop's store at line 3, the ldmatrix at line 7), the fix
+    assert "thread 0 (warp 0, lane 0) reads" in msg, msg
+    # the same pair compute-sanitizer's racecheck names on the H200 (write thread 1, read 0)
+    assert "thread 1 (warp 0, lane 1) wrote at line 3" in msg, msg
+    assert err.hint.startswith("put T.cuda.cta_sync() (or T.cuda.warp_sync() within one warp)")
+    assert "between line 3 and line 7" in err.hint, err.hint
+    for scope in ("warp", "cta"):
+        at = next(i for i, x in enumerate(fn.body.stmts) if isinstance(x, ir.Barrier))
+        fixed = list(fn.body.stmts)
+        fixed[at] = ir.Barrier(scope, span(6))
+        a, b, out = _seed_inputs()
+        run(ir.Function(**{**fn.__dict__, "body": seq(*fixed)}), [a, b, out])
+        np.testing.assert_array_equal(out, a.astype(np.float32) @ b.astype(np.float32).T)
 
-    def kernel(address):
-        body = seq(
-            ir.Store(r, 0, ir.cast(LANE, "uint32"), U32),
-            ir.PtxCall(
-                STM1, (ir.AddressOperand(ir.SharedAddress(s, address)), regs(r, [0])), span(4)
-            ),
-        )
-        return function("st", (), body, allocs=(s, r))
 
-    run(kernel(row), [])
-    expect_fault(kernel(dup), [], "race", line=4)
+def test_stmatrix_then_ldmatrix_in_one_warp_needs_a_barrier():
+    s = sbuf("s", (32 * 8,), "uint16")
+    r, q = lbuf("r", 4, "uint32"), lbuf("q", 4, "uint32")
+    addr = ir.SharedAddress(s, LANE * 16)
+    stm = "stmatrix.sync.aligned.m8n8.x4.shared.b16"
+
+    def kernel(barrier, shift):
+        load = ir.SharedAddress(s, (LANE + shift) % 32 * 16)
+        body = [
+            *[ir.Store(r, k, ir.cast(LANE + 32 * k, "uint32"), U32) for k in range(4)],
+            ir.PtxCall(stm, (ir.AddressOperand(addr), regs(r, range(4))), span(3)),
+            *([ir.Barrier(barrier, span(4))] if barrier else []),
+            ir.PtxCall(LDM4, (regs(q, range(4), True), ir.AddressOperand(load)), span(5)),
+        ]
+        return function("sl", (), seq(*body), allocs=(s, r, q))
+
+    # lane l's ldmatrix row is the one lane l+1's stmatrix address covered: no fence between
+    err = expect_fault(kernel(None, 1), [], "race", lane=0, line=5)
+    assert "thread 1 (warp 0, lane 1) wrote at line 3" in err.message, err.message
+    run(kernel("warp", 1), [])
+    run(kernel("cta", 1), [])
+    run(kernel(None, 0), [])  # each lane reloads the row its own address stored
 
 
 # ---------------------------------------------------------------- arithmetic, control
@@ -441,6 +481,45 @@ def test_infinite_loop_is_reported(monkeypatch):
     expect_fault(fn, [], "infinite loop", line=5)
 
 
+def _spin(grid=(1, 1, 1)):
+    """``while True: s[tid] = s[tid]`` - real work per iteration, never ending."""
+    s = sbuf("s", (32,), "int32")
+    body = seq(
+        ir.Store(s, TX, TX, I32, span(2)),
+        ir.While(ir.const(True), ir.Store(s, TX, ir.Load(s, TX, I32) + 1, I32, span(4)), span(3)),
+    )
+    return function("spin", (), body, grid=grid, allocs=(s,))
+
+
+def test_while_true_stops_at_the_budget_in_seconds(capsys):
+    t0 = time.perf_counter()
+    err = expect_fault(_spin(), [], "used its budget of 0.5 s", budget=0.5)
+    assert time.perf_counter() - t0 < 5
+    assert err.span in (span(3), span(4)) and "TIRX_SIM_BUDGET" in err.hint
+    assert "0 of 1 blocks finished" in err.message
+
+
+def test_a_huge_grid_stops_at_the_budget(monkeypatch):
+    monkeypatch.setenv("TIRX_SIM_BUDGET", "0.3")
+    Dst = gbuf("Dst", (1,), "int32")
+    one = ir.If(ir.cmp(ir.CmpOp.EQ, TX, 0), ir.Store(Dst, 0, ir.const(1), I32, span(2)))
+    fn = function("huge", (Dst,), one, grid=(1 << 40, 1, 1))
+    t0 = time.perf_counter()
+    err = expect_fault(fn, [np.zeros(1, np.int32)], "budget of 0.3 s")
+    assert time.perf_counter() - t0 < 5
+    assert f"of {1 << 40} blocks finished" in err.message, err.message
+    monkeypatch.setenv("TIRX_SIM_BUDGET", "0")  # no limit: a short run is unaffected
+    run(function("one", (Dst,), one), [np.zeros(1, np.int32)])
+
+
+def test_long_runs_report_progress(monkeypatch, capsys):
+    monkeypatch.setattr(budget_module, "PROGRESS_SECONDS", 0.1)
+    expect_fault(_spin(), [], "budget", budget=0.45)
+    lines = [x for x in capsys.readouterr().err.splitlines() if x.startswith("tirx.sim:")]
+    assert len(lines) >= 2, lines
+    assert "'spin' running" in lines[0] and "of 0.45 s" in lines[0], lines[0]
+
+
 def test_unlowered_and_script_level_input_is_rejected():
     fn = seed_kernel()
     with pytest.raises(SimulationError, match="not lowered"):
@@ -454,3 +533,11 @@ def test_unlowered_and_script_level_input_is_rejected():
     dangling = function("e", (Dst,), ir.Store(Dst, TX, ir.Load(fn.params[0], 0, F16), F32))
     with pytest.raises(SimulationError, match="neither a parameter nor an allocation"):
         run(dangling, [np.zeros(32, np.float32)])
+
+
+def test_budget_setting_is_read_from_the_environment(monkeypatch):
+    from tirx import config
+
+    for raw, value in (("", None), ("12.5", 12.5), ("0", 0.0), ("off", 0.0), ("soon", None)):
+        monkeypatch.setenv("TIRX_SIM_BUDGET", raw)
+        assert config.sim_budget() == value, raw

@@ -11,6 +11,8 @@ can change the environment and see the change at once.
 ``TIRX_TARGET``    the default target (``"cuda"``, ``"sim"`` ...) when the caller names none
 ``TIRX_NATIVE_LAUNCH``  ``0`` (or ``false``/``off``/``no``): executables built from now on
                    launch through their Python runner, not the compiled one
+``TIRX_SIM_BUDGET``  seconds of wall-clock time one simulator run may take before it stops
+                   with a SimulationError (default 20; ``0`` or ``off``: no limit)
 ``CUDA_PYTHON_CUDA_PER_THREAD_DEFAULT_STREAM``  cuda-bindings' own setting (``1``: stream 0
                    is the per-thread default stream), which the compiled launch follows too
 =================  ====================================================================
@@ -23,6 +25,7 @@ from pathlib import Path
 
 __all__ = [
     "cache_dir", "cache_enabled", "default_target", "native_launch", "per_thread_default_stream",
+    "sim_budget",
 ]  # fmt: skip
 
 _FALSE = {"0", "false", "off", "no"}
@@ -59,3 +62,18 @@ def per_thread_default_stream() -> bool:
     ``0``, as cuda-bindings reads it."""
     value = os.environ.get("CUDA_PYTHON_CUDA_PER_THREAD_DEFAULT_STREAM", "").strip()
     return value not in ("", "0")
+
+
+def sim_budget() -> float | None:
+    """``$TIRX_SIM_BUDGET`` in seconds: None when unset or unreadable (the simulator's
+    default applies), 0.0 for no limit (``0``, ``off``, ...)."""
+    value = os.environ.get("TIRX_SIM_BUDGET", "").strip().lower()
+    if not value:
+        return None
+    if value in _FALSE:
+        return 0.0
+    try:
+        seconds = float(value)
+    except ValueError:
+        return None
+    return seconds if seconds >= 0 else None

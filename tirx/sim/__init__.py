@@ -15,11 +15,13 @@ import time
 
 import numpy as np
 
+from .. import config
 from ..errors import SimulationError
 from ..ir import nodes as ir
-from .trace import PtxTrace, RegisterTrace, RunResult
+from .budget import DEFAULT_SECONDS
+from .trace import CopyTrace, PtxTrace, RegisterTrace, RunResult
 
-__all__ = ["run", "RunResult", "PtxTrace", "RegisterTrace"]
+__all__ = ["run", "RunResult", "PtxTrace", "RegisterTrace", "CopyTrace"]
 
 
 def _as_array(value) -> np.ndarray:
@@ -36,14 +38,18 @@ def _as_array(value) -> np.ndarray:
     raise TypeError(f"expected an array or tensor, got {type(value).__name__}")
 
 
-def run(fn: ir.Function, args: list, *, trace: bool = False, stdout=None) -> RunResult:
+def run(
+    fn: ir.Function, args: list, *, trace: bool = False, stdout=None, budget: float | None = None
+) -> RunResult:
     """Run ``fn`` (lowered) on the CPU.
 
     ``args``: one per parameter, in order — arrays (numpy, or anything exposing
     ``__array__`` such as a torch CPU tensor) for tensor parameters, written in place, and
     Python numbers for scalars. ``trace=True`` records every PTX instruction per warp in
     ``RunResult.traces``. ``stdout``: where ``printf`` output goes (default ``sys.stdout``
-    at the time of the call).
+    at the time of the call). ``budget``: seconds of wall-clock time the run may take
+    (default ``$TIRX_SIM_BUDGET``, else 20; ``0``: no limit) before it stops with a
+    SimulationError; a run longer than a few seconds reports progress on stderr.
     """
     if not getattr(fn, "lowered", False):
         raise SimulationError(
@@ -66,8 +72,15 @@ def run(fn: ir.Function, args: list, *, trace: bool = False, stdout=None) -> Run
 
     start = time.perf_counter()
     with np.errstate(all="ignore"):
-        machine = Machine(fn, bound, stdout if stdout is not None else sys.stdout, trace)
+        if budget is None:
+            budget = config.sim_budget()
+        if budget is None:
+            budget = DEFAULT_SECONDS
+        machine = Machine(fn, bound, stdout if stdout is not None else sys.stdout, trace, budget)
         blocks = machine.run()
     return RunResult(
-        traces=machine.traces or [], blocks=blocks, seconds=time.perf_counter() - start
+        traces=machine.traces or [],
+        blocks=blocks,
+        seconds=time.perf_counter() - start,
+        copies=machine.copy_traces or [],
     )

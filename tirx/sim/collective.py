@@ -4,15 +4,20 @@ instruction (:mod:`tirx.sim.ptx`), scatter the results, and record traces.
 Operand conventions (PTX order, from the lowered IR):
 
 * ldmatrix ``(RegVector out ×num, AddressOperand)``; stmatrix ``(AddressOperand, RegVector in
-  ×num)``; mma ``(D out ×4 f32, A in ×k/4, B in ×k/8, C in ×4 f32)``.
+  ×num)``; mma ``(D out, A in, B in, C in)`` with the register counts of
+  :meth:`tirx.sim.mma.Mma.regs` (D and C: 4 for f32/s32, 2 for f16x2).
 * Every register is 32 bits. A ``LocalReg`` names slot ``slot`` (in units of its dtype) of a
   local buffer; its bits are used as they are (a float32 slot used as a b32 operand passes
-  its bit pattern). A ``ValueReg`` is converted like a C assignment to the operand's PTX type:
-  to float32 for mma's C, and for a b32 operand a 32-bit value passes its bits while another
-  width is converted to uint32.
+  its bit pattern). A ``ValueReg`` is converted like a C assignment to the operand's register
+  type (:class:`RegType`): to float32 for an f32 C, to int32 for an s32 C, and for a b32
+  operand (A, B, an f16x2 C) a 32-bit value passes its bits while another width is converted
+  to uint32.
+* ``cp.async`` instructions are executed by :mod:`tirx.sim.asynccopy`.
 """
 
 from __future__ import annotations
+
+import enum
 
 import numpy as np
 
@@ -20,6 +25,7 @@ from ..errors import SimulationError
 from ..ir import nodes as ir
 from .faults import Fault
 from .memory import as_index
+from .mma import Element
 from .numeric import convert, storage_type
 from .ptx import (
     LdMatrix,
@@ -36,14 +42,30 @@ __all__ = ["compile_ptx"]
 _SUPPORTED = (
     "ldmatrix.sync.aligned.m8n8.x{1,2,4}[.trans].shared.b16, "
     "stmatrix.sync.aligned.m8n8.x{1,2,4}[.trans].shared.b16, "
-    "mma.sync.aligned.m16n8k{8,16}.row.col.f32.{f16,bf16}.{f16,bf16}.f32 (same A and B type)"
+    "mma.sync.aligned.m16n8k{8,16}.row.col.f32.{f16,bf16}.{f16,bf16}.f32 (same A and B type), "
+    "mma.sync.aligned.m16n8k{8,16}.row.col.f16.f16.f16.f16, "
+    "mma.sync.aligned.m16n8k{4,8}.row.col.f32.tf32.tf32.f32, "
+    "mma.sync.aligned.m16n8k{16,32}.row.col[.satfinite].s32.{s8,u8}.{s8,u8}.s32, "
+    "cp.async.{ca,cg}.shared.global, cp.async.commit_group, cp.async.wait_group, "
+    "cp.async.wait_all"
 )
+
+
+class RegType(enum.Enum):
+    """The PTX type of a 32-bit register operand, which decides how a value converts to it."""
+
+    F32 = "float32"
+    S32 = "int32"
+    B32 = "uint32"
+
+
+_ACCUMULATOR = {Element.F32: RegType.F32, Element.S32: RegType.S32, Element.F16: RegType.B32}
 
 
 class _Register:
     """Reads or writes one 32-bit register operand for a batch of threads."""
 
-    def __init__(self, machine, compiler, reg, is_float: bool, is_output: bool):
+    def __init__(self, machine, compiler, reg, kind: RegType, is_output: bool):
         self.reg = reg
         if isinstance(reg, ir.LocalReg):
             if reg.buffer.scope is not ir.Scope.LOCAL:
@@ -66,17 +88,17 @@ class _Register:
             raise compiler.error("an output register must be a slot of a local buffer")
         f = compiler.compile(reg.value)
         d = reg.value.dtype
-        if is_float:
-            f32 = ir.F32
-            self.value = lambda idx: np.asarray(convert(f(idx), f32)).view(np.uint32)
+        if kind is not RegType.B32:
+            to = ir.dtype_of(kind.value)
+            self.value = lambda idx: np.asarray(convert(f(idx), to)).view(np.uint32)
         elif d.bits == 32 and d.kind != "bool":
             self.value = lambda idx: np.asarray(f(idx)).view(np.uint32)
         else:
             u32 = ir.U32
             self.value = lambda idx: np.asarray(convert(f(idx), u32))
         self.array = None
-        self.is_f32 = is_float
-        self.type_name = "float32" if is_float else "uint32"  # the operand's PTX type
+        self.is_f32 = kind is RegType.F32
+        self.type_name = kind.value  # the operand's PTX type
         self.source = "value"
 
     def read(self, idx: np.ndarray) -> np.ndarray:
@@ -100,7 +122,7 @@ class _Register:
 
 
 class _Vector:
-    def __init__(self, machine, compiler, operand, role: str, n: int, output: bool, fp: bool):
+    def __init__(self, machine, compiler, operand, role: str, n: int, output: bool, kind):
         if not isinstance(operand, ir.RegVector) or operand.is_output != output:
             kind = "output" if output else "input"
             raise compiler.error(f"operand '{role}' must be an {kind} register vector")
@@ -110,7 +132,7 @@ class _Vector:
             )
         self.role = role
         self.output = output
-        self.regs = [_Register(machine, compiler, r, fp, output) for r in operand.regs]
+        self.regs = [_Register(machine, compiler, r, kind, output) for r in operand.regs]
 
     def read(self, idx: np.ndarray, w: int) -> np.ndarray:
         return np.stack([r.read(idx) for r in self.regs], axis=-1).reshape(w, 32, -1)
@@ -153,6 +175,10 @@ def _full_warps(m, idx: np.ndarray, text: str) -> np.ndarray:
 
 def compile_ptx(m, compiler, stmt: ir.PtxCall):
     text = stmt.instruction.strip()
+    if text.startswith("cp.async"):
+        from .asynccopy import compile_async
+
+        return compile_async(m, compiler, stmt, text, _SUPPORTED)
     ins = parse_instruction(text)
     if ins is None:
         raise SimulationError(
@@ -164,11 +190,12 @@ def compile_ptx(m, compiler, stmt: ir.PtxCall):
     if isinstance(ins, Mma):
         if len(ops) != 4:
             raise compiler.error(f"mma takes 4 operands (D, A, B, C), not {len(ops)}")
+        acc = _ACCUMULATOR[ins.c]
         vectors = [
-            _Vector(m, compiler, ops[0], "d", 4, True, True),
-            _Vector(m, compiler, ops[1], "a", ins.a_regs, False, False),
-            _Vector(m, compiler, ops[2], "b", ins.b_regs, False, False),
-            _Vector(m, compiler, ops[3], "c", 4, False, True),
+            _Vector(m, compiler, ops[0], "d", ins.regs("d"), True, acc),
+            _Vector(m, compiler, ops[1], "a", ins.a_regs, False, RegType.B32),
+            _Vector(m, compiler, ops[2], "b", ins.b_regs, False, RegType.B32),
+            _Vector(m, compiler, ops[3], "c", ins.regs("c"), False, acc),
         ]
     else:
         load = isinstance(ins, LdMatrix)
@@ -178,7 +205,7 @@ def compile_ptx(m, compiler, stmt: ir.PtxCall):
         if not isinstance(addr_op, ir.AddressOperand):
             raise compiler.error("the shared-memory operand must be an address")
         address = compiler.compile(addr_op.address)
-        vectors = [_Vector(m, compiler, reg_op, "r", ins.num, load, False)]
+        vectors = [_Vector(m, compiler, reg_op, "r", ins.num, load, RegType.B32)]
 
     def run(idx):
         m.span = span
@@ -189,7 +216,7 @@ def compile_ptx(m, compiler, stmt: ir.PtxCall):
         if isinstance(ins, Mma):
             d, a, b, c = vectors
             a_bits, b_bits, c_bits = a.read(idx, w), b.read(idx, w), c.read(idx, w)
-            d.write(idx, mma_compute(ins, a_bits, b_bits, c_bits.view(np.float32)).view(np.uint32))
+            d.write(idx, mma_compute(ins, a_bits, b_bits, c_bits))
             inputs = {1: a_bits, 2: b_bits, 3: c_bits}
         else:
             addrs = np.broadcast_to(as_index(address(idx), idx.size), idx.size).reshape(w, 32)
@@ -197,7 +224,6 @@ def compile_ptx(m, compiler, stmt: ir.PtxCall):
             used = 8 * ins.num
             row_addr = addrs[:, :used].ravel()
             row_tids = idx.reshape(w, 32)[:, :used].ravel()
-            m.shared.epoch[warps] += 1  # the instruction is a rendezvous of its warp
             if isinstance(ins, LdMatrix):
                 rows = m.shared.read_rows(row_addr, row_tids, "ldmatrix")
                 regs = ldmatrix_registers(rows.reshape(w, ins.num, 8, 8), ins.trans)
@@ -208,7 +234,6 @@ def compile_ptx(m, compiler, stmt: ir.PtxCall):
                 rows = stmatrix_rows(regs, ins.trans).reshape(-1, 8)
                 m.shared.write_rows(row_addr, rows, row_tids, "stmatrix")
                 inputs = {0: regs}
-            m.shared.epoch[warps] += 1
         if m.traces is not None:
             _record(m, stmt, vectors, before, inputs, idx, warps, addrs, ins)
 

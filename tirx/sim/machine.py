@@ -20,12 +20,14 @@ import numpy as np
 
 from ..errors import SimulationError
 from ..ir import nodes as ir
+from .budget import Budget
 from .collective import compile_ptx
 from .expr import ExprCompiler, _converted, _to_bool
 from .faults import Fault
-from .memory import GlobalRegion, LocalArray, SharedBuffer, SharedMemory, as_index
+from .memory import GlobalRegion, LocalArray, as_index
 from .numeric import constant, convert, encode
 from .printf import parse_format
+from .shared import SharedBuffer, SharedMemory
 
 __all__ = ["Machine", "MAX_LOOP_ITERATIONS"]
 
@@ -46,10 +48,12 @@ class _Loop:
 class Machine:
     """One run of one lowered function: storage, compiled body, and the block loop."""
 
-    def __init__(self, fn: ir.Function, args: list, sink, trace: bool):
+    def __init__(self, fn: ir.Function, args: list, sink, trace: bool, budget=None):
         self.fn = fn
         self.sink = sink
         self.traces = [] if trace else None
+        self.copy_traces = [] if trace else None
+        self.async_copies = None  # tirx.sim.asynccopy.AsyncCopies, made by the first cp.async
         gx, gy, gz = fn.launch.grid
         bx, by, bz = fn.launch.block
         self.T = T = bx * by * bz
@@ -67,6 +71,7 @@ class Machine:
         self.span = fn.span
         self.loops: list[_Loop] = []
         self.iterations = 0
+        self.budget = Budget(fn.name, gx * gy * gz, budget)
         self._bind(args)
         self._allocate()
         self.compiler = ExprCompiler(self)
@@ -95,6 +100,7 @@ class Machine:
                     )
                 allocs.append((int(fn.shared_offsets[buf]), buf.nbytes, buf.name))
         self.shared = SharedMemory(allocs, fn.shared_bytes, self.nwarps)
+        self.shared.where = lambda: self.span
         self.locals: list[LocalArray] = []
         for buf in fn.allocations:
             if buf.scope is ir.Scope.SHARED:
@@ -136,9 +142,16 @@ class Machine:
             for by in range(gy):
                 for bx in range(gx):
                     self.block_idx[:] = (bx, by, bz)
+                    self.budget.where = (bx, by, bz)
+                    try:
+                        self.budget.check()
+                    except Fault as f:
+                        raise self._error(f) from None
                     self.shared.reset()
                     for arr in self.locals:
                         arr.reset()
+                    if self.async_copies is not None:
+                        self.async_copies.reset()
                     for arr in self.variables.values():
                         arr.fill(0)
                     self.loops.clear()
@@ -147,6 +160,7 @@ class Machine:
                     except Fault as f:
                         raise self._error(f) from None
                     blocks += 1
+                    self.budget.done = blocks
         return blocks
 
     def _error(self, f: Fault) -> SimulationError:
@@ -166,6 +180,7 @@ class Machine:
         return self._norm(np.sort(np.concatenate(parts)))
 
     def _tick(self, tid: int) -> None:
+        self.budget.check(tid)
         self.iterations += 1
         if self.iterations > MAX_LOOP_ITERATIONS:
             raise Fault(

@@ -9,17 +9,7 @@ fault can say which thread did what. The checks:
   (16 for a matrix row);
 * initialization: shared bytes must be written in this block before they are read, and a
   local array's bytes before the owning thread reads them;
-* races (shared memory): between two barriers, a byte written by one thread may not be read
-  or written by another thread. ``Barrier("cta")`` orders everything; ``Barrier("warp")``
-  orders the accesses of that warp's threads among themselves. A warp-collective
-  ldmatrix/stmatrix is a rendezvous of its warp: the machine advances the warp's epoch
-  before and after it, so it is ordered with the same warp's other accesses, while its own
-  rows are attributed to the lanes that supplied their addresses (two lanes of one stmatrix
-  writing the same byte is a race).
-
-Race bookkeeping is per byte: the last writer (thread, warp epoch at the write) and the
-readers since (one warp or "several", and the reader thread at the latest epoch or
-"several"). This is exact for the first conflicting pair, which is all the simulator reports.
+* races and asynchronous-copy destinations: see :mod:`tirx.sim.shared`.
 """
 
 from __future__ import annotations
@@ -30,7 +20,7 @@ from ..dtypes import DType
 from .faults import Fault
 from .numeric import storage_type
 
-__all__ = ["GlobalRegion", "LocalArray", "SharedMemory", "SharedBuffer", "as_index"]
+__all__ = ["GlobalRegion", "LocalArray", "as_index"]
 
 UINT = {
     1: np.dtype(np.uint8),
@@ -40,11 +30,6 @@ UINT = {
 }
 ONES = {s: d.type(np.iinfo(d).max) for s, d in UINT.items()}
 U64 = np.dtype(np.uint64)
-_ROW = np.arange(16)
-_RACE_HINT = (
-    "order the accesses with T.cuda.cta_sync() (or T.cuda.warp_sync() when both threads "
-    "are in the same warp)"
-)
 
 
 def as_index(values, n: int) -> np.ndarray:
@@ -171,224 +156,3 @@ class LocalArray:
     def peek(self, index: int, dt: np.dtype, tids: np.ndarray) -> np.ndarray:
         """Raw contents without checks (for traces of output registers)."""
         return self.views(dt)[0][tids, index]
-
-
-class SharedMemory:
-    """The shared memory of the block being run, with initialization and race tracking."""
-
-    def __init__(self, allocations: list[tuple[int, int, str]], total: int, warps: int):
-        self.allocs = sorted(allocations)
-        ends = [o + n for o, n, _ in self.allocs]
-        size = _round_up(max([total, *ends, 16]), 16)
-        self.starts = np.array([o for o, _, _ in self.allocs], dtype=np.int64)
-        self.ends = np.array(ends, dtype=np.int64)
-        self.data = np.zeros(size, dtype=np.uint8)
-        self.written = np.zeros(size, dtype=np.uint8)
-        self.w_tid = np.full(size, -1, dtype=np.int32)
-        self.w_stamp = np.zeros(size, dtype=np.int32)
-        self.r_warp = np.full(size, -1, dtype=np.int32)
-        self.r_tid = np.zeros(size, dtype=np.int32)
-        self.r_stamp = np.zeros(size, dtype=np.int32)
-        self.scratch = np.zeros(size, dtype=np.int64)
-        self.epoch = np.zeros(max(warps, 1), dtype=np.int32)
-        self.data16 = self.data.view(np.uint16)
-        self.written64 = self.written.view(np.uint64)
-
-    def reset(self) -> None:
-        self.data.fill(0)
-        self.written.fill(0)
-        self.barrier()
-        self.epoch.fill(0)
-
-    def barrier(self) -> None:
-        self.w_tid.fill(-1)
-        self.r_warp.fill(-1)
-
-    def describe(self, addr: int) -> str:
-        for start, nbytes, name in self.allocs:
-            if start <= addr < start + nbytes:
-                return f"'{name}' byte {addr - start} (shared address {addr})"
-        return f"shared address {addr}"
-
-    # -------------------------------------------------------------------- race tracking
-
-    def _spread(self, addr: np.ndarray, s: int, tids: np.ndarray):
-        if s == 1:
-            return addr, tids
-        return (addr[:, None] + np.arange(s)).ravel(), np.repeat(tids, s)
-
-    def _race(self, b, p, k: int, verb: str, other: str) -> Fault:
-        return Fault(
-            f"shared-memory race: {_who(int(p[k]))} {verb} {self.describe(int(b[k]))}, which "
-            f"{other} since the last barrier",
-            int(p[k]),
-            _RACE_HINT,
-        )
-
-    def _check_writer(self, b, p, verb: str):
-        """Fault if another thread wrote one of bytes ``b`` since the last barrier that orders
-        it before ``p``; returns (warp of p, epoch of that warp)."""
-        wp = p >> 5
-        e = self.epoch[wp]
-        wt = self.w_tid[b]
-        bad = (wt >= 0) & (wt != p) & (((wt >> 5) != wp) | (self.w_stamp[b] == e))
-        if bad.any():
-            k = _first(bad)
-            raise self._race(b, p, k, verb, f"{_who(int(wt[k]))} wrote")
-        return wp, e
-
-    def track_read(self, addr: np.ndarray, s: int, tids: np.ndarray) -> None:
-        b, p = self._spread(addr, s, tids)
-        wp, e = self._check_writer(b, p, "reads")
-        n = b.size
-        order = np.arange(n)
-        self.scratch[b] = order
-        if (self.scratch[b] == order).all():
-            self._merge_readers(b, wp, p, e)
-            return
-        srt = np.argsort(b, kind="stable")
-        bs = b[srt]
-        starts = np.flatnonzero(np.concatenate(([True], bs[1:] != bs[:-1])))
-        ws, ps = wp[srt], p[srt]
-        wmin, wmax = np.minimum.reduceat(ws, starts), np.maximum.reduceat(ws, starts)
-        pmin, pmax = np.minimum.reduceat(ps, starts), np.maximum.reduceat(ps, starts)
-        in_w = np.where(wmin == wmax, wmin, -2)
-        in_p = np.where(pmin == pmax, pmin, -2)
-        self._merge_readers(bs[starts], in_w, in_p, np.maximum.reduceat(e[srt], starts))
-
-    def _merge_readers(self, b, in_w, in_p, in_e) -> None:
-        rw, rs, rt = self.r_warp[b], self.r_stamp[b], self.r_tid[b]
-        new_w = np.where((in_w != -2) & ((rw == -1) | (rw == in_w)), in_w, -2)
-        single = new_w >= 0
-        fresh = single & ((rw == -1) | (rs < in_e))
-        same = single & ~fresh
-        self.r_stamp[b] = np.where(fresh, in_e, rs)
-        self.r_tid[b] = np.where(fresh, in_p, np.where(same & (rt != in_p), -2, rt))
-        self.r_warp[b] = new_w
-
-    def track_write(self, addr: np.ndarray, s: int, tids: np.ndarray) -> None:
-        b, p = self._spread(addr, s, tids)
-        wp, e = self._check_writer(b, p, "writes")
-        rw = self.r_warp[b]
-        bad = (rw == -2) | (
-            (rw >= 0) & ((rw != wp) | ((self.r_stamp[b] == e) & (self.r_tid[b] != p)))
-        )
-        if bad.any():
-            k = _first(bad)
-            rt = int(self.r_tid[b[k]])
-            if rw[k] == -2:
-                other = "threads of several warps read"
-            elif rw[k] != wp[k] or rt < 0:
-                other = f"threads of warp {rw[k]} read" if rt < 0 else f"{_who(rt)} read"
-            else:
-                other = f"{_who(rt)} read"
-            raise self._race(b, p, k, "writes", other)
-        self.scratch[b] = p
-        bad = self.scratch[b] != p
-        if bad.any():
-            k = _first(bad)
-            other = int(self.scratch[b[k]])
-            raise self._race(b, p, k, "writes", f"{_who(other)} also writes in the same step")
-        self.w_tid[b] = p
-        self.w_stamp[b] = e
-        self.r_warp[b] = -1
-
-    # ---------------------------------------------------------------- element accesses
-
-    def read(self, addr: np.ndarray, d: DType, tids: np.ndarray) -> np.ndarray:
-        dt = storage_type(d)
-        s = dt.itemsize
-        w = addr // s
-        ok = self.written.view(UINT[s])[w] == ONES[s]
-        if not ok.all():
-            k = _first(~ok)
-            raise Fault(
-                f"read of shared memory that nothing wrote in this block: {d} at "
-                f"{self.describe(int(addr[k]))}",
-                tids[k],
-                "write shared memory (and synchronize) before reading it",
-            )
-        self.track_read(addr, s, tids)
-        return self.data.view(dt)[w]
-
-    def write(self, addr: np.ndarray, bits, d: DType, tids: np.ndarray) -> None:
-        dt = storage_type(d)
-        s = dt.itemsize
-        self.track_write(addr, s, tids)
-        w = addr // s
-        self.data.view(dt)[w] = bits
-        self.written.view(UINT[s])[w] = ONES[s]
-
-    # ------------------------------------------------------------------- matrix rows
-
-    def _check_rows(self, addr: np.ndarray, tids: np.ndarray, what: str) -> None:
-        bad = addr % 16 != 0
-        if bad.any():
-            k = _first(bad)
-            raise Fault(
-                f"{what} row address {addr[k]} is not 16-byte aligned",
-                tids[k],
-                "each 8x8 matrix row is 16 bytes and must start at a multiple of 16",
-            )
-        k_alloc = np.searchsorted(self.starts, addr, side="right") - 1
-        inside = (k_alloc >= 0) & (addr >= 0)
-        if self.ends.size:
-            inside &= addr + 16 <= self.ends[np.maximum(k_alloc, 0)]
-        else:
-            inside[:] = False
-        if not inside.all():
-            k = _first(~inside)
-            raise Fault(
-                f"{what} row [{addr[k]}, {addr[k] + 16}) of shared memory lies outside every "
-                f"shared allocation",
-                tids[k],
-            )
-
-    def read_rows(self, addr: np.ndarray, tids: np.ndarray, what: str) -> np.ndarray:
-        """16-byte rows at ``addr`` (one per entry) as uint16 ``[n, 8]``."""
-        self._check_rows(addr, tids, what)
-        words = (addr // 8)[:, None] + np.arange(2)
-        ok = (self.written64[words] == ONES[8]).all(axis=1)
-        if not ok.all():
-            k = _first(~ok)
-            raise Fault(
-                f"{what} reads a row of shared memory that nothing wrote in this block: "
-                f"{self.describe(int(addr[k]))}",
-                tids[k],
-                "write shared memory (and synchronize) before reading it",
-            )
-        self.track_read(addr, 16, tids)
-        return self.data16[(addr // 2)[:, None] + np.arange(8)]
-
-    def write_rows(self, addr: np.ndarray, rows: np.ndarray, tids: np.ndarray, what: str):
-        self._check_rows(addr, tids, what)
-        self.track_write(addr, 16, tids)
-        self.data16[(addr // 2)[:, None] + np.arange(8)] = rows
-        self.written64[(addr // 8)[:, None] + np.arange(2)] = ONES[8]
-
-
-class SharedBuffer:
-    """One shared allocation seen by Load/Store: element indices relative to its start."""
-
-    def __init__(self, memory: SharedMemory, name: str, offset: int, nbytes: int):
-        self.memory = memory
-        self.name = name
-        self.offset = offset
-        self.nbytes = nbytes
-
-    def _address(self, index: np.ndarray, d: DType, tids: np.ndarray, what: str) -> np.ndarray:
-        s = _check_bounds(index, d, tids, self.nbytes, f"{what} shared '{self.name}'")
-        if self.offset % s:
-            raise Fault(
-                f"misaligned {what} shared '{self.name}' as {d}: the buffer starts at shared "
-                f"address {self.offset}, not a multiple of {s}",
-                tids[0],
-            )
-        return index * s + self.offset
-
-    def load(self, index: np.ndarray, d: DType, tids: np.ndarray) -> np.ndarray:
-        return self.memory.read(self._address(index, d, tids, "read of"), d, tids)
-
-    def store(self, index: np.ndarray, bits, d: DType, tids: np.ndarray) -> None:
-        addr = self._address(index, d, tids, "write to")
-        self.memory.write(addr, bits, d, tids)

@@ -14,7 +14,7 @@ import numpy as np
 
 from ..errors import Span
 
-__all__ = ["RegisterTrace", "PtxTrace", "RunResult"]
+__all__ = ["RegisterTrace", "PtxTrace", "CopyTrace", "RunResult"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -56,13 +56,44 @@ class PtxTrace:
     address_used: np.ndarray | None = None
 
 
+@dataclass(frozen=True, eq=False)
+class CopyTrace:
+    """One warp's execution of one asynchronous-copy statement (``cp.async*``).
+
+    ``event``: ``"copy"`` (a ``cp.async``), ``"commit_group"`` or ``"wait_group"`` (also for
+    ``wait_all``). Per-lane int64 arrays ``[32]`` (-1 for inactive lanes): for a copy ``dst``
+    (shared address), ``src`` (byte offset in the global tensor) and ``nbytes`` (bytes read;
+    the rest of the cp-size is zero-filled); for a commit ``group`` (the number of the group
+    it closed, counting from 0 per thread); for a wait ``completed`` (copies that landed).
+    ``step`` orders copy traces; ``ptx_before`` is how many :class:`PtxTrace` came before.
+    """
+
+    step: int
+    event: str
+    instruction: str
+    span: Span | None
+    block: tuple[int, int, int]
+    warp: int
+    active: np.ndarray  # bool [32]
+    dst: np.ndarray | None = None
+    src: np.ndarray | None = None
+    nbytes: np.ndarray | None = None
+    group: np.ndarray | None = None
+    completed: np.ndarray | None = None
+    ptx_before: int = 0
+
+
 @dataclass(eq=False)
 class RunResult:
-    """The result of :func:`tirx.sim.run`: outputs were written in place into the arguments."""
+    """The result of :func:`tirx.sim.run`: outputs were written in place into the arguments.
+
+    ``traces``: the PTX warp-instruction traces; ``copies``: the asynchronous-copy traces.
+    """
 
     traces: list[PtxTrace] = field(default_factory=list)
     blocks: int = 0
     seconds: float = 0.0
+    copies: list[CopyTrace] = field(default_factory=list)
 
 
 def as_float(bits: np.ndarray, is_f32: np.ndarray) -> np.ndarray:
