@@ -3,25 +3,25 @@
 A is ``(M, K)``, B is ``(N, K)`` (N-major, as mma.sync wants it), both float16 or bfloat16;
 Out is ``(M, N)`` float32 (f32 accumulation). M, N and K must be multiples of the block tile.
 
-The kernel (the SM80 "multistage" structure):
+The kernel (the SM80 "multistage" structure); the default is 128x128x64, 4 warps, 3 stages:
 
 * each block computes a ``bm x bn`` tile with ``warps_m x warps_n`` warps; each warp a
   ``wtm x wtn`` tile of ``mr x nr`` mma.sync.m16n8k16 instructions per 16-wide K slice;
   blocks are numbered in groups of ``group_m`` block rows so that neighbouring blocks share
   their A and B tiles in L2;
-* ``stages`` shared-memory stages of one ``bk = 32`` deep K tile each: ``cp.async.cg`` copies
+* ``stages`` shared-memory stages of one ``bk`` (32 or 64) deep K tile: ``cp.async.cg`` copies
   16-byte chunks from global to shared memory without passing through registers, one commit
   group per K tile, ``stages - 1`` tiles in flight while the warps multiply;
 * the shared tiles are swizzled (``smem="swizzle"``: the 16-byte chunk index XOR-ed with bits
-  of the row, the 64-byte form of CUTLASS's swizzle) or padded (``"pad"``: 16 bytes per row)
+  of the row, CUTLASS's swizzle for 64- or 128-byte rows) or padded (16 bytes per row)
   so that an ldmatrix reads its 8 rows from 8 different groups of 4 banks;
 * fragments come in with ldmatrix.x4 (A and B) and are double-buffered in registers: the next
   K slice's fragments are loaded before the current slice's mma.sync are issued, and the first
   slice of the next stage is loaded right after the one barrier per K tile;
 * the accumulators leave with 8-byte stores: each quad of lanes writes one full 32-byte sector.
 
-The order of the generated instructions is the order written here: tirx emits each PTX
-instruction as ``asm volatile``, which the CUDA compiler does not reorder.
+The loop body has no branch (copies past the last K tile re-read it into a dead stage), so
+the CUDA compiler schedules loads, address arithmetic and mma.sync across the whole K tile.
 """
 
 from dataclasses import dataclass
@@ -44,9 +44,9 @@ class GemmConfig:
 
     bm: int = 128
     bn: int = 128
-    bk: int = 32
+    bk: int = 64
     warps_m: int = 2
-    warps_n: int = 4
+    warps_n: int = 2
     stages: int = 3
     smem: str = "swizzle"
     double_buffer: bool = True
@@ -147,6 +147,7 @@ def make_gemm_pipelined(M: int, N: int, K: int, dtype: str = "float16", cfg: Gem
     CPR = BK // 8  # 16-byte chunks per row of a K tile
     A_CH = BM * CPR // THREADS  # chunks each thread copies per stage
     B_CH = BN * CPR // THREADS
+    RSTEP = THREADS // CPR  # rows between a thread's chunks
     KT = K // BK
     KP = BK // 32  # pairs of 16-wide slices per stage
     NB_M, NB_N = M // BM, N // BN
@@ -179,6 +180,14 @@ def make_gemm_pipelined(M: int, N: int, K: int, dtype: str = "float16", cfg: Gem
         b_s = T.alloc_shared((STAGES, BN, BK), dtype, layout=B_SMEM, align=128, scope=where)
         a_w = a_s.view("uint32")
         b_w = b_s.view("uint32")
+        # the copy: thread tid moves chunk c0 of rows r0 + RSTEP * q (q < A_CH, B_CH) of a K
+        # tile, one tile op each with q as its repeat axis (constant offsets between repeats)
+        r0 = tid // CPR
+        c0 = tid % CPR
+        a_q = a_s.view(STAGES, A_CH, RSTEP, BK)
+        b_q = b_s.view(STAGES, B_CH, RSTEP, BK)
+        A_q = A.view(NB_M, A_CH, RSTEP, K)
+        B_q = B.view(NB_N, B_CH, RSTEP, K)
         fa0 = T.alloc_local((4 * MR,), "uint32")
         fa1 = T.alloc_local((4 * MR,), "uint32")
         fb0 = T.alloc_local((2 * NR,), "uint32")
@@ -190,26 +199,20 @@ def make_gemm_pipelined(M: int, N: int, K: int, dtype: str = "float16", cfg: Gem
         # every copy re-reads tile KT-1 into a stage nobody reads: the loop needs no branch.
         for st in range(STAGES - 1):
             kc = min(st, KT - 1)
-            for q in T.unroll(A_CH):
-                r = (tid + THREADS * q) // CPR
-                c = (tid + THREADS * q) % CPR
-                T.cuda.tile.apply(
-                    T.ptx[cp],
-                    a_s[st, r, c * 8 : c * 8 + 8],
-                    A[bm * BM + r, kc * BK + c * 8 : kc * BK + c * 8 + 8],
-                    scope="thread",
-                    chunk_bytes=16,
-                )
-            for q in T.unroll(B_CH):
-                r = (tid + THREADS * q) // CPR
-                c = (tid + THREADS * q) % CPR
-                T.cuda.tile.apply(
-                    T.ptx[cp],
-                    b_s[st, r, c * 8 : c * 8 + 8],
-                    B[bn * BN + r, kc * BK + c * 8 : kc * BK + c * 8 + 8],
-                    scope="thread",
-                    chunk_bytes=16,
-                )
+            T.cuda.tile.apply(
+                T.ptx[cp],
+                a_q[st, :, r0, c0 * 8 : c0 * 8 + 8],
+                A_q[bm, :, r0, kc * BK + c0 * 8 : kc * BK + c0 * 8 + 8],
+                scope="thread",
+                chunk_bytes=16,
+            )
+            T.cuda.tile.apply(
+                T.ptx[cp],
+                b_q[st, :, r0, c0 * 8 : c0 * 8 + 8],
+                B_q[bn, :, r0, kc * BK + c0 * 8 : kc * BK + c0 * 8 + 8],
+                scope="thread",
+                chunk_bytes=16,
+            )
             T.ptx["cp.async.commit_group"]()
         T.ptx["cp.async.wait_group"](STAGES - 2)
         T.cuda.cta_sync()
@@ -262,26 +265,20 @@ def make_gemm_pipelined(M: int, N: int, K: int, dtype: str = "float16", cfg: Gem
                     # previous iteration: every warp passed the barrier after its last read of it
                     ws = (kt + STAGES - 1) % STAGES
                     kc = min(kt + STAGES - 1, KT - 1)
-                    for q in T.unroll(A_CH):
-                        r = (tid + THREADS * q) // CPR
-                        c = (tid + THREADS * q) % CPR
-                        T.cuda.tile.apply(
-                            T.ptx[cp],
-                            a_s[ws, r, c * 8 : c * 8 + 8],
-                            A[bm * BM + r, kc * BK + c * 8 : kc * BK + c * 8 + 8],
-                            scope="thread",
-                            chunk_bytes=16,
-                        )
-                    for q in T.unroll(B_CH):
-                        r = (tid + THREADS * q) // CPR
-                        c = (tid + THREADS * q) % CPR
-                        T.cuda.tile.apply(
-                            T.ptx[cp],
-                            b_s[ws, r, c * 8 : c * 8 + 8],
-                            B[bn * BN + r, kc * BK + c * 8 : kc * BK + c * 8 + 8],
-                            scope="thread",
-                            chunk_bytes=16,
-                        )
+                    T.cuda.tile.apply(
+                        T.ptx[cp],
+                        a_q[ws, :, r0, c0 * 8 : c0 * 8 + 8],
+                        A_q[bm, :, r0, kc * BK + c0 * 8 : kc * BK + c0 * 8 + 8],
+                        scope="thread",
+                        chunk_bytes=16,
+                    )
+                    T.cuda.tile.apply(
+                        T.ptx[cp],
+                        b_q[ws, :, r0, c0 * 8 : c0 * 8 + 8],
+                        B_q[bn, :, r0, kc * BK + c0 * 8 : kc * BK + c0 * 8 + 8],
+                        scope="thread",
+                        chunk_bytes=16,
+                    )
                     T.ptx["cp.async.commit_group"]()
                 T.cuda.tile.apply(
                     T.ptx[mma],

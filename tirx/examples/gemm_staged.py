@@ -5,7 +5,7 @@ float32. The step of notebook 07 between :mod:`tirx.examples.gemm` (64x64 tiles,
 4-byte copies, two barriers per 16-wide K slice) and :mod:`tirx.examples.gemm_pipelined`:
 
 * the block tile and warp grid of a :class:`~tirx.examples.gemm_pipelined.GemmConfig`
-  (128x128, 8 warps of 64x32 by default) and its grouped block raster;
+  (128x128, 8 warps of 64x32 here) and its grouped block raster;
 * two shared stages of ``bk = 32``: while the warps multiply the tile in one stage, the next
   K tile travels global -> registers (8-byte loads) and is stored to the other stage, so one
   barrier per K tile orders everything; the loads wait in registers, not in shared memory;
@@ -21,7 +21,7 @@ from .gemm_pipelined import GemmConfig, _fragment_layouts, check_sizes
 
 __all__ = ["make_gemm_staged", "STAGED"]
 
-STAGED = GemmConfig(stages=2, smem="pad")
+STAGED = GemmConfig(bk=32, warps_n=4, stages=2, smem="pad")
 
 
 def make_gemm_staged(M: int, N: int, K: int, dtype: str = "float16", cfg: GemmConfig = STAGED):
@@ -31,6 +31,8 @@ def make_gemm_staged(M: int, N: int, K: int, dtype: str = "float16", cfg: GemmCo
     ``cfg.smem`` is ``"pad"`` or ``"plain"``.
     """
     check_sizes(M, N, K, dtype, cfg)
+    if cfg.bk != 32:
+        raise ValueError("the register-staged kernel takes bk = 32 (two 16-wide slices)")
     if cfg.smem == "swizzle":
         raise ValueError("the register-staged kernel pads its rows or leaves them plain")
     ab = "f16" if dtype == "float16" else "bf16"
