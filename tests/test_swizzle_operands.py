@@ -274,3 +274,42 @@ def test_swizzled_operands_on_the_gpu(tmp_path, layout):
         ld(a.cuda(), regs)
         torch.cuda.synchronize()
         assert np.array_equal(regs.cpu().numpy(), expected_x4(a.numpy(), k))
+
+
+# ------------------------------------------------------------------------ bank view
+
+
+def test_ldmatrix_bank_conflicts_of_a_tile():
+    from widgets.banks import element_banks, ldmatrix_banks
+
+    plain, swizzled = ldmatrix_banks(PLAIN), ldmatrix_banks(SWIZZLE_128B)
+    assert (plain.matrices, plain.wavefronts, plain.worst) == (16, 128, 8)  # rows 128 B apart
+    assert (swizzled.wavefronts, swizzled.worst) == (16, 1)  # the 128-byte swizzle: none
+    assert ldmatrix_banks(TileLayout(S[16, 16])).worst == 2  # rows 32 B apart
+    banks = element_banks(SWIZZLE_128B)
+    # one 16-byte column of 8 rows covers all 32 banks once
+    assert sorted({banks[r, c] for r in range(8) for c in range(8, 16)}) == list(range(32))
+
+
+def test_bank_picture_and_show_layout_summary():
+    from widgets import show_layout
+    from widgets.banks import draw_banks
+
+    fig = draw_banks(PLAIN)
+    texts = [t.get_text() for t in fig.axes[0].texts]
+    assert texts.count("8x") == 16 and "worst 8-way bank conflict" in fig.axes[0].get_title()
+    assert "8x" not in [t.get_text() for t in draw_banks(SWIZZLE_128B).axes[0].texts]
+    assert "ldmatrix over 16 8x8 matrices: 16 wavefronts" in show_layout(SWIZZLE_128B).summary
+
+
+def test_named_region_starts_are_seen_through(tmp_path):
+    src = CP_ASYNC.replace(
+        "        T.cuda.tile.apply(", "        col = {col}\n        T.cuda.tile.apply("
+    ).replace("a[c // 8, {dst} : {dst} + {n}], A[c // 8, {dst} : {dst} + {n}]",
+              "a[c // 8, col : col + 8], A[c // 8, col : col + 8]")  # fmt: skip
+    good = define(src.format(col="(c % 8) * 8"), tmp_path, "kernel", layout=SWIZZLE_128B)
+    exe = tirx.compile(good, "cuda -arch=sm_80")
+    assert "cp.async.cg.shared.global" in exe.ptx
+    bad = define(src.format(col="(c % 8) * 4"), tmp_path, "kernel", layout=SWIZZLE_128B)
+    with pytest.raises(ContractError, match="cannot be proven"):
+        tirx.compile(bad, "cuda -arch=sm_80")

@@ -16,7 +16,7 @@ import html
 
 from tirx.errors import TirxError
 
-from . import draw
+from . import banks, draw
 from .cellgrid import CellGrid
 from .model import Grid, contract_grid, layout_formula, layout_grid, parse_layout
 
@@ -224,13 +224,15 @@ class LayoutView(GridView):
         self.dtype_bytes = dtype_bytes
         grid = layout_grid(layout, shape, title=title, dtype_bytes=dtype_bytes)
         self.shape = grid.shape
-        super().__init__(grid, color_by=color_by, lane=lane, summary=self._summary(grid))
+        super().__init__(grid, color_by=color_by, lane=lane, summary=self._summary(grid, layout))
         self.error = ""
 
     @staticmethod
-    def _summary(grid: Grid) -> str:
+    def _summary(grid: Grid, layout=None) -> str:
         if grid.kind == "memory":
-            return f"worst column bank conflict: {grid.bank_conflicts()}-way"
+            line = f"worst column bank conflict: {grid.bank_conflicts()}-way"
+            ldmatrix = banks.summary(layout, grid.shape, grid.element_bytes) if layout else ""
+            return f"{line}; {ldmatrix}" if ldmatrix else line  # widgets/banks.py
         return ""
 
     def formula(self, index: int) -> str:
@@ -250,7 +252,7 @@ class LayoutView(GridView):
         else:
             self.error = ""
             self.layout = layout
-            self.summary = self._summary(grid)
+            self.summary = self._summary(grid, layout)
             if grid.kind == "memory" and self.color_by not in (None, "bank"):
                 self.color_by = None
             self.lane = None

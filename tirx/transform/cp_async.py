@@ -33,6 +33,7 @@ from ..errors import ContractError, TirxSyntaxError
 from ..ir import nodes as ir
 from ..ir.simplify import static_value
 from .shared_rows import RowCheck, check_rows, element_offset, residue
+from .simplify_index import simplify_index
 
 __all__ = ["is_cp_async", "lower_cp_async_tile", "lower_cp_async_raw", "CopyForm", "MIN_ARCH"]
 
@@ -178,7 +179,7 @@ def _lower_tile(form: CopyForm, op: ir.TileOp, arch: int) -> list[ir.Stmt]:
 
 
 def _bytes(offset, dtype):
-    return offset * dtype.bytes
+    return simplify_index(offset * dtype.bytes)
 
 
 def _check_view(form: CopyForm, name: str, v, scope: ir.Scope, chunk: int) -> None:

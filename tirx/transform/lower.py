@@ -14,9 +14,10 @@ from dataclasses import replace
 from ..errors import TirxError, TirxSyntaxError
 from ..ir import nodes as ir
 from ..ir.simplify import static_value
+from .inline_indices import inline_indices
 from .raw_ptx import lower_raw_ptx
 from .shared_memory import check_shared_limits
-from .shared_rows import element_offset
+from .shared_rows import element_offset, known_definitions
 from .tile_ops import lower_tile_op
 
 __all__ = ["lower_function"]
@@ -26,7 +27,8 @@ def lower_function(fn: ir.Function, arch: int = 80) -> ir.Function:
     if fn.lowered:
         return fn
     lowerer = _Lowerer(arch)
-    body = lowerer.stmt(fn.body)
+    with known_definitions(fn):
+        body = inline_indices(fn, lowerer.stmt(fn.body))
     offsets, total = _plan_shared(fn)
     check_shared_limits(fn, offsets, total, arch)
     return replace(fn, body=body, lowered=True, shared_offsets=offsets, shared_bytes=total)

@@ -18,6 +18,8 @@ The address of ``view[x]`` (in elements of ``view.dtype`` from the buffer's star
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import itertools
 from dataclasses import dataclass
 
@@ -25,18 +27,20 @@ from ..errors import ContractError
 from ..ir import nodes as ir
 from ..ir.simplify import linear_form, static_value
 from ..layout.swizzle import ComposeLayout
+from .simplify_index import simplify_index
 
 __all__ = ["element_offset", "residue", "RowCheck", "check_rows", "row_starts"]
 
 
 def element_offset(view: ir.View, coords) -> ir.Expr | int:
-    """Element offset of ``view[coords]`` from the start of its buffer (units of view.dtype)."""
+    """Element offset of ``view[coords]`` from the start of its buffer (units of view.dtype),
+    simplified (tirx/transform/simplify_index.py)."""
     layout = view.layout
     if isinstance(layout, ComposeLayout):
         m = layout.tile_layout.apply(*coords, shape=view.shape).get("m", 0)
-        return layout.swizzle(_add(view.elem_offset, m))
+        return layout.swizzle(simplify_index(_add(view.elem_offset, m)))
     m = layout.apply(*coords, shape=view.shape).get("m", 0)
-    return _add(view.elem_offset, m)
+    return simplify_index(_add(view.elem_offset, m))
 
 
 def _add(a, b):
@@ -45,13 +49,84 @@ def _add(a, b):
     return ir.as_expr(a) + b
 
 
+_DEFINITIONS: contextvars.ContextVar[dict | None] = contextvars.ContextVar(
+    "definitions", default=None
+)
+
+
+@contextlib.contextmanager
+def known_definitions(fn: ir.Function):
+    """While lowering ``fn``: let :func:`residue` see through its single-assignment integer
+    variables (``col = (tid % 8) * 8`` is a multiple of 8 wherever ``col`` is read, since it
+    only ever holds a value of that expression)."""
+    token = _DEFINITIONS.set(_single_assignments(fn.body))
+    try:
+        yield
+    finally:
+        _DEFINITIONS.reset(token)
+
+
+def _single_assignments(body) -> dict:
+    values: dict = {}
+    counts: dict = {}
+    stack = [body]
+    while stack:
+        s = stack.pop()
+        if isinstance(s, ir.Seq):
+            stack.extend(s.stmts)
+        elif isinstance(s, ir.Assign):
+            counts[s.var] = counts.get(s.var, 0) + 1
+            values[s.var] = s.value
+        elif isinstance(s, ir.For):
+            counts[s.var] = counts.get(s.var, 0) + 2  # a loop variable takes many values
+            stack.append(s.body)
+        elif isinstance(s, ir.While):
+            stack.append(s.body)
+        elif isinstance(s, ir.If):
+            stack.append(s.then_body)
+            if s.else_body is not None:
+                stack.append(s.else_body)
+    return {
+        v: e
+        for v, e in values.items()
+        if counts[v] == 1 and v.dtype.kind in ("int", "uint") and _pure(e)
+    }
+
+
+def _pure(e) -> bool:
+    if isinstance(e, (ir.Const, ir.Var, ir.Special)):
+        return True
+    if isinstance(e, ir.BinOp):
+        return _pure(e.a) and _pure(e.b)
+    if isinstance(e, ir.Cast):
+        return _pure(e.value)
+    return False
+
+
+def _expand(e, definitions: dict, depth: int = 0):
+    """``e`` with defined variables replaced by their values (a few levels deep)."""
+    if isinstance(e, ir.Var) and e in definitions and depth < 8:
+        return _expand(definitions[e], definitions, depth + 1)
+    if isinstance(e, ir.BinOp) and depth < 8:
+        a, b = _expand(e.a, definitions, depth), _expand(e.b, definitions, depth)
+        return e if (a is e.a and b is e.b) else ir.binop(e.op, a, b)
+    if isinstance(e, ir.Cast) and depth < 8:
+        inner = _expand(e.value, definitions, depth)
+        return e if inner is e.value else ir.cast(inner, e.dtype)
+    return e
+
+
 def residue(e, n: int) -> int | None:
     """``e mod n`` when it is the same for every value of the run-time parts of ``e``, else
     None. Decided on the linear form: a term whose coefficient is a multiple of ``n`` adds
-    nothing."""
+    nothing (single-assignment variables are seen through, see :func:`known_definitions`)."""
     if n == 1:
         return 0
-    form = linear_form(e if isinstance(e, (int, ir.Expr)) else ir.as_expr(e))
+    e = e if isinstance(e, (int, ir.Expr)) else ir.as_expr(e)
+    definitions = _DEFINITIONS.get()
+    if definitions and isinstance(e, ir.Expr):
+        e = simplify_index(_expand(e, definitions))
+    form = linear_form(e)
     if form is None:
         return None
     terms, c = form

@@ -20,6 +20,7 @@ from ..ir.simplify import static_value
 from .contracts import Contract, OperandSpec, Role, lookup
 from .cp_async import is_cp_async, lower_cp_async_tile
 from .shared_rows import RowCheck, check_rows, element_offset
+from .simplify_index import simplify_index
 
 __all__ = ["lower_tile_op", "check_register_operand"]
 
@@ -250,7 +251,7 @@ def _lower_ldst(contract: Contract, op: ir.TileOp) -> list[ir.Stmt]:
     out = []
     for rep in itertools.product(*(range(e) for e in regs.shape[:-3])):
         words = ir.as_expr(element_offset(shared, (*rep, mat, row, 0)))
-        addr = ir.AddressOperand(ir.SharedAddress(shared.buffer, words * 4))
+        addr = ir.AddressOperand(ir.SharedAddress(shared.buffer, simplify_index(words * 4)))
         rv_ = _regs(regs, rmap, rep, count, ld)
         operands = (rv_, addr) if ld else (addr, rv_)
         out.append(ir.PtxCall(contract.text, operands, op.span))

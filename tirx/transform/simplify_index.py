@@ -1,0 +1,267 @@
+"""Index simplification: the integer algebra applied to every address the lowering builds.
+
+Layouts applied to run-time coordinates produce sums of floor divisions and modulos such as
+``(i // 16) * 16 + i % 16``; left alone, each access computes them again, and the CUDA
+compiler cannot always undo them (it must keep 64-bit address arithmetic for each). The
+rules, each exact for integers under the IR's floor semantics:
+
+* sums are brought to a linear form ``sum(coef * atom) + const`` (like terms collected, the
+  constant folded last, so a constant offset ends up in the address's immediate);
+* ``(x // c) * (k * c) + (x % c) * k  ->  x * k`` (repeated, so nested splits collapse);
+* ``(c * y + r) // c  ->  y + r // c`` and ``(c * y + r) % c  ->  r % c``; and when
+  ``0 <= r < c`` is provable from value ranges, ``r // c -> 0`` and ``r % c -> r``;
+* ``(x // a) // b -> x // (a * b)`` and ``(x % a) % b -> x % b`` when ``b`` divides ``a``
+  (positive constants).
+
+Ranges come from the thread indices (``lane_id`` in ``[0, 32)``), from ``x % c`` (always in
+``[0, c)`` for ``c > 0``) and from the caller (loop variables). Only expressions whose nodes
+all have one integer dtype are rewritten, so no conversion changes place; like the CUDA
+compiler, the rules assume index arithmetic does not overflow. The simulator runs the same
+simplified IR as the GPU, so the two never disagree.
+"""
+
+from __future__ import annotations
+
+from ..dtypes import is_float
+from ..ir import nodes as ir
+from ..ir.simplify import structural_key
+
+__all__ = ["simplify_index", "value_range"]
+
+_LINEAR = (ir.Op.ADD, ir.Op.SUB, ir.Op.MUL)
+
+
+def simplify_index(e, ranges: dict | None = None):
+    """``e`` simplified (an int stays an int). ``ranges`` maps Vars to ``(lo, hi)``, inclusive."""
+    if isinstance(e, int) or not isinstance(e, ir.Expr):
+        return e
+    if is_float(e.dtype) or e.dtype.kind == "bool":
+        return e
+    return _Simplifier(ranges or {}).run(e)
+
+
+def value_range(e, ranges: dict | None = None) -> tuple[int, int] | None:
+    """Inclusive bounds of an integer expression, or None when unknown."""
+    return _Simplifier(ranges or {}).range(e)
+
+
+class _Simplifier:
+    def __init__(self, ranges: dict):
+        self.ranges = ranges
+
+    def run(self, e):
+        if not isinstance(e, ir.BinOp) or is_float(e.dtype):
+            if isinstance(e, ir.Cast) and not is_float(e.dtype):
+                return ir.cast(self.run(e.value), e.dtype)
+            return e
+        if e.op in _LINEAR:
+            return self.rebuild(self.linear(e), e.dtype)
+        a, b = self.run(e.a), self.run(e.b)
+        c = b.value if isinstance(b, ir.Const) else None
+        if c is not None and c > 0 and a.dtype == e.dtype == b.dtype:
+            if e.op is ir.Op.FLOORDIV:
+                return self.floordiv(a, c, e.dtype)
+            if e.op is ir.Op.FLOORMOD:
+                return self.floormod(a, c, e.dtype)
+        return ir.binop(e.op, a, b)
+
+    # ------------------------------------------------------------------ linear forms
+
+    def linear(self, e) -> tuple[dict, int]:
+        """``{key: (atom, coef)}, const`` over nodes of ``e``'s dtype (others are atoms)."""
+        dtype = e.dtype
+        terms: dict = {}
+        const = 0
+        stack = [(e, 1)]
+        while stack:
+            x, k = stack.pop()
+            if isinstance(x, ir.Const):
+                const += k * int(x.value)
+            elif isinstance(x, ir.BinOp) and x.op in _LINEAR and x.dtype == dtype:
+                if x.op is ir.Op.MUL:
+                    if isinstance(x.b, ir.Const):
+                        stack.append((x.a, k * int(x.b.value)))
+                        continue
+                    if isinstance(x.a, ir.Const):
+                        stack.append((x.b, k * int(x.a.value)))
+                        continue
+                    self.add_atom(terms, ir.binop(ir.Op.MUL, self.run(x.a), self.run(x.b)), k)
+                    continue
+                stack.append((x.b, k if x.op is ir.Op.ADD else -k))
+                stack.append((x.a, k))  # popped first: terms keep their source order
+            elif x.dtype == dtype and isinstance(x, ir.BinOp):
+                y = self.run(x)
+                if isinstance(y, ir.BinOp) and y.op in _LINEAR and y.dtype == dtype:
+                    stack.append((y, k))  # a division that became a sum: distribute it
+                elif isinstance(y, ir.Const):
+                    const += k * int(y.value)
+                else:
+                    self.add_atom(terms, y, k)
+            else:
+                self.add_atom(terms, x, k)
+        return self.fold_pairs(terms), const
+
+    def add_atom(self, terms, atom, k):
+        if isinstance(atom, ir.Const):
+            atom = ir.Const(atom.value, atom.dtype)
+        key = structural_key(atom)
+        old = terms.get(key, (atom, 0))[1]
+        if old + k:
+            terms[key] = (atom, old + k)
+        else:
+            terms.pop(key, None)
+
+    def fold_pairs(self, terms: dict) -> dict:
+        """Collapse the pieces of a split index until nothing changes:
+        ``(y % d) * k + (y // d) * (k * d) -> y * k`` and
+        ``(x % c) * k + ((x // c) % d) * (k * c) -> (x % (c * d)) * k``."""
+        changed = True
+        while changed:
+            changed = False
+            for key, (atom, coef) in list(terms.items()):
+                if key not in terms or not _is_div(atom, ir.Op.FLOORMOD):
+                    continue
+                y, d, dtype = atom.a, int(atom.b.value), atom.dtype
+                div = self.floordiv(y, d, dtype)
+                dkey = structural_key(div)
+                if dkey != key and dkey in terms and terms[dkey][1] == coef * d:
+                    del terms[key], terms[dkey]
+                    sub, const = self.linear_of_atom(y)
+                    for satom, scoef in sub.values():
+                        self.add_atom(terms, satom, scoef * coef)
+                    if const:
+                        self.add_atom(terms, ir.Const(1, dtype), const * coef)
+                    changed = True
+                    continue
+                for okey, (other, ocoef) in list(terms.items()):
+                    # other = (y // d) % e with coefficient coef * d: merge into y % (d * e)
+                    if (
+                        okey != key
+                        and _is_div(other, ir.Op.FLOORMOD)
+                        and ocoef == coef * d
+                        and structural_key(other.a) == dkey
+                    ):
+                        e = int(other.b.value)
+                        del terms[key], terms[okey]
+                        merged = ir.BinOp(ir.Op.FLOORMOD, y, ir.Const(d * e, dtype), dtype)
+                        self.add_atom(terms, merged, coef)
+                        changed = True
+                        break
+        return terms
+
+    def linear_of_atom(self, x):
+        if isinstance(x, ir.BinOp) and x.op in _LINEAR:
+            return self.linear(x)
+        return {structural_key(x): (x, 1)}, 0
+
+    def rebuild(self, form, dtype):
+        terms, const = form
+        # a unit-constant atom (from a folded pair) joins the constant
+        for key, (atom, coef) in list(terms.items()):
+            if isinstance(atom, ir.Const):
+                const += coef * int(atom.value)
+                del terms[key]
+        out = None
+        for atom, coef in sorted(terms.values(), key=lambda t: (t[1] < 0,)):
+            if out is None:
+                out = atom * coef if coef != 1 else atom
+            elif coef > 0:
+                out = out + (atom * coef if coef != 1 else atom)
+            else:
+                out = out - (atom * -coef if coef != -1 else atom)
+        if out is None:
+            return ir.Const(const, dtype) if not isinstance(const, ir.Expr) else const
+        if const:
+            out = out + ir.Const(const, dtype) if const > 0 else out - ir.Const(-const, dtype)
+        return out if out.dtype == dtype else ir.cast(out, dtype)
+
+    # ----------------------------------------------------------------- division
+
+    def split(self, a, c: int):
+        """``a`` as ``c * y + r``: (y form, r form) by coefficients divisible by ``c``."""
+        terms, const = (
+            self.linear(a)
+            if isinstance(a, ir.BinOp) and a.op in _LINEAR
+            else (
+                {structural_key(a): (a, 1)},
+                0,
+            )
+        )
+        y = {k: (t, coef // c) for k, (t, coef) in terms.items() if coef % c == 0}
+        r = {k: (t, coef) for k, (t, coef) in terms.items() if coef % c}
+        return (y, const // c), (r, const % c)
+
+    def floordiv(self, a, c: int, dtype):
+        if c == 1:
+            return a
+        if _is_div(a, ir.Op.FLOORDIV):  # (x // a) // c
+            return self.floordiv(a.a, a.b.value * c, dtype)
+        (y, yc), (r, rc) = self.split(a, c)
+        rest = self.rebuild((dict(r), rc), dtype)
+        if _within(self.range(rest), c):
+            return self.rebuild((y, yc), dtype)
+        if not y and not yc:
+            return ir.BinOp(ir.Op.FLOORDIV, rest, ir.Const(c, dtype), dtype)
+        quotient = ir.BinOp(ir.Op.FLOORDIV, rest, ir.Const(c, dtype), dtype)
+        y = dict(y)
+        self.add_atom(y, quotient, 1)
+        return self.rebuild((y, yc), dtype)
+
+    def floormod(self, a, c: int, dtype):
+        if c == 1:
+            return ir.Const(0, dtype)
+        if _is_div(a, ir.Op.FLOORMOD) and a.b.value % c == 0:  # (x % a) % c, c | a
+            return self.floormod(a.a, c, dtype)
+        _, (r, rc) = self.split(a, c)
+        rest = self.rebuild((dict(r), rc), dtype)
+        if _within(self.range(rest), c):
+            return rest
+        if isinstance(rest, ir.Const):
+            return ir.Const(int(rest.value) % c, dtype)
+        return ir.BinOp(ir.Op.FLOORMOD, rest, ir.Const(c, dtype), dtype)
+
+    # ----------------------------------------------------------------- ranges
+
+    def range(self, e) -> tuple[int, int] | None:
+        if isinstance(e, int):
+            return e, e
+        if isinstance(e, ir.Const) and not is_float(e.dtype):
+            return int(e.value), int(e.value)
+        if isinstance(e, ir.Special):
+            if e.kind is ir.Builtin.LANE_ID:
+                return 0, 31
+            return (0, None) if e.kind is not ir.Builtin.WARP_ID else (0, 31)
+        if isinstance(e, ir.Var):
+            return self.ranges.get(e)
+        if isinstance(e, ir.BinOp) and not is_float(e.dtype):
+            ra, rb = self.range(e.a), self.range(e.b)
+            if e.op is ir.Op.FLOORMOD and rb is not None and rb[0] == rb[1] and rb[0] > 0:
+                return ra if _within(ra, rb[0]) else (0, rb[0] - 1)
+            if ra is None or rb is None or None in ra or None in rb:
+                return None
+            if e.op is ir.Op.ADD:
+                return ra[0] + rb[0], ra[1] + rb[1]
+            if e.op is ir.Op.SUB:
+                return ra[0] - rb[1], ra[1] - rb[0]
+            if e.op is ir.Op.MUL:
+                products = [x * y for x in ra for y in rb]
+                return min(products), max(products)
+            if e.op is ir.Op.FLOORDIV and rb[0] == rb[1] and rb[0] > 0:
+                return ra[0] // rb[0], ra[1] // rb[0]
+        return None
+
+
+def _within(bounds, c: int) -> bool:
+    """Whether bounds (inclusive, None for unknown ends) lie in ``[0, c)``."""
+    return bounds is not None and None not in bounds and 0 <= bounds[0] and bounds[1] < c
+
+
+def _is_div(e, op) -> bool:
+    return (
+        isinstance(e, ir.BinOp)
+        and e.op is op
+        and isinstance(e.b, ir.Const)
+        and not is_float(e.dtype)
+        and int(e.b.value) > 0
+        and e.a.dtype == e.dtype == e.b.dtype
+    )
