@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import time
-
 import numpy as np
 import pytest
 
+from tests.planted import PLANTED, copy_kernel, ldmatrix_kernel, race_kernel, simulator_inputs
 from tests.test_sim_kernels import (
     LANE,
     TX,
@@ -22,7 +21,6 @@ from tests.test_sim_kernels import (
 )
 from tirx.errors import SimulationError
 from tirx.ir import nodes as ir
-from tirx.sim import budget as budget_module
 from tirx.sim import machine, run
 
 I32, U32, F32 = ir.I32, ir.U32, ir.F32
@@ -33,6 +31,16 @@ STM1 = "stmatrix.sync.aligned.m8n8.x1.shared.b16"
 
 def lt(a, b):
     return ir.cmp(ir.CmpOp.LT, a, b)
+
+
+@pytest.mark.parametrize("case", PLANTED, ids=lambda c: c.name)
+def test_planted_table_verdicts(case):
+    """Every planted kernel of the shared table faults with its kind; every twin is clean
+    (the same table drives tests/test_sanitizer_parity.py on the GPU)."""
+    if case.fault:
+        expect_fault(case.build(), simulator_inputs(case), case.kind.pattern)
+    else:
+        run(case.build(), simulator_inputs(case))
 
 
 def expect_fault(fn, args, pattern, *, warp=None, lane=None, line=None, block=None, budget=None):
@@ -52,29 +60,6 @@ def expect_fault(fn, args, pattern, *, warp=None, lane=None, line=None, block=No
 
 
 # ------------------------------------------------------------------------------ bounds
-
-
-def copy_kernel(src_n, dst_n, shift, scope="global", threads=32):
-    """dst[tid] = src[tid + shift] through a buffer of the given scope."""
-    Src, Dst = gbuf("Src", (src_n,), "int32"), gbuf("Dst", (dst_n,), "int32")
-    if scope == "global":
-        body = ir.Store(Dst, TX, ir.Load(Src, TX + shift, I32), I32, span(3))
-        return function("copy", (Src, Dst), body, block=(threads, 1, 1))
-    if scope == "shared":
-        s = sbuf("s", (src_n,), "int32")
-        body = seq(
-            ir.Store(s, TX, ir.Load(Src, TX, I32), I32, span(2)),
-            ir.Barrier("cta"),
-            ir.Store(Dst, TX, ir.Load(s, TX + shift, I32), I32, span(3)),
-        )
-        return function("copy", (Src, Dst), body, block=(threads, 1, 1), allocs=(s,))
-    loc = lbuf("l", 2, "int32")
-    body = seq(
-        ir.Store(loc, 0, ir.Load(Src, TX, I32), I32, span(2)),
-        ir.Store(loc, 1, ir.const(7), I32, span(2)),
-        ir.Store(Dst, TX, ir.Load(loc, shift, I32), I32, span(3)),
-    )
-    return function("copy", (Src, Dst), body, block=(threads, 1, 1), allocs=(loc,))
 
 
 @pytest.mark.parametrize("scope", ["global", "shared"])
@@ -128,36 +113,6 @@ def test_misaligned_global_tensor():
         fn, [raw[2:34].view(np.uint32), np.zeros(8, np.uint32)], "misaligned read of global 'Src'"
     )
     run(fn, [raw[4:36].view(np.uint32), np.zeros(8, np.uint32)])
-
-
-def ldmatrix_kernel(
-    row_offset, *, threads=32, guard=None, fill=True, rows_per_warp=32, barrier="warp"
-):
-    """Each warp fills its own 32 shared rows, synchronizes (``barrier``: "warp", "cta" or
-    None), then loads them with ldmatrix.x4."""
-    n_warps = threads // 32
-    Out = gbuf("Out", (threads * 4,), "uint32")
-    s = sbuf("s", (n_warps * rows_per_warp * 8,), "uint16")
-    r = lbuf("r", 4, "uint32")
-    q, x = var("q"), var("x")
-    base = ir.Special(ir.Builtin.WARP_ID) * (rows_per_warp * 8)
-    fill_loop = ir.For(
-        q,
-        ir.const(0),
-        ir.const(8),
-        1,
-        seq(
-            ir.Assign(x, base + LANE + 32 * q),
-            ir.Store(s, x, ir.cast(x, "uint16"), ir.dtype_of("uint16"), span(2)),
-        ),
-    )
-    addr = ir.SharedAddress(s, (base + LANE * 8) * 2 + row_offset)
-    ldm = ir.PtxCall(LDM4, (regs(r, range(4), True), ir.AddressOperand(addr)), span(7))
-    stores = [ir.Store(Out, TX * 4 + k, ir.Load(r, k, U32), U32) for k in range(4)]
-    use = seq(ldm, *stores) if guard is None else ir.If(guard, seq(ldm, *stores))
-    sync = [ir.Barrier(barrier, span(5))] if barrier else []
-    body = seq(*([fill_loop] if fill else []), *sync, use)
-    return function("ldm", (Out,), body, block=(threads, 1, 1), allocs=(s, r), variables=(q, x))
 
 
 def test_ldmatrix_row_alignment():
@@ -241,17 +196,6 @@ def test_uninitialized_register_read():
 
 
 # ------------------------------------------------------------------------------- races
-
-
-def race_kernel(reader_shift, *, barrier=None, threads=32):
-    """Thread t writes s[t]; then thread t reads s[(t + shift) % n]."""
-    s = sbuf("s", (threads,), "int32")
-    Dst = gbuf("Dst", (threads,), "int32")
-    stmts = [ir.Store(s, TX, TX * 10, I32, span(1))]
-    if barrier:
-        stmts.append(ir.Barrier(barrier))
-    stmts.append(ir.Store(Dst, TX, ir.Load(s, (TX + reader_shift) % threads, I32), I32, span(3)))
-    return function("race", (Dst,), seq(*stmts), block=(threads, 1, 1), allocs=(s,))
 
 
 def test_read_after_write_race_and_barrier():
@@ -481,45 +425,6 @@ def test_infinite_loop_is_reported(monkeypatch):
     expect_fault(fn, [], "infinite loop", line=5)
 
 
-def _spin(grid=(1, 1, 1)):
-    """``while True: s[tid] = s[tid]`` - real work per iteration, never ending."""
-    s = sbuf("s", (32,), "int32")
-    body = seq(
-        ir.Store(s, TX, TX, I32, span(2)),
-        ir.While(ir.const(True), ir.Store(s, TX, ir.Load(s, TX, I32) + 1, I32, span(4)), span(3)),
-    )
-    return function("spin", (), body, grid=grid, allocs=(s,))
-
-
-def test_while_true_stops_at_the_budget_in_seconds(capsys):
-    t0 = time.perf_counter()
-    err = expect_fault(_spin(), [], "used its budget of 0.5 s", budget=0.5)
-    assert time.perf_counter() - t0 < 5
-    assert err.span in (span(3), span(4)) and "TIRX_SIM_BUDGET" in err.hint
-    assert "0 of 1 blocks finished" in err.message
-
-
-def test_a_huge_grid_stops_at_the_budget(monkeypatch):
-    monkeypatch.setenv("TIRX_SIM_BUDGET", "0.3")
-    Dst = gbuf("Dst", (1,), "int32")
-    one = ir.If(ir.cmp(ir.CmpOp.EQ, TX, 0), ir.Store(Dst, 0, ir.const(1), I32, span(2)))
-    fn = function("huge", (Dst,), one, grid=(1 << 40, 1, 1))
-    t0 = time.perf_counter()
-    err = expect_fault(fn, [np.zeros(1, np.int32)], "budget of 0.3 s")
-    assert time.perf_counter() - t0 < 5
-    assert f"of {1 << 40} blocks finished" in err.message, err.message
-    monkeypatch.setenv("TIRX_SIM_BUDGET", "0")  # no limit: a short run is unaffected
-    run(function("one", (Dst,), one), [np.zeros(1, np.int32)])
-
-
-def test_long_runs_report_progress(monkeypatch, capsys):
-    monkeypatch.setattr(budget_module, "PROGRESS_SECONDS", 0.1)
-    expect_fault(_spin(), [], "budget", budget=0.45)
-    lines = [x for x in capsys.readouterr().err.splitlines() if x.startswith("tirx.sim:")]
-    assert len(lines) >= 2, lines
-    assert "'spin' running" in lines[0] and "of 0.45 s" in lines[0], lines[0]
-
-
 def test_unlowered_and_script_level_input_is_rejected():
     fn = seed_kernel()
     with pytest.raises(SimulationError, match="not lowered"):
@@ -533,11 +438,3 @@ def test_unlowered_and_script_level_input_is_rejected():
     dangling = function("e", (Dst,), ir.Store(Dst, TX, ir.Load(fn.params[0], 0, F16), F32))
     with pytest.raises(SimulationError, match="neither a parameter nor an allocation"):
         run(dangling, [np.zeros(32, np.float32)])
-
-
-def test_budget_setting_is_read_from_the_environment(monkeypatch):
-    from tirx import config
-
-    for raw, value in (("", None), ("12.5", 12.5), ("0", 0.0), ("off", 0.0), ("soon", None)):
-        monkeypatch.setenv("TIRX_SIM_BUDGET", raw)
-        assert config.sim_budget() == value, raw

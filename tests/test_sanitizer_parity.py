@@ -1,0 +1,123 @@
+"""Sanitizer parity: the simulator's verdict on every planted kernel (and its corrected twin)
+against ``compute-sanitizer`` on the GPU.
+
+Each kernel of tests/planted.py is compiled for cuda by tirx's code generator and launched in a
+subprocess (``python -m tests.sanitizer_runner NAME``) under the sanitizer tool that looks for
+its kind of fault (racecheck, memcheck, initcheck, synccheck). Clean must meet clean and a
+fault the same kind of fault. Where the sanitizer cannot see what the simulator reports, the
+table's ``blind`` entry says why, and the test checks that the sanitizer indeed stays silent
+there (so the claim stays true). With ``TIRX_PARITY_OUT=path`` the test writes the parity table
+(kernel, tool, sanitizer verdict, simulator verdict) there as Markdown for the GPU-run record.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.planted import PLANTED, Kind, Planted, Tool, simulator_inputs
+from tirx.errors import SimulationError
+from tirx.sim import run
+
+pytestmark = pytest.mark.gpu
+
+ROOT = Path(__file__).resolve().parent.parent
+TIMEOUT = 120  # seconds per sanitizer run; a deadlocked barrier counts as a barrier fault
+_ROWS: list[tuple[str, str, str, str, str]] = []
+
+
+def find_sanitizer() -> str | None:
+    """``compute-sanitizer`` on PATH, else in /usr/local/cuda/bin, else None."""
+    found = shutil.which("compute-sanitizer")
+    if found:
+        return found
+    candidate = Path("/usr/local/cuda/bin/compute-sanitizer")
+    return str(candidate) if candidate.is_file() else None
+
+
+@pytest.fixture(scope="module")
+def sanitizer():
+    path = find_sanitizer()
+    if path is None:
+        pytest.skip("compute-sanitizer is not on PATH nor in /usr/local/cuda/bin")
+    yield path
+    out = os.environ.get("TIRX_PARITY_OUT")
+    if out and _ROWS:
+        lines = [
+            "| kernel | tool | sanitizer | simulator | agreement |",
+            "|---|---|---|---|---|",
+            *(f"| {' | '.join(row)} |" for row in _ROWS),
+        ]
+        Path(out).write_text("\n".join(lines) + "\n")
+
+
+def simulator_verdict(case: Planted) -> str:
+    """``clean`` or ``fault: <kind>`` (the table's kind when the message matches it)."""
+    try:
+        run(case.build(), simulator_inputs(case))
+    except SimulationError as e:
+        for kind in Kind:
+            if re.search(kind.pattern, e.message):
+                return f"fault: {kind.name.lower()}"
+        return f"fault: {e.message[:60]}"
+    return "clean"
+
+
+def sanitizer_verdict(path: str, tool: Tool, name: str) -> tuple[str, str]:
+    """(verdict, the report's first finding) of ``tool`` on planted kernel ``name``."""
+    cmd = [path, "--tool", tool.value, "--print-limit", "10"]
+    cmd += [sys.executable, "-m", "tests.sanitizer_runner", name]
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    try:
+        done = subprocess.run(
+            cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=TIMEOUT
+        )
+    except subprocess.TimeoutExpired:
+        return "fault: hang", f"no end within {TIMEOUT} s"
+    text = done.stdout + done.stderr
+    if tool is Tool.RACECHECK:
+        m = re.search(r"RACECHECK SUMMARY: (\d+) hazards? displayed", text)
+    else:
+        m = re.search(r"ERROR SUMMARY: (\d+) errors?", text)
+    if m is None:
+        raise AssertionError(f"no sanitizer summary (exit {done.returncode}):\n{text[-3000:]}")
+    finding = next((x.strip() for x in text.splitlines() if "=========" in x and len(x) > 12), "")
+    if int(m.group(1)) == 0:
+        return "clean", ""
+    if tool is Tool.MEMCHECK:
+        kind = "misaligned" if re.search(r"misaligned", text, re.I) else "out_of_bounds"
+        return f"fault: {kind}", finding
+    kinds = {
+        Tool.RACECHECK: Kind.RACE,
+        Tool.INITCHECK: Kind.UNINITIALIZED,
+        Tool.SYNCCHECK: Kind.DIVERGENT_BARRIER,
+    }
+    return f"fault: {kinds[tool].name.lower()}", finding
+
+
+@pytest.mark.parametrize("case", PLANTED, ids=lambda c: c.name)
+def test_simulator_and_sanitizer_agree(sanitizer, case):
+    tool = case.kind.tool
+    sim = simulator_verdict(case)
+    assert (sim != "clean") == case.fault, (case.name, sim)
+    san, finding = sanitizer_verdict(sanitizer, tool, case.name)
+    if case.blind:
+        agreement = "expected divergence: " + case.blind if case.fault else "clean/clean"
+    else:
+        agreement = "agree" if san == sim or (san == "fault: hang" and case.fault) else "DISAGREE"
+    _ROWS.append(
+        (case.name, tool.value, san if not finding else f"{san} ({finding[:80]})", sim, agreement)
+    )
+    if case.blind:
+        # the stated reason must hold: the sanitizer does not see this fault (nor the twin's)
+        assert san == "clean", f"{case.name}: the sanitizer sees it after all: {finding}"
+        return
+    if san == "fault: hang" and case.fault and case.kind is Kind.DIVERGENT_BARRIER:
+        return
+    assert san == sim, f"{case.name}: sanitizer {san!r} ({finding}), simulator {sim!r}"
