@@ -145,3 +145,45 @@ def test_pipelined_sass_has_async_copies_ldmatrix_and_hmma(dtype):
         assert opcode in sass, opcode
     assert "LDL" not in sass and "STL" not in sass
     assert exe.stats["spill_stores"] == 0
+
+
+# ------------------------------------------------------------------- the benchmark's tables
+
+
+def _benchmark_modules():
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    import gemm_kernels
+    import gemm_speed
+
+    return gemm_speed, gemm_kernels
+
+
+def test_benchmark_table_ratios_come_from_the_timings():
+    speed, kernels = _benchmark_modules()
+    cell = speed.Cell("float16", 4096)
+    flops = 2 * 4096**3
+    per_ms = {"tirx": 400.0, "cublas": 800.0}  # TFLOP/s wanted
+    for cfg in kernels.TRITON_CONFIGS:
+        per_ms[f"triton {cfg}"] = 500.0 if cfg == kernels.TRITON_NAMED else 450.0
+    per_ms[f"triton {kernels.TRITON_CONFIGS[0]}"] = 600.0
+    for name, tf in per_ms.items():
+        cell.ms[name] = flops / (tf * 1e12) * 1e3
+    row = speed.main_table([cell], {"float16": 640.0}).splitlines()[-1]
+    cols = [c.strip() for c in row.strip("|").split("|")]
+    assert cols[2] == "400.0" and cols[3] == f"600.0 ({kernels.TRITON_CONFIGS[0]})"
+    assert cols[4] == "500.0" and cols[5] == "800.0" and cols[6] == "640.0"
+    assert cols[7:] == ["0.67", "0.80", "0.50", "0.62"]
+
+
+def test_benchmark_variant_names_are_unique_and_decode():
+    _, kernels = _benchmark_modules()
+    names = [kernels.variant_name(cfg) for cfg in kernels.PIPELINED]
+    assert len(set(names)) == len(names)
+    for cfg, name in zip(kernels.PIPELINED, names):
+        tile, warps, stages, smem = name.split("-")[:4]
+        assert tile == f"{cfg.bm}x{cfg.bn}x{cfg.bk}" and warps == f"{cfg.warps_m * cfg.warps_n}w"
+        assert stages == f"{cfg.stages}s" and smem == cfg.smem
+        assert name in kernels.TIRX_VARIANTS
