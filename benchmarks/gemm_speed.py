@@ -1,24 +1,30 @@
-"""The tiled GEMM of ``tirx.examples.gemm`` against ``torch.matmul`` on a GPU.
+"""tirx GEMMs against Triton, cuBLAS and the mma.sync peak, in one run on a GPU.
 
-    python benchmarks/gemm_speed.py [--sizes 512,1024,2048,4096] [--dtypes float16,bfloat16]
-                                    [--reps 30] [--out FILE]
+    python benchmarks/gemm_speed.py [--sizes 2048,4096,8192] [--dtypes float16,bfloat16]
+                                    [--variants NAME,...] [--reps 15] [--out FILE]
 
-For every dtype and size ``n`` (M = N = K = n) the script compiles ``make_gemm(n, n, n, dtype)``
-for the visible GPU, checks one result against torch, then times
+For every dtype and size ``n`` (M = N = K = n, ``Out = A @ B.T`` with A ``(n, n)`` and B
+``(n, n)`` N-major) the script times
 
-* tirx: ``exe(A, B, Out)``, ``Out = A @ B.T`` with float32 output;
-* torch: ``torch.matmul(A, B.T)`` (cuBLAS; output in A's dtype, accumulation in float32).
+* **tirx**: the pipelined GEMM of ``tirx.examples.gemm_pipelined`` (its default configuration),
+  float32 output; with ``--variants`` also named other configurations of it (the steps of
+  ``notebooks/07_making_it_fast.ipynb`` and the ones that show where the time goes) and the
+  tiled GEMM of ``tirx.examples.gemm`` (``05-tiled``);
+* **Triton**: a ``tl.dot`` matmul written below, float32 accumulate and **float32 output**
+  (the same bytes as tirx), over a few standard configurations; the best one counts, and the
+  128x128x64 / 8-warp / 4-stage one is printed too;
+* **cuBLAS**: ``torch.matmul(A, B.T)``, float32 accumulate, **output in A's dtype**;
+* **peak**: a tirx kernel that issues ``mma.sync.m16n8k16`` from registers only (8 independent
+  accumulators per warp, no memory traffic in the loop): the instruction's ceiling.
 
-Each timed sample is a batch of back-to-back calls between two CUDA events, sized to take
-about 2 ms, so the launch cost from Python is hidden behind the GPU work. tirx and torch
-alternate sample by sample (drift affects both alike); the table gives the median time per
-call, TFLOP/s (``2·n³`` flops per call) and the ratio tirx / torch in time. ``--out`` writes
-the table, the command and the machine (GPU, driver, torch, date) as Markdown; the tutorial
-``notebooks/05_tiled_gemm.ipynb`` shows the newest ``benchmarks/results/gemm_speed-*-h200.md``
-as recorded.
+Each timed sample is a batch of back-to-back calls between two CUDA events, sized to take about
+2 ms; the runners alternate sample by sample and the median counts (after warm-up calls). The
+table gives TFLOP/s (``2·n³`` per call) and the ratios tirx/Triton (best and 128x128x64/8/4),
+tirx/cuBLAS and tirx/peak. Every kernel's result is checked against torch before it is timed.
+``--out`` writes the Markdown report with the command and the machine.
 
-Without a GPU the script compiles every kernel for ``sm_90`` (NVRTC needs no GPU) and reports
-its registers and shared memory, so the script itself can be checked anywhere; it times nothing.
+Without a GPU the script compiles the tirx kernels for ``sm_90`` (NVRTC needs no GPU) and
+prints their registers and shared memory; it times nothing.
 """
 
 from __future__ import annotations
@@ -28,38 +34,38 @@ import platform
 import shlex
 import statistics
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import date
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from gemm_kernels import (  # noqa: E402
+    TIRX_VARIANTS,
+    TRITON_CONFIGS,
+    TRITON_NAMED,
+    make_mma_peak,
+    peak_flops,
+    triton_matmul,
+)
 
 BATCH_MS = 2.0  # target GPU time of one timed sample
 
 
 @dataclass
-class Row:
-    """One measured size: median milliseconds per call and TFLOP/s for tirx and torch."""
+class Cell:
+    """One dtype and size: milliseconds per call of every runner that was timed."""
 
     dtype: str
     n: int
-    tirx_ms: float
-    torch_ms: float
-    max_error: float
+    ms: dict[str, float] = field(default_factory=dict)
 
-    @property
-    def flops(self) -> float:
-        return 2.0 * self.n**3
+    def tflops(self, name: str) -> float:
+        return 2.0 * self.n**3 / (self.ms[name] * 1e-3) / 1e12
 
-    @property
-    def tirx_tflops(self) -> float:
-        return self.flops / (self.tirx_ms * 1e-3) / 1e12
-
-    @property
-    def torch_tflops(self) -> float:
-        return self.flops / (self.torch_ms * 1e-3) / 1e12
-
-    @property
-    def ratio(self) -> float:
-        """tirx time / torch time (1.0 = as fast as cuBLAS, 2.0 = twice as slow)."""
-        return self.tirx_ms / self.torch_ms
+    def triton_best(self) -> str:
+        names = [k for k in self.ms if k.startswith("triton ")]
+        return min(names, key=lambda k: self.ms[k])
 
 
 def gpu_visible() -> bool:
@@ -69,9 +75,9 @@ def gpu_visible() -> bool:
 
 
 def _batch_size(fn, torch) -> int:
-    """How many back-to-back calls of fn take about BATCH_MS of GPU time."""
     start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    fn()
+    for _ in range(2):
+        fn()
     torch.cuda.synchronize()
     start.record()
     for _ in range(3):
@@ -83,7 +89,6 @@ def _batch_size(fn, torch) -> int:
 
 
 def _sample(fn, calls: int, torch) -> float:
-    """Milliseconds per call over one batch of ``calls`` back-to-back calls."""
     start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     start.record()
     for _ in range(calls):
@@ -93,49 +98,70 @@ def _sample(fn, calls: int, torch) -> float:
     return start.elapsed_time(stop) / calls
 
 
-def measure(n: int, dtype: str = "float16", reps: int = 30, seed: int = 0) -> Row:
-    """Time the tirx GEMM and torch.matmul at M = N = K = n on the current GPU."""
-    import torch
-
-    import tirx
-    from tirx.examples.gemm import make_gemm
-
-    exe = tirx.compile(make_gemm(n, n, n, dtype), target="cuda")
-    gen = torch.Generator(device="cuda").manual_seed(seed)
-    tdtype = getattr(torch, dtype)
-    a = torch.randn((n, n), device="cuda", generator=gen).to(tdtype)
-    b = torch.randn((n, n), device="cuda", generator=gen).to(tdtype)
-    out = torch.empty((n, n), device="cuda", dtype=torch.float32)
-
-    exe(a, b, out)
-    ref = a.float() @ b.float().T
-    torch.cuda.synchronize()
-    max_error = (out - ref).abs().max().item()
-    scale = ref.abs().max().item()
-    if not max_error <= 1e-3 * max(scale, 1.0):
-        raise AssertionError(f"{dtype} {n}: tirx differs from torch by {max_error:g}")
-
-    bt = b.T
-    runners = {
-        "tirx": lambda: exe(a, b, out),
-        "torch": lambda: torch.matmul(a, bt),
-    }
+def time_runners(runners: dict, reps: int, torch) -> dict[str, float]:
+    """Median ms per call of each runner, the runners alternating sample by sample."""
     calls = {name: _batch_size(fn, torch) for name, fn in runners.items()}
     times = {name: [] for name in runners}
     for _ in range(reps):
         for name, fn in runners.items():
             times[name].append(_sample(fn, calls[name], torch))
-    return Row(
-        dtype,
-        n,
-        statistics.median(times["tirx"]),
-        statistics.median(times["torch"]),
-        max_error,
-    )
+    return {name: statistics.median(t) for name, t in times.items()}
+
+
+def _check(name, got, ref, tol):
+    err = ((got.double() - ref).norm() / ref.norm()).item()
+    if not err <= tol:
+        raise AssertionError(f"{name}: relative error {err:.3g} against float64 (limit {tol})")
+    return err
+
+
+def measure(
+    n: int, dtype: str, variants: list[str], reps: int, main: str = "tirx", seed: int = 0
+) -> Cell:
+    """Check and time every runner at M = N = K = n."""
+    import torch
+
+    import tirx
+
+    gen = torch.Generator(device="cuda").manual_seed(seed + n)
+    tdtype = getattr(torch, dtype)
+    a = torch.randn((n, n), device="cuda", generator=gen).to(tdtype)
+    b = torch.randn((n, n), device="cuda", generator=gen).to(tdtype)
+    ref = a.double() @ b.double().T
+    runners = {}
+    for name in ["tirx", *variants]:
+        factory = TIRX_VARIANTS[main if name == "tirx" else name]
+        exe = tirx.compile(factory(n, n, n, dtype), target="cuda")
+        out = torch.full((n, n), float("nan"), device="cuda", dtype=torch.float32)
+        exe(a, b, out)
+        _check(name, out, ref, 1e-5)
+        runners[name] = lambda exe=exe, out=out: exe(a, b, out)
+    for cfg in TRITON_CONFIGS:
+        out = torch.full((n, n), float("nan"), device="cuda", dtype=torch.float32)
+        fn = triton_matmul(a, b, out, cfg)
+        fn()
+        _check(f"triton {cfg}", out, ref, 1e-5)
+        runners[f"triton {cfg}"] = fn
+    bt = b.T
+    _check("cublas", torch.matmul(a, bt), ref, 1e-2)
+    runners["cublas"] = lambda: torch.matmul(a, bt)
+    return Cell(dtype, n, time_runners(runners, reps, torch))
+
+
+def measure_peak(dtype: str, reps: int) -> float:
+    """TFLOP/s of the register-only mma.sync loop."""
+    import torch
+
+    import tirx
+
+    fn, blocks, threads = make_mma_peak(dtype)
+    exe = tirx.compile(fn, target="cuda")
+    sink = torch.zeros((blocks * threads,), device="cuda", dtype=torch.float32)
+    ms = time_runners({"peak": lambda: exe(sink)}, reps, torch)["peak"]
+    return peak_flops(dtype) / (ms * 1e-3) / 1e12
 
 
 def machine() -> str:
-    """One line naming the GPU, its driver and the software versions."""
     import torch
 
     try:
@@ -144,11 +170,16 @@ def machine() -> str:
         bindings = cb.__version__
     except Exception:  # an old cuda-python without __version__
         bindings = "?"
+    try:
+        import triton
+
+        tv = triton.__version__
+    except Exception:
+        tv = "none"
     gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "no GPU"
-    driver = _driver_version()
     return (
-        f"{gpu}, driver {driver}; python {platform.python_version()}, torch {torch.__version__}, "
-        f"cuda-bindings {bindings}"
+        f"{gpu}, driver {_driver_version()}; python {platform.python_version()}, "
+        f"torch {torch.__version__}, triton {tv}, cuda-bindings {bindings}"
     )
 
 
@@ -165,92 +196,151 @@ def _driver_version() -> str:
     return "?"
 
 
-def table(rows: list[Row]) -> str:
+def main_table(cells: list[Cell], peak: dict[str, float]) -> str:
     lines = [
-        "| dtype | M = N = K | tirx ms | tirx TFLOP/s | torch.matmul ms | torch TFLOP/s "
-        "| tirx / torch (time) |",
-        "|---|---|---|---|---|---|---|",
+        "| dtype | n | tirx TFLOP/s | Triton best (config) | Triton 128x128x64/8w/4s | cuBLAS "
+        "| mma.sync peak | tirx / Triton best | tirx / Triton 128x128x64 | tirx / cuBLAS "
+        "| tirx / peak |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
-    for r in rows:
+    for c in cells:
+        best = c.triton_best()
+        t, tb, tn, cb = (
+            c.tflops("tirx"),
+            c.tflops(best),
+            c.tflops(f"triton {TRITON_NAMED}"),
+            c.tflops("cublas"),
+        )
+        p = peak[c.dtype]
         lines.append(
-            f"| {r.dtype} | {r.n} | {r.tirx_ms:.4f} | {r.tirx_tflops:.1f} | {r.torch_ms:.4f} "
-            f"| {r.torch_tflops:.1f} | {r.ratio:.2f} |"
+            f"| {c.dtype} | {c.n} | {t:.1f} | {tb:.1f} ({best[7:]}) | {tn:.1f} | {cb:.1f} "
+            f"| {p:.1f} | {t / tb:.2f} | {t / tn:.2f} | {t / cb:.2f} | {t / p:.2f} |"
         )
     return "\n".join(lines)
 
 
-def report(rows: list[Row], command: str, reps: int) -> str:
-    return "\n".join(
-        [
-            f"# Tiled GEMM (tirx.examples.gemm) against torch.matmul, {date.today().isoformat()}",
-            "",
-            f"Command: `{command}`",
-            "",
-            f"Machine: {machine()}",
-            "",
-            f"Median of {reps} samples per cell; each sample is a batch of back-to-back calls "
-            f"between two CUDA events (about {BATCH_MS:g} ms of GPU work), tirx and torch "
-            "alternating. tirx: `Out = A @ B.T` with float32 output (64 x 64 block tiles, 4 warps, "
-            "mma.sync.m16n8k16, no pipelining). torch: `torch.matmul(A, B.T)` (cuBLAS, output "
-            "in A's dtype). TFLOP/s = 2·n³ / time.",
-            "",
-            table(rows),
-            "",
-        ]
-    )
+def variant_table(cells: list[Cell], variants: list[str]) -> str:
+    names = ["tirx", *variants]
+    lines = [
+        "| dtype | n | " + " | ".join(names) + " |",
+        "|---|---|" + "---|" * len(names),
+    ]
+    for c in cells:
+        lines.append(
+            f"| {c.dtype} | {c.n} | " + " | ".join(f"{c.tflops(k):.1f}" for k in names) + " |"
+        )
+    return "\n".join(lines)
 
 
-def compile_only(sizes, dtypes) -> int:
-    """No GPU: compile each kernel for sm_90 and report its resources."""
+def triton_table(cells: list[Cell]) -> str:
+    names = [f"triton {cfg}" for cfg in TRITON_CONFIGS]
+    lines = [
+        "| dtype | n | " + " | ".join(k[7:] for k in names) + " |",
+        "|---|---|" + "---|" * len(names),
+    ]
+    for c in cells:
+        lines.append(
+            f"| {c.dtype} | {c.n} | " + " | ".join(f"{c.tflops(k):.1f}" for k in names) + " |"
+        )
+    return "\n".join(lines)
+
+
+def report(cells, peak, variants, command, reps, main="tirx") -> str:
+    from tirx.examples.gemm_pipelined import DEFAULT
+
+    what = f"`tirx.examples.gemm_pipelined` with `{DEFAULT}`" if main == "tirx" else main
+
+    parts = [
+        f"# GEMM speed: tirx against Triton, cuBLAS and the mma.sync peak, "
+        f"{date.today().isoformat()}",
+        "",
+        f"Command: `{command}`",
+        "",
+        f"Machine: {machine()}",
+        "",
+        f"Median of {reps} samples per cell; each sample is a batch of back-to-back calls "
+        f"between two CUDA events (about {BATCH_MS:g} ms of GPU work), the runners alternating. "
+        "M = N = K = n, `Out = A @ B.T`, TFLOP/s = 2·n³ / time. tirx: "
+        f"{what}, float32 output. Triton: a `tl.dot` "
+        "matmul in `benchmarks/gemm_kernels.py`, float32 accumulate and output, best of the "
+        "configurations below (BMxBNxBK/warps/stages). cuBLAS: `torch.matmul(A, B.T)`, "
+        "output in A's dtype. peak: `mma.sync.m16n8k16` from registers only "
+        "(`make_mma_peak`), one figure per dtype.",
+        "",
+        main_table(cells, peak),
+        "",
+        "## tirx variants (TFLOP/s)",
+        "",
+        variant_table(cells, variants),
+        "",
+        "## Triton configurations (TFLOP/s)",
+        "",
+        triton_table(cells),
+        "",
+    ]
+    return "\n".join(parts)
+
+
+def compile_only(sizes, dtypes, variants, main="tirx") -> int:
     import tirx
-    from tirx.examples.gemm import make_gemm
 
     print("no GPU visible: compiling only (no timings)")
     for dtype in dtypes:
-        for n in sizes:
-            exe = tirx.compile(make_gemm(n, n, n, dtype), target="cuda -arch=sm_90")
+        for name in ["tirx", *variants]:
+            n = sizes[0]
+            factory = TIRX_VARIANTS[main if name == "tirx" else name]
+            exe = tirx.compile(factory(n, n, n, dtype), target="cuda -arch=sm_90")
             st = exe.stats
             print(
-                f"{dtype} {n}: {st.get('registers')} registers, {st['shared_bytes']} shared "
-                f"bytes, {st.get('spill_stores', 0)} spill stores"
+                f"{dtype} {name} n={n}: {st.get('registers')} registers, "
+                f"{st['shared_bytes']} shared bytes, {st.get('spill_stores', 0)} spill stores"
             )
     return 0
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--sizes", default="512,1024,2048,4096", help="comma list of M = N = K")
+    ap.add_argument("--sizes", default="2048,4096,8192", help="comma list of M = N = K")
     ap.add_argument("--dtypes", default="float16,bfloat16", help="comma list: float16, bfloat16")
-    ap.add_argument("--reps", type=int, default=30, help="timed samples per cell (median)")
+    ap.add_argument("--variants", default="", help=f"tirx variants: {', '.join(TIRX_VARIANTS)}")
+    ap.add_argument("--main", default="tirx", help="the variant the tirx column times")
+    ap.add_argument("--reps", type=int, default=15, help="timed samples per cell (median)")
     ap.add_argument("--out", default=None, help="also write the Markdown report to this file")
     args = ap.parse_args(argv)
     sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
     dtypes = [d.strip() for d in args.dtypes.split(",") if d.strip()]
+    variants = [v.strip() for v in args.variants.split(",") if v.strip()]
+    for v in [*variants, args.main]:
+        if v not in TIRX_VARIANTS or (v == "tirx" and v in variants):
+            ap.error(f"unknown variant {v!r}: choose from {', '.join(TIRX_VARIANTS)}")
     for n in sizes:
-        if n % 64:
-            ap.error(f"size {n} is not a multiple of 64 (the GEMM's block tile)")
+        if n % 256:
+            ap.error(f"size {n} is not a multiple of 256 (the largest block tile)")
     for d in dtypes:
         if d not in ("float16", "bfloat16"):
             ap.error(f"dtype {d!r}: choose float16 or bfloat16")
     if not gpu_visible():
-        return compile_only(sizes, dtypes)
+        return compile_only(sizes, dtypes, variants, args.main)
 
-    rows = []
+    peak = {d: measure_peak(d, args.reps) for d in dtypes}
+    print("mma.sync peak: " + ", ".join(f"{d} {p:.1f} TFLOP/s" for d, p in peak.items()))
+    cells = []
     for dtype in dtypes:
         for n in sizes:
-            row = measure(n, dtype, args.reps)
+            cell = measure(n, dtype, variants, args.reps, args.main)
+            best = cell.triton_best()
             print(
-                f"{dtype} {n}: tirx {row.tirx_ms:.4f} ms ({row.tirx_tflops:.1f} TFLOP/s), "
-                f"torch {row.torch_ms:.4f} ms ({row.torch_tflops:.1f} TFLOP/s), "
-                f"ratio {row.ratio:.2f}",
+                f"{dtype} {n}: tirx {cell.tflops('tirx'):.1f}, {best} {cell.tflops(best):.1f}, "
+                f"cublas {cell.tflops('cublas'):.1f} TFLOP/s; "
+                + ", ".join(f"{v} {cell.tflops(v):.1f}" for v in variants),
                 flush=True,
             )
-            rows.append(row)
+            cells.append(cell)
     command = "python " + " ".join(
         shlex.quote(a)
         for a in ["benchmarks/gemm_speed.py", *(argv if argv is not None else sys.argv[1:])]
     )
-    text = report(rows, command, args.reps)
+    text = report(cells, peak, variants, command, args.reps, args.main)
     print()
     print(text)
     if args.out:

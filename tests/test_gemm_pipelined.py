@@ -1,0 +1,189 @@
+"""The fast GEMMs of tirx.examples: gemm_staged and gemm_pipelined.
+
+On the CPU: the simulator's result equals the exact product bit for bit on small
+integer-valued problems (every product and partial sum is an integer below 2**24, so float32
+accumulation is exact in any order), for each configuration the benchmark and notebook 07 use;
+and bad sizes are refused. On the GPU (marked ``gpu``): the compiled kernels agree with torch
+on random data, agree with the simulator bit for bit on integer data, and the pipelined
+kernel's SASS has the instructions the design asks for (LDGSTS, LDSM, HMMA).
+"""
+
+import numpy as np
+import pytest
+
+import tirx
+from tirx.examples import gemm_pipelined as gp
+from tirx.examples.gemm_staged import make_gemm_staged
+
+CONFIGS = {
+    "staged-pad": (make_gemm_staged, gp.GemmConfig(bk=32, warps_n=4, stages=2, smem="pad")),
+    "staged-plain": (make_gemm_staged, gp.GemmConfig(bk=32, warps_n=4, stages=2, smem="plain")),
+    "default": (gp.make_gemm_pipelined, gp.DEFAULT),
+    "8w-2s-plain": (
+        gp.make_gemm_pipelined,
+        gp.GemmConfig(bk=32, warps_n=4, stages=2, smem="plain"),
+    ),
+    "8w-3s-pad": (gp.make_gemm_pipelined, gp.GemmConfig(bk=32, warps_n=4, smem="pad")),
+    "4s-nodbuf": (gp.make_gemm_pipelined, gp.GemmConfig(stages=4, double_buffer=False)),
+    "128x256x64": (gp.make_gemm_pipelined, gp.GemmConfig(bn=256, warps_n=4)),
+}
+
+
+@pytest.fixture(autouse=True)
+def _patient_simulator(monkeypatch):
+    """A 256-thread block of these kernels takes seconds in the simulator, more on a busy
+    machine: a wider budget than the default 20 s, so a slow runner is not a failure."""
+    monkeypatch.setenv("TIRX_SIM_BUDGET", "300")
+
+
+def _integer_problem(M, N, K, dtype, seed=0):
+    rng = np.random.default_rng(seed)
+    np_dtype = np.float16
+    a = rng.integers(-4, 5, (M, K)).astype(np.float32)
+    b = rng.integers(-4, 5, (N, K)).astype(np.float32)
+    return a, b, np_dtype
+
+
+def _run_sim(factory, cfg, M, N, K, dtype):
+    import torch
+
+    a, b, _ = _integer_problem(M, N, K, dtype)
+    tdtype = getattr(torch, dtype)
+    ta, tb = torch.from_numpy(a).to(tdtype), torch.from_numpy(b).to(tdtype)
+    out = torch.full((M, N), float("nan"), dtype=torch.float32)
+    exe = tirx.compile(factory(M, N, K, dtype, cfg), target="sim")
+    exe(ta, tb, out)
+    return out.numpy(), a @ b.T
+
+
+@pytest.mark.parametrize("name", sorted(CONFIGS))
+def test_simulator_result_is_exact(name):
+    factory, cfg = CONFIGS[name]
+    # two block rows and columns (one block for the largest tile, to keep the simulation
+    # short), five K tiles: every stage is reused and the raster runs
+    blocks = 2 if cfg.bm * cfg.bn <= 128 * 128 else 1
+    got, want = _run_sim(factory, cfg, blocks * cfg.bm, blocks * cfg.bn, 5 * cfg.bk, "float16")
+    np.testing.assert_array_equal(got, want)
+
+
+def test_simulator_result_is_exact_bfloat16():
+    factory, cfg = CONFIGS["staged-pad"]
+    got, want = _run_sim(factory, cfg, cfg.bm, cfg.bn, 2 * cfg.bk, "bfloat16")
+    np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"M": 100, "N": 128, "K": 64}, "multiples of 128, 128, 64"),
+        ({"M": 128, "N": 128, "K": 96}, "multiples of 128, 128, 64"),
+        ({"N": 128, "cfg": gp.GemmConfig(bn=256)}, "multiples of 128, 256, 64"),
+        ({"dtype": "float32"}, "float16 or bfloat16"),
+        ({"cfg": gp.GemmConfig(bk=16)}, "bk must be 32 or 64"),
+        ({"cfg": gp.GemmConfig(stages=1)}, "at least 2 stages"),
+        ({"cfg": gp.GemmConfig(smem="banks")}, "'swizzle', 'pad' or 'plain'"),
+        ({"cfg": gp.GemmConfig(bn=96, warps_n=4)}, "multiple of 16x16"),
+    ],
+)
+def test_bad_sizes_are_refused(kwargs, message):
+    args = {"M": 128, "N": 128, "K": 64, "dtype": "float16", "cfg": gp.DEFAULT, **kwargs}
+    with pytest.raises(ValueError, match=message.replace("(", r"\(")):
+        gp.make_gemm_pipelined(args["M"], args["N"], args["K"], args["dtype"], args["cfg"])
+
+
+def test_staged_kernel_refuses_swizzle():
+    with pytest.raises(ValueError, match="pads its rows"):
+        make_gemm_staged(128, 128, 64, "float16", gp.GemmConfig(bk=32, smem="swizzle"))
+
+
+# ------------------------------------------------------------------------------ GPU
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", sorted(CONFIGS))
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_gpu_matches_torch(name, dtype):
+    import torch
+
+    factory, cfg = CONFIGS[name]
+    M, N, K = 2 * cfg.bm, 3 * cfg.bn, 8 * cfg.bk
+    g = torch.Generator(device="cuda").manual_seed(1)
+    tdtype = getattr(torch, dtype)
+    a = torch.randn((M, K), device="cuda", generator=g).to(tdtype)
+    b = torch.randn((N, K), device="cuda", generator=g).to(tdtype)
+    out = torch.full((M, N), float("nan"), device="cuda", dtype=torch.float32)
+    tirx.compile(factory(M, N, K, dtype, cfg), target="cuda")(a, b, out)
+    ref = a.double() @ b.double().T
+    err = ((out.double() - ref).norm() / ref.norm()).item()
+    assert err < 1e-5, err
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", sorted(CONFIGS))
+def test_gpu_equals_simulator_on_integers(name):
+    import torch
+
+    factory, cfg = CONFIGS[name]
+    M, N, K = cfg.bm, 2 * cfg.bn, 3 * cfg.bk
+    on_sim, _ = _run_sim(factory, cfg, M, N, K, "float16")
+    a, b, _ = _integer_problem(M, N, K, "float16")
+    out = torch.full((M, N), float("nan"), device="cuda", dtype=torch.float32)
+    exe = tirx.compile(factory(M, N, K, "float16", cfg), target="cuda")
+    exe(torch.from_numpy(a).half().cuda(), torch.from_numpy(b).half().cuda(), out)
+    np.testing.assert_array_equal(out.cpu().numpy(), on_sim)
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_pipelined_sass_has_async_copies_ldmatrix_and_hmma(dtype):
+    """The machine code of the default kernel: cp.async (LDGSTS), ldmatrix (LDSM), mma.sync
+    (HMMA), all fragments and accumulators in registers (no local memory)."""
+    exe = tirx.compile(gp.make_gemm_pipelined(1024, 1024, 1024, dtype), target="cuda -arch=sm_90")
+    sass = exe.sass
+    if sass is None:
+        pytest.skip("no disassembler installed (the sass extra)")
+    for opcode in ("LDGSTS.E.BYPASS", "LDSM.16.M88.4", "HMMA.16816.F32", "DEPBAR", "BAR.SYNC"):
+        assert opcode in sass, opcode
+    assert "LDL" not in sass and "STL" not in sass
+    assert exe.stats["spill_stores"] == 0
+
+
+# ------------------------------------------------------------------- the benchmark's tables
+
+
+def _benchmark_modules():
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    import gemm_kernels
+    import gemm_speed
+
+    return gemm_speed, gemm_kernels
+
+
+def test_benchmark_table_ratios_come_from_the_timings():
+    speed, kernels = _benchmark_modules()
+    cell = speed.Cell("float16", 4096)
+    flops = 2 * 4096**3
+    per_ms = {"tirx": 400.0, "cublas": 800.0}  # TFLOP/s wanted
+    for cfg in kernels.TRITON_CONFIGS:
+        per_ms[f"triton {cfg}"] = 500.0 if cfg == kernels.TRITON_NAMED else 450.0
+    per_ms[f"triton {kernels.TRITON_CONFIGS[0]}"] = 600.0
+    for name, tf in per_ms.items():
+        cell.ms[name] = flops / (tf * 1e12) * 1e3
+    row = speed.main_table([cell], {"float16": 640.0}).splitlines()[-1]
+    cols = [c.strip() for c in row.strip("|").split("|")]
+    assert cols[2] == "400.0" and cols[3] == f"600.0 ({kernels.TRITON_CONFIGS[0]})"
+    assert cols[4] == "500.0" and cols[5] == "800.0" and cols[6] == "640.0"
+    assert cols[7:] == ["0.67", "0.80", "0.50", "0.62"]
+
+
+def test_benchmark_variant_names_are_unique_and_decode():
+    _, kernels = _benchmark_modules()
+    names = [kernels.variant_name(cfg) for cfg in kernels.PIPELINED]
+    assert len(set(names)) == len(names)
+    for cfg, name in zip(kernels.PIPELINED, names):
+        tile, warps, stages, smem = name.split("-")[:4]
+        assert tile == f"{cfg.bm}x{cfg.bn}x{cfg.bk}" and warps == f"{cfg.warps_m * cfg.warps_n}w"
+        assert stages == f"{cfg.stages}s" and smem == cfg.smem
+        assert name in kernels.TIRX_VARIANTS

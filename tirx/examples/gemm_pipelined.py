@@ -1,0 +1,358 @@
+"""A pipelined GEMM with warp matrix instructions: ``Out = A @ B.T``, near mma.sync's limit.
+
+A is ``(M, K)``, B is ``(N, K)`` (N-major, as mma.sync wants it), both float16 or bfloat16;
+Out is ``(M, N)`` float32 (f32 accumulation). M, N and K must be multiples of the block tile.
+
+The kernel (the SM80 "multistage" structure); the default is 128x128x64, 4 warps, 3 stages:
+
+* each block computes a ``bm x bn`` tile with ``warps_m x warps_n`` warps; each warp a
+  ``wtm x wtn`` tile of ``mr x nr`` mma.sync.m16n8k16 instructions per 16-wide K slice;
+  blocks are numbered in groups of ``group_m`` block rows so that neighbouring blocks share
+  their A and B tiles in L2;
+* ``stages`` shared-memory stages of one ``bk`` (32 or 64) deep K tile: ``cp.async.cg`` copies
+  16-byte chunks from global to shared memory without passing through registers, one commit
+  group per K tile, ``stages - 1`` tiles in flight while the warps multiply;
+* the shared tiles are swizzled (``smem="swizzle"``: the 16-byte chunk index XOR-ed with bits
+  of the row, CUTLASS's swizzle for 64- or 128-byte rows) or padded (16 bytes per row)
+  so that an ldmatrix reads its 8 rows from 8 different groups of 4 banks;
+* fragments come in with ldmatrix.x4 (A and B) and are double-buffered in registers: the next
+  K slice's fragments are loaded before the current slice's mma.sync are issued, and the first
+  slice of the next stage is loaded right after the one barrier per K tile;
+* the accumulators leave with 8-byte stores: each quad of lanes writes one full 32-byte sector.
+
+The loop body has no branch (copies past the last K tile re-read it into a dead stage), so
+the CUDA compiler schedules loads, address arithmetic and mma.sync across the whole K tile.
+"""
+
+from dataclasses import dataclass
+
+from tirx import T
+from tirx.layout import ComposeLayout, S, TileLayout, laneid
+
+__all__ = ["GemmConfig", "make_gemm_pipelined", "DEFAULT", "shared_layout"]
+
+
+@dataclass(frozen=True)
+class GemmConfig:
+    """Tile shapes and pipeline of the GEMM.
+
+    ``bm x bn``: the block tile; ``warps_m x warps_n``: the warp grid; ``bk``: the K depth of
+    one stage (two 16-wide mma slices); ``stages``: shared stages (2 or more); ``smem``: the
+    shared layout, ``"swizzle"``, ``"pad"`` or ``"plain"``; ``double_buffer``: load the next
+    slice's fragments before the current slice's mma; ``group_m``: block rows per raster group.
+    """
+
+    bm: int = 128
+    bn: int = 128
+    bk: int = 64
+    warps_m: int = 2
+    warps_n: int = 2
+    stages: int = 3
+    smem: str = "swizzle"
+    double_buffer: bool = True
+    group_m: int = 8
+
+    @property
+    def threads(self) -> int:
+        return 32 * self.warps_m * self.warps_n
+
+    @property
+    def wtm(self) -> int:
+        return self.bm // self.warps_m
+
+    @property
+    def wtn(self) -> int:
+        return self.bn // self.warps_n
+
+    @property
+    def mr(self) -> int:
+        return self.wtm // 16
+
+    @property
+    def nr(self) -> int:
+        return self.wtn // 8
+
+    def shared_bytes(self, elem_bytes: int = 2) -> int:
+        row = self.bk + (8 if self.smem == "pad" else 0)
+        return self.stages * (self.bm + self.bn) * row * elem_bytes
+
+    def check(self) -> None:
+        if self.bk not in (32, 64):
+            raise ValueError(f"bk must be 32 or 64 (2 or 4 16-wide mma slices), got {self.bk}")
+        if self.smem not in ("swizzle", "pad", "plain"):
+            raise ValueError(f"smem must be 'swizzle', 'pad' or 'plain', got {self.smem!r}")
+        if self.stages < 2:
+            raise ValueError("a pipeline needs at least 2 stages")
+        if self.wtm % 16 or self.wtn % 16 or self.wtm * self.warps_m != self.bm:
+            raise ValueError(f"warp tile {self.wtm}x{self.wtn} must be a multiple of 16x16")
+        if self.wtn * self.warps_n != self.bn:
+            raise ValueError(f"bn={self.bn} is not {self.warps_n} warp tiles")
+        for rows in (self.bm, self.bn):
+            if (rows * self.bk // 8) % self.threads:
+                raise ValueError(f"a {rows}x{self.bk} tile does not split over {self.threads}")
+
+
+DEFAULT = GemmConfig()
+
+
+def shared_layout(stages: int, rows: int, bk: int, smem: str):
+    """The layout of ``stages`` shared ``rows x bk`` tiles of 16-bit elements.
+
+    ``"swizzle"``: element ``m`` lives at chunk ``c ^ ((m >> 6) & 3)`` of its row pair, i.e.
+    the 16-byte chunk index (``m >> 3``) has its two low bits XOR-ed with bits 3-4, so rows
+    ``r .. r+7`` of one chunk column fall in 8 different 16-byte bank groups;
+    ``"pad"``: each row is followed by 8 unused elements; ``"plain"``: rows back to back.
+    """
+    if smem == "pad":
+        ld = bk + 8
+        return TileLayout(S[(stages, rows, bk) : (rows * ld, ld, 1)])
+    plain = TileLayout(S[(stages, rows, bk)])
+    if smem == "plain":
+        return plain
+    return ComposeLayout(3, (bk // 8).bit_length() - 1, 3, plain)
+
+
+def _fragment_layouts(mr: int, nr: int):
+    """Register layouts (SPEC §5's natural generalization to repeats)."""
+    return (
+        TileLayout(S[(mr, nr, 2, 8, 4, 2) : (4 * nr, 4, 2, 4 @ laneid, 1 @ laneid, 1)]),
+        TileLayout(S[(mr, 1, 2, 8, 2, 4) : (4, 4, 1, 4 @ laneid, 2, 1 @ laneid)]),
+        TileLayout(S[(nr, 1, 8, 2, 4) : (2, 2, 4 @ laneid, 1, 1 @ laneid)]),
+        TileLayout(S[(mr, 4, 8, 4) : (4, 1, 4 @ laneid, 1 @ laneid)]),
+        TileLayout(S[(nr // 2, 4, 8, 4) : (4, 1, 4 @ laneid, 1 @ laneid)]),
+    )
+
+
+def check_sizes(M: int, N: int, K: int, dtype: str, cfg: GemmConfig) -> None:
+    cfg.check()
+    if M % cfg.bm or N % cfg.bn or K % cfg.bk:
+        raise ValueError(
+            f"M, N, K must be multiples of {cfg.bm}, {cfg.bn}, {cfg.bk}; got {M}, {N}, {K}"
+        )
+    if dtype not in ("float16", "bfloat16"):
+        raise ValueError(f"dtype must be float16 or bfloat16, got {dtype!r}")
+
+
+def make_gemm_pipelined(M: int, N: int, K: int, dtype: str = "float16", cfg: GemmConfig = DEFAULT):
+    """A kernel for fixed sizes (M a multiple of ``cfg.bm``, N of ``cfg.bn``, K of ``cfg.bk``)."""
+    check_sizes(M, N, K, dtype, cfg)
+    ab = "f16" if dtype == "float16" else "bf16"
+    mma = f"mma.sync.aligned.m16n8k16.row.col.f32.{ab}.{ab}.f32"
+    ldsm = "ldmatrix.sync.aligned.m8n8.x4.shared.b16"
+    cp = "cp.async.cg.shared.global"
+    ACC, A_MMA, B_MMA, A_LOAD, B_LOAD = _fragment_layouts(cfg.mr, cfg.nr)
+    BM, BN, BK, WN = cfg.bm, cfg.bn, cfg.bk, cfg.warps_n
+    WTM, WTN, MR, NR = cfg.wtm, cfg.wtn, cfg.mr, cfg.nr
+    THREADS, STAGES, DBUF = cfg.threads, cfg.stages, cfg.double_buffer
+    CPR = BK // 8  # 16-byte chunks per row of a K tile
+    A_CH = BM * CPR // THREADS  # chunks each thread copies per stage
+    B_CH = BN * CPR // THREADS
+    RSTEP = THREADS // CPR  # rows between a thread's chunks
+    KT = K // BK
+    KP = BK // 32  # pairs of 16-wide slices per stage
+    NB_M, NB_N = M // BM, N // BN
+    GROUP = min(cfg.group_m, NB_M)
+    A_SMEM = shared_layout(STAGES, BM, BK, cfg.smem)
+    B_SMEM = shared_layout(STAGES, BN, BK, cfg.smem)
+    where = "shared.dyn" if cfg.shared_bytes() > 48 * 1024 else "shared"
+    A_PAT = "(rep group row) (chunk word) -> rep (chunk group) row word"
+    B_PAT = "(rep nt row) (chunk word) -> rep (nt chunk) row word"
+
+    @T.function
+    def gemm_pipelined(
+        A: T.Tensor((M, K), dtype),
+        B: T.Tensor((N, K), dtype),
+        Out: T.Tensor((M, N), "float32"),
+    ):
+        T.device_entry(launch=T.cuda.LaunchConfig(grid=NB_M * NB_N, block=THREADS))
+        tid = T.cuda.thread_idx("x")
+        lane = T.cuda.lane_id()
+        warp = T.cuda.warp_id()
+        wm = warp // WN
+        wn = warp % WN
+        # grouped raster: GROUP block rows walk across N together (their tiles stay in L2)
+        pid = T.cuda.block_idx("x")
+        first = (pid // (GROUP * NB_N)) * GROUP
+        rows_here = min(NB_M - first, GROUP)
+        bm = first + (pid % (GROUP * NB_N)) % rows_here
+        bn = (pid % (GROUP * NB_N)) // rows_here
+        a_s = T.alloc_shared((STAGES, BM, BK), dtype, layout=A_SMEM, align=128, scope=where)
+        b_s = T.alloc_shared((STAGES, BN, BK), dtype, layout=B_SMEM, align=128, scope=where)
+        a_w = a_s.view("uint32")
+        b_w = b_s.view("uint32")
+        # the copy: thread tid moves chunk c0 of rows r0 + RSTEP * q (q < A_CH, B_CH) of a K
+        # tile, one tile op each with q as its repeat axis (constant offsets between repeats)
+        r0 = tid // CPR
+        c0 = tid % CPR
+        a_q = a_s.view(STAGES, A_CH, RSTEP, BK)
+        b_q = b_s.view(STAGES, B_CH, RSTEP, BK)
+        A_q = A.view(NB_M, A_CH, RSTEP, K)
+        B_q = B.view(NB_N, B_CH, RSTEP, K)
+        fa0 = T.alloc_local((4 * MR,), "uint32")
+        fa1 = T.alloc_local((4 * MR,), "uint32")
+        fb0 = T.alloc_local((2 * NR,), "uint32")
+        fb1 = T.alloc_local((2 * NR,), "uint32")
+        acc = T.alloc_local((4 * MR * NR,), "float32")
+        for i in T.unroll(4 * MR * NR):
+            acc[i] = T.float32(0)
+        # prologue: K tiles 0 .. STAGES-2 in flight, one commit group each. Past the last tile
+        # every copy re-reads tile KT-1 into a stage nobody reads: the loop needs no branch.
+        for st in range(STAGES - 1):
+            kc = min(st, KT - 1)
+            T.cuda.tile.apply(
+                T.ptx[cp],
+                a_q[st, :, r0, c0 * 8 : c0 * 8 + 8],
+                A_q[bm, :, r0, kc * BK + c0 * 8 : kc * BK + c0 * 8 + 8],
+                scope="thread",
+                chunk_bytes=16,
+            )
+            T.cuda.tile.apply(
+                T.ptx[cp],
+                b_q[st, :, r0, c0 * 8 : c0 * 8 + 8],
+                B_q[bn, :, r0, kc * BK + c0 * 8 : kc * BK + c0 * 8 + 8],
+                scope="thread",
+                chunk_bytes=16,
+            )
+            T.ptx["cp.async.commit_group"]()
+        T.ptx["cp.async.wait_group"](STAGES - 2)
+        T.cuda.cta_sync()
+        if DBUF:
+            T.cuda.tile.apply(
+                T.ptx[ldsm],
+                fa0.view(MR, 4, 8, 4, layout=A_LOAD),
+                a_w[0, wm * WTM : wm * WTM + WTM, 0:8].rearrange(A_PAT, rep=MR, group=2, chunk=2),
+            )
+            T.cuda.tile.apply(
+                T.ptx[ldsm],
+                fb0.view(NR // 2, 4, 8, 4, layout=B_LOAD),
+                b_w[0, wn * WTN : wn * WTN + WTN, 0:8].rearrange(B_PAT, rep=NR // 2, nt=2, chunk=2),
+            )
+        for kt in range(KT):
+            s = kt % STAGES
+            for kp in T.unroll(KP):  # pairs of 16-wide K slices: 2 kp (fa0/fb0), 2 kp + 1 (fa1/fb1)
+                if DBUF:  # slice 2kp+1 now; slice 2kp was loaded one step earlier
+                    T.cuda.tile.apply(
+                        T.ptx[ldsm],
+                        fa1.view(MR, 4, 8, 4, layout=A_LOAD),
+                        a_w[s, wm * WTM : wm * WTM + WTM, 16 * kp + 8 : 16 * kp + 16].rearrange(
+                            A_PAT, rep=MR, group=2, chunk=2
+                        ),
+                    )
+                    T.cuda.tile.apply(
+                        T.ptx[ldsm],
+                        fb1.view(NR // 2, 4, 8, 4, layout=B_LOAD),
+                        b_w[s, wn * WTN : wn * WTN + WTN, 16 * kp + 8 : 16 * kp + 16].rearrange(
+                            B_PAT, rep=NR // 2, nt=2, chunk=2
+                        ),
+                    )
+                else:
+                    T.cuda.tile.apply(
+                        T.ptx[ldsm],
+                        fa0.view(MR, 4, 8, 4, layout=A_LOAD),
+                        a_w[s, wm * WTM : wm * WTM + WTM, 16 * kp : 16 * kp + 8].rearrange(
+                            A_PAT, rep=MR, group=2, chunk=2
+                        ),
+                    )
+                    T.cuda.tile.apply(
+                        T.ptx[ldsm],
+                        fb0.view(NR // 2, 4, 8, 4, layout=B_LOAD),
+                        b_w[s, wn * WTN : wn * WTN + WTN, 16 * kp : 16 * kp + 8].rearrange(
+                            B_PAT, rep=NR // 2, nt=2, chunk=2
+                        ),
+                    )
+                if kp == 0:
+                    # K tile kt + STAGES - 1 (clamped to the last) into the stage read in the
+                    # previous iteration: every warp passed the barrier after its last read of it
+                    ws = (kt + STAGES - 1) % STAGES
+                    kc = min(kt + STAGES - 1, KT - 1)
+                    T.cuda.tile.apply(
+                        T.ptx[cp],
+                        a_q[ws, :, r0, c0 * 8 : c0 * 8 + 8],
+                        A_q[bm, :, r0, kc * BK + c0 * 8 : kc * BK + c0 * 8 + 8],
+                        scope="thread",
+                        chunk_bytes=16,
+                    )
+                    T.cuda.tile.apply(
+                        T.ptx[cp],
+                        b_q[ws, :, r0, c0 * 8 : c0 * 8 + 8],
+                        B_q[bn, :, r0, kc * BK + c0 * 8 : kc * BK + c0 * 8 + 8],
+                        scope="thread",
+                        chunk_bytes=16,
+                    )
+                    T.ptx["cp.async.commit_group"]()
+                T.cuda.tile.apply(
+                    T.ptx[mma],
+                    acc.view(MR, NR, 16, 8, layout=ACC),
+                    fa0.view(MR, 1, 16, 8, layout=A_MMA),
+                    fb0.view(NR, 1, 8, 8, layout=B_MMA),
+                    acc.view(MR, NR, 16, 8, layout=ACC),
+                )
+                if not DBUF:
+                    T.cuda.tile.apply(
+                        T.ptx[ldsm],
+                        fa1.view(MR, 4, 8, 4, layout=A_LOAD),
+                        a_w[s, wm * WTM : wm * WTM + WTM, 16 * kp + 8 : 16 * kp + 16].rearrange(
+                            A_PAT, rep=MR, group=2, chunk=2
+                        ),
+                    )
+                    T.cuda.tile.apply(
+                        T.ptx[ldsm],
+                        fb1.view(NR // 2, 4, 8, 4, layout=B_LOAD),
+                        b_w[s, wn * WTN : wn * WTN + WTN, 16 * kp + 8 : 16 * kp + 16].rearrange(
+                            B_PAT, rep=NR // 2, nt=2, chunk=2
+                        ),
+                    )
+                if kp == KP - 1:
+                    # tile kt + 1 has landed (all but the newest STAGES - 2 groups are done);
+                    # in the last iteration this waits for a clamped copy, harmlessly
+                    T.ptx["cp.async.wait_group"](STAGES - 2)
+                    T.cuda.cta_sync()
+                    if DBUF:
+                        s1 = (kt + 1) % STAGES
+                        T.cuda.tile.apply(
+                            T.ptx[ldsm],
+                            fa0.view(MR, 4, 8, 4, layout=A_LOAD),
+                            a_w[s1, wm * WTM : wm * WTM + WTM, 0:8].rearrange(
+                                A_PAT, rep=MR, group=2, chunk=2
+                            ),
+                        )
+                        T.cuda.tile.apply(
+                            T.ptx[ldsm],
+                            fb0.view(NR // 2, 4, 8, 4, layout=B_LOAD),
+                            b_w[s1, wn * WTN : wn * WTN + WTN, 0:8].rearrange(
+                                B_PAT, rep=NR // 2, nt=2, chunk=2
+                            ),
+                        )
+                elif DBUF:  # slice 2kp+2 of this stage
+                    T.cuda.tile.apply(
+                        T.ptx[ldsm],
+                        fa0.view(MR, 4, 8, 4, layout=A_LOAD),
+                        a_w[s, wm * WTM : wm * WTM + WTM, 16 * kp + 16 : 16 * kp + 24].rearrange(
+                            A_PAT, rep=MR, group=2, chunk=2
+                        ),
+                    )
+                    T.cuda.tile.apply(
+                        T.ptx[ldsm],
+                        fb0.view(NR // 2, 4, 8, 4, layout=B_LOAD),
+                        b_w[s, wn * WTN : wn * WTN + WTN, 16 * kp + 16 : 16 * kp + 24].rearrange(
+                            B_PAT, rep=NR // 2, nt=2, chunk=2
+                        ),
+                    )
+                T.cuda.tile.apply(
+                    T.ptx[mma],
+                    acc.view(MR, NR, 16, 8, layout=ACC),
+                    fa1.view(MR, 1, 16, 8, layout=A_MMA),
+                    fb1.view(NR, 1, 8, 8, layout=B_MMA),
+                    acc.view(MR, NR, 16, 8, layout=ACC),
+                )
+        T.ptx["cp.async.wait_all"]()  # no copy outlives the block
+        out_c = Out.view("uint64")
+        acc_c = acc.view("uint64")
+        for mi in T.unroll(MR):
+            for ni in T.unroll(NR):
+                for h in T.unroll(2):
+                    row = bm * BM + wm * WTM + mi * 16 + lane // 4 + 8 * h
+                    col = bn * BN + wn * WTN + ni * 8 + 2 * (lane % 4)
+                    out_c[row, col // 2] = acc_c[2 * NR * mi + 2 * ni + h]
+
+    return gemm_pipelined
