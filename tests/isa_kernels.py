@@ -37,8 +37,8 @@ D_MMA = {8: TileLayout(S[(1, 1, 2, 8, 4, 2) : (4, 4, 2, 4 @ laneid, 1 @ laneid, 
 def parts(text: str) -> dict:
     """shape k, A/B element types and accumulator type of an mma text."""
     c = tirx.instruction_contract(text)
-    return dict(k=c.param("k"), ab=c.param("ab_type"), acc=c.param("acc_type"),
-                satfinite=c.param("satfinite"), contract=c)  # fmt: skip
+    return dict(k=c.param("k"), ab=c.param("a_type"), b=c.param("b_type"),
+                acc=c.param("acc_type"), satfinite=c.param("satfinite"), contract=c)  # fmt: skip
 
 
 @functools.cache
@@ -49,7 +49,7 @@ def mma_kernel(text: str, d_layout=None, c_value=0):
     a_words = contract.operand("A").atom[1]
     b_words = contract.operand("B").atom[1]
     d_words = contract.operand("D").atom[1]
-    el, acc = ELEMENT[p["ab"]], ACCUMULATOR[p["acc"]]
+    el, el_b, acc = ELEMENT[p["ab"]], ELEMENT[p["b"]], ACCUMULATOR[p["acc"]]
     nd = contract.operand("D").registers
     a_load, b_load = A_LOAD[a_words], B_LOAD[b_words]
     a_mma, b_mma = A_MMA[a_words], B_MMA[b_words]
@@ -61,12 +61,12 @@ def mma_kernel(text: str, d_layout=None, c_value=0):
 
     @T.function
     def mma_form(
-        A: T.Tensor((16, k), el), B: T.Tensor((8, k), el), Out: T.Tensor((16, d_words), acc)
+        A: T.Tensor((16, k), el), B: T.Tensor((8, k), el_b), Out: T.Tensor((16, d_words), acc)
     ):
         T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=32))
         lane = T.cuda.lane_id()
         a = T.alloc_shared((16, k), el, layout="default", align=16)
-        b = T.alloc_shared((8, k), el, layout="default", align=16)
+        b = T.alloc_shared((8, k), el_b, layout="default", align=16)
         for q in range(k // 2):
             index = lane + 32 * q
             a[index // k, index % k] = A[index // k, index % k]
@@ -104,19 +104,19 @@ def inputs(text: str, seed: int = 0):
     """Integer-valued A (16 x K) and B (8 x K) for ``text`` (exact in every form's arithmetic)
     and a zeroed Out, as numpy arrays."""
     p = parts(text)
-    k, ab = p["k"], p["ab"]
+    k, ab, bt = p["k"], p["ab"], p["b"]
     rng = np.random.default_rng(seed)
-    lo, hi = {"s8": (-128, 128), "u8": (0, 256)}.get(ab, (-4, 5))
-    a = rng.integers(lo, hi, (16, k))
-    b = rng.integers(lo, hi, (8, k))
+    ranges = {"s8": (-128, 128), "u8": (0, 256)}
+    a = rng.integers(*ranges.get(ab, (-4, 5)), (16, k))
+    b = rng.integers(*ranges.get(bt, (-4, 5)), (8, k))
     if ab == "bf16":
         import torch
 
         ta = torch.tensor(a, dtype=torch.bfloat16)
         tb = torch.tensor(b, dtype=torch.bfloat16)
         return ta, tb, np.zeros(out_shape(text), NUMPY[ACCUMULATOR[p["acc"]]])
-    dt = NUMPY[ELEMENT[ab]]
-    return a.astype(dt), b.astype(dt), np.zeros(out_shape(text), NUMPY[ACCUMULATOR[p["acc"]]])
+    da, db = NUMPY[ELEMENT[ab]], NUMPY[ELEMENT[bt]]
+    return a.astype(da), b.astype(db), np.zeros(out_shape(text), NUMPY[ACCUMULATOR[p["acc"]]])
 
 
 def out_shape(text: str):

@@ -129,7 +129,14 @@ def build(text: str, mods: dict) -> Contract:
             **accum,
         ),
     )  # fmt: skip
-    params = (("k", k), ("ab_type", ab), ("acc_type", acc), ("satfinite", bool(mods["satfinite"])))
+    params = (
+        ("k", k),
+        ("ab_type", ab),
+        ("a_type", ab),
+        ("b_type", mods["btype"]),
+        ("acc_type", acc),
+        ("satfinite", bool(mods["satfinite"])),
+    )
     arch = dict(line.min_arch)[shape]
     return Contract(text, Family.MMA, ops, arch, tuple(mods.items()), params)
 
