@@ -8,7 +8,7 @@ import re
 
 import numpy as np
 import pytest
-from tirx.transform.shared_rows import element_offset
+from tirx.isa.shared_rows import element_offset
 
 import tirx
 from tirx.errors import ContractError, SimulationError
