@@ -4,8 +4,10 @@ mistake."""
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
+import sysconfig
 import textwrap
 from pathlib import Path
 
@@ -61,8 +63,15 @@ def test_python_m_tirx_and_the_console_script_run_the_cli():
     out = subprocess.run([sys.executable, "-m", "tirx", "--version"], capture_output=True,
                          text=True, check=True)  # fmt: skip
     assert out.stdout.strip() == f"tirx {tirx.__version__}"
-    script = Path(sys.executable).with_name("tirx")
-    assert script.exists(), "pip install -e . installs the `tirx` console script"
+    from importlib.metadata import entry_points
+
+    (entry,) = [e for e in entry_points(group="console_scripts") if e.name == "tirx"]
+    assert entry.value == "tirx.cli:main"
+    # pip puts the script beside this Python, or in the environment's scripts folder
+    candidates = [Path(sys.executable).with_name("tirx"),
+                  Path(sysconfig.get_path("scripts")) / "tirx"]  # fmt: skip
+    script = next((c for c in candidates if c.exists()), None) or shutil.which("tirx")
+    assert script, "pip install -e . installs the `tirx` console script"
     out = subprocess.run([str(script), "layout", "S[(8, 4) : (4 @ laneid, 1 @ laneid)]"],
                          capture_output=True, text=True, check=True)  # fmt: skip
     assert "28:0" in out.stdout  # element (7, 0): lane 4*7 + 0
