@@ -95,7 +95,9 @@ def _demo(target, full: bool) -> int:
 
     exe = tirx.compile(warp_matmul, target=target)
     device = "cuda" if on_gpu(exe.target) else "cpu"
-    where = "on the GPU" if device == "cuda" else "on the CPU simulator (no GPU visible)"
+    where = "on the GPU" if device == "cuda" else "on the CPU simulator"
+    if device == "cpu" and exe.target.auto:
+        where += " (no GPU visible)"
     torch.manual_seed(0)
     a = torch.randn((16, 16), dtype=torch.float16, device=device)
     b = torch.randn((8, 16), dtype=torch.float16, device=device)
