@@ -117,6 +117,29 @@ def test_src_size_zero_fill_operand(tmp_path):
     assert re.search(r"cp\.async\.cg\.shared\.global \[%r\d+\], \[%rd\d+\], 16, %r\d+;", cuda.ptx)
 
 
+def test_pred_guards_the_copies(tmp_path):
+    exe = tirx.compile(copy_kernel(tmp_path, params="chunk_bytes=16, pred=lane < 16"), "sim")
+    guard = exe.lowered.body
+    ifs = []
+
+    def walk(s):
+        if isinstance(s, ir.Seq):
+            for x in s.stmts:
+                walk(x)
+        elif isinstance(s, ir.If):
+            ifs.append(s)
+
+    walk(guard)
+    (only,) = ifs
+    assert calls(ir.Function("f", (), only.then_body, exe.lowered.launch))[0].instruction == (
+        "cp.async.cg.shared.global"
+    )
+    cuda = tirx.compile(copy_kernel(tmp_path, params="chunk_bytes=16, pred=lane < 16"), "cuda")
+    assert re.search(r"if \(\(lane < 16\)\) \{\n.*\n\s*asm volatile\(\"cp\.async", cuda.source)
+    with pytest.raises(ContractError, match="pred must be computed from kernel values"):
+        tirx.compile(copy_kernel(tmp_path, params="chunk_bytes=16, pred=A[0, 0] > 0"), "sim")
+
+
 def test_ca_with_smaller_chunks(tmp_path):
     exe = tirx.compile(
         copy_kernel(
@@ -232,6 +255,12 @@ BROKEN = {
         "src_size must be between 0 and chunk_bytes",
         None,
         dict(params="chunk_bytes=16, src_size=0"),
+    ),
+    "src_size_not_a_load": (
+        dict(params="chunk_bytes=16, src_size=T.int32(A[0, 0])"),
+        "src_size must be computed from thread indices",
+        None,
+        dict(params="chunk_bytes=16, src_size=lane % 17"),
     ),
     "wait_group_constant": (dict(n="lane"), "n must be a compile-time int", "lane", {}),
     "unknown_form": (

@@ -561,7 +561,7 @@ class Evaluator:
 
 _MISSING = object()
 # keyword parameters of tile operations besides scope (cp.async: chunk size, zero-fill size)
-_TILE_PARAMS = ("chunk_bytes", "src_size")
+_TILE_PARAMS = ("chunk_bytes", "src_size", "pred")
 
 
 def _dynamic_scope(key: str, where, span) -> bool:

@@ -10,7 +10,8 @@ storage; their leading axes are repeats, each one copy, issued in row-major orde
 active thread with its own addresses (the views' starts may depend on the thread). ``.cg``
 copies 16 bytes, ``.ca`` 4, 8 or 16. Each chunk must be contiguous and ``chunk_bytes``-aligned
 on both sides, swizzle included. ``src_size`` (bytes, at most ``chunk_bytes``) reads only that
-many source bytes and fills the rest of the chunk with zeros.
+many source bytes and fills the rest of the chunk with zeros; ``pred`` (a condition) lets
+only the threads where it holds issue their copies.
 
 Raw forms: ``T.ptx["cp.async.commit_group"]()``, ``T.ptx["cp.async.wait_group"](n)`` (``n`` a
 compile-time int: wait until at most ``n`` of this thread's groups are pending),
@@ -103,6 +104,12 @@ def _src_size(form: CopyForm, value, chunk: int):
         return None
     if isinstance(value, ir.Expr) and value.dtype.kind == "float":
         raise ContractError(f"{form.text}: src_size must be an integer number of bytes")
+    if _reads_memory(value):
+        raise ContractError(
+            f"{form.text}: src_size must be computed from thread indices, loop variables, "
+            "parameters or kernel variables, not read from a tensor",
+            hint="load the value into a variable first: n = sizes[i]; ... src_size=n",
+        )
     v = static_value(value)
     if v is not None and not 0 <= v <= chunk:
         raise ContractError(
@@ -110,6 +117,19 @@ def _src_size(form: CopyForm, value, chunk: int):
             hint="src_size bytes are read; the rest of the chunk is filled with zeros",
         )
     return ir.ScalarOperand(ir.cast(value, ir.U32))
+
+
+def _reads_memory(e) -> bool:
+    """Whether a script-level value reads a tensor (such values are not lowered here)."""
+    if isinstance(e, (ir.ElemLoad, ir.Load)):
+        return True
+    if isinstance(e, (ir.BinOp, ir.Cmp, ir.Logic)):
+        return _reads_memory(e.a) or _reads_memory(e.b)
+    if isinstance(e, (ir.Cast, ir.Not)):
+        return _reads_memory(e.value if isinstance(e, ir.Cast) else e.a)
+    if isinstance(e, ir.Select):
+        return any(_reads_memory(x) for x in (e.cond, e.a, e.b))
+    return False
 
 
 # ----------------------------------------------------------------------------- tile form
@@ -142,7 +162,7 @@ def _lower_tile(form: CopyForm, op: ir.TileOp, arch: int) -> list[ir.Stmt]:
         )
     _check_arch(form.text, arch)
     params = dict(op.params)
-    unknown = sorted(set(params) - {"chunk_bytes", "src_size"})
+    unknown = sorted(set(params) - {"chunk_bytes", "src_size", "pred"})
     if unknown:
         raise TirxSyntaxError(f"{form.text}: unexpected parameters {unknown}")
     if "chunk_bytes" not in params:
@@ -175,7 +195,25 @@ def _lower_tile(form: CopyForm, op: ir.TileOp, arch: int) -> list[ir.Stmt]:
         if zero_fill is not None:
             operands += (zero_fill,)
         out.append(ir.PtxCall(form.text, operands, op.span))
+    pred = _predicate(form, params.get("pred"))
+    if pred is not None:  # a thread whose predicate is false issues none of its copies
+        return [ir.If(pred, ir.Seq(tuple(out), op.span), None, op.span)]
     return out
+
+
+def _predicate(form: CopyForm, value):
+    if value is None:
+        return None
+    if isinstance(value, bool) or isinstance(value, int):
+        return ir.const(bool(value))
+    if not isinstance(value, ir.Expr) or value.dtype.kind == "float":
+        raise ContractError(f"{form.text}: pred must be a condition, got {value!r}")
+    if _reads_memory(value):
+        raise ContractError(
+            f"{form.text}: pred must be computed from kernel values, not read from a tensor",
+            hint="load the value into a variable first",
+        )
+    return value if value.dtype.kind == "bool" else ir.cmp(ir.CmpOp.NE, value, 0)
 
 
 def _bytes(offset, dtype):
