@@ -7,7 +7,9 @@ seed guide, M/N/K repeats with bf16, ``ldmatrix.trans`` and ``stmatrix`` through
 from __future__ import annotations
 
 import io
+import re
 
+import pytest
 import torch
 
 import tirx
@@ -183,3 +185,43 @@ def test_ldmatrix_trans_then_stmatrix_transposes():
     out = torch.zeros(16, 16).half()
     tirx.compile(roundtrip, target="sim")(a, out)
     assert torch.equal(out, a.T)
+
+
+def _seed_variant(tmp_path, replacement):
+    """The seed guide's kernel (tirx.examples.warp_matmul) with its cta_sync() line replaced."""
+    import importlib.util
+    import inspect
+
+    from tirx.examples import warp_matmul as seed
+
+    source = inspect.getsource(seed)
+    assert source.count("    T.cuda.cta_sync()\n") == 1
+    name = f"seed_variant_{len(list(tmp_path.iterdir()))}"
+    path = tmp_path / f"{name}.py"
+    path.write_text(source.replace("    T.cuda.cta_sync()\n", replacement))
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.warp_matmul, source.splitlines().index("    T.cuda.cta_sync()") + 1
+
+
+def test_the_seed_without_its_barrier_is_a_race_naming_both_lanes_lines_and_the_fix(tmp_path):
+    kernel, barrier_line = _seed_variant(tmp_path, "    pass\n")
+    a = torch.randint(-4, 5, (16, 16)).half()
+    b = torch.randint(-4, 5, (8, 16)).half()
+    with pytest.raises(tirx.SimulationError, match="shared-memory race") as info:
+        tirx.compile(kernel, target="sim")(a, b, torch.zeros(16, 8))
+    err = info.value
+    assert "(warp 0, lane 0) reads" in err.message and "(warp 0, lane 1) wrote" in err.message
+    lines = [int(x) for x in re.findall(r"line (\d+)", err.message)]
+    assert len(lines) == 2 and lines[1] < barrier_line < lines[0], (lines, barrier_line)
+    assert err.span.line == lines[0]
+    assert err.hint == (
+        f"put T.cuda.cta_sync() (or T.cuda.warp_sync() within one warp) between line "
+        f"{lines[1]} and line {lines[0]}"
+    )
+    for fix in ("    T.cuda.cta_sync()\n", "    T.cuda.warp_sync()\n"):
+        kernel, _ = _seed_variant(tmp_path, fix)
+        out = torch.zeros(16, 8)
+        tirx.compile(kernel, target="sim")(a, b, out)
+        assert torch.equal(out, a.float() @ b.float().T)

@@ -25,6 +25,7 @@ bits. Functions take and return numpy arrays shaped ``[W, 32, regs]`` (warp, lan
 from __future__ import annotations
 
 import enum
+import functools
 import re
 from dataclasses import dataclass
 
@@ -120,8 +121,6 @@ def parse_mma(text: str) -> Mma | None:
     d, a, b, c = types
     for ab, ks, accs in _FAMILIES:
         if a in ab and b in ab and k in ks and c in accs and d is c:
-            if (a is not b) and len(ab) == 1:
-                return None
             if sat and c is not Element.S32:
                 return None
             return Mma(k, a, b, c, sat)
@@ -172,8 +171,10 @@ def _cd_coords(i: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return g + 8 * (i >> 1), 2 * t + (i & 1)
 
 
+@functools.lru_cache(maxsize=256)
 def fragment(op: Mma, role: str) -> tuple[np.ndarray, np.ndarray]:
-    """(rows, cols), each int ``[32, elements]``: where each lane's elements of ``role`` sit."""
+    """(rows, cols), each int ``[32, elements]``: where each lane's elements of ``role`` sit
+    (cached per form: treat the arrays as read-only)."""
     if role == "a":
         n = 16 * op.k // 32
         rows, cols = _a_coords(op, np.arange(n))
@@ -182,7 +183,10 @@ def fragment(op: Mma, role: str) -> tuple[np.ndarray, np.ndarray]:
         rows, cols = _b_coords(op, np.arange(n))
     else:
         rows, cols = _cd_coords(np.arange(4))
-    return np.ascontiguousarray(np.broadcast_to(rows, cols.shape)), np.ascontiguousarray(cols)
+    rows = np.ascontiguousarray(np.broadcast_to(rows, cols.shape))
+    cols = np.ascontiguousarray(cols)
+    rows.flags.writeable = cols.flags.writeable = False
+    return rows, cols
 
 
 # ---------------------------------------------------------------------- element values
