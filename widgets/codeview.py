@@ -233,7 +233,7 @@ class CodeView:
                 )
             out.append(
                 '<details class="tirx-section tirx-python" open><summary>Python (click a line '
-                f"to light its CUDA, PTX and SASS)</summary><pre>{''.join(rows)}</pre></details>"
+                f"to light its CUDA, PTX and SASS)</summary><pre style='white-space:pre'>{''.join(rows)}</pre></details>"
             )
         titles = titles or {}
         for key, pane in self.panes.items():
@@ -258,7 +258,7 @@ class CodeView:
             opened = " open" if key in open_panes else ""
             out.append(
                 f'<details class="tirx-section tirx-{key}"{opened}><summary>{html.escape(title)}'
-                f"{note}{copy}</summary><pre>{chr(10).join(rows)}</pre></details>"
+                f"{note}{copy}</summary><pre style='white-space:pre'>{chr(10).join(rows)}</pre></details>"
             )
         out.append("</div></div>")
         return "".join(out)
