@@ -99,6 +99,9 @@ def _seed_exe():
 def test_seed_kernel_python_lines_reach_ptx_and_sass():
     exe = _seed_exe()
     texts = CV.with_line_info(exe)
+    assert CV.with_line_info(exe) == texts  # shown again: from the in-process memo
+    assert (exe.source, tuple(exe.nvrtc.options)) in CV._LINE_INFO
+    assert ".loc" in texts["ptx"]  # rebuilt with line info
     view = CV.code_view(texts)
     assert view.source_file.endswith("warp_matmul.py")
     mma_line = next(i + 1 for i, line in enumerate(linecache.getlines(view.source_file))

@@ -233,7 +233,7 @@ class CodeView:
                 )
             out.append(
                 '<details class="tirx-section tirx-python" open><summary>Python (click a line '
-                f"to light its CUDA, PTX and SASS)</summary><pre>{''.join(rows)}</pre></details>"
+                f"to light its CUDA, PTX and SASS)</summary><pre style='white-space:pre'>{''.join(rows)}</pre></details>"
             )
         titles = titles or {}
         for key, pane in self.panes.items():
@@ -258,7 +258,7 @@ class CodeView:
             opened = " open" if key in open_panes else ""
             out.append(
                 f'<details class="tirx-section tirx-{key}"{opened}><summary>{html.escape(title)}'
-                f"{note}{copy}</summary><pre>{chr(10).join(rows)}</pre></details>"
+                f"{note}{copy}</summary><pre style='white-space:pre'>{chr(10).join(rows)}</pre></details>"
             )
         out.append("</div></div>")
         return "".join(out)
@@ -309,23 +309,78 @@ def _def_line(src: list[str], line: int) -> int:
 def with_line_info(exe) -> dict[str, str]:
     """The CUDA, PTX and SASS of ``exe`` (a CUDA executable), with PTX and SASS rebuilt to
     carry line information (``-lineinfo``, ``nvdisasm -g``) when its own build has none.
-    Costs one NVRTC compile; without NVRTC or nvdisasm the panes keep what ``exe`` has."""
+
+    The rebuild uses the executable's own NVRTC options (``exe.nvrtc.options``) plus
+    ``-lineinfo``, through ``cuda.bindings.nvrtc`` directly, and is remembered per source in
+    this process. Without NVRTC or nvdisasm the panes keep what ``exe`` has."""
     texts = {"cuda": exe.source, "ptx": exe.ptx, "sass": getattr(exe, "sass", None)}
     if exe.ptx and ".loc" in exe.ptx:
         return texts
-    try:
-        from tirx.backend.cuda.executable import NVRTC_OPTIONS
-        from tirx.backend.cuda.nvrtc import compile_cuda
+    options = tuple(getattr(getattr(exe, "nvrtc", None), "options", ()) or ())
+    key = (exe.source, options)
+    if key not in _LINE_INFO:
+        try:
+            ptx, cubin = _nvrtc_with_lines(exe.source, options)
+        except Exception:  # no NVRTC here, or it refuses: keep the plain build's text
+            return texts
+        rebuilt = {"ptx": ptx}
+        sass = _sass_with_lines(cubin)
+        if sass:
+            rebuilt["sass"] = sass
+        if len(_LINE_INFO) > 32:
+            _LINE_INFO.clear()
+        _LINE_INFO[key] = rebuilt
+    return {**texts, **_LINE_INFO[key]}
 
-        out = compile_cuda(exe.source, arch=exe.target.arch, filename=f"{exe.lowered.name}.cu",
-                           options=(*NVRTC_OPTIONS, "-lineinfo"))  # fmt: skip
-    except Exception:  # no NVRTC: keep the plain build's text
-        return texts
-    texts["ptx"] = out.ptx
-    sass = _sass_with_lines(out.cubin)
-    if sass:
-        texts["sass"] = sass
-    return texts
+
+_LINE_INFO: dict[tuple, dict[str, str]] = {}  # (CUDA source, options) -> PTX, SASS
+
+
+def _nvrtc_with_lines(source: str, options: tuple[str, ...]) -> tuple[str, bytes]:
+    """PTX and CUBIN of ``source`` compiled with ``options`` and ``-lineinfo``."""
+    from cuda.bindings import nvrtc
+
+    opts = [o.encode() for o in options if o != "--ptxas-options=-v"] + [b"-lineinfo"]
+    err, prog = nvrtc.nvrtcCreateProgram(source.encode(), b"kernel.cu", 0, [], [])
+    if int(err) != 0:
+        raise RuntimeError(f"nvrtcCreateProgram: {err}")
+    try:
+        (err,) = nvrtc.nvrtcCompileProgram(prog, len(opts), opts)
+        if int(err) != 0:
+            raise RuntimeError(f"nvrtcCompileProgram: {err}")
+        ptx = _read(nvrtc, prog, nvrtc.nvrtcGetPTXSize, nvrtc.nvrtcGetPTX).decode(errors="replace")
+        try:
+            cubin = _read(nvrtc, prog, nvrtc.nvrtcGetCUBINSize, nvrtc.nvrtcGetCUBIN)
+        except RuntimeError:  # a compute_XX target has PTX only
+            cubin = b""
+        return ptx.rstrip("\0"), cubin
+    finally:
+        nvrtc.nvrtcDestroyProgram(prog)
+
+
+def _read(nvrtc, prog, size_fn, get_fn) -> bytes:
+    err, n = size_fn(prog)
+    if int(err) != 0 or not n:
+        raise RuntimeError(f"{size_fn.__name__}: {err}")
+    buf = bytearray(n)
+    (err,) = get_fn(prog, buf)
+    if int(err) != 0:
+        raise RuntimeError(f"{get_fn.__name__}: {err}")
+    return bytes(buf)
+
+
+def _nvdisasm() -> str | None:
+    try:
+        from cuda.pathfinder import find_nvidia_binary_utility
+
+        found = find_nvidia_binary_utility("nvdisasm")
+        if found:
+            return str(found)
+    except Exception:  # cuda.pathfinder missing or broken: PATH next
+        pass
+    import shutil
+
+    return shutil.which("nvdisasm")
 
 
 def _sass_with_lines(cubin: bytes) -> str | None:
@@ -333,9 +388,7 @@ def _sass_with_lines(cubin: bytes) -> str | None:
     import subprocess
     import tempfile
 
-    from tirx.backend.cuda.tools import find_tool
-
-    tool = find_tool("nvdisasm")
+    tool = _nvdisasm()
     if tool is None or not cubin:
         return None
     with tempfile.TemporaryDirectory(prefix="tirx-sass-") as d:
