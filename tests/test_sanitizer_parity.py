@@ -54,7 +54,9 @@ def sanitizer():
             "|---|---|---|---|---|",
             *(f"| {' | '.join(row)} |" for row in _ROWS),
         ]
-        Path(out).write_text("\n".join(lines) + "\n")
+        worker = os.environ.get("PYTEST_XDIST_WORKER")  # one file per worker under xdist
+        path = Path(out).with_suffix(f".{worker}.md") if worker else Path(out)
+        path.write_text("\n".join(lines) + "\n")
 
 
 def simulator_verdict(case: Planted) -> str:
