@@ -300,15 +300,14 @@ def operand_facts(instr, operand: str | None = None) -> OperandFacts:
             hint="its operands are " + ", ".join(names),
         )
     spec = contract.operand(operand)
-    params = dict(contract.params)
+    from tirx.isa import Family
+
     unit_bits = 32
     if spec.dtype.startswith("float"):
         element_bits = unit_bits = int(spec.dtype[5:])
-    elif contract.family == "mma":
-        element_bits = _type_bits(str(params.get("ab_type", "f16")))
-    else:
-        element_bits = 16  # ldmatrix/stmatrix move b16 elements
-    if contract.family == "mma":
+    else:  # a 32-bit word packs elements_per_word of the instruction's elements
+        element_bits = 32 // max(spec.elements_per_word, 1)
+    if contract.family is Family.MMA:
         axes = {"A": ("row (M)", "column (K)"), "B": ("n (N)", "k (K)")}.get(
             operand, ("row (M)", "column (N)")
         )
@@ -319,13 +318,6 @@ def operand_facts(instr, operand: str | None = None) -> OperandFacts:
         tuple(spec.repeat_axes) or (("matrix",) if len(spec.atom) == 3 else ()), axes,
         spec.about, spec.formula, contract_grid(contract, operand),
     )  # fmt: skip
-
-
-def _type_bits(name: str) -> int:
-    for key, bits in (("8", 8), ("16", 16), ("32", 32)):
-        if name.endswith(key):
-            return bits
-    return 16
 
 
 def operand_fragment(instr, operand: str | None = None, *, repeat=(), element_bits=None,
