@@ -81,10 +81,12 @@ def build(text: str, mods: dict) -> Contract:
         operands = (n,) if op == "wait_group" else ()
         return Contract(text, Family.CP_ASYNC, operands, MIN_ARCH, tuple(mods.items()))
     sizes = _SIZES[op]
-    chunk = f"{'|'.join(map(str, sizes))} bytes"
+    *head, last = sizes
+    chunk = f"{', '.join(map(str, head))} or {last} bytes" if head else f"{last} bytes"
+    about = f"{chunk}, contiguous and aligned to the chunk size"
     operands = (
-        OperandSpec("dst", Role.SHARED_CHUNK, "uint8", (), 0, about=f"a chunk of {chunk}"),
-        OperandSpec("src", Role.GLOBAL_CHUNK, "uint8", (), 0, about=f"a chunk of {chunk}"),
+        OperandSpec("dst", Role.SHARED_CHUNK, "uint8", (), 0, about=about),
+        OperandSpec("src", Role.GLOBAL_CHUNK, "uint8", (), 0, about=about),
         OperandSpec("cp_size", Role.IMMEDIATE, "uint32", (), 0, about=chunk),
         OperandSpec(
             "src_size", Role.SCALAR_IN, "uint32", (), 0, optional=True,
@@ -335,5 +337,5 @@ def _group_call(op: ir.RawPtx) -> ir.PtxCall:
 
 SPEC = FamilySpec(
     Family.CP_ASYNC, "cp.async", SLOTS, reject, build, lower_tile,
-    "PTX ISA 9.7.9 (data movement: cp.async, cp.async.wait_group)", ir.ExecScope.THREAD, lower_raw,
+    "PTX ISA, Data Movement and Conversion Instructions: cp.async", ir.ExecScope.THREAD, lower_raw,
 )  # fmt: skip

@@ -31,7 +31,7 @@ def _operand(spec) -> str:
         return f"{spec.name}: shared rows {spec.dtype} {spec.atom}"
     if spec.role in (Role.SHARED_CHUNK, Role.GLOBAL_CHUNK):
         where = "shared" if spec.role is Role.SHARED_CHUNK else "global"
-        return f"{spec.name}: {where} chunk, {spec.about}"
+        return f"{spec.name}: {where} chunk ({spec.about})"
     if spec.role in (Role.IMMEDIATE, Role.SCALAR_IN):
         what = "immediate" if spec.role is Role.IMMEDIATE else "scalar"
         optional = ", optional" if spec.optional else ""
