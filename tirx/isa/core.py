@@ -18,6 +18,8 @@ import itertools
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from ..ir.nodes import ExecScope
+
 __all__ = ["Family", "Role", "ModifierSlot", "OperandSpec", "Contract", "FamilySpec"]
 
 
@@ -99,7 +101,10 @@ class FamilySpec:
     """What a family module declares: the syntax line(s) as modifier slots after ``mnemonic``;
     ``reject(mods)`` says why a combination is not an instruction the ISA has (None: it is);
     ``build(text, mods)`` gives its contract; ``lower(contract, op)`` its per-lane PTX calls
-    (``op`` a ``TileOp`` whose operand count was checked)."""
+    (``op`` a ``TileOp`` whose operand count was checked). ``exec_scope`` is the group of
+    threads that executes each of the family's instructions together, and so the ``scope=`` of
+    its tile operations: ``ExecScope.WARP`` for the ``.sync.aligned`` warp instructions, which
+    need all 32 lanes of a warp (the machine-limit check reads it for raw calls too)."""
 
     family: Family
     mnemonic: str
@@ -108,6 +113,11 @@ class FamilySpec:
     build: Callable[[str, dict], Contract]
     lower: Callable
     isa_section: str = ""
+    exec_scope: ExecScope = ExecScope.WARP
+
+    def __post_init__(self):
+        if not isinstance(self.exec_scope, ExecScope):
+            raise TypeError(f"{self.family}: exec_scope must be an ExecScope")
 
     def spell(self, mods: dict) -> str:
         """The PTX text of a modifier combination."""

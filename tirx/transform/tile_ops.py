@@ -21,10 +21,11 @@ def lower_tile_op(op: ir.TileOp, arch: int) -> list[ir.Stmt]:
     if is_cp_async(op.instruction):
         return lower_cp_async_tile(op, arch)
     contract = lookup(op.instruction)
-    if op.scope != "warp":
+    scope = SPECS[contract.family].exec_scope
+    if op.scope is not scope:
         raise TirxSyntaxError(
             f"scope={op.scope!r} is not supported for {contract.family.value}",
-            hint='these instructions are warp-collective: use scope="warp"',
+            hint=f'these instructions are {scope.value}-collective: use scope="{scope.value}"',
         )
     if arch < contract.min_arch:
         raise ContractError(
