@@ -119,7 +119,10 @@ class FamilySpec:
     ``reject(mods)`` says why a combination is not an instruction the ISA has (None: it is);
     ``build(text, mods)`` gives its contract; ``lower(contract, op)`` its per-lane PTX calls
     (``op`` a ``TileOp`` whose operand count was checked). ``mnemonic`` may contain dots
-    (``cp.async``). ``exec_scope`` is the ``scope=`` a tile operation of the family runs at.
+    (``cp.async``). ``exec_scope`` is the group of threads that executes each of the family's
+    instructions together, and so the ``scope=`` of its tile operations: ``ExecScope.WARP`` for
+    the ``.sync.aligned`` warp instructions, which need all 32 lanes of a warp (the
+    machine-limit check reads it for raw calls too), ``ExecScope.THREAD`` for cp.async.
     ``lower_raw(contract, op, address)`` lowers a raw ``T.ptx`` call of the family; ``None``
     means the generic scalar-operand lowering of :mod:`tirx.transform.raw_ptx`."""
 
@@ -132,6 +135,10 @@ class FamilySpec:
     isa_section: str = ""
     exec_scope: ExecScope = ExecScope.WARP
     lower_raw: Callable | None = None
+
+    def __post_init__(self):
+        if not isinstance(self.exec_scope, ExecScope):
+            raise TypeError(f"{self.family}: exec_scope must be an ExecScope")
 
     def spell(self, mods: dict) -> str:
         """The PTX text of a modifier combination."""

@@ -337,5 +337,6 @@ def _group_call(op: ir.RawPtx) -> ir.PtxCall:
 
 SPEC = FamilySpec(
     Family.CP_ASYNC, "cp.async", SLOTS, reject, build, lower_tile,
-    "PTX ISA, Data Movement and Conversion Instructions: cp.async", ir.ExecScope.THREAD, lower_raw,
+    "PTX ISA, Data Movement and Conversion Instructions: cp.async",
+    exec_scope=ir.ExecScope.THREAD, lower_raw=lower_raw,
 )  # fmt: skip
