@@ -21,7 +21,7 @@ def lower_tile_op(op: ir.TileOp, arch: int) -> list[ir.Stmt]:
     contract = lookup(op.instruction)
     spec = SPECS[contract.family]
     scope = spec.exec_scope
-    if op.scope != scope.value:
+    if op.scope != scope:
         raise TirxSyntaxError(
             f"scope={op.scope!r} is not supported for {contract.family.value}",
             hint=_scope_hint(scope),
