@@ -10,10 +10,14 @@ import pytest
 
 import tirx
 from tests.helpers import caret_line, define
+from tirx.ir.nodes import ExecScope
+from tirx.isa import supported_forms
+from tirx.isa.core import Family
+from tirx.isa.registry import FAMILIES, SPECS
 from tirx.transform.limits import (
     LOCAL_BYTES_PER_THREAD,
-    WARP_COLLECTIVE_OPCODES,
     MachineLimitError,
+    warp_collective_opcode,
 )
 
 TARGETS = ["sim", "cuda -arch=sm_90"]
@@ -94,7 +98,63 @@ def test_local_arrays_up_to_the_limit_compile(tmp_path):
 
 
 def test_the_warp_collective_list_covers_the_tile_instructions():
-    from tirx.transform import contracts
+    # the ISA data says which families are warp-collective, and the check reads it
+    warp = {Family.MMA, Family.LDMATRIX, Family.STMATRIX}
+    assert {f for f, s in SPECS.items() if s.exec_scope is ExecScope.WARP} >= warp
+    for text in supported_forms():
+        spec = next(s for s in FAMILIES if text.startswith(s.mnemonic + "."))
+        expected = None if spec.exec_scope is ExecScope.THREAD else spec.mnemonic
+        assert warp_collective_opcode(text) == expected, text
+    assert warp_collective_opcode("add.s32") is None
+    assert warp_collective_opcode("mmaa.sync") is None  # a mnemonic is a whole dotted prefix
 
-    tile = {"ldmatrix", "stmatrix", "mma"}
-    assert tile <= set(contracts.FAMILIES) and tile <= WARP_COLLECTIVE_OPCODES
+
+def test_a_family_scope_decides_the_partial_warp_check(tmp_path, monkeypatch):
+    # a family declared thread-scoped is not refused in a partial warp: the check has no list
+    # of its own for the isa families
+    from dataclasses import replace
+
+    from tirx.transform import limits
+
+    spec = SPECS[Family.LDMATRIX]
+    thread = replace(spec, exec_scope=ExecScope.THREAD)
+    monkeypatch.setattr(limits, "FAMILIES", tuple(thread if s is spec else s for s in FAMILIES))
+    k = define(RAW_LDMATRIX.format(block="16"), tmp_path, "k")
+    assert tirx.compile(k, target="sim") is not None
+
+
+TILE_LDMATRIX = """
+@T.function
+def k(A: T.Tensor((16, 16), "float16")):
+    T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block={block}))
+    a = T.alloc_shared((16, 16), "float16")
+    ar = T.alloc_local((4,), "uint32")
+    T.cuda.tile.apply(
+        T.ptx["ldmatrix.sync.aligned.m8n8.x4.shared.b16"],
+        ar.view(4, 8, 4, layout=TileLayout(S[(4, 8, 4) : (1, 4 @ laneid, 1 @ laneid)])),
+        a.view("uint32").rearrange("(g r) (c w) -> (c g) r w", g=2, c=2, w=4),
+        scope={scope!r},
+    )
+"""
+
+
+@pytest.mark.parametrize("scope", [s.value for s in ExecScope])
+def test_a_tile_operation_runs_at_its_familys_scope(tmp_path, scope):
+    # the scope check of T.cuda.tile.apply reads FamilySpec.exec_scope too
+    k = define(TILE_LDMATRIX.format(block=32, scope=scope), tmp_path, "k")
+    want = SPECS[Family.LDMATRIX].exec_scope
+    if scope == want.value:
+        assert tirx.compile(k, target="sim") is not None
+        return
+    with pytest.raises(tirx.TirxSyntaxError) as info:
+        tirx.compile(k, target="sim")
+    assert f"scope={scope!r} is not supported for ldmatrix" in info.value.message
+    assert f'use scope="{want.value}"' in info.value.hint
+
+
+def test_a_warp_tile_operation_in_a_partial_warp_is_refused(tmp_path):
+    k = define(TILE_LDMATRIX.format(block=48, scope="warp"), tmp_path, "k")
+    with pytest.raises(MachineLimitError) as info:
+        tirx.compile(k, target="cuda -arch=sm_90")
+    assert "ldmatrix is a warp-collective instruction" in str(info.value)
+    assert caret_line(str(info.value)).startswith("T.cuda.tile.apply(")

@@ -27,7 +27,7 @@ from tirx.errors import TirxError
 from tirx.isa import Family, check_complete
 
 from . import probe
-from .model import Cell, Grid, contract_grid, layout_grid
+from .model import Cell, Grid, contract_grid, layout_grid, no_fragment, require_fragment
 from .views import GridView
 
 __all__ = ["CheckView", "check_layout"]
@@ -89,6 +89,7 @@ def check_layout(instr, operand: str = None, layout=None, *, shape=None, target=
     compare where each element of ``operand`` lands with ``layout`` (default: the contract's
     canonical fragment, i.e. what :func:`show_instruction` draws). Returns a CheckView."""
     contract = tirx.instruction_contract(getattr(instr, "text", instr))
+    require_fragment(contract)
     names = [op.name for op in contract.operands if op.owner is not None]
     operand = operand or names[0]
     if operand not in names:
@@ -248,6 +249,11 @@ def _read_mma(operand, d, j, n, slots, words, machine):
 
 
 _PROBES = check_complete(
-    [(Family.LDMATRIX, _ldmatrix), (Family.STMATRIX, _stmatrix), (Family.MMA, _mma)],
+    [
+        (Family.LDMATRIX, _ldmatrix),
+        (Family.STMATRIX, _stmatrix),
+        (Family.MMA, _mma),
+        (Family.CP_ASYNC, no_fragment),
+    ],
     "widgets.check probes",
 )

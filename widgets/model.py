@@ -14,7 +14,8 @@ import itertools
 import math
 from dataclasses import dataclass
 
-from tirx.errors import LayoutError
+from tirx.errors import LayoutError, TirxError
+from tirx.isa import Family, check_complete
 
 __all__ = [
     "Cell",
@@ -202,8 +203,34 @@ def _lane_of(point: dict) -> int | None:
     return None
 
 
+# Whether a family's operands have a lane picture (cp.async moves memory chunks, each thread
+# its own: there is no register fragment and no row-per-lane address map to draw).
+_DRAWN = check_complete(
+    [(Family.MMA, True), (Family.LDMATRIX, True), (Family.STMATRIX, True),
+     (Family.CP_ASYNC, False)], "widgets.model fragments",
+)  # fmt: skip
+
+
+def require_fragment(contract) -> None:
+    """TirxError (not a crash) for a form whose operands have no fragment to draw."""
+    if not _DRAWN[contract.family]:
+        raise TirxError(
+            f"{contract.text} has no register fragment to draw: each thread copies its own "
+            "chunks between global and shared memory",
+            hint="draw the chunk layouts with show_layout(view.layout, view.shape); "
+            "the operands are listed in docs/instructions.md",
+        )
+
+
+def no_fragment(contract, *args):
+    """The entry of the widgets' family tables for a family without a fragment."""
+    require_fragment(contract)
+    raise AssertionError(f"{contract.family} has a fragment but no entry")  # unreachable
+
+
 def contract_grid(contract, operand: str) -> Grid:
     """An instruction operand's canonical fragment, from the contract's owner table."""
+    require_fragment(contract)
     spec = contract.operand(operand)
     title = f"{contract.text} · {spec.name}"
     if spec.owner is None:  # the shared side of ldmatrix/stmatrix: who supplies each row

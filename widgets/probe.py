@@ -22,6 +22,8 @@ from tirx import T
 from tirx.isa import Family, check_complete, supported_forms
 from tirx.layout import S, TileLayout, laneid
 
+from .model import no_fragment, require_fragment
+
 __all__ = [
     "canonical_layout", "view_shape", "launch", "half_bits", "half_values", "probed_forms",
     "instruments",
@@ -69,7 +71,8 @@ def _matrix_native(contract, operand):
 
 _CANONICAL = check_complete(
     [(Family.MMA, _mma_native), (Family.LDMATRIX, _matrix_native),
-     (Family.STMATRIX, _matrix_native)], "widgets.probe canonical layouts",
+     (Family.STMATRIX, _matrix_native), (Family.CP_ASYNC, no_fragment)],
+    "widgets.probe canonical layouts",
 )  # fmt: skip
 
 
@@ -79,7 +82,8 @@ def canonical_layout(contract, operand: str):
 
 
 _REPEATS = check_complete(
-    [(Family.MMA, (1, 1)), (Family.LDMATRIX, ()), (Family.STMATRIX, ())], "widgets.probe repeats"
+    [(Family.MMA, (1, 1)), (Family.LDMATRIX, ()), (Family.STMATRIX, ()), (Family.CP_ASYNC, ())],
+    "widgets.probe repeats",
 )
 
 
@@ -101,7 +105,8 @@ def _mma_probed(contract) -> bool:
 
 _PROBED = check_complete(
     [(Family.MMA, _mma_probed), (Family.LDMATRIX, lambda c: True),
-     (Family.STMATRIX, lambda c: True)], "widgets.probe probed forms",
+     (Family.STMATRIX, lambda c: True), (Family.CP_ASYNC, lambda c: False)],
+    "widgets.probe probed forms",
 )  # fmt: skip
 
 
@@ -116,6 +121,7 @@ def instruments() -> dict[str, tuple[str, ...]]:
 
 
 def require_probed(contract) -> None:
+    require_fragment(contract)
     if not _probed(contract):
         from tirx.errors import TirxError
 
@@ -266,7 +272,8 @@ def _stmatrix_probe(contract, chosen, slots):
 _PROBE_KERNELS = check_complete(
     [(Family.MMA, (("D", "A", "B", "C"), _mma_probe)),
      (Family.LDMATRIX, (("registers",), _ldmatrix_probe)),
-     (Family.STMATRIX, (("registers",), _stmatrix_probe))], "widgets.probe kernels",
+     (Family.STMATRIX, (("registers",), _stmatrix_probe)),
+     (Family.CP_ASYNC, ((), no_fragment))], "widgets.probe kernels",
 )  # fmt: skip
 
 

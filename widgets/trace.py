@@ -24,7 +24,7 @@ from tirx.errors import TirxError
 from tirx.isa import Family, check_complete
 
 from . import probe
-from .model import contract_grid, layout_grid
+from .model import contract_grid, layout_grid, no_fragment
 from .views import GridView
 
 __all__ = ["TraceView", "show_trace", "run_instruction", "ProbeRun"]
@@ -281,7 +281,12 @@ def _run_stmatrix(contract, kernel, slots, given, target):
 
 
 _RUNS = check_complete(
-    [(Family.MMA, _run_mma), (Family.LDMATRIX, _run_ldmatrix), (Family.STMATRIX, _run_stmatrix)],
+    [
+        (Family.MMA, _run_mma),
+        (Family.LDMATRIX, _run_ldmatrix),
+        (Family.STMATRIX, _run_stmatrix),
+        (Family.CP_ASYNC, no_fragment),
+    ],
     "widgets.trace runs",
 )
 

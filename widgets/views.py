@@ -18,7 +18,7 @@ from tirx.errors import TirxError
 
 from . import banks, draw
 from .cellgrid import CellGrid
-from .model import Grid, contract_grid, layout_formula, layout_grid, parse_layout
+from .model import Grid, contract_grid, layout_formula, layout_grid, parse_layout, require_fragment
 
 __all__ = ["GridView", "LayoutView", "InstructionView", "show_layout", "show_instruction"]
 
@@ -348,6 +348,7 @@ def show_instruction(instr, operand: str = None, *, lane=None):
 
     text = getattr(instr, "text", instr)
     contract = tirx.instruction_contract(text)
+    require_fragment(contract)  # cp.async: a plain message, no picture
     names = [op.name for op in contract.operands]
     if operand is None:
         operand = names[0]

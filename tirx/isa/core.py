@@ -18,6 +18,8 @@ import itertools
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from ..ir.nodes import ExecScope
+
 __all__ = ["Family", "Role", "ModifierSlot", "OperandSpec", "Contract", "FamilySpec"]
 
 
@@ -27,6 +29,7 @@ class Family(enum.Enum):
     MMA = "mma"
     LDMATRIX = "ldmatrix"
     STMATRIX = "stmatrix"
+    CP_ASYNC = "cp.async"
 
 
 class Role(enum.Enum):
@@ -34,6 +37,10 @@ class Role(enum.Enum):
     REG_IN = "registers read"
     ACCUM_IN = "registers read, or a scalar"  # the C operand of an mma
     SHARED = "shared-memory rows"
+    SHARED_CHUNK = "a shared-memory chunk written"  # cp.async's destination
+    GLOBAL_CHUNK = "a global-memory chunk read"  # cp.async's source
+    IMMEDIATE = "an integer immediate"  # cp.async's cp-size, wait_group's N
+    SCALAR_IN = "a scalar register read"  # cp.async's src-size
 
 
 @dataclass(frozen=True)
@@ -63,6 +70,13 @@ class OperandSpec:
     formula: str = ""  # the ownership rule in words, for error hints and pictures
     ptx_type: str = "b32"  # the PTX type of each register (f32, s32, b32)
     elements_per_word: int = 1
+    optional: bool = False  # may be left out (cp.async's src-size)
+
+    @property
+    def in_tile(self) -> bool:
+        """Whether ``T.cuda.tile.apply`` takes this operand as a view; immediates and scalars
+        are keyword parameters of the tile form instead (cp.async: ``chunk_bytes=``)."""
+        return self.role not in (Role.IMMEDIATE, Role.SCALAR_IN)
 
     def owner_table(self) -> dict[tuple[int, ...], tuple[int, int]]:
         """Every atom coordinate with its (lane, register)."""
@@ -87,6 +101,11 @@ class Contract:
     def modifier(self, slot: str) -> str | None:
         return dict(self.modifiers)[slot]
 
+    @property
+    def tile_operands(self) -> tuple[OperandSpec, ...]:
+        """The operands ``T.cuda.tile.apply`` takes, in PTX order."""
+        return tuple(op for op in self.operands if op.in_tile)
+
     def operand(self, name: str) -> OperandSpec:
         for op in self.operands:
             if op.name == name:
@@ -99,7 +118,13 @@ class FamilySpec:
     """What a family module declares: the syntax line(s) as modifier slots after ``mnemonic``;
     ``reject(mods)`` says why a combination is not an instruction the ISA has (None: it is);
     ``build(text, mods)`` gives its contract; ``lower(contract, op)`` its per-lane PTX calls
-    (``op`` a ``TileOp`` whose operand count was checked)."""
+    (``op`` a ``TileOp`` whose operand count was checked). ``mnemonic`` may contain dots
+    (``cp.async``). ``exec_scope`` is the group of threads that executes each of the family's
+    instructions together, and so the ``scope=`` of its tile operations: ``ExecScope.WARP`` for
+    the ``.sync.aligned`` warp instructions, which need all 32 lanes of a warp (the
+    machine-limit check reads it for raw calls too), ``ExecScope.THREAD`` for cp.async.
+    ``lower_raw(contract, op, address)`` lowers a raw ``T.ptx`` call of the family; ``None``
+    means the generic scalar-operand lowering of :mod:`tirx.transform.raw_ptx`."""
 
     family: Family
     mnemonic: str
@@ -108,6 +133,12 @@ class FamilySpec:
     build: Callable[[str, dict], Contract]
     lower: Callable
     isa_section: str = ""
+    exec_scope: ExecScope = ExecScope.WARP
+    lower_raw: Callable | None = None
+
+    def __post_init__(self):
+        if not isinstance(self.exec_scope, ExecScope):
+            raise TypeError(f"{self.family}: exec_scope must be an ExecScope")
 
     def spell(self, mods: dict) -> str:
         """The PTX text of a modifier combination."""
@@ -116,10 +147,10 @@ class FamilySpec:
 
     def parse(self, text: str) -> tuple[dict | None, str]:
         """``(mods, "")`` for text that follows the slots, else ``(None, why)``."""
-        tokens = text.split(".")
-        if tokens[0] != self.mnemonic:
+        if not self.names(text):
             return None, f"not a {self.mnemonic} instruction"
-        mods, rest = {}, tokens[1:]
+        tail = text[len(self.mnemonic) + 1 :]
+        mods, rest = {}, tail.split(".") if tail else []
         for slot in self.slots:
             if rest and rest[0] in slot.choices:
                 mods[slot.name] = rest.pop(0)
@@ -132,6 +163,10 @@ class FamilySpec:
         if rest:
             return None, f"unexpected .{'.'.join(rest)} after the last modifier"
         return mods, ""
+
+    def names(self, text: str) -> bool:
+        """Whether ``text`` starts with this family's mnemonic (a whole dotted prefix)."""
+        return text == self.mnemonic or text.startswith(self.mnemonic + ".")
 
     def combinations(self):
         """Every modifier combination the slots allow (before ``reject``)."""

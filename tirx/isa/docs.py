@@ -20,12 +20,22 @@ Each form is checked against the PTX ISA's fragments when it appears in `T.cuda.
 (every element of every register operand), and lowered to per-lane PTX. Register operands are
 views of 32-bit words: the *view* column gives the dtype and atom (trailing view shape of one
 instruction), then registers per lane. `A`/`B` words pack their elements (`×n` per word).
+cp.async has no register fragment: its operands are a shared and a global chunk (given as views
+to `T.cuda.tile.apply`, with the immediates as `chunk_bytes=`/`src_size=`) and, in raw
+`T.ptx` calls, the cp-size and wait_group's N as immediates.
 """
 
 
 def _operand(spec) -> str:
     if spec.role is Role.SHARED:
         return f"{spec.name}: shared rows {spec.dtype} {spec.atom}"
+    if spec.role in (Role.SHARED_CHUNK, Role.GLOBAL_CHUNK):
+        where = "shared" if spec.role is Role.SHARED_CHUNK else "global"
+        return f"{spec.name}: {where} chunk ({spec.about})"
+    if spec.role in (Role.IMMEDIATE, Role.SCALAR_IN):
+        what = "immediate" if spec.role is Role.IMMEDIATE else "scalar"
+        optional = ", optional" if spec.optional else ""
+        return f"{spec.name}: {what}{optional} ({spec.about})"
     per = f" ×{spec.elements_per_word}" if spec.elements_per_word > 1 else ""
     scalar = " or scalar" if spec.role is Role.ACCUM_IN else ""
     return f"{spec.name}: {spec.dtype}{per} {spec.atom}, {spec.registers} reg{scalar}"
@@ -35,7 +45,7 @@ def instructions_markdown() -> str:
     forms = supported_forms()
     lines = [_HEAD]
     for spec in FAMILIES:
-        mine = [t for t in forms if t.split(".", 1)[0] == spec.mnemonic]
+        mine = [t for t in forms if lookup(t).family is spec.family]
         lines += [f"## {spec.mnemonic} ({spec.isa_section})", ""]
         slots = " ".join(
             f"[.{'|'.join(s.choices)}]" if s.optional else f".{'|'.join(s.choices)}"
@@ -45,7 +55,7 @@ def instructions_markdown() -> str:
         lines += ["| form | operands (PTX order) | min arch |", "|---|---|---|"]
         for text in mine:
             c = lookup(text)
-            ops = "; ".join(_operand(o) for o in c.operands)
+            ops = "; ".join(_operand(o) for o in c.operands) or "none"
             lines.append(f"| `{text}` | {ops} | sm_{c.min_arch} |")
         lines.append("")
     lines.append(f"{len(forms)} forms.")

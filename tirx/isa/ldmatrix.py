@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from ..ir.nodes import ExecScope
 from . import matrix
 from .core import Family, FamilySpec
 
@@ -16,4 +17,5 @@ def _build(text, mods):
 SPEC = FamilySpec(
     Family.LDMATRIX, "ldmatrix", matrix.SLOTS, matrix.reject, _build, matrix.lower,
     "PTX ISA 9.7.16.6.1 (ldmatrix)",
+    exec_scope=ExecScope.WARP,
 )  # fmt: skip

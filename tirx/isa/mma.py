@@ -214,4 +214,7 @@ def lower(contract: Contract, op: ir.TileOp) -> list[ir.Stmt]:
     return out
 
 
-SPEC = FamilySpec(Family.MMA, "mma", SLOTS, reject, build, lower, "PTX ISA 9.7.16.5 (mma)")
+SPEC = FamilySpec(
+    Family.MMA, "mma", SLOTS, reject, build, lower, "PTX ISA 9.7.16.5 (mma)",
+    exec_scope=ir.ExecScope.WARP,
+)  # fmt: skip

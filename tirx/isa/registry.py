@@ -12,12 +12,15 @@ import difflib
 import functools
 
 from ..errors import ContractError
-from . import ldmatrix, mma, stmatrix
+from . import cp_async, ldmatrix, mma, stmatrix
 from .core import Contract, Family, FamilySpec
 
-__all__ = ["FAMILIES", "SPECS", "lookup", "supported_forms", "spec_of", "check_complete"]
+__all__ = [
+    "FAMILIES", "SPECS", "lookup", "supported_forms", "spec_of", "family_of_text", "check_complete",
+    "check_arch",
+]  # fmt: skip
 
-FAMILIES: tuple[FamilySpec, ...] = (mma.SPEC, ldmatrix.SPEC, stmatrix.SPEC)
+FAMILIES: tuple[FamilySpec, ...] = (mma.SPEC, ldmatrix.SPEC, stmatrix.SPEC, cp_async.SPEC)
 
 
 def check_complete(specs, what: str = "isa.FAMILIES") -> dict:
@@ -35,13 +38,21 @@ def check_complete(specs, what: str = "isa.FAMILIES") -> dict:
 
 
 SPECS: dict[Family, FamilySpec] = check_complete((s.family, s) for s in FAMILIES)
-_BY_MNEMONIC = {s.mnemonic: s for s in FAMILIES}
+# Longest mnemonic first, so that a family whose mnemonic is a dotted prefix of another's
+# (none today) would not swallow the longer one's texts.
+_BY_LENGTH = sorted(FAMILIES, key=lambda s: -len(s.mnemonic))
 
 _CACHE: dict[str, Contract] = {}  # text -> contract; tests replace it to redefine forms
 
 
 def spec_of(family: Family) -> FamilySpec:
     return SPECS[family]
+
+
+def family_of_text(text: str) -> FamilySpec | None:
+    """The family whose mnemonic is the longest dotted prefix of ``text`` (``cp.async...``,
+    ``mma...``), or None."""
+    return next((s for s in _BY_LENGTH if s.names(text)), None)
 
 
 @functools.cache
@@ -61,7 +72,7 @@ def lookup(text: str) -> Contract:
     text = " ".join(text.split())
     if text in _CACHE:
         return _CACHE[text]
-    spec = _BY_MNEMONIC.get(text.split(".", 1)[0])
+    spec = family_of_text(text)
     if spec is None:
         families = ", ".join(s.mnemonic for s in FAMILIES)
         raise _unknown(text, f"tirx knows the families {families}")
@@ -73,6 +84,15 @@ def lookup(text: str) -> Contract:
         raise _unknown(text, reason, prefix=f"{text}: {reason}")
     _CACHE[text] = contract = spec.build(text, mods)
     return contract
+
+
+def check_arch(contract: Contract, arch: int) -> None:
+    """ContractError when the target ``sm_`` number is older than the form's minimum."""
+    if arch < contract.min_arch:
+        raise ContractError(
+            f"{contract.text} needs sm_{contract.min_arch} or newer; the target is sm_{arch}",
+            hint=f'compile with target="cuda -arch=sm_{max(contract.min_arch, 80)}" or newer',
+        )
 
 
 def _unknown(text: str, why: str, prefix: str | None = None) -> ContractError:

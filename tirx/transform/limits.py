@@ -9,6 +9,9 @@ refused here, after lowering and before either backend sees the program:
   part; a block whose thread count is not a multiple of 32 has a last warp with missing lanes,
   and the instruction's behaviour there is undefined (PTX ISA: "the mandatory .aligned
   qualifier indicates that all threads in the warp must execute the same instruction").
+  Which instructions these are comes from the ISA data: every :mod:`tirx.isa` family whose
+  ``exec_scope`` is a group of whole warps (``FamilySpec.exec_scope``), whether the call came
+  from ``T.cuda.tile.apply`` or from a raw ``T.ptx[...]`` call.
 * **local arrays that cannot fit.** A thread's local memory is at most 512 KiB (CUDA
   programming guide, technical specifications per compute capability: "maximum amount of local
   memory per thread", the same on sm_80 and sm_90). ``T.alloc_local`` arrays together may not
@@ -23,20 +26,28 @@ from __future__ import annotations
 
 from ..errors import LaunchError
 from ..ir import nodes as ir
+from ..isa.registry import FAMILIES
 
 __all__ = [
     "check_limits",
     "MachineLimitError",
     "LOCAL_BYTES_PER_THREAD",
-    "WARP_COLLECTIVE_OPCODES",
+    "warp_collective_opcode",
 ]
 
 LOCAL_BYTES_PER_THREAD = 512 * 1024
 WARP_SIZE = 32
-# Instructions every lane of a warp must execute together (opcode: text before the first dot).
-WARP_COLLECTIVE_OPCODES = frozenset(
-    {"ldmatrix", "stmatrix", "mma", "wmma", "shfl", "vote", "match", "redux"}
-)
+
+
+def warp_collective_opcode(instruction: str) -> str | None:
+    """The mnemonic of ``instruction``'s family when that family's instructions are executed
+    by whole warps together (``FamilySpec.exec_scope``), else None. Only :mod:`tirx.isa`
+    forms reach the lowered program (a raw ``T.ptx`` call of any other text is refused when it
+    is lowered), so the ISA data is the whole list."""
+    for spec in FAMILIES:
+        if instruction == spec.mnemonic or instruction.startswith(spec.mnemonic + "."):
+            return spec.mnemonic if spec.exec_scope is not ir.ExecScope.THREAD else None
+    return None
 
 
 class MachineLimitError(LaunchError):
@@ -51,8 +62,8 @@ def check_limits(fn: ir.Function) -> None:
     threads = block[0] * block[1] * block[2]
     if threads % WARP_SIZE:
         for call in _ptx_calls(fn.body):
-            opcode = call.instruction.split(".", 1)[0]
-            if opcode in WARP_COLLECTIVE_OPCODES:
+            opcode = warp_collective_opcode(call.instruction)
+            if opcode is not None:
                 full = (threads + WARP_SIZE - 1) // WARP_SIZE * WARP_SIZE
                 raise MachineLimitError(
                     f"{opcode} is a warp-collective instruction, but the block has "

@@ -1,5 +1,7 @@
 """Lower raw ``T.ptx["..."](*operands)`` calls: scalar operands in PTX order, checked against
-the instruction's contract for count, role and dtype (lanes are the caller's business here)."""
+the instruction's contract for count, role and dtype (lanes are the caller's business here).
+A family with its own raw lowering (``FamilySpec.lower_raw``: cp.async, whose operands are
+addresses and immediates) gets the call after the common arch check."""
 
 from __future__ import annotations
 
@@ -7,7 +9,7 @@ from ..errors import ContractError, TirxSyntaxError
 from ..ir import nodes as ir
 from ..ir.simplify import static_value
 from ..isa import Role, lookup
-from .cp_async import is_cp_async, lower_cp_async_raw
+from ..isa.registry import SPECS, check_arch
 
 __all__ = ["lower_raw_ptx", "operand_counts"]
 
@@ -25,13 +27,11 @@ def operand_counts(contract) -> list[tuple]:
 
 def lower_raw_ptx(op: ir.RawPtx, arch: int, address) -> ir.PtxCall:
     """``address(view, indices) -> (buffer, index)`` is the lowerer's element addressing."""
-    if is_cp_async(op.instruction):
-        return lower_cp_async_raw(op, arch, address)
     contract = lookup(op.instruction)
-    if arch < contract.min_arch:
-        raise ContractError(
-            f"{contract.text} needs sm_{contract.min_arch} or newer; the target is sm_{arch}"
-        )
+    check_arch(contract, arch)
+    own = SPECS[contract.family].lower_raw
+    if own is not None:
+        return own(contract, op, address)
     counts = operand_counts(contract)
     total = sum(n for _, n in counts)
     if len(op.operands) != total:

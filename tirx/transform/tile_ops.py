@@ -1,7 +1,8 @@
 """Lower ``T.cuda.tile.apply`` tile operations: find the instruction's contract, check what is
 common to every family (scope, target arch, operand count), and hand the operands to the
-family's own lowering (:mod:`tirx.isa`), which checks each against the ISA's fragments and
-emits per-lane PTX calls. Errors that name an operand get that operand's span."""
+family's own lowering (:mod:`tirx.isa`), which checks each against the ISA's fragments (or,
+for cp.async, its memory chunks) and emits PTX calls. Errors that name an operand get that
+operand's span."""
 
 from __future__ import annotations
 
@@ -9,46 +10,47 @@ import re
 
 from ..errors import ContractError, TirxSyntaxError
 from ..ir import nodes as ir
-from ..isa import Contract, lookup
+from ..isa import lookup
 from ..isa.operands import check_register_operand
-from ..isa.registry import SPECS
-from .cp_async import is_cp_async, lower_cp_async_tile
+from ..isa.registry import SPECS, check_arch
 
 __all__ = ["lower_tile_op", "check_register_operand"]
 
 
 def lower_tile_op(op: ir.TileOp, arch: int) -> list[ir.Stmt]:
-    if is_cp_async(op.instruction):
-        return lower_cp_async_tile(op, arch)
     contract = lookup(op.instruction)
-    if op.scope != "warp":
+    spec = SPECS[contract.family]
+    scope = spec.exec_scope
+    if op.scope != scope:
         raise TirxSyntaxError(
             f"scope={op.scope!r} is not supported for {contract.family.value}",
-            hint='these instructions are warp-collective: use scope="warp"',
+            hint=_scope_hint(scope),
         )
-    if arch < contract.min_arch:
+    check_arch(contract, arch)
+    operands = contract.tile_operands
+    if len(op.operands) != len(operands):
+        names = ", ".join(o.name for o in operands)
         raise ContractError(
-            f"{contract.text} needs sm_{contract.min_arch} or newer; the target is sm_{arch}",
-            hint=f'compile with target="cuda -arch=sm_{max(contract.min_arch, 80)}" or newer',
-        )
-    if len(op.operands) != len(contract.operands):
-        names = ", ".join(o.name for o in contract.operands)
-        raise ContractError(
-            f"{contract.text} takes {len(contract.operands)} operands ({names}), "
-            f"got {len(op.operands)}"
+            f"{contract.text} takes {len(operands)} operands ({names}), got {len(op.operands)}"
         )
     try:
-        return SPECS[contract.family].lower(contract, op)
+        return spec.lower(contract, op)
     except ContractError as e:
-        index = _operand_index(contract, e)
+        index = _operand_index(operands, e)
         if index is not None and index < len(op.operand_spans):
             raise e.with_span(op.operand_spans[index]) from None
         raise
 
 
-def _operand_index(contract: Contract, e: ContractError) -> int | None:
+def _scope_hint(scope: ir.ExecScope) -> str:
+    if scope is ir.ExecScope.THREAD:
+        return 'each thread issues its own instructions: use scope="thread"'
+    return f'these instructions are {scope.value}-collective: use scope="{scope.value}"'
+
+
+def _operand_index(operands, e: ContractError) -> int | None:
     """Which operand an error names (its message says "operand NAME")."""
-    for i, spec in enumerate(contract.operands):
+    for i, spec in enumerate(operands):
         if re.search(rf"operand {spec.name}\b", e.message):
             return i
     return None

@@ -1,4 +1,14 @@
-"""cp.async: asynchronous copies from global to shared memory (sm_80+), checked and lowered.
+"""cp.async: asynchronous copies from global to shared memory (sm_80+; PTX ISA "Data Movement
+and Conversion Instructions: cp.async", "cp.async.commit_group", "cp.async.wait_group"),
+declared as forms and lowered.
+
+The syntax lines, as the ISA spells them (slots ``op``, ``state_space``, ``src_space``,
+``prefetch`` below; ``.ca`` copies 4, 8 or 16 bytes, ``.cg`` 16)::
+
+    cp.async.{ca,cg}.shared{::cta}.global{.L2::{64B,128B,256B}} [dst], [src], cp-size{, src-size}
+    cp.async.commit_group
+    cp.async.wait_group N
+    cp.async.wait_all
 
 Tile form (the real TIRx's spelling)::
 
@@ -7,11 +17,11 @@ Tile form (the real TIRx's spelling)::
 
 ``dst`` (shared) and ``src`` (global) are views whose last axis is exactly ``chunk_bytes`` of
 storage; their leading axes are repeats, each one copy, issued in row-major order by every
-active thread with its own addresses (the views' starts may depend on the thread). ``.cg``
-copies 16 bytes, ``.ca`` 4, 8 or 16. Each chunk must be contiguous and ``chunk_bytes``-aligned
-on both sides, swizzle included. ``src_size`` (bytes, at most ``chunk_bytes``) reads only that
-many source bytes and fills the rest of the chunk with zeros; ``pred`` (a condition) lets
-only the threads where it holds issue their copies.
+active thread with its own addresses (the views' starts may depend on the thread). Each chunk
+must be contiguous and ``chunk_bytes``-aligned on both sides, swizzle included. ``src_size``
+(bytes, at most ``chunk_bytes``) reads only that many source bytes and fills the rest of the
+chunk with zeros; ``pred`` (a condition) lets only the threads where it holds issue their
+copies. The immediates of the PTX line are these keyword parameters in the tile form.
 
 Raw forms: ``T.ptx["cp.async.commit_group"]()``, ``T.ptx["cp.async.wait_group"](n)`` (``n`` a
 compile-time int: wait until at most ``n`` of this thread's groups are pending),
@@ -21,38 +31,75 @@ compile-time int: wait until at most ``n`` of this thread's groups are pending),
 No commit, wait or barrier is ever inserted: the kernel says where groups end and waits.
 The lowered form is the one of ``IR-NODES-ASYNC``: ``PtxCall(instruction,
 (AddressOperand(SharedAddress), AddressOperand(GlobalAddress), Immediate(cp_size)
-[, ScalarOperand(src_size)]))``.
+[, ScalarOperand(src_size)]))``. There is no register fragment: the copies move bytes
+between memories, each thread its own.
 """
 
 from __future__ import annotations
 
 import itertools
-import re
 from dataclasses import dataclass
 
 from ..errors import ContractError, TirxSyntaxError
 from ..ir import nodes as ir
 from ..ir.simplify import static_value
 from ..ir.simplify_index import simplify_index
-from ..isa.shared_rows import RowCheck, check_rows, element_offset, residue
+from .core import Contract, Family, FamilySpec, ModifierSlot, OperandSpec, Role
+from .shared_rows import RowCheck, check_rows, element_offset, residue
 
-__all__ = ["is_cp_async", "lower_cp_async_tile", "lower_cp_async_raw", "CopyForm", "MIN_ARCH"]
+__all__ = ["SPEC", "SLOTS", "CopyForm", "MIN_ARCH"]
 
 MIN_ARCH = 80
 
-_COPY = re.compile(r"^cp\.async\.(ca|cg)\.shared(::cta)?\.global(\.L2::(64B|128B|256B))?$")
-_GROUP_CALLS = ("cp.async.commit_group", "cp.async.wait_group", "cp.async.wait_all")
+SLOTS = (
+    ModifierSlot("op", ("ca", "cg", "commit_group", "wait_group", "wait_all")),
+    ModifierSlot("state_space", ("shared", "shared::cta"), optional=True),
+    ModifierSlot("src_space", ("global",), optional=True),
+    ModifierSlot("prefetch", ("L2::64B", "L2::128B", "L2::256B"), optional=True),
+)
+_GROUP_OPS = ("commit_group", "wait_group", "wait_all")
 _SIZES = {"ca": (4, 8, 16), "cg": (16,)}
 
 
-def is_cp_async(text: str) -> bool:
-    """Whether ``text`` names a cp.async form this module handles (copy or group call)."""
-    return text.startswith("cp.async.") or text == "cp.async"
+def reject(mods: dict) -> str | None:
+    op = mods["op"]
+    given = [f".{mods[s]}" for s in ("state_space", "src_space", "prefetch") if mods[s]]
+    if op in _GROUP_OPS:
+        return f"cp.async.{op} takes no modifiers, got {''.join(given)}" if given else None
+    if not (mods["state_space"] and mods["src_space"]):
+        return f"cp.async.{op} copies .shared{{::cta}}.global: both state spaces are required"
+    return None
+
+
+def build(text: str, mods: dict) -> Contract:
+    op = mods["op"]
+    if op in _GROUP_OPS:
+        n = OperandSpec(
+            "n", Role.IMMEDIATE, "uint32", (), 0,
+            about="how many of the thread's newest groups may stay pending",
+        )  # fmt: skip
+        operands = (n,) if op == "wait_group" else ()
+        return Contract(text, Family.CP_ASYNC, operands, MIN_ARCH, tuple(mods.items()))
+    sizes = _SIZES[op]
+    *head, last = sizes
+    chunk = f"{', '.join(map(str, head))} or {last} bytes" if head else f"{last} bytes"
+    about = f"{chunk}, contiguous and aligned to the chunk size"
+    operands = (
+        OperandSpec("dst", Role.SHARED_CHUNK, "uint8", (), 0, about=about),
+        OperandSpec("src", Role.GLOBAL_CHUNK, "uint8", (), 0, about=about),
+        OperandSpec("cp_size", Role.IMMEDIATE, "uint32", (), 0, about=chunk),
+        OperandSpec(
+            "src_size", Role.SCALAR_IN, "uint32", (), 0, optional=True,
+            about="bytes read; the rest of the chunk is zero-filled",
+        ),
+    )  # fmt: skip
+    params = (("cache", op), ("sizes", sizes))
+    return Contract(text, Family.CP_ASYNC, operands, MIN_ARCH, tuple(mods.items()), params)
 
 
 @dataclass(frozen=True)
 class CopyForm:
-    """One parsed copy instruction: its text and cache operator (``ca`` or ``cg``)."""
+    """One copy instruction: its text and cache operator (``ca`` or ``cg``)."""
 
     text: str
     cache: str
@@ -62,23 +109,8 @@ class CopyForm:
         return _SIZES[self.cache]
 
 
-def _copy_form(text: str) -> CopyForm:
-    m = _COPY.match(text)
-    if m is None:
-        raise ContractError(
-            f"unknown or unsupported instruction {text!r}",
-            hint="supported: cp.async.{ca,cg}.shared.global[.L2::{64B,128B,256B}], "
-            "cp.async.commit_group, cp.async.wait_group, cp.async.wait_all",
-        )
-    return CopyForm(text, m.group(1))
-
-
-def _check_arch(text: str, arch: int) -> None:
-    if arch < MIN_ARCH:
-        raise ContractError(
-            f"{text} needs sm_{MIN_ARCH} or newer; the target is sm_{arch}",
-            hint=f'compile with target="cuda -arch=sm_{MIN_ARCH}" or newer',
-        )
+def _copy_form(contract: Contract) -> CopyForm:
+    return CopyForm(contract.text, contract.param("cache"))
 
 
 def _check_size(form: CopyForm, size, what: str) -> int:
@@ -135,32 +167,15 @@ def _reads_memory(e) -> bool:
 # ----------------------------------------------------------------------------- tile form
 
 
-def lower_cp_async_tile(op: ir.TileOp, arch: int) -> list[ir.Stmt]:
-    """Check a cp.async tile operation and lower it to one PtxCall per chunk."""
-    form = _copy_form(op.instruction)
-    try:
-        return _lower_tile(form, op, arch)
-    except ContractError as e:
-        index = _operand_index(e)
-        if index is not None and index < len(op.operand_spans):
-            raise e.with_span(op.operand_spans[index]) from None
-        raise
-
-
-def _operand_index(e: ContractError) -> int | None:
-    for i, name in enumerate(("dst", "src")):
-        if f"operand {name}" in e.message:
-            return i
-    return None
-
-
-def _lower_tile(form: CopyForm, op: ir.TileOp, arch: int) -> list[ir.Stmt]:
-    if op.scope != "thread":
-        raise TirxSyntaxError(
-            f"scope={op.scope!r} is not supported for cp.async",
-            hint='each thread issues its own copies: use scope="thread"',
+def lower_tile(contract: Contract, op: ir.TileOp) -> list[ir.Stmt]:
+    """Check a cp.async tile operation and lower it to one PtxCall per chunk (its scope, the
+    target arch and the operand count were checked by :mod:`tirx.transform.tile_ops`)."""
+    if contract.modifier("op") in _GROUP_OPS:
+        raise ContractError(
+            f"{contract.text} has no tile form",
+            hint=f'call it directly: T.ptx["{contract.text}"]({"n" if contract.operands else ""})',
         )
-    _check_arch(form.text, arch)
+    form = _copy_form(contract)
     params = dict(op.params)
     unknown = sorted(set(params) - {"chunk_bytes", "src_size", "pred"})
     if unknown:
@@ -172,8 +187,6 @@ def _lower_tile(form: CopyForm, op: ir.TileOp, arch: int) -> list[ir.Stmt]:
         )
     chunk = _check_size(form, params["chunk_bytes"], "chunk_bytes")
     zero_fill = _src_size(form, params.get("src_size"), chunk)
-    if len(op.operands) != 2:
-        raise ContractError(f"{form.text} takes 2 operands (dst, src), got {len(op.operands)}")
     dst, src = op.operands
     _check_view(form, "dst", dst, ir.Scope.SHARED, chunk)
     _check_view(form, "src", src, ir.Scope.GLOBAL, chunk)
@@ -253,16 +266,15 @@ def _check_view(form: CopyForm, name: str, v, scope: ir.Scope, chunk: int) -> No
 # ------------------------------------------------------------------------------ raw form
 
 
-def lower_cp_async_raw(op: ir.RawPtx, arch: int, address) -> ir.PtxCall:
-    """Lower ``T.ptx["cp.async..."](...)``: group calls, or one copy with element operands.
+def lower_raw(contract: Contract, op: ir.RawPtx, address) -> ir.PtxCall:
+    """Lower ``T.ptx["cp.async..."](...)``: group calls, or one copy with element operands
+    (the target arch was checked by :mod:`tirx.transform.raw_ptx`).
 
     ``address(view, indices) -> (buffer, element index)`` is the lowerer's addressing."""
-    text = op.instruction
-    if text in _GROUP_CALLS:
-        _check_arch(text, arch)
+    text = contract.text
+    if contract.modifier("op") in _GROUP_OPS:
         return _group_call(op)
-    form = _copy_form(text)
-    _check_arch(text, arch)
+    form = _copy_form(contract)
     spans = list(op.operand_spans) + [None] * 4
     if len(op.operands) not in (3, 4):
         raise ContractError(
@@ -321,3 +333,10 @@ def _group_call(op: ir.RawPtx) -> ir.PtxCall:
     if not 0 <= n < 2**31:  # PTX: an integer constant with no further domain
         raise ContractError(f"{text}: n must be a non-negative int, got {n}").with_span(span)
     return ir.PtxCall(text, (ir.Immediate(n),), op.span)
+
+
+SPEC = FamilySpec(
+    Family.CP_ASYNC, "cp.async", SLOTS, reject, build, lower_tile,
+    "PTX ISA, Data Movement and Conversion Instructions: cp.async",
+    exec_scope=ir.ExecScope.THREAD, lower_raw=lower_raw,
+)  # fmt: skip
