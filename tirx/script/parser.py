@@ -355,10 +355,52 @@ class Parser:
     # ----------------------------------------------------------------- statements
 
     def block(self, stmts) -> None:
-        for s in stmts:
-            self.stmt(s)
+        """Parse a list of statements, and everything nested in them, without recursion.
+
+        An ``elif`` chain nests each arm in the previous one's ``orelse``, and CPython compiles
+        chains of thousands of arms: more than Python's recursion limit allows a recursive
+        parser. So the handlers of compound statements (``if``, ``for``, ``while``) are
+        generators: each yields the blocks inside it in order and resumes when that block is
+        done, and this loop runs them from its own stack. A simple statement is parsed at once
+        (:meth:`stmt`)."""
+        stack: list = [(None, iter(stmts))]  # (compound node or None for a block, iterator)
+        try:
+            while stack:
+                node, steps = stack[-1]
+                if node is None:  # a block: its next statement
+                    s = next(steps, None)
+                    if s is None:
+                        stack.pop()
+                    elif type(s) in _COMPOUND:
+                        stack.append((s, self._compound(s)))
+                    else:
+                        self.stmt(s)
+                    continue
+                try:
+                    inner = next(steps, None)  # a compound statement's next block
+                except TirxError as e:
+                    raise e.with_span(self.span(node)) from None
+                except (TypeError, ValueError, ZeroDivisionError, OverflowError) as e:
+                    raise TirxSyntaxError(str(e), self.span(node)) from None
+                if inner is None:
+                    stack.pop()
+                else:
+                    stack.append((None, iter(inner)))
+        except BaseException:
+            # leave the builder's scopes as the handlers' with-blocks would: innermost first
+            for node, steps in reversed(stack):
+                if node is not None:
+                    steps.close()
+            raise
+
+    def _compound(self, node):
+        return getattr(self, "stmt_" + type(node).__name__)(node)
 
     def stmt(self, node) -> None:
+        """Parse one statement (a compound one with everything inside it)."""
+        if type(node) in _COMPOUND:
+            self.block([node])
+            return
         handler = getattr(self, "stmt_" + type(node).__name__, None)
         if handler is None:
             raise TirxSyntaxError(
@@ -441,6 +483,9 @@ class Parser:
         indices = self.ev.indices(target.slice)
         self.b.store(view, indices, value, self.span(node))
 
+    # The compound statements' handlers are generators that yield their inner blocks (see
+    # :meth:`block`); a ``with`` around a ``yield`` closes its scope after that block.
+
     def stmt_For(self, node):
         if node.orelse:
             raise TirxSyntaxError("for ... else is not supported", self.span(node))
@@ -448,26 +493,26 @@ class Parser:
             raise TirxSyntaxError("the loop variable must be a single name", self.span(node.target))
         start, stop, step, kind = self.ev.loop_range(node.iter)
         with self.b.loop(node.target.id, start, stop, step, kind, self.span(node)):
-            self.block(node.body)
+            yield node.body
 
     def stmt_While(self, node):
         if node.orelse:
             raise TirxSyntaxError("while ... else is not supported", self.span(node))
         cond = self.ev.condition(node.test)
         with self.b.while_loop(cond, self.span(node)):
-            self.block(node.body)
+            yield node.body
 
     def stmt_If(self, node):
         cond = self.ev.condition(node.test)
         if isinstance(cond, bool):  # static if: trace only the taken branch
             with self.b.static_branch():
-                self.block(node.body if cond else node.orelse)
+                yield node.body if cond else node.orelse
             return
         with self.b.branch(cond, self.span(node)) as br:
-            self.block(node.body)
+            yield node.body
             if node.orelse:
                 br.else_()
-                self.block(node.orelse)
+                yield node.orelse
 
     def stmt_Break(self, node):
         self.b.loop_control(ir.Break(self.span(node)))
@@ -475,6 +520,9 @@ class Parser:
     def stmt_Continue(self, node):
         self.b.loop_control(ir.Continue(self.span(node)))
 
+
+# Statements whose handlers are generators over their inner blocks (see Parser.block).
+_COMPOUND = frozenset({ast.If, ast.For, ast.While})
 
 _HINTS = {
     "Return": "kernels write their results into tensor parameters; use an if around the rest",
@@ -537,8 +585,9 @@ def _mutable_names(fdef) -> frozenset[str]:
     value (an int, a view, a layout)."""
     counts: dict[str, int] = {}
     mutable: set[str] = set()
-
-    def visit(stmts, nested):
+    todo = [(fdef.body, False)]  # (statements, nested): an explicit stack, for elif chains
+    while todo:
+        stmts, nested = todo.pop()
         for s in stmts:
             targets = []
             if isinstance(s, ast.Assign):
@@ -555,8 +604,6 @@ def _mutable_names(fdef) -> frozenset[str]:
             for field in ("body", "orelse"):
                 inner = getattr(s, field, None)
                 if isinstance(inner, list) and not isinstance(s, ast.FunctionDef):
-                    visit(inner, True)
-
-    visit(fdef.body, False)
+                    todo.append((inner, True))
     mutable.update(n for n, c in counts.items() if c > 1)
     return frozenset(mutable)
