@@ -207,3 +207,127 @@ def test_deeply_nested_statements_pass_every_ir_stage():
     text = print_function(lowered)
     assert text.count("else:") == n
     assert print_function(serial.loads(serial.dumps(lowered))) == text
+
+
+# ------------------------------------------------------------------ deep statements
+
+_CHAIN_HEAD = """
+from tirx import T
+
+
+@T.function
+def deep(out: T.Tensor((32,), "int32"), c: T.int32):
+    T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=32))
+    x = T.cuda.lane_id()
+"""
+
+
+def _elif_chain(n: int, arm=lambda i: f"y = {i}") -> str:
+    """A kernel whose body is an ``if``/``elif`` chain of ``n`` arms on the parameter ``c``;
+    each arm assigns ``y`` (so ``y`` is a kernel variable), the ``else`` too."""
+    lines = [_CHAIN_HEAD.rstrip("\n")]
+    for i in range(n):
+        lines += [f"    {'if' if i == 0 else 'elif'} c == {i}:", f"        {arm(i)}"]
+    lines += ["    else:", "        y = -1", "    out[x] = y + x", ""]
+    return "\n".join(lines)
+
+
+@functools.cache
+def deepest_chain() -> int:
+    """The most ``elif`` arms CPython compiles in a kernel here (about 2990 on 3.11), less 2%,
+    as :func:`deepest` finds it."""
+    lo, hi = 1, 20_000
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if _compiles(_elif_chain(mid)):
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo * 49 // 50
+
+
+def _load_source(tmp_path, source: str, name: str):
+    path = tmp_path / f"{name}.py"
+    path.write_text(source)
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.deep
+
+
+def test_cpython_compiles_thousands_of_elif_arms():
+    # far past the old parser's limit (RecursionError between 250 and 400 arms)
+    assert deepest_chain() > 1000
+
+
+def _chain_depth(s) -> int:
+    depth = 0
+    while isinstance(s, ir.If):
+        s, depth = s.else_body, depth + 1
+    return depth
+
+
+@pytest.mark.parametrize("target", ["sim", "cuda -arch=sm_90"])
+def test_the_longest_elif_chain_compiles(tmp_path, target):
+    n = deepest_chain()
+    limit = sys.getrecursionlimit()
+    kernel = _load_source(tmp_path, _elif_chain(n), "deep_chain_" + target.split()[0])
+    assert sys.getrecursionlimit() == limit
+    chain = next(s for s in kernel.ir.body.stmts if isinstance(s, ir.If))
+    assert _chain_depth(chain) == n  # one If per arm, each in the previous one's else
+    exe = tirx.compile(kernel, target=target)
+    assert sys.getrecursionlimit() == limit
+    lowered = exe.script(lowered=True)
+    assert lowered.count("else:") == n
+    assert print_function(serial.loads(serial.dumps(exe.lowered))) == lowered
+    if target == "sim":
+        return
+    assert exe.source.count("} else {") >= n
+    assert exe.ptx and ".entry deep" in exe.ptx
+
+
+def test_an_elif_chain_of_compile_time_conditions_keeps_the_taken_arm(tmp_path):
+    # static conditions: each arm is traced in its own scope, only the taken one is kept
+    n = deepest_chain()
+    src = (
+        _elif_chain(n).replace("c == ", "K == ").replace("    x = T", f"    K = {n - 1}\n    x = T")
+    )
+    exe = tirx.compile(_load_source(tmp_path, src, "deep_static_chain"), target="sim")
+    assert "else:" not in exe.script(lowered=True)
+    out = np.zeros(32, np.int32)
+    exe(out, 0)
+    assert out.tolist() == [n - 1 + lane for lane in range(32)]
+
+
+def test_an_error_deep_in_an_elif_chain_is_located_at_its_arm(tmp_path):
+    n = deepest_chain()
+    bad = n // 2
+    src = _elif_chain(n, lambda i: "y = undefined_name" if i == bad else f"y = {i}")
+    with pytest.raises(TirxSyntaxError) as info:
+        _load_source(tmp_path, src, "deep_chain_error")
+    err = info.value
+    assert "'undefined_name' is not defined" in err.message
+    head_lines = _CHAIN_HEAD.count("\n")
+    assert err.span.line == head_lines + 2 * bad + 2
+    assert err.span.col == len("        y = ")
+
+
+def test_an_elif_chain_inside_loops_and_nested_ifs(tmp_path):
+    # the chain sits under a while, a for and an if: every stage walks the mix
+    n = deepest_chain() // 2
+    chain = _elif_chain(n).split("    x = T.cuda.lane_id()\n", 1)[1].splitlines()[:-1]
+    src = (
+        _CHAIN_HEAD
+        + "    y = 0\n    k = 0\n    while k < 1:\n        for j in range(2):\n"
+        + "            if j == 1:\n"
+        + "".join(" " * 12 + ln + "\n" for ln in chain)
+        + "        k = k + 1\n    out[x] = y + x\n"
+    )
+    kernel = _load_source(tmp_path, src, "deep_nested_chain")
+    exe = tirx.compile(kernel, target="sim")
+    # the CUDA source too (NVRTC itself, whose time grows with the square of the nesting, is
+    # run at full depth by test_the_longest_elif_chain_compiles)
+    from tirx.backend.cuda.codegen import generate
+
+    assert generate(exe.lowered).count("} else {") == n
+    assert exe.script(lowered=True).count("else:") == n

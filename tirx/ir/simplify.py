@@ -90,18 +90,47 @@ def structural_key(e) -> tuple:
     """A hashable key equal for expressions that compute the same value by the same tree
     (``lane % 8`` built twice has one key). Variables, buffers and loads are keyed by the
     object: two loads of one address are the same value within one expression, which has no
-    side effects."""
+    side effects. Computed bottom-up over an explicit stack (no recursion: an index may be a
+    sum of thousands of terms)."""
+    keys: dict[int, tuple] = {}
+    todo = [e]
+    while todo:
+        node = todo[-1]
+        if id(node) in keys:
+            todo.pop()
+            continue
+        missing = [k for k in _key_children(node) if id(k) not in keys]
+        if missing:
+            todo.extend(missing)
+            continue
+        todo.pop()
+        keys[id(node)] = _key_of(node, keys)
+    return keys[id(e)]
+
+
+def _key_children(e) -> list:
+    if isinstance(e, Const):
+        return []
+    if isinstance(e, (Var, Load)) or not hasattr(e, "__dataclass_fields__"):
+        return [e.index] if isinstance(e, Load) and isinstance(e.index, Expr) else []
+    return [v for name in e.__dataclass_fields__ if isinstance(v := getattr(e, name), Expr)]
+
+
+def _key_of(e, keys: dict) -> tuple:
+    """The key of ``e`` from its children's keys (in ``keys``, by object id)."""
     if isinstance(e, Const):
         return ("const", e.value, e.dtype.name)
     if isinstance(e, (Var, Load)) or not hasattr(e, "__dataclass_fields__"):
         if isinstance(e, Load):
-            return ("load", id(e.buffer), e.dtype.name, structural_key(as_expr_key(e.index)))
+            index = e.index
+            inner = keys[id(index)] if isinstance(index, Expr) else _key_of(Const(index), keys)
+            return ("load", id(e.buffer), e.dtype.name, inner)
         return ("obj", id(e))
     parts = [type(e).__name__]
     for name in e.__dataclass_fields__:
         v = getattr(e, name)
         if isinstance(v, Expr):
-            parts.append(structural_key(v))
+            parts.append(keys[id(v)])
         elif isinstance(v, (int, float, bool, str)) or v is None:
             parts.append(v)
         elif hasattr(v, "name") and hasattr(v, "bits"):  # a DType

@@ -16,6 +16,10 @@ into the addresses that use it, where that is exact:
 Then each address is simplified (tirx/ir/simplify_index.py) knowing the ranges of the
 loops around it: ``(tid + 128 * q) // 8 -> tid // 8 + q * 16``, and a constant offset per
 unrolled copy becomes part of the address. Assignments stay (other uses may need them).
+
+Nothing here recurses in Python: statements run from an explicit stack and expressions go
+through :mod:`tirx.ir.visitor`, so an ``elif`` chain or a sum as deep as CPython compiles
+passes without a recursion limit.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from dataclasses import replace
 
 from ..ir import nodes as ir
 from ..ir.simplify_index import simplify_index
+from ..ir.visitor import DESCEND, Transformer, Visitor
 
 __all__ = ["inline_indices"]
 
@@ -36,21 +41,24 @@ def inline_indices(fn: ir.Function, body: ir.Stmt) -> ir.Stmt:
     return _Pass(counts, params).stmt(body, {}, {})
 
 
-def _count(s, counts) -> None:
-    if isinstance(s, ir.Seq):
-        for x in s.stmts:
-            _count(x, counts)
-    elif isinstance(s, ir.Assign):
-        counts[s.var] = counts.get(s.var, 0) + 1
-    elif isinstance(s, ir.For):
-        counts[s.var] = counts.get(s.var, 0) + 1
-        _count(s.body, counts)
-    elif isinstance(s, ir.While):
-        _count(s.body, counts)
-    elif isinstance(s, ir.If):
-        _count(s.then_body, counts)
-        if s.else_body is not None:
-            _count(s.else_body, counts)
+def _count(body, counts) -> None:
+    """How many times each variable is assigned (a loop counts for its variable)."""
+    todo = [body]
+    while todo:
+        s = todo.pop()
+        if isinstance(s, ir.Seq):
+            todo.extend(reversed(s.stmts))
+        elif isinstance(s, ir.Assign):
+            counts[s.var] = counts.get(s.var, 0) + 1
+        elif isinstance(s, ir.For):
+            counts[s.var] = counts.get(s.var, 0) + 1
+            todo.append(s.body)
+        elif isinstance(s, ir.While):
+            todo.append(s.body)
+        elif isinstance(s, ir.If):
+            if s.else_body is not None:
+                todo.append(s.else_body)
+            todo.append(s.then_body)
 
 
 class _Pass:
@@ -59,16 +67,48 @@ class _Pass:
 
     # ---------------------------------------------------------------- statements
 
-    def stmt(self, s, env: dict, ranges: dict):
-        """``env``: Var -> its substituted value; ``ranges``: loop Var -> (lo, hi) or None."""
+    def stmt(self, root, env: dict, ranges: dict):
+        """``root`` rewritten. ``env``: Var -> its substituted value; ``ranges``: loop Var ->
+        (lo, hi) or None. A compound statement's step (:meth:`_steps`) yields each child with
+        the env and ranges it is seen with and receives it rewritten; this loop runs the steps
+        from its own stack, in program order."""
+        stack = [self._steps(root, env, ranges)]
+        sent = None
+        while True:
+            try:
+                child = stack[-1].send(sent)
+            except StopIteration as done:
+                stack.pop()
+                if not stack:
+                    return done.value
+                sent = done.value
+                continue
+            stack.append(self._steps(*child))
+            sent = None
+
+    def _steps(self, s, env: dict, ranges: dict):
         if isinstance(s, ir.Seq):
             env = dict(env)  # definitions made in this block end with it
             out = []
             for x in s.stmts:
-                out.append(self.stmt(x, env, ranges))
+                out.append((yield x, env, ranges))
                 if isinstance(x, ir.Assign):
                     self.define(x, env, ranges)
             return replace(s, stmts=tuple(out))
+        if isinstance(s, ir.For):
+            inner = dict(ranges)
+            inner[s.var] = _loop_range(s) if self.counts.get(s.var) == 1 else None
+            return replace(s, body=(yield s.body, env, inner))
+        if isinstance(s, ir.While):
+            return replace(s, body=(yield s.body, env, ranges))
+        if isinstance(s, ir.If):
+            then = yield s.then_body, env, ranges
+            orelse = None if s.else_body is None else (yield s.else_body, env, ranges)
+            return replace(s, then_body=then, else_body=orelse)
+        return self.simple(s, env, ranges)
+
+    def simple(self, s, env: dict, ranges: dict):
+        """A statement with no statements inside, rewritten."""
         if isinstance(s, ir.Assign):
             return replace(s, value=self.expr(s.value, env, ranges))
         if isinstance(s, ir.Store):
@@ -77,15 +117,6 @@ class _Pass:
                 index=self.index(s.index, env, ranges),
                 value=self.expr(s.value, env, ranges),
             )
-        if isinstance(s, ir.For):
-            inner = dict(ranges)
-            inner[s.var] = _loop_range(s) if self.counts.get(s.var) == 1 else None
-            return replace(s, body=self.stmt(s.body, env, inner))
-        if isinstance(s, ir.While):
-            return replace(s, body=self.stmt(s.body, env, ranges))
-        if isinstance(s, ir.If):
-            orelse = None if s.else_body is None else self.stmt(s.else_body, env, ranges)
-            return replace(s, then_body=self.stmt(s.then_body, env, ranges), else_body=orelse)
         if isinstance(s, ir.PtxCall):
             return replace(s, operands=tuple(self.operand(o, env, ranges) for o in s.operands))
         if isinstance(s, (ir.Break, ir.Continue, ir.Barrier, ir.Printf)):
@@ -102,59 +133,23 @@ class _Pass:
 
     def substitute(self, e, env, ranges):
         """``e`` with stable variables replaced, or None when it reads anything unstable."""
-        if isinstance(e, (ir.Const, ir.Special)):
-            return e
-        if isinstance(e, ir.Var):
-            if e in env:
-                return env[e]
-            if e in ranges and self.counts.get(e) == 1:
-                return e  # a loop variable of a loop around the use, never assigned
-            if e in self.params and e not in self.counts:
-                return e
-            return None
-        if isinstance(e, ir.BinOp) and e.dtype.kind in ("int", "uint"):
-            a, b = self.substitute(e.a, env, ranges), self.substitute(e.b, env, ranges)
-            if a is None or b is None:
-                return None
-            return ir.binop(e.op, a, b)
-        if isinstance(e, ir.Cast) and e.dtype.kind in ("int", "uint"):
-            inner = self.substitute(e.value, env, ranges)
-            return None if inner is None else ir.cast(inner, e.dtype)
-        return None  # loads, selects, comparisons, floats: left as they are
+        return _Substitute(self, env, ranges).visit(e)
 
     # --------------------------------------------------------------- expressions
 
     def index(self, e, env, ranges):
-        e = self.expr(e, env, ranges)
+        return self.finish_index(self.expr(e, env, ranges), env, ranges)
+
+    def finish_index(self, e, env, ranges):
+        """An index whose own loads and addresses are rewritten: substituted, simplified."""
         full = self.substitute(e, env, ranges) if isinstance(e, ir.Expr) else None
         bounds = {v: r for v, r in ranges.items() if r is not None}
         return simplify_index(full if full is not None else e, bounds)
 
     def expr(self, e, env, ranges):
-        if isinstance(e, ir.Load):
-            return replace(e, index=self.index(e.index, env, ranges))
-        if isinstance(e, (ir.SharedAddress, ir.GlobalAddress)):
-            return replace(e, byte_offset=self.index(e.byte_offset, env, ranges))
-        if isinstance(e, ir.BinOp):
-            return ir.binop(e.op, self.expr(e.a, env, ranges), self.expr(e.b, env, ranges))
-        if isinstance(e, ir.Cmp):
-            return ir.cmp(e.op, self.expr(e.a, env, ranges), self.expr(e.b, env, ranges))
-        if isinstance(e, ir.Logic):
-            return replace(e, a=self.expr(e.a, env, ranges), b=self.expr(e.b, env, ranges))
-        if isinstance(e, ir.Not):
-            return replace(e, a=self.expr(e.a, env, ranges))
-        if isinstance(e, ir.Select):
-            return replace(
-                e,
-                cond=self.expr(e.cond, env, ranges),
-                a=self.expr(e.a, env, ranges),
-                b=self.expr(e.b, env, ranges),
-            )
-        if isinstance(e, ir.Cast):
-            return ir.cast(self.expr(e.value, env, ranges), e.dtype)
-        if isinstance(e, (ir.Const, ir.Var, ir.Special)) or not isinstance(e, ir.Expr):
+        if not isinstance(e, ir.Expr):
             return e
-        raise TypeError(f"the index pass does not know {type(e).__name__}")
+        return _Rewrite(self, env, ranges).visit(e)
 
     def operand(self, op, env, ranges):
         if isinstance(op, ir.AddressOperand):
@@ -168,6 +163,79 @@ class _Pass:
             )
             return ir.RegVector(regs, op.is_output)
         return op  # Immediate
+
+
+class _Substitute(Visitor):
+    """``_Pass.substitute`` as a fold: a node's result is its substituted copy, or None when
+    it reads anything unstable (loads, selects, comparisons, floats are left as they are)."""
+
+    pass_name = "the index pass (substitution)"
+
+    def __init__(self, owner: _Pass, env: dict, ranges: dict):
+        self.owner, self.env, self.ranges = owner, env, ranges
+
+    def _default(self, cls):
+        return (_nothing, None)
+
+    def enter_Const(self, e):
+        return e
+
+    enter_Special = enter_Const
+
+    def enter_Var(self, e):
+        if e in self.env:
+            return self.env[e]
+        counts = self.owner.counts
+        if e in self.ranges and counts.get(e) == 1:
+            return e  # a loop variable of a loop around the use, never assigned
+        if e in self.owner.params and e not in counts:
+            return e
+        return None
+
+    def enter_BinOp(self, e):
+        return DESCEND if e.dtype.kind in ("int", "uint") else None
+
+    def leave_BinOp(self, e, a, b):
+        return None if a is None or b is None else ir.binop(e.op, a, b)
+
+    enter_Cast = enter_BinOp
+
+    def leave_Cast(self, e, value):
+        return None if value is None else ir.cast(value, e.dtype)
+
+
+def _nothing(self, node):
+    return None
+
+
+class _Rewrite(Transformer):
+    """``_Pass.expr``: every load's index and every address's byte offset rewritten by
+    :meth:`_Pass.finish_index` (after its own loads), the rest rebuilt around them."""
+
+    pass_name = "the index pass"
+    rebuilt = frozenset({"Logic", "Not", "Select"})
+    kept = frozenset({"Const", "Var", "Special", "Buffer"})
+
+    def __init__(self, owner: _Pass, env: dict, ranges: dict):
+        self.owner, self.env, self.ranges = owner, env, ranges
+
+    def leave_Load(self, e, buffer, index):
+        return replace(e, index=self.owner.finish_index(index, self.env, self.ranges))
+
+    def leave_SharedAddress(self, e, buffer, byte_offset):
+        offset = self.owner.finish_index(byte_offset, self.env, self.ranges)
+        return replace(e, byte_offset=offset)
+
+    leave_GlobalAddress = leave_SharedAddress
+
+    def leave_BinOp(self, e, a, b):
+        return ir.binop(e.op, a, b)
+
+    def leave_Cmp(self, e, a, b):
+        return ir.cmp(e.op, a, b)
+
+    def leave_Cast(self, e, value):
+        return ir.cast(value, e.dtype)
 
 
 def _loop_range(s: ir.For):

@@ -1,0 +1,379 @@
+"""The statement parser: drives a :class:`~tirx.script.builder.FunctionBuilder` from the AST of
+one ``def`` (:class:`Parser`), statement by statement, with the expressions evaluated by
+:class:`~tirx.script.evaluator.Evaluator`.
+
+Every statement kind the language has is a ``stmt_<Kind>`` method; any other is refused with
+the user's line and a hint. Nothing here recurses in Python: compound statements are
+generators run from an explicit stack (:meth:`Parser.block`), so ``elif`` chains as long as
+CPython compiles parse without a recursion limit.
+"""
+
+from __future__ import annotations
+
+import ast
+
+from ..errors import Span, TirxError, TirxSyntaxError
+from ..ir import nodes as ir
+from .builder import FunctionBuilder
+from .evaluator import IR_BINOPS, Evaluator
+from .namespace import LaunchSpec, ScalarType, TensorAnnotation
+
+__all__ = ["Parser"]
+
+
+class Parser:
+    """Drives a :class:`FunctionBuilder` from the AST of one ``def``."""
+
+    def __init__(self, filename: str, scope: dict, annotations=None):
+        self.filename = filename
+        self.scope = scope
+        self.annotations = annotations or {}
+        # What the parse depended on besides the def's text, for the front-end cache: the
+        # names the body resolved outside itself (scope, builtins; in order), and whether it
+        # compared objects by identity (``is`` with neither side None, True or False).
+        self.free_names: dict[str, None] = {}
+        self.compared_identity = False
+
+    def span(self, node) -> Span:
+        end = node.end_col_offset if getattr(node, "end_lineno", None) == node.lineno else None
+        return Span(self.filename, node.lineno, node.col_offset, end)
+
+    def parse(self, fdef: ast.FunctionDef) -> ir.Function:
+        b = FunctionBuilder(fdef.name, self.span(fdef))
+        self.b = b
+        self.ev = Evaluator(self, b)
+        self._check_signature(fdef)
+        b.mutable_names = _mutable_names(fdef)
+        assigned = _assigned_names(fdef)
+        for arg in fdef.args.args:
+            self._param(arg, arg.arg in assigned)
+        body = list(fdef.body)
+        if body and _is_docstring(body[0]):
+            body = body[1:]
+        if not body or not self._is_device_entry(body[0]):
+            where = body[0] if body else fdef
+            raise TirxSyntaxError(
+                "a kernel must start with T.device_entry(launch=T.cuda.LaunchConfig(...))",
+                self.span(where),
+                hint="add T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=32)) "
+                "as the first statement",
+            )
+        self._device_entry(body[0])
+        self.block(body[1:])
+        return b.finish()
+
+    # ------------------------------------------------------------------ signature
+
+    def _check_signature(self, fdef):
+        a = fdef.args
+        extras = a.vararg or a.kwarg or a.kwonlyargs or a.posonlyargs or a.defaults
+        if extras:
+            raise TirxSyntaxError(
+                "kernel parameters must be plain positional parameters with annotations",
+                self.span(fdef),
+            )
+        if fdef.returns is not None:
+            raise TirxSyntaxError(
+                "a kernel returns nothing; remove the return annotation", self.span(fdef.returns)
+            )
+
+    def _param(self, arg: ast.arg, assigned: bool = False):
+        span = self.span(arg)
+        if arg.annotation is None:
+            raise TirxSyntaxError(
+                f"parameter {arg.arg!r} needs an annotation",
+                span,
+                hint='annotate it, e.g. A: T.Tensor((16, 16), "float16") or n: T.int32',
+            )
+        if arg.arg in self.annotations:
+            ann = self.annotations[arg.arg]
+        else:
+            ann = self.ev.const(arg.annotation)
+        if isinstance(ann, TensorAnnotation):
+            self.b.add_tensor_param(arg.arg, ann.shape, ann.dtype, span)
+        elif isinstance(ann, ScalarType):
+            self.b.add_scalar_param(arg.arg, ann.dtype, span, assigned)
+        else:
+            raise TirxSyntaxError(
+                f"parameter {arg.arg!r}: annotation must be T.Tensor(shape, dtype) or a scalar "
+                f"type such as T.int32, got {ann!r}",
+                self.span(arg.annotation),
+            )
+
+    def _is_device_entry(self, stmt) -> bool:
+        if not (isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call)):
+            return False
+        try:
+            f = self.ev.const(stmt.value.func)
+        except TirxError:
+            return False
+        return getattr(f, "key", None) == "device_entry"
+
+    def _device_entry(self, stmt):
+        call = stmt.value
+        kw = {k.arg: self.ev.const(k.value) for k in call.keywords}
+        launch = kw.pop("launch", None)
+        if call.args and launch is None:
+            launch = self.ev.const(call.args[0])
+        if not isinstance(launch, LaunchSpec) or kw:
+            raise TirxSyntaxError(
+                "T.device_entry takes launch=T.cuda.LaunchConfig(grid=..., block=...)",
+                self.span(call),
+            )
+        self.b.launch = ir.LaunchConfig(launch.grid, launch.block, launch.dynamic_smem_bytes)
+
+    # ----------------------------------------------------------------- statements
+
+    def block(self, stmts) -> None:
+        """Parse a list of statements, and everything nested in them, without recursion.
+
+        An ``elif`` chain nests each arm in the previous one's ``orelse``, and CPython compiles
+        chains of thousands of arms: more than Python's recursion limit allows a recursive
+        parser. So the handlers of compound statements (``if``, ``for``, ``while``) are
+        generators: each yields the blocks inside it in order and resumes when that block is
+        done, and this loop runs them from its own stack. A simple statement is parsed at once
+        (:meth:`stmt`)."""
+        stack: list = [(None, iter(stmts))]  # (compound node or None for a block, iterator)
+        try:
+            while stack:
+                node, steps = stack[-1]
+                if node is None:  # a block: its next statement
+                    s = next(steps, None)
+                    if s is None:
+                        stack.pop()
+                    elif type(s) in _COMPOUND:
+                        stack.append((s, self._compound(s)))
+                    else:
+                        self.stmt(s)
+                    continue
+                try:
+                    inner = next(steps, None)  # a compound statement's next block
+                except TirxError as e:
+                    raise e.with_span(self.span(node)) from None
+                except (TypeError, ValueError, ZeroDivisionError, OverflowError) as e:
+                    raise TirxSyntaxError(str(e), self.span(node)) from None
+                if inner is None:
+                    stack.pop()
+                else:
+                    stack.append((None, iter(inner)))
+        except BaseException:
+            # leave the builder's scopes as the handlers' with-blocks would: innermost first
+            for node, steps in reversed(stack):
+                if node is not None:
+                    steps.close()
+            raise
+
+    def _compound(self, node):
+        return getattr(self, "stmt_" + type(node).__name__)(node)
+
+    def stmt(self, node) -> None:
+        """Parse one statement (a compound one with everything inside it)."""
+        if type(node) in _COMPOUND:
+            self.block([node])
+            return
+        handler = getattr(self, "stmt_" + type(node).__name__, None)
+        if handler is None:
+            raise TirxSyntaxError(
+                f"{_describe(node)} is not supported in a tirx kernel",
+                self.span(node),
+                hint=_HINTS.get(type(node).__name__),
+            )
+        try:
+            handler(node)
+        except TirxError as e:
+            raise e.with_span(self.span(node)) from None
+        except (TypeError, ValueError, ZeroDivisionError, OverflowError) as e:
+            raise TirxSyntaxError(str(e), self.span(node)) from None
+
+    def stmt_Pass(self, node):
+        pass
+
+    def stmt_Expr(self, node):
+        if _is_docstring(node):
+            return
+        if not isinstance(node.value, ast.Call):
+            raise TirxSyntaxError("an expression statement has no effect", self.span(node))
+        value = self.ev.call(node.value)
+        if value is not None:
+            raise TirxSyntaxError(
+                "this value is computed and dropped",
+                self.span(node),
+                hint="assign it to a name or remove the line",
+            )
+
+    def stmt_Assign(self, node):
+        if len(node.targets) != 1:
+            raise TirxSyntaxError(
+                "chained assignment (a = b = ...) is not supported", self.span(node)
+            )
+        target = node.targets[0]
+        if isinstance(target, ast.Name):
+            value = self.ev.value(node.value, name_hint=target.id)
+            self.b.assign(target.id, value, self.span(node))
+        elif isinstance(target, ast.Subscript):
+            self._store(target, self.ev.value(node.value), node)
+        else:
+            raise TirxSyntaxError(
+                "only names and tensor elements can be assigned (no tuple unpacking)",
+                self.span(target),
+            )
+
+    def stmt_AnnAssign(self, node):
+        if not isinstance(node.target, ast.Name) or node.value is None:
+            raise TirxSyntaxError("annotated assignment needs a name and a value", self.span(node))
+        ann = self.ev.const(node.annotation)
+        if not isinstance(ann, ScalarType):
+            raise TirxSyntaxError(
+                "annotate local variables with a scalar type, e.g. x: T.int32",
+                self.span(node.annotation),
+            )
+        value = ir.cast(self.ev.value(node.value), ann.dtype)
+        self.b.assign(node.target.id, value, self.span(node), force_var=True)
+
+    def stmt_AugAssign(self, node):
+        op = IR_BINOPS.get(type(node.op))
+        if op is None:
+            raise TirxSyntaxError(
+                f"operator {type(node.op).__name__} is not supported", self.span(node)
+            )
+        rhs = self.ev.value(node.value)
+        if isinstance(node.target, ast.Name):
+            cur = self.ev.value(node.target)
+            self.b.assign(node.target.id, self.ev.binop(op, cur, rhs), self.span(node))
+        elif isinstance(node.target, ast.Subscript):
+            cur = self.ev.value(node.target)
+            self._store(node.target, self.ev.binop(op, cur, rhs), node)
+        else:
+            raise TirxSyntaxError("unsupported augmented assignment target", self.span(node))
+
+    def _store(self, target: ast.Subscript, value, node):
+        view = self.ev.value(target.value)
+        if not isinstance(view, ir.View):
+            raise TirxSyntaxError("only tensor elements can be assigned", self.span(target))
+        indices = self.ev.indices(target.slice)
+        self.b.store(view, indices, value, self.span(node))
+
+    # The compound statements' handlers are generators that yield their inner blocks (see
+    # :meth:`block`); a ``with`` around a ``yield`` closes its scope after that block.
+
+    def stmt_For(self, node):
+        if node.orelse:
+            raise TirxSyntaxError("for ... else is not supported", self.span(node))
+        if not isinstance(node.target, ast.Name):
+            raise TirxSyntaxError("the loop variable must be a single name", self.span(node.target))
+        start, stop, step, kind = self.ev.loop_range(node.iter)
+        with self.b.loop(node.target.id, start, stop, step, kind, self.span(node)):
+            yield node.body
+
+    def stmt_While(self, node):
+        if node.orelse:
+            raise TirxSyntaxError("while ... else is not supported", self.span(node))
+        cond = self.ev.condition(node.test)
+        with self.b.while_loop(cond, self.span(node)):
+            yield node.body
+
+    def stmt_If(self, node):
+        cond = self.ev.condition(node.test)
+        if isinstance(cond, bool):  # static if: trace only the taken branch
+            with self.b.static_branch():
+                yield node.body if cond else node.orelse
+            return
+        with self.b.branch(cond, self.span(node)) as br:
+            yield node.body
+            if node.orelse:
+                br.else_()
+                yield node.orelse
+
+    def stmt_Break(self, node):
+        self.b.loop_control(ir.Break(self.span(node)))
+
+    def stmt_Continue(self, node):
+        self.b.loop_control(ir.Continue(self.span(node)))
+
+
+# Statements whose handlers are generators over their inner blocks (see Parser.block).
+_COMPOUND = frozenset({ast.If, ast.For, ast.While})
+
+_HINTS = {
+    "Return": "kernels write their results into tensor parameters; use an if around the rest",
+    "With": "with-blocks are not part of the language",
+    "Try": "exceptions do not exist on the GPU",
+    "FunctionDef": "define helper functions outside the kernel",
+    "Import": "import at module level; the kernel can use captured names",
+    "ImportFrom": "import at module level; the kernel can use captured names",
+    "Global": "kernels cannot write Python globals",
+    "Nonlocal": "kernels cannot write Python variables",
+    "Delete": "kernel variables live until the kernel ends",
+    "Raise": "exceptions do not exist on the GPU",
+    "Assert": "use an if and T.cuda.printf to report a condition",
+}
+
+
+def _describe(node) -> str:
+    names = {
+        "Return": "return",
+        "With": "a with-statement",
+        "Try": "try/except",
+        "FunctionDef": "a nested function",
+        "ClassDef": "a class definition",
+        "Import": "import",
+        "ImportFrom": "import",
+        "Raise": "raise",
+        "Assert": "assert",
+        "Delete": "del",
+        "Global": "global",
+        "Nonlocal": "nonlocal",
+        "AsyncFor": "async for",
+        "AsyncWith": "async with",
+        "AsyncFunctionDef": "an async function",
+        "Match": "match",
+    }
+    return names.get(type(node).__name__, f"the statement {type(node).__name__}")
+
+
+def _is_docstring(node) -> bool:
+    return (
+        isinstance(node, ast.Expr)
+        and isinstance(node.value, ast.Constant)
+        and isinstance(node.value.value, str)
+    )
+
+
+def _assigned_names(fdef) -> frozenset[str]:
+    """Every name the body assigns (plain, annotated or augmented assignment, loop target)."""
+    names = set()
+    for node in ast.walk(fdef):
+        if isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign, ast.For)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names.update(t.id for t in targets if isinstance(t, ast.Name))
+    return frozenset(names)
+
+
+def _mutable_names(fdef) -> frozenset[str]:
+    """Names that must be kernel variables: assigned more than once, in a loop, in a branch,
+    or by augmented assignment. A name assigned once at the top level may stay a compile-time
+    value (an int, a view, a layout)."""
+    counts: dict[str, int] = {}
+    mutable: set[str] = set()
+    todo = [(fdef.body, False)]  # (statements, nested): an explicit stack, for elif chains
+    while todo:
+        stmts, nested = todo.pop()
+        for s in stmts:
+            targets = []
+            if isinstance(s, ast.Assign):
+                targets = [t.id for t in s.targets if isinstance(t, ast.Name)]
+            elif isinstance(s, ast.AnnAssign) and isinstance(s.target, ast.Name):
+                targets = [s.target.id]
+                mutable.add(s.target.id)
+            elif isinstance(s, ast.AugAssign) and isinstance(s.target, ast.Name):
+                mutable.add(s.target.id)
+            for t in targets:
+                counts[t] = counts.get(t, 0) + 1
+                if nested:
+                    mutable.add(t)
+            for field in ("body", "orelse"):
+                inner = getattr(s, field, None)
+                if isinstance(inner, list) and not isinstance(s, ast.FunctionDef):
+                    todo.append((inner, True))
+    mutable.update(n for n, c in counts.items() if c > 1)
+    return frozenset(mutable)
