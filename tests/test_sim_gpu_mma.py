@@ -102,7 +102,9 @@ def test_tf32_random_bits_follow_the_truncation_rule(k):
     a, b, c = raw(op.a_regs), raw(op.b_regs), raw(4)
     hw = _hardware(text, a, b, c).view(np.float32).astype(np.float64)
     sim = _simulated(text, a, b, c).view(np.float32).astype(np.float64)
-    np.testing.assert_allclose(sim, hw, rtol=2e-5, atol=1e-6)
+    # the accumulation's own rounding only: far below the ~2^-11 relative error per product
+    # that rounding the operands to nearest instead would make
+    np.testing.assert_allclose(sim, hw, rtol=2e-5, atol=1e-6 * np.abs(hw).max())
     assert np.mean(sim == hw) > 0.3  # most results bit-identical
 
 
