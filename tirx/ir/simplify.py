@@ -90,18 +90,41 @@ def structural_key(e) -> tuple:
     """A hashable key equal for expressions that compute the same value by the same tree
     (``lane % 8`` built twice has one key). Variables, buffers and loads are keyed by the
     object: two loads of one address are the same value within one expression, which has no
-    side effects."""
+    side effects. A tree deeper than a real index ever is (a sum of thousands of terms) is
+    keyed by the object too: the key is built by recursion."""
+    if _deeper_than(e, _MAX_KEYED_DEPTH):
+        return ("obj", id(e))
+    return _structural_key(e)
+
+
+_MAX_KEYED_DEPTH = 200
+
+
+def _deeper_than(e, limit: int) -> bool:
+    todo, seen = [(e, 1)], {}
+    while todo:
+        x, depth = todo.pop()
+        if depth > limit:
+            return True
+        if not isinstance(x, Expr) or seen.get(id(x), 0) >= depth:
+            continue
+        seen[id(x)] = depth
+        todo.extend((getattr(x, f), depth + 1) for f in x.__dataclass_fields__)
+    return False
+
+
+def _structural_key(e) -> tuple:
     if isinstance(e, Const):
         return ("const", e.value, e.dtype.name)
     if isinstance(e, (Var, Load)) or not hasattr(e, "__dataclass_fields__"):
         if isinstance(e, Load):
-            return ("load", id(e.buffer), e.dtype.name, structural_key(as_expr_key(e.index)))
+            return ("load", id(e.buffer), e.dtype.name, _structural_key(as_expr_key(e.index)))
         return ("obj", id(e))
     parts = [type(e).__name__]
     for name in e.__dataclass_fields__:
         v = getattr(e, name)
         if isinstance(v, Expr):
-            parts.append(structural_key(v))
+            parts.append(_structural_key(v))
         elif isinstance(v, (int, float, bool, str)) or v is None:
             parts.append(v)
         elif hasattr(v, "name") and hasattr(v, "bits"):  # a DType

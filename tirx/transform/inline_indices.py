@@ -36,21 +36,23 @@ def inline_indices(fn: ir.Function, body: ir.Stmt) -> ir.Stmt:
     return _Pass(counts, params).stmt(body, {}, {})
 
 
-def _count(s, counts) -> None:
-    if isinstance(s, ir.Seq):
-        for x in s.stmts:
-            _count(x, counts)
-    elif isinstance(s, ir.Assign):
-        counts[s.var] = counts.get(s.var, 0) + 1
-    elif isinstance(s, ir.For):
-        counts[s.var] = counts.get(s.var, 0) + 1
-        _count(s.body, counts)
-    elif isinstance(s, ir.While):
-        _count(s.body, counts)
-    elif isinstance(s, ir.If):
-        _count(s.then_body, counts)
-        if s.else_body is not None:
-            _count(s.else_body, counts)
+def _count(body, counts) -> None:
+    todo = [body]  # a work list, not recursion: elif chains nest thousands deep
+    while todo:
+        s = todo.pop()
+        if isinstance(s, ir.Seq):
+            todo.extend(s.stmts)
+        elif isinstance(s, ir.Assign):
+            counts[s.var] = counts.get(s.var, 0) + 1
+        elif isinstance(s, ir.For):
+            counts[s.var] = counts.get(s.var, 0) + 1
+            todo.append(s.body)
+        elif isinstance(s, ir.While):
+            todo.append(s.body)
+        elif isinstance(s, ir.If):
+            todo.append(s.then_body)
+            if s.else_body is not None:
+                todo.append(s.else_body)
 
 
 class _Pass:
@@ -83,9 +85,16 @@ class _Pass:
             return replace(s, body=self.stmt(s.body, env, inner))
         if isinstance(s, ir.While):
             return replace(s, body=self.stmt(s.body, env, ranges))
-        if isinstance(s, ir.If):
-            orelse = None if s.else_body is None else self.stmt(s.else_body, env, ranges)
-            return replace(s, then_body=self.stmt(s.then_body, env, ranges), else_body=orelse)
+        if isinstance(s, ir.If):  # an elif chain as a loop over its links
+            links = [s]
+            while isinstance(links[-1].else_body, ir.If):
+                links.append(links[-1].else_body)
+            tail = links[-1].else_body
+            out = None if tail is None else self.stmt(tail, env, ranges)
+            for link in reversed(links):
+                then = self.stmt(link.then_body, env, ranges)
+                out = replace(link, then_body=then, else_body=out)
+            return out
         if isinstance(s, ir.PtxCall):
             return replace(s, operands=tuple(self.operand(o, env, ranges) for o in s.operands))
         if isinstance(s, (ir.Break, ir.Continue, ir.Barrier, ir.Printf)):
@@ -101,7 +110,25 @@ class _Pass:
             env[v] = value
 
     def substitute(self, e, env, ranges):
-        """``e`` with stable variables replaced, or None when it reads anything unstable."""
+        """``e`` with stable variables replaced, or None when it reads anything unstable
+        (children first from a work stack: no recursion at any depth)."""
+        out: dict = {}
+        todo = [e]
+        while todo:
+            x = todo[-1]
+            if id(x) in out:
+                todo.pop()
+                continue
+            kids = _substituted_children(x)
+            pending = [k for k in kids if id(k) not in out]
+            if pending:
+                todo.extend(pending)
+                continue
+            todo.pop()
+            out[id(x)] = self._substitute_one(x, [out[id(k)] for k in kids], env, ranges)
+        return out[id(e)]
+
+    def _substitute_one(self, e, kids, env, ranges):
         if isinstance(e, (ir.Const, ir.Special)):
             return e
         if isinstance(e, ir.Var):
@@ -112,46 +139,54 @@ class _Pass:
             if e in self.params and e not in self.counts:
                 return e
             return None
-        if isinstance(e, ir.BinOp) and e.dtype.kind in ("int", "uint"):
-            a, b = self.substitute(e.a, env, ranges), self.substitute(e.b, env, ranges)
-            if a is None or b is None:
-                return None
-            return ir.binop(e.op, a, b)
-        if isinstance(e, ir.Cast) and e.dtype.kind in ("int", "uint"):
-            inner = self.substitute(e.value, env, ranges)
-            return None if inner is None else ir.cast(inner, e.dtype)
-        return None  # loads, selects, comparisons, floats: left as they are
+        if any(k is None for k in kids) or not kids:
+            return None  # loads, selects, comparisons, floats: left as they are
+        if isinstance(e, ir.BinOp):
+            return ir.binop(e.op, *kids)
+        return ir.cast(kids[0], e.dtype)
 
     # --------------------------------------------------------------- expressions
 
     def index(self, e, env, ranges):
         e = self.expr(e, env, ranges)
+        if _deeper_than(e, _MAX_SIMPLIFIED_DEPTH):
+            return e  # no real address is this deep; the simplifier recurses
         full = self.substitute(e, env, ranges) if isinstance(e, ir.Expr) else None
         bounds = {v: r for v, r in ranges.items() if r is not None}
         return simplify_index(full if full is not None else e, bounds)
 
     def expr(self, e, env, ranges):
+        """``e`` with its addresses rewritten (children first from a work stack: an
+        expression as deep as CPython compiles needs no recursion)."""
+        out: dict = {}
+        todo = [e]
+        while todo:
+            x = todo[-1]
+            if id(x) in out:
+                todo.pop()
+                continue
+            fields = _REWRITTEN.get(type(x), ())
+            pending = [getattr(x, f) for f in fields if id(getattr(x, f)) not in out]
+            if pending:
+                todo.extend(pending)
+                continue
+            todo.pop()
+            out[id(x)] = self._expr_one(x, [out[id(getattr(x, f))] for f in fields], env, ranges)
+        return out[id(e)]
+
+    def _expr_one(self, e, kids, env, ranges):
         if isinstance(e, ir.Load):
             return replace(e, index=self.index(e.index, env, ranges))
         if isinstance(e, (ir.SharedAddress, ir.GlobalAddress)):
             return replace(e, byte_offset=self.index(e.byte_offset, env, ranges))
         if isinstance(e, ir.BinOp):
-            return ir.binop(e.op, self.expr(e.a, env, ranges), self.expr(e.b, env, ranges))
+            return ir.binop(e.op, *kids)
         if isinstance(e, ir.Cmp):
-            return ir.cmp(e.op, self.expr(e.a, env, ranges), self.expr(e.b, env, ranges))
-        if isinstance(e, ir.Logic):
-            return replace(e, a=self.expr(e.a, env, ranges), b=self.expr(e.b, env, ranges))
-        if isinstance(e, ir.Not):
-            return replace(e, a=self.expr(e.a, env, ranges))
-        if isinstance(e, ir.Select):
-            return replace(
-                e,
-                cond=self.expr(e.cond, env, ranges),
-                a=self.expr(e.a, env, ranges),
-                b=self.expr(e.b, env, ranges),
-            )
+            return ir.cmp(e.op, *kids)
+        if isinstance(e, (ir.Logic, ir.Not, ir.Select)):
+            return replace(e, **dict(zip(_REWRITTEN[type(e)], kids, strict=True)))
         if isinstance(e, ir.Cast):
-            return ir.cast(self.expr(e.value, env, ranges), e.dtype)
+            return ir.cast(kids[0], e.dtype)
         if isinstance(e, (ir.Const, ir.Var, ir.Special)) or not isinstance(e, ir.Expr):
             return e
         raise TypeError(f"the index pass does not know {type(e).__name__}")
@@ -168,6 +203,39 @@ class _Pass:
             )
             return ir.RegVector(regs, op.is_output)
         return op  # Immediate
+
+
+#: The expression fields the pass rewrites, per node class (the rest are leaves to it).
+_REWRITTEN = {
+    ir.BinOp: ("a", "b"),
+    ir.Cmp: ("a", "b"),
+    ir.Logic: ("a", "b"),
+    ir.Not: ("a",),
+    ir.Select: ("cond", "a", "b"),
+    ir.Cast: ("value",),
+}
+_MAX_SIMPLIFIED_DEPTH = 200
+
+
+def _substituted_children(e) -> tuple:
+    if isinstance(e, ir.BinOp) and e.dtype.kind in ("int", "uint"):
+        return (e.a, e.b)
+    if isinstance(e, ir.Cast) and e.dtype.kind in ("int", "uint"):
+        return (e.value,)
+    return ()
+
+
+def _deeper_than(e, limit: int) -> bool:
+    todo, seen = [(e, 1)], {}
+    while todo:
+        x, depth = todo.pop()
+        if depth > limit:
+            return True
+        if seen.get(id(x), 0) >= depth:
+            continue  # a shared subexpression, already walked from this deep
+        seen[id(x)] = depth
+        todo.extend((getattr(x, f), depth + 1) for f in _REWRITTEN.get(type(x), ()))
+    return False
 
 
 def _loop_range(s: ir.For):
