@@ -7,14 +7,21 @@ For each kernel: median wall time per call (untraced), warp-level tile instructi
 column is the same product computed by torch on the CPU in the same run, to show what the
 simulator costs relative to doing the arithmetic directly; the goal column is the target
 the project set (seed < 20 ms, 128^3 GEMM < 2 s).
+
+A second table times what the tests only check for correctness: how soon a runaway
+``while True`` stops at a 0.5 s budget, and a sum of 2,900 terms (about CPython's own depth)
+compiled and run on the simulator (``--quick`` leaves out the 256^3 GEMM).
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import platform
 import statistics
+import tempfile
 import time
+from pathlib import Path
 
 import torch
 
@@ -56,9 +63,70 @@ def bench(name, kernel, m, n, k, dtype, goal_s, repeat):
     )
 
 
+def bench_budget_stop(budget_s=0.5):
+    """Wall time from launch to the budget's SimulationError for a kernel that never ends."""
+    from tirx import sim
+    from tirx.errors import SimulationError
+    from tirx.ir import nodes as ir
+
+    tid = ir.Special(ir.Builtin.THREAD_IDX, 0, ir.I32)
+    s = ir.Buffer("s", ir.I32, ir.Scope.SHARED, (32,), None, 32)
+    body = ir.Seq(
+        (
+            ir.Store(s, tid, tid, ir.I32),
+            ir.While(ir.const(True), ir.Store(s, tid, ir.Load(s, tid, ir.I32) + 1, ir.I32)),
+        )
+    )
+    fn = ir.Function(
+        "spin",
+        (),
+        body,
+        ir.LaunchConfig((1, 1, 1), (32, 1, 1)),
+        allocations=(s,),
+        shared_offsets={s: 0},
+        shared_bytes=128,
+        lowered=True,
+    )
+    t0 = time.perf_counter()
+    try:
+        sim.run(fn, [], budget=budget_s)
+    except SimulationError as e:
+        assert "budget" in e.message, e.message
+    else:
+        raise AssertionError("the runaway loop was not stopped")
+    return time.perf_counter() - t0
+
+
+def bench_deep_sum(n=2900, repeat=5):
+    """Compile and run ``out[x] = x + x + ... + x`` (n terms) on the simulator."""
+    import numpy as np
+
+    src = (
+        "from tirx import T\n\n\n@T.function\n"
+        "def deep(out: T.Tensor((32,), 'int32')):\n"
+        "    T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=32))\n"
+        "    x = T.cuda.lane_id()\n"
+        f"    out[x] = {' + '.join(['x'] * n)}\n"
+    )
+    with tempfile.TemporaryDirectory() as tmp:  # the parser reads the kernel's source file
+        path = Path(tmp) / "deep_bench.py"
+        path.write_text(src)
+        spec = importlib.util.spec_from_file_location("deep_bench", path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+    t0 = time.perf_counter()
+    exe = tirx.compile(module.deep, target="sim")
+    t_compile = time.perf_counter() - t0
+    out = np.zeros(32, np.int32)
+    t_run = _median_time(lambda: exe(out), repeat)
+    assert (out == n * np.arange(32)).all()
+    return t_compile, t_run
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--quick", action="store_true", help="leave out the 256^3 GEMM")
     args = ap.parse_args(argv)
     rows = [
         bench("seed 16x8x16 (1 warp)", warp_matmul, 16, 8, 16, "float16", 0.020, args.repeat * 4),
@@ -91,8 +159,11 @@ def main(argv=None):
             "float16",
             10.0,
             max(args.repeat // 2, 1),
-        ),
+        )
+        if not args.quick
+        else None,
     ]
+    rows = [r for r in rows if r is not None]
     print(
         f"tirx {tirx.__version__} simulator, {platform.processor() or platform.machine()}, "
         f"python {platform.python_version()}, torch {torch.__version__}"
@@ -105,6 +176,14 @@ def main(argv=None):
             f"| {name} | {ms:.1f} | {n} | {rate:,.0f} | {ratio:,.0f} | {goal:.0f} | "
             f"{'yes' if ok else 'NO'} |"
         )
+    stop = bench_budget_stop()
+    compile_s, run_s = bench_deep_sum(repeat=args.repeat)
+    print()
+    print("| case | ms |")
+    print("|---|---|")
+    print(f"| runaway while True stopped at a 0.5 s budget | {stop * 1e3:.0f} |")
+    print(f"| sum of 2900 terms: tirx.compile(target='sim') | {compile_s * 1e3:.0f} |")
+    print(f"| sum of 2900 terms: one simulator run | {run_s * 1e3:.1f} |")
 
 
 if __name__ == "__main__":

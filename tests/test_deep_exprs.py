@@ -125,13 +125,26 @@ def test_a_long_sum_is_written_without_nested_parentheses(tmp_path):
 
 
 @pytest.mark.parametrize("shape", sorted(SHAPES))
-def test_deep_expressions_compute_the_right_values(tmp_path, shape):
-    # depth the simulator's own expression compiler handles (see the cuda test for more)
-    n = 300
+def test_deepest_kernel_computes_the_right_values_on_the_simulator(tmp_path, shape):
+    # CPython's full depth: the simulator compiles and evaluates it without recursion
+    n = deepest(shape)
+    limit = sys.getrecursionlimit()
     exe = tirx.compile(_load(tmp_path, SHAPES[shape](n), f"deep_value_{shape}"), target="sim")
+    for c in (1, 0):  # c == 0 walks the whole chain of conditionals
+        out = np.full(32, -7, np.int32)
+        exe(out, c)
+        assert np.array_equal(out, _expected(shape, n, np.arange(32), c)), c
+    assert sys.getrecursionlimit() == limit
+
+
+def test_a_deep_condition_chain_runs_its_sides_on_the_threads_that_choose_them(tmp_path):
+    # x < 1 and x < 2 and ... : lanes drop out one term at a time, deep in the chain
+    n = deepest("sum")
+    expr = " and ".join(f"x < {1 + i % 40}" for i in range(n))
+    exe = tirx.compile(_load(tmp_path, f"(100 + x) if {expr} else x", "deep_and"), target="sim")
     out = np.zeros(32, np.int32)
     exe(out, 1)
-    assert np.array_equal(out, _expected(shape, n, np.arange(32), 1))
+    assert out.tolist() == [100] + list(range(1, 32))
 
 
 def test_an_error_deep_inside_is_located_at_its_term(tmp_path):
@@ -207,6 +220,13 @@ def test_deeply_nested_statements_pass_every_ir_stage():
     text = print_function(lowered)
     assert text.count("else:") == n
     assert print_function(serial.loads(serial.dumps(lowered))) == text
+    # and the simulator runs it, to the end of the chain and out of it
+    from tirx import sim
+
+    for c_value, want in ((0, 0), (n - 1, n - 1), (n + 5, -1)):
+        got = np.zeros(32, np.int32)
+        sim.run(lowered, [got, c_value])
+        assert got[0] == want, c_value
 
 
 # ------------------------------------------------------------------ deep statements
@@ -331,3 +351,88 @@ def test_an_elif_chain_inside_loops_and_nested_ifs(tmp_path):
 
     assert generate(exe.lowered).count("} else {") == n
     assert exe.script(lowered=True).count("else:") == n
+
+
+# ------------------------------------------------- deep statements on the simulator
+
+_STATEMENTS_KERNEL = """
+from tirx import T
+
+
+@T.function
+def deep(out: T.Tensor((32,), "int32"), c: T.int32):
+    T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=32))
+    x = T.cuda.lane_id()
+{body}
+"""
+
+
+def _elif_out_chain(n: int) -> str:
+    lines = []
+    for i in range(n):
+        lines += [f"    {'if' if i == 0 else 'elif'} c == {i} + x:", f"        out[x] = {i}"]
+    return "\n".join([*lines, "    else:", "        out[x] = -1"])
+
+
+def _nested_ifs(n: int) -> str:
+    lines = [f"{'    ' * (i + 1)}if c >= {i}:" for i in range(n)]
+    return "\n".join([*lines, "    " * (n + 1) + "out[x] = c"])
+
+
+def _load_statements(tmp_path, body: str, name: str):
+    path = tmp_path / f"{name}.py"
+    path.write_text(_STATEMENTS_KERNEL.format(body=body))
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.deep
+
+
+def _parses(tmp_path, body: str, name: str) -> bool:
+    try:
+        _load_statements(tmp_path, body, name)
+    except (RecursionError, SyntaxError, TirxSyntaxError):
+        return False
+    return True
+
+
+_STATEMENT_DEPTHS: dict = {}
+
+
+def deepest_statements(tmp_path, shape: str) -> int:
+    """The largest N (up to CPython's own limit) whose kernel tirx's parser accepts: an elif
+    chain of N links, or N nested ifs. (The parser's own limit is below CPython's for elif
+    chains; see the report of this change.)"""
+    if shape not in _STATEMENT_DEPTHS:
+        make = _elif_out_chain if shape == "elif" else _nested_ifs
+        lo, hi = 1, 20_000
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            src = _STATEMENTS_KERNEL.format(body=make(mid))
+            if _compiles(src) and _parses(tmp_path, make(mid), f"probe_{shape}_{mid}"):
+                lo = mid
+            else:
+                hi = mid - 1
+        _STATEMENT_DEPTHS[shape] = lo * 49 // 50
+    return _STATEMENT_DEPTHS[shape]
+
+
+def test_the_longest_elif_chain_runs_on_the_simulator(tmp_path):
+    n = deepest_statements(tmp_path, "elif")
+    assert n > 200  # the parser's own limit (below CPython's); the IR test below goes further
+    exe = tirx.compile(_load_statements(tmp_path, _elif_out_chain(n), "deep_elif"), target="sim")
+    lane = np.arange(32)
+    for c in (0, 5, n - 1, n + 40):
+        out = np.full(32, -7, np.int32)
+        exe(out, c)
+        want = np.where((c - lane >= 0) & (c - lane < n), c - lane, -1)
+        assert np.array_equal(out, want), c
+
+
+def test_the_deepest_nested_ifs_run_on_the_simulator(tmp_path):
+    n = deepest_statements(tmp_path, "nested")  # CPython's indentation limit (about 100)
+    exe = tirx.compile(_load_statements(tmp_path, _nested_ifs(n), "deep_nested"), target="sim")
+    for c in (n - 1, n - 2):
+        out = np.full(32, -7, np.int32)
+        exe(out, c)
+        assert out.tolist() == [c if c >= n - 1 else -7] * 32, c

@@ -8,7 +8,6 @@ node classes. Other ``test_sim*`` files import the builders from here.
 from __future__ import annotations
 
 import io
-import time
 
 import numpy as np
 import pytest
@@ -311,25 +310,26 @@ def test_seed_kernel_bf16_with_torch():
     assert torch.equal(out, a.double().matmul(b.double().T).float())
 
 
-def test_seed_kernel_is_fast():
+def test_seed_kernel_repeated_runs_give_the_same_product():
+    # its speed is a benchmark (benchmarks/sim_speed.py), not a test
     rng = np.random.default_rng(0)
     a, b = integer_matrix(rng, (16, 16)), integer_matrix(rng, (8, 16))
-    out = np.zeros((16, 8), dtype=np.float32)
     fn = seed_kernel()
-    run(fn, [a, b, out])
-    best = min(_timed(lambda: run(fn, [a, b, out])) for _ in range(5))
-    assert best < 0.020, f"seed kernel took {best * 1e3:.1f} ms"
+    want = a.astype(np.float64) @ b.astype(np.float64).T
+    for _ in range(3):
+        out = np.zeros((16, 8), dtype=np.float32)
+        run(fn, [a, b, out])
+        np.testing.assert_array_equal(out, want)
 
 
-def test_gemm_128_matches_numpy_and_is_fast():
+def test_gemm_128_matches_numpy():
+    # its speed is a benchmark (benchmarks/sim_speed.py), not a test
     rng = np.random.default_rng(3)
     a = integer_matrix(rng, (128, 128), -4, 4)
     b = integer_matrix(rng, (128, 128), -4, 4)
     out = np.zeros((128, 128), dtype=np.float32)
-    fn = gemm_kernel()
-    seconds = _timed(lambda: run(fn, [a, b, out]))
+    run(gemm_kernel(), [a, b, out])
     np.testing.assert_array_equal(out, a.astype(np.float64) @ b.astype(np.float64).T)
-    assert seconds < 2.0, f"128^3 GEMM took {seconds:.2f} s"
 
 
 def test_printf_sink_is_per_run():
@@ -346,9 +346,3 @@ def test_printf_sink_is_per_run():
     sink = io.StringIO()
     run(fn, [], stdout=sink)
     assert sink.getvalue() == "lane 0 x=0\nlane 1 x=2\nlane 2 x=4\n"
-
-
-def _timed(f) -> float:
-    t = time.perf_counter()
-    f()
-    return time.perf_counter() - t

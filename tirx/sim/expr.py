@@ -11,6 +11,7 @@ each side on the threads that choose it, as C does.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 
 import numpy as np
@@ -18,6 +19,8 @@ import numpy as np
 from ..dtypes import DType, is_float
 from ..errors import SimulationError
 from ..ir import nodes as ir
+from ..ir.visitor import UnknownNodeError, child_fields
+from . import deep
 from .faults import Fault
 from .memory import as_index
 from .numeric import compute_type, constant, convert, decode
@@ -25,6 +28,44 @@ from .numeric import compute_type, constant, convert, decode
 __all__ = ["ExprCompiler", "Eval"]
 
 Eval = Callable[[np.ndarray], np.ndarray]
+
+#: Closures nest at most this many levels (a few Python frames each); a taller node runs as a
+#: step on :func:`tirx.sim.deep.drive`'s explicit stack, so depth never meets the recursion
+#: limit while the shallow expressions of real kernels keep their direct closures.
+MAX_CLOSURE_HEIGHT = 48
+
+
+def _expr_children(e) -> tuple:
+    """The expressions directly under ``e`` (each once, in field order)."""
+    get = _CHILDREN.get(type(e))
+    if get is None:
+        get = _CHILDREN[type(e)] = _children_getter(type(e))
+    return get(e)
+
+
+def _children_getter(cls):
+    try:
+        fields = child_fields(cls)
+    except UnknownNodeError:  # no IR node: _build reports it as unsupported
+        fields = ()
+
+    def get(e):
+        out = []
+        for name in fields:
+            v = getattr(e, name)
+            for k in v if type(v) is tuple else (v,):
+                if isinstance(k, ir.Expr) and all(k is not x for x in out):
+                    out.append(k)
+        return tuple(out)
+
+    if not fields:
+        return lambda e: ()
+    if fields == ("a", "b"):  # the binary nodes, most of any expression: the quick way
+        return lambda e: (e.a, e.b) if e.a is not e.b else (e.a,)
+    return get
+
+
+_CHILDREN: dict[type, Callable] = {}
 
 
 def _py_min(a, b):
@@ -81,17 +122,48 @@ class ExprCompiler:
     def __init__(self, machine):
         self.m = machine
         self.span = None  # the statement being compiled, for compile-time errors
-        self._memo: dict[int, tuple[ir.Expr, Eval]] = {}
+        self._memo: dict[int, tuple[ir.Expr, Eval, int]] = {}  # id -> (node, eval, height)
+        self._tall: dict[int, tuple[ir.Expr, object]] = {}  # id -> (node, driver step)
+        self._holes: dict[int, Eval] | None = None  # children a tall node's step supplies
 
     def error(self, message: str, hint: str | None = None) -> SimulationError:
         return SimulationError(message, self.span, hint)
 
     def compile(self, e) -> Eval:
+        """The evaluator of ``e``, built bottom-up from an explicit work stack (children first,
+        each node once), so no depth of expression needs Python recursion to compile."""
         if isinstance(e, (bool, int, float)):
             e = ir.const(e)
+        if self._holes is not None and id(e) in self._holes:
+            return self._holes[id(e)]
         hit = self._memo.get(id(e))
         if hit is not None and hit[0] is e:
             return hit[1]
+        memo, kids_of, todo = self._memo, {}, [e]
+        while todo:
+            node = todo.pop()
+            hit = memo.get(id(node))
+            if hit is not None and hit[0] is node:
+                continue
+            kids = kids_of.get(id(node))
+            if kids is None:
+                kids = _expr_children(node)
+                pending = [k for k in kids if not self._known(k)]
+                if pending:  # back to this node once they are built
+                    kids_of[id(node)] = kids
+                    todo.append(node)
+                    todo.extend(reversed(pending))
+                    continue
+            self._build(node, kids)
+        return memo[id(e)][1]
+
+    def _known(self, e) -> bool:
+        hit = self._memo.get(id(e))
+        return hit is not None and hit[0] is e
+
+    def _build(self, e, kids: tuple) -> None:
+        """Compile ``e`` whose children are compiled: a closure over theirs while the closure
+        nest stays shallow, otherwise a step of :func:`tirx.sim.deep.drive`."""
         method = getattr(self, "_" + type(e).__name__, None)
         if method is None:
             raise self.error(
@@ -99,9 +171,18 @@ class ExprCompiler:
                 f"the lowered IR",
                 "run the function through tirx's lowering first",
             )
-        f = method(e)
-        self._memo[id(e)] = (e, f)
-        return f
+        height = 1
+        for k in kids:
+            h = self._memo[id(k)][2]
+            if h >= height:
+                height = h + 1
+        if height <= MAX_CLOSURE_HEIGHT:
+            f = method(e)
+        else:
+            step = deep.tall_step(self, e, method, kids)
+            self._tall[id(e)] = (e, step)
+            f = functools.partial(deep.drive, self, step)
+        self._memo[id(e)] = (e, f, height)
 
     # ------------------------------------------------------------------------ leaves
 

@@ -37,6 +37,17 @@ MAX_LOOP_ITERATIONS = 10_000_000
 _EMPTY = np.zeros(0, dtype=np.intp)
 
 
+def _inner_statements(s: ir.Stmt) -> tuple:
+    """The statements directly inside ``s`` (only control flow has any in lowered IR)."""
+    if type(s) is ir.Seq:
+        return s.stmts
+    if type(s) is ir.If:
+        return (s.then_body,) if s.else_body is None else (s.then_body, s.else_body)
+    if type(s) in (ir.For, ir.While):
+        return (s.body,)
+    return ()
+
+
 class _Loop:
     __slots__ = ("broken", "continued")
 
@@ -76,6 +87,8 @@ class Machine:
         self._allocate()
         self.compiler = ExprCompiler(self)
         self._loop_depth = 0
+        self._stmts: dict[int, tuple[ir.Stmt, object]] = {}  # id -> (statement, compiled)
+        self._if_links: dict[int, tuple] = {}  # id of an If -> its link of the elif chain
         self.body = self.stmt(fn.body)
 
     # ----------------------------------------------------------------------- storage
@@ -191,15 +204,37 @@ class Machine:
     # -------------------------------------------------------------------- statements
 
     def stmt(self, s: ir.Stmt):
-        method = getattr(self, "_" + type(s).__name__, None)
-        self.compiler.span = getattr(s, "span", None) or self.compiler.span
-        if method is None:
-            raise self.compiler.error(
-                f"the simulator cannot execute {type(s).__name__} statements: it runs only "
-                f"the lowered IR",
-                "run the function through tirx's lowering first",
-            )
-        return method(s)
+        """The compiled ``s``, built children first from explicit work lists: a first pass
+        top-down records each statement's loop depth and span, a second builds bottom-up, so
+        statement nesting never needs Python recursion to compile."""
+        hit = self._stmts.get(id(s))
+        if hit is not None and hit[0] is s:
+            return hit[1]
+        order, todo = [], [(s, self._loop_depth, self.compiler.span)]
+        while todo:
+            node, depth, span = todo.pop()
+            span = getattr(node, "span", None) or span
+            order.append((node, depth, span))
+            inner = depth + isinstance(node, (ir.For, ir.While))
+            todo.extend((k, inner, span) for k in _inner_statements(node))
+        saved = self._loop_depth
+        try:
+            for node, depth, span in reversed(order):  # every statement after its children
+                hit = self._stmts.get(id(node))
+                if hit is not None and hit[0] is node:
+                    continue
+                self._loop_depth, self.compiler.span = depth, span
+                method = getattr(self, "_" + type(node).__name__, None)
+                if method is None:
+                    raise self.compiler.error(
+                        f"the simulator cannot execute {type(node).__name__} statements: it "
+                        f"runs only the lowered IR",
+                        "run the function through tirx's lowering first",
+                    )
+                self._stmts[id(node)] = (node, method(node))
+        finally:
+            self._loop_depth = saved
+        return self._stmts[id(s)][1]
 
     def _Seq(self, s: ir.Seq):
         body = [self.stmt(x) for x in s.stmts]
@@ -251,24 +286,40 @@ class Machine:
         return run
 
     def _If(self, s: ir.If):
+        """An ``if``/``elif``/``else`` chain runs as a loop over its links (an ``elif`` is an
+        ``If`` in ``else_body``): the threads that fail one condition go on to the next, so
+        a chain of thousands of ``elif`` needs no recursion."""
         cond = _to_bool(self.compiler.compile(s.cond), s.cond.dtype)
         then = self.stmt(s.then_body)
-        other = self.stmt(s.else_body) if s.else_body is not None else None
-        span, m = s.span, self
+        other = s.else_body
+        if isinstance(other, ir.If):
+            rest = self._if_links[id(other)]  # compiled before s: children come first
+        else:
+            rest = self.stmt(other) if other is not None else None
+        first = self._if_links[id(s)] = (cond, then, s.span, rest)
+        m = self
 
         def run(idx):
-            m.span = span
-            c = cond(idx)
-            if np.ndim(c) == 0:
-                c = np.full(idx.size, bool(c))
-            if c.all():
-                return then(idx)
-            if not c.any():
-                return other(idx) if other is not None else idx
-            t_out = then(idx[c])
-            f_in = idx[~c]
-            f_out = other(f_in) if other is not None else f_in
-            return m._join([t_out, f_out])
+            outs = []
+            link = first
+            while True:
+                cond, then, span, rest = link
+                m.span = span
+                c = cond(idx)
+                if np.ndim(c) == 0:
+                    c = np.full(idx.size, bool(c))
+                if c.all():
+                    outs.append(then(idx))
+                    break
+                if c.any():
+                    outs.append(then(idx[c]))
+                    idx = idx[~c]
+                if type(rest) is tuple:
+                    link = rest
+                    continue
+                outs.append(rest(idx) if rest is not None else idx)
+                break
+            return outs[0] if len(outs) == 1 else m._join(outs)
 
         return run
 
