@@ -3,9 +3,11 @@ enumeration), the pass that substitutes named indices, and what it buys on the G
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import random
 import re
+import sys
 
 import numpy as np
 import pytest
@@ -13,8 +15,10 @@ import pytest
 import tirx
 from tirx.dtypes import dtype_of
 from tirx.ir import nodes as ir
+from tirx.ir import simplify
 from tirx.ir.printer import print_expr
 from tirx.ir.simplify_index import simplify_index, value_range
+from tirx.isa import shared_rows
 
 from .helpers import define
 
@@ -222,3 +226,68 @@ def test_gemm_inner_loop_has_no_per_element_64bit_addresses():
     assert loads >= 16  # the K step's global loads are in the loop
     assert wide * 4 <= loads  # one 64-bit base per tensor and step, immediates for the rest
     assert exe.stats["registers"] <= 56  # 72 before
+
+
+# ------------------------------------------------------------------ no recursion
+
+
+@contextlib.contextmanager
+def _little_stack(frames: int = 150):
+    """Python's recursion limit set a few frames above the caller's depth: a walk that
+    recursed once per term of a long sum would raise RecursionError."""
+    depth, f = 0, sys._getframe()
+    while f is not None:
+        depth, f = depth + 1, f.f_back
+    old = sys.getrecursionlimit()
+    sys.setrecursionlimit(depth + frames)
+    try:
+        yield
+    finally:
+        sys.setrecursionlimit(old)
+
+
+def _long_sum(term, n: int):
+    """``term + term + ... + term`` (n terms), nested as the parser builds it."""
+    e = term
+    for _ in range(n - 1):
+        e = ir.BinOp(ir.Op.ADD, e, term, term.dtype)
+    return e
+
+
+def test_long_sums_are_simplified_without_recursion():
+    n = 2000
+    deep = _long_sum(LANE, n)
+    with _little_stack():
+        bounds = value_range(deep)
+        mod = simplify_index(ir.BinOp(ir.Op.FLOORMOD, deep, ir.const(32), deep.dtype))
+        div = simplify_index(ir.BinOp(ir.Op.FLOORDIV, deep * 8, ir.const(8), deep.dtype))
+    assert bounds == (0, 31 * n)
+    for lane in range(32):
+        assert evaluate(mod, {"lane": lane}) == (n * lane) % 32
+        assert evaluate(div, {"lane": lane}) == n * lane
+
+
+def test_structural_keys_of_long_sums_need_no_recursion():
+    with _little_stack():
+        simplify.structural_key(_long_sum(LANE % 8, 2000))  # built without recursion
+    # (comparing keys nests as deep as the sum in CPython's tuple comparison: kept short)
+    n = 200
+    one, twin = _long_sum(LANE % 8, n), _long_sum(LANE % 8, n)
+    other = ir.BinOp(ir.Op.ADD, _long_sum(LANE % 8, n - 1), LANE % 4, LANE.dtype)
+    assert simplify.structural_key(one) == simplify.structural_key(twin)
+    assert simplify.structural_key(one) != simplify.structural_key(other)
+    load = ir.Load(ir.Buffer("b", LANE.dtype, ir.Scope.SHARED, (8,), None, 8), 3, LANE.dtype)
+    # a load with a constant index is keyed as one with that index written as a Const
+    assert simplify.structural_key(load) == simplify.structural_key(
+        ir.Load(load.buffer, ir.Const(3), LANE.dtype)
+    )
+
+
+def test_row_residues_see_through_long_definitions():
+    # col = lane*8 + lane*8 + ... : a multiple of 8 wherever it is read
+    col = ir.Var("col")
+    body = ir.Seq((ir.Assign(col, _long_sum(LANE * 8, 2000)),))
+    fn = ir.Function("k", (), body, ir.LaunchConfig((1, 1, 1), (32, 1, 1)))
+    with _little_stack(), shared_rows.known_definitions(fn):
+        assert shared_rows.residue(col + 4, 8) == 4
+        assert shared_rows.residue(col + LANE, 8) is None

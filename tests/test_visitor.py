@@ -231,6 +231,16 @@ def test_an_unknown_statement_raises_in_every_pass(new_nodes):
     _raises("printer", Fence, lambda: print_function(fn))
 
 
+def test_the_index_pass_raises_on_an_unknown_statement(new_nodes):
+    from tirx.transform.inline_indices import inline_indices
+
+    x = ir.Var("x")
+    body = ir.Seq((ir.Assign(x, ir.const(1)), Fence(ir.Assign(x, ir.const(2)))))
+    _raises("index pass", Fence, lambda: inline_indices(_fn(body), body))
+    known = ir.Seq((ir.Assign(x, ir.const(1)), ir.Barrier(ir.BarrierScope.CTA)))
+    assert inline_indices(_fn(known), known) is known  # nothing to rewrite: itself
+
+
 def test_an_object_that_is_no_node_raises():
     x = ir.Var("x")
     bad = ir.BinOp(ir.Op.ADD, x, "oops", I32)  # a str where an expression belongs

@@ -90,53 +90,70 @@ def structural_key(e) -> tuple:
     """A hashable key equal for expressions that compute the same value by the same tree
     (``lane % 8`` built twice has one key). Variables, buffers and loads are keyed by the
     object: two loads of one address are the same value within one expression, which has no
-    side effects. Computed bottom-up over an explicit stack (no recursion: an index may be a
-    sum of thousands of terms)."""
-    keys: dict[int, tuple] = {}
-    todo = [e]
-    while todo:
-        node = todo[-1]
-        if id(node) in keys:
-            todo.pop()
-            continue
-        missing = [k for k in _key_children(node) if id(k) not in keys]
-        if missing:
-            todo.extend(missing)
-            continue
-        todo.pop()
-        keys[id(node)] = _key_of(node, keys)
-    return keys[id(e)]
-
-
-def _key_children(e) -> list:
-    if isinstance(e, Const):
-        return []
-    if isinstance(e, (Var, Load)) or not hasattr(e, "__dataclass_fields__"):
-        return [e.index] if isinstance(e, Load) and isinstance(e.index, Expr) else []
-    return [v for name in e.__dataclass_fields__ if isinstance(v := getattr(e, name), Expr)]
-
-
-def _key_of(e, keys: dict) -> tuple:
-    """The key of ``e`` from its children's keys (in ``keys``, by object id)."""
-    if isinstance(e, Const):
+    side effects. Built over an explicit stack (children's keys first), so a sum of thousands
+    of terms needs no recursion."""
+    kind = _KINDS.get(type(e)) or _kind(type(e))
+    if kind is _CONST:
         return ("const", e.value, e.dtype.name)
-    if isinstance(e, (Var, Load)) or not hasattr(e, "__dataclass_fields__"):
-        if isinstance(e, Load):
-            index = e.index
-            inner = keys[id(index)] if isinstance(index, Expr) else _key_of(Const(index), keys)
-            return ("load", id(e.buffer), e.dtype.name, inner)
+    if kind is _OBJECT:
         return ("obj", id(e))
-    parts = [type(e).__name__]
-    for name in e.__dataclass_fields__:
-        v = getattr(e, name)
+    out: list = []  # keys of finished nodes, in the order their parents read them
+    todo: list = [e]  # nodes to key; (node,) once its children's keys are on out
+    while todo:
+        x = todo.pop()
+        if type(x) is tuple:
+            out.append(_assembled(x[0], out))
+            continue
+        kind = _KINDS.get(type(x)) or _kind(type(x))
+        if kind is _CONST:
+            out.append(("const", x.value, x.dtype.name))
+        elif kind is _OBJECT:
+            out.append(("obj", id(x)))
+        else:
+            todo.append((x,))
+            names = (("index",) if kind is _LOAD else kind)[::-1]
+            todo.extend(v for v in (getattr(x, n) for n in names) if isinstance(v, Expr))
+    return out[0]
+
+
+_CONST, _OBJECT, _LOAD = "const", "object", "load"
+_KINDS: dict[type, object] = {}  # class -> _CONST, _OBJECT, _LOAD or its field names
+
+
+def _kind(cls: type):
+    if issubclass(cls, Const):
+        kind = _CONST
+    elif issubclass(cls, Var) or not hasattr(cls, "__dataclass_fields__"):
+        kind = _OBJECT  # a variable, or no dataclass (an int, a buffer's name): the object
+    elif issubclass(cls, Load):
+        kind = _LOAD
+    else:
+        kind = tuple(cls.__dataclass_fields__)
+    _KINDS[cls] = kind
+    return kind
+
+
+def _assembled(x, out: list) -> tuple:
+    """The key of ``x``, the keys of its expression fields being the last entries of out."""
+    kind = _KINDS[type(x)]
+    if kind is _LOAD:
+        i = x.index
+        index = out.pop() if isinstance(i, Expr) else structural_key(as_expr_key(i))
+        return ("load", id(x.buffer), x.dtype.name, index)
+    values = [getattr(x, name) for name in kind]
+    at = len(out) - sum(isinstance(v, Expr) for v in values)
+    parts: list = [type(x).__name__]
+    for v in values:
         if isinstance(v, Expr):
-            parts.append(keys[id(v)])
+            parts.append(out[at])
+            at += 1
         elif isinstance(v, (int, float, bool, str)) or v is None:
             parts.append(v)
         elif hasattr(v, "name") and hasattr(v, "bits"):  # a DType
             parts.append(v.name)
         else:
             parts.append(("obj", id(v)) if not isinstance(v, enum.Enum) else v)
+    del out[len(out) - sum(isinstance(v, Expr) for v in values) :]
     return tuple(parts)
 
 

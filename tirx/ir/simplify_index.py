@@ -25,6 +25,7 @@ from __future__ import annotations
 from ..dtypes import is_float
 from . import nodes as ir
 from .simplify import structural_key
+from .visitor import DESCEND, Visitor
 
 __all__ = ["simplify_index", "value_range"]
 
@@ -223,32 +224,56 @@ class _Simplifier:
     # ----------------------------------------------------------------- ranges
 
     def range(self, e) -> tuple[int, int] | None:
-        if isinstance(e, int):
-            return e, e
-        if isinstance(e, ir.Const) and not is_float(e.dtype):
-            return int(e.value), int(e.value)
-        if isinstance(e, ir.Special):
-            if e.kind is ir.Builtin.LANE_ID:
-                return 0, 31
-            return (0, None) if e.kind is not ir.Builtin.WARP_ID else (0, 31)
-        if isinstance(e, ir.Var):
-            return self.ranges.get(e)
-        if isinstance(e, ir.BinOp) and not is_float(e.dtype):
-            ra, rb = self.range(e.a), self.range(e.b)
-            if e.op is ir.Op.FLOORMOD and rb is not None and rb[0] == rb[1] and rb[0] > 0:
-                return ra if _within(ra, rb[0]) else (0, rb[0] - 1)
-            if ra is None or rb is None or None in ra or None in rb:
-                return None
-            if e.op is ir.Op.ADD:
-                return ra[0] + rb[0], ra[1] + rb[1]
-            if e.op is ir.Op.SUB:
-                return ra[0] - rb[1], ra[1] - rb[0]
-            if e.op is ir.Op.MUL:
-                products = [x * y for x in ra for y in rb]
-                return min(products), max(products)
-            if e.op is ir.Op.FLOORDIV and rb[0] == rb[1] and rb[0] > 0:
-                return ra[0] // rb[0], ra[1] // rb[0]
+        return _Range(self.ranges).visit(e)
+
+
+class _Range(Visitor):
+    """Inclusive bounds of an integer expression, or None when unknown (an unknown end of a
+    thread index's range is None)."""
+
+    pass_name = "the index range analysis"
+
+    def __init__(self, ranges: dict):
+        self.ranges = ranges
+
+    def leaf(self, value):
+        return value, value
+
+    def enter_Const(self, e):
+        return None if is_float(e.dtype) else (int(e.value), int(e.value))
+
+    def enter_Special(self, e):
+        if e.kind is ir.Builtin.LANE_ID:
+            return 0, 31
+        return (0, None) if e.kind is not ir.Builtin.WARP_ID else (0, 31)
+
+    def enter_Var(self, e):
+        return self.ranges.get(e)
+
+    def enter_BinOp(self, e):
+        return None if is_float(e.dtype) else DESCEND
+
+    def leave_BinOp(self, e, ra, rb):
+        if e.op is ir.Op.FLOORMOD and rb is not None and rb[0] == rb[1] and rb[0] > 0:
+            return ra if _within(ra, rb[0]) else (0, rb[0] - 1)
+        if ra is None or rb is None or None in ra or None in rb:
+            return None
+        if e.op is ir.Op.ADD:
+            return ra[0] + rb[0], ra[1] + rb[1]
+        if e.op is ir.Op.SUB:
+            return ra[0] - rb[1], ra[1] - rb[0]
+        if e.op is ir.Op.MUL:
+            products = [x * y for x in ra for y in rb]
+            return min(products), max(products)
+        if e.op is ir.Op.FLOORDIV and rb[0] == rb[1] and rb[0] > 0:
+            return ra[0] // rb[0], ra[1] // rb[0]
         return None
+
+    def _unknown(self, e):
+        return None
+
+    def _default(self, cls):
+        return (_Range._unknown, None) if issubclass(cls, ir.Expr) else None
 
 
 def _within(bounds, c: int) -> bool:

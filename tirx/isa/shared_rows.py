@@ -27,6 +27,7 @@ from ..errors import ContractError
 from ..ir import nodes as ir
 from ..ir.simplify import linear_form, static_value
 from ..ir.simplify_index import simplify_index
+from ..ir.visitor import DESCEND, Visitor, Walker
 from ..layout.swizzle import ComposeLayout
 
 __all__ = ["element_offset", "residue", "RowCheck", "check_rows", "row_starts"]
@@ -67,25 +68,11 @@ def known_definitions(fn: ir.Function):
 
 
 def _single_assignments(body) -> dict:
-    values: dict = {}
-    counts: dict = {}
-    stack = [body]
-    while stack:
-        s = stack.pop()
-        if isinstance(s, ir.Seq):
-            stack.extend(s.stmts)
-        elif isinstance(s, ir.Assign):
-            counts[s.var] = counts.get(s.var, 0) + 1
-            values[s.var] = s.value
-        elif isinstance(s, ir.For):
-            counts[s.var] = counts.get(s.var, 0) + 2  # a loop variable takes many values
-            stack.append(s.body)
-        elif isinstance(s, ir.While):
-            stack.append(s.body)
-        elif isinstance(s, ir.If):
-            stack.append(s.then_body)
-            if s.else_body is not None:
-                stack.append(s.else_body)
+    """Var -> value for the integer variables assigned exactly once in ``body``, to a value
+    built of constants, variables and thread indices only."""
+    walker = _Assignments()
+    walker.run(body)
+    counts, values = walker.counts, walker.values
     return {
         v: e
         for v, e in values.items()
@@ -93,27 +80,103 @@ def _single_assignments(body) -> dict:
     }
 
 
-def _pure(e) -> bool:
-    if isinstance(e, (ir.Const, ir.Var, ir.Special)):
+class _Assignments(Walker):
+    """How often each variable is assigned, and its last value, over the statements."""
+
+    pass_name = "lowering (its single-assignment analysis)"
+
+    def __init__(self):
+        self.counts: dict = {}
+        self.values: dict = {}
+
+    def visit_Seq(self, s):
+        return s.stmts
+
+    def visit_Assign(self, s):
+        self.counts[s.var] = self.counts.get(s.var, 0) + 1
+        self.values[s.var] = s.value
+
+    def visit_For(self, s):
+        self.counts[s.var] = self.counts.get(s.var, 0) + 2  # a loop variable takes many values
+        return (s.body,)
+
+    def visit_While(self, s):
+        return (s.body,)
+
+    def visit_If(self, s):
+        return (s.then_body, s.else_body)  # the walker skips a missing else
+
+    def _no_assignment(self, s):
+        return None
+
+    def _default(self, cls):
+        leaves = ("Store", "ElemStore", "Break", "Continue", "Barrier", "Printf", "TileOp")
+        if cls.__name__ in (*leaves, "RawPtx", "PtxCall"):
+            return (_Assignments._no_assignment,)
+        return None
+
+
+class _Pure(Visitor):
+    """Whether an expression is built of constants, variables and thread indices only."""
+
+    pass_name = "the purity analysis"
+
+    def _yes(self, e):
         return True
-    if isinstance(e, ir.BinOp):
-        return _pure(e.a) and _pure(e.b)
-    if isinstance(e, ir.Cast):
-        return _pure(e.value)
-    return False
+
+    def _no(self, e):
+        return False
+
+    enter_Const = enter_Var = enter_Special = _yes
+
+    def enter_BinOp(self, e):
+        return DESCEND
+
+    def leave_BinOp(self, e, a, b):
+        return a and b
+
+    def enter_Cast(self, e):
+        return DESCEND
+
+    def leave_Cast(self, e, value):
+        return value
+
+    def _default(self, cls):
+        return (_Pure._no, None) if issubclass(cls, ir.Expr) else None
 
 
-def _expand(e, definitions: dict, depth: int = 0):
-    """``e`` with defined variables replaced by their values (a few levels deep)."""
-    if isinstance(e, ir.Var) and e in definitions and depth < 8:
-        return _expand(definitions[e], definitions, depth + 1)
-    if isinstance(e, ir.BinOp) and depth < 8:
-        a, b = _expand(e.a, definitions, depth), _expand(e.b, definitions, depth)
-        return e if (a is e.a and b is e.b) else ir.binop(e.op, a, b)
-    if isinstance(e, ir.Cast) and depth < 8:
-        inner = _expand(e.value, definitions, depth)
-        return e if inner is e.value else ir.cast(inner, e.dtype)
-    return e
+def _pure(e) -> bool:
+    return _Pure().visit(e)
+
+
+_EXPAND_DEPTH = 8  # definitions followed through at most this many variables
+
+
+def _expand(e, definitions: dict):
+    """``e`` with defined variables replaced by their values (a few levels deep), over an
+    explicit stack; an unchanged subexpression is kept."""
+    out: list = []
+    todo: list = [(e, 0)]
+    while todo:
+        x, depth = todo.pop()
+        if depth < 0:  # rebuild x from the results of its operands
+            if isinstance(x, ir.BinOp):
+                b, a = out.pop(), out.pop()
+                out.append(x if (a is x.a and b is x.b) else ir.binop(x.op, a, b))
+            else:
+                inner = out.pop()
+                out.append(x if inner is x.value else ir.cast(inner, x.dtype))
+        elif depth >= _EXPAND_DEPTH:
+            out.append(x)
+        elif isinstance(x, ir.Var) and x in definitions:
+            todo.append((definitions[x], depth + 1))
+        elif isinstance(x, ir.BinOp):
+            todo.extend(((x, -1), (x.b, depth), (x.a, depth)))
+        elif isinstance(x, ir.Cast):
+            todo.extend(((x, -1), (x.value, depth)))
+        else:
+            out.append(x)
+    return out[0]
 
 
 def residue(e, n: int) -> int | None:

@@ -16,10 +16,6 @@ into the addresses that use it, where that is exact:
 Then each address is simplified (tirx/ir/simplify_index.py) knowing the ranges of the
 loops around it: ``(tid + 128 * q) // 8 -> tid // 8 + q * 16``, and a constant offset per
 unrolled copy becomes part of the address. Assignments stay (other uses may need them).
-
-Nothing here recurses in Python: statements run from an explicit stack and expressions go
-through :mod:`tirx.ir.visitor`, so an ``elif`` chain or a sum as deep as CPython compiles
-passes without a recursion limit.
 """
 
 from __future__ import annotations
@@ -28,214 +24,233 @@ from dataclasses import replace
 
 from ..ir import nodes as ir
 from ..ir.simplify_index import simplify_index
-from ..ir.visitor import DESCEND, Transformer, Visitor
+from ..ir.visitor import DESCEND, Transformer, UnknownNodeError, Visitor
 
 __all__ = ["inline_indices"]
 
+_PASS_NAME = "the index pass"
+_INT_KINDS = ("int", "uint")
+# statements with no statement inside and no address to rewrite
+_PLAIN = (ir.Break, ir.Continue, ir.Barrier, ir.Printf)
+
 
 def inline_indices(fn: ir.Function, body: ir.Stmt) -> ir.Stmt:
-    """``body`` (the lowered body of ``fn``) with its addresses substituted and simplified."""
-    counts: dict = {}
-    _count(body, counts)
+    """``body`` (the lowered body of ``fn``) with its addresses substituted and simplified;
+    a statement with nothing to rewrite is returned itself."""
     params = {p for p in fn.params if isinstance(p, ir.Var)}
-    return _Pass(counts, params).stmt(body, {}, {})
+    return _Statements(_assignment_counts(body), params).run(body)
 
 
-def _count(body, counts) -> None:
-    """How many times each variable is assigned (a loop counts for its variable)."""
-    todo = [body]
-    while todo:
-        s = todo.pop()
+def _assignment_counts(body) -> dict:
+    """Var -> how many statements assign it (a loop header counts as one)."""
+    counts: dict = {}
+    stack = [body]
+    while stack:
+        s = stack.pop()
         if isinstance(s, ir.Seq):
-            todo.extend(reversed(s.stmts))
+            stack.extend(s.stmts)
         elif isinstance(s, ir.Assign):
             counts[s.var] = counts.get(s.var, 0) + 1
         elif isinstance(s, ir.For):
             counts[s.var] = counts.get(s.var, 0) + 1
-            todo.append(s.body)
+            stack.append(s.body)
         elif isinstance(s, ir.While):
-            todo.append(s.body)
+            stack.append(s.body)
         elif isinstance(s, ir.If):
+            stack.append(s.then_body)
             if s.else_body is not None:
-                todo.append(s.else_body)
-            todo.append(s.then_body)
+                stack.append(s.else_body)
+        elif not isinstance(s, (ir.Store, ir.PtxCall, *_PLAIN)):
+            raise UnknownNodeError(type(s), _PASS_NAME)
+    return counts
 
 
-class _Pass:
+class _Statements:
+    """The statement walk, over an explicit stack. Each item is ``(stmt, env, ranges)`` --
+    ``env``: Var -> its substituted value; ``ranges``: loop Var -> (lo, hi) or None -- or a
+    callable run in order (a definition, or the rebuild of a compound statement from the
+    results of its bodies)."""
+
     def __init__(self, counts: dict, params: set):
         self.counts, self.params = counts, params
 
-    # ---------------------------------------------------------------- statements
-
-    def stmt(self, root, env: dict, ranges: dict):
-        """``root`` rewritten. ``env``: Var -> its substituted value; ``ranges``: loop Var ->
-        (lo, hi) or None. A compound statement's step (:meth:`_steps`) yields each child with
-        the env and ranges it is seen with and receives it rewritten; this loop runs the steps
-        from its own stack, in program order."""
-        stack = [self._steps(root, env, ranges)]
-        sent = None
-        while True:
-            try:
-                child = stack[-1].send(sent)
-            except StopIteration as done:
-                stack.pop()
-                if not stack:
-                    return done.value
-                sent = done.value
+    def run(self, body):
+        out: list = []
+        todo: list = [(body, {}, {})]
+        while todo:
+            item = todo.pop()
+            if callable(item):
+                item(out)
                 continue
-            stack.append(self._steps(*child))
-            sent = None
+            s, env, ranges = item
+            if isinstance(s, ir.Seq):
+                env = dict(env)  # definitions made in this block end with it
+                todo.append(_rebuilt_seq(s))
+                for x in reversed(s.stmts):
+                    if isinstance(x, ir.Assign):
+                        todo.append(self._definition(x, env, ranges))
+                    todo.append((x, env, ranges))
+            elif isinstance(s, ir.For):
+                inner = dict(ranges)
+                inner[s.var] = _loop_range(s) if self.counts.get(s.var) == 1 else None
+                todo.append(_rebuilt_body(s))
+                todo.append((s.body, env, inner))
+            elif isinstance(s, ir.While):
+                todo.append(_rebuilt_body(s))
+                todo.append((s.body, env, ranges))
+            elif isinstance(s, ir.If):
+                todo.append(_rebuilt_if(s))
+                if s.else_body is not None:
+                    todo.append((s.else_body, env, ranges))
+                todo.append((s.then_body, env, ranges))
+            else:
+                out.append(self.simple(s, env, ranges))
+        return out[0]
 
-    def _steps(self, s, env: dict, ranges: dict):
-        if isinstance(s, ir.Seq):
-            env = dict(env)  # definitions made in this block end with it
-            out = []
-            for x in s.stmts:
-                out.append((yield x, env, ranges))
-                if isinstance(x, ir.Assign):
-                    self.define(x, env, ranges)
-            return replace(s, stmts=tuple(out))
-        if isinstance(s, ir.For):
-            inner = dict(ranges)
-            inner[s.var] = _loop_range(s) if self.counts.get(s.var) == 1 else None
-            return replace(s, body=(yield s.body, env, inner))
-        if isinstance(s, ir.While):
-            return replace(s, body=(yield s.body, env, ranges))
-        if isinstance(s, ir.If):
-            then = yield s.then_body, env, ranges
-            orelse = None if s.else_body is None else (yield s.else_body, env, ranges)
-            return replace(s, then_body=then, else_body=orelse)
-        return self.simple(s, env, ranges)
-
-    def simple(self, s, env: dict, ranges: dict):
-        """A statement with no statements inside, rewritten."""
-        if isinstance(s, ir.Assign):
-            return replace(s, value=self.expr(s.value, env, ranges))
-        if isinstance(s, ir.Store):
-            return replace(
-                s,
-                index=self.index(s.index, env, ranges),
-                value=self.expr(s.value, env, ranges),
-            )
-        if isinstance(s, ir.PtxCall):
-            return replace(s, operands=tuple(self.operand(o, env, ranges) for o in s.operands))
-        if isinstance(s, (ir.Break, ir.Continue, ir.Barrier, ir.Printf)):
+    def simple(self, s, env, ranges):
+        """A statement with no statement inside, its expressions rewritten."""
+        if isinstance(s, _PLAIN):
             return s
-        raise TypeError(f"the index pass does not know {type(s).__name__}")
+        exprs = _Expressions(self, env, ranges)
+        if isinstance(s, ir.Assign):
+            value = exprs.visit(s.value)
+            return s if value is s.value else replace(s, value=value)
+        if isinstance(s, ir.Store):
+            index, value = exprs.index(exprs.visit(s.index)), exprs.visit(s.value)
+            if index is s.index and value is s.value:
+                return s
+            return replace(s, index=index, value=value)
+        if isinstance(s, ir.PtxCall):
+            operands = tuple(exprs.visit(o) for o in s.operands)
+            if all(a is b for a, b in zip(operands, s.operands, strict=True)):
+                return s
+            return replace(s, operands=operands)
+        raise UnknownNodeError(type(s), _PASS_NAME)
 
-    def define(self, a: ir.Assign, env: dict, ranges: dict) -> None:
-        v = a.var
-        if self.counts.get(v) != 1 or v in self.params or v.dtype.kind not in ("int", "uint"):
-            return
-        value = self.substitute(a.value, env, ranges)
-        if value is not None and value.dtype == v.dtype:
-            env[v] = value
+    def _definition(self, a: ir.Assign, env: dict, ranges: dict):
+        def define(out):
+            v = a.var
+            if self.counts.get(v) != 1 or v in self.params or v.dtype.kind not in _INT_KINDS:
+                return
+            value = _Substitution(self, env, ranges).visit(a.value)
+            if value is not None and value.dtype == v.dtype:
+                env[v] = value
 
-    def substitute(self, e, env, ranges):
-        """``e`` with stable variables replaced, or None when it reads anything unstable."""
-        return _Substitute(self, env, ranges).visit(e)
-
-    # --------------------------------------------------------------- expressions
-
-    def index(self, e, env, ranges):
-        return self.finish_index(self.expr(e, env, ranges), env, ranges)
-
-    def finish_index(self, e, env, ranges):
-        """An index whose own loads and addresses are rewritten: substituted, simplified."""
-        full = self.substitute(e, env, ranges) if isinstance(e, ir.Expr) else None
-        bounds = {v: r for v, r in ranges.items() if r is not None}
-        return simplify_index(full if full is not None else e, bounds)
-
-    def expr(self, e, env, ranges):
-        if not isinstance(e, ir.Expr):
-            return e
-        return _Rewrite(self, env, ranges).visit(e)
-
-    def operand(self, op, env, ranges):
-        if isinstance(op, ir.AddressOperand):
-            return ir.AddressOperand(self.expr(op.address, env, ranges))
-        if isinstance(op, ir.ScalarOperand):
-            return ir.ScalarOperand(self.expr(op.value, env, ranges))
-        if isinstance(op, ir.RegVector):
-            regs = tuple(
-                ir.ValueReg(self.expr(r.value, env, ranges)) if isinstance(r, ir.ValueReg) else r
-                for r in op.regs
-            )
-            return ir.RegVector(regs, op.is_output)
-        return op  # Immediate
+        return define
 
 
-class _Substitute(Visitor):
-    """``_Pass.substitute`` as a fold: a node's result is its substituted copy, or None when
-    it reads anything unstable (loads, selects, comparisons, floats are left as they are)."""
+def _rebuilt_seq(s: ir.Seq):
+    def finish(out):
+        n = len(s.stmts)
+        stmts = tuple(out[len(out) - n :])
+        del out[len(out) - n :]
+        same = all(a is b for a, b in zip(stmts, s.stmts, strict=True))
+        out.append(s if same else replace(s, stmts=stmts))
 
-    pass_name = "the index pass (substitution)"
+    return finish
 
-    def __init__(self, owner: _Pass, env: dict, ranges: dict):
-        self.owner, self.env, self.ranges = owner, env, ranges
 
-    def _default(self, cls):
-        return (_nothing, None)
+def _rebuilt_body(s):
+    def finish(out):
+        body = out.pop()
+        out.append(s if body is s.body else replace(s, body=body))
+
+    return finish
+
+
+def _rebuilt_if(s: ir.If):
+    def finish(out):
+        orelse = None if s.else_body is None else out.pop()
+        then = out.pop()
+        same = then is s.then_body and orelse is s.else_body
+        out.append(s if same else replace(s, then_body=then, else_body=orelse))
+
+    return finish
+
+
+class _Substitution(Visitor):
+    """``e`` with stable variables replaced by their values, or None when it reads anything
+    unstable (loads, selects, comparisons, floats are left as they are)."""
+
+    pass_name = "the index pass's substitution"
+
+    def __init__(self, statements: _Statements, env: dict, ranges: dict):
+        self.counts, self.params = statements.counts, statements.params
+        self.env, self.ranges = env, ranges
+
+    def leaf(self, value):
+        return None
 
     def enter_Const(self, e):
         return e
 
-    enter_Special = enter_Const
+    def enter_Special(self, e):
+        return e
 
     def enter_Var(self, e):
         if e in self.env:
             return self.env[e]
-        counts = self.owner.counts
-        if e in self.ranges and counts.get(e) == 1:
+        if e in self.ranges and self.counts.get(e) == 1:
             return e  # a loop variable of a loop around the use, never assigned
-        if e in self.owner.params and e not in counts:
+        if e in self.params and e not in self.counts:
             return e
         return None
 
     def enter_BinOp(self, e):
-        return DESCEND if e.dtype.kind in ("int", "uint") else None
+        return DESCEND if e.dtype.kind in _INT_KINDS else None
 
     def leave_BinOp(self, e, a, b):
         return None if a is None or b is None else ir.binop(e.op, a, b)
 
-    enter_Cast = enter_BinOp
+    def enter_Cast(self, e):
+        return DESCEND if e.dtype.kind in _INT_KINDS else None
 
-    def leave_Cast(self, e, value):
-        return None if value is None else ir.cast(value, e.dtype)
+    def leave_Cast(self, e, inner):
+        return None if inner is None else ir.cast(inner, e.dtype)
+
+    def _unstable(self, e):
+        return None
+
+    def _default(self, cls):
+        unstable = ("Load", "SharedAddress", "GlobalAddress", "Cmp", "Logic", "Not", "Select")
+        return (_Substitution._unstable, None) if cls.__name__ in unstable else None
 
 
-def _nothing(self, node):
-    return None
+class _Expressions(Transformer):
+    """Expressions and PTX operands with every address (a load's index, a shared or global
+    address's byte offset) substituted and simplified; an unchanged node is kept."""
 
+    pass_name = _PASS_NAME
+    rebuilt = frozenset({"Logic", "Not", "Select", "AddressOperand", "ScalarOperand"})
+    rebuilt |= frozenset({"RegVector", "ValueReg"})
+    kept = frozenset({"Const", "Var", "Special", "Buffer", "LocalReg", "Immediate"})
 
-class _Rewrite(Transformer):
-    """``_Pass.expr``: every load's index and every address's byte offset rewritten by
-    :meth:`_Pass.finish_index` (after its own loads), the rest rebuilt around them."""
+    def __init__(self, statements: _Statements, env: dict, ranges: dict):
+        self.substitution = _Substitution(statements, env, ranges)
+        self.bounds = {v: r for v, r in ranges.items() if r is not None}
 
-    pass_name = "the index pass"
-    rebuilt = frozenset({"Logic", "Not", "Select"})
-    kept = frozenset({"Const", "Var", "Special", "Buffer"})
-
-    def __init__(self, owner: _Pass, env: dict, ranges: dict):
-        self.owner, self.env, self.ranges = owner, env, ranges
+    def index(self, e):
+        """An address whose parts are rewritten already: substituted, then simplified."""
+        full = self.substitution.visit(e) if isinstance(e, ir.Expr) else None
+        return simplify_index(full if full is not None else e, self.bounds)
 
     def leave_Load(self, e, buffer, index):
-        return replace(e, index=self.owner.finish_index(index, self.env, self.ranges))
+        return replace(e, index=self.index(index))
 
     def leave_SharedAddress(self, e, buffer, byte_offset):
-        offset = self.owner.finish_index(byte_offset, self.env, self.ranges)
-        return replace(e, byte_offset=offset)
+        return replace(e, byte_offset=self.index(byte_offset))
 
-    leave_GlobalAddress = leave_SharedAddress
+    def leave_GlobalAddress(self, e, buffer, byte_offset):
+        return replace(e, byte_offset=self.index(byte_offset))
 
     def leave_BinOp(self, e, a, b):
-        return ir.binop(e.op, a, b)
+        return e if a is e.a and b is e.b else ir.binop(e.op, a, b)
 
     def leave_Cmp(self, e, a, b):
-        return ir.cmp(e.op, a, b)
+        return e if a is e.a and b is e.b else ir.cmp(e.op, a, b)
 
     def leave_Cast(self, e, value):
-        return ir.cast(value, e.dtype)
+        return e if value is e.value else ir.cast(value, e.dtype)
 
 
 def _loop_range(s: ir.For):
