@@ -23,7 +23,13 @@ fi
 } > "$OUT/env.txt" 2>&1
 cat "$OUT/env.txt"
 python3 -m tirx.demo > "$OUT/demo.log" 2>&1; tail -1 "$OUT/demo.log"
-python3 -m pytest -q -m gpu -p no:cacheprovider -rfE tests/ 2>&1 | tee "$OUT/pytest_gpu.log" | tail -3
+python3 -m pytest -q -m gpu -p no:cacheprovider -rfE tests/ --deselect tests/test_sanitizer_parity.py \
+  2>&1 | tee "$OUT/pytest_gpu.log" | tail -3
+# the simulator against compute-sanitizer, kernel by kernel (subprocesses: -n 8 where xdist is there)
+export PATH=$PATH:/usr/local/cuda/bin
+TIRX_PARITY_OUT="$OUT/parity.md" python3 -m pytest -q -m gpu -p no:cacheprovider -rfE \
+  $(python3 -c "import xdist" 2>/dev/null && echo "-n 8") tests/test_sanitizer_parity.py 2>&1 \
+  | tee "$OUT/pytest_parity.log" | tail -3
 python3 benchmarks/launch.py --out "$OUT/launch.md" > /dev/null 2>&1; tail -12 "$OUT/launch.md"
 python3 benchmarks/launch_parts.py --out "$OUT/launch_parts.md" > /dev/null 2>&1; tail -22 "$OUT/launch_parts.md"
 python3 benchmarks/compile.py --out "$OUT/compile.md" > /dev/null 2>&1; tail -12 "$OUT/compile.md"
