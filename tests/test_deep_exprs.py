@@ -436,3 +436,20 @@ def test_the_deepest_nested_ifs_run_on_the_simulator(tmp_path):
         out = np.full(32, -7, np.int32)
         exe(out, c)
         assert out.tolist() == [c if c >= n - 1 else -7] * 32, c
+
+
+@pytest.mark.parametrize("op", ["//", "*", "%"])
+def test_a_deep_index_compiles_for_both_targets(tmp_path, op):
+    # an index of thousands of nested operators: simplification leaves it as written
+    n = deepest("sum")
+    name = "deep_index_" + {"//": "div", "*": "mul", "%": "mod"}[op]
+    path = tmp_path / f"{name}.py"
+    index = "x" + f" {op} 1" * n
+    path.write_text(_KERNEL.replace("out[x] = {expr}", f"out[{index}] = x"))
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    out = np.full(32, -1, np.int32)
+    tirx.compile(module.deep, target="sim")(out, 0)
+    assert out.tolist() == (list(range(32)) if op != "%" else [31] + [-1] * 31)
+    assert tirx.compile(module.deep, target="cuda -arch=sm_90").ptx

@@ -38,7 +38,28 @@ def simplify_index(e, ranges: dict | None = None):
         return e
     if is_float(e.dtype) or e.dtype.kind == "bool":
         return e
+    if _taller_than(e, MAX_HEIGHT):  # left as written: the rules below recurse per level
+        return e
     return _Simplifier(ranges or {}).run(e)
+
+
+# The simplifier's rules recurse once per level of nested operators; an index taller than this
+# (thousands of nested ``//`` or ``*``, which CPython compiles) is left unsimplified instead.
+MAX_HEIGHT = 200
+
+
+def _taller_than(e, limit: int) -> bool:
+    """Whether ``e`` has more than ``limit`` nested operators or casts (explicit stack)."""
+    todo = [(e, 1)]
+    while todo:
+        node, depth = todo.pop()
+        if depth > limit:
+            return True
+        if isinstance(node, ir.BinOp):
+            todo += ((node.a, depth + 1), (node.b, depth + 1))
+        elif isinstance(node, ir.Cast):
+            todo.append((node.value, depth + 1))
+    return False
 
 
 def value_range(e, ranges: dict | None = None) -> tuple[int, int] | None:
