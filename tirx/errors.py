@@ -7,6 +7,7 @@ itself and a caret under the offending text, followed by what to change.
 
 from __future__ import annotations
 
+import ast
 import linecache
 import sys
 from dataclasses import dataclass
@@ -24,6 +25,7 @@ __all__ = [
     "did_you_mean",
     "label_source",
     "source_label",
+    "layout_definition",
 ]
 
 
@@ -109,6 +111,7 @@ class TirxError(Exception):
     """
 
     kind = "error"
+    definition: Span | None = None  # where the offending value was bound (a second place)
 
     def __init__(self, message: str, span: Span | None = None, hint: str | None = None):
         self.message = message
@@ -120,6 +123,9 @@ class TirxError(Exception):
         parts = [self.message]
         if self.span is not None:
             parts.append(render_location(self.span))
+        if self.definition is not None:
+            parts.append("the layout was defined here:")
+            parts.append(render_location(self.definition))
         if self.hint:
             parts.append(f"hint: {self.hint}")
         return "\n".join(parts)
@@ -128,9 +134,18 @@ class TirxError(Exception):
         """The same error located at ``span`` unless it already has a place."""
         if self.span is not None or span is None:
             return self
+        return self._with(span=span)
+
+    def with_definition(self, definition: Span | None) -> TirxError:
+        """The same error also showing where the offending layout was defined."""
+        if self.definition is not None or definition is None:
+            return self
+        return self._with(definition=definition)
+
+    def _with(self, **fields) -> TirxError:
         err = type(self).__new__(type(self))
         err.__dict__.update(self.__dict__)
-        err.span = span
+        err.__dict__.update(fields)
         Exception.__init__(err, err._render())
         return err
 
@@ -157,3 +172,132 @@ class LaunchError(TirxError):
 
 class SimulationError(TirxError):
     """The simulator caught a fault: out-of-bounds, misalignment, uninitialized read, race."""
+
+
+# --- Where a layout named at a tile operand was defined ---------------------------------------
+# A contract error is located at the operand's use (``ar.view(1, 1, 16, 8, layout=a_mma)``);
+# the layout is usually bound elsewhere: at module level, in an earlier notebook cell, or by an
+# assignment inside the kernel. The binding is found from the source text alone (the file as
+# linecache holds it, notebook cells included), so the answer is the same whether the kernel
+# was parsed now or came from the front-end cache. Resolution follows the parser's: a name
+# assigned in the kernel body before the use is kernel-local; otherwise it is captured from the
+# enclosing functions or the module. A layout written as an expression at the operand
+# (``layout=TileLayout(...)``) has no definition of its own.
+
+
+def layout_definition(use: Span | None, keyword: str = "layout") -> Span | None:
+    """The span of the statement binding the name passed as ``keyword=`` in the call at
+    ``use``, or None when there is no such call, the value is not a plain name, or no binding
+    of the name can be found."""
+    if use is None:
+        return None
+    tree = _tree(use.file)
+    if tree is None:
+        return None
+    call = _call_at(tree, use)
+    if call is None:
+        return None
+    value = next((k.value for k in call.keywords if k.arg == keyword), None)
+    if not isinstance(value, ast.Name):
+        return None
+    name = value.id
+    scopes = _enclosing_functions(tree, use.line)
+    for func in reversed(scopes):  # the kernel first, then the functions around it
+        found = _last_binding(func.body, name, use.line)
+        if found is not None:
+            return _span(use.file, found)
+    found = _last_binding(tree.body, name, None)
+    if found is not None:
+        return _span(use.file, found)
+    return _in_other_cells(use.file, name)
+
+
+def _tree(file: str) -> ast.Module | None:
+    lines = linecache.getlines(file)
+    if not lines:
+        return None
+    try:
+        return ast.parse("".join(lines), file)
+    except (SyntaxError, ValueError):
+        return None
+
+
+def _call_at(tree: ast.Module, use: Span) -> ast.Call | None:
+    """The call expression starting exactly at ``use`` (the operand's span)."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and node.lineno == use.line and node.col_offset == use.col:
+            return node
+    return None
+
+
+def _enclosing_functions(tree: ast.Module, line: int) -> list[ast.AST]:
+    """The function definitions whose lines contain ``line``, outermost first."""
+    chain: list[ast.AST] = []
+    body = tree.body
+    while True:
+        inner = next(
+            (
+                n
+                for n in _statements(body)
+                if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
+                and n.lineno <= line <= (n.end_lineno or n.lineno)
+            ),
+            None,
+        )
+        if inner is None:
+            return chain
+        chain.append(inner)
+        body = inner.body
+
+
+def _statements(body):
+    """Statements of ``body``, entering compound statements (if/for/with/try) but not
+    nested function or class bodies."""
+    for stmt in body:
+        yield stmt
+        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            continue
+        for field in ("body", "orelse", "finalbody"):
+            yield from _statements(getattr(stmt, field, None) or [])
+        for handler in getattr(stmt, "handlers", None) or []:
+            yield from _statements(handler.body)
+
+
+def _last_binding(body, name: str, before: int | None):
+    """The last assignment of ``name`` in ``body`` (before line ``before``, when given)."""
+    found = None
+    for stmt in _statements(body):
+        if before is not None and stmt.lineno >= before:
+            continue
+        if isinstance(stmt, ast.Assign):
+            targets = stmt.targets
+        elif isinstance(stmt, ast.AnnAssign) and stmt.value is not None:
+            targets = [stmt.target]
+        else:
+            continue
+        if any(isinstance(t, ast.Name) and t.id == name for t in targets):
+            found = stmt
+    return found
+
+
+def _span(file: str, stmt: ast.stmt) -> Span:
+    end = stmt.end_col_offset if stmt.end_lineno == stmt.lineno else None
+    return Span(file, stmt.lineno, stmt.col_offset, end)
+
+
+def _in_other_cells(file: str, name: str) -> Span | None:
+    """A global defined in an earlier notebook cell: the latest cell (other than ``file``)
+    that IPython compiled and that binds ``name`` at its top level. Only asked of an
+    IPython already running in this process, and only when ``file`` is itself a cell."""
+    shell = getattr(sys.modules.get("IPython"), "get_ipython", lambda: None)()
+    cells = list(getattr(getattr(shell, "compile", None), "_filename_map", None) or ())
+    if shell is None or (file not in cells and file not in _LABELS):
+        return None
+    for other in [*reversed(cells), *reversed(list(_LABELS))]:
+        if other == file:
+            continue
+        tree = _tree(other)
+        found = _last_binding(tree.body, name, None) if tree is not None else None
+        if found is not None:
+            return _span(other, found)
+    return None

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 
-from ..errors import ContractError, TirxSyntaxError
+from ..errors import ContractError, TirxSyntaxError, layout_definition
 from ..ir import nodes as ir
 from ..isa import lookup
 from ..isa.operands import check_register_operand
@@ -38,7 +38,8 @@ def lower_tile_op(op: ir.TileOp, arch: int) -> list[ir.Stmt]:
     except ContractError as e:
         index = _operand_index(operands, e)
         if index is not None and index < len(op.operand_spans):
-            raise e.with_span(op.operand_spans[index]) from None
+            span = op.operand_spans[index]
+            raise e.with_span(span).with_definition(layout_definition(span)) from None
         raise
 
 
