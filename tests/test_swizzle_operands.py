@@ -8,11 +8,11 @@ import re
 
 import numpy as np
 import pytest
-from tirx.isa.shared_rows import element_offset
 
 import tirx
 from tirx.errors import ContractError, SimulationError
 from tirx.ir import nodes as ir
+from tirx.isa.shared_rows import element_offset
 from tirx.layout import ComposeLayout, S, TileLayout, laneid
 from tirx.script.tensor import make_buffer, rearrange, region, view_dtype
 
