@@ -43,20 +43,23 @@ def simplify_index(e, ranges: dict | None = None):
     return _Simplifier(ranges or {}).run(e)
 
 
-# The simplifier's rules recurse once per level of nested operators; an index taller than this
-# (thousands of nested ``//`` or ``*``, which CPython compiles) is left unsimplified instead.
+# The simplifier's rules recurse once per level of nested ``//``, ``%``, ``*`` (sums are
+# collected by a loop); an index nesting more of them than this (thousands, which CPython
+# compiles) is left unsimplified instead.
 MAX_HEIGHT = 200
 
 
 def _taller_than(e, limit: int) -> bool:
-    """Whether ``e`` has more than ``limit`` nested operators or casts (explicit stack)."""
+    """Whether ``e`` nests more than ``limit`` operators other than ``+``/``-`` (sums are
+    collected without recursion) or casts (explicit stack)."""
     todo = [(e, 1)]
     while todo:
         node, depth = todo.pop()
         if depth > limit:
             return True
         if isinstance(node, ir.BinOp):
-            todo += ((node.a, depth + 1), (node.b, depth + 1))
+            inner = depth if node.op in (ir.Op.ADD, ir.Op.SUB) else depth + 1
+            todo += ((node.a, inner), (node.b, inner))
         elif isinstance(node, ir.Cast):
             todo.append((node.value, depth + 1))
     return False
