@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from ..errors import LaunchError
 from ..ir import nodes as ir
+from ..ir.visitor import walk
 from ..isa.registry import FAMILIES
 
 __all__ = [
@@ -94,18 +95,6 @@ def _check_local_bytes(fn: ir.Function) -> None:
 
 
 def _ptx_calls(body):
-    """Every PtxCall of a statement tree, in program order (statements nest shallowly: an
-    explicit stack, no recursion)."""
-    todo = [body]
-    while todo:
-        s = todo.pop()
-        if isinstance(s, ir.PtxCall):
-            yield s
-        elif isinstance(s, ir.Seq):
-            todo.extend(reversed(s.stmts))
-        elif isinstance(s, (ir.For, ir.While)):
-            todo.append(s.body)
-        elif isinstance(s, ir.If):
-            if s.else_body is not None:
-                todo.append(s.else_body)
-            todo.append(s.then_body)
+    """Every PtxCall of a statement tree, in program order (the IR visitor's walk: no
+    recursion, and a node class it does not know raises)."""
+    return (node for node in walk(body) if isinstance(node, ir.PtxCall))
