@@ -26,11 +26,15 @@ I32 = ir.I32
 
 
 def _all_node_classes():
-    """Read from nodes.py itself, not from the visitor's registry."""
+    """Read from nodes.py itself (its classes and those of the tirx.ir node-family modules it
+    imports, like cta_nodes.py), not from the visitor's registry."""
+    family = ("tirx.ir.cta_nodes",)
     return [
         v
         for v in vars(ir).values()
-        if isinstance(v, type) and dataclasses.is_dataclass(v) and v.__module__ == ir.__name__
+        if isinstance(v, type)
+        and dataclasses.is_dataclass(v)
+        and v.__module__ in (ir.__name__, *family)
     ]
 
 

@@ -568,3 +568,6 @@ class Function:
 
 # Builders live in build.py; re-exported here so ``nodes.binop`` etc. keep working.
 from .build import as_expr, binop, cast, cmp, const, promote  # noqa: E402,F401
+
+# CTA operations and atomics (script/cta_ops.py): their node classes, in cta_nodes.py
+from .cta_nodes import *  # noqa: E402,F401,F403

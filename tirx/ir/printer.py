@@ -104,6 +104,10 @@ class _Exprs(Visitor):
     def leave_GlobalAddress(self, e, buffer, offset):
         return f"global_addr({e.buffer.name}) + {_wrap(offset, 6)}", _ATOM
 
+    def leave_ElemSharedAddress(self, e, view, indices):
+        idx = ", ".join(i[0] for i in indices)
+        return f"T.cuda.cvta_generic_to_shared(T.address_of({view[0]}[{idx}]))", _ATOM
+
     # PTX operands (lowered level)
     def enter_LocalReg(self, r):
         return _flat(r.buffer, repr(r.slot), r.dtype), _ATOM
@@ -216,6 +220,35 @@ class _Printer(Walker):
     def visit_RawPtx(self, s):
         ops = ", ".join(print_expr(o) for o in s.operands)
         self.line(f'T.ptx["{s.instruction}"]({ops})')
+
+    # atomics and CTA operations (script/cta_ops.py)
+    def _result(self, s, text):
+        self.line(f"{s.result.name} = {text}" if s.result is not None else text)
+
+    def visit_ElemAtomic(self, s):
+        idx = ", ".join(print_expr(i) for i in s.indices)
+        ops = "".join(", " + print_expr(v) for v in s.operands)
+        addr = f"T.address_of({print_expr(s.view)}[{idx}])"
+        self._result(s, f"T.cuda.atomic_{s.kind}({addr}{ops})")
+
+    def visit_Atomic(self, s):
+        ops = "".join(", " + print_expr(v) for v in s.operands)
+        addr = _flat(s.buffer, print_expr(s.index), s.dtype)
+        self._result(s, f"T.cuda.atomic_{s.kind}(T.address_of({addr}){ops})")
+
+    def visit_ThreadFence(self, s):
+        self.line("T.cuda.thread_fence()")
+
+    def visit_VotingBarrier(self, s):
+        self._result(s, f"T.cuda.syncthreads_{s.kind}({print_expr(s.predicate)})")
+
+    def visit_CtaReduce(self, s):
+        if isinstance(s.scratch, ir.View):
+            scratch = f"{print_expr(s.scratch)}.data"
+        else:
+            scratch = f"T.address_of({_flat(s.scratch, print_expr(s.offset), s.scratch.dtype)})"
+        value = print_expr(s.value)
+        self._result(s, f'T.cuda.cta_reduce({value}, "{s.kind}", {s.num_warps}, {scratch})')
 
     def visit_PtxCall(self, s):
         parts = ", ".join(print_expr(op) for op in s.operands)

@@ -65,11 +65,14 @@ class UnknownNodeError(TypeError):
 
 @functools.cache
 def node_classes() -> tuple[type, ...]:
-    """Every dataclass defined in :mod:`tirx.ir.nodes`, in definition order."""
+    """Every dataclass of :mod:`tirx.ir.nodes`, in definition order: its own and those of the
+    node-family modules of ``tirx.ir`` it imports (cta_nodes.py)."""
     return tuple(
         v
         for v in vars(ir).values()
-        if isinstance(v, type) and dataclasses.is_dataclass(v) and v.__module__ == ir.__name__
+        if isinstance(v, type)
+        and dataclasses.is_dataclass(v)
+        and v.__module__.rpartition(".")[0] == ir.__package__
     )
 
 

@@ -111,6 +111,8 @@ class _Assignments(Walker):
 
     def _default(self, cls):
         leaves = ("Store", "ElemStore", "Break", "Continue", "Barrier", "Printf", "TileOp")
+        # (the CTA statements assign only their fresh result variables, which no Assign sets)
+        leaves += ("ElemAtomic", "Atomic", "ThreadFence", "VotingBarrier", "CtaReduce")
         if cls.__name__ in (*leaves, "RawPtx", "PtxCall"):
             return (_Assignments._no_assignment,)
         return None

@@ -15,7 +15,7 @@ import builtins
 from ..dtypes import dtype_of
 from ..errors import TirxSyntaxError
 from ..ir import nodes as ir
-from . import checks
+from . import checks, cta_ops
 from . import tensor as tensor_ops
 from .namespace import Intrinsic, PtxInstruction, ScalarType
 from .values import VIEW_METHODS, compile_time_callable, is_number, is_static, kind_of
@@ -179,6 +179,8 @@ class Calls:
             return None
         if key == "cuda.tile.apply":
             return self._tile_apply(node, span)
+        if key in cta_ops.KEYS:
+            return cta_ops.call(self, key, node, name_hint)
         if key in ("alloc_shared", "alloc_local"):
             vals = self._args(node, 2, 5, "shape", "dtype", "layout", "align", "scope")
             shape, dtype, layout, align, where = vals + [_MISSING] * (5 - len(vals))

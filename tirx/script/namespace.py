@@ -17,6 +17,8 @@ from ..dtypes import DTYPES, DType, dtype_of
 from ..errors import Span, TirxSyntaxError, did_you_mean
 from ..layout import R, S, TileLayout
 from ..layout.swizzle import ComposeLayout
+from .cta_ops import CUDA_NAMES as CTA_CUDA_NAMES
+from .cta_ops import T_NAMES as CTA_T_NAMES
 
 __all__ = ["T", "Intrinsic", "TensorAnnotation", "ScalarType", "PtxInstruction", "LaunchSpec"]
 
@@ -221,6 +223,7 @@ class _Cuda(_Suggesting):
             "cta_sync",
             "warp_sync",
             "printf",
+            *CTA_CUDA_NAMES,
         ):
             setattr(self, key, Intrinsic(f"cuda.{key}"))
 
@@ -242,6 +245,7 @@ class _Namespace(_Suggesting):
             "cast",
             "min",
             "max",
+            *CTA_T_NAMES,
         ):
             setattr(self, key, Intrinsic(key))
         for name, dt in DTYPES.items():

@@ -178,6 +178,7 @@ class Parser:
                 self.span(node),
                 hint=_HINTS.get(type(node).__name__),
             )
+        self.statement = node  # the simple statement being parsed (see script/cta_ops.py)
         try:
             handler(node)
         except TirxError as e:

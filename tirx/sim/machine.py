@@ -20,8 +20,10 @@ import numpy as np
 
 from ..errors import SimulationError
 from ..ir import nodes as ir
+from .atomics import compile_atomic
 from .budget import Budget
 from .collective import compile_ptx
+from .cta import compile_cta_reduce, compile_thread_fence, compile_voting_barrier
 from .expr import ExprCompiler, _converted, _to_bool
 from .faults import Fault
 from .memory import GlobalRegion, LocalArray, as_index
@@ -491,6 +493,19 @@ class Machine:
             return idx
 
         return run
+
+    # atomics and CTA operations (atomics.py, cta.py)
+    def _Atomic(self, s: ir.Atomic):
+        return compile_atomic(self, s)
+
+    def _ThreadFence(self, s: ir.ThreadFence):
+        return compile_thread_fence(self, s)
+
+    def _VotingBarrier(self, s: ir.VotingBarrier):
+        return compile_voting_barrier(self, s)
+
+    def _CtaReduce(self, s: ir.CtaReduce):
+        return compile_cta_reduce(self, s)
 
     def _PtxCall(self, s: ir.PtxCall):
         f = compile_ptx(self, self.compiler, s)

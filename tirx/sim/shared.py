@@ -27,6 +27,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..dtypes import DType
+from .atomics import AtomicAccesses
 from .faults import Fault
 from .memory import ONES, UINT, _check_bounds, _first, _round_up, _who
 from .numeric import storage_type
@@ -77,6 +78,7 @@ class SharedMemory:
         self.in_flight = 0  # bytes pending, to skip the check when there are none
         self.scratch = np.zeros(size, dtype=np.int64)
         self.epoch = np.zeros(max(warps, 1), dtype=np.int32)
+        self.atomics = AtomicAccesses(size)  # atomic updates since the last barrier
         self.data16 = self.data.view(np.uint16)
         self.written64 = self.written.view(np.uint64)
 
@@ -91,6 +93,7 @@ class SharedMemory:
     def barrier(self) -> None:
         self.w_tid.fill(-1)
         self.r_warp.fill(-1)
+        self.atomics.clear()
 
     def describe(self, addr: int) -> str:
         for start, nbytes, name in self.allocs:
@@ -140,6 +143,7 @@ class SharedMemory:
     def track_read(self, addr: np.ndarray, s: int, tids: np.ndarray) -> None:
         b, p = self._spread(addr, s, tids)
         wp, e = self._check_writer(b, p, "reads")
+        self.atomics.check(self, b, p, wp, e, "reads")
         self.r_site[b] = self.site()
         n = b.size
         order = np.arange(n)
@@ -172,6 +176,7 @@ class SharedMemory:
         checks (an asynchronous copy at issue: its bytes land later)."""
         b, p = self._spread(addr, s, tids)
         wp, e = self._check_writer(b, p, "writes")
+        self.atomics.check(self, b, p, wp, e, "writes")
         rw = self.r_warp[b]
         bad = (rw == -2) | (
             (rw >= 0) & ((rw != wp) | ((self.r_stamp[b] == e) & (self.r_tid[b] != p)))

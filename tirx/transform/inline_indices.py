@@ -32,6 +32,9 @@ _PASS_NAME = "the index pass"
 _INT_KINDS = ("int", "uint")
 # statements with no statement inside and no address to rewrite
 _PLAIN = (ir.Break, ir.Continue, ir.Barrier, ir.Printf)
+# atomics, votes, CTA reductions: their addresses are left as lowered; their result variables
+# are assigned by no Assign, so no use of them is substituted
+_PLAIN += (ir.Atomic, ir.ThreadFence, ir.VotingBarrier, ir.CtaReduce)
 
 
 def inline_indices(fn: ir.Function, body: ir.Stmt) -> ir.Stmt:

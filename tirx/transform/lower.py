@@ -16,6 +16,7 @@ from ..ir import nodes as ir
 from ..ir.simplify import static_value
 from ..ir.visitor import DESCEND, Transformer
 from ..isa.shared_rows import element_offset, known_definitions
+from .cta_ops import lower_atomic, lower_cta_reduce, lower_shared_address
 from .inline_indices import inline_indices
 from .limits import check_limits
 from .raw_ptx import lower_raw_ptx
@@ -66,6 +67,7 @@ class _Lowerer(Transformer):
             "Select",
             "View",
             "ScalarOperand",
+            "VotingBarrier",
         }
     )
     # already lowered (or leaves): returned as they are
@@ -84,6 +86,8 @@ class _Lowerer(Transformer):
             "Continue",
             "Barrier",
             "Immediate",
+            "Atomic",
+            "ThreadFence",
         }
     )
 
@@ -113,6 +117,12 @@ class _Lowerer(Transformer):
     def enter_RawPtx(self, s):
         call = lower_raw_ptx(s, self.arch, self.address)
         return ir.PtxCall(call.instruction, tuple(map(self.visit, call.operands)), call.span)
+
+    def enter_ElemAtomic(self, s):
+        return lower_atomic(s, self.arch, self.address, self.visit)
+
+    def enter_CtaReduce(self, s):
+        return lower_cta_reduce(s, self.address, self.visit)
 
     # PtxCall operands made by lower_raw_ptx: the values in them are still script level
     def enter_RegVector(self, op):
@@ -144,6 +154,9 @@ class _Lowerer(Transformer):
     def leave_ElemLoad(self, e, view, indices):
         buf, index = self.address(view, indices, lowered=True)
         return ir.Load(buf, index, view.dtype)
+
+    def leave_ElemSharedAddress(self, e, view, indices):
+        return lower_shared_address(view, self.address(view, indices, lowered=True)[1])
 
     # rebuilt through the folding builders; unchanged operands were folded when first built
     def leave_BinOp(self, e, a, b):

@@ -15,6 +15,7 @@ from ...errors import TirxSyntaxError
 from ...ir import nodes as ir
 from ...ir.simplify import is_nonnegative
 from ...ir.visitor import UnknownNodeError, Visitor, Walker, children
+from .cta_codegen import CtaStatements
 
 __all__ = ["generate", "CODEGEN_VERSION", "param_kinds", "uses_dynamic_shared"]
 
@@ -190,7 +191,7 @@ _LEVEL = {
 }
 
 
-class _Emitter(Walker):
+class _Emitter(CtaStatements, Walker):
     """Statements to C lines, top-down in order (a :class:`~tirx.ir.visitor.Walker`)."""
 
     pass_name = "codegen"
@@ -505,6 +506,8 @@ def _statements(root):
         name = type(st).__name__
         if isinstance(st, (ir.Assign, ir.For)):
             yield st, st.var
+        elif isinstance(st, CtaStatements.classes):  # atomics, votes, CTA reductions, fences
+            yield st, getattr(st, "result", None)
         elif name in _NO_VAR_WRITES:
             yield st, None
         else:

@@ -1,0 +1,124 @@
+"""CUDA C++ for atomics and CTA-wide operations (the statements of tirx/script/cta_ops.py).
+
+Each function takes codegen's statement emitter and one lowered statement and writes its
+lines. No header is needed: ``atomicAdd``/``atomicCAS`` on 32- and 64-bit types,
+``__threadfence``, ``__syncthreads_and``/``_or`` and ``__shfl_xor_sync`` are NVRTC builtins;
+the 16-bit float atomics are inline PTX (``atom.add.noftz.{f16,bf16}`` on the generic address,
+which reaches global and shared memory alike), since tirx carries 16-bit floats as their bits.
+"""
+
+from __future__ import annotations
+
+from ...ir import nodes as ir
+
+__all__ = ["CtaStatements", "identity"]
+
+_PTX16 = {"float16": "f16", "bfloat16": "bf16"}
+_CUDA_ATOMIC = {ir.AtomicKind.ADD: "atomicAdd", ir.AtomicKind.CAS: "atomicCAS"}
+
+
+def _emit_atomic(em, st: ir.Atomic) -> None:
+    from .codegen import _to_bits16
+
+    em.mark(st.span)
+    ref = em.ref(st.buffer, st.index, st.dtype)
+    if st.dtype.name in _PTX16:  # st.kind is ADD: the lowering allows no 16-bit CAS
+        (v,) = st.operands
+        inner = v.value if isinstance(v, ir.Cast) and v.dtype == st.dtype else v
+        bits = _to_bits16(em.e(inner), inner.dtype, st.dtype)
+        asm = f"atom.add.noftz.{_PTX16[st.dtype.name]} %0, [%1], %2;"
+        em.line(
+            "{ unsigned short tirx_old; "
+            f'asm volatile("{asm}" : "=h"(tirx_old) : "l"(&{ref}), "h"({bits}) : "memory");'
+        )
+        if st.result is not None:
+            back = "tirx_h2f" if st.dtype.name == "float16" else "tirx_b2f"
+            em.line(f"  {st.result.name} = {back}(tirx_old);")
+        em.line("}")
+        return
+    args = ", ".join(em.operand(v, st.dtype) for v in st.operands)
+    text = f"{_CUDA_ATOMIC[st.kind]}(&{ref}, {args})"
+    em.line(f"{st.result.name} = {text};" if st.result is not None else f"{text};")
+
+
+def _emit_thread_fence(em, st: ir.ThreadFence) -> None:
+    em.mark(st.span)
+    em.line("__threadfence();")
+
+
+def _emit_voting_barrier(em, st: ir.VotingBarrier) -> None:
+    em.mark(st.span)
+    text = f"__syncthreads_{st.kind}((int)({em.e(st.predicate)}))"
+    em.line(f"{st.result.name} = {text};" if st.result is not None else f"(void){text};")
+
+
+def _step(kind: ir.ReduceKind, dtype, a: str, b: str) -> str:
+    """C for one reduction step of ``a`` with ``b`` (CUDA's max/min on floats: fmaxf...)."""
+    if kind is ir.ReduceKind.SUM:
+        return f"{a} + {b}"
+    if dtype.kind == "float":
+        f = ("fmax" if kind is ir.ReduceKind.MAX else "fmin") + ("f" if dtype.bits == 32 else "")
+        return f"{f}({a}, {b})"
+    return f"tirx_{kind}<{dtype.c_type}>({a}, {b})"
+
+
+def identity(kind: ir.ReduceKind, dtype) -> int | float:
+    """The value a missing partial contributes (lanes of warp 0 beyond the warp count)."""
+    if kind is ir.ReduceKind.SUM:
+        return 0
+    if dtype.kind == "float":
+        return float("-inf") if kind is ir.ReduceKind.MAX else float("inf")
+    bits = dtype.bits
+    lo, hi = (-(2 ** (bits - 1)), 2 ** (bits - 1) - 1) if dtype.kind == "int" else (0, 2**bits - 1)
+    return lo if kind is ir.ReduceKind.MAX else hi
+
+
+def _emit_cta_reduce(em, st: ir.CtaReduce) -> None:
+    """The two-stage reduction of docs/semantics.md ("CTA reductions"), inline: an xor
+    butterfly in every warp, one partial per warp in the scratch, a barrier, warp 0 reduces
+    the partials the same way, a barrier, every thread reads the total."""
+    em.mark(st.span)
+    d = st.value.dtype
+    t = d.c_type
+    off = em.e(st.offset)
+
+    def slot(k: str) -> str:
+        return em.ref_code(st.scratch, f"{off} + {k}", d)
+
+    butterfly = (
+        "for (int tirx_m = 16; tirx_m > 0; tirx_m >>= 1) tirx_v = "
+        + _step(st.kind, d, "tirx_v", "__shfl_xor_sync(0xffffffffu, tirx_v, tirx_m)")
+        + ";"
+    )
+    ident = em.const(ir.Const(identity(st.kind, d), d))
+    lines = [
+        "{",
+        f"  {t} tirx_v = {em.operand(st.value, d)};",
+        "  #pragma unroll",
+        f"  {butterfly}",
+        f"  if ((tirx_tid & 31) == 0) {slot('(tirx_tid >> 5)')} = tirx_v;",
+        "  __syncthreads();",
+        "  if ((tirx_tid >> 5) == 0) {",
+        f"    tirx_v = (tirx_tid & 31) < {st.num_warps} ? {slot('(tirx_tid & 31)')} : {ident};",
+        "    #pragma unroll",
+        f"    {butterfly}",
+        f"    if (tirx_tid == 0) {slot('0')} = tirx_v;",
+        "  }",
+        "  __syncthreads();",
+        (f"  {st.result.name} = " if st.result is not None else "  (void)") + f"{slot('0')};",
+        "}",
+    ]
+    for text in lines:
+        em.line(text)
+
+
+class CtaStatements:
+    """The codegen emitter's rules for these statements (a base class of it); ``classes``
+    are the statement classes, for its variable-write analysis (each writes only its
+    ``result``, when it has one)."""
+
+    classes = (ir.Atomic, ir.ThreadFence, ir.VotingBarrier, ir.CtaReduce)
+    visit_Atomic = _emit_atomic
+    visit_ThreadFence = _emit_thread_fence
+    visit_VotingBarrier = _emit_voting_barrier
+    visit_CtaReduce = _emit_cta_reduce
