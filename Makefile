@@ -1,7 +1,7 @@
 # Developer shortcuts; the README's two commands work without make.
 PY ?= .venv/bin/python
 
-.PHONY: setup demo test test-gpu lint format bench clean lab notebooks
+.PHONY: setup demo test test-gpu lint format bench clean lab notebooks names
 
 setup:
 	python3 -m venv .venv
@@ -59,6 +59,12 @@ for cell in nb.cells:
 nbformat.write(nb, sys.argv[1])
 endef
 export STATIC_VIEWS
+
+# docs/tirx-names.md: every name of the real TIRx's T and T.cuda with its status here, from
+# the real package (apache-tvm-tirx==0.1.0a4) in its own venv; run it after names land.
+REF_PY ?= .venv-ref/bin/python
+names:
+	$(REF_PY) docs/name_status.py
 
 clean:
 	rm -rf build dist *.egg-info .pytest_cache .ruff_cache
