@@ -95,6 +95,19 @@ def kernel(X: T.Tensor((128,), "float32"), I: T.Tensor((128,), "int32"),
     IOut[tx, 1] = T.cuda.cta_sum(I[tx], 4, s3.data)
 """
 
+REDUCE64 = """
+@T.function
+def kernel(I: T.Tensor((64,), "int64"), U: T.Tensor((64,), "uint64"), D: T.Tensor((64,), "float64")):
+    T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=64))
+    tx = T.cuda.thread_idx("x")
+    s = T.alloc_shared((2,), "int64")
+    u = T.alloc_shared((2,), "uint64")
+    d = T.alloc_shared((2,), "float64")
+    I[tx] = T.cuda.cta_max(I[tx], 2, s.data)
+    U[tx] = T.cuda.cta_min(U[tx], 2, u.data)
+    D[tx] = T.cuda.cta_sum(D[tx], 2, d.data)
+"""
+
 CVTA = """
 @T.function
 def kernel(Out: T.Tensor((3,), "uint32")):
@@ -251,6 +264,19 @@ def test_sim_cta_reductions(tmp_path):
     assert (out[:, 1] == x.max()).all() and (out[:, 2] == x.min()).all()
     assert np.allclose(out[:, 3], (x.astype(np.float64) ** 2).sum(), rtol=1e-5)
     assert (iout[:, 0] == i.max()).all() and (iout[:, 1] == i.sum()).all()
+
+
+def test_sim_64_bit_reductions(tmp_path):
+    i = np.arange(64, dtype=np.int64) * -(2**40)
+    u = np.arange(64, dtype=np.uint64) + np.uint64(2**63)
+    d = np.arange(64, dtype=np.float64) / 3
+    exe = tirx.compile(_kernel(tmp_path, REDUCE64), target="sim")
+    (i2, u2, d2) = _run(exe, i.copy(), u.copy(), d.copy())
+    assert (i2 == 0).all() and (u2 == 2**63).all()
+    partial = np.concatenate((_butterfly(d, np.add), np.zeros(30)))
+    assert (d2 == _butterfly(partial, np.add)[0]).all()
+    src = tirx.compile(_kernel(tmp_path, REDUCE64), target="cuda -arch=sm_80").source
+    assert ": (-9223372036854775807LL - 1);" in src and ": 18446744073709551615ull;" in src
 
 
 def test_sim_cvta_addresses(tmp_path):
@@ -546,6 +572,13 @@ def test_gpu_votes_reductions_cvta(tmp_path):
 
     for seed in range(3):
         _both(tmp_path, REDUCE, lambda seed=seed: _reduce_inputs(seed), reductions)
+    rng = np.random.default_rng(5)
+    wide = (
+        rng.integers(-(2**62), 2**62, 64),
+        rng.integers(0, 2**63, 64).astype(np.uint64),
+        rng.standard_normal(64),
+    )
+    _both(tmp_path, REDUCE64, lambda: tuple(a.copy() for a in wide), equal)
     _both(tmp_path, CVTA, lambda: (np.zeros(3, np.uint32),), equal)
 
 

@@ -90,7 +90,9 @@ def _emit_cta_reduce(em, st: ir.CtaReduce) -> None:
         + _step(st.kind, d, "tirx_v", "__shfl_xor_sync(0xffffffffu, tirx_v, tirx_m)")
         + ";"
     )
-    ident = em.const(ir.Const(identity(st.kind, d), d))
+    ident = identity(st.kind, d)
+    # the lowest int64 has no literal of its own in C (its magnitude overflows long long)
+    ident = "(-9223372036854775807LL - 1)" if ident == -(2**63) else em.const(ir.Const(ident, d))
     lines = [
         "{",
         f"  {t} tirx_v = {em.operand(st.value, d)};",
