@@ -92,7 +92,9 @@ def _identity(kind: ir.ReduceKind, ct: np.dtype):
 
 def butterfly(values: np.ndarray, op) -> np.ndarray:
     """``values`` ``[W, 32]`` after the xor butterfly: at each step every lane combines its
-    value (left operand) with lane ``lane ^ m``'s, for ``m = 16, 8, 4, 2, 1``."""
+    value (left operand) with lane ``lane ^ m``'s, for ``m = 16, 8, 4, 2, 1``. The one place
+    the CTA reduction's warp step is executed (to be swapped for the warp collectives' own
+    warp reduction once both are in one tree)."""
     lanes = np.arange(32)
     v = values
     m = 16

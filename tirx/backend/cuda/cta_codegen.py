@@ -62,6 +62,15 @@ def _step(kind: ir.ReduceKind, dtype, a: str, b: str) -> str:
     return f"tirx_{kind}<{dtype.c_type}>({a}, {b})"
 
 
+def warp_allreduce(kind: ir.ReduceKind, dtype, var: str) -> str:
+    """C that reduces ``var`` over the 32 lanes of a full warp, the result in every lane (an
+    xor butterfly, masks 16..1). The one place the CTA reduction's warp step is written: to
+    be swapped for the warp collectives' own warp reduction once both are in one tree."""
+    shfl = f"__shfl_xor_sync(0xffffffffu, {var}, tirx_m)"
+    step = _step(kind, dtype, var, shfl)
+    return f"for (int tirx_m = 16; tirx_m > 0; tirx_m >>= 1) {var} = {step};"
+
+
 def identity(kind: ir.ReduceKind, dtype) -> int | float:
     """The value a missing partial contributes (lanes of warp 0 beyond the warp count)."""
     if kind is ir.ReduceKind.SUM:
@@ -85,11 +94,7 @@ def _emit_cta_reduce(em, st: ir.CtaReduce) -> None:
     def slot(k: str) -> str:
         return em.ref_code(st.scratch, f"{off} + {k}", d)
 
-    butterfly = (
-        "for (int tirx_m = 16; tirx_m > 0; tirx_m >>= 1) tirx_v = "
-        + _step(st.kind, d, "tirx_v", "__shfl_xor_sync(0xffffffffu, tirx_v, tirx_m)")
-        + ";"
-    )
+    butterfly = warp_allreduce(st.kind, d, "tirx_v")
     ident = identity(st.kind, d)
     # the lowest int64 has no literal of its own in C (its magnitude overflows long long)
     ident = "(-9223372036854775807LL - 1)" if ident == -(2**63) else em.const(ir.Const(ident, d))
