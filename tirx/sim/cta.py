@@ -5,8 +5,7 @@ Fence Functions", "Warp Shuffle Functions").
 * ``thread_fence``: orders the calling thread's own memory accesses as seen by other threads.
   The simulator already performs every thread's accesses in program order and makes each
   visible at once, and a fence does not order *different* threads' accesses (only a barrier
-  does, and compute-sanitizer's racecheck still reports a race across a fence), so it has no
-  effect on results or on the race model.
+  does), so it has no effect on results or on the race model.
 * ``syncthreads_and`` / ``_or``: a barrier for the whole CTA (every thread must reach it, as
   ``cta_sync``) that also returns 1 to every thread when the predicate is nonzero in every
   (any) thread, else 0.
