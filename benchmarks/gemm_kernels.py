@@ -36,15 +36,17 @@ def _staged(cfg: gp.GemmConfig):
 
 
 def variant_name(cfg: gp.GemmConfig) -> str:
-    """``BMxBNxBK-Ww-Ss-SMEM`` (``-nodbuf`` without register double buffering)."""
+    """``BMxBNxBK-Ww-Ss-SMEM`` (``-nodbuf`` without register double buffering, ``-gN`` for a
+    raster group of N block rows other than the default's)."""
     warps = cfg.warps_m * cfg.warps_n
     name = f"{cfg.bm}x{cfg.bn}x{cfg.bk}-{warps}w-{cfg.stages}s-{cfg.smem}"
-    return name + ("" if cfg.double_buffer else "-nodbuf")
+    name += "" if cfg.double_buffer else "-nodbuf"
+    return name + ("" if cfg.group_m == gp.DEFAULT.group_m else f"-g{cfg.group_m}")
 
 
-def _cfg(tile="128x128x32", warps=(2, 4), stages=3, smem="swizzle", dbuf=True):
+def _cfg(tile="128x128x32", warps=(2, 4), stages=3, smem="swizzle", dbuf=True, group=8):
     bm, bn, bk = (int(x) for x in tile.split("x"))
-    return gp.GemmConfig(bm, bn, bk, warps[0], warps[1], stages, smem, dbuf)
+    return gp.GemmConfig(bm, bn, bk, warps[0], warps[1], stages, smem, dbuf, group)
 
 
 PIPELINED = [
@@ -61,6 +63,12 @@ PIPELINED = [
     _cfg("128x128x64", (2, 2), stages=3, dbuf=False),
     _cfg("128x256x64", (2, 4), stages=3),
     _cfg("128x128x32", (2, 2), stages=4),
+    # larger blocks: one block of 8 warps per SM, 48 KB per stage
+    _cfg("128x256x64", (2, 4), stages=4),
+    _cfg("256x128x64", (4, 2), stages=3),
+    _cfg("256x128x64", (4, 2), stages=4),
+    _cfg("128x256x64", (2, 4), stages=3, group=16),
+    _cfg("128x128x64", (2, 2), stages=3, group=16),
 ]
 
 TIRX_VARIANTS = {

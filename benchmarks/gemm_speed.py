@@ -2,6 +2,7 @@
 
     python benchmarks/gemm_speed.py [--sizes 2048,4096,8192] [--dtypes float16,bfloat16]
                                     [--variants NAME,...] [--reps 15] [--out FILE]
+                                    [--sources DIR]
 
 For every dtype and size ``n`` (M = N = K = n, ``Out = A @ B.T`` with A ``(n, n)`` and B
 ``(n, n)`` N-major) the script times
@@ -21,6 +22,9 @@ Each timed sample is a batch of back-to-back calls between two CUDA events, size
 2 ms; the runners alternate sample by sample and the median counts (after warm-up calls). The
 table gives TFLOP/s (``2·n³`` per call) and the ratios tirx/Triton (best and 128x128x64/8/4),
 tirx/cuBLAS and tirx/peak. Every kernel's result is checked against torch before it is timed.
+``--sources DIR`` adds, for each file ``DIR/LABEL/<variant>-<dtype>-<n>.cu`` written by
+``gemm_sources.py`` (with another build of tirx), a runner ``<variant>@LABEL`` that launches that
+CUDA source as this build launches the variant: an A/B of two compilers' code in one run.
 ``--out`` writes the Markdown report with the command and the machine.
 
 Without a GPU the script compiles the tirx kernels for ``sm_90`` (NVRTC needs no GPU) and
@@ -115,8 +119,33 @@ def _check(name, got, ref, tol):
     return err
 
 
+def other_builds(sources: str | None, n: int, dtype: str) -> list[tuple[str, str, str]]:
+    """(runner name, variant, CUDA source) of every file of ``--sources`` for this cell."""
+    if not sources:
+        return []
+    found = []
+    for path in sorted(Path(sources).glob(f"*/*-{dtype}-{n}.cu")):
+        variant = path.name[: -len(f"-{dtype}-{n}.cu")]
+        if variant in TIRX_VARIANTS:
+            found.append((f"{variant}@{path.parent.name}", variant, path.read_text()))
+    return found
+
+
+def _with_source(exe, source: str):
+    """``exe``'s kernel and launch, compiled from ``source`` (another build's code for it)."""
+    from tirx.backend.cuda.executable import build
+
+    return build(exe.kernel, exe.lowered, exe.target, {}, source=source)
+
+
 def measure(
-    n: int, dtype: str, variants: list[str], reps: int, main: str = "tirx", seed: int = 0
+    n: int,
+    dtype: str,
+    variants: list[str],
+    reps: int,
+    main: str = "tirx",
+    seed: int = 0,
+    sources: str | None = None,
 ) -> Cell:
     """Check and time every runner at M = N = K = n."""
     import torch
@@ -132,6 +161,13 @@ def measure(
     for name in ["tirx", *variants]:
         factory = TIRX_VARIANTS[main if name == "tirx" else name]
         exe = tirx.compile(factory(n, n, n, dtype), target="cuda")
+        out = torch.full((n, n), float("nan"), device="cuda", dtype=torch.float32)
+        exe(a, b, out)
+        _check(name, out, ref, 1e-5)
+        runners[name] = lambda exe=exe, out=out: exe(a, b, out)
+    for name, variant, source in other_builds(sources, n, dtype):
+        exe = tirx.compile(TIRX_VARIANTS[variant](n, n, n, dtype), target="cuda")
+        exe = _with_source(exe, source)
         out = torch.full((n, n), float("nan"), device="cuda", dtype=torch.float32)
         exe(a, b, out)
         _check(name, out, ref, 1e-5)
@@ -221,13 +257,17 @@ def main_table(cells: list[Cell], peak: dict[str, float]) -> str:
 
 def variant_table(cells: list[Cell], variants: list[str]) -> str:
     names = ["tirx", *variants]
+    for c in cells:  # the other builds' runners (--sources), in the order first seen
+        names += [k for k in c.ms if "@" in k and k not in names]
     lines = [
         "| dtype | n | " + " | ".join(names) + " |",
         "|---|---|" + "---|" * len(names),
     ]
     for c in cells:
         lines.append(
-            f"| {c.dtype} | {c.n} | " + " | ".join(f"{c.tflops(k):.1f}" for k in names) + " |"
+            f"| {c.dtype} | {c.n} | "
+            + " | ".join(f"{c.tflops(k):.1f}" if k in c.ms else "" for k in names)
+            + " |"
         )
     return "\n".join(lines)
 
@@ -306,6 +346,7 @@ def main(argv=None) -> int:
     ap.add_argument("--main", default="tirx", help="the variant the tirx column times")
     ap.add_argument("--reps", type=int, default=15, help="timed samples per cell (median)")
     ap.add_argument("--out", default=None, help="also write the Markdown report to this file")
+    ap.add_argument("--sources", default=None, help="other builds' sources (gemm_sources.py)")
     args = ap.parse_args(argv)
     sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
     dtypes = [d.strip() for d in args.dtypes.split(",") if d.strip()]
@@ -327,12 +368,14 @@ def main(argv=None) -> int:
     cells = []
     for dtype in dtypes:
         for n in sizes:
-            cell = measure(n, dtype, variants, args.reps, args.main)
+            cell = measure(n, dtype, variants, args.reps, args.main, sources=args.sources)
             best = cell.triton_best()
             print(
                 f"{dtype} {n}: tirx {cell.tflops('tirx'):.1f}, {best} {cell.tflops(best):.1f}, "
                 f"cublas {cell.tflops('cublas'):.1f} TFLOP/s; "
-                + ", ".join(f"{v} {cell.tflops(v):.1f}" for v in variants),
+                + ", ".join(
+                    f"{v} {cell.tflops(v):.1f}" for v in cell.ms if v in variants or "@" in v
+                ),
                 flush=True,
             )
             cells.append(cell)

@@ -187,3 +187,37 @@ def test_benchmark_variant_names_are_unique_and_decode():
         assert tile == f"{cfg.bm}x{cfg.bn}x{cfg.bk}" and warps == f"{cfg.warps_m * cfg.warps_n}w"
         assert stages == f"{cfg.stages}s" and smem == cfg.smem
         assert name in kernels.TIRX_VARIANTS
+
+
+def test_benchmark_finds_other_builds_sources(tmp_path):
+    speed, _ = _benchmark_modules()
+    (tmp_path / "old").mkdir()
+    (tmp_path / "new").mkdir()
+    (tmp_path / "old" / "tirx-float16-4096.cu").write_text("// old tirx")
+    (tmp_path / "old" / "tirx-bfloat16-4096.cu").write_text("// old bf16")
+    (tmp_path / "old" / "no-such-variant-float16-4096.cu").write_text("// ignored")
+    (tmp_path / "new" / "128x256x64-8w-3s-swizzle-float16-4096.cu").write_text("// new")
+    found = speed.other_builds(str(tmp_path), 4096, "float16")
+    assert found == [
+        ("128x256x64-8w-3s-swizzle@new", "128x256x64-8w-3s-swizzle", "// new"),
+        ("tirx@old", "tirx", "// old tirx"),
+    ]
+    assert speed.other_builds(None, 4096, "float16") == []
+    # the variants table gets a column per other build, empty where a cell lacks it
+    a, b = speed.Cell("float16", 4096), speed.Cell("float16", 8192)
+    a.ms.update({"tirx": 1.0, "tirx@old": 2.0})
+    b.ms.update({"tirx": 1.0})
+    lines = speed.variant_table([a, b], []).splitlines()
+    assert lines[0] == "| dtype | n | tirx | tirx@old |"
+    assert lines[3].endswith("|  |")
+
+
+def test_fixed_cost_fit_recovers_a_line():
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    from gemm_fixed_cost import fit
+
+    fixed, per_k = fit([512, 1024, 2048, 4096], [0.02 + 1e-4 * k for k in (512, 1024, 2048, 4096)])
+    assert abs(fixed - 0.02) < 1e-12 and abs(per_k - 1e-4) < 1e-15

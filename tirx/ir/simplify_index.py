@@ -9,9 +9,17 @@ rules, each exact for integers under the IR's floor semantics:
   constant folded last, so a constant offset ends up in the address's immediate);
 * ``(x // c) * (k * c) + (x % c) * k  ->  x * k`` (repeated, so nested splits collapse);
 * ``(c * y + r) // c  ->  y + r // c`` and ``(c * y + r) % c  ->  r % c``; and when
-  ``0 <= r < c`` is provable from value ranges, ``r // c -> 0`` and ``r % c -> r``;
+  ``k * c <= r < (k + 1) * c`` is provable from value ranges, ``r // c -> k`` and
+  ``r % c -> r - k * c`` (``k = 0`` the common case);
 * ``(x // a) // b -> x // (a * b)`` and ``(x % a) % b -> x % b`` when ``b`` divides ``a``
-  (positive constants).
+  (positive constants);
+* an XOR swizzle ``x ^ ((x >> a) & mask)`` (or ``x ^ ((x & mask) << a)``) reads and changes
+  only the bits of ``x`` below ``K``, the power of two above ``mask << a``: with ``x = H + L``,
+  ``H`` a multiple of ``K`` and ``0 <= L < K``, it is ``H + swizzle(L)``. The terms of ``x``
+  whose coefficient ``K`` divides go to ``H`` (stage, warp and repeat offsets: they become
+  plain additions, constants an address's immediate), a term ``c * t`` that could reach past
+  ``K`` is split as ``c * q * (t // q) + c * (t % q)`` with ``q = K / gcd(c, K)``, and the
+  rest -- usually thread-index bits only, the same in every iteration -- stays swizzled.
 
 Ranges come from the thread indices (``lane_id`` in ``[0, 32)``), from ``x % c`` (always in
 ``[0, c)`` for ``c > 0``) and from the caller (loop variables). Only expressions whose nodes
@@ -21,6 +29,8 @@ simplified IR as the GPU, so the two never disagree.
 """
 
 from __future__ import annotations
+
+import math
 
 from ..dtypes import is_float
 from . import nodes as ir
@@ -82,6 +92,12 @@ class _Simplifier:
         if e.op in _LINEAR:
             return self.rebuild(self.linear(e), e.dtype)
         a, b = self.run(e.a), self.run(e.b)
+        if e.op is ir.Op.BITXOR and a.dtype == b.dtype == e.dtype:
+            split = self.swizzle(a, b)
+            if split is None:
+                split = self.swizzle(b, a)
+            if split is not None:
+                return split
         c = b.value if isinstance(b, ir.Const) else None
         if c is not None and c > 0 and a.dtype == e.dtype == b.dtype:
             if e.op is ir.Op.FLOORDIV:
@@ -223,8 +239,9 @@ class _Simplifier:
             return self.floordiv(a.a, a.b.value * c, dtype)
         (y, yc), (r, rc) = self.split(a, c)
         rest = self.rebuild((dict(r), rc), dtype)
-        if _within(self.range(rest), c):
-            return self.rebuild((y, yc), dtype)
+        k = _quotient(self.range(rest), c)
+        if k is not None:  # rest // c is k for every value rest can take
+            return self.rebuild((y, yc + k), dtype)
         if not y and not yc:
             return ir.BinOp(ir.Op.FLOORDIV, rest, ir.Const(c, dtype), dtype)
         quotient = ir.BinOp(ir.Op.FLOORDIV, rest, ir.Const(c, dtype), dtype)
@@ -239,11 +256,48 @@ class _Simplifier:
             return self.floormod(a.a, c, dtype)
         _, (r, rc) = self.split(a, c)
         rest = self.rebuild((dict(r), rc), dtype)
-        if _within(self.range(rest), c):
-            return rest
+        k = _quotient(self.range(rest), c)
+        if k is not None:  # rest % c is rest - k * c
+            return self.rebuild((dict(r), rc - k * c), dtype)
         if isinstance(rest, ir.Const):
             return ir.Const(int(rest.value) % c, dtype)
         return ir.BinOp(ir.Op.FLOORMOD, rest, ir.Const(c, dtype), dtype)
+
+    # ----------------------------------------------------------------- swizzles
+
+    def swizzle(self, x, g):
+        """``x ^ g`` as ``H + (L ^ g(L))`` when ``g`` is a swizzle of ``x`` (see the module
+        docstring), or None when ``g`` is not one or ``x`` does not split."""
+        period = _swizzle_period(x, g)
+        if period is None:
+            return None
+        dtype = x.dtype
+        terms, const = self.linear_of_atom(x)
+        high: dict = {}
+        low: dict = {}
+        split = False
+        for atom, coef in terms.values():
+            if coef % period == 0:
+                self.add_atom(high, atom, coef)
+                continue
+            bounds = self.range(atom)
+            if bounds is not None and None not in bounds and bounds[0] >= 0 and coef > 0:
+                if coef * bounds[1] < period:
+                    self.add_atom(low, atom, coef)
+                    continue
+            q = period // math.gcd(coef, period)
+            self.add_atom(high, self.floordiv(atom, q, dtype), coef * q)
+            self.add_atom(low, self.floormod(atom, q, dtype), coef)
+            split = True
+        high_const, low_const = const - const % period, const % period
+        if not high and not high_const and not split:
+            return None  # nothing to take out: as written
+        rest = self.rebuild((low, low_const), dtype)
+        if not _within(self.range(rest), period):
+            return None
+        swizzled = ir.binop(ir.Op.BITXOR, rest, _swizzle_of(g, rest))
+        self.add_atom(high, swizzled, 1)
+        return self.rebuild((high, high_const), dtype)
 
     # ----------------------------------------------------------------- ranges
 
@@ -298,6 +352,39 @@ class _Range(Visitor):
 
     def _default(self, cls):
         return (_Range._unknown, None) if issubclass(cls, ir.Expr) else None
+
+
+def _swizzle_period(x, g) -> int | None:
+    """``K`` when ``g`` is ``(x >> a) & mask`` or ``(x & mask) << a`` (constants ``a >= 0``,
+    ``mask > 0``, same dtype): ``g`` reads and changes bits of ``x`` below ``K`` only."""
+    if not isinstance(g, ir.BinOp) or not isinstance(g.b, ir.Const) or g.dtype != x.dtype:
+        return None
+    inner, c = g.a, int(g.b.value)
+    if not isinstance(inner, ir.BinOp) or not isinstance(inner.b, ir.Const):
+        return None
+    d = int(inner.b.value)
+    if g.op is ir.Op.BITAND and inner.op is ir.Op.SHR:
+        shift, mask = d, c
+    elif g.op is ir.Op.SHL and inner.op is ir.Op.BITAND:
+        shift, mask = c, d
+    else:
+        return None
+    if shift < 0 or mask <= 0 or structural_key(inner.a) != structural_key(x):
+        return None
+    return 1 << (mask << shift).bit_length()
+
+
+def _swizzle_of(g, value):
+    """``g`` (a swizzle of some ``x``, see :func:`_swizzle_period`) applied to ``value``."""
+    inner = g.a
+    return ir.binop(g.op, ir.binop(inner.op, value, inner.b), g.b)
+
+
+def _quotient(bounds, c: int) -> int | None:
+    """``v // c`` when it is the same for every ``v`` within bounds, else None."""
+    if bounds is None or None in bounds or bounds[0] // c != bounds[1] // c:
+        return None
+    return bounds[0] // c
 
 
 def _within(bounds, c: int) -> bool:

@@ -102,10 +102,11 @@ class _Statements:
                 todo.append(_rebuilt_body(s))
                 todo.append((s.body, env, ranges))
             elif isinstance(s, ir.If):
+                then_ranges, else_ranges = _branch_ranges(s.cond, ranges)
                 todo.append(_rebuilt_if(s))
                 if s.else_body is not None:
-                    todo.append((s.else_body, env, ranges))
-                todo.append((s.then_body, env, ranges))
+                    todo.append((s.else_body, env, else_ranges))
+                todo.append((s.then_body, env, then_ranges))
             else:
                 out.append(self.simple(s, env, ranges))
         return out[0]
@@ -254,6 +255,62 @@ class _Expressions(Transformer):
 
     def leave_Cast(self, e, value):
         return e if value is e.value else ir.cast(value, e.dtype)
+
+
+# the values of ``v`` for which ``v OP c`` holds, as inclusive bounds, within ``lo..hi``
+_HOLDS = {
+    ir.CmpOp.EQ: lambda c, lo, hi: (c, c),
+    ir.CmpOp.LT: lambda c, lo, hi: (lo, c - 1),
+    ir.CmpOp.LE: lambda c, lo, hi: (lo, c),
+    ir.CmpOp.GT: lambda c, lo, hi: (c + 1, hi),
+    ir.CmpOp.GE: lambda c, lo, hi: (c, hi),
+}
+_NEGATED = {
+    ir.CmpOp.EQ: ir.CmpOp.NE,
+    ir.CmpOp.NE: ir.CmpOp.EQ,
+    ir.CmpOp.LT: ir.CmpOp.GE,
+    ir.CmpOp.GE: ir.CmpOp.LT,
+    ir.CmpOp.LE: ir.CmpOp.GT,
+    ir.CmpOp.GT: ir.CmpOp.LE,
+}
+_MIRRORED = {
+    ir.CmpOp.EQ: ir.CmpOp.EQ,
+    ir.CmpOp.NE: ir.CmpOp.NE,
+    ir.CmpOp.LT: ir.CmpOp.GT,
+    ir.CmpOp.GT: ir.CmpOp.LT,
+    ir.CmpOp.LE: ir.CmpOp.GE,
+    ir.CmpOp.GE: ir.CmpOp.LE,
+}
+
+
+def _branch_ranges(cond, ranges: dict) -> tuple[dict, dict]:
+    """The loop ranges inside the two branches of ``if cond``: a comparison of a loop
+    variable with a constant (``kp == 0``, ``kt < 3``) narrows that variable's range in each
+    branch (loop variables are never assigned in their loop, so the fact holds throughout)."""
+    if not isinstance(cond, ir.Cmp):
+        return ranges, ranges
+    op, v, c = cond.op, cond.a, cond.b
+    if isinstance(v, ir.Const) and isinstance(c, ir.Var):
+        op, v, c = _MIRRORED[op], c, v
+    if not (isinstance(v, ir.Var) and isinstance(c, ir.Const)) or ranges.get(v) is None:
+        return ranges, ranges
+    if isinstance(c.value, bool) or not isinstance(c.value, int):
+        return ranges, ranges
+    return _narrowed(ranges, v, op, int(c.value)), _narrowed(ranges, v, _NEGATED[op], int(c.value))
+
+
+def _narrowed(ranges: dict, v, op, c: int) -> dict:
+    lo, hi = ranges[v]
+    if op is ir.CmpOp.NE:  # only an end can go
+        new = (lo + 1, hi) if c == lo else (lo, hi - 1) if c == hi else (lo, hi)
+    else:
+        a, b = _HOLDS[op](c, lo, hi)
+        new = (max(lo, a), min(hi, b))
+    if new[0] > new[1] or new == (lo, hi):  # a branch that never runs: nothing to learn
+        return ranges
+    out = dict(ranges)
+    out[v] = new
+    return out
 
 
 def _loop_range(s: ir.For):
