@@ -21,6 +21,7 @@ from .limits import check_limits
 from .raw_ptx import lower_raw_ptx
 from .shared_memory import check_shared_limits
 from .tile_ops import lower_tile_op
+from .vectorize import check_vectorized
 
 __all__ = ["lower_function"]
 
@@ -30,6 +31,7 @@ def lower_function(fn: ir.Function, arch: int = 80) -> ir.Function:
         return fn
     with known_definitions(fn):
         body = inline_indices(fn, _Lowerer(arch).visit(fn.body))
+    check_vectorized(body)  # T.vectorized
     offsets, total = _plan_shared(fn)
     check_shared_limits(fn, offsets, total, arch)
     check_limits(replace(fn, body=body))
@@ -64,6 +66,7 @@ class _Lowerer(Transformer):
             "Logic",
             "Not",
             "Select",
+            "Reinterpret",
             "View",
             "ScalarOperand",
         }
@@ -144,6 +147,12 @@ class _Lowerer(Transformer):
     def leave_ElemLoad(self, e, view, indices):
         buf, index = self.address(view, indices, lowered=True)
         return ir.Load(buf, index, view.dtype)
+
+    def leave_AddressOf(self, e, view, indices):  # T.address_of (tirx/script/forms.py)
+        buf, index = self.address(view, indices, lowered=True)
+        if buf.scope is ir.Scope.SHARED:
+            return ir.SharedAddress(buf, index * view.dtype.bytes)
+        return ir.GlobalAddress(buf, ir.cast(index, ir.U64) * view.dtype.bytes)
 
     # rebuilt through the folding builders; unchanged operands were folded when first built
     def leave_BinOp(self, e, a, b):
