@@ -84,7 +84,8 @@ def call_form(ev, key: str, node: ast.Call, name_hint=None):
     """``T.<key>(...)`` for a key of :data:`FORM_KEYS`, evaluated by ``ev`` (an Evaluator)."""
     span = ev.p.span(node)
     if key in THREAD_HELPERS:
-        ev._args(node, 0, 0)
+        if node.args or node.keywords:
+            raise TirxSyntaxError(f"T.{key}() takes no arguments", span, hint=f"write T.{key}()")
         return thread_helper(key, ev.b.launch)
     if key in ("if_then_else", "Select"):
         cond, a, b = _conditional_args(ev, node)
@@ -152,6 +153,7 @@ def _select(ev, cond, a, b, node):
             raise TirxSyntaxError(
                 f"the {what} of a conditional must be a number or a kernel value, got {kind_of(v)}",
                 ev.p.span(node),
+                hint="index one element of a tensor, e.g. A[i]",
             )
     c = ev._as_condition(cond, node.args[0] if node.args else node)
     if isinstance(c, bool):
@@ -352,7 +354,9 @@ def _bind_meta(parser, target, value, span) -> None:
     ):
         if not isinstance(value, (tuple, list)) or len(value) != len(target.elts):
             raise TirxSyntaxError(
-                f"cannot unpack {kind_of(value)} into {len(target.elts)} names", span
+                f"cannot unpack {kind_of(value)} into {len(target.elts)} names",
+                span,
+                hint="give as many names as the value has items",
             )
         for t, v in zip(target.elts, value):
             b.bind(t.id, v)

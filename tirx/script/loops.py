@@ -122,7 +122,7 @@ def _vector_extent(start: int, stop: int, step: int, span) -> None:
             f"a vectorized loop runs a power of two of consecutive iterations (1 to 16), "
             f"got range({start}, {stop}, {step})",
             span,
-            hint="vectorize the innermost 2, 4 or 8 elements (T.vectorized(4)) and loop over "
+            hint="use a power of two: vectorize the innermost 2, 4 or 8 elements (T.vectorized(4)) and loop over "
             "the rest with range(...)",
         )
 
@@ -140,7 +140,9 @@ def _grid_ranges(ev, call: ast.Call) -> list[tuple]:
         if isinstance(a, ast.Tuple):
             if len(a.elts) != 2:
                 raise TirxSyntaxError(
-                    "a T.grid range is an extent or a (start, extent) pair", ev.p.span(a)
+                    "a T.grid range is an extent or a (start, extent) pair",
+                    ev.p.span(a),
+                    hint="write T.grid(n) or T.grid((start, extent)); a step needs T.serial",
                 )
             start, extent = (_bound(ev, e) for e in a.elts)
             out.append((start, start + extent))

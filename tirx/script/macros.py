@@ -17,7 +17,7 @@ from __future__ import annotations
 import ast
 import inspect
 
-from ..errors import TirxError, TirxSyntaxError, render_location
+from ..errors import TirxError, TirxSyntaxError
 
 __all__ = ["Macro", "macro", "inline", "expand"]
 
@@ -105,7 +105,11 @@ def expand(ev, m: Macro, node: ast.Call):
     try:
         bound = inspect.signature(m.function).bind(*args, **kwargs)
     except TypeError as e:
-        raise TirxSyntaxError(f"{m.__name__}(): {e}", call_span) from None
+        raise TirxSyntaxError(
+            f"{m.__name__}(): {e}",
+            call_span,
+            hint=f"call it as {m.__name__}{inspect.signature(m.function)}",
+        ) from None
     bound.apply_defaults()
     from .statements import _is_docstring, _mutable_names
 
@@ -136,9 +140,7 @@ def expand(ev, m: Macro, node: ast.Call):
 
 
 def _called_from(e: TirxError, m: Macro, call_span) -> TirxError:
-    note = f"in the macro {m.__name__!r}, called here:\n{render_location(call_span)}"
+    """``e`` (raised in the body of ``m``) also showing the call, innermost call first."""
     if e.span is None:
         return e.with_span(call_span)
-    if note in e.message:
-        return e
-    return e._with(message=f"{e.message}\n{note}")
+    return e._with(context=(*e.context, (f"in the macro {m.__name__!r}, called here:", call_span)))

@@ -74,8 +74,8 @@ def _check_access(loop: ir.For, access, n: int) -> None:
             f"{n} x {dtype} is {n * dtype.bytes} bytes, more than one vector access "
             f"({MAX_VECTOR_BYTES} bytes)",
             loop.span,
-            hint=f"vectorize {MAX_VECTOR_BYTES // dtype.bytes} elements at most and loop over "
-            "the rest",
+            hint=f"vectorize {MAX_VECTOR_BYTES // dtype.bytes} elements at most "
+            f"({MAX_VECTOR_BYTES} bytes) and loop over the rest",
         )
     base = const + int(loop.start.value)
     stride_ok = all(c % n == 0 for k, (_, c) in terms.items() if k != key)
