@@ -289,6 +289,8 @@ def test_an_error_inside_a_macro_points_at_the_macro_line_and_names_the_call(exp
     assert caret_line(msg).startswith("v = "), msg
     assert f"name {name!r} is not defined" in msg
     assert "in the macro 'put', called here" in msg and "put(B, lane)" in msg
+    # the caller has a `lane`: the hint says why the macro does not see it
+    assert ("pass the value as an argument" in msg) == (name == "lane")
     twin = KERNEL.format(pre=MACRO.format(expr="i * 2"), body="    put(B, lane)")
     tirx.compile(define(twin, tmp_path, "k"), target="sim")
 

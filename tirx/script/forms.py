@@ -25,7 +25,15 @@ from . import tensor as tensor_ops
 from .namespace import Intrinsic, ScalarType
 from .values import is_number, is_static, kind_of
 
-__all__ = ["FORM_KEYS", "LetType", "call_form", "assign_form", "let_form", "thread_helper"]
+__all__ = [
+    "FORM_KEYS",
+    "LetType",
+    "call_form",
+    "assign_form",
+    "let_form",
+    "thread_helper",
+    "dotted_name",
+]
 
 # Thread-index helpers of ``T.cuda``: the warpgroup is 4 consecutive warps (128 threads), as
 # the PTX ISA's wgmma defines it; ``linear_thread_id`` and ``thread_rank`` are the thread's
@@ -300,8 +308,16 @@ def _decl_tensor(ev, node, span):
 # -------------------------------------------------------------------------- bindings
 
 
+def dotted_name(node) -> bool:
+    """Whether ``node`` is a plain name or a chain of attributes of one (``T.meta_var``):
+    evaluating it looks names up and emits nothing."""
+    while isinstance(node, ast.Attribute):
+        node = node.value
+    return isinstance(node, ast.Name)
+
+
 def _form_key(ev, call) -> str | None:
-    if not isinstance(call, ast.Call):
+    if not isinstance(call, ast.Call) or not dotted_name(call.func):
         return None
     try:
         f = ev.const(call.func)

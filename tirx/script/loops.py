@@ -20,6 +20,7 @@ from ..errors import TirxError, TirxSyntaxError
 from ..ir import nodes as ir
 from ..ir.simplify import static_value
 from . import checks
+from .forms import dotted_name
 from .namespace import Intrinsic
 
 __all__ = ["LOOP_KEYS", "loop_key", "for_form"]
@@ -34,7 +35,7 @@ _KIND = {
 
 def loop_key(ev, it) -> str | None:
     """The loop form ``it`` (a for-statement's iterator) calls, or None (``range``, ...)."""
-    if not isinstance(it, ast.Call):
+    if not isinstance(it, ast.Call) or not dotted_name(it.func):
         return None
     try:
         f = ev.value(it.func)

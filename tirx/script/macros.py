@@ -132,11 +132,24 @@ def expand(ev, m: Macro, node: ast.Call):
         if result is not None and result.value is not None:
             value = ev.value(result.value)
     except TirxError as e:
+        if e.hint is None and _callers_name(e, b):
+            e = e._with(
+                hint="a macro sees its parameters and the names where it is defined, "
+                "not the caller's variables: pass the value as an argument"
+            )
         raise _called_from(e, m, call_span) from None
     finally:
         b.frames.pop()
         p.filename, p.scope, p.free_names, b.mutable_names, b.base, b.loop_depth = saved
     return value
+
+
+def _callers_name(e: TirxError, b) -> bool:
+    """Whether ``e`` is "name 'x' is not defined" for a name the caller has."""
+    if not e.message.startswith("name '") or not e.message.endswith("is not defined"):
+        return False
+    name = e.message.split("'")[1]
+    return any(name in frame for frame in b.frames[: b.base])
 
 
 def _called_from(e: TirxError, m: Macro, call_span) -> TirxError:
