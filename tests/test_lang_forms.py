@@ -307,3 +307,49 @@ def test_a_macro_called_outside_a_kernel_says_where_it_belongs():
 
     with pytest.raises(tirx.TirxSyntaxError, match="inside a @T.function"):
         scaled_store(None, 0, 1)
+
+
+# ---------------------------------------------------------------------- the real TIRx
+
+SPELLING = """
+from tvm_tirx.script import tirx as T
+
+
+@T.macro
+def put(dst, i, value):
+    dst[i] = value
+
+
+@T.function
+def kernel(A: T.Tensor((64,), "float32"), B: T.Tensor((64,), "float32"),
+           C: T.Tensor((64,), "uint32")):
+    T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=64))
+    t = T.cuda.linear_thread_id()
+    w = T.cuda.warp_in_warpgroup()
+    n = T.meta_var(4)
+    base: T.let = t // n * n
+    for i, j in T.grid(2, 2):
+        B[i * 2 + j] = A[i * 2 + j]
+    for v in T.vectorized(4):
+        B[base + v] = T.if_then_else(t < 32, A[base + v], T.Select(w > 0, 1.0, 2.0))
+    C[t] = T.reinterpret(A[t], ty="uint32")
+    put(B, t, A[t] + T.cuda.warpgroup_id() + T.cuda.thread_in_warpgroup())
+"""
+
+
+@pytest.mark.reference
+def test_the_real_tirx_takes_the_same_spelling(tmp_path):
+    """One kernel file written with the forms in the real TIRx's spelling compiles with it
+    (apache-tvm-tirx, an oracle in its own venv) and with tirx (through its tvm_tirx alias)."""
+    from tests.test_reference import _need_reference, oracle
+
+    _need_reference()
+    import json
+
+    (answer,) = oracle(json.dumps([{"kind": "compile", "source": SPELLING, "name": "k"}]))
+    assert answer["ok"], answer["error"]
+    kern = define(SPELLING, tmp_path, "kernel")
+    A = np.arange(64, dtype=np.float32)
+    B, C = np.zeros(64, np.float32), np.zeros(64, np.uint32)
+    tirx.compile(kern, target="sim")(A, B, C)
+    assert _bits(C) == _bits(A.view(np.uint32))
