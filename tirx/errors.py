@@ -112,6 +112,7 @@ class TirxError(Exception):
 
     kind = "error"
     definition: Span | None = None  # where the offending value was bound (a second place)
+    context: tuple[tuple[str, Span], ...] = ()  # (what, where) after the place: a macro's call
 
     def __init__(self, message: str, span: Span | None = None, hint: str | None = None):
         self.message = message
@@ -126,6 +127,8 @@ class TirxError(Exception):
         if self.definition is not None:
             parts.append("the layout was defined here:")
             parts.append(render_location(self.definition))
+        for what, where in self.context:
+            parts += [what, render_location(where)]
         if self.hint:
             parts.append(f"hint: {self.hint}")
         return "\n".join(parts)

@@ -344,6 +344,7 @@ class Store(Stmt):
 class LoopKind(enum.Enum):
     SERIAL = "serial"
     UNROLL = "unroll"
+    VECTORIZED = "vectorized"  # T.vectorized: see tirx/transform/vectorize.py
 
 
 @dataclass(frozen=True, eq=False)
@@ -571,3 +572,25 @@ from .build import as_expr, binop, cast, cmp, const, promote  # noqa: E402,F401
 
 # CTA operations and atomics (script/cta_ops.py): their node classes, in cta_nodes.py
 from .cta_nodes import *  # noqa: E402,F401,F403
+
+
+# ------------------------------------------------------ language forms (T.reinterpret, ...)
+
+
+@dataclass(frozen=True, eq=False)
+class Reinterpret(Expr):
+    """``T.reinterpret(value, ty=dtype)``: the bits of ``value`` read as ``dtype``, a type of
+    the same width (both levels; C: ``__float_as_uint`` and the like, simulator: a numpy view)."""
+
+    value: Expr
+    dtype: DType
+
+
+@dataclass(frozen=True, eq=False)
+class AddressOf(Expr):
+    """Script level: ``T.address_of(view[indices])``. Lowering makes it a
+    :class:`SharedAddress` (``dtype`` uint32) or a :class:`GlobalAddress` (uint64)."""
+
+    view: View
+    indices: tuple[Expr | int, ...]
+    dtype: DType

@@ -86,6 +86,12 @@ class _Exprs(Visitor):
     def leave_Cast(self, e, value):
         return f"T.{e.dtype.name}({value[0]})", _ATOM
 
+    def leave_Reinterpret(self, e, value):
+        return f'T.reinterpret({value[0]}, ty="{e.dtype.name}")', _ATOM
+
+    def leave_AddressOf(self, e, view, indices):
+        return f"T.address_of({view[0]}[{', '.join(i[0] for i in indices)}])", _ATOM
+
     def enter_Buffer(self, b):
         return b.name, _ATOM
 
@@ -184,7 +190,8 @@ class _Printer(Walker):
         self.line(f"{_flat(s.buffer, print_expr(s.index), s.dtype)} = {print_expr(s.value)}")
 
     def visit_For(self, s):
-        kind = "range" if s.kind is ir.LoopKind.SERIAL else "T.unroll"
+        kind = {ir.LoopKind.SERIAL: "range", ir.LoopKind.UNROLL: "T.unroll"}.get(s.kind)
+        kind = kind or "T.vectorized"
         step = "" if s.step == 1 else f", {s.step}"
         self.line(f"for {s.var.name} in {kind}({print_expr(s.start)}, {print_expr(s.stop)}{step}):")
         return self.block(s.body)

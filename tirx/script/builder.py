@@ -112,6 +112,8 @@ class FunctionBuilder:
         self.allocations: list[ir.Buffer] = []
         self.variables: list[ir.Var] = []
         self.frames: list[dict] = [{}]
+        self.base = 0  # the frame lookups stop at and variables go to (a macro's own)
+        self.immutable: set[ir.Var] = set()  # variables bound by T.let / T.bind_
         self.bodies: list[list] = [[]]
         self.loop_depth = 0
         self.launch: ir.LaunchConfig | None = None
@@ -137,7 +139,7 @@ class FunctionBuilder:
         return name
 
     def lookup(self, name: str):
-        for frame in reversed(self.frames):
+        for frame in reversed(self.frames[self.base :]):
             if name in frame:
                 return frame[name]
         raise KeyError(name)
@@ -211,6 +213,7 @@ class FunctionBuilder:
             self.bind(name, value)
             return
         value = ir.as_expr(int_literal(value))
+        _check_mutable(self, current, name, span)
         if isinstance(current, ir.Var):
             var = current
         else:
@@ -218,7 +221,7 @@ class FunctionBuilder:
             if dtype.name in ("float16", "bfloat16"):
                 dtype = ir.F32  # 16-bit values compute in float32
             var = self.new_var(name, dtype)
-            self.frames[0][name] = var
+            self.frames[self.base][name] = var
         self.emit(ir.Assign(var, ir.cast(value, var.dtype), span))
 
     def _lookup_or_none(self, name):
@@ -241,6 +244,7 @@ class FunctionBuilder:
     @contextlib.contextmanager
     def loop(self, name, start, stop, step, kind, span):
         current = self._lookup_or_none(name)
+        _check_mutable(self, current, name, span)
         if isinstance(current, ir.Var) and current.dtype == ir.I32:
             var = current
         else:
@@ -310,6 +314,16 @@ class FunctionBuilder:
             allocations=tuple(self.allocations),
             variables=tuple(self.variables),
             span=self.span,
+        )
+
+
+def _check_mutable(b: FunctionBuilder, current, name: str, span) -> None:
+    if isinstance(current, ir.Var) and current in b.immutable:
+        raise TirxSyntaxError(
+            f"{name!r} is an immutable binding (T.let / T.bind_) and cannot be assigned",
+            span,
+            hint=f"bind the new value to another name, or make {name!r} a variable "
+            "with a plain assignment",
         )
 
 

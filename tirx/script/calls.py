@@ -15,7 +15,7 @@ import builtins
 from ..dtypes import dtype_of
 from ..errors import TirxSyntaxError
 from ..ir import nodes as ir
-from . import checks, cta_ops
+from . import checks, cta_ops, forms, macros
 from . import tensor as tensor_ops
 from .namespace import Intrinsic, PtxInstruction, ScalarType
 from .values import VIEW_METHODS, compile_time_callable, is_number, is_static, kind_of
@@ -44,7 +44,11 @@ class Calls:
         else:
             f = self.value(fnode)
         if isinstance(f, Intrinsic):
+            if f.key in forms.FORM_KEYS:
+                return forms.call_form(self, f.key, node, name_hint)
             return self.intrinsic(f.key, node, name_hint)
+        if isinstance(f, macros.Macro):
+            return macros.expand(self, f, node)
         if isinstance(f, ScalarType):
             args = self._args(node, 0, 1, "value")
             value = self._number(args[0], self.p.span(node)) if args else 0

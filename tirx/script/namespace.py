@@ -224,6 +224,12 @@ class _Cuda(_Suggesting):
             "warp_sync",
             "printf",
             *CTA_CUDA_NAMES,
+            # thread-index helpers (tirx/script/forms.py)
+            "warpgroup_id",
+            "warp_in_warpgroup",
+            "thread_in_warpgroup",
+            "linear_thread_id",
+            "thread_rank",
         ):
             setattr(self, key, Intrinsic(f"cuda.{key}"))
 
@@ -246,8 +252,25 @@ class _Namespace(_Suggesting):
             "min",
             "max",
             *CTA_T_NAMES,
+            # language forms (tirx/script/forms.py, loops.py)
+            "grid",
+            "vectorized",
+            "if_then_else",
+            "Select",
+            "meta_var",
+            "evaluate",
+            "bind_",
+            "local_scalar",
+            "reinterpret",
+            "address_of",
+            "alloc_tensor",
+            "decl_tensor",
         ):
             setattr(self, key, Intrinsic(key))
+        from .forms import LetType
+        from .macros import inline, macro
+
+        self.let, self.macro, self.inline = LetType(), macro, inline
         for name, dt in DTYPES.items():
             setattr(self, name, ScalarType(dt))
 

@@ -14,6 +14,7 @@ import ast
 
 from ..errors import Span, TirxError, TirxSyntaxError
 from ..ir import nodes as ir
+from . import forms, loops
 from .builder import FunctionBuilder
 from .evaluator import IR_BINOPS, Evaluator
 from .namespace import LaunchSpec, ScalarType, TensorAnnotation
@@ -208,6 +209,8 @@ class Parser:
                 "chained assignment (a = b = ...) is not supported", self.span(node)
             )
         target = node.targets[0]
+        if forms.assign_form(self, node):  # x = T.meta_var(...), T.bind_(...), ...
+            return
         if isinstance(target, ast.Name):
             value = self.ev.value(node.value, name_hint=target.id)
             self.b.assign(target.id, value, self.span(node))
@@ -220,6 +223,8 @@ class Parser:
             )
 
     def stmt_AnnAssign(self, node):
+        if forms.let_form(self, node):  # x: T.let = ...
+            return
         if not isinstance(node.target, ast.Name) or node.value is None:
             raise TirxSyntaxError("annotated assignment needs a name and a value", self.span(node))
         ann = self.ev.const(node.annotation)
@@ -260,6 +265,10 @@ class Parser:
     def stmt_For(self, node):
         if node.orelse:
             raise TirxSyntaxError("for ... else is not supported", self.span(node))
+        key = loops.loop_key(self.ev, node.iter)
+        if key is not None:  # T.serial, T.unroll, T.vectorized, T.grid
+            yield from loops.for_form(self, node, key)
+            return
         if not isinstance(node.target, ast.Name):
             raise TirxSyntaxError("the loop variable must be a single name", self.span(node.target))
         start, stop, step, kind = self.ev.loop_range(node.iter)

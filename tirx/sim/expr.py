@@ -24,6 +24,7 @@ from . import deep
 from .faults import Fault
 from .memory import as_index
 from .numeric import compute_type, constant, convert, decode
+from .reinterpret import reinterpret
 
 __all__ = ["ExprCompiler", "Eval"]
 
@@ -350,6 +351,10 @@ class ExprCompiler:
             return out
 
         return f
+
+    def _Reinterpret(self, e: ir.Reinterpret) -> Eval:  # T.reinterpret
+        fa, src, d = self.compile(e.value), e.value.dtype, e.dtype
+        return lambda idx: reinterpret(fa(idx), src, d)
 
     def _Cast(self, e: ir.Cast) -> Eval:
         fa = self.compile(e.value)

@@ -30,6 +30,7 @@ from .memory import GlobalRegion, LocalArray, as_index
 from .numeric import constant, convert, encode
 from .printf import parse_format
 from .shared import SharedBuffer, SharedMemory
+from .vectorized import check_vector_alignment
 
 __all__ = ["Machine", "MAX_LOOP_ITERATIONS"]
 
@@ -335,6 +336,8 @@ class Machine:
     def _For(self, s: ir.For):
         if not isinstance(s.step, int) or s.step == 0:
             raise self.compiler.error(f"loop step must be a nonzero int, not {s.step!r}")
+        if s.kind is ir.LoopKind.VECTORIZED:  # T.vectorized: data pointers aligned to vectors
+            check_vector_alignment(s, self.regions)
         v = s.var
         arr = self.variable(v)
         start = _converted(self.compiler.compile(s.start), s.start.dtype, v.dtype)

@@ -22,6 +22,7 @@ from .limits import check_limits
 from .raw_ptx import lower_raw_ptx
 from .shared_memory import check_shared_limits
 from .tile_ops import lower_tile_op
+from .vectorize import check_vectorized
 
 __all__ = ["lower_function"]
 
@@ -31,6 +32,7 @@ def lower_function(fn: ir.Function, arch: int = 80) -> ir.Function:
         return fn
     with known_definitions(fn):
         body = inline_indices(fn, _Lowerer(arch).visit(fn.body))
+    check_vectorized(body)  # T.vectorized
     offsets, total = _plan_shared(fn)
     check_shared_limits(fn, offsets, total, arch)
     check_limits(replace(fn, body=body))
@@ -65,6 +67,7 @@ class _Lowerer(Transformer):
             "Logic",
             "Not",
             "Select",
+            "Reinterpret",
             "View",
             "ScalarOperand",
             "VotingBarrier",
@@ -157,6 +160,11 @@ class _Lowerer(Transformer):
 
     def leave_ElemSharedAddress(self, e, view, indices):
         return lower_shared_address(view, self.address(view, indices, lowered=True)[1])
+    def leave_AddressOf(self, e, view, indices):  # T.address_of (tirx/script/forms.py)
+        buf, index = self.address(view, indices, lowered=True)
+        if buf.scope is ir.Scope.SHARED:
+            return ir.SharedAddress(buf, index * view.dtype.bytes)
+        return ir.GlobalAddress(buf, ir.cast(index, ir.U64) * view.dtype.bytes)
 
     # rebuilt through the folding builders; unchanged operands were folded when first built
     def leave_BinOp(self, e, a, b):

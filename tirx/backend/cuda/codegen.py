@@ -16,6 +16,7 @@ from ...ir import nodes as ir
 from ...ir.simplify import is_nonnegative
 from ...ir.visitor import UnknownNodeError, Visitor, Walker, children
 from .cta_codegen import CtaStatements
+from . import bitcast, vector
 
 __all__ = ["generate", "CODEGEN_VERSION", "param_kinds", "uses_dynamic_shared"]
 
@@ -119,6 +120,7 @@ class _CExprs(Visitor):
     compiler then parses a long sum with no nesting either."""
 
     pass_name = "codegen"
+    leave_Reinterpret = bitcast.leave_reinterpret  # T.reinterpret
 
     def __init__(self, em: _Emitter):
         self.em = em
@@ -373,7 +375,9 @@ class _Emitter(CtaStatements, Walker):
         variable in the body does not change the iteration. The plain C loop has the same
         meaning when the bound is a constant and the body leaves the variable alone."""
         self.mark(st.span)
-        if st.kind is ir.LoopKind.UNROLL:
+        if st.kind is ir.LoopKind.VECTORIZED and vector.emit_vector_copy(self, st):
+            return []  # T.vectorized copy: one vector load and one store
+        if st.kind in (ir.LoopKind.UNROLL, ir.LoopKind.VECTORIZED):
             self.line("#pragma unroll")
         v = st.var.name
         cmp = "<" if st.step > 0 else ">"

@@ -1,0 +1,45 @@
+"""C for ``T.reinterpret``: the bits of a value read as another type of the same width.
+
+Values of 16-bit float types are held as ``float`` in generated expressions (codegen.py), so
+their bits are the value rounded back to 16 bits (exact: the value is representable) and a
+16-bit pattern read as a 16-bit float is widened with the same helpers loads use.
+"""
+
+from __future__ import annotations
+
+from ...dtypes import DType
+
+__all__ = ["reinterpret_code", "leave_reinterpret"]
+
+_UINT = {8: "unsigned char", 16: "unsigned short", 32: "unsigned int", 64: "unsigned long long"}
+
+
+def _bits(code: str, src: DType) -> str:
+    if src.name == "float16":
+        return f"tirx_f2h((float)({code}))"
+    if src.name == "bfloat16":
+        return f"tirx_f2b((float)({code}))"
+    if src.name == "float32":
+        return f"__float_as_uint({code})"
+    if src.name == "float64":
+        return f"((unsigned long long)__double_as_longlong({code}))"
+    return f"(({_UINT[src.bits]})({code}))"
+
+
+def reinterpret_code(code: str, src: DType, dst: DType) -> str:
+    """C for the value ``code`` of dtype ``src`` reinterpreted as ``dst`` (same width)."""
+    bits = _bits(code, src)
+    if dst.name == "float16":
+        return f"tirx_h2f({bits})"
+    if dst.name == "bfloat16":
+        return f"tirx_b2f({bits})"
+    if dst.name == "float32":
+        return f"__uint_as_float({bits})"
+    if dst.name == "float64":
+        return f"__longlong_as_double((long long)({bits}))"
+    return f"(({dst.c_type})({bits}))"
+
+
+def leave_reinterpret(cexprs, x, inner: str) -> str:
+    """The codegen expression visitor's rule for :class:`~tirx.ir.nodes.Reinterpret`."""
+    return reinterpret_code(inner, x.value.dtype, x.dtype)
