@@ -86,6 +86,9 @@ class _Exprs(Visitor):
     def leave_Cast(self, e, value):
         return f"T.{e.dtype.name}({value[0]})", _ATOM
 
+    def leave_MathCall(self, e, args):
+        return f"T.{e.op.value}({', '.join(a[0] for a in args)})", _ATOM
+
     def enter_Buffer(self, b):
         return b.name, _ATOM
 

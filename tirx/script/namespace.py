@@ -17,6 +17,7 @@ from ..dtypes import DTYPES, DType, dtype_of
 from ..errors import Span, TirxSyntaxError, did_you_mean
 from ..layout import R, S, TileLayout
 from ..layout.swizzle import ComposeLayout
+from .intrinsics import CUDA_NAMES, MATH_NAMES
 
 __all__ = ["T", "Intrinsic", "TensorAnnotation", "ScalarType", "PtxInstruction", "LaunchSpec"]
 
@@ -223,6 +224,8 @@ class _Cuda(_Suggesting):
             "printf",
         ):
             setattr(self, key, Intrinsic(f"cuda.{key}"))
+        for key in CUDA_NAMES:  # bit reinterpretation and ffs: tirx/script/intrinsics.py
+            setattr(self, key, Intrinsic(f"cuda.{key}"))
 
 
 class _Namespace(_Suggesting):
@@ -243,6 +246,8 @@ class _Namespace(_Suggesting):
             "min",
             "max",
         ):
+            setattr(self, key, Intrinsic(key))
+        for key in MATH_NAMES:  # math and bit intrinsics: tirx/script/intrinsics.py
             setattr(self, key, Intrinsic(key))
         for name, dt in DTYPES.items():
             setattr(self, name, ScalarType(dt))

@@ -213,6 +213,7 @@ class _Substitution(Visitor):
 
     def _default(self, cls):
         unstable = ("Load", "SharedAddress", "GlobalAddress", "Cmp", "Logic", "Not", "Select")
+        unstable += ("MathCall",)
         return (_Substitution._unstable, None) if cls.__name__ in unstable else None
 
 
@@ -222,6 +223,7 @@ class _Expressions(Transformer):
 
     pass_name = _PASS_NAME
     rebuilt = frozenset({"Logic", "Not", "Select", "AddressOperand", "ScalarOperand"})
+    rebuilt |= frozenset({"MathCall"})
     rebuilt |= frozenset({"RegVector", "ValueReg"})
     kept = frozenset({"Const", "Var", "Special", "Buffer", "LocalReg", "Immediate"})
 

@@ -64,6 +64,7 @@ class _Lowerer(Transformer):
             "Logic",
             "Not",
             "Select",
+            "MathCall",
             "View",
             "ScalarOperand",
         }
