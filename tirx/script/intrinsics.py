@@ -62,9 +62,9 @@ def _float(name: str, v, span) -> ir.Expr:
     if is_fp8(e.dtype):
         raise _fp8_error(f"T.{name}", e.dtype, span)
     if not is_float(e.dtype):
-        what = "an integer constant" if is_number(v) else f"a {e.dtype} value"
+        what = "an integer constant" if is_number(v) else _a(f"{e.dtype} value")
         raise TirxSyntaxError(
-            f"T.{name} takes a float value, got {what}",
+            f"T.{name} takes a float value, not {what}",
             span,
             hint=f"convert it first: T.{name}(T.float32(x))"
             + (f", or write the constant as a float ({float(v)!r})" if is_number(v) else ""),
@@ -76,7 +76,7 @@ def _int(name: str, v, span, bits: tuple[int, ...] = ()) -> ir.Expr:
     e = _expr(v)
     if is_float(e.dtype):
         raise TirxSyntaxError(
-            f"T.{name} takes an integer value, got a {e.dtype} value",
+            f"T.{name} takes an integer value, not {_a(f'{e.dtype} value')}",
             span,
             hint="reinterpret a float32's bits with T.cuda.float_as_uint(x), or convert the "
             "value with T.int32(x)",
@@ -84,11 +84,15 @@ def _int(name: str, v, span, bits: tuple[int, ...] = ()) -> ir.Expr:
     if bits and (e.dtype.bits not in bits or e.dtype.kind is DTypeKind.BOOL):
         widths = " or ".join(f"{b}-bit" for b in bits)
         raise TirxSyntaxError(
-            f"T.{name} takes a {widths} integer, got {e.dtype}",
+            f"T.{name} takes a {widths} integer, not {e.dtype}",
             span,
             hint=f"widen it first: T.{name}(T.uint32(x)) (or T.int32, T.uint64, T.int64)",
         )
     return e
+
+
+def _a(noun: str) -> str:
+    return ("an " if noun[0] in "aeiou" else "a ") + noun
 
 
 def _fp8_error(what: str, d: DType, span) -> TirxSyntaxError:
@@ -158,7 +162,7 @@ def _abs(ev, name, op, args, spans):
 def _limit(ev, name, op, args, spans, ty=None):
     if ty is None:
         raise TirxSyntaxError(
-            f'T.{name} needs the dtype: T.{name}(ty="float32")', spans[0] if spans else None
+            f"T.{name} needs the dtype", hint=f'name it with ty=: T.{name}(ty="float32")'
         )
     try:
         d = dtype_of(ty)
