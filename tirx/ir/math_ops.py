@@ -43,3 +43,17 @@ class MathOp(enum.Enum):
     FFS = "ffs"
     FLOAT_AS_UINT = "float_as_uint"
     UINT_AS_FLOAT = "uint_as_float"
+
+    @property
+    def script_name(self) -> str:
+        """The ``T`` name that spells this operation in kernel source (``T.max`` for FMAX)."""
+        return _SCRIPT_NAMES.get(self, self.value)
+
+
+_SCRIPT_NAMES = {
+    MathOp.FMAX: "max",
+    MathOp.FMIN: "min",
+    MathOp.FFS: "cuda.ffs_u32",
+    MathOp.FLOAT_AS_UINT: "cuda.float_as_uint",
+    MathOp.UINT_AS_FLOAT: "cuda.uint_as_float",
+}

@@ -87,7 +87,7 @@ class _Exprs(Visitor):
         return f"T.{e.dtype.name}({value[0]})", _ATOM
 
     def leave_MathCall(self, e, args):
-        return f"T.{e.op.value}({', '.join(a[0] for a in args)})", _ATOM
+        return f"T.{e.op.script_name}({', '.join(a[0] for a in args)})", _ATOM
 
     def enter_Buffer(self, b):
         return b.name, _ATOM
