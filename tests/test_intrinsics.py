@@ -156,7 +156,7 @@ def ulp_distance(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     width = np.int32 if a.dtype == np.float32 else np.int64
     ia, ib = a.view(width).astype(np.int64), b.view(width).astype(np.int64)
     top = np.int64(np.iinfo(width).min)
-    oa = np.where(ia < 0, top - ia, ia)  # monotone in the float's value, -0 and +0 adjacent
+    oa = np.where(ia < 0, top - ia, ia)  # monotone in the value; -0 and +0 coincide
     ob = np.where(ib < 0, top - ib, ib)
     dist = np.abs(oa - ob).astype(np.float64)
     nan_a, nan_b = np.isnan(a), np.isnan(b)

@@ -23,13 +23,13 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ..dtypes import DType, DTypeKind, dtype_of, is_float
+from ..dtypes import DType, DTypeKind, dtype_of, is_float, is_fp8
 from ..errors import TirxSyntaxError
 from ..ir import nodes as ir
 from . import checks
 from .values import is_number, is_static, kind_of
 
-__all__ = ["FORMS", "MATH_NAMES", "CUDA_NAMES", "build", "is_fp8"]
+__all__ = ["Form", "FORMS", "MATH_NAMES", "CUDA_NAMES", "build"]
 
 F64 = dtype_of("float64")
 Op, M = ir.Op, ir.MathOp
@@ -43,10 +43,6 @@ class Form:
     arity: int
     builder: Callable
     op: ir.MathOp | ir.Op | None = None
-
-
-def is_fp8(d: DType) -> bool:
-    return is_float(d) and d.bits == 8
 
 
 # ------------------------------------------------------------------------- operand checks
