@@ -702,3 +702,57 @@ def test_gpu_max_min_nan_and_predicates_equal_the_simulator(tmp_path):
     _, _, gpu_o, gpu_p = _cuda_run(k, a, b, np.zeros_like(sim_o), np.zeros_like(sim_p))
     np.testing.assert_array_equal(gpu_p, sim_p)
     assert (ulp_distance(gpu_o, sim_o) == 0).all()
+
+
+# ------------------------------------------------------------------- against the real TIRx
+
+_REFERENCE_SCRIPT = r"""
+import importlib.util, sys
+from tvm_tirx.tirx import compile
+spec = importlib.util.spec_from_file_location("ref_kernel", sys.argv[1])
+module = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(module)
+ex = compile(module.kernel, target={"kind": "cuda", "arch": "sm_90"})
+print(ex.mod.imports[0].inspect_source("cuda"))
+"""
+# the rows whose C the real TIRx 0.1.0a4 spells as tirx does (it has no CUDA for T.fma; its
+# T.max/T.min are inline selects, the same expression as tirx's helper)
+_SAME_C = [r for r in FLOAT_ROWS if r.op not in (M.FMA, M.FMAX, M.FMIN)]
+
+
+@pytest.mark.reference
+def test_the_real_tirx_calls_the_same_cuda_functions(tmp_path):
+    """The CUDA function each float32 intrinsic calls is the one the real TIRx calls (opt-in:
+    ``TIRX_REFERENCE_PYTHON`` names a python with apache-tvm-tirx==0.1.0a4)."""
+    import os
+    import shutil
+    import subprocess
+
+    reference = os.environ.get("TIRX_REFERENCE_PYTHON", "")
+    if not reference:
+        pytest.skip("set TIRX_REFERENCE_PYTHON to a python with apache-tvm-tirx==0.1.0a4")
+    lines = "\n".join(
+        f"    O[{k}, i] = T.{r.name}({', '.join(f'X[{k}, {j}, i]' for j in range(r.arity))})"
+        for k, r in enumerate(_SAME_C)
+    )
+    path = tmp_path / "ref_kernel.py"
+    path.write_text(
+        "from tvm_tirx.script import tirx as T\n\n\n@T.function\n"
+        f'def kernel(X: T.Tensor(({len(_SAME_C)}, 3, {N}), "float32"), '
+        f'O: T.Tensor(({len(_SAME_C)}, {N}), "float32")):\n'
+        f"    T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block={N}))\n"
+        f'    i = T.cuda.thread_idx("x")\n{lines}\n'
+    )
+    nvcc = shutil.which("nvcc")
+    env = dict(os.environ, CUDA_PATH=os.path.dirname(os.path.dirname(nvcc)) if nvcc else "")
+    out = subprocess.run(
+        [reference, "-c", _REFERENCE_SCRIPT, str(path)],
+        capture_output=True, text=True, env=env, timeout=600, check=False,
+    )  # fmt: skip
+    if out.returncode:
+        pytest.fail(f"the real TIRx failed:\n{out.stderr[-3000:]}")
+    theirs = out.stdout
+    for r in _SAME_C:
+        name = r.c32.split("(")[0] if r.op is not M.SIGMOID else "expf"
+        assert f"{name}(" in theirs, (r.name, name)
+    assert "1.0" in theirs and "expf((" in theirs  # sigmoid: 1 / (1 + expf(0 - x))
