@@ -605,6 +605,34 @@ def test_misuse_is_refused_at_the_users_line(line, message, hint, twin, tmp_path
     tirx.compile(_misuse_kernel(twin, tmp_path), target="sim")  # the corrected twin compiles
 
 
+ODD_CALLS = [
+    'T.exp("a")', "T.exp(True)", "T.clz(2**70)", "T.infinity(ty=None)", "T.infinity(ty=123)",
+    'T.max(X[i], "a")', "T.abs(-2**70)", "T.shift_left(1.5, 2)", "T.exp()",
+    'T.min_value(ty="bool")', 'T.max_value("float32", 1)', "T.exp(*[X[i]])", "T.exp(**{})",
+    "T.clz(I)", "T.cuda.ffs_u32(X[i])", "T.cuda.float_as_uint(T.float64(1.0))",
+    "T.cuda.uint_as_float(X[i])", "T.fma(1.0, 2.0, 3)", "T.ceildiv(7, 0)", "T.ceildiv(I[i], 0)",
+    "T.bitwise_not(X[i])", "T.exp(X[0:2])", "T.round(I[i])", "T.truncdiv(X[i], 2)",
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("call", ODD_CALLS)
+def test_odd_calls_get_a_tirx_error_and_nothing_else(call, tmp_path):
+    """No internal exception reaches the user: each of these is a TirxError with a hint."""
+    with pytest.raises(TirxError) as e:
+        tirx.compile(_misuse_kernel(f"O[i] = {call}", tmp_path), target="sim")
+    assert caret_line(str(e.value)) == f"O[i] = {call}"
+
+
+def test_floordiv_and_floormod_on_floats_are_floor_division(tmp_path):
+    k = _misuse_kernel("O[i] = T.floordiv(X[i], 2.0) + 100.0 * T.floormod(X[i], 3.0)", tmp_path)
+    x = np.linspace(-9, 9, 32, dtype=np.float32)
+    out = np.zeros(32, np.float32)
+    tirx.compile(k, target="sim")(x, np.zeros(32, np.int32), np.zeros(32, np.int8),
+                                  np.zeros(32, np.uint8), out)  # fmt: skip
+    want = np.floor(x / np.float32(2)) + np.float32(100) * (x - np.floor(x / 3) * 3)
+    np.testing.assert_allclose(out, want, rtol=0, atol=1e-4)
+
+
 def test_an_fp8_mma_is_refused_with_what_to_do(tmp_path):
     body = (
         'T.ptx["mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32"](d[0], d[1], d[2], d[3], '

@@ -214,8 +214,7 @@ def _trunc_division(ev, name, op, args, spans):
 
 
 def _floor_division(ev, name, op, args, spans):
-    for v, s in zip(args, spans):
-        _int(name, v, s)
+    """The same as ``//`` and ``%``: integers, or floats (``floor(a / b)``)."""
     return ev.binop(op, *args)
 
 
@@ -226,7 +225,7 @@ def _ceildiv(ev, name, op, args, spans):
         _int(name, v, s)
     if is_number(a) and is_number(b):
         if b == 0:
-            raise TirxSyntaxError("T.ceildiv by zero", spans[1])
+            raise TirxSyntaxError("T.ceildiv by zero", spans[1], hint="divide by a nonzero value")
         return (a + b - 1) // b
     return ev.binop(Op.FLOORDIV, ev.binop(Op.SUB, ev.binop(Op.ADD, a, b), 1), b)
 
@@ -260,7 +259,7 @@ def _float_as_uint(ev, name, op, args, spans):
     e = _float(name, v, span)
     if e.dtype.name == "float64":
         raise TirxSyntaxError(
-            "T.cuda.float_as_uint takes a float32 value, got float64",
+            "T.cuda.float_as_uint takes a float32 value, not float64",
             span,
             hint="convert it first: T.cuda.float_as_uint(T.float32(x))",
         )
@@ -321,6 +320,10 @@ def build(evaluator, key: str, node):
     label = "T." + key
     kwargs = {}
     for k in node.keywords:
+        if k.arg is None:
+            raise TirxSyntaxError(
+                f"{label} takes no **keywords", evaluator.p.span(k), hint="pass the values"
+            )
         if key in _LIMITS and k.arg in ("ty", "dtype"):
             kwargs["ty"] = evaluator.const(k.value)
             continue
@@ -354,7 +357,7 @@ def build(evaluator, key: str, node):
         args.append(v)
         spans.append(evaluator.p.span(a))
     # builders use the evaluator's binop for the integer family: its operator checks apply
-    return form.builder(evaluator, key.removeprefix("cuda."), form.op, args, spans, **kwargs)
+    return form.builder(evaluator, key, form.op, args, spans, **kwargs)
 
 
 def _arity_text(n: int) -> str:
