@@ -2,7 +2,9 @@
 
 torch is never imported here; ``torch_name`` is the attribute name on the ``torch`` module.
 16-bit floats are stored as their raw bits in generated C++ (``unsigned short``), and computed
-in float32 (see docs/semantics.md).
+in float32 (see docs/semantics.md). The 8-bit floats (``float8_e4m3fn``, ``float8_e5m2``, the
+OCP FP8 formats) are storage types: raw bits (``unsigned char``) in memory, converted to and
+from float32, never computed on.
 """
 
 from __future__ import annotations
@@ -10,7 +12,18 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
-__all__ = ["StrKind", "DTypeKind", "DType", "DTYPES", "dtype_of", "is_float", "is_int", "is_signed"]
+__all__ = [
+    "StrKind",
+    "DTypeKind",
+    "DType",
+    "DTYPES",
+    "dtype_of",
+    "is_float",
+    "is_int",
+    "is_signed",
+    "is_fp8",
+    "computes_as_float32",
+]
 
 
 class StrKind(str, enum.Enum):
@@ -79,6 +92,9 @@ _ROWS = [
     DType("bfloat16", 16, DTypeKind.FLOAT, "unsigned short", "uint16", "bfloat16"),
     DType("float32", 32, DTypeKind.FLOAT, "float", "float32", "float32"),
     DType("float64", 64, DTypeKind.FLOAT, "double", "float64", "float64"),
+    # 8-bit floats (OCP FP8): storage only, raw bits in C and in numpy (which has no fp8).
+    DType("float8_e4m3fn", 8, DTypeKind.FLOAT, "unsigned char", "uint8", "float8_e4m3fn"),
+    DType("float8_e5m2", 8, DTypeKind.FLOAT, "unsigned char", "uint8", "float8_e5m2"),
 ]
 
 DTYPES: dict[str, DType] = {d.name: d for d in _ROWS}
@@ -109,3 +125,13 @@ def is_int(d: DType) -> bool:
 
 def is_signed(d: DType) -> bool:
     return d.kind in (DTypeKind.INT, DTypeKind.FLOAT)
+
+
+def is_fp8(d: DType) -> bool:
+    """An 8-bit float: a storage type, converted to and from float32 but not computed on."""
+    return d.kind is DTypeKind.FLOAT and d.bits == 8
+
+
+def computes_as_float32(d: DType) -> bool:
+    """A float narrower than float32 (16- and 8-bit): its values are float32 in expressions."""
+    return d.kind is DTypeKind.FLOAT and d.bits < 32

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from ..dtypes import DType, DTypeKind, dtype_of, is_float
+from ..dtypes import DType, DTypeKind, dtype_of, is_float, is_fp8
+from ..errors import TirxSyntaxError
 from .nodes import BOOL, F32, I32, BinOp, Cast, Cmp, CmpOp, Const, Expr, Op
 
 __all__ = ["const", "as_expr", "promote", "binop", "cmp", "cast"]
@@ -79,6 +80,7 @@ def _is_const(e, value=None) -> bool:
 def binop(op: Op, a, b) -> Expr:
     """Build ``a op b`` with dtype promotion and light folding (x+0, x*1, x//1, consts)."""
     a, b = as_expr(a), as_expr(b)
+    _no_fp8_arithmetic(op.value, a, b)
     dtype = F32 if op is Op.DIV and not is_float(promote(a.dtype, b.dtype)) else None
     dtype = dtype or promote(a.dtype, b.dtype)
     if op in (Op.SHL, Op.SHR, Op.BITAND, Op.BITOR, Op.BITXOR) and is_float(dtype):
@@ -118,8 +120,21 @@ def _retype(e: Expr, dtype: DType) -> Expr:
     return e if e.dtype == dtype else Cast(e, dtype)
 
 
+def _no_fp8_arithmetic(what: str, a: Expr, b: Expr) -> None:
+    """8-bit floats are storage types (as in the real TIRx, whose CUDA codegen has no
+    arithmetic on them): operators refuse them; conversions are the way in and out."""
+    for e in (a, b):
+        if is_fp8(e.dtype):
+            raise TirxSyntaxError(
+                f"{what!r} does not compute on {e.dtype}: 8-bit floats are storage types",
+                hint=f"convert first, T.float32(x) {what} ..., and back when storing, "
+                f"T.{e.dtype.name}(y) (a store into a {e.dtype} tensor converts by itself)",
+            )
+
+
 def cmp(op: CmpOp, a, b) -> Expr:
     a, b = as_expr(a), as_expr(b)
+    _no_fp8_arithmetic(op.value, a, b)
     if _is_const(a) and _is_const(b):
         common = promote(a.dtype, b.dtype)
         x, y = _as_type(a.value, common), _as_type(b.value, common)

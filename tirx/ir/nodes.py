@@ -567,6 +567,22 @@ class Function:
     shared_bytes: int = 0
 
 
+# ------------------------------------------------- math and bit intrinsics (T.exp, T.clz, ...)
+
+
+from .math_ops import MathOp  # noqa: E402
+
+
+@dataclass(frozen=True, eq=False)
+class MathCall(Expr):
+    """``op(*args)``: a math or bit intrinsic on scalar values; ``dtype`` is the result's
+    (float32 for 16-bit float operands, which compute as float32)."""
+
+    op: MathOp
+    args: tuple[Expr, ...]
+    dtype: DType
+
+
 # Builders live in build.py; re-exported here so ``nodes.binop`` etc. keep working.
 from .build import as_expr, binop, cast, cmp, const, promote  # noqa: E402,F401
 

@@ -99,5 +99,8 @@ def _unknown(text: str, why: str, prefix: str | None = None) -> ContractError:
     near = difflib.get_close_matches(text, supported_forms(), n=3, cutoff=0.6)
     hint = ("nearest supported: " + ", ".join(near) + "; ") if near else ""
     hint += "every form: docs/instructions.md or tirx.isa.supported_forms()"
+    if text.startswith("mma") and (".e4m3" in text or ".e5m2" in text):  # 8-bit float operands
+        hint = "8-bit float mma (.e4m3/.e5m2, an sm_89 form, not SM80's) is not a form tirx "
+        hint += "has: convert the fp8 values to float16 (T.float16(x)) and use an .f16 mma"
     message = prefix or f"unknown or unsupported instruction {text!r} ({why})"
     return ContractError(message, hint=hint)

@@ -83,6 +83,10 @@ _C_RESERVED = {
     "floorf",
     "isinf",
     "isnan",
+    # the CUDA math functions the math intrinsics call (tirx/backend/cuda/intrinsics.py)
+    *"""expf exp exp2f exp2 exp10f exp10 logf log log2f log2 log10f log10 sqrtf sqrt rsqrtf
+    rsqrt tanhf tanh sinf sin cosf cos erff erf powf pow fabsf fabs ceilf ceil floor nearbyintf
+    nearbyint truncf trunc fmaf fma isfinite""".split(),
 }
 
 

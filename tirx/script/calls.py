@@ -15,7 +15,7 @@ import builtins
 from ..dtypes import dtype_of
 from ..errors import TirxSyntaxError
 from ..ir import nodes as ir
-from . import checks, cta_ops, forms, macros
+from . import checks, cta_ops, forms, intrinsics, macros
 from . import tensor as tensor_ops
 from .namespace import Intrinsic, PtxInstruction, ScalarType
 from .values import VIEW_METHODS, compile_time_callable, is_number, is_static, kind_of
@@ -198,9 +198,8 @@ class Calls:
             if isinstance(dtype, ScalarType):
                 dtype = dtype.dtype
             return ir.cast(checks.int_literal(self._number(value, span)), dtype_of(dtype))
-        if key in ("min", "max"):
-            a, c = self._args(node, 2, 2, "a", "b")
-            return self.binop(ir.Op.MIN if key == "min" else ir.Op.MAX, a, c)
+        if key in intrinsics.FORMS:  # math and bit intrinsics, T.min and T.max among them
+            return intrinsics.build(self, key, node)
         if key in ("serial", "unroll"):
             raise TirxSyntaxError(f"T.{key}(...) is only valid as a for-loop iterator", span)
         if key == "device_entry":

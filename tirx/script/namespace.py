@@ -19,6 +19,7 @@ from ..layout import R, S, TileLayout
 from ..layout.swizzle import ComposeLayout
 from .cta_ops import CUDA_NAMES as CTA_CUDA_NAMES
 from .cta_ops import T_NAMES as CTA_T_NAMES
+from .intrinsics import CUDA_NAMES, MATH_NAMES
 
 __all__ = ["T", "Intrinsic", "TensorAnnotation", "ScalarType", "PtxInstruction", "LaunchSpec"]
 
@@ -232,6 +233,8 @@ class _Cuda(_Suggesting):
             "thread_rank",
         ):
             setattr(self, key, Intrinsic(f"cuda.{key}"))
+        for key in CUDA_NAMES:  # bit reinterpretation and ffs: tirx/script/intrinsics.py
+            setattr(self, key, Intrinsic(f"cuda.{key}"))
 
 
 class _Namespace(_Suggesting):
@@ -271,6 +274,8 @@ class _Namespace(_Suggesting):
         from .macros import inline, macro
 
         self.let, self.macro, self.inline = LetType(), macro, inline
+        for key in MATH_NAMES:  # math and bit intrinsics: tirx/script/intrinsics.py
+            setattr(self, key, Intrinsic(key))
         for name, dt in DTYPES.items():
             setattr(self, name, ScalarType(dt))
 

@@ -32,6 +32,8 @@ def _as_array(value) -> np.ndarray:
     if torch is not None and isinstance(value, torch.Tensor):
         if value.dtype == torch.bfloat16:
             value = value.view(torch.int16)
+        elif value.dtype in (torch.float8_e4m3fn, torch.float8_e5m2):  # numpy has no fp8
+            value = value.view(torch.uint8)
         return value.numpy()
     if hasattr(value, "__array__"):
         return np.asarray(value)

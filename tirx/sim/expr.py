@@ -22,6 +22,7 @@ from ..ir import nodes as ir
 from ..ir.visitor import UnknownNodeError, child_fields
 from . import deep
 from .faults import Fault
+from .intrinsics import math_eval
 from .memory import as_index
 from .numeric import compute_type, constant, convert, decode
 from .reinterpret import reinterpret
@@ -362,6 +363,12 @@ class ExprCompiler:
         if src == d:
             return fa
         return lambda idx: convert(fa(idx), d)
+
+    def _MathCall(self, e: ir.MathCall) -> Eval:
+        """A math or bit intrinsic: semantics in :mod:`tirx.sim.intrinsics` (from CUDA's docs)."""
+        fs = [self.compile(a) for a in e.args]
+        g = math_eval(e, _first_tid)
+        return lambda idx: g(idx, *[f(idx) for f in fs])
 
     # ---------------------------------------------------------------------- memory
 

@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..dtypes import DType
+from ..dtypes import DType, is_fp8
+from .fp8 import fp8_decode, fp8_encode
 
 __all__ = [
     "compute_type",
@@ -36,7 +37,7 @@ U32 = np.dtype(np.uint32)
 
 def compute_type(d: DType) -> np.dtype:
     """The numpy dtype that holds values of ``d`` during evaluation."""
-    if d.name in ("float16", "bfloat16"):
+    if d.name in ("float16", "bfloat16") or is_fp8(d):
         return F32
     return np.dtype(d.numpy)
 
@@ -106,6 +107,8 @@ def decode(bits: np.ndarray, d: DType) -> np.ndarray:
         return bits.astype(F32)
     if d.name == "bfloat16":
         return bf16_bits_to_f32(bits)
+    if is_fp8(d):
+        return fp8_decode(bits, d.name)
     if d.kind == "bool":
         return bits.view(np.uint8) != 0
     return bits
@@ -117,6 +120,8 @@ def encode(values: np.ndarray, d: DType) -> np.ndarray:
         return np.asarray(values).astype(np.float16)
     if d.name == "bfloat16":
         return f32_to_bf16_bits(values)
+    if is_fp8(d):
+        return fp8_encode(values, d.name)
     return values
 
 
@@ -148,6 +153,8 @@ def convert(x: np.ndarray, d: DType) -> np.ndarray:
         if src.kind in "biu":
             x = x.astype(F64)
         return _to_bf16_values(x)
+    if is_fp8(d):  # round to nearest even, saturating (tirx/sim/fp8.py)
+        return fp8_decode(fp8_encode(x, d.name), d.name)
     target = np.dtype(d.numpy)
     if src == target:
         return x

@@ -68,6 +68,7 @@ class _Lowerer(Transformer):
             "Not",
             "Select",
             "Reinterpret",
+            "MathCall",
             "View",
             "ScalarOperand",
             "VotingBarrier",

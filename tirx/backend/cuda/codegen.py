@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import math
 
-from ...dtypes import DType, DTypeKind
+from ...dtypes import DType, DTypeKind, is_fp8
 from ...errors import TirxSyntaxError
 from ...ir import nodes as ir
 from ...ir.simplify import is_nonnegative
 from ...ir.visitor import UnknownNodeError, Visitor, Walker, children
 from .cta_codegen import CtaStatements
-from . import bitcast, vector
+from . import bitcast, fp8, intrinsics, vector
 
 __all__ = ["generate", "CODEGEN_VERSION", "param_kinds", "uses_dynamic_shared"]
 
@@ -82,7 +82,7 @@ def param_kinds(fn: ir.Function) -> list[str]:
 
 def _ctype(d: DType) -> str:
     """The C type of a value in expressions (16-bit floats compute as float)."""
-    if d.name in ("float16", "bfloat16"):
+    if d.name in ("float16", "bfloat16") or is_fp8(d):
         return "float"
     if d.name == "bool":
         return "bool"
@@ -121,6 +121,7 @@ class _CExprs(Visitor):
 
     pass_name = "codegen"
     leave_Reinterpret = bitcast.leave_reinterpret  # T.reinterpret
+    leave_MathCall = intrinsics.leave_math_call  # the math and bit intrinsics
 
     def __init__(self, em: _Emitter):
         self.em = em
@@ -153,7 +154,7 @@ class _CExprs(Visitor):
         return f"({cond} ? {a} : {b})"
 
     def leave_Cast(self, x, inner):
-        return self.em.cast(x, inner)
+        return fp8.cast(x, inner) if is_fp8(x.dtype) else self.em.cast(x, inner)
 
     def enter_Buffer(self, buf):
         return buf.name
@@ -164,7 +165,7 @@ class _CExprs(Visitor):
             return f"tirx_h2f({ref})"
         if x.dtype.name == "bfloat16":
             return f"tirx_b2f({ref})"
-        return ref
+        return fp8.decode(ref, x.dtype) if is_fp8(x.dtype) else ref
 
     def leave_SharedAddress(self, x, buf, offset):
         off = self.em.fn.shared_offsets[x.buffer]
@@ -399,7 +400,7 @@ class _Emitter(CtaStatements, Walker):
     def store(self, st: ir.Store) -> None:
         ref = self.ref(st.buffer, st.index, st.dtype)
         v = st.value
-        if st.dtype.name in ("float16", "bfloat16"):
+        if st.dtype.name in ("float16", "bfloat16") or is_fp8(st.dtype):
             if isinstance(v, ir.Load) and v.dtype.name == st.dtype.name:
                 value = self.ref(v.buffer, v.index, v.dtype)  # a bit-exact copy
             else:
@@ -478,6 +479,8 @@ class _Emitter(CtaStatements, Walker):
 
 def _to_bits16(code: str, source: DType, target: DType) -> str:
     """C for the bits of ``code`` (a value of dtype ``source``) rounded once to a 16-bit float."""
+    if is_fp8(target):  # or to an 8-bit one
+        return fp8.encode(code, source, target)
     half = target.name == "float16"
     if source.name == "float64":
         return f"{'tirx_d2h' if half else 'tirx_d2b'}((double)({code}))"
@@ -572,7 +575,7 @@ def generate(fn: ir.Function) -> str:
     tid = "(int)threadIdx.x"
     if by > 1 or bz > 1:
         tid = f"(int)(threadIdx.x + {bx} * (threadIdx.y + {by} * threadIdx.z))"
-    out = [_PRELUDE.format(version=CODEGEN_VERSION)]
+    out = [_PRELUDE.format(version=CODEGEN_VERSION) + intrinsics.PRELUDE + fp8.PRELUDE]
     out.append(
         f'extern "C" __global__ void __launch_bounds__({threads}) {fn.name}({", ".join(params)}) {{'
     )

@@ -1,0 +1,59 @@
+"""The math and bit intrinsics' operations, for :class:`~tirx.ir.nodes.MathCall`."""
+
+from __future__ import annotations
+
+import enum
+
+__all__ = ["MathOp"]
+
+
+class MathOp(enum.Enum):
+    """A math or bit intrinsic (``tirx/script/intrinsics.py`` says which ``T`` name builds
+    which, with its dtype rules; docs/semantics.md, "Math and bit intrinsics")."""
+
+    EXP = "exp"
+    EXP2 = "exp2"
+    EXP10 = "exp10"
+    LOG = "log"
+    LOG2 = "log2"
+    LOG10 = "log10"
+    SQRT = "sqrt"
+    RSQRT = "rsqrt"
+    TANH = "tanh"
+    SIGMOID = "sigmoid"
+    SIN = "sin"
+    COS = "cos"
+    ERF = "erf"
+    POW = "pow"
+    FABS = "fabs"
+    FLOOR = "floor"
+    CEIL = "ceil"
+    NEARBYINT = "nearbyint"  # round half to even (T.round too)
+    TRUNC = "trunc"
+    FMA = "fma"
+    FMAX = "fmax"  # T.max on floats: NaN if either operand is NaN
+    FMIN = "fmin"
+    ISNAN = "isnan"
+    ISINF = "isinf"
+    ISFINITE = "isfinite"
+    TRUNCDIV = "truncdiv"  # C's integer "/" (rounds toward zero)
+    TRUNCMOD = "truncmod"  # C's integer "%" (sign of the dividend)
+    CLZ = "clz"
+    POPCOUNT = "popcount"
+    FFS = "ffs"
+    FLOAT_AS_UINT = "float_as_uint"
+    UINT_AS_FLOAT = "uint_as_float"
+
+    @property
+    def script_name(self) -> str:
+        """The ``T`` name that spells this operation in kernel source (``T.max`` for FMAX)."""
+        return _SCRIPT_NAMES.get(self, self.value)
+
+
+_SCRIPT_NAMES = {
+    MathOp.FMAX: "max",
+    MathOp.FMIN: "min",
+    MathOp.FFS: "cuda.ffs_u32",
+    MathOp.FLOAT_AS_UINT: "cuda.float_as_uint",
+    MathOp.UINT_AS_FLOAT: "cuda.uint_as_float",
+}
