@@ -30,6 +30,7 @@ _ATOMS = frozenset(
         "Logic",
         "Not",
         "Select",
+        "WarpCollective",
     }
 )
 _LINEAR_OPS = (Op.ADD, Op.SUB, Op.MUL)
@@ -184,6 +185,7 @@ def static_value(e) -> int | None:
 _NONNEG_OPS = (Op.ADD, Op.MUL, Op.FLOORDIV, Op.FLOORMOD, Op.MIN, Op.MAX, Op.SHR, Op.BITAND)
 # Expressions never provably >= 0 here unless unsigned (a loaded or compared value).
 _OPAQUE = frozenset({"Load", "ElemLoad", "Cmp", "Logic", "Not", "Select"})
+_OPAQUE |= frozenset({"WarpCollective"})
 
 
 class _NonNegative(Visitor):

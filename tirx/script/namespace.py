@@ -17,6 +17,7 @@ from ..dtypes import DTYPES, DType, dtype_of
 from ..errors import Span, TirxSyntaxError, did_you_mean
 from ..layout import R, S, TileLayout
 from ..layout.swizzle import ComposeLayout
+from . import warp_ops
 
 __all__ = ["T", "Intrinsic", "TensorAnnotation", "ScalarType", "PtxInstruction", "LaunchSpec"]
 
@@ -223,6 +224,8 @@ class _Cuda(_Suggesting):
             "printf",
         ):
             setattr(self, key, Intrinsic(f"cuda.{key}"))
+        for key in warp_ops.CUDA_NAMES:
+            setattr(self, key, Intrinsic(f"cuda.{key}"))
 
 
 class _Namespace(_Suggesting):
@@ -243,6 +246,8 @@ class _Namespace(_Suggesting):
             "min",
             "max",
         ):
+            setattr(self, key, Intrinsic(key))
+        for key in warp_ops.T_NAMES:
             setattr(self, key, Intrinsic(key))
         for name, dt in DTYPES.items():
             setattr(self, name, ScalarType(dt))

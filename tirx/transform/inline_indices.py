@@ -213,6 +213,7 @@ class _Substitution(Visitor):
 
     def _default(self, cls):
         unstable = ("Load", "SharedAddress", "GlobalAddress", "Cmp", "Logic", "Not", "Select")
+        unstable += ("WarpCollective",)  # it reads other lanes' values
         return (_Substitution._unstable, None) if cls.__name__ in unstable else None
 
 
@@ -223,6 +224,7 @@ class _Expressions(Transformer):
     pass_name = _PASS_NAME
     rebuilt = frozenset({"Logic", "Not", "Select", "AddressOperand", "ScalarOperand"})
     rebuilt |= frozenset({"RegVector", "ValueReg"})
+    rebuilt |= frozenset({"WarpCollective"})
     kept = frozenset({"Const", "Var", "Special", "Buffer", "LocalReg", "Immediate"})
 
     def __init__(self, statements: _Statements, env: dict, ranges: dict):

@@ -21,6 +21,7 @@ from .limits import check_limits
 from .raw_ptx import lower_raw_ptx
 from .shared_memory import check_shared_limits
 from .tile_ops import lower_tile_op
+from .warp_ops import check_warp_ops
 
 __all__ = ["lower_function"]
 
@@ -33,6 +34,7 @@ def lower_function(fn: ir.Function, arch: int = 80) -> ir.Function:
     offsets, total = _plan_shared(fn)
     check_shared_limits(fn, offsets, total, arch)
     check_limits(replace(fn, body=body))
+    check_warp_ops(body, arch)
     return replace(fn, body=body, lowered=True, shared_offsets=offsets, shared_bytes=total)
 
 
@@ -66,6 +68,7 @@ class _Lowerer(Transformer):
             "Select",
             "View",
             "ScalarOperand",
+            "WarpCollective",
         }
     )
     # already lowered (or leaves): returned as they are

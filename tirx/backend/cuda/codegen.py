@@ -15,6 +15,7 @@ from ...errors import TirxSyntaxError
 from ...ir import nodes as ir
 from ...ir.simplify import is_nonnegative
 from ...ir.visitor import UnknownNodeError, Visitor, Walker, children
+from .warp_ops import WarpOpsC, helper_source
 
 __all__ = ["generate", "CODEGEN_VERSION", "param_kinds", "uses_dynamic_shared"]
 
@@ -111,7 +112,7 @@ def _float_literal(v: float, d: DType) -> str:
     return f"{float(v).hex()}{suffix}"
 
 
-class _CExprs(Visitor):
+class _CExprs(WarpOpsC, Visitor):
     """Expressions to C, bottom-up (a :class:`~tirx.ir.visitor.Visitor`: no recursion, so a
     sum of thousands of terms is fine). Left operands of ``+ - * & | ^`` chains are written
     without parentheses, which C's left-to-right grouping makes the same expression: the C
@@ -591,6 +592,9 @@ def generate(fn: ir.Function) -> str:
         out.append(f"  {_ctype(v.dtype)} {v.name};")
     out.append("  (void)tirx_tid;")
     em.run(fn.body)
+    helpers = helper_source(em.exprs)  # the warp collectives' helpers, when used
+    if helpers:
+        out.insert(1, helpers)
     out.extend(em.lines)
     out.append("}")
     return "\n".join(out) + "\n"
