@@ -161,7 +161,8 @@ def _bool(e: ir.Expr) -> ir.Expr:
 
 def _mask(ev, mask, name: str, span) -> ir.Expr:
     """The mask as a uint32 expression, with the compile-time checks of the module doc."""
-    if isinstance(mask, bool) or (isinstance(mask, ir.Expr) and mask.dtype.kind == "float"):
+    is_float = isinstance(mask, float) or (isinstance(mask, ir.Expr) and mask.dtype.kind == "float")
+    if isinstance(mask, bool) or is_float:
         raise TirxSyntaxError(f"the mask of {name} must be a 32-bit integer, got {mask!r}", span)
     if isinstance(mask, ir.Const):
         mask = int(mask.value)
