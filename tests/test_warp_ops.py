@@ -441,6 +441,15 @@ def test_elect_sync_needs_sm_90(tmp_path):
     assert caret_line(str(err)).startswith("B[tid] = T.cuda.elect_sync()")
 
 
+def test_a_warp_reduction_every_thread_runs_must_fit_the_partial_warp(tmp_path):
+    err = _error(tmp_path, "        B[tid] = T.cuda.warp_sum(A[tid])", block=48)
+    assert "last warp has only 16 lanes: its last group of 32" in str(err)
+    assert "width=16" in err.hint
+    assert caret_line(str(err)).startswith("B[tid] = T.cuda.warp_sum(A[tid])")
+    b = _fine(tmp_path, "        B[tid] = T.cuda.warp_sum(A[tid], 16)", block=48)
+    assert b[32:48].tolist() == [sum(range(32, 48))] * 16
+
+
 def test_a_warp_reduction_in_a_partial_warp_reads_lanes_that_do_not_exist(tmp_path):
     body = "        if tid < 48:\n            B[tid] = T.cuda.warp_sum(A[tid])"
     err = _error(tmp_path, body, SimulationError, block=48, run=True)
@@ -531,3 +540,20 @@ def test_gpu_votes_elect_and_redux_equal_the_simulator():
         b = torch.zeros((6, N), dtype=torch.int32)
         gpu, sim = _on_both(votes, a, b, t)
         assert torch.equal(gpu[1], sim[1]), t
+
+
+def test_lowered_warp_collectives_survive_the_front_end_cache_format():
+    from tirx.ir import serial
+    from tirx.ir.printer import print_function
+    from tirx.sim import run
+    from tirx.transform.lower import lower_function
+
+    for kernel in (votes, reductions, shfl_up):
+        lowered = lower_function(kernel.ir, 90)
+        again = serial.loads(serial.dumps(lowered))
+        assert print_function(again) == print_function(lowered)
+    lowered = lower_function(votes.ir, 90)
+    want, got = ([np.arange(N, dtype=np.int32), np.zeros((6, N), np.int32), 100] for _ in "ab")
+    run(lowered, want)
+    run(serial.loads(serial.dumps(lowered)), got)
+    np.testing.assert_array_equal(got[1], want[1])

@@ -14,6 +14,8 @@ What can be decided here is refused here, at the user's line:
   Functions": "each calling thread must have its own bit set in the mask");
 * a constant ``width`` must be a power of two from 1 to 32 (``warp_reduce``: 2 to 32, as the
   real TIRx requires), the reduction op one of "sum", "max", "min";
+* a warp reduction that every thread executes must not read lanes a partial last warp lacks
+  (its width must divide that warp's lane count);
 * ``reduce_add_sync_u32`` / ``reduce_min_sync_u32`` take 32-bit integers (``redux.sync.u32``).
 
 Everything that depends on run-time values (which lanes execute a call under divergent control
@@ -247,4 +249,24 @@ def _reduce(ev, value, op, width, span) -> ir.Expr:
             span,
             hint="reduce T.int32(flag) instead, or vote with T.cuda.any_sync / ballot_sync",
         )
+    _check_partial_warp(ev, width, span)
     return _node(_REDUCE_OPS[op], value.dtype, span, value=value, width=ir.const(width))
+
+
+def _check_partial_warp(ev, width: int, span) -> None:
+    """A warp reduction that every thread executes, in a block whose last warp has ``r``
+    lanes: when ``width`` does not divide ``r``, the last group reads lanes that do not
+    exist (undefined)."""
+    launch = ev.b.launch
+    if launch is None or len(ev.b.bodies) != 1:
+        return
+    lanes = launch.block[0] * launch.block[1] * launch.block[2] % WARP_SIZE
+    if lanes and lanes % width:
+        fits = 1 << ((lanes & -lanes).bit_length() - 1)
+        raise TirxSyntaxError(
+            f"every thread executes this warp reduction, but the block's last warp has only "
+            f"{lanes} lanes: its last group of {width} reads lanes that do not exist",
+            span,
+            hint=f"launch a multiple of 32 threads per block, reduce over width={fits} (it "
+            f"divides {lanes}), or guard the call so only whole groups execute it",
+        )
