@@ -327,8 +327,7 @@ def test_script_prints_the_t_cuda_spelling():
 # -------------------------------------------------------------------------------- misuse
 
 
-def _error(tmp_path, body: str, error=TirxSyntaxError, target="sim", block=64, run=False):
-    src = f"""
+_KERNEL = """
     @T.function
     def k(A: T.Tensor((64,), "int32"), B: T.Tensor((64,), "int32"), m: T.uint32):
         T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block={block}))
@@ -336,8 +335,11 @@ def _error(tmp_path, body: str, error=TirxSyntaxError, target="sim", block=64, r
         tid = T.cuda.thread_idx("x")
 {body}
     """
+
+
+def _error(tmp_path, body: str, error=TirxSyntaxError, target="sim", block=64, run=False):
     with pytest.raises(error) as info:
-        k = define(src, tmp_path, "k")
+        k = define(_KERNEL.format(block=block, body=body), tmp_path, "k")
         exe = tirx.compile(k, target)
         if run:
             exe(np.arange(64, dtype=np.int32), np.zeros(64, np.int32), 0xFFFFFFFF)
@@ -345,16 +347,9 @@ def _error(tmp_path, body: str, error=TirxSyntaxError, target="sim", block=64, r
 
 
 def _fine(tmp_path, body: str, block=64, m=0xFFFFFFFF):
-    src = f"""
-    @T.function
-    def k(A: T.Tensor((64,), "int32"), B: T.Tensor((64,), "int32"), m: T.uint32):
-        T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block={block}))
-        lane = T.cuda.lane_id()
-        tid = T.cuda.thread_idx("x")
-{body}
-    """
     b = np.zeros(64, np.int32)
-    tirx.compile(define(src, tmp_path, "k"), "sim")(np.arange(64, dtype=np.int32), b, m)
+    k = define(_KERNEL.format(block=block, body=body), tmp_path, "k")
+    tirx.compile(k, "sim")(np.arange(64, dtype=np.int32), b, m)
     return b
 
 
@@ -369,25 +364,50 @@ def test_a_constant_mask_missing_a_lane_that_always_executes_is_refused(tmp_path
     assert b[:16].tolist() == [i ^ 1 for i in range(16)] and not b[16:32].any()
 
 
-@pytest.mark.parametrize(
-    "call, message",
-    [
-        ("T.cuda.__shfl_sync(0, A[tid], 1, 32)", "mask of __shfl_sync is 0"),
-        ("T.cuda.__shfl_sync(2**32, A[tid], 1, 32)", "does not fit 32 bits"),
-        ("T.cuda.__shfl_down_sync(0xFFFFFFFF, A[tid], 1, 12)", "power of two from 1 to 32"),
-        ("T.cuda.warp_reduce(A[tid], 'prod')", "unknown warp_reduce op 'prod'"),
-        ("T.cuda.warp_sum(A[tid], 64)", "power of two from 2 to 32, got 64"),
-        ("T.cuda.warp_sum(A[tid], lane)", "must be a compile-time int"),
-        ("T.cuda.reduce_add_sync_u32(0xFFFFFFFF, T.float32(A[tid]))", "32-bit integers"),
-        ("T.gpu_warp_shuffle(0xFFFFFFFF, A[tid], 1, 32, 16)", "warp_size must be 32"),
-        ("T.cuda.__shfl_sync(0xFFFFFFFF, A, 1, 32)", "must be a scalar value"),
-        ("T.cuda.ballot_sync(0xFFFFFFFF)", "expected 2 to 2 arguments"),
-    ],
-)
-def test_compile_time_misuse_names_the_fix_at_the_line(tmp_path, call, message):
-    err = _error(tmp_path, f"        B[tid] = {call}")
+MISUSE = [  # (call, what the error says, the corrected twin)
+    ("__shfl_sync(0, A[tid], 1, 32)", "mask of __shfl_sync is 0",
+     "__shfl_sync(0xFFFFFFFF, A[tid], 1, 32)"),
+    ("__shfl_sync(2**32, A[tid], 1, 32)", "does not fit 32 bits",
+     "__shfl_sync(2**32 - 1, A[tid], 1, 32)"),
+    ("__shfl_sync(1.0, A[tid], 1, 32)", "must be a 32-bit integer",
+     "__shfl_sync(m, A[tid], 1, 32)"),
+    ("__shfl_down_sync(0xFFFFFFFF, A[tid], 1, 12)", "power of two from 1 to 32",
+     "__shfl_down_sync(0xFFFFFFFF, A[tid], 1, 16)"),
+    ("__shfl_sync(0xFFFFFFFF, A[tid], 1.5)", "src_lane must be an integer",
+     "__shfl_sync(0xFFFFFFFF, A[tid], 2)"),
+    ("__shfl_sync(0xFFFFFFFF, A, 1, 32)", "must be a scalar value",
+     "__shfl_sync(0xFFFFFFFF, A[tid], 1, 32)"),
+    ("warp_reduce(A[tid], 'prod')", "unknown warp_reduce op 'prod'", "warp_reduce(A[tid], 'max')"),
+    ("warp_sum(A[tid], 64)", "power of two from 2 to 32, got 64", "warp_sum(A[tid], 32)"),
+    ("warp_sum(A[tid], lane)", "must be a compile-time int", "warp_sum(A[tid], 8)"),
+    ("warp_sum(A[tid] > 3)", "needs a number, not a bool", "warp_sum(T.int32(A[tid] > 3))"),
+    ("reduce_add_sync_u32(0xFFFFFFFF, T.float32(A[tid]))", "32-bit integers",
+     "reduce_add_sync_u32(0xFFFFFFFF, A[tid])"),
+    ("ballot_sync(0xFFFFFFFF)", "expected 2 to 2 arguments", "ballot_sync(0xFFFFFFFF, lane > 3)"),
+    ("elect_sync(0)", "mask of elect_sync is 0", "elect_sync(0xFFFFFFFF)"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("call, message, fixed", MISUSE)
+def test_compile_time_misuse_names_the_fix_at_the_line(tmp_path, call, message, fixed):
+    err = _error(tmp_path, f"        B[tid] = T.cuda.{call}")
     assert message in str(err)
-    assert caret_line(str(err)).startswith("B[tid] = ")
+    assert caret_line(str(err)).startswith(f"B[tid] = T.cuda.{call}")
+    _fine(tmp_path, f"        B[tid] = T.cuda.{fixed}")
+
+
+def test_the_tvm_spelling_needs_a_warp_of_32(tmp_path):
+    call = "T.gpu_warp_shuffle(0xFFFFFFFF, A[tid], 1, 32, {})"
+    err = _error(tmp_path, "        B[tid] = " + call.format(16))
+    assert "warp_size must be 32" in str(err)
+    assert _fine(tmp_path, "        B[tid] = " + call.format(32))[:2].tolist() == [1, 1]
+
+
+def test_a_run_time_width_must_be_a_power_of_two(tmp_path):
+    body = "        B[tid] = T.cuda.__shfl_down_sync(0xFFFFFFFF, A[tid], 1, T.int32(m))"
+    with pytest.raises(SimulationError, match="with width 12: the width must be a power of two"):
+        _fine(tmp_path, body, m=12)
+    assert _fine(tmp_path, body, m=8)[:8].tolist() == [1, 2, 3, 4, 5, 6, 7, 7]
 
 
 def test_a_full_mask_shuffle_under_a_lane_condition_stops_the_simulator(tmp_path):
