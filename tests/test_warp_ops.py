@@ -577,3 +577,9 @@ def test_lowered_warp_collectives_survive_the_front_end_cache_format():
     run(lowered, want)
     run(serial.loads(serial.dumps(lowered)), got)
     np.testing.assert_array_equal(got[1], want[1])
+
+
+def test_a_shuffle_spelt_without_its_underscores_is_suggested(tmp_path):
+    err = _error(tmp_path, "        B[tid] = T.cuda.shfl_xor_sync(0xFFFFFFFF, A[tid], 1, 32)")
+    assert "T.cuda has no attribute 'shfl_xor_sync'" in str(err)
+    assert "T.cuda.__shfl_xor_sync" in err.hint
