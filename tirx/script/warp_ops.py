@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from ..errors import TirxSyntaxError
 from ..ir import nodes as ir
+from ..ir.simplify import static_value
 from .checks import int_literal
 from .values import is_number, kind_of
 
@@ -94,7 +95,7 @@ def build(ev, key: str, node) -> ir.Expr:
         mask, value, lane, width, warp_size = ev._args(
             node, 5, 5, "mask", "value", "lane", "width", "warp_size"
         )
-        if warp_size != WARP_SIZE:
+        if static_value(warp_size) != WARP_SIZE:
             raise TirxSyntaxError(
                 f"T.{name}: warp_size must be {WARP_SIZE}, got {warp_size!r}",
                 span,
