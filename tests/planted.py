@@ -56,6 +56,7 @@ class Kind(enum.Enum):
     DIVERGENT_BARRIER = (Tool.SYNCCHECK, "barrier \\((cta|warp)\\) reached by")
     PARTIAL_COLLECTIVE = (Tool.SYNCCHECK, "executed by \\d+ of 32 lanes")
     ARITHMETIC = (Tool.MEMCHECK, "division by zero|shift count")
+    WARP_MASK = (Tool.SYNCCHECK, "not in its mask|is in the mask .* but does not execute")
 
     @property
     def tool(self) -> Tool:
@@ -291,6 +292,17 @@ def barrier_kernel(scope: str, divergent: bool):
     return function("b", (Dst,), body, block=(64, 1, 1))
 
 
+def shuffle_mask_kernel(mask: int):
+    """Lanes 0..15 shuffle with ``mask``: 0xffffffff names lanes 16..31, which do not execute
+    it (undefined); 0x0000ffff is the corrected twin."""
+    Dst = gbuf("Dst", (32,), "int32")
+    shfl = ir.WarpCollective(
+        ir.WarpOp.SHFL_BFLY, ir.const(mask, U32), TX, ir.const(1), ir.const(32), I32, span(2)
+    )
+    body = ir.If(lt(TX, 16), ir.Store(Dst, TX, shfl, I32, span(2)), None, span(1))
+    return function("shfl", (Dst,), body, block=(32, 1, 1))
+
+
 # --------------------------------------------------------------------------- the table
 
 
@@ -332,6 +344,11 @@ _SYNCWARP = (
 _LANES = (
     "measured on the H200: synccheck checks barriers, not the lanes taking part in a "
     ".sync.aligned matrix instruction"
+)
+_SHFL_MASK = (
+    "not measured yet: the compute-sanitizer guide describes synccheck's checks as barrier "
+    "checks (__syncthreads, __syncwarp, cooperative groups), with no word on shuffle masks; "
+    "the GPU run decides (if synccheck sees it, drop this blind entry)"
 )
 
 PLANTED: list[Planted] = [
@@ -512,6 +529,14 @@ PLANTED: list[Planted] = [
         lambda: ldmatrix_kernel(0, threads=64, guard=lt(TX, 32)),
         _zeros((256,), np.uint32),
         blind=_LANES,
+    ),
+    *_pair(
+        "shuffle_mask_misses_executing_lanes",
+        Kind.WARP_MASK,
+        lambda: shuffle_mask_kernel(0xFFFFFFFF),
+        lambda: shuffle_mask_kernel(0x0000FFFF),
+        _zeros((32,), np.int32),
+        blind=_SHFL_MASK,
     ),
 ]
 

@@ -610,3 +610,26 @@ class AddressOf(Expr):
     view: View
     indices: tuple[Expr | int, ...]
     dtype: DType
+
+# --- warp collectives: lanes evaluate them together; tirx/script/warp_ops.py builds them,
+# tirx/sim/warp_ops.py defines them (docs/semantics.md, "Warp collectives").
+class WarpOp(StrKind):  # by the PTX instruction each T.cuda spelling is
+    SHFL_IDX, SHFL_UP, SHFL_DOWN, SHFL_BFLY = "shfl.idx", "shfl.up", "shfl.down", "shfl.bfly"
+    BALLOT, ANY, ACTIVEMASK, ELECT = "vote.ballot", "vote.any", "activemask", "elect"
+    SUM, MAX, MIN = "sum", "max", "min"  # warp_reduce: a butterfly of xor shuffles
+    REDUX_ADD, REDUX_MIN = "redux.add", "redux.min"  # redux.sync.{add,min}.u32
+
+
+@dataclass(frozen=True, eq=False)
+class WarpCollective(Expr):
+    """Operands by op, None where it has none: shuffles all four (``lane``: source lane,
+    delta or lane mask); ballot/any mask and predicate (``value``); elect mask; warp_reduce
+    value and width (a Const); redux mask and value."""
+
+    op: WarpOp
+    mask: Expr | None
+    value: Expr | None
+    lane: Expr | None
+    width: Expr | None
+    dtype: DType
+    span: Span | None = None

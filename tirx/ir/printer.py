@@ -10,6 +10,7 @@ import math
 
 from ..dtypes import DTypeKind
 from . import nodes as ir
+from . import warp_ops
 from .visitor import Visitor, Walker
 
 __all__ = ["print_function", "print_expr"]
@@ -134,6 +135,13 @@ class _Exprs(Visitor):
 
     def leave_ScalarOperand(self, op, value):
         return value
+
+    def leave_WarpCollective(self, e, mask, value, lane, width):
+        """In the T.cuda spelling (a warp_reduce's op is its second argument)."""
+        if e.op in warp_ops.REDUCTIONS:
+            return f'T.cuda.warp_reduce({value[0]}, "{e.op.value}", {width[0]})', _ATOM
+        args = ", ".join(x[0] for x in (mask, value, lane, width) if x[0] != "None")
+        return f"T.cuda.{warp_ops.CUDA_NAME[e.op]}({args})", _ATOM
 
 
 def _flat(buf, index: str, dtype) -> str:

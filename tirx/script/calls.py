@@ -19,6 +19,8 @@ from . import checks, cta_ops, forms, intrinsics, macros
 from . import tensor as tensor_ops
 from .namespace import Intrinsic, PtxInstruction, ScalarType
 from .values import VIEW_METHODS, compile_time_callable, is_number, is_static, kind_of
+from .warp_ops import KEYS as WARP_KEYS
+from .warp_ops import build as build_warp_op
 
 __all__ = ["Calls"]
 
@@ -155,6 +157,8 @@ class Calls:
     def intrinsic(self, key: str, node, name_hint=None):
         span = self.p.span(node)
         b = self.b
+        if key in WARP_KEYS:
+            return build_warp_op(self, key, node)
         if key == "cuda.lane_id":
             self._args(node, 0, 0)
             return ir.Special(ir.Builtin.LANE_ID)

@@ -173,5 +173,6 @@ def unknown_attribute(base, attr: str, what: str, place: str | None = None) -> T
     """The error for ``base.attr`` that does not exist, naming the closest public names
     (spelt ``place.name`` when the base has a place, such as ``T.cuda``)."""
     names = [n for n in dir(base) if not n.startswith("_")]
+    names += [n for n in dir(base) if n.startswith("__") and not n.endswith("__")]  # __shfl_sync
     hint = did_you_mean(attr, names, f"{place}." if place else "")
     return TirxSyntaxError(f"{what} has no attribute {attr!r}", hint=hint)

@@ -22,6 +22,7 @@ from .calls import Calls
 from .chains import CHAINED, evaluate_chain
 from .namespace import Intrinsic
 from .values import VIEW_METHODS, is_number, is_static, kind_of, place_of
+from .warp_ops import is_cuda_intrinsic
 
 __all__ = ["Evaluator"]
 
@@ -207,7 +208,7 @@ class Evaluator(Calls):
         return self._getattr(base, node.attr, node)
 
     def _getattr(self, base, attr, node):
-        if attr.startswith("_"):
+        if attr.startswith("_") and not is_cuda_intrinsic(base, attr):
             raise TirxSyntaxError(
                 f"private attribute {attr!r} is not accessible", self.p.span(node)
             )

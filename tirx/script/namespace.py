@@ -20,6 +20,7 @@ from ..layout.swizzle import ComposeLayout
 from .cta_ops import CUDA_NAMES as CTA_CUDA_NAMES
 from .cta_ops import T_NAMES as CTA_T_NAMES
 from .intrinsics import CUDA_NAMES, MATH_NAMES
+from . import warp_ops
 
 __all__ = ["T", "Intrinsic", "TensorAnnotation", "ScalarType", "PtxInstruction", "LaunchSpec"]
 
@@ -235,6 +236,8 @@ class _Cuda(_Suggesting):
             setattr(self, key, Intrinsic(f"cuda.{key}"))
         for key in CUDA_NAMES:  # bit reinterpretation and ffs: tirx/script/intrinsics.py
             setattr(self, key, Intrinsic(f"cuda.{key}"))
+        for key in warp_ops.CUDA_NAMES:  # warp collectives: tirx/script/warp_ops.py
+            setattr(self, key, Intrinsic(f"cuda.{key}"))
 
 
 class _Namespace(_Suggesting):
@@ -275,6 +278,8 @@ class _Namespace(_Suggesting):
 
         self.let, self.macro, self.inline = LetType(), macro, inline
         for key in MATH_NAMES:  # math and bit intrinsics: tirx/script/intrinsics.py
+            setattr(self, key, Intrinsic(key))
+        for key in warp_ops.T_NAMES:  # warp collectives: tirx/script/warp_ops.py
             setattr(self, key, Intrinsic(key))
         for name, dt in DTYPES.items():
             setattr(self, name, ScalarType(dt))

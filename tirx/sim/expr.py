@@ -26,6 +26,7 @@ from .intrinsics import math_eval
 from .memory import as_index
 from .numeric import compute_type, constant, convert, decode
 from .reinterpret import reinterpret
+from .warp_ops import WarpOps
 
 __all__ = ["ExprCompiler", "Eval"]
 
@@ -118,8 +119,9 @@ def _to_bool(f: Eval, src: DType) -> Eval:
     return lambda idx: np.not_equal(f(idx), 0)
 
 
-class ExprCompiler:
-    """Compiles expressions against one machine (its thread arrays, variables and memory)."""
+class ExprCompiler(WarpOps):
+    """Compiles expressions against one machine (its thread arrays, variables and memory);
+    the warp collectives' rules are in :class:`~tirx.sim.warp_ops.WarpOps`."""
 
     def __init__(self, machine):
         self.m = machine

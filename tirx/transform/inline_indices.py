@@ -219,6 +219,7 @@ class _Substitution(Visitor):
         unstable = ("Load", "SharedAddress", "GlobalAddress", "Cmp", "Logic", "Not", "Select")
         unstable += ("Reinterpret",)
         unstable += ("MathCall",)
+        unstable += ("WarpCollective",)  # it reads other lanes' values
         return (_Substitution._unstable, None) if cls.__name__ in unstable else None
 
 
@@ -230,6 +231,7 @@ class _Expressions(Transformer):
     rebuilt = frozenset({"Logic", "Not", "Select", "AddressOperand", "ScalarOperand"})
     rebuilt |= frozenset({"RegVector", "ValueReg", "Reinterpret"})
     rebuilt |= frozenset({"MathCall"})
+    rebuilt |= frozenset({"WarpCollective"})
     kept = frozenset({"Const", "Var", "Special", "Buffer", "LocalReg", "Immediate"})
 
     def __init__(self, statements: _Statements, env: dict, ranges: dict):

@@ -23,6 +23,7 @@ from .raw_ptx import lower_raw_ptx
 from .shared_memory import check_shared_limits
 from .tile_ops import lower_tile_op
 from .vectorize import check_vectorized
+from .warp_ops import check_warp_ops
 
 __all__ = ["lower_function"]
 
@@ -36,6 +37,7 @@ def lower_function(fn: ir.Function, arch: int = 80) -> ir.Function:
     offsets, total = _plan_shared(fn)
     check_shared_limits(fn, offsets, total, arch)
     check_limits(replace(fn, body=body))
+    check_warp_ops(body, arch)
     return replace(fn, body=body, lowered=True, shared_offsets=offsets, shared_bytes=total)
 
 
@@ -72,6 +74,7 @@ class _Lowerer(Transformer):
             "View",
             "ScalarOperand",
             "VotingBarrier",
+            "WarpCollective",
         }
     )
     # already lowered (or leaves): returned as they are

@@ -17,6 +17,7 @@ from ...ir.simplify import is_nonnegative
 from ...ir.visitor import UnknownNodeError, Visitor, Walker, children
 from .cta_codegen import CtaStatements
 from . import bitcast, fp8, intrinsics, vector
+from .warp_ops import WarpOpsC, helper_source
 
 __all__ = ["generate", "CODEGEN_VERSION", "param_kinds", "uses_dynamic_shared"]
 
@@ -113,7 +114,7 @@ def _float_literal(v: float, d: DType) -> str:
     return f"{float(v).hex()}{suffix}"
 
 
-class _CExprs(Visitor):
+class _CExprs(WarpOpsC, Visitor):
     """Expressions to C, bottom-up (a :class:`~tirx.ir.visitor.Visitor`: no recursion, so a
     sum of thousands of terms is fine). Left operands of ``+ - * & | ^`` chains are written
     without parentheses, which C's left-to-right grouping makes the same expression: the C
@@ -601,6 +602,9 @@ def generate(fn: ir.Function) -> str:
         out.append(f"  {_ctype(v.dtype)} {v.name};")
     out.append("  (void)tirx_tid;")
     em.run(fn.body)
+    helpers = helper_source(em.exprs)  # the warp collectives' helpers, when used
+    if helpers:
+        out.insert(1, helpers)
     out.extend(em.lines)
     out.append("}")
     return "\n".join(out) + "\n"
