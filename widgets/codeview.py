@@ -2,10 +2,10 @@
 copy button, and the kernel's Python lines linked to the code they became.
 
 The links come from line information the toolchain already writes: the generated CUDA carries
-``#line N "file"`` before each statement; PTX built with ``-lineinfo`` carries ``.loc F N``;
-SASS disassembled with ``nvdisasm -g`` carries ``//## File "...", line N`` comments.
-:func:`line_map` reads all three. :func:`with_line_info` rebuilds an executable's PTX and SASS
-with that information when its own build has none.
+``#line N "file"`` before each statement; PTX built with line info (tirx's default) carries
+``.loc F N``; SASS disassembled with ``nvdisasm -g`` carries ``//## File "...", line N``
+comments. :func:`line_map` reads all three. :func:`with_line_info` disassembles the build's
+CUBIN with ``-g`` (and rebuilds PTX and SASS only for a build without line information).
 
 The HTML needs no script for the links: each Python line is a ``<label>`` for a hidden radio
 button, and CSS lights every line of the chosen Python line in every pane. Only the copy
@@ -307,15 +307,22 @@ def _def_line(src: list[str], line: int) -> int:
 
 
 def with_line_info(exe) -> dict[str, str]:
-    """The CUDA, PTX and SASS of ``exe`` (a CUDA executable), with PTX and SASS rebuilt to
-    carry line information (``-lineinfo``, ``nvdisasm -g``) when its own build has none.
+    """The CUDA, PTX and SASS of ``exe`` (a CUDA executable), with line information.
 
-    The rebuild uses the executable's own NVRTC options (``exe.nvrtc.options``) plus
-    ``-lineinfo``, through ``cuda.bindings.nvrtc`` directly, and is remembered per source in
-    this process. Without NVRTC or nvdisasm the panes keep what ``exe`` has."""
+    tirx builds with ``--generate-line-info``, so the PTX carries ``.loc`` and the CUBIN its
+    line table: SASS is disassembled once more with ``nvdisasm -g`` (no compile). A build
+    without line information (other NVRTC options) has its PTX and SASS rebuilt with
+    ``-lineinfo`` from its own options (``exe.nvrtc.options``), through
+    ``cuda.bindings.nvrtc`` directly. Either is remembered in this process; without NVRTC or
+    nvdisasm the panes keep what ``exe`` has."""
     texts = {"cuda": exe.source, "ptx": exe.ptx, "sass": getattr(exe, "sass", None)}
+    cubin = getattr(exe, "cubin", b"") or b""
     if exe.ptx and ".loc" in exe.ptx:
-        return texts
+        key = ("sass -g", cubin)
+        if key not in _LINE_INFO:
+            sass = _sass_with_lines(cubin)
+            _remember(key, {"sass": sass} if sass else {})
+        return {**texts, **_LINE_INFO[key]}
     options = tuple(getattr(getattr(exe, "nvrtc", None), "options", ()) or ())
     key = (exe.source, options)
     if key not in _LINE_INFO:
@@ -327,10 +334,14 @@ def with_line_info(exe) -> dict[str, str]:
         sass = _sass_with_lines(cubin)
         if sass:
             rebuilt["sass"] = sass
-        if len(_LINE_INFO) > 32:
-            _LINE_INFO.clear()
-        _LINE_INFO[key] = rebuilt
+        _remember(key, rebuilt)
     return {**texts, **_LINE_INFO[key]}
+
+
+def _remember(key, texts: dict) -> None:
+    if len(_LINE_INFO) > 32:
+        _LINE_INFO.clear()
+    _LINE_INFO[key] = texts
 
 
 _LINE_INFO: dict[tuple, dict[str, str]] = {}  # (CUDA source, options) -> PTX, SASS
