@@ -135,15 +135,16 @@ _COMPILED = {
     lang: re.compile("|".join(f"(?P<{k}>{p})" for k, p in rules), re.MULTILINE)
     for lang, rules in _RULES.items()
 }
-# JupyterLab's editor colours (so the light and dark themes both read), with light fallbacks
-COLORS = {
-    "c": "var(--jp-mirror-editor-comment-color, #6a737d)",
-    "p": "var(--jp-mirror-editor-meta-color, #6f42c1)",
-    "s": "var(--jp-mirror-editor-string-color, #032f62)",
-    "k": "var(--jp-mirror-editor-keyword-color, #d73a49)",
-    "n": "var(--jp-mirror-editor-number-color, #005cc5)",
-    "r": "var(--jp-mirror-editor-variable-2-color, #22863a)",
-}
+# Token colours of our own, one set per theme, each at least 4.5:1 on its pane (JupyterLab
+# Dark's editor colours for comments and directives are under that on its background). The
+# dark set applies where JupyterLab says its theme is dark (body[data-jp-theme-light=false]);
+# everywhere else (nbviewer, exported HTML) the light one.
+COLORS = {"c": "#57606a", "p": "#6f42c1", "s": "#0a3069", "k": "#b31d28", "n": "#0550ae",
+          "r": "#116329"}  # fmt: skip
+DARK_COLORS = {"c": "#a3acb6", "p": "#d2a8ff", "s": "#a5d6ff", "k": "#ff7b72", "n": "#79c0ff",
+               "r": "#7ee787"}  # fmt: skip
+MUTED = ("#57606a", "#a3acb6")  # line numbers and notes: light, dark
+DARK = 'body[data-jp-theme-light="false"]'
 
 
 def highlight(line: str, lang: str) -> str:
@@ -201,19 +202,27 @@ class CodeView:
             # line numbers are a CSS counter: not in the markup, not in what "copy" copies
             f".{uid} pre{{counter-reset:ln}}",
             f".{uid} .cl::before{{counter-increment:ln;content:counter(ln);display:inline-block;"
-            "width:3.5em;color:#999;text-align:right;margin-right:1em}",
-            f".{uid} .ln{{display:inline-block;width:3.5em;color:#999;text-align:right;"
+            f"width:3.5em;color:{MUTED[0]};text-align:right;margin-right:1em}}",
+            f".{uid} .ln{{display:inline-block;width:3.5em;color:{MUTED[0]};text-align:right;"
             "margin-right:1em;user-select:none}",
+            f".{uid} .tirx-note{{color:{MUTED[0]}}}",
+            f"{DARK} .{uid} .cl::before,{DARK} .{uid} .ln,{DARK} .{uid} .tirx-note"
+            f"{{color:{MUTED[1]}}}",
             f".{uid} .py-line{{cursor:pointer;display:block}}",
             f".{uid} .py-line.mapped:hover{{background:rgba(255,213,79,.35)}}",
             f".{uid} .tirx-copy{{margin-left:8px;font-size:11px;padding:0 6px;cursor:pointer}}",
             f".{uid} input.tirx-pick{{display:none}}",
         ]
         css += [f".{uid} .tk-{k}{{color:{c}}}" for k, c in COLORS.items()]
+        css += [f"{DARK} .{uid} .tk-{k}{{color:{c}}}" for k, c in DARK_COLORS.items()]
         if linked:  # one rule: the chosen Python line lights its lines in every pane
             css.append(
                 ",".join(f"#{uid}-p{n}:checked~.tirx-panes .o{n}" for n in linked)
                 + "{background:rgba(255,213,79,.55);outline:1px solid #e0a800}"
+            )
+            css.append(  # on a dark pane a fainter yellow keeps light text readable
+                ",".join(f"{DARK} #{uid}-p{n}:checked~.tirx-panes .o{n}" for n in linked)
+                + "{background:rgba(255,213,79,.18)}"
             )
         out = [f'<div class="tirx-code {uid}"><style>{"".join(css)}</style>']
         out += [
@@ -244,11 +253,7 @@ class CodeView:
                 rows.append(f"<span{cls}>{highlight(line, key)}</span>")
             title = titles.get(key, f"{key.upper()} ({len(pane.lines)} lines)")
             note = self.notes.get(key)
-            note = (
-                f' <span class="tirx-note" style="color:#777">· {html.escape(note)}</span>'
-                if note
-                else ""
-            )
+            note = f' <span class="tirx-note">· {html.escape(note)}</span>' if note else ""
             copy = (
                 '<button class="tirx-copy" title="copy to the clipboard" onclick="'
                 "event.preventDefault();navigator.clipboard.writeText(Array.from(this.closest("
