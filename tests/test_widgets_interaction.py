@@ -152,3 +152,18 @@ def test_a_wrong_check_shows_the_machine_beside_and_links_them():
     assert view._repr_html_().count("<svg") == 2
     right = check_layout("ldmatrix.sync.aligned.m8n8.x4.shared.b16", "registers")
     assert right.ok and right.machine_view is None and right._repr_html_().count("<svg") == 1
+
+
+def test_a_trace_shown_with_its_operand_is_linked(shell):
+    from IPython.utils.capture import capture_output
+
+    from widgets import run_instruction, show_trace
+
+    trace = show_trace(run_instruction(MMA, target="sim"), operand="D")
+    picture = show_fragment(MMA, "D")
+    shell.user_ns.update(trace=trace, picture=picture)
+    with capture_output():
+        assert shell.run_cell("display(trace, picture)", store_history=True).success
+    trace.click(9 * 8 + 3)  # Out[9, 3]: lane 5's c3
+    assert picture.focus == 9 * 8 + 3 and picture.lane == 5
+    assert "T5:c3" in picture._info.value
