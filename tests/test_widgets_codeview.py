@@ -80,6 +80,20 @@ def test_html_links_python_lines_to_every_pane():
     assert page.count("tirx-copy") >= 3 + 1  # a copy button per pane (and its CSS rule)
 
 
+def test_file_names_show_as_the_kernel_gave_them(monkeypatch, tmp_path):
+    """NVRTC writes a relative name (a cell's) as an absolute one against its working
+    directory; the panes show it as given, so no machine's directories end up on the page."""
+    monkeypatch.chdir(tmp_path)
+    here = str(tmp_path)
+    ptx = PTX.replace("/tmp/work/<cell>", f"{here}/<cell>")
+    sass = SASS.replace("/tmp/work/<cell>", f"{here}/<cell>")
+    view = CV.code_view({"cuda": CUDA, "ptx": ptx, "sass": sass}, "<cell>")
+    assert len(view.lines_for(4)["ptx"]) == 2  # still linked
+    page = view.html()
+    assert here not in page
+    assert "&quot;&lt;cell&gt;&quot;" in page  # the name as the kernel gave it
+
+
 def test_no_line_info_is_said():
     view = CV.code_view({"cuda": CUDA, "ptx": "mov.u32 %r1, %tid.x;\n"}, "<cell>")
     assert view.notes == {"ptx": "no line info in this build"}

@@ -17,6 +17,7 @@ from __future__ import annotations
 import html
 import itertools
 import linecache
+import os
 import re
 from dataclasses import dataclass, field
 
@@ -245,11 +246,14 @@ class CodeView:
                 f"to light its CUDA, PTX and SASS)</summary><pre style='white-space:pre'>{''.join(rows)}</pre></details>"
             )
         titles = titles or {}
+        here = '"' + os.getcwd().rstrip("/") + "/"
         for key, pane in self.panes.items():
             rows = []
             for i, line in enumerate(pane.lines):
                 o = pane.origin[i]
                 cls = f' class="cl o{o}"' if o is not None else ' class="cl"'
+                if key != "cuda":  # file names as given: NVRTC prefixed relative ones with cwd
+                    line = line.replace(here, '"')
                 rows.append(f"<span{cls}>{highlight(line, key)}</span>")
             title = titles.get(key, f"{key.upper()} ({len(pane.lines)} lines)")
             note = self.notes.get(key)
@@ -400,7 +404,6 @@ def _nvdisasm() -> str | None:
 
 
 def _sass_with_lines(cubin: bytes) -> str | None:
-    import os
     import subprocess
     import tempfile
 
