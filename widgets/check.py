@@ -69,7 +69,11 @@ class CheckView(GridView):
             return drawing
         import ipywidgets as w
 
-        return w.HBox([drawing, self.machine_view.widget],
+        machine = self.machine_view.widget
+        for side in (drawing, machine):  # side by side, each wrapping its text, until too narrow
+            side.layout.flex = "1 1 320px"
+            side.layout.min_width = "0"
+        return w.HBox([drawing, machine],
                       layout=w.Layout(flex_flow="row wrap", align_items="flex-start",
                                       grid_gap="24px"))  # fmt: skip
 
