@@ -97,7 +97,9 @@ def geometry(frag: Fragment, cell_looks, note: str = "") -> Geometry:
     left = 22 + char * max(len(str(frag.rows - 1)), max((len(d) for d in down), default=0)) + 8
     grid_w = cw * frag.cols
     per_line = max(int((left + grid_w) / 6.0), 40)
-    title = tuple(textwrap.wrap(frag.title, per_line, break_long_words=False)) or ("",)
+    # the title is 12 px bold monospace, about 7.3 px a character: wrapped to fit the picture
+    per_title = max(int((left + grid_w - 4) / 7.4), 20)
+    title = tuple(textwrap.wrap(frag.title, per_title, break_long_words=False)) or ("",)
     legend = legend_lines(frag.legend() + (f"; {note}" if note else ""), per_line)
     top = 8 + 15 * len(title) + 16 + (14 if across else 0) + 14
     height = top + ch * frag.rows + 10 + 13 * (len(legend) + 1)
