@@ -93,7 +93,8 @@ def test_visualizer_notebook_in_jupyterlab(tmp_path, shots):
 
             # the views rendered as widgets: grids of cells with lane selectors
             grids = page.locator(".tirx-grid")
-            assert grids.count() == 8  # layout, pair (2), instruction, swizzle, trace, 2 checks
+            # layout, pair (2), instruction, swizzle, trace, 2 checks, the machine beside the wrong one
+            assert grids.count() == 9
             assert page.locator(".tirx-lane select").count() >= 6
             first = grids.first
             cells = first.locator(".tirx-cells button")
@@ -136,11 +137,22 @@ def test_visualizer_notebook_in_jupyterlab(tmp_path, shots):
             views = page.locator(".jp-OutputArea-output").filter(has=page.locator(".tirx-grid"))
             assert views.count() == 7
             assert "120 of 128 elements disagree" in views.nth(6).inner_text()
+            # the wrong check: a click on an element of the drawing outlines it in the machine's
+            beside = views.nth(6).locator(".tirx-grid")
+            assert beside.count() == 2 and "what the simulator did" in views.nth(6).inner_text()
+            beside.nth(0).locator(".tirx-cells button").nth(1).click()
+            page.wait_for_function(
+                "(g) => getComputedStyle(g.querySelectorAll('.tirx-cells button')[1])"
+                ".backgroundColor === 'rgb(34, 34, 34)'",
+                arg=beside.nth(1).element_handle(),
+                timeout=15_000,
+            )
             for name, index in (("pair", 1), ("instruction", 2), ("swizzle", 3), ("trace", 4),
                                 ("check", 5), ("check_wrong", 6)):  # fmt: skip
                 out = views.nth(index)
                 out.scroll_into_view_if_needed()
                 _save(out, shot_dir / f"{name}.png", saved)
+            assert page.evaluate(LOW_CONTRAST) == []  # every output's text reads (WCAG AA)
         finally:
             browser.close()
     print(f"browser test took {time.monotonic() - started:.1f} s")
@@ -148,13 +160,28 @@ def test_visualizer_notebook_in_jupyterlab(tmp_path, shots):
 
 FRAGMENTS = ROOT / "tests" / "browser" / "fragments.ipynb"
 OUTLINED = """(cells) => cells.map(c => getComputedStyle(c).outlineStyle === 'solid')"""
+LINK_RGB = "rgb(31, 95, 191)"  # widgets.picture.LINK_COLOR
+# every contract picture within its output area and not scrolling: the offenders' widths
+FITS = """() => Array.from(document.querySelectorAll('.tirx-contract-picture')).flatMap(p => {
+  const area = p.closest('.jp-OutputArea-output').getBoundingClientRect();
+  const box = p.getBoundingClientRect();
+  const over = p.scrollWidth > p.clientWidth + 1 || box.right > area.right + 1;
+  return over ? [[Math.round(box.width), p.scrollWidth, Math.round(area.width)]] : [];
+})"""
+# the code lines of a pane drawn on more than one row (a wrapped line has several rects)
+ONE_ROW_LINES = """(pre) => Array.from(pre.querySelectorAll('.cl'))
+  .filter(l => l.textContent.length > 20 && l.getClientRects().length > 1)
+  .map(l => l.textContent.slice(0, 60))"""
 
 
 def test_fragment_pictures_hover_click_and_errors(tmp_path, shots):
     """The element-level pictures in JupyterLab: hovering a cell outlines its lane's cells
     (widget and static SVG alike), a click in one linked view lights the same element in the
     other, a ContractError shows its picture under the message, and clicking a Python line of
-    the panel lights its CUDA lines. Screenshots at 1,000 and 1,400 px wide."""
+    the panel lights its CUDA lines. Views one cell displays are linked without a call, and a
+    click on one side of a contract picture outlines the element on the other. The pictures of
+    a contract error fit the output at 1,400 and 1,000 px (side by side when they can, one
+    below the other when not), and long code lines do not wrap. Screenshots at both widths."""
     from playwright.sync_api import sync_playwright
 
     shot_dir, saved = shots
@@ -166,7 +193,7 @@ def test_fragment_pictures_hover_click_and_errors(tmp_path, shots):
             page.wait_for_function(KERNEL_IDLE, timeout=60_000)
             page.evaluate("() => { window.jupyterapp.commands.execute('notebook:run-all-cells'); }")
             page.wait_for_function(
-                "document.querySelectorAll('.tirx-contract-picture svg').length === 2 && "
+                "document.querySelectorAll('.tirx-contract-picture svg').length === 4 && "
                 "document.querySelectorAll('.tirx-panel .tirx-code').length === 1",
                 timeout=120_000,
             )
@@ -223,7 +250,9 @@ def test_fragment_pictures_hover_click_and_errors(tmp_path, shots):
             _save(linked, shot_dir / "linked_views.png", saved)
 
             # the contract error: message, then expected and actual fragments with marks
-            error_out = page.locator(".jp-Cell").filter(has=page.locator(".tirx-contract-picture"))
+            errors = page.locator(".jp-Cell").filter(has=page.locator(".tirx-contract-picture"))
+            assert errors.count() == 2  # a wrong D layout, then a wrong A layout
+            error_out = errors.nth(0)
             text = error_out.inner_text()
             assert "operand D" in text and "element(s) held by a different lane" in text
             picture = error_out.locator(".tirx-contract-picture")
@@ -231,8 +260,22 @@ def test_fragment_pictures_hover_click_and_errors(tmp_path, shots):
             boxes = [picture.locator("svg").nth(i).bounding_box() for i in range(2)]
             assert boxes[1]["x"] > boxes[0]["x"] + boxes[0]["width"] - 1  # side by side
             assert picture.locator("text", has_text="✗").count() >= 2
+            # a click on an element of one side outlines the same element on the other
+            picture.locator("svg").nth(0).locator('rect.tirx-el[data-index="75"]').click()
+            page.wait_for_function(
+                "(svg) => getComputedStyle(svg.querySelector('rect.tirx-el[data-index=\"75\"]'))"
+                f".stroke === '{LINK_RGB}'",
+                arg=picture.locator("svg").nth(1).element_handle(),
+                timeout=15_000,
+            )
             error_out.scroll_into_view_if_needed()
             _save(error_out, shot_dir / "contract_error_picture.png", saved)
+            wide = errors.nth(1)  # A: two 16 x 16 pictures, too wide to share a row
+            assert "operand A" in wide.inner_text()
+            assert wide.locator(".tirx-contract-picture svg").count() == 2
+            assert page.evaluate(FITS) == [], "a contract picture is wider than its output"
+            wide.scroll_into_view_if_needed()
+            _save(wide, shot_dir / "contract_error_wide_1400px.png", saved)
 
             # the code panel: click a Python line, its CUDA lines light up
             panel = page.locator(".tirx-panel").filter(has=page.locator(".tirx-code"))
@@ -248,13 +291,107 @@ def test_fragment_pictures_hover_click_and_errors(tmp_path, shots):
             texts = ptx.evaluate_all("es => es.map(e => e.textContent)")  # pane still closed
             assert any("bar.sync" in t or "barrier" in t for t in texts)
             assert panel.locator("button.tirx-copy").count() == 3
+            # long code lines stay one line each (the pane scrolls, the line does not wrap)
+            assert panel.locator("details.tirx-cuda pre").evaluate(ONE_ROW_LINES) == []
             panel.scroll_into_view_if_needed()
             _save(panel, shot_dir / "code_panel_linked.png", saved)
 
-            # narrower window: nothing wider than the notebook
+            # narrower window: nothing wider than the notebook, the wide error stacks its sides
             page.set_viewport_size({"width": 1000, "height": 1600})
             page.wait_for_timeout(500)
+            assert page.evaluate(FITS) == [], "a contract picture is wider than its output at 1000"
+            sides = [wide.locator("svg").nth(i).bounding_box() for i in range(2)]
+            assert sides[1]["y"] >= sides[0]["y"] + sides[0]["height"] - 1  # one below the other
+            assert panel.locator("details.tirx-cuda pre").evaluate(ONE_ROW_LINES) == []
             _save(page, shot_dir / "fragments_1000px.png", saved)
+            wide.scroll_into_view_if_needed()
+            _save(wide, shot_dir / "contract_error_wide_1000px.png", saved)
+            assert page.evaluate(LOW_CONTRAST) == []  # the light theme reads too (a line is lit)
             assert page.evaluate(KERNEL_IDLE)
         finally:
             browser.close()
+
+
+# Text in the notebook's outputs whose contrast with what is behind it is below WCAG AA
+# (4.5:1): [classes, text, ratio, colour, background]. The background is the nearest ancestors'
+# background colours composited over the page's; SVG pictures draw their own white ground and
+# are left out, as is text that is not rendered (a closed section, a hidden tip).
+LOW_CONTRAST = """() => {
+  const rgba = c => { const m = c && c.match(/rgba?\\(([^)]*)\\)/); if (!m) return null;
+    const p = m[1].split(/[\\s,\\/]+/).filter(Boolean).map(Number);
+    return [p[0], p[1], p[2], p.length > 3 ? p[3] : 1]; };
+  const over = (top, under) => top.slice(0, 3).map((v, i) => v * top[3] + under[i] * (1 - top[3]));
+  const lum = c => { const f = v => { v /= 255;
+    return v <= 0.03928 ? v / 12.92 : Math.pow((v + 0.055) / 1.055, 2.4); };
+    return 0.2126 * f(c[0]) + 0.7152 * f(c[1]) + 0.0722 * f(c[2]); };
+  const page = rgba(getComputedStyle(document.body).backgroundColor) || [255, 255, 255, 1];
+  const ground = el => { const layers = [];
+    for (let e = el; e; e = e.parentElement) { const c = rgba(getComputedStyle(e).backgroundColor);
+      if (c && c[3] > 0) { layers.push(c); if (c[3] >= 1) break; } }
+    let out = page.slice(0, 3);
+    for (let i = layers.length - 1; i >= 0; i--) out = over(layers[i], out);
+    return out; };
+  const low = [];
+  for (const el of document.querySelectorAll('.jp-OutputArea-output *')) {
+    if (el.closest('svg') || !el.getClientRects().length) continue;
+    const own = Array.from(el.childNodes).some(n => n.nodeType === 3 && n.textContent.trim());
+    if (!own || getComputedStyle(el).visibility === 'hidden') continue;
+    const bg = ground(el), fg = over(rgba(getComputedStyle(el).color), bg);
+    const [a, b] = [lum(fg), lum(bg)];
+    const ratio = (Math.max(a, b) + 0.05) / (Math.min(a, b) + 0.05);
+    if (ratio < 4.5) low.push([el.tagName + '.' + el.className, el.textContent.trim().slice(0, 50),
+      ratio.toFixed(2), getComputedStyle(el).color, bg.map(Math.round).join(',')]);
+  }
+  return low;
+}"""
+VISUALIZER_DONE = (
+    "document.querySelectorAll('.tirx-cells button').length >= 960 && "
+    "Array.from(document.querySelectorAll('.tirx-info'))"
+    ".some(e => e.textContent.includes('elements agree'))"
+)
+FRAGMENTS_DONE = (
+    "document.querySelectorAll('.tirx-contract-picture svg').length === 4 && "
+    "document.querySelectorAll('.tirx-panel .tirx-code').length === 1"
+)
+
+
+def test_widgets_in_the_dark_theme(tmp_path, shots):
+    """Both notebooks in JupyterLab Dark: every text of every output (the panel and its PASS
+    line, the views' titles, legends and explanations, the code panes, the error pictures'
+    verdicts) keeps a contrast of at least 4.5:1 with what is behind it. Screenshots of each
+    output for a look."""
+    from playwright.sync_api import sync_playwright
+
+    shot_dir, saved = shots
+    with jupyter_lab(tmp_path / "lab", [NOTEBOOK, FRAGMENTS], theme="JupyterLab Dark") as lab, \
+            sync_playwright() as pw:  # fmt: skip
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
+        try:
+            page = browser.new_page(viewport={"width": 1400, "height": 1800})
+            problems = {}
+            for notebook, done in ((NOTEBOOK, VISUALIZER_DONE), (FRAGMENTS, FRAGMENTS_DONE)):
+                page.goto(lab.notebook_url(notebook.name))
+                page.wait_for_function(KERNEL_IDLE, timeout=60_000)
+                assert page.evaluate("document.body.dataset.jpThemeLight") == "false"
+                page.evaluate(
+                    "() => { window.jupyterapp.commands.execute('notebook:run-all-cells'); }"
+                )
+                page.wait_for_function(done, timeout=120_000)
+                page.wait_for_function(KERNEL_IDLE, timeout=60_000)
+                # open the code panes: their text is measured too
+                page.evaluate("document.querySelectorAll('.tirx-panel details')"
+                              ".forEach(d => { d.open = true; })")  # fmt: skip
+                page.wait_for_timeout(300)
+                outputs = page.locator(".jp-OutputArea-output")
+                for i in range(outputs.count()):
+                    out = outputs.nth(i)
+                    if out.locator(".tirx-panel, .tirx-grid, .tirx-contract-picture, svg").count():
+                        out.scroll_into_view_if_needed()
+                        _save(out, shot_dir / f"dark_{notebook.stem}_{i}.png", saved)
+                low = {(cls, fg, bg): (text, ratio) for cls, text, ratio, fg, bg in
+                       page.evaluate(LOW_CONTRAST)}  # fmt: skip
+                if low:
+                    problems[notebook.name] = low
+        finally:
+            browser.close()
+    assert not problems, f"text below 4.5:1 in the dark theme: {problems}"

@@ -97,6 +97,58 @@ def test_a_cached_kernel_still_names_the_definition(tmp_path):
     assert first.definition == second.definition is not None
 
 
+# Layouts bound other than by a plain assignment: tuple unpacking, a for-target, ``with ... as``
+# and a kernel factory's parameter. ``{K}`` is the kernel (indented to its place), ``{L}`` the
+# layout; ``BAD_HERE`` marks the line a ContractError must name, and the corrected twin compiles.
+
+BOUND = {
+    "tuple": "other, lay = TileLayout({G}), {L}  # BAD_HERE\n{K}\nresult = kernel\n",
+    "starred": "(other, *[lay]) = TileLayout({G}), {L}  # BAD_HERE\n{K}\nresult = kernel\n",
+    "for": "for lay in [{L}]:  # BAD_HERE\n{K}\n    result = kernel\n",
+    "with": "with contextlib.nullcontext({L}) as lay:  # BAD_HERE\n{K}\n    result = kernel\n",
+    "factory": "def make(\n    lay,  # BAD_HERE\n):\n{K}\n    return kernel\n\n\nresult = make({L})\n",
+}
+
+
+def build_bound(tmp_path, how: str, layout: str):
+    pad = "" if how in ("tuple", "starred") else "    "
+    kernel = HEAD.split("{top}\n")[1].format(local="", use="lay")
+    kernel = "\n".join(pad + ln if ln else ln for ln in kernel.splitlines())
+    top = HEAD.split("{top}")[0] + "import contextlib\n\n"
+    source = top + BOUND[how].format(L=f"TileLayout({layout})", G=f"TileLayout({GOOD})", K=kernel)
+    name = f"{how}_{'bad' if layout == BAD else 'good'}"
+    path = tmp_path / f"{name}.py"
+    path.write_text(source)
+    linecache.checkcache(str(path))
+    scope = {"__name__": name}
+    exec(compile(source, str(path), "exec"), scope)
+    return scope["result"], source
+
+
+@pytest.mark.parametrize("how", sorted(BOUND))
+def test_a_layout_bound_otherwise_names_its_line(tmp_path, how):
+    kernel, source = build_bound(tmp_path, how, BAD)
+    err = contract_error(kernel)
+    assert err.definition is not None, str(err)
+    assert err.definition.line == line_of("BAD_HERE", source)
+    assert err.span.line == line_of("layout=lay", source)
+    shown = str(err).split("the layout was defined here:")[1]
+    assert "BAD_HERE" in shown.splitlines()[2] and "^" in shown.splitlines()[3]
+
+
+@pytest.mark.parametrize("how", sorted(BOUND))
+def test_the_twin_bound_otherwise_compiles(tmp_path, how):
+    kernel, _ = build_bound(tmp_path, how, GOOD)
+    tirx.compile(kernel, target="sim")
+
+
+def test_a_later_binding_of_another_name_does_not_count(tmp_path):
+    kernel, source = build(
+        tmp_path, "other_names", top=f"lay = TileLayout({BAD})\nlayx, lay2 = 1, 2",
+    )  # fmt: skip
+    assert contract_error(kernel).definition.line == line_of("lay = TileLayout", source)
+
+
 @pytest.fixture(scope="module")
 def ip():
     from IPython.core.interactiveshell import InteractiveShell

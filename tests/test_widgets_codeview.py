@@ -80,6 +80,20 @@ def test_html_links_python_lines_to_every_pane():
     assert page.count("tirx-copy") >= 3 + 1  # a copy button per pane (and its CSS rule)
 
 
+def test_file_names_show_as_the_kernel_gave_them(monkeypatch, tmp_path):
+    """NVRTC writes a relative name (a cell's) as an absolute one against its working
+    directory; the panes show it as given, so no machine's directories end up on the page."""
+    monkeypatch.chdir(tmp_path)
+    here = str(tmp_path)
+    ptx = PTX.replace("/tmp/work/<cell>", f"{here}/<cell>")
+    sass = SASS.replace("/tmp/work/<cell>", f"{here}/<cell>")
+    view = CV.code_view({"cuda": CUDA, "ptx": ptx, "sass": sass}, "<cell>")
+    assert len(view.lines_for(4)["ptx"]) == 2  # still linked
+    page = view.html()
+    assert here not in page
+    assert "&quot;&lt;cell&gt;&quot;" in page  # the name as the kernel gave it
+
+
 def test_no_line_info_is_said():
     view = CV.code_view({"cuda": CUDA, "ptx": "mov.u32 %r1, %tid.x;\n"}, "<cell>")
     assert view.notes == {"ptx": "no line info in this build"}
@@ -96,12 +110,17 @@ def _seed_exe():
         pytest.skip(f"no NVRTC: {e.message}")
 
 
-def test_seed_kernel_python_lines_reach_ptx_and_sass():
+def test_seed_kernel_python_lines_reach_ptx_and_sass(monkeypatch):
     exe = _seed_exe()
+    assert "--generate-line-info" in exe.nvrtc.options and ".loc" in exe.ptx  # the normal build
+
+    def no_second_compile(*args):
+        raise AssertionError("the code view compiled the kernel again")
+
+    monkeypatch.setattr(CV, "_nvrtc_with_lines", no_second_compile)
     texts = CV.with_line_info(exe)
     assert CV.with_line_info(exe) == texts  # shown again: from the in-process memo
-    assert (exe.source, tuple(exe.nvrtc.options)) in CV._LINE_INFO
-    assert ".loc" in texts["ptx"]  # rebuilt with line info
+    assert texts["ptx"] == exe.ptx  # the build's own PTX
     view = CV.code_view(texts)
     assert view.source_file.endswith("warp_matmul.py")
     mma_line = next(i + 1 for i, line in enumerate(linecache.getlines(view.source_file))
@@ -111,3 +130,37 @@ def test_seed_kernel_python_lines_reach_ptx_and_sass():
     assert any("mma.sync.aligned.m16n8k16" in line for line in lit.get("cuda", []) + lit["ptx"])
     if texts.get("sass") and "//##" in texts["sass"]:
         assert any("HMMA" in line for line in lit["sass"])
+
+
+def test_a_build_without_line_info_is_rebuilt_once_with_it():
+    from types import SimpleNamespace
+
+    from tirx.backend.cuda.nvrtc import compile_cuda
+
+    exe = _seed_exe()
+    plain = tuple(o for o in exe.nvrtc.options if o != "--generate-line-info")
+    try:
+        out = compile_cuda(exe.source, arch="sm_90", command=plain)
+    except tirx.CompileError as e:
+        pytest.skip(f"no NVRTC: {e.message}")
+    assert ".loc" not in out.ptx
+    old = SimpleNamespace(source=exe.source, ptx=out.ptx, cubin=out.cubin, nvrtc=out, sass=None)
+    texts = CV.with_line_info(old)
+    assert ".loc" in texts["ptx"] and (exe.source, plain) in CV._LINE_INFO
+
+
+def test_line_info_leaves_the_machine_code_as_it_is():
+    """--generate-line-info adds the line table and PTX .loc: the instructions the GPU runs
+    (SASS without -g, the line comments) are the same."""
+    from tirx.backend.cuda.nvrtc import compile_cuda
+    from tirx.backend.cuda.tools import disassemble
+
+    exe = _seed_exe()
+    plain = tuple(o for o in exe.nvrtc.options if o != "--generate-line-info")
+    without = compile_cuda(exe.source, arch="sm_90", command=plain)
+    with_info = disassemble(exe.cubin)
+    if with_info is None:
+        pytest.skip("no nvdisasm or cuobjdump here")
+    strip = lambda sass: [ln for ln in sass.splitlines() if "//##" not in ln]  # noqa: E731
+    assert strip(with_info) == strip(disassemble(without.cubin))
+    assert exe.nvrtc.stats.get("registers") == without.stats.get("registers")

@@ -68,6 +68,26 @@ def test_picture_marks_the_cells_held_by_the_wrong_lane(tmp_path):
     assert f"{pic.mismatches} element(s)" in html
 
 
+def test_picture_fits_the_output_and_links_its_sides(tmp_path):
+    import re
+
+    with pytest.raises(tirx.ContractError) as info:
+        tirx.compile(_kernel(BAD, tmp_path), "sim")
+    html = contract_picture(info.value)._repr_html_()
+    assert "overflow-x" not in html and "flex-wrap:wrap" in html  # wraps, never scrolls
+    sides = re.findall(r'class="tirx-contract-side" style="flex:1 1 (\d+)px;max-width:(\d+)px;'
+                       r'min-width:min\((\d+)px,100%\)"', html)  # fmt: skip
+    widths = [int(w) for w in re.findall(r'<svg[^>]* width="(\d+)"', html)]
+    assert [int(most) for _, most, _ in sides] == widths and len(widths) == 2
+    for basis, most, least in sides:  # natural size at most, shrinks to 3/4, then wraps
+        assert int(basis) == int(least) == round(0.75 * int(most))
+    assert "svg{width:100%;height:auto" in html  # an SVG scales with its box
+    scope = re.search(r'class="tirx-contract-picture (tirx-cp\d+)"', html).group(1)
+    for i in (0, 127):  # a click (focus) on element i outlines element i on both sides
+        assert f".{scope}:has(.c{i}:focus) .c{i} rect{{stroke:" in html
+    assert html.count('tabindex="-1"') == 2 * 128
+
+
 def test_corrected_twin_compiles_and_other_errors_draw_nothing(tmp_path):
     tirx.compile(_kernel(GOOD, tmp_path), "sim")  # the seed's layout: no error at all
     assert contract_picture(tirx.ContractError("a wrong dtype, nothing to draw")) is None

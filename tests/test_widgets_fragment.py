@@ -256,3 +256,12 @@ def test_seed_mma_layouts_draw_the_instruction_fragments():
         mine = F.layout_fragment(layout, shape, element_bits=bits, unit_bits=unit)
         isa = F.operand_fragment(instr, operand)
         assert [e.lane for e in mine.elements] == [e.lane for e in isa.elements], name
+
+
+def test_a_long_title_wraps_inside_the_picture():
+    d = TileLayout(S[(1, 1, 2, 8, 4, 2) : (4, 4, 2, 1 @ laneid, 8 @ laneid, 1)])
+    title = f"your layout: {d!r}"
+    frag = F.layout_fragment(d, (1, 1, 16, 8), title=title)
+    g = picture.geometry(frag, picture.looks(frag))
+    assert len(g.title) > 1 and " ".join(g.title) == title  # every word, in order
+    assert all(len(line) * 7.3 <= g.width - 4 for line in g.title)  # 12 px bold monospace

@@ -209,6 +209,9 @@ def layout_definition(use: Span | None, keyword: str = "layout") -> Span | None:
         found = _last_binding(func.body, name, use.line)
         if found is not None:
             return _span(use.file, found)
+        arg = _parameter(func, name)  # a kernel factory's parameter: ``def make(lay): ...``
+        if arg is not None:
+            return Span(use.file, arg.lineno, arg.col_offset, arg.end_col_offset)
     found = _last_binding(tree.body, name, None)
     if found is not None:
         return _span(use.file, found)
@@ -267,7 +270,8 @@ def _statements(body):
 
 
 def _last_binding(body, name: str, before: int | None):
-    """The last assignment of ``name`` in ``body`` (before line ``before``, when given)."""
+    """The last statement binding ``name`` in ``body`` (before line ``before``, when given):
+    an assignment (a tuple-unpacking one included), a for-target or a ``with ... as``."""
     found = None
     for stmt in _statements(body):
         if before is not None and stmt.lineno >= before:
@@ -276,15 +280,40 @@ def _last_binding(body, name: str, before: int | None):
             targets = stmt.targets
         elif isinstance(stmt, ast.AnnAssign) and stmt.value is not None:
             targets = [stmt.target]
+        elif isinstance(stmt, (ast.For, ast.AsyncFor)):
+            targets = [stmt.target]
+        elif isinstance(stmt, (ast.With, ast.AsyncWith)):
+            targets = [item.optional_vars for item in stmt.items if item.optional_vars]
         else:
             continue
-        if any(isinstance(t, ast.Name) and t.id == name for t in targets):
+        if any(name in _bound_names(t) for t in targets):
             found = stmt
     return found
 
 
+def _parameter(func, name: str) -> ast.arg | None:
+    a = func.args
+    every = [*a.posonlyargs, *a.args, *a.kwonlyargs, *filter(None, (a.vararg, a.kwarg))]
+    return next((arg for arg in every if arg.arg == name), None)
+
+
+def _bound_names(target: ast.expr) -> set[str]:
+    """The names a target binds: ``a``, ``a, b``, ``(a, [b, *c])``."""
+    if isinstance(target, ast.Name):
+        return {target.id}
+    if isinstance(target, ast.Starred):
+        return _bound_names(target.value)
+    if isinstance(target, (ast.Tuple, ast.List)):
+        return set().union(*(_bound_names(t) for t in target.elts))
+    return set()  # an attribute or a subscript binds no name
+
+
 def _span(file: str, stmt: ast.stmt) -> Span:
-    end = stmt.end_col_offset if stmt.end_lineno == stmt.lineno else None
+    # a compound statement (for, with) is shown by its header, up to its iterable or last item
+    last = stmt.iter if isinstance(stmt, (ast.For, ast.AsyncFor)) else stmt
+    if isinstance(stmt, (ast.With, ast.AsyncWith)):
+        last = stmt.items[-1].optional_vars or stmt.items[-1].context_expr
+    end = last.end_col_offset if last.end_lineno == stmt.lineno else None
     return Span(file, stmt.lineno, stmt.col_offset, end)
 
 

@@ -12,6 +12,7 @@ Uses only tirx's public names. Loaded by ``%load_ext tirx``. The views::
     show_fragment(instr, "A")               # element-level, labelled T5:a2 as the PTX ISA draws
     show_fragment(layout, shape=(2, 2, 16, 8))  # repeats tiled as blocks; view="threads"/"banks"
     link(view_a, view_b)                    # a click in one lights the same element in the other
+                                            # (views one cell displays together link themselves)
 
 Each returns a view: ``str(view)`` is a text table, ``view._repr_html_()`` an SVG picture,
 ``view.figure()`` a matplotlib Figure and ``view.widget`` the interactive ipywidgets form.
@@ -58,7 +59,7 @@ _HOME = {
     "CheckView": "check",
     "show_fragment": "fragview",
     "FragmentView": "fragview",
-    "link": "fragview",
+    "link": "linking",
     "contract_picture": "errorview",
 }
 

@@ -27,6 +27,7 @@ from tirx.errors import TirxError
 from tirx.isa import Family, check_complete
 
 from . import probe
+from .linking import link
 from .model import Cell, Grid, contract_grid, layout_grid, no_fragment, require_fragment
 from .views import GridView
 
@@ -53,10 +54,36 @@ class CheckView(GridView):
             for i, c in enumerate(grid.cells)
         ]
         super().__init__(grid, labels=labels, marks=marks, summary=self._summary(grid))
+        self.machine_view = None  # where the machine put each element, beside a wrong drawing
+        if self.disagreements:
+            self.machine_view = GridView(machine_grid(grid, machine, where), marks=marks)
+            link(self, self.machine_view)  # a click on an element lights it on both sides
 
     @property
     def ok(self) -> bool:
         return not self.disagreements
+
+    def _build(self):
+        drawing = super()._build()
+        if self.machine_view is None:
+            return drawing
+        import ipywidgets as w
+
+        machine = self.machine_view.widget
+        for side in (drawing, machine):  # side by side, each wrapping its text, until too narrow
+            side.layout.flex = "1 1 320px"
+            side.layout.min_width = "0"
+        return w.HBox([drawing, machine],
+                      layout=w.Layout(flex_flow="row wrap", align_items="flex-start",
+                                      grid_gap="24px"))  # fmt: skip
+
+    def _repr_html_(self) -> str:
+        if self.machine_view is None:
+            return super()._repr_html_()
+        return (
+            '<div style="display:flex;flex-wrap:wrap;gap:24px;align-items:flex-start">'
+            f"{super()._repr_html_()}{self.machine_view._repr_html_()}</div>"
+        )
 
     def _summary(self, grid: Grid) -> str:
         head = f"probe ran on the {self.where}: "
@@ -78,6 +105,17 @@ class CheckView(GridView):
             f"element {cell.coord}: drawn lane:slot {_owner((cell.lane, cell.slot))}, "
             f"machine {_owner(got)} ({verdict})"
         )
+
+
+def machine_grid(drawn: Grid, machine: dict, where: str) -> Grid:
+    """The machine's answer as a grid over the drawing's elements: each cell the lane and
+    slot the probe found it in (``-`` where the value was not found)."""
+    cells = tuple(
+        Cell(c.coord, *(machine.get(c.coord) or (None, None)),
+             (machine[c.coord],) if machine.get(c.coord) else ())
+        for c in drawn.cells
+    )  # fmt: skip
+    return Grid(f"what the {where} did", drawn.shape, cells, slot_name=drawn.slot_name)
 
 
 def _owner(pair) -> str:

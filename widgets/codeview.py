@@ -2,10 +2,10 @@
 copy button, and the kernel's Python lines linked to the code they became.
 
 The links come from line information the toolchain already writes: the generated CUDA carries
-``#line N "file"`` before each statement; PTX built with ``-lineinfo`` carries ``.loc F N``;
-SASS disassembled with ``nvdisasm -g`` carries ``//## File "...", line N`` comments.
-:func:`line_map` reads all three. :func:`with_line_info` rebuilds an executable's PTX and SASS
-with that information when its own build has none.
+``#line N "file"`` before each statement; PTX built with line info (tirx's default) carries
+``.loc F N``; SASS disassembled with ``nvdisasm -g`` carries ``//## File "...", line N``
+comments. :func:`line_map` reads all three. :func:`with_line_info` disassembles the build's
+CUBIN with ``-g`` (and rebuilds PTX and SASS only for a build without line information).
 
 The HTML needs no script for the links: each Python line is a ``<label>`` for a hidden radio
 button, and CSS lights every line of the chosen Python line in every pane. Only the copy
@@ -17,6 +17,7 @@ from __future__ import annotations
 import html
 import itertools
 import linecache
+import os
 import re
 from dataclasses import dataclass, field
 
@@ -135,15 +136,16 @@ _COMPILED = {
     lang: re.compile("|".join(f"(?P<{k}>{p})" for k, p in rules), re.MULTILINE)
     for lang, rules in _RULES.items()
 }
-# JupyterLab's editor colours (so the light and dark themes both read), with light fallbacks
-COLORS = {
-    "c": "var(--jp-mirror-editor-comment-color, #6a737d)",
-    "p": "var(--jp-mirror-editor-meta-color, #6f42c1)",
-    "s": "var(--jp-mirror-editor-string-color, #032f62)",
-    "k": "var(--jp-mirror-editor-keyword-color, #d73a49)",
-    "n": "var(--jp-mirror-editor-number-color, #005cc5)",
-    "r": "var(--jp-mirror-editor-variable-2-color, #22863a)",
-}
+# Token colours of our own, one set per theme, each at least 4.5:1 on its pane (JupyterLab
+# Dark's editor colours for comments and directives are under that on its background). The
+# dark set applies where JupyterLab says its theme is dark (body[data-jp-theme-light=false]);
+# everywhere else (nbviewer, exported HTML) the light one.
+COLORS = {"c": "#57606a", "p": "#6f42c1", "s": "#0a3069", "k": "#b31d28", "n": "#0550ae",
+          "r": "#116329"}  # fmt: skip
+DARK_COLORS = {"c": "#a3acb6", "p": "#d2a8ff", "s": "#a5d6ff", "k": "#ff7b72", "n": "#79c0ff",
+               "r": "#7ee787"}  # fmt: skip
+MUTED = ("#57606a", "#a3acb6")  # line numbers and notes: light, dark
+DARK = 'body[data-jp-theme-light="false"]'
 
 
 def highlight(line: str, lang: str) -> str:
@@ -201,19 +203,27 @@ class CodeView:
             # line numbers are a CSS counter: not in the markup, not in what "copy" copies
             f".{uid} pre{{counter-reset:ln}}",
             f".{uid} .cl::before{{counter-increment:ln;content:counter(ln);display:inline-block;"
-            "width:3.5em;color:#999;text-align:right;margin-right:1em}",
-            f".{uid} .ln{{display:inline-block;width:3.5em;color:#999;text-align:right;"
+            f"width:3.5em;color:{MUTED[0]};text-align:right;margin-right:1em}}",
+            f".{uid} .ln{{display:inline-block;width:3.5em;color:{MUTED[0]};text-align:right;"
             "margin-right:1em;user-select:none}",
+            f".{uid} .tirx-note{{color:{MUTED[0]}}}",
+            f"{DARK} .{uid} .cl::before,{DARK} .{uid} .ln,{DARK} .{uid} .tirx-note"
+            f"{{color:{MUTED[1]}}}",
             f".{uid} .py-line{{cursor:pointer;display:block}}",
             f".{uid} .py-line.mapped:hover{{background:rgba(255,213,79,.35)}}",
             f".{uid} .tirx-copy{{margin-left:8px;font-size:11px;padding:0 6px;cursor:pointer}}",
             f".{uid} input.tirx-pick{{display:none}}",
         ]
         css += [f".{uid} .tk-{k}{{color:{c}}}" for k, c in COLORS.items()]
+        css += [f"{DARK} .{uid} .tk-{k}{{color:{c}}}" for k, c in DARK_COLORS.items()]
         if linked:  # one rule: the chosen Python line lights its lines in every pane
             css.append(
                 ",".join(f"#{uid}-p{n}:checked~.tirx-panes .o{n}" for n in linked)
                 + "{background:rgba(255,213,79,.55);outline:1px solid #e0a800}"
+            )
+            css.append(  # on a dark pane a fainter yellow keeps light text readable
+                ",".join(f"{DARK} #{uid}-p{n}:checked~.tirx-panes .o{n}" for n in linked)
+                + "{background:rgba(255,213,79,.18)}"
             )
         out = [f'<div class="tirx-code {uid}"><style>{"".join(css)}</style>']
         out += [
@@ -236,19 +246,18 @@ class CodeView:
                 f"to light its CUDA, PTX and SASS)</summary><pre style='white-space:pre'>{''.join(rows)}</pre></details>"
             )
         titles = titles or {}
+        here = '"' + os.getcwd().rstrip("/") + "/"
         for key, pane in self.panes.items():
             rows = []
             for i, line in enumerate(pane.lines):
                 o = pane.origin[i]
                 cls = f' class="cl o{o}"' if o is not None else ' class="cl"'
+                if key != "cuda":  # file names as given: NVRTC prefixed relative ones with cwd
+                    line = line.replace(here, '"')
                 rows.append(f"<span{cls}>{highlight(line, key)}</span>")
             title = titles.get(key, f"{key.upper()} ({len(pane.lines)} lines)")
             note = self.notes.get(key)
-            note = (
-                f' <span class="tirx-note" style="color:#777">· {html.escape(note)}</span>'
-                if note
-                else ""
-            )
+            note = f' <span class="tirx-note">· {html.escape(note)}</span>' if note else ""
             copy = (
                 '<button class="tirx-copy" title="copy to the clipboard" onclick="'
                 "event.preventDefault();navigator.clipboard.writeText(Array.from(this.closest("
@@ -307,15 +316,22 @@ def _def_line(src: list[str], line: int) -> int:
 
 
 def with_line_info(exe) -> dict[str, str]:
-    """The CUDA, PTX and SASS of ``exe`` (a CUDA executable), with PTX and SASS rebuilt to
-    carry line information (``-lineinfo``, ``nvdisasm -g``) when its own build has none.
+    """The CUDA, PTX and SASS of ``exe`` (a CUDA executable), with line information.
 
-    The rebuild uses the executable's own NVRTC options (``exe.nvrtc.options``) plus
-    ``-lineinfo``, through ``cuda.bindings.nvrtc`` directly, and is remembered per source in
-    this process. Without NVRTC or nvdisasm the panes keep what ``exe`` has."""
+    tirx builds with ``--generate-line-info``, so the PTX carries ``.loc`` and the CUBIN its
+    line table: SASS is disassembled once more with ``nvdisasm -g`` (no compile). A build
+    without line information (other NVRTC options) has its PTX and SASS rebuilt with
+    ``-lineinfo`` from its own options (``exe.nvrtc.options``), through
+    ``cuda.bindings.nvrtc`` directly. Either is remembered in this process; without NVRTC or
+    nvdisasm the panes keep what ``exe`` has."""
     texts = {"cuda": exe.source, "ptx": exe.ptx, "sass": getattr(exe, "sass", None)}
+    cubin = getattr(exe, "cubin", b"") or b""
     if exe.ptx and ".loc" in exe.ptx:
-        return texts
+        key = ("sass -g", cubin)
+        if key not in _LINE_INFO:
+            sass = _sass_with_lines(cubin)
+            _remember(key, {"sass": sass} if sass else {})
+        return {**texts, **_LINE_INFO[key]}
     options = tuple(getattr(getattr(exe, "nvrtc", None), "options", ()) or ())
     key = (exe.source, options)
     if key not in _LINE_INFO:
@@ -327,10 +343,14 @@ def with_line_info(exe) -> dict[str, str]:
         sass = _sass_with_lines(cubin)
         if sass:
             rebuilt["sass"] = sass
-        if len(_LINE_INFO) > 32:
-            _LINE_INFO.clear()
-        _LINE_INFO[key] = rebuilt
+        _remember(key, rebuilt)
     return {**texts, **_LINE_INFO[key]}
+
+
+def _remember(key, texts: dict) -> None:
+    if len(_LINE_INFO) > 32:
+        _LINE_INFO.clear()
+    _LINE_INFO[key] = texts
 
 
 _LINE_INFO: dict[tuple, dict[str, str]] = {}  # (CUDA source, options) -> PTX, SASS
@@ -384,7 +404,6 @@ def _nvdisasm() -> str | None:
 
 
 def _sass_with_lines(cubin: bytes) -> str | None:
-    import os
     import subprocess
     import tempfile
 

@@ -13,11 +13,13 @@ them, else from the checker's frame in the traceback (its ``v``, the operand's v
 from __future__ import annotations
 
 import html
+import itertools
 import math
 import re
 from dataclasses import dataclass
 
 from . import fragment as F
+from . import picture
 from .fragview import FragmentView
 
 __all__ = ["ContractPicture", "contract_picture", "install", "show_contract_error"]
@@ -41,23 +43,41 @@ class ContractPicture:
         return "\n\n".join(parts)
 
     def _repr_html_(self) -> str:
-        sides = [self.expected.svg()]
-        if self.actual is not None:
-            sides.append(self.actual.svg())
-        sides = [f'<div style="flex:none">{side}</div>' for side in sides]
+        views = [self.expected] + ([self.actual] if self.actual is not None else [])
+        sides = [_side(view.svg()) for view in views]
         verdict = (
             f"{self.mismatches} element(s) held by a different lane than the instruction "
-            "expects (marked ✗ on both sides)"
+            "expects (marked ✗ on both sides); click an element to outline it on both sides"
             if self.actual is not None
             else "the layout could not be read back from the error; the expected fragment alone"
         )
+        scope = f"tirx-cp{next(_ids)}"
+        link = picture.linked_style(scope, len(self.expected.fragment.elements))
         return (
-            '<div class="tirx-contract-picture" style="background:#fff;color:#111;'
-            'padding:6px;border-left:4px solid #d62728;overflow-x:auto">'
+            f'<div class="tirx-contract-picture {scope}" style="background:#fff;color:#111;'
+            'padding:6px;border-left:4px solid #d62728;max-width:100%;box-sizing:border-box">'
+            f"{link}<style>.{scope} svg{{width:100%;height:auto;display:block}}</style>"
             f'<div class="tirx-contract-verdict">{html.escape(verdict)}</div>'
-            '<div style="display:flex;gap:16px;align-items:flex-start;flex-wrap:nowrap">'
+            '<div style="display:flex;gap:16px;align-items:flex-start;flex-wrap:wrap">'
             f"{''.join(sides)}</div></div>"
         )
+
+
+_ids = itertools.count()
+SHRINK = 0.75  # a side may be drawn this much smaller to stay beside the other, no smaller
+
+
+def _side(svg: str) -> str:
+    """One picture as a flex item: its natural width at most, shrinking to ``SHRINK`` of it
+    to share a row, then wrapping below the other (and never wider than the output). A flex
+    row breaks by the items' bases, so the basis is the smallest width and growth does the
+    rest."""
+    width = float(re.search(r'width="([\d.]+)"', svg).group(1))
+    least = SHRINK * width
+    return (
+        f'<div class="tirx-contract-side" style="flex:1 1 {least:.0f}px;max-width:{width:.0f}px;'
+        f'min-width:min({least:.0f}px,100%)">{svg}</div>'
+    )
 
 
 def _operand_view(err, operand: str):

@@ -1,5 +1,5 @@
-"""``show_fragment``: the element-level picture as a view, and ``link`` for views that answer
-each other's clicks.
+"""``show_fragment``: the element-level picture as a view (``link``, for views that answer
+each other's clicks, lives in :mod:`widgets.linking` and is re-exported here).
 
 A :class:`FragmentView` has the faces of every view (``str`` text, ``_repr_html_`` an SVG
 whose hover outlines the lane's cells and shows the cell's formula, ``figure()``, the widget)
@@ -13,6 +13,7 @@ import html
 
 from . import fragment as F
 from . import picture, tikz
+from .linking import link
 from .model import Cell, Grid
 from .views import GridView
 
@@ -140,31 +141,3 @@ def show_fragment(what, operand=None, *, shape=None, element_bits=None, unit_bit
 def _is_instruction(what) -> bool:
     text = getattr(what, "text", what)
     return isinstance(text, str) and text.split(".", 1)[0] in ("mma", "ldmatrix", "stmatrix")
-
-
-def link(*views) -> None:
-    """Make ``views`` answer each other's clicks: clicking an element in one outlines the same
-    element (same logical coordinate, else the same lane and register) in every other and
-    selects its lane in all of them."""
-    views = list(views)
-
-    def on_cell(view, index):
-        cell = view.grid.cells[index]
-        for other in views:
-            j = index if other is view else _match(cell, other.grid)
-            other.set_lane(cell.lane if other.grid.kind != "memory" else None)
-            other.set_focus(j)
-
-    for v in views:
-        v.on_cell = on_cell
-
-
-def _match(cell: Cell, grid: Grid) -> int | None:
-    for j, other in enumerate(grid.cells):
-        if other.coord == cell.coord:
-            return j
-    want = cell.copies[0] if cell.copies else None
-    for j, other in enumerate(grid.cells):
-        if want is not None and want in other.copies:
-            return j
-    return None

@@ -375,6 +375,17 @@ def fade(color: str, amount: float = 0.8) -> str:
 
 
 def text_color(background: str) -> str:
-    """Black or white, whichever reads better on ``background``."""
-    r, g, b = (int(background[i : i + 2], 16) / 255 for i in (1, 3, 5))
-    return "#000000" if 0.299 * r + 0.587 * g + 0.114 * b > 0.5 else "#ffffff"
+    """Black or white, whichever has the higher contrast with ``background`` (the WCAG ratio
+    of relative luminances, so a mid green gets black: white on it reads at under 3:1)."""
+    lum = relative_luminance(background)
+    return "#000000" if (lum + 0.05) / 0.05 >= 1.05 / (lum + 0.05) else "#ffffff"
+
+
+def relative_luminance(color: str) -> float:
+    """The WCAG 2 relative luminance of ``#rrggbb``."""
+
+    def linear(v: float) -> float:
+        return v / 12.92 if v <= 0.03928 else ((v + 0.055) / 1.055) ** 2.4
+
+    r, g, b = (linear(int(color[i : i + 2], 16) / 255) for i in (1, 3, 5))
+    return 0.2126 * r + 0.7152 * g + 0.0722 * b

@@ -30,6 +30,9 @@ TIMING_NAMES = (("frontend", "front-end cache"), ("lower", "lower"), ("codegen",
 _ONLY_WHEN_TAKEN = {"frontend", "memo", "other"}  # stages most compiles lack: no "—" for them
 
 
+_DARK = 'body[data-jp-theme-light="false"]'  # JupyterLab marks its dark themes so
+
+
 @dataclass
 class RunReport:
     """What running the kernel on the cell's inputs gave."""
@@ -173,7 +176,7 @@ class KernelPanel:
             out.append(f" <span>(code shown for <code>{e(str(self.code.target))}</code>)</span>")
         out.append("</div>")
         for exe in self.executables():
-            bg = "#2e7d32" if exe.cache == "hit" else "#ef6c00"
+            bg = "#2e7d32" if exe.cache == "hit" else "#b45309"  # white on each: 5:1 or more
             out.append(
                 f'<div class="tirx-timings"><code>{e(str(exe.target))}</code>'
                 f"{badge.format(c=e(exe.cache), bg=bg)} · {e(self.timing_text(exe))}</div>"
@@ -182,12 +185,15 @@ class KernelPanel:
         if "resources" in self.sections:
             out.append(f'<div class="tirx-resources">{e(self.resources_text())}</div>')
         if self.run is not None:
-            color = {
-                True: "var(--jp-success-color1, #2e7d32)",  # readable in dark themes too
-                False: "var(--jp-error-color1, #c62828)",
-                None: "inherit",
-            }[self.run.passed]
-            out.append(f'<div class="tirx-run" style="color:{color}">{e(self.run.text())}</div>')
+            # a colour per theme, each 6:1 or more on its ground; the inline one is the light
+            # theme's (and what a page without style blocks shows), the rule the dark theme's
+            verdict, color = {True: ("tirx-pass", "#1b5e20"), False: ("tirx-fail", "#b71c1c"),
+                              None: ("", "inherit")}[self.run.passed]  # fmt: skip
+            out.append(
+                f"<style>{_DARK} .tirx-run.tirx-pass{{color:#7ee787!important}}"
+                f"{_DARK} .tirx-run.tirx-fail{{color:#ff7b72!important}}</style>"
+                f'<div class="tirx-run {verdict}" style="color:{color}">{e(self.run.text())}</div>'
+            )
         if self.code_error:
             out.append(f'<div class="tirx-note">no CUDA build: {e(self.code_error)}</div>')
         linked = [k for k in ("cuda", "ptx", "sass") if k in self.sections and k in self.texts]

@@ -17,7 +17,10 @@ from pathlib import Path
 from .fragment import Fragment, FragmentKind
 from .model import fade, lane_color, slot_color, text_color
 
-__all__ = ["CellLook", "looks", "legend_lines", "svg", "png", "figure", "save", "MARK_COLOR"]
+__all__ = [
+    "CellLook", "looks", "legend_lines", "svg", "png", "figure", "save", "linked_style",
+    "MARK_COLOR", "LINK_COLOR",
+]  # fmt: skip
 
 MARK_COLOR = "#d62728"
 _ids = itertools.count()
@@ -94,7 +97,9 @@ def geometry(frag: Fragment, cell_looks, note: str = "") -> Geometry:
     left = 22 + char * max(len(str(frag.rows - 1)), max((len(d) for d in down), default=0)) + 8
     grid_w = cw * frag.cols
     per_line = max(int((left + grid_w) / 6.0), 40)
-    title = tuple(textwrap.wrap(frag.title, per_line, break_long_words=False)) or ("",)
+    # the title is 12 px bold monospace, about 7.3 px a character: wrapped to fit the picture
+    per_title = max(int((left + grid_w - 4) / 7.4), 20)
+    title = tuple(textwrap.wrap(frag.title, per_title, break_long_words=False)) or ("",)
     legend = legend_lines(frag.legend() + (f"; {note}" if note else ""), per_line)
     top = 8 + 15 * len(title) + 16 + (14 if across else 0) + 14
     height = top + ch * frag.rows + 10 + 13 * (len(legend) + 1)
@@ -152,6 +157,7 @@ def svg(frag: Fragment, *, lane=None, marks=(), labels=None, note: str = "", hov
         yy = g.top + (i + 0.5) * frag.block_rows * g.ch
         out.append(f'<text x="{g.left - 24:.1f}" y="{yy:.1f}" text-anchor="end" '
                    f'font-weight="bold" fill="#333">{e(name)}</text>')  # fmt: skip
+    focusable = ' tabindex="-1"' if hover else ""  # a click focuses the cell (linked_style)
     for i, (el, s) in enumerate(zip(frag.elements, cells)):
         r, c = divmod(i, frag.cols)
         x, yy = g.left + c * g.cw, g.top + r * g.ch
@@ -160,7 +166,7 @@ def svg(frag: Fragment, *, lane=None, marks=(), labels=None, note: str = "", hov
             ("#000", 1.6) if s.highlighted else ("#fff", 0.8))  # fmt: skip
         coord = ",".join(map(str, el.coord))
         out.append(
-            f'<g class="tirx-c c{i} {lanes}"><rect class="tirx-el" data-index="{i}" '
+            f'<g class="tirx-c c{i} {lanes}"{focusable}><rect class="tirx-el" data-index="{i}" '
             f'data-coord="{coord}" data-lane="{"" if el.lane is None else el.lane}" '
             f'x="{x:.1f}" y="{yy:.1f}" width="{g.cw:.1f}" height="{g.ch:.1f}" fill="{s.fill}" '
             f'stroke="{stroke}" stroke-width="{sw}"><title>{e(frag.describe(i))}</title></rect>'
@@ -200,7 +206,8 @@ def svg(frag: Fragment, *, lane=None, marks=(), labels=None, note: str = "", hov
 def _hover_style(frag: Fragment, uid: str) -> str:
     """CSS that outlines the hovered lane's cells and shows the hovered cell's status line."""
     lanes = sorted({lane for el in frag.elements for lane in el.lanes})
-    rules = [f".{uid} .tirx-c:hover rect{{stroke:#000;stroke-width:2.5}}"]
+    rules = [f".{uid} .tirx-c:hover rect{{stroke:#000;stroke-width:2.5}}",
+             f".{uid} .tirx-c:focus{{outline:none}}"]  # fmt: skip
     for lane in lanes:
         rules.append(
             f".{uid}:has(.l{lane}:hover) .l{lane} rect{{stroke:#000;stroke-width:2;"
@@ -211,6 +218,20 @@ def _hover_style(frag: Fragment, uid: str) -> str:
         + "{display:inline}"
     )
     return f"<style>{''.join(rules)}</style>"
+
+
+LINK_COLOR = "#1f5fbf"
+
+
+def linked_style(scope: str, count: int) -> str:
+    """CSS that links pictures of the same ``count`` elements inside an element of class
+    ``scope``: clicking element ``i`` in one (it takes focus) outlines element ``i`` in all
+    of them, without JavaScript."""
+    rules = "".join(
+        f".{scope}:has(.c{i}:focus) .c{i} rect{{stroke:{LINK_COLOR};stroke-width:3.5}}"
+        for i in range(count)
+    )
+    return f"<style>{rules}</style>"
 
 
 # ----------------------------------------------------------------------- PNG

@@ -18,6 +18,7 @@ from tirx.errors import TirxError
 
 from . import banks, draw
 from .cellgrid import CellGrid
+from .linking import shown
 from .model import Grid, contract_grid, layout_formula, layout_grid, parse_layout, require_fragment
 
 __all__ = ["GridView", "LayoutView", "InstructionView", "show_layout", "show_instruction"]
@@ -75,7 +76,11 @@ class GridView:
             color_by=self.color_by, focus=self.focus, note=self.summary,
         )  # fmt: skip
 
+    linked: tuple = ()  # the views a click here also lights (widgets.linking)
+    linked_by_hand = False  # joined by an explicit link(): left out of the automatic groups
+
     def _repr_mimebundle_(self, include=None, exclude=None):
+        shown(self)  # views one notebook cell shows together answer each other's clicks
         bundle = self.widget._repr_mimebundle_(include=include, exclude=exclude) or {}
         bundle["text/plain"] = str(self)
         bundle["text/html"] = self._repr_html_()

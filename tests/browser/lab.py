@@ -58,8 +58,9 @@ def _write_json(path: Path, data) -> None:
 
 
 @contextlib.contextmanager
-def jupyter_lab(tmp: Path, notebooks: list[Path], timeout: float = 60.0):
-    """Start JupyterLab serving copies of ``notebooks``; yield a :class:`Lab`."""
+def jupyter_lab(tmp: Path, notebooks: list[Path], timeout: float = 60.0, theme: str | None = None):
+    """Start JupyterLab serving copies of ``notebooks``; yield a :class:`Lab`. ``theme``: the
+    theme to start in (``"JupyterLab Dark"``; default: JupyterLab's light one)."""
     root = tmp / "root"
     root.mkdir(parents=True, exist_ok=True)
     for nb in notebooks:
@@ -78,6 +79,11 @@ def jupyter_lab(tmp: Path, notebooks: list[Path], timeout: float = 60.0):
         settings / "@jupyterlab" / "apputils-extension" / "notification.jupyterlab-settings",
         {"fetchNews": "false", "checkForUpdates": False},
     )
+    if theme is not None:
+        _write_json(
+            settings / "@jupyterlab" / "apputils-extension" / "themes.jupyterlab-settings",
+            {"theme": theme},
+        )
     port, token = _free_port(), secrets.token_hex(16)
     env = dict(os.environ, JUPYTER_CONFIG_DIR=str(config), JUPYTER_RUNTIME_DIR=str(tmp / "run"),
                MPLBACKEND="Agg", PYTHONUNBUFFERED="1")  # fmt: skip

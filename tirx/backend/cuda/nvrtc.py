@@ -41,7 +41,10 @@ __all__ = [
 ]
 
 # -default-device: helper functions the code generator writes need no __device__ marker.
-DEFAULT_OPTIONS = ("--std=c++17", "-default-device")
+# --generate-line-info: PTX .loc and the CUBIN's line table, so the notebook's code view links
+# Python lines to PTX and SASS from the normal build; the machine code is the same with or
+# without it (measured in docs/notebook.md, "Line information costs nothing at run time").
+DEFAULT_OPTIONS = ("--std=c++17", "-default-device", "--generate-line-info")
 _VERBOSE = "--ptxas-options=-v"
 _ARCH = LazyPattern(r"^(sm|compute)_\d{2,3}[af]?$")
 _LOG_LINES = 40
