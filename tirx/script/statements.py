@@ -89,7 +89,7 @@ class Parser:
         if arg.arg in self.annotations:
             ann = self.annotations[arg.arg]
         else:
-            ann = self.ev.const(arg.annotation)
+            ann = self._unevaluated_annotation(arg)
         if isinstance(ann, TensorAnnotation):
             self.b.add_tensor_param(arg.arg, ann.shape, ann.dtype, span)
         elif isinstance(ann, ScalarType):
@@ -100,6 +100,24 @@ class Parser:
                 f"type such as T.int32, got {ann!r}",
                 self.span(arg.annotation),
             )
+
+    def _unevaluated_annotation(self, arg: ast.arg):
+        """An annotation Python left as a string (``from __future__ import annotations``):
+        evaluated from the kernel's globals and closure, which hold only the names the body
+        uses; a name the annotation alone uses is missing there, and the hint says why."""
+        try:
+            return self.ev.const(arg.annotation)
+        except TirxSyntaxError as e:
+            if e.hint or not str(e.message).startswith("name "):
+                raise
+            raise TirxSyntaxError(
+                e.message,
+                e.span,
+                hint="Python left this annotation unevaluated (`from __future__ import "
+                "annotations` or a string), so tirx evaluates it from the kernel's globals and "
+                "closure, and a closure holds only the names the kernel body uses: remove the "
+                "future import from the kernel's module, or use the name in the body",
+            ) from None
 
     def _is_device_entry(self, stmt) -> bool:
         if not (isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call)):
