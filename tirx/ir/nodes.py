@@ -567,69 +567,12 @@ class Function:
     shared_bytes: int = 0
 
 
-# ------------------------------------------------- math and bit intrinsics (T.exp, T.clz, ...)
-
-
-from .math_ops import MathOp  # noqa: E402
-
-
-@dataclass(frozen=True, eq=False)
-class MathCall(Expr):
-    """``op(*args)``: a math or bit intrinsic on scalar values; ``dtype`` is the result's
-    (float32 for 16-bit float operands, which compute as float32)."""
-
-    op: MathOp
-    args: tuple[Expr, ...]
-    dtype: DType
-
-
 # Builders live in build.py; re-exported here so ``nodes.binop`` etc. keep working.
 from .build import as_expr, binop, cast, cmp, const, promote  # noqa: E402,F401
 
 # CTA operations and atomics (script/cta_ops.py): their node classes, in cta_nodes.py
 from .cta_nodes import *  # noqa: E402,F401,F403
 
-
-# ------------------------------------------------------ language forms (T.reinterpret, ...)
-
-
-@dataclass(frozen=True, eq=False)
-class Reinterpret(Expr):
-    """``T.reinterpret(value, ty=dtype)``: the bits of ``value`` read as ``dtype``, a type of
-    the same width (both levels; C: ``__float_as_uint`` and the like, simulator: a numpy view)."""
-
-    value: Expr
-    dtype: DType
-
-
-@dataclass(frozen=True, eq=False)
-class AddressOf(Expr):
-    """Script level: ``T.address_of(view[indices])``. Lowering makes it a
-    :class:`SharedAddress` (``dtype`` uint32) or a :class:`GlobalAddress` (uint64)."""
-
-    view: View
-    indices: tuple[Expr | int, ...]
-    dtype: DType
-
-# --- warp collectives: lanes evaluate them together; tirx/script/warp_ops.py builds them,
-# tirx/sim/warp_ops.py defines them (docs/semantics.md, "Warp collectives").
-class WarpOp(StrKind):  # by the PTX instruction each T.cuda spelling is
-    SHFL_IDX, SHFL_UP, SHFL_DOWN, SHFL_BFLY = "shfl.idx", "shfl.up", "shfl.down", "shfl.bfly"
-    BALLOT, ANY, ACTIVEMASK, ELECT = "vote.ballot", "vote.any", "activemask", "elect"
-    SUM, MAX, MIN = "sum", "max", "min"  # warp_reduce: a butterfly of xor shuffles
-    REDUX_ADD, REDUX_MIN = "redux.add", "redux.min"  # redux.sync.{add,min}.u32
-
-
-@dataclass(frozen=True, eq=False)
-class WarpCollective(Expr):
-    """Operands by op, None where it has none: shuffles all four (``lane``: source lane,
-    delta or lane mask); ballot/any mask and predicate (``value``); elect mask; warp_reduce
-    value and width (a Const); redux mask and value."""
-
-    op: WarpOp
-    mask: Expr | None
-    value: Expr | None
-    lane: Expr | None
-    width: Expr | None
-    dtype: DType
-    span: Span | None = None
+# The expressions of the math intrinsics, the language forms and the warp collectives, in
+# expr_nodes.py
+from .expr_nodes import *  # noqa: E402,F401,F403

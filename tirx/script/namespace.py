@@ -17,10 +17,10 @@ from ..dtypes import DTYPES, DType, dtype_of
 from ..errors import Span, TirxSyntaxError, did_you_mean
 from ..layout import R, S, TileLayout
 from ..layout.swizzle import ComposeLayout
+from . import warp_ops
 from .cta_ops import CUDA_NAMES as CTA_CUDA_NAMES
 from .cta_ops import T_NAMES as CTA_T_NAMES
 from .intrinsics import CUDA_NAMES, MATH_NAMES
-from . import warp_ops
 
 __all__ = ["T", "Intrinsic", "TensorAnnotation", "ScalarType", "PtxInstruction", "LaunchSpec"]
 

@@ -14,10 +14,12 @@ from ...dtypes import DType, DTypeKind, is_fp8
 from ...errors import TirxSyntaxError
 from ...ir import nodes as ir
 from ...ir.simplify import is_nonnegative
-from ...ir.visitor import UnknownNodeError, Visitor, Walker, children
-from .cta_codegen import CtaStatements
+from ...ir.visitor import UnknownNodeError, Visitor, Walker
 from . import bitcast, fp8, intrinsics, vector
+from .cta_codegen import CtaStatements
 from .warp_ops import WarpOpsC, helper_source
+from .writes import assigns as _assigns
+from .writes import nonneg_vars as _nonneg_vars
 
 __all__ = ["generate", "CODEGEN_VERSION", "param_kinds", "uses_dynamic_shared"]
 
@@ -177,11 +179,6 @@ class _CExprs(WarpOpsC, Visitor):
         return f"(unsigned long long)({base} + ({offset}))"
 
 
-# Statement classes that never assign a variable (the others: Assign, For), for the analyses
-# that must see every write of a variable; a statement class in neither set raises.
-_NO_VAR_WRITES = frozenset(
-    {"Seq", "If", "While", "Store", "Barrier", "Printf", "PtxCall", "Break", "Continue"}
-)
 # Operators C groups left to right, by precedence level: a left operand at the same level
 # needs no parentheses ("(a - b) + c" is "a - b + c" in C).
 _LEVEL = {
@@ -502,56 +499,6 @@ def _c_string(s: str) -> str:
         else:
             out.extend(f"\\{b:03o}" for b in ch.encode())
     return '"' + "".join(out) + '"'
-
-
-def _statements(root):
-    """Every statement under ``root``, with the variable each one assigns (or None); a
-    statement class not known to assign or not to assign raises (these analyses must see
-    every write of a variable)."""
-    todo = [root]
-    while todo:
-        st = todo.pop()
-        name = type(st).__name__
-        if isinstance(st, (ir.Assign, ir.For)):
-            yield st, st.var
-        elif isinstance(st, CtaStatements.classes):  # atomics, votes, CTA reductions, fences
-            yield st, getattr(st, "result", None)
-        elif name in _NO_VAR_WRITES:
-            yield st, None
-        else:
-            raise UnknownNodeError(type(st), "codegen's variable-write analysis")
-        todo.extend(reversed([c for c in children(st) if isinstance(c, ir.Stmt)]))
-
-
-def _assigns(stmt, var) -> bool:
-    """Whether ``stmt`` assigns ``var`` anywhere (including as an inner loop's variable)."""
-    return any(v is var for _, v in _statements(stmt))
-
-
-def _nonneg_vars(fn: ir.Function) -> frozenset:
-    """Variables provably never negative (greatest fixed point over their assignments)."""
-    assigns: dict = {}
-    loops: dict = {}
-    for st, var in _statements(fn.body):
-        if isinstance(st, ir.Assign):
-            assigns.setdefault(var, []).append(st.value)
-        elif isinstance(st, ir.For):
-            loops.setdefault(var, []).append(st)
-    cand = set(assigns) | set(loops)
-    cand = {v for v in cand if v.dtype.kind in (DTypeKind.INT, DTypeKind.UINT)}
-    while True:
-        frozen = frozenset(cand)
-        keep = set()
-        for v in cand:
-            ok = all(is_nonnegative(x, frozen) for x in assigns.get(v, []))
-            ok = ok and all(
-                lp.step > 0 and is_nonnegative(lp.start, frozen) for lp in loops.get(v, [])
-            )
-            if ok:
-                keep.add(v)
-        if keep == cand:
-            return frozenset(keep)
-        cand = keep
 
 
 def uses_dynamic_shared(fn: ir.Function) -> bool:

@@ -1,0 +1,78 @@
+"""Expression nodes of three construct families, kept beside :mod:`tirx.ir.nodes`, which
+imports them, so they are node classes like its own (the visitor walks them; ``ir.MathCall``
+names them): the math and bit intrinsics (``T.exp``, ``T.clz``, tirx/script/intrinsics.py),
+the language forms ``T.reinterpret`` and ``T.address_of`` (tirx/script/forms.py, storage.py)
+and the warp collectives (shuffles, votes, warp reductions; tirx/script/warp_ops.py)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..dtypes import DType, StrKind
+from ..errors import Span
+from .math_ops import MathOp
+from .nodes import Expr, View
+
+__all__ = ["MathOp", "MathCall", "Reinterpret", "AddressOf", "WarpOp", "WarpCollective"]
+
+
+# ------------------------------------------------- math and bit intrinsics (T.exp, T.clz, ...)
+
+
+@dataclass(frozen=True, eq=False)
+class MathCall(Expr):
+    """``op(*args)``: a math or bit intrinsic on scalar values; ``dtype`` is the result's
+    (float32 for 16-bit float operands, which compute as float32)."""
+
+    op: MathOp
+    args: tuple[Expr, ...]
+    dtype: DType
+
+
+# ------------------------------------------------------ language forms (T.reinterpret, ...)
+
+
+@dataclass(frozen=True, eq=False)
+class Reinterpret(Expr):
+    """``T.reinterpret(value, ty=dtype)``: the bits of ``value`` read as ``dtype``, a type of
+    the same width (both levels; C: ``__float_as_uint`` and the like, simulator: a numpy view)."""
+
+    value: Expr
+    dtype: DType
+
+
+@dataclass(frozen=True, eq=False)
+class AddressOf(Expr):
+    """Script level: ``T.address_of(view[indices])``. Lowering makes it a
+    :class:`SharedAddress` (``dtype`` uint32) or a :class:`GlobalAddress` (uint64)."""
+
+    view: View
+    indices: tuple[Expr | int, ...]
+    dtype: DType
+
+
+# ------------------------------------------------------------------ warp collectives
+# Lanes evaluate them together; tirx/script/warp_ops.py builds them, tirx/sim/warp_ops.py
+# defines them (docs/semantics.md, "Warp collectives").
+
+
+class WarpOp(StrKind):  # by the PTX instruction each T.cuda spelling is
+    SHFL_IDX, SHFL_UP, SHFL_DOWN, SHFL_BFLY = "shfl.idx", "shfl.up", "shfl.down", "shfl.bfly"
+    BALLOT, ANY, ACTIVEMASK, ELECT = "vote.ballot", "vote.any", "activemask", "elect"
+    SUM, MAX, MIN = "sum", "max", "min"  # warp_reduce: a butterfly of xor shuffles
+    REDUX_ADD, REDUX_MIN = "redux.add", "redux.min"  # redux.sync.{add,min}.u32
+
+
+@dataclass(frozen=True, eq=False)
+class WarpCollective(Expr):
+    """Operands by op, None where it has none: shuffles all four (``lane``: source lane,
+    delta or lane mask); ballot/any mask and predicate (``value``); elect mask; warp_reduce
+    value and width (a Const); redux mask and value."""
+
+    op: WarpOp
+    mask: Expr | None
+    value: Expr | None
+    lane: Expr | None
+    width: Expr | None
+    dtype: DType
+    span: Span | None = None
