@@ -5,8 +5,11 @@
 
 For every dtype and shape ``(rows, cols)`` the script checks, then times:
 
-* **tirx**: ``tirx.examples.softmax.make_softmax`` (one warp per row, the row in registers,
-  warp shuffles for the max and the sum), at 4 and 8 warps per block, the faster counting;
+* **tirx**: ``tirx.examples.softmax.make_softmax`` (the row in registers; warp shuffles, and
+  across warps one shared slot per warp, for the max and the sum) in the configurations of
+  ``TIRX_CONFIGS``: one warp per row with 4 or 8 rows per block (``warp/4``, ``warp/8``), or
+  one row per block of 4, 8 or 16 warps (``block/4w`` ...); the fastest counting, and the
+  default (``make_softmax``'s own choice) printed too;
 * **torch**: ``torch.softmax(x, dim=-1)`` (the row softmax of PyTorch's CUDA backend);
 * **Triton**: a one-row-per-program softmax written below (the row in one block of
   ``next_power_of_2(cols)`` elements, float32 inside), at 4, 8 and 16 warps, the fastest
@@ -33,7 +36,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from gemm_speed import gpu_visible, machine, time_runners  # noqa: E402
 
-TIRX_WARPS = (4, 8)
+# name -> (warps, warps_per_row) of make_softmax
+TIRX_CONFIGS = {
+    "warp/4": (4, 1),
+    "warp/8": (8, 1),
+    "block/4w": (4, 4),
+    "block/8w": (8, 8),
+    "block/16w": (16, 16),
+}
 TRITON_WARPS = (4, 8, 16)
 
 
@@ -92,12 +102,15 @@ def measure(rows: int, cols: int, dtype: str, reps: int) -> dict[str, float]:
     x = (torch.randn((rows, cols), device="cuda", generator=gen) * 3).to(getattr(torch, dtype))
     ref = torch.softmax(x.double(), dim=-1)
     runners = {}
-    for w in TIRX_WARPS:
-        exe = tirx.compile(make_softmax(rows, cols, dtype, warps=w), target="cuda")
+    configs = {"default": (4, None), **TIRX_CONFIGS}
+    for name, (w, per_row) in configs.items():
+        if per_row and cols % (128 * per_row):
+            continue
+        exe = tirx.compile(make_softmax(rows, cols, dtype, w, per_row), target="cuda")
         y = torch.full_like(x, float("nan"))
         exe(x, y)
-        _check(f"tirx {w}w", y, ref, dtype)
-        runners[f"tirx {w}w"] = lambda exe=exe, y=y: exe(x, y)
+        _check(f"tirx {name}", y, ref, dtype)
+        runners[f"tirx {name}"] = lambda exe=exe, y=y: exe(x, y)
     _check("torch", torch.softmax(x, dim=-1), ref, dtype)
     runners["torch"] = lambda: torch.softmax(x, dim=-1)
     for w in TRITON_WARPS:
@@ -115,27 +128,30 @@ def _best(ms: dict[str, float], prefix: str) -> str:
 
 def table(results: list[tuple[str, int, int, dict[str, float]]]) -> str:
     lines = [
-        "| dtype | rows × cols | tirx µs (config) | torch µs | Triton µs (config) "
-        "| tirx GB/s | tirx / faster of torch and Triton |",
-        "|---|---|---|---|---|---|---|",
+        "| dtype | rows × cols | tirx µs (config) | tirx default µs | torch µs "
+        "| Triton µs (config) | tirx GB/s | tirx / faster of torch and Triton "
+        "| tirx default / faster |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for dtype, rows, cols, ms in results:
         t, tr = _best(ms, "tirx "), _best(ms, "triton ")
         baseline = min(ms["torch"], ms[tr])
         gbs = 4 * rows * cols / (ms[t] * 1e-3) / 1e9
+        d = ms["tirx default"]
         lines.append(
-            f"| {dtype} | {rows} × {cols} | {ms[t] * 1e3:.1f} ({t[5:]}) | {ms['torch'] * 1e3:.1f} "
-            f"| {ms[tr] * 1e3:.1f} ({tr[7:]}) | {gbs:.0f} | {ms[t] / baseline:.2f} |"
+            f"| {dtype} | {rows} × {cols} | {ms[t] * 1e3:.1f} ({t[5:]}) | {d * 1e3:.1f} "
+            f"| {ms['torch'] * 1e3:.1f} | {ms[tr] * 1e3:.1f} ({tr[7:]}) | {gbs:.0f} "
+            f"| {ms[t] / baseline:.2f} | {d / baseline:.2f} |"
         )
     return "\n".join(lines)
 
 
 def all_runners(results) -> str:
-    names = list(results[0][3])
+    names = list(dict.fromkeys(n for r in results for n in r[3]))
     lines = ["| dtype | rows × cols | " + " | ".join(names) + " |"]
     lines.append("|---|---|" + "---|" * len(names))
     for dtype, rows, cols, ms in results:
-        cells = " | ".join(f"{ms[n] * 1e3:.1f}" for n in names)
+        cells = " | ".join(f"{ms[n] * 1e3:.1f}" if n in ms else "–" for n in names)
         lines.append(f"| {dtype} | {rows} × {cols} | {cells} |")
     return "\n".join(lines)
 
@@ -147,11 +163,13 @@ def compile_only(shapes, dtypes) -> int:
     print("no GPU: compiling for sm_90 only (registers per thread)")
     for dtype in dtypes:
         for rows, cols in shapes:
-            for w in TIRX_WARPS:
-                exe = tirx.compile(make_softmax(rows, cols, dtype, warps=w), "cuda -arch=sm_90")
-                st = exe.stats
+            for name, (w, per_row) in {"default": (4, None), **TIRX_CONFIGS}.items():
+                if per_row and cols % (128 * per_row):
+                    continue
+                kernel = make_softmax(rows, cols, dtype, w, per_row)
+                st = tirx.compile(kernel, "cuda -arch=sm_90").stats
                 print(
-                    f"{dtype} {rows}x{cols} {w}w: {st.get('registers')} registers, "
+                    f"{dtype} {rows}x{cols} {name}: {st.get('registers')} registers, "
                     f"{st.get('spill_stores', 0)} spill stores"
                 )
     return 0

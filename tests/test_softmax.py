@@ -6,7 +6,7 @@ import pytest
 import torch
 
 import tirx
-from tirx.examples.softmax import make_softmax
+from tirx.examples.softmax import default_warps_per_row, make_softmax
 
 
 def _within_one_ulp(got: torch.Tensor, x: torch.Tensor) -> float:
@@ -24,18 +24,20 @@ def _rows(rows, cols, dtype, device="cpu", seed=0):
 
 
 @pytest.mark.parametrize(
-    "rows,cols,dtype,warps",
+    "rows,cols,dtype,warps,per_row",
     [
-        (4, 128, torch.float16, 4),
-        (5, 256, torch.float16, 2),  # rows not a multiple of the warps per block
-        (3, 1024, torch.bfloat16, 4),
+        (4, 128, torch.float16, 4, 1),
+        (5, 256, torch.float16, 2, 1),  # rows not a multiple of the warps per block
+        (3, 1024, torch.bfloat16, 4, 1),
+        (3, 1024, torch.float16, 4, 2),  # a block of two warps per row: cta_max / cta_sum
+        (2, 2048, torch.bfloat16, 4, None),  # the default for wide rows
     ],
 )
-def test_simulated_softmax_is_within_one_ulp_of_float64(rows, cols, dtype, warps):
+def test_simulated_softmax_is_within_one_ulp_of_float64(rows, cols, dtype, warps, per_row):
     x = _rows(rows, cols, dtype)
     y = torch.full_like(x, float("nan"))
     name = "float16" if dtype == torch.float16 else "bfloat16"
-    tirx.compile(make_softmax(rows, cols, name, warps), target="sim")(x, y)
+    tirx.compile(make_softmax(rows, cols, name, warps, per_row), target="sim")(x, y)
     assert not torch.isnan(y).any()
     assert _within_one_ulp(y, x) <= 1.0
 
@@ -50,12 +52,19 @@ def test_large_inputs_do_not_overflow():
     assert torch.isfinite(y).all()
 
 
+def test_wide_rows_spread_over_a_block():
+    assert default_warps_per_row(1024) == 1
+    assert default_warps_per_row(4096) == 4
+    assert default_warps_per_row(65536) == 8
+
+
 @pytest.mark.parametrize(
     "bad,match",
     [
         (dict(rows=4, cols=100), "multiple of 128"),
         (dict(rows=4, cols=128, dtype="float32"), "float16 or bfloat16"),
-        (dict(rows=4, cols=128, warps=3), "power of two"),
+        (dict(rows=4, cols=128, warps=3), "powers of two"),
+        (dict(rows=4, cols=256, warps_per_row=4), "multiple of 512"),
     ],
 )
 def test_bad_shapes_are_refused(bad, match):
@@ -70,6 +79,7 @@ def test_bad_shapes_are_refused(bad, match):
         (4096, 1024, torch.float16),
         (1000, 4096, torch.float16),
         (77, 1024, torch.bfloat16),
+        (300, 8192, torch.bfloat16),
     ],
 )
 def test_gpu_softmax_is_within_one_ulp_of_float64(rows, cols, dtype):
