@@ -79,8 +79,8 @@ from ...errors import LaunchError
 from ...executable import ArgChecker, CacheState, Executable, _int_range
 from ...ir import nodes as ir
 from . import driver
+from .abi import CODEGEN_VERSION, param_kinds, uses_dynamic_shared
 from .cache import cache_key, default_cache
-from .codegen import CODEGEN_VERSION, generate, param_kinds, uses_dynamic_shared
 from .nvrtc import command_line, compile_cuda, nvrtc_version
 
 __all__ = ["CudaExecutable", "build", "make_runner", "make_runners", "native_runner"]
@@ -98,6 +98,8 @@ def build(kernel, lowered: ir.Function, target, timings: dict, source=None) -> C
     from the GPU (``target.arch_given``: left to the first launch, see :meth:`CudaExecutable.load`)."""
     t0 = time.perf_counter()
     if source is None:
+        from .codegen import generate  # not imported when the front-end cache has the source
+
         source = generate(lowered)
         timings["codegen"] = (time.perf_counter() - t0) * 1e3
     else:
