@@ -9,6 +9,8 @@ to the kernel's own source line, so NVRTC diagnostics point at the user's code.
 from __future__ import annotations
 
 import math
+import struct
+import sys
 
 from ...dtypes import DType, DTypeKind, is_fp8
 from ...ir import nodes as ir
@@ -83,6 +85,11 @@ def _float_literal(v: float, d: DType) -> str:
         return f"({s}1.0{suffix} / 0.0{suffix})"
     if v.is_integer() and abs(v) < 2**24:
         return f"{v:.1f}{suffix}"
+    tiny = 2.0**-126 if suffix else sys.float_info.min
+    if v != 0 and abs(v) < tiny:  # a subnormal: NVRTC calls its literal "out of range"
+        if suffix:
+            return f"__int_as_float({struct.unpack('<i', struct.pack('<f', v))[0]})"
+        return f"__longlong_as_double({struct.unpack('<q', struct.pack('<d', v))[0]}LL)"
     return f"{float(v).hex()}{suffix}"
 
 
