@@ -7,6 +7,8 @@ import linecache
 import textwrap
 from pathlib import Path
 
+from tirx.ir import nodes as ir
+
 _counter = itertools.count()
 
 PRELUDE = """\
@@ -117,3 +119,30 @@ def run_in_threads(work, n: int = 4) -> list:
     for t in threads:
         t.join()
     return errors
+
+
+def evaluate(e, env):
+    """An integer index expression's value under ``env`` (variable name -> int, ``"lane"`` for
+    every special), with Python's integer semantics (floor division and modulo), the IR's."""
+    if isinstance(e, int):
+        return e
+    if isinstance(e, ir.Const):
+        return int(e.value)
+    if isinstance(e, ir.Special):
+        return env["lane"]
+    if isinstance(e, ir.Var):
+        return env[e.name]
+    if isinstance(e, ir.Cast):
+        return evaluate(e.value, env)
+    a, b = evaluate(e.a, env), evaluate(e.b, env)
+    return {
+        ir.Op.ADD: lambda: a + b,
+        ir.Op.SUB: lambda: a - b,
+        ir.Op.MUL: lambda: a * b,
+        ir.Op.FLOORDIV: lambda: a // b,
+        ir.Op.FLOORMOD: lambda: a % b,
+        ir.Op.BITXOR: lambda: a ^ b,
+        ir.Op.BITAND: lambda: a & b,
+        ir.Op.SHR: lambda: a >> b,
+        ir.Op.SHL: lambda: a << b,
+    }[e.op]()

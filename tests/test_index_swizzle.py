@@ -21,37 +21,12 @@ from tirx.ir.printer import print_expr
 from tirx.ir.simplify_index import simplify_index
 from tirx.transform.inline_indices import _branch_ranges
 
-from .helpers import define
+from .helpers import define, evaluate
 
 LANE = ir.Special(ir.Builtin.LANE_ID)
 S = ir.Var("s")  # a stage index, 0..2
 KP = ir.Var("kp")  # an unrolled slice index, 0..1
 RANGES = {S: (0, 2), KP: (0, 1)}
-
-
-def evaluate(e, env):
-    if isinstance(e, int):
-        return e
-    if isinstance(e, ir.Const):
-        return int(e.value)
-    if isinstance(e, ir.Special):
-        return env["lane"]
-    if isinstance(e, ir.Var):
-        return env[e.name]
-    if isinstance(e, ir.Cast):
-        return evaluate(e.value, env)
-    a, b = evaluate(e.a, env), evaluate(e.b, env)
-    return {
-        ir.Op.ADD: lambda: a + b,
-        ir.Op.SUB: lambda: a - b,
-        ir.Op.MUL: lambda: a * b,
-        ir.Op.FLOORDIV: lambda: a // b,
-        ir.Op.FLOORMOD: lambda: a % b,
-        ir.Op.BITXOR: lambda: a ^ b,
-        ir.Op.BITAND: lambda: a & b,
-        ir.Op.SHR: lambda: a >> b,
-        ir.Op.SHL: lambda: a << b,
-    }[e.op]()
 
 
 def inner(x, shift=3, mask=28):

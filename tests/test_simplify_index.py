@@ -20,36 +20,11 @@ from tirx.ir.printer import print_expr
 from tirx.ir.simplify_index import simplify_index, value_range
 from tirx.isa import shared_rows
 
-from .helpers import define
+from .helpers import define, evaluate
 
 LANE = ir.Special(ir.Builtin.LANE_ID)
 Q = ir.Var("q")
 I = ir.Var("i")
-
-
-def evaluate(e, env):
-    """Python's integer semantics (floor division and modulo), the IR's."""
-    if isinstance(e, int):
-        return e
-    if isinstance(e, ir.Const):
-        return int(e.value)
-    if isinstance(e, ir.Special):
-        return env["lane"]
-    if isinstance(e, ir.Var):
-        return env[e.name]
-    if isinstance(e, ir.Cast):
-        return evaluate(e.value, env)
-    a, b = evaluate(e.a, env), evaluate(e.b, env)
-    return {
-        ir.Op.ADD: lambda: a + b,
-        ir.Op.SUB: lambda: a - b,
-        ir.Op.MUL: lambda: a * b,
-        ir.Op.FLOORDIV: lambda: a // b,
-        ir.Op.FLOORMOD: lambda: a % b,
-        ir.Op.BITXOR: lambda: a ^ b,
-        ir.Op.BITAND: lambda: a & b,
-        ir.Op.SHR: lambda: a >> b,
-    }[e.op]()
 
 
 def ops(e) -> int:

@@ -258,23 +258,13 @@ class _Namespace(_Suggesting):
             "min",
             "max",
             *CTA_T_NAMES,
-            # language forms (tirx/script/forms.py, loops.py)
-            "grid",
-            "vectorized",
-            "if_then_else",
-            "Select",
-            "meta_var",
-            "evaluate",
-            "bind_",
-            "local_scalar",
-            "reinterpret",
-            "address_of",
-            "alloc_tensor",
-            "decl_tensor",
         ):
             setattr(self, key, Intrinsic(key))
-        from .forms import LetType
+        from .forms import FORM_KEYS, LetType
         from .macros import inline, macro
+
+        for key in sorted(k for k in FORM_KEYS if "." not in k):  # tirx/script/forms.py
+            setattr(self, key, Intrinsic(key))
 
         self.let, self.macro, self.inline = LetType(), macro, inline
         for key in MATH_NAMES:  # math and bit intrinsics: tirx/script/intrinsics.py
