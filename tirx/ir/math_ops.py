@@ -41,8 +41,6 @@ class MathOp(enum.Enum):
     CLZ = "clz"
     POPCOUNT = "popcount"
     FFS = "ffs"
-    FLOAT_AS_UINT = "float_as_uint"
-    UINT_AS_FLOAT = "uint_as_float"
 
     @property
     def script_name(self) -> str:
@@ -54,6 +52,4 @@ _SCRIPT_NAMES = {
     MathOp.FMAX: "max",
     MathOp.FMIN: "min",
     MathOp.FFS: "cuda.ffs_u32",
-    MathOp.FLOAT_AS_UINT: "cuda.float_as_uint",
-    MathOp.UINT_AS_FLOAT: "cuda.uint_as_float",
 }

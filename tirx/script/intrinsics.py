@@ -263,13 +263,13 @@ def _float_as_uint(ev, name, op, args, spans):
             span,
             hint="convert it first: T.cuda.float_as_uint(T.float32(x))",
         )
-    return ir.MathCall(op, (ir.cast(e, ir.F32),), ir.U32)
+    return ir.Reinterpret(ir.cast(e, ir.F32), ir.U32)  # T.reinterpret's bit cast
 
 
 def _uint_as_float(ev, name, op, args, spans):
     (v,), (span,) = args, spans
     e = _int(name, v, span, bits=(32,))
-    return ir.MathCall(op, (ir.cast(e, ir.U32),), ir.F32)
+    return ir.Reinterpret(ir.cast(e, ir.U32), ir.F32)
 
 
 _UNARY_FLOAT = (
@@ -305,8 +305,8 @@ FORMS: dict[str, Form] = {
     "clz": Form(1, _bit_count, M.CLZ),
     "popcount": Form(1, _bit_count, M.POPCOUNT),
     "cuda.ffs_u32": Form(1, _ffs, M.FFS),
-    "cuda.float_as_uint": Form(1, _float_as_uint, M.FLOAT_AS_UINT),
-    "cuda.uint_as_float": Form(1, _uint_as_float, M.UINT_AS_FLOAT),
+    "cuda.float_as_uint": Form(1, _float_as_uint),
+    "cuda.uint_as_float": Form(1, _uint_as_float),
 }
 MATH_NAMES = tuple(k for k in FORMS if not k.startswith("cuda."))
 CUDA_NAMES = tuple(k.split(".", 1)[1] for k in FORMS if k.startswith("cuda."))

@@ -225,8 +225,4 @@ def math_eval(e: ir.MathCall, first_tid) -> Callable:
         return lambda idx, x: _popcount(np.asarray(x))
     if op is M.FFS:
         return lambda idx, x: _ffs(np.asarray(x))
-    if op is M.FLOAT_AS_UINT:
-        return lambda idx, x: np.asarray(x, dtype=F32).view(np.uint32)
-    if op is M.UINT_AS_FLOAT:
-        return lambda idx, x: np.asarray(x, dtype=np.uint32).view(F32)
     raise NotImplementedError(f"no simulator semantics for T.{op.value}")

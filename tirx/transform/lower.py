@@ -164,10 +164,11 @@ class _Lowerer(Transformer):
 
     def leave_ElemSharedAddress(self, e, view, indices):
         return lower_shared_address(view, self.address(view, indices, lowered=True)[1])
+
     def leave_AddressOf(self, e, view, indices):  # T.address_of (tirx/script/forms.py)
         buf, index = self.address(view, indices, lowered=True)
         if buf.scope is ir.Scope.SHARED:
-            return ir.SharedAddress(buf, index * view.dtype.bytes)
+            return lower_shared_address(view, index)
         return ir.GlobalAddress(buf, ir.cast(index, ir.U64) * view.dtype.bytes)
 
     # rebuilt through the folding builders; unchanged operands were folded when first built

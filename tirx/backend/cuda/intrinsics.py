@@ -73,10 +73,6 @@ def c_math(e: ir.MathCall, args: tuple[str, ...]) -> str:
         return f"(({ctype})__popc((unsigned int)({args[0]})))"
     if op is M.FFS:
         return f"__ffs((int)({args[0]}))"
-    if op is M.FLOAT_AS_UINT:
-        return f"__float_as_uint({args[0]})"
-    if op is M.UINT_AS_FLOAT:
-        return f"__uint_as_float({args[0]})"
     raise NotImplementedError(f"codegen has no C for T.{op.value}")
 
 
