@@ -92,6 +92,7 @@ class _Exprs(Visitor):
 
     def leave_AddressOf(self, e, view, indices):
         return f"T.address_of({view[0]}[{', '.join(i[0] for i in indices)}])", _ATOM
+
     def leave_MathCall(self, e, args):
         return f"T.{e.op.script_name}({', '.join(a[0] for a in args)})", _ATOM
 

@@ -186,7 +186,19 @@ def static_value(e) -> int | None:
 
 _NONNEG_OPS = (Op.ADD, Op.MUL, Op.FLOORDIV, Op.FLOORMOD, Op.MIN, Op.MAX, Op.SHR, Op.BITAND)
 # Expressions never provably >= 0 here unless unsigned (a loaded or compared value).
-_OPAQUE = frozenset({"Load", "ElemLoad", "Cmp", "Logic", "Not", "Select", "Reinterpret", "MathCall", "WarpCollective"})
+_OPAQUE = frozenset(
+    {
+        "Load",
+        "ElemLoad",
+        "Cmp",
+        "Logic",
+        "Not",
+        "Select",
+        "Reinterpret",
+        "MathCall",
+        "WarpCollective",
+    }
+)
 
 
 class _NonNegative(Visitor):

@@ -9,6 +9,7 @@ to the kernel's own source line, so NVRTC diagnostics point at the user's code.
 from __future__ import annotations
 
 import math
+import re
 import struct
 import sys
 
@@ -478,6 +479,14 @@ def _c_string(s: str) -> str:
     return '"' + "".join(out) + '"'
 
 
+def _calls_one_of(prelude: str, code: str) -> bool:
+    """Whether ``code`` names any helper that ``prelude`` defines."""
+    return any(name in code for name in _DEFINED.findall(prelude))
+
+
+_DEFINED = re.compile(r"^(?:template <[^>]*> )?TIRX_DEVICE [\w ]+?\b(tirx_\w+)\(", re.M)
+
+
 def generate(fn: ir.Function) -> str:
     """CUDA C++ source for a lowered function (one ``extern "C"`` kernel)."""
     if not fn.lowered:
@@ -494,7 +503,7 @@ def generate(fn: ir.Function) -> str:
     tid = "(int)threadIdx.x"
     if by > 1 or bz > 1:
         tid = f"(int)(threadIdx.x + {bx} * (threadIdx.y + {by} * threadIdx.z))"
-    out = [_PRELUDE.format(version=CODEGEN_VERSION) + intrinsics.PRELUDE + fp8.PRELUDE]
+    out = [_PRELUDE.format(version=CODEGEN_VERSION)]
     out.append(
         f'extern "C" __global__ void __launch_bounds__({threads}) {fn.name}({", ".join(params)}) {{'
     )
@@ -521,6 +530,10 @@ def generate(fn: ir.Function) -> str:
     out.append("  (void)tirx_tid;")
     em.run(fn.body)
     helpers = helper_source(em.exprs)  # the warp collectives' helpers, when used
+    used = "\n".join(em.lines) + helpers
+    # the intrinsics' and fp8 helpers only where the kernel calls one: less for NVRTC to parse
+    optional = "".join(p for p in (intrinsics.PRELUDE, fp8.PRELUDE) if _calls_one_of(p, used))
+    out[0] += optional
     if helpers:
         out.insert(1, helpers)
     out.extend(em.lines)

@@ -64,8 +64,9 @@ def _step(kind: ir.ReduceKind, dtype, a: str, b: str) -> str:
 
 def warp_allreduce(kind: ir.ReduceKind, dtype, var: str) -> str:
     """C that reduces ``var`` over the 32 lanes of a full warp, the result in every lane (an
-    xor butterfly, masks 16..1). The one place the CTA reduction's warp step is written: to
-    be swapped for the warp collectives' own warp reduction once both are in one tree."""
+    xor butterfly, masks 16..1). Not the warp collectives' ``warp_max``/``warp_min`` helper
+    (backend/cuda/warp_ops.py): a CTA reduction's float max/min is CUDA's ``fmaxf``/``fminf``,
+    as the real TIRx's, where ``T.cuda.warp_max`` is ``T.max``."""
     shfl = f"__shfl_xor_sync(0xffffffffu, {var}, tirx_m)"
     step = _step(kind, dtype, var, shfl)
     return f"for (int tirx_m = 16; tirx_m > 0; tirx_m >>= 1) {var} = {step};"
