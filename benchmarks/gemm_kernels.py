@@ -37,16 +37,18 @@ def _staged(cfg: gp.GemmConfig):
 
 def variant_name(cfg: gp.GemmConfig) -> str:
     """``BMxBNxBK-Ww-Ss-SMEM`` (``-nodbuf`` without register double buffering, ``-gN`` for a
-    raster group of N block rows other than the default's)."""
+    raster group of N block rows other than the default's, ``-pN`` for a persistent kernel of N
+    blocks per multiprocessor)."""
     warps = cfg.warps_m * cfg.warps_n
     name = f"{cfg.bm}x{cfg.bn}x{cfg.bk}-{warps}w-{cfg.stages}s-{cfg.smem}"
     name += "" if cfg.double_buffer else "-nodbuf"
-    return name + ("" if cfg.group_m == gp.DEFAULT.group_m else f"-g{cfg.group_m}")
+    name += "" if cfg.group_m == gp.DEFAULT.group_m else f"-g{cfg.group_m}"
+    return name + (f"-p{cfg.persistent}" if cfg.persistent else "")
 
 
-def _cfg(tile="128x128x32", warps=(2, 4), stages=3, smem="swizzle", dbuf=True, group=8):
+def _cfg(tile="128x128x32", warps=(2, 4), stages=3, smem="swizzle", dbuf=True, group=8, p=0):
     bm, bn, bk = (int(x) for x in tile.split("x"))
-    return gp.GemmConfig(bm, bn, bk, warps[0], warps[1], stages, smem, dbuf, group)
+    return gp.GemmConfig(bm, bn, bk, warps[0], warps[1], stages, smem, dbuf, group, p)
 
 
 PIPELINED = [
@@ -69,6 +71,13 @@ PIPELINED = [
     _cfg("256x128x64", (4, 2), stages=4),
     _cfg("128x256x64", (2, 4), stages=3, group=16),
     _cfg("128x128x64", (2, 2), stages=3, group=16),
+    # persistent: every multiprocessor's blocks run from tile to tile without draining
+    _cfg("256x128x64", (4, 2), stages=3, p=1),
+    _cfg("256x128x64", (4, 2), stages=4, p=1),
+    _cfg("128x256x64", (2, 4), stages=3, p=1),
+    _cfg("128x128x64", (2, 2), stages=3, p=2),
+    _cfg("256x128x64", (4, 2), stages=3, group=16, p=1),
+    _cfg("256x128x64", (4, 2), stages=3, group=4, p=1),
 ]
 
 TIRX_VARIANTS = {

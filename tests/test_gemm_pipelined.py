@@ -8,12 +8,16 @@ on random data, agree with the simulator bit for bit on integer data, and the pi
 kernel's SASS has the instructions the design asks for (LDGSTS, LDSM, HMMA).
 """
 
+import functools
+
 import numpy as np
 import pytest
 
 import tirx
 from tirx.examples import gemm_pipelined as gp
 from tirx.examples.gemm_staged import make_gemm_staged
+
+ONE_SM = functools.partial(gp.make_gemm_pipelined, sms=1)
 
 CONFIGS = {
     "staged-pad": (make_gemm_staged, gp.GemmConfig(bk=32, warps_n=4, stages=2, smem="pad")),
@@ -26,6 +30,9 @@ CONFIGS = {
     "8w-3s-pad": (gp.make_gemm_pipelined, gp.GemmConfig(bk=32, warps_n=4, smem="pad")),
     "4s-nodbuf": (gp.make_gemm_pipelined, gp.GemmConfig(stages=4, double_buffer=False)),
     "128x256x64": (gp.make_gemm_pipelined, gp.GemmConfig(bn=256, warps_n=4)),
+    # persistent kernels sized for one multiprocessor: every block computes several tiles
+    "persistent-2": (ONE_SM, gp.GemmConfig(persistent=2)),
+    "persistent-256x128": (ONE_SM, gp.GemmConfig(bm=256, warps_m=4, persistent=1)),
 }
 
 
@@ -62,8 +69,29 @@ def test_simulator_result_is_exact(name):
     # two block rows and columns (one block for the largest tile, to keep the simulation
     # short), five K tiles: every stage is reused and the raster runs
     blocks = 2 if cfg.bm * cfg.bn <= 128 * 128 else 1
-    got, want = _run_sim(factory, cfg, blocks * cfg.bm, blocks * cfg.bn, 5 * cfg.bk, "float16")
+    cols = 2 if cfg.persistent else blocks  # a persistent block goes on to a second tile
+    got, want = _run_sim(factory, cfg, blocks * cfg.bm, cols * cfg.bn, 5 * cfg.bk, "float16")
     np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("sms, persistent", [(1, 2), (2, 2), (4, 1)])
+def test_persistent_blocks_cover_a_ragged_raster(sms, persistent):
+    """Six tiles in raster groups of two block rows (the last group has one row), on fewer
+    blocks than tiles: blocks that take 2 or 3 tiles, and some that take fewer than others.
+    Every tile is computed once (the output starts as NaN), its pipeline fed from the previous
+    tile's last K steps."""
+    cfg = gp.GemmConfig(bk=32, persistent=persistent, group_m=2)
+    factory = functools.partial(gp.make_gemm_pipelined, sms=sms)
+    assert factory(384, 256, 96, "float16", cfg).ir.launch.grid[0] == min(6, sms * persistent)
+    got, want = _run_sim(factory, cfg, 3 * cfg.bm, 2 * cfg.bn, 3 * cfg.bk, "float16")
+    np.testing.assert_array_equal(got, want)
+
+
+def test_persistent_grid_is_one_block_per_tile_at_most():
+    cfg = gp.GemmConfig(persistent=2)
+    assert gp.make_gemm_pipelined(256, 256, 128, "float16", cfg, sms=8).ir.launch.grid[0] == 4
+    assert gp.make_gemm_pipelined(1024, 1024, 128, "float16", cfg, sms=8).ir.launch.grid[0] == 16
+    assert gp.make_gemm_pipelined(1024, 1024, 128, "float16", gp.DEFAULT).ir.launch.grid[0] == 64
 
 
 def test_simulator_result_is_exact_bfloat16():
@@ -83,10 +111,12 @@ def test_simulator_result_is_exact_bfloat16():
         ({"cfg": gp.GemmConfig(stages=1)}, "at least 2 stages"),
         ({"cfg": gp.GemmConfig(smem="banks")}, "'swizzle', 'pad' or 'plain'"),
         ({"cfg": gp.GemmConfig(bn=96, warps_n=4)}, "multiple of 16x16"),
+        ({"cfg": gp.GemmConfig(persistent=-1)}, "blocks per multiprocessor"),
+        ({"K": 64}, "fewer than the 2 K tiles of 64"),
     ],
 )
 def test_bad_sizes_are_refused(kwargs, message):
-    args = {"M": 128, "N": 128, "K": 64, "dtype": "float16", "cfg": gp.DEFAULT, **kwargs}
+    args = {"M": 128, "N": 128, "K": 128, "dtype": "float16", "cfg": gp.DEFAULT, **kwargs}
     with pytest.raises(ValueError, match=message.replace("(", r"\(")):
         gp.make_gemm_pipelined(args["M"], args["N"], args["K"], args["dtype"], args["cfg"])
 

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from tirx import T
 from tirx.layout import ComposeLayout, S, TileLayout, laneid
 
-__all__ = ["GemmConfig", "make_gemm_pipelined", "DEFAULT", "shared_layout"]
+__all__ = ["GemmConfig", "make_gemm_pipelined", "DEFAULT", "shared_layout", "multiprocessors"]
 
 
 @dataclass(frozen=True)
@@ -39,7 +39,10 @@ class GemmConfig:
     ``bm x bn``: the block tile; ``warps_m x warps_n``: the warp grid; ``bk``: the K depth of
     one stage (two 16-wide mma slices); ``stages``: shared stages (2 or more); ``smem``: the
     shared layout, ``"swizzle"``, ``"pad"`` or ``"plain"``; ``double_buffer``: load the next
-    slice's fragments before the current slice's mma; ``group_m``: block rows per raster group.
+    slice's fragments before the current slice's mma; ``group_m``: block rows per raster group;
+    ``persistent``: 0 launches one block per output tile; ``n > 0`` launches ``n`` blocks per
+    multiprocessor (as many as fit at once), each taking every grid-th tile, its pipeline
+    running on from one tile into the next (no fill and drain per tile).
     """
 
     bm: int = 128
@@ -51,6 +54,7 @@ class GemmConfig:
     smem: str = "swizzle"
     double_buffer: bool = True
     group_m: int = 8
+    persistent: int = 0
 
     @property
     def threads(self) -> int:
@@ -81,6 +85,10 @@ class GemmConfig:
             raise ValueError(f"bk must be 32 or 64 (2 or 4 16-wide mma slices), got {self.bk}")
         if self.smem not in ("swizzle", "pad", "plain"):
             raise ValueError(f"smem must be 'swizzle', 'pad' or 'plain', got {self.smem!r}")
+        if self.persistent < 0:
+            raise ValueError(
+                f"persistent is blocks per multiprocessor (0: off), got {self.persistent}"
+            )
         if self.stages < 2:
             raise ValueError("a pipeline needs at least 2 stages")
         if self.wtm % 16 or self.wtn % 16 or self.wtm * self.warps_m != self.bm:
@@ -129,12 +137,36 @@ def check_sizes(M: int, N: int, K: int, dtype: str, cfg: GemmConfig) -> None:
         raise ValueError(
             f"M, N, K must be multiples of {cfg.bm}, {cfg.bn}, {cfg.bk}; got {M}, {N}, {K}"
         )
+    if K < (cfg.stages - 1) * cfg.bk:
+        raise ValueError(
+            f"K = {K} is fewer than the {cfg.stages - 1} K tiles of {cfg.bk} the pipeline keeps "
+            f"in flight: use K >= {(cfg.stages - 1) * cfg.bk} or fewer stages"
+        )
     if dtype not in ("float16", "bfloat16"):
         raise ValueError(f"dtype must be float16 or bfloat16, got {dtype!r}")
 
 
-def make_gemm_pipelined(M: int, N: int, K: int, dtype: str = "float16", cfg: GemmConfig = DEFAULT):
-    """A kernel for fixed sizes (M a multiple of ``cfg.bm``, N of ``cfg.bn``, K of ``cfg.bk``)."""
+def multiprocessors() -> int:
+    """The visible GPU's multiprocessor count; 132 (an H100 / H200 SXM) without a GPU."""
+    from tirx.backend.cuda.driver import gpu_count, multiprocessor_count
+
+    return multiprocessor_count() if gpu_count() else 132
+
+
+def make_gemm_pipelined(
+    M: int,
+    N: int,
+    K: int,
+    dtype: str = "float16",
+    cfg: GemmConfig = DEFAULT,
+    sms: int | None = None,
+):
+    """A kernel for fixed sizes (M a multiple of ``cfg.bm``, N of ``cfg.bn``, K of ``cfg.bk``).
+
+    ``sms``: the multiprocessors a persistent kernel (``cfg.persistent``) is sized for (it
+    launches ``sms * cfg.persistent`` blocks, at most one per tile); by default
+    :func:`multiprocessors`.
+    """
     check_sizes(M, N, K, dtype, cfg)
     ab = "f16" if dtype == "float16" else "bf16"
     mma = f"mma.sync.aligned.m16n8k16.row.col.f32.{ab}.{ab}.f32"
@@ -151,7 +183,15 @@ def make_gemm_pipelined(M: int, N: int, K: int, dtype: str = "float16", cfg: Gem
     KT = K // BK
     KP = BK // 32  # pairs of 16-wide slices per stage
     NB_M, NB_N = M // BM, N // BN
+    TILES = NB_M * NB_N
+    GRID = min(TILES, (sms or multiprocessors()) * cfg.persistent) if cfg.persistent else TILES
+    ROUNDS = -(-TILES // GRID)  # tiles per block, at most
+    PERSISTENT = ROUNDS > 1
     GROUP = min(cfg.group_m, NB_M)
+    SPAN = GROUP * NB_N  # tiles of one raster group
+    LAST = (TILES - 1) // SPAN  # the last raster group, which may have fewer block rows
+    LAST_ROWS = NB_M - LAST * GROUP
+    NEXT = KT - STAGES + 1  # from this K step on, the copies fetch the next tile's K tiles
     A_SMEM = shared_layout(STAGES, BM, BK, cfg.smem)
     B_SMEM = shared_layout(STAGES, BN, BK, cfg.smem)
     where = "shared.dyn" if cfg.shared_bytes() > 48 * 1024 else "shared"
@@ -164,18 +204,13 @@ def make_gemm_pipelined(M: int, N: int, K: int, dtype: str = "float16", cfg: Gem
         B: T.Tensor((N, K), dtype),
         Out: T.Tensor((M, N), "float32"),
     ):
-        T.device_entry(launch=T.cuda.LaunchConfig(grid=NB_M * NB_N, block=THREADS))
+        T.device_entry(launch=T.cuda.LaunchConfig(grid=GRID, block=THREADS))
         tid = T.cuda.thread_idx("x")
         lane = T.cuda.lane_id()
         warp = T.cuda.warp_id()
         wm = warp // WN
         wn = warp % WN
-        # grouped raster: GROUP block rows walk across N together (their tiles stay in L2)
         pid = T.cuda.block_idx("x")
-        first = (pid // (GROUP * NB_N)) * GROUP
-        rows_here = min(NB_M - first, GROUP)
-        bm = first + (pid % (GROUP * NB_N)) % rows_here
-        bn = (pid % (GROUP * NB_N)) // rows_here
         a_s = T.alloc_shared((STAGES, BM, BK), dtype, layout=A_SMEM, align=128, scope=where)
         b_s = T.alloc_shared((STAGES, BN, BK), dtype, layout=B_SMEM, align=128, scope=where)
         a_w = a_s.view("uint32")
@@ -195,21 +230,27 @@ def make_gemm_pipelined(M: int, N: int, K: int, dtype: str = "float16", cfg: Gem
         acc = T.alloc_local((4 * MR * NR,), "float32")
         for i in T.unroll(4 * MR * NR):
             acc[i] = T.float32(0)
-        # prologue: K tiles 0 .. STAGES-2 in flight, one commit group each. Past the last tile
-        # every copy re-reads tile KT-1 into a stage nobody reads: the loop needs no branch.
+        # grouped raster: GROUP block rows walk across N together (their tiles stay in L2).
+        # The block's first tile is the pid-th; a persistent block then takes every GRID-th,
+        # so the blocks running at one time work on GRID consecutive tiles.
+        rows = (
+            GROUP if LAST_ROWS == GROUP else T.if_then_else(pid // SPAN == LAST, LAST_ROWS, GROUP)
+        )
+        bm = (pid // SPAN) * GROUP + (pid % SPAN) % rows
+        bn = (pid % SPAN) // rows
+        # prologue: K tiles 0 .. STAGES-2 of the first tile in flight, one commit group each
         for st in range(STAGES - 1):
-            kc = min(st, KT - 1)
             T.cuda.tile.apply(
                 T.ptx[cp],
                 a_q[st, :, r0, c0 * 8 : c0 * 8 + 8],
-                A_q[bm, :, r0, kc * BK + c0 * 8 : kc * BK + c0 * 8 + 8],
+                A_q[bm, :, r0, st * BK + c0 * 8 : st * BK + c0 * 8 + 8],
                 scope="thread",
                 chunk_bytes=16,
             )
             T.cuda.tile.apply(
                 T.ptx[cp],
                 b_q[st, :, r0, c0 * 8 : c0 * 8 + 8],
-                B_q[bn, :, r0, kc * BK + c0 * 8 : kc * BK + c0 * 8 + 8],
+                B_q[bn, :, r0, st * BK + c0 * 8 : st * BK + c0 * 8 + 8],
                 scope="thread",
                 chunk_bytes=16,
             )
@@ -227,132 +268,158 @@ def make_gemm_pipelined(M: int, N: int, K: int, dtype: str = "float16", cfg: Gem
                 fb0.view(NR // 2, 4, 8, 4, layout=B_LOAD),
                 b_w[0, wn * WTN : wn * WTN + WTN, 0:8].rearrange(B_PAT, rep=NR // 2, nt=2, chunk=2),
             )
-        for kt in range(KT):
-            s = kt % STAGES
-            for kp in T.unroll(KP):  # pairs of 16-wide K slices: 2 kp (fa0/fb0), 2 kp + 1 (fa1/fb1)
-                if DBUF:  # slice 2kp+1 now; slice 2kp was loaded one step earlier
-                    T.cuda.tile.apply(
-                        T.ptx[ldsm],
-                        fa1.view(MR, 4, 8, 4, layout=A_LOAD),
-                        a_w[s, wm * WTM : wm * WTM + WTM, 16 * kp + 8 : 16 * kp + 16].rearrange(
-                            A_PAT, rep=MR, group=2, chunk=2
-                        ),
-                    )
-                    T.cuda.tile.apply(
-                        T.ptx[ldsm],
-                        fb1.view(NR // 2, 4, 8, 4, layout=B_LOAD),
-                        b_w[s, wn * WTN : wn * WTN + WTN, 16 * kp + 8 : 16 * kp + 16].rearrange(
-                            B_PAT, rep=NR // 2, nt=2, chunk=2
-                        ),
-                    )
-                else:
-                    T.cuda.tile.apply(
-                        T.ptx[ldsm],
-                        fa0.view(MR, 4, 8, 4, layout=A_LOAD),
-                        a_w[s, wm * WTM : wm * WTM + WTM, 16 * kp : 16 * kp + 8].rearrange(
-                            A_PAT, rep=MR, group=2, chunk=2
-                        ),
-                    )
-                    T.cuda.tile.apply(
-                        T.ptx[ldsm],
-                        fb0.view(NR // 2, 4, 8, 4, layout=B_LOAD),
-                        b_w[s, wn * WTN : wn * WTN + WTN, 16 * kp : 16 * kp + 8].rearrange(
-                            B_PAT, rep=NR // 2, nt=2, chunk=2
-                        ),
-                    )
-                if kp == 0:
-                    # K tile kt + STAGES - 1 (clamped to the last) into the stage read in the
-                    # previous iteration: every warp passed the barrier after its last read of it
-                    ws = (kt + STAGES - 1) % STAGES
-                    kc = min(kt + STAGES - 1, KT - 1)
-                    T.cuda.tile.apply(
-                        T.ptx[cp],
-                        a_q[ws, :, r0, c0 * 8 : c0 * 8 + 8],
-                        A_q[bm, :, r0, kc * BK + c0 * 8 : kc * BK + c0 * 8 + 8],
-                        scope="thread",
-                        chunk_bytes=16,
-                    )
-                    T.cuda.tile.apply(
-                        T.ptx[cp],
-                        b_q[ws, :, r0, c0 * 8 : c0 * 8 + 8],
-                        B_q[bn, :, r0, kc * BK + c0 * 8 : kc * BK + c0 * 8 + 8],
-                        scope="thread",
-                        chunk_bytes=16,
-                    )
-                    T.ptx["cp.async.commit_group"]()
-                T.cuda.tile.apply(
-                    T.ptx[mma],
-                    acc.view(MR, NR, 16, 8, layout=ACC),
-                    fa0.view(MR, 1, 16, 8, layout=A_MMA),
-                    fb0.view(NR, 1, 8, 8, layout=B_MMA),
-                    acc.view(MR, NR, 16, 8, layout=ACC),
+        for j in range(ROUNDS):  # the block's tiles
+            tile = pid + j * GRID
+            if tile < TILES:
+                # the tile after this one (this one again after the block's last): the last
+                # STAGES - 1 K steps fetch its first K tiles, so the pipeline never drains
+                # between tiles. After the last tile they re-read this one's first K tiles
+                # into stages nobody reads: the loop needs no branch.
+                nt = T.if_then_else(tile + GRID < TILES, tile + GRID, tile)
+                rows_n = (
+                    GROUP
+                    if LAST_ROWS == GROUP
+                    else T.if_then_else(nt // SPAN == LAST, LAST_ROWS, GROUP)
                 )
-                if not DBUF:
-                    T.cuda.tile.apply(
-                        T.ptx[ldsm],
-                        fa1.view(MR, 4, 8, 4, layout=A_LOAD),
-                        a_w[s, wm * WTM : wm * WTM + WTM, 16 * kp + 8 : 16 * kp + 16].rearrange(
-                            A_PAT, rep=MR, group=2, chunk=2
-                        ),
-                    )
-                    T.cuda.tile.apply(
-                        T.ptx[ldsm],
-                        fb1.view(NR // 2, 4, 8, 4, layout=B_LOAD),
-                        b_w[s, wn * WTN : wn * WTN + WTN, 16 * kp + 8 : 16 * kp + 16].rearrange(
-                            B_PAT, rep=NR // 2, nt=2, chunk=2
-                        ),
-                    )
-                if kp == KP - 1:
-                    # tile kt + 1 has landed (all but the newest STAGES - 2 groups are done);
-                    # in the last iteration this waits for a clamped copy, harmlessly
-                    T.ptx["cp.async.wait_group"](STAGES - 2)
-                    T.cuda.cta_sync()
-                    if DBUF:
-                        s1 = (kt + 1) % STAGES
+                nbm = (nt // SPAN) * GROUP + (nt % SPAN) % rows_n
+                nbn = (nt % SPAN) // rows_n
+                for kt in range(KT):
+                    s = (j * KT + kt) % STAGES  # the stage this K step reads
+                    ws = (j * KT + kt + STAGES - 1) % STAGES  # the one read one step ago
+                    s1 = (j * KT + kt + 1) % STAGES
+                    for kp in T.unroll(KP):  # slices 2 kp (fa0/fb0) and 2 kp + 1 (fa1/fb1)
+                        if DBUF:  # slice 2kp+1 now; slice 2kp was loaded one step earlier
+                            T.cuda.tile.apply(
+                                T.ptx[ldsm],
+                                fa1.view(MR, 4, 8, 4, layout=A_LOAD),
+                                a_w[
+                                    s, wm * WTM : wm * WTM + WTM, 16 * kp + 8 : 16 * kp + 16
+                                ].rearrange(A_PAT, rep=MR, group=2, chunk=2),
+                            )
+                            T.cuda.tile.apply(
+                                T.ptx[ldsm],
+                                fb1.view(NR // 2, 4, 8, 4, layout=B_LOAD),
+                                b_w[
+                                    s, wn * WTN : wn * WTN + WTN, 16 * kp + 8 : 16 * kp + 16
+                                ].rearrange(B_PAT, rep=NR // 2, nt=2, chunk=2),
+                            )
+                        else:
+                            T.cuda.tile.apply(
+                                T.ptx[ldsm],
+                                fa0.view(MR, 4, 8, 4, layout=A_LOAD),
+                                a_w[s, wm * WTM : wm * WTM + WTM, 16 * kp : 16 * kp + 8].rearrange(
+                                    A_PAT, rep=MR, group=2, chunk=2
+                                ),
+                            )
+                            T.cuda.tile.apply(
+                                T.ptx[ldsm],
+                                fb0.view(NR // 2, 4, 8, 4, layout=B_LOAD),
+                                b_w[s, wn * WTN : wn * WTN + WTN, 16 * kp : 16 * kp + 8].rearrange(
+                                    B_PAT, rep=NR // 2, nt=2, chunk=2
+                                ),
+                            )
+                        if kp == 0:
+                            # K tile kt + STAGES - 1 of this tile, or past its end the next tile's,
+                            # into the stage read one step ago: every warp passed the barrier
+                            # after its last read of it
+                            cbm = T.if_then_else(kt >= NEXT, nbm, bm) if PERSISTENT else bm
+                            cbn = T.if_then_else(kt >= NEXT, nbn, bn) if PERSISTENT else bn
+                            ck = T.if_then_else(kt >= NEXT, kt - NEXT, kt + STAGES - 1)
+                            T.cuda.tile.apply(
+                                T.ptx[cp],
+                                a_q[ws, :, r0, c0 * 8 : c0 * 8 + 8],
+                                A_q[cbm, :, r0, ck * BK + c0 * 8 : ck * BK + c0 * 8 + 8],
+                                scope="thread",
+                                chunk_bytes=16,
+                            )
+                            T.cuda.tile.apply(
+                                T.ptx[cp],
+                                b_q[ws, :, r0, c0 * 8 : c0 * 8 + 8],
+                                B_q[cbn, :, r0, ck * BK + c0 * 8 : ck * BK + c0 * 8 + 8],
+                                scope="thread",
+                                chunk_bytes=16,
+                            )
+                            T.ptx["cp.async.commit_group"]()
                         T.cuda.tile.apply(
-                            T.ptx[ldsm],
-                            fa0.view(MR, 4, 8, 4, layout=A_LOAD),
-                            a_w[s1, wm * WTM : wm * WTM + WTM, 0:8].rearrange(
-                                A_PAT, rep=MR, group=2, chunk=2
-                            ),
+                            T.ptx[mma],
+                            acc.view(MR, NR, 16, 8, layout=ACC),
+                            fa0.view(MR, 1, 16, 8, layout=A_MMA),
+                            fb0.view(NR, 1, 8, 8, layout=B_MMA),
+                            acc.view(MR, NR, 16, 8, layout=ACC),
                         )
+                        if not DBUF:
+                            T.cuda.tile.apply(
+                                T.ptx[ldsm],
+                                fa1.view(MR, 4, 8, 4, layout=A_LOAD),
+                                a_w[
+                                    s, wm * WTM : wm * WTM + WTM, 16 * kp + 8 : 16 * kp + 16
+                                ].rearrange(A_PAT, rep=MR, group=2, chunk=2),
+                            )
+                            T.cuda.tile.apply(
+                                T.ptx[ldsm],
+                                fb1.view(NR // 2, 4, 8, 4, layout=B_LOAD),
+                                b_w[
+                                    s, wn * WTN : wn * WTN + WTN, 16 * kp + 8 : 16 * kp + 16
+                                ].rearrange(B_PAT, rep=NR // 2, nt=2, chunk=2),
+                            )
+                        if kp == KP - 1:
+                            # the next K step's tile has landed (all but the newest STAGES - 2
+                            # groups are done); after the block's last one this waits for a
+                            # re-read, harmlessly
+                            T.ptx["cp.async.wait_group"](STAGES - 2)
+                            T.cuda.cta_sync()
+                            if DBUF:
+                                T.cuda.tile.apply(
+                                    T.ptx[ldsm],
+                                    fa0.view(MR, 4, 8, 4, layout=A_LOAD),
+                                    a_w[s1, wm * WTM : wm * WTM + WTM, 0:8].rearrange(
+                                        A_PAT, rep=MR, group=2, chunk=2
+                                    ),
+                                )
+                                T.cuda.tile.apply(
+                                    T.ptx[ldsm],
+                                    fb0.view(NR // 2, 4, 8, 4, layout=B_LOAD),
+                                    b_w[s1, wn * WTN : wn * WTN + WTN, 0:8].rearrange(
+                                        B_PAT, rep=NR // 2, nt=2, chunk=2
+                                    ),
+                                )
+                        elif DBUF:  # slice 2kp+2 of this stage
+                            T.cuda.tile.apply(
+                                T.ptx[ldsm],
+                                fa0.view(MR, 4, 8, 4, layout=A_LOAD),
+                                a_w[
+                                    s, wm * WTM : wm * WTM + WTM, 16 * kp + 16 : 16 * kp + 24
+                                ].rearrange(A_PAT, rep=MR, group=2, chunk=2),
+                            )
+                            T.cuda.tile.apply(
+                                T.ptx[ldsm],
+                                fb0.view(NR // 2, 4, 8, 4, layout=B_LOAD),
+                                b_w[
+                                    s, wn * WTN : wn * WTN + WTN, 16 * kp + 16 : 16 * kp + 24
+                                ].rearrange(B_PAT, rep=NR // 2, nt=2, chunk=2),
+                            )
                         T.cuda.tile.apply(
-                            T.ptx[ldsm],
-                            fb0.view(NR // 2, 4, 8, 4, layout=B_LOAD),
-                            b_w[s1, wn * WTN : wn * WTN + WTN, 0:8].rearrange(
-                                B_PAT, rep=NR // 2, nt=2, chunk=2
-                            ),
+                            T.ptx[mma],
+                            acc.view(MR, NR, 16, 8, layout=ACC),
+                            fa1.view(MR, 1, 16, 8, layout=A_MMA),
+                            fb1.view(NR, 1, 8, 8, layout=B_MMA),
+                            acc.view(MR, NR, 16, 8, layout=ACC),
                         )
-                elif DBUF:  # slice 2kp+2 of this stage
-                    T.cuda.tile.apply(
-                        T.ptx[ldsm],
-                        fa0.view(MR, 4, 8, 4, layout=A_LOAD),
-                        a_w[s, wm * WTM : wm * WTM + WTM, 16 * kp + 16 : 16 * kp + 24].rearrange(
-                            A_PAT, rep=MR, group=2, chunk=2
-                        ),
-                    )
-                    T.cuda.tile.apply(
-                        T.ptx[ldsm],
-                        fb0.view(NR // 2, 4, 8, 4, layout=B_LOAD),
-                        b_w[s, wn * WTN : wn * WTN + WTN, 16 * kp + 16 : 16 * kp + 24].rearrange(
-                            B_PAT, rep=NR // 2, nt=2, chunk=2
-                        ),
-                    )
-                T.cuda.tile.apply(
-                    T.ptx[mma],
-                    acc.view(MR, NR, 16, 8, layout=ACC),
-                    fa1.view(MR, 1, 16, 8, layout=A_MMA),
-                    fb1.view(NR, 1, 8, 8, layout=B_MMA),
-                    acc.view(MR, NR, 16, 8, layout=ACC),
-                )
+                # the epilogue: 8-byte stores, each quad of lanes one full 32-byte sector, while
+                # the next tile's first K tiles are in flight
+                out_c = Out.view("uint64")
+                acc_c = acc.view("uint64")
+                for mi in T.unroll(MR):
+                    for ni in T.unroll(NR):
+                        for h in T.unroll(2):
+                            row = bm * BM + wm * WTM + mi * 16 + lane // 4 + 8 * h
+                            col = bn * BN + wn * WTN + ni * 8 + 2 * (lane % 4)
+                            out_c[row, col // 2] = acc_c[2 * NR * mi + 2 * ni + h]
+                if PERSISTENT:  # the next tile's accumulators start at zero
+                    for i in T.unroll(4 * MR * NR):
+                        acc[i] = T.float32(0)
+                    bm = nbm
+                    bn = nbn
         T.ptx["cp.async.wait_all"]()  # no copy outlives the block
-        out_c = Out.view("uint64")
-        acc_c = acc.view("uint64")
-        for mi in T.unroll(MR):
-            for ni in T.unroll(NR):
-                for h in T.unroll(2):
-                    row = bm * BM + wm * WTM + mi * 16 + lane // 4 + 8 * h
-                    col = bn * BN + wn * WTN + ni * 8 + 2 * (lane % 4)
-                    out_c[row, col // 2] = acc_c[2 * NR * mi + 2 * ni + h]
 
     return gemm_pipelined

@@ -23,6 +23,7 @@ from tirx.errors import LaunchError
 __all__ = [
     "gpu_count",
     "device_arch",
+    "multiprocessor_count",
     "current_torch_stream",
     "synchronize",
     "Module",
@@ -142,6 +143,21 @@ def device_arch(ordinal: int = 0) -> str | None:
         _check(err, "cuDeviceGetAttribute")
         cc.append(v)
     return f"sm_{cc[0]}{cc[1]}"
+
+
+@functools.cache
+def multiprocessor_count(ordinal: int = 0) -> int | None:
+    """How many multiprocessors (SMs) device ``ordinal`` has, None when there is no such GPU."""
+    if not 0 <= ordinal < gpu_count():
+        return None
+    drv = _driver()
+    err, dev = drv.cuDeviceGet(ordinal)
+    _check(err, "cuDeviceGet")
+    err, n = drv.cuDeviceGetAttribute(
+        drv.CUdevice_attribute.CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev
+    )
+    _check(err, "cuDeviceGetAttribute")
+    return int(n)
 
 
 @functools.cache
