@@ -57,7 +57,8 @@ PIPELINED = [
     _cfg(stages=2),
     _cfg(stages=3),
     _cfg(stages=4),
-    # around the default (128x128x64, 4 warps of 64x64, 3 stages, swizzled, double-buffered)
+    # around GemmConfig() (128x128x64, 4 warps of 64x64, 3 stages, swizzled, double-buffered)
+    _cfg("128x128x64", (2, 2), stages=3),
     _cfg("128x128x64", (2, 2), stages=2),
     _cfg("128x128x64", (2, 2), stages=4),
     _cfg("128x128x64", (2, 2), stages=3, smem="plain"),
@@ -65,9 +66,10 @@ PIPELINED = [
     _cfg("128x128x64", (2, 2), stages=3, dbuf=False),
     _cfg("128x256x64", (2, 4), stages=3),
     _cfg("128x128x32", (2, 2), stages=4),
-    # larger blocks: one block of 8 warps per SM, 48 KB per stage
+    # larger blocks: one block of 8 warps per SM, 48 KB per stage (the default is 256x128x64
+    # with 3 stages, "tirx")
     _cfg("128x256x64", (2, 4), stages=4),
-    _cfg("256x128x64", (4, 2), stages=3),
+    _cfg("256x128x64", (4, 2), stages=2),
     _cfg("256x128x64", (4, 2), stages=4),
     _cfg("128x256x64", (2, 4), stages=3, group=16),
     _cfg("128x128x64", (2, 2), stages=3, group=16),
@@ -190,11 +192,22 @@ def peak_flops(dtype: str) -> float:
     return warps * PEAK_ITERS * 4 * 8 * (2 * 16 * 8 * 16)
 
 
-def make_mma_peak(dtype: str = "float16"):
-    """(kernel, blocks, threads): 8 independent m16n8k16 accumulators per warp, registers only."""
+def make_mma_peak(dtype: str = "float16", operands: str = "constant"):
+    """(kernel, blocks, threads): 8 independent m16n8k16 accumulators per warp, registers only.
+
+    ``operands="constant"``: every fragment holds 1.0 with a few low mantissa bits flipped, as
+    the ceiling is usually measured; ``"random"``: each register of a fragment holds its own
+    pseudo-random halves (random sign and mantissa, magnitude in [0.5, 1)), so the tensor
+    cores switch as many bits as on a GEMM's data, and draw the power they draw there.
+    """
+    if operands not in ("constant", "random"):
+        raise ValueError(f"operands must be 'constant' or 'random', got {operands!r}")
     ab = "f16" if dtype == "float16" else "bf16"
     mma = f"mma.sync.aligned.m16n8k16.row.col.f32.{ab}.{ab}.f32"
     one = 0x3C003C00 if dtype == "float16" else 0x3F803F80  # two halves of 1.0
+    # random halves: sign and mantissa bits from a hash, the exponent of 0.5
+    keep, half = (0x83FF83FF, 0x38003800) if dtype == "float16" else (0x807F807F, 0x3F003F00)
+    RANDOM = operands == "random"
     blocks, threads, iters = PEAK_BLOCKS, PEAK_THREADS, PEAK_ITERS
 
     @T.function
@@ -206,8 +219,18 @@ def make_mma_peak(dtype: str = "float16"):
         fb = T.alloc_local((8,), "uint32")
         acc = T.alloc_local((32,), "float32")
         for i in T.unroll(8):
-            fa[i] = T.uint32(one) ^ T.cast((tid + i) & 7, "uint32")
-            fb[i] = T.uint32(one) ^ T.cast((tid + 3 * i) & 7, "uint32")
+            if RANDOM:
+                h = T.cast(bx * threads + tid, "uint32") * T.uint32(0x9E3779B1)
+                fa[i] = (
+                    (h ^ T.uint32(0x85EBCA77 * (i + 1) & 0xFFFFFFFF)) & T.uint32(keep)
+                ) | T.uint32(half)
+                fb[i] = (
+                    (h ^ T.uint32(0xC2B2AE3D * (i + 1) & 0xFFFFFFFF)) * T.uint32(0x27D4EB2F)
+                    & T.uint32(keep)
+                ) | T.uint32(half)
+            else:
+                fa[i] = T.uint32(one) ^ T.cast((tid + i) & 7, "uint32")
+                fb[i] = T.uint32(one) ^ T.cast((tid + 3 * i) & 7, "uint32")
         for i in T.unroll(32):
             acc[i] = T.float32(0)
         for _it in range(iters):

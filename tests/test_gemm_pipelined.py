@@ -23,6 +23,7 @@ CONFIGS = {
     "staged-pad": (make_gemm_staged, gp.GemmConfig(bk=32, warps_n=4, stages=2, smem="pad")),
     "staged-plain": (make_gemm_staged, gp.GemmConfig(bk=32, warps_n=4, stages=2, smem="plain")),
     "default": (gp.make_gemm_pipelined, gp.DEFAULT),
+    "128x128x64": (gp.make_gemm_pipelined, gp.GemmConfig()),
     "8w-2s-plain": (
         gp.make_gemm_pipelined,
         gp.GemmConfig(bk=32, warps_n=4, stages=2, smem="plain"),
@@ -91,7 +92,7 @@ def test_persistent_grid_is_one_block_per_tile_at_most():
     cfg = gp.GemmConfig(persistent=2)
     assert gp.make_gemm_pipelined(256, 256, 128, "float16", cfg, sms=8).ir.launch.grid[0] == 4
     assert gp.make_gemm_pipelined(1024, 1024, 128, "float16", cfg, sms=8).ir.launch.grid[0] == 16
-    assert gp.make_gemm_pipelined(1024, 1024, 128, "float16", gp.DEFAULT).ir.launch.grid[0] == 64
+    assert gp.make_gemm_pipelined(1024, 1024, 128, "float16", gp.DEFAULT).ir.launch.grid[0] == 32
 
 
 def test_simulator_result_is_exact_bfloat16():
@@ -116,7 +117,7 @@ def test_simulator_result_is_exact_bfloat16():
     ],
 )
 def test_bad_sizes_are_refused(kwargs, message):
-    args = {"M": 128, "N": 128, "K": 128, "dtype": "float16", "cfg": gp.DEFAULT, **kwargs}
+    args = {"M": 128, "N": 128, "K": 128, "dtype": "float16", "cfg": gp.GemmConfig(), **kwargs}
     with pytest.raises(ValueError, match=message.replace("(", r"\(")):
         gp.make_gemm_pipelined(args["M"], args["N"], args["K"], args["dtype"], args["cfg"])
 
@@ -206,6 +207,18 @@ def test_benchmark_table_ratios_come_from_the_timings():
     assert cols[2] == "400.0" and cols[3] == f"600.0 ({kernels.TRITON_CONFIGS[0]})"
     assert cols[4] == "500.0" and cols[5] == "800.0" and cols[6] == "640.0"
     assert cols[7:] == ["0.67", "0.80", "0.50", "0.62"]
+
+
+def test_benchmark_peak_table_divides_by_the_random_operand_peak():
+    speed, _ = _benchmark_modules()
+    cells = []
+    for n, tf in ((4096, 400.0), (8192, 450.0)):
+        cell = speed.Cell("float16", n)
+        cell.ms["tirx"] = 2 * n**3 / (tf * 1e12) * 1e3
+        cells.append(cell)
+    lines = speed.peak_table(cells, {"float16": 640.0}, {"float16": 500.0}).splitlines()
+    assert lines[0].count("tirx / random peak") == 2
+    assert lines[2] == "| float16 | 640.0 | 500.0 | 0.80 | 0.90 |"
 
 
 def test_benchmark_variant_names_are_unique_and_decode():

@@ -184,9 +184,15 @@ def test_an_index_inside_a_branch_uses_the_branch_range(tmp_path):
 
 
 def _main_loop(sass: str) -> list[str]:
-    """The instructions of the loop whose backward branch targets the first label."""
-    body = sass.split(".L_x_0:", 1)[1].split("BRA `(.L_x_0)", 1)[0]
-    return re.findall(r"/\*[0-9a-f]+\*/\s+([^;]+);", body)
+    """The instructions of the K loop: the shortest loop (a label and a backward branch to it)
+    that issues mma.sync."""
+    loops = []
+    for label in re.findall(r"^\s*(\.L_x_\d+):", sass, re.M):
+        after = sass.split(f"{label}:", 1)[1]
+        if f"BRA `({label})" in after:
+            body = after.split(f"BRA `({label})", 1)[0]
+            loops.append(re.findall(r"/\*[0-9a-f]+\*/\s+([^;]+);", body))
+    return min((b for b in loops if any(i.startswith("HMMA") for i in b)), key=len)
 
 
 @pytest.mark.parametrize("bn, warps_n", [(128, 2), (256, 4)])
