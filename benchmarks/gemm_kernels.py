@@ -198,7 +198,7 @@ def make_mma_peak(dtype: str = "float16", operands: str = "constant"):
     ``operands="constant"``: every fragment holds 1.0 with a few low mantissa bits flipped, as
     the ceiling is usually measured; ``"random"``: each register of a fragment holds its own
     pseudo-random halves (random sign and mantissa, magnitude in [0.5, 1)), so the tensor
-    cores switch as many bits as on a GEMM's data, and draw the power they draw there.
+    cores switch as many bits as on a GEMM's data.
     """
     if operands not in ("constant", "random"):
         raise ValueError(f"operands must be 'constant' or 'random', got {operands!r}")

@@ -18,8 +18,7 @@ For every dtype and size ``n`` (M = N = K = n, ``Out = A @ B.T`` with A ``(n, n)
 * **peak**: a tirx kernel that issues ``mma.sync.m16n8k16`` from registers only (8 independent
   accumulators per warp, no memory traffic in the loop): the instruction's ceiling, with
   operands near 1.0 as it is usually measured; the same loop on random operands is timed too
-  and has a table of its own (random data switches more bits and draws more power: the board's
-  power limit sets the clock of every GEMM here).
+  and has a table of its own (do the operands' bits move the ceiling?).
 
 Each timed sample is a batch of back-to-back calls between two CUDA events, sized to take about
 2 ms; the runners alternate sample by sample and the median counts (after warm-up calls). The
@@ -331,9 +330,9 @@ def report(cells, peak, variants, command, reps, main="tirx", random_peak=None) 
                 "## The peak's operands",
                 "",
                 "The register-only loop with every fragment near 1.0 (the peak above, as the "
-                "ceiling is usually measured) and with random halves in every register: the "
-                "tensor cores switch more bits, draw more power and, at the board's limit, run "
-                "at a lower clock.",
+                "ceiling is usually measured) and with random halves in every register (as "
+                "many switching bits as a GEMM's data): whether the ceiling depends on the "
+                "operands, and the tirx GEMM against the random-operand figure.",
                 "",
                 peak_table(cells, peak, random_peak),
                 "",
