@@ -88,6 +88,16 @@ def test_persistent_blocks_cover_a_ragged_raster(sms, persistent):
     np.testing.assert_array_equal(got, want)
 
 
+def test_default_configuration_follows_m():
+    """256-row blocks where M allows them, the 128-row block of 4 warps where it does not."""
+    big = gp.make_gemm_pipelined(512, 256, 128)
+    small = gp.make_gemm_pipelined(384, 256, 128)
+    assert big.ir.launch.grid[0] == 4 and big.ir.launch.block[0] == 256
+    assert small.ir.launch.grid[0] == 6 and small.ir.launch.block[0] == 128
+    with pytest.raises(ValueError, match="multiples of 128, 128, 64"):
+        gp.make_gemm_pipelined(320, 256, 128)
+
+
 def test_persistent_grid_is_one_block_per_tile_at_most():
     cfg = gp.GemmConfig(persistent=2)
     assert gp.make_gemm_pipelined(256, 256, 128, "float16", cfg, sms=8).ir.launch.grid[0] == 4

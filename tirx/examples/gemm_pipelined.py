@@ -163,15 +163,18 @@ def make_gemm_pipelined(
     N: int,
     K: int,
     dtype: str = "float16",
-    cfg: GemmConfig = DEFAULT,
+    cfg: GemmConfig | None = None,
     sms: int | None = None,
 ):
     """A kernel for fixed sizes (M a multiple of ``cfg.bm``, N of ``cfg.bn``, K of ``cfg.bk``).
 
-    ``sms``: the multiprocessors a persistent kernel (``cfg.persistent``) is sized for (it
-    launches ``sms * cfg.persistent`` blocks, at most one per tile); by default
-    :func:`multiprocessors`.
+    ``cfg``: by default :data:`DEFAULT` (256x128x64), or ``GemmConfig()`` (128x128x64) where M
+    is a multiple of 128 but not of 256. ``sms``: the multiprocessors a persistent kernel
+    (``cfg.persistent``) is sized for (it launches ``sms * cfg.persistent`` blocks, at most one
+    per tile); by default :func:`multiprocessors`.
     """
+    if cfg is None:
+        cfg = DEFAULT if M % DEFAULT.bm == 0 else GemmConfig()
     check_sizes(M, N, K, dtype, cfg)
     ab = "f16" if dtype == "float16" else "bf16"
     mma = f"mma.sync.aligned.m16n8k16.row.col.f32.{ab}.{ab}.f32"
