@@ -88,6 +88,8 @@ TIRX_VARIANTS = {
     "staged-plain": _staged(gp.GemmConfig(bk=32, warps_n=4, stages=2, smem="plain")),
     "staged-pad": _staged(gp.GemmConfig(bk=32, warps_n=4, stages=2, smem="pad")),
     **{variant_name(cfg): _pipelined(cfg) for cfg in PIPELINED},
+    # the default with its output in the inputs' dtype, as cuBLAS writes it here
+    "tirx-out16": lambda M, N, K, dtype: gp.make_gemm_pipelined(M, N, K, dtype, out_dtype=dtype),
 }
 
 

@@ -88,6 +88,42 @@ def test_persistent_blocks_cover_a_ragged_raster(sms, persistent):
     np.testing.assert_array_equal(got, want)
 
 
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_16_bit_output_is_the_f32_result_rounded_once(dtype):
+    import torch
+
+    cfg = gp.GemmConfig(persistent=1, bk=32)
+    factory = functools.partial(gp.make_gemm_pipelined, sms=2)
+    a, b, _ = _integer_problem(3 * cfg.bm, 2 * cfg.bn, 6 * cfg.bk, dtype)
+    tdtype = getattr(torch, dtype)
+    ta, tb = (torch.from_numpy(x).to(tdtype) for x in (a, b))
+    want = torch.from_numpy(a @ b.T).to(tdtype)  # exact in f32, then rounded to nearest even
+    out = torch.zeros(want.shape, dtype=tdtype)
+    kernel = factory(*want.shape, a.shape[1], dtype, cfg, out_dtype=dtype)
+    tirx.compile(kernel, target="sim")(ta, tb, out)
+    assert torch.equal(out, want)
+    with pytest.raises(ValueError, match="out_dtype must be float32 or"):
+        gp.make_gemm_pipelined(256, 128, 128, dtype, out_dtype="float64")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_gpu_16_bit_output_equals_torch_rounding_of_f32(dtype):
+    import torch
+
+    M, N, K = 512, 384, 1024
+    g = torch.Generator(device="cuda").manual_seed(3)
+    tdtype = getattr(torch, dtype)
+    a = torch.randn((M, K), device="cuda", generator=g).to(tdtype)
+    b = torch.randn((N, K), device="cuda", generator=g).to(tdtype)
+    f32 = torch.empty((M, N), device="cuda", dtype=torch.float32)
+    tirx.compile(gp.make_gemm_pipelined(M, N, K, dtype), target="cuda")(a, b, f32)
+    out = torch.empty((M, N), device="cuda", dtype=tdtype)
+    kernel = gp.make_gemm_pipelined(M, N, K, dtype, out_dtype=dtype)
+    tirx.compile(kernel, target="cuda")(a, b, out)
+    assert torch.equal(out, f32.to(tdtype))
+
+
 def test_default_configuration_follows_m():
     """256-row blocks where M allows them, the 128-row block of 4 warps where it does not."""
     big = gp.make_gemm_pipelined(512, 256, 128)

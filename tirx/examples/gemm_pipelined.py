@@ -165,17 +165,22 @@ def make_gemm_pipelined(
     dtype: str = "float16",
     cfg: GemmConfig | None = None,
     sms: int | None = None,
+    out_dtype: str = "float32",
 ):
     """A kernel for fixed sizes (M a multiple of ``cfg.bm``, N of ``cfg.bn``, K of ``cfg.bk``).
 
     ``cfg``: by default :data:`DEFAULT` (256x128x64), or ``GemmConfig()`` (128x128x64) where M
     is a multiple of 128 but not of 256. ``sms``: the multiprocessors a persistent kernel
     (``cfg.persistent``) is sized for (it launches ``sms * cfg.persistent`` blocks, at most one
-    per tile); by default :func:`multiprocessors`.
+    per tile); by default :func:`multiprocessors`. ``out_dtype``: ``"float32"``, or the inputs'
+    dtype (the f32 sums rounded to nearest once, as cuBLAS's half-precision output).
     """
     if cfg is None:
         cfg = DEFAULT if M % DEFAULT.bm == 0 else GemmConfig()
     check_sizes(M, N, K, dtype, cfg)
+    if out_dtype not in ("float32", dtype):
+        raise ValueError(f"out_dtype must be float32 or {dtype} (the inputs'), got {out_dtype!r}")
+    OUT16 = out_dtype != "float32"
     ab = "f16" if dtype == "float16" else "bf16"
     mma = f"mma.sync.aligned.m16n8k16.row.col.f32.{ab}.{ab}.f32"
     ldsm = "ldmatrix.sync.aligned.m8n8.x4.shared.b16"
@@ -210,7 +215,7 @@ def make_gemm_pipelined(
     def gemm_pipelined(
         A: T.Tensor((M, K), dtype),
         B: T.Tensor((N, K), dtype),
-        Out: T.Tensor((M, N), "float32"),
+        Out: T.Tensor((M, N), out_dtype),
     ):
         T.device_entry(launch=T.cuda.LaunchConfig(grid=GRID, block=THREADS))
         tid = T.cuda.thread_idx("x")
@@ -236,6 +241,7 @@ def make_gemm_pipelined(
         fb0 = T.alloc_local((2 * NR,), "uint32")
         fb1 = T.alloc_local((2 * NR,), "uint32")
         acc = T.alloc_local((4 * MR * NR,), "float32")
+        pair = T.alloc_local((2,), out_dtype)  # two rounded sums, stored as one word
         for i in T.unroll(4 * MR * NR):
             acc[i] = T.float32(0)
         # grouped raster: GROUP block rows walk across N together (their tiles stay in L2).
@@ -413,16 +419,22 @@ def make_gemm_pipelined(
                             fb1.view(NR, 1, 8, 8, layout=B_MMA),
                             acc.view(MR, NR, 16, 8, layout=ACC),
                         )
-                # the epilogue: 8-byte stores, each quad of lanes one full 32-byte sector, while
-                # the next tile's first K tiles are in flight
-                out_c = Out.view("uint64")
+                # the epilogue: each quad of lanes writes one full 32-byte sector (8-byte
+                # stores of f32 pairs, 4-byte ones of 16-bit pairs), while the next tile's
+                # first K tiles are in flight
+                out_c = Out.view("uint32" if OUT16 else "uint64")
                 acc_c = acc.view("uint64")
                 for mi in T.unroll(MR):
                     for ni in T.unroll(NR):
                         for h in T.unroll(2):
                             row = bm * BM + wm * WTM + mi * 16 + lane // 4 + 8 * h
                             col = bn * BN + wn * WTN + ni * 8 + 2 * (lane % 4)
-                            out_c[row, col // 2] = acc_c[2 * NR * mi + 2 * ni + h]
+                            if OUT16:
+                                pair[0] = T.cast(acc[4 * NR * mi + 4 * ni + 2 * h], out_dtype)
+                                pair[1] = T.cast(acc[4 * NR * mi + 4 * ni + 2 * h + 1], out_dtype)
+                                out_c[row, col // 2] = pair.view("uint32")[0]
+                            else:
+                                out_c[row, col // 2] = acc_c[2 * NR * mi + 2 * ni + h]
                 if PERSISTENT:  # the next tile's accumulators start at zero
                     for i in T.unroll(4 * MR * NR):
                         acc[i] = T.float32(0)
