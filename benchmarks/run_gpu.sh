@@ -23,7 +23,8 @@ fi
 } > "$OUT/env.txt" 2>&1
 cat "$OUT/env.txt"
 python3 -m tirx.demo > "$OUT/demo.log" 2>&1; tail -1 "$OUT/demo.log"
-python3 -m pytest -q -m gpu -p no:cacheprovider -rfE tests/ --deselect tests/test_sanitizer_parity.py \
+python3 -m pytest -q -m gpu -p no:cacheprovider -rfE $(python3 -c "import xdist" 2>/dev/null && echo "-n 8") \
+  tests/ --deselect tests/test_sanitizer_parity.py \
   2>&1 | tee "$OUT/pytest_gpu.log" | tail -3
 # the simulator against compute-sanitizer, kernel by kernel (subprocesses: -n 8 where xdist is there)
 export PATH=$PATH:/usr/local/cuda/bin
@@ -34,7 +35,8 @@ python3 benchmarks/launch.py --out "$OUT/launch.md" > /dev/null 2>&1; tail -12 "
 python3 benchmarks/launch_parts.py --out "$OUT/launch_parts.md" > /dev/null 2>&1; tail -22 "$OUT/launch_parts.md"
 python3 benchmarks/compile.py --out "$OUT/compile.md" > /dev/null 2>&1; tail -12 "$OUT/compile.md"
 if [ -f benchmarks/gemm_speed.py ]; then
-  python3 benchmarks/gemm_speed.py --out "$OUT/gemm_speed.md" > /dev/null 2>&1; tail -12 "$OUT/gemm_speed.md"
+  python3 benchmarks/gemm_speed.py --variants tirx-out16,256x128x64-8w-3s-swizzle-p1 \
+    --out "$OUT/gemm_speed.md" > /dev/null 2>&1; sed -n '/^| dtype/,/^$/p' "$OUT/gemm_speed.md"
 fi
 python3 benchmarks/softmax_speed.py --dtypes float16,bfloat16 --out "$OUT/softmax_speed.md" > /dev/null 2>&1; tail -8 "$OUT/softmax_speed.md"
 # the tutorials with a GPU visible: target=None picks cuda (nbval options come from pyproject)
