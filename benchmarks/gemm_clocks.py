@@ -21,7 +21,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from gemm_kernels import TIRX_VARIANTS, make_mma_peak, peak_flops  # noqa: E402
+from gemm_kernels import TIRX_VARIANTS, make_mma_peak, output_dtype, peak_flops  # noqa: E402
 
 
 def _sampler(samples: list, stop: threading.Event) -> None:
@@ -74,11 +74,12 @@ def main(argv=None) -> int:
     tdtype = getattr(torch, args.dtype)
     a = torch.randn((n, n), device="cuda").to(tdtype)
     b = torch.randn((n, n), device="cuda").to(tdtype)
-    out = torch.empty((n, n), device="cuda", dtype=torch.float32)
     runners = {}
     for name in (v.strip() for v in args.variants.split(",") if v.strip()):
-        exe = tirx.compile(TIRX_VARIANTS[name](n, n, n, args.dtype), target="cuda")
-        runners[name] = (lambda exe=exe: exe(a, b, out), 2.0 * n**3)
+        kernel = TIRX_VARIANTS[name](n, n, n, args.dtype)
+        out = torch.empty((n, n), device="cuda", dtype=getattr(torch, output_dtype(kernel)))
+        exe = tirx.compile(kernel, target="cuda")
+        runners[name] = (lambda exe=exe, out=out: exe(a, b, out), 2.0 * n**3)
     peak, blocks, threads = make_mma_peak(args.dtype)
     pexe = tirx.compile(peak, target="cuda")
     sink = torch.zeros((blocks * threads,), device="cuda", dtype=torch.float32)

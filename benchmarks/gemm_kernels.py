@@ -93,6 +93,11 @@ TIRX_VARIANTS = {
 }
 
 
+def output_dtype(kernel) -> str:
+    """The dtype name of a GEMM kernel's output (its third parameter): float32 or 16-bit."""
+    return str(kernel.ir.params[2].dtype)
+
+
 # ------------------------------------------------------------------------------- Triton
 
 

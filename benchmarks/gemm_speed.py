@@ -51,6 +51,7 @@ from gemm_kernels import (  # noqa: E402
     TRITON_CONFIGS,
     TRITON_NAMED,
     make_mma_peak,
+    output_dtype,
     peak_flops,
     triton_matmul,
 )
@@ -163,7 +164,7 @@ def measure(
     for name in ["tirx", *variants]:
         factory = TIRX_VARIANTS[main if name == "tirx" else name]
         kernel = factory(n, n, n, dtype)
-        odt = str(kernel.ir.params[2].dtype)  # float32, or a 16-bit output
+        odt = output_dtype(kernel)
         exe = tirx.compile(kernel, target="cuda")
         out = torch.full((n, n), float("nan"), device="cuda", dtype=getattr(torch, odt))
         exe(a, b, out)
