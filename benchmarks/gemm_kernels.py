@@ -38,17 +38,20 @@ def _staged(cfg: gp.GemmConfig):
 def variant_name(cfg: gp.GemmConfig) -> str:
     """``BMxBNxBK-Ww-Ss-SMEM`` (``-nodbuf`` without register double buffering, ``-gN`` for a
     raster group of N block rows other than the default's, ``-pN`` for a persistent kernel of N
-    blocks per multiprocessor)."""
+    blocks per multiprocessor, ``-direct`` for an epilogue that stores from registers)."""
     warps = cfg.warps_m * cfg.warps_n
     name = f"{cfg.bm}x{cfg.bn}x{cfg.bk}-{warps}w-{cfg.stages}s-{cfg.smem}"
     name += "" if cfg.double_buffer else "-nodbuf"
     name += "" if cfg.group_m == gp.DEFAULT.group_m else f"-g{cfg.group_m}"
-    return name + (f"-p{cfg.persistent}" if cfg.persistent else "")
+    name += f"-p{cfg.persistent}" if cfg.persistent else ""
+    return name + ("" if cfg.stage_output else "-direct")
 
 
-def _cfg(tile="128x128x32", warps=(2, 4), stages=3, smem="swizzle", dbuf=True, group=8, p=0):
+def _cfg(
+    tile="128x128x32", warps=(2, 4), stages=3, smem="swizzle", dbuf=True, group=8, p=0, staged=True
+):
     bm, bn, bk = (int(x) for x in tile.split("x"))
-    return gp.GemmConfig(bm, bn, bk, warps[0], warps[1], stages, smem, dbuf, group, p)
+    return gp.GemmConfig(bm, bn, bk, warps[0], warps[1], stages, smem, dbuf, group, p, staged)
 
 
 PIPELINED = [
@@ -80,6 +83,9 @@ PIPELINED = [
     _cfg("128x128x64", (2, 2), stages=3, p=2),
     _cfg("256x128x64", (4, 2), stages=3, group=16, p=1),
     _cfg("256x128x64", (4, 2), stages=3, group=4, p=1),
+    # the epilogue from registers (8-byte stores, a quad of lanes per 32-byte sector)
+    _cfg("256x128x64", (4, 2), stages=3, staged=False),
+    _cfg("128x128x64", (2, 2), stages=3, staged=False),
 ]
 
 TIRX_VARIANTS = {
@@ -90,6 +96,9 @@ TIRX_VARIANTS = {
     **{variant_name(cfg): _pipelined(cfg) for cfg in PIPELINED},
     # the default with its output in the inputs' dtype, as cuBLAS writes it here
     "tirx-out16": lambda M, N, K, dtype: gp.make_gemm_pipelined(M, N, K, dtype, out_dtype=dtype),
+    "tirx-out16-direct": lambda M, N, K, dtype: gp.make_gemm_pipelined(
+        M, N, K, dtype, gp.GemmConfig(bm=256, warps_m=4, stage_output=False), out_dtype=dtype
+    ),
 }
 
 

@@ -24,6 +24,10 @@ CONFIGS = {
     "staged-plain": (make_gemm_staged, gp.GemmConfig(bk=32, warps_n=4, stages=2, smem="plain")),
     "default": (gp.make_gemm_pipelined, gp.DEFAULT),
     "128x128x64": (gp.make_gemm_pipelined, gp.GemmConfig()),
+    "default-direct": (
+        gp.make_gemm_pipelined,
+        gp.GemmConfig(bm=256, warps_m=4, stage_output=False),
+    ),
     "8w-2s-plain": (
         gp.make_gemm_pipelined,
         gp.GemmConfig(bk=32, warps_n=4, stages=2, smem="plain"),

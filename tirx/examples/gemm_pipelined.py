@@ -47,7 +47,10 @@ class GemmConfig:
     slice's fragments before the current slice's mma; ``group_m``: block rows per raster group;
     ``persistent``: 0 launches one block per output tile; ``n > 0`` launches ``n`` blocks per
     multiprocessor (as many as fit at once), each taking every grid-th tile, its pipeline
-    running on from one tile into the next (no fill and drain per tile).
+    running on from one tile into the next (no fill and drain per tile); ``stage_output``: the
+    epilogue passes the tile through shared memory so that every store writes whole 128-byte
+    lines (one-tile-per-block kernels only: a persistent block's stages are busy with the next
+    tile's copies by then, so it stores from registers).
     """
 
     bm: int = 128
@@ -60,6 +63,7 @@ class GemmConfig:
     double_buffer: bool = True
     group_m: int = 8
     persistent: int = 0
+    stage_output: bool = True
 
     @property
     def threads(self) -> int:
@@ -200,6 +204,23 @@ def make_gemm_pipelined(
     GRID = min(TILES, (sms or multiprocessors()) * cfg.persistent) if cfg.persistent else TILES
     ROUNDS = -(-TILES // GRID)  # tiles per block, at most
     PERSISTENT = ROUNDS > 1
+    STAGED = cfg.stage_output and not PERSISTENT
+    # the staged epilogue: rows of the block tile per round through A's stages (a padded
+    # pitch of BN + 8 elements: the fragments' stores hit 8 different bank groups), 16-byte
+    # chunks out, each thread CPT of them per round, RSTEP_O rows apart
+    ob = 2 if OUT16 else 4
+    cap = STAGES * BM * BK * 2 // ob  # out_dtype elements A's stages hold
+    ROWS_O = max(
+        (r for r in range(WTM, BM + 1, WTM) if BM % r == 0 and r * (BN + 8) <= cap), default=0
+    )
+    CH = 16 // ob  # elements per 16-byte chunk
+    CPR_O = BN // CH  # chunks per row
+    CPT = ROWS_O * CPR_O // THREADS if ROWS_O else 0
+    RSTEP_O = THREADS // CPR_O if CPR_O <= THREADS else 0
+    if STAGED and (not ROWS_O or ROWS_O * CPR_O % THREADS or not RSTEP_O):
+        STAGED = False  # the tile does not split into whole rounds: store from registers
+    C_LAYOUT = TileLayout(S[(max(ROWS_O, 1), BN) : (BN + 8, 1)])
+    WPR = max(ROWS_O // WTM, 1)  # warp rows per round
     GROUP = min(cfg.group_m, NB_M)
     SPAN = GROUP * NB_N  # tiles of one raster group
     LAST = (TILES - 1) // SPAN  # the last raster group, which may have fewer block rows
@@ -419,22 +440,62 @@ def make_gemm_pipelined(
                             fb1.view(NR, 1, 8, 8, layout=B_MMA),
                             acc.view(MR, NR, 16, 8, layout=ACC),
                         )
-                # the epilogue: each quad of lanes writes one full 32-byte sector (8-byte
-                # stores of f32 pairs, 4-byte ones of 16-bit pairs), while the next tile's
-                # first K tiles are in flight
-                out_c = Out.view("uint32" if OUT16 else "uint64")
-                acc_c = acc.view("uint64")
-                for mi in T.unroll(MR):
-                    for ni in T.unroll(NR):
-                        for h in T.unroll(2):
-                            row = bm * BM + wm * WTM + mi * 16 + lane // 4 + 8 * h
-                            col = bn * BN + wn * WTN + ni * 8 + 2 * (lane % 4)
-                            if OUT16:
-                                pair[0] = T.cast(acc[4 * NR * mi + 4 * ni + 2 * h], out_dtype)
-                                pair[1] = T.cast(acc[4 * NR * mi + 4 * ni + 2 * h + 1], out_dtype)
-                                out_c[row, col // 2] = pair.view("uint32")[0]
-                            else:
-                                out_c[row, col // 2] = acc_c[2 * NR * mi + 2 * ni + h]
+                if STAGED:
+                    # the epilogue through shared memory: round by round, the warps of
+                    # ROWS_O rows put their fragments into A's stages (free once every copy,
+                    # the re-reads included, has landed), then every thread stores 16-byte
+                    # chunks: each warp writes whole rows, full 128-byte lines
+                    T.ptx["cp.async.wait_all"]()
+                    T.cuda.cta_sync()
+                    c_s = T.decl_tensor(a_s, (ROWS_O, BN), out_dtype, C_LAYOUT)
+                    c_w = c_s.view("uint32" if OUT16 else "uint64")
+                    acc_c = acc.view("uint64")
+                    o_c = tid % CPR_O
+                    o_r = tid // CPR_O
+                    for rd in range(BM // ROWS_O):
+                        if wm // WPR == rd:
+                            for mi in T.unroll(MR):
+                                for ni in T.unroll(NR):
+                                    for h in T.unroll(2):
+                                        lr = (wm % WPR) * WTM + mi * 16 + lane // 4 + 8 * h
+                                        lc = wn * WTN + ni * 8 + 2 * (lane % 4)
+                                        if OUT16:
+                                            pair[0] = T.cast(
+                                                acc[4 * NR * mi + 4 * ni + 2 * h], out_dtype
+                                            )
+                                            pair[1] = T.cast(
+                                                acc[4 * NR * mi + 4 * ni + 2 * h + 1], out_dtype
+                                            )
+                                            c_w[lr, lc // 2] = pair.view("uint32")[0]
+                                        else:
+                                            c_w[lr, lc // 2] = acc_c[2 * NR * mi + 2 * ni + h]
+                        T.cuda.cta_sync()
+                        for q in T.unroll(CPT):
+                            orow = o_r + q * RSTEP_O
+                            for v in T.vectorized(CH):
+                                Out[bm * BM + rd * ROWS_O + orow, bn * BN + o_c * CH + v] = c_s[
+                                    orow, o_c * CH + v
+                                ]
+                        T.cuda.cta_sync()  # the next round writes where this one read
+                else:
+                    # the epilogue from registers: each quad of lanes writes one full 32-byte
+                    # sector (8-byte stores of f32 pairs, 4-byte ones of 16-bit pairs), while
+                    # the next tile's first K tiles are in flight
+                    out_c = Out.view("uint32" if OUT16 else "uint64")
+                    acc_c = acc.view("uint64")
+                    for mi in T.unroll(MR):
+                        for ni in T.unroll(NR):
+                            for h in T.unroll(2):
+                                row = bm * BM + wm * WTM + mi * 16 + lane // 4 + 8 * h
+                                col = bn * BN + wn * WTN + ni * 8 + 2 * (lane % 4)
+                                if OUT16:
+                                    pair[0] = T.cast(acc[4 * NR * mi + 4 * ni + 2 * h], out_dtype)
+                                    pair[1] = T.cast(
+                                        acc[4 * NR * mi + 4 * ni + 2 * h + 1], out_dtype
+                                    )
+                                    out_c[row, col // 2] = pair.view("uint32")[0]
+                                else:
+                                    out_c[row, col // 2] = acc_c[2 * NR * mi + 2 * ni + h]
                 if PERSISTENT:  # the next tile's accumulators start at zero
                     for i in T.unroll(4 * MR * NR):
                         acc[i] = T.float32(0)
