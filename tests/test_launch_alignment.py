@@ -171,9 +171,9 @@ except ImportError:  # not built: no C compiler at install
     pass
 
 
-@pytest.mark.skipif(_launch is None, reason="the C extension was not built")
-def test_the_c_runner_declines_a_misaligned_pointer(tmp_path):
-    exe = _exe(tmp_path, COPY)
+def _attach_c_stand_in(exe) -> LaunchRecorder:
+    """Launch ``exe`` (CPU tensors) through the extension's recording stand-in for
+    cuLaunchKernel; the returned recorder sees what the Python runner launches."""
 
     class FakeKernel:
         name, handle, max_dynamic_smem = exe.lowered.name, 0x1234, 48 * 1024
@@ -183,6 +183,13 @@ def test_the_c_runner_declines_a_misaligned_pointer(tmp_path):
         FakeKernel(), exe._kinds, entry=python, entry_address=_launch.record_entry()
     )
     exe._attach(launcher, -1)
+    return python
+
+
+@pytest.mark.skipif(_launch is None, reason="the C extension was not built")
+def test_the_c_runner_declines_a_misaligned_pointer(tmp_path):
+    exe = _exe(tmp_path, COPY)
+    python = _attach_c_stand_in(exe)
     _launch.set_record(len(exe._kinds), 0)
     try:
         exe._build_runner()
@@ -226,15 +233,7 @@ def test_an_extension_built_before_the_check_is_not_used_for_aligned_kernels(tmp
     aligned = _exe(tmp_path, COPY)
     free = tirx.compile(warp_matmul, target=TARGET)
     for exe, fast_path in ((aligned, "python"), (free, "c")):
-
-        class FakeKernel:
-            name, handle, max_dynamic_smem = exe.lowered.name, 0x1234, 48 * 1024
-
-        launcher = driver.Launcher(
-            FakeKernel(), exe._kinds, entry=LaunchRecorder(exe._kinds),
-            entry_address=_launch.record_entry(),
-        )  # fmt: skip
-        exe._attach(launcher, -1)
+        _attach_c_stand_in(exe)
         exe._build_runner()
         assert exe.fast_path == fast_path
 
