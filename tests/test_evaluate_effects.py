@@ -161,7 +161,7 @@ def test_gpu_evaluate_form_matches_bare_form_and_simulator(tmp_path):
         exe = tirx.compile(_kernel(tmp_path, source), target="cuda")
         host = _inputs()
         a, f, v = (torch.from_numpy(host[i].copy()).cuda() for i in (0, 2, 3))
-        u = torch.zeros(2, dtype=torch.uint32, device="cuda")
+        u = torch.zeros(2, dtype=torch.int32, device="cuda").view(torch.uint32)  # (no uint32 fill)
         exe(a, u, f, v)
         torch.cuda.synchronize()
         np.testing.assert_array_equal(a.cpu().numpy(), sim[0])
