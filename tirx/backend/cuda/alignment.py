@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 from ...errors import LaunchError, Span
 from ...ir import nodes as ir
+from ...ir.vector_access import parameter_alignments
 
 __all__ = ["Alignment", "Requirements", "misalignment", "pointer_alignment"]
 
@@ -47,8 +48,6 @@ class Requirements:
     @classmethod
     def of(cls, fn: ir.Function) -> Requirements:
         """The requirements of the lowered ``fn`` (tirx/ir/vector_access.py)."""
-        from ...ir.vector_access import parameter_alignments
-
         return cls(
             tuple(
                 None if a is None else Alignment(i, p.name, a.nbytes, a.loop.span)
