@@ -84,6 +84,18 @@ def reduce_kernel(op: str, width: int, dtype: str):
 
 
 @functools.cache
+def direct_kernel(dtype: str):
+    """A shuffle of a loaded element itself (of ``dtype``, not a float32 variable)."""
+    src = f"""
+    @T.function
+    def k(A: T.Tensor(({N},), "{dtype}"), B: T.Tensor(({N},), "{dtype}")):
+        T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block={N}))
+        tid = T.cuda.thread_idx("x")
+        B[tid] = T.cuda.__shfl_xor_sync(0xFFFFFFFF, A[tid], 1)
+    """
+    return define(src, _KERNEL_DIR, "k")
+
+
 def move_kernel(dtype: str):
     """Every mode, one lane operand each, on one dtype."""
     src = f"""
@@ -294,6 +306,10 @@ def test_golden_cuda_of_shuffles_votes_and_reductions():
     assert "__shfl_xor_sync((unsigned int)(4294967295u), (int)(A[((int)threadIdx.x)]), " in src
     src = tirx.compile(move_kernel("int8"), "cuda -arch=sm_90").source
     assert "((signed char)__shfl_sync((unsigned int)(4294967295u), (int)(v), (int)(5), " in src
+    # an fp8 element computes as float (codegen's expression type), so it shuffles as one
+    src = tirx.compile(direct_kernel("float8_e4m3fn"), "cuda -arch=sm_90").source
+    assert "(float)(tirx_e4m32f(A[((int)threadIdx.x)])), (int)(1), (int)(32))" in src
+    assert "unsigned char)__shfl" not in src
     src = tirx.compile(votes, "cuda -arch=sm_90").source
     for text in (
         "__ballot_sync((unsigned int)(4294967295u), (int)(p))",
@@ -531,6 +547,17 @@ def test_gpu_shuffle_dtypes_equal_the_simulator(dtype):
         x[1:] for x in _on_both(move_kernel(dtype), a, torch.zeros((4, N), dtype=a.dtype))
     )
     assert torch.equal(_bits(g), _bits(s))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", ["float8_e4m3fn", "float8_e5m2", "float16"])
+def test_gpu_shuffles_of_narrow_float_elements_equal_the_simulator(dtype):
+    import torch
+
+    a = (torch.arange(N, dtype=torch.float32) / 4 - 5).to(getattr(torch, dtype))  # 1.25, ...
+    (_, g), (_, s) = _on_both(direct_kernel(dtype), a, torch.zeros(N, dtype=a.dtype))
+    assert torch.equal(_bits(g), _bits(s))
+    assert torch.equal(_bits(s), _bits(a[torch.arange(N) ^ 1]))
 
 
 @pytest.mark.gpu

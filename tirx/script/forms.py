@@ -107,7 +107,8 @@ def call_form(ev, key: str, node: ast.Call, name_hint=None):
         if isinstance(value, ir.View):
             raise TirxSyntaxError("T.evaluate takes a value, not a tensor", span)
         # Kernel expressions have no side effects: evaluating one for nothing emits nothing,
-        # and a call that is a statement (T.ptx[...](...), printf) has emitted itself already.
+        # and a call that acts (T.ptx[...](...), printf, an atomic, which script/cta_ops.py
+        # accepts inside this statement) has emitted itself already.
         return None
     if key == "bind_":
         (value,) = ev._args(node, 1, 1, "value")

@@ -6,13 +6,15 @@
  * array. This module does the same work in C for a kernel whose parameters are all tensors: a
  * Runner compares the arguments with the memo (identity, ``_version``, ``data_ptr()``); on a
  * miss it runs the full checks (``dtype`` is the expected dtype object, ``shape`` equals the
- * expected one, ``get_device()`` is the executable's device, ``is_contiguous()``), packs a new
- * block and remembers it in the same memo; then it asks for the current stream and calls
- * cuLaunchKernel through the function pointer it was given. Anything it cannot accept (a
- * failed check, a wrong count, keywords, an argument that is not a tensor, two tensors whose
- * bytes overlap) goes to the Python runner, which raises the error that names the parameter
- * (or, for overlapping tensors the kernel only reads, launches them itself). Blocks are never written after they
- * are built, so a launch reads what was checked, whatever other threads do.
+ * expected one, ``get_device()`` is the executable's device, ``is_contiguous()``, and for a
+ * tensor that T.vectorized accesses as vectors a data pointer with the bits of its ``alignment``
+ * mask clear: alignment.py), packs a new block and remembers it in the same memo; then it asks
+ * for the current stream and calls cuLaunchKernel through the function pointer it was given.
+ * Anything it cannot accept (a failed check, a wrong count, keywords, an argument that is not
+ * a tensor, two tensors whose bytes overlap) goes to the Python runner, which raises the error
+ * that names the parameter (or, for overlapping tensors the kernel only reads, launches them
+ * itself). Blocks are never written after they are built, so a launch reads what was checked,
+ * whatever other threads do.
  *
  * The GIL is released around cuLaunchKernel (it may block while the launch queue is full); the
  * memo entry being launched is held for the duration, which keeps its block alive.
@@ -69,6 +71,7 @@ typedef struct {
     PyObject *miss; /* the Python runner: call(*args) */
     PyObject *fail; /* fail(err, stream, params): raises the LaunchError (or retries) */
     uint64_t nbytes[MAX_PARAMS]; /* per parameter: its tensor's size in bytes (shape, dtype) */
+    uint64_t masks[MAX_PARAMS];  /* per parameter: pointer bits that must be 0 (alignment) */
 } Runner;
 
 /* 1 when a and b are equal ints, 0 when not (or not ints: the caller then takes the miss). */
@@ -189,6 +192,8 @@ static int full_checks(Runner *self, PyObject *const *args, uint64_t *values) {
             PyErr_Clear();
             return 0;
         }
+        if (values[i] & self->masks[i]) /* misaligned for its vector accesses: Python says so */
+            return 0;
     }
     /* Tensors whose bytes overlap (the same tensor twice, views of one storage): the Python
      * runner decides, since the code declares every pointer __restrict__. */
@@ -321,13 +326,15 @@ static int unsigned_of(PyObject *v, unsigned *out, const char *what) {
 
 static int runner_init(PyObject *obj, PyObject *args, PyObject *kwds) {
     Runner *self = (Runner *)obj;
-    static char *kwlist[] = {"entry", "function", "grid",    "block", "smem", "dtypes", "shapes",
-                             "memo",  "stream",   "ordinal", "miss",  "fail", NULL};
+    static char *kwlist[] = {"entry",  "function", "grid",    "block", "smem",
+                             "dtypes", "shapes",   "memo",    "stream", "ordinal",
+                             "miss",   "fail",     "alignment", NULL};
     PyObject *entry, *function, *grid, *block, *smem, *dtypes, *shapes, *memo, *stream, *ordinal,
-        *miss, *fail;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOOOOO!O!O!OOOO", kwlist, &entry, &function,
+        *miss, *fail, *alignment = NULL;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOOOOO!O!O!OOOO|O!", kwlist, &entry, &function,
                                      &grid, &block, &smem, &PyTuple_Type, &dtypes, &PyTuple_Type,
-                                     &shapes, &PyList_Type, &memo, &stream, &ordinal, &miss, &fail))
+                                     &shapes, &PyList_Type, &memo, &stream, &ordinal, &miss, &fail,
+                                     &PyTuple_Type, &alignment))
         return -1;
     Py_ssize_t n = PyTuple_GET_SIZE(dtypes);
     self->entry = (launch_fn)PyLong_AsVoidPtr(entry);
@@ -350,10 +357,22 @@ static int runner_init(PyObject *obj, PyObject *args, PyObject *kwds) {
     }
     if (unsigned_of(smem, &self->dims[6], "smem") < 0)
         return -1;
-    if (n < 1 || PyTuple_GET_SIZE(shapes) != n) {
-        PyErr_SetString(PyExc_ValueError,
-                        "Runner: dtypes and shapes need one item per parameter (at least one)");
+    if (n < 1 || PyTuple_GET_SIZE(shapes) != n ||
+        (alignment != NULL && PyTuple_GET_SIZE(alignment) != n)) {
+        PyErr_SetString(PyExc_ValueError, "Runner: dtypes, shapes and alignment need one item "
+                                          "per parameter (at least one)");
         return -1;
+    }
+    for (Py_ssize_t i = 0; i < n && i < MAX_PARAMS; i++) {
+        self->masks[i] = 0;
+        if (alignment == NULL)
+            continue;
+        self->masks[i] = PyLong_AsUnsignedLongLong(PyTuple_GET_ITEM(alignment, i));
+        if (PyErr_Occurred()) {
+            PyErr_Clear();
+            PyErr_SetString(PyExc_ValueError, "Runner: each alignment mask must be an int >= 0");
+            return -1;
+        }
     }
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *shape = PyTuple_GET_ITEM(shapes, i);
@@ -452,9 +471,10 @@ static PyGetSetDef runner_getset[] = {
 static PyTypeObject RunnerType = {
     PyVarObject_HEAD_INIT(NULL, 0).tp_name = "tirx.backend.cuda._launch.Runner",
     .tp_doc = "Runner(entry, function, grid, block, smem, dtypes, shapes, memo, stream, ordinal,"
-              " miss, fail)\n\nCalled with a kernel's tensors: launches them when they are the"
-              "\nmemo's, unchanged, or pass the checks (then remembers them); otherwise calls"
-              "\nmiss(*args).",
+              " miss, fail, alignment=None)\n\nCalled with a kernel's tensors: launches them when"
+              "\nthey are the memo's, unchanged, or pass the checks (then remembers them);"
+              "\notherwise calls miss(*args). alignment: per parameter, the data-pointer bits"
+              "\nthat must be 0.",
     .tp_basicsize = sizeof(Runner),
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
     .tp_new = runner_new,
@@ -576,6 +596,11 @@ PyMODINIT_FUNC PyInit__launch(void) {
                                      MEMO_POINTER, MEMO_BLOCK, MEMO_PARAMS);
     if (layout == NULL || PyModule_AddObject(m, "MEMO_LAYOUT", layout) < 0) {
         Py_XDECREF(layout);
+        Py_DECREF(m);
+        return NULL;
+    }
+    /* Runner takes alignment= (executable.py does not pass it to a build without this) */
+    if (PyModule_AddIntConstant(m, "CHECKS_ALIGNMENT", 1) < 0) {
         Py_DECREF(m);
         return NULL;
     }

@@ -40,8 +40,8 @@ C, calling ``cuLaunchKernel`` directly, and hands every call it declines to ``ca
 :class:`~tirx.backend.cuda.driver.ArgPacker`, ``stream`` torch's current-stream getter and
 ``streams`` the map from stream handles to ``CUstream`` objects, ``distinct`` the check that no
 written tensor overlaps another (``ArgChecker.distinct_pointers``; the code declares every
-pointer ``__restrict__``). A twin, ``run(args)``, answers
-True or False instead of falling back (tests use it).
+pointer ``__restrict__``; a tensor read as 16-byte vectors adds ``not p0 & 15``: alignment.py).
+A twin, ``run(args)``, answers True or False instead of falling back (tests use it).
 
 **The memo.** The runner remembers the tensors it last checked (weak references, so it keeps no
 tensor alive), each one's version counter and data pointer, and the argument block it packed
@@ -168,6 +168,12 @@ class CudaExecutable(Executable):
             self._smem = max(self._smem, lowered.shared_bytes)
 
     @functools.cached_property
+    def _alignment(self):  # what T.vectorized asks of each data pointer (alignment.py)
+        from .alignment import Requirements
+
+        return Requirements.of(self.lowered)
+
+    @functools.cached_property
     def sass(self) -> str | None:
         from .tools import disassemble
 
@@ -249,6 +255,7 @@ class CudaExecutable(Executable):
             if isinstance(p, ir.Buffer):
                 tensors.append((i, check.tensor(i, p, a)))
                 values.append(tensors[-1][1].data_ptr())
+                self._alignment.check(i, values[-1])
             else:
                 values.append(check.scalar(p, a))
         check.distinct(tensors)
@@ -278,6 +285,7 @@ class CudaExecutable(Executable):
         self._run, self._call = make_runners(
             params, dtypes, self._launcher, self._grid, self._block, self._smem, stream,
             self._ordinal, slow, native, distinct=self.checker.distinct_pointers(),
+            alignment=self._alignment.masks,
         )  # fmt: skip
         return self._run
 
@@ -308,7 +316,7 @@ def _default_stream(ordinal: int) -> int:
 
 def make_runners(
     params, torch_dtypes, launcher, grid, block, smem, stream, ordinal, slow, native=None,
-    distinct=None,
+    distinct=None, alignment=None,
 ):  # fmt: skip
     """``(run, call)``, two variants of the runner sharing one memo.
 
@@ -325,13 +333,13 @@ def make_runners(
     ``call`` is the compiled :class:`_launch.Runner <native_runner>` around the Python one
     where it can be (see :func:`native_runner`); ``native=False`` keeps the Python one.
     ``distinct(*pointers) -> bool`` (:meth:`ArgChecker.distinct_pointers`) is the miss path's
-    aliasing check of two or more tensors (None: never false).
+    aliasing check of two or more tensors (None: never false); ``alignment``: alignment masks.
     """
     launcher.prepare(smem)
     grid, block = tuple(int(x) for x in grid), tuple(int(x) for x in block)
-    run_code, call_code = _runner_code(
-        tuple(_slot(p) for p in params), ordinal, grid, block, int(smem)
-    )
+    alignment = tuple(alignment or (0,) * len(params))
+    slots = tuple(_slot(p, mask) for p, mask in zip(params, alignment))
+    run_code, call_code = _runner_code(slots, ordinal, grid, block, int(smem))
     tensors = sum(isinstance(p, ir.Buffer) for p in params)
     memo = [MEMO.empty(tensors)]
     scope = {
@@ -357,17 +365,20 @@ def make_runners(
         shapes = tuple(tuple(int(d) for d in p.shape) for p in params)
         call = (
             native_runner(launcher, grid, block, smem, tuple(torch_dtypes), shapes, memo,
-                          stream, ordinal, call)
+                          stream, ordinal, call, alignment)
             or call
         )  # fmt: skip
     return run, call
 
 
-def native_runner(launcher, grid, block, smem, dtypes, shapes, memo, stream, ordinal, call):
+def native_runner(
+    launcher, grid, block, smem, dtypes, shapes, memo, stream, ordinal, call, align=()
+):
     """The compiled runner (``tirx/backend/cuda/_launch.c``) in front of the Python runner
     ``call``, which takes every call it declines; None where there is none: the extension was
-    not built (no C compiler at install), ``TIRX_NATIVE_LAUNCH=0``, or the launcher has no C
-    entry address (a Python stand-in for ``cuLaunchKernel``).
+    not built (no C compiler at install), ``TIRX_NATIVE_LAUNCH=0``, the launcher has no C
+    entry address (a Python stand-in for ``cuLaunchKernel``), or a pointer must be aligned
+    (``align``, the masks of :func:`make_runners`) and the build predates that check.
 
     For a kernel whose parameters are all tensors (of ``dtypes`` and ``shapes``, on device
     ``ordinal``): a memo hit costs the identity, ``_version`` and ``data_ptr()`` reads in C; a
@@ -379,15 +390,18 @@ def native_runner(launcher, grid, block, smem, dtypes, shapes, memo, stream, ord
         return None
     if tuple(getattr(native, "MEMO_LAYOUT", ())) != tuple(MEMO):  # built from another layout
         return None
+    if any(align) and not getattr(native, "CHECKS_ALIGNMENT", False):
+        return None
     handle = launcher.kernel.handle
     dims = (grid, block, int(smem))
 
     def fail(err: int, stream_handle: int, params: int) -> None:
         launcher.failed(_cu_result(err), *dims, driver.STREAMS[stream_handle], params)
 
+    extra = {"alignment": tuple(align)} if any(align) else {}
     return native.Runner(
         launcher.entry_address, int(handle) if handle is not None else 0, grid, block,
-        int(smem), dtypes, shapes, memo, stream, ordinal, call, fail,
+        int(smem), dtypes, shapes, memo, stream, ordinal, call, fail, **extra,
     )  # fmt: skip
 
 
@@ -490,10 +504,10 @@ def _remember(tensors, pointers, packed) -> tuple:
     return MEMO.entry(fields, tuple(packed))
 
 
-def _slot(p) -> tuple:
+def _slot(p, alignment_mask: int = 0) -> tuple:
     """What the fast check of one parameter looks like (the generated text depends on it)."""
     if isinstance(p, ir.Buffer):
-        return ("tensor",)
+        return ("tensor", int(alignment_mask))
     kind = p.dtype.kind
     if kind == "float":
         return ("float",)
@@ -535,6 +549,8 @@ def _runner_source(
                 f"{a}.get_device() == {int(ordinal)}",
                 f"{a}.is_contiguous()",
             ]
+            if slot[1]:  # T.vectorized accesses it as vectors: its pointer must be aligned
+                tensor_checks.append(f"not p{i} & {int(slot[1])}")
             values.append(f"p{i}")
         elif slot[0] == "int":
             scalar_checks += [f"type({a}) is int", f"{int(slot[1])} <= {a} <= {int(slot[2])}"]

@@ -44,10 +44,11 @@ _ELECT = (
 
 
 def _ctype(d: DType) -> str:
-    """The C type of a value of ``d`` in expressions (as codegen's ``_ctype``)."""
-    if d.name in ("float16", "bfloat16"):
-        return "float"
-    return "bool" if d.name == "bool" else d.c_type
+    """The C type of a value of ``d`` in expressions: the code generator's own (imported at
+    the first use, since the code generator imports this module)."""
+    from .codegen import _ctype as expression_ctype
+
+    return expression_ctype(d)
 
 
 def _rounded(code: str, d: DType) -> str:
