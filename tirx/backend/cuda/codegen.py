@@ -18,6 +18,7 @@ from ...ir import nodes as ir
 from ...ir.simplify import is_nonnegative
 from ...ir.visitor import UnknownNodeError, Visitor, Walker
 from .abi import CODEGEN_VERSION, param_kinds, uses_dynamic_shared
+from .tools import LazyPattern
 from .writes import assigns as _assigns
 from .writes import nonneg_vars as _nonneg_vars
 
@@ -512,7 +513,8 @@ def _calls_one_of(prelude: str, code: str) -> bool:
     return any(name in code for name in _DEFINED.findall(prelude))
 
 
-_DEFINED = re.compile(r"^(?:template <[^>]*> )?TIRX_DEVICE [\w ]+?\b(tirx_\w+)\(", re.M)
+# compiled at the first kernel that has an optional prelude (the seed kernel has none)
+_DEFINED = LazyPattern(r"^(?:template <[^>]*> )?TIRX_DEVICE [\w ]+?\b(tirx_\w+)\(", re.M)
 
 
 def _warp_helpers(exprs) -> str:
