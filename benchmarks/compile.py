@@ -2,9 +2,10 @@
 
     python benchmarks/compile.py [--runs N] [--arch sm_90] [--out FILE]
 
-Every "fresh process" figure is the median over ``--runs`` new Python processes; each one
-imports tirx and, before its clock starts, initializes the CUDA driver (cuInit and the primary
-context on a GPU machine, as any program already using torch CUDA has). Rows:
+Every "fresh process" figure is the median over ``--runs`` new Python processes (those of
+NVRTC alone and of the cold compile alternate, so that a shared machine's load weighs on both
+alike); each one imports tirx and, before its clock starts, initializes the CUDA driver (cuInit
+and the primary context on a GPU machine, as any program already using torch CUDA has). Rows:
 
 * NVRTC alone: ``compile_cuda`` (what tirx calls) on the seed's generated CUDA source, first
   compile in the process (it loads libnvrtc).
@@ -23,6 +24,8 @@ context on a GPU machine, as any program already using torch CUDA has). Rows:
 * repeat: ``tirx.compile`` of the same kernel object for the same target again in one
   process. Goal: at most 0.2 ms.
 * lower: lowering alone (tile contracts checked) in a fresh process, seed and 128^3 GEMM.
+* import tirx: ``import tirx`` alone in a fresh process (before every clock above; the
+  construct families' modules load at first use, see docs/architecture.md).
 """
 
 from __future__ import annotations
@@ -108,6 +111,13 @@ def child_nvrtc(source_file: str, arch: str) -> dict:
     out = compile_cuda(source, arch=arch, filename="warp_matmul.cu", options=NVRTC_OPTIONS)
     ms = (time.perf_counter() - t0) * 1e3
     return {"ms": ms, "cubin_bytes": len(out.cubin)}
+
+
+def child_import() -> dict:
+    t0 = time.perf_counter()
+    import tirx  # noqa: F401
+
+    return {"ms": (time.perf_counter() - t0) * 1e3}
 
 
 def child_lower(arch: str) -> dict:
@@ -230,6 +240,8 @@ def main(argv=None) -> None:
             result = child_call(rest[0])
         elif kind == "nvrtc":
             result = child_nvrtc(rest[0], rest[1])
+        elif kind == "import":
+            result = child_import()
         else:
             result = child_lower(rest[0])
         print(json.dumps(result))
@@ -245,17 +257,19 @@ def main(argv=None) -> None:
         unused = os.path.join(tmp, "unused")
         for kind in (["nvrtc", src, args.arch], ["tirx", target, "full"], ["lower", args.arch]):
             _spawn(kind, os.path.join(tmp, "warmup"), pyc)  # writes the bytecode
-        nvrtc = [_spawn(["nvrtc", src, args.arch], unused, pyc)["ms"] for _ in range(runs)]
-        cold = [
-            _spawn(["tirx", target, "full"], os.path.join(tmp, f"cold{i}"), pyc)
-            for i in range(runs)
-        ]
+        # NVRTC alone and the cold compile take turns, so that the load of a shared machine
+        # (which changes from second to second) weighs on both sides of the ratio alike
+        nvrtc, cold = [], []
+        for i in range(runs):
+            nvrtc.append(_spawn(["nvrtc", src, args.arch], unused, pyc)["ms"])
+            cold.append(_spawn(["tirx", target, "full"], os.path.join(tmp, f"cold{i}"), pyc))
         warm_dir = os.path.join(tmp, "cold0")  # filled by the first cold run
         warm = [_spawn(["tirx", target, "full"], warm_dir, pyc) for _ in range(runs)]
         warm_pre = [_spawn(["tirx", target, "preload"], warm_dir, pyc) for _ in range(runs)]
         _spawn(["call", target], warm_dir, pyc)  # its bytecode
         call = [_spawn(["call", target], warm_dir, pyc) for _ in range(runs)]
         lower = [_spawn(["lower", args.arch], unused, pyc) for _ in range(runs)]
+        imported = [_spawn(["import"], unused, pyc)["ms"] for _ in range(runs)]
     assert all(r["cache"] == "miss" for r in cold), [r["cache"] for r in cold]
     assert all(r["cache"] == "hit" for r in warm + warm_pre + call)
     repeat = _repeat_ms(target, args.repeat_calls)
@@ -290,6 +304,7 @@ def main(argv=None) -> None:
         ("lower seed, fresh process", statistics.median(r["seed"] for r in lower), "", "", ""),
         ("lower gemm 128^3, fresh process", statistics.median(r["gemm"] for r in lower), "", "",
          ""),
+        ("import tirx, fresh process", statistics.median(imported), "", "", ""),
     ]  # fmt: skip
     lines = [
         f"tirx compile benchmark, {date.today().isoformat()}: seed kernel (warp_matmul), "

@@ -10,7 +10,6 @@ import math
 
 from ..dtypes import DTypeKind
 from . import nodes as ir
-from . import warp_ops
 from .visitor import Visitor, Walker
 
 __all__ = ["print_function", "print_expr"]
@@ -139,6 +138,8 @@ class _Exprs(Visitor):
 
     def leave_WarpCollective(self, e, mask, value, lane, width):
         """In the T.cuda spelling (a warp_reduce's op is its second argument)."""
+        from . import warp_ops  # the collectives' table, loaded with the first one
+
         if e.op in warp_ops.REDUCTIONS:
             return f'T.cuda.warp_reduce({value[0]}, "{e.op.value}", {width[0]})', _ATOM
         args = ", ".join(x[0] for x in (mask, value, lane, width) if x[0] != "None")

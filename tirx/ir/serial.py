@@ -43,73 +43,73 @@ def dumps(value) -> bytes:
     """``value`` (tirx dataclasses and enums, tuples, dicts, atoms) as bytes; TypeError for a
     value holding anything else."""
     class_rows: list[tuple] = []
-    classes: dict[type, tuple[int, tuple[str, ...] | None]] = {}  # -> (index, field names)
+    # class -> (index, field names or None for an enum), once per class: a cold compile
+    # stores a kernel once, and per-value class tests were most of the time this took
+    classes: dict[type, tuple[int, tuple[str, ...] | None]] = {}
     atoms: list = []
     rows: list[tuple] = []
     seen: dict = {}  # id(value), or (type, value) for atoms other than floats (0.0 == -0.0)
 
     def class_of(cls) -> tuple[int, tuple[str, ...] | None]:
-        if cls not in classes:
-            names = (
-                None
-                if issubclass(cls, enum.Enum)
-                else tuple(f.name for f in dataclasses.fields(cls))
-            )
-            classes[cls] = (len(class_rows), names)
+        known = classes.get(cls)
+        if known is None:
+            if issubclass(cls, enum.Enum) and _ours(cls):
+                names = None
+            elif "__dataclass_fields__" in vars(cls) and _ours(cls):
+                names = tuple(f.name for f in dataclasses.fields(cls))
+            elif issubclass(cls, (Expr, Stmt)):
+                raise UnknownNodeError(cls, "the IR serializer")
+            else:
+                raise TypeError(f"cannot store a {cls.__qualname__} (only tirx's IR)")
+            known = classes[cls] = (len(class_rows), names)
             class_rows.append((cls.__module__, cls.__qualname__, names))
-        return classes[cls]
-
-    def key_of(v):
-        t = type(v)
-        return (t, v) if t in _ATOMS and t is not float else id(v)
-
-    def parts(v) -> list:
-        """The values ``v`` holds, in the order its row lists them."""
-        t = type(v)
-        if t is tuple:
-            return list(v)
-        if t is dict:
-            return [*v, *v.values()]
-        if isinstance(v, enum.Enum) and _ours(t):
-            return []
-        if "__dataclass_fields__" in vars(t) and _ours(t):
-            return [getattr(v, f) for f in class_of(t)[1]]
-        if isinstance(v, (Expr, Stmt)):
-            raise UnknownNodeError(t, "the IR serializer")
-        raise TypeError(f"cannot store a {t.__qualname__} (only tirx's IR)")
+        return known
 
     def ref(value):
         """The atom's number, or ``[row]`` for a compound value (numbered once all atoms are
         known); children get their rows before their parents, over an explicit stack (no
         recursion: an expression may be thousands of levels deep)."""
         todo = [(value, None)]
+        pop, push, extend = todo.pop, todo.append, todo.extend
         while todo:
-            v, held = todo.pop()
-            key = key_of(v)
-            if key in seen:
-                continue
+            v, held = pop()
             t = type(v)
-            if t in _ATOMS:
-                seen[key] = len(atoms)
-                atoms.append(v)
-                continue
+            key = (t, v) if t in _ATOMS and t is not float else id(v)
             if held is None:
-                held = parts(v)
-                todo.append((v, held))
-                todo.extend((x, None) for x in reversed(held))
+                if key in seen:
+                    continue
+                if t in _ATOMS:
+                    seen[key] = len(atoms)
+                    atoms.append(v)
+                    continue
+                if t is tuple:
+                    held = list(v)
+                elif t is dict:
+                    held = [*v, *v.values()]
+                else:
+                    names = class_of(t)[1]
+                    held = [] if names is None else [getattr(v, f) for f in names]
+                push((v, held))
+                extend((x, None) for x in reversed(held))
                 continue
-            nums = [seen[key_of(x)] for x in held]
+            if key in seen:  # reached again below itself (a shared child): already a row
+                continue
+            nums = [
+                seen[(type(x), x) if type(x) in _ATOMS and type(x) is not float else id(x)]
+                for x in held
+            ]
             if t is tuple:
                 r = (_TUPLE, nums)
             elif t is dict:
                 r = (_DICT, nums[: len(v)], nums[len(v) :])
-            elif isinstance(v, enum.Enum):
-                r = (_ENUM, class_of(t)[0], v.name)
+            elif classes[t][1] is None:
+                r = (_ENUM, classes[t][0], v.name)
             else:
-                r = (_DATA, class_of(t)[0], nums)
+                r = (_DATA, classes[t][0], nums)
             seen[key] = [len(rows)]
             rows.append(r)
-        return seen[key_of(value)]
+        t = type(value)
+        return seen[(t, value) if t in _ATOMS and t is not float else id(value)]
 
     root = ref(value)
     base = len(atoms)

@@ -21,13 +21,16 @@ No pass recurses in Python, so expressions as deep as CPython compiles (a sum of
 terms) and long ``elif`` chains need no recursion limit. A node class a pass has no rule for
 raises :class:`UnknownNodeError`, naming the class and the pass: nothing passes through
 unseen. Rules are found by class *name* (``leave_GlobalAddress``), so a pass can carry the rule
-for a class another change is adding.
+for a class another change is adding. A pass may also name a rule in ``lazy_rules`` (rule name
+-> ``"module:attribute"``): its module is imported when the pass first meets a node of that
+class, so a construct family's code loads only for the kernels that use it.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import functools
+import importlib
 import types
 import typing
 
@@ -87,16 +90,23 @@ def _spec(cls: type) -> tuple[tuple[str, bool], ...]:
     """``(field name, holds a tuple)`` for each child field of node class ``cls``."""
     if cls not in node_classes():
         raise UnknownNodeError(cls, "the IR visitor")
-    hints = typing.get_type_hints(cls, vars(ir))
     out = []
     for f in dataclasses.fields(cls):
-        t = hints[f.name]
+        t = _annotation(f.type)
         if typing.get_origin(t) is tuple:
             if any(_holds_node(a) for a in typing.get_args(t) if a is not Ellipsis):
                 out.append((f.name, True))
         elif _holds_node(t):
             out.append((f.name, False))
     return tuple(out)
+
+
+@functools.cache
+def _annotation(text):
+    """A field's annotation as a type: the node modules postpone theirs (strings), which are
+    evaluated in :mod:`tirx.ir.nodes`' namespace once per distinct text (a few dozen in all;
+    ``typing.get_type_hints`` per class costs a cold compile milliseconds)."""
+    return eval(text, vars(ir)) if isinstance(text, str) else text  # noqa: S307 - our own source
 
 
 def child_fields(cls: type) -> tuple[str, ...]:
@@ -153,6 +163,9 @@ class _Pass:
 
     pass_name = "an IR pass"
     _prefixes: tuple[str, ...] = ()
+    #: rules kept in a construct family's module, imported at the first node that needs one:
+    #: rule name (``leave_MathCall``) -> ``"package.module:attribute[.attribute]"``
+    lazy_rules: dict[str, str] = {}
 
     def _default(self, cls: type):
         """Rules for a class the pass names no method for (unbound functions), or None."""
@@ -164,13 +177,22 @@ class _Pass:
         if rule is None:
             if cls not in node_classes():
                 raise UnknownNodeError(cls, self.pass_name)
-            here = type(self)
-            found = tuple(getattr(here, p + cls.__name__, None) for p in self._prefixes)
+            found = tuple(self._named_rule(p + cls.__name__) for p in self._prefixes)
             if all(f is None for f in found):
                 found = self._default(cls)
                 if found is None:
                     raise UnknownNodeError(cls, self.pass_name)
             table[cls] = rule = (*found, _spec(cls))
+        return rule
+
+    def _named_rule(self, name: str):
+        """The pass's rule called ``name`` (a function), from its class or ``lazy_rules``."""
+        rule = getattr(type(self), name, None)
+        if rule is None and name in self.lazy_rules:
+            module, _, path = self.lazy_rules[name].partition(":")
+            rule = importlib.import_module(module)
+            for part in path.split("."):
+                rule = getattr(rule, part)
         return rule
 
 

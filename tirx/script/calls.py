@@ -15,12 +15,11 @@ import builtins
 from ..dtypes import dtype_of
 from ..errors import TirxSyntaxError
 from ..ir import nodes as ir
-from . import checks, cta_ops, forms, intrinsics, macros
+from . import checks, forms, macros
 from . import tensor as tensor_ops
+from .families import family_of, parse_call
 from .namespace import Intrinsic, PtxInstruction, ScalarType
 from .values import VIEW_METHODS, compile_time_callable, is_number, is_static, kind_of
-from .warp_ops import KEYS as WARP_KEYS
-from .warp_ops import build as build_warp_op
 
 __all__ = ["Calls"]
 
@@ -157,8 +156,9 @@ class Calls:
     def intrinsic(self, key: str, node, name_hint=None):
         span = self.p.span(node)
         b = self.b
-        if key in WARP_KEYS:
-            return build_warp_op(self, key, node)
+        family = family_of(key)  # warp collectives, atomics and CTA ops, math intrinsics
+        if family is not None:
+            return parse_call(family, self, key, node, name_hint)
         if key == "cuda.lane_id":
             self._args(node, 0, 0)
             return ir.Special(ir.Builtin.LANE_ID)
@@ -187,8 +187,6 @@ class Calls:
             return None
         if key == "cuda.tile.apply":
             return self._tile_apply(node, span)
-        if key in cta_ops.KEYS:
-            return cta_ops.call(self, key, node, name_hint)
         if key in ("alloc_shared", "alloc_local"):
             vals = self._args(node, 2, 5, "shape", "dtype", "layout", "align", "scope")
             shape, dtype, layout, align, where = vals + [_MISSING] * (5 - len(vals))
@@ -202,8 +200,6 @@ class Calls:
             if isinstance(dtype, ScalarType):
                 dtype = dtype.dtype
             return ir.cast(checks.int_literal(self._number(value, span)), dtype_of(dtype))
-        if key in intrinsics.FORMS:  # math and bit intrinsics, T.min and T.max among them
-            return intrinsics.build(self, key, node)
         if key in ("serial", "unroll"):
             raise TirxSyntaxError(f"T.{key}(...) is only valid as a for-loop iterator", span)
         if key == "device_entry":

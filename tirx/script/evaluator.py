@@ -22,7 +22,6 @@ from .calls import Calls
 from .chains import CHAINED, evaluate_chain
 from .namespace import Intrinsic
 from .values import VIEW_METHODS, is_number, is_static, kind_of, place_of
-from .warp_ops import is_cuda_intrinsic
 
 __all__ = ["Evaluator"]
 
@@ -208,7 +207,7 @@ class Evaluator(Calls):
         return self._getattr(base, node.attr, node)
 
     def _getattr(self, base, attr, node):
-        if attr.startswith("_") and not is_cuda_intrinsic(base, attr):
+        if attr.startswith("_") and not _is_cuda_intrinsic(base, attr):
             raise TirxSyntaxError(
                 f"private attribute {attr!r} is not accessible", self.p.span(node)
             )
@@ -370,3 +369,11 @@ class Evaluator(Calls):
         a, b = ir.as_expr(a), ir.as_expr(b)
         dtype = ir.promote(a.dtype, b.dtype)
         return ir.Select(cond, ir.cast(a, dtype), ir.cast(b, dtype), dtype)
+
+
+def _is_cuda_intrinsic(base, attr: str) -> bool:
+    """``T.cuda.__shfl_sync`` and the other underscored warp collectives (imported here: a
+    kernel that names none does not load them)."""
+    from .warp_ops import is_cuda_intrinsic
+
+    return is_cuda_intrinsic(base, attr)

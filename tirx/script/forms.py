@@ -22,7 +22,6 @@ import ast
 from ..dtypes import DType, dtype_of
 from ..errors import TirxSyntaxError
 from ..ir import nodes as ir
-from . import storage
 from .namespace import Intrinsic, ScalarType
 from .values import is_number, kind_of
 
@@ -113,6 +112,8 @@ def call_form(ev, key: str, node: ast.Call, name_hint=None):
     if key == "bind_":
         (value,) = ev._args(node, 1, 1, "value")
         return value  # used as a value, a binding is the value itself (see assign_form)
+    from . import storage  # the storage forms below, loaded at the first
+
     if key == "local_scalar":
         return storage.local_scalar(ev, node, name_hint or "scalar")
     if key == "reinterpret":
@@ -217,7 +218,9 @@ def assign_form(parser, node: ast.Assign) -> bool:
     if not isinstance(target, ast.Name):
         raise TirxSyntaxError(f"T.{key} binds one name", parser.span(target))
     if key == "local_scalar":
-        var = storage.local_scalar(ev, node_value, target.id)
+        from .storage import local_scalar
+
+        var = local_scalar(ev, node_value, target.id)
         b.frames[b.base][target.id] = var
         return True
     value = ev.value(node_value)

@@ -17,10 +17,7 @@ from ..dtypes import DTYPES, DType, dtype_of
 from ..errors import Span, TirxSyntaxError, did_you_mean
 from ..layout import R, S, TileLayout
 from ..layout.swizzle import ComposeLayout
-from . import warp_ops
-from .cta_ops import CUDA_NAMES as CTA_CUDA_NAMES
-from .cta_ops import T_NAMES as CTA_T_NAMES
-from .intrinsics import CUDA_NAMES, MATH_NAMES
+from .families import FAMILIES
 
 __all__ = ["T", "Intrinsic", "TensorAnnotation", "ScalarType", "PtxInstruction", "LaunchSpec"]
 
@@ -225,7 +222,6 @@ class _Cuda(_Suggesting):
             "cta_sync",
             "warp_sync",
             "printf",
-            *CTA_CUDA_NAMES,
             # thread-index helpers (tirx/script/forms.py)
             "warpgroup_id",
             "warp_in_warpgroup",
@@ -234,10 +230,9 @@ class _Cuda(_Suggesting):
             "thread_rank",
         ):
             setattr(self, key, Intrinsic(f"cuda.{key}"))
-        for key in CUDA_NAMES:  # bit reinterpretation and ffs: tirx/script/intrinsics.py
-            setattr(self, key, Intrinsic(f"cuda.{key}"))
-        for key in warp_ops.CUDA_NAMES:  # warp collectives: tirx/script/warp_ops.py
-            setattr(self, key, Intrinsic(f"cuda.{key}"))
+        for family in FAMILIES:  # warp collectives, atomics and CTA ops, intrinsics
+            for key in family.cuda_names:  # (tirx/script/families.py)
+                setattr(self, key, Intrinsic(f"cuda.{key}"))
 
 
 class _Namespace(_Suggesting):
@@ -257,7 +252,6 @@ class _Namespace(_Suggesting):
             "cast",
             "min",
             "max",
-            *CTA_T_NAMES,
         ):
             setattr(self, key, Intrinsic(key))
         from .forms import FORM_KEYS, LetType
@@ -267,10 +261,9 @@ class _Namespace(_Suggesting):
             setattr(self, key, Intrinsic(key))
 
         self.let, self.macro, self.inline = LetType(), macro, inline
-        for key in MATH_NAMES:  # math and bit intrinsics: tirx/script/intrinsics.py
-            setattr(self, key, Intrinsic(key))
-        for key in warp_ops.T_NAMES:  # warp collectives: tirx/script/warp_ops.py
-            setattr(self, key, Intrinsic(key))
+        for family in FAMILIES:  # math and bit intrinsics, warp collectives, atomics
+            for key in family.t_names:  # (tirx/script/families.py)
+                setattr(self, key, Intrinsic(key))
         for name, dt in DTYPES.items():
             setattr(self, name, ScalarType(dt))
 

@@ -22,10 +22,8 @@ from ..ir import nodes as ir
 from ..ir.visitor import UnknownNodeError, child_fields
 from . import deep
 from .faults import Fault
-from .intrinsics import math_eval
 from .memory import as_index
 from .numeric import compute_type, constant, convert, decode
-from .reinterpret import reinterpret
 from .warp_ops import WarpOps
 
 __all__ = ["ExprCompiler", "Eval"]
@@ -356,6 +354,8 @@ class ExprCompiler(WarpOps):
         return f
 
     def _Reinterpret(self, e: ir.Reinterpret) -> Eval:  # T.reinterpret
+        from .reinterpret import reinterpret  # loaded by the first kernel that has one
+
         fa, src, d = self.compile(e.value), e.value.dtype, e.dtype
         return lambda idx: reinterpret(fa(idx), src, d)
 
@@ -368,6 +368,8 @@ class ExprCompiler(WarpOps):
 
     def _MathCall(self, e: ir.MathCall) -> Eval:
         """A math or bit intrinsic: semantics in :mod:`tirx.sim.intrinsics` (from CUDA's docs)."""
+        from .intrinsics import math_eval  # loaded by the first kernel that calls one
+
         fs = [self.compile(a) for a in e.args]
         g = math_eval(e, _first_tid)
         return lambda idx: g(idx, *[f(idx) for f in fs])

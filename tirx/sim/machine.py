@@ -20,17 +20,14 @@ import numpy as np
 
 from ..errors import SimulationError
 from ..ir import nodes as ir
-from .atomics import compile_atomic
 from .budget import Budget
 from .collective import compile_ptx
-from .cta import compile_cta_reduce, compile_thread_fence, compile_voting_barrier
 from .expr import ExprCompiler, _converted, _to_bool
 from .faults import Fault
 from .memory import GlobalRegion, LocalArray, as_index
 from .numeric import constant, convert, encode
 from .printf import parse_format
 from .shared import SharedBuffer, SharedMemory
-from .vectorized import check_vector_alignment
 
 __all__ = ["Machine", "MAX_LOOP_ITERATIONS"]
 
@@ -337,6 +334,8 @@ class Machine:
         if not isinstance(s.step, int) or s.step == 0:
             raise self.compiler.error(f"loop step must be a nonzero int, not {s.step!r}")
         if s.kind is ir.LoopKind.VECTORIZED:  # T.vectorized: data pointers aligned to vectors
+            from .vectorized import check_vector_alignment
+
             check_vector_alignment(s, self.regions)
         v = s.var
         arr = self.variable(v)
@@ -497,17 +496,25 @@ class Machine:
 
         return run
 
-    # atomics and CTA operations (atomics.py, cta.py)
+    # atomics and CTA operations (atomics.py, cta.py: imported by a kernel that has one)
     def _Atomic(self, s: ir.Atomic):
+        from .atomics import compile_atomic
+
         return compile_atomic(self, s)
 
     def _ThreadFence(self, s: ir.ThreadFence):
+        from .cta import compile_thread_fence
+
         return compile_thread_fence(self, s)
 
     def _VotingBarrier(self, s: ir.VotingBarrier):
+        from .cta import compile_voting_barrier
+
         return compile_voting_barrier(self, s)
 
     def _CtaReduce(self, s: ir.CtaReduce):
+        from .cta import compile_cta_reduce
+
         return compile_cta_reduce(self, s)
 
     def _PtxCall(self, s: ir.PtxCall):

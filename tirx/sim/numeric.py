@@ -16,7 +16,6 @@ from __future__ import annotations
 import numpy as np
 
 from ..dtypes import DType, is_fp8
-from .fp8 import fp8_decode, fp8_encode
 
 __all__ = [
     "compute_type",
@@ -108,6 +107,8 @@ def decode(bits: np.ndarray, d: DType) -> np.ndarray:
     if d.name == "bfloat16":
         return bf16_bits_to_f32(bits)
     if is_fp8(d):
+        from .fp8 import fp8_decode  # the 8-bit floats' codecs, loaded with the first one
+
         return fp8_decode(bits, d.name)
     if d.kind == "bool":
         return bits.view(np.uint8) != 0
@@ -121,6 +122,8 @@ def encode(values: np.ndarray, d: DType) -> np.ndarray:
     if d.name == "bfloat16":
         return f32_to_bf16_bits(values)
     if is_fp8(d):
+        from .fp8 import fp8_encode
+
         return fp8_encode(values, d.name)
     return values
 
@@ -154,6 +157,8 @@ def convert(x: np.ndarray, d: DType) -> np.ndarray:
             x = x.astype(F64)
         return _to_bf16_values(x)
     if is_fp8(d):  # round to nearest even, saturating (tirx/sim/fp8.py)
+        from .fp8 import fp8_decode, fp8_encode
+
         return fp8_decode(fp8_encode(x, d.name), d.name)
     target = np.dtype(d.numpy)
     if src == target:

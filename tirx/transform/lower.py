@@ -14,16 +14,17 @@ from dataclasses import replace
 from ..errors import TirxError, TirxSyntaxError
 from ..ir import nodes as ir
 from ..ir.simplify import static_value
-from ..ir.visitor import DESCEND, Transformer
+from ..ir.visitor import DESCEND, Transformer, rebuild
 from ..isa.shared_rows import element_offset, known_definitions
-from .cta_ops import lower_atomic, lower_cta_reduce, lower_shared_address
 from .inline_indices import inline_indices
 from .limits import check_limits
 from .raw_ptx import lower_raw_ptx
 from .shared_memory import check_shared_limits
 from .tile_ops import lower_tile_op
-from .vectorize import check_vectorized
-from .warp_ops import check_warp_ops
+
+# The construct families' lowering and checks (cta_ops.py, vectorize.py, warp_ops.py) are
+# imported in the rules of their nodes, and their checks run only when the lowerer met such a
+# node: a kernel without atomics, vectorized loops or warp collectives loads none of them.
 
 __all__ = ["lower_function"]
 
@@ -31,13 +32,20 @@ __all__ = ["lower_function"]
 def lower_function(fn: ir.Function, arch: int = 80) -> ir.Function:
     if fn.lowered:
         return fn
+    lowerer = _Lowerer(arch)
     with known_definitions(fn):
-        body = inline_indices(fn, _Lowerer(arch).visit(fn.body))
-    check_vectorized(body)  # T.vectorized
+        body = inline_indices(fn, lowerer.visit(fn.body))
+    if lowerer.vectorized:  # T.vectorized
+        from .vectorize import check_vectorized
+
+        check_vectorized(body)
     offsets, total = _plan_shared(fn)
     check_shared_limits(fn, offsets, total, arch)
     check_limits(replace(fn, body=body))
-    check_warp_ops(body, arch)
+    if lowerer.warp_collectives:
+        from .warp_ops import check_warp_ops
+
+        check_warp_ops(body, arch)
     return replace(fn, body=body, lowered=True, shared_offsets=offsets, shared_bytes=total)
 
 
@@ -62,7 +70,6 @@ class _Lowerer(Transformer):
         {
             "Seq",
             "Assign",
-            "For",
             "While",
             "If",
             "Printf",
@@ -74,7 +81,6 @@ class _Lowerer(Transformer):
             "View",
             "ScalarOperand",
             "VotingBarrier",
-            "WarpCollective",
         }
     )
     # already lowered (or leaves): returned as they are
@@ -100,6 +106,16 @@ class _Lowerer(Transformer):
 
     def __init__(self, arch: int):
         self.arch = arch
+        self.vectorized = False  # met a T.vectorized loop
+        self.warp_collectives = False  # met a warp collective
+
+    def leave_For(self, s, *children):
+        self.vectorized = self.vectorized or s.kind is ir.LoopKind.VECTORIZED
+        return rebuild(s, children)
+
+    def leave_WarpCollective(self, e, *children):
+        self.warp_collectives = True
+        return rebuild(e, children)
 
     def relocate(self, error, path):
         """A user error is located at the innermost statement around it that has a line."""
@@ -126,9 +142,13 @@ class _Lowerer(Transformer):
         return ir.PtxCall(call.instruction, tuple(map(self.visit, call.operands)), call.span)
 
     def enter_ElemAtomic(self, s):
+        from .cta_ops import lower_atomic
+
         return lower_atomic(s, self.arch, self.address, self.visit)
 
     def enter_CtaReduce(self, s):
+        from .cta_ops import lower_cta_reduce
+
         return lower_cta_reduce(s, self.address, self.visit)
 
     # PtxCall operands made by lower_raw_ptx: the values in them are still script level
@@ -163,11 +183,15 @@ class _Lowerer(Transformer):
         return ir.Load(buf, index, view.dtype)
 
     def leave_ElemSharedAddress(self, e, view, indices):
+        from .cta_ops import lower_shared_address
+
         return lower_shared_address(view, self.address(view, indices, lowered=True)[1])
 
     def leave_AddressOf(self, e, view, indices):  # T.address_of (tirx/script/forms.py)
         buf, index = self.address(view, indices, lowered=True)
         if buf.scope is ir.Scope.SHARED:
+            from .cta_ops import lower_shared_address
+
             return lower_shared_address(view, index)
         return ir.GlobalAddress(buf, ir.cast(index, ir.U64) * view.dtype.bytes)
 

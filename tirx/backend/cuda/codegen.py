@@ -17,10 +17,8 @@ from ...dtypes import DType, DTypeKind, is_fp8
 from ...ir import nodes as ir
 from ...ir.simplify import is_nonnegative
 from ...ir.visitor import UnknownNodeError, Visitor, Walker
-from . import bitcast, fp8, intrinsics, vector
 from .abi import CODEGEN_VERSION, param_kinds, uses_dynamic_shared
-from .cta_codegen import CtaStatements
-from .warp_ops import WarpOpsC, helper_source
+from .tools import LazyPattern
 from .writes import assigns as _assigns
 from .writes import nonneg_vars as _nonneg_vars
 
@@ -94,15 +92,29 @@ def _float_literal(v: float, d: DType) -> str:
     return f"{float(v).hex()}{suffix}"
 
 
-class _CExprs(WarpOpsC, Visitor):
+# The construct families' C lives in their own modules (bitcast, intrinsics, fp8, vector,
+# warp_ops, cta_codegen), imported when a kernel first needs one: the seed kernel loads none.
+_FAMILY = "tirx.backend.cuda."
+
+
+class _CExprs(Visitor):
     """Expressions to C, bottom-up (a :class:`~tirx.ir.visitor.Visitor`: no recursion, so a
     sum of thousands of terms is fine). Left operands of ``+ - * & | ^`` chains are written
     without parentheses, which C's left-to-right grouping makes the same expression: the C
     compiler then parses a long sum with no nesting either."""
 
     pass_name = "codegen"
-    leave_Reinterpret = bitcast.leave_reinterpret  # T.reinterpret
-    leave_MathCall = intrinsics.leave_math_call  # the math and bit intrinsics
+    lazy_rules = {
+        "leave_Reinterpret": _FAMILY + "bitcast:leave_reinterpret",  # T.reinterpret
+        "leave_MathCall": _FAMILY + "intrinsics:leave_math_call",  # math and bit intrinsics
+        "leave_WarpCollective": _FAMILY + "warp_ops:WarpOpsC.leave_WarpCollective",
+    }
+
+    def _helper(self, name: str, body: str) -> str:
+        """A warp collective's helper function (see backend/cuda/warp_ops.py)."""
+        from .warp_ops import WarpOpsC
+
+        return WarpOpsC._helper(self, name, body)
 
     def __init__(self, em: _Emitter):
         self.em = em
@@ -135,7 +147,11 @@ class _CExprs(WarpOpsC, Visitor):
         return f"({cond} ? {a} : {b})"
 
     def leave_Cast(self, x, inner):
-        return fp8.cast(x, inner) if is_fp8(x.dtype) else self.em.cast(x, inner)
+        if is_fp8(x.dtype):
+            from . import fp8
+
+            return fp8.cast(x, inner)
+        return self.em.cast(x, inner)
 
     def enter_Buffer(self, buf):
         return buf.name
@@ -146,7 +162,11 @@ class _CExprs(WarpOpsC, Visitor):
             return f"tirx_h2f({ref})"
         if x.dtype.name == "bfloat16":
             return f"tirx_b2f({ref})"
-        return fp8.decode(ref, x.dtype) if is_fp8(x.dtype) else ref
+        if is_fp8(x.dtype):
+            from . import fp8
+
+            return fp8.decode(ref, x.dtype)
+        return ref
 
     def leave_SharedAddress(self, x, buf, offset):
         off = self.em.fn.shared_offsets[x.buffer]
@@ -170,10 +190,14 @@ _LEVEL = {
 }
 
 
-class _Emitter(CtaStatements, Walker):
+class _Emitter(Walker):
     """Statements to C lines, top-down in order (a :class:`~tirx.ir.visitor.Walker`)."""
 
     pass_name = "codegen"
+    lazy_rules = {  # atomics, fences, CTA votes and reductions
+        f"visit_{name}": f"{_FAMILY}cta_codegen:CtaStatements.visit_{name}"
+        for name in ("Atomic", "ThreadFence", "VotingBarrier", "CtaReduce")
+    }
 
     def __init__(self, fn: ir.Function):
         self.fn = fn
@@ -352,8 +376,11 @@ class _Emitter(CtaStatements, Walker):
         variable in the body does not change the iteration. The plain C loop has the same
         meaning when the bound is a constant and the body leaves the variable alone."""
         self.mark(st.span)
-        if st.kind is ir.LoopKind.VECTORIZED and vector.emit_vector_copy(self, st):
-            return []  # T.vectorized copy: one vector load and one store
+        if st.kind is ir.LoopKind.VECTORIZED:
+            from .vector import emit_vector_copy
+
+            if emit_vector_copy(self, st):
+                return []  # T.vectorized copy: one vector load and one store
         if st.kind in (ir.LoopKind.UNROLL, ir.LoopKind.VECTORIZED):
             self.line("#pragma unroll")
         v = st.var.name
@@ -456,6 +483,8 @@ class _Emitter(CtaStatements, Walker):
 def _to_bits16(code: str, source: DType, target: DType) -> str:
     """C for the bits of ``code`` (a value of dtype ``source``) rounded once to a 16-bit float."""
     if is_fp8(target):  # or to an 8-bit one
+        from . import fp8
+
         return fp8.encode(code, source, target)
     half = target.name == "float16"
     if source.name == "float64":
@@ -484,7 +513,27 @@ def _calls_one_of(prelude: str, code: str) -> bool:
     return any(name in code for name in _DEFINED.findall(prelude))
 
 
-_DEFINED = re.compile(r"^(?:template <[^>]*> )?TIRX_DEVICE [\w ]+?\b(tirx_\w+)\(", re.M)
+# compiled at the first kernel that has an optional prelude (the seed kernel has none)
+_DEFINED = LazyPattern(r"^(?:template <[^>]*> )?TIRX_DEVICE [\w ]+?\b(tirx_\w+)\(", re.M)
+
+
+def _warp_helpers(exprs) -> str:
+    """The helpers the kernel's warp collectives call ("" when it has none: the module that
+    writes them was then never needed)."""
+    if "warp_helpers" not in vars(exprs):
+        return ""
+    from .warp_ops import helper_source
+
+    return helper_source(exprs)
+
+
+def _optional_preludes():
+    """The preludes of the families whose helpers only their own C calls (math intrinsics,
+    fp8 conversions). A family not imported in this process has written no call to them."""
+    for name in ("intrinsics", "fp8"):
+        module = sys.modules.get(_FAMILY + name)
+        if module is not None:
+            yield module.PRELUDE
 
 
 def generate(fn: ir.Function) -> str:
@@ -529,10 +578,10 @@ def generate(fn: ir.Function) -> str:
         out.append(f"  {_ctype(v.dtype)} {v.name};")
     out.append("  (void)tirx_tid;")
     em.run(fn.body)
-    helpers = helper_source(em.exprs)  # the warp collectives' helpers, when used
+    helpers = _warp_helpers(em.exprs)  # the warp collectives' helpers, when used
     used = "\n".join(em.lines) + helpers
     # the intrinsics' and fp8 helpers only where the kernel calls one: less for NVRTC to parse
-    optional = "".join(p for p in (intrinsics.PRELUDE, fp8.PRELUDE) if _calls_one_of(p, used))
+    optional = "".join(p for p in _optional_preludes() if _calls_one_of(p, used))
     out[0] += optional
     if helpers:
         out.insert(1, helpers)

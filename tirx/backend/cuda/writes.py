@@ -9,7 +9,6 @@ from ...dtypes import DTypeKind
 from ...ir import nodes as ir
 from ...ir.simplify import is_nonnegative
 from ...ir.visitor import UnknownNodeError, children
-from .cta_codegen import CtaStatements
 
 __all__ = ["statements", "assigns", "nonneg_vars"]
 
@@ -18,6 +17,9 @@ __all__ = ["statements", "assigns", "nonneg_vars"]
 _NO_VAR_WRITES = frozenset(
     {"Seq", "If", "While", "Store", "Barrier", "Printf", "PtxCall", "Break", "Continue"}
 )
+# The CTA statements (backend/cuda/cta_codegen.py), by name so that their module loads only
+# for a kernel that has one: each writes only its ``result``, when it has one.
+_CTA_STATEMENTS = frozenset({"Atomic", "ThreadFence", "VotingBarrier", "CtaReduce"})
 
 
 def statements(root):
@@ -30,7 +32,7 @@ def statements(root):
         name = type(st).__name__
         if isinstance(st, (ir.Assign, ir.For)):
             yield st, st.var
-        elif isinstance(st, CtaStatements.classes):  # atomics, votes, CTA reductions, fences
+        elif name in _CTA_STATEMENTS:  # atomics, votes, CTA reductions, fences
             yield st, getattr(st, "result", None)
         elif name in _NO_VAR_WRITES:
             yield st, None
