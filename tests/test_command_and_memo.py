@@ -1,5 +1,5 @@
 """One NVRTC command line (built by ``nvrtc.command_line``) compiles a kernel and names it in
-the cache; one memo layout (``executable.MEMO``) is read by the Python runner, the memo builder
+the cache; one memo layout (``runner_text.MEMO``) is read by the Python runner, the memo builder
 and the C launcher."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import sys
 import pytest
 
 import tirx
-from tirx.backend.cuda import executable, nvrtc
+from tirx.backend.cuda import executable, nvrtc, runner_text
 from tirx.examples.warp_matmul import warp_matmul
 
 from .helpers import attach_recorder, seed_cpu_args
@@ -58,7 +58,7 @@ def test_the_c_launcher_is_built_from_the_same_layout():
     native = executable._built_native_module()
     if native is None:
         pytest.skip("the C extension was not built here")
-    assert native.MEMO_LAYOUT == tuple(executable.MEMO)
+    assert native.MEMO_LAYOUT == tuple(runner_text.MEMO)
 
 
 def test_a_launcher_built_from_another_layout_is_not_used(monkeypatch):
@@ -78,9 +78,9 @@ def test_a_launcher_built_from_another_layout_is_not_used(monkeypatch):
 
 def test_the_python_runner_reads_the_memo_through_the_layout(cache_dir, monkeypatch):
     """A permuted layout still launches, hits and misses right: nothing indexes it by hand."""
-    permuted = executable.MemoLayout(per_tensor=3, ref=2, version=0, pointer=1, block=1, params=0)
-    monkeypatch.setattr(executable, "MEMO", permuted)
-    executable._runner_code.cache_clear()
+    permuted = runner_text.MemoLayout(per_tensor=3, ref=2, version=0, pointer=1, block=1, params=0)
+    monkeypatch.setattr(runner_text, "MEMO", permuted)
+    runner_text.runner_code.cache_clear()
     try:
         exe = tirx.compile(warp_matmul, target="cuda -arch=sm_90")
         rec = attach_recorder(exe)
@@ -94,4 +94,4 @@ def test_the_python_runner_reads_the_memo_through_the_layout(cache_dir, monkeypa
         exe(a, b, out)
         assert len(rec.calls) == 4
     finally:
-        executable._runner_code.cache_clear()
+        runner_text.runner_code.cache_clear()

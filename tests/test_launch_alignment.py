@@ -13,7 +13,7 @@ import tirx
 from tests.helpers import LaunchRecorder, attach_recorder, caret_line, define
 from tirx.backend.cuda import driver
 from tirx.backend.cuda.alignment import Alignment, Requirements, misalignment, pointer_alignment
-from tirx.backend.cuda.executable import _runner_source
+from tirx.backend.cuda.runner_text import runner_source
 from tirx.errors import LaunchError
 
 torch = pytest.importorskip("torch")
@@ -157,11 +157,11 @@ def test_every_python_path_refuses_a_misaligned_pointer_and_launches_its_twin(tm
 
 
 def test_the_runner_tests_only_the_pointers_that_need_it():
-    text = _runner_source((("tensor", 15), ("tensor", 0), ("tensor", 7), ("int", 0, 9)), 0)
+    text = runner_source((("tensor", 15), ("tensor", 0), ("tensor", 7), ("int", 0, 9)), 0)
     assert "not p0 & 15" in text and "not p2 & 7" in text
     assert "p1 &" not in text
     # a kernel without requirements (the seed's three tensors): no alignment test at all
-    assert "&" not in _runner_source((("tensor", 0),) * 3, 0)
+    assert "&" not in runner_source((("tensor", 0),) * 3, 0)
 
 
 _launch = None

@@ -193,9 +193,9 @@ def test_runner_without_parameters():
 
 
 def test_runner_text_for_scalars():
-    from tirx.backend.cuda.executable import _runner_source
+    from tirx.backend.cuda.runner_text import runner_source
 
-    text = _runner_source((("int", -(2**31), 2**31 - 1), ("float",), ("bool",)), 0)
+    text = runner_source((("int", -(2**31), 2**31 - 1), ("float",), ("bool",)), 0)
     assert "type(a0) is int and -2147483648 <= a0 <= 2147483647" in text
     assert "type(a1) is float and type(a2) is bool" in text
     assert "keep, params = pack(a0, a1, a2)" in text

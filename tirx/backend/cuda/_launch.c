@@ -44,7 +44,7 @@ static PyObject *str_is_contiguous; /* "is_contiguous" */
 
 /* The memo entry's layout, named once for C: per tensor MEMO_PER_TENSOR fields (its weak
  * reference, version counter and data pointer), then, after all tensors, the packed block and
- * the address of its params. executable.py's MEMO names the same numbers; it uses this module
+ * the address of its params. runner_text.py's MEMO names the same numbers; it uses this module
  * only when MEMO_LAYOUT (exported below, in MemoLayout's field order) is equal to it. */
 #define MEMO_PER_TENSOR 3
 #define MEMO_REF 0
