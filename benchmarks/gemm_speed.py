@@ -21,9 +21,9 @@ For every dtype and size ``n`` (M = N = K = n, ``Out = A @ B.T`` with A ``(n, n)
   and has a table of its own (do the operands' bits move the ceiling?).
 
 Each timed sample is a batch of back-to-back calls between two CUDA events, sized to take about
-2 ms; the runners alternate sample by sample and the median counts (after warm-up calls). The
-table gives TFLOP/s (``2·n³`` per call) and the ratios tirx/Triton (best and 128x128x64/8/4),
-tirx/cuBLAS and tirx/peak. Every kernel's result is checked against torch before it is timed.
+2 ms; the runners alternate sample by sample (each round starting one runner further on) and
+the median counts (after warm-up calls). The table gives TFLOP/s (``2·n³`` per call) and the
+ratios tirx/Triton (best and 128x128x64/8/4), tirx/cuBLAS and tirx/peak. Every kernel's result is checked against torch before it is timed.
 ``--sources DIR`` adds, for each file ``DIR/LABEL/<variant>-<dtype>-<n>.cu`` written by
 ``gemm_sources.py`` (with another build of tirx), a runner ``<variant>@LABEL`` that launches that
 CUDA source as this build launches the variant: an A/B of two compilers' code in one run.
@@ -106,12 +106,15 @@ def _sample(fn, calls: int, torch) -> float:
 
 
 def time_runners(runners: dict, reps: int, torch) -> dict[str, float]:
-    """Median ms per call of each runner, the runners alternating sample by sample."""
+    """Median ms per call of each runner, the runners alternating sample by sample; each round
+    starts one runner further on, so that none is always the first after a pause or the one
+    after the hottest."""
     calls = {name: _batch_size(fn, torch) for name, fn in runners.items()}
     times = {name: [] for name in runners}
-    for _ in range(reps):
-        for name, fn in runners.items():
-            times[name].append(_sample(fn, calls[name], torch))
+    order = list(runners)
+    for rep in range(reps):
+        for name in order[rep % len(order) :] + order[: rep % len(order)]:
+            times[name].append(_sample(runners[name], calls[name], torch))
     return {name: statistics.median(t) for name, t in times.items()}
 
 
@@ -318,7 +321,8 @@ def report(cells, peak, variants, command, reps, main="tirx", random_peak=None) 
         f"Machine: {machine()}",
         "",
         f"Median of {reps} samples per cell; each sample is a batch of back-to-back calls "
-        f"between two CUDA events (about {BATCH_MS:g} ms of GPU work), the runners alternating. "
+        f"between two CUDA events (about {BATCH_MS:g} ms of GPU work), the runners alternating "
+        "(each round starting one runner further on). "
         "M = N = K = n, `Out = A @ B.T`, TFLOP/s = 2·n³ / time. tirx: "
         f"{what}, float32 output. Triton: a `tl.dot` "
         "matmul in `benchmarks/gemm_kernels.py`, float32 accumulate and output, best of the "

@@ -259,6 +259,16 @@ def test_benchmark_table_ratios_come_from_the_timings():
     assert cols[7:] == ["0.67", "0.80", "0.50", "0.62"]
 
 
+def test_benchmark_rotates_which_runner_goes_first(monkeypatch):
+    speed, _ = _benchmark_modules()
+    seen = []
+    monkeypatch.setattr(speed, "_batch_size", lambda fn, torch: 1)
+    monkeypatch.setattr(speed, "_sample", lambda fn, calls, torch: seen.append(fn()) or 1.0)
+    runners = {name: (lambda name=name: name) for name in "abc"}
+    assert speed.time_runners(runners, 4, None) == {"a": 1.0, "b": 1.0, "c": 1.0}
+    assert seen == list("abcbcacababc")
+
+
 def test_benchmark_peak_table_divides_by_the_random_operand_peak():
     speed, _ = _benchmark_modules()
     cells = []
