@@ -38,18 +38,17 @@ def _staged(cfg: gp.GemmConfig):
 def variant_name(cfg: gp.GemmConfig) -> str:
     """``BMxBNxBK-Ww-Ss-SMEM`` (``-nodbuf`` without register double buffering, ``-gN`` for a
     raster group of N block rows other than the default's, ``-pN`` for a persistent kernel of N
-    blocks per multiprocessor; ``-staged`` / ``-direct`` for an epilogue that stores through
-    shared memory / from registers, where the default picks by the output's dtype)."""
+    blocks per multiprocessor, ``-direct`` for an epilogue that stores from registers)."""
     warps = cfg.warps_m * cfg.warps_n
     name = f"{cfg.bm}x{cfg.bn}x{cfg.bk}-{warps}w-{cfg.stages}s-{cfg.smem}"
     name += "" if cfg.double_buffer else "-nodbuf"
     name += "" if cfg.group_m == gp.DEFAULT.group_m else f"-g{cfg.group_m}"
     name += f"-p{cfg.persistent}" if cfg.persistent else ""
-    return name + {None: "", True: "-staged", False: "-direct"}[cfg.stage_output]
+    return name + ("" if cfg.stage_output else "-direct")
 
 
 def _cfg(
-    tile="128x128x32", warps=(2, 4), stages=3, smem="swizzle", dbuf=True, group=8, p=0, staged=None
+    tile="128x128x32", warps=(2, 4), stages=3, smem="swizzle", dbuf=True, group=8, p=0, staged=True
 ):
     bm, bn, bk = (int(x) for x in tile.split("x"))
     return gp.GemmConfig(bm, bn, bk, warps[0], warps[1], stages, smem, dbuf, group, p, staged)
@@ -84,9 +83,9 @@ PIPELINED = [
     _cfg("128x128x64", (2, 2), stages=3, p=2),
     _cfg("256x128x64", (4, 2), stages=3, group=16, p=1),
     _cfg("256x128x64", (4, 2), stages=3, group=4, p=1),
-    # the f32 epilogue through shared memory (whole lines) instead of from registers
-    _cfg("256x128x64", (4, 2), stages=3, staged=True),
-    _cfg("128x128x64", (2, 2), stages=3, staged=True),
+    # the epilogue from registers (8-byte stores, a quad of lanes per 32-byte sector)
+    _cfg("256x128x64", (4, 2), stages=3, staged=False),
+    _cfg("128x128x64", (2, 2), stages=3, staged=False),
 ]
 
 TIRX_VARIANTS = {

@@ -47,12 +47,10 @@ class GemmConfig:
     slice's fragments before the current slice's mma; ``group_m``: block rows per raster group;
     ``persistent``: 0 launches one block per output tile; ``n > 0`` launches ``n`` blocks per
     multiprocessor (as many as fit at once), each taking every grid-th tile, its pipeline
-    running on from one tile into the next (no fill and drain per tile); ``stage_output``: True
-    passes the tile through shared memory in the epilogue, so that every store writes whole
-    128-byte lines; False stores from registers (a quad of lanes per 32-byte sector of f32s,
-    half a sector of 16-bit values); None (the default) stages 16-bit outputs only, as measured
-    fastest on the H200. One-tile-per-block kernels only: a persistent block's stages are busy
-    with the next tile's copies by then, so it stores from registers.
+    running on from one tile into the next (no fill and drain per tile); ``stage_output``: the
+    epilogue passes the tile through shared memory so that every store writes whole 128-byte
+    lines (one-tile-per-block kernels only: a persistent block's stages are busy with the next
+    tile's copies by then, so it stores from registers).
     """
 
     bm: int = 128
@@ -65,7 +63,7 @@ class GemmConfig:
     double_buffer: bool = True
     group_m: int = 8
     persistent: int = 0
-    stage_output: bool | None = None
+    stage_output: bool = True
 
     @property
     def threads(self) -> int:
@@ -206,7 +204,7 @@ def make_gemm_pipelined(
     GRID = min(TILES, (sms or multiprocessors()) * cfg.persistent) if cfg.persistent else TILES
     ROUNDS = -(-TILES // GRID)  # tiles per block, at most
     PERSISTENT = ROUNDS > 1
-    STAGED = (OUT16 if cfg.stage_output is None else cfg.stage_output) and not PERSISTENT
+    STAGED = cfg.stage_output and not PERSISTENT
     # the staged epilogue: rows of the block tile per round through A's stages (a padded
     # pitch of BN + 8 elements: the fragments' stores hit 8 different bank groups), 16-byte
     # chunks out, each thread CPT of them per round, RSTEP_O rows apart
