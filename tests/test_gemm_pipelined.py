@@ -93,12 +93,15 @@ def test_persistent_blocks_cover_a_ragged_raster(sms, persistent):
 
 
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
-def test_16_bit_output_is_the_f32_result_rounded_once(dtype):
+@pytest.mark.parametrize("persistent", [1, 0], ids=["from-registers", "staged"])
+def test_16_bit_output_is_the_f32_result_rounded_once(dtype, persistent):
+    """Through shared memory (the default epilogue) and from registers (a persistent
+    kernel's)."""
     import torch
 
-    cfg = gp.GemmConfig(persistent=1, bk=32)
+    cfg = gp.GemmConfig(persistent=persistent)
     factory = functools.partial(gp.make_gemm_pipelined, sms=2)
-    a, b, _ = _integer_problem(3 * cfg.bm, 2 * cfg.bn, 6 * cfg.bk, dtype)
+    a, b, _ = _integer_problem(3 * cfg.bm, 2 * cfg.bn, 3 * cfg.bk, dtype)  # sums up to 3072
     tdtype = getattr(torch, dtype)
     ta, tb = (torch.from_numpy(x).to(tdtype) for x in (a, b))
     want = torch.from_numpy(a @ b.T).to(tdtype)  # exact in f32, then rounded to nearest even
@@ -106,6 +109,8 @@ def test_16_bit_output_is_the_f32_result_rounded_once(dtype):
     kernel = factory(*want.shape, a.shape[1], dtype, cfg, out_dtype=dtype)
     tirx.compile(kernel, target="sim")(ta, tb, out)
     assert torch.equal(out, want)
+    staged = "uint4" in tirx.compile(kernel, target="cuda -arch=sm_90").source  # 16-byte stores
+    assert staged == (not persistent)
     with pytest.raises(ValueError, match="out_dtype must be float32 or"):
         gp.make_gemm_pipelined(256, 128, 128, dtype, out_dtype="float64")
 
