@@ -31,7 +31,7 @@ import numpy as np
 from ..ir import nodes as ir
 from .expr import _converted
 from .faults import Fault
-from .memory import as_index
+from .memory import accessors_per_byte, as_index, merge_accessors
 from .numeric import bf16_bits_to_f32, decode, f32_to_bf16_bits, storage_type
 
 __all__ = ["AtomicAccesses", "apply_atomic", "compile_atomic"]
@@ -71,25 +71,8 @@ class AtomicAccesses:
         raise memory._race(b, p, k, verb, other, who, self.site[b[k]])
 
     def record(self, b, p, wp, e, site: int) -> None:
-        srt = np.argsort(b, kind="stable")
-        bs, ws, ps, es = b[srt], wp[srt], p[srt], e[srt]
-        starts = np.flatnonzero(np.concatenate(([True], bs[1:] != bs[:-1])))
-        bu = bs[starts]
-        in_w = np.where(
-            np.minimum.reduceat(ws, starts) == np.maximum.reduceat(ws, starts), ws[starts], -2
-        )
-        in_p = np.where(
-            np.minimum.reduceat(ps, starts) == np.maximum.reduceat(ps, starts), ps[starts], -2
-        )
-        in_e = np.maximum.reduceat(es, starts)
-        xw, xs, xt = self.warp[bu], self.stamp[bu], self.tid[bu]
-        new_w = np.where((in_w != -2) & ((xw == -1) | (xw == in_w)), in_w, -2)
-        single = new_w >= 0
-        fresh = single & ((xw == -1) | (xs < in_e))
-        same = single & ~fresh
-        self.stamp[bu] = np.where(fresh, in_e, xs)
-        self.tid[bu] = np.where(fresh, in_p, np.where(same & (xt != in_p), -2, xt))
-        self.warp[bu] = new_w
+        bu, in_w, in_p, in_e = accessors_per_byte(b, wp, p, e)
+        merge_accessors(self.warp, self.stamp, self.tid, bu, in_w, in_p, in_e)
         self.site[bu] = site
 
 

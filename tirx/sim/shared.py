@@ -29,7 +29,16 @@ import numpy as np
 from ..dtypes import DType
 from .atomics import AtomicAccesses
 from .faults import Fault
-from .memory import ONES, UINT, _check_bounds, _first, _round_up, _who
+from .memory import (
+    ONES,
+    UINT,
+    _check_bounds,
+    _first,
+    _round_up,
+    _who,
+    accessors_per_byte,
+    merge_accessors,
+)
 from .numeric import storage_type
 
 __all__ = ["SharedMemory", "SharedBuffer", "line_of", "race_hint"]
@@ -151,25 +160,10 @@ class SharedMemory:
         if (self.scratch[b] == order).all():
             self._merge_readers(b, wp, p, e)
             return
-        srt = np.argsort(b, kind="stable")
-        bs = b[srt]
-        starts = np.flatnonzero(np.concatenate(([True], bs[1:] != bs[:-1])))
-        ws, ps = wp[srt], p[srt]
-        wmin, wmax = np.minimum.reduceat(ws, starts), np.maximum.reduceat(ws, starts)
-        pmin, pmax = np.minimum.reduceat(ps, starts), np.maximum.reduceat(ps, starts)
-        in_w = np.where(wmin == wmax, wmin, -2)
-        in_p = np.where(pmin == pmax, pmin, -2)
-        self._merge_readers(bs[starts], in_w, in_p, np.maximum.reduceat(e[srt], starts))
+        self._merge_readers(*accessors_per_byte(b, wp, p, e))
 
     def _merge_readers(self, b, in_w, in_p, in_e) -> None:
-        rw, rs, rt = self.r_warp[b], self.r_stamp[b], self.r_tid[b]
-        new_w = np.where((in_w != -2) & ((rw == -1) | (rw == in_w)), in_w, -2)
-        single = new_w >= 0
-        fresh = single & ((rw == -1) | (rs < in_e))
-        same = single & ~fresh
-        self.r_stamp[b] = np.where(fresh, in_e, rs)
-        self.r_tid[b] = np.where(fresh, in_p, np.where(same & (rt != in_p), -2, rt))
-        self.r_warp[b] = new_w
+        merge_accessors(self.r_warp, self.r_stamp, self.r_tid, b, in_w, in_p, in_e)
 
     def track_write(self, addr: np.ndarray, s: int, tids: np.ndarray, record=True) -> None:
         """Check a write of ``s`` bytes at each of ``addr`` by ``tids``; ``record=False`` only
