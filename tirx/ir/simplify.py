@@ -16,16 +16,12 @@ from .visitor import DESCEND, Visitor
 
 __all__ = ["static_value", "linear_form", "is_nonnegative", "structural_key"]
 
-# Expressions that are atoms of a linear form (opaque values, keyed by structural_key).
-_ATOMS = frozenset(
+# Opaque values (loaded, compared or computed): atoms of a linear form (keyed by
+# structural_key), never provably >= 0 unless unsigned; addresses likewise.
+_OPAQUE = frozenset(
     {
-        "Var",
-        "Special",
         "Load",
         "ElemLoad",
-        "SharedAddress",
-        "GlobalAddress",
-        "Cast",
         "Cmp",
         "Logic",
         "Not",
@@ -35,6 +31,8 @@ _ATOMS = frozenset(
         "WarpCollective",
     }
 )
+_ADDRESSES = frozenset({"SharedAddress", "GlobalAddress"})
+_ATOMS = _OPAQUE | _ADDRESSES | {"Var", "Special", "Cast"}  # linear_form's atoms
 _LINEAR_OPS = (Op.ADD, Op.SUB, Op.MUL)
 
 
@@ -185,20 +183,6 @@ def static_value(e) -> int | None:
 
 
 _NONNEG_OPS = (Op.ADD, Op.MUL, Op.FLOORDIV, Op.FLOORMOD, Op.MIN, Op.MAX, Op.SHR, Op.BITAND)
-# Expressions never provably >= 0 here unless unsigned (a loaded or compared value).
-_OPAQUE = frozenset(
-    {
-        "Load",
-        "ElemLoad",
-        "Cmp",
-        "Logic",
-        "Not",
-        "Select",
-        "Reinterpret",
-        "MathCall",
-        "WarpCollective",
-    }
-)
 
 
 class _NonNegative(Visitor):
@@ -245,7 +229,7 @@ class _NonNegative(Visitor):
         return a and b
 
     def _default(self, cls):
-        opaque = cls.__name__ in _OPAQUE or cls.__name__ in ("SharedAddress", "GlobalAddress")
+        opaque = cls.__name__ in _OPAQUE or cls.__name__ in _ADDRESSES
         return (_NonNegative._unsigned, None) if opaque else None
 
 
