@@ -125,24 +125,25 @@ def _require_gpu(ordinal: int = 0) -> None:
         raise LaunchError(f"no CUDA device {ordinal}: {n} visible", hint=f"use 0..{n - 1}")
 
 
+def _attribute(ordinal: int, name: str) -> int:
+    """``cuDeviceGetAttribute`` of ``CU_DEVICE_ATTRIBUTE_<name>`` for device ``ordinal``."""
+    drv = _driver()
+    err, dev = drv.cuDeviceGet(ordinal)
+    _check(err, "cuDeviceGet")
+    err, v = drv.cuDeviceGetAttribute(
+        getattr(drv.CUdevice_attribute, f"CU_DEVICE_ATTRIBUTE_{name}"), dev
+    )
+    _check(err, "cuDeviceGetAttribute")
+    return int(v)
+
+
 @functools.cache
 def device_arch(ordinal: int = 0) -> str | None:
     """``"sm_XY"`` of device ``ordinal`` (e.g. ``"sm_90"``), None when there is no such GPU."""
     if not 0 <= ordinal < gpu_count():
         return None
-    drv = _driver()
-    attr = drv.CUdevice_attribute
-    err, dev = drv.cuDeviceGet(ordinal)
-    _check(err, "cuDeviceGet")
-    cc = []
-    for a in (
-        attr.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR,
-        attr.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR,
-    ):
-        err, v = drv.cuDeviceGetAttribute(a, dev)
-        _check(err, "cuDeviceGetAttribute")
-        cc.append(v)
-    return f"sm_{cc[0]}{cc[1]}"
+    major, minor = (_attribute(ordinal, f"COMPUTE_CAPABILITY_{x}") for x in ("MAJOR", "MINOR"))
+    return f"sm_{major}{minor}"
 
 
 @functools.cache
@@ -150,14 +151,7 @@ def multiprocessor_count(ordinal: int = 0) -> int | None:
     """How many multiprocessors (SMs) device ``ordinal`` has, None when there is no such GPU."""
     if not 0 <= ordinal < gpu_count():
         return None
-    drv = _driver()
-    err, dev = drv.cuDeviceGet(ordinal)
-    _check(err, "cuDeviceGet")
-    err, n = drv.cuDeviceGetAttribute(
-        drv.CUdevice_attribute.CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev
-    )
-    _check(err, "cuDeviceGetAttribute")
-    return int(n)
+    return _attribute(ordinal, "MULTIPROCESSOR_COUNT")
 
 
 @functools.cache
