@@ -163,25 +163,35 @@ def measure(
     a = torch.randn((n, n), device="cuda", generator=gen).to(tdtype)
     b = torch.randn((n, n), device="cuda", generator=gen).to(tdtype)
     ref = a.double() @ b.double().T
+    # one output tensor per dtype, shared by every runner of the cell: where a tensor lands in
+    # memory changes a whole call's time by up to 5 % at 8192³ (runs 9 and 10 of
+    # docs/gpu-runs/2026-12-01-session-3.md), and no runner should have a placement of its own
+    outputs = {}
+
+    def output(odt: str):
+        if odt not in outputs:
+            outputs[odt] = torch.empty((n, n), device="cuda", dtype=getattr(torch, odt))
+        return outputs[odt].fill_(float("nan"))
+
     runners = {}
     for name in ["tirx", *variants]:
         factory = TIRX_VARIANTS[main if name == "tirx" else name]
         kernel = factory(n, n, n, dtype)
         odt = output_dtype(kernel)
         exe = tirx.compile(kernel, target="cuda")
-        out = torch.full((n, n), float("nan"), device="cuda", dtype=getattr(torch, odt))
+        out = output(odt)
         exe(a, b, out)
         _check(name, out, ref, 1e-5 if odt == "float32" else 1e-2)
         runners[name] = lambda exe=exe, out=out: exe(a, b, out)
     for name, variant, source in other_builds(sources, n, dtype):
         exe = tirx.compile(TIRX_VARIANTS[variant](n, n, n, dtype), target="cuda")
         exe = _with_source(exe, source)
-        out = torch.full((n, n), float("nan"), device="cuda", dtype=torch.float32)
+        out = output("float32")
         exe(a, b, out)
         _check(name, out, ref, 1e-5)
         runners[name] = lambda exe=exe, out=out: exe(a, b, out)
     for cfg in TRITON_CONFIGS:
-        out = torch.full((n, n), float("nan"), device="cuda", dtype=torch.float32)
+        out = output("float32")
         fn = triton_matmul(a, b, out, cfg)
         fn()
         _check(f"triton {cfg}", out, ref, 1e-5)
@@ -322,7 +332,8 @@ def report(cells, peak, variants, command, reps, main="tirx", random_peak=None) 
         "",
         f"Median of {reps} samples per cell; each sample is a batch of back-to-back calls "
         f"between two CUDA events (about {BATCH_MS:g} ms of GPU work), the runners alternating "
-        "(each round starting one runner further on). "
+        "(each round starting one runner further on), every tirx and Triton runner "
+        "writing the same output tensor (one per output dtype). "
         "M = N = K = n, `Out = A @ B.T`, TFLOP/s = 2·n³ / time. tirx: "
         f"{what}, float32 output. Triton: a `tl.dot` "
         "matmul in `benchmarks/gemm_kernels.py`, float32 accumulate and output, best of the "
