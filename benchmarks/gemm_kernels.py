@@ -38,20 +38,31 @@ def _staged(cfg: gp.GemmConfig):
 def variant_name(cfg: gp.GemmConfig) -> str:
     """``BMxBNxBK-Ww-Ss-SMEM`` (``-nodbuf`` without register double buffering, ``-gN`` for a
     raster group of N block rows other than the default's, ``-pN`` for a persistent kernel of N
-    blocks per multiprocessor, ``-direct`` for an epilogue that stores from registers)."""
+    blocks per multiprocessor, ``-direct`` for an epilogue that stores from registers, ``-bulk``
+    for one whose staged tile leaves through cp.async.bulk)."""
     warps = cfg.warps_m * cfg.warps_n
     name = f"{cfg.bm}x{cfg.bn}x{cfg.bk}-{warps}w-{cfg.stages}s-{cfg.smem}"
     name += "" if cfg.double_buffer else "-nodbuf"
     name += "" if cfg.group_m == gp.DEFAULT.group_m else f"-g{cfg.group_m}"
     name += f"-p{cfg.persistent}" if cfg.persistent else ""
-    return name + ("" if cfg.stage_output else "-direct")
+    if cfg.bulk_store:
+        return name + "-bulk"
+    return name + ("" if cfg.stage_output or cfg.persistent else "-direct")
 
 
 def _cfg(
-    tile="128x128x32", warps=(2, 4), stages=3, smem="swizzle", dbuf=True, group=8, p=0, staged=True
+    tile="128x128x32",
+    warps=(2, 4),
+    stages=3,
+    smem="swizzle",
+    dbuf=True,
+    group=8,
+    p=0,
+    staged=True,
+    bulk=False,
 ):
     bm, bn, bk = (int(x) for x in tile.split("x"))
-    return gp.GemmConfig(bm, bn, bk, warps[0], warps[1], stages, smem, dbuf, group, p, staged)
+    return gp.GemmConfig(bm, bn, bk, warps[0], warps[1], stages, smem, dbuf, group, p, staged, bulk)
 
 
 PIPELINED = [
@@ -86,6 +97,11 @@ PIPELINED = [
     # the epilogue from registers (8-byte stores, a quad of lanes per 32-byte sector)
     _cfg("256x128x64", (4, 2), stages=3, staged=False),
     _cfg("128x128x64", (2, 2), stages=3, staged=False),
+    # the staged tile out through cp.async.bulk (sm_90): no warp waits for its stores; a
+    # persistent kernel's stores drain while its next tile's mma.sync run
+    _cfg("256x128x64", (4, 2), stages=3, bulk=True),
+    _cfg("256x128x64", (4, 2), stages=3, p=1, bulk=True),
+    _cfg("128x128x64", (2, 2), stages=3, bulk=True),
 ]
 
 TIRX_VARIANTS = {
@@ -98,6 +114,14 @@ TIRX_VARIANTS = {
     "tirx-out16": lambda M, N, K, dtype: gp.make_gemm_pipelined(M, N, K, dtype, out_dtype=dtype),
     "tirx-out16-direct": lambda M, N, K, dtype: gp.make_gemm_pipelined(
         M, N, K, dtype, gp.GemmConfig(bm=256, warps_m=4, stage_output=False), out_dtype=dtype
+    ),
+    "tirx-out16-bulk-p1": lambda M, N, K, dtype: gp.make_gemm_pipelined(
+        M,
+        N,
+        K,
+        dtype,
+        gp.GemmConfig(bm=256, warps_m=4, persistent=1, bulk_store=True),
+        out_dtype=dtype,
     ),
 }
 

@@ -38,6 +38,13 @@ CONFIGS = {
     # persistent kernels sized for one multiprocessor: every block computes several tiles
     "persistent-2": (ONE_SM, gp.GemmConfig(persistent=2)),
     "persistent-256x128": (ONE_SM, gp.GemmConfig(bm=256, warps_m=4, persistent=1)),
+    # the staged tile out through cp.async.bulk: through A's stages, and (persistent) through
+    # a buffer of its own while the next tile's copies are in flight
+    "bulk": (gp.make_gemm_pipelined, gp.GemmConfig(bulk_store=True)),
+    "bulk-persistent-256x128": (
+        ONE_SM,
+        gp.GemmConfig(bm=256, warps_m=4, persistent=1, bulk_store=True),
+    ),
 }
 
 
@@ -93,13 +100,17 @@ def test_persistent_blocks_cover_a_ragged_raster(sms, persistent):
 
 
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
-@pytest.mark.parametrize("persistent", [1, 0], ids=["from-registers", "staged"])
-def test_16_bit_output_is_the_f32_result_rounded_once(dtype, persistent):
-    """Through shared memory (the default epilogue) and from registers (a persistent
-    kernel's)."""
+@pytest.mark.parametrize(
+    "persistent, bulk",
+    [(1, False), (0, False), (1, True)],
+    ids=["from-registers", "staged", "bulk"],
+)
+def test_16_bit_output_is_the_f32_result_rounded_once(dtype, persistent, bulk):
+    """Through shared memory (the default epilogue), from registers (a persistent kernel's)
+    and through a persistent kernel's own staging buffer and cp.async.bulk."""
     import torch
 
-    cfg = gp.GemmConfig(persistent=persistent)
+    cfg = gp.GemmConfig(persistent=persistent, bulk_store=bulk)
     factory = functools.partial(gp.make_gemm_pipelined, sms=2)
     a, b, _ = _integer_problem(3 * cfg.bm, 2 * cfg.bn, 3 * cfg.bk, dtype)  # sums up to 3072
     tdtype = getattr(torch, dtype)
@@ -109,8 +120,10 @@ def test_16_bit_output_is_the_f32_result_rounded_once(dtype, persistent):
     kernel = factory(*want.shape, a.shape[1], dtype, cfg, out_dtype=dtype)
     tirx.compile(kernel, target="sim")(ta, tb, out)
     assert torch.equal(out, want)
-    staged = "uint4" in tirx.compile(kernel, target="cuda -arch=sm_90").source  # 16-byte stores
-    assert staged == (not persistent)
+    source = tirx.compile(kernel, target="cuda -arch=sm_90").source
+    staged = "uint4" in source  # 16-byte stores
+    assert staged == (not persistent and not bulk)
+    assert ("cp.async.bulk.global" in source) == bulk
     with pytest.raises(ValueError, match="out_dtype must be float32 or"):
         gp.make_gemm_pipelined(256, 128, 128, dtype, out_dtype="float64")
 
@@ -169,12 +182,33 @@ def test_simulator_result_is_exact_bfloat16():
         ({"cfg": gp.GemmConfig(bn=96, warps_n=4)}, "multiple of 16x16"),
         ({"cfg": gp.GemmConfig(persistent=-1)}, "blocks per multiprocessor"),
         ({"K": 64}, "fewer than the 2 K tiles of 64"),
+        (
+            {"cfg": gp.GemmConfig(bm=256, warps_m=4, stages=4, persistent=1, bulk_store=True)},
+            "needs a staging buffer of at least 64 rows",
+        ),
     ],
 )
 def test_bad_sizes_are_refused(kwargs, message):
     args = {"M": 128, "N": 128, "K": 128, "dtype": "float16", "cfg": gp.GemmConfig(), **kwargs}
     with pytest.raises(ValueError, match=message.replace("(", r"\(")):
         gp.make_gemm_pipelined(args["M"], args["N"], args["K"], args["dtype"], args["cfg"])
+
+
+def test_bulk_store_epilogue_shape():
+    """One bulk copy per row of a round, issued by threads 0 .. rows-1 after a proxy fence;
+    a persistent kernel's staging buffer is counted in its shared memory; the block waits for
+    the copies' reads before it exits."""
+    cfg = gp.GemmConfig(bm=256, warps_m=4, persistent=1, bulk_store=True)
+    assert cfg.bulk_rows() == 128  # 3 stages of 48 KB and 128 rows of 544 bytes fit in 227 KB
+    assert cfg.shared_bytes() == 3 * 48 * 1024 + 128 * 136 * 4
+    assert gp.GemmConfig(bulk_store=True).shared_bytes() == 3 * 32 * 1024  # A's stages stage
+    kernel = gp.make_gemm_pipelined(512, 256, 128, "float16", cfg, sms=1)
+    source = tirx.compile(kernel, target="cuda -arch=sm_90").source
+    fence = source.index("fence.proxy.async.shared::cta")
+    assert fence < source.index("cp.async.bulk.global.shared::cta.bulk_group")
+    assert "cp.async.bulk.wait_group.read" in source[source.rindex("cp.async.wait_all") :]
+    with pytest.raises(tirx.errors.ContractError, match="sm_90"):
+        tirx.compile(kernel, target="cuda -arch=sm_80")
 
 
 def test_staged_kernel_refuses_swizzle():

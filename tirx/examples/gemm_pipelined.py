@@ -29,137 +29,19 @@ The loop body has no branch (copies past the last K tile re-read it into a dead 
 the CUDA compiler schedules loads, address arithmetic and mma.sync across the whole K tile.
 """
 
-from dataclasses import dataclass
-
 from tirx import T
-from tirx.layout import ComposeLayout, S, TileLayout, laneid
+from tirx.layout import S, TileLayout
+
+from .gemm_config import (
+    DEFAULT,
+    GemmConfig,
+    check_sizes,
+    fragment_layouts,
+    multiprocessors,
+    shared_layout,
+)
 
 __all__ = ["GemmConfig", "make_gemm_pipelined", "DEFAULT", "shared_layout", "multiprocessors"]
-
-
-@dataclass(frozen=True)
-class GemmConfig:
-    """Tile shapes and pipeline of the GEMM.
-
-    ``bm x bn``: the block tile; ``warps_m x warps_n``: the warp grid; ``bk``: the K depth of
-    one stage (two 16-wide mma slices); ``stages``: shared stages (2 or more); ``smem``: the
-    shared layout, ``"swizzle"``, ``"pad"`` or ``"plain"``; ``double_buffer``: load the next
-    slice's fragments before the current slice's mma; ``group_m``: block rows per raster group;
-    ``persistent``: 0 launches one block per output tile; ``n > 0`` launches ``n`` blocks per
-    multiprocessor (as many as fit at once), each taking every grid-th tile, its pipeline
-    running on from one tile into the next (no fill and drain per tile); ``stage_output``: the
-    epilogue passes the tile through shared memory so that every store writes whole 128-byte
-    lines (one-tile-per-block kernels only: a persistent block's stages are busy with the next
-    tile's copies by then, so it stores from registers).
-    """
-
-    bm: int = 128
-    bn: int = 128
-    bk: int = 64
-    warps_m: int = 2
-    warps_n: int = 2
-    stages: int = 3
-    smem: str = "swizzle"
-    double_buffer: bool = True
-    group_m: int = 8
-    persistent: int = 0
-    stage_output: bool = True
-
-    @property
-    def threads(self) -> int:
-        return 32 * self.warps_m * self.warps_n
-
-    @property
-    def wtm(self) -> int:
-        return self.bm // self.warps_m
-
-    @property
-    def wtn(self) -> int:
-        return self.bn // self.warps_n
-
-    @property
-    def mr(self) -> int:
-        return self.wtm // 16
-
-    @property
-    def nr(self) -> int:
-        return self.wtn // 8
-
-    def shared_bytes(self, elem_bytes: int = 2) -> int:
-        row = self.bk + (8 if self.smem == "pad" else 0)
-        return self.stages * (self.bm + self.bn) * row * elem_bytes
-
-    def check(self) -> None:
-        if self.bk not in (32, 64):
-            raise ValueError(f"bk must be 32 or 64 (2 or 4 16-wide mma slices), got {self.bk}")
-        if self.smem not in ("swizzle", "pad", "plain"):
-            raise ValueError(f"smem must be 'swizzle', 'pad' or 'plain', got {self.smem!r}")
-        if self.persistent < 0:
-            raise ValueError(
-                f"persistent is blocks per multiprocessor (0: off), got {self.persistent}"
-            )
-        if self.stages < 2:
-            raise ValueError("a pipeline needs at least 2 stages")
-        if self.wtm % 16 or self.wtn % 16 or self.wtm * self.warps_m != self.bm:
-            raise ValueError(f"warp tile {self.wtm}x{self.wtn} must be a multiple of 16x16")
-        if self.wtn * self.warps_n != self.bn:
-            raise ValueError(f"bn={self.bn} is not {self.warps_n} warp tiles")
-        for rows in (self.bm, self.bn):
-            if (rows * self.bk // 8) % self.threads:
-                raise ValueError(f"a {rows}x{self.bk} tile does not split over {self.threads}")
-
-
-DEFAULT = GemmConfig(bm=256, warps_m=4)  # one block of 8 warps per multiprocessor
-
-
-def shared_layout(stages: int, rows: int, bk: int, smem: str):
-    """The layout of ``stages`` shared ``rows x bk`` tiles of 16-bit elements.
-
-    ``"swizzle"``: element ``m`` lives at chunk ``c ^ ((m >> 6) & 3)`` of its row pair, i.e.
-    the 16-byte chunk index (``m >> 3``) has its two low bits XOR-ed with bits 3-4, so rows
-    ``r .. r+7`` of one chunk column fall in 8 different 16-byte bank groups;
-    ``"pad"``: each row is followed by 8 unused elements; ``"plain"``: rows back to back.
-    """
-    if smem == "pad":
-        ld = bk + 8
-        return TileLayout(S[(stages, rows, bk) : (rows * ld, ld, 1)])
-    plain = TileLayout(S[(stages, rows, bk)])
-    if smem == "plain":
-        return plain
-    return ComposeLayout(3, (bk // 8).bit_length() - 1, 3, plain)
-
-
-def _fragment_layouts(mr: int, nr: int):
-    """Register layouts (SPEC §5's natural generalization to repeats)."""
-    return (
-        TileLayout(S[(mr, nr, 2, 8, 4, 2) : (4 * nr, 4, 2, 4 @ laneid, 1 @ laneid, 1)]),
-        TileLayout(S[(mr, 1, 2, 8, 2, 4) : (4, 4, 1, 4 @ laneid, 2, 1 @ laneid)]),
-        TileLayout(S[(nr, 1, 8, 2, 4) : (2, 2, 4 @ laneid, 1, 1 @ laneid)]),
-        TileLayout(S[(mr, 4, 8, 4) : (4, 1, 4 @ laneid, 1 @ laneid)]),
-        TileLayout(S[(nr // 2, 4, 8, 4) : (4, 1, 4 @ laneid, 1 @ laneid)]),
-    )
-
-
-def check_sizes(M: int, N: int, K: int, dtype: str, cfg: GemmConfig) -> None:
-    cfg.check()
-    if M % cfg.bm or N % cfg.bn or K % cfg.bk:
-        raise ValueError(
-            f"M, N, K must be multiples of {cfg.bm}, {cfg.bn}, {cfg.bk}; got {M}, {N}, {K}"
-        )
-    if K < (cfg.stages - 1) * cfg.bk:
-        raise ValueError(
-            f"K = {K} is fewer than the {cfg.stages - 1} K tiles of {cfg.bk} the pipeline keeps "
-            f"in flight: use K >= {(cfg.stages - 1) * cfg.bk} or fewer stages"
-        )
-    if dtype not in ("float16", "bfloat16"):
-        raise ValueError(f"dtype must be float16 or bfloat16, got {dtype!r}")
-
-
-def multiprocessors() -> int:
-    """The visible GPU's multiprocessor count; 132 (an H100 / H200 SXM) without a GPU."""
-    from tirx.backend.cuda.driver import gpu_count, multiprocessor_count
-
-    return multiprocessor_count() if gpu_count() else 132
 
 
 def make_gemm_pipelined(
@@ -189,7 +71,7 @@ def make_gemm_pipelined(
     mma = f"mma.sync.aligned.m16n8k16.row.col.f32.{ab}.{ab}.f32"
     ldsm = "ldmatrix.sync.aligned.m8n8.x4.shared.b16"
     cp = "cp.async.cg.shared.global"
-    ACC, A_MMA, B_MMA, A_LOAD, B_LOAD = _fragment_layouts(cfg.mr, cfg.nr)
+    ACC, A_MMA, B_MMA, A_LOAD, B_LOAD = fragment_layouts(cfg.mr, cfg.nr)
     BM, BN, BK, WN = cfg.bm, cfg.bn, cfg.bk, cfg.warps_n
     WTM, WTN, MR, NR = cfg.wtm, cfg.wtn, cfg.mr, cfg.nr
     THREADS, STAGES, DBUF = cfg.threads, cfg.stages, cfg.double_buffer
@@ -204,20 +86,34 @@ def make_gemm_pipelined(
     GRID = min(TILES, (sms or multiprocessors()) * cfg.persistent) if cfg.persistent else TILES
     ROUNDS = -(-TILES // GRID)  # tiles per block, at most
     PERSISTENT = ROUNDS > 1
-    STAGED = cfg.stage_output and not PERSISTENT
+    BULK = cfg.bulk_store
+    OWN = BULK and PERSISTENT  # a staging buffer beside the stages
+    STAGED = (cfg.stage_output and not PERSISTENT) or BULK
     # the staged epilogue: rows of the block tile per round through A's stages (a padded
     # pitch of BN + 8 elements: the fragments' stores hit 8 different bank groups), 16-byte
     # chunks out, each thread CPT of them per round, RSTEP_O rows apart
     ob = 2 if OUT16 else 4
     cap = STAGES * BM * BK * 2 // ob  # out_dtype elements A's stages hold
     ROWS_O = max(
-        (r for r in range(WTM, BM + 1, WTM) if BM % r == 0 and r * (BN + 8) <= cap), default=0
+        (
+            r
+            for r in range(WTM, BM + 1, WTM)
+            if BM % r == 0 and r * (BN + 8) <= cap and (r <= THREADS or not BULK)
+        ),
+        default=0,
     )
+    if OWN:
+        ROWS_O = cfg.bulk_rows(ob)
+        if not ROWS_O:
+            raise ValueError(
+                f"a persistent bulk-store kernel needs a staging buffer of at least {WTM} rows "
+                f"beside its {STAGES} stages, and they do not fit in 227 KB: use fewer stages"
+            )
     CH = 16 // ob  # elements per 16-byte chunk
     CPR_O = BN // CH  # chunks per row
     CPT = ROWS_O * CPR_O // THREADS if ROWS_O else 0
     RSTEP_O = THREADS // CPR_O if CPR_O <= THREADS else 0
-    if STAGED and (not ROWS_O or ROWS_O * CPR_O % THREADS or not RSTEP_O):
+    if STAGED and not BULK and (not ROWS_O or ROWS_O * CPR_O % THREADS or not RSTEP_O):
         STAGED = False  # the tile does not split into whole rounds: store from registers
     C_LAYOUT = TileLayout(S[(max(ROWS_O, 1), BN) : (BN + 8, 1)])
     WPR = max(ROWS_O // WTM, 1)  # warp rows per round
@@ -228,7 +124,8 @@ def make_gemm_pipelined(
     NEXT = KT - STAGES + 1  # from this K step on, the copies fetch the next tile's K tiles
     A_SMEM = shared_layout(STAGES, BM, BK, cfg.smem)
     B_SMEM = shared_layout(STAGES, BN, BK, cfg.smem)
-    where = "shared.dyn" if cfg.shared_bytes() > 48 * 1024 else "shared"
+    where = "shared.dyn" if cfg.shared_bytes(2, ob) > 48 * 1024 else "shared"
+    bulk = "cp.async.bulk.global.shared::cta.bulk_group"
     A_PAT = "(rep group row) (chunk word) -> rep (chunk group) row word"
     B_PAT = "(rep nt row) (chunk word) -> rep (nt chunk) row word"
 
@@ -247,6 +144,10 @@ def make_gemm_pipelined(
         pid = T.cuda.block_idx("x")
         a_s = T.alloc_shared((STAGES, BM, BK), dtype, layout=A_SMEM, align=128, scope=where)
         b_s = T.alloc_shared((STAGES, BN, BK), dtype, layout=B_SMEM, align=128, scope=where)
+        # where the staged epilogue puts the tile: A's stages, or a buffer of its own
+        o_s = (
+            T.alloc_shared((ROWS_O * (BN + 8),), out_dtype, align=128, scope=where) if OWN else a_s
+        )
         a_w = a_s.view("uint32")
         b_w = b_s.view("uint32")
         # the copy: thread tid moves chunk c0 of rows r0 + RSTEP * q (q < A_CH, B_CH) of a K
@@ -445,14 +346,18 @@ def make_gemm_pipelined(
                     # ROWS_O rows put their fragments into A's stages (free once every copy,
                     # the re-reads included, has landed), then every thread stores 16-byte
                     # chunks: each warp writes whole rows, full 128-byte lines
-                    T.ptx["cp.async.wait_all"]()
-                    T.cuda.cta_sync()
-                    c_s = T.decl_tensor(a_s, (ROWS_O, BN), out_dtype, C_LAYOUT)
+                    if not OWN:  # every copy, the re-reads included, has landed
+                        T.ptx["cp.async.wait_all"]()
+                        T.cuda.cta_sync()
+                    c_s = T.decl_tensor(o_s, (ROWS_O, BN), out_dtype, C_LAYOUT)
                     c_w = c_s.view("uint32" if OUT16 else "uint64")
                     acc_c = acc.view("uint64")
                     o_c = tid % CPR_O
                     o_r = tid // CPR_O
                     for rd in range(BM // ROWS_O):
+                        if BULK:  # the last round's copies (this thread's) have read c_s
+                            T.ptx["cp.async.bulk.wait_group.read"](0)
+                            T.cuda.cta_sync()
                         if wm // WPR == rd:
                             for mi in T.unroll(MR):
                                 for ni in T.unroll(NR):
@@ -469,14 +374,27 @@ def make_gemm_pipelined(
                                             c_w[lr, lc // 2] = pair.view("uint32")[0]
                                         else:
                                             c_w[lr, lc // 2] = acc_c[2 * NR * mi + 2 * ni + h]
-                        T.cuda.cta_sync()
-                        for q in T.unroll(CPT):
-                            orow = o_r + q * RSTEP_O
-                            for v in T.vectorized(CH):
-                                Out[bm * BM + rd * ROWS_O + orow, bn * BN + o_c * CH + v] = c_s[
-                                    orow, o_c * CH + v
-                                ]
-                        T.cuda.cta_sync()  # the next round writes where this one read
+                        if BULK:
+                            # the copy engine reads c_s through the async proxy: order the
+                            # threads' stores before it, then one row per thread leaves
+                            T.ptx["fence.proxy.async.shared::cta"]()
+                            T.cuda.cta_sync()
+                            if tid < ROWS_O:
+                                T.ptx[bulk](
+                                    Out[bm * BM + rd * ROWS_O + tid, bn * BN],
+                                    c_s[tid, 0],
+                                    BN * ob,
+                                )
+                            T.ptx["cp.async.bulk.commit_group"]()
+                        else:
+                            T.cuda.cta_sync()
+                            for q in T.unroll(CPT):
+                                orow = o_r + q * RSTEP_O
+                                for v in T.vectorized(CH):
+                                    Out[bm * BM + rd * ROWS_O + orow, bn * BN + o_c * CH + v] = c_s[
+                                        orow, o_c * CH + v
+                                    ]
+                            T.cuda.cta_sync()  # the next round writes where this one read
                 else:
                     # the epilogue from registers: each quad of lanes writes one full 32-byte
                     # sector (8-byte stores of f32 pairs, 4-byte ones of 16-bit pairs), while
@@ -502,5 +420,7 @@ def make_gemm_pipelined(
                     bm = nbm
                     bn = nbn
         T.ptx["cp.async.wait_all"]()  # no copy outlives the block
+        if BULK:  # nor a bulk store's reads of its shared memory
+            T.ptx["cp.async.bulk.wait_group.read"](0)
 
     return gemm_pipelined

@@ -17,7 +17,7 @@ float32. The step of notebook 07 between :mod:`tirx.examples.gemm` (64x64 tiles,
 from tirx import T
 from tirx.layout import S, TileLayout
 
-from .gemm_pipelined import GemmConfig, _fragment_layouts, check_sizes
+from .gemm_config import GemmConfig, check_sizes, fragment_layouts
 
 __all__ = ["make_gemm_staged", "STAGED"]
 
@@ -50,7 +50,7 @@ def make_gemm_staged(M: int, N: int, K: int, dtype: str = "float16", cfg: GemmCo
     GROUP = min(cfg.group_m, NB_M)
     A_SMEM = TileLayout(S[(2, BM, BK) : (BM * LD, LD, 1)])
     B_SMEM = TileLayout(S[(2, BN, BK) : (BN * LD, LD, 1)])
-    ACC, A_MMA, B_MMA, A_LOAD, B_LOAD = _fragment_layouts(MR, NR)
+    ACC, A_MMA, B_MMA, A_LOAD, B_LOAD = fragment_layouts(MR, NR)
     A_PAT = "(rep group row) (chunk word) -> rep (chunk group) row word"
     B_PAT = "(rep nt row) (chunk word) -> rep (nt chunk) row word"
 

@@ -1,0 +1,157 @@
+"""The configuration of :mod:`tirx.examples.gemm_pipelined`: block and warp tiles, pipeline
+stages, the shared layouts of the stages, the register fragments, and the size checks."""
+
+from dataclasses import dataclass
+
+from tirx.layout import ComposeLayout, S, TileLayout, laneid
+
+__all__ = [
+    "GemmConfig", "DEFAULT", "shared_layout", "fragment_layouts", "check_sizes", "multiprocessors",
+]  # fmt: skip
+
+
+@dataclass(frozen=True)
+class GemmConfig:
+    """Tile shapes and pipeline of the GEMM.
+
+    ``bm x bn``: the block tile; ``warps_m x warps_n``: the warp grid; ``bk``: the K depth of
+    one stage (two 16-wide mma slices); ``stages``: shared stages (2 or more); ``smem``: the
+    shared layout, ``"swizzle"``, ``"pad"`` or ``"plain"``; ``double_buffer``: load the next
+    slice's fragments before the current slice's mma; ``group_m``: block rows per raster group;
+    ``persistent``: 0 launches one block per output tile; ``n > 0`` launches ``n`` blocks per
+    multiprocessor (as many as fit at once), each taking every grid-th tile, its pipeline
+    running on from one tile into the next (no fill and drain per tile); ``stage_output``: the
+    epilogue passes the tile through shared memory so that every store writes whole 128-byte
+    lines (one-tile-per-block kernels only: a persistent block's stages are busy with the next
+    tile's copies by then, so it stores from registers); ``bulk_store``: the staged tile leaves
+    shared memory through ``cp.async.bulk`` (sm_90's bulk copy engine, one row per copy), so no
+    warp waits for its stores; a persistent kernel then stages through a buffer of its own
+    (its stages hold the next tile's K tiles) and its stores drain while the next tile's
+    mma.sync run.
+    """
+
+    bm: int = 128
+    bn: int = 128
+    bk: int = 64
+    warps_m: int = 2
+    warps_n: int = 2
+    stages: int = 3
+    smem: str = "swizzle"
+    double_buffer: bool = True
+    group_m: int = 8
+    persistent: int = 0
+    stage_output: bool = True
+    bulk_store: bool = False
+
+    @property
+    def threads(self) -> int:
+        return 32 * self.warps_m * self.warps_n
+
+    @property
+    def wtm(self) -> int:
+        return self.bm // self.warps_m
+
+    @property
+    def wtn(self) -> int:
+        return self.bn // self.warps_n
+
+    @property
+    def mr(self) -> int:
+        return self.wtm // 16
+
+    @property
+    def nr(self) -> int:
+        return self.wtn // 8
+
+    def shared_bytes(self, elem_bytes: int = 2, out_bytes: int = 4) -> int:
+        row = self.bk + (8 if self.smem == "pad" else 0)
+        stages = self.stages * (self.bm + self.bn) * row * elem_bytes
+        return stages + (
+            self.bulk_rows(out_bytes) * (self.bn + 8) * out_bytes if self.persistent else 0
+        )
+
+    def bulk_rows(self, out_bytes: int = 4) -> int:
+        """Rows of a persistent bulk-store kernel's own staging buffer (0: none): the most
+        whole warp rows, at most one per thread, that fit beside the stages in 227 KB."""
+        if not (self.bulk_store and self.persistent):
+            return 0
+        row = self.bk + (8 if self.smem == "pad" else 0)
+        room = 227 * 1024 - self.stages * (self.bm + self.bn) * row * 2
+        fits = [
+            r
+            for r in range(self.wtm, self.bm + 1, self.wtm)
+            if self.bm % r == 0 and r <= self.threads and r * (self.bn + 8) * out_bytes <= room
+        ]
+        return max(fits, default=0)
+
+    def check(self) -> None:
+        if self.bk not in (32, 64):
+            raise ValueError(f"bk must be 32 or 64 (2 or 4 16-wide mma slices), got {self.bk}")
+        if self.smem not in ("swizzle", "pad", "plain"):
+            raise ValueError(f"smem must be 'swizzle', 'pad' or 'plain', got {self.smem!r}")
+        if self.persistent < 0:
+            raise ValueError(
+                f"persistent is blocks per multiprocessor (0: off), got {self.persistent}"
+            )
+        if self.stages < 2:
+            raise ValueError("a pipeline needs at least 2 stages")
+        if self.wtm % 16 or self.wtn % 16 or self.wtm * self.warps_m != self.bm:
+            raise ValueError(f"warp tile {self.wtm}x{self.wtn} must be a multiple of 16x16")
+        if self.wtn * self.warps_n != self.bn:
+            raise ValueError(f"bn={self.bn} is not {self.warps_n} warp tiles")
+        for rows in (self.bm, self.bn):
+            if (rows * self.bk // 8) % self.threads:
+                raise ValueError(f"a {rows}x{self.bk} tile does not split over {self.threads}")
+
+
+DEFAULT = GemmConfig(bm=256, warps_m=4)  # one block of 8 warps per multiprocessor
+
+
+def shared_layout(stages: int, rows: int, bk: int, smem: str):
+    """The layout of ``stages`` shared ``rows x bk`` tiles of 16-bit elements.
+
+    ``"swizzle"``: element ``m`` lives at chunk ``c ^ ((m >> 6) & 3)`` of its row pair, i.e.
+    the 16-byte chunk index (``m >> 3``) has its two low bits XOR-ed with bits 3-4, so rows
+    ``r .. r+7`` of one chunk column fall in 8 different 16-byte bank groups;
+    ``"pad"``: each row is followed by 8 unused elements; ``"plain"``: rows back to back.
+    """
+    if smem == "pad":
+        ld = bk + 8
+        return TileLayout(S[(stages, rows, bk) : (rows * ld, ld, 1)])
+    plain = TileLayout(S[(stages, rows, bk)])
+    if smem == "plain":
+        return plain
+    return ComposeLayout(3, (bk // 8).bit_length() - 1, 3, plain)
+
+
+def fragment_layouts(mr: int, nr: int):
+    """Register layouts (SPEC §5's natural generalization to repeats)."""
+    return (
+        TileLayout(S[(mr, nr, 2, 8, 4, 2) : (4 * nr, 4, 2, 4 @ laneid, 1 @ laneid, 1)]),
+        TileLayout(S[(mr, 1, 2, 8, 2, 4) : (4, 4, 1, 4 @ laneid, 2, 1 @ laneid)]),
+        TileLayout(S[(nr, 1, 8, 2, 4) : (2, 2, 4 @ laneid, 1, 1 @ laneid)]),
+        TileLayout(S[(mr, 4, 8, 4) : (4, 1, 4 @ laneid, 1 @ laneid)]),
+        TileLayout(S[(nr // 2, 4, 8, 4) : (4, 1, 4 @ laneid, 1 @ laneid)]),
+    )
+
+
+def check_sizes(M: int, N: int, K: int, dtype: str, cfg: GemmConfig) -> None:
+    cfg.check()
+    if M % cfg.bm or N % cfg.bn or K % cfg.bk:
+        raise ValueError(
+            f"M, N, K must be multiples of {cfg.bm}, {cfg.bn}, {cfg.bk}; got {M}, {N}, {K}"
+        )
+    if K < (cfg.stages - 1) * cfg.bk:
+        raise ValueError(
+            f"K = {K} is fewer than the {cfg.stages - 1} K tiles of {cfg.bk} the pipeline keeps "
+            f"in flight: use K >= {(cfg.stages - 1) * cfg.bk} or fewer stages"
+        )
+    if dtype not in ("float16", "bfloat16"):
+        raise ValueError(f"dtype must be float16 or bfloat16, got {dtype!r}")
+
+
+def multiprocessors() -> int:
+    """The visible GPU's multiprocessor count; 132 (an H100 / H200 SXM) without a GPU."""
+    from tirx.backend.cuda.driver import gpu_count, multiprocessor_count
+
+    return multiprocessor_count() if gpu_count() else 132
