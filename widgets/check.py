@@ -292,6 +292,8 @@ _PROBES = check_complete(
         (Family.STMATRIX, _stmatrix),
         (Family.MMA, _mma),
         (Family.CP_ASYNC, no_fragment),
+        (Family.CP_ASYNC_BULK, no_fragment),
+        (Family.FENCE_PROXY, no_fragment),
     ],
     "widgets.check probes",
 )

@@ -207,7 +207,8 @@ def _lane_of(point: dict) -> int | None:
 # its own: there is no register fragment and no row-per-lane address map to draw).
 _DRAWN = check_complete(
     [(Family.MMA, True), (Family.LDMATRIX, True), (Family.STMATRIX, True),
-     (Family.CP_ASYNC, False)], "widgets.model fragments",
+     (Family.CP_ASYNC, False), (Family.CP_ASYNC_BULK, False), (Family.FENCE_PROXY, False)],
+    "widgets.model fragments",
 )  # fmt: skip
 
 
@@ -216,7 +217,7 @@ def require_fragment(contract) -> None:
     if not _DRAWN[contract.family]:
         raise TirxError(
             f"{contract.text} has no register fragment to draw: each thread copies its own "
-            "chunks between global and shared memory",
+            "chunks between global and shared memory (or orders such copies)",
             hint="draw the chunk layouts with show_layout(view.layout, view.shape); "
             "the operands are listed in docs/instructions.md",
         )

@@ -71,7 +71,8 @@ def _matrix_native(contract, operand):
 
 _CANONICAL = check_complete(
     [(Family.MMA, _mma_native), (Family.LDMATRIX, _matrix_native),
-     (Family.STMATRIX, _matrix_native), (Family.CP_ASYNC, no_fragment)],
+     (Family.STMATRIX, _matrix_native), (Family.CP_ASYNC, no_fragment),
+     (Family.CP_ASYNC_BULK, no_fragment), (Family.FENCE_PROXY, no_fragment)],
     "widgets.probe canonical layouts",
 )  # fmt: skip
 
@@ -82,9 +83,10 @@ def canonical_layout(contract, operand: str):
 
 
 _REPEATS = check_complete(
-    [(Family.MMA, (1, 1)), (Family.LDMATRIX, ()), (Family.STMATRIX, ()), (Family.CP_ASYNC, ())],
+    [(Family.MMA, (1, 1)), (Family.LDMATRIX, ()), (Family.STMATRIX, ()), (Family.CP_ASYNC, ()),
+     (Family.CP_ASYNC_BULK, ()), (Family.FENCE_PROXY, ())],
     "widgets.probe repeats",
-)
+)  # fmt: skip
 
 
 def view_shape(contract, operand: str) -> tuple[int, ...]:
@@ -105,7 +107,8 @@ def _mma_probed(contract) -> bool:
 
 _PROBED = check_complete(
     [(Family.MMA, _mma_probed), (Family.LDMATRIX, lambda c: True),
-     (Family.STMATRIX, lambda c: True), (Family.CP_ASYNC, lambda c: False)],
+     (Family.STMATRIX, lambda c: True), (Family.CP_ASYNC, lambda c: False),
+     (Family.CP_ASYNC_BULK, lambda c: False), (Family.FENCE_PROXY, lambda c: False)],
     "widgets.probe probed forms",
 )  # fmt: skip
 
@@ -273,7 +276,8 @@ _PROBE_KERNELS = check_complete(
     [(Family.MMA, (("D", "A", "B", "C"), _mma_probe)),
      (Family.LDMATRIX, (("registers",), _ldmatrix_probe)),
      (Family.STMATRIX, (("registers",), _stmatrix_probe)),
-     (Family.CP_ASYNC, ((), no_fragment))], "widgets.probe kernels",
+     (Family.CP_ASYNC, ((), no_fragment)), (Family.CP_ASYNC_BULK, ((), no_fragment)),
+     (Family.FENCE_PROXY, ((), no_fragment))], "widgets.probe kernels",
 )  # fmt: skip
 
 

@@ -286,6 +286,8 @@ _RUNS = check_complete(
         (Family.LDMATRIX, _run_ldmatrix),
         (Family.STMATRIX, _run_stmatrix),
         (Family.CP_ASYNC, no_fragment),
+        (Family.CP_ASYNC_BULK, no_fragment),
+        (Family.FENCE_PROXY, no_fragment),
     ],
     "widgets.trace runs",
 )

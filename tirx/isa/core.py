@@ -30,6 +30,8 @@ class Family(enum.Enum):
     LDMATRIX = "ldmatrix"
     STMATRIX = "stmatrix"
     CP_ASYNC = "cp.async"
+    CP_ASYNC_BULK = "cp.async.bulk"
+    FENCE_PROXY = "fence.proxy"
 
 
 class Role(enum.Enum):
@@ -40,7 +42,9 @@ class Role(enum.Enum):
     SHARED_CHUNK = "a shared-memory chunk written"  # cp.async's destination
     GLOBAL_CHUNK = "a global-memory chunk read"  # cp.async's source
     IMMEDIATE = "an integer immediate"  # cp.async's cp-size, wait_group's N
-    SCALAR_IN = "a scalar register read"  # cp.async's src-size
+    SCALAR_IN = "a scalar register read"  # cp.async's src-size, cp.async.bulk's size
+    GLOBAL_BLOCK_OUT = "a global-memory block written"  # cp.async.bulk's destination
+    SHARED_BLOCK_IN = "a shared-memory block read"  # cp.async.bulk's source
 
 
 @dataclass(frozen=True)

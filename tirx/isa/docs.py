@@ -32,6 +32,9 @@ def _operand(spec) -> str:
     if spec.role in (Role.SHARED_CHUNK, Role.GLOBAL_CHUNK):
         where = "shared" if spec.role is Role.SHARED_CHUNK else "global"
         return f"{spec.name}: {where} chunk ({spec.about})"
+    if spec.role in (Role.GLOBAL_BLOCK_OUT, Role.SHARED_BLOCK_IN):
+        where = "global" if spec.role is Role.GLOBAL_BLOCK_OUT else "shared"
+        return f"{spec.name}: {where} block ({spec.about})"
     if spec.role in (Role.IMMEDIATE, Role.SCALAR_IN):
         what = "immediate" if spec.role is Role.IMMEDIATE else "scalar"
         optional = ", optional" if spec.optional else ""

@@ -12,7 +12,7 @@ import difflib
 import functools
 
 from ..errors import ContractError
-from . import cp_async, ldmatrix, mma, stmatrix
+from . import cp_async, cp_async_bulk, fence_proxy, ldmatrix, mma, stmatrix
 from .core import Contract, Family, FamilySpec
 
 __all__ = [
@@ -20,7 +20,9 @@ __all__ = [
     "check_arch",
 ]  # fmt: skip
 
-FAMILIES: tuple[FamilySpec, ...] = (mma.SPEC, ldmatrix.SPEC, stmatrix.SPEC, cp_async.SPEC)
+FAMILIES: tuple[FamilySpec, ...] = (
+    mma.SPEC, ldmatrix.SPEC, stmatrix.SPEC, cp_async.SPEC, cp_async_bulk.SPEC, fence_proxy.SPEC,
+)  # fmt: skip
 
 
 def check_complete(specs, what: str = "isa.FAMILIES") -> dict:
@@ -39,7 +41,7 @@ def check_complete(specs, what: str = "isa.FAMILIES") -> dict:
 
 SPECS: dict[Family, FamilySpec] = check_complete((s.family, s) for s in FAMILIES)
 # Longest mnemonic first, so that a family whose mnemonic is a dotted prefix of another's
-# (none today) would not swallow the longer one's texts.
+# (cp.async of cp.async.bulk) does not swallow the longer one's texts.
 _BY_LENGTH = sorted(FAMILIES, key=lambda s: -len(s.mnemonic))
 
 _CACHE: dict[str, Contract] = {}  # text -> contract; tests replace it to redefine forms

@@ -52,6 +52,9 @@ _CONSTRAINT = {
     "float64": "d",
 }
 _MEMORY_FENCES = ("cp.async.wait_group", "cp.async.wait_all")
+# The bulk store reads shared memory stored just before it, its waits release that memory and
+# the proxy fence orders both proxies: the C compiler must move no memory access across them.
+_MEMORY_ORDERING = ("cp.async.bulk.", "fence.proxy.")
 
 
 def _ctype(d: DType) -> str:
@@ -476,7 +479,8 @@ class _Emitter(Walker):
         out_s = ", ".join(f'"{c}"({x})' for c, x in outs)
         in_s = ", ".join(f'"{c}"({x})' for c, x in ins)
         # a wait makes copied bytes visible: the C compiler must not move memory accesses over it
-        clobber = ' : "memory"' if st.instruction in _MEMORY_FENCES else ""
+        fence = st.instruction in _MEMORY_FENCES or st.instruction.startswith(_MEMORY_ORDERING)
+        clobber = ' : "memory"' if fence else ""
         self.line(f'asm volatile("{asm}" : {out_s} : {in_s}{clobber});')
 
 
