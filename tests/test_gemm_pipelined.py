@@ -183,7 +183,13 @@ def test_simulator_result_is_exact_bfloat16():
         ({"cfg": gp.GemmConfig(persistent=-1)}, "blocks per multiprocessor"),
         ({"K": 64}, "fewer than the 2 K tiles of 64"),
         (
-            {"cfg": gp.GemmConfig(bm=256, warps_m=4, stages=4, persistent=1, bulk_store=True)},
+            {
+                "M": 256,
+                "K": 256,
+                "cfg": gp.GemmConfig(
+                    bm=256, warps_m=4, stages=4, smem="pad", persistent=1, bulk_store=True
+                ),
+            },
             "needs a staging buffer of at least 64 rows",
         ),
     ],

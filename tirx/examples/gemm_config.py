@@ -99,6 +99,12 @@ class GemmConfig:
             raise ValueError(f"warp tile {self.wtm}x{self.wtn} must be a multiple of 16x16")
         if self.wtn * self.warps_n != self.bn:
             raise ValueError(f"bn={self.bn} is not {self.warps_n} warp tiles")
+        if self.bulk_store and self.persistent and not self.bulk_rows():
+            raise ValueError(
+                f"a persistent bulk-store kernel needs a staging buffer of at least {self.wtm} "
+                f"rows beside its {self.stages} stages, and they do not fit in 227 KB: use "
+                "fewer stages"
+            )
         for rows in (self.bm, self.bn):
             if (rows * self.bk // 8) % self.threads:
                 raise ValueError(f"a {rows}x{self.bk} tile does not split over {self.threads}")
