@@ -2,7 +2,7 @@
 
     python benchmarks/gemm_speed.py [--sizes 2048,4096,8192] [--dtypes float16,bfloat16]
                                     [--variants NAME,...] [--reps 15] [--out FILE]
-                                    [--sources DIR]
+                                    [--sources DIR] [--warm-ms 20]
 
 For every dtype and size ``n`` (M = N = K = n, ``Out = A @ B.T`` with A ``(n, n)`` and B
 ``(n, n)`` N-major) the script times
@@ -21,8 +21,10 @@ For every dtype and size ``n`` (M = N = K = n, ``Out = A @ B.T`` with A ``(n, n)
   and has a table of its own (do the operands' bits move the ceiling?).
 
 Each timed sample is a batch of back-to-back calls between two CUDA events, sized to take about
-2 ms; the runners alternate sample by sample (each round starting one runner further on) and
-the median counts (after warm-up calls). The table gives TFLOP/s (``2·n³`` per call) and the
+2 ms, queued right behind ``--warm-ms`` (20) ms of the same runner's untimed calls, so that each
+kernel is timed at the clock it settles at rather than at the one the previous runner's kernel
+left behind; the runners alternate sample by sample (each round starting one runner further on)
+and the median counts. The table gives TFLOP/s (``2·n³`` per call) and the
 ratios tirx/Triton (best and 128x128x64/8/4), tirx/cuBLAS and tirx/peak. Every kernel's result is checked against torch before it is timed.
 ``--sources DIR`` adds, for each file ``DIR/LABEL/<variant>-<dtype>-<n>.cu`` written by
 ``gemm_sources.py`` (with another build of tirx), a runner ``<variant>@LABEL`` that launches that
@@ -57,6 +59,11 @@ from gemm_kernels import (  # noqa: E402
 )
 
 BATCH_MS = 2.0  # target GPU time of one timed sample
+# GPU time of the same runner's untimed calls right before each sample: a sample then runs at
+# the clock its own kernel settles at (an H200 near its power limit lowers the clock within
+# milliseconds and raises it again as slowly, so a sample taken right after another runner's
+# hungrier kernel would inherit that kernel's lower clock)
+WARM_MS = 20.0
 
 
 @dataclass
@@ -95,8 +102,10 @@ def _batch_size(fn, torch) -> int:
     return max(1, min(1000, round(BATCH_MS / per_call)))
 
 
-def _sample(fn, calls: int, torch) -> float:
+def _sample(fn, calls: int, torch, warm: int = 0) -> float:
     start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    for _ in range(warm):  # queued ahead of the timed calls: no gap between the two
+        fn()
     start.record()
     for _ in range(calls):
         fn()
@@ -105,16 +114,19 @@ def _sample(fn, calls: int, torch) -> float:
     return start.elapsed_time(stop) / calls
 
 
-def time_runners(runners: dict, reps: int, torch) -> dict[str, float]:
+def time_runners(runners: dict, reps: int, torch, warm_ms: float | None = None) -> dict[str, float]:
     """Median ms per call of each runner, the runners alternating sample by sample; each round
-    starts one runner further on, so that none is always the first after a pause or the one
-    after the hottest."""
+    starts one runner further on, so that none is always the first after a pause. Each sample
+    follows ``warm_ms`` (default :data:`WARM_MS`) of the same runner's untimed calls, so that
+    it is timed at that runner's own steady clock."""
+    warm_ms = WARM_MS if warm_ms is None else warm_ms
     calls = {name: _batch_size(fn, torch) for name, fn in runners.items()}
+    warm = {name: round(warm_ms / BATCH_MS * c) for name, c in calls.items()}
     times = {name: [] for name in runners}
     order = list(runners)
     for rep in range(reps):
         for name in order[rep % len(order) :] + order[: rep % len(order)]:
-            times[name].append(_sample(runners[name], calls[name], torch))
+            times[name].append(_sample(runners[name], calls[name], torch, warm[name]))
     return {name: statistics.median(t) for name, t in times.items()}
 
 
@@ -331,7 +343,9 @@ def report(cells, peak, variants, command, reps, main="tirx", random_peak=None) 
         f"Machine: {machine()}",
         "",
         f"Median of {reps} samples per cell; each sample is a batch of back-to-back calls "
-        f"between two CUDA events (about {BATCH_MS:g} ms of GPU work), the runners alternating "
+        f"between two CUDA events (about {BATCH_MS:g} ms of GPU work) right after "
+        f"{WARM_MS:g} ms of the same runner's untimed calls (so that each kernel is timed at "
+        "the clock it settles at), the runners alternating "
         "(each round starting one runner further on), every tirx and Triton runner "
         "writing the same output tensor (one per output dtype). "
         "M = N = K = n, `Out = A @ B.T`, TFLOP/s = 2·n³ / time. tirx: "
@@ -396,7 +410,14 @@ def main(argv=None) -> int:
     ap.add_argument("--reps", type=int, default=15, help="timed samples per cell (median)")
     ap.add_argument("--out", default=None, help="also write the Markdown report to this file")
     ap.add_argument("--sources", default=None, help="other builds' sources (gemm_sources.py)")
+    ap.add_argument(
+        "--warm-ms",
+        type=float,
+        default=WARM_MS,
+        help="GPU ms of a runner's untimed calls before each of its samples (0: none)",
+    )
     args = ap.parse_args(argv)
+    globals()["WARM_MS"] = args.warm_ms  # every time_runners call of this run, the report's too
     sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
     dtypes = [d.strip() for d in args.dtypes.split(",") if d.strip()]
     variants = [v.strip() for v in args.variants.split(",") if v.strip()]

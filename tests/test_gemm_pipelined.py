@@ -308,10 +308,40 @@ def test_benchmark_rotates_which_runner_goes_first(monkeypatch):
     speed, _ = _benchmark_modules()
     seen = []
     monkeypatch.setattr(speed, "_batch_size", lambda fn, torch: 1)
-    monkeypatch.setattr(speed, "_sample", lambda fn, calls, torch: seen.append(fn()) or 1.0)
+    monkeypatch.setattr(speed, "_sample", lambda fn, calls, torch, warm: seen.append(fn()) or 1.0)
     runners = {name: (lambda name=name: name) for name in "abc"}
     assert speed.time_runners(runners, 4, None) == {"a": 1.0, "b": 1.0, "c": 1.0}
     assert seen == list("abcbcacababc")
+
+
+def test_benchmark_warms_each_runner_right_before_its_sample(monkeypatch):
+    """Each timed batch is queued right behind the same runner's untimed calls (WARM_MS of
+    them, sized from the runner's own call time): nothing of another runner in between."""
+
+    class Event:
+        def __init__(self, **_):
+            pass
+
+        def record(self):
+            calls.append("event")
+
+        def synchronize(self):
+            pass
+
+        def elapsed_time(self, other):
+            return 2.0
+
+    import types
+
+    Torch = types.SimpleNamespace(cuda=types.SimpleNamespace(Event=Event, synchronize=lambda: None))
+
+    speed, _ = _benchmark_modules()
+    calls = []
+    monkeypatch.setattr(speed, "_batch_size", lambda fn, torch: 4)  # 4 calls = BATCH_MS
+    runners = {"a": lambda: calls.append("a"), "b": lambda: calls.append("b")}
+    speed.time_runners(runners, 1, Torch, warm_ms=2 * speed.BATCH_MS)
+    a, b, event = ["a"], ["b"], ["event"]
+    assert calls == a * 8 + event + a * 4 + event + b * 8 + event + b * 4 + event
 
 
 def test_benchmark_peak_table_divides_by_the_random_operand_peak():
