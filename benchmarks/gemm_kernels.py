@@ -97,6 +97,8 @@ PIPELINED = [
     # the epilogue from registers (8-byte stores, a quad of lanes per 32-byte sector)
     _cfg("256x128x64", (4, 2), stages=3, staged=False),
     _cfg("128x128x64", (2, 2), stages=3, staged=False),
+    # the default's twin (a variant runner, to compare with the tirx column of the same run)
+    _cfg("256x128x64", (4, 2), stages=3),
     # the staged tile out through cp.async.bulk (sm_90): no warp waits for its stores; a
     # persistent kernel's stores drain while its next tile's mma.sync run
     _cfg("256x128x64", (4, 2), stages=3, bulk=True),

@@ -2,7 +2,7 @@
 
     python benchmarks/gemm_speed.py [--sizes 2048,4096,8192] [--dtypes float16,bfloat16]
                                     [--variants NAME,...] [--reps 15] [--out FILE]
-                                    [--sources DIR] [--warm-ms 20]
+                                    [--sources DIR] [--warm-ms 50]
 
 For every dtype and size ``n`` (M = N = K = n, ``Out = A @ B.T`` with A ``(n, n)`` and B
 ``(n, n)`` N-major) the script times
@@ -21,10 +21,10 @@ For every dtype and size ``n`` (M = N = K = n, ``Out = A @ B.T`` with A ``(n, n)
   and has a table of its own (do the operands' bits move the ceiling?).
 
 Each timed sample is a batch of back-to-back calls between two CUDA events, sized to take about
-2 ms, queued right behind ``--warm-ms`` (20) ms of the same runner's untimed calls, so that each
-kernel is timed at the clock it settles at rather than at the one the previous runner's kernel
-left behind; the runners alternate sample by sample (each round starting one runner further on)
-and the median counts. The table gives TFLOP/s (``2·n³`` per call) and the
+2 ms, queued right behind ``--warm-ms`` (50) ms of the same runner's untimed calls, so that each
+kernel is timed near the clock it settles at rather than at the one the previous runner's
+kernel left behind; the runners alternate sample by sample, in a new order every round (so
+that no runner always follows the same one), and the median counts. The table gives TFLOP/s (``2·n³`` per call) and the
 ratios tirx/Triton (best and 128x128x64/8/4), tirx/cuBLAS and tirx/peak. Every kernel's result is checked against torch before it is timed.
 ``--sources DIR`` adds, for each file ``DIR/LABEL/<variant>-<dtype>-<n>.cu`` written by
 ``gemm_sources.py`` (with another build of tirx), a runner ``<variant>@LABEL`` that launches that
@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import argparse
 import platform
+import random
 import shlex
 import statistics
 import sys
@@ -63,7 +64,7 @@ BATCH_MS = 2.0  # target GPU time of one timed sample
 # the clock its own kernel settles at (an H200 near its power limit lowers the clock within
 # milliseconds and raises it again as slowly, so a sample taken right after another runner's
 # hungrier kernel would inherit that kernel's lower clock)
-WARM_MS = 20.0
+WARM_MS = 50.0
 
 
 @dataclass
@@ -115,17 +116,20 @@ def _sample(fn, calls: int, torch, warm: int = 0) -> float:
 
 
 def time_runners(runners: dict, reps: int, torch, warm_ms: float | None = None) -> dict[str, float]:
-    """Median ms per call of each runner, the runners alternating sample by sample; each round
-    starts one runner further on, so that none is always the first after a pause. Each sample
-    follows ``warm_ms`` (default :data:`WARM_MS`) of the same runner's untimed calls, so that
-    it is timed at that runner's own steady clock."""
+    """Median ms per call of each runner, the runners alternating sample by sample, in a new
+    order every round (a fixed sequence of shuffles): a runner that always came right after the
+    same one, cuBLAS say, whose kernel leaves the clock at 1485 MHz, would inherit that clock in
+    every sample (it did, when each round started one runner further on in a fixed cycle). Each
+    sample follows ``warm_ms`` (default :data:`WARM_MS`) of the same runner's untimed calls, so
+    that it is timed near that runner's own steady clock."""
     warm_ms = WARM_MS if warm_ms is None else warm_ms
     calls = {name: _batch_size(fn, torch) for name, fn in runners.items()}
     warm = {name: round(warm_ms / BATCH_MS * c) for name, c in calls.items()}
     times = {name: [] for name in runners}
-    order = list(runners)
     for rep in range(reps):
-        for name in order[rep % len(order) :] + order[: rep % len(order)]:
+        order = list(runners)
+        random.Random(rep).shuffle(order)
+        for name in order:
             times[name].append(_sample(runners[name], calls[name], torch, warm[name]))
     return {name: statistics.median(t) for name, t in times.items()}
 
@@ -344,9 +348,8 @@ def report(cells, peak, variants, command, reps, main="tirx", random_peak=None) 
         "",
         f"Median of {reps} samples per cell; each sample is a batch of back-to-back calls "
         f"between two CUDA events (about {BATCH_MS:g} ms of GPU work) right after "
-        f"{WARM_MS:g} ms of the same runner's untimed calls (so that each kernel is timed at "
-        "the clock it settles at), the runners alternating "
-        "(each round starting one runner further on), every tirx and Triton runner "
+        f"{WARM_MS:g} ms of the same runner's untimed calls (so that each kernel is timed near "
+        "the clock it settles at), the runners alternating in a new order every round, every tirx and Triton runner "
         "writing the same output tensor (one per output dtype). "
         "M = N = K = n, `Out = A @ B.T`, TFLOP/s = 2·n³ / time. tirx: "
         f"{what}, float32 output. Triton: a `tl.dot` "

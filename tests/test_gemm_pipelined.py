@@ -304,14 +304,27 @@ def test_benchmark_table_ratios_come_from_the_timings():
     assert cols[7:] == ["0.67", "0.80", "0.50", "0.62"]
 
 
-def test_benchmark_rotates_which_runner_goes_first(monkeypatch):
+def test_benchmark_shuffles_the_runners_every_round(monkeypatch):
+    """Every runner is timed once per round; over the rounds the runner before any given one
+    changes (no runner always follows the same one, as tirx always followed cuBLAS in a fixed
+    cycle); the order is the same in every run."""
     speed, _ = _benchmark_modules()
     seen = []
     monkeypatch.setattr(speed, "_batch_size", lambda fn, torch: 1)
     monkeypatch.setattr(speed, "_sample", lambda fn, calls, torch, warm: seen.append(fn()) or 1.0)
-    runners = {name: (lambda name=name: name) for name in "abc"}
-    assert speed.time_runners(runners, 4, None) == {"a": 1.0, "b": 1.0, "c": 1.0}
-    assert seen == list("abcbcacababc")
+    names = [f"r{i}" for i in range(12)]
+    runners = {name: (lambda name=name: name) for name in names}
+    assert speed.time_runners(runners, 9, None) == dict.fromkeys(names, 1.0)
+    rounds = [seen[i : i + 12] for i in range(0, len(seen), 12)]
+    assert all(sorted(r) == sorted(names) for r in rounds) and len(rounds) == 9
+    flat = [None] + seen  # the runner timed before each sample (None: the first)
+    before_r0 = {flat[i] for i, name in enumerate(seen) if name == "r0"}
+    assert len(before_r0) >= 5
+    assert len({r[0] for r in rounds}) >= 5  # and the first of a round varies too
+    again = []
+    monkeypatch.setattr(speed, "_sample", lambda fn, calls, torch, warm: again.append(fn()) or 1.0)
+    speed.time_runners(runners, 9, None)
+    assert again == seen
 
 
 def test_benchmark_warms_each_runner_right_before_its_sample(monkeypatch):
