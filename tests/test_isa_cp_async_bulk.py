@@ -382,3 +382,20 @@ def test_the_widgets_refuse_to_draw_the_bulk_families():
     for text in (COPY, "fence.proxy.async"):
         with pytest.raises(TirxError, match="has no register fragment to draw"):
             require_fragment(tirx.instruction_contract(text))
+
+
+@pytest.mark.gpu
+def test_swizzled_tile_copies_on_the_gpu_equal_the_simulator(tmp_path):
+    import torch
+
+    fn = tile_kernel(
+        tmp_path, SWIZZLE_128B, dst="Out[tid, :].view(8, 8)", src="s[tid, :].view(8, 8)"
+    )
+    a = (np.arange(16 * 64) % 251).astype(np.float16).reshape(16, 64)
+    out = np.zeros_like(a)
+    sim.run(tirx.compile(fn, "sim").lowered, [a, out])
+    exe = tirx.compile(fn, "cuda")
+    gout = torch.zeros(16, 64, dtype=torch.float16, device="cuda")
+    exe(torch.from_numpy(a).cuda(), gout)
+    torch.cuda.synchronize()
+    np.testing.assert_array_equal(gout.cpu().numpy().view(np.uint16), out.view(np.uint16))

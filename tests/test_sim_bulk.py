@@ -276,3 +276,33 @@ def test_landed_cp_async_counts_as_a_generic_store(tmp_path):
     np.testing.assert_array_equal(out, a)
     err, src = fails(tmp_path, "may read stale bytes", fill=fill, fence="pass")
     assert f"cp.async.bulk at line {line(src, 'copy')}" in err.message
+
+
+# ----------------------------------------------------------------------------- on the GPU
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize(
+    "changes",
+    [
+        dict(),
+        dict(wait_full="pass"),  # the stores land after the block's last instruction
+        dict(size="k * 128", dst="Out[2 * bx + tid, 32]", src="s[tid, 32]"),
+    ],
+)
+def test_the_gpu_equals_the_simulator_bit_for_bit(tmp_path, changes):
+    import torch
+
+    fn = define(source(**changes), tmp_path, "kernel")
+    a, out = inputs()
+    out[:] = -7.25  # bytes no copy writes keep this on both sides
+    sim.run(tirx.compile(fn, "sim").lowered, [a, out, 1])
+    exe = tirx.compile(fn, "cuda")
+    ga = torch.from_numpy(a).cuda()
+    gout = torch.full_like(ga, -7.25)
+    exe(ga, gout, 1)
+    torch.cuda.synchronize()
+    got = gout.cpu().numpy()
+    np.testing.assert_array_equal(got.view(np.uint32), out.view(np.uint32))
+    if not changes.get("size"):
+        np.testing.assert_array_equal(got, a)
