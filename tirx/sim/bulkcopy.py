@@ -36,14 +36,10 @@ The model, per block:
 * ``fence.proxy.async.global`` is accepted and has no effect here (the model keeps no proxy
   state for global memory: a full wait makes the copy's writes visible to its thread).
 
-What the sanitizer sees: ``compute-sanitizer``'s racecheck reports shared-memory hazards
-between threads' accesses and synccheck misuse of barriers; neither documents checks of the
-async proxy (a missing ``fence.proxy.async``, a source reused before ``wait_group.read``, a
-destination read before the wait), so these faults are the simulator's own; the parity suite
-(tests/test_sanitizer_parity.py) has the correct kernel as a clean case only.
-
-Lowered operands (PTX order): ``AddressOperand(GlobalAddress)``, ``AddressOperand(
-SharedAddress)``, ``ScalarOperand(size)``; ``wait_group{.read}`` takes ``Immediate(n)``.
+The simulator checks more than ``compute-sanitizer`` here: racecheck reports hazards between
+threads' shared-memory accesses, memcheck and synccheck bad addresses and barriers, and none
+documents checks of the async proxy, so the parity suite has the bulk store as a clean case.
+Operands: ``(AddressOperand(GlobalAddress), AddressOperand(SharedAddress), ScalarOperand)``.
 """
 
 from __future__ import annotations
