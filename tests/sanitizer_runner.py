@@ -20,12 +20,13 @@ import numpy as np
 def main(name: str) -> int:
     import cupy as cp
 
+    from tests.bulk_kernels import BY_NAME as BULK
     from tests.planted import BY_NAME
     from tirx.backend.cuda.codegen import generate
     from tirx.backend.cuda.executable import NVRTC_OPTIONS
     from tirx.backend.cuda.nvrtc import compile_cuda
 
-    case = BY_NAME[name]
+    case = {**BY_NAME, **BULK}[name]
     fn = case.build()
     out = compile_cuda(
         generate(fn),

@@ -8,13 +8,15 @@ from __future__ import annotations
 
 import re
 
+import numpy as np
 import pytest
 
 import tirx
-from tirx import isa
+from tirx import isa, sim
 from tirx.errors import ContractError, TirxError
 from tirx.ir import nodes as ir
 from tirx.isa import Family, Role, registry
+from tirx.layout import ComposeLayout, S, TileLayout
 
 from .helpers import caret_line, define
 
@@ -270,3 +272,130 @@ def test_wrong_operand_counts(tmp_path):
     )
     with pytest.raises(ContractError, match="takes one operand"):
         tirx.compile(define(src, tmp_path, "kernel"), "sim")
+
+
+# ----------------------------------------------------------------------------- tile form
+
+TILE = """
+@T.function
+def kernel(A: T.Tensor((16, 64), "float16"), Out: T.Tensor((16, 64), "float16")):
+    T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=32))
+    tid = T.cuda.linear_thread_id()
+    s = T.alloc_shared((16, 64), "float16", layout=layout)
+    for q in range(32):
+        i = tid + 32 * q
+        s[i // 64, i % 64] = A[i // 64, i % 64]
+    T.ptx["fence.proxy.async.shared::cta"]()
+    T.cuda.cta_sync()
+    if tid < 16:
+        T.cuda.tile.apply(T.ptx["{instr}"], {dst}, {src}, scope="{scope}"{params})
+        T.ptx["cp.async.bulk.commit_group"]()
+        T.ptx["cp.async.bulk.wait_group"](0)
+"""
+PLAIN = TileLayout(S[16, 64])
+SWIZZLE_128B = ComposeLayout(3, 3, 3, TileLayout(S[16, 64]))  # 16-byte units in 128-byte rows
+
+
+def tile_kernel(tmp_path, layout=PLAIN, **changes):
+    fields = dict(instr=COPY, dst="Out[tid, :]", src="s[tid, :]", scope="thread", params="")
+    return define(TILE.format(**{**fields, **changes}), tmp_path, "kernel", layout=layout)
+
+
+@pytest.mark.parametrize(
+    "layout, dst, src, copies",
+    [
+        (PLAIN, "Out[tid, :]", "s[tid, :]", 1),  # one 128-byte row
+        (PLAIN, "Out[tid, :].view(2, 32)", "s[tid, :].view(2, 32)", 2),  # repeats
+        # through the swizzle, each 16-byte unit stays whole: one copy per unit
+        (SWIZZLE_128B, "Out[tid, :].view(8, 8)", "s[tid, :].view(8, 8)", 8),
+    ],
+)
+def test_tile_copies_lower_run_and_compile(tmp_path, layout, dst, src, copies):
+    fn = tile_kernel(tmp_path, layout, dst=dst, src=src)
+    exe = tirx.compile(fn, "sim")
+    calls = [c for c in bulk_calls(exe.lowered) if c.instruction == COPY]
+    assert len(calls) == copies
+    assert {c.operands[2].value.value for c in calls} == {128 // copies}
+    a = (np.arange(16 * 64) % 251).astype(np.float16).reshape(16, 64)
+    out = np.zeros_like(a)
+    sim.run(exe.lowered, [a, out])
+    np.testing.assert_array_equal(out, a)
+    ptx = tirx.compile(fn, "cuda -arch=sm_90").ptx
+    assert ptx.count(COPY + " [") == copies
+
+
+@pytest.mark.parametrize(
+    "layout, changes, fragment, operand",
+    [
+        (SWIZZLE_128B, {}, "span several swizzle units of 16 bytes", "s[tid, :]"),
+        (
+            SWIZZLE_128B,
+            dict(dst="Out[1, :]", src="s[1, :]"),
+            "is not 128 contiguous bytes",
+            "s[1, :]",
+        ),
+        (PLAIN, dict(src="s[tid, 0:32]"), "operand src's last axis holds 64 bytes", "s[tid, 0:32]"),
+        (
+            PLAIN,
+            dict(dst="Out[tid, 0:60]", src="s[tid, 0:60]"),
+            "a positive multiple of 16 bytes, got 120",
+            None,
+        ),
+        (
+            PLAIN,
+            dict(dst="s[tid, :]", src="Out[tid, :]"),
+            "operand dst must be in a global",
+            "s[tid, :]",
+        ),
+        (
+            PLAIN,
+            dict(dst="Out[tid, 4:36]", src="s[tid, 0:32]"),
+            "not a multiple of 16",
+            "Out[tid, 4:36]",
+        ),
+        (
+            PLAIN,
+            dict(dst="Out[tid, :].view(2, 32)", src="s[tid, :].view(1, 64)"),
+            "operand src's last axis holds 128 bytes",
+            None,
+        ),
+        (PLAIN, dict(params=", chunk_bytes=16"), "unexpected parameters ['chunk_bytes']", None),
+        (PLAIN, dict(scope="warp"), "scope='warp' is not supported", None),
+        (PLAIN, dict(instr="cp.async.bulk.commit_group"), "takes 0 operands", None),
+        (PLAIN, dict(instr="fence.proxy.async"), "takes 0 operands", None),
+    ],
+)
+def test_tile_checks_fire(tmp_path, layout, changes, fragment, operand):
+    with pytest.raises(TirxError) as info:
+        tirx.compile(tile_kernel(tmp_path, layout, **changes), "sim")
+    assert fragment in info.value.message
+    if operand is not None:
+        err = str(info.value).splitlines()
+        caret = next(i for i, ln in enumerate(err) if ln.strip() and set(ln.strip()) == {"^"})
+        start = err[caret].index("^")
+        assert err[caret - 1][start:].startswith(operand)
+
+
+def test_the_widgets_refuse_to_draw_the_bulk_families():
+    from widgets.model import require_fragment
+
+    for text in (COPY, "fence.proxy.async"):
+        with pytest.raises(TirxError, match="has no register fragment to draw"):
+            require_fragment(tirx.instruction_contract(text))
+
+
+@pytest.mark.gpu
+def test_swizzled_tile_copies_on_the_gpu_equal_the_simulator(tmp_path):
+    import torch
+
+    fn = tile_kernel(
+        tmp_path, SWIZZLE_128B, dst="Out[tid, :].view(8, 8)", src="s[tid, :].view(8, 8)"
+    )
+    a = (np.arange(16 * 64) % 251).astype(np.float16).reshape(16, 64)
+    out = np.zeros_like(a)
+    sim.run(tirx.compile(fn, "sim").lowered, [a, out])
+    exe = tirx.compile(fn, "cuda")
+    gout = torch.zeros(16, 64, dtype=torch.float16, device="cuda")
+    exe(torch.from_numpy(a).cuda(), gout)
+    torch.cuda.synchronize()
+    np.testing.assert_array_equal(gout.cpu().numpy().view(np.uint16), out.view(np.uint16))

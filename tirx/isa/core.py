@@ -128,7 +128,9 @@ class FamilySpec:
     the ``.sync.aligned`` warp instructions, which need all 32 lanes of a warp (the
     machine-limit check reads it for raw calls too), ``ExecScope.THREAD`` for cp.async.
     ``lower_raw(contract, op, address)`` lowers a raw ``T.ptx`` call of the family; ``None``
-    means the generic scalar-operand lowering of :mod:`tirx.transform.raw_ptx`."""
+    means the generic scalar-operand lowering of :mod:`tirx.transform.raw_ptx`. ``notes``:
+    Markdown that docs/instructions.md prints under the family's heading (how it is spelled,
+    what is checked, what the simulator models)."""
 
     family: Family
     mnemonic: str
@@ -139,6 +141,7 @@ class FamilySpec:
     isa_section: str = ""
     exec_scope: ExecScope = ExecScope.WARP
     lower_raw: Callable | None = None
+    notes: str = ""
 
     def __post_init__(self):
         if not isinstance(self.exec_scope, ExecScope):

@@ -49,7 +49,7 @@ from .core import Contract, Family, FamilySpec, ModifierSlot, OperandSpec, Role
 from .cp_async import _reads_memory
 from .shared_rows import RowCheck, check_rows, element_offset, residue
 
-__all__ = ["SPEC", "SLOTS", "MIN_ARCH", "COPY", "ALIGN"]
+__all__ = ["SPEC", "SLOTS", "MIN_ARCH", "COPY", "ALIGN", "NOTES"]
 
 MIN_ARCH = 90
 ALIGN = 16  # bytes: both addresses and the size (PTX ISA, cp.async.bulk)
@@ -318,8 +318,44 @@ def _check_view(text: str, name: str, v, scope: ir.Scope) -> None:
         )
 
 
+NOTES = """
+The bulk store (sm_90): `T.ptx["cp.async.bulk.global.shared::cta.bulk_group"](Out[r, c],
+s[i, j], nbytes)` hands `nbytes` of shared memory from `s[i, j]` on to the copy engine, which
+writes them to global memory from `Out[r, c]` on; the thread goes on at once. The tile form
+`T.cuda.tile.apply(T.ptx["cp.async.bulk.global.shared::cta.bulk_group"], dst, src,
+scope="thread")` takes a global `dst` and a shared `src` view: the last axis of each is one
+copy, the leading axes are repeats (one copy each). Groups: `T.ptx["cp.async.bulk.commit_group"]()`
+closes the thread's current bulk group; `T.ptx["cp.async.bulk.wait_group"](n)` waits until at
+most `n` of the thread's newest bulk groups are pending (their global bytes written),
+`T.ptx["cp.async.bulk.wait_group.read"](n)` only until their reads of shared memory are done
+(the source may be reused). Stored shared memory is seen by the copy engine only after
+`fence.proxy.async.shared::cta` by the storing threads, then a barrier when another thread
+issues the copy. Nothing is inserted: the kernel fences, commits and waits.
+
+Checked when lowering (a `ContractError` at the operand): `dst` an element (or view) of a global
+tensor and `src` of a shared one; both 16-byte aligned where the offset's residue is known
+(swizzle included in the tile form, whose rows must be contiguous in storage: a row through a
+`ComposeLayout` must stay inside one swizzle unit); the size a positive multiple of 16 when it
+is a compile-time int (a run-time u32 expression is allowed), not read from a tensor, and the
+copy inside its tensors when that is known; the waits' `n` a compile-time int >= 0; sm_90 or
+newer. `.L2::cache_hint`, `.cp_mask`, the loads into shared memory (`.shared::cluster`
+destinations) and the mbarrier completion are refused with the supported form as the hint.
+
+The simulator (`tirx/sim/bulkcopy.py`): a copy reads its source at issue and its bytes land in
+global memory at the full wait that covers it, or at the end of the block. Faults, each naming
+the lines involved and the block, warp and lane: a size or address the ISA refuses at run
+time, a copy outside its tensor or shared allocation; source bytes stored through the generic
+proxy (stores, stmatrix, landed cp.async) since their writer's last `fence.proxy.async` ("the
+copy engine may read stale bytes"); the usual shared-memory race between the storing threads
+and the issuing thread (a barrier after the fence); a write to the source before a `.read` or
+full wait of the issuing thread covers the copy; an access to the destination before a full
+wait covers it, or a second copy onto it; a block that ends while a copy's reads were never
+waited for. `compute-sanitizer` documents none of the async-proxy checks; the parity suite has
+the bulk store as a clean case.
+"""
+
 SPEC = FamilySpec(
     Family.CP_ASYNC_BULK, "cp.async.bulk", SLOTS, reject, build, lower_tile,
     "PTX ISA, Data Movement and Conversion Instructions: cp.async.bulk",
-    exec_scope=ir.ExecScope.THREAD, lower_raw=lower_raw,
+    exec_scope=ir.ExecScope.THREAD, lower_raw=lower_raw, notes=NOTES,
 )  # fmt: skip

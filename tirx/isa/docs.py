@@ -55,6 +55,8 @@ def instructions_markdown() -> str:
             for s in spec.slots
         )
         lines += [f"Syntax slots: `{spec.mnemonic}` {slots}", ""]
+        if spec.notes:
+            lines += [spec.notes.strip(), ""]
         lines += ["| form | operands (PTX order) | min arch |", "|---|---|---|"]
         for text in mine:
             c = lookup(text)

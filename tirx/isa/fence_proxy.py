@@ -23,7 +23,7 @@ from ..errors import ContractError
 from ..ir import nodes as ir
 from .core import Contract, Family, FamilySpec, ModifierSlot
 
-__all__ = ["SPEC", "SLOTS", "MIN_ARCH"]
+__all__ = ["SPEC", "SLOTS", "MIN_ARCH", "NOTES"]
 
 MIN_ARCH = 90
 
@@ -66,8 +66,17 @@ def lower_tile(contract: Contract, op: ir.TileOp) -> list[ir.Stmt]:
     )
 
 
+NOTES = """
+`T.ptx["fence.proxy.async.shared::cta"]()` (or `fence.proxy.async`, every state space) by a
+thread orders its earlier generic-proxy accesses of shared memory (stores, stmatrix, cp.async)
+before later async-proxy ones (a bulk copy that reads them, after a barrier when another
+thread issues it). `fence.proxy.async.global` orders global memory only; the simulator keeps
+no proxy state for global memory, so it has no effect there. Raw calls only, no operands,
+sm_90 or newer; `.alias`, `.tensormap::generic` and `.shared::cluster` are refused.
+"""
+
 SPEC = FamilySpec(
     Family.FENCE_PROXY, "fence.proxy", SLOTS, reject, build, lower_tile,
     "PTX ISA, Parallel Synchronization and Communication Instructions: membar / fence",
-    exec_scope=ir.ExecScope.THREAD, lower_raw=lower_raw,
+    exec_scope=ir.ExecScope.THREAD, lower_raw=lower_raw, notes=NOTES,
 )  # fmt: skip

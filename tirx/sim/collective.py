@@ -47,7 +47,9 @@ _SUPPORTED = (
     "mma.sync.aligned.m16n8k{4,8}.row.col.f32.tf32.tf32.f32, "
     "mma.sync.aligned.m16n8k{16,32}.row.col[.satfinite].s32.{s8,u8}.{s8,u8}.s32, "
     "cp.async.{ca,cg}.shared.global, cp.async.commit_group, cp.async.wait_group, "
-    "cp.async.wait_all"
+    "cp.async.wait_all, cp.async.bulk.global.shared::cta.bulk_group, "
+    "cp.async.bulk.commit_group, cp.async.bulk.wait_group[.read], "
+    "fence.proxy.async[.global|.shared::cta]"
 )
 
 
@@ -175,6 +177,10 @@ def _full_warps(m, idx: np.ndarray, text: str) -> np.ndarray:
 
 def compile_ptx(m, compiler, stmt: ir.PtxCall):
     text = stmt.instruction.strip()
+    if text.startswith(("cp.async.bulk", "fence.proxy")):
+        from .bulkcopy import compile_bulk
+
+        return compile_bulk(m, compiler, stmt, text, _SUPPORTED)
     if text.startswith("cp.async"):
         from .asynccopy import compile_async
 

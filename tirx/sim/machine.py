@@ -65,6 +65,7 @@ class Machine:
         self.traces = [] if trace else None
         self.copy_traces = [] if trace else None
         self.async_copies = None  # tirx.sim.asynccopy.AsyncCopies, made by the first cp.async
+        self.bulk_copies = None  # tirx.sim.bulkcopy.BulkCopies, made by the first cp.async.bulk
         gx, gy, gz = fn.launch.grid
         bx, by, bz = fn.launch.block
         self.T = T = bx * by * bz
@@ -165,11 +166,15 @@ class Machine:
                         arr.reset()
                     if self.async_copies is not None:
                         self.async_copies.reset()
+                    if self.bulk_copies is not None:
+                        self.bulk_copies.reset()
                     for arr in self.variables.values():
                         arr.fill(0)
                     self.loops.clear()
                     try:
                         self.body(self.all)
+                        if self.bulk_copies is not None:  # the block's bulk stores land
+                            self.bulk_copies.finish_block()
                     except Fault as f:
                         raise self._error(f) from None
                     blocks += 1

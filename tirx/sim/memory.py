@@ -104,6 +104,8 @@ def _round_up(n: int, m: int) -> int:
 class GlobalRegion:
     """A global tensor parameter: the caller's array, accessed as raw bytes in place."""
 
+    guard = None  # tirx.sim.bulkcopy.BulkCopies when bulk copies write this tensor
+
     def __init__(self, name: str, array: np.ndarray):
         flat = array.reshape(-1)
         self.name = name
@@ -122,6 +124,8 @@ class GlobalRegion:
     def _check(self, index: np.ndarray, d: DType, tids: np.ndarray, what: str) -> np.dtype:
         dt = storage_type(d)
         s = _check_bounds(index, d, tids, self.nbytes, f"{what} global '{self.name}'")
+        if self.guard is not None:  # bytes a pending bulk copy will write
+            self.guard.check_global(self, index * s, s, tids, what)
         if self.address % s:
             raise Fault(
                 f"misaligned {what} global '{self.name}' as {d}: the tensor's data pointer "

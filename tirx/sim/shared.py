@@ -85,6 +85,7 @@ class SharedMemory:
         self.pend_tid = np.full(size, -1, dtype=np.int32)
         self.pend_site = np.zeros(size, dtype=np.int32)
         self.in_flight = 0  # bytes pending, to skip the check when there are none
+        self.bulk = None  # tirx.sim.bulkcopy.BulkCopies of a kernel with bulk copies
         self.scratch = np.zeros(size, dtype=np.int64)
         self.epoch = np.zeros(max(warps, 1), dtype=np.int32)
         self.atomics = AtomicAccesses(size)  # atomic updates since the last barrier
@@ -169,6 +170,8 @@ class SharedMemory:
         """Check a write of ``s`` bytes at each of ``addr`` by ``tids``; ``record=False`` only
         checks (an asynchronous copy at issue: its bytes land later)."""
         b, p = self._spread(addr, s, tids)
+        if self.bulk is not None:  # a bulk copy's source is not written; the fence state
+            self.bulk.generic_write(b, p, record)
         wp, e = self._check_writer(b, p, "writes")
         self.atomics.check(self, b, p, wp, e, "writes")
         rw = self.r_warp[b]
@@ -247,6 +250,8 @@ class SharedMemory:
         (so other threads need a barrier after this point), at the copy's line ``site``."""
         size = data.shape[1]
         b, p = self._spread(addr, size, tids)
+        if self.bulk is not None:
+            self.bulk.generic_write(b, p, True)
         self.data[b] = data.ravel()
         self.written[b] = 0xFF
         self.pend_tid[b] = -1

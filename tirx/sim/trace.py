@@ -58,13 +58,17 @@ class PtxTrace:
 
 @dataclass(frozen=True, eq=False)
 class CopyTrace:
-    """One warp's execution of one asynchronous-copy statement (``cp.async*``).
+    """One warp's execution of one asynchronous-copy statement (``cp.async*``, including the
+    bulk stores ``cp.async.bulk*`` and ``fence.proxy.async*``).
 
-    ``event``: ``"copy"`` (a ``cp.async``), ``"commit_group"`` or ``"wait_group"`` (also for
-    ``wait_all``). Per-lane int64 arrays ``[32]`` (-1 for inactive lanes): for a copy ``dst``
-    (shared address), ``src`` (byte offset in the global tensor) and ``nbytes`` (bytes read;
-    the rest of the cp-size is zero-filled); for a commit ``group`` (the number of the group
-    it closed, counting from 0 per thread); for a wait ``completed`` (copies that landed).
+    ``event``: ``"copy"`` (a ``cp.async`` or ``cp.async.bulk``), ``"commit_group"``,
+    ``"wait_group"`` (also for ``wait_all`` and ``wait_group.read``) or ``"fence"``. Per-lane
+    int64 arrays ``[32]`` (-1 for inactive lanes): for a copy ``dst`` (shared address),
+    ``src`` (byte offset in the global tensor) and ``nbytes`` (bytes read; the rest of the
+    cp-size is zero-filled) — for a bulk store ``dst`` is the byte offset in the global tensor,
+    ``src`` the shared address and ``nbytes`` the size; for a commit ``group`` (the number of
+    the group it closed, counting from 0 per thread); for a wait ``completed`` (copies that
+    landed, or for ``.read`` whose reads finished).
     ``step`` orders copy traces; ``ptx_before`` is how many :class:`PtxTrace` came before.
     """
 
