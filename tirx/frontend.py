@@ -79,11 +79,12 @@ from .ir import serial
 from .isa import registry
 from .script import parser as _parser
 from .script.evaluator import BUILTINS
+from .script.macros import Macro
 
 __all__ = ["Record", "lookup", "remember", "load", "store", "clear", "code_stamp", "fingerprint"]
 
 MAGIC = b"TIRXFRNT"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 2: each variant holds the names its macros resolved
 _HEADER = struct.Struct("<8sI64s32sQQ")  # magic, version, key, sha256(meta), 2 lengths
 _SUBDIR = "frontend"
 _SUFFIX = ".entry"
@@ -100,20 +101,25 @@ class Record:
 
     ``key`` names its entry (computed at decoration). The rest is one variant, known after a
     hit (``found``) or a parse (:func:`remember`): the ``names`` the body resolved outside
-    itself, the ``digest`` of their values' fingerprints (and the annotations'), the kernel's
-    ``name`` and def ``source``, and ``payloads``: arch number -> (``(lowered IR, CUDA
-    source)`` as :mod:`tirx.ir.serial` writes it, its sha256 hex digest).
+    itself, ``macros``: per macro the parse expanded, ``(its code digest, the names its body
+    resolved in its own scope)``, the ``digest`` of the names' values' fingerprints (and the
+    annotations'), the kernel's ``name`` and def ``source``, and ``payloads``: arch number ->
+    (``(lowered IR, CUDA source)`` as :mod:`tirx.ir.serial` writes it, its sha256 hex digest).
+    ``snapshots`` (a hit's, not stored): per macro reached, by id, ``(macro, scope, lines,
+    names)`` as they were at decoration, which a later parse expands it with.
     """
 
-    __slots__ = ("key", "names", "digest", "name", "source", "payloads", "found", "generation")
+    __slots__ = ("key", "names", "macros", "digest", "name", "source", "payloads", "found",
+                 "generation", "snapshots")  # fmt: skip
 
     def __init__(self, key, names=None, digest=None, name=None, source=None, payloads=None,
-                 found=False):  # fmt: skip
-        self.key, self.names, self.digest = key, names, digest
+                 found=False, macros=()):  # fmt: skip
+        self.key, self.names, self.macros, self.digest = key, names, macros, digest
         self.name, self.source = name, source
         self.payloads = payloads if payloads is not None else {}
         self.found = found
         self.generation = _generation
+        self.snapshots: dict[int, tuple] = {}
 
 
 def _usable() -> bool:
@@ -185,15 +191,31 @@ class _Unfit(Exception):
 _ATOMS = frozenset({type(None), bool, int, float, str})
 
 
-def fingerprint(value) -> tuple | None:
+class _Macros:
+    """The macro part of one fingerprint: ``names``, code digest -> the names the bodies of
+    macros with that code resolved (from a parse or an entry); ``reached`` collects, per
+    macro expanded there (by id), ``(macro, scope, lines, names)`` as the fingerprint read
+    them."""
+
+    __slots__ = ("names", "reached")
+
+    def __init__(self, names: dict[str, tuple[str, ...]]):
+        self.names = names
+        self.reached: dict[int, tuple] = {}
+
+
+def fingerprint(value, macros: _Macros | None = None) -> tuple | None:
     """``value`` described completely as a Python literal (the rules are in the module
-    docstring), or None when it cannot be."""
+    docstring), or None when it cannot be. Macros have one only with ``macros``, the names
+    their bodies resolved."""
     budget = _BUDGET
     memo: dict[int, tuple] = {}  # id -> fingerprint of the dataclasses seen (axes recur)
+    order: dict[int, int] = {}  # id -> index of each macro reached, in the order reached
 
-    def fp(v, mutable: bool) -> tuple:
+    def fp(v, mutable: bool, data: bool = False) -> tuple:
         # ``mutable``: lists and dicts are accepted (not inside dataclass fields, where the
-        # copy made for a later parse, _snapshot, would not reach them).
+        # copy made for a later parse, _snapshot, would not reach them, nor in a macro's
+        # defaults). ``data``: inside a dataclass, whose memo would hide a macro's aliasing.
         nonlocal budget
         budget -= 1
         if budget < 0:
@@ -202,16 +224,18 @@ def fingerprint(value) -> tuple | None:
         if t in _ATOMS:
             return (t.__name__, v)
         if t is tuple or (t is list and mutable):
-            return (t.__name__, *[fp(x, mutable) for x in v])
+            return (t.__name__, *[fp(x, mutable, data) for x in v])
         if t is dict and mutable:
             return ("dict", *[(fp(k, True), fp(x, True)) for k, x in v.items()])
+        if t is Macro and macros is not None and not data:
+            return fp_macro(v)
         fields = _frozen_fields(t)
         if fields is not None:
             known = memo.get(id(v))
             if known is None:
                 known = memo[id(v)] = (
                     "data", t.__module__, t.__qualname__,
-                    *[fp(getattr(v, f), False) for f in fields],
+                    *[fp(getattr(v, f), False, True) for f in fields],
                 )  # fmt: skip
             return known
         place = _singletons().get(id(v))
@@ -226,10 +250,54 @@ def fingerprint(value) -> tuple | None:
             return ("module", v.__name__)
         raise _Unfit
 
+    def fp_macro(m: Macro) -> tuple:
+        # A macro reached again is named by its first place: a kernel may compare macros
+        # with == (identity), so which of them are one object is part of the fingerprint.
+        index = order.get(id(m))
+        if index is not None:
+            return ("macro again", index)
+        order[id(m)] = len(order)
+        code, lines = _macro_code(m)
+        names = macros.names.get(code) if code is not None else None
+        if names is None:  # never expanded: its code and scope are not part of the parse
+            return ("macro",)
+        scope = m.scope()
+        macros.reached[id(m)] = (m, scope, lines, names)
+        f = m.function
+        return (
+            "macro", code, fp(f.__defaults__, False), fp(f.__kwdefaults__, False),
+            fp((names, _resolved(names, scope)), True),
+        )  # fmt: skip
+
     try:
         return fp(value, True)
     except Exception:  # noqa: BLE001 - _Unfit, RecursionError, or a value's own code raising
         return None
+
+
+_TEXTS: dict[str, tuple[list, str]] = {}  # file name -> (linecache's lines, sha256 of them)
+
+
+def _macro_code(m: Macro) -> tuple[str | None, list | None]:
+    """``(code digest, lines)`` of macro ``m``: sha256 hex digest of what its ``def``'s text
+    is, as a kernel's key covers it (its file's full text as linecache has it now, the file's
+    name, the def's first line, its qualified name and name) and of ``T.macro`` or
+    ``T.inline``; and those lines. ``(None, None)`` without readable source."""
+    f = m.function
+    lines = _parser._source_lines(f)
+    if lines is None:
+        return None, None
+    code = f.__code__
+    memo = _TEXTS.get(code.co_filename)
+    if memo is None or memo[0] is not lines:  # linecache's list is new when the file is
+        if len(_TEXTS) >= 16:
+            _TEXTS.clear()
+        memo = _TEXTS[code.co_filename] = (lines, _sha256("".join(lines).encode()).hexdigest())
+    text = repr(
+        ("tirx-macro", code.co_filename, memo[1], code.co_firstlineno, f.__qualname__,
+         f.__name__, m.late_binding)
+    )  # fmt: skip
+    return _sha256(text.encode()).hexdigest(), lines
 
 
 def _is_tirx(module) -> bool:
@@ -278,14 +346,19 @@ def _singletons() -> dict[int, tuple[str, object]]:
     return table
 
 
-def _digest(names: tuple[str, ...], scope: dict, annotations: dict) -> str | None:
-    """sha256 hex digest of the fingerprint of what ``names`` resolve to (``scope``, else the
-    builtins a kernel may name, else nothing) and of ``annotations``; None if it has none."""
-    values = tuple(
+def _resolved(names: tuple[str, ...], scope: dict) -> tuple:
+    """What ``names`` resolve to: ``scope``, else the builtins a kernel may name, else
+    nothing."""
+    return tuple(
         (1, scope[n]) if n in scope else (0, "builtin" if n in BUILTINS else "undefined")
         for n in names
     )
-    fp = fingerprint((names, values, annotations))
+
+
+def _digest(names: tuple[str, ...], scope: dict, annotations: dict, macros: _Macros):
+    """sha256 hex digest of the fingerprint of what ``names`` resolve to in ``scope`` and of
+    ``annotations`` (the macros reached with ``macros``'s names); None if it has none."""
+    fp = fingerprint((names, _resolved(names, scope), annotations), macros)
     return None if fp is None else _sha256(repr(fp).encode()).hexdigest()
 
 
@@ -317,14 +390,22 @@ def lookup(pyfunc, lines: list[str], scope: dict, annotations: dict, options: di
     if options_fp is None:
         return None
     key = _key(pyfunc, lines, options_fp)
-    digests: dict[tuple, str | None] = {}  # variants usually log the same names
+    digests: dict[tuple, tuple] = {}  # variants usually log the same names
     for variant in _read(key):
-        if variant.names not in digests:
-            digests[variant.names] = _digest(variant.names, scope, annotations)
-        if digests[variant.names] == variant.digest:
+        logged = (variant.names, variant.macros)
+        if logged not in digests:
+            macros = _Macros(dict(variant.macros))
+            digests[logged] = (_digest(variant.names, scope, annotations, macros), macros)
+        digest, macros = digests[logged]
+        if digest == variant.digest:
             for name in variant.names:
                 if name in scope:
                     scope[name] = _snapshot(scope[name])
+            for _, macro_scope, _, macro_names in macros.reached.values():
+                for name in macro_names:
+                    if name in macro_scope:
+                        macro_scope[name] = _snapshot(macro_scope[name])
+            variant.snapshots = macros.reached
             return variant
     return Record(key)
 
@@ -335,10 +416,17 @@ def remember(record: Record, kernel, parser) -> Record | None:
     if parser.compared_identity:
         return None
     names = tuple(parser.free_names)
-    digest = _digest(names, parser.scope, parser.annotations)
+    table: dict[str, dict[str, None]] = {}  # code digest -> names (macros of one code merged)
+    for m, macro_names in parser.macro_names.values():
+        code = _macro_code(m)[0]
+        if code is None:
+            return None
+        table.setdefault(code, {}).update(macro_names)
+    macros = tuple((code, tuple(n)) for code, n in table.items())
+    digest = _digest(names, parser.scope, parser.annotations, _Macros(dict(macros)))
     if digest is None:
         return None
-    record.names, record.digest = names, digest
+    record.names, record.macros, record.digest = names, macros, digest
     record.name, record.source = kernel.name, kernel.source
     return record
 
@@ -456,7 +544,7 @@ def _encode(key: str, records: list[Record]) -> bytes:
             index.append((arch, at, len(blob), digest))
             blobs.append(blob)
             at += len(blob)
-        variants.append((r.names, r.digest, r.name, r.source, tuple(index)))
+        variants.append((r.names, r.macros, r.digest, r.name, r.source, tuple(index)))
     meta = marshal.dumps(tuple(variants))
     header = _HEADER.pack(
         MAGIC, FORMAT_VERSION, key.encode(), _sha256(meta).digest(), len(meta), at
@@ -486,10 +574,10 @@ def _read(key: str) -> list[Record]:
     base = start + n_meta
     try:
         return [
-            Record(key, names, digest, name, source, found=True, payloads={
+            Record(key, names, digest, name, source, found=True, macros=macros, payloads={
                 arch: (data[base + at : base + at + size], sha) for arch, at, size, sha in index
             })
-            for names, digest, name, source, index in marshal.loads(meta)
+            for names, macros, digest, name, source, index in marshal.loads(meta)
         ]  # fmt: skip
     except (ValueError, TypeError, EOFError):
         return []
