@@ -20,7 +20,7 @@ import pytest
 import tirx
 from tests.helpers import PRELUDE
 from tests.test_frontend_cache import TARGET, compile_in_subprocess, entries, run_file
-from tirx import frontend
+from tirx import fingerprints
 
 PARAMS = {"SCALE": 3, "BIAS": 100, "OFFSET": 1000, "LATE": 10}
 
@@ -421,10 +421,13 @@ def test_macros_in_notebook_cells(cache_dir):
 
 def test_a_macro_has_a_fingerprint_only_with_the_names_its_body_read(tmp_path):
     make_add = factory(tmp_path)["make_add"]
-    assert frontend.fingerprint(make_add(1)) is None
-    table = frontend._Macros({})
-    unexpanded = frontend.fingerprint(make_add(1), table)
-    assert unexpanded == frontend.fingerprint(make_add(2), frontend._Macros({}))
-    code, _ = frontend._macro_code(make_add(1))
-    fps = [frontend.fingerprint(make_add(c), frontend._Macros({code: ("c",)})) for c in (1, 1, 2)]
+    assert fingerprints.fingerprint(make_add(1)) is None
+    unexpanded = fingerprints.fingerprint(make_add(1), fingerprints.MacroNames({}))
+    assert unexpanded == fingerprints.fingerprint(make_add(2), fingerprints.MacroNames({}))
+    code, _ = fingerprints.macro_code(make_add(1))
+    table = {code: ("c",)}
+    fps = [fingerprints.fingerprint(make_add(c), fingerprints.MacroNames(table)) for c in (1, 1, 2)]
     assert fps[0] == fps[1] != fps[2] and None not in fps
+    one = make_add(1)
+    same = fingerprints.fingerprint((one, one), fingerprints.MacroNames(table))
+    assert same != fingerprints.fingerprint((one, make_add(1)), fingerprints.MacroNames(table))

@@ -17,6 +17,20 @@ the CUBIN cache.
   place, ``Evaluator.ex_Name``, which logs the names (``Parser.free_names``). An entry stores
   the names and a digest of the *fingerprints* of their values; at decoration the fingerprints
   are computed again from the function's scope, and a different digest is a miss.
+* the ``@T.macro`` / ``@T.inline`` functions it calls, which are values of such names (or
+  inside them, or passed along as arguments): a macro's expansion depends on the text of its
+  own ``def`` (its file's text as linecache has it, the file's name, first line and qualified
+  name, as the kernel's key covers the kernel's), on macro or inline, its parameter defaults,
+  and the values of the free names its body resolves in its own scope (module globals and
+  closure: for ``T.macro`` the closure of decoration, for ``T.inline`` the closure now). The
+  evaluator logs those names per macro expanded (``Parser.macro_names``; a macro called by a
+  macro too), the entry stores them per macro code, and a macro's fingerprint is made of that
+  text's digest, the defaults and the fingerprints of exactly those names' values, computed
+  again from the macro's scope at decoration. Editing a macro's file, or a value one of its
+  names (or its callees' names) resolves to, is a miss; another macro object with the same
+  code and values, a hit. A kernel reads nothing else of a macro: it may only call it (its
+  attributes are refused), so a macro the parse never expanded contributes only that it is
+  one, and which macros are one object (``==`` on macros is identity) is in the fingerprint.
 * the parameter annotations Python evaluated, and the decorator's options: fingerprinted too.
 * tirx's own code: the key holds :func:`code_stamp` (version, and the path,
   size and mtime of every .py file of the package), so editing tirx invalidates every entry.
@@ -27,59 +41,55 @@ environment, clock or hash order), and which names a parse looks up is itself de
 values of the names it looked up before; so equal fingerprints of the logged names mean the
 same names looked up, the same parse, the same IR.
 
-**Fingerprints** describe a value completely, as a Python literal: None, bool, int, float and
-str by type and value; tuples, lists and dicts by their items; tirx's enums by class and
-member; tirx's classes, functions and modules by where they live (checked: the name resolves
-to that very object); the ``T`` namespace, its parts and members (intrinsics, scalar types)
-and the ``S``/``R`` spec builders by their place (tirx's own objects, made at import, holding
-nothing a user sets); tirx's frozen dataclasses with value equality (layouts, specs, axes,
-dtypes, ``T.Tensor(...)`` annotations, launch configs, PTX instruction names) by class and the
-fingerprints of all their fields. Anything else has none, and a kernel that reads it is never
-cached: a user's function or object (its code is outside the key), numpy scalars, other
-modules, sets (their order is hash-seeded). Nor is a kernel whose body compares objects with
-``is`` (other than None, True, False): identity is not part of a fingerprint.
+**Fingerprints** (:mod:`tirx.fingerprints`, where the rules are) describe a value completely,
+as a Python literal: atoms, containers, tirx's own enums, classes, namespace objects and frozen
+dataclasses, and macros as above. Anything else has none, and a kernel that reads it, itself
+or through a macro, is never cached: a user's function or object (its code is outside the
+key), numpy scalars, other modules, sets (their order is hash-seeded). Nor is a kernel whose
+body, or a macro's, compares objects with ``is`` (other than None, True, False): identity is
+not part of a fingerprint.
 
 A kernel found here is parsed only when its IR is needed (``kernel.ir``: ``script()``, the
 simulator, another arch), from the lines the key was computed from and the scope as it was at
-decoration; the lists and dicts among the logged values are copied at decoration for that
-(their contents are fingerprinted, and may change later).
+decoration, and it expands its macros with their scopes and file lines as they were read at
+decoration (``Record.snapshots``); the lists and dicts among the logged values, the kernel's
+and its macros', are copied at decoration for that (their contents are fingerprinted, and may
+change later).
 
 **On disk:** ``$TIRX_CACHE_DIR/frontend/<key>.entry``, one file per key holding up to eight
 variants, newest first (a factory such as ``make_gemm(M, N, K)`` makes one per set of closure
-values): each with its logged names, digest, kernel name, def source and one payload per arch
-number, the lowered IR and the generated CUDA source as :mod:`tirx.ir.serial` writes them. The
-file is a header (magic, format version, key, sha256 and length of the metadata, length of the
-payloads), the metadata (tuples of strings and ints in :mod:`marshal`'s format: the Python
-version is in the key, and reading it costs microseconds), then the payloads, each checked
-against its own sha256 (in the metadata) before it is read. Writes are atomic, as in the CUBIN
-cache; a damaged, truncated or foreign file is a miss and is replaced at the next write; an entry that is not a regular file (a named pipe)
-is a miss that is never opened for a blocking read. Writers take an exclusive lock on
-``frontend.lock`` (in the cache directory) while they read, merge and replace an entry, so concurrent writers never
-lose each other's variants or archs. Only a
-successful cuda compile writes, so a kernel that fails anywhere is never stored.
+values): each with its logged names, its macros' (per macro code digest), digest, kernel name,
+def source and one payload per arch number, the lowered IR and the generated CUDA source as
+:mod:`tirx.ir.serial` writes them. The file is a header (magic, format version, key, sha256 and
+length of the metadata, length of the payloads), the metadata (tuples of strings and ints in
+:mod:`marshal`'s format: the Python version is in the key, and reading it costs microseconds),
+then the payloads, each checked against its own sha256 (in the metadata) before it is read.
+Writes are atomic, as in the CUBIN cache; a damaged, truncated or foreign file is a miss and is
+replaced at the next write; an entry that is not a regular file (a named pipe) is a miss that is
+never opened for a blocking read. Writers take an exclusive lock on ``frontend.lock`` (in the
+cache directory) while they read, merge and replace an entry, so concurrent writers never lose
+each other's variants or archs. Only a successful cuda compile writes, so a kernel that fails
+anywhere is never stored.
 ``TIRX_CACHE=0`` turns this cache off with the other, and ``tirx.clear_cache()`` empties it.
 """
 
 from __future__ import annotations
 
 import contextlib
-import dataclasses
-import enum
 import functools
 import marshal
 import os
 import stat
 import struct
 import sys
-import types
 
 from . import config
+from .fingerprints import MacroNames, fingerprint, macro_code, resolved, snapshot
+from .fingerprints import sha256 as _sha256
 from .ir import nodes as ir
 from .ir import serial
 from .isa import registry
 from .script import parser as _parser
-from .script.evaluator import BUILTINS
-from .script.macros import Macro
 
 __all__ = ["Record", "lookup", "remember", "load", "store", "clear", "code_stamp", "fingerprint"]
 
@@ -90,7 +100,6 @@ _SUBDIR = "frontend"
 _SUFFIX = ".entry"
 _LOCK = "frontend.lock"  # beside the frontend folder, in the cache directory
 _VARIANTS = 8  # kept per key, the newest first
-_BUDGET = 50_000  # items one fingerprint may visit; a bigger value is not worth a cache entry
 
 _generation = 0  # bumped by clear(): records found before it hand out no payloads
 _CONTRACTS = registry._CACHE  # the instruction-contract table payloads are lowered with
@@ -126,12 +135,6 @@ def _usable() -> bool:
     """The disk cache is on, and the contract table is tirx's own: a test that replaces it (as
     the memo in tirx/compile.py notices) must neither read nor write lowered IR."""
     return config.cache_enabled() and registry._CACHE is _CONTRACTS
-
-
-def _sha256(data: bytes):
-    from .backend.cuda.cache import sha256  # imported with the first kernel, not with tirx
-
-    return sha256(data)
 
 
 # ------------------------------------------------------------------------------ the key
@@ -184,195 +187,11 @@ def _key(pyfunc, lines: list[str], options) -> str:
 # ------------------------------------------------------------------------------ fingerprints
 
 
-class _Unfit(Exception):
-    """A value without a fingerprint (raised through the recursion)."""
-
-
-_ATOMS = frozenset({type(None), bool, int, float, str})
-
-
-class _Macros:
-    """The macro part of one fingerprint: ``names``, code digest -> the names the bodies of
-    macros with that code resolved (from a parse or an entry); ``reached`` collects, per
-    macro expanded there (by id), ``(macro, scope, lines, names)`` as the fingerprint read
-    them."""
-
-    __slots__ = ("names", "reached")
-
-    def __init__(self, names: dict[str, tuple[str, ...]]):
-        self.names = names
-        self.reached: dict[int, tuple] = {}
-
-
-def fingerprint(value, macros: _Macros | None = None) -> tuple | None:
-    """``value`` described completely as a Python literal (the rules are in the module
-    docstring), or None when it cannot be. Macros have one only with ``macros``, the names
-    their bodies resolved."""
-    budget = _BUDGET
-    memo: dict[int, tuple] = {}  # id -> fingerprint of the dataclasses seen (axes recur)
-    order: dict[int, int] = {}  # id -> index of each macro reached, in the order reached
-
-    def fp(v, mutable: bool, data: bool = False) -> tuple:
-        # ``mutable``: lists and dicts are accepted (not inside dataclass fields, where the
-        # copy made for a later parse, _snapshot, would not reach them, nor in a macro's
-        # defaults). ``data``: inside a dataclass, whose memo would hide a macro's aliasing.
-        nonlocal budget
-        budget -= 1
-        if budget < 0:
-            raise _Unfit
-        t = type(v)
-        if t in _ATOMS:
-            return (t.__name__, v)
-        if t is tuple or (t is list and mutable):
-            return (t.__name__, *[fp(x, mutable, data) for x in v])
-        if t is dict and mutable:
-            return ("dict", *[(fp(k, True), fp(x, True)) for k, x in v.items()])
-        if t is Macro and macros is not None and not data:
-            return fp_macro(v)
-        fields = _frozen_fields(t)
-        if fields is not None:
-            known = memo.get(id(v))
-            if known is None:
-                known = memo[id(v)] = (
-                    "data", t.__module__, t.__qualname__,
-                    *[fp(getattr(v, f), False, True) for f in fields],
-                )  # fmt: skip
-            return known
-        place = _singletons().get(id(v))
-        if place is not None and place[1] is v:
-            return ("T", place[0])
-        if isinstance(v, enum.Enum) and _is_tirx(t.__module__):
-            return ("enum", t.__module__, t.__qualname__, v.name)
-        if isinstance(v, type) or t is types.FunctionType:
-            if _is_tirx(v.__module__) and _resolve(v.__module__, v.__qualname__) is v:
-                return ("ref", v.__module__, v.__qualname__)
-        elif t is types.ModuleType and _is_tirx(v.__name__) and sys.modules.get(v.__name__) is v:
-            return ("module", v.__name__)
-        raise _Unfit
-
-    def fp_macro(m: Macro) -> tuple:
-        # A macro reached again is named by its first place: a kernel may compare macros
-        # with == (identity), so which of them are one object is part of the fingerprint.
-        index = order.get(id(m))
-        if index is not None:
-            return ("macro again", index)
-        order[id(m)] = len(order)
-        code, lines = _macro_code(m)
-        names = macros.names.get(code) if code is not None else None
-        if names is None:  # never expanded: its code and scope are not part of the parse
-            return ("macro",)
-        scope = m.scope()
-        macros.reached[id(m)] = (m, scope, lines, names)
-        f = m.function
-        return (
-            "macro", code, fp(f.__defaults__, False), fp(f.__kwdefaults__, False),
-            fp((names, _resolved(names, scope)), True),
-        )  # fmt: skip
-
-    try:
-        return fp(value, True)
-    except Exception:  # noqa: BLE001 - _Unfit, RecursionError, or a value's own code raising
-        return None
-
-
-_TEXTS: dict[str, tuple[list, str]] = {}  # file name -> (linecache's lines, sha256 of them)
-
-
-def _macro_code(m: Macro) -> tuple[str | None, list | None]:
-    """``(code digest, lines)`` of macro ``m``: sha256 hex digest of what its ``def``'s text
-    is, as a kernel's key covers it (its file's full text as linecache has it now, the file's
-    name, the def's first line, its qualified name and name) and of ``T.macro`` or
-    ``T.inline``; and those lines. ``(None, None)`` without readable source."""
-    f = m.function
-    lines = _parser._source_lines(f)
-    if lines is None:
-        return None, None
-    code = f.__code__
-    memo = _TEXTS.get(code.co_filename)
-    if memo is None or memo[0] is not lines:  # linecache's list is new when the file is
-        if len(_TEXTS) >= 16:
-            _TEXTS.clear()
-        memo = _TEXTS[code.co_filename] = (lines, _sha256("".join(lines).encode()).hexdigest())
-    text = repr(
-        ("tirx-macro", code.co_filename, memo[1], code.co_firstlineno, f.__qualname__,
-         f.__name__, m.late_binding)
-    )  # fmt: skip
-    return _sha256(text.encode()).hexdigest(), lines
-
-
-def _is_tirx(module) -> bool:
-    return isinstance(module, str) and module.split(".", 1)[0] in ("tirx", "tvm_tirx")
-
-
-def _resolve(module: str, qualname: str):
-    """The object ``module.qualname`` names now, or None."""
-    obj = sys.modules.get(module)
-    for part in qualname.split("."):
-        obj = getattr(obj, part, None)
-    return obj
-
-
-@functools.cache
-def _frozen_fields(cls) -> tuple[str, ...] | None:
-    """The field names of ``cls`` when it is a frozen dataclass of tirx with value equality,
-    defined at module level; else None."""
-    if (
-        "__dataclass_params__" not in vars(cls)
-        or not cls.__dataclass_params__.frozen
-        or cls.__eq__ is object.__eq__
-        or not _is_tirx(cls.__module__)
-        or _resolve(cls.__module__, cls.__qualname__) is not cls
-    ):
-        return None
-    return tuple(f.name for f in dataclasses.fields(cls))
-
-
-@functools.cache
-def _singletons() -> dict[int, tuple[str, object]]:
-    """tirx's namespace objects by id, with their place: ``T``, its parts (``T.cuda``,
-    ``T.cuda.tile``, ``T.ptx``) and members (intrinsics, scalar types), ``S`` and ``R``."""
-    from .layout.spec import R, S
-    from .script import namespace
-
-    table = {id(S): ("S", S), id(R): ("R", R)}
-
-    def walk(obj, place):
-        table[id(obj)] = (place, obj)
-        for name, value in vars(obj).items():
-            if type(value).__module__ == namespace.__name__ and not isinstance(value, type):
-                walk(value, f"{place}.{name}")
-
-    walk(namespace.T, "T")
-    return table
-
-
-def _resolved(names: tuple[str, ...], scope: dict) -> tuple:
-    """What ``names`` resolve to: ``scope``, else the builtins a kernel may name, else
-    nothing."""
-    return tuple(
-        (1, scope[n]) if n in scope else (0, "builtin" if n in BUILTINS else "undefined")
-        for n in names
-    )
-
-
-def _digest(names: tuple[str, ...], scope: dict, annotations: dict, macros: _Macros):
+def _digest(names: tuple[str, ...], scope: dict, annotations: dict, macros: MacroNames):
     """sha256 hex digest of the fingerprint of what ``names`` resolve to in ``scope`` and of
     ``annotations`` (the macros reached with ``macros``'s names); None if it has none."""
-    fp = fingerprint((names, _resolved(names, scope), annotations), macros)
+    fp = fingerprint((names, resolved(names, scope), annotations), macros)
     return None if fp is None else _sha256(repr(fp).encode()).hexdigest()
-
-
-def _snapshot(value):
-    """``value`` with the lists and dicts in it copied (tuples holding them rebuilt)."""
-    t = type(value)
-    if t is list:
-        return [_snapshot(v) for v in value]
-    if t is dict:
-        return {k: _snapshot(v) for k, v in value.items()}
-    if t is tuple:
-        items = tuple(_snapshot(v) for v in value)
-        return value if all(a is b for a, b in zip(items, value)) else items
-    return value
 
 
 # ------------------------------------------------------------------------------ decoration
@@ -381,7 +200,8 @@ def _snapshot(value):
 def lookup(pyfunc, lines: list[str], scope: dict, annotations: dict, options: dict):
     """At decoration, before parsing: the stored variant of this kernel whose fingerprints
     match ``scope`` and ``annotations`` now (``record.found``; the lists and dicts among its
-    names' values in ``scope``, the decorator's own copy, are replaced by copies), else a
+    names' values in ``scope``, the decorator's own copy, are replaced by copies, and so are
+    those in the scopes of its macros, kept in ``record.snapshots``), else a
     record of the key alone, for :func:`remember`. None: nothing to cache (the cache is off,
     or a decorator option has no fingerprint)."""
     if not _usable():
@@ -394,17 +214,17 @@ def lookup(pyfunc, lines: list[str], scope: dict, annotations: dict, options: di
     for variant in _read(key):
         logged = (variant.names, variant.macros)
         if logged not in digests:
-            macros = _Macros(dict(variant.macros))
+            macros = MacroNames(dict(variant.macros))
             digests[logged] = (_digest(variant.names, scope, annotations, macros), macros)
         digest, macros = digests[logged]
         if digest == variant.digest:
             for name in variant.names:
                 if name in scope:
-                    scope[name] = _snapshot(scope[name])
+                    scope[name] = snapshot(scope[name])
             for _, macro_scope, _, macro_names in macros.reached.values():
                 for name in macro_names:
                     if name in macro_scope:
-                        macro_scope[name] = _snapshot(macro_scope[name])
+                        macro_scope[name] = snapshot(macro_scope[name])
             variant.snapshots = macros.reached
             return variant
     return Record(key)
@@ -418,12 +238,12 @@ def remember(record: Record, kernel, parser) -> Record | None:
     names = tuple(parser.free_names)
     table: dict[str, dict[str, None]] = {}  # code digest -> names (macros of one code merged)
     for m, macro_names in parser.macro_names.values():
-        code = _macro_code(m)[0]
+        code = macro_code(m)[0]
         if code is None:
             return None
         table.setdefault(code, {}).update(macro_names)
     macros = tuple((code, tuple(n)) for code, n in table.items())
-    digest = _digest(names, parser.scope, parser.annotations, _Macros(dict(macros)))
+    digest = _digest(names, parser.scope, parser.annotations, MacroNames(dict(macros)))
     if digest is None:
         return None
     record.names, record.macros, record.digest = names, macros, digest
