@@ -205,10 +205,10 @@ def make_sub(c):
     return sub
 
 
-def make_bump(c):
+def make_bump(c, k):
     @T.macro
-    def bump(dst, i, n=c):  # c is read when bump is defined, into its defaults
-        dst[i] = dst[i] + n
+    def bump(dst, i, n=c, *, m=k):  # c and k are read when bump is defined, into its defaults
+        dst[i] = dst[i] + n * 10 + m
 
     return bump
 
@@ -252,10 +252,11 @@ def test_macros_of_one_code_and_closure_share_an_entry_and_other_closures_miss(c
 def test_a_macro_parameter_default_is_part_of_the_fingerprint(cache_dir, tmp_path):
     make_bump = factory(tmp_path)["make_bump"]
     path = kernel_file(tmp_path, "bump(A, lane)")
-    tirx.compile(run_file(path, bump=make_bump(1)), TARGET)
-    assert run_file(path, bump=make_bump(1)).frontend.found
-    other = run_file(path, bump=make_bump(2))
-    assert not other.frontend.found and (simulate(other) == LANES + 2).all()
+    tirx.compile(run_file(path, bump=make_bump(1, 1)), TARGET)
+    assert run_file(path, bump=make_bump(1, 1)).frontend.found
+    for c, k in [(2, 1), (1, 2)]:  # a positional default, a keyword-only one
+        other = run_file(path, bump=make_bump(c, k))
+        assert not other.frontend.found and (simulate(other) == LANES + 10 * c + k).all()
 
 
 def test_a_macro_passed_to_a_macro_is_part_of_the_fingerprint(cache_dir, tmp_path):

@@ -132,7 +132,8 @@ def fingerprint(value, macros: MacroNames | None = None) -> tuple | None:
         macros.reached[id(m)] = (m, scope, lines, names)
         f = m.function
         return (
-            "macro", code, fp(f.__defaults__, False), fp(f.__kwdefaults__, False),
+            "macro", code, fp(f.__defaults__, False),
+            fp(tuple((f.__kwdefaults__ or {}).items()), False),
             fp((names, resolved(names, scope)), True),
         )  # fmt: skip
 
