@@ -28,9 +28,10 @@ the CUBIN cache.
   text's digest, the defaults and the fingerprints of exactly those names' values, computed
   again from the macro's scope at decoration. Editing a macro's file, or a value one of its
   names (or its callees' names) resolves to, is a miss; another macro object with the same
-  code and values, a hit. A kernel reads nothing else of a macro: it may only call it (its
-  attributes are refused), so a macro the parse never expanded contributes only that it is
-  one, and which macros are one object (``==`` on macros is identity) is in the fingerprint.
+  code and values, a hit. A kernel reads nothing else of a macro: it calls it, passes it on
+  or compares it, and its attributes are refused; so a macro the parse never expanded
+  contributes only that it is one, and which macros are one object (``==`` on macros is
+  identity) is in the fingerprint.
 * the parameter annotations Python evaluated, and the decorator's options: fingerprinted too.
 * tirx's own code: the key holds :func:`code_stamp` (version, and the path,
   size and mtime of every .py file of the package), so editing tirx invalidates every entry.
