@@ -17,6 +17,21 @@ the CUBIN cache.
   place, ``Evaluator.ex_Name``, which logs the names (``Parser.free_names``). An entry stores
   the names and a digest of the *fingerprints* of their values; at decoration the fingerprints
   are computed again from the function's scope, and a different digest is a miss.
+* the ``@T.macro`` / ``@T.inline`` functions it calls, which are values of such names (or
+  inside them, or passed along as arguments): a macro's expansion depends on the text of its
+  own ``def`` (its file's text as linecache has it, the file's name, first line and qualified
+  name, as the kernel's key covers the kernel's), on macro or inline, its parameter defaults,
+  and the values of the free names its body resolves in its own scope (module globals and
+  closure: for ``T.macro`` the closure of decoration, for ``T.inline`` the closure now). The
+  evaluator logs those names per macro expanded (``Parser.macro_names``; a macro called by a
+  macro too), the entry stores them per macro code, and a macro's fingerprint is made of that
+  text's digest, the defaults and the fingerprints of exactly those names' values, computed
+  again from the macro's scope at decoration. Editing a macro's file, or a value one of its
+  names (or its callees' names) resolves to, is a miss; another macro object with the same
+  code and values, a hit. A kernel reads nothing else of a macro: it calls it, passes it on
+  or compares it, and its attributes are refused; so a macro the parse never expanded
+  contributes only that it is one, and which macros are one object (``==`` on macros is
+  identity) is in the fingerprint.
 * the parameter annotations Python evaluated, and the decorator's options: fingerprinted too.
 * tirx's own code: the key holds :func:`code_stamp` (version, and the path,
   size and mtime of every .py file of the package), so editing tirx invalidates every entry.
@@ -27,69 +42,65 @@ environment, clock or hash order), and which names a parse looks up is itself de
 values of the names it looked up before; so equal fingerprints of the logged names mean the
 same names looked up, the same parse, the same IR.
 
-**Fingerprints** describe a value completely, as a Python literal: None, bool, int, float and
-str by type and value; tuples, lists and dicts by their items; tirx's enums by class and
-member; tirx's classes, functions and modules by where they live (checked: the name resolves
-to that very object); the ``T`` namespace, its parts and members (intrinsics, scalar types)
-and the ``S``/``R`` spec builders by their place (tirx's own objects, made at import, holding
-nothing a user sets); tirx's frozen dataclasses with value equality (layouts, specs, axes,
-dtypes, ``T.Tensor(...)`` annotations, launch configs, PTX instruction names) by class and the
-fingerprints of all their fields. Anything else has none, and a kernel that reads it is never
-cached: a user's function or object (its code is outside the key), numpy scalars, other
-modules, sets (their order is hash-seeded). Nor is a kernel whose body compares objects with
-``is`` (other than None, True, False): identity is not part of a fingerprint.
+**Fingerprints** (:mod:`tirx.fingerprints`, where the rules are) describe a value completely,
+as a Python literal: atoms, containers, tirx's own enums, classes, namespace objects and frozen
+dataclasses, and macros as above. Anything else has none, and a kernel that reads it, itself
+or through a macro, is never cached: a user's function or object (its code is outside the
+key), numpy scalars, other modules, sets (their order is hash-seeded). Nor is a kernel whose
+body, or a macro's, compares objects with ``is`` (other than None, True, False): identity is
+not part of a fingerprint.
 
 A kernel found here is parsed only when its IR is needed (``kernel.ir``: ``script()``, the
 simulator, another arch), from the lines the key was computed from and the scope as it was at
-decoration; the lists and dicts among the logged values are copied at decoration for that
-(their contents are fingerprinted, and may change later).
+decoration, and it expands its macros with their scopes and file lines as they were read at
+decoration (``Record.snapshots``); the lists and dicts among the logged values, the kernel's
+and its macros', are copied at decoration for that (their contents are fingerprinted, and may
+change later).
 
 **On disk:** ``$TIRX_CACHE_DIR/frontend/<key>.entry``, one file per key holding up to eight
 variants, newest first (a factory such as ``make_gemm(M, N, K)`` makes one per set of closure
-values): each with its logged names, digest, kernel name, def source and one payload per arch
-number, the lowered IR and the generated CUDA source as :mod:`tirx.ir.serial` writes them. The
-file is a header (magic, format version, key, sha256 and length of the metadata, length of the
-payloads), the metadata (tuples of strings and ints in :mod:`marshal`'s format: the Python
-version is in the key, and reading it costs microseconds), then the payloads, each checked
-against its own sha256 (in the metadata) before it is read. Writes are atomic, as in the CUBIN
-cache; a damaged, truncated or foreign file is a miss and is replaced at the next write; an entry that is not a regular file (a named pipe)
-is a miss that is never opened for a blocking read. Writers take an exclusive lock on
-``frontend.lock`` (in the cache directory) while they read, merge and replace an entry, so concurrent writers never
-lose each other's variants or archs. Only a
-successful cuda compile writes, so a kernel that fails anywhere is never stored.
+values): each with its logged names, its macros' (per macro code digest), digest, kernel name,
+def source and one payload per arch number, the lowered IR and the generated CUDA source as
+:mod:`tirx.ir.serial` writes them. The file is a header (magic, format version, key, sha256 and
+length of the metadata, length of the payloads), the metadata (tuples of strings and ints in
+:mod:`marshal`'s format: the Python version is in the key, and reading it costs microseconds),
+then the payloads, each checked against its own sha256 (in the metadata) before it is read.
+Writes are atomic, as in the CUBIN cache; a damaged, truncated or foreign file is a miss and is
+replaced at the next write; an entry that is not a regular file (a named pipe) is a miss that is
+never opened for a blocking read. Writers take an exclusive lock on ``frontend.lock`` (in the
+cache directory) while they read, merge and replace an entry, so concurrent writers never lose
+each other's variants or archs. Only a successful cuda compile writes, so a kernel that fails
+anywhere is never stored.
 ``TIRX_CACHE=0`` turns this cache off with the other, and ``tirx.clear_cache()`` empties it.
 """
 
 from __future__ import annotations
 
 import contextlib
-import dataclasses
-import enum
 import functools
 import marshal
 import os
 import stat
 import struct
 import sys
-import types
 
 from . import config
+from .fingerprints import MacroNames, fingerprint, macro_code, resolved, snapshot
+from .fingerprints import sha256 as _sha256
 from .ir import nodes as ir
 from .ir import serial
 from .isa import registry
 from .script import parser as _parser
-from .script.evaluator import BUILTINS
 
 __all__ = ["Record", "lookup", "remember", "load", "store", "clear", "code_stamp", "fingerprint"]
 
 MAGIC = b"TIRXFRNT"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 2: each variant holds the names its macros resolved
 _HEADER = struct.Struct("<8sI64s32sQQ")  # magic, version, key, sha256(meta), 2 lengths
 _SUBDIR = "frontend"
 _SUFFIX = ".entry"
 _LOCK = "frontend.lock"  # beside the frontend folder, in the cache directory
 _VARIANTS = 8  # kept per key, the newest first
-_BUDGET = 50_000  # items one fingerprint may visit; a bigger value is not worth a cache entry
 
 _generation = 0  # bumped by clear(): records found before it hand out no payloads
 _CONTRACTS = registry._CACHE  # the instruction-contract table payloads are lowered with
@@ -100,32 +111,31 @@ class Record:
 
     ``key`` names its entry (computed at decoration). The rest is one variant, known after a
     hit (``found``) or a parse (:func:`remember`): the ``names`` the body resolved outside
-    itself, the ``digest`` of their values' fingerprints (and the annotations'), the kernel's
-    ``name`` and def ``source``, and ``payloads``: arch number -> (``(lowered IR, CUDA
-    source)`` as :mod:`tirx.ir.serial` writes it, its sha256 hex digest).
+    itself, ``macros``: per macro the parse expanded, ``(its code digest, the names its body
+    resolved in its own scope)``, the ``digest`` of the names' values' fingerprints (and the
+    annotations'), the kernel's ``name`` and def ``source``, and ``payloads``: arch number ->
+    (``(lowered IR, CUDA source)`` as :mod:`tirx.ir.serial` writes it, its sha256 hex digest).
+    ``snapshots`` (a hit's, not stored): per macro reached, by id, ``(macro, scope, lines,
+    names)`` as they were at decoration, which a later parse expands it with.
     """
 
-    __slots__ = ("key", "names", "digest", "name", "source", "payloads", "found", "generation")
+    __slots__ = ("key", "names", "macros", "digest", "name", "source", "payloads", "found",
+                 "generation", "snapshots")  # fmt: skip
 
     def __init__(self, key, names=None, digest=None, name=None, source=None, payloads=None,
-                 found=False):  # fmt: skip
-        self.key, self.names, self.digest = key, names, digest
+                 found=False, macros=()):  # fmt: skip
+        self.key, self.names, self.macros, self.digest = key, names, macros, digest
         self.name, self.source = name, source
         self.payloads = payloads if payloads is not None else {}
         self.found = found
         self.generation = _generation
+        self.snapshots: dict[int, tuple] = {}
 
 
 def _usable() -> bool:
     """The disk cache is on, and the contract table is tirx's own: a test that replaces it (as
     the memo in tirx/compile.py notices) must neither read nor write lowered IR."""
     return config.cache_enabled() and registry._CACHE is _CONTRACTS
-
-
-def _sha256(data: bytes):
-    from .backend.cuda.cache import sha256  # imported with the first kernel, not with tirx
-
-    return sha256(data)
 
 
 # ------------------------------------------------------------------------------ the key
@@ -178,128 +188,11 @@ def _key(pyfunc, lines: list[str], options) -> str:
 # ------------------------------------------------------------------------------ fingerprints
 
 
-class _Unfit(Exception):
-    """A value without a fingerprint (raised through the recursion)."""
-
-
-_ATOMS = frozenset({type(None), bool, int, float, str})
-
-
-def fingerprint(value) -> tuple | None:
-    """``value`` described completely as a Python literal (the rules are in the module
-    docstring), or None when it cannot be."""
-    budget = _BUDGET
-    memo: dict[int, tuple] = {}  # id -> fingerprint of the dataclasses seen (axes recur)
-
-    def fp(v, mutable: bool) -> tuple:
-        # ``mutable``: lists and dicts are accepted (not inside dataclass fields, where the
-        # copy made for a later parse, _snapshot, would not reach them).
-        nonlocal budget
-        budget -= 1
-        if budget < 0:
-            raise _Unfit
-        t = type(v)
-        if t in _ATOMS:
-            return (t.__name__, v)
-        if t is tuple or (t is list and mutable):
-            return (t.__name__, *[fp(x, mutable) for x in v])
-        if t is dict and mutable:
-            return ("dict", *[(fp(k, True), fp(x, True)) for k, x in v.items()])
-        fields = _frozen_fields(t)
-        if fields is not None:
-            known = memo.get(id(v))
-            if known is None:
-                known = memo[id(v)] = (
-                    "data", t.__module__, t.__qualname__,
-                    *[fp(getattr(v, f), False) for f in fields],
-                )  # fmt: skip
-            return known
-        place = _singletons().get(id(v))
-        if place is not None and place[1] is v:
-            return ("T", place[0])
-        if isinstance(v, enum.Enum) and _is_tirx(t.__module__):
-            return ("enum", t.__module__, t.__qualname__, v.name)
-        if isinstance(v, type) or t is types.FunctionType:
-            if _is_tirx(v.__module__) and _resolve(v.__module__, v.__qualname__) is v:
-                return ("ref", v.__module__, v.__qualname__)
-        elif t is types.ModuleType and _is_tirx(v.__name__) and sys.modules.get(v.__name__) is v:
-            return ("module", v.__name__)
-        raise _Unfit
-
-    try:
-        return fp(value, True)
-    except Exception:  # noqa: BLE001 - _Unfit, RecursionError, or a value's own code raising
-        return None
-
-
-def _is_tirx(module) -> bool:
-    return isinstance(module, str) and module.split(".", 1)[0] in ("tirx", "tvm_tirx")
-
-
-def _resolve(module: str, qualname: str):
-    """The object ``module.qualname`` names now, or None."""
-    obj = sys.modules.get(module)
-    for part in qualname.split("."):
-        obj = getattr(obj, part, None)
-    return obj
-
-
-@functools.cache
-def _frozen_fields(cls) -> tuple[str, ...] | None:
-    """The field names of ``cls`` when it is a frozen dataclass of tirx with value equality,
-    defined at module level; else None."""
-    if (
-        "__dataclass_params__" not in vars(cls)
-        or not cls.__dataclass_params__.frozen
-        or cls.__eq__ is object.__eq__
-        or not _is_tirx(cls.__module__)
-        or _resolve(cls.__module__, cls.__qualname__) is not cls
-    ):
-        return None
-    return tuple(f.name for f in dataclasses.fields(cls))
-
-
-@functools.cache
-def _singletons() -> dict[int, tuple[str, object]]:
-    """tirx's namespace objects by id, with their place: ``T``, its parts (``T.cuda``,
-    ``T.cuda.tile``, ``T.ptx``) and members (intrinsics, scalar types), ``S`` and ``R``."""
-    from .layout.spec import R, S
-    from .script import namespace
-
-    table = {id(S): ("S", S), id(R): ("R", R)}
-
-    def walk(obj, place):
-        table[id(obj)] = (place, obj)
-        for name, value in vars(obj).items():
-            if type(value).__module__ == namespace.__name__ and not isinstance(value, type):
-                walk(value, f"{place}.{name}")
-
-    walk(namespace.T, "T")
-    return table
-
-
-def _digest(names: tuple[str, ...], scope: dict, annotations: dict) -> str | None:
-    """sha256 hex digest of the fingerprint of what ``names`` resolve to (``scope``, else the
-    builtins a kernel may name, else nothing) and of ``annotations``; None if it has none."""
-    values = tuple(
-        (1, scope[n]) if n in scope else (0, "builtin" if n in BUILTINS else "undefined")
-        for n in names
-    )
-    fp = fingerprint((names, values, annotations))
+def _digest(names: tuple[str, ...], scope: dict, annotations: dict, macros: MacroNames):
+    """sha256 hex digest of the fingerprint of what ``names`` resolve to in ``scope`` and of
+    ``annotations`` (the macros reached with ``macros``'s names); None if it has none."""
+    fp = fingerprint((names, resolved(names, scope), annotations), macros)
     return None if fp is None else _sha256(repr(fp).encode()).hexdigest()
-
-
-def _snapshot(value):
-    """``value`` with the lists and dicts in it copied (tuples holding them rebuilt)."""
-    t = type(value)
-    if t is list:
-        return [_snapshot(v) for v in value]
-    if t is dict:
-        return {k: _snapshot(v) for k, v in value.items()}
-    if t is tuple:
-        items = tuple(_snapshot(v) for v in value)
-        return value if all(a is b for a, b in zip(items, value)) else items
-    return value
 
 
 # ------------------------------------------------------------------------------ decoration
@@ -308,7 +201,8 @@ def _snapshot(value):
 def lookup(pyfunc, lines: list[str], scope: dict, annotations: dict, options: dict):
     """At decoration, before parsing: the stored variant of this kernel whose fingerprints
     match ``scope`` and ``annotations`` now (``record.found``; the lists and dicts among its
-    names' values in ``scope``, the decorator's own copy, are replaced by copies), else a
+    names' values in ``scope``, the decorator's own copy, are replaced by copies, and so are
+    those in the scopes of its macros, kept in ``record.snapshots``), else a
     record of the key alone, for :func:`remember`. None: nothing to cache (the cache is off,
     or a decorator option has no fingerprint)."""
     if not _usable():
@@ -317,14 +211,22 @@ def lookup(pyfunc, lines: list[str], scope: dict, annotations: dict, options: di
     if options_fp is None:
         return None
     key = _key(pyfunc, lines, options_fp)
-    digests: dict[tuple, str | None] = {}  # variants usually log the same names
+    digests: dict[tuple, tuple] = {}  # variants usually log the same names
     for variant in _read(key):
-        if variant.names not in digests:
-            digests[variant.names] = _digest(variant.names, scope, annotations)
-        if digests[variant.names] == variant.digest:
+        logged = (variant.names, variant.macros)
+        if logged not in digests:
+            macros = MacroNames(dict(variant.macros))
+            digests[logged] = (_digest(variant.names, scope, annotations, macros), macros)
+        digest, macros = digests[logged]
+        if digest == variant.digest:
             for name in variant.names:
                 if name in scope:
-                    scope[name] = _snapshot(scope[name])
+                    scope[name] = snapshot(scope[name])
+            for _, macro_scope, _, macro_names in macros.reached.values():
+                for name in macro_names:
+                    if name in macro_scope:
+                        macro_scope[name] = snapshot(macro_scope[name])
+            variant.snapshots = macros.reached
             return variant
     return Record(key)
 
@@ -335,10 +237,17 @@ def remember(record: Record, kernel, parser) -> Record | None:
     if parser.compared_identity:
         return None
     names = tuple(parser.free_names)
-    digest = _digest(names, parser.scope, parser.annotations)
+    table: dict[str, dict[str, None]] = {}  # code digest -> names (macros of one code merged)
+    for m, macro_names in parser.macro_names.values():
+        code = macro_code(m)[0]
+        if code is None:
+            return None
+        table.setdefault(code, {}).update(macro_names)
+    macros = tuple((code, tuple(n)) for code, n in table.items())
+    digest = _digest(names, parser.scope, parser.annotations, MacroNames(dict(macros)))
     if digest is None:
         return None
-    record.names, record.digest = names, digest
+    record.names, record.macros, record.digest = names, macros, digest
     record.name, record.source = kernel.name, kernel.source
     return record
 
@@ -456,7 +365,7 @@ def _encode(key: str, records: list[Record]) -> bytes:
             index.append((arch, at, len(blob), digest))
             blobs.append(blob)
             at += len(blob)
-        variants.append((r.names, r.digest, r.name, r.source, tuple(index)))
+        variants.append((r.names, r.macros, r.digest, r.name, r.source, tuple(index)))
     meta = marshal.dumps(tuple(variants))
     header = _HEADER.pack(
         MAGIC, FORMAT_VERSION, key.encode(), _sha256(meta).digest(), len(meta), at
@@ -486,10 +395,10 @@ def _read(key: str) -> list[Record]:
     base = start + n_meta
     try:
         return [
-            Record(key, names, digest, name, source, found=True, payloads={
+            Record(key, names, digest, name, source, found=True, macros=macros, payloads={
                 arch: (data[base + at : base + at + size], sha) for arch, at, size, sha in index
             })
-            for names, digest, name, source, index in marshal.loads(meta)
+            for names, macros, digest, name, source, index in marshal.loads(meta)
         ]  # fmt: skip
     except (ValueError, TypeError, EOFError):
         return []

@@ -20,6 +20,7 @@ from . import checks
 from . import tensor as tensor_ops
 from .calls import Calls
 from .chains import CHAINED, evaluate_chain
+from .macros import Macro
 from .namespace import Intrinsic
 from .values import VIEW_METHODS, is_number, is_static, kind_of, place_of
 
@@ -225,6 +226,13 @@ class Evaluator(Calls):
             )
         if isinstance(base, ir.Expr):
             raise TirxSyntaxError(f"a kernel value has no attribute {attr!r}", self.p.span(node))
+        if isinstance(base, Macro):  # a kernel uses a macro by calling it, and only so (the
+            # front-end cache fingerprints a macro by what its expansions read)
+            raise TirxSyntaxError(
+                f"a macro has no attribute {attr!r} inside a kernel",
+                self.p.span(node),
+                hint=f"call it: {base.__name__}(...)",
+            )
         try:
             return getattr(base, attr)
         except AttributeError:

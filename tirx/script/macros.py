@@ -81,10 +81,12 @@ macro = _decorator(late_binding=False)
 inline = _decorator(late_binding=True)
 
 
-def _definition(m: Macro) -> ast.FunctionDef:
+def _definition(m: Macro, lines: list[str] | None = None) -> ast.FunctionDef:
+    """The ``def`` of ``m``, from ``lines`` (its file's) or else as linecache has its file now."""
     from . import parser as parser_mod  # (the parser imports this module)
 
-    lines = parser_mod._source_lines(m.function)
+    if lines is None:
+        lines = parser_mod._source_lines(m.function)
     found = parser_mod._lookup_def(m.function, lines) if lines is not None else None
     if found is None:
         raise TirxSyntaxError(
@@ -113,15 +115,19 @@ def expand(ev, m: Macro, node: ast.Call):
     bound.apply_defaults()
     from .statements import _is_docstring, _mutable_names
 
-    fdef = _definition(m)
+    # A kernel the front-end cache found is parsed (later) from what its fingerprints were
+    # computed from at decoration: the macro's scope and file text as they were then.
+    snapshot = p.macro_snapshots.get(id(m))
+    scope, lines = (snapshot[1], snapshot[2]) if snapshot and snapshot[0] is m else (None, None)
+    fdef = _definition(m, lines)
     body = list(fdef.body)
     if body and _is_docstring(body[0]):
         body = body[1:]
     result = body.pop() if body and isinstance(body[-1], ast.Return) else None
     saved = (p.filename, p.scope, p.free_names, b.mutable_names, b.base, b.loop_depth)
     p.filename = m.function.__code__.co_filename
-    p.scope = m.scope()
-    p.free_names = {}  # the macro's names are not the kernel's (a macro is never cached)
+    p.scope = m.scope() if scope is None else scope
+    p.free_names = {}  # the macro's own names, resolved in its scope: logged per macro below
     b.mutable_names = _mutable_names(fdef)
     b.frames.append(dict(bound.arguments))
     b.base = len(b.frames) - 1
@@ -139,6 +145,8 @@ def expand(ev, m: Macro, node: ast.Call):
             )
         raise _called_from(e, m, call_span) from None
     finally:
+        # every expansion's names, for the front-end cache (see Parser.macro_names)
+        p.macro_names.setdefault(id(m), (m, {}))[1].update(p.free_names)
         b.frames.pop()
         p.filename, p.scope, p.free_names, b.mutable_names, b.base, b.loop_depth = saved
     return value

@@ -108,6 +108,7 @@ def function(pyfunc=None, **options):
     record = cache.lookup(pyfunc, lines, scope, annotations, options) if cache else None
     if record is not None and record.found:
         parser = Parser(filename, scope, annotations)
+        parser.macro_snapshots = record.snapshots
         kernel = KernelFunction(
             None, record.source, pyfunc, name=record.name,
             parse=lambda: parser.parse(_lookup_def(pyfunc, lines)[0]),

@@ -34,6 +34,12 @@ class Parser:
         # compared objects by identity (``is`` with neither side None, True or False).
         self.free_names: dict[str, None] = {}
         self.compared_identity = False
+        # The same per macro expanded, by id: (macro, the names its body resolved in the
+        # macro's own scope, over all its expansions). On a front-end cache hit the lazy
+        # parse expands each macro with its scope and file lines as read at decoration, by
+        # id: (macro, scope, lines, names), set by the decorator (frontend.Record.snapshots).
+        self.macro_names: dict[int, tuple] = {}
+        self.macro_snapshots: dict[int, tuple] = {}
 
     def span(self, node) -> Span:
         end = node.end_col_offset if getattr(node, "end_lineno", None) == node.lineno else None
