@@ -27,7 +27,8 @@ The model, per block:
   shared-memory proxy fence: the copy engine may read stale bytes.
 * Until a ``.read`` (or full) wait of the issuing thread covers the copy, its source bytes
   belong to the copy engine: a write to them by any thread (a store, stmatrix, a cp.async
-  landing there) is a fault naming both lines.
+  landing there) is a fault naming both lines. At that wait they count as read by the issuing
+  thread, so another thread that reuses them needs a barrier after the wait (a race otherwise).
 * Its destination bytes land in global memory at the full wait that covers it, or at the end
   of the block; before that an access to them by any thread (a load, store or atomic), or
   another bulk copy onto them, is a fault naming both lines.
@@ -265,9 +266,12 @@ class BulkCopies:
         return done[idx]
 
     def _release(self, c: _Copy) -> None:
+        """The engine is done reading ``c``'s source: from now on (the wait) the bytes count as
+        read by the issuing thread, so other threads need a barrier before writing them."""
         if not c.reads_done:
             c.reads_done = True
             self.src_count[c.src : c.src + c.data.size] -= 1
+            self.m.shared.track_read(np.array([c.src]), c.data.size, np.array([c.tid]))
 
     def _land(self, c: _Copy) -> None:
         c.region.bytes[c.dst : c.dst + c.data.size] = c.data
