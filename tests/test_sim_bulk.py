@@ -182,6 +182,15 @@ def test_another_thread_writing_the_source_before_the_read_wait(tmp_path):
     assert "warp 1, lane 8" in err.message and "issued by thread 1" in err.message
 
 
+def test_reusing_the_source_needs_a_barrier_after_the_read_wait(tmp_path):
+    reuse = "if tid == 40:\n        s[1, 8] = T.float32(0.0)"
+    err, src = fails(tmp_path, "shared-memory race", tail=reuse)
+    assert f"at line {line(src, 'tail')}" in err.message
+    assert f"which thread 1 (warp 0, lane 1) read at line {line(src, 'wait read')}" in err.message
+    a, out, _, _ = run(tmp_path, tail="T.cuda.cta_sync()\n    " + reuse)
+    np.testing.assert_array_equal(out, a)  # the copy took the bytes before the reuse
+
+
 def test_a_missing_fence(tmp_path):
     err, src = fails(tmp_path, "the copy engine may read stale bytes", fence="pass")
     assert "a fence.proxy.async.shared::cta between the stores and the copy is missing" in (

@@ -80,7 +80,7 @@ def reject(mods: dict) -> str | None:
         return ".read belongs to cp.async.bulk.wait_group"
     if head == "shared::cluster" or mods["src"] == "global":
         return (
-            "tirx supports only the shared-to-global bulk copy (the store); the loads to "
+            "tirx supports only the shared-to-global bulk copy (the store); bulk copies into "
             f"shared memory are not supported: use {COPY}"
         )
     if mods["src"] != "shared::cta":
@@ -338,17 +338,18 @@ tensor and `src` of a shared one; both 16-byte aligned where the offset's residu
 `ComposeLayout` must stay inside one swizzle unit); the size a positive multiple of 16 when it
 is a compile-time int (a run-time u32 expression is allowed), not read from a tensor, and the
 copy inside its tensors when that is known; the waits' `n` a compile-time int >= 0; sm_90 or
-newer. `.L2::cache_hint`, `.cp_mask`, the loads into shared memory (`.shared::cluster`
+newer. `.L2::cache_hint`, `.cp_mask`, the copies into shared memory (`.shared::cluster`
 destinations) and the mbarrier completion are refused with the supported form as the hint.
 
-The simulator (`tirx/sim/bulkcopy.py`): a copy reads its source at issue and its bytes land in
+The simulator (`tirx/sim/bulkcopy.py`, `bulkcalls.py`): a copy reads its source at issue and its bytes land in
 global memory at the full wait that covers it, or at the end of the block. Faults, each naming
 the lines involved and the block, warp and lane: a size or address the ISA refuses at run
 time, a copy outside its tensor or shared allocation; source bytes stored through the generic
 proxy (stores, stmatrix, landed cp.async) since their writer's last `fence.proxy.async` ("the
 copy engine may read stale bytes"); the usual shared-memory race between the storing threads
 and the issuing thread (a barrier after the fence); a write to the source before a `.read` or
-full wait of the issuing thread covers the copy; an access to the destination before a full
+full wait of the issuing thread covers the copy (and, by another thread, without a barrier
+after that wait); an access to the destination before a full
 wait covers it, or a second copy onto it; a block that ends while a copy's reads were never
 waited for. `compute-sanitizer` documents none of the async-proxy checks; the parity suite has
 the bulk store as a clean case.

@@ -27,7 +27,8 @@ The model, per block:
   shared-memory proxy fence: the copy engine may read stale bytes.
 * Until a ``.read`` (or full) wait of the issuing thread covers the copy, its source bytes
   belong to the copy engine: a write to them by any thread (a store, stmatrix, a cp.async
-  landing there) is a fault naming both lines.
+  landing there) is a fault naming both lines. At that wait they count as read by the issuing
+  thread, so another thread that reuses them needs a barrier after the wait (a race otherwise).
 * Its destination bytes land in global memory at the full wait that covers it, or at the end
   of the block; before that an access to them by any thread (a load, store or atomic), or
   another bulk copy onto them, is a fault naming both lines.
@@ -39,7 +40,7 @@ The model, per block:
 The simulator checks more than ``compute-sanitizer`` here: racecheck reports hazards between
 threads' shared-memory accesses, memcheck and synccheck bad addresses and barriers, and none
 documents checks of the async proxy, so the parity suite has the bulk store as a clean case.
-Operands: ``(AddressOperand(GlobalAddress), AddressOperand(SharedAddress), ScalarOperand)``.
+The statements are decoded and their operands checked by :mod:`tirx.sim.bulkcalls`.
 """
 
 from __future__ import annotations
@@ -49,25 +50,22 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..errors import SimulationError
-from ..ir import nodes as ir
-from .asynccopy import _record
 from .faults import Fault
-from .memory import _who, as_index
+from .memory import _who
 from .shared import line_of
 
-__all__ = ["BulkCopies", "compile_bulk", "BulkEvent"]
+__all__ = ["BulkCopies", "BulkEvent", "COPY", "COMMIT", "WAITS", "FENCES", "UNIT"]
 
-_COPY = "cp.async.bulk.global.shared::cta.bulk_group"
-_COMMIT = "cp.async.bulk.commit_group"
-_WAITS = {"cp.async.bulk.wait_group": False, "cp.async.bulk.wait_group.read": True}
+COPY = "cp.async.bulk.global.shared::cta.bulk_group"
+COMMIT = "cp.async.bulk.commit_group"
+WAITS = {"cp.async.bulk.wait_group": False, "cp.async.bulk.wait_group.read": True}
 # fence text -> whether it orders shared memory (".global" orders global memory only)
-_FENCES = {
+FENCES = {
     "fence.proxy.async": True,
     "fence.proxy.async.shared::cta": True,
     "fence.proxy.async.global": False,
 }
-_UNIT = 16  # bytes: the alignment of both addresses and of the size
+UNIT = 16  # bytes: the alignment of both addresses and of the size
 _WAIT_READ_HINT = (
     'the issuing thread must commit the copy (T.ptx["cp.async.bulk.commit_group"]()) and wait '
     'for its reads (T.ptx["cp.async.bulk.wait_group.read"](0)) before the shared source is '
@@ -265,9 +263,12 @@ class BulkCopies:
         return done[idx]
 
     def _release(self, c: _Copy) -> None:
+        """The engine is done reading ``c``'s source: from now on (the wait) the bytes count as
+        read by the issuing thread, so other threads need a barrier before writing them."""
         if not c.reads_done:
             c.reads_done = True
             self.src_count[c.src : c.src + c.data.size] -= 1
+            self.m.shared.track_read(np.array([c.src]), c.data.size, np.array([c.tid]))
 
     def _land(self, c: _Copy) -> None:
         c.region.bytes[c.dst : c.dst + c.data.size] = c.data
@@ -291,142 +292,3 @@ class BulkCopies:
             self._land(c)
         self.copies.clear()
         self._intervals.clear()
-
-
-def _bulk(m) -> BulkCopies:
-    if m.bulk_copies is None:
-        m.bulk_copies = BulkCopies(m)
-    return m.bulk_copies
-
-
-def compile_bulk(m, compiler, stmt: ir.PtxCall, text: str, supported: str):
-    """The closure executing one ``cp.async.bulk*`` or ``fence.proxy.async*`` statement."""
-    ops, span = stmt.operands, stmt.span
-    copies = _bulk(m)
-    if text in _FENCES:
-        if ops:
-            raise compiler.error(f"{text} takes no operands")
-        shared = _FENCES[text]
-
-        def fence(idx):
-            m.span = span
-            if shared:
-                copies.fence(idx)
-            if m.traces is not None:
-                _record(m, stmt, BulkEvent.FENCE, idx)
-
-        return fence
-    if text == _COMMIT or text in _WAITS:
-        return _group(m, compiler, stmt, text, copies)
-    if text != _COPY:
-        raise SimulationError(
-            f"unknown PTX instruction {text!r}", span, f"the simulator implements {supported}"
-        )
-    return _copy(m, compiler, stmt, copies)
-
-
-def _group(m, compiler, stmt, text: str, copies: BulkCopies):
-    ops, span = stmt.operands, stmt.span
-    if text == _COMMIT:
-        if ops:
-            raise compiler.error(f"{text} takes no operands")
-    else:
-        if len(ops) != 1 or not isinstance(ops[0], ir.Immediate):
-            raise compiler.error(f"{text} takes one integer immediate, N")
-        n = ops[0].value
-        if not isinstance(n, int) or n < 0:
-            raise compiler.error(f"{text}'s N must be an int >= 0, not {n!r}")
-        reads_only = _WAITS[text]
-
-    def sync(idx):
-        m.span = span
-        groups = landed = None
-        if text == _COMMIT:
-            groups = copies.commit(idx)
-        else:
-            landed = copies.wait(idx, n, reads_only)
-        if m.traces is not None:
-            event = BulkEvent.COMMIT if groups is not None else BulkEvent.WAIT
-            _record(m, stmt, event, idx, groups=groups, landed=landed)
-
-    return sync
-
-
-def _copy(m, compiler, stmt, copies: BulkCopies):
-    ops, span = stmt.operands, stmt.span
-    if len(ops) != 3:
-        raise compiler.error(f"{_COPY} takes 3 operands (dstMem, srcMem, size)")
-    dst_op, src_op, size_op = ops
-    if not (isinstance(dst_op, ir.AddressOperand) and isinstance(dst_op.address, ir.GlobalAddress)):
-        raise compiler.error("cp.async.bulk's destination must be a global-memory address")
-    if not (isinstance(src_op, ir.AddressOperand) and isinstance(src_op.address, ir.SharedAddress)):
-        raise compiler.error("cp.async.bulk's source must be a shared-memory address")
-    if not isinstance(size_op, ir.ScalarOperand):
-        raise compiler.error("cp.async.bulk's size must be a scalar operand")
-    buf = dst_op.address.buffer
-    region = m.region(buf, compiler)
-    if buf.scope is not ir.Scope.GLOBAL:
-        raise compiler.error(f"cp.async.bulk's destination '{buf.name}' is not a global tensor")
-    region.guard = copies  # its loads and stores now check the pending destinations
-    dst_off = compiler.compile(dst_op.address.byte_offset)
-    src = compiler.compile(src_op.address)
-    size_f = compiler.compile(size_op.value)
-
-    def copy(idx):
-        m.span = span
-        k = idx.size
-        d = np.broadcast_to(as_index(dst_off(idx), k), (k,))
-        s = np.broadcast_to(as_index(src(idx), k), (k,)).astype(np.uint32).astype(np.int64)
-        n = np.broadcast_to(as_index(size_f(idx), k), (k,)).astype(np.uint32).astype(np.int64)
-        _check(m, region, idx, d, s, n)
-        for t, dd, ss, nn in zip(idx.tolist(), d.tolist(), s.tolist(), n.tolist()):
-            copies.issue(t, region, dd, ss, nn, span)
-        if m.traces is not None:
-            _record(m, stmt, BulkEvent.COPY, idx, dst=d, src=s, nbytes=n)
-
-    return copy
-
-
-def _check(m, region, idx, d, s, n) -> None:
-    """The ISA's operand rules, per thread: sizes, alignment, bounds."""
-    sh = m.shared
-    bad = (n <= 0) | (n % _UNIT != 0)
-    if bad.any():
-        j = int(np.flatnonzero(bad)[0])
-        raise Fault(
-            f"cp.async.bulk size {n[j]} is not a positive multiple of {_UNIT}",
-            idx[j],
-            f"a bulk copy moves whole {_UNIT}-byte units",
-        )
-    bad = (s % _UNIT != 0) | ((region.address + d) % _UNIT != 0)
-    if bad.any():
-        j = int(np.flatnonzero(bad)[0])
-        where = (
-            f"shared address {s[j]}"
-            if s[j] % _UNIT
-            else f"byte {d[j]} of global '{region.name}' (address {region.address + d[j]:#x})"
-        )
-        raise Fault(
-            f"cp.async.bulk: {where} is not {_UNIT}-byte aligned",
-            idx[j],
-            f"both addresses of a bulk copy must be multiples of {_UNIT}",
-        )
-    bad = (d < 0) | (d + n > region.nbytes)
-    if bad.any():
-        j = int(np.flatnonzero(bad)[0])
-        raise Fault(
-            f"out-of-bounds cp.async.bulk destination: bytes {d[j]}..{d[j] + n[j] - 1} of global "
-            f"'{region.name}', which holds {region.nbytes} bytes",
-            idx[j],
-        )
-    k = np.searchsorted(sh.starts, s, side="right") - 1
-    inside = (k >= 0) & (sh.ends.size > 0)
-    if sh.ends.size:
-        inside &= s + n <= sh.ends[np.maximum(k, 0)]
-    if not inside.all():
-        j = int(np.flatnonzero(~inside)[0])
-        raise Fault(
-            f"cp.async.bulk source [{s[j]}, {s[j] + n[j]}) of shared memory lies outside every "
-            f"shared allocation",
-            idx[j],
-        )

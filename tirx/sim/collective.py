@@ -178,7 +178,7 @@ def _full_warps(m, idx: np.ndarray, text: str) -> np.ndarray:
 def compile_ptx(m, compiler, stmt: ir.PtxCall):
     text = stmt.instruction.strip()
     if text.startswith(("cp.async.bulk", "fence.proxy")):
-        from .bulkcopy import compile_bulk
+        from .bulkcalls import compile_bulk
 
         return compile_bulk(m, compiler, stmt, text, _SUPPORTED)
     if text.startswith("cp.async"):
