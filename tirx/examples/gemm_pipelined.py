@@ -124,6 +124,55 @@ def make_gemm_pipelined(
     A_PAT = "(rep group row) (chunk word) -> rep (chunk group) row word"
     B_PAT = "(rep nt row) (chunk word) -> rep (nt chunk) row word"
 
+    # The kernel's three repeated steps, expanded where they are called (T.macro: each call
+    # is the tile operations below, with the call's values):
+    @T.macro
+    def load_slice(fa, fb, a_w, b_w, s, w, wm, wn):
+        """ldmatrix.x4 of one 16-wide K slice of stage s (words w .. w+7 of each row): the
+        warp's MR A fragments and NR B fragments (two 8-column n tiles per ldmatrix)."""
+        T.cuda.tile.apply(
+            T.ptx[ldsm],
+            fa.view(MR, 4, 8, 4, layout=A_LOAD),
+            a_w[s, wm * WTM : wm * WTM + WTM, w : w + 8].rearrange(A_PAT, rep=MR, group=2, chunk=2),
+        )
+        T.cuda.tile.apply(
+            T.ptx[ldsm],
+            fb.view(NR // 2, 4, 8, 4, layout=B_LOAD),
+            b_w[s, wn * WTN : wn * WTN + WTN, w : w + 8].rearrange(
+                B_PAT, rep=NR // 2, nt=2, chunk=2
+            ),
+        )
+
+    @T.macro
+    def fetch(a_q, b_q, A_q, B_q, st, tm, tn, kt, r0, c0):
+        """cp.async of K tile kt of block tile (tm, tn) into stage st: the thread's 16-byte
+        chunk c0 of rows r0 + RSTEP * q (q the repeat axis: A_CH and B_CH copies)."""
+        T.cuda.tile.apply(
+            T.ptx[cp],
+            a_q[st, :, r0, c0 * 8 : c0 * 8 + 8],
+            A_q[tm, :, r0, kt * BK + c0 * 8 : kt * BK + c0 * 8 + 8],
+            scope="thread",
+            chunk_bytes=16,
+        )
+        T.cuda.tile.apply(
+            T.ptx[cp],
+            b_q[st, :, r0, c0 * 8 : c0 * 8 + 8],
+            B_q[tn, :, r0, kt * BK + c0 * 8 : kt * BK + c0 * 8 + 8],
+            scope="thread",
+            chunk_bytes=16,
+        )
+
+    @T.macro
+    def multiply(acc, fa, fb):
+        """mma.sync of one K slice: MR x NR m16n8k16 instructions into the accumulators."""
+        T.cuda.tile.apply(
+            T.ptx[mma],
+            acc.view(MR, NR, 16, 8, layout=ACC),
+            fa.view(MR, 1, 16, 8, layout=A_MMA),
+            fb.view(NR, 1, 8, 8, layout=B_MMA),
+            acc.view(MR, NR, 16, 8, layout=ACC),
+        )
+
     @T.function
     def gemm_pipelined(
         A: T.Tensor((M, K), dtype),
@@ -171,34 +220,12 @@ def make_gemm_pipelined(
         bn = (pid % SPAN) // rows
         # prologue: K tiles 0 .. STAGES-2 of the first tile in flight, one commit group each
         for st in range(STAGES - 1):
-            T.cuda.tile.apply(
-                T.ptx[cp],
-                a_q[st, :, r0, c0 * 8 : c0 * 8 + 8],
-                A_q[bm, :, r0, st * BK + c0 * 8 : st * BK + c0 * 8 + 8],
-                scope="thread",
-                chunk_bytes=16,
-            )
-            T.cuda.tile.apply(
-                T.ptx[cp],
-                b_q[st, :, r0, c0 * 8 : c0 * 8 + 8],
-                B_q[bn, :, r0, st * BK + c0 * 8 : st * BK + c0 * 8 + 8],
-                scope="thread",
-                chunk_bytes=16,
-            )
+            fetch(a_q, b_q, A_q, B_q, st, bm, bn, st, r0, c0)
             T.ptx["cp.async.commit_group"]()
         T.ptx["cp.async.wait_group"](STAGES - 2)
         T.cuda.cta_sync()
         if DBUF:
-            T.cuda.tile.apply(
-                T.ptx[ldsm],
-                fa0.view(MR, 4, 8, 4, layout=A_LOAD),
-                a_w[0, wm * WTM : wm * WTM + WTM, 0:8].rearrange(A_PAT, rep=MR, group=2, chunk=2),
-            )
-            T.cuda.tile.apply(
-                T.ptx[ldsm],
-                fb0.view(NR // 2, 4, 8, 4, layout=B_LOAD),
-                b_w[0, wn * WTN : wn * WTN + WTN, 0:8].rearrange(B_PAT, rep=NR // 2, nt=2, chunk=2),
-            )
+            load_slice(fa0, fb0, a_w, b_w, 0, 0, wm, wn)
         for j in range(ROUNDS):  # the block's tiles
             tile = pid + j * GRID
             if tile < TILES:
@@ -220,35 +247,9 @@ def make_gemm_pipelined(
                     s1 = (j * KT + kt + 1) % STAGES
                     for kp in T.unroll(KP):  # slices 2 kp (fa0/fb0) and 2 kp + 1 (fa1/fb1)
                         if DBUF:  # slice 2kp+1 now; slice 2kp was loaded one step earlier
-                            T.cuda.tile.apply(
-                                T.ptx[ldsm],
-                                fa1.view(MR, 4, 8, 4, layout=A_LOAD),
-                                a_w[
-                                    s, wm * WTM : wm * WTM + WTM, 16 * kp + 8 : 16 * kp + 16
-                                ].rearrange(A_PAT, rep=MR, group=2, chunk=2),
-                            )
-                            T.cuda.tile.apply(
-                                T.ptx[ldsm],
-                                fb1.view(NR // 2, 4, 8, 4, layout=B_LOAD),
-                                b_w[
-                                    s, wn * WTN : wn * WTN + WTN, 16 * kp + 8 : 16 * kp + 16
-                                ].rearrange(B_PAT, rep=NR // 2, nt=2, chunk=2),
-                            )
+                            load_slice(fa1, fb1, a_w, b_w, s, 16 * kp + 8, wm, wn)
                         else:
-                            T.cuda.tile.apply(
-                                T.ptx[ldsm],
-                                fa0.view(MR, 4, 8, 4, layout=A_LOAD),
-                                a_w[s, wm * WTM : wm * WTM + WTM, 16 * kp : 16 * kp + 8].rearrange(
-                                    A_PAT, rep=MR, group=2, chunk=2
-                                ),
-                            )
-                            T.cuda.tile.apply(
-                                T.ptx[ldsm],
-                                fb0.view(NR // 2, 4, 8, 4, layout=B_LOAD),
-                                b_w[s, wn * WTN : wn * WTN + WTN, 16 * kp : 16 * kp + 8].rearrange(
-                                    B_PAT, rep=NR // 2, nt=2, chunk=2
-                                ),
-                            )
+                            load_slice(fa0, fb0, a_w, b_w, s, 16 * kp, wm, wn)
                         if kp == 0:
                             # K tile kt + STAGES - 1 of this tile, or past its end the next tile's,
                             # into the stage read one step ago: every warp passed the barrier
@@ -256,43 +257,11 @@ def make_gemm_pipelined(
                             cbm = T.if_then_else(kt >= NEXT, nbm, bm) if PERSISTENT else bm
                             cbn = T.if_then_else(kt >= NEXT, nbn, bn) if PERSISTENT else bn
                             ck = T.if_then_else(kt >= NEXT, kt - NEXT, kt + STAGES - 1)
-                            T.cuda.tile.apply(
-                                T.ptx[cp],
-                                a_q[ws, :, r0, c0 * 8 : c0 * 8 + 8],
-                                A_q[cbm, :, r0, ck * BK + c0 * 8 : ck * BK + c0 * 8 + 8],
-                                scope="thread",
-                                chunk_bytes=16,
-                            )
-                            T.cuda.tile.apply(
-                                T.ptx[cp],
-                                b_q[ws, :, r0, c0 * 8 : c0 * 8 + 8],
-                                B_q[cbn, :, r0, ck * BK + c0 * 8 : ck * BK + c0 * 8 + 8],
-                                scope="thread",
-                                chunk_bytes=16,
-                            )
+                            fetch(a_q, b_q, A_q, B_q, ws, cbm, cbn, ck, r0, c0)
                             T.ptx["cp.async.commit_group"]()
-                        T.cuda.tile.apply(
-                            T.ptx[mma],
-                            acc.view(MR, NR, 16, 8, layout=ACC),
-                            fa0.view(MR, 1, 16, 8, layout=A_MMA),
-                            fb0.view(NR, 1, 8, 8, layout=B_MMA),
-                            acc.view(MR, NR, 16, 8, layout=ACC),
-                        )
+                        multiply(acc, fa0, fb0)
                         if not DBUF:
-                            T.cuda.tile.apply(
-                                T.ptx[ldsm],
-                                fa1.view(MR, 4, 8, 4, layout=A_LOAD),
-                                a_w[
-                                    s, wm * WTM : wm * WTM + WTM, 16 * kp + 8 : 16 * kp + 16
-                                ].rearrange(A_PAT, rep=MR, group=2, chunk=2),
-                            )
-                            T.cuda.tile.apply(
-                                T.ptx[ldsm],
-                                fb1.view(NR // 2, 4, 8, 4, layout=B_LOAD),
-                                b_w[
-                                    s, wn * WTN : wn * WTN + WTN, 16 * kp + 8 : 16 * kp + 16
-                                ].rearrange(B_PAT, rep=NR // 2, nt=2, chunk=2),
-                            )
+                            load_slice(fa1, fb1, a_w, b_w, s, 16 * kp + 8, wm, wn)
                         if kp == KP - 1:
                             # the next K step's tile has landed (all but the newest STAGES - 2
                             # groups are done); after the block's last one this waits for a
@@ -300,42 +269,10 @@ def make_gemm_pipelined(
                             T.ptx["cp.async.wait_group"](STAGES - 2)
                             T.cuda.cta_sync()
                             if DBUF:
-                                T.cuda.tile.apply(
-                                    T.ptx[ldsm],
-                                    fa0.view(MR, 4, 8, 4, layout=A_LOAD),
-                                    a_w[s1, wm * WTM : wm * WTM + WTM, 0:8].rearrange(
-                                        A_PAT, rep=MR, group=2, chunk=2
-                                    ),
-                                )
-                                T.cuda.tile.apply(
-                                    T.ptx[ldsm],
-                                    fb0.view(NR // 2, 4, 8, 4, layout=B_LOAD),
-                                    b_w[s1, wn * WTN : wn * WTN + WTN, 0:8].rearrange(
-                                        B_PAT, rep=NR // 2, nt=2, chunk=2
-                                    ),
-                                )
+                                load_slice(fa0, fb0, a_w, b_w, s1, 0, wm, wn)
                         elif DBUF:  # slice 2kp+2 of this stage
-                            T.cuda.tile.apply(
-                                T.ptx[ldsm],
-                                fa0.view(MR, 4, 8, 4, layout=A_LOAD),
-                                a_w[
-                                    s, wm * WTM : wm * WTM + WTM, 16 * kp + 16 : 16 * kp + 24
-                                ].rearrange(A_PAT, rep=MR, group=2, chunk=2),
-                            )
-                            T.cuda.tile.apply(
-                                T.ptx[ldsm],
-                                fb0.view(NR // 2, 4, 8, 4, layout=B_LOAD),
-                                b_w[
-                                    s, wn * WTN : wn * WTN + WTN, 16 * kp + 16 : 16 * kp + 24
-                                ].rearrange(B_PAT, rep=NR // 2, nt=2, chunk=2),
-                            )
-                        T.cuda.tile.apply(
-                            T.ptx[mma],
-                            acc.view(MR, NR, 16, 8, layout=ACC),
-                            fa1.view(MR, 1, 16, 8, layout=A_MMA),
-                            fb1.view(NR, 1, 8, 8, layout=B_MMA),
-                            acc.view(MR, NR, 16, 8, layout=ACC),
-                        )
+                            load_slice(fa0, fb0, a_w, b_w, s, 16 * kp + 16, wm, wn)
+                        multiply(acc, fa1, fb1)
                 if STAGED:
                     # the epilogue through shared memory: round by round, the warps of
                     # ROWS_O rows put their fragments into A's stages (free once every copy,
