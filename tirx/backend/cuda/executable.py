@@ -77,10 +77,11 @@ import weakref
 from ...errors import LaunchError
 from ...executable import ArgChecker, CacheState, Executable
 from ...ir import nodes as ir
-from . import driver, runner_text
+from . import driver
 from .abi import CODEGEN_VERSION, param_kinds, uses_dynamic_shared
 from .cache import cache_key, default_cache
 from .nvrtc import command_line, compile_cuda, nvrtc_version
+from .nvrtc_library import finish_loading
 
 __all__ = ["CudaExecutable", "build", "make_runner", "make_runners", "native_runner"]
 
@@ -110,6 +111,7 @@ def build(kernel, lowered: ir.Function, target, timings: dict, source=None) -> C
     out, state = default_cache().get_or_compile(
         key, lambda: compile_cuda(source, arch=target.arch, filename=filename, command=command)
     )
+    finish_loading()  # a disk hit may not have needed the library tirx.compile began to load
     t2 = time.perf_counter()
     timings["nvrtc"] = (t2 - t1) * 1e3
     exe = CudaExecutable(kernel, lowered, target, timings, source, out)
@@ -334,6 +336,8 @@ def make_runners(
     ``distinct(*pointers) -> bool`` (:meth:`ArgChecker.distinct_pointers`) is the miss path's
     aliasing check of two or more tensors (None: never false); ``alignment``: alignment masks.
     """
+    from . import runner_text  # loaded at the first launch, not by the compile before it
+
     launcher.prepare(smem)
     grid, block = tuple(int(x) for x in grid), tuple(int(x) for x in block)
     alignment = tuple(alignment or (0,) * len(params))
@@ -387,6 +391,8 @@ def native_runner(
     native = _native_module()
     if native is None or not launcher.entry_address:
         return None
+    from . import runner_text
+
     if tuple(getattr(native, "MEMO_LAYOUT", ())) != tuple(
         runner_text.MEMO
     ):  # built from another layout
