@@ -48,7 +48,7 @@ CHILD = textwrap.dedent("""\
     except tirx.TirxError as e:
         result = {"error": str(e).splitlines()[0]}
     wall = (time.perf_counter() - t0) * 1e3
-    loader = nvrtc_library._LOADER
+    loader = nvrtc_library._STARTED.get("loader")
     result.update(wall=wall, started=loader is not None,
                   alive=loader is not None and loader.is_alive(),
                   threads=threading.active_count(),
@@ -126,12 +126,12 @@ def test_the_thread_starts_only_where_a_cpu_is_free(monkeypatch):
 
 
 def test_starting_does_nothing_on_a_busy_machine_or_once_the_bindings_are_in(monkeypatch):
-    monkeypatch.setattr(nvrtc_library, "_LOADER", None)
+    monkeypatch.setattr(nvrtc_library, "_STARTED", {})
     monkeypatch.setattr(nvrtc_library, "spare_cpu", lambda: False)
     nvrtc_library.start_loading()
-    assert nvrtc_library._LOADER is None
+    assert not nvrtc_library.started()
     monkeypatch.setattr(nvrtc_library, "spare_cpu", lambda: True)
     monkeypatch.setitem(sys.modules, "cuda.bindings.nvrtc", object())
     nvrtc_library.start_loading()
-    assert nvrtc_library._LOADER is None
+    assert not nvrtc_library.started()
     nvrtc_library.finish_loading()  # nothing to wait for: returns at once

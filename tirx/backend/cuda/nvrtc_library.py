@@ -28,25 +28,30 @@ import sys
 
 __all__ = ["start_loading", "finish_loading"]
 
-_LOADER = None  # the loading thread, once started (at most one per process)
+_STARTED: dict = {}  # "loader": the loading thread, once started (at most one per process)
 
 
 def start_loading() -> None:
     """Start loading libnvrtc on a background thread (once per process). Nothing when the
     bindings have been imported already (the library is loaded or on its way), or when no CPU
     is free for the thread (:func:`spare_cpu`)."""
-    global _LOADER
-    if _LOADER is not None or "cuda.bindings.nvrtc" in sys.modules or not spare_cpu():
+    if "loader" in _STARTED or "cuda.bindings.nvrtc" in sys.modules or not spare_cpu():
         return
     import threading
 
-    _LOADER = threading.Thread(target=_load, name="tirx-nvrtc-load", daemon=True)
-    _LOADER.start()
+    loader = threading.Thread(target=_load, name="tirx-nvrtc-load", daemon=True)
+    if _STARTED.setdefault("loader", loader) is loader:  # atomic: two compiles start one
+        loader.start()
+
+
+def started() -> bool:
+    """Whether this process has started loading the library on a thread."""
+    return "loader" in _STARTED
 
 
 def finish_loading() -> None:
     """Wait for a load :func:`start_loading` began (at once when none is running)."""
-    loader = _LOADER
+    loader = _STARTED.get("loader")
     if loader is not None and loader.is_alive():
         loader.join()
 
