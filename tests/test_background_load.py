@@ -27,14 +27,15 @@ ROOT = Path(__file__).resolve().parents[1]
 CHILD = textwrap.dedent("""\
     import json, sys, threading, time
     import tirx
-    from tirx.backend.cuda import nvrtc_library
     mode = sys.argv[1]
-    nvrtc_library.spare_cpu = lambda: mode != "busy"
-    load = nvrtc_library._load
-    def slow_load():
-        time.sleep(0.2)
-        load()
-    nvrtc_library._load = slow_load
+    if mode != "warm":  # (a warm child imports nothing of its own)
+        from tirx.backend.cuda import nvrtc_library
+        nvrtc_library.spare_cpu = lambda: mode != "busy"
+        load = nvrtc_library._load
+        def slow_load():
+            time.sleep(0.2)
+            load()
+        nvrtc_library._load = slow_load
     if mode == "fail":
         def boom(*args, **kw):
             raise tirx.TirxError("lowering failed", hint="a test's stand-in")
@@ -48,11 +49,13 @@ CHILD = textwrap.dedent("""\
     except tirx.TirxError as e:
         result = {"error": str(e).splitlines()[0]}
     wall = (time.perf_counter() - t0) * 1e3
-    loader = nvrtc_library._STARTED.get("loader")
+    module = sys.modules.get("tirx.backend.cuda.nvrtc_library")
+    loader = module._STARTED.get("loader") if module is not None else None
     result.update(wall=wall, started=loader is not None,
                   alive=loader is not None and loader.is_alive(),
                   threads=threading.active_count(),
-                  runner="tirx.backend.cuda.runner_text" in sys.modules)
+                  runner="tirx.backend.cuda.runner_text" in sys.modules,
+                  module=module is not None)
     print(json.dumps(result))
 """)
 
@@ -76,6 +79,8 @@ def test_a_cold_compile_waits_for_the_load_and_gives_the_same_result(tmp_path):
     # the wait for the (slowed) load is inside the call, and the stages still add up to it
     staged = sum(v for k, v in on["timings"].items() if k != "parse")
     assert on["wall"] >= 200 and staged <= on["wall"] < staged + 0.5, on
+    warm = run_child("warm", tmp_path / "on")  # a disk hit: nothing to load, nothing imported
+    assert warm["cache"] == "hit" and not warm["started"] and not warm["module"]
 
 
 def test_a_failed_compile_leaves_no_load_running(tmp_path):

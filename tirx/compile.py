@@ -67,9 +67,10 @@ def compile(func, target=None) -> Executable:  # noqa: A001 - the public name SP
     spent inside this call (``frontend``, ``lower``, ``codegen``, ``nvrtc``, ``load``, or
     ``memo`` for a repeat) and they add up to its wall time, ``other`` being the rest. Work
     overlapped on a thread is no stage of its own: the NVRTC library, loaded on a thread
-    during ``lower`` and ``codegen`` (backend/cuda/nvrtc_library.py), counts in ``nvrtc`` for
-    what is left of it when that stage starts waiting for it, so the stages still add up to
-    the wall time. Nothing started by the call runs on after it returns or raises.
+    during ``lower`` and ``codegen`` (backend/cuda/nvrtc_library.py), counts for what is left
+    of it when the main thread waits for it: in ``nvrtc`` (its first use of the library), or
+    in ``other`` after a disk hit that needed none; so the stages still add up to the wall
+    time. Nothing started by the call runs on after it returns or raises.
 
     An explicit arch (``"cuda -arch=sm_90"``) touches no GPU driver here: the module loads at
     the first launch (see :class:`~tirx.Target`)."""
@@ -91,9 +92,8 @@ def compile(func, target=None) -> Executable:  # noqa: A001 - the public name SP
     timings = {"parse": func.parse_ms}
     try:
         exe = _build(func, target, memo, timings)
-    except BaseException:
-        _finish_background_work()  # nothing runs on behind a failed call either
-        raise
+    finally:
+        _finish_background_work()  # nothing started here runs on behind the call
     _close(timings, t0)
     memo.executables[target] = exe.twin(None, exe.cache, dict(timings))
     return exe
@@ -114,7 +114,7 @@ def _build(func, target: Target, memo: _Memo, timings: dict) -> Executable:
             if target.kind == "cuda":  # libnvrtc loads while this lowers and generates code
                 from .backend.cuda.nvrtc_library import start_loading
 
-                start_loading()  # build() waits for it (and compile() when this fails)
+                start_loading()  # NVRTC's first use waits for it, and compile() at the end
             lowered = memo.lowered[arch] = lower_function(func.ir, arch=arch)
         timings["lower"] = (time.perf_counter() - t1) * 1e3
     if target.kind == "sim":
@@ -128,7 +128,8 @@ def _build(func, target: Target, memo: _Memo, timings: dict) -> Executable:
 
 
 def _finish_background_work() -> None:
-    """Wait for what a failed compile left running: the library load of nvrtc_library.py."""
+    """Wait for the library load of nvrtc_library.py if it still runs: after a failure, or
+    a disk hit that needed no NVRTC (a compile that runs NVRTC waited for it already)."""
     loading = sys.modules.get("tirx.backend.cuda.nvrtc_library")
     if loading is not None:
         loading.finish_loading()

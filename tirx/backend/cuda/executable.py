@@ -81,7 +81,6 @@ from . import driver
 from .abi import CODEGEN_VERSION, param_kinds, uses_dynamic_shared
 from .cache import cache_key, default_cache
 from .nvrtc import command_line, compile_cuda, nvrtc_version
-from .nvrtc_library import finish_loading
 
 __all__ = ["CudaExecutable", "build", "make_runner", "make_runners", "native_runner"]
 
@@ -111,7 +110,6 @@ def build(kernel, lowered: ir.Function, target, timings: dict, source=None) -> C
     out, state = default_cache().get_or_compile(
         key, lambda: compile_cuda(source, arch=target.arch, filename=filename, command=command)
     )
-    finish_loading()  # a disk hit may not have needed the library tirx.compile began to load
     t2 = time.perf_counter()
     timings["nvrtc"] = (t2 - t1) * 1e3
     exe = CudaExecutable(kernel, lowered, target, timings, source, out)
