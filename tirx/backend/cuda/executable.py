@@ -77,7 +77,7 @@ import weakref
 from ...errors import LaunchError
 from ...executable import ArgChecker, CacheState, Executable
 from ...ir import nodes as ir
-from . import driver, runner_text
+from . import driver
 from .abi import CODEGEN_VERSION, param_kinds, uses_dynamic_shared
 from .cache import cache_key, default_cache
 from .nvrtc import command_line, compile_cuda, nvrtc_version
@@ -334,6 +334,8 @@ def make_runners(
     ``distinct(*pointers) -> bool`` (:meth:`ArgChecker.distinct_pointers`) is the miss path's
     aliasing check of two or more tensors (None: never false); ``alignment``: alignment masks.
     """
+    from . import runner_text  # loaded at the first launch, not by the compile before it
+
     launcher.prepare(smem)
     grid, block = tuple(int(x) for x in grid), tuple(int(x) for x in block)
     alignment = tuple(alignment or (0,) * len(params))
@@ -387,6 +389,8 @@ def native_runner(
     native = _native_module()
     if native is None or not launcher.entry_address:
         return None
+    from . import runner_text
+
     if tuple(getattr(native, "MEMO_LAYOUT", ())) != tuple(
         runner_text.MEMO
     ):  # built from another layout
