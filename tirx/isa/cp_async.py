@@ -315,23 +315,39 @@ def lower_raw(contract: Contract, op: ir.RawPtx, address) -> ir.PtxCall:
 def _group_call(op: ir.RawPtx) -> ir.PtxCall:
     text = op.instruction
     if text != "cp.async.wait_group":
-        if op.operands:
-            raise ContractError(f'T.ptx["{text}"]() takes no operands, got {len(op.operands)}')
-        return ir.PtxCall(text, (), op.span)
+        return no_operands(text, op)
+    return wait_count(text, op, "groups", "STAGES - 2")
+
+
+def no_operands(text: str, op: ir.RawPtx) -> ir.PtxCall:
+    """``T.ptx[text]()``: a group call without operands (commit, wait_all)."""
+    if op.operands:
+        raise ContractError(f'T.ptx["{text}"]() takes no operands, got {len(op.operands)}')
+    return ir.PtxCall(text, (), op.span)
+
+
+def wait_count(text: str, op: ir.RawPtx, groups: str, example: str) -> ir.PtxCall:
+    """``T.ptx[text](n)``: a wait whose one operand, the number of the thread's newest
+    ``groups`` that may stay pending, is an immediate of the instruction (PTX gives it no
+    further domain than a non-negative integer constant)."""
     if len(op.operands) != 1:
         raise ContractError(
-            f'T.ptx["{text}"](n) takes one operand, the number of groups that may stay '
+            f'T.ptx["{text}"](n) takes one operand, the number of {groups} that may stay '
             f"pending, got {len(op.operands)}"
         )
-    n = static_value(op.operands[0])
+    value = op.operands[0]
     span = op.operand_spans[0] if op.operand_spans else None
-    if n is None or (isinstance(op.operands[0], ir.Expr) and op.operands[0].dtype.kind == "float"):
+    n = static_value(value)
+    if n is None or (isinstance(value, ir.Expr) and value.dtype.kind == "float"):
         raise ContractError(
             f"{text}: n must be a compile-time int",
-            hint="the number of pending groups is an immediate in the instruction, e.g. STAGES - 2",
+            hint=f"the number of pending groups is an immediate in the instruction, e.g. {example}",
         ).with_span(span)
-    if not 0 <= n < 2**31:  # PTX: an integer constant with no further domain
-        raise ContractError(f"{text}: n must be a non-negative int, got {n}").with_span(span)
+    if not 0 <= n < 2**31:
+        raise ContractError(
+            f"{text}: n must be a non-negative int, got {n}",
+            hint=f"0 waits for every one of the thread's {groups}",
+        ).with_span(span)
     return ir.PtxCall(text, (ir.Immediate(n),), op.span)
 
 

@@ -44,9 +44,8 @@ import itertools
 from ..errors import ContractError, TirxSyntaxError
 from ..ir import nodes as ir
 from ..ir.simplify import static_value
-from ..ir.simplify_index import simplify_index
 from .core import Contract, Family, FamilySpec, ModifierSlot, OperandSpec, Role
-from .cp_async import _reads_memory
+from .cp_async import _bytes, _reads_memory, no_operands, wait_count
 from .shared_rows import RowCheck, check_rows, element_offset, residue
 
 __all__ = ["SPEC", "SLOTS", "MIN_ARCH", "COPY", "ALIGN", "NOTES"]
@@ -112,10 +111,6 @@ def build(text: str, mods: dict) -> Contract:
         ),
     )  # fmt: skip
     return Contract(text, Family.CP_ASYNC_BULK, operands, MIN_ARCH, tuple(mods.items()))
-
-
-def _bytes(offset, dtype):
-    return simplify_index(offset * dtype.bytes)
 
 
 def _check_static_size(text: str, size: int, what: str = "size") -> None:
@@ -217,30 +212,9 @@ def lower_raw(contract: Contract, op: ir.RawPtx, address) -> ir.PtxCall:
 
 
 def _group_call(contract: Contract, op: ir.RawPtx) -> ir.PtxCall:
-    text = contract.text
     if contract.modifier("head") == "commit_group":
-        if op.operands:
-            raise ContractError(f'T.ptx["{text}"]() takes no operands, got {len(op.operands)}')
-        return ir.PtxCall(text, (), op.span)
-    if len(op.operands) != 1:
-        raise ContractError(
-            f'T.ptx["{text}"](n) takes one operand, the number of bulk groups that may stay '
-            f"pending, got {len(op.operands)}"
-        )
-    value = op.operands[0]
-    span = op.operand_spans[0] if op.operand_spans else None
-    n = static_value(value)
-    if n is None or (isinstance(value, ir.Expr) and value.dtype.kind == "float"):
-        raise ContractError(
-            f"{text}: n must be a compile-time int",
-            hint="the number of pending groups is an immediate in the instruction, e.g. 0",
-        ).with_span(span)
-    if not 0 <= n < 2**31:
-        raise ContractError(
-            f"{text}: n must be a non-negative int, got {n}",
-            hint="0 waits for every bulk group of the thread",
-        ).with_span(span)
-    return ir.PtxCall(text, (ir.Immediate(n),), op.span)
+        return no_operands(contract.text, op)
+    return wait_count(contract.text, op, "bulk groups", "0")
 
 
 # ----------------------------------------------------------------------------- tile form
