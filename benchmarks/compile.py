@@ -12,8 +12,7 @@ and the primary context on a GPU machine, as any program already using torch CUD
 * cold: an empty ``TIRX_CACHE_DIR``; the clock runs from defining the seed kernel
   (``@T.function`` parses it) to ``tirx.compile`` returning a loaded executable (without a GPU:
   to the CUBIN). It includes what tirx loads lazily on first use (its CUDA backend modules,
-  libnvrtc: on a thread while the kernel lowers, where a CPU is free, and the report says in
-  how many of the processes). Goal: at most 1.3 x NVRTC alone.
+  libnvrtc). Goal: at most 1.3 x NVRTC alone.
 * warm disk: the same in a second process with the same ``TIRX_CACHE_DIR`` (a disk hit: the
   front-end cache gives the lowered IR and the generated source without a parse, the CUBIN
   cache the binary). Goal: at most 10 ms. The "libraries preloaded" row is the same with tirx's CUDA backend
@@ -82,10 +81,7 @@ def child_tirx(target: str, preload: bool) -> dict:
     split = {"define": (t1 - t0) * 1e3, **exe.timings}
     staged = sum(v for k, v in exe.timings.items() if k not in ("parse", "other"))
     split["other"] = (t2 - t1) * 1e3 - staged  # tirx's own "other" and the call's way in
-    loading = sys.modules.get("tirx.backend.cuda.nvrtc_library")  # NVRTC loaded on a thread?
-    background = loading is not None and loading.started()
-    return {"ms": (t2 - t0) * 1e3, "cache": exe.cache, "timings": split, "loaded": "load" in split,
-            "background": background}  # fmt: skip
+    return {"ms": (t2 - t0) * 1e3, "cache": exe.cache, "timings": split, "loaded": "load" in split}
 
 
 def child_call(target: str) -> dict:
@@ -327,9 +323,6 @@ def main(argv=None) -> None:
         f"{call_ms:.3f} ms measured around it (medians), of which the process ran on a CPU "
         f"for {call_cpu:.3f} ms (the rest: waiting for one); the CUDA driver bindings were "
         f"imported in {call_driver} of {runs} processes.",
-        f"The cold runs loaded the NVRTC library on a thread during lowering in "
-        f"{sum(r.get('background', False) for r in cold)} of {runs} processes (only where a "
-        f"CPU was free for it: tirx/backend/cuda/nvrtc_library.py).",
         "(define: importing the kernel's module, which reads its source and parses it, parse "
         "being @T.function's own share; nvrtc: key + cache lookup + NVRTC, which on a hit is "
         "the disk read and, in a fresh process, loading libnvrtc for its version; load: module "

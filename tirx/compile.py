@@ -18,7 +18,6 @@ and generated source come from there (``timings["frontend"]``; parse, lower and 
 
 from __future__ import annotations
 
-import sys
 import time
 import weakref
 from dataclasses import dataclass, field
@@ -65,12 +64,7 @@ def compile(func, target=None) -> Executable:  # noqa: A001 - the public name SP
     ``exe.timings`` are milliseconds per stage. ``parse`` is what ``@T.function`` spent when
     the kernel was defined (0 for a kernel the front-end cache found); every other entry was
     spent inside this call (``frontend``, ``lower``, ``codegen``, ``nvrtc``, ``load``, or
-    ``memo`` for a repeat) and they add up to its wall time, ``other`` being the rest. Work
-    overlapped on a thread is no stage of its own: the NVRTC library, loaded on a thread
-    during ``lower`` and ``codegen`` (backend/cuda/nvrtc_library.py), counts for what is left
-    of it when the main thread waits for it: in ``nvrtc`` (its first use of the library), or
-    in ``other`` after a disk hit that needed none; so the stages still add up to the wall
-    time. Nothing started by the call runs on after it returns or raises.
+    ``memo`` for a repeat) and they add up to its wall time, ``other`` being the rest.
 
     An explicit arch (``"cuda -arch=sm_90"``) touches no GPU driver here: the module loads at
     the first launch (see :class:`~tirx.Target`)."""
@@ -90,17 +84,6 @@ def compile(func, target=None) -> Executable:  # noqa: A001 - the public name SP
         timings["memo"] = (time.perf_counter() - t0) * 1e3
         return known.twin(func, "hit", _close(timings, t0))
     timings = {"parse": func.parse_ms}
-    try:
-        exe = _build(func, target, memo, timings)
-    finally:
-        _finish_background_work()  # nothing started here runs on behind the call
-    _close(timings, t0)
-    memo.executables[target] = exe.twin(None, exe.cache, dict(timings))
-    return exe
-
-
-def _build(func, target: Target, memo: _Memo, timings: dict) -> Executable:
-    """The first compile of ``func`` for ``target`` in this process (filling ``timings``)."""
     t1 = time.perf_counter()
     arch = target.arch_number
     lowered = memo.lowered.get(arch)
@@ -111,28 +94,19 @@ def _build(func, target: Target, memo: _Memo, timings: dict) -> Executable:
         timings["lower"] = 0.0
     else:
         if lowered is None:
-            if target.kind == "cuda":  # libnvrtc loads while this lowers and generates code
-                from .backend.cuda.nvrtc_library import start_loading
-
-                start_loading()  # NVRTC's first use waits for it, and compile() at the end
             lowered = memo.lowered[arch] = lower_function(func.ir, arch=arch)
         timings["lower"] = (time.perf_counter() - t1) * 1e3
     if target.kind == "sim":
-        return SimExecutable(func, lowered, target, timings)
-    from .backend.cuda.executable import build
+        exe = SimExecutable(func, lowered, target, timings)
+    else:
+        from .backend.cuda.executable import build
 
-    exe = build(func, lowered, target, timings, source=stored[1] if stored else None)
-    if stored is None:
-        frontend.store(func, arch, lowered, exe.source)
+        exe = build(func, lowered, target, timings, source=stored[1] if stored else None)
+        if stored is None:
+            frontend.store(func, arch, lowered, exe.source)
+    _close(timings, t0)
+    memo.executables[target] = exe.twin(None, exe.cache, dict(timings))
     return exe
-
-
-def _finish_background_work() -> None:
-    """Wait for the library load of nvrtc_library.py if it still runs: after a failure, or
-    a disk hit that needed no NVRTC (a compile that runs NVRTC waited for it already)."""
-    loading = sys.modules.get("tirx.backend.cuda.nvrtc_library")
-    if loading is not None:
-        loading.finish_loading()
 
 
 def _close(timings: dict, t0: float) -> dict:

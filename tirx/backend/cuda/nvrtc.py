@@ -149,9 +149,6 @@ def parse_diagnostics(log: str) -> list[Diagnostic]:
 
 
 def _nvrtc():
-    from .nvrtc_library import finish_loading
-
-    finish_loading()  # a background load of the library (nvrtc_library.py) ends first
     from cuda.bindings import nvrtc
 
     return nvrtc
