@@ -1,5 +1,5 @@
 """The CUDA launcher's check of data-pointer alignment for ``T.vectorized`` accesses
-(tirx/backend/cuda/alignment.py, tirx/ir/vector_access.py): the requirement per parameter (the
+(tirx/backend/cuda/alignment.py, tirx/ir/aligned_access.py): the requirement per parameter (the
 one the simulator checks), the pure check on pointer values, every launch path on the CPU (the
 checked path, the Python runner, the C runner, with recorded launches), and on the GPU a
 misaligned torch view refused before it can fault (marked ``gpu``)."""
@@ -15,6 +15,7 @@ from tirx.backend.cuda import driver
 from tirx.backend.cuda.alignment import Alignment, Requirements, misalignment, pointer_alignment
 from tirx.backend.cuda.runner_text import runner_source
 from tirx.errors import LaunchError
+from tirx.ir.aligned_access import AccessKind
 
 torch = pytest.importorskip("torch")
 
@@ -105,7 +106,9 @@ def test_the_simulator_checks_the_same_requirement(tmp_path):
 
 
 def test_the_check_of_a_pointer_value():
-    need = Alignment(2, "H", 16)
+    need = Alignment(
+        2, "H", 16, "accessed as vectors of 16 bytes (T.vectorized)", AccessKind.VECTOR
+    )
     assert misalignment(0x7F00_0000_1000, need) is None
     assert misalignment(0, need) is None
     assert misalignment(0x1002, None) is None  # no requirement: any pointer
@@ -116,7 +119,10 @@ def test_the_check_of_a_pointer_value():
     assert "0x7f0000001002 is aligned to 2 bytes only" in msg
     assert "H.clone()" in err.hint and ".contiguous()" in err.hint
     assert "aligned to 8 bytes" in str(misalignment(0x1008, need))
-    assert "aligned to 1 byte only" in str(misalignment(0x1001, Alignment(0, "X", 4)))
+    copied = Alignment(0, "X", 4, "the global source of a 4-byte cp.async", AccessKind.COPY)
+    err = misalignment(0x1001, copied)
+    assert "parameter 'X' is the global source of a 4-byte cp.async, so" in str(err)
+    assert "aligned to 1 byte only" in str(err) and "T.unroll" not in err.hint
     assert [pointer_alignment(p) for p in (1, 2, 6, 0x1000, 0x1018)] == [1, 2, 2, 0x1000, 8]
     kernel = Requirements((None, need))  # what the launch paths ask, per parameter
     assert kernel.masks == (0, 15)

@@ -39,7 +39,7 @@ FAMILY_MODULES = {
         "tirx.sim.intrinsics",
         "tirx.sim.fp8",
         "tirx.sim.reinterpret",
-        "tirx.sim.vectorized",
+        "tirx.sim.pointer_alignment",
         "tirx.sim.cta",
     ],
 }
@@ -88,7 +88,7 @@ def kernel(A: T.Tensor((32, 4), "float32"), B: T.Tensor((32, 4), "float32")):
     for v in T.vectorized(4):
         B[tid, v] = A[tid, v]
 """,
-        ["tirx.transform.vectorize", "tirx.backend.cuda.vector", "tirx.sim.vectorized"],
+        ["tirx.transform.vectorize", "tirx.backend.cuda.vector", "tirx.sim.pointer_alignment"],
     ),
     "fp8": (
         """\

@@ -36,8 +36,10 @@ import numpy as np
 
 from ..errors import SimulationError
 from ..ir import nodes as ir
+from ..ir.aligned_access import copy_access
 from .faults import Fault
 from .memory import as_index
+from .pointer_alignment import check_pointer
 from .trace import CopyTrace
 
 __all__ = ["AsyncCopies", "compile_async", "CopyEvent"]
@@ -192,6 +194,7 @@ def compile_async(m, compiler, stmt: ir.PtxCall, text: str, supported: str):
     if src_buf.scope is not ir.Scope.GLOBAL:
         raise compiler.error(f"cp.async's source '{src_buf.name}' is not a global tensor")
     src_off = compiler.compile(src_op.address.byte_offset)
+    pointer_need = copy_access(stmt)  # the data pointer's alignment, as the launcher asks it
     cols = np.arange(size)
 
     def copy(idx):
@@ -212,6 +215,7 @@ def compile_async(m, compiler, stmt: ir.PtxCall, text: str, supported: str):
                     f"src-size is the number of bytes to read, 0..{size}; the rest is zero-filled",
                 )
         m.shared._check_rows(d, idx, "cp.async destination", size)
+        check_pointer(pointer_need, region.address)
         misaligned = (off % size != 0) | ((region.address + off) % size != 0)
         if misaligned.any():
             j = int(np.flatnonzero(misaligned)[0])

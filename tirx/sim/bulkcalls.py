@@ -14,10 +14,12 @@ import numpy as np
 
 from ..errors import SimulationError
 from ..ir import nodes as ir
+from ..ir.aligned_access import copy_access
 from .asynccopy import _record
 from .bulkcopy import COMMIT, COPY, FENCES, UNIT, WAITS, BulkCopies, BulkEvent
 from .faults import Fault
 from .memory import as_index
+from .pointer_alignment import check_pointer
 
 __all__ = ["compile_bulk"]
 
@@ -100,9 +102,11 @@ def _copy(m, compiler, stmt, copies: BulkCopies):
     dst_off = compiler.compile(dst_op.address.byte_offset)
     src = compiler.compile(src_op.address)
     size_f = compiler.compile(size_op.value)
+    pointer_need = copy_access(stmt)  # the data pointer's alignment, as the launcher asks it
 
     def copy(idx):
         m.span = span
+        check_pointer(pointer_need, region.address)
         k = idx.size
         d = np.broadcast_to(as_index(dst_off(idx), k), (k,))
         s = np.broadcast_to(as_index(src(idx), k), (k,)).astype(np.uint32).astype(np.int64)

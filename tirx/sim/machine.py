@@ -339,7 +339,7 @@ class Machine:
         if not isinstance(s.step, int) or s.step == 0:
             raise self.compiler.error(f"loop step must be a nonzero int, not {s.step!r}")
         if s.kind is ir.LoopKind.VECTORIZED:  # T.vectorized: data pointers aligned to vectors
-            from .vectorized import check_vector_alignment
+            from .pointer_alignment import check_vector_alignment
 
             check_vector_alignment(s, self.regions)
         v = s.var

@@ -1,14 +1,16 @@
-"""The launcher's check that each tensor a ``T.vectorized`` loop accesses as vectors starts
-where the GPU's vector accesses need it to.
+"""The launcher's check that each tensor starts where the kernel's aligned accesses need it to:
+``T.vectorized`` loops, the global sources of ``cp.async`` and the global addresses of
+``cp.async.bulk`` (tirx/ir/aligned_access.py).
 
-A vectorized copy becomes one ``uint2``/``uint4`` load or store (tirx/backend/cuda/vector.py) at
-an offset that lowering proved a multiple of the vector's size; a data pointer that is not
-(a view such as ``torch.empty(1025, dtype=torch.float16)[1:]``) makes the GPU stop the kernel
-with "misaligned address", a sticky error that poisons the CUDA context. So the launcher refuses
-such a pointer first, with a LaunchError naming the parameter. The requirement per parameter is
-what the simulator checks too (tirx/ir/vector_access.py); it is found once per executable, and
-costs a call one ``&`` per tensor that has one, on the calls that check (a remembered tensor
-kept its pointer and passed already).
+Such an access sits at an offset that lowering proved a multiple of its size (a vectorized
+copy becomes one ``uint2``/``uint4`` load or store, tirx/backend/cuda/vector.py; a 16-byte
+``cp.async`` reads 16 aligned bytes); a data pointer that is not a multiple too (a view such as
+``torch.empty(1025, dtype=torch.float16)[1:]``) makes the GPU stop the kernel with "misaligned
+address", a sticky error that poisons the CUDA context. So the launcher refuses such a pointer
+first, with a LaunchError naming the parameter, the alignment, the instruction and the line.
+The requirement per parameter is what the simulator checks too; it is found once per
+executable, and costs a call one ``&`` per tensor that has one, on the calls that check (a
+remembered tensor kept its pointer and passed already).
 """
 
 from __future__ import annotations
@@ -17,19 +19,22 @@ from dataclasses import dataclass
 
 from ...errors import LaunchError, Span
 from ...ir import nodes as ir
-from ...ir.vector_access import parameter_alignments
+from ...ir.aligned_access import AccessKind, parameter_alignments
 
 __all__ = ["Alignment", "Requirements", "misalignment", "pointer_alignment"]
 
 
 @dataclass(frozen=True)
 class Alignment:
-    """Parameter ``name`` (at position ``index``) is accessed as vectors of ``nbytes`` bytes
-    (a power of two) by the vectorized loop at ``span``."""
+    """Parameter ``name`` (at position ``index``) needs a data pointer that is a multiple of
+    ``nbytes`` (a power of two) for the access at ``span``: ``what`` says which (the
+    phrase of :attr:`tirx.ir.aligned_access.AlignedAccess.what`), ``kind`` its kind."""
 
     index: int
     name: str
     nbytes: int
+    what: str
+    kind: AccessKind
     span: Span | None = None
 
     @property
@@ -47,10 +52,10 @@ class Requirements:
 
     @classmethod
     def of(cls, fn: ir.Function) -> Requirements:
-        """The requirements of the lowered ``fn`` (tirx/ir/vector_access.py)."""
+        """The requirements of the lowered ``fn`` (tirx/ir/aligned_access.py)."""
         return cls(
             tuple(
-                None if a is None else Alignment(i, p.name, a.nbytes, a.loop.span)
+                None if a is None else Alignment(i, p.name, a.nbytes, a.what, a.kind, a.span)
                 for i, (p, a) in enumerate(zip(fn.params, parameter_alignments(fn)))
             )
         )
@@ -78,13 +83,17 @@ def misalignment(pointer: int, requirement: Alignment | None) -> LaunchError | N
     when it keeps it (or there is none). Pure: the launch paths raise what it returns."""
     if requirement is None or not pointer & requirement.mask:
         return None
-    name, size = requirement.name, requirement.nbytes
+    name, size, have = requirement.name, requirement.nbytes, pointer_alignment(pointer)
+    other = (
+        ", or loop with T.unroll instead of T.vectorized"
+        if requirement.kind is AccessKind.VECTOR
+        else ""
+    )
     return LaunchError(
-        f"parameter {name!r} is accessed as vectors of {size} bytes (T.vectorized), so its "
-        f"data pointer must be a multiple of {size}; {pointer:#x} is aligned to "
-        f"{pointer_alignment(pointer)} byte{'s' if pointer_alignment(pointer) > 1 else ''} only",
+        f"parameter {name!r} is {requirement.what}, so its data pointer must be a multiple of "
+        f"{size}; {pointer:#x} is aligned to {have} byte{'s' if have > 1 else ''} only",
         requirement.span,
         hint=f"pass {name} as a tensor of its own storage, e.g. {name}.clone() (a view that "
         "starts inside another tensor, like x[1:], keeps its offset; .contiguous() returns a "
-        "contiguous view as it is), or loop with T.unroll instead of T.vectorized",
+        f"contiguous view as it is){other}",
     )

@@ -40,7 +40,8 @@ C, calling ``cuLaunchKernel`` directly, and hands every call it declines to ``ca
 :class:`~tirx.backend.cuda.driver.ArgPacker`, ``stream`` torch's current-stream getter and
 ``streams`` the map from stream handles to ``CUstream`` objects, ``distinct`` the check that no
 written tensor overlaps another (``ArgChecker.distinct_pointers``; the code declares every
-pointer ``__restrict__``; a tensor read as 16-byte vectors adds ``not p0 & 15``: alignment.py).
+pointer ``__restrict__``; a tensor read as 16-byte vectors or copied by a 16-byte cp.async adds
+``not p0 & 15``: alignment.py).
 A twin, ``run(args)``, answers True or False instead of falling back (tests use it).
 
 **The memo.** The runner remembers the tensors it last checked (weak references, so it keeps no
@@ -167,7 +168,7 @@ class CudaExecutable(Executable):
             self._smem = max(self._smem, lowered.shared_bytes)
 
     @functools.cached_property
-    def _alignment(self):  # what T.vectorized asks of each data pointer (alignment.py)
+    def _alignment(self):  # what vectors and copies ask of each data pointer (alignment.py)
         from .alignment import Requirements
 
         return Requirements.of(self.lowered)
