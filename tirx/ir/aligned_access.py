@@ -34,6 +34,7 @@ from .visitor import walk
 
 __all__ = [
     "AccessKind",
+    "CopyOperand",
     "AlignedAccess",
     "BULK_ALIGN",
     "vector_accesses",
@@ -52,6 +53,13 @@ class AccessKind(enum.Enum):
     BULK = "cp.async.bulk"  # the global address of a bulk copy
 
 
+class CopyOperand(enum.Enum):
+    """Which of a copy's addresses is the global one (PTX order: ``[dst], [src]``)."""
+
+    DESTINATION = "destination"
+    SOURCE = "source"
+
+
 @dataclass(frozen=True)
 class AlignedAccess:
     """One access that touches the global tensor ``buffer`` in units that need its data
@@ -63,7 +71,7 @@ class AlignedAccess:
     kind: AccessKind
     instruction: str
     span: Span | None = None
-    operand: str = ""  # a copy's: "source" or "destination" (PTX order: [dst], [src])
+    operand: CopyOperand | None = None  # a copy's global address; None for a vector
 
     @property
     def what(self) -> str:
@@ -72,9 +80,9 @@ class AlignedAccess:
         if self.kind is AccessKind.VECTOR:
             return f"accessed as vectors of {self.nbytes} bytes (T.vectorized)"
         if self.kind is AccessKind.COPY:
-            return f"the global {self.operand} of a {self.nbytes}-byte {self.instruction}"
+            return f"the global {self.operand.value} of a {self.nbytes}-byte {self.instruction}"
         return (
-            f"the global {self.operand} of {self.instruction} (a bulk copy's addresses are "
+            f"the global {self.operand.value} of {self.instruction} (a bulk copy's addresses are "
             f"{self.nbytes}-byte aligned)"
         )
 
@@ -95,10 +103,10 @@ def vector_accesses(loop: ir.For) -> list[AlignedAccess]:
     return found
 
 
-def _global_operand(call: ir.PtxCall) -> tuple[ir.GlobalAddress, str] | None:
+def _global_operand(call: ir.PtxCall) -> tuple[ir.GlobalAddress, CopyOperand] | None:
     for i, op in enumerate(call.operands):
         if isinstance(op, ir.AddressOperand) and isinstance(op.address, ir.GlobalAddress):
-            return op.address, "destination" if i == 0 else "source"
+            return op.address, CopyOperand.DESTINATION if i == 0 else CopyOperand.SOURCE
     return None
 
 
