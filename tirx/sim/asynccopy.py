@@ -19,7 +19,9 @@ shared memory when a wait of its thread covers it. From then on the bytes count 
 the issuing thread at that moment, so other threads need a barrier after the wait (the race
 rules of :mod:`tirx.sim.shared`). Until then the destination is the copy engine's: a read or
 write of it by anyone, or a copy issued onto bytes another thread accessed since the last
-barrier (a pipeline stage reused without one), is a fault naming both lines.
+barrier (a pipeline stage reused without one), is a fault naming both lines. A copy whose
+global source bytes a bulk store of the kernel has not yet written (its full wait not done,
+tirx/sim/bulkcopy.py) is a fault naming both lines too: it would read the old bytes.
 
 Lowered operands (PTX order): ``AddressOperand(SharedAddress)``, ``AddressOperand(
 GlobalAddress)``, ``Immediate(cp_size)`` and optionally ``ScalarOperand(src_size)``;
@@ -233,6 +235,8 @@ def compile_async(m, compiler, stmt: ir.PtxCall, text: str, supported: str):
                 f"'{region.name}', which holds {region.nbytes} bytes",
                 idx[j],
             )
+        if region.guard is not None:  # bytes a bulk store of this kernel has not yet written
+            _check_bulk_pending(region, off, n, idx)
         take = cols[None, :] < n[:, None]
         where = np.where(take, off[:, None] + cols[None, :], 0)
         data = np.where(take, region.bytes[where], 0).astype(np.uint8)
@@ -241,6 +245,16 @@ def compile_async(m, compiler, stmt: ir.PtxCall, text: str, supported: str):
             _record(m, stmt, CopyEvent.COPY, idx, dst=d, src=off, nbytes=n)
 
     return copy
+
+
+def _check_bulk_pending(region, off, n, idx) -> None:
+    """A copy's global source bytes must not be the destination of a pending ``cp.async.bulk``
+    (tirx/sim/bulkcopy.py): until a full wait covers it the bytes are not written yet, so the
+    copy would read the old ones. Only the ``n`` bytes each thread reads count."""
+    reads = n > 0
+    for nbytes in np.unique(n[reads]).tolist():
+        sel = reads & (n == nbytes)
+        region.guard.check_global(region, off[sel], nbytes, idx[sel], "cp.async read of")
 
 
 def _record(m, stmt, event, idx, *, dst=None, src=None, nbytes=None, groups=None, landed=None):
