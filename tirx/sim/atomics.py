@@ -22,6 +22,11 @@ the simulator reports is not measured yet: see docs/simulator.md). The atomics s
 barrier are kept per byte like the readers are (:class:`AtomicAccesses`). Global memory has no
 race tracking (racecheck does not look at global memory either): the simulator runs blocks one
 after another, so it could not see most races between blocks anyway.
+
+An atomic on shared memory is a write of the generic proxy, as a store is
+(:mod:`tirx.sim.bulkcopy`): on bytes that a pending ``cp.async.bulk`` still reads (its
+``.read`` wait not done) it is a fault naming both lines, and a bulk copy of bytes it updated
+needs a ``fence.proxy.async.shared::cta`` in between.
 """
 
 from __future__ import annotations
@@ -83,6 +88,8 @@ def _track_shared(memory, addr: np.ndarray, s: int, tids: np.ndarray) -> None:
     if memory.in_flight:
         memory.check_pending(addr, s, tids, verb)
     b, p = memory._spread(addr, s, tids)
+    if memory.bulk is not None:  # a write of the generic proxy, as a store is (bulkcopy.py)
+        memory.bulk.generic_write(b, p, True)
     wp, e = memory._check_writer(b, p, verb)
     rw = memory.r_warp[b]
     bad = (rw == -2) | (
