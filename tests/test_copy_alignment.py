@@ -213,6 +213,33 @@ def test_the_simulator_refuses_a_bulk_destination_off_16_bytes(tmp_path):
     np.testing.assert_array_equal(good, a)
 
 
+def test_both_targets_refuse_a_copy_that_no_thread_reaches(tmp_path):
+    """The requirement is the kernel's, not the launch's: a copy behind a branch no thread
+    takes is checked too, by the launcher and by the simulator alike."""
+    unreached = """
+    @T.function
+    def kernel(A: T.Tensor((32, 8), "float16"), Out: T.Tensor((32, 8), "float16")):
+        T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=32))
+        lane = T.cuda.lane_id()
+        s = T.alloc_shared((32, 8), "float16")
+        if lane > 99:
+            T.ptx["cp.async.cg.shared.global"](s[lane, 0], A[lane, 0], 16)
+            T.ptx["cp.async.wait_all"]()
+            Out[lane, 0] = s[lane, 0]
+    """
+    kernel = define(unreached, tmp_path, "kernel")
+    bad = _shifted(256, torch.float16, 8).view(32, 8)
+    with pytest.raises(tirx.SimulationError, match="'A' is the global source of a 16-byte"):
+        tirx.compile(kernel, target="sim")(bad.numpy(), np.zeros((32, 8), np.float16))
+    tirx.compile(kernel, target="sim")(bad.clone().numpy(), np.zeros((32, 8), np.float16))
+    exe = tirx.compile(kernel, target=TARGET)
+    recorder = attach_recorder(exe, -1)
+    with pytest.raises(LaunchError, match="parameter 'A' is the global source of a 16-byte"):
+        exe(bad, torch.zeros(32, 8).half())
+    exe(bad.clone(), torch.zeros(32, 8).half())
+    assert len(recorder.calls) == 1
+
+
 # ------------------------------------------------------------- the launch paths (CPU)
 
 

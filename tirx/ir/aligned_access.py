@@ -17,10 +17,11 @@ starts. Three kinds of access turn that into a requirement on the data pointer:
   destination) must be 16-byte aligned.
 
 The requirement is read off the lowered IR only (the instruction text and its operands, as the
-ISA spells them), not from the compiler's instruction tables, so the simulator can use it. The
-simulator checks it when such an access runs (tirx/sim/pointer_alignment.py, called from the
-loop and from tirx/sim/asynccopy.py and tirx/sim/bulkcalls.py); the CUDA launcher on each call's pointers, for every access of the
-kernel whether or not a launch reaches it (tirx/backend/cuda/alignment.py).
+ISA spells them), not from the compiler's instruction tables, so the simulator can use it. Both
+targets check every such access of the kernel, whether or not a thread reaches it: the
+simulator when it builds the statement (tirx/sim/pointer_alignment.py, from the loop and from
+tirx/sim/asynccopy.py and tirx/sim/bulkcalls.py), the CUDA launcher on each call's pointers
+(tirx/backend/cuda/alignment.py).
 """
 
 from __future__ import annotations

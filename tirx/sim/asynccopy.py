@@ -195,8 +195,9 @@ def compile_async(m, compiler, stmt: ir.PtxCall, text: str, supported: str):
     region = m.region(src_buf, compiler)
     if src_buf.scope is not ir.Scope.GLOBAL:
         raise compiler.error(f"cp.async's source '{src_buf.name}' is not a global tensor")
+    # the data pointer's alignment, as the launcher asks it: for every copy, reached or not
+    check_pointer(copy_access(stmt), region.address)
     src_off = compiler.compile(src_op.address.byte_offset)
-    pointer_need = copy_access(stmt)  # the data pointer's alignment, as the launcher asks it
     cols = np.arange(size)
 
     def copy(idx):
@@ -217,7 +218,6 @@ def compile_async(m, compiler, stmt: ir.PtxCall, text: str, supported: str):
                     f"src-size is the number of bytes to read, 0..{size}; the rest is zero-filled",
                 )
         m.shared._check_rows(d, idx, "cp.async destination", size)
-        check_pointer(pointer_need, region.address)
         misaligned = (off % size != 0) | ((region.address + off) % size != 0)
         if misaligned.any():
             j = int(np.flatnonzero(misaligned)[0])

@@ -102,11 +102,11 @@ def _copy(m, compiler, stmt, copies: BulkCopies):
     dst_off = compiler.compile(dst_op.address.byte_offset)
     src = compiler.compile(src_op.address)
     size_f = compiler.compile(size_op.value)
-    pointer_need = copy_access(stmt)  # the data pointer's alignment, as the launcher asks it
+    # the data pointer's alignment, as the launcher asks it: for every copy, reached or not
+    check_pointer(copy_access(stmt), region.address)
 
     def copy(idx):
         m.span = span
-        check_pointer(pointer_need, region.address)
         k = idx.size
         d = np.broadcast_to(as_index(dst_off(idx), k), (k,))
         s = np.broadcast_to(as_index(src(idx), k), (k,)).astype(np.uint32).astype(np.int64)

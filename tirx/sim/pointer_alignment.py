@@ -3,9 +3,13 @@ aligned (tirx/ir/aligned_access.py, the requirement the CUDA launcher reads too)
 
 * a ``T.vectorized`` loop over global tensors: the GPU accesses the ``n`` elements as one
   vector, which must be aligned to its size (PTX ISA, "Vectors": a vector access is naturally
-  aligned); checked when the loop runs;
+  aligned);
 * the global operand of a ``cp.async`` (``cp-size`` bytes) or a ``cp.async.bulk`` (16 bytes)
-  (PTX ISA, "cp.async", "cp.async.bulk"); checked when the copy runs.
+  (PTX ISA, "cp.async", "cp.async.bulk").
+
+Each is checked when the machine builds the statement, before the block runs, so a loop or
+copy that no thread reaches is checked too: the simulator refuses the tensors the launcher
+refuses (which checks every access of the kernel).
 
 Lowering proved the offsets from the start of the tensor (tirx/transform/vectorize.py,
 tirx/isa/cp_async.py, tirx/isa/cp_async_bulk.py) or left them to the copies' own run-time
