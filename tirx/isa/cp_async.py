@@ -74,12 +74,7 @@ def reject(mods: dict) -> str | None:
 def build(text: str, mods: dict) -> Contract:
     op = mods["op"]
     if op in _GROUP_OPS:
-        n = OperandSpec(
-            "n", Role.IMMEDIATE, "uint32", (), 0,
-            about="how many of the thread's newest groups may stay pending",
-        )  # fmt: skip
-        operands = (n,) if op == "wait_group" else ()
-        return Contract(text, Family.CP_ASYNC, operands, MIN_ARCH, tuple(mods.items()))
+        return group_contract(text, Family.CP_ASYNC, mods, op == "wait_group", "groups")
     sizes = _SIZES[op]
     *head, last = sizes
     chunk = f"{', '.join(map(str, head))} or {last} bytes" if head else f"{last} bytes"
@@ -310,6 +305,18 @@ def lower_raw(contract: Contract, op: ir.RawPtx, address) -> ir.PtxCall:
     if zero_fill is not None:
         operands.append(zero_fill)
     return ir.PtxCall(text, tuple(operands), op.span)
+
+
+def group_contract(
+    text: str, family: Family, mods: dict, waits: bool, groups: str, min_arch: int = MIN_ARCH
+) -> Contract:
+    """The contract of a group call: a wait has one immediate operand, the number of the
+    thread's newest ``groups`` that may stay pending; a commit (or wait_all) has none."""
+    n = OperandSpec(
+        "n", Role.IMMEDIATE, "uint32", (), 0,
+        about=f"how many of the thread's newest {groups} may stay pending",
+    )  # fmt: skip
+    return Contract(text, family, (n,) if waits else (), min_arch, tuple(mods.items()))
 
 
 def _group_call(op: ir.RawPtx) -> ir.PtxCall:

@@ -45,7 +45,7 @@ from ..errors import ContractError, TirxSyntaxError
 from ..ir import nodes as ir
 from ..ir.simplify import static_value
 from .core import Contract, Family, FamilySpec, ModifierSlot, OperandSpec, Role
-from .cp_async import _bytes, _reads_memory, no_operands, wait_count
+from .cp_async import _bytes, _reads_memory, group_contract, no_operands, wait_count
 from .shared_rows import RowCheck, check_rows, element_offset, residue
 
 __all__ = ["SPEC", "SLOTS", "MIN_ARCH", "COPY", "ALIGN", "NOTES"]
@@ -95,12 +95,8 @@ def reject(mods: dict) -> str | None:
 def build(text: str, mods: dict) -> Contract:
     head = mods["head"]
     if head in _GROUP_OPS:
-        n = OperandSpec(
-            "n", Role.IMMEDIATE, "uint32", (), 0,
-            about="how many of the thread's newest bulk groups may stay pending",
-        )  # fmt: skip
-        operands = (n,) if head == "wait_group" else ()
-        return Contract(text, Family.CP_ASYNC_BULK, operands, MIN_ARCH, tuple(mods.items()))
+        waits = head == "wait_group"
+        return group_contract(text, Family.CP_ASYNC_BULK, mods, waits, "bulk groups", MIN_ARCH)
     block = f"contiguous, {ALIGN}-byte aligned"
     operands = (
         OperandSpec("dst", Role.GLOBAL_BLOCK_OUT, "uint8", (), 0, about=block),
