@@ -63,20 +63,21 @@ class GemmConfig:
     def nr(self) -> int:
         return self.wtn // 8
 
-    def shared_bytes(self, elem_bytes: int = 2, out_bytes: int = 4) -> int:
+    def stage_bytes(self, elem_bytes: int = 2) -> int:
+        """Shared bytes of the A and B stages (pad rows included)."""
         row = self.bk + (8 if self.smem == "pad" else 0)
-        stages = self.stages * (self.bm + self.bn) * row * elem_bytes
-        return stages + (
-            self.bulk_rows(out_bytes) * (self.bn + 8) * out_bytes if self.persistent else 0
-        )
+        return self.stages * (self.bm + self.bn) * row * elem_bytes
+
+    def shared_bytes(self, elem_bytes: int = 2, out_bytes: int = 4) -> int:
+        """The stages and, for a persistent bulk-store kernel, its staging buffer."""
+        return self.stage_bytes(elem_bytes) + self.bulk_rows(out_bytes) * (self.bn + 8) * out_bytes
 
     def bulk_rows(self, out_bytes: int = 4) -> int:
         """Rows of a persistent bulk-store kernel's own staging buffer (0: none): the most
         whole warp rows, at most one per thread, that fit beside the stages in 227 KB."""
         if not (self.bulk_store and self.persistent):
             return 0
-        row = self.bk + (8 if self.smem == "pad" else 0)
-        room = 227 * 1024 - self.stages * (self.bm + self.bn) * row * 2
+        room = 227 * 1024 - self.stage_bytes()
         fits = [
             r
             for r in range(self.wtm, self.bm + 1, self.wtm)

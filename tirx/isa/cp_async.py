@@ -185,19 +185,11 @@ def lower_tile(contract: Contract, op: ir.TileOp) -> list[ir.Stmt]:
     dst, src = op.operands
     _check_view(form, "dst", dst, ir.Scope.SHARED, chunk)
     _check_view(form, "src", src, ir.Scope.GLOBAL, chunk)
-    if dst.shape[:-1] != src.shape[:-1]:
-        raise ContractError(
-            f"{form.text}: operands dst and src have different repeat shapes "
-            f"{dst.shape[:-1]} vs {src.shape[:-1]}",
-            hint="the axes before the chunk are repeats, one copy each, and must match",
-        )
     out = []
-    for rep in itertools.product(*(range(e) for e in dst.shape[:-1])):
-        d = element_offset(dst, (*rep, 0))
-        s = element_offset(src, (*rep, 0))
+    for d, s in repeat_offsets(form.text, dst, src, "the chunk"):
         operands = (
-            ir.AddressOperand(ir.SharedAddress(dst.buffer, _bytes(d, dst.dtype))),
-            ir.AddressOperand(ir.GlobalAddress(src.buffer, _bytes(s, src.dtype))),
+            ir.AddressOperand(ir.SharedAddress(dst.buffer, d)),
+            ir.AddressOperand(ir.GlobalAddress(src.buffer, s)),
             ir.Immediate(chunk),
         )
         if zero_fill is not None:
@@ -226,6 +218,22 @@ def _predicate(form: CopyForm, value):
 
 def _bytes(offset, dtype):
     return simplify_index(offset * dtype.bytes)
+
+
+def repeat_offsets(text: str, dst: ir.View, src: ir.View, unit: str):
+    """Per repeat of a copy's tile form (every axis before the last), the byte offsets of its
+    first element in ``dst`` and in ``src``; the two views must have the same repeat axes."""
+    if dst.shape[:-1] != src.shape[:-1]:
+        raise ContractError(
+            f"{text}: operands dst and src have different repeat shapes "
+            f"{dst.shape[:-1]} vs {src.shape[:-1]}",
+            hint=f"the axes before {unit} are repeats, one copy each, and must match",
+        )
+    for rep in itertools.product(*(range(e) for e in dst.shape[:-1])):
+        yield (
+            _bytes(element_offset(dst, (*rep, 0)), dst.dtype),
+            _bytes(element_offset(src, (*rep, 0)), src.dtype),
+        )
 
 
 def _check_view(form: CopyForm, name: str, v, scope: ir.Scope, chunk: int) -> None:

@@ -39,14 +39,12 @@ Lowered (PTX order): ``AddressOperand(GlobalAddress)``, ``AddressOperand(SharedA
 
 from __future__ import annotations
 
-import itertools
-
 from ..errors import ContractError, TirxSyntaxError
 from ..ir import nodes as ir
 from ..ir.simplify import static_value
 from .core import Contract, Family, FamilySpec, ModifierSlot, OperandSpec, Role
-from .cp_async import _bytes, _reads_memory, group_contract, no_operands, wait_count
-from .shared_rows import RowCheck, check_rows, element_offset, residue
+from .cp_async import _bytes, _reads_memory, group_contract, no_operands, repeat_offsets, wait_count
+from .shared_rows import RowCheck, check_rows, residue
 
 __all__ = ["SPEC", "SLOTS", "MIN_ARCH", "COPY", "ALIGN", "NOTES"]
 
@@ -252,16 +250,8 @@ def lower_tile(contract: Contract, op: ir.TileOp) -> list[ir.Stmt]:
                 f"starting at a multiple of {ALIGN}; leading axes are repeats",
             ),
         )
-    if dst.shape[:-1] != src.shape[:-1]:
-        raise ContractError(
-            f"{text}: operands dst and src have different repeat shapes "
-            f"{dst.shape[:-1]} vs {src.shape[:-1]}",
-            hint="the axes before the last are repeats, one copy each, and must match",
-        )
     out = []
-    for rep in itertools.product(*(range(e) for e in dst.shape[:-1])):
-        d = _bytes(element_offset(dst, (*rep, 0)), dst.dtype)
-        s = _bytes(element_offset(src, (*rep, 0)), src.dtype)
+    for d, s in repeat_offsets(text, dst, src, "the last"):
         operands = (
             ir.AddressOperand(ir.GlobalAddress(dst.buffer, d)),
             ir.AddressOperand(ir.SharedAddress(src.buffer, s)),
