@@ -1,0 +1,113 @@
+"""The GEMM's measurement tools: the ablated kernels of ``benchmarks/gemm_ablation.py`` and the
+cluster/TMA rewrite of ``benchmarks/gemm_cluster_tma.py`` (their GPU figures are in
+docs/gpu-runs/2026-12-01-session-5.md)."""
+
+import sys
+from pathlib import Path
+
+import pytest
+
+import tirx
+from tirx.examples import gemm_pipelined as gp
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+import gemm_ablation  # noqa: E402
+import gemm_cluster_tma  # noqa: E402
+
+N = 512
+ARCH = "cuda -arch=sm_90"
+
+
+def _cuda(kernel) -> str:
+    src = tirx.compile(kernel, target=ARCH).source
+    return "\n".join(line for line in src.splitlines() if not line.startswith("#line"))
+
+
+@pytest.fixture(scope="module")
+def default_cuda():
+    return _cuda(gp.make_gemm_pipelined(N, N, N, "float16"))
+
+
+def test_ablation_hooks_off_give_the_default_kernel(default_cuda):
+    """With nothing left out, the edited source generates the default kernel byte for byte."""
+    assert _cuda(gemm_ablation.ablated_gemm(N, N, N, "float16", None)) == default_cuda
+
+
+@pytest.mark.parametrize(
+    "ablation, copies, ldmatrix",
+    [("no-copy", 12, 16), ("no-copy-b", 20, 16), ("same-k", 24, 16), ("no-ldmatrix", 24, 8)],
+)
+def test_each_ablation_leaves_out_its_part(default_cuda, ablation, copies, ldmatrix):
+    """The default issues 12 cp.async per thread in its prologue and 12 in its loop (8 of A, 4 of
+    B) and 8 ldmatrix before the loop; each ablation removes what it names and nothing else."""
+    assert default_cuda.count("cp.async.cg.shared.global") == 24
+    src = _cuda(gemm_ablation.ablated_gemm(N, N, N, "float16", ablation))
+    assert src != default_cuda
+    assert src.count("cp.async.cg.shared.global") == copies
+    loads = src.count("ldmatrix.sync")
+    assert loads == ldmatrix or (ldmatrix == 16 and loads == default_cuda.count("ldmatrix.sync"))
+    assert src.count("mma.sync") == default_cuda.count("mma.sync")
+
+
+def test_ablation_refuses_a_changed_example(monkeypatch):
+    real = gemm_ablation.inspect.getsource
+    monkeypatch.setattr(
+        gemm_ablation.inspect,
+        "getsource",
+        lambda obj: real(obj).replace("def fetch(", "def fetch_tiles("),
+    )
+    with pytest.raises(RuntimeError, match="gemm_pipelined.py"):
+        gemm_ablation.ablated_source((True, True, False, True))
+
+
+def test_ablation_names_are_checked():
+    with pytest.raises(ValueError, match="no-copy"):
+        gemm_ablation.ablated_gemm(N, N, N, "float16", "no-mma")
+
+
+@pytest.mark.parametrize("name", sorted(gemm_cluster_tma.VARIANTS))
+def test_cluster_rewrite_compiles_with_tma_and_no_cp_async(name):
+    stages, ahead, fill_at, sync = gemm_cluster_tma.VARIANTS[name]
+    _, text, cubin = gemm_cluster_tma.compile_cluster(
+        N, "float16", stages, ahead=ahead, fill_at=fill_at, sync=sync
+    )
+    assert "cp.async.cg" not in text
+    assert ("__cluster_dims__(2, 1, 1)" in text) == (sync != "solo")
+    fill = "tirx_fill_solo(" if sync == "solo" else "tirx_fill("
+    assert text.count(fill) == 3  # its definition, the prologue's fills, the loop's
+    assert text.count("tirx_release(") == 1 + (sync == "release")  # defined; called
+    assert cubin[:4] == b"\x7fELF"
+
+
+def test_cluster_rewrite_checks_its_arguments(default_cuda):
+    with pytest.raises(ValueError, match="ahead"):
+        gemm_cluster_tma.cluster_source(default_cuda, N, stages=3, ahead=3)
+    with pytest.raises(ValueError, match="sync"):
+        gemm_cluster_tma.cluster_source(default_cuda, N, sync="grid")
+    with pytest.raises(gemm_cluster_tma.RewriteError, match="prologue"):
+        gemm_cluster_tma.cluster_source(
+            default_cuda.replace("for (st = 0; st < 2; ++st) {", "for (st = 0; st < 2; st++) {"),
+            N,
+            stages=3,
+        )
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", sorted(gemm_cluster_tma.VARIANTS))
+@pytest.mark.parametrize("n", [512, 1024])
+def test_gpu_cluster_kernel_is_bit_equal_to_the_default(name, n):
+    import torch
+
+    stages, ahead, fill_at, sync = gemm_cluster_tma.VARIANTS[name]
+    exe, _, cubin = gemm_cluster_tma.compile_cluster(
+        n, "float16", stages, ahead=ahead, fill_at=fill_at, sync=sync
+    )
+    g = torch.Generator(device="cuda").manual_seed(n)
+    a = torch.randn((n, n), device="cuda", generator=g).half()
+    b = torch.randn((n, n), device="cuda", generator=g).half()
+    want = torch.full((n, n), float("nan"), device="cuda")
+    got = torch.full((n, n), float("nan"), device="cuda")
+    exe(a, b, want)
+    gemm_cluster_tma.cluster_runner(cubin, stages, a, b, got, solo=sync == "solo")()
+    torch.cuda.synchronize()
+    assert torch.equal(got, want)
