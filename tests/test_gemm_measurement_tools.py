@@ -111,3 +111,52 @@ def test_gpu_cluster_kernel_is_bit_equal_to_the_default(name, n):
     gemm_cluster_tma.cluster_runner(cubin, stages, a, b, got, solo=sync == "solo")()
     torch.cuda.synchronize()
     assert torch.equal(got, want)
+
+
+# ------------------------------------------------------------------ the wgmma measurement
+
+import gemm_wgmma  # noqa: E402
+
+
+def test_wgmma_kernel_checks_its_arguments():
+    with pytest.raises(ValueError, match="multiple of 256"):
+        gemm_wgmma.wgmma_source(640)
+    with pytest.raises(ValueError, match="stages"):
+        gemm_wgmma.wgmma_source(1024, stages=5)
+    with pytest.raises(ValueError, match="dtype"):
+        gemm_wgmma.wgmma_source(1024, "float32")
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_wgmma_kernel_compiles_to_hgmma_fed_by_tma(dtype):
+    from tirx.backend.cuda.tools import disassemble
+
+    cubin = gemm_wgmma.compile_wgmma(1024, dtype, 4)
+    assert cubin[:4] == b"\x7fELF"
+    sass = disassemble(cubin)
+    if sass is None:
+        pytest.skip("no disassembler installed (the sass extra)")
+    assert sass.count("HGMMA.64x128x16.F32") == 8  # 4 K slices x 2 row halves per K tile
+    assert "UTMALDG.2D" in sass and "LDSM" not in sass
+    assert "STL" not in sass and "LDL" not in sass  # accumulators stay in registers
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+@pytest.mark.parametrize("stages", [3, 4])
+def test_gpu_wgmma_kernel_agrees_with_the_default(dtype, stages):
+    import torch
+
+    n = 1024
+    g = torch.Generator(device="cuda").manual_seed(stages)
+    tdtype = getattr(torch, dtype)
+    a = torch.randn((n, n), device="cuda", generator=g).to(tdtype)
+    b = torch.randn((n, n), device="cuda", generator=g).to(tdtype)
+    want = torch.full((n, n), float("nan"), device="cuda")
+    got = torch.full((n, n), float("nan"), device="cuda")
+    tirx.compile(gp.make_gemm_pipelined(n, n, n, dtype), target="cuda")(a, b, want)
+    gemm_wgmma.wgmma_runner(gemm_wgmma.compile_wgmma(n, dtype, stages), stages, a, b, got)()
+    torch.cuda.synchronize()
+    ref = a.double() @ b.double().T
+    assert ((got.double() - ref).norm() / ref.norm()).item() < 1e-5
+    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-3)

@@ -1,0 +1,246 @@
+"""What Hopper's ``wgmma`` gives the default GEMM's tiles: a CUDA kernel of the same blocks
+(256x128x64, 8 warps), fed by TMA tensor copies, against the tirx default and the baselines.
+
+    python benchmarks/gemm_wgmma.py [--sizes 4096,8192] [--dtypes float16,bfloat16] [--out FILE]
+    python benchmarks/gemm_wgmma.py --check --sizes 512,1024   # against the default only
+
+tirx cannot express this kernel yet (it has no wgmma, mbarrier or tensor-map constructs), so it
+is written here in CUDA, as the measured answer to "what would close the rest" of issue 13:
+
+* the two warpgroups of a block take 128 rows each, two ``wgmma.mma_async.m64n128k16`` (f32
+  accumulate) per 16-wide K slice, both operands read from shared memory through matrix
+  descriptors (K-major, 128-byte swizzle): no ``ldmatrix``, no operand registers;
+* one thread fetches each K tile with two ``cp.async.bulk.tensor.2d`` (A's 256 x 64 box and
+  B's 128 x 64 box, swizzled by the copy engine), ``stages`` deep, a ``full`` mbarrier per stage
+  (``expect_tx`` of its bytes) telling every thread that it landed;
+* ``wgmma.commit_group`` per K tile and ``wgmma.wait_group 1``: a tile's mma run while the next
+  tile's are issued; a barrier after the wait frees the stage read one K tile earlier, which the
+  same step refills;
+* the accumulators leave from registers, an 8-byte store per pair (each quad writes a 32-byte
+  sector).
+
+The sums are the same as the default kernel's (the check compares them bit for bit); timing is
+the sustained one of ``gemm_clocks.run_for`` (each kernel alone, SM clock and board power).
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from gemm_cluster_tma import _ok, _tensor_map  # noqa: E402
+
+BM, BN, BK, THREADS = 256, 128, 64, 256
+
+
+def wgmma_source(n: int, dtype: str = "float16", stages: int = 4) -> str:
+    """The CUDA of the wgmma kernel for ``n``³ (``n`` a multiple of 256)."""
+    if dtype not in ("float16", "bfloat16"):
+        raise ValueError(f"dtype must be float16 or bfloat16, got {dtype!r}")
+    if n % BM or n // BK < stages:
+        raise ValueError(f"n must be a multiple of {BM} with at least {stages} K tiles, got {n}")
+    if not 2 <= stages <= 4:
+        raise ValueError(f"stages must be 2 .. 4 (48 KB each in 227 KB), got {stages}")
+    ab = "f16" if dtype == "float16" else "bf16"
+    kt_n, nb_n, group = n // BK, n // BN, min(8, n // BM)
+    span = group * nb_n
+    a_stage, b_stage = BM * BK * 2, BN * BK * 2
+    b_base, full = stages * a_stage, stages * (a_stage + b_stage)
+    regs = ", ".join(f"%{i}" for i in range(64))
+    outs = ", ".join(f'"+f"(d[{i}])' for i in range(64))
+    return rf"""
+#define TIRX_DEVICE static __device__ __forceinline__
+struct __align__(64) tmap_t {{ unsigned long long v[16]; }};
+TIRX_DEVICE void mbar_wait(unsigned bar, unsigned parity) {{
+  unsigned done;
+  do {{
+    asm volatile("{{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2; "
+                 "selp.u32 %0, 1, 0, p; }}" : "=r"(done) : "r"(bar), "r"(parity) : "memory");
+  }} while (!done);
+}}
+TIRX_DEVICE void fill(unsigned smem, const tmap_t* tA, const tmap_t* tB, int stage, int k,
+                      int bm, int bn) {{
+  unsigned bar = smem + {full}u + 8u * stage;
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;"
+               :: "r"(bar), "r"({a_stage + b_stage}) : "memory");
+  asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes"
+               " [%0], [%1, {{%2, %3}}], [%4];"
+               :: "r"(smem + stage * {a_stage}u), "l"(tA), "r"(k * {BK}), "r"(bm * {BM}), "r"(bar)
+               : "memory");
+  asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes"
+               " [%0], [%1, {{%2, %3}}], [%4];"
+               :: "r"(smem + {b_base}u + stage * {b_stage}u), "l"(tB), "r"(k * {BK}),
+                  "r"(bn * {BN}), "r"(bar) : "memory");
+}}
+// a K-major tile of 128-byte rows, 128-byte swizzle: start address, LBO 16 (unused), SBO 1024
+// (8-row groups), swizzle mode 1
+TIRX_DEVICE unsigned long long desc(unsigned addr) {{
+  return (unsigned long long)((addr & 0x3FFFF) >> 4) | (1ull << 16) | (64ull << 32) | (1ull << 62);
+}}
+TIRX_DEVICE void mma64x128(float* d, unsigned long long da, unsigned long long db) {{
+  asm volatile("{{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
+               "wgmma.mma_async.sync.aligned.m64n128k16.f32.{ab}.{ab} {{{regs}}}, %64, %65, p, 1, 1, 0, 0;\n}}\n"
+               : {outs} : "l"(da), "l"(db));
+}}
+extern "C" __global__ void __launch_bounds__({THREADS}) gemm_wgmma(
+    float* __restrict__ Out, const __grid_constant__ tmap_t tmA, const __grid_constant__ tmap_t tmB) {{
+  extern __shared__ __align__(1024) unsigned char smem_raw[];
+  const unsigned smem = (unsigned)__cvta_generic_to_shared(smem_raw);
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = warp >> 2, w = warp & 3;
+  const int pid = blockIdx.x;
+  const int bm = (pid / {span}) * {group} + (pid % {span}) % {group};
+  const int bn = (pid % {span}) / {group};
+  float acc[2][64];
+  #pragma unroll
+  for (int i = 0; i < 2; ++i)
+    #pragma unroll
+    for (int r = 0; r < 64; ++r) acc[i][r] = 0.0f;
+  if (tid == 0) {{
+    for (int s = 0; s < {stages}; ++s)
+      asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" :: "r"(smem + {full}u + 8u * s) : "memory");
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  }}
+  __syncthreads();
+  if (tid == 0)
+    for (int f = 0; f < {stages - 1}; ++f) fill(smem, &tmA, &tmB, f, f, bm, bn);
+  for (int kt = 0; kt < {kt_n}; ++kt) {{
+    const int s = kt % {stages};
+    mbar_wait(smem + {full}u + 8u * s, (unsigned)((kt / {stages}) & 1));
+    asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
+    #pragma unroll
+    for (int k = 0; k < {BK // 16}; ++k) {{
+      const unsigned long long db = desc(smem + {b_base}u + s * {b_stage}u + k * 32u);
+      #pragma unroll
+      for (int i = 0; i < 2; ++i)
+        mma64x128(acc[i], desc(smem + s * {a_stage}u + (g * 128 + i * 64) * 128u + k * 32u), db);
+    }}
+    asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
+    asm volatile("wgmma.wait_group.sync.aligned 1;" ::: "memory");
+    __syncthreads();  // both warpgroups' mma of the previous K tile are done with its stage
+    if (tid == 0 && kt + {stages - 1} < {kt_n})  // that stage (at kt = 0 the unused one)
+      fill(smem, &tmA, &tmB, (kt + {stages - 1}) % {stages}, kt + {stages - 1}, bm, bn);
+  }}
+  asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
+  #pragma unroll
+  for (int i = 0; i < 2; ++i)
+    #pragma unroll
+    for (int j = 0; j < {BN // 8}; ++j)
+      #pragma unroll
+      for (int h = 0; h < 2; ++h) {{
+        const int row = bm * {BM} + g * 128 + i * 64 + 16 * w + (lane >> 2) + 8 * h;
+        const int col = bn * {BN} + 8 * j + 2 * (lane & 3);
+        *reinterpret_cast<float2*>(&Out[(size_t)row * {n} + col]) =
+            make_float2(acc[i][4 * j + 2 * h], acc[i][4 * j + 2 * h + 1]);
+      }}
+}}
+"""
+
+
+def compile_wgmma(n: int, dtype: str = "float16", stages: int = 4) -> bytes:
+    """The cubin of the wgmma kernel (NVRTC, sm_90a: wgmma needs the arch-specific target)."""
+    from cuda.bindings import nvrtc
+
+    text = wgmma_source(n, dtype, stages)
+    prog = _ok(nvrtc.nvrtcCreateProgram(text.encode(), b"gemm_wgmma.cu", 0, [], []))
+    if int(nvrtc.nvrtcCompileProgram(prog, 2, [b"--gpu-architecture=sm_90a", b"--std=c++17"])[0]):
+        log = bytearray(_ok(nvrtc.nvrtcGetProgramLogSize(prog)))
+        nvrtc.nvrtcGetProgramLog(prog, log)
+        raise RuntimeError(log.decode())
+    cubin = bytearray(_ok(nvrtc.nvrtcGetCUBINSize(prog)))
+    nvrtc.nvrtcGetCUBIN(prog, cubin)
+    return bytes(cubin)
+
+
+def wgmma_runner(cubin: bytes, stages: int, a, b, out):
+    """A no-argument launcher of ``out = a @ b.T`` (a, b (n, n) 16-bit, out (n, n) float32)."""
+    import torch
+    from cuda.bindings import driver as cu
+
+    n = a.shape[0]
+    module = _ok(cu.cuModuleLoadData(cubin))
+    fn = _ok(cu.cuModuleGetFunction(module, b"gemm_wgmma"))
+    smem = stages * (BM + BN) * BK * 2 + 8 * stages
+    attr = cu.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+    _ok(cu.cuFuncSetAttribute(fn, attr, smem))
+    args = [ctypes.c_void_p(out.data_ptr()), _tensor_map(a, BM), _tensor_map(b, BN)]
+    params = (ctypes.c_void_p * len(args))(*[ctypes.addressof(x) for x in args])
+    grid, stream = (n // BM) * (n // BN), torch.cuda.current_stream().cuda_stream
+
+    def run():
+        _ok(cu.cuLaunchKernel(fn, grid, 1, 1, THREADS, 1, 1, smem, stream, ctypes.addressof(params), 0))  # fmt: skip
+
+    run.keep = (module, args, params)
+    return run
+
+
+def main(argv=None) -> int:
+    import torch
+    from gemm_clocks import run_for
+    from gemm_kernels import TRITON_CONFIGS, TRITON_NAMED, make_mma_peak, peak_flops, triton_matmul
+
+    import tirx
+    from tirx.examples.gemm_pipelined import make_gemm_pipelined
+
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--sizes", default="4096,8192")
+    ap.add_argument("--dtypes", default="float16,bfloat16")
+    ap.add_argument("--seconds", type=float, default=1.5)
+    ap.add_argument("--check", action="store_true", help="bit-equality with the default only")
+    ap.add_argument("--out", default=None)
+    args = ap.parse_args(argv)
+    lines = []
+
+    def say(text: str) -> None:
+        print(text, flush=True)
+        lines.append(text)
+
+    for dtype in args.dtypes.split(","):
+        tdtype = getattr(torch, dtype)
+        if not args.check:
+            peak, blocks, threads = make_mma_peak(dtype)
+            pexe = tirx.compile(peak, target="cuda")
+            sink = torch.zeros((blocks * threads,), device="cuda")
+            mhz, watts, per_call = run_for(lambda p=pexe, s=sink: p(s), args.seconds, torch)
+            say(f"\n{dtype}: mma.sync register-only peak {peak_flops(dtype) / per_call / 1e12:.1f} "
+                f"TFLOP/s ({mhz:.0f} MHz, {watts:.0f} W)")  # fmt: skip
+        for n in (int(s) for s in args.sizes.split(",")):
+            a = torch.randn((n, n), device="cuda").to(tdtype)
+            b = torch.randn((n, n), device="cuda").to(tdtype)
+            want = torch.full((n, n), float("nan"), device="cuda")
+            got = torch.full((n, n), float("nan"), device="cuda")
+            exe = tirx.compile(make_gemm_pipelined(n, n, n, dtype), target="cuda")
+            exe(a, b, want)
+            runners = {}
+            for stages in (4, 3):
+                run = wgmma_runner(compile_wgmma(n, dtype, stages), a, b, got)
+                got.fill_(float("nan"))
+                run()
+                torch.cuda.synchronize()
+                say(f"{dtype} n={n} wgmma {stages} stages: bit-equal to the tirx default: "
+                    f"{torch.equal(got, want)}")  # fmt: skip
+                if not torch.allclose(got, want, rtol=1e-5, atol=1e-3):
+                    return 1
+                runners[f"wgmma, {stages} stages"] = run
+            if args.check:
+                continue
+            runners["tirx default (mma.sync)"] = lambda exe=exe, a=a, b=b, c=want: exe(a, b, c)
+            for cfg in (TRITON_CONFIGS[0], TRITON_NAMED):
+                runners[f"Triton {cfg}"] = triton_matmul(a, b, want, cfg)
+            bt = b.T
+            runners["cuBLAS"] = lambda a=a, bt=bt: torch.matmul(a, bt)
+            say(f"\n| kernel ({dtype}, n={n}) | SM clock MHz | power W | TFLOP/s |\n|---|---|---|---|")  # fmt: skip
+            for name, fn in runners.items():
+                mhz, watts, per_call = run_for(fn, args.seconds, torch)
+                say(f"| {name} | {mhz:.0f} | {watts:.0f} | {2 * n**3 / per_call / 1e12:.1f} |")
+    if args.out:
+        cmd = "python benchmarks/gemm_wgmma.py " + " ".join(argv or sys.argv[1:])
+        Path(args.out).write_text(f"Command: `{cmd}`\n" + "\n".join(lines) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
