@@ -26,8 +26,10 @@ kernels measured are the default's but for the one part left out.
 from __future__ import annotations
 
 import argparse
+import atexit
 import importlib.util
 import inspect
+import shutil
 import sys
 import tempfile
 from pathlib import Path
@@ -116,7 +118,9 @@ def ablated_gemm(M: int, N: int, K: int, dtype: str, ablation: str | None):
     )
     if flags not in _MODULES:
         # a file of its own: @T.function reads its kernel's source from the module's file
-        path = Path(tempfile.mkdtemp(prefix="tirx-ablation-")) / "gemm_ablated.py"
+        folder = tempfile.mkdtemp(prefix="tirx-ablation-")
+        atexit.register(shutil.rmtree, folder, True)
+        path = Path(folder) / "gemm_ablated.py"
         path.write_text(ablated_source(flags))
         spec = importlib.util.spec_from_file_location(f"gemm_ablated_{len(_MODULES)}", path)
         module = importlib.util.module_from_spec(spec)

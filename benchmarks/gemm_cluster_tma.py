@@ -37,6 +37,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from raw_cuda import nvrtc_cubin, raw_launcher, tensor_map_2d  # noqa: E402
+
 THREADS, BM, BN, BK = 256, 256, 128, 64
 A_STAGE, B_STAGE = BM * BK * 2, BN * BK * 2  # bytes of one stage's A and B tiles
 
@@ -221,18 +223,9 @@ def cluster_source(src: str, n: int, stages: int = 4, ahead: int = 2, fill_at: s
     return text[:close] + tail + "}\n"
 
 
-def _ok(result):
-    err, *rest = result if isinstance(result, tuple) else (result,)
-    if int(err) != 0:
-        raise RuntimeError(f"CUDA call failed: {err}")
-    return rest[0] if len(rest) == 1 else rest
-
-
 def compile_cluster(n: int, dtype: str, stages: int, **kw):
     """(default executable, CUDA text, cubin) for the cluster kernel of n³."""
     from dataclasses import replace
-
-    from cuda.bindings import nvrtc
 
     import tirx
     from tirx.examples.gemm_pipelined import DEFAULT, make_gemm_pipelined
@@ -240,53 +233,16 @@ def compile_cluster(n: int, dtype: str, stages: int, **kw):
     exe = tirx.compile(make_gemm_pipelined(n, n, n, dtype, replace(DEFAULT, stages=stages)),
                        target="cuda -arch=sm_90")  # fmt: skip
     text = cluster_source(exe.source, n, stages, **kw)
-    prog = _ok(nvrtc.nvrtcCreateProgram(text.encode(), b"gemm_cluster.cu", 0, [], []))
-    if int(nvrtc.nvrtcCompileProgram(prog, 2, [b"--gpu-architecture=sm_90a", b"--std=c++17"])[0]):
-        log = bytearray(_ok(nvrtc.nvrtcGetProgramLogSize(prog)))
-        nvrtc.nvrtcGetProgramLog(prog, log)
-        raise RuntimeError(log.decode())
-    cubin = bytearray(_ok(nvrtc.nvrtcGetCUBINSize(prog)))
-    nvrtc.nvrtcGetCUBIN(prog, cubin)
-    return exe, text, bytes(cubin)
-
-
-def _tensor_map(t, rows: int):
-    import torch
-    from cuda.bindings import driver as cu
-
-    kind = cu.CUtensorMapDataType
-    dt = kind.CU_TENSOR_MAP_DATA_TYPE_FLOAT16 if t.dtype == torch.float16 else kind.CU_TENSOR_MAP_DATA_TYPE_BFLOAT16  # fmt: skip
-    u32, u64 = cu.cuuint32_t, cu.cuuint64_t
-    tm = _ok(cu.cuTensorMapEncodeTiled(
-        dt, u32(2), t.data_ptr(), [u64(t.shape[1]), u64(t.shape[0])], [u64(t.shape[1] * 2)],
-        [u32(BK), u32(rows)], [u32(1), u32(1)], cu.CUtensorMapInterleave.CU_TENSOR_MAP_INTERLEAVE_NONE,
-        cu.CUtensorMapSwizzle.CU_TENSOR_MAP_SWIZZLE_128B,
-        cu.CUtensorMapL2promotion.CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-        cu.CUtensorMapFloatOOBfill.CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE))  # fmt: skip
-    return (ctypes.c_ubyte * 128).from_buffer_copy(ctypes.string_at(int(tm.getPtr()), 128))
+    return exe, text, nvrtc_cubin(text, "gemm_cluster.cu")
 
 
 def cluster_runner(cubin: bytes, stages: int, a, b, out, solo: bool = False):
     """A no-argument launcher of the cluster kernel on a (n, n), b (n, n), out (n, n) f32."""
-    import torch
-    from cuda.bindings import driver as cu
-
     n = a.shape[0]
-    module = _ok(cu.cuModuleLoadData(cubin))
-    fn = _ok(cu.cuModuleGetFunction(module, b"gemm_pipelined"))
-    smem = stages * (A_STAGE + B_STAGE) + 16 * stages
-    attr = cu.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
-    _ok(cu.cuFuncSetAttribute(fn, attr, smem))
     args = [ctypes.c_void_p(t.data_ptr()) for t in (a, b, out)]
-    args += [_tensor_map(a, BM if solo else BM // 2), _tensor_map(b, BN)]
-    params = (ctypes.c_void_p * len(args))(*[ctypes.addressof(x) for x in args])
-    grid, stream = (n // BM) * (n // BN), torch.cuda.current_stream().cuda_stream
-
-    def run():
-        _ok(cu.cuLaunchKernel(fn, grid, 1, 1, THREADS, 1, 1, smem, stream, ctypes.addressof(params), 0))  # fmt: skip
-
-    run.keep = (module, args, params)  # alive as long as the runner
-    return run
+    args += [tensor_map_2d(a, BM if solo else BM // 2), tensor_map_2d(b, BN)]
+    smem = stages * (A_STAGE + B_STAGE) + 16 * stages
+    return raw_launcher(cubin, "gemm_pipelined", (n // BM) * (n // BN), THREADS, smem, args)
 
 
 VARIANTS = {  # name: (stages, ahead, fill_at, sync)

@@ -32,7 +32,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from gemm_cluster_tma import _ok, _tensor_map  # noqa: E402
+from raw_cuda import nvrtc_cubin, raw_launcher, tensor_map_2d  # noqa: E402
 
 BM, BN, BK, THREADS = 256, 128, 64, 256
 
@@ -142,39 +142,15 @@ extern "C" __global__ void __launch_bounds__({THREADS}) gemm_wgmma(
 
 def compile_wgmma(n: int, dtype: str = "float16", stages: int = 4) -> bytes:
     """The cubin of the wgmma kernel (NVRTC, sm_90a: wgmma needs the arch-specific target)."""
-    from cuda.bindings import nvrtc
-
-    text = wgmma_source(n, dtype, stages)
-    prog = _ok(nvrtc.nvrtcCreateProgram(text.encode(), b"gemm_wgmma.cu", 0, [], []))
-    if int(nvrtc.nvrtcCompileProgram(prog, 2, [b"--gpu-architecture=sm_90a", b"--std=c++17"])[0]):
-        log = bytearray(_ok(nvrtc.nvrtcGetProgramLogSize(prog)))
-        nvrtc.nvrtcGetProgramLog(prog, log)
-        raise RuntimeError(log.decode())
-    cubin = bytearray(_ok(nvrtc.nvrtcGetCUBINSize(prog)))
-    nvrtc.nvrtcGetCUBIN(prog, cubin)
-    return bytes(cubin)
+    return nvrtc_cubin(wgmma_source(n, dtype, stages), "gemm_wgmma.cu")
 
 
 def wgmma_runner(cubin: bytes, stages: int, a, b, out):
     """A no-argument launcher of ``out = a @ b.T`` (a, b (n, n) 16-bit, out (n, n) float32)."""
-    import torch
-    from cuda.bindings import driver as cu
-
     n = a.shape[0]
-    module = _ok(cu.cuModuleLoadData(cubin))
-    fn = _ok(cu.cuModuleGetFunction(module, b"gemm_wgmma"))
+    args = [ctypes.c_void_p(out.data_ptr()), tensor_map_2d(a, BM), tensor_map_2d(b, BN)]
     smem = stages * (BM + BN) * BK * 2 + 8 * stages
-    attr = cu.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
-    _ok(cu.cuFuncSetAttribute(fn, attr, smem))
-    args = [ctypes.c_void_p(out.data_ptr()), _tensor_map(a, BM), _tensor_map(b, BN)]
-    params = (ctypes.c_void_p * len(args))(*[ctypes.addressof(x) for x in args])
-    grid, stream = (n // BM) * (n // BN), torch.cuda.current_stream().cuda_stream
-
-    def run():
-        _ok(cu.cuLaunchKernel(fn, grid, 1, 1, THREADS, 1, 1, smem, stream, ctypes.addressof(params), 0))  # fmt: skip
-
-    run.keep = (module, args, params)
-    return run
+    return raw_launcher(cubin, "gemm_wgmma", (n // BM) * (n // BN), THREADS, smem, args)
 
 
 def main(argv=None) -> int:

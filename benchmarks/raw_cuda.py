@@ -1,0 +1,71 @@
+"""Compiling and launching hand-written CUDA kernels through cuda-python, for the benchmarks that
+measure what tirx cannot express yet (``gemm_cluster_tma.py``, ``gemm_wgmma.py``): NVRTC to a
+cubin, a 2-D TMA tensor map of a torch tensor, and a no-argument launcher."""
+
+from __future__ import annotations
+
+import ctypes
+
+
+def ok(result):
+    """The value(s) of a cuda-python call's ``(status, value...)``; raises on a failed status."""
+    err, *rest = result if isinstance(result, tuple) else (result,)
+    if int(err) != 0:
+        raise RuntimeError(f"CUDA call failed: {err}")
+    return rest[0] if len(rest) == 1 else rest
+
+
+def nvrtc_cubin(text: str, name: str, arch: str = "sm_90a") -> bytes:
+    """``text`` compiled by NVRTC for ``arch`` (sm_90a: wgmma and multicast need it)."""
+    from cuda.bindings import nvrtc
+
+    prog = ok(nvrtc.nvrtcCreateProgram(text.encode(), name.encode(), 0, [], []))
+    opts = [f"--gpu-architecture={arch}".encode(), b"--std=c++17"]
+    if int(nvrtc.nvrtcCompileProgram(prog, len(opts), opts)[0]):
+        log = bytearray(ok(nvrtc.nvrtcGetProgramLogSize(prog)))
+        nvrtc.nvrtcGetProgramLog(prog, log)
+        raise RuntimeError(log.decode())
+    cubin = bytearray(ok(nvrtc.nvrtcGetCUBINSize(prog)))
+    nvrtc.nvrtcGetCUBIN(prog, cubin)
+    return bytes(cubin)
+
+
+def tensor_map_2d(t, box_rows: int, box_cols: int = 64):
+    """The 128-byte tensor map of a row-major 16-bit matrix ``t`` for TMA boxes of
+    ``box_rows x box_cols`` elements, 128-byte swizzled (the layout of
+    ``shared_layout(..., "swizzle")`` for 64-wide K tiles), as a kernel argument's bytes."""
+    import torch
+    from cuda.bindings import driver as cu
+
+    kind = cu.CUtensorMapDataType
+    dt = kind.CU_TENSOR_MAP_DATA_TYPE_FLOAT16 if t.dtype == torch.float16 else kind.CU_TENSOR_MAP_DATA_TYPE_BFLOAT16  # fmt: skip
+    u32, u64 = cu.cuuint32_t, cu.cuuint64_t
+    rows, cols = t.shape
+    tm = ok(cu.cuTensorMapEncodeTiled(
+        dt, u32(2), t.data_ptr(), [u64(cols), u64(rows)], [u64(cols * t.element_size())],
+        [u32(box_cols), u32(box_rows)], [u32(1), u32(1)],
+        cu.CUtensorMapInterleave.CU_TENSOR_MAP_INTERLEAVE_NONE,
+        cu.CUtensorMapSwizzle.CU_TENSOR_MAP_SWIZZLE_128B,
+        cu.CUtensorMapL2promotion.CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+        cu.CUtensorMapFloatOOBfill.CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE))  # fmt: skip
+    return (ctypes.c_ubyte * 128).from_buffer_copy(ctypes.string_at(int(tm.getPtr()), 128))
+
+
+def raw_launcher(cubin: bytes, kernel: str, grid: int, threads: int, smem: int, args: list):
+    """A no-argument launcher of ``kernel`` in ``cubin`` on torch's current stream; ``args`` are
+    ctypes objects (pointers, tensor maps) in the kernel's parameter order."""
+    import torch
+    from cuda.bindings import driver as cu
+
+    module = ok(cu.cuModuleLoadData(cubin))
+    fn = ok(cu.cuModuleGetFunction(module, kernel.encode()))
+    attr = cu.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+    ok(cu.cuFuncSetAttribute(fn, attr, smem))
+    params = (ctypes.c_void_p * len(args))(*[ctypes.addressof(x) for x in args])
+    stream = torch.cuda.current_stream().cuda_stream
+
+    def run():
+        ok(cu.cuLaunchKernel(fn, grid, 1, 1, threads, 1, 1, smem, stream, ctypes.addressof(params), 0))  # fmt: skip
+
+    run.keep = (module, args, params)  # alive as long as the launcher
+    return run
