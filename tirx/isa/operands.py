@@ -69,11 +69,11 @@ def check_register_operand(contract: Contract, spec: OperandSpec, v: ir.View):
     capacity = v.buffer.nbytes // v.dtype.bytes
     nat = len(spec.atom)
     repeat_shape = v.shape[:-nat]
-    table = spec.owner_table()
+    table = spec.owner_items
     slots: dict[tuple, set] = {}
     points = iter(layout.table(("laneid", "m")))  # every element, row-major
     for rep in itertools.product(*(range(e) for e in repeat_shape)):
-        for atom, (lane, reg) in table.items():
+        for atom, (lane, reg) in table:
             g_lane, g_m = next(points)
             g_slot = g_m + base
             if g_lane != lane:
