@@ -41,8 +41,8 @@ class _LinearForm(Visitor):
 
     pass_name = "the linear-form analysis"
 
-    def __init__(self):
-        self.keys: dict = {}  # structural_key's memo for this analysis
+    def __init__(self, keys: dict | None = None):
+        self.keys: dict = {} if keys is None else keys  # structural_key's memo
 
     def leaf(self, value):
         return {}, int(value)
@@ -79,15 +79,16 @@ class _LinearForm(Visitor):
         return (_LinearForm._atom, None) if cls.__name__ in _ATOMS else None
 
 
-def linear_form(e) -> tuple[dict[int, tuple[Expr, int]], int] | None:
+def linear_form(e, keys: dict | None = None) -> tuple[dict[int, tuple[Expr, int]], int] | None:
     """``e`` as ``sum(coef * atom) + const`` over non-linear atoms (keyed by
     :func:`structural_key`, so ``(i % 8) * 8 + 8 - (i % 8) * 8`` is the constant 8).
 
-    Returns None for float expressions.
+    Returns None for float expressions. ``keys``: a memo of structural keys the caller keeps
+    for several calls (see :func:`structural_key`).
     """
     if isinstance(e, (bool, int)):
         return {}, int(e)
-    return _LinearForm().visit(e)
+    return _LinearForm(keys).visit(e)
 
 
 def structural_key(e, memo: dict | None = None) -> tuple:

@@ -42,15 +42,17 @@ __all__ = ["simplify_index", "value_range"]
 _LINEAR = (ir.Op.ADD, ir.Op.SUB, ir.Op.MUL)
 
 
-def simplify_index(e, ranges: dict | None = None):
-    """``e`` simplified (an int stays an int). ``ranges`` maps Vars to ``(lo, hi)``, inclusive."""
+def simplify_index(e, ranges: dict | None = None, keys: dict | None = None):
+    """``e`` simplified (an int stays an int). ``ranges`` maps Vars to ``(lo, hi)``, inclusive.
+    ``keys``: a memo of structural keys (see :func:`~tirx.ir.simplify.structural_key`) that
+    the caller keeps for several calls over trees sharing subtrees; by default one per call."""
     if isinstance(e, int) or not isinstance(e, ir.Expr):
         return e
     if is_float(e.dtype) or e.dtype.kind == "bool":
         return e
     if _taller_than(e, MAX_HEIGHT):  # left as written: the rules below recurse per level
         return e
-    return _Simplifier(ranges or {}).run(e)
+    return _Simplifier(ranges or {}, keys).run(e)
 
 
 # The simplifier's rules recurse once per level of nested ``//``, ``%``, ``*`` (sums are
@@ -81,9 +83,10 @@ def value_range(e, ranges: dict | None = None) -> tuple[int, int] | None:
 
 
 class _Simplifier:
-    def __init__(self, ranges: dict):
+    def __init__(self, ranges: dict, keys: dict | None = None):
         self.ranges = ranges
-        self.keys: dict = {}  # structural_key's memo for this run (node id -> (node, key))
+        # structural_key's memo (node id -> (node, key)): this run's, or the caller's
+        self.keys: dict = {} if keys is None else keys
         self._range: _Range | None = None
 
     def run(self, e):
