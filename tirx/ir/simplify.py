@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import enum
 
-from ..dtypes import DTypeKind, is_float
+from ..dtypes import DType, DTypeKind, is_float
 from .nodes import Const, Expr, Load, Op, Var
 from .visitor import DESCEND, Visitor
 
@@ -41,6 +41,9 @@ class _LinearForm(Visitor):
 
     pass_name = "the linear-form analysis"
 
+    def __init__(self, keys: dict | None = None):
+        self.keys: dict = {} if keys is None else keys  # structural_key's memo
+
     def leaf(self, value):
         return {}, int(value)
 
@@ -50,7 +53,7 @@ class _LinearForm(Visitor):
     def enter_BinOp(self, e):
         if is_float(e.dtype):
             return None
-        return DESCEND if e.op in _LINEAR_OPS else ({structural_key(e): (e, 1)}, 0)
+        return DESCEND if e.op in _LINEAR_OPS else ({structural_key(e, self.keys): (e, 1)}, 0)
 
     def leave_BinOp(self, e, la, lb):
         if la is None or lb is None:
@@ -61,7 +64,7 @@ class _LinearForm(Visitor):
                 return _scale(tb, cb, ca)
             if not tb:
                 return _scale(ta, ca, cb)
-            return {structural_key(e): (e, 1)}, 0
+            return {structural_key(e, self.keys): (e, 1)}, 0
         sign = 1 if e.op is Op.ADD else -1
         terms = dict(ta)
         for k, (atom, coef) in tb.items():
@@ -70,50 +73,72 @@ class _LinearForm(Visitor):
         return {k: v for k, v in terms.items() if v[1]}, ca + sign * cb
 
     def _atom(self, e):
-        return None if is_float(e.dtype) else ({structural_key(e): (e, 1)}, 0)
+        return None if is_float(e.dtype) else ({structural_key(e, self.keys): (e, 1)}, 0)
 
     def _default(self, cls):
         return (_LinearForm._atom, None) if cls.__name__ in _ATOMS else None
 
 
-def linear_form(e) -> tuple[dict[int, tuple[Expr, int]], int] | None:
+def linear_form(e, keys: dict | None = None) -> tuple[dict[int, tuple[Expr, int]], int] | None:
     """``e`` as ``sum(coef * atom) + const`` over non-linear atoms (keyed by
     :func:`structural_key`, so ``(i % 8) * 8 + 8 - (i % 8) * 8`` is the constant 8).
 
-    Returns None for float expressions.
+    Returns None for float expressions. ``keys``: a memo of structural keys the caller keeps
+    for several calls (see :func:`structural_key`).
     """
     if isinstance(e, (bool, int)):
         return {}, int(e)
-    return _LinearForm().visit(e)
+    return _LinearForm(keys).visit(e)
 
 
-def structural_key(e) -> tuple:
+def structural_key(e, memo: dict | None = None) -> tuple:
     """A hashable key equal for expressions that compute the same value by the same tree
     (``lane % 8`` built twice has one key). Variables, buffers and loads are keyed by the
     object: two loads of one address are the same value within one expression, which has no
     side effects. Built over an explicit stack (children's keys first), so a sum of thousands
-    of terms needs no recursion."""
+    of terms needs no recursion.
+
+    ``memo`` (a dict the caller owns, for one pass) remembers the key of every compound node
+    met, by ``id``: a node is immutable, and the memo holds the node itself beside its key, so
+    the id is not reused while the entry lives. A pass that keys many trees sharing subtrees
+    (the index simplifier) then walks each subtree once."""
     kind = _KINDS.get(type(e)) or _kind(type(e))
     if kind is _CONST:
         return ("const", e.value, e.dtype.name)
     if kind is _OBJECT:
         return ("obj", id(e))
+    if memo is not None:
+        known = memo.get(id(e))
+        if known is not None and known[0] is e:
+            return known[1]
     out: list = []  # keys of finished nodes, in the order their parents read them
-    todo: list = [e]  # nodes to key; (node,) once its children's keys are on out
+    todo: list = [e]  # nodes to key; (node, its field values, how many are Expr) once its
+    # children's keys are on out
+    pop, push, extend, kinds = todo.pop, todo.append, todo.extend, _KINDS
     while todo:
-        x = todo.pop()
+        x = pop()
         if type(x) is tuple:
-            out.append(_assembled(x[0], out))
+            key = _assembled(x, out)
+            out.append(key)
+            if memo is not None:
+                memo[id(x[0])] = (x[0], key)
             continue
-        kind = _KINDS.get(type(x)) or _kind(type(x))
+        kind = kinds.get(type(x)) or _kind(type(x))
         if kind is _CONST:
             out.append(("const", x.value, x.dtype.name))
         elif kind is _OBJECT:
             out.append(("obj", id(x)))
         else:
-            todo.append((x,))
-            names = (("index",) if kind is _LOAD else kind)[::-1]
-            todo.extend(v for v in (getattr(x, n) for n in names) if isinstance(v, Expr))
+            if memo is not None:
+                known = memo.get(id(x))
+                if known is not None and known[0] is x:
+                    out.append(known[1])
+                    continue
+            values = [x.index] if kind is _LOAD else [getattr(x, n) for n in kind]
+            below = [v for v in values if isinstance(v, Expr)]
+            push((x, values, len(below)))
+            below.reverse()  # the first field's key reaches out first
+            extend(below)
     return out[0]
 
 
@@ -134,27 +159,37 @@ def _kind(cls: type):
     return kind
 
 
-def _assembled(x, out: list) -> tuple:
-    """The key of ``x``, the keys of its expression fields being the last entries of out."""
+_PLAIN = frozenset({int, float, bool, str, type(None)})  # field values keyed as they are
+
+
+def _assembled(item: tuple, out: list) -> tuple:
+    """The key of ``item``'s node, from its field values and (the last ``count`` entries of
+    ``out``, which it removes) the keys of those that are expressions."""
+    x, values, count = item
     kind = _KINDS[type(x)]
     if kind is _LOAD:
-        i = x.index
-        index = out.pop() if isinstance(i, Expr) else structural_key(as_expr_key(i))
+        i = values[0]
+        index = out.pop() if count else structural_key(as_expr_key(i))
         return ("load", id(x.buffer), x.dtype.name, index)
-    values = [getattr(x, name) for name in kind]
-    at = len(out) - sum(isinstance(v, Expr) for v in values)
+    at = len(out) - count
     parts: list = [type(x).__name__]
     for v in values:
-        if isinstance(v, Expr):
+        t = type(v)
+        if t in _PLAIN:
+            parts.append(v)
+        elif isinstance(v, Expr):
             parts.append(out[at])
             at += 1
-        elif isinstance(v, (int, float, bool, str)) or v is None:
+        elif t is DType:
+            parts.append(v.name)
+        elif isinstance(v, (int, float, bool, str)):
             parts.append(v)
         elif hasattr(v, "name") and hasattr(v, "bits"):  # a DType
             parts.append(v.name)
         else:
             parts.append(("obj", id(v)) if not isinstance(v, enum.Enum) else v)
-    del out[len(out) - sum(isinstance(v, Expr) for v in values) :]
+    if count:
+        del out[-count:]
     return tuple(parts)
 
 

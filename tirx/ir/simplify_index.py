@@ -42,15 +42,17 @@ __all__ = ["simplify_index", "value_range"]
 _LINEAR = (ir.Op.ADD, ir.Op.SUB, ir.Op.MUL)
 
 
-def simplify_index(e, ranges: dict | None = None):
-    """``e`` simplified (an int stays an int). ``ranges`` maps Vars to ``(lo, hi)``, inclusive."""
+def simplify_index(e, ranges: dict | None = None, keys: dict | None = None):
+    """``e`` simplified (an int stays an int). ``ranges`` maps Vars to ``(lo, hi)``, inclusive.
+    ``keys``: a memo of structural keys (see :func:`~tirx.ir.simplify.structural_key`) that
+    the caller keeps for several calls over trees sharing subtrees; by default one per call."""
     if isinstance(e, int) or not isinstance(e, ir.Expr):
         return e
     if is_float(e.dtype) or e.dtype.kind == "bool":
         return e
     if _taller_than(e, MAX_HEIGHT):  # left as written: the rules below recurse per level
         return e
-    return _Simplifier(ranges or {}).run(e)
+    return _Simplifier(ranges or {}, keys).run(e)
 
 
 # The simplifier's rules recurse once per level of nested ``//``, ``%``, ``*`` (sums are
@@ -81,8 +83,11 @@ def value_range(e, ranges: dict | None = None) -> tuple[int, int] | None:
 
 
 class _Simplifier:
-    def __init__(self, ranges: dict):
+    def __init__(self, ranges: dict, keys: dict | None = None):
         self.ranges = ranges
+        # structural_key's memo (node id -> (node, key)): this run's, or the caller's
+        self.keys: dict = {} if keys is None else keys
+        self._range: _Range | None = None
 
     def run(self, e):
         if not isinstance(e, ir.BinOp) or is_float(e.dtype):
@@ -145,7 +150,7 @@ class _Simplifier:
     def add_atom(self, terms, atom, k):
         if isinstance(atom, ir.Const):
             atom = ir.Const(atom.value, atom.dtype)
-        key = structural_key(atom)
+        key = structural_key(atom, self.keys)
         old = terms.get(key, (atom, 0))[1]
         if old + k:
             terms[key] = (atom, old + k)
@@ -163,8 +168,12 @@ class _Simplifier:
                 if key not in terms or not _is_div(atom, ir.Op.FLOORMOD):
                     continue
                 y, d, dtype = atom.a, int(atom.b.value), atom.dtype
+                # both rules below pair this term with another of coefficient coef * d: with
+                # none, neither applies (and the quotient need not be built to find that out)
+                if not any(c == coef * d and k != key for k, (_, c) in terms.items()):
+                    continue
                 div = self.floordiv(y, d, dtype)
-                dkey = structural_key(div)
+                dkey = structural_key(div, self.keys)
                 if dkey != key and dkey in terms and terms[dkey][1] == coef * d:
                     del terms[key], terms[dkey]
                     sub, const = self.linear_of_atom(y)
@@ -180,7 +189,7 @@ class _Simplifier:
                         okey != key
                         and _is_div(other, ir.Op.FLOORMOD)
                         and ocoef == coef * d
-                        and structural_key(other.a) == dkey
+                        and structural_key(other.a, self.keys) == dkey
                     ):
                         e = int(other.b.value)
                         del terms[key], terms[okey]
@@ -193,7 +202,7 @@ class _Simplifier:
     def linear_of_atom(self, x):
         if isinstance(x, ir.BinOp) and x.op in _LINEAR:
             return self.linear(x)
-        return {structural_key(x): (x, 1)}, 0
+        return {structural_key(x, self.keys): (x, 1)}, 0
 
     def rebuild(self, form, dtype):
         terms, const = form
@@ -224,7 +233,7 @@ class _Simplifier:
             self.linear(a)
             if isinstance(a, ir.BinOp) and a.op in _LINEAR
             else (
-                {structural_key(a): (a, 1)},
+                {structural_key(a, self.keys): (a, 1)},
                 0,
             )
         )
@@ -268,7 +277,7 @@ class _Simplifier:
     def swizzle(self, x, g):
         """``x ^ g`` as ``H + (L ^ g(L))`` when ``g`` is a swizzle of ``x`` (see the module
         docstring), or None when ``g`` is not one or ``x`` does not split."""
-        period = _swizzle_period(x, g)
+        period = _swizzle_period(x, g, self.keys)
         if period is None:
             return None
         dtype = x.dtype
@@ -302,7 +311,9 @@ class _Simplifier:
     # ----------------------------------------------------------------- ranges
 
     def range(self, e) -> tuple[int, int] | None:
-        return _Range(self.ranges).visit(e)
+        if self._range is None:
+            self._range = _Range(self.ranges)  # no state but the ranges: one per run
+        return self._range.visit(e)
 
 
 class _Range(Visitor):
@@ -354,7 +365,7 @@ class _Range(Visitor):
         return (_Range._unknown, None) if issubclass(cls, ir.Expr) else None
 
 
-def _swizzle_period(x, g) -> int | None:
+def _swizzle_period(x, g, keys: dict | None = None) -> int | None:
     """``K`` when ``g`` is ``(x >> a) & mask`` or ``(x & mask) << a`` (constants ``a >= 0``,
     ``mask > 0``, same dtype): ``g`` reads and changes bits of ``x`` below ``K`` only."""
     if not isinstance(g, ir.BinOp) or not isinstance(g.b, ir.Const) or g.dtype != x.dtype:
@@ -369,7 +380,7 @@ def _swizzle_period(x, g) -> int | None:
         shift, mask = c, d
     else:
         return None
-    if shift < 0 or mask <= 0 or structural_key(inner.a) != structural_key(x):
+    if shift < 0 or mask <= 0 or structural_key(inner.a, keys) != structural_key(x, keys):
         return None
     return 1 << (mask << shift).bit_length()
 

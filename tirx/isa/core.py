@@ -17,6 +17,7 @@ import enum
 import itertools
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cached_property
 
 from ..ir.nodes import ExecScope
 
@@ -84,7 +85,13 @@ class OperandSpec:
 
     def owner_table(self) -> dict[tuple[int, ...], tuple[int, int]]:
         """Every atom coordinate with its (lane, register)."""
-        return {c: self.owner(c) for c in itertools.product(*(range(e) for e in self.atom))}
+        return dict(self.owner_items)
+
+    @cached_property
+    def owner_items(self) -> tuple[tuple[tuple[int, ...], tuple[int, int]], ...]:
+        """:meth:`owner_table`'s items, in row-major order of the atom, computed once per
+        operand (the spec is immutable; a kernel checks one operand at many tile ops)."""
+        return tuple((c, self.owner(c)) for c in itertools.product(*(range(e) for e in self.atom)))
 
 
 @dataclass(frozen=True)

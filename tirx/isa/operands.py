@@ -69,15 +69,16 @@ def check_register_operand(contract: Contract, spec: OperandSpec, v: ir.View):
     capacity = v.buffer.nbytes // v.dtype.bytes
     nat = len(spec.atom)
     repeat_shape = v.shape[:-nat]
-    table = spec.owner_table()
+    table = spec.owner_items
     slots: dict[tuple, set] = {}
     points = iter(layout.table(("laneid", "m")))  # every element, row-major
     for rep in itertools.product(*(range(e) for e in repeat_shape)):
-        for atom, (lane, reg) in table.items():
+        here: dict[int, set] = {}  # this repeat's slots by native register
+        for atom, (lane, reg) in table:
             g_lane, g_m = next(points)
             g_slot = g_m + base
             if g_lane != lane:
-                slot_of = sorted(slots.get((rep, reg), {g_slot}))[0]
+                slot_of = sorted(here.get(reg, {g_slot}))[0]
                 raise ContractError(
                     f"{where}: element {rep + atom} belongs to lane {lane} (register {reg}) "
                     f"but the layout gives it to lane {g_lane} (slot {g_slot})",
@@ -89,7 +90,13 @@ def check_register_operand(contract: Contract, spec: OperandSpec, v: ir.View):
                     f"{where}: element {rep + atom} maps to slot {g_slot}, outside "
                     f"{v.buffer.name!r} ({capacity} {v.dtype} slots)"
                 )
-            slots.setdefault((rep, reg), set()).add(g_slot)
+            found = here.get(reg)
+            if found is None:
+                here[reg] = {g_slot}
+            else:
+                found.add(g_slot)
+        for reg, found in here.items():
+            slots[(rep, reg)] = found
     mapping = {}
     for key, found in slots.items():
         if len(found) != 1:

@@ -50,9 +50,28 @@ def _add(a, b):
     return ir.as_expr(a) + b
 
 
-_DEFINITIONS: contextvars.ContextVar[dict | None] = contextvars.ContextVar(
+_DEFINITIONS: contextvars.ContextVar[_Definitions | None] = contextvars.ContextVar(
     "definitions", default=None
 )
+
+
+class _Definitions:
+    """A function body's single-assignment definitions, found when first asked for (a kernel
+    whose rows all start at compile-time offsets never asks)."""
+
+    __slots__ = ("body", "found", "keys", "expanded")
+
+    def __init__(self, body):
+        self.body, self.found = body, None
+        # for this lowering: the structural keys of the nodes residue's simplifications met
+        # (the definitions' values recur in every row's expanded offset), and _expand's memo
+        self.keys: dict = {}
+        self.expanded: dict = {}
+
+    def get(self) -> dict:
+        if self.found is None:
+            self.found = _single_assignments(self.body)
+        return self.found
 
 
 @contextlib.contextmanager
@@ -60,7 +79,7 @@ def known_definitions(fn: ir.Function):
     """While lowering ``fn``: let :func:`residue` see through its single-assignment integer
     variables (``col = (tid % 8) * 8`` is a multiple of 8 wherever ``col`` is read, since it
     only ever holds a value of that expression)."""
-    token = _DEFINITIONS.set(_single_assignments(fn.body))
+    token = _DEFINITIONS.set(_Definitions(fn.body))
     try:
         yield
     finally:
@@ -154,28 +173,37 @@ def _pure(e) -> bool:
 _EXPAND_DEPTH = 8  # definitions followed through at most this many variables
 
 
-def _expand(e, definitions: dict):
+def _expand(e, definitions: dict, memo: dict | None = None):
     """``e`` with defined variables replaced by their values (a few levels deep), over an
-    explicit stack; an unchanged subexpression is kept."""
+    explicit stack; an unchanged subexpression is kept. ``memo`` (the caller's, for one set of
+    definitions) remembers each compound node's expansion by (id, depth), beside the node so
+    that the id is not reused while the entry lives: every row's offset shares its base."""
+    memo = {} if memo is None else memo
     out: list = []
     todo: list = [(e, 0)]
     while todo:
         x, depth = todo.pop()
-        if depth < 0:  # rebuild x from the results of its operands
+        if depth < 0:  # rebuild x (met at depth -1 - depth) from the results of its operands
             if isinstance(x, ir.BinOp):
                 b, a = out.pop(), out.pop()
-                out.append(x if (a is x.a and b is x.b) else ir.binop(x.op, a, b))
+                y = x if (a is x.a and b is x.b) else ir.binop(x.op, a, b)
             else:
                 inner = out.pop()
-                out.append(x if inner is x.value else ir.cast(inner, x.dtype))
+                y = x if inner is x.value else ir.cast(inner, x.dtype)
+            memo[(id(x), -1 - depth)] = (x, y)
+            out.append(y)
         elif depth >= _EXPAND_DEPTH:
             out.append(x)
         elif isinstance(x, ir.Var) and x in definitions:
             todo.append((definitions[x], depth + 1))
-        elif isinstance(x, ir.BinOp):
-            todo.extend(((x, -1), (x.b, depth), (x.a, depth)))
-        elif isinstance(x, ir.Cast):
-            todo.extend(((x, -1), (x.value, depth)))
+        elif isinstance(x, (ir.BinOp, ir.Cast)):
+            known = memo.get((id(x), depth))
+            if known is not None and known[0] is x:
+                out.append(known[1])
+            elif isinstance(x, ir.BinOp):
+                todo.extend(((x, -1 - depth), (x.b, depth), (x.a, depth)))
+            else:
+                todo.extend(((x, -1 - depth), (x.value, depth)))
         else:
             out.append(x)
     return out[0]
@@ -188,10 +216,11 @@ def residue(e, n: int) -> int | None:
     if n == 1:
         return 0
     e = e if isinstance(e, (int, ir.Expr)) else ir.as_expr(e)
-    definitions = _DEFINITIONS.get()
-    if definitions and isinstance(e, ir.Expr):
-        e = simplify_index(_expand(e, definitions))
-    form = linear_form(e)
+    known = _DEFINITIONS.get()
+    definitions = known.get() if known is not None and isinstance(e, ir.Expr) else None
+    if definitions:
+        e = simplify_index(_expand(e, definitions, known.expanded), keys=known.keys)
+    form = linear_form(e, known.keys if known is not None else None)
     if form is None:
         return None
     terms, c = form

@@ -32,7 +32,7 @@ from .tools import LazyPattern, parse_ptxas_info, ptxas_stats
 
 __all__ = [
     "NvrtcOutput",
-    "Diagnostic",
+    "Diagnostic",  # noqa: F822 - made on first use (module __getattr__)
     "DEFAULT_OPTIONS",
     "command_line",
     "compile_cuda",
@@ -111,13 +111,29 @@ class NvrtcOutput:
         )
 
 
-class Diagnostic(NamedTuple):
-    """One diagnostic of a compile log. ``file`` is ``"<ptx>"`` for ptxas' lines about PTX."""
+@functools.cache
+def _diagnostic_class() -> type:
+    """:class:`Diagnostic`, made when first needed: only a failed compile reads its log's
+    diagnostics, and making a ``NamedTuple`` class costs a successful cold compile about a
+    millisecond (its annotations are compiled one by one)."""
 
-    file: str
-    line: int
-    severity: str
-    message: str
+    class Diagnostic(NamedTuple):
+        """One diagnostic of a compile log. ``file`` is ``"<ptx>"`` for ptxas' lines about
+        PTX."""
+
+        file: str
+        line: int
+        severity: str
+        message: str
+
+    Diagnostic.__qualname__ = "Diagnostic"
+    return Diagnostic
+
+
+def __getattr__(name: str):
+    if name == "Diagnostic":  # the module's attribute, made on first use (_diagnostic_class)
+        return _diagnostic_class()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 _CXX_DIAG = LazyPattern(
@@ -134,9 +150,10 @@ _PTX_FILE = LazyPattern(r'^\s*\.file\s+(\d+)\s+"([^"]*)"')
 _PTX_LOC = LazyPattern(r"^\s*\.loc\s+(\d+)\s+(\d+)\s+(\d+)")
 
 
-def parse_diagnostics(log: str) -> list[Diagnostic]:
+def parse_diagnostics(log: str) -> list[Diagnostic]:  # noqa: F821 - see __getattr__
     """Every ``path(line): severity: message`` of an NVRTC log, and ptxas' errors and warnings
     (file ``"<ptx>"``, line in the PTX); option errors come as file ``"<nvrtc>"``, line 0."""
+    Diagnostic = _diagnostic_class()  # noqa: N806 - the class
     out = []
     for line in log.splitlines():
         if m := _CXX_DIAG.match(line):

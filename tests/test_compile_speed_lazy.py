@@ -1,0 +1,86 @@
+"""What a cold compile does not make until it needs it: NVRTC's diagnostic type (only a failed
+compile reads diagnostics) and a kernel's single-assignment definitions (only a row check with
+a run-time start reads them). Each is made at first use, once, and is the same thing later."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+import types
+from pathlib import Path
+
+from tirx.ir import nodes as ir
+from tirx.isa import shared_rows
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _fresh(code: str) -> dict:
+    """Run ``code`` in a fresh interpreter (which prints one JSON line) and return its value."""
+    out = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def test_a_compile_that_succeeds_makes_no_diagnostic_type():
+    got = _fresh(
+        """
+        import json
+        import tirx
+        from tirx.backend.cuda import nvrtc
+        from tirx.examples.warp_matmul import warp_matmul
+        from tirx.transform.lower import lower_function
+        from tirx.backend.cuda.codegen import generate
+
+        generate(lower_function(warp_matmul.ir, arch=90))
+        before = nvrtc._diagnostic_class.cache_info().currsize
+        from tirx.backend.cuda.nvrtc import Diagnostic
+        d = nvrtc.parse_diagnostics('k.cu(3): error: identifier "y" is undefined')[0]
+        print(json.dumps({"before": before, "same": type(d) is Diagnostic is nvrtc.Diagnostic,
+                          "repr": repr(d), "fields": list(Diagnostic._fields)}))
+        """
+    )
+    assert got["before"] == 0
+    assert got["same"]
+    assert got["repr"] == (
+        "Diagnostic(file='k.cu', line=3, severity='error', message='identifier \"y\" is undefined')"
+    )
+    assert got["fields"] == ["file", "line", "severity", "message"]
+
+
+def test_unknown_attribute_of_nvrtc_module_is_an_attribute_error():
+    from tirx.backend.cuda import nvrtc
+
+    try:
+        nvrtc.Diagnostics  # noqa: B018 - the lookup is the test
+    except AttributeError as e:
+        assert "Diagnostics" in str(e)
+    else:
+        raise AssertionError("no AttributeError")
+
+
+def _function(body):
+    """A stand-in for a kernel: known_definitions reads its body only."""
+    return types.SimpleNamespace(body=body)
+
+
+def test_definitions_are_found_at_first_use_and_per_lowering():
+    i, col = ir.Var("i"), ir.Var("col")
+    body = ir.Seq((ir.Assign(col, (i % 8) * 8),))
+    with shared_rows.known_definitions(_function(body)):
+        known = shared_rows._DEFINITIONS.get()
+        assert known.found is None  # nothing asked yet
+        assert shared_rows.residue(col + 16, 8) == 0  # col is a multiple of 8
+        assert known.found == {col: body.stmts[0].value}
+        assert shared_rows.residue(col + 3, 8) == 3
+    assert shared_rows._DEFINITIONS.get() is None
+    other = ir.Seq((ir.Assign(col, (i % 8) * 4),))  # another kernel: its own definitions
+    with shared_rows.known_definitions(_function(other)):
+        assert shared_rows.residue(col + 16, 8) is None
