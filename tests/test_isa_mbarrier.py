@@ -129,6 +129,7 @@ def test_an_sm_90_form_on_sm_80_names_the_arch(tmp_path):
     ok = kernel(tmp_path, wait="mbarrier.test_wait.parity.shared::cta.b64")
     exe = tirx.compile(ok, "cuda -arch=sm_80")
     assert "mbarrier.test_wait.parity.shared::cta.b64" in exe.ptx
+    assert "cp.async.mbarrier.arrive.shared::cta.b64" in exe.ptx and exe.cubin
 
 
 # ----------------------------------------------------------------------------- checks
@@ -233,6 +234,7 @@ def test_cuda_text_of_every_form(tmp_path):
     for text in ("mbarrier.init.shared::cta.b64", "mbarrier.arrive.shared::cta.b64 _,"):
         assert text in ptx
     assert "cp.async.mbarrier.arrive.noinc.shared::cta.b64" in ptx
+    assert exe.cubin  # ptxas (inside NVRTC) took the inline PTX
 
 
 def test_the_lowered_operands(tmp_path):
