@@ -228,14 +228,21 @@ def kernel(A: T.Tensor((128,), "float32"), Out: T.Tensor((128,), "float32")):
     else:
         for i in range(4):
             {WAIT}(bars[0], {full_parity})
-            Out[i * 32 + tid - 32] = s[tid - 32]
+            Out[i * 32 + tid - 32] = s[tid - 32]{extra_read}
             {ARRIVE}(bars[1])
 """
 
 
-def phases(tmp_path, empty_wait=f"{WAIT}(bars[1], (i - 1) % 2)", full_parity="i % 2"):
+def phases(
+    tmp_path, empty_wait=f"{WAIT}(bars[1], (i - 1) % 2)", full_parity="i % 2", extra_read=""
+):
     src = PHASES.format(
-        INIT=INIT, ARRIVE=ARRIVE, WAIT=WAIT, empty_wait=empty_wait, full_parity=full_parity
+        INIT=INIT,
+        ARRIVE=ARRIVE,
+        WAIT=WAIT,
+        empty_wait=empty_wait,
+        full_parity=full_parity,
+        extra_read=extra_read,
     )
     return define(src, tmp_path, "kernel")
 
@@ -252,6 +259,13 @@ def test_parity_flips_over_several_phases(tmp_path):
     np.testing.assert_array_equal(out, a * np.float32(3.0))
     full = [t.phase for t in result.barriers if t.event is BarrierEvent.COMPLETE]
     assert sorted(full) == [1, 1, 2, 2, 3, 3, 4, 4]  # four phases of each barrier
+
+
+def test_bytes_every_consumer_reads_are_released_by_their_arrivals(tmp_path):
+    """All 32 consumers also read s[0]: the producer's next write of it waits on the empty
+    barrier, which their arrivals complete, so it is no race."""
+    a, out, _ = run_phases(phases(tmp_path, extra_read=" + s[0] * 0.0"))
+    np.testing.assert_array_equal(out, a * np.float32(3.0))
 
 
 def test_a_producer_that_does_not_wait_for_the_empty_slot_races(tmp_path):

@@ -234,9 +234,12 @@ def _ordered_records(shared, arrivals: list[tuple[int, int]]):
     wb = np.flatnonzero(
         np.isin(wt, tids) | ((wt >= 0) & (shared.w_stamp < before[np.maximum(wt, 0) >> 5]))
     )
-    rw = shared.r_warp
+    # a byte read by several threads of an arriving warp (tid -2) counts as the arrivals'
+    # too: the simulator would rather miss a race than report one that is not there
+    rw, rt = shared.r_warp, shared.r_tid
+    since = before[np.maximum(rw, 0)]
     rb = np.flatnonzero(
-        (rw >= 0) & (np.isin(shared.r_tid, tids) | (shared.r_stamp < before[np.maximum(rw, 0)]))
+        (rw >= 0) & (np.isin(rt, tids) | (shared.r_stamp < since) | ((rt == -2) & (since >= 0)))
     )
     return wb, shared.w_tid[wb].copy(), shared.w_site[wb].copy(), rb, shared.r_site[rb].copy()
 
