@@ -361,6 +361,21 @@ def test_gpu_producer_consumer_equals_the_simulator(tmp_path, consumer):
     np.testing.assert_array_equal(_on_gpu(fn, a, 64).view(np.uint32), out.view(np.uint32))
 
 
+SPIN = (
+    'done = T.alloc_local((1,), "uint32")\n        done[0] = 0\n'
+    f"        while done[0] == 0:\n            {TEST}(done[0], bars[0], 0)"
+)
+COUNTED = f"T.cuda.warp_sync()\n        if tid == 0:\n            {ARRIVE}(bars[0], 32)"
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("changes", [dict(wait=SPIN), dict(arrive=COUNTED)])
+def test_gpu_spinning_test_and_counted_arrive_equal_the_simulator(tmp_path, changes):
+    fn = pair(tmp_path, **changes)
+    a, out, _ = run_pair(fn)
+    np.testing.assert_array_equal(_on_gpu(fn, a, 64).view(np.uint32), out.view(np.uint32))
+
+
 @pytest.mark.gpu
 def test_gpu_phases_equal_the_simulator(tmp_path):
     fn = phases(tmp_path)
