@@ -207,7 +207,9 @@ def _lane_of(point: dict) -> int | None:
 # its own: there is no register fragment and no row-per-lane address map to draw).
 _DRAWN = check_complete(
     [(Family.MMA, True), (Family.LDMATRIX, True), (Family.STMATRIX, True),
-     (Family.CP_ASYNC, False), (Family.CP_ASYNC_BULK, False), (Family.FENCE_PROXY, False)],
+     (Family.CP_ASYNC, False), (Family.CP_ASYNC_BULK, False), (Family.FENCE_PROXY, False),
+     (Family.MBARRIER, False), (Family.CP_ASYNC_MBARRIER, False),
+     (Family.FENCE_MBARRIER_INIT, False)],
     "widgets.model fragments",
 )  # fmt: skip
 

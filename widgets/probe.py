@@ -72,7 +72,9 @@ def _matrix_native(contract, operand):
 _CANONICAL = check_complete(
     [(Family.MMA, _mma_native), (Family.LDMATRIX, _matrix_native),
      (Family.STMATRIX, _matrix_native), (Family.CP_ASYNC, no_fragment),
-     (Family.CP_ASYNC_BULK, no_fragment), (Family.FENCE_PROXY, no_fragment)],
+     (Family.CP_ASYNC_BULK, no_fragment), (Family.FENCE_PROXY, no_fragment),
+     (Family.MBARRIER, no_fragment), (Family.CP_ASYNC_MBARRIER, no_fragment),
+     (Family.FENCE_MBARRIER_INIT, no_fragment)],
     "widgets.probe canonical layouts",
 )  # fmt: skip
 
@@ -84,7 +86,8 @@ def canonical_layout(contract, operand: str):
 
 _REPEATS = check_complete(
     [(Family.MMA, (1, 1)), (Family.LDMATRIX, ()), (Family.STMATRIX, ()), (Family.CP_ASYNC, ()),
-     (Family.CP_ASYNC_BULK, ()), (Family.FENCE_PROXY, ())],
+     (Family.CP_ASYNC_BULK, ()), (Family.FENCE_PROXY, ()), (Family.MBARRIER, ()),
+     (Family.CP_ASYNC_MBARRIER, ()), (Family.FENCE_MBARRIER_INIT, ())],
     "widgets.probe repeats",
 )  # fmt: skip
 
@@ -108,7 +111,9 @@ def _mma_probed(contract) -> bool:
 _PROBED = check_complete(
     [(Family.MMA, _mma_probed), (Family.LDMATRIX, lambda c: True),
      (Family.STMATRIX, lambda c: True), (Family.CP_ASYNC, lambda c: False),
-     (Family.CP_ASYNC_BULK, lambda c: False), (Family.FENCE_PROXY, lambda c: False)],
+     (Family.CP_ASYNC_BULK, lambda c: False), (Family.FENCE_PROXY, lambda c: False),
+     (Family.MBARRIER, lambda c: False), (Family.CP_ASYNC_MBARRIER, lambda c: False),
+     (Family.FENCE_MBARRIER_INIT, lambda c: False)],
     "widgets.probe probed forms",
 )  # fmt: skip
 
@@ -277,7 +282,9 @@ _PROBE_KERNELS = check_complete(
      (Family.LDMATRIX, (("registers",), _ldmatrix_probe)),
      (Family.STMATRIX, (("registers",), _stmatrix_probe)),
      (Family.CP_ASYNC, ((), no_fragment)), (Family.CP_ASYNC_BULK, ((), no_fragment)),
-     (Family.FENCE_PROXY, ((), no_fragment))], "widgets.probe kernels",
+     (Family.FENCE_PROXY, ((), no_fragment)), (Family.MBARRIER, ((), no_fragment)),
+     (Family.CP_ASYNC_MBARRIER, ((), no_fragment)),
+     (Family.FENCE_MBARRIER_INIT, ((), no_fragment))], "widgets.probe kernels",
 )  # fmt: skip
 
 

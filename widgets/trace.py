@@ -288,6 +288,9 @@ _RUNS = check_complete(
         (Family.CP_ASYNC, no_fragment),
         (Family.CP_ASYNC_BULK, no_fragment),
         (Family.FENCE_PROXY, no_fragment),
+        (Family.MBARRIER, no_fragment),
+        (Family.CP_ASYNC_MBARRIER, no_fragment),
+        (Family.FENCE_MBARRIER_INIT, no_fragment),
     ],
     "widgets.trace runs",
 )

@@ -33,6 +33,9 @@ class Family(enum.Enum):
     CP_ASYNC = "cp.async"
     CP_ASYNC_BULK = "cp.async.bulk"
     FENCE_PROXY = "fence.proxy"
+    MBARRIER = "mbarrier"
+    CP_ASYNC_MBARRIER = "cp.async.mbarrier"
+    FENCE_MBARRIER_INIT = "fence.mbarrier_init"
 
 
 class Role(enum.Enum):
@@ -46,6 +49,8 @@ class Role(enum.Enum):
     SCALAR_IN = "a scalar register read"  # cp.async's src-size, cp.async.bulk's size
     GLOBAL_BLOCK_OUT = "a global-memory block written"  # cp.async.bulk's destination
     SHARED_BLOCK_IN = "a shared-memory block read"  # cp.async.bulk's source
+    MBARRIER = "a shared-memory mbarrier object"  # 8 bytes of shared memory
+    PRED_OUT = "a predicate written (1 or 0)"  # the mbarrier waits' result
 
 
 @dataclass(frozen=True)

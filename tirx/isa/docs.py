@@ -39,6 +39,9 @@ def _operand(spec) -> str:
         what = "immediate" if spec.role is Role.IMMEDIATE else "scalar"
         optional = ", optional" if spec.optional else ""
         return f"{spec.name}: {what}{optional} ({spec.about})"
+    if spec.role in (Role.MBARRIER, Role.PRED_OUT):
+        optional = ", optional" if spec.optional else ""
+        return f"{spec.name}: {spec.role.value}{optional} ({spec.about})"
     per = f" ×{spec.elements_per_word}" if spec.elements_per_word > 1 else ""
     scalar = " or scalar" if spec.role is Role.ACCUM_IN else ""
     return f"{spec.name}: {spec.dtype}{per} {spec.atom}, {spec.registers} reg{scalar}"

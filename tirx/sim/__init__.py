@@ -85,4 +85,5 @@ def run(
         blocks=blocks,
         seconds=time.perf_counter() - start,
         copies=machine.copy_traces or [],
+        barriers=machine.barrier_traces or [],
     )

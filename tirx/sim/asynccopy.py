@@ -125,6 +125,26 @@ class AsyncCopies:
         self.batches = keep
         return landed[idx]
 
+    def land_all(self, idx: np.ndarray) -> None:
+        """Complete every copy of threads ``idx``, committed or not (cp.async.mbarrier.arrive:
+        the arrive-on waits for all the thread's prior cp.async)."""
+        mine = np.zeros(self.m.T, dtype=bool)
+        mine[idx] = True
+        keep = []
+        for b in self.batches:
+            done = mine[b.tids]
+            if done.any():
+                self.m.shared.land_copy(b.dst[done], b.data[done], b.tids[done], b.site)
+            if not done.all():
+                b.tids, b.dst, b.data, b.group = (
+                    b.tids[~done],
+                    b.dst[~done],
+                    b.data[~done],
+                    b.group[~done],
+                )
+                keep.append(b)
+        self.batches = keep
+
 
 def _copies(m) -> AsyncCopies:
     if m.async_copies is None:

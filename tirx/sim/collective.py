@@ -49,7 +49,10 @@ _SUPPORTED = (
     "cp.async.{ca,cg}.shared.global, cp.async.commit_group, cp.async.wait_group, "
     "cp.async.wait_all, cp.async.bulk.global.shared::cta.bulk_group, "
     "cp.async.bulk.commit_group, cp.async.bulk.wait_group[.read], "
-    "fence.proxy.async[.global|.shared::cta]"
+    "fence.proxy.async[.global|.shared::cta], "
+    "mbarrier.{init,arrive[.expect_tx],expect_tx,test_wait.parity,try_wait.parity,inval}"
+    "[.release.cta|.acquire.cta|.relaxed.cta].shared[::cta].b64, "
+    "cp.async.mbarrier.arrive[.noinc].shared[::cta].b64, fence.mbarrier_init.release.cluster"
 )
 
 
@@ -177,6 +180,10 @@ def _full_warps(m, idx: np.ndarray, text: str) -> np.ndarray:
 
 def compile_ptx(m, compiler, stmt: ir.PtxCall):
     text = stmt.instruction.strip()
+    if text.startswith(("mbarrier.", "cp.async.mbarrier.", "fence.mbarrier_init.")):
+        from .mbarrier import compile_mbarrier
+
+        return compile_mbarrier(m, compiler, stmt, text, _SUPPORTED)
     if text.startswith(("cp.async.bulk", "fence.proxy")):
         from .bulkcalls import compile_bulk
 

@@ -66,6 +66,10 @@ class Machine:
         self.copy_traces = [] if trace else None
         self.async_copies = None  # tirx.sim.asynccopy.AsyncCopies, made by the first cp.async
         self.bulk_copies = None  # tirx.sim.bulkcopy.BulkCopies, made by the first cp.async.bulk
+        self.mbarriers = None  # tirx.sim.mbarrier.Barriers, made by the first mbarrier call
+        self.strands = None  # tirx.sim.strands.Strands, made by the first mbarrier wait
+        self.barrier_traces = [] if trace else None
+        self._holds_wait: dict = {}
         gx, gy, gz = fn.launch.grid
         bx, by, bz = fn.launch.block
         self.T = T = bx * by * bz
@@ -168,11 +172,16 @@ class Machine:
                         self.async_copies.reset()
                     if self.bulk_copies is not None:
                         self.bulk_copies.reset()
+                    if self.mbarriers is not None:
+                        self.mbarriers.reset()
                     for arr in self.variables.values():
                         arr.fill(0)
                     self.loops.clear()
                     try:
-                        self.body(self.all)
+                        if self.strands is not None:  # warps that wait on mbarriers
+                            self.strands.run(self.body, self.all)
+                        else:
+                            self.body(self.all)
                         if self.bulk_copies is not None:  # the block's bulk stores land
                             self.bulk_copies.finish_block()
                     except Fault as f:
@@ -303,6 +312,11 @@ class Machine:
             rest = self.stmt(other) if other is not None else None
         first = self._if_links[id(s)] = (cond, then, s.span, rest)
         m = self
+        if self.strands is not None:  # an mbarrier wait inside: its branches are strands
+            from .strands import forking_if, holds_wait
+
+            if holds_wait(s, self._holds_wait):
+                return forking_if(self, first)
 
         def run(idx):
             outs = []

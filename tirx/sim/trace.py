@@ -91,13 +91,15 @@ class CopyTrace:
 class RunResult:
     """The result of :func:`tirx.sim.run`: outputs were written in place into the arguments.
 
-    ``traces``: the PTX warp-instruction traces; ``copies``: the asynchronous-copy traces.
+    ``traces``: the PTX warp-instruction traces; ``copies``: the asynchronous-copy traces;
+    ``barriers``: the mbarrier events (init, arrive, phase completion, wait).
     """
 
     traces: list[PtxTrace] = field(default_factory=list)
     blocks: int = 0
     seconds: float = 0.0
     copies: list[CopyTrace] = field(default_factory=list)
+    barriers: list = field(default_factory=list)  # tirx.sim.mbarrier.BarrierTrace
 
 
 def as_float(bits: np.ndarray, is_f32: np.ndarray) -> np.ndarray:

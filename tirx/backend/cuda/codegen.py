@@ -425,6 +425,10 @@ class _Emitter(Walker):
         return code
 
     def ptx(self, st: ir.PtxCall) -> None:
+        from .mbarrier import emit_mbarrier, is_mbarrier
+
+        if is_mbarrier(st.instruction):
+            return emit_mbarrier(self, st)
         outs, ins, groups = [], [], []
         for op in st.operands:
             if isinstance(op, ir.AddressOperand):

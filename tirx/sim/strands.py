@@ -1,0 +1,246 @@
+"""Strands: the warps of a block that run while others wait on an mbarrier.
+
+The machine (:mod:`tirx.sim.machine`) runs a block's threads in lockstep, one branch of an
+``if`` after the other. That cannot run a consumer that waits on an mbarrier before the
+producer in the other branch has arrived. So in a kernel with an mbarrier wait, the block
+runs as *strands*: each branch of an ``if`` whose body holds a wait runs as its own strand (a
+set of threads in lockstep), and a strand that waits on an incomplete phase is suspended
+while the others run — the warp scheduler's freedom on the GPU. Only one strand executes at a
+time (each is a Python thread handing a baton to the block's scheduler and back), so the
+machine's state needs no locking; a switch saves the strand's loop frames and span.
+
+A strand waits with :meth:`Strands.wait_until`; when no strand can run and some are waiting
+on a barrier, the block is deadlocked: the fault names every waiting barrier and its state.
+The conditions of an ``if``/``elif`` chain that forks are all evaluated before its branches
+run (on the GPU their order against the branches' effects is unspecified too).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+
+import numpy as np
+
+from ..ir import nodes as ir
+from .faults import Fault
+
+__all__ = ["Strands", "holds_wait", "WAITS"]
+
+WAITS = ("mbarrier.test_wait", "mbarrier.try_wait")
+
+
+def holds_wait(s: ir.Stmt, cache: dict) -> bool:
+    """Whether ``s`` (a statement of the lowered IR) contains an mbarrier wait."""
+    hit = cache.get(id(s))
+    if hit is not None:
+        return hit
+    todo, found = [s], False
+    while todo and not found:
+        node = todo.pop()
+        if isinstance(node, ir.PtxCall):
+            found = node.instruction.startswith(WAITS)
+        elif isinstance(node, ir.Seq):
+            todo.extend(node.stmts)
+        elif isinstance(node, ir.If):
+            todo.extend(x for x in (node.then_body, node.else_body) if x is not None)
+        elif isinstance(node, (ir.For, ir.While)):
+            todo.append(node.body)
+    cache[id(s)] = found
+    return found
+
+
+class _Cancelled(BaseException):
+    """Ends a suspended strand when its block stops with a fault."""
+
+
+class _Strand:
+    def __init__(self, sched: Strands, fn, idx: np.ndarray, loops: list, span):
+        self.sched, self.fn, self.idx = sched, fn, idx
+        self.loops, self.span = loops, span
+        self.go = threading.Semaphore(0)
+        self.done = False
+        self.result = None
+        self.error: BaseException | None = None
+        self.blocked = None  # (ready(), describe() or None) while waiting
+        self.spin = None  # (site, version) of the last failed test_wait
+        self.thread = threading.Thread(target=self._main, daemon=True)
+        self.thread.start()
+
+    def _main(self):
+        self.go.acquire()
+        try:
+            if self.sched.cancelled:
+                raise _Cancelled
+            self.result = self.fn(self.idx)
+        except _Cancelled:
+            pass
+        except BaseException as e:  # handed to the scheduler, which re-raises it
+            self.error = e
+        finally:
+            self.done = True
+            self.sched.back.release()
+
+
+class Strands:
+    """The scheduler of one machine's blocks."""
+
+    def __init__(self, machine):
+        self.m = machine
+        self.back = threading.Semaphore(0)
+        self.cancelled = False
+        self.current: _Strand | None = None
+        self.strands: list[_Strand] = []
+        self.ready: deque[_Strand] = deque()
+        self.version = 0  # bumped by every change of a barrier's state (mbarrier.py)
+
+    # --------------------------------------------------------------- the block loop
+
+    def run(self, body, idx: np.ndarray):
+        """Run ``body(idx)`` (a block) as its first strand, and every strand it forks."""
+        self.cancelled = False
+        self.strands.clear()
+        self.ready.clear()
+        root = self._spawn(body, idx, [])
+        try:
+            while True:
+                s = self._pick()
+                if s is None:
+                    break
+                self._resume(s)
+        except BaseException:
+            self._cancel_all()
+            raise
+        return root.result
+
+    def _spawn(self, fn, idx, loops) -> _Strand:
+        s = _Strand(self, fn, idx, list(loops), self.m.span)
+        self.strands.append(s)
+        self.ready.append(s)
+        return s
+
+    def _pick(self) -> _Strand | None:
+        if self.ready:
+            return self.ready.popleft()
+        live = [s for s in self.strands if not s.done]
+        for s in live:
+            if s.blocked is not None and s.blocked[0]():
+                return s
+        if live:
+            raise self._deadlock(live)
+        return None
+
+    def _resume(self, s: _Strand) -> None:
+        m = self.m
+        m.loops, m.span = s.loops, s.span
+        self.current = s
+        s.go.release()
+        self.back.acquire()  # until the strand waits or ends
+        s.span = m.span
+        self.current = None
+        if s.error is not None:
+            m.span = s.span
+            raise s.error
+
+    def _cancel_all(self) -> None:
+        self.cancelled = True
+        for s in self.strands:
+            if not s.done:
+                s.go.release()
+                self.back.acquire()
+        self.strands.clear()
+        self.ready.clear()
+
+    # -------------------------------------------------------------- inside a strand
+
+    def wait_until(self, ready, describe=None) -> None:
+        """Suspend the current strand until ``ready()``; ``describe()`` gives
+        ``(thread, text)`` for the deadlock report (None: not waiting on a barrier)."""
+        if ready():
+            return
+        s = self.current
+        s.blocked = (ready, describe)
+        s.span = self.m.span
+        self.back.release()
+        s.go.acquire()
+        s.blocked = None
+        if self.cancelled:
+            raise _Cancelled
+
+    def yield_now(self, site, describe) -> None:
+        """A ``test_wait`` of the current strand failed at ``site``: let the other strands run
+        first. Failing again at the same site with no barrier changed since is spinning, so
+        the strand then waits for a change (and a block where nothing can change is a
+        deadlock, not an endless loop)."""
+        s = self.current
+        if s.spin == (site, self.version):
+            seen = self.version
+            self.wait_until(lambda: self.version != seen, describe)
+            return
+        s.spin = (site, self.version)
+        if not any(not t.done and t is not s for t in self.strands):
+            return
+        self.ready.append(s)
+        s.span = self.m.span
+        self.back.release()
+        s.go.acquire()
+        if self.cancelled:
+            raise _Cancelled
+
+    def fork(self, parts: list) -> list[np.ndarray]:
+        """Run each ``(fn, idx)`` of ``parts`` as a strand; wait for all; their results."""
+        m = self.m
+        children = [self._spawn(fn, idx, m.loops) for fn, idx in parts]
+        self.wait_until(lambda: all(c.done for c in children))
+        return [c.result for c in children]
+
+    def _deadlock(self, live) -> Fault:
+        waits = [s for s in live if s.blocked is not None and s.blocked[1] is not None]
+        if not waits:
+            waits = live[:1]
+            return Fault("the block's strands wait on each other (deadlock)", int(waits[0].idx[0]))
+        lines = [s.blocked[1]() for s in waits]
+        tid = lines[0][0]
+        self.m.span = waits[0].span
+        lines = [text for _, text in lines]
+        return Fault(
+            "deadlock: every thread that has not finished waits, and no arrive can come: "
+            + "; ".join(lines),
+            tid,
+            "each phase needs as many arrivals as its mbarrier.init count (and its tx-count "
+            "back at zero) before its waiters go on: check the count, the parity waited for, "
+            "and that the arriving threads reach their arrive",
+        )
+
+
+def forking_if(m, first):
+    """The run function of an ``if``/``elif`` chain (``first``: its link, as the machine's
+    ``_If`` builds it) whose branches hold an mbarrier wait: each branch a strand."""
+
+    def run(idx):
+        parts, link, rest_idx = [], first, idx
+        while rest_idx.size:
+            cond, then, span, rest = link
+            m.span = span
+            c = cond(rest_idx)
+            if np.ndim(c) == 0:
+                c = np.full(rest_idx.size, bool(c))
+            if c.any():
+                parts.append((then, rest_idx[c]))
+                rest_idx = rest_idx[~c]
+            if type(rest) is tuple:
+                link = rest
+                continue
+            if rest_idx.size:
+                parts.append((rest, rest_idx))
+            break
+        run_parts = [(f, i) for f, i in parts if f is not None]
+        passed = [i for f, i in parts if f is None]
+        if len(run_parts) <= 1:
+            outs = [f(i) for f, i in run_parts]
+        else:
+            outs = m.strands.fork(run_parts)
+        outs = [o for o in outs + passed if o is not None]
+        return outs[0] if len(outs) == 1 else m._join(outs)
+
+    return run
