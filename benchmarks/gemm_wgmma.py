@@ -192,7 +192,7 @@ def main(argv=None) -> int:
             exe(a, b, want)
             runners = {}
             for stages in (4, 3):
-                run = wgmma_runner(compile_wgmma(n, dtype, stages), a, b, got)
+                run = wgmma_runner(compile_wgmma(n, dtype, stages), stages, a, b, got)
                 got.fill_(float("nan"))
                 run()
                 torch.cuda.synchronize()
