@@ -112,16 +112,7 @@ class AsyncCopies:
             if done.any():
                 self.m.shared.land_copy(b.dst[done], b.data[done], b.tids[done], b.site)
                 np.add.at(landed, b.tids[done], 1)
-                if not done.all():
-                    b.tids, b.dst, b.data, b.group = (
-                        b.tids[~done],
-                        b.dst[~done],
-                        b.data[~done],
-                        b.group[~done],
-                    )
-                    keep.append(b)
-            else:
-                keep.append(b)
+            _keep_pending(b, done, keep)
         self.batches = keep
         return landed[idx]
 
@@ -135,15 +126,18 @@ class AsyncCopies:
             done = mine[b.tids]
             if done.any():
                 self.m.shared.land_copy(b.dst[done], b.data[done], b.tids[done], b.site)
-            if not done.all():
-                b.tids, b.dst, b.data, b.group = (
-                    b.tids[~done],
-                    b.dst[~done],
-                    b.data[~done],
-                    b.group[~done],
-                )
-                keep.append(b)
+            _keep_pending(b, done, keep)
         self.batches = keep
+
+
+def _keep_pending(b, done: np.ndarray, keep: list) -> None:
+    """Append batch ``b`` to ``keep`` without its rows that ``done`` marks as landed (as it is
+    when none did, not at all when all did)."""
+    if done.all():
+        return
+    if done.any():
+        b.tids, b.dst, b.data, b.group = b.tids[~done], b.dst[~done], b.data[~done], b.group[~done]
+    keep.append(b)
 
 
 def _copies(m) -> AsyncCopies:
