@@ -140,10 +140,7 @@ NOT_PLANNED = (
 
 
 # Names whose operation tirx has under another spelling, until the name itself is added.
-SPELLED_AS_PTX = {
-    "mbarrier_wait": 'as the waiting form T.ptx["mbarrier.try_wait.parity.shared::cta.b64"]'
-    "(bar, parity) (docs/instructions.md)",
-}
+SPELLED_AS_PTX: dict = {}  # names tirx has only as a T.ptx spelling: none now
 
 
 def _public(ns) -> dict:

@@ -22,8 +22,8 @@ always the sink ``_`` (tirx keeps no state tokens, so the waits are the ``.parit
 ``T.ptx["mbarrier.try_wait.parity.shared::cta.b64"](done[0], bar[0], phase)`` writes 1 or 0 to
 a local ``uint32`` element. The same wait *without* the ``done`` operand,
 ``T.ptx["mbarrier.try_wait.parity.shared::cta.b64"](bar[0], phase)``, is tirx's waiting form:
-it loops until the phase with that parity has completed (the real TIRx spells it
-``T.cuda.mbarrier_wait(bar, phase)``).
+it loops until the phase with that parity has completed; ``T.cuda.mbarrier_wait(bar[0], phase)``
+(the real TIRx's spelling, ``bar.ptr_to([0])`` too) is the same call.
 
 Lowered (PTX order): ``[RegVector(done, out)]``, ``AddressOperand(SharedAddress)``, then each
 count, tx count or parity as ``ScalarOperand(u32)``; the arrive's ``_`` is the codegen's.
@@ -313,7 +313,8 @@ completes when every expected arrival has come and the transaction count is back
 `T.ptx["mbarrier.try_wait.parity.shared::cta.b64"](done[0], bars[0], parity)` (sm_90;
 `test_wait`, sm_80, does not suspend) sets the local uint32 `done[0]` to 1 when the phase of that
 parity has completed; without `done` the call is tirx's waiting form, a C loop around the test
-until it has (the real TIRx's `T.cuda.mbarrier_wait(bar, phase)`). `.release.cta` on arrive and
+until it has; `T.cuda.mbarrier_wait(bars[0], parity)` (the real TIRx's spelling; `bars.ptr_to([0])`
+too) is the same call. `.release.cta` on arrive and
 `.acquire.cta` on the waits (sm_90) are spelled as the ISA does; without them the orders are the
 same (release and acquire at CTA scope are the defaults). `mbarrier.inval` ends a barrier's
 life; `fence.mbarrier_init.release.cluster` (sm_90) orders inits for other CTAs' observers.

@@ -170,6 +170,8 @@ class Calls:
             if dim not in _DIMS:
                 raise TirxSyntaxError(f'dimension must be "x", "y" or "z", got {dim!r}', span)
             return ir.Special(_SPECIALS[key], _DIMS[dim])
+        if key == "cuda.mbarrier_wait":
+            return _mbarrier_wait(self, node, span)
         if key in ("cuda.cta_sync", "cuda.warp_sync"):
             self._args(node, 0, 0)
             scope = ir.BarrierScope.CTA if key == "cuda.cta_sync" else ir.BarrierScope.WARP
@@ -266,3 +268,28 @@ def _dynamic_scope(key: str, where, span) -> bool:
         return True
     allowed = '"shared" or "shared.dyn"' if key == "alloc_shared" else '"local"'
     raise TirxSyntaxError(f"T.{key} scope must be {allowed}, got {where!r}", span)
+
+
+def _mbarrier_wait(ev, node, span) -> None:
+    """``T.cuda.mbarrier_wait(barrier, phase)``, as the real TIRx spells it: wait until the phase
+    of parity ``phase`` of the mbarrier completes -- the waiting form of
+    ``mbarrier.try_wait.parity.shared::cta.b64`` (docs/instructions.md), so every check and the
+    simulator's model are that form's. ``barrier``: ``bars[i]`` or ``bars.ptr_to([i])`` of a
+    shared ``uint64`` tensor."""
+    if len(node.args) != 2 or node.keywords:
+        raise TirxSyntaxError(
+            "T.cuda.mbarrier_wait takes two operands, the barrier and the phase parity",
+            span,
+            hint="T.cuda.mbarrier_wait(bars[i], phase) or T.cuda.mbarrier_wait(bars.ptr_to([i]), phase)",
+        )
+    bar_node, phase_node = node.args
+    if isinstance(bar_node, ast.Call):  # an address form: the element it names
+        from .cta_ops import _element
+
+        view, idx = _element(ev, bar_node, "the barrier")
+        bar = ir.ElemLoad(view, tuple(idx), view.dtype)
+    else:
+        bar = ir.as_expr(ev.scalar(bar_node))
+    spans = (ev.p.span(bar_node), ev.p.span(phase_node))
+    phase = ir.as_expr(ev.scalar(phase_node))
+    ev.b.emit(ir.RawPtx("mbarrier.try_wait.parity.shared::cta.b64", (bar, phase), span, spans))

@@ -221,6 +221,7 @@ class _Cuda(_Suggesting):
             "grid_dim",
             "cta_sync",
             "warp_sync",
+            "mbarrier_wait",
             "printf",
             # thread-index helpers (tirx/script/forms.py)
             "warpgroup_id",
