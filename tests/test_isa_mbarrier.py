@@ -259,3 +259,15 @@ def test_the_lowered_operands(tmp_path):
     assert isinstance(test.operands[0], ir.RegVector) and test.operands[0].is_output
     wait = calls["mbarrier.try_wait.parity.shared::cta.b64"]
     assert [type(o) for o in wait.operands] == [ir.AddressOperand, ir.ScalarOperand]
+
+
+def test_an_arrive_count_needs_sm_90_at_its_operand(tmp_path):
+    """The count operand of mbarrier.arrive is an sm_90 addition (the form itself is sm_80):
+    refused on sm_80 at the count, with a hint; the count-less arrive and the sm_90 twin
+    compile."""
+    sm80 = dict(wait="mbarrier.test_wait.parity.shared::cta.b64", wait_ops="done[1], bars[0], 0")
+    msg = refused(tmp_path, target="cuda -arch=sm_80", arrive_ops="bars[0], 2", **sm80)
+    assert "with a count operand needs sm_90 or newer; the target is sm_80" in msg
+    assert "hint:" in msg and "2" in caret_line(msg)
+    tirx.compile(kernel(tmp_path, arrive_ops="bars[0], 2", **sm80), "cuda -arch=sm_90")
+    tirx.compile(kernel(tmp_path, **sm80), "cuda -arch=sm_80")

@@ -139,7 +139,7 @@ class FamilySpec:
     instructions together, and so the ``scope=`` of its tile operations: ``ExecScope.WARP`` for
     the ``.sync.aligned`` warp instructions, which need all 32 lanes of a warp (the
     machine-limit check reads it for raw calls too), ``ExecScope.THREAD`` for cp.async.
-    ``lower_raw(contract, op, address)`` lowers a raw ``T.ptx`` call of the family; ``None``
+    ``lower_raw(contract, op, address, arch)`` lowers a raw ``T.ptx`` call of the family (``arch``: the target's ``sm_`` number, for rules that depend on the operands); ``None``
     means the generic scalar-operand lowering of :mod:`tirx.transform.raw_ptx`. ``notes``:
     Markdown that docs/instructions.md prints under the family's heading (how it is spelled,
     what is checked, what the simulator models)."""

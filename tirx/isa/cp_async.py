@@ -269,7 +269,7 @@ def _check_view(form: CopyForm, name: str, v, scope: ir.Scope, chunk: int) -> No
 # ------------------------------------------------------------------------------ raw form
 
 
-def lower_raw(contract: Contract, op: ir.RawPtx, address) -> ir.PtxCall:
+def lower_raw(contract: Contract, op: ir.RawPtx, address, arch: int) -> ir.PtxCall:
     """Lower ``T.ptx["cp.async..."](...)``: group calls, or one copy with element operands
     (the target arch was checked by :mod:`tirx.transform.raw_ptx`).
 

@@ -161,7 +161,7 @@ def _check_buffer_align(text: str, name: str, buf: ir.Buffer, span) -> None:
 # ------------------------------------------------------------------------------ raw form
 
 
-def lower_raw(contract: Contract, op: ir.RawPtx, address) -> ir.PtxCall:
+def lower_raw(contract: Contract, op: ir.RawPtx, address, arch: int) -> ir.PtxCall:
     """Lower ``T.ptx["cp.async.bulk..."](...)``: group calls, or one copy with element operands
     (the target arch was checked by :mod:`tirx.transform.raw_ptx`).
 

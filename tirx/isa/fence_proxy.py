@@ -51,7 +51,7 @@ def build(text: str, mods: dict) -> Contract:
     return Contract(text, Family.FENCE_PROXY, (), MIN_ARCH, tuple(mods.items()))
 
 
-def lower_raw(contract: Contract, op: ir.RawPtx, address) -> ir.PtxCall:
+def lower_raw(contract: Contract, op: ir.RawPtx, address, arch: int) -> ir.PtxCall:
     """``T.ptx["fence.proxy.async..."]()``: no operands."""
     if op.operands:
         raise ContractError(

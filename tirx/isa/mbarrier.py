@@ -213,7 +213,7 @@ def _done_register(text: str, e, span, address) -> ir.RegVector:
     return ir.RegVector((ir.LocalReg(buf, slot, e.dtype),), True)
 
 
-def lower_raw(contract: Contract, op: ir.RawPtx, address) -> ir.PtxCall:
+def lower_raw(contract: Contract, op: ir.RawPtx, address, arch: int) -> ir.PtxCall:
     """Lower ``T.ptx["mbarrier..."](...)`` (the target arch was checked by the caller)."""
     text, act = contract.text, contract.modifier("action")
     given = list(op.operands)
@@ -239,6 +239,12 @@ def lower_raw(contract: Contract, op: ir.RawPtx, address) -> ir.PtxCall:
     if act in _WAITS and len(given) == 3:
         out.append(_done_register(text, given.pop(0), spans.pop(0), address))
     out.append(barrier_address(text, given[0], spans[0], address))
+    if act == "arrive" and len(given) == 2 and not contract.modifier("expect_tx") and arch < 90:
+        raise ContractError(
+            f"{text} with a count operand needs sm_90 or newer; the target is sm_{arch}",
+            hint=f"arrive once per thread without a count on sm_{arch}, or compile with "
+            'target="cuda -arch=sm_90"',
+        ).with_span(spans[1])
     if len(given) == 2:
         name = {"init": "count", "arrive": "count", "expect_tx": "tx_count"}.get(act, "parity")
         if contract.modifier("expect_tx"):
@@ -277,7 +283,7 @@ def cp_async_build(text: str, mods: dict) -> Contract:
     return Contract(text, Family.CP_ASYNC_MBARRIER, (_barrier_operand(),), 80, tuple(mods.items()))
 
 
-def cp_async_lower_raw(contract: Contract, op: ir.RawPtx, address) -> ir.PtxCall:
+def cp_async_lower_raw(contract: Contract, op: ir.RawPtx, address, arch: int) -> ir.PtxCall:
     if len(op.operands) != 1:
         raise ContractError(
             f'T.ptx["{contract.text}"] takes 1 operand (the barrier), got {len(op.operands)}'
@@ -295,7 +301,7 @@ def fence_build(text: str, mods: dict) -> Contract:
     return Contract(text, Family.FENCE_MBARRIER_INIT, (), 90, tuple(mods.items()))
 
 
-def fence_lower_raw(contract: Contract, op: ir.RawPtx, address) -> ir.PtxCall:
+def fence_lower_raw(contract: Contract, op: ir.RawPtx, address, arch: int) -> ir.PtxCall:
     if op.operands:
         raise ContractError(
             f'T.ptx["{contract.text}"]() takes no operands, got {len(op.operands)}'

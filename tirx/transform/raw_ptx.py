@@ -31,7 +31,7 @@ def lower_raw_ptx(op: ir.RawPtx, arch: int, address) -> ir.PtxCall:
     check_arch(contract, arch)
     own = SPECS[contract.family].lower_raw
     if own is not None:
-        return own(contract, op, address)
+        return own(contract, op, address, arch)
     counts = operand_counts(contract)
     total = sum(n for _, n in counts)
     if len(op.operands) != total:
