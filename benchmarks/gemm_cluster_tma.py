@@ -37,53 +37,38 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from raw_cuda import nvrtc_cubin, raw_launcher, tensor_map_2d  # noqa: E402
+from raw_cuda import CUDA_TMA_BASICS, cuda_fill, nvrtc_cubin, raw_launcher, tensor_map_2d  # noqa: E402
 
 THREADS, BM, BN, BK = 256, 256, 128, 64
 A_STAGE, B_STAGE = BM * BK * 2, BN * BK * 2  # bytes of one stage's A and B tiles
 
-_DEVICE_HELPERS = r"""
-struct __align__(64) tirx_tmap { unsigned long long v[16]; };
-TIRX_DEVICE void tirx_mbar_wait(unsigned bar, unsigned parity) {
-  unsigned done;
-  do {
-    asm volatile("{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2; "
-                 "selp.u32 %0, 1, 0, p; }" : "=r"(done) : "r"(bar), "r"(parity) : "memory");
-  } while (!done);
-}
+_RELEASE = r"""
 TIRX_DEVICE void tirx_release(unsigned bar, int peer) {
   unsigned remote;
   asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" :: "r"(bar) : "memory");
   asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(bar), "r"(peer));
   asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];" :: "r"(remote) : "memory");
 }
-TIRX_DEVICE void tirx_fill(unsigned smem, const tirx_tmap* tA, const tirx_tmap* tB, int stage,
-                           int k, int bm, int bn, int rank) {
-  unsigned bar = smem + @FULL@u + 8u * stage;
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" :: "r"(bar), "r"(@BYTES@) : "memory");
-  asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes"
-               " [%0], [%1, {%2, %3}], [%4];"
-               :: "r"(smem + @BBASE@u + stage * @BSTAGE@u), "l"(tB), "r"(k * @BK@), "r"(bn * @BN@),
-                  "r"(bar) : "memory");
-  asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes"
-               ".multicast::cluster [%0], [%1, {%2, %3}], [%4], %5;"
-               :: "r"(smem + stage * @ASTAGE@u + rank * @AHALF@u), "l"(tA), "r"(k * @BK@),
-                  "r"(bm * @BM@ + rank * @HALFROWS@), "r"(bar), "h"((unsigned short)3) : "memory");
-}
-TIRX_DEVICE void tirx_fill_solo(unsigned smem, const tirx_tmap* tA, const tirx_tmap* tB, int stage,
-                                int k, int bm, int bn, int rank) {
-  unsigned bar = smem + @FULL@u + 8u * stage;
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" :: "r"(bar), "r"(@BYTES@) : "memory");
-  asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes"
-               " [%0], [%1, {%2, %3}], [%4];"
-               :: "r"(smem + @BBASE@u + stage * @BSTAGE@u), "l"(tB), "r"(k * @BK@), "r"(bn * @BN@),
-                  "r"(bar) : "memory");
-  asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes"
-               " [%0], [%1, {%2, %3}], [%4];"
-               :: "r"(smem + stage * @ASTAGE@u), "l"(tA), "r"(k * @BK@), "r"(bm * @BM@),
-                  "r"(bar) : "memory");
-}
 """
+
+
+def _device_helpers(stages: int) -> str:
+    """The mbarrier wait, the far block's release, and the two stage fills: ``tirx_fill`` (half
+    of A multicast to both blocks, B own) and ``tirx_fill_solo`` (one block: all of A)."""
+    full, b_base = stages * (A_STAGE + B_STAGE), stages * A_STAGE
+    b_load = (f"smem + {b_base}u + stage * {B_STAGE}u", "tB", f"k * {BK}", f"bn * {BN}", False)
+    half = (f"smem + stage * {A_STAGE}u + rank * {A_STAGE // 2}u", "tA", f"k * {BK}",
+            f"bm * {BM} + rank * {BM // 2}", True)  # fmt: skip
+    whole = (f"smem + stage * {A_STAGE}u", "tA", f"k * {BK}", f"bm * {BM}", False)
+    nbytes = A_STAGE + B_STAGE
+    return (
+        CUDA_TMA_BASICS
+        + _RELEASE
+        + cuda_fill("tirx_fill", full, nbytes, [b_load, half])
+        + cuda_fill("tirx_fill_solo", full, nbytes, [b_load, whole])
+    )
+
+
 _ARRIVE = 'asm volatile("barrier.cluster.arrive.release.aligned;" ::: "memory");'
 _WAIT = 'asm volatile("barrier.cluster.wait.acquire.aligned;" ::: "memory");'
 
@@ -106,14 +91,9 @@ def cluster_source(src: str, n: int, stages: int = 4, ahead: int = 2, fill_at: s
     if nb_m % group or nb_n % 2:
         raise ValueError(f"n = {n}: the raster groups must be whole and the block columns even")
     span = group * nb_n
-    bbase, full = stages * A_STAGE, stages * (A_STAGE + B_STAGE)
+    full = stages * (A_STAGE + B_STAGE)
     empty = full + 8 * stages
-    values = {"FULL": full, "BYTES": A_STAGE + B_STAGE, "BBASE": bbase, "BSTAGE": B_STAGE,
-              "ASTAGE": A_STAGE, "AHALF": A_STAGE // 2, "BK": BK, "BN": BN, "BM": BM,
-              "HALFROWS": BM // 2}  # fmt: skip
-    helpers = _DEVICE_HELPERS
-    for key, value in values.items():
-        helpers = helpers.replace(f"@{key}@", str(value))
+    helpers = _device_helpers(stages)
     smem = "tirx_smem_addr"
 
     def fill(ind: str) -> list[str]:

@@ -32,7 +32,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from raw_cuda import nvrtc_cubin, raw_launcher, tensor_map_2d  # noqa: E402
+from raw_cuda import CUDA_TMA_BASICS, cuda_fill, nvrtc_cubin, raw_launcher, tensor_map_2d  # noqa: E402
 
 BM, BN, BK, THREADS = 256, 128, 64, 256
 
@@ -52,31 +52,14 @@ def wgmma_source(n: int, dtype: str = "float16", stages: int = 4) -> str:
     b_base, full = stages * a_stage, stages * (a_stage + b_stage)
     regs = ", ".join(f"%{i}" for i in range(64))
     outs = ", ".join(f'"+f"(d[{i}])' for i in range(64))
+    loads = [
+        (f"smem + stage * {a_stage}u", "tA", f"k * {BK}", f"bm * {BM}", False),
+        (f"smem + {b_base}u + stage * {b_stage}u", "tB", f"k * {BK}", f"bn * {BN}", False),
+    ]
+    shared = CUDA_TMA_BASICS + cuda_fill("tirx_fill", full, a_stage + b_stage, loads)
     return rf"""
 #define TIRX_DEVICE static __device__ __forceinline__
-struct __align__(64) tmap_t {{ unsigned long long v[16]; }};
-TIRX_DEVICE void mbar_wait(unsigned bar, unsigned parity) {{
-  unsigned done;
-  do {{
-    asm volatile("{{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2; "
-                 "selp.u32 %0, 1, 0, p; }}" : "=r"(done) : "r"(bar), "r"(parity) : "memory");
-  }} while (!done);
-}}
-TIRX_DEVICE void fill(unsigned smem, const tmap_t* tA, const tmap_t* tB, int stage, int k,
-                      int bm, int bn) {{
-  unsigned bar = smem + {full}u + 8u * stage;
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;"
-               :: "r"(bar), "r"({a_stage + b_stage}) : "memory");
-  asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes"
-               " [%0], [%1, {{%2, %3}}], [%4];"
-               :: "r"(smem + stage * {a_stage}u), "l"(tA), "r"(k * {BK}), "r"(bm * {BM}), "r"(bar)
-               : "memory");
-  asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes"
-               " [%0], [%1, {{%2, %3}}], [%4];"
-               :: "r"(smem + {b_base}u + stage * {b_stage}u), "l"(tB), "r"(k * {BK}),
-                  "r"(bn * {BN}), "r"(bar) : "memory");
-}}
-// a K-major tile of 128-byte rows, 128-byte swizzle: start address, LBO 16 (unused), SBO 1024
+{shared}// a K-major tile of 128-byte rows, 128-byte swizzle: start address, LBO 16 (unused), SBO 1024
 // (8-row groups), swizzle mode 1
 TIRX_DEVICE unsigned long long desc(unsigned addr) {{
   return (unsigned long long)((addr & 0x3FFFF) >> 4) | (1ull << 16) | (64ull << 32) | (1ull << 62);
@@ -87,7 +70,7 @@ TIRX_DEVICE void mma64x128(float* d, unsigned long long da, unsigned long long d
                : {outs} : "l"(da), "l"(db));
 }}
 extern "C" __global__ void __launch_bounds__({THREADS}) gemm_wgmma(
-    float* __restrict__ Out, const __grid_constant__ tmap_t tmA, const __grid_constant__ tmap_t tmB) {{
+    float* __restrict__ Out, const __grid_constant__ tirx_tmap tmA, const __grid_constant__ tirx_tmap tmB) {{
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   const unsigned smem = (unsigned)__cvta_generic_to_shared(smem_raw);
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = warp >> 2, w = warp & 3;
@@ -106,10 +89,10 @@ extern "C" __global__ void __launch_bounds__({THREADS}) gemm_wgmma(
   }}
   __syncthreads();
   if (tid == 0)
-    for (int f = 0; f < {stages - 1}; ++f) fill(smem, &tmA, &tmB, f, f, bm, bn);
+    for (int f = 0; f < {stages - 1}; ++f) tirx_fill(smem, &tmA, &tmB, f, f, bm, bn, 0);
   for (int kt = 0; kt < {kt_n}; ++kt) {{
     const int s = kt % {stages};
-    mbar_wait(smem + {full}u + 8u * s, (unsigned)((kt / {stages}) & 1));
+    tirx_mbar_wait(smem + {full}u + 8u * s, (unsigned)((kt / {stages}) & 1));
     asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
     #pragma unroll
     for (int k = 0; k < {BK // 16}; ++k) {{
@@ -122,7 +105,7 @@ extern "C" __global__ void __launch_bounds__({THREADS}) gemm_wgmma(
     asm volatile("wgmma.wait_group.sync.aligned 1;" ::: "memory");
     __syncthreads();  // both warpgroups' mma of the previous K tile are done with its stage
     if (tid == 0 && kt + {stages - 1} < {kt_n})  // that stage (at kt = 0 the unused one)
-      fill(smem, &tmA, &tmB, (kt + {stages - 1}) % {stages}, kt + {stages - 1}, bm, bn);
+      tirx_fill(smem, &tmA, &tmB, (kt + {stages - 1}) % {stages}, kt + {stages - 1}, bm, bn, 0);
   }}
   asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
   #pragma unroll

@@ -1,6 +1,7 @@
 """Compiling and launching hand-written CUDA kernels through cuda-python, for the benchmarks that
 measure what tirx cannot express yet (``gemm_cluster_tma.py``, ``gemm_wgmma.py``): NVRTC to a
-cubin, a 2-D TMA tensor map of a torch tensor, and a no-argument launcher."""
+cubin, a 2-D TMA tensor map of a torch tensor, a no-argument launcher, and the CUDA both
+kernels share (the tensor-map parameter type, an mbarrier wait, a stage fill by TMA)."""
 
 from __future__ import annotations
 
@@ -69,3 +70,44 @@ def raw_launcher(cubin: bytes, kernel: str, grid: int, threads: int, smem: int, 
 
     run.keep = (module, args, params)  # alive as long as the launcher
     return run
+
+
+# ----------------------------------------------------------------- CUDA the kernels share
+
+# ``tirx_tmap`` (a ``__grid_constant__`` tensor-map parameter, :func:`tensor_map_2d`'s bytes) and
+# ``tirx_mbar_wait(bar, parity)``, which spins until the phase of that parity completes
+CUDA_TMA_BASICS = r"""
+struct __align__(64) tirx_tmap { unsigned long long v[16]; };
+TIRX_DEVICE void tirx_mbar_wait(unsigned bar, unsigned parity) {
+  unsigned done;
+  do {
+    asm volatile("{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2; "
+                 "selp.u32 %0, 1, 0, p; }" : "=r"(done) : "r"(bar), "r"(parity) : "memory");
+  } while (!done);
+}
+"""
+
+
+def cuda_fill(name: str, full: int, nbytes: int, loads) -> str:
+    """A device function ``name(smem, tA, tB, stage, k, bm, bn, rank)`` that arms the ``full``
+    mbarrier of ``stage`` (``smem + full + 8 * stage``) for ``nbytes`` and issues one TMA 2-D
+    load per item of ``loads``: ``(dst, map, x, y, multicast)``, C expressions over the
+    parameters (``map`` is ``tA`` or ``tB``); ``multicast`` lands the box in both blocks of a
+    cluster of two (mask 0b11), at the same offset."""
+    copy = "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes"
+    body = []
+    for dst, tmap, x, y, multicast in loads:
+        extra, mask = (".multicast::cluster", ", %5") if multicast else ("", "")
+        arg = ', "h"((unsigned short)3)' if multicast else ""
+        body.append(
+            f'  asm volatile("{copy}{extra} [%0], [%1, {{%2, %3}}], [%4]{mask};"\n'
+            f'               :: "r"({dst}), "l"({tmap}), "r"({x}), "r"({y}), "r"(bar){arg}'
+            ' : "memory");'
+        )
+    return (
+        f"TIRX_DEVICE void {name}(unsigned smem, const tirx_tmap* tA, const tirx_tmap* tB, "
+        "int stage, int k, int bm, int bn, int rank) {\n"
+        f"  unsigned bar = smem + {full}u + 8u * stage;\n"
+        '  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" '
+        f':: "r"(bar), "r"({nbytes}) : "memory");\n' + "\n".join(body) + "\n}\n"
+    )
