@@ -166,10 +166,7 @@ def lower_tile(contract: Contract, op: ir.TileOp) -> list[ir.Stmt]:
     """Check a cp.async tile operation and lower it to one PtxCall per chunk (its scope, the
     target arch and the operand count were checked by :mod:`tirx.transform.tile_ops`)."""
     if contract.modifier("op") in _GROUP_OPS:
-        raise ContractError(
-            f"{contract.text} has no tile form",
-            hint=f'call it directly: T.ptx["{contract.text}"]({"n" if contract.operands else ""})',
-        )
+        raise no_tile_form(contract, "n" if contract.operands else "")
     form = _copy_form(contract)
     params = dict(op.params)
     unknown = sorted(set(params) - {"chunk_bytes", "src_size", "pred"})
@@ -335,10 +332,22 @@ def _group_call(op: ir.RawPtx) -> ir.PtxCall:
 
 
 def no_operands(text: str, op: ir.RawPtx) -> ir.PtxCall:
-    """``T.ptx[text]()``: a group call without operands (commit, wait_all)."""
+    """``T.ptx[text]()``: a call without operands (a commit, wait_all, a fence); an operand
+    given is a ContractError at it."""
     if op.operands:
-        raise ContractError(f'T.ptx["{text}"]() takes no operands, got {len(op.operands)}')
+        raise ContractError(
+            f'T.ptx["{text}"]() takes no operands, got {len(op.operands)}'
+        ).with_span(op.operand_spans[0] if op.operand_spans else None)
     return ir.PtxCall(text, (), op.span)
+
+
+def no_tile_form(contract: Contract, args: str = "") -> ContractError:
+    """The error for a tile operation of a form that is only called directly, the hint showing
+    the call with ``args``."""
+    return ContractError(
+        f"{contract.text} has no tile form",
+        hint=f'call it directly: T.ptx["{contract.text}"]({args})',
+    )
 
 
 def wait_count(text: str, op: ir.RawPtx, groups: str, example: str) -> ir.PtxCall:

@@ -43,7 +43,15 @@ from ..errors import ContractError, TirxSyntaxError
 from ..ir import nodes as ir
 from ..ir.simplify import static_value
 from .core import Contract, Family, FamilySpec, ModifierSlot, OperandSpec, Role
-from .cp_async import _bytes, _reads_memory, group_contract, no_operands, repeat_offsets, wait_count
+from .cp_async import (
+    _bytes,
+    _reads_memory,
+    group_contract,
+    no_operands,
+    no_tile_form,
+    repeat_offsets,
+    wait_count,
+)
 from .shared_rows import RowCheck, check_rows, residue
 
 __all__ = ["SPEC", "SLOTS", "MIN_ARCH", "COPY", "ALIGN", "NOTES"]
@@ -219,10 +227,7 @@ def lower_tile(contract: Contract, op: ir.TileOp) -> list[ir.Stmt]:
     target arch and the operand count were checked by :mod:`tirx.transform.tile_ops`)."""
     text = contract.text
     if contract.modifier("head") in _GROUP_OPS:
-        raise ContractError(
-            f"{text} has no tile form",
-            hint=f'call it directly: T.ptx["{text}"]({"n" if contract.operands else ""})',
-        )
+        raise no_tile_form(contract, "n" if contract.operands else "")
     if op.params:
         raise TirxSyntaxError(
             f"{text}: unexpected parameters {sorted(dict(op.params))}",

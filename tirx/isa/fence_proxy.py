@@ -19,9 +19,9 @@ kinds (``.alias``, ``.tensormap::generic``) and ``.shared::cluster`` are refused
 
 from __future__ import annotations
 
-from ..errors import ContractError
 from ..ir import nodes as ir
 from .core import Contract, Family, FamilySpec, ModifierSlot
+from .cp_async import no_operands, no_tile_form
 
 __all__ = ["SPEC", "SLOTS", "MIN_ARCH", "NOTES"]
 
@@ -53,17 +53,11 @@ def build(text: str, mods: dict) -> Contract:
 
 def lower_raw(contract: Contract, op: ir.RawPtx, address, arch: int) -> ir.PtxCall:
     """``T.ptx["fence.proxy.async..."]()``: no operands."""
-    if op.operands:
-        raise ContractError(
-            f'T.ptx["{contract.text}"]() takes no operands, got {len(op.operands)}'
-        ).with_span(op.operand_spans[0] if op.operand_spans else None)
-    return ir.PtxCall(contract.text, (), op.span)
+    return no_operands(contract.text, op)
 
 
 def lower_tile(contract: Contract, op: ir.TileOp) -> list[ir.Stmt]:
-    raise ContractError(
-        f"{contract.text} has no tile form", hint=f'call it directly: T.ptx["{contract.text}"]()'
-    )
+    raise no_tile_form(contract)
 
 
 NOTES = """

@@ -35,7 +35,7 @@ from ..errors import ContractError
 from ..ir import nodes as ir
 from ..ir.simplify import static_value
 from .core import Contract, Family, FamilySpec, ModifierSlot, OperandSpec, Role
-from .cp_async import _bytes, _reads_memory
+from .cp_async import _bytes, _reads_memory, no_operands, no_tile_form
 from .shared_rows import residue
 
 __all__ = ["SPEC", "CP_ASYNC_SPEC", "FENCE_SPEC", "MAX_COUNT", "MAX_TX", "NOTES"]
@@ -255,9 +255,7 @@ def lower_raw(contract: Contract, op: ir.RawPtx, address, arch: int) -> ir.PtxCa
 
 
 def lower_tile(contract: Contract, op: ir.TileOp) -> list[ir.Stmt]:
-    raise ContractError(
-        f"{contract.text} has no tile form", hint=f'call it directly: T.ptx["{contract.text}"](...)'
-    )
+    raise no_tile_form(contract, "..." if contract.operands else "")
 
 
 # ------------------------------------------------------- cp.async.mbarrier.arrive, fence
@@ -302,11 +300,7 @@ def fence_build(text: str, mods: dict) -> Contract:
 
 
 def fence_lower_raw(contract: Contract, op: ir.RawPtx, address, arch: int) -> ir.PtxCall:
-    if op.operands:
-        raise ContractError(
-            f'T.ptx["{contract.text}"]() takes no operands, got {len(op.operands)}'
-        ).with_span(op.span)
-    return ir.PtxCall(contract.text, (), op.span)
+    return no_operands(contract.text, op)
 
 
 NOTES = """
