@@ -139,10 +139,6 @@ NOT_PLANNED = (
 )
 
 
-# Names whose operation tirx has under another spelling, until the name itself is added.
-SPELLED_AS_PTX: dict = {}  # names tirx has only as a T.ptx spelling: none now
-
-
 def _public(ns) -> dict:
     return {n: getattr(ns, n) for n in sorted(dir(ns)) if not n.startswith("_")}
 
@@ -153,8 +149,6 @@ def status(name: str, obj, ours) -> tuple[str, str]:
         return "supported", ""
     if name in ISSUE_16:
         return "not yet", "asked for by issue 16"
-    if name in SPELLED_AS_PTX:
-        return "not yet", SPELLED_AS_PTX[name]
     for g in NOT_PLANNED:
         if g.holds(name, obj):
             return "not planned", g.title
