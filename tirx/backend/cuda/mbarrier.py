@@ -9,13 +9,7 @@ from __future__ import annotations
 
 from ...ir import nodes as ir
 
-__all__ = ["is_mbarrier", "emit_mbarrier"]
-
-_PREFIXES = ("mbarrier.", "cp.async.mbarrier.", "fence.mbarrier_init.")
-
-
-def is_mbarrier(instruction: str) -> bool:
-    return instruction.startswith(_PREFIXES)
+__all__ = ["emit_mbarrier"]
 
 
 def emit_mbarrier(gen, st: ir.PtxCall) -> None:
