@@ -22,9 +22,7 @@ from .tools import LazyPattern
 from .writes import assigns as _assigns
 from .writes import nonneg_vars as _nonneg_vars
 
-# the instructions whose inline PTX :mod:`.mbarrier` writes (the sink result, predicates, the
-# waiting loop)
-_MBARRIER = ("mbarrier.", "cp.async.mbarrier.", "fence.mbarrier_init.")
+_MBARRIER = ("mbarrier.", "cp.async.mbarrier.", "fence.mbarrier_init.")  # PTX by .mbarrier
 
 __all__ = ["generate", "CODEGEN_VERSION", "param_kinds", "uses_dynamic_shared"]
 
