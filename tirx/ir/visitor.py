@@ -205,11 +205,18 @@ class _Pass:
         """The pass's rule called ``name`` (a function), from its class or ``lazy_rules``."""
         rule = getattr(type(self), name, None)
         if rule is None and name in self.lazy_rules:
-            module, _, path = self.lazy_rules[name].partition(":")
-            rule = importlib.import_module(module)
-            for part in path.split("."):
-                rule = getattr(rule, part)
+            rule = load_attribute(self.lazy_rules[name])
         return rule
+
+
+@functools.cache
+def load_attribute(where: str):
+    """``"package.module:attribute[.attribute]"``, imported the first time it is asked for."""
+    module, _, path = where.partition(":")
+    found = importlib.import_module(module)
+    for part in path.split("."):
+        found = getattr(found, part)
+    return found
 
 
 _RULES: dict[type, dict[type, tuple]] = {}  # pass class -> node class -> rule

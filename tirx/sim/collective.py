@@ -23,6 +23,7 @@ import numpy as np
 
 from ..errors import SimulationError
 from ..ir import nodes as ir
+from ..ir.visitor import load_attribute
 from .faults import Fault
 from .memory import as_index
 from .mma import Element
@@ -178,20 +179,22 @@ def _full_warps(m, idx: np.ndarray, text: str) -> np.ndarray:
     raise AssertionError("unreachable")
 
 
+# instruction prefix -> "module:function" of the families the simulator executes in their own
+# module (checked in this order: the first prefix that matches wins)
+_FAMILIES = {
+    **dict.fromkeys(
+        ("mbarrier.", "cp.async.mbarrier.", "fence.mbarrier_init."), "mbarrier:compile_mbarrier"
+    ),
+    **dict.fromkeys(("cp.async.bulk", "fence.proxy"), "bulkcalls:compile_bulk"),
+    "cp.async": "asynccopy:compile_async",
+}
+
+
 def compile_ptx(m, compiler, stmt: ir.PtxCall):
     text = stmt.instruction.strip()
-    if text.startswith(("mbarrier.", "cp.async.mbarrier.", "fence.mbarrier_init.")):
-        from .mbarrier import compile_mbarrier
-
-        return compile_mbarrier(m, compiler, stmt, text, _SUPPORTED)
-    if text.startswith(("cp.async.bulk", "fence.proxy")):
-        from .bulkcalls import compile_bulk
-
-        return compile_bulk(m, compiler, stmt, text, _SUPPORTED)
-    if text.startswith("cp.async"):
-        from .asynccopy import compile_async
-
-        return compile_async(m, compiler, stmt, text, _SUPPORTED)
+    own = next((v for k, v in _FAMILIES.items() if text.startswith(k)), None)
+    if own is not None:  # a family with its own module, imported at its first statement
+        return load_attribute("tirx.sim." + own)(m, compiler, stmt, text, _SUPPORTED)
     ins = parse_instruction(text)
     if ins is None:
         raise SimulationError(

@@ -16,13 +16,16 @@ import sys
 from ...dtypes import DType, DTypeKind, is_fp8
 from ...ir import nodes as ir
 from ...ir.simplify import is_nonnegative
-from ...ir.visitor import UnknownNodeError, Visitor, Walker
+from ...ir.visitor import UnknownNodeError, Visitor, Walker, load_attribute
 from .abi import CODEGEN_VERSION, param_kinds, uses_dynamic_shared
-from .tools import LazyPattern
+from .tools import LazyPattern, c_string
 from .writes import assigns as _assigns
 from .writes import nonneg_vars as _nonneg_vars
 
-_MBARRIER = ("mbarrier.", "cp.async.mbarrier.", "fence.mbarrier_init.")  # PTX by .mbarrier
+# instructions whose CUDA another module writes (prefix -> "module:function", loaded at first use)
+_EMITTERS = dict.fromkeys(
+    ("mbarrier.", "cp.async.mbarrier.", "fence.mbarrier_init."), "mbarrier:emit_mbarrier"
+)
 
 __all__ = ["generate", "CODEGEN_VERSION", "param_kinds", "uses_dynamic_shared"]
 
@@ -357,7 +360,7 @@ class _Emitter(Walker):
     def visit_Printf(self, st):
         self.mark(st.span)
         args = "".join(", " + self.printf_arg(a) for a in st.args)
-        self.line(f"printf({_c_string(st.fmt)}{args});")
+        self.line(f"printf({c_string(st.fmt)}{args});")
 
     def visit_PtxCall(self, st):
         self.mark(st.span)
@@ -427,10 +430,9 @@ class _Emitter(Walker):
         return code
 
     def ptx(self, st: ir.PtxCall) -> None:
-        if st.instruction.startswith(_MBARRIER):  # its module loads at the first such call
-            from .mbarrier import emit_mbarrier
-
-            return emit_mbarrier(self, st)
+        own = next((v for k, v in _EMITTERS.items() if st.instruction.startswith(k)), None)
+        if own is not None:
+            return load_attribute(_FAMILY + own)(self, st)
         outs, ins, groups = [], [], []
         for op in st.operands:
             if isinstance(op, ir.AddressOperand):
@@ -500,22 +502,6 @@ def _to_bits16(code: str, source: DType, target: DType) -> str:
     if source.name == "float64":
         return f"{'tirx_d2h' if half else 'tirx_d2b'}((double)({code}))"
     return f"{'tirx_f2h' if half else 'tirx_f2b'}((float)({code}))"
-
-
-def _c_string(s: str) -> str:
-    out = []
-    for ch in s:
-        if ch in '"\\':
-            out.append("\\" + ch)
-        elif ch == "\n":
-            out.append("\\n")
-        elif ch == "\t":
-            out.append("\\t")
-        elif 32 <= ord(ch) < 127:
-            out.append(ch)
-        else:
-            out.extend(f"\\{b:03o}" for b in ch.encode())
-    return '"' + "".join(out) + '"'
 
 
 def _calls_one_of(prelude: str, code: str) -> bool:

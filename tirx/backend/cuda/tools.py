@@ -10,7 +10,7 @@ import functools
 import os
 import re
 
-__all__ = ["find_tool", "disassemble", "ptxas_stats", "parse_ptxas_info", "STAT_KEYS"]
+__all__ = ["find_tool", "disassemble", "ptxas_stats", "parse_ptxas_info", "STAT_KEYS", "c_string"]
 
 
 class LazyPattern:
@@ -149,3 +149,20 @@ def parse_ptxas_info(log: str) -> dict:
     stats: dict = {k: max((v.get(k, 0) for v in kernels.values()), default=0) for k in STAT_KEYS}
     stats["kernels"] = kernels
     return stats
+
+
+def c_string(s: str) -> str:
+    """``s`` as a C string literal (printf's format): quotes, escapes, octal for the rest."""
+    out = []
+    for ch in s:
+        if ch in '"\\':
+            out.append("\\" + ch)
+        elif ch == "\n":
+            out.append("\\n")
+        elif ch == "\t":
+            out.append("\\t")
+        elif 32 <= ord(ch) < 127:
+            out.append(ch)
+        else:
+            out.extend(f"\\{b:03o}" for b in ch.encode())
+    return '"' + "".join(out) + '"'
