@@ -125,6 +125,10 @@ def test_wgmma_kernel_checks_its_arguments():
         gemm_wgmma.wgmma_source(1024, stages=5)
     with pytest.raises(ValueError, match="dtype"):
         gemm_wgmma.wgmma_source(1024, "float32")
+    with pytest.raises(ValueError, match="loads"):
+        gemm_wgmma.wgmma_source(1024, loads="ldg")
+    with pytest.raises(ValueError, match="stages"):  # cp.async keeps stages - 2 tiles ahead
+        gemm_wgmma.wgmma_source(1024, stages=2, loads="cp.async")
 
 
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
@@ -141,10 +145,25 @@ def test_wgmma_kernel_compiles_to_hgmma_fed_by_tma(dtype):
     assert "STL" not in sass and "LDL" not in sass  # accumulators stay in registers
 
 
+@pytest.mark.parametrize("stages", [3, 4])
+def test_wgmma_kernel_fed_by_cp_async_compiles_to_hgmma_and_ldgsts(stages):
+    from tirx.backend.cuda.tools import disassemble
+
+    sass = disassemble(gemm_wgmma.compile_wgmma(1024, "float16", stages, "cp.async"))
+    if sass is None:
+        pytest.skip("no disassembler installed (the sass extra)")
+    assert sass.count("HGMMA.64x128x16.F32") == 8
+    # 12 copies per K tile: the prologue's stages - 2 tiles and the loop's one
+    assert sass.count("LDGSTS.E.BYPASS.128") == 12 * (stages - 1)
+    assert "UTMALDG" not in sass and "LDSM" not in sass
+    assert "STL" not in sass and "LDL" not in sass
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 @pytest.mark.parametrize("stages", [3, 4])
-def test_gpu_wgmma_kernel_agrees_with_the_default(dtype, stages):
+@pytest.mark.parametrize("loads", gemm_wgmma.LOADS)
+def test_gpu_wgmma_kernel_agrees_with_the_default(dtype, stages, loads):
     import torch
 
     n = 1024
@@ -155,7 +174,8 @@ def test_gpu_wgmma_kernel_agrees_with_the_default(dtype, stages):
     want = torch.full((n, n), float("nan"), device="cuda")
     got = torch.full((n, n), float("nan"), device="cuda")
     tirx.compile(gp.make_gemm_pipelined(n, n, n, dtype), target="cuda")(a, b, want)
-    gemm_wgmma.wgmma_runner(gemm_wgmma.compile_wgmma(n, dtype, stages), stages, a, b, got)()
+    cubin = gemm_wgmma.compile_wgmma(n, dtype, stages, loads)
+    gemm_wgmma.wgmma_runner(cubin, stages, a, b, got, loads)()
     torch.cuda.synchronize()
     ref = a.double() @ b.double().T
     assert ((got.double() - ref).norm() / ref.norm()).item() < 1e-5
