@@ -1,8 +1,9 @@
 """The kernels that ``benchmarks/gemm_speed.py`` times besides cuBLAS.
 
 * ``TIRX_VARIANTS``: name -> ``factory(M, N, K, dtype)`` of a tirx GEMM (``Out = A @ B.T``,
-  float32 out). ``"tirx"`` is the pipelined GEMM's default configuration; the others are the
-  steps of notebook 07 and the variants that show where the time goes.
+  float32 out). ``"tirx"`` is the pipelined GEMM's default configuration, ``"wgmma"`` the
+  warpgroup GEMM of ``tirx.examples.gemm_wgmma``; the others are the steps of notebook 07 and
+  the variants that show where the time goes.
 * ``triton_matmul``: a ``tl.dot`` matmul (the Triton tutorial's grouped-order kernel, no masks:
   sizes are multiples of the tile), float32 accumulate and float32 output.
 * ``make_mma_peak``: a tirx kernel issuing ``mma.sync.m16n8k16`` from registers only.
@@ -18,6 +19,7 @@ from tirx import T
 from tirx.examples import gemm_pipelined as gp
 from tirx.examples.gemm import make_gemm
 from tirx.examples.gemm_staged import make_gemm_staged
+from tirx.examples.gemm_wgmma import make_gemm_wgmma
 from tirx.layout import S, TileLayout, laneid
 
 
@@ -108,6 +110,9 @@ PIPELINED = [
 
 TIRX_VARIANTS = {
     "tirx": _pipelined(gp.DEFAULT),
+    # Hopper's warpgroup GEMM (sm_90a): the same 256x128x64 blocks on wgmma.mma_async
+    "wgmma": make_gemm_wgmma,
+    "wgmma-3": lambda M, N, K, dtype: make_gemm_wgmma(M, N, K, dtype, stages=3),
     "05-tiled": make_gemm,
     "staged-plain": _staged(gp.GemmConfig(bk=32, warps_n=4, stages=2, smem="plain")),
     "staged-pad": _staged(gp.GemmConfig(bk=32, warps_n=4, stages=2, smem="pad")),
