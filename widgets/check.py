@@ -297,6 +297,7 @@ _PROBES = check_complete(
         (Family.MBARRIER, no_fragment),
         (Family.CP_ASYNC_MBARRIER, no_fragment),
         (Family.FENCE_MBARRIER_INIT, no_fragment),
+        (Family.WGMMA, no_fragment),
     ],
     "widgets.check probes",
 )

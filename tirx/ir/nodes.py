@@ -565,6 +565,9 @@ class Function:
     lowered: bool = False
     shared_offsets: dict = field(default_factory=dict)
     shared_bytes: int = 0
+    # lowered: the body uses a form of the target's arch-specific feature set (sm_90a's
+    # wgmma), so the CUDA backend compiles it for sm_XXa
+    arch_specific: bool = False
 
 
 # Builders live in build.py; re-exported here so ``nodes.binop`` etc. keep working.

@@ -36,6 +36,7 @@ class Family(enum.Enum):
     MBARRIER = "mbarrier"
     CP_ASYNC_MBARRIER = "cp.async.mbarrier"
     FENCE_MBARRIER_INIT = "fence.mbarrier_init"
+    WGMMA = "wgmma"
 
 
 class Role(enum.Enum):
@@ -51,6 +52,8 @@ class Role(enum.Enum):
     SHARED_BLOCK_IN = "a shared-memory block read"  # cp.async.bulk's source
     MBARRIER = "a shared-memory mbarrier object"  # 8 bytes of shared memory
     PRED_OUT = "a predicate written (1 or 0)"  # the mbarrier waits' result
+    ACCUM_INOUT = "registers read and written"  # wgmma's accumulator, updated in place
+    DESCRIPTOR = "a 64-bit shared-memory matrix descriptor"  # wgmma's a_desc, b_desc
 
 
 @dataclass(frozen=True)
@@ -110,6 +113,9 @@ class Contract:
     min_arch: int  # e.g. 80 for sm_80
     modifiers: tuple[tuple[str, str | None], ...] = ()
     params: tuple[tuple[str, object], ...] = ()
+    # the form is of the arch-specific feature set of sm_{min_arch} (sm_90a's wgmma): it runs
+    # on that arch only, compiled for sm_{min_arch}a
+    arch_specific: bool = False
 
     def param(self, key):
         return dict(self.params)[key]

@@ -39,6 +39,8 @@ def _operand(spec) -> str:
         what = "immediate" if spec.role is Role.IMMEDIATE else "scalar"
         optional = ", optional" if spec.optional else ""
         return f"{spec.name}: {what}{optional} ({spec.about})"
+    if spec.role is Role.DESCRIPTOR:  # wgmma's A and B: a shared view, or raw a uint64
+        return f"{spec.name}: shared {spec.atom} via descriptor ({spec.about})"
     if spec.role in (Role.MBARRIER, Role.PRED_OUT):
         optional = ", optional" if spec.optional else ""
         return f"{spec.name}: {spec.role.value}{optional} ({spec.about})"
@@ -64,7 +66,8 @@ def instructions_markdown() -> str:
         for text in mine:
             c = lookup(text)
             ops = "; ".join(_operand(o) for o in c.operands) or "none"
-            lines.append(f"| `{text}` | {ops} | sm_{c.min_arch} |")
+            arch = f"sm_{c.min_arch}" + ("a" if c.arch_specific else "")
+            lines.append(f"| `{text}` | {ops} | {arch} |")
         lines.append("")
     lines.append(f"{len(forms)} forms.")
     return "\n".join(lines) + "\n"

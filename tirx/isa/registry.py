@@ -12,7 +12,7 @@ import difflib
 import functools
 
 from ..errors import ContractError
-from . import cp_async, cp_async_bulk, fence_proxy, ldmatrix, mbarrier, mma, stmatrix
+from . import cp_async, cp_async_bulk, fence_proxy, ldmatrix, mbarrier, mma, stmatrix, wgmma
 from .core import Contract, Family, FamilySpec
 
 __all__ = [
@@ -23,6 +23,7 @@ __all__ = [
 FAMILIES: tuple[FamilySpec, ...] = (
     mma.SPEC, ldmatrix.SPEC, stmatrix.SPEC, cp_async.SPEC, cp_async_bulk.SPEC, fence_proxy.SPEC,
     mbarrier.SPEC, mbarrier.CP_ASYNC_SPEC, mbarrier.FENCE_SPEC,
+    wgmma.SPEC,
 )  # fmt: skip
 
 
@@ -90,7 +91,15 @@ def lookup(text: str) -> Contract:
 
 
 def check_arch(contract: Contract, arch: int) -> None:
-    """ContractError when the target ``sm_`` number is older than the form's minimum."""
+    """ContractError when the target ``sm_`` number is older than the form's minimum (or,
+    for an arch-specific form, is not exactly its arch)."""
+    if contract.arch_specific and arch != contract.min_arch:
+        raise ContractError(
+            f"{contract.text} needs sm_{contract.min_arch}a (the arch-specific features of "
+            f"sm_{contract.min_arch}); the target is sm_{arch}",
+            hint=f'compile with target="cuda -arch=sm_{contract.min_arch}" (tirx builds it for '
+            f"sm_{contract.min_arch}a) or run it on the simulator",
+        )
     if arch < contract.min_arch:
         raise ContractError(
             f"{contract.text} needs sm_{contract.min_arch} or newer; the target is sm_{arch}",

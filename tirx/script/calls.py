@@ -59,9 +59,17 @@ class Calls:
                 raise TirxSyntaxError(
                     "raw PTX calls take positional operands only", self.p.span(node)
                 )
-            ops = tuple(ir.as_expr(self.scalar(a)) for a in node.args)
-            spans = tuple(self.p.span(a) for a in node.args)
-            self.b.emit(ir.RawPtx(f.text, ops, self.p.span(node), spans))
+            ops, spans = [], []
+            for a in node.args:
+                v = self.value(a)
+                items = [v]
+                if isinstance(v, ir.View) and f.text.startswith("wgmma.mma_async"):
+                    from .wgmma import accumulator_elements  # a tensor for its N/2 elements
+
+                    items = accumulator_elements(v)
+                ops += [ir.as_expr(self._as_scalar(x, a)) for x in items]
+                spans += [self.p.span(a)] * len(items)
+            self.b.emit(ir.RawPtx(f.text, tuple(ops), self.p.span(node), tuple(spans)))
             return None
         if f is builtins.min or f is builtins.max:
             args = [self.scalar(a) for a in node.args]
@@ -172,6 +180,10 @@ class Calls:
             return ir.Special(_SPECIALS[key], _DIMS[dim])
         if key == "cuda.mbarrier_wait":
             return _mbarrier_wait(self, node, span)
+        if key == "cuda.wgmma.encode_matrix_descriptor":
+            from .wgmma import encode_descriptor
+
+            return encode_descriptor(self, node, span)
         if key in ("cuda.cta_sync", "cuda.warp_sync"):
             self._args(node, 0, 0)
             scope = ir.BarrierScope.CTA if key == "cuda.cta_sync" else ir.BarrierScope.WARP
@@ -255,7 +267,7 @@ class Calls:
 
 _MISSING = object()
 # keyword parameters of tile operations besides scope (cp.async: chunk size, zero-fill size)
-_TILE_PARAMS = ("chunk_bytes", "src_size", "pred")
+_TILE_PARAMS = ("chunk_bytes", "src_size", "pred", "scale_d", "scale_a", "scale_b")  # +wgmma
 
 
 def _dynamic_scope(key: str, where, span) -> bool:

@@ -206,12 +206,23 @@ class _Tile(_Suggesting):
         self.apply = Intrinsic("cuda.tile.apply", "Apply a PTX instruction to tile operands.")
 
 
+class _Wgmma(_Suggesting):
+    _place = "T.cuda.wgmma"
+
+    def __init__(self):
+        self.encode_matrix_descriptor = Intrinsic(
+            "cuda.wgmma.encode_matrix_descriptor", "Write a wgmma shared-memory matrix descriptor."
+        )
+
+
 class _Cuda(_Suggesting):
     _place = "T.cuda"
 
     def __init__(self):
         self.LaunchConfig = _launch_config
         self.tile = _Tile()
+        self.wgmma = _Wgmma()
+        self.wgmma_encode_matrix_descriptor = self.wgmma.encode_matrix_descriptor  # flat name
         for key in (
             "lane_id",
             "warp_id",

@@ -38,6 +38,7 @@ __all__ = [
 
 LOCAL_BYTES_PER_THREAD = 512 * 1024
 WARP_SIZE = 32
+WARPGROUP_SIZE = 128  # four consecutive warps (wgmma's warpgroup)
 
 
 def warp_collective_opcode(instruction: str) -> str | None:
@@ -61,6 +62,8 @@ def check_limits(fn: ir.Function) -> None:
     _check_local_bytes(fn)
     block = fn.launch.block
     threads = block[0] * block[1] * block[2]
+    if threads % WARPGROUP_SIZE:
+        _check_warpgroups(fn, threads)
     if threads % WARP_SIZE:
         for call in _ptx_calls(fn.body):
             opcode = warp_collective_opcode(call.instruction)
@@ -74,6 +77,21 @@ def check_limits(fn: ir.Function) -> None:
                     hint=f"launch a multiple of 32 threads per block (e.g. block={full}), "
                     "and guard the extra threads' work with an if instead",
                 )
+
+
+def _check_warpgroups(fn: ir.Function, threads: int) -> None:
+    """A warpgroup-collective instruction (wgmma) needs whole warpgroups of 128 threads."""
+    scopes = {s.mnemonic: s.exec_scope for s in FAMILIES}
+    for call in _ptx_calls(fn.body):
+        opcode = warp_collective_opcode(call.instruction)
+        if opcode is not None and scopes[opcode] is ir.ExecScope.WARPGROUP:
+            full = (threads + WARPGROUP_SIZE - 1) // WARPGROUP_SIZE * WARPGROUP_SIZE
+            raise MachineLimitError(
+                f"{opcode} is executed by whole warpgroups of {WARPGROUP_SIZE} threads, but the "
+                f"block has {threads} threads {fn.launch.block}",
+                call.span,
+                hint=f"launch a multiple of {WARPGROUP_SIZE} threads per block (e.g. block={full})",
+            )
 
 
 def _check_local_bytes(fn: ir.Function) -> None:

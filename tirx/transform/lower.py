@@ -14,7 +14,8 @@ from dataclasses import replace
 from ..errors import TirxError, TirxSyntaxError
 from ..ir import nodes as ir
 from ..ir.simplify import static_value
-from ..ir.visitor import DESCEND, Transformer, rebuild
+from ..ir.visitor import DESCEND, Transformer, rebuild, walk
+from ..isa import lookup
 from ..isa.shared_rows import element_offset, known_definitions
 from .inline_indices import inline_indices
 from .limits import check_limits
@@ -46,7 +47,15 @@ def lower_function(fn: ir.Function, arch: int = 80) -> ir.Function:
         from .warp_ops import check_warp_ops
 
         check_warp_ops(body, arch)
-    return replace(fn, body=body, lowered=True, shared_offsets=offsets, shared_bytes=total)
+    specific = any(lookup(t).arch_specific for t in _instructions(body))  # sm_90a's wgmma
+    return replace(
+        fn, body=body, lowered=True, shared_offsets=offsets, shared_bytes=total,
+        arch_specific=specific,
+    )  # fmt: skip
+
+
+def _instructions(body) -> set[str]:
+    return {n.instruction for n in walk(body) if isinstance(n, ir.PtxCall)}
 
 
 def _plan_shared(fn: ir.Function):

@@ -26,6 +26,7 @@ from .writes import nonneg_vars as _nonneg_vars
 _EMITTERS = dict.fromkeys(
     ("mbarrier.", "cp.async.mbarrier.", "fence.mbarrier_init."), "mbarrier:emit_mbarrier"
 )
+_EMITTERS["wgmma."] = "wgmma:emit_wgmma"
 
 __all__ = ["generate", "CODEGEN_VERSION", "param_kinds", "uses_dynamic_shared"]
 
@@ -553,10 +554,11 @@ def generate(fn: ir.Function) -> str:
         f'extern "C" __global__ void __launch_bounds__({threads}) {fn.name}({", ".join(params)}) {{'
     )
     if fn.shared_bytes:
+        al = max([128] + [b.align for b in fn.shared_offsets])  # a swizzled wgmma tile: 1024
         if uses_dynamic_shared(fn):  # the dynamic segment, sized at launch (may exceed 48 KB)
-            out.append("  extern __shared__ __align__(128) unsigned char tirx_smem[];")
+            out.append(f"  extern __shared__ __align__({al}) unsigned char tirx_smem[];")
         else:
-            out.append(f"  __shared__ __align__(128) unsigned char tirx_smem[{fn.shared_bytes}];")
+            out.append(f"  __shared__ __align__({al}) unsigned char tirx_smem[{fn.shared_bytes}];")
         out.append(
             "  const unsigned int tirx_smem_addr = "
             "(unsigned int)__cvta_generic_to_shared(tirx_smem);"

@@ -83,7 +83,7 @@ from .abi import CODEGEN_VERSION, param_kinds, uses_dynamic_shared
 from .cache import cache_key, default_cache
 from .nvrtc import command_line, compile_cuda, nvrtc_version
 
-__all__ = ["CudaExecutable", "build", "make_runner", "make_runners", "native_runner"]
+__all__ = ["CudaExecutable", "build", "make_runner", "make_runners", "native_runner", "nvrtc_arch"]
 
 # Bit-exact agreement with the simulator: no contraction of a*b+c into FMA.
 NVRTC_OPTIONS = ("--fmad=false",)
@@ -106,14 +106,16 @@ def build(kernel, lowered: ir.Function, target, timings: dict, source=None) -> C
         timings["codegen"] = 0.0
     t1 = time.perf_counter()
     filename = f"{lowered.name}.cu"
-    command = command_line(target.arch, NVRTC_OPTIONS)  # what runs is what the key hashes
-    key = cache_key(source, command, target.arch, nvrtc_version(), CODEGEN_VERSION)
+    arch = nvrtc_arch(lowered, target.arch)
+    command = command_line(arch, NVRTC_OPTIONS)  # what runs is what the key hashes
+    key = cache_key(source, command, arch, nvrtc_version(), CODEGEN_VERSION)
     out, state = default_cache().get_or_compile(
-        key, lambda: compile_cuda(source, arch=target.arch, filename=filename, command=command)
+        key, lambda: compile_cuda(source, arch=arch, filename=filename, command=command)
     )
     t2 = time.perf_counter()
     timings["nvrtc"] = (t2 - t1) * 1e3
     exe = CudaExecutable(kernel, lowered, target, timings, source, out)
+    exe.arch = arch
     exe.cache = CacheState(state)
     # A named arch needs no device: the driver is left alone (its bindings cost tens of ms to
     # import) until the first launch loads the module. Otherwise the target probed already.
@@ -121,6 +123,14 @@ def build(kernel, lowered: ir.Function, target, timings: dict, source=None) -> C
         exe.load()
         timings["load"] = (time.perf_counter() - t2) * 1e3
     return exe
+
+
+def nvrtc_arch(lowered: ir.Function, arch: str) -> str:
+    """The arch NVRTC compiles for: ``sm_90a`` for a kernel that uses sm_90a's arch-specific
+    forms (wgmma) on an sm_90 target (the lowering refused any other arch for them)."""
+    if lowered.arch_specific and not arch.endswith("a"):
+        return arch + "a"
+    return arch
 
 
 def _sm_number(arch: str) -> str:
@@ -155,6 +165,7 @@ class CudaExecutable(Executable):
         self.ptx = nvrtc_out.ptx
         self.cubin = nvrtc_out.cubin
         self.nvrtc = nvrtc_out
+        self.arch = target.arch  # what NVRTC compiled for (build: sm_90a for wgmma on sm_90)
         self.checker = ArgChecker(lowered, "cuda", _ORDINAL)
         self._kinds = param_kinds(lowered)
         self._module = None
