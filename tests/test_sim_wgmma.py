@@ -195,11 +195,14 @@ class Gemm:
     the kernel. Lines: copies 2-3, proxy fence 4, barrier 5, acc init 6, wgmma.fence 7,
     mma 20, commit 21, wait 22, acc out 30."""
 
-    def __init__(self, n=8, mode=Swizzle.NONE, element="f16", scale_d=0, k_steps=1, block=128):
-        self.n, self.mode, self.element = n, mode, element
+    def __init__(
+        self, n=8, mode=Swizzle.NONE, element="f16", scale_d=0, k_steps=1, block=128, a_shift=0
+    ):
+        self.n, self.mode, self.element, self.scale_d = n, mode, element, scale_d
         kdim = 16 * k_steps if mode is Swizzle.NONE else WIDTH[mode] // 2
         self.kdim = kdim
         self.a_off, a_sbo, a_lbo = place(64, kdim, mode)
+        self.a_off = self.a_off + a_shift  # a pattern off its boundary: base offset
         self.b_off, b_sbo, b_lbo = place(n, kdim, mode)
         unit = max(1024, 4 * block)  # whole swizzle atoms, whole copy rounds
         a_bytes = -(-int(self.a_off.max() + 2) // unit) * unit
@@ -223,20 +226,31 @@ class Gemm:
         init, ri = self._init(6)
         out, ro = acc_out(self.acc, self.Out, n, 30)
         self.variables += [qa, qb, ri, ro]
-        kstep_bytes = 32 if mode is not Swizzle.NONE else 2 * a_lbo
+        steps = k_steps if mode is Swizzle.NONE else kdim // 16
+        a_step = 32 if mode is not Swizzle.NONE else 2 * a_lbo
+        b_step = 32 if mode is not Swizzle.NONE else 2 * b_lbo
+        base = (a_shift >> 7) & 7
+        # per k step: (A start byte in sa, A's other fields, B start byte in sb, B's fields)
+        self.descriptors = [
+            (
+                a_shift + s * a_step,
+                encode(0, a_lbo, a_sbo, mode, base),
+                s * b_step,
+                encode(0, b_lbo, b_sbo, mode),
+            )
+            for s in range(steps)
+        ]
         self.mmas = [
             mma_call(
                 n,
                 self.acc,
-                desc_expr(self.sa, s * kstep_bytes, a_lbo, a_sbo, mode),
-                desc_expr(
-                    self.sb, s * (32 if mode is not Swizzle.NONE else 2 * b_lbo), b_lbo, b_sbo, mode
-                ),
+                desc_expr(self.sa, a0, a_lbo, a_sbo, mode, base),
+                desc_expr(self.sb, b0, b_lbo, b_sbo, mode),
                 scale_d=scale_d if s == 0 else 1,
                 line=20 + s,
                 element=element,
             )
-            for s in range(k_steps if mode is Swizzle.NONE else kdim // 16)
+            for s, (a0, _, b0, _) in enumerate(self.descriptors)
         ]
         self.steps = {
             "copy": [copy_a, copy_b],
@@ -325,6 +339,29 @@ def test_each_swizzle_mode_reads_its_canonical_layout(mode):
     a, b, init = g.inputs(seed=3)
     out, _ = g.run(a, b, init)
     assert np.array_equal(out, a @ b.T)
+
+
+def test_a_pattern_off_its_boundary_reads_with_its_base_offset():
+    """The 128-byte atoms of A start 384 bytes past a 1024-byte boundary, the descriptor's
+    base offset is (384 >> 7) & 7 = 3: the product is right; with base offset 0 it is not."""
+    g = Gemm(n=16, mode=Swizzle.B128, a_shift=384)
+    a, b, init = g.inputs(seed=8)
+    out, _ = g.run(a, b, init)
+    assert np.array_equal(out, a @ b.T)
+    wrong = [
+        ir.PtxCall(
+            m.instruction,
+            (
+                m.operands[0],
+                ir.ScalarOperand(m.operands[1].value & ir.const(~(7 << 49) & (2**64 - 1), U64)),
+                *m.operands[2:],
+            ),
+            m.span,
+        )
+        for m in g.mmas
+    ]
+    out, _ = g.run(a, b, init, g.function(mma=wrong))
+    assert not np.array_equal(out, a @ b.T)
 
 
 def test_no_swizzle_with_two_k_steps_follows_lbo():
@@ -639,3 +676,135 @@ def test_pending_mma_asyncs_do_not_leak_into_the_next_block():
         variables=fn.variables,
     )
     run(fn, g.args(a, b, init))  # the second block starts with nothing in flight
+
+
+def test_a_stage_two_warpgroups_read_stays_in_flight_until_both_waited():
+    """Both warpgroups read one B tile; the second waits and writes it while the first has
+    not waited: the fault names the first warpgroup's mma_async."""
+    g = Gemm(n=8, block=256)
+    a, b, init = g.inputs()
+    second = lambda *s: ir.If(ir.cmp(ir.CmpOp.GE, TX, 128), seq(*s), None, span(44))  # noqa: E731
+    store = ir.Store(g.sb, TX - 128, ir.const(0), I32, span(50))
+    steps = dict(wait=[second(*g.steps["wait"], store)], out=[])
+    e = fault(
+        g.function(**steps), g.args(a, b, init), r"thread 128 .* writes 'sb' byte 0 .*line 50"
+    )
+    assert "mma_async at line 20 (warpgroup 0)" in str(e)
+
+
+# ------------------------------------------------------------------------ on the H200
+
+_CUDA = r"""
+extern "C" __global__ void __launch_bounds__(128) wg(
+    const unsigned* ga, const unsigned* gb, const float* init, float* out,
+    const unsigned long long* adesc, const unsigned long long* bdesc,
+    const unsigned* aoff, const unsigned* boff, int steps, int scale_d0) {
+    __shared__ __align__(1024) unsigned s[AW + BW];
+    int t = threadIdx.x, w = t / 32, lane = t % 32;
+    for (int i = t; i < AW; i += 128) s[i] = ga[i];
+    for (int i = t; i < BW; i += 128) s[AW + i] = gb[i];
+    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+    __syncthreads();
+    float d[R];
+#pragma unroll
+    for (int i = 0; i < R; ++i)
+        d[i] = init[(16 * w + lane / 4 + 8 * ((i / 2) % 2)) * N + 8 * (i / 4) + 2 * (lane % 4) + i % 2];
+    unsigned base = (unsigned)__cvta_generic_to_shared(s);
+    asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
+    for (int k = 0; k < steps; ++k) {
+        unsigned long long da = adesc[k] | (((base + aoff[k]) & 0x3FFFF) >> 4);
+        unsigned long long db = bdesc[k] | (((base + 4 * AW + boff[k]) & 0x3FFFF) >> 4);
+        int sd = (k > 0) || scale_d0;
+        asm volatile(MMA : OUTS : "l"(da), "l"(db), "r"(sd) : "memory");
+    }
+    asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
+    asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
+#pragma unroll
+    for (int i = 0; i < R; ++i)
+        out[(16 * w + lane / 4 + 8 * ((i / 2) % 2)) * N + 8 * (i / 4) + 2 * (lane % 4) + i % 2] = d[i];
+}
+"""
+
+
+def wgmma_source(g: Gemm, sa=1, sb=1) -> str:
+    """The CUDA kernel running ``g``'s mma_asyncs as inline PTX (independent of tirx's code
+    generator): the same shared bytes, the same descriptor fields."""
+    r = g.n // 2
+    regs = ", ".join(f"%{i}" for i in range(r))
+    mma = (
+        f'"{{ .reg .pred p; setp.ne.b32 p, %{r + 2}, 0; '
+        f'{mma_text(g.n, g.element)} {{{regs}}}, %{r}, %{r + 1}, p, {sa}, {sb}, 0, 0; }}"'
+    )
+    outs = ", ".join(f'"+f"(d[{i}])' for i in range(r))
+    defs = {"AW": g.GA.shape[0], "BW": g.GB.shape[0], "R": r, "N": g.n, "MMA": mma, "OUTS": outs}
+    head = "".join(f"#define {k} {v}\n" for k, v in defs.items())
+    return head + _CUDA
+
+
+def on_gpu(g: Gemm, a, b, init, sa=1, sb=1):
+    cp = pytest.importorskip("cupy")
+    module, errors = None, []
+    for arch in ("-arch=sm_90a", "--gpu-architecture=sm_90a"):  # wgmma needs the sm_90a target
+        try:
+            module = cp.RawModule(code=wgmma_source(g, sa, sb), options=(arch,))
+            module.get_function("wg")
+            break
+        except Exception as e:  # noqa: BLE001  (cupy's compile errors have no common base)
+            module = None
+            errors.append(f"{arch}: {e}")
+    assert module is not None, "\n".join(errors)
+    ga, gb, init_flat, out = (cp.asarray(x) for x in g.args(a, b, init))
+    desc = np.array(g.descriptors, dtype=object)
+    args = (
+        cp.asarray(desc[:, 1].astype(np.uint64)),
+        cp.asarray(desc[:, 3].astype(np.uint64)),
+        cp.asarray(desc[:, 0].astype(np.uint32)),
+        cp.asarray(desc[:, 2].astype(np.uint32)),
+        np.int32(len(g.descriptors)),
+        np.int32(g.scale_d),
+    )
+    module.get_function("wg")((1,), (128,), (ga, gb, init_flat, out, *args))
+    cp.cuda.runtime.deviceSynchronize()
+    return cp.asnumpy(out).reshape(64, g.n)
+
+
+GPU_CASES = [
+    dict(n=8),
+    dict(n=16, k_steps=2),
+    dict(n=256, element="bf16", scale_d=1),
+    dict(n=64, mode=Swizzle.B128),
+    dict(n=32, mode=Swizzle.B64, element="bf16"),
+    dict(n=16, mode=Swizzle.B32, scale_d=1),
+]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("case", range(len(GPU_CASES)))
+def test_wgmma_agrees_with_hardware(case):
+    """Integer-valued data: the simulator equals the H200 bit for bit, each swizzle mode."""
+    g = Gemm(**GPU_CASES[case])
+    a, b, init = g.inputs(seed=40 + case)
+    sim, _ = g.run(a, b, init)
+    np.testing.assert_array_equal(sim, a @ b.T + (init if g.scale_d else 0))
+    np.testing.assert_array_equal(on_gpu(g, a, b, init), sim)
+
+
+@pytest.mark.gpu
+def test_negation_agrees_with_hardware():
+    g = Gemm(n=8, scale_d=1)
+    a, b, init = g.inputs(seed=50)
+    m = g.mmas[0]
+    ops = list(m.operands)
+    ops[4], ops[5] = ir.Immediate(-1), ir.Immediate(1)
+    sim, _ = g.run(a, b, init, g.function(mma=[ir.PtxCall(m.instruction, tuple(ops), m.span)]))
+    np.testing.assert_array_equal(on_gpu(g, a, b, init, sa=-1, sb=1), sim)
+
+
+@pytest.mark.gpu
+def test_base_offset_agrees_with_hardware():
+    """The simulator's reading of the base offset (the row phase counts from the pattern's
+    start) against the H200, for 128-byte atoms 384 bytes past a 1024-byte boundary."""
+    g = Gemm(n=16, mode=Swizzle.B128, a_shift=384)
+    a, b, init = g.inputs(seed=51)
+    sim, _ = g.run(a, b, init)
+    np.testing.assert_array_equal(on_gpu(g, a, b, init), sim)

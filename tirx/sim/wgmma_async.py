@@ -381,7 +381,7 @@ class WgmmaState:
         busy = self.reading[b] > 0
         if busy.any():
             k = int(np.flatnonzero(busy)[0])
-            op = self.live[int(self.reader[b[k]])]
+            op = self._reader_of(int(b[k]))
             sh = self.m.shared
             raise Fault(
                 f"{_who(int(p[k]))} writes {sh.describe(int(b[k]))} at {line_of(sh.where())}, "
@@ -399,6 +399,14 @@ class WgmmaState:
             still = (sh.r_warp[own] == rep >> 5) & (sh.r_tid[own] == rep)
             sh.r_warp[own[still]] = -1
             self.released[own] = -1
+
+    def _reader_of(self, byte: int) -> _Op:
+        """An in-flight mma_async reading ``byte``: the newest, or (when that one's warpgroup
+        has waited for it while another's is still reading) any other."""
+        op = self.live.get(int(self.reader[byte]))
+        if op is None:
+            op = next(o for o in self.live.values() if np.isin(byte, o.reads))
+        return op
 
     def _trace(self, stmt, event: WgmmaEvent, idx, groups=None, landed=None) -> None:
         if self.m.traces is not None:
