@@ -580,6 +580,29 @@ def test_generic_stores_need_a_proxy_fence_before_the_tensor_core_reads_them():
         g.args(a, b, init),
         r"shared-memory race: thread 0 .* reads 'sa' byte \d+ .*at line 20, which thread \d+ .* wrote at line 2",
     )
+    out, _ = g.run(a, b, init)  # the twin: fence, then barrier
+    assert np.array_equal(out, a @ b.T)
+
+
+def test_landed_cp_async_bytes_count_as_generic_stores():
+    """A tile brought by cp.async (generic proxy) needs the proxy fence after its wait too."""
+    g = Gemm(n=8)
+    a, b, init = g.inputs()
+    copy = ir.PtxCall(
+        "cp.async.cg.shared.global",
+        (
+            ir.AddressOperand(ir.SharedAddress(g.sa, TX * 16)),
+            ir.AddressOperand(ir.GlobalAddress(g.GA, TX * 16)),
+            ir.Immediate(16),
+        ),
+        span(8),
+    )
+    assert g.GA.shape[0] == 128 * 4  # one 16-byte chunk per thread
+    landed = [copy, call("cp.async.wait_all", line=9), g.steps["copy"][1]]
+    e = fault(g.function(copy=landed, proxy=[]), g.args(a, b, init), r"stale bytes.*'sa' byte 0")
+    assert "stored at line 8" in str(e)
+    out, _ = g.run(a, b, init, g.function(copy=landed))
+    assert np.array_equal(out, a @ b.T)
 
 
 def test_wait_group_one_retires_only_the_older_of_two_groups():

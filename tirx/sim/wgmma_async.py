@@ -32,6 +32,7 @@ ISA (9.7.15.4 "Async Proxy", 9.7.15.7 "wgmma.fence", "wgmma.commit_group",
 from __future__ import annotations
 
 import enum
+import functools
 from dataclasses import dataclass
 
 import numpy as np
@@ -74,8 +75,9 @@ class Accumulator:
 
     regs: tuple[_Register, ...]
 
-    @property
+    @functools.cached_property
     def key(self) -> tuple:
+        """The registers' identity, compared to allow a chain of mma_asyncs into them."""
         return tuple((id(r.guard), r.word) for r in self.regs)
 
     def read(self, tids: np.ndarray) -> np.ndarray:
@@ -325,6 +327,8 @@ class WgmmaState:
         the same registers (the ISA orders that chain by default)."""
         for r in acc.regs:
             held = r.guard.busy[tids, r.word]
+            if held.max() < 0:
+                continue
             for serial in np.unique(held[held >= 0]).tolist():
                 op = self.live[serial]
                 if op.n != form.n or op.acc.key != acc.key:
