@@ -187,6 +187,7 @@ _FAMILIES = {
     ),
     **dict.fromkeys(("cp.async.bulk", "fence.proxy"), "bulkcalls:compile_bulk"),
     "cp.async": "asynccopy:compile_async",
+    "wgmma.": "wgmma:compile_wgmma",
 }
 
 

@@ -67,6 +67,7 @@ class Machine:
         self.async_copies = None  # tirx.sim.asynccopy.AsyncCopies, made by the first cp.async
         self.bulk_copies = None  # tirx.sim.bulkcopy.BulkCopies, made by the first cp.async.bulk
         self.mbarriers = None  # tirx.sim.mbarrier.Barriers, made by the first mbarrier call
+        self.wgmma = None  # tirx.sim.wgmma_async.WgmmaState, made by the first wgmma statement
         self.strands = None  # tirx.sim.strands.Strands, made by the first mbarrier wait
         self.barrier_traces = [] if trace else None
         self._holds_wait: dict = {}
@@ -174,6 +175,8 @@ class Machine:
                         self.bulk_copies.reset()
                     if self.mbarriers is not None:
                         self.mbarriers.reset()
+                    if self.wgmma is not None:
+                        self.wgmma.reset()
                     for arr in self.variables.values():
                         arr.fill(0)
                     self.loops.clear()

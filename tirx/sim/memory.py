@@ -146,6 +146,8 @@ class GlobalRegion:
 class LocalArray:
     """A local buffer: one row of bytes per thread, plus a written-mask per byte."""
 
+    guard = None  # tirx.sim.wgmma_async.RegisterGuard once wgmma accumulates into this array
+
     def __init__(self, name: str, nbytes: int, threads: int):
         self.name = name
         self.nbytes = nbytes
@@ -171,6 +173,8 @@ class LocalArray:
         """``rows`` indexes the thread axis: the active-thread array or a full slice."""
         self._check(index, d, tids, "read of")
         dt = storage_type(d)
+        if self.guard is not None:  # wgmma accumulators: in flight, or read since the fence
+            self.guard.access(index, dt.itemsize, tids, rows, False)
         data, written = self.views(dt)
         ok = written[rows, index] == ONES[dt.itemsize]
         if not ok.all():
@@ -185,6 +189,8 @@ class LocalArray:
     def store(self, index: np.ndarray, bits, d: DType, tids: np.ndarray, rows) -> None:
         self._check(index, d, tids, "write to")
         dt = storage_type(d)
+        if self.guard is not None:
+            self.guard.access(index, dt.itemsize, tids, rows, True)
         data, written = self.views(dt)
         data[rows, index] = bits
         written[rows, index] = ONES[dt.itemsize]

@@ -86,6 +86,7 @@ class SharedMemory:
         self.pend_site = np.zeros(size, dtype=np.int32)
         self.in_flight = 0  # bytes pending, to skip the check when there are none
         self.bulk = None  # tirx.sim.bulkcopy.BulkCopies of a kernel with bulk copies
+        self.wgmma = None  # tirx.sim.wgmma_async.WgmmaState of a kernel with wgmma
         self.scratch = np.zeros(size, dtype=np.int64)
         self.epoch = np.zeros(max(warps, 1), dtype=np.int32)
         self.atomics = AtomicAccesses(size)  # atomic updates since the last barrier
@@ -163,6 +164,13 @@ class SharedMemory:
             return
         self._merge_readers(*accessors_per_byte(b, wp, p, e))
 
+    def check_read(self, addr: np.ndarray, s: int, tids: np.ndarray) -> None:
+        """The race checks of a read of ``s`` bytes at each of ``addr`` by ``tids``, without
+        recording it (a wgmma.mma_async's operands at issue: tirx/sim/wgmma_async.py)."""
+        b, p = self._spread(addr, s, tids)
+        wp, e = self._check_writer(b, p, "reads")
+        self.atomics.check(self, b, p, wp, e, "reads")
+
     def _merge_readers(self, b, in_w, in_p, in_e) -> None:
         merge_accessors(self.r_warp, self.r_stamp, self.r_tid, b, in_w, in_p, in_e)
 
@@ -172,6 +180,8 @@ class SharedMemory:
         b, p = self._spread(addr, s, tids)
         if self.bulk is not None:  # a bulk copy's source is not written; the fence state
             self.bulk.generic_write(b, p, record)
+        if self.wgmma is not None:  # nor the operands of an mma_async in flight
+            self.wgmma.shared_write(b, p)
         wp, e = self._check_writer(b, p, "writes")
         self.atomics.check(self, b, p, wp, e, "writes")
         rw = self.r_warp[b]
