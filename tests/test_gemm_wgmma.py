@@ -94,7 +94,7 @@ def test_simulator_reports_a_stage_refilled_while_wgmma_reads_it(tmp_path):
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 def test_sass_is_hgmma_fed_by_ldgsts(dtype):
     exe = tirx.compile(gw.make_gemm_wgmma(1024, 1024, 1024, dtype), target="cuda -arch=sm_90")
-    sass = exe.sass()
+    sass = exe.sass
     if sass is None:
         pytest.skip("no disassembler installed (the sass extra)")
     assert sass.count("HGMMA.64x128x16.F32") == 8  # 4 K slices x 2 accumulators per K tile
