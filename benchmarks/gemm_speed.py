@@ -8,9 +8,11 @@ For every dtype and size ``n`` (M = N = K = n, ``Out = A @ B.T`` with A ``(n, n)
 ``(n, n)`` N-major) the script times
 
 * **tirx**: the pipelined GEMM of ``tirx.examples.gemm_pipelined`` (its default configuration),
-  float32 output; with ``--variants`` also named other configurations of it (the steps of
-  ``notebooks/07_making_it_fast.ipynb`` and the ones that show where the time goes) and the
-  tiled GEMM of ``tirx.examples.gemm`` (``05-tiled``);
+  float32 output, or with ``--main wgmma`` the warpgroup GEMM of ``tirx.examples.gemm_wgmma``
+  (sm_90a); with ``--variants`` also named other configurations (the steps of
+  ``notebooks/07_making_it_fast.ipynb`` and the ones that show where the time goes, the mma.sync
+  default as ``256x128x64-8w-3s-swizzle``) and the tiled GEMM of ``tirx.examples.gemm``
+  (``05-tiled``);
 * **Triton**: a ``tl.dot`` matmul written below, float32 accumulate and **float32 output**
   (the same bytes as tirx), over a few standard configurations; the best one counts, and the
   128x128x64 / 8-warp / 4-stage one is printed too;
@@ -336,7 +338,11 @@ def peak_table(cells: list[Cell], peak: dict[str, float], random_peak: dict[str,
 def report(cells, peak, variants, command, reps, main="tirx", random_peak=None) -> str:
     from tirx.examples.gemm_pipelined import DEFAULT
 
-    what = f"`tirx.examples.gemm_pipelined` with `{DEFAULT}`" if main == "tirx" else main
+    what = {
+        "tirx": f"`tirx.examples.gemm_pipelined` with `{DEFAULT}`",
+        "wgmma": "`tirx.examples.gemm_wgmma` (256x128x64, two warpgroups, `wgmma.mma_async` "
+        "m64n128k16 from 128-byte-swizzled shared tiles, cp.async 4 stages; sm_90a)",
+    }.get(main, main)
 
     parts = [
         f"# GEMM speed: tirx against Triton, cuBLAS and the mma.sync peak, "
