@@ -36,6 +36,7 @@ class Family(enum.Enum):
     MBARRIER = "mbarrier"
     CP_ASYNC_MBARRIER = "cp.async.mbarrier"
     FENCE_MBARRIER_INIT = "fence.mbarrier_init"
+    CP_ASYNC_BULK_TENSOR = "cp.async.bulk.tensor"
 
 
 class Role(enum.Enum):
@@ -51,6 +52,8 @@ class Role(enum.Enum):
     SHARED_BLOCK_IN = "a shared-memory block read"  # cp.async.bulk's source
     MBARRIER = "a shared-memory mbarrier object"  # 8 bytes of shared memory
     PRED_OUT = "a predicate written (1 or 0)"  # the mbarrier waits' result
+    SHARED_BOX_OUT = "a shared-memory box image written"  # cp.async.bulk.tensor's destination
+    GLOBAL_TENSOR_IN = "a global tensor region read (its tensor map)"  # cp.async.bulk.tensor's
 
 
 @dataclass(frozen=True)
