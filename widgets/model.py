@@ -209,7 +209,8 @@ _DRAWN = check_complete(
     [(Family.MMA, True), (Family.LDMATRIX, True), (Family.STMATRIX, True),
      (Family.CP_ASYNC, False), (Family.CP_ASYNC_BULK, False), (Family.FENCE_PROXY, False),
      (Family.MBARRIER, False), (Family.CP_ASYNC_MBARRIER, False),
-     (Family.FENCE_MBARRIER_INIT, False)],
+     (Family.FENCE_MBARRIER_INIT, False),
+     (Family.CP_ASYNC_BULK_TENSOR, False)],
     "widgets.model fragments",
 )  # fmt: skip
 

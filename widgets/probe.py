@@ -74,7 +74,8 @@ _CANONICAL = check_complete(
      (Family.STMATRIX, _matrix_native), (Family.CP_ASYNC, no_fragment),
      (Family.CP_ASYNC_BULK, no_fragment), (Family.FENCE_PROXY, no_fragment),
      (Family.MBARRIER, no_fragment), (Family.CP_ASYNC_MBARRIER, no_fragment),
-     (Family.FENCE_MBARRIER_INIT, no_fragment)],
+     (Family.FENCE_MBARRIER_INIT, no_fragment),
+     (Family.CP_ASYNC_BULK_TENSOR, no_fragment)],
     "widgets.probe canonical layouts",
 )  # fmt: skip
 
@@ -87,7 +88,8 @@ def canonical_layout(contract, operand: str):
 _REPEATS = check_complete(
     [(Family.MMA, (1, 1)), (Family.LDMATRIX, ()), (Family.STMATRIX, ()), (Family.CP_ASYNC, ()),
      (Family.CP_ASYNC_BULK, ()), (Family.FENCE_PROXY, ()), (Family.MBARRIER, ()),
-     (Family.CP_ASYNC_MBARRIER, ()), (Family.FENCE_MBARRIER_INIT, ())],
+     (Family.CP_ASYNC_MBARRIER, ()), (Family.FENCE_MBARRIER_INIT, ()),
+     (Family.CP_ASYNC_BULK_TENSOR, ())],
     "widgets.probe repeats",
 )  # fmt: skip
 
@@ -113,7 +115,8 @@ _PROBED = check_complete(
      (Family.STMATRIX, lambda c: True), (Family.CP_ASYNC, lambda c: False),
      (Family.CP_ASYNC_BULK, lambda c: False), (Family.FENCE_PROXY, lambda c: False),
      (Family.MBARRIER, lambda c: False), (Family.CP_ASYNC_MBARRIER, lambda c: False),
-     (Family.FENCE_MBARRIER_INIT, lambda c: False)],
+     (Family.FENCE_MBARRIER_INIT, lambda c: False),
+     (Family.CP_ASYNC_BULK_TENSOR, lambda c: False)],
     "widgets.probe probed forms",
 )  # fmt: skip
 
@@ -284,7 +287,8 @@ _PROBE_KERNELS = check_complete(
      (Family.CP_ASYNC, ((), no_fragment)), (Family.CP_ASYNC_BULK, ((), no_fragment)),
      (Family.FENCE_PROXY, ((), no_fragment)), (Family.MBARRIER, ((), no_fragment)),
      (Family.CP_ASYNC_MBARRIER, ((), no_fragment)),
-     (Family.FENCE_MBARRIER_INIT, ((), no_fragment))], "widgets.probe kernels",
+     (Family.FENCE_MBARRIER_INIT, ((), no_fragment)),
+     (Family.CP_ASYNC_BULK_TENSOR, ((), no_fragment))], "widgets.probe kernels",
 )  # fmt: skip
 
 
