@@ -125,7 +125,12 @@ CHECKS = {
         dict(dst="s2[8:72, :]", swizzle=3),
         "multiple of 1024 bytes",
     ),
-    "mbar a uint32": (dict(bar_type="uint32"), {}, "8-byte element"),
+    "mbar a uint32 of shared memory": (
+        dict(mbar="flags[0]"),
+        {},
+        "mbar= the barrier must be an 8-byte",
+    ),
+    "mbar in global memory": (dict(mbar="Out[0, 0]"), {}, "element of a shared tensor"),
 }
 
 

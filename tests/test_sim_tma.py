@@ -19,6 +19,15 @@ from .tma_kernels import (
 )
 
 
+def _lines(tmp_path):
+    """(the copy's line, the reading line) of the newest kernel file in ``tmp_path``."""
+    path = max(tmp_path.glob("kernel_*.py"), key=lambda p: int(p.stem.split("_")[1]))
+    text = path.read_text().splitlines()
+    copy = next(i for i, ln in enumerate(text, 1) if "tile.apply" in ln)
+    read = next(i for i, ln in enumerate(text, 1) if "= raw[" in ln)
+    return copy, read
+
+
 def _matrix(shape, seed=0):
     rng = np.random.default_rng(seed)
     return rng.integers(-1000, 1000, size=shape).astype(np.float16)
@@ -71,7 +80,9 @@ def test_reading_before_the_phase_completes_is_a_fault(tmp_path):
         exe(a, out)
     msg = str(e.value)
     assert "thread 1 (warp 0, lane 1) reads" in msg and "thread 0" in msg
-    assert "line 17" in msg and "line 22" in msg  # the copy's line, the reading line
+    copy, read = _lines(tmp_path)
+    assert f"at line {read}, which thread 0 (warp 0, lane 0) wrote at line {copy}" in msg
+    assert "mbarrier_wait" in msg  # the hint: wait on the copy's barrier
     assert "block (0, 0, 0)" in msg
 
 
@@ -82,7 +93,9 @@ def test_reading_a_copy_in_flight_names_the_copy(tmp_path):
         tirx.compile(k, target="sim")(a, out)
     msg = str(e.value)
     assert "tensor copy cp.async.bulk.tensor.2d" in msg and "has not completed" in msg
-    assert "at line 22" in msg and "at line 17" in msg
+    copy, read = _lines(tmp_path)
+    assert f"at line {read}, the destination of the tensor copy" in msg
+    assert f"at line {copy} issued by thread 0" in msg
     assert "mbarrier_wait" in msg  # the hint: wait on the copy's barrier
 
 
@@ -171,3 +184,43 @@ def test_gpu_two_stage_pipeline_equals_the_simulator(tmp_path):
     want, got = _on_gpu_and_sim(pipeline_kernel(tmp_path, K), a, (128, 16), np.float32)
     assert np.array_equal(got, want)
     assert np.array_equal(want, pipeline_expected(a, K))
+
+
+THREE_D = """
+@T.function
+def kernel(A: T.Tensor((4, 40, 64), "float16"), Out: T.Tensor((2, 16, 64), "float16")):
+    T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=32))
+    s = T.alloc_shared((2, 16, 64), "float16", layout=LAYOUT, align=1024)
+    bars = T.alloc_shared((1,), "uint64")
+    tid = T.cuda.thread_idx("x")
+    if tid == 0:
+        T.ptx["mbarrier.init.shared::cta.b64"](bars[0], 1)
+    T.cuda.cta_sync()
+    if tid == 0:
+        T.ptx["mbarrier.arrive.expect_tx.shared::cta.b64"](bars[0], 4096)
+        T.cuda.tile.apply(T.ptx[TEXT], s[:, :, :], A[:, :, :], box=(2, 16, 64), coords=(1, 30, 0), swizzle=3, mbar=bars[0], scope="thread")
+    T.cuda.mbarrier_wait(bars[0], 0)
+    for i in range(64):
+        e = tid * 64 + i
+        Out[e // 1024, (e // 64) % 16, e % 64] = s[e // 1024, (e // 64) % 16, e % 64]
+"""
+
+
+@pytest.mark.parametrize("dst", ["shared::cta", "shared::cluster"])
+def test_a_3d_box_with_a_ragged_middle_axis(tmp_path, dst):
+    from tirx.layout import ComposeLayout, S, TileLayout
+
+    from .helpers import define
+
+    text = f"cp.async.bulk.tensor.3d.{dst}.global.mbarrier::complete_tx::bytes"  # .tile left out
+    layout = ComposeLayout(3, 3, 3, TileLayout(S[(2, 16, 64)]))
+    k = define(THREE_D, tmp_path, "kernel", LAYOUT=layout, TEXT=text)
+    a = _matrix((4, 40, 64), 5)
+    out = np.full((2, 16, 64), 3, dtype=np.float16)
+    tirx.compile(k, target="sim")(a, out)
+    want = np.zeros((2, 16, 64), dtype=np.float16)
+    want[:, :10] = a[1:3, 30:40]
+    assert np.array_equal(out, want)
+    exe = tirx.compile(k, target="cuda -arch=sm_90")
+    assert f"{text} [%0], [%1, {{%2, %3, %4}}], [%5];" in exe.source
+    assert '"r"(0), "r"(30), "r"(1)' in exe.source  # innermost first

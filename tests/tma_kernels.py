@@ -21,13 +21,14 @@ def kernel(A: T.Tensor(({R}, {C}), "{dtype}"), Out: T.Tensor(({br}, {bc}), "{dty
     s = T.alloc_shared(({br}, {bc}), "{dtype}", layout=LAYOUT, align={align})
     bars = T.alloc_shared((1,), "{bar_type}")
     s2 = T.alloc_shared((128, {bc}), "{dtype}", layout=LAYOUT2, align={align})
+    flags = T.alloc_shared((2,), "uint32")
     tid = T.cuda.thread_idx("x")
     if tid == 0:
         T.ptx["mbarrier.init.shared::cta.b64"](bars[0], 1)
     T.cuda.cta_sync()
     if tid == 0:
         T.ptx["mbarrier.arrive.expect_tx.shared::cta.b64"](bars[0], {nbytes})
-        T.cuda.tile.apply(T.ptx[TEXT], {dst}, {src}, box={box_text}, coords=({r0}, {c0}), swizzle={swizzle}, mbar=bars[0], scope="thread")
+        T.cuda.tile.apply(T.ptx[TEXT], {dst}, {src}, box={box_text}, coords=({r0}, {c0}), swizzle={swizzle}, mbar={mbar}, scope="thread")
     {wait}
     raw = {read}
     for i in range({per_thread}):
@@ -51,7 +52,7 @@ def swizzled_layout(rows: int, cols: int, swizzle: int, bits: int = 16):
 def box_kernel(tmp_path, *, shape=(128, 128), box=(64, 64), coords=(64, 0), swizzle=3,
                layout=None, align=None, dst="s[:, :]", src="A[:, :]", wait=WAIT, raw=False,
                dtype="float16", bar_type="uint64", text=TMA, nbytes=None,
-               box_text=None):  # fmt: skip
+               box_text=None, mbar="bars[0]"):  # fmt: skip
     """The BOX kernel with its fields; ``raw``: Out receives s's storage in address order."""
     br, bc = box
     layout = swizzled_layout(br, bc, swizzle) if layout is None else layout
@@ -62,7 +63,7 @@ def box_kernel(tmp_path, *, shape=(128, 128), box=(64, 64), coords=(64, 0), swiz
         R=shape[0], C=shape[1], br=br, bc=bc, dtype=dtype, align=align, bar_type=bar_type,
         nbytes=nbytes if nbytes is not None else br * bc * esize, dst=dst, src=src,
         r0=coords[0], c0=coords[1], swizzle=swizzle, wait=wait, read=read,
-        per_thread=br * bc // 128, box_text=box_text or f"({br}, {bc})",
+        per_thread=br * bc // 128, box_text=box_text or f"({br}, {bc})", mbar=mbar,
     )  # fmt: skip
     tall = swizzled_layout(128, bc, swizzle)
     return define(source, tmp_path, "kernel", LAYOUT=layout, LAYOUT2=tall, TEXT=text)

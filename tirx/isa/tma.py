@@ -160,7 +160,7 @@ def lower_tile(contract: Contract, op: ir.TileOp) -> list[ir.Stmt]:
             f"{text}: the box's inner extent is {inner} bytes, more than the "
             f"{SWIZZLE_SPAN[swizzle]}-byte span of swizzle={swizzle}",
             hint=f"box[-1] * {dtype.bytes} bytes must be <= {SWIZZLE_SPAN[swizzle]}: split the "
-            "box along its inner axis, or use a wider swizzle",
+            "box along its inner axis" + (", or use a wider swizzle" if swizzle < 3 else ""),
         )
     dims, strides, origin = src_fields
     fields = TensorMapFields(

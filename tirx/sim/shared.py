@@ -131,11 +131,12 @@ class SharedMemory:
     def _race(self, b, p, k: int, verb: str, other: str, other_tid: int, other_site) -> Fault:
         here, there = self.where(), self.sites[int(other_site)]
         same_warp = other_tid >= 0 and other_tid >> 5 == int(p[k]) >> 5
+        wait = self.copy_kinds.get(int(other_site), (None, None))[1]  # a tensor copy's write
         return Fault(
             f"shared-memory race: {_who(int(p[k]))} {verb} {self.describe(int(b[k]))} at "
             f"{line_of(here)}, which {other} at {line_of(there)} with no barrier in between",
             int(p[k]),
-            race_hint(there, here, same_warp),
+            wait or race_hint(there, here, same_warp),
         )
 
     def _check_writer(self, b, p, verb: str):
