@@ -98,7 +98,7 @@ def test_the_forms_and_their_archs():
         assert text.replace("shared::cta", "shared") in forms  # .shared means ::cta
     assert registry.family_of_text(FORMS_80[4]).family is Family.CP_ASYNC_MBARRIER
     assert registry.family_of_text(FORMS_90[-1]).family is Family.FENCE_MBARRIER_INIT
-    mine = [t for t in forms if "mbarrier" in t]
+    mine = [t for t in forms if "mbarrier" in t and not t.startswith("cp.async.bulk.tensor")]
     assert len(mine) == 29
 
 

@@ -293,6 +293,7 @@ _PROBES = check_complete(
         (Family.MMA, _mma),
         (Family.CP_ASYNC, no_fragment),
         (Family.CP_ASYNC_BULK, no_fragment),
+        (Family.CP_ASYNC_BULK_TENSOR, no_fragment),
         (Family.FENCE_PROXY, no_fragment),
         (Family.MBARRIER, no_fragment),
         (Family.CP_ASYNC_MBARRIER, no_fragment),

@@ -210,7 +210,8 @@ _DRAWN = check_complete(
      (Family.CP_ASYNC, False), (Family.CP_ASYNC_BULK, False), (Family.FENCE_PROXY, False),
      (Family.MBARRIER, False), (Family.CP_ASYNC_MBARRIER, False),
      (Family.FENCE_MBARRIER_INIT, False),
-     (Family.WGMMA, False)],
+     (Family.WGMMA, False),
+     (Family.CP_ASYNC_BULK_TENSOR, False)],
     "widgets.model fragments",
 )  # fmt: skip
 

@@ -75,7 +75,8 @@ _CANONICAL = check_complete(
      (Family.CP_ASYNC_BULK, no_fragment), (Family.FENCE_PROXY, no_fragment),
      (Family.MBARRIER, no_fragment), (Family.CP_ASYNC_MBARRIER, no_fragment),
      (Family.FENCE_MBARRIER_INIT, no_fragment),
-     (Family.WGMMA, no_fragment)],
+     (Family.WGMMA, no_fragment),
+     (Family.CP_ASYNC_BULK_TENSOR, no_fragment)],
     "widgets.probe canonical layouts",
 )  # fmt: skip
 
@@ -89,7 +90,8 @@ _REPEATS = check_complete(
     [(Family.MMA, (1, 1)), (Family.LDMATRIX, ()), (Family.STMATRIX, ()), (Family.CP_ASYNC, ()),
      (Family.CP_ASYNC_BULK, ()), (Family.FENCE_PROXY, ()), (Family.MBARRIER, ()),
      (Family.CP_ASYNC_MBARRIER, ()), (Family.FENCE_MBARRIER_INIT, ()),
-     (Family.WGMMA, ())],
+     (Family.WGMMA, ()),
+     (Family.CP_ASYNC_BULK_TENSOR, ())],
     "widgets.probe repeats",
 )  # fmt: skip
 
@@ -116,7 +118,8 @@ _PROBED = check_complete(
      (Family.CP_ASYNC_BULK, lambda c: False), (Family.FENCE_PROXY, lambda c: False),
      (Family.MBARRIER, lambda c: False), (Family.CP_ASYNC_MBARRIER, lambda c: False),
      (Family.FENCE_MBARRIER_INIT, lambda c: False),
-     (Family.WGMMA, lambda c: False)],
+     (Family.WGMMA, lambda c: False),
+     (Family.CP_ASYNC_BULK_TENSOR, lambda c: False)],
     "widgets.probe probed forms",
 )  # fmt: skip
 
@@ -288,7 +291,8 @@ _PROBE_KERNELS = check_complete(
      (Family.FENCE_PROXY, ((), no_fragment)), (Family.MBARRIER, ((), no_fragment)),
      (Family.CP_ASYNC_MBARRIER, ((), no_fragment)),
      (Family.FENCE_MBARRIER_INIT, ((), no_fragment)),
-     (Family.WGMMA, ((), no_fragment))], "widgets.probe kernels",
+     (Family.WGMMA, ((), no_fragment)),
+     (Family.CP_ASYNC_BULK_TENSOR, ((), no_fragment))], "widgets.probe kernels",
 )  # fmt: skip
 
 

@@ -287,6 +287,7 @@ _RUNS = check_complete(
         (Family.STMATRIX, _run_stmatrix),
         (Family.CP_ASYNC, no_fragment),
         (Family.CP_ASYNC_BULK, no_fragment),
+        (Family.CP_ASYNC_BULK_TENSOR, no_fragment),
         (Family.FENCE_PROXY, no_fragment),
         (Family.MBARRIER, no_fragment),
         (Family.CP_ASYNC_MBARRIER, no_fragment),

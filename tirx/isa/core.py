@@ -37,6 +37,7 @@ class Family(enum.Enum):
     CP_ASYNC_MBARRIER = "cp.async.mbarrier"
     FENCE_MBARRIER_INIT = "fence.mbarrier_init"
     WGMMA = "wgmma"
+    CP_ASYNC_BULK_TENSOR = "cp.async.bulk.tensor"
 
 
 class Role(enum.Enum):
@@ -54,6 +55,8 @@ class Role(enum.Enum):
     PRED_OUT = "a predicate written (1 or 0)"  # the mbarrier waits' result
     ACCUM_INOUT = "registers read and written"  # wgmma's accumulator, updated in place
     DESCRIPTOR = "a 64-bit shared-memory matrix descriptor"  # wgmma's a_desc, b_desc
+    SHARED_BOX_OUT = "a shared-memory box image written"  # cp.async.bulk.tensor's destination
+    GLOBAL_TENSOR_IN = "a global tensor region read (its tensor map)"  # cp.async.bulk.tensor's
 
 
 @dataclass(frozen=True)

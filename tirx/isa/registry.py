@@ -12,7 +12,7 @@ import difflib
 import functools
 
 from ..errors import ContractError
-from . import cp_async, cp_async_bulk, fence_proxy, ldmatrix, mbarrier, mma, stmatrix, wgmma
+from . import cp_async, cp_async_bulk, fence_proxy, ldmatrix, mbarrier, mma, stmatrix, tma, wgmma
 from .core import Contract, Family, FamilySpec
 
 __all__ = [
@@ -24,6 +24,7 @@ FAMILIES: tuple[FamilySpec, ...] = (
     mma.SPEC, ldmatrix.SPEC, stmatrix.SPEC, cp_async.SPEC, cp_async_bulk.SPEC, fence_proxy.SPEC,
     mbarrier.SPEC, mbarrier.CP_ASYNC_SPEC, mbarrier.FENCE_SPEC,
     wgmma.SPEC,
+    tma.SPEC,
 )  # fmt: skip
 
 

@@ -256,7 +256,7 @@ class Calls:
                         f"unknown scope {scope!r}", self.p.span(k.value), hint=f"use one of {known}"
                     )
             elif k.arg in _TILE_PARAMS:
-                params.append((k.arg, self.scalar(k.value)))
+                params.append((k.arg, self._tile_param(k.value)))
             else:
                 raise TirxSyntaxError(f"unexpected keyword argument {k.arg!r}", self.p.span(k))
         self.b.emit(
@@ -264,10 +264,22 @@ class Calls:
         )
         return None
 
+    def _tile_param(self, node):
+        """A keyword parameter's value: a number, or a tuple of numbers (a TMA box)."""
+        if isinstance(node, (ast.Tuple, ast.List)):
+            return tuple(self.scalar(e) for e in node.elts)
+        v = self.value(node)
+        if isinstance(v, (tuple, list)):
+            return tuple(self._as_scalar(x, node) for x in v)
+        return self._as_scalar(v, node)
+
 
 _MISSING = object()
 # keyword parameters of tile operations besides scope (cp.async: chunk size, zero-fill size)
-_TILE_PARAMS = ("chunk_bytes", "src_size", "pred", "scale_d", "scale_a", "scale_b")  # +wgmma
+_TILE_PARAMS = ("chunk_bytes", "src_size", "pred")
+_TILE_PARAMS += ("scale_d", "scale_a", "scale_b")  # wgmma's (tirx/isa/wgmma.py)
+# cp.async.bulk.tensor's (tirx/isa/tma.py)
+_TILE_PARAMS += ("box", "coords", "mbar", "swizzle", "l2_promotion")
 
 
 def _dynamic_scope(key: str, where, span) -> bool:

@@ -185,6 +185,7 @@ _FAMILIES = {
     **dict.fromkeys(
         ("mbarrier.", "cp.async.mbarrier.", "fence.mbarrier_init."), "mbarrier:compile_mbarrier"
     ),
+    "cp.async.bulk.tensor.": "tma:compile_tma",
     **dict.fromkeys(("cp.async.bulk", "fence.proxy"), "bulkcalls:compile_bulk"),
     "cp.async": "asynccopy:compile_async",
     "wgmma.": "wgmma:compile_wgmma",

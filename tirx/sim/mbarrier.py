@@ -73,6 +73,7 @@ class BarrierEvent(enum.Enum):
     WAIT = "wait"
     TEST = "test"
     INVAL = "inval"
+    COMPLETE_TX = "complete_tx"  # a tensor copy's bytes (tirx/sim/tma.py)
 
 
 @dataclass(frozen=True)
@@ -92,7 +93,7 @@ class BarrierTrace:
 
 
 class _Barrier:
-    __slots__ = ("name", "expected", "pending", "tx", "phase", "arrivers", "seen")
+    __slots__ = ("name", "expected", "pending", "tx", "phase", "arrivers", "seen", "landings")
 
     def __init__(self, name: str, count: int):
         self.name = name
@@ -100,6 +101,7 @@ class _Barrier:
         self.tx = self.phase = 0
         self.arrivers: list[int] = []
         self.seen = None  # the race records the last completed phase orders for its waiters
+        self.landings: list = []  # the complete-tx copies of this phase, landing at completion
 
     def state(self) -> str:
         return (
@@ -192,10 +194,38 @@ class Barriers:
         self.record(BarrierEvent.ARRIVE, b, (tid,))
         self._complete(b)
 
+    def complete_tx(self, addr: int, tx: int, tid: int, land) -> None:
+        """An asynchronous copy issued by ``tid`` performs complete-tx of ``tx`` bytes on the
+        barrier (PTX ISA, "mbarrier: tx-count"): the tx-count drops by ``tx``. ``land()`` writes
+        the copy's bytes when the current phase completes and returns ``(bytes, threads,
+        site)``, the shared bytes written, their issuing threads and the copy's line: the
+        phase's completion orders them before its waiters' later accesses."""
+        b = self.get(addr, tid)
+        if not -MAX_TX <= b.tx - tx <= MAX_TX:
+            raise Fault(
+                f"mbarrier {b.name}: tx-count {b.tx} - {tx} leaves the ISA's range "
+                f"-{MAX_TX}..{MAX_TX} ({b.state()})",
+                tid,
+                "at most 2^20-1 bytes may be in flight on one barrier: split the transfer",
+            )
+        b.tx -= tx
+        b.landings.append(land)
+        self.changed()
+        self.record(BarrierEvent.COMPLETE_TX, b, (tid,))
+        self._complete(b)
+
     def _complete(self, b: _Barrier) -> None:
         if b.pending or b.tx:
             return
+        landed = [land() for land in b.landings]
+        b.landings = []
         b.seen = _ordered_records(self.m.shared, b.arrivers)
+        if landed:  # the copies' bytes are ordered for the waiters like the arrivals' writes
+            wb, wt, ws, rb, rs = b.seen
+            wb = np.concatenate([wb, *(x[0] for x in landed)])
+            wt = np.concatenate([wt, *(x[1].astype(wt.dtype) for x in landed)])
+            ws = np.concatenate([ws, *(np.full(x[0].size, x[2], ws.dtype) for x in landed)])
+            b.seen = wb, wt, ws, rb, rs
         threads, b.arrivers = [t for t, _ in b.arrivers], []
         b.phase += 1
         b.pending = b.expected

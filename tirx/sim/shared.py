@@ -85,6 +85,7 @@ class SharedMemory:
         self.pend_tid = np.full(size, -1, dtype=np.int32)
         self.pend_site = np.zeros(size, dtype=np.int32)
         self.in_flight = 0  # bytes pending, to skip the check when there are none
+        self.copy_kinds: dict = {}  # site -> (copy's name, how to wait), other than cp.async's
         self.bulk = None  # tirx.sim.bulkcopy.BulkCopies of a kernel with bulk copies
         self.wgmma = None  # tirx.sim.wgmma_async.WgmmaState of a kernel with wgmma
         self.scratch = np.zeros(size, dtype=np.int64)
@@ -131,11 +132,12 @@ class SharedMemory:
     def _race(self, b, p, k: int, verb: str, other: str, other_tid: int, other_site) -> Fault:
         here, there = self.where(), self.sites[int(other_site)]
         same_warp = other_tid >= 0 and other_tid >> 5 == int(p[k]) >> 5
+        wait = self.copy_kinds.get(int(other_site), (None, None))[1]  # a tensor copy's write
         return Fault(
             f"shared-memory race: {_who(int(p[k]))} {verb} {self.describe(int(b[k]))} at "
             f"{line_of(here)}, which {other} at {line_of(there)} with no barrier in between",
             int(p[k]),
-            race_hint(there, here, same_warp),
+            wait or race_hint(there, here, same_warp),
         )
 
     def _check_writer(self, b, p, verb: str):
@@ -228,7 +230,10 @@ class SharedMemory:
         k = _first(bad)
         owner, who = int(pt[k]), int(p[k])
         copy_line = line_of(self.sites[int(self.pend_site[b[k]])])
-        if verb == "reads":
+        name, wait = self.copy_kinds.get(int(self.pend_site[b[k]]), ("cp.async", None))
+        if wait is not None:
+            fix = wait
+        elif verb == "reads":
             fix = (
                 'wait for the copy first: T.ptx["cp.async.wait_group"](n) (or wait_all) '
                 "covering its commit group"
@@ -239,7 +244,7 @@ class SharedMemory:
             fix = "wait for the copy (and synchronize) before reusing its destination"
         raise Fault(
             f"{_who(who)} {verb} {self.describe(int(b[k]))} at {line_of(self.where())}, the "
-            f"destination of the cp.async at {copy_line} issued by {_who(owner)}, which has "
+            f"destination of the {name} at {copy_line} issued by {_who(owner)}, which has "
             f"not completed",
             who,
             fix,

@@ -16,6 +16,7 @@ import sys
 from ...dtypes import DType, DTypeKind, is_fp8
 from ...ir import nodes as ir
 from ...ir.simplify import is_nonnegative
+from ...ir.tensor_map import tensor_maps
 from ...ir.visitor import UnknownNodeError, Visitor, Walker, load_attribute
 from .abi import CODEGEN_VERSION, param_kinds, uses_dynamic_shared
 from .tools import LazyPattern, c_string
@@ -27,6 +28,7 @@ _EMITTERS = dict.fromkeys(
     ("mbarrier.", "cp.async.mbarrier.", "fence.mbarrier_init."), "mbarrier:emit_mbarrier"
 )
 _EMITTERS["wgmma."] = "wgmma:emit_wgmma"
+_EMITTERS["cp.async.bulk.tensor."] = "tma:emit_tma"
 
 __all__ = ["generate", "CODEGEN_VERSION", "param_kinds", "uses_dynamic_shared"]
 
@@ -544,21 +546,27 @@ def generate(fn: ir.Function) -> str:
             params.append(f"{p.dtype.c_type}* __restrict__ {p.name}")
         else:
             params.append(f"{_scalar_param_ctype(p.dtype)} {p.name}")
+    maps = tensor_maps(fn)  # TMA tensor maps: hidden parameters after the user's (tma.py)
+    params += load_attribute(_FAMILY + "tma:map_parameters")(fn) if maps else []
     bx, by, bz = fn.launch.block
     threads = bx * by * bz
     tid = "(int)threadIdx.x"
     if by > 1 or bz > 1:
         tid = f"(int)(threadIdx.x + {bx} * (threadIdx.y + {by} * threadIdx.z))"
-    out = [_PRELUDE.format(version=CODEGEN_VERSION)]
+    out = [
+        _PRELUDE.format(version=CODEGEN_VERSION)
+        + (load_attribute(_FAMILY + "tma:PRELUDE") if maps else "")
+    ]
     out.append(
         f'extern "C" __global__ void __launch_bounds__({threads}) {fn.name}({", ".join(params)}) {{'
     )
     if fn.shared_bytes:
-        al = max([128] + [b.align for b in fn.shared_offsets])  # a swizzled wgmma tile: 1024
+        align = max([128, *(b.align for b in fn.shared_offsets)])  # a TMA box's swizzle repeat
+        decl = f"__shared__ __align__({align}) unsigned char tirx_smem"
         if uses_dynamic_shared(fn):  # the dynamic segment, sized at launch (may exceed 48 KB)
-            out.append(f"  extern __shared__ __align__({al}) unsigned char tirx_smem[];")
+            out.append(f"  extern {decl}[];")
         else:
-            out.append(f"  __shared__ __align__({al}) unsigned char tirx_smem[{fn.shared_bytes}];")
+            out.append(f"  {decl}[{fn.shared_bytes}];")
         out.append(
             "  const unsigned int tirx_smem_addr = "
             "(unsigned int)__cvta_generic_to_shared(tirx_smem);"

@@ -35,7 +35,7 @@ __all__ = [
     "PARAM_TYPES",
 ]
 
-# Each parameter gets an 8-byte slot; the driver reads only the parameter's own size from it.
+# Each parameter gets an 8-byte slot (a tensor map 128); the driver reads the parameter's own size.
 PARAM_TYPES = {
     "ptr": "Q",
     "u64": "Q",
@@ -44,6 +44,7 @@ PARAM_TYPES = {
     "i32": "i4x",
     "u32": "I4x",
     "f32": "f4x",
+    "tmap": "128s",  # a CUtensorMap, by value (tirx/backend/cuda/tma.py)
 }
 _STATIC_SMEM_LIMIT = 48 * 1024  # dynamic shared memory beyond this needs an opt-in attribute
 
@@ -295,23 +296,26 @@ class Kernel:
 class ArgPacker:
     """``packer(*values) -> (block, params)``: a kernel's arguments laid out for the driver.
 
-    A block is one ctypes array of ``2n`` 8-byte words: ``n`` slots holding the values (each
-    parameter's bytes at the start of its slot) and, after them, the ``n`` pointers to the
-    slots that ``cuLaunchKernel`` reads; ``params`` is the address of that pointer array (0, a
-    NULL pointer, for a kernel without parameters). A block is never written after it is
-    built, so a launch cannot see another thread's values and a block can be launched again
-    (the executable keeps one per set of tensors it has checked). Wrong values raise
-    :class:`struct.error`.
+    A block is one ctypes array of 8-byte words: a slot per parameter holding its value (8
+    bytes each; a TMA tensor map, kind ``"tmap"``, 128 bytes given as ``bytes``) and, after
+    the slots, the ``n`` pointers to them that ``cuLaunchKernel`` reads; ``params`` is the
+    address of that pointer array (0, a NULL pointer, for a kernel without parameters). A
+    block is never written after it is built, so a launch cannot see another thread's values
+    and a block can be launched again (the executable keeps one per set of tensors it has
+    checked). Wrong values raise :class:`struct.error`.
     """
 
-    __slots__ = ("param_types", "_n", "_array", "_pack")
+    __slots__ = ("param_types", "_n", "_array", "_pack", "_offsets", "_words")
 
     def __init__(self, param_types: Sequence[str]):
         self.param_types = tuple(param_types)
         self._n = n = len(self.param_types)
-        self._array = ctypes.c_uint64 * (2 * n)
-        codes = "".join(PARAM_TYPES[t] for t in self.param_types)
-        self._pack = struct.Struct("<" + codes + "Q" * n).pack_into
+        codes = [PARAM_TYPES[t] for t in self.param_types]
+        sizes = [struct.calcsize("<" + c) for c in codes]
+        self._offsets = tuple(sum(sizes[:i]) for i in range(n))
+        self._words = sum(sizes) // 8
+        self._array = ctypes.c_uint64 * (self._words + n)
+        self._pack = struct.Struct("<" + "".join(codes) + "Q" * n).pack_into
 
     def __call__(self, *values):
         n = self._n
@@ -321,8 +325,11 @@ class ArgPacker:
             return None, 0
         block = self._array()
         base = ctypes.addressof(block)
-        self._pack(block, 0, *values, *range(base, base + 8 * n, 8))
-        return block, base + 8 * n
+        if self._words == n:  # 8-byte slots only: the pointers are every 8 bytes
+            self._pack(block, 0, *values, *range(base, base + 8 * n, 8))
+        else:
+            self._pack(block, 0, *values, *(base + o for o in self._offsets))
+        return block, base + 8 * self._words
 
 
 @functools.cache

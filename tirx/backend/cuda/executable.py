@@ -217,7 +217,29 @@ class CudaExecutable(Executable):
         kernel = self._module.function(self.lowered.name)
         if self._smem > driver._STATIC_SMEM_LIMIT:  # opt in before the first launch
             kernel.allow_dynamic_smem(self._smem)
-        self._attach(kernel.launcher(self._kinds), _ORDINAL)
+        self._attach(kernel.launcher(self.launch_kinds), _ORDINAL)
+
+    @property
+    def launch_kinds(self) -> list[str]:
+        """The launcher's argument kinds: the parameters', then one ``"tmap"`` per TMA tensor
+        map (the hidden parameters, tirx/backend/cuda/tma.py)."""
+        return self._kinds + ["tmap"] * len(self._map_encoders)
+
+    # set before the first call to encode tensor maps another way (tests count encodes):
+    # ``encode(fields, address) -> bytes``; None is the driver's cuTensorMapEncodeTiled
+    encode_map = None
+
+    @functools.cached_property
+    def _map_encoders(self) -> tuple:
+        """Per hidden parameter: (index of the tensor it reads, its encoder ``(pointer) ->
+        bytes``), empty for a kernel without TMA (which never loads tma.py)."""
+        from ...ir.tensor_map import tensor_maps
+
+        if not tensor_maps(self.lowered):
+            return ()
+        from .tma import MapEncoder, map_sources
+
+        return tuple((i, MapEncoder(tm, self.encode_map)) for i, tm in map_sources(self.lowered))
 
     def _attach(self, launcher, ordinal: int) -> None:
         """Launch through ``launcher`` (a :class:`driver.Launcher`); the fast path accepts
@@ -270,7 +292,7 @@ class CudaExecutable(Executable):
             else:
                 values.append(check.scalar(p, a))
         check.distinct(tensors)
-        return values
+        return values + [encode(values[i]) for i, encode in self._map_encoders]
 
     @property
     def fast_path(self) -> str | None:
@@ -296,7 +318,7 @@ class CudaExecutable(Executable):
         self._run, self._call = make_runners(
             params, dtypes, self._launcher, self._grid, self._block, self._smem, stream,
             self._ordinal, slow, native, distinct=self.checker.distinct_pointers(),
-            alignment=self._alignment.masks,
+            alignment=self._alignment.masks, maps=self._map_encoders,
         )  # fmt: skip
         return self._run
 
@@ -327,7 +349,7 @@ def _default_stream(ordinal: int) -> int:
 
 def make_runners(
     params, torch_dtypes, launcher, grid, block, smem, stream, ordinal, slow, native=None,
-    distinct=None, alignment=None,
+    distinct=None, alignment=None, maps=(),
 ):  # fmt: skip
     """``(run, call)``, two variants of the runner sharing one memo.
 
@@ -344,7 +366,9 @@ def make_runners(
     ``call`` is the compiled :class:`_launch.Runner <native_runner>` around the Python one
     where it can be (see :func:`native_runner`); ``native=False`` keeps the Python one.
     ``distinct(*pointers) -> bool`` (:meth:`ArgChecker.distinct_pointers`) is the miss path's
-    aliasing check of two or more tensors (None: never false); ``alignment``: alignment masks.
+    aliasing check of two or more tensors (None: never false); ``alignment``: alignment masks;
+    ``maps``: per TMA tensor map, (tensor index, encoder): encoded when the tensors are checked,
+    kept in the memo (such kernels use the Python runner).
     """
     from . import runner_text  # loaded at the first launch, not by the compile before it
 
@@ -352,7 +376,8 @@ def make_runners(
     grid, block = tuple(int(x) for x in grid), tuple(int(x) for x in block)
     alignment = tuple(alignment or (0,) * len(params))
     slots = tuple(runner_text.slot(p, mask) for p, mask in zip(params, alignment))
-    run_code, call_code = runner_text.runner_code(slots, ordinal, grid, block, int(smem))
+    sources = tuple(i for i, _ in maps)
+    run_code, call_code = runner_text.runner_code(slots, ordinal, grid, block, int(smem), sources)
     tensors = sum(isinstance(p, ir.Buffer) for p in params)
     memo = [runner_text.MEMO.empty(tensors)]
     scope = {
@@ -368,13 +393,14 @@ def make_runners(
         "remember": runner_text.remember,
         "slow": slow,
         "distinct": distinct or _always,
+        **{f"t{k}": encode for k, (_, encode) in enumerate(maps)},
     }
     for i, (p, dt) in enumerate(zip(params, torch_dtypes)):
         if isinstance(p, ir.Buffer):
             scope[f"d{i}"], scope[f"s{i}"] = dt, _torch_size(p.shape)
     run = types.FunctionType(run_code, scope, "run")
     call = types.FunctionType(call_code, scope, "call")
-    if native is not False and tensors and tensors == len(params):
+    if native is not False and tensors and tensors == len(params) and not maps:
         shapes = tuple(tuple(int(d) for d in p.shape) for p in params)
         call = (
             native_runner(launcher, grid, block, smem, tuple(torch_dtypes), shapes, memo,

@@ -89,21 +89,24 @@ def slot(p, alignment_mask: int = 0) -> tuple:
 
 
 @functools.lru_cache(maxsize=256)
-def runner_code(slots: tuple, ordinal: int, grid, block, smem: int):
+def runner_code(slots: tuple, ordinal: int, grid, block, smem: int, maps: tuple = ()):
     """The code objects of ``run`` and ``call`` for parameters described by ``slots``."""
-    text = runner_source(slots, ordinal, grid, block, smem)
-    text += "\n" + runner_source(slots, ordinal, grid, block, smem, variant="call")
+    text = runner_source(slots, ordinal, grid, block, smem, maps=maps)
+    text += "\n" + runner_source(slots, ordinal, grid, block, smem, variant="call", maps=maps)
     module = compile(text, "<tirx runner>", "exec")
     codes = {c.co_name: c for c in module.co_consts if isinstance(c, types.CodeType)}
     return codes["run"], codes["call"]
 
 
 def runner_source(
-    slots: tuple, ordinal: int, grid=(1, 1, 1), block=(32, 1, 1), smem=0, variant="run"
+    slots: tuple, ordinal: int, grid=(1, 1, 1), block=(32, 1, 1), smem=0, variant="run", maps=()
 ) -> str:
     """The text of a runner (see the module docstring) for parameters described by ``slots``:
     ``run(args)``, answering True or False, or (``variant="call"``) ``call(*args)``, which hands
-    what it declines to the checked path."""
+    what it declines to the checked path. ``maps``: per TMA tensor map (a hidden parameter
+    after the user's), the index of the tensor it is encoded from, by ``tK(pointer)``, on the
+    calls that check the tensors only; the memo keeps the maps (in the packed block, or, for a
+    kernel with scalars, in the block's place)."""
     names = [f"a{i}" for i in range(len(slots))]
     tensors = [i for i, slot in enumerate(slots) if slot[0] == "tensor"]
     scalar_checks, tensor_checks, hits, values = [], [], [], []
@@ -134,11 +137,16 @@ def runner_source(
     if len(tensors) > 1:  # aliasing tensors (one of them written) take the checked path
         tensor_checks.append(f"distinct({', '.join(ptrs)})")
     only_tensors = bool(slots) and len(tensors) == len(slots)
+    encoded = [f"t{k}(p{i})" for k, i in enumerate(maps)]
     body = [f"[{', '.join(names)}] = args"] + [f"p{i} = a{i}.data_ptr()" for i in tensors]
     body.append(f"ok = {' and '.join(scalar_checks) or 'True'}")
     if tensors:
         remember = f"remember(({', '.join(names[i] for i in tensors)},), ({', '.join(ptrs)},), "
-        packed = f"pack({', '.join(values)})" if only_tensors else "(None, 0)"
+        packed = f"pack({', '.join(values + encoded)})" if only_tensors else "(None, 0)"
+        if maps and not only_tensors:  # the encoded maps where the block would be
+            packed = f"(({', '.join(encoded)},), 0)"
+            kept = MEMO.tail(len(tensors), MEMO.block)
+            values += [f"m[{kept}][{k}]" for k in range(len(maps))]
         check = [
             "m = memo[0]",
             f"if not ({' and '.join(hits)}):",

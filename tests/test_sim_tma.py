@@ -1,0 +1,226 @@
+"""The simulator's TMA tensor load (tirx/sim/tma.py): where a box lands (with and without the
+128-byte swizzle, against the PTX ISA's formula written out here), zero fill outside the
+tensor, the mbarrier's complete-tx and the visibility of the bytes, a two-stage pipeline, the
+data pointer's alignment; and the same kernels on the GPU, bit-equal to the simulator."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import tirx
+from tirx.errors import SimulationError
+
+from .tma_kernels import (
+    box_kernel,
+    expected_raw,
+    pipeline_expected,
+    pipeline_kernel,
+)
+
+
+def _lines(tmp_path):
+    """(the copy's line, the reading line) of the newest kernel file in ``tmp_path``."""
+    path = max(tmp_path.glob("kernel_*.py"), key=lambda p: int(p.stem.split("_")[1]))
+    text = path.read_text().splitlines()
+    copy = next(i for i, ln in enumerate(text, 1) if "tile.apply" in ln)
+    read = next(i for i, ln in enumerate(text, 1) if "= raw[" in ln)
+    return copy, read
+
+
+def _matrix(shape, seed=0):
+    rng = np.random.default_rng(seed)
+    return rng.integers(-1000, 1000, size=shape).astype(np.float16)
+
+
+@pytest.mark.parametrize("swizzle", [0, 1, 2, 3])
+def test_a_64x64_box_lands_where_the_formula_says(tmp_path, swizzle):
+    box = (64, 64) if swizzle in (0, 3) else (64, 16 << swizzle >> 1)
+    a = _matrix((128, 128))
+    k = box_kernel(tmp_path, box=box, coords=(64, 32), swizzle=swizzle, raw=True)
+    out = np.zeros(box, dtype=np.float16)
+    tirx.compile(k, target="sim")(a, out)
+    assert np.array_equal(out, expected_raw(a, (64, 32), box, swizzle))
+    if swizzle:  # the swizzle moved something: the raw bytes are not the plain box
+        assert not np.array_equal(out, a[64 : 64 + box[0], 32 : 32 + box[1]])
+
+
+@pytest.mark.parametrize("swizzle", [0, 3])
+def test_the_tile_read_through_its_layout_is_the_box(tmp_path, swizzle):
+    a = _matrix((128, 128), 1)
+    out = np.zeros((64, 64), dtype=np.float16)
+    tirx.compile(box_kernel(tmp_path, swizzle=swizzle), target="sim")(a, out)
+    assert np.array_equal(out, a[64:128, 0:64])
+
+
+def test_a_box_past_the_tensor_edge_is_zero_filled(tmp_path):
+    a = _matrix((100, 72), 2)
+    k = box_kernel(tmp_path, shape=(100, 72), coords=(64, 32), swizzle=3)
+    out = np.full((64, 64), 7, dtype=np.float16)
+    tirx.compile(k, target="sim")(a, out)
+    want = np.zeros((64, 64), dtype=np.float16)
+    want[:36, :40] = a[64:, 32:]
+    assert np.array_equal(out, want)
+
+
+def test_negative_coordinates_read_zeros_before_the_tensor(tmp_path):
+    a = _matrix((128, 128), 3)
+    k = box_kernel(tmp_path, coords=(-8, -16), swizzle=0, raw=True)
+    out = np.zeros((64, 64), dtype=np.float16)
+    tirx.compile(k, target="sim")(a, out)
+    assert np.array_equal(out, expected_raw(a, (-8, -16), (64, 64), 0))
+    assert not out[:8].any() and not out[:, :16].any()
+
+
+def test_reading_before_the_phase_completes_is_a_fault(tmp_path):
+    # the phase completes at issue (arrive.expect_tx first); thread 1 reads without waiting
+    exe = tirx.compile(box_kernel(tmp_path, wait=""), target="sim")
+    a, out = _matrix((128, 128)), np.zeros((64, 64), dtype=np.float16)
+    with pytest.raises(SimulationError) as e:
+        exe(a, out)
+    msg = str(e.value)
+    assert "thread 1 (warp 0, lane 1) reads" in msg and "thread 0" in msg
+    copy, read = _lines(tmp_path)
+    assert f"at line {read}, which thread 0 (warp 0, lane 0) wrote at line {copy}" in msg
+    assert "mbarrier_wait" in msg  # the hint: wait on the copy's barrier
+    assert "block (0, 0, 0)" in msg
+
+
+def test_reading_a_copy_in_flight_names_the_copy(tmp_path):
+    k = box_kernel(tmp_path, wait="", nbytes=8192 + 16)  # more bytes expected: never completes
+    a, out = _matrix((128, 128)), np.zeros((64, 64), dtype=np.float16)
+    with pytest.raises(SimulationError) as e:
+        tirx.compile(k, target="sim")(a, out)
+    msg = str(e.value)
+    assert "tensor copy cp.async.bulk.tensor.2d" in msg and "has not completed" in msg
+    copy, read = _lines(tmp_path)
+    assert f"at line {read}, the destination of the tensor copy" in msg
+    assert f"at line {copy} issued by thread 0" in msg
+    assert "mbarrier_wait" in msg  # the hint: wait on the copy's barrier
+
+
+def test_waiting_makes_the_bytes_every_waiters(tmp_path):
+    a, out = _matrix((128, 128), 4), np.zeros((64, 64), dtype=np.float16)
+    tirx.compile(box_kernel(tmp_path), target="sim")(a, out)  # the twin: no fault
+    assert np.array_equal(out, a[64:, :64])
+
+
+def test_a_two_stage_pipeline_is_correct_and_race_free(tmp_path):
+    K = 6
+    a = (np.arange(K * 32 * 64) % 23).reshape(K * 32, 64).astype(np.float16)
+    out = np.zeros((128, 16), dtype=np.float32)
+    exe = tirx.compile(pipeline_kernel(tmp_path, K), target="sim")
+    exe(a, out)
+    assert np.array_equal(out, pipeline_expected(a, K))
+
+
+def test_refilling_a_stage_without_a_barrier_is_a_race(tmp_path):
+    K = 4
+    a = (np.arange(K * 32 * 64) % 23).reshape(K * 32, 64).astype(np.float16)
+    out = np.zeros((128, 16), dtype=np.float32)
+    exe = tirx.compile(pipeline_kernel(tmp_path, K, sync="pass"), target="sim")
+    with pytest.raises(SimulationError, match="race"):
+        exe(a, out)
+
+
+def test_the_trace_shows_the_copy_and_the_complete_tx(tmp_path):
+    from tirx import sim
+
+    exe = tirx.compile(box_kernel(tmp_path), target="sim")
+    a, out = _matrix((128, 128)), np.zeros((64, 64), dtype=np.float16)
+    result = sim.run(exe.lowered, [a, out], trace=True)
+    (copy,) = result.copies
+    assert copy.event == "copy" and copy.instruction.startswith("cp.async.bulk.tensor.2d")
+    assert copy.nbytes[0] == 8192 and copy.active.sum() == 1
+    events = [b.event.value for b in result.barriers]
+    assert events[:4] == ["init", "expect_tx", "arrive", "complete_tx"]
+    assert "phase complete" in events
+
+
+def test_a_misaligned_data_pointer_is_refused(tmp_path):
+    exe = tirx.compile(box_kernel(tmp_path), target="sim")
+    base = np.zeros(128 * 128 + 8, dtype=np.float16)
+    a = base[1 : 1 + 128 * 128].reshape(128, 128)
+    with pytest.raises(SimulationError, match="multiple of 16"):
+        exe(a, np.zeros((64, 64), dtype=np.float16))
+
+
+# ---------------------------------------------------------------------------------- GPU
+
+
+def _on_gpu_and_sim(kernel, a, out_shape, out_dtype):
+    import torch
+
+    sim_out = np.zeros(out_shape, dtype=out_dtype)
+    tirx.compile(kernel, target="sim")(a, sim_out)
+    exe = tirx.compile(kernel, target="cuda")
+    ga = torch.from_numpy(a).cuda()
+    gout = torch.zeros(out_shape, dtype=torch.from_numpy(sim_out).dtype, device="cuda")
+    exe(ga, gout)
+    torch.cuda.synchronize()
+    return sim_out, gout.cpu().numpy()
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("swizzle", [0, 1, 2, 3])
+def test_gpu_box_placement_equals_the_simulator(tmp_path, swizzle):
+    box = (64, 64) if swizzle in (0, 3) else (64, 16 << swizzle >> 1)
+    k = box_kernel(tmp_path, box=box, coords=(64, 32), swizzle=swizzle, raw=True)
+    want, got = _on_gpu_and_sim(k, _matrix((128, 128)), box, np.float16)
+    assert np.array_equal(got.view(np.uint16), want.view(np.uint16))
+
+
+@pytest.mark.gpu
+def test_gpu_zero_fill_equals_the_simulator(tmp_path):
+    k = box_kernel(tmp_path, shape=(100, 72), coords=(64, 32), swizzle=3)
+    want, got = _on_gpu_and_sim(k, _matrix((100, 72), 2), (64, 64), np.float16)
+    assert np.array_equal(got.view(np.uint16), want.view(np.uint16))
+
+
+@pytest.mark.gpu
+def test_gpu_two_stage_pipeline_equals_the_simulator(tmp_path):
+    K = 6
+    a = (np.arange(K * 32 * 64) % 23).reshape(K * 32, 64).astype(np.float16)
+    want, got = _on_gpu_and_sim(pipeline_kernel(tmp_path, K), a, (128, 16), np.float32)
+    assert np.array_equal(got, want)
+    assert np.array_equal(want, pipeline_expected(a, K))
+
+
+THREE_D = """
+@T.function
+def kernel(A: T.Tensor((4, 40, 64), "float16"), Out: T.Tensor((2, 16, 64), "float16")):
+    T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=32))
+    s = T.alloc_shared((2, 16, 64), "float16", layout=LAYOUT, align=1024)
+    bars = T.alloc_shared((1,), "uint64")
+    tid = T.cuda.thread_idx("x")
+    if tid == 0:
+        T.ptx["mbarrier.init.shared::cta.b64"](bars[0], 1)
+    T.cuda.cta_sync()
+    if tid == 0:
+        T.ptx["mbarrier.arrive.expect_tx.shared::cta.b64"](bars[0], 4096)
+        T.cuda.tile.apply(T.ptx[TEXT], s[:, :, :], A[:, :, :], box=(2, 16, 64), coords=(1, 30, 0), swizzle=3, mbar=bars[0], scope="thread")
+    T.cuda.mbarrier_wait(bars[0], 0)
+    for i in range(64):
+        e = tid * 64 + i
+        Out[e // 1024, (e // 64) % 16, e % 64] = s[e // 1024, (e // 64) % 16, e % 64]
+"""
+
+
+@pytest.mark.parametrize("dst", ["shared::cta", "shared::cluster"])
+def test_a_3d_box_with_a_ragged_middle_axis(tmp_path, dst):
+    from tirx.layout import ComposeLayout, S, TileLayout
+
+    from .helpers import define
+
+    text = f"cp.async.bulk.tensor.3d.{dst}.global.mbarrier::complete_tx::bytes"  # .tile left out
+    layout = ComposeLayout(3, 3, 3, TileLayout(S[(2, 16, 64)]))
+    k = define(THREE_D, tmp_path, "kernel", LAYOUT=layout, TEXT=text)
+    a = _matrix((4, 40, 64), 5)
+    out = np.full((2, 16, 64), 3, dtype=np.float16)
+    tirx.compile(k, target="sim")(a, out)
+    want = np.zeros((2, 16, 64), dtype=np.float16)
+    want[:, :10] = a[1:3, 30:40]
+    assert np.array_equal(out, want)
+    exe = tirx.compile(k, target="cuda -arch=sm_90")
+    assert f"{text} [%0], [%1, {{%2, %3, %4}}], [%5];" in exe.source
+    assert '"r"(0), "r"(30), "r"(1)' in exe.source  # innermost first

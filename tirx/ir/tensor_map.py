@@ -1,0 +1,108 @@
+"""The tensor maps a lowered program needs: what a ``cp.async.bulk.tensor`` call says about the
+map it reads, in the form the CUDA codegen, the launcher and the simulator share.
+
+A lowered tensor copy (tirx/isa/tma.py) carries its map in its operands, right after the
+shared destination: ``AddressOperand(GlobalAddress(tensor, origin))`` -- the map's global
+address is that byte of the tensor parameter -- then ``Immediate`` fields in the order of the
+driver's ``cuTensorMapEncodeTiled``, each list innermost dimension first:
+
+* ``dims``: the tensor's extents in elements (``rank`` values);
+* ``strides``: the bytes between consecutive indices of dimensions 1 .. rank-1 (``rank - 1``
+  values; dimension 0 is dense);
+* ``box``: the box's extents in elements (``rank`` values);
+* ``swizzle`` (0 none, 1 32B, 2 64B, 3 128B) and ``l2_promotion`` (0 none, 1 64B, 2 128B,
+  3 256B), one value each.
+
+Then come the ``rank`` coordinates and the mbarrier. The element type is the tensor's. These
+fields are the map's whole content (tiled mode, element strides 1, no interleave, zero fill
+out of bounds), so two calls with equal :class:`TensorMap` share one encoded map: one hidden
+kernel parameter per distinct map (:func:`tensor_maps`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..dtypes import dtype_of
+from . import nodes as ir
+from .visitor import walk
+
+__all__ = ["SWIZZLE_SPAN", "TensorMapFields", "TensorMap", "tensor_map_of", "tensor_maps"]
+
+SWIZZLE_SPAN = {0: 0, 1: 32, 2: 64, 3: 128}  # bytes of one swizzled row, per swizzle code
+PREFIX = "cp.async.bulk.tensor."
+
+
+@dataclass(frozen=True)
+class TensorMapFields:
+    """A tensor map's geometry, innermost dimension first (see the module docstring)."""
+
+    dtype: str
+    dims: tuple[int, ...]
+    strides: tuple[int, ...]  # bytes, dimensions 1..rank-1
+    box: tuple[int, ...]
+    swizzle: int = 0
+    l2_promotion: int = 0
+
+    @property
+    def rank(self) -> int:
+        return len(self.dims)
+
+    def immediates(self) -> tuple[ir.Immediate, ...]:
+        values = (*self.dims, *self.strides, *self.box, self.swizzle, self.l2_promotion)
+        return tuple(ir.Immediate(int(v)) for v in values)
+
+    @classmethod
+    def from_immediates(cls, dtype: str, rank: int, values) -> TensorMapFields:
+        v = [int(x) for x in values]
+        dims, strides = tuple(v[:rank]), tuple(v[rank : 2 * rank - 1])
+        box = tuple(v[2 * rank - 1 : 3 * rank - 1])
+        return cls(dtype, dims, strides, box, v[3 * rank - 1], v[3 * rank])
+
+    @property
+    def box_bytes(self) -> int:
+        """The bytes one copy moves (its complete-tx count)."""
+        n = dtype_of(self.dtype).bytes
+        for b in self.box:
+            n *= b
+        return n
+
+
+@dataclass(frozen=True)
+class TensorMap:
+    """One map: the tensor parameter ``buffer``, the byte ``origin`` of its global address,
+    its ``fields``."""
+
+    buffer: ir.Buffer
+    origin: int
+    fields: TensorMapFields
+
+
+def fields_count(rank: int) -> int:
+    """How many ``Immediate`` operands a map of ``rank`` dimensions takes."""
+    return 3 * rank + 1
+
+
+def tensor_map_of(call: ir.PtxCall) -> TensorMap | None:
+    """The map a lowered tensor copy reads, or None for any other call."""
+    if not call.instruction.startswith(PREFIX):
+        return None
+    rank = int(call.instruction[len(PREFIX)])
+    ops = call.operands
+    address = ops[1].address
+    n = fields_count(rank)
+    values = [op.value for op in ops[2 : 2 + n]]
+    fields = TensorMapFields.from_immediates(address.buffer.dtype.name, rank, values)
+    return TensorMap(address.buffer, int(address.byte_offset), fields)
+
+
+def tensor_maps(fn: ir.Function) -> tuple[TensorMap, ...]:
+    """The distinct maps of the lowered ``fn``, in program order (hidden parameter ``k`` of the
+    CUDA kernel is map ``k``)."""
+    found: dict[TensorMap, TensorMap] = {}  # a Buffer compares by identity
+    for node in walk(fn.body):
+        if isinstance(node, ir.PtxCall):
+            tm = tensor_map_of(node)
+            if tm is not None:
+                found.setdefault(tm, tm)
+    return tuple(found.values())
