@@ -113,6 +113,8 @@ TIRX_VARIANTS = {
     # Hopper's warpgroup GEMM (sm_90a): the same 256x128x64 blocks on wgmma.mma_async
     "wgmma": make_gemm_wgmma,
     "wgmma-3": lambda M, N, K, dtype: make_gemm_wgmma(M, N, K, dtype, stages=3),
+    "wgmma-tma": lambda M, N, K, dtype: make_gemm_wgmma(M, N, K, dtype, loads="tma"),
+    "wgmma-tma-3": lambda M, N, K, dtype: make_gemm_wgmma(M, N, K, dtype, 3, loads="tma"),
     "05-tiled": make_gemm,
     "staged-plain": _staged(gp.GemmConfig(bk=32, warps_n=4, stages=2, smem="plain")),
     "staged-pad": _staged(gp.GemmConfig(bk=32, warps_n=4, stages=2, smem="pad")),

@@ -1,7 +1,7 @@
-"""The warpgroup GEMM of ``tirx.examples.gemm_wgmma``: sizes, the simulator against numpy on
-integer data, the faults its two synchronisations prevent (a copy of the example with one of
-them taken out), its SASS on sm_90a, and on the GPU equality with the simulator and with the
-mma.sync GEMM."""
+"""The warpgroup GEMM of ``tirx.examples.gemm_wgmma`` (cp.async and TMA loads): sizes, the
+simulator against numpy on integer data, the faults its synchronisations prevent (a copy of the
+example with one of them taken out), its SASS on sm_90a, and on the GPU equality with the
+simulator and with the mma.sync GEMM."""
 
 from __future__ import annotations
 
@@ -44,6 +44,10 @@ def test_sizes_are_checked():
         gw.make_gemm_wgmma(256, 128, 128, stages=2)
     with pytest.raises(ValueError, match="K tiles"):
         gw.make_gemm_wgmma(256, 128, 64, stages=4)
+    with pytest.raises(ValueError, match="loads"):
+        gw.make_gemm_wgmma(256, 128, 128, loads="ldg")
+    with pytest.raises(ValueError, match="stages"):  # tma keeps stages - 1 tiles ahead
+        gw.make_gemm_wgmma(256, 128, 128, stages=1, loads="tma")
 
 
 @pytest.mark.parametrize(
@@ -53,6 +57,13 @@ def test_simulator_equals_numpy_on_integer_data(dtype, stages, K):
     a, b, out = _simulate(gw.make_gemm_wgmma(256, 128, K, dtype, stages), 256, 128, K, dtype)
     want = a.double().numpy() @ b.double().numpy().T  # exact: small integers in f32
     np.testing.assert_array_equal(out.numpy(), want)
+
+
+@pytest.mark.parametrize(("dtype", "stages"), [("float16", 4), ("bfloat16", 3), ("float16", 2)])
+def test_tma_loads_on_the_simulator_equal_numpy(dtype, stages):
+    kernel = gw.make_gemm_wgmma(256, 128, 256, dtype, stages, loads="tma")
+    a, b, out = _simulate(kernel, 256, 128, 256, dtype)
+    np.testing.assert_array_equal(out.numpy(), a.double().numpy() @ b.double().numpy().T)
 
 
 def _twin(tmp_path, old: str, new: str, name: str):
@@ -91,6 +102,22 @@ def test_simulator_reports_a_stage_refilled_while_wgmma_reads_it(tmp_path):
         _simulate(twin.make_gemm_wgmma(256, 128, 192), 256, 128, 192)
 
 
+def test_simulator_reports_a_read_of_a_stage_before_its_tensor_copies_land(tmp_path):
+    twin = _twin(tmp_path, "T.cuda.mbarrier_wait(bars[s], (kt // STAGES) % 2)", "pass", "wg_nowait")
+    with pytest.raises(SimulationError, match="(?s)race.*'a_s'.*mbarrier_wait"):
+        _simulate(twin.make_gemm_wgmma(256, 128, 256, loads="tma"), 256, 128, 256)
+
+
+def test_tma_sass_is_hgmma_fed_by_utmaldg():
+    exe = tirx.compile(gw.make_gemm_wgmma(1024, 1024, 1024, loads="tma"), target="cuda -arch=sm_90")
+    sass = exe.sass
+    if sass is None:
+        pytest.skip("no disassembler installed (the sass extra)")
+    assert sass.count("HGMMA.64x128x16.F32") == 8
+    assert "UTMALDG.2D" in sass and "LDGSTS" not in sass and "LDSM" not in sass
+    assert "STL" not in sass and "LDL" not in sass
+
+
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 def test_sass_is_hgmma_fed_by_ldgsts(dtype):
     exe = tirx.compile(gw.make_gemm_wgmma(1024, 1024, 1024, dtype), target="cuda -arch=sm_90")
@@ -105,10 +132,11 @@ def test_sass_is_hgmma_fed_by_ldgsts(dtype):
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
-def test_gpu_equals_the_simulator(dtype):
+@pytest.mark.parametrize("loads", gw.LOADS)
+def test_gpu_equals_the_simulator(dtype, loads):
     import torch
 
-    kernel = gw.make_gemm_wgmma(256, 128, 192, dtype)
+    kernel = gw.make_gemm_wgmma(256, 128, 192, dtype, loads=loads)
     a, b, sim = _simulate(kernel, 256, 128, 192, dtype, seed=3)
     out = torch.full((256, 128), float("nan"), device="cuda")
     tirx.compile(kernel, target="cuda")(a.cuda(), b.cuda(), out)
@@ -117,8 +145,8 @@ def test_gpu_equals_the_simulator(dtype):
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
-@pytest.mark.parametrize("stages", [3, 4])
-def test_gpu_equals_the_mma_sync_gemm_bit_for_bit(dtype, stages):
+@pytest.mark.parametrize(("stages", "loads"), [(3, "cp.async"), (4, "cp.async"), (4, "tma")])
+def test_gpu_equals_the_mma_sync_gemm_bit_for_bit(dtype, stages, loads):
     """The same sums in the same order as the pipelined mma.sync GEMM, on random data."""
     import torch
 
@@ -132,6 +160,6 @@ def test_gpu_equals_the_mma_sync_gemm_bit_for_bit(dtype, stages):
     want = torch.full((n, n), float("nan"), device="cuda")
     got = torch.full((n, n), float("nan"), device="cuda")
     tirx.compile(make_gemm_pipelined(n, n, n, dtype), target="cuda")(a, b, want)
-    tirx.compile(gw.make_gemm_wgmma(n, n, n, dtype, stages), target="cuda")(a, b, got)
+    tirx.compile(gw.make_gemm_wgmma(n, n, n, dtype, stages, loads), target="cuda")(a, b, got)
     torch.cuda.synchronize()
     assert torch.equal(got, want)

@@ -19,10 +19,16 @@ The kernel, 256 x 128 x 64 blocks of 8 warps (two warpgroups):
   writes for the tensor cores' async proxy (``fence.proxy.async``), passes the one barrier of
   the step, and then refills the stage read two steps earlier: every warpgroup's
   ``wgmma.wait_group 1`` of the step before has retired those reads;
+* or, with ``loads="tma"``, one thread fills each stage with two ``cp.async.bulk.tensor.2d``
+  (A's 256 x 64 box and B's 128 x 64 box, swizzled by the copy engine), ``stages - 1`` K tiles
+  ahead, and a ``full`` mbarrier per stage (armed with the stage's bytes) tells every thread it
+  has landed; the refill of the stage read one step earlier follows a barrier after the step's
+  ``wgmma.wait_group 1``. The tensor copies write through the async proxy, so no proxy fence;
 * ``wgmma.commit_group`` per K step and ``wait_group 1``: one step's multiplies run while the
   next step's are issued.
 
-The loop has no branch: past the last K tile the copies re-read it into stages nobody reads.
+The cp.async loop has no branch: past the last K tile the copies re-read it into stages nobody
+reads.
 """
 
 from tirx import T
@@ -30,7 +36,7 @@ from tirx.layout import S, TileLayout, laneid, wid_in_wg
 
 from .gemm_config import shared_layout
 
-__all__ = ["make_gemm_wgmma", "BM", "BN", "BK", "THREADS", "accumulator_layout"]
+__all__ = ["make_gemm_wgmma", "BM", "BN", "BK", "THREADS", "LOADS", "accumulator_layout"]
 
 BM, BN, BK, THREADS = 256, 128, 64, 256
 GROUP_M = 8  # block rows that walk across N together (their A and B tiles stay in L2)
@@ -43,20 +49,36 @@ def accumulator_layout(n: int) -> TileLayout:
     return TileLayout(S[(4, 2, 8, n // 8, 4, 2) : (1 @ wid_in_wg, 2, 4 @ laneid, 4, 1 @ laneid, 1)])
 
 
-def make_gemm_wgmma(M: int, N: int, K: int, dtype: str = "float16", stages: int = 4):
-    """A kernel for fixed sizes (M a multiple of 256, N of 128, K of 64)."""
+LOADS = ("cp.async", "tma")
+
+
+def make_gemm_wgmma(
+    M: int, N: int, K: int, dtype: str = "float16", stages: int = 4, loads: str = "cp.async"
+):
+    """A kernel for fixed sizes (M a multiple of 256, N of 128, K of 64).
+
+    ``loads``: ``"cp.async"`` (every thread copies, ``stages - 2`` K tiles ahead) or ``"tma"``
+    (one thread issues two tensor copies per K tile, ``stages - 1`` ahead, each stage's arrival
+    told by an mbarrier)."""
     if dtype not in ("float16", "bfloat16"):
         raise ValueError(f"dtype must be float16 or bfloat16, got {dtype!r}")
-    if not 3 <= stages <= 4:
-        raise ValueError(f"stages must be 3 or 4 (48 KB each of the 227 KB), got {stages}")
+    if loads not in LOADS:
+        raise ValueError(f"loads must be one of {LOADS}, got {loads!r}")
+    TMA = loads == "tma"
+    if not (2 if TMA else 3) <= stages <= 4:
+        raise ValueError(
+            f"stages must be {2 if TMA else 3} .. 4 (48 KB each of the 227 KB), got {stages}"
+        )
     if M % BM or N % BN or K % BK:
         raise ValueError(f"M, N, K must be multiples of {BM}, {BN}, {BK}; got {M}, {N}, {K}")
-    if K // BK < stages - 2:
-        raise ValueError(f"K = {K} has fewer than the {stages - 2} K tiles kept in flight")
+    STAGES, AHEAD = stages, stages - 1 if TMA else stages - 2  # K tiles in flight
+    if K // BK < AHEAD:
+        raise ValueError(f"K = {K} has fewer than the {AHEAD} K tiles kept in flight")
     ab = "f16" if dtype == "float16" else "bf16"
     wgmma = f"wgmma.mma_async.sync.aligned.m64n{BN}k16.f32.{ab}.{ab}"
     cp = "cp.async.cg.shared.global"
-    STAGES, AHEAD = stages, stages - 2  # K tiles in flight while a step multiplies
+    tma = "cp.async.bulk.tensor.2d.shared::cta.global.tile.mbarrier::complete_tx::bytes"
+    STAGE_BYTES = (BM + BN) * BK * 2
     KT, NB_M, NB_N = K // BK, M // BM, N // BN
     TILES = NB_M * NB_N
     GROUP = min(GROUP_M, NB_M)
@@ -86,6 +108,33 @@ def make_gemm_wgmma(M: int, N: int, K: int, dtype: str = "float16", stages: int 
             B_q[bn, :, r0, kt * BK + c0 * 8 : kt * BK + c0 * 8 + 8],
             scope="thread",
             chunk_bytes=16,
+        )
+
+    @T.macro
+    def fill(a_s, b_s, A, B, bars, st, bm, bn, kt):
+        """One thread's tensor copies of K tile kt into stage st (the copy engine swizzles
+        them as the stage's layout says): bars[st] expects the stage's bytes, and its phase
+        completes when both boxes have landed."""
+        T.ptx["mbarrier.arrive.expect_tx.shared::cta.b64"](bars[st], STAGE_BYTES)
+        T.cuda.tile.apply(
+            T.ptx[tma],
+            a_s[st, :, :],
+            A[:, :],
+            box=(BM, BK),
+            coords=(bm * BM, kt * BK),
+            swizzle=3,
+            mbar=bars[st],
+            scope="thread",
+        )
+        T.cuda.tile.apply(
+            T.ptx[tma],
+            b_s[st, :, :],
+            B[:, :],
+            box=(BN, BK),
+            coords=(bn * BN, kt * BK),
+            swizzle=3,
+            mbar=bars[st],
+            scope="thread",
         )
 
     @T.macro
@@ -141,29 +190,52 @@ def make_gemm_wgmma(M: int, N: int, K: int, dtype: str = "float16", stages: int 
         )
         bm = (pid // SPAN) * GROUP + (pid % SPAN) % rows
         bn = (pid % SPAN) // rows
-        for st in range(AHEAD):  # K tiles 0 .. AHEAD - 1 in flight, one commit group each
-            fetch(a_q, b_q, A_q, B_q, st, bm, bn, st, r0, c0)
-            T.ptx["cp.async.commit_group"]()
+        # TMA: "stage st has landed", one mbarrier per stage
+        bars = T.alloc_shared((STAGES,), "uint64") if TMA else None
+        if TMA:
+            if tid == 0:
+                for st in range(STAGES):
+                    T.ptx["mbarrier.init.shared::cta.b64"](bars[st], 1)
+                T.ptx["fence.mbarrier_init.release.cluster"]()
+            T.cuda.cta_sync()
+            if tid == 0:  # K tiles 0 .. AHEAD - 1 in flight
+                for st in range(AHEAD):
+                    fill(a_s, b_s, A, B, bars, st, bm, bn, st)
+        else:
+            for st in range(AHEAD):  # K tiles 0 .. AHEAD - 1 in flight, one commit group each
+                fetch(a_q, b_q, A_q, B_q, st, bm, bn, st, r0, c0)
+                T.ptx["cp.async.commit_group"]()
         for kt in range(KT):
             s = kt % STAGES
-            # K tile kt has landed (at most AHEAD - 1 newer groups pending); its bytes were
-            # written by the generic proxy and the tensor cores read through the async one
-            T.ptx["cp.async.wait_group"](AHEAD - 1)
-            T.ptx["fence.proxy.async.shared::cta"]()
-            T.cuda.cta_sync()
-            # the stage read two steps ago is free: every warpgroup waited for those multiplies
-            # (wait_group 1 of the step before) before the barrier above
-            kf = T.if_then_else(kt + AHEAD < KT, kt + AHEAD, KT - 1)
-            fetch(a_q, b_q, A_q, B_q, (kt + AHEAD) % STAGES, bm, bn, kf, r0, c0)
-            T.ptx["cp.async.commit_group"]()
+            if TMA:  # the stage's phase kt // STAGES has completed: both boxes are there
+                T.cuda.mbarrier_wait(bars[s], (kt // STAGES) % 2)
+            else:
+                # K tile kt has landed (at most AHEAD - 1 newer groups pending); its bytes were
+                # written by the generic proxy and the tensor cores read through the async one
+                T.ptx["cp.async.wait_group"](AHEAD - 1)
+                T.ptx["fence.proxy.async.shared::cta"]()
+                T.cuda.cta_sync()
+                # the stage read two steps ago is free: every warpgroup waited for those
+                # multiplies (wait_group 1 of the step before) before the barrier above
+                kf = T.if_then_else(kt + AHEAD < KT, kt + AHEAD, KT - 1)
+                fetch(a_q, b_q, A_q, B_q, (kt + AHEAD) % STAGES, bm, bn, kf, r0, c0)
+                T.ptx["cp.async.commit_group"]()
             T.ptx["wgmma.fence.sync.aligned"]()
             for k in T.unroll(BK // 16):
                 multiply(acc0, a_s, b_s, s, g * 128, k)
                 multiply(acc1, a_s, b_s, s, g * 128 + 64, k)
             T.ptx["wgmma.commit_group.sync.aligned"]()
             T.ptx["wgmma.wait_group.sync.aligned"](1)
+            if TMA:
+                # every warpgroup's multiplies of the step before are done with their stage,
+                # which one thread refills with K tile kt + AHEAD
+                T.cuda.cta_sync()
+                if tid == 0:
+                    if kt + AHEAD < KT:
+                        fill(a_s, b_s, A, B, bars, (kt + AHEAD) % STAGES, bm, bn, kt + AHEAD)
         T.ptx["wgmma.wait_group.sync.aligned"](0)
-        T.ptx["cp.async.wait_all"]()  # no copy outlives the block (the re-reads included)
+        if not TMA:
+            T.ptx["cp.async.wait_all"]()  # no copy outlives the block (the re-reads included)
         # the accumulators leave from registers: each quad of lanes writes a 32-byte sector
         out_c = Out.view("uint64")
         store(out_c, acc0.view("uint64"), bm * BM + g * 128, bn * BN, w, lane)
