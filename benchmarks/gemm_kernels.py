@@ -2,7 +2,7 @@
 
 * ``TIRX_VARIANTS``: name -> ``factory(M, N, K, dtype)`` of a tirx GEMM (``Out = A @ B.T``,
   float32 out). ``"tirx"`` is the pipelined GEMM's default configuration, ``"wgmma"`` the
-  warpgroup GEMM of ``tirx.examples.gemm_wgmma``; the others are the steps of notebook 07 and
+  warpgroup GEMM of ``tirx.examples.gemm_wgmma`` fed by cp.async, ``"wgmma-tma"`` by TMA; the others are the steps of notebook 07 and
   the variants that show where the time goes.
 * ``triton_matmul``: a ``tl.dot`` matmul (the Triton tutorial's grouped-order kernel, no masks:
   sizes are multiples of the tile), float32 accumulate and float32 output.
@@ -111,8 +111,8 @@ PIPELINED = [
 TIRX_VARIANTS = {
     "tirx": _pipelined(gp.DEFAULT),
     # Hopper's warpgroup GEMM (sm_90a): the same 256x128x64 blocks on wgmma.mma_async
-    "wgmma": make_gemm_wgmma,
-    "wgmma-3": lambda M, N, K, dtype: make_gemm_wgmma(M, N, K, dtype, stages=3),
+    "wgmma": lambda M, N, K, dtype: make_gemm_wgmma(M, N, K, dtype, loads="cp.async"),
+    "wgmma-3": lambda M, N, K, dtype: make_gemm_wgmma(M, N, K, dtype, 3, loads="cp.async"),
     "wgmma-tma": lambda M, N, K, dtype: make_gemm_wgmma(M, N, K, dtype, loads="tma"),
     "wgmma-tma-3": lambda M, N, K, dtype: make_gemm_wgmma(M, N, K, dtype, 3, loads="tma"),
     "05-tiled": make_gemm,

@@ -342,6 +342,8 @@ def report(cells, peak, variants, command, reps, main="tirx", random_peak=None) 
         "tirx": f"`tirx.examples.gemm_pipelined` with `{DEFAULT}`",
         "wgmma": "`tirx.examples.gemm_wgmma` (256x128x64, two warpgroups, `wgmma.mma_async` "
         "m64n128k16 from 128-byte-swizzled shared tiles, cp.async 4 stages; sm_90a)",
+        "wgmma-tma": "`tirx.examples.gemm_wgmma` (256x128x64, two warpgroups, `wgmma.mma_async` "
+        "m64n128k16 from 128-byte-swizzled shared tiles, TMA tensor copies into 4 stages; sm_90a)",
     }.get(main, main)
 
     parts = [

@@ -41,9 +41,9 @@ def test_sizes_are_checked():
     with pytest.raises(ValueError, match="dtype"):
         gw.make_gemm_wgmma(256, 128, 128, "float32")
     with pytest.raises(ValueError, match="stages"):
-        gw.make_gemm_wgmma(256, 128, 128, stages=2)
+        gw.make_gemm_wgmma(256, 128, 128, stages=2, loads="cp.async")
     with pytest.raises(ValueError, match="K tiles"):
-        gw.make_gemm_wgmma(256, 128, 64, stages=4)
+        gw.make_gemm_wgmma(256, 128, 64, stages=4, loads="cp.async")
     with pytest.raises(ValueError, match="loads"):
         gw.make_gemm_wgmma(256, 128, 128, loads="ldg")
     with pytest.raises(ValueError, match="stages"):  # tma keeps stages - 1 tiles ahead
@@ -54,7 +54,9 @@ def test_sizes_are_checked():
     ("dtype", "stages", "K"), [("float16", 4, 192), ("bfloat16", 4, 128), ("float16", 3, 128)]
 )
 def test_simulator_equals_numpy_on_integer_data(dtype, stages, K):
-    a, b, out = _simulate(gw.make_gemm_wgmma(256, 128, K, dtype, stages), 256, 128, K, dtype)
+    a, b, out = _simulate(
+        gw.make_gemm_wgmma(256, 128, K, dtype, stages, "cp.async"), 256, 128, K, dtype
+    )
     want = a.double().numpy() @ b.double().numpy().T  # exact: small integers in f32
     np.testing.assert_array_equal(out.numpy(), want)
 
@@ -86,7 +88,7 @@ def test_simulator_reports_the_missing_proxy_fence(tmp_path):
     """cp.async writes through the generic proxy, wgmma reads through the async one."""
     twin = _twin(tmp_path, 'T.ptx["fence.proxy.async.shared::cta"]()', "pass", "wg_nofence")
     with pytest.raises(SimulationError, match="(?i)proxy"):
-        _simulate(twin.make_gemm_wgmma(256, 128, 128), 256, 128, 128)
+        _simulate(twin.make_gemm_wgmma(256, 128, 128, loads="cp.async"), 256, 128, 128)
 
 
 def test_simulator_reports_a_stage_refilled_while_wgmma_reads_it(tmp_path):
@@ -99,7 +101,7 @@ def test_simulator_reports_a_stage_refilled_while_wgmma_reads_it(tmp_path):
         "wg_early",
     )
     with pytest.raises(SimulationError, match="wgmma"):
-        _simulate(twin.make_gemm_wgmma(256, 128, 192), 256, 128, 192)
+        _simulate(twin.make_gemm_wgmma(256, 128, 192, loads="cp.async"), 256, 128, 192)
 
 
 def test_simulator_reports_a_read_of_a_stage_before_its_tensor_copies_land(tmp_path):
@@ -120,7 +122,9 @@ def test_tma_sass_is_hgmma_fed_by_utmaldg():
 
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 def test_sass_is_hgmma_fed_by_ldgsts(dtype):
-    exe = tirx.compile(gw.make_gemm_wgmma(1024, 1024, 1024, dtype), target="cuda -arch=sm_90")
+    exe = tirx.compile(
+        gw.make_gemm_wgmma(1024, 1024, 1024, dtype, loads="cp.async"), target="cuda -arch=sm_90"
+    )
     sass = exe.sass
     if sass is None:
         pytest.skip("no disassembler installed (the sass extra)")
