@@ -831,3 +831,100 @@ def test_base_offset_agrees_with_hardware():
     a, b, init = g.inputs(seed=51)
     sim, _ = g.run(a, b, init)
     np.testing.assert_array_equal(on_gpu(g, a, b, init), sim)
+
+
+def pipeline(refill_after_wait: bool):
+    """A two-stage pipeline over K = 64 (four k16 steps): cp.async brings step k+1 into the
+    other stage while the tensor core works on step k, and wgmma.wait_group(1) keeps one
+    mma_async in flight. The refill of stage (k+1) % 2 is safe only after the wait that
+    retires mma k-1, which read it."""
+    steps, n = 4, 8
+    a_img, b_img = 2048, 256  # bytes of one k step's A (64 x 16) and B (8 x 16) in shared
+    GA, GB = gbuf("GA", (steps * a_img // 4,), "int32"), gbuf("GB", (steps * b_img // 4,), "int32")
+    Out, Init = gbuf("Out", (64 * n,), "float32"), gbuf("Init", (1,), "float32")
+    sa, sb = sbuf("sa", (2 * a_img // 4,), "int32"), sbuf("sb", (2 * b_img // 4,), "int32")
+    acc = lbuf("acc", n // 2, "float32")
+    k = var("k")
+
+    def load(step, line):
+        stage = step % 2
+        copy_a = ir.PtxCall(
+            "cp.async.cg.shared.global",
+            (
+                ir.AddressOperand(ir.SharedAddress(sa, stage * a_img + TX * 16)),
+                ir.AddressOperand(ir.GlobalAddress(GA, step * a_img + TX * 16)),
+                ir.Immediate(16),
+            ),
+            span(line),
+        )
+        copy_b = ir.PtxCall(
+            "cp.async.cg.shared.global",
+            (
+                ir.AddressOperand(ir.SharedAddress(sb, stage * b_img + TX * 16)),
+                ir.AddressOperand(ir.GlobalAddress(GB, step * b_img + TX * 16)),
+                ir.Immediate(16),
+            ),
+            span(line),
+        )
+        return seq(
+            copy_a,
+            ir.If(ir.cmp(ir.CmpOp.LT, TX, b_img // 16), copy_b, None, span(line)),
+            call("cp.async.commit_group", line=line),
+        )
+
+    refill = ir.If(ir.cmp(ir.CmpOp.LT, k + 1, steps), load(k + 1, 12), None, span(12))
+    mma = mma_call(
+        n,
+        acc,
+        desc_expr(sa, (k % 2) * a_img, 128, 256),
+        desc_expr(sb, (k % 2) * b_img, 128, 256),
+        scale_d=k,
+        line=16,
+    )
+    wait_one = call(WAIT, ir.Immediate(1), line=18)
+    ready = [
+        call("cp.async.wait_group", ir.Immediate(0), line=13),
+        call("fence.proxy.async.shared::cta", line=14),
+        ir.Barrier("cta", span(14)),
+    ]
+    tensor = [call(FENCE, line=15), mma, call(COMMIT, line=17), wait_one]
+    body = [*ready, *tensor, refill] if refill_after_wait else [refill, *ready, *tensor]
+    out, r = acc_out(acc, Out, n, 30)
+    fn = function(
+        "pipe",
+        (GA, GB, Init, Out),
+        seq(
+            load(ir.const(0), 10),
+            ir.For(k, ir.const(0), ir.const(steps), 1, seq(*body), span=span(11)),
+            call(WAIT, ir.Immediate(0), line=20),
+            out,
+        ),
+        block=(128, 1, 1),
+        allocs=(sa, sb, acc),
+        variables=(k, r),
+    )
+    rng = np.random.default_rng(12)
+    a = rng.integers(-3, 4, (64, 16 * steps)).astype(np.float32)
+    b = rng.integers(-3, 4, (n, 16 * steps)).astype(np.float32)
+    a_off, _, _ = place(64, 16, Swizzle.NONE)
+    b_off, _, _ = place(n, 16, Swizzle.NONE)
+    ga, gb = np.zeros(steps * a_img // 2, np.uint16), np.zeros(steps * b_img // 2, np.uint16)
+    for s in range(steps):
+        ga[(s * a_img + a_off) // 2] = a[:, 16 * s : 16 * s + 16].astype(np.float16).view(np.uint16)
+        gb[(s * b_img + b_off) // 2] = b[:, 16 * s : 16 * s + 16].astype(np.float16).view(np.uint16)
+    args = [
+        ga.view(np.int32),
+        gb.view(np.int32),
+        np.zeros(1, np.float32),
+        np.zeros(64 * n, np.float32),
+    ]
+    return fn, args, a @ b.T
+
+
+def test_a_pipeline_refilling_a_stage_the_tensor_core_still_reads_is_caught():
+    fn, args, _ = pipeline(refill_after_wait=False)
+    e = fault(fn, args, r"writes 'sa' byte 0 .*at line 12, which the wgmma.mma_async at line 16")
+    assert "no wgmma.wait_group has covered" in str(e)
+    fn, args, expect = pipeline(refill_after_wait=True)
+    run(fn, args)
+    assert np.array_equal(args[3].reshape(64, 8), expect)
