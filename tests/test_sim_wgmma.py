@@ -928,3 +928,57 @@ def test_a_pipeline_refilling_a_stage_the_tensor_core_still_reads_is_caught():
     fn, args, expect = pipeline(refill_after_wait=True)
     run(fn, args)
     assert np.array_equal(args[3].reshape(64, 8), expect)
+
+
+def producer_consumer(producer_waits: bool):
+    """Warpgroup 0 multiplies, waits for its mma_async and releases the B stage through an
+    mbarrier (thread 0 arrives); warpgroup 1 waits on the barrier and refills the stage."""
+    g = Gemm(n=8, block=256)
+    bars = sbuf("bars", (1,), "uint64")
+    bar = ir.AddressOperand(ir.SharedAddress(bars, 0))
+    tid = TX
+    consumer = ir.cmp(ir.CmpOp.LT, tid, 128)
+    first = ir.cmp(ir.CmpOp.EQ, tid, 0)
+    arrive = ir.If(first, call("mbarrier.arrive.shared::cta.b64", bar, line=42), None, span(42))
+    consume = seq(
+        *g.steps["init"], *g.steps["fence"], *g.mmas, *g.steps["commit"], *g.steps["wait"], arrive
+    )
+    refill = ir.Store(g.sb, tid - 128, ir.const(0), I32, span(50))
+    wait = call(
+        "mbarrier.try_wait.parity.shared::cta.b64", bar, ir.ScalarOperand(ir.const(0)), line=49
+    )
+    produce = seq(wait, refill) if producer_waits else refill
+    init = ir.If(
+        first,
+        call("mbarrier.init.shared::cta.b64", bar, ir.ScalarOperand(ir.const(1)), line=8),
+        None,
+        span(8),
+    )
+    body = seq(
+        *g.steps["copy"],
+        *g.steps["proxy"],
+        init,
+        ir.Barrier("cta", span(9)),
+        ir.If(consumer, consume, produce, span(10)),
+        ir.If(consumer, seq(*g.steps["out"]), None, span(30)),
+    )
+    fn = function(
+        "pc",
+        (g.GA, g.GB, g.Init, g.Out),
+        body,
+        block=(256, 1, 1),
+        allocs=(g.sa, g.sb, g.acc, bars),
+        variables=tuple(g.variables),
+    )
+    a, b, init = g.inputs()
+    return fn, g.args(a, b, init), a @ b.T
+
+
+def test_an_mbarrier_release_after_the_wait_orders_the_refill_by_another_warpgroup():
+    fn, args, _ = producer_consumer(producer_waits=False)
+    fault(
+        fn, args, r"thread 128 .* writes 'sb' byte 0 .*line 50, which thread 0 .* read at line 20"
+    )
+    fn, args, expect = producer_consumer(producer_waits=True)
+    run(fn, args)
+    assert np.array_equal(args[3].reshape(64, 8), expect)
