@@ -982,3 +982,31 @@ def test_an_mbarrier_release_after_the_wait_orders_the_refill_by_another_warpgro
     fn, args, expect = producer_consumer(producer_waits=True)
     run(fn, args)
     assert np.array_equal(args[3].reshape(64, 8), expect)
+
+
+def test_an_in_flight_accumulator_may_only_chain_into_the_same_registers():
+    g = Gemm(n=16)
+    a, b, init = g.inputs()
+    m = g.mmas[0]
+    shuffled = list(m.operands)
+    regs = list(shuffled[0].regs)
+    regs[0], regs[1] = regs[1], regs[0]
+    shuffled[0] = ir.RegVector(tuple(regs), True)
+    other = ir.PtxCall(m.instruction, tuple(shuffled), span(21))
+    e = fault(g.function(mma=[m, other]), g.args(a, b, init), r"acc\[1\] is in flight .*line 20")
+    assert e.span.line == 21
+    again = list(m.operands)
+    again[3] = ir.ScalarOperand(ir.const(1))
+    chained = ir.PtxCall(m.instruction, tuple(again), span(21))
+    out, _ = g.run(a, b, init, g.function(mma=[m, chained]))  # the same registers: a chain
+    assert np.array_equal(out, 2 * (a @ b.T))
+
+
+def test_accumulating_into_never_written_registers_is_a_fault():
+    g = Gemm(n=8, scale_d=1)
+    e = fault(g.function(init=[]), g.args(*g.inputs()), r"reads accumulator acc\[0\], which this")
+    assert "scale-d = 0" in e.hint
+    g0 = Gemm(n=8, scale_d=0)  # the twin: scale-d = 0 reads nothing
+    out, _ = g0.run(*g0.inputs(), fn=g0.function(init=[]))
+    a, b, _ = g0.inputs()
+    assert np.array_equal(out, a @ b.T)
