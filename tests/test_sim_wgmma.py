@@ -1010,3 +1010,12 @@ def test_accumulating_into_never_written_registers_is_a_fault():
     out, _ = g0.run(*g0.inputs(), fn=g0.function(init=[]))
     a, b, _ = g0.inputs()
     assert np.array_equal(out, a @ b.T)
+
+
+@pytest.mark.parametrize("text", [FENCE, COMMIT, WAIT])
+def test_fence_commit_and_wait_are_warpgroup_collective_too(text):
+    g = Gemm(n=8)
+    ops = (ir.Immediate(0),) if text == WAIT else ()
+    half = ir.If(ir.cmp(ir.CmpOp.LT, TX, 64), call(text, *ops, line=44), None, span(44))
+    e = fault(g.function(extra=[half]), g.args(*g.inputs()), r"64 of 128 threads .*warp 2 lane 0")
+    assert e.span.line == 44
