@@ -831,3 +831,191 @@ def test_base_offset_agrees_with_hardware():
     a, b, init = g.inputs(seed=51)
     sim, _ = g.run(a, b, init)
     np.testing.assert_array_equal(on_gpu(g, a, b, init), sim)
+
+
+def pipeline(refill_after_wait: bool):
+    """A two-stage pipeline over K = 64 (four k16 steps): cp.async brings step k+1 into the
+    other stage while the tensor core works on step k, and wgmma.wait_group(1) keeps one
+    mma_async in flight. The refill of stage (k+1) % 2 is safe only after the wait that
+    retires mma k-1, which read it."""
+    steps, n = 4, 8
+    a_img, b_img = 2048, 256  # bytes of one k step's A (64 x 16) and B (8 x 16) in shared
+    GA, GB = gbuf("GA", (steps * a_img // 4,), "int32"), gbuf("GB", (steps * b_img // 4,), "int32")
+    Out, Init = gbuf("Out", (64 * n,), "float32"), gbuf("Init", (1,), "float32")
+    sa, sb = sbuf("sa", (2 * a_img // 4,), "int32"), sbuf("sb", (2 * b_img // 4,), "int32")
+    acc = lbuf("acc", n // 2, "float32")
+    k = var("k")
+
+    def load(step, line):
+        stage = step % 2
+        copy_a = ir.PtxCall(
+            "cp.async.cg.shared.global",
+            (
+                ir.AddressOperand(ir.SharedAddress(sa, stage * a_img + TX * 16)),
+                ir.AddressOperand(ir.GlobalAddress(GA, step * a_img + TX * 16)),
+                ir.Immediate(16),
+            ),
+            span(line),
+        )
+        copy_b = ir.PtxCall(
+            "cp.async.cg.shared.global",
+            (
+                ir.AddressOperand(ir.SharedAddress(sb, stage * b_img + TX * 16)),
+                ir.AddressOperand(ir.GlobalAddress(GB, step * b_img + TX * 16)),
+                ir.Immediate(16),
+            ),
+            span(line),
+        )
+        return seq(
+            copy_a,
+            ir.If(ir.cmp(ir.CmpOp.LT, TX, b_img // 16), copy_b, None, span(line)),
+            call("cp.async.commit_group", line=line),
+        )
+
+    refill = ir.If(ir.cmp(ir.CmpOp.LT, k + 1, steps), load(k + 1, 12), None, span(12))
+    mma = mma_call(
+        n,
+        acc,
+        desc_expr(sa, (k % 2) * a_img, 128, 256),
+        desc_expr(sb, (k % 2) * b_img, 128, 256),
+        scale_d=k,
+        line=16,
+    )
+    wait_one = call(WAIT, ir.Immediate(1), line=18)
+    ready = [
+        call("cp.async.wait_group", ir.Immediate(0), line=13),
+        call("fence.proxy.async.shared::cta", line=14),
+        ir.Barrier("cta", span(14)),
+    ]
+    tensor = [call(FENCE, line=15), mma, call(COMMIT, line=17), wait_one]
+    body = [*ready, *tensor, refill] if refill_after_wait else [refill, *ready, *tensor]
+    out, r = acc_out(acc, Out, n, 30)
+    fn = function(
+        "pipe",
+        (GA, GB, Init, Out),
+        seq(
+            load(ir.const(0), 10),
+            ir.For(k, ir.const(0), ir.const(steps), 1, seq(*body), span=span(11)),
+            call(WAIT, ir.Immediate(0), line=20),
+            out,
+        ),
+        block=(128, 1, 1),
+        allocs=(sa, sb, acc),
+        variables=(k, r),
+    )
+    rng = np.random.default_rng(12)
+    a = rng.integers(-3, 4, (64, 16 * steps)).astype(np.float32)
+    b = rng.integers(-3, 4, (n, 16 * steps)).astype(np.float32)
+    a_off, _, _ = place(64, 16, Swizzle.NONE)
+    b_off, _, _ = place(n, 16, Swizzle.NONE)
+    ga, gb = np.zeros(steps * a_img // 2, np.uint16), np.zeros(steps * b_img // 2, np.uint16)
+    for s in range(steps):
+        ga[(s * a_img + a_off) // 2] = a[:, 16 * s : 16 * s + 16].astype(np.float16).view(np.uint16)
+        gb[(s * b_img + b_off) // 2] = b[:, 16 * s : 16 * s + 16].astype(np.float16).view(np.uint16)
+    args = [
+        ga.view(np.int32),
+        gb.view(np.int32),
+        np.zeros(1, np.float32),
+        np.zeros(64 * n, np.float32),
+    ]
+    return fn, args, a @ b.T
+
+
+def test_a_pipeline_refilling_a_stage_the_tensor_core_still_reads_is_caught():
+    fn, args, _ = pipeline(refill_after_wait=False)
+    e = fault(fn, args, r"writes 'sa' byte 0 .*at line 12, which the wgmma.mma_async at line 16")
+    assert "no wgmma.wait_group has covered" in str(e)
+    fn, args, expect = pipeline(refill_after_wait=True)
+    run(fn, args)
+    assert np.array_equal(args[3].reshape(64, 8), expect)
+
+
+def producer_consumer(producer_waits: bool):
+    """Warpgroup 0 multiplies, waits for its mma_async and releases the B stage through an
+    mbarrier (thread 0 arrives); warpgroup 1 waits on the barrier and refills the stage."""
+    g = Gemm(n=8, block=256)
+    bars = sbuf("bars", (1,), "uint64")
+    bar = ir.AddressOperand(ir.SharedAddress(bars, 0))
+    tid = TX
+    consumer = ir.cmp(ir.CmpOp.LT, tid, 128)
+    first = ir.cmp(ir.CmpOp.EQ, tid, 0)
+    arrive = ir.If(first, call("mbarrier.arrive.shared::cta.b64", bar, line=42), None, span(42))
+    consume = seq(
+        *g.steps["init"], *g.steps["fence"], *g.mmas, *g.steps["commit"], *g.steps["wait"], arrive
+    )
+    refill = ir.Store(g.sb, tid - 128, ir.const(0), I32, span(50))
+    wait = call(
+        "mbarrier.try_wait.parity.shared::cta.b64", bar, ir.ScalarOperand(ir.const(0)), line=49
+    )
+    produce = seq(wait, refill) if producer_waits else refill
+    init = ir.If(
+        first,
+        call("mbarrier.init.shared::cta.b64", bar, ir.ScalarOperand(ir.const(1)), line=8),
+        None,
+        span(8),
+    )
+    body = seq(
+        *g.steps["copy"],
+        *g.steps["proxy"],
+        init,
+        ir.Barrier("cta", span(9)),
+        ir.If(consumer, consume, produce, span(10)),
+        ir.If(consumer, seq(*g.steps["out"]), None, span(30)),
+    )
+    fn = function(
+        "pc",
+        (g.GA, g.GB, g.Init, g.Out),
+        body,
+        block=(256, 1, 1),
+        allocs=(g.sa, g.sb, g.acc, bars),
+        variables=tuple(g.variables),
+    )
+    a, b, init = g.inputs()
+    return fn, g.args(a, b, init), a @ b.T
+
+
+def test_an_mbarrier_release_after_the_wait_orders_the_refill_by_another_warpgroup():
+    fn, args, _ = producer_consumer(producer_waits=False)
+    fault(
+        fn, args, r"thread 128 .* writes 'sb' byte 0 .*line 50, which thread 0 .* read at line 20"
+    )
+    fn, args, expect = producer_consumer(producer_waits=True)
+    run(fn, args)
+    assert np.array_equal(args[3].reshape(64, 8), expect)
+
+
+def test_an_in_flight_accumulator_may_only_chain_into_the_same_registers():
+    g = Gemm(n=16)
+    a, b, init = g.inputs()
+    m = g.mmas[0]
+    shuffled = list(m.operands)
+    regs = list(shuffled[0].regs)
+    regs[0], regs[1] = regs[1], regs[0]
+    shuffled[0] = ir.RegVector(tuple(regs), True)
+    other = ir.PtxCall(m.instruction, tuple(shuffled), span(21))
+    e = fault(g.function(mma=[m, other]), g.args(a, b, init), r"acc\[1\] is in flight .*line 20")
+    assert e.span.line == 21
+    again = list(m.operands)
+    again[3] = ir.ScalarOperand(ir.const(1))
+    chained = ir.PtxCall(m.instruction, tuple(again), span(21))
+    out, _ = g.run(a, b, init, g.function(mma=[m, chained]))  # the same registers: a chain
+    assert np.array_equal(out, 2 * (a @ b.T))
+
+
+def test_accumulating_into_never_written_registers_is_a_fault():
+    g = Gemm(n=8, scale_d=1)
+    e = fault(g.function(init=[]), g.args(*g.inputs()), r"reads accumulator acc\[0\], which this")
+    assert "scale-d = 0" in e.hint
+    g0 = Gemm(n=8, scale_d=0)  # the twin: scale-d = 0 reads nothing
+    out, _ = g0.run(*g0.inputs(), fn=g0.function(init=[]))
+    a, b, _ = g0.inputs()
+    assert np.array_equal(out, a @ b.T)
+
+
+@pytest.mark.parametrize("text", [FENCE, COMMIT, WAIT])
+def test_fence_commit_and_wait_are_warpgroup_collective_too(text):
+    g = Gemm(n=8)
+    ops = (ir.Immediate(0),) if text == WAIT else ()
+    half = ir.If(ir.cmp(ir.CmpOp.LT, TX, 64), call(text, *ops, line=44), None, span(44))
+    e = fault(g.function(extra=[half]), g.args(*g.inputs()), r"64 of 128 threads .*warp 2 lane 0")
+    assert e.span.line == 44

@@ -23,10 +23,10 @@ ISA (9.7.15.4 "Async Proxy", 9.7.15.7 "wgmma.fence", "wgmma.commit_group",
   and by a barrier to the issuing threads (the race rules of :mod:`tirx.sim.shared`, checked
   for each warp of the warpgroup). Bytes the async proxy wrote (TMA) need no proxy fence.
 * Until the mma_async's group is waited for, the shared bytes it reads may not be written
-  (a store, stmatrix, cp.async onto them): a fault naming both lines. Once every issuing
-  thread has waited, the bytes count as read by the warpgroup's first thread at the
-  mma_async's line: its warpgroup may write them (each of its threads waited), any other
-  thread needs a barrier first.
+  (a store, stmatrix, a cp.async or TMA copy issued onto them): a fault naming both lines.
+  Once every issuing thread has waited, the bytes count as read by the warpgroup's first
+  thread at the mma_async's line: its warpgroup may write them (each of its threads waited),
+  any other thread needs a barrier (or an mbarrier that thread arrived on) first.
 """
 
 from __future__ import annotations
@@ -174,7 +174,7 @@ class WgmmaState:
         self.serials = 0
         self.reading = np.zeros(size, dtype=np.int32)  # in-flight mma_asyncs reading a byte
         self.reader = np.full(size, -1, dtype=np.int32)  # the newest of them
-        self.released = np.full(size, -1, dtype=np.int32)  # warpgroup whose wait freed a byte
+        self.released = np.full(size, -1, dtype=np.int32)  # first thread of the freeing wait
         self.guards: dict[int, RegisterGuard] = {}
         machine.shared.wgmma = self
 
