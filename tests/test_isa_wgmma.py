@@ -222,7 +222,7 @@ def test_archs_other_than_sm_90_are_refused_naming_sm_90a(tmp_path, arch):
 
 
 def test_sm_90_builds_for_sm_90a_and_the_cache_key_follows(tmp_path):
-    pytest.importorskip("cuda.bindings.nvrtc")
+    _nvrtc()
     from tirx.backend.cuda.nvrtc import command_line
 
     exe = tirx.compile(_kernel(tmp_path), target="cuda -arch=sm_90")
