@@ -222,7 +222,7 @@ def test_archs_other_than_sm_90_are_refused_naming_sm_90a(tmp_path, arch):
 
 
 def test_sm_90_builds_for_sm_90a_and_the_cache_key_follows(tmp_path):
-    pytest.importorskip("cuda.bindings.nvrtc")
+    _nvrtc()
     from tirx.backend.cuda.nvrtc import command_line
 
     exe = tirx.compile(_kernel(tmp_path), target="cuda -arch=sm_90")
@@ -563,3 +563,32 @@ def test_layouts_of_the_test_kernels():
     t = tile_layout(64, False)
     assert t.apply(0, 0, 8, shape=(4, 64, 16))["m"] == 64  # second K chunk: 128 bytes on
     assert t.apply(0, 8, 0, shape=(4, 64, 16))["m"] == 128  # next 8 rows: 256 bytes on
+
+
+def test_d_may_name_threads_by_tid_in_wg(tmp_path):
+    layout = (
+        "TileLayout(S[(4, 2, 8, N // 8, 4, 2) : (32 @ tid_in_wg, 2, 4 @ tid_in_wg, 4, "
+        "1 @ tid_in_wg, 1)])"
+    )
+    exe = _lower(tmp_path, d_layout=layout)
+    call = next(n for n in ir_walk(exe.lowered.body) if getattr(n, "instruction", "") == F16_128)
+    assert [r.slot for r in call.operands[0].regs] == list(range(64))
+    wrong = layout.replace("32 @ tid_in_wg", "16 @ tid_in_wg")
+    with pytest.raises(ContractError, match=r"element \(16, 0\) belongs to thread 32"):
+        _lower(tmp_path, d_layout=wrong)
+
+
+def test_the_flat_spelling_of_the_descriptor_helper(tmp_path):
+    source = """
+@T.function
+def enc(Out: T.Tensor((2,), "uint64")):
+    T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=32))
+    As = T.alloc_shared((64, 64), "float16", align=1024)
+    desc = T.alloc_local((1,), "uint64")
+    T.cuda.wgmma_encode_matrix_descriptor(T.address_of(desc[0]), As[8, 0], 8, 16, 0)
+    Out[0] = desc[0]
+    Out[1] = T.cast(T.cuda.cvta_generic_to_shared(As.ptr_to([8, 0])), "uint64")
+"""
+    out = np.zeros(2, np.uint64)
+    tirx.compile(define(source, tmp_path, "enc"), target="sim")(out)
+    assert int(out[0]) == ((int(out[1]) & 0x3FFFF) >> 4) | 8 << 16 | 16 << 32
