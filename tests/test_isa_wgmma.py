@@ -592,3 +592,13 @@ def enc(Out: T.Tensor((2,), "uint64")):
     out = np.zeros(2, np.uint64)
     tirx.compile(define(source, tmp_path, "enc"), target="sim")(out)
     assert int(out[0]) == ((int(out[1]) & 0x3FFFF) >> 4) | 8 << 16 | 16 << 32
+
+
+def test_the_widgets_say_why_wgmma_has_no_lane_picture():
+    from tirx.errors import TirxError
+    from tirx.isa import lookup
+    from widgets.model import require_fragment
+
+    with pytest.raises(TirxError, match="warpgroup of 128 threads") as e:
+        require_fragment(lookup("wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16"))
+    assert "copies its own chunks" not in str(e.value)

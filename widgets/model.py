@@ -203,26 +203,31 @@ def _lane_of(point: dict) -> int | None:
     return None
 
 
-# Whether a family's operands have a lane picture (cp.async moves memory chunks, each thread
-# its own: there is no register fragment and no row-per-lane address map to draw).
-_DRAWN = check_complete(
-    [(Family.MMA, True), (Family.LDMATRIX, True), (Family.STMATRIX, True),
-     (Family.CP_ASYNC, False), (Family.CP_ASYNC_BULK, False), (Family.FENCE_PROXY, False),
-     (Family.MBARRIER, False), (Family.CP_ASYNC_MBARRIER, False),
-     (Family.FENCE_MBARRIER_INIT, False),
-     (Family.WGMMA, False),
-     (Family.CP_ASYNC_BULK_TENSOR, False)],
+# Why a family's operands have no lane picture (None: they have one). cp.async moves memory
+# chunks, each thread its own: there is no register fragment and no row-per-lane address map.
+_COPIES = (
+    "each thread copies its own chunks between global and shared memory (or orders such copies)"
+)
+_NOT_DRAWN = check_complete(
+    [(Family.MMA, None), (Family.LDMATRIX, None), (Family.STMATRIX, None),
+     (Family.CP_ASYNC, _COPIES), (Family.CP_ASYNC_BULK, _COPIES), (Family.FENCE_PROXY, _COPIES),
+     (Family.MBARRIER, "it synchronizes threads through a barrier object in shared memory"),
+     (Family.CP_ASYNC_MBARRIER, _COPIES), (Family.FENCE_MBARRIER_INIT, _COPIES),
+     (Family.WGMMA, "its A and B come from shared memory through descriptors, and its "
+      "accumulator spans a warpgroup of 128 threads, which the lane pictures do not draw"),
+     (Family.CP_ASYNC_BULK_TENSOR, "the copy engine moves a whole box from global to shared "
+      "memory for one thread")],
     "widgets.model fragments",
 )  # fmt: skip
 
 
 def require_fragment(contract) -> None:
     """TirxError (not a crash) for a form whose operands have no fragment to draw."""
-    if not _DRAWN[contract.family]:
+    why = _NOT_DRAWN[contract.family]
+    if why is not None:
         raise TirxError(
-            f"{contract.text} has no register fragment to draw: each thread copies its own "
-            "chunks between global and shared memory (or orders such copies)",
-            hint="draw the chunk layouts with show_layout(view.layout, view.shape); "
+            f"{contract.text} has no register fragment to draw: {why}",
+            hint="draw the operands' layouts with show_layout(view.layout, view.shape); "
             "the operands are listed in docs/instructions.md",
         )
 
