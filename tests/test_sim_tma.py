@@ -224,3 +224,41 @@ def test_a_3d_box_with_a_ragged_middle_axis(tmp_path, dst):
     exe = tirx.compile(k, target="cuda -arch=sm_90")
     assert f"{text} [%0], [%1, {{%2, %3, %4}}], [%5];" in exe.source
     assert '"r"(0), "r"(30), "r"(1)' in exe.source  # innermost first
+
+
+REPEATS = """
+@T.function
+def kernel(A: T.Tensor((64, 256), "float16"), Out: T.Tensor((2, 64, 64), "float16")):
+    T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=128))
+    s = T.alloc_shared((2, 64, 64), "float16", layout=LAYOUT, align=1024)
+    bars = T.alloc_shared((1,), "uint64")
+    tid = T.cuda.thread_idx("x")
+    if tid == 0:
+        T.ptx["mbarrier.init.shared::cta.b64"](bars[0], 1)
+    T.cuda.cta_sync()
+    if tid == 0:
+        T.ptx["mbarrier.arrive.expect_tx.shared::cta.b64"](bars[0], 16384)
+        T.cuda.tile.apply(T.ptx[TEXT], s[:, :, :], A[:, :], box=(64, 64), coords=(0, 64), coord_steps=((0, 64),), swizzle=3, mbar=bars[0], scope="thread")
+    T.cuda.mbarrier_wait(bars[0], 0)
+    for i in range(64):
+        e = tid * 64 + i
+        Out[e // 4096, (e // 64) % 64, e % 64] = s[e // 4096, (e // 64) % 64, e % 64]
+"""
+
+
+def test_coord_steps_issue_one_copy_per_repeat(tmp_path):
+    from tirx.layout import ComposeLayout, S, TileLayout
+
+    from .helpers import define
+    from .tma_kernels import TMA
+
+    k = define(
+        REPEATS, tmp_path, "kernel", TEXT=TMA,
+        LAYOUT=ComposeLayout(3, 3, 3, TileLayout(S[(2, 64, 64)])),
+    )  # fmt: skip
+    a = _matrix((64, 256), 6)
+    out = np.zeros((2, 64, 64), dtype=np.float16)
+    tirx.compile(k, target="sim")(a, out)
+    assert np.array_equal(out[0], a[:, 64:128]) and np.array_equal(out[1], a[:, 128:192])
+    src = tirx.compile(k, target="cuda -arch=sm_90").source
+    assert src.count("cp.async.bulk.tensor.2d") == 2 and '"r"(128), "r"(0)' in src

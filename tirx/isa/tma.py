@@ -29,7 +29,10 @@ region's axes (the PTX operand lists them innermost first: lowering reverses the
 is the map's code (0 none, 1 32B, 2 64B, 3 128B), ``l2_promotion`` its L2 code (0..3, default
 0). ``dst`` is a shared view shaped like the box whose layout places the box image: for
 ``swizzle=3`` a ``ComposeLayout(per_element, 3, 3, ...)`` of 128-byte rows (what
-``gemm_config.shared_layout(..., "swizzle")`` builds for 64 16-bit columns).
+``gemm_config.shared_layout(..., "swizzle")`` builds for 64 16-bit columns). With
+``coord_steps=((dr, dc), ...)`` the view is ``(*repeats, *box)``, one repeat axis per step:
+one copy per repeat, its coordinates ``coords + sum(i_k * step_k)`` and its image the
+repeat's (each starting on a swizzle repeat).
 
 Lowered (a ``PtxCall``, operands in this order): ``AddressOperand(SharedAddress dst)``, then
 the tensor map -- ``AddressOperand(GlobalAddress(tensor, origin bytes))`` and ``Immediate``
@@ -40,6 +43,7 @@ map per distinct field set and passes it as a hidden ``__grid_constant__`` param
 
 from __future__ import annotations
 
+import itertools
 import math
 
 from ..errors import ContractError, TirxSyntaxError
@@ -121,12 +125,12 @@ def swizzle_byte_offset(offset: int, swizzle: int) -> int:
 # ----------------------------------------------------------------------------- tile form
 
 
-_PARAMS = ("box", "coords", "mbar", "swizzle", "l2_promotion")
+_PARAMS = ("box", "coords", "mbar", "swizzle", "l2_promotion", "coord_steps")
 
 
 def lower_tile(contract: Contract, op: ir.TileOp) -> list[ir.Stmt]:
-    """Check a tensor-load tile operation and lower it to one PtxCall (scope, arch and the
-    operand count were checked by :mod:`tirx.transform.tile_ops`)."""
+    """Check a tensor-load tile operation and lower it to one PtxCall per repeat (scope, arch
+    and the operand count were checked by :mod:`tirx.transform.tile_ops`)."""
     text = contract.text
     rank = int(contract.modifier("dim")[0])
     params = dict(op.params)
@@ -134,7 +138,8 @@ def lower_tile(contract: Contract, op: ir.TileOp) -> list[ir.Stmt]:
     if unknown:
         raise TirxSyntaxError(
             f"{text}: unexpected parameters {unknown}",
-            hint="a tensor load takes box=, coords=, mbar=, swizzle= and l2_promotion=",
+            hint="a tensor load takes box=, coords=, mbar=, swizzle=, l2_promotion= and "
+            "coord_steps=",
         )
     for need in ("box", "coords", "mbar"):
         if need not in params:
@@ -167,17 +172,39 @@ def lower_tile(contract: Contract, op: ir.TileOp) -> list[ir.Stmt]:
         dtype.name, tuple(reversed(dims)), tuple(s * dtype.bytes for s in reversed(strides[:-1])),
         tuple(reversed(box)), swizzle, l2,
     )  # fmt: skip
-    shared = _check_destination(text, dst, box, dtype, swizzle)
+    steps = _steps(text, params.get("coord_steps", ()), rank)
+    starts = _check_destination(text, dst, box, dtype, swizzle, len(steps))
     coords = _coords(text, params["coords"], rank)
     mbar = _mbar(text, params["mbar"])
-    operands = (
-        ir.AddressOperand(ir.SharedAddress(dst.buffer, shared)),
-        ir.AddressOperand(ir.GlobalAddress(src.buffer, origin)),
-        *fields.immediates(),
-        *(ir.ScalarOperand(c) for c in reversed(coords)),
-        mbar,
-    )
-    return [ir.PtxCall(text, operands, op.span)]
+    out = []
+    for rep, shared in starts:
+        at = [c + sum(r * step[d] for r, step in zip(rep, steps)) for d, c in enumerate(coords)]
+        operands = (
+            ir.AddressOperand(ir.SharedAddress(dst.buffer, shared)),
+            ir.AddressOperand(ir.GlobalAddress(src.buffer, origin)),
+            *fields.immediates(),
+            *(ir.ScalarOperand(c) for c in reversed(at)),
+            mbar,
+        )
+        out.append(ir.PtxCall(text, operands, op.span))
+    return out
+
+
+def _steps(text: str, value, rank: int) -> tuple[tuple[int, ...], ...]:
+    """``coord_steps``: per leading repeat axis of dst, the coordinates' increment (outer to
+    inner, compile-time)."""
+    items = value if isinstance(value, tuple) else (value,)
+    steps = []
+    for step in items:
+        step = step if isinstance(step, tuple) else (step,)
+        vals = tuple(static_value(x) for x in step)
+        if len(vals) != rank or None in vals:
+            raise ContractError(
+                f"{text}: each coord_steps entry must be {rank} compile-time ints, got {step!r}",
+                hint="one coordinate increment per repeat axis of dst, e.g. coord_steps=((0, 64),)",
+            )
+        steps.append(vals)
+    return tuple(steps)
 
 
 def _code(text: str, name: str, value) -> int:
@@ -320,8 +347,9 @@ def _global_region(text: str, v, rank: int):
     return tuple(v.shape), strides, origin_bytes
 
 
-def _check_destination(text: str, v, box: tuple[int, ...], dtype, swizzle: int):
-    """The destination's byte offset, after checking that it holds the box image."""
+def _check_destination(text: str, v, box: tuple[int, ...], dtype, swizzle: int, reps: int):
+    """Per repeat (the ``reps`` leading axes of ``v``), its coordinate and the byte offset of
+    its box image, after checking that each holds the box image."""
     where = f"{text}: operand dst"
     if not isinstance(v, ir.View) or v.buffer.scope is not ir.Scope.SHARED:
         got = (
@@ -338,10 +366,12 @@ def _check_destination(text: str, v, box: tuple[int, ...], dtype, swizzle: int):
             f"{where} has {v.dtype.bits}-bit elements, the tensor {dtype.bits}-bit ones",
             hint="view the shared tile in the tensor's element width",
         )
-    if tuple(v.shape) != box:
+    if tuple(v.shape[reps:]) != box or len(v.shape) != reps + len(box):
         raise ContractError(
-            f"{where} has shape {tuple(v.shape)}; the box is {box}",
-            hint="the destination is one box image: shape it like box=",
+            f"{where} has shape {tuple(v.shape)}; the box is {box}"
+            + (f" after {reps} repeat axes (coord_steps)" if reps else ""),
+            hint="the destination is one box image per repeat: shape it (*repeats, *box), one "
+            "repeat axis per coord_steps entry",
         )
     period = 128 << swizzle if swizzle else ALIGN_UNSWIZZLED
     kind = (
@@ -354,6 +384,9 @@ def _check_destination(text: str, v, box: tuple[int, ...], dtype, swizzle: int):
             hint=f"allocate it with T.alloc_shared(..., align={period})",
         )
     start = _bytes(v.elem_offset, v.dtype)
+    if isinstance(v.layout, ComposeLayout):  # the layout's own swizzle repeats too
+        c = v.layout
+        period = max(period, v.dtype.bytes << (c.per_element + c.swizzle_len + c.atom_len))
     rem = residue(start, period)
     if rem != 0:
         at = "an unknown offset" if rem is None else f"{rem} bytes past a multiple of {period}"
@@ -361,14 +394,19 @@ def _check_destination(text: str, v, box: tuple[int, ...], dtype, swizzle: int):
             f"{where} starts at {at}; it must start at a multiple of {period} bytes ({kind})",
             hint="start the destination on a whole stage/tile of the allocation",
         )
-    _check_image(where, v, box, dtype.bytes, swizzle)
-    return start
+    bases = _check_image(where, v, box, dtype.bytes, swizzle, reps)
+    return [(rep, _plus(start, base)) for rep, base in bases]
 
 
-def _check_image(where: str, v, box, nbytes: int, swizzle: int) -> None:
+def _plus(a, b: int):
+    return a + b if isinstance(a, int) else ir.as_expr(a) + b
+
+
+def _check_image(where: str, v, box, nbytes: int, swizzle: int, reps: int = 0):
     """Every box element must sit where the copy engine puts it: byte ``f * nbytes`` of the
-    dense image (``f`` its row-major index), swizzled. The start is a whole swizzle repeat, so
-    the view is compared as if it started at 0."""
+    dense image (``f`` its row-major index) after its repeat's first byte, swizzled; each
+    repeat starts on a swizzle repeat (128 bytes unswizzled). The view's start is one, so it
+    is compared as if it started at 0. Returns per repeat its coordinate and first byte."""
     layout = v.layout
     if isinstance(layout, ComposeLayout):
         tile = layout.tile_layout
@@ -377,9 +415,26 @@ def _check_image(where: str, v, box, nbytes: int, swizzle: int) -> None:
     if tile.replica or set(tile.axes()) - {"m"}:
         raise ContractError(f"{where}: the layout must use only the memory axis m, got {layout!r}")
     table = tile.table()
+    size = math.prod(box)
+    period = 128 << swizzle if swizzle else ALIGN_UNSWIZZLED
+    out = []
+    for r, rep in enumerate(itertools.product(*(range(e) for e in v.shape[:reps]))):
+        base = table[r * size][0] * nbytes
+        if base % period:
+            raise ContractError(
+                f"{where}: repeat {rep} starts at byte {base}, not a multiple of {period}",
+                hint="each repeat's box image must start on a whole swizzle repeat (128 bytes "
+                "unswizzled): lay the repeats out one after another",
+            )
+        out.append((rep, base))
+        _check_box(where, layout, table[r * size : (r + 1) * size], base, box, nbytes, swizzle)
+    return out
+
+
+def _check_box(where, layout, table, base: int, box, nbytes: int, swizzle: int) -> None:
     for f, (m,) in enumerate(table):
         got = layout.swizzle(m) if isinstance(layout, ComposeLayout) else m
-        want = swizzle_byte_offset(f * nbytes, swizzle)
+        want = base + swizzle_byte_offset(f * nbytes, swizzle)
         if got * nbytes != want:
             coord = _unflatten(f, box)
             detail = f"byte {got * nbytes} of the stage, where the box image has byte {want}"
@@ -421,7 +476,8 @@ dst, A[:, :], box=(rows, cols), coords=(r, c), swizzle=3, mbar=bars[s], scope="t
 `src` is a region of a global tensor *parameter* with compile-time bounds: its extents are the
 tensor map's dimensions and its start the map's origin (so `coords` are relative to it, and a
 box reaching past its end reads zeros). `box` and `coords` list the axes outer to inner, as
-the region does; the PTX operand takes the coordinates innermost first, and lowering reverses
+the region does; `coord_steps=((0, 64),)` makes `dst` `(*repeats, *box)` and issues one copy
+per repeat, its coordinates moved by the repeat index times the step; the PTX operand takes the coordinates innermost first, and lowering reverses
 them. `swizzle` is the map's code: 0 none, 1 32B, 2 64B, 3 128B; `l2_promotion` (0..3) its L2
 promotion. `.tile` may be written or left out; `.shared::cluster` is the same copy to the
 issuing CTA's own shared memory (no multicast). The thread that issues it usually arms the

@@ -255,10 +255,13 @@ class Calls:
     def _tile_param(self, node):
         """A keyword parameter's value: a number, or a tuple of numbers (a TMA box)."""
         if isinstance(node, (ast.Tuple, ast.List)):
-            return tuple(self.scalar(e) for e in node.elts)
+            return tuple(self._tile_param(e) for e in node.elts)
         v = self.value(node)
+        return self._constant_param(v, node)
+
+    def _constant_param(self, v, node):
         if isinstance(v, (tuple, list)):
-            return tuple(self._as_scalar(x, node) for x in v)
+            return tuple(self._constant_param(x, node) for x in v)
         return self._as_scalar(v, node)
 
 
@@ -266,7 +269,7 @@ _MISSING = object()
 # keyword parameters of tile operations besides scope (cp.async: chunk size, zero-fill size)
 _TILE_PARAMS = ("chunk_bytes", "src_size", "pred")
 # cp.async.bulk.tensor's (tirx/isa/tma.py)
-_TILE_PARAMS += ("box", "coords", "mbar", "swizzle", "l2_promotion")
+_TILE_PARAMS += ("box", "coords", "mbar", "swizzle", "l2_promotion", "coord_steps")
 
 
 def _dynamic_scope(key: str, where, span) -> bool:
