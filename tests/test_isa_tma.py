@@ -150,6 +150,14 @@ def test_each_check_fires_and_its_twin_is_silent(tmp_path, name):
     _compile(_checked(tmp_path, fixed))  # no error
 
 
+def test_mbar_may_be_named_by_its_address(tmp_path):
+    def copy_line(kernel):
+        return next(ln for ln in _compile(kernel).source.splitlines() if "bulk.tensor" in ln)
+
+    a = copy_line(box_kernel(tmp_path, mbar="bars.ptr_to([0])"))
+    assert a == copy_line(box_kernel(tmp_path))
+
+
 def test_the_error_points_at_the_operand(tmp_path):
     with pytest.raises(ContractError) as e:
         _compile(box_kernel(tmp_path, dst="Out[:, :]"))

@@ -253,7 +253,13 @@ class Calls:
         return None
 
     def _tile_param(self, node):
-        """A keyword parameter's value: a number, or a tuple of numbers (a TMA box)."""
+        """A keyword parameter's value: a number, a tuple of them (a TMA box), or an element
+        named by its address (a TMA copy's ``mbar=bars.ptr_to([s])``)."""
+        if isinstance(node, ast.Call) and getattr(node.func, "attr", None) == "ptr_to":
+            from .cta_ops import _element
+
+            view, idx = _element(self, node, "the barrier")
+            return ir.ElemLoad(view, tuple(idx), view.dtype)
         if isinstance(node, (ast.Tuple, ast.List)):
             return tuple(self._tile_param(e) for e in node.elts)
         v = self.value(node)
