@@ -12,6 +12,7 @@ import tirx
 from tirx.errors import SimulationError
 
 from .tma_kernels import (
+    TMA,
     box_kernel,
     expected_raw,
     pipeline_expected,
@@ -72,18 +73,19 @@ def test_negative_coordinates_read_zeros_before_the_tensor(tmp_path):
     assert not out[:8].any() and not out[:, :16].any()
 
 
-def test_reading_before_the_phase_completes_is_a_fault(tmp_path):
-    # the phase completes at issue (arrive.expect_tx first); thread 1 reads without waiting
+def test_reading_without_waiting_is_a_fault_for_the_issuing_thread_too(tmp_path):
+    # the phase completes at issue (arrive.expect_tx first), but no thread has waited for it:
+    # only the wait tells a thread that the bytes are there
     exe = tirx.compile(box_kernel(tmp_path, wait=""), target="sim")
     a, out = _matrix((128, 128)), np.zeros((64, 64), dtype=np.float16)
     with pytest.raises(SimulationError) as e:
         exe(a, out)
     msg = str(e.value)
-    assert "thread 1 (warp 0, lane 1) reads" in msg and "thread 0" in msg
     copy, read = _lines(tmp_path)
-    assert f"at line {read}, which thread 0 (warp 0, lane 0) wrote at line {copy}" in msg
+    assert f"thread 0 (warp 0, lane 0) reads 's' byte 0 (shared address 0) at line {read}" in msg
+    assert f"the destination of the tensor copy {TMA} at line {copy} issued by thread 0" in msg
     assert "mbarrier_wait" in msg  # the hint: wait on the copy's barrier
-    assert "block (0, 0, 0)" in msg
+    assert "[block (0, 0, 0), warp 0, lane 0]" in msg
 
 
 def test_reading_a_copy_in_flight_names_the_copy(tmp_path):

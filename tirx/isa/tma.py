@@ -312,10 +312,9 @@ The simulator (`tirx/sim/tma.py`): the copy reads the box from the global tensor
 (outside the tensor: zeros), performs the complete-tx on the barrier at once, and its bytes
 land in shared memory, swizzled, when the barrier's phase completes; they are async-proxy
 writes. Faults, naming the copy's line and the other line, block, warp and lane: an access to
-the destination before the phase completes (`SimulationError`), a read by a thread that has
-not waited on the barrier since (the shared-memory race of a write and a read with nothing
-ordering them), a copy onto bytes another thread accessed since the last barrier (a stage
-reused too early), a misaligned data pointer.
+the destination before a thread has waited for that phase (the issuing thread's own too), a
+copy onto bytes another thread accessed since the last barrier (a stage reused too early), a
+misaligned data pointer.
 """
 
 SPEC = FamilySpec(
