@@ -150,6 +150,14 @@ def test_each_check_fires_and_its_twin_is_silent(tmp_path, name):
     _compile(_checked(tmp_path, fixed))  # no error
 
 
+def test_mbar_may_be_named_by_its_address(tmp_path):
+    def copy_line(kernel):
+        return next(ln for ln in _compile(kernel).source.splitlines() if "bulk.tensor" in ln)
+
+    a = copy_line(box_kernel(tmp_path, mbar="bars.ptr_to([0])"))
+    assert a == copy_line(box_kernel(tmp_path))
+
+
 def test_the_error_points_at_the_operand(tmp_path):
     with pytest.raises(ContractError) as e:
         _compile(box_kernel(tmp_path, dst="Out[:, :]"))
@@ -291,3 +299,56 @@ def test_the_argument_block_lays_out_a_128_byte_map():
     assert ctypes.string_at(pointers[2], 128) == bytes(range(128))
     assert ctypes.c_int32.from_address(pointers[1]).value == 7
     assert np.frombuffer(ctypes.string_at(pointers[0], 8), dtype=np.uint64)[0] == 0x1000
+
+
+def _native():
+    try:
+        from tirx.backend.cuda import _launch
+    except ImportError:
+        return None
+    return _launch if getattr(_launch, "MISSES_TO_PYTHON", False) else None
+
+
+@pytest.mark.skipif(_native() is None, reason="the C extension was not built")
+def test_the_c_runner_launches_memo_hits_and_hands_misses_to_python(tmp_path):
+    import torch
+
+    from tirx.backend.cuda import driver
+
+    _launch = _native()
+    exe = _compile(box_kernel(tmp_path))
+    encodes = []
+
+    def encode(fields, address):
+        encodes.append(address)
+        return bytes([len(encodes)]) * 128
+
+    exe.encode_map = encode
+
+    class FakeKernel:
+        name, handle, max_dynamic_smem = exe.lowered.name, 0x1234, 48 * 1024
+
+    python = LaunchRecorder(exe.launch_kinds)
+    launcher = driver.Launcher(
+        FakeKernel(), exe.launch_kinds, entry=python, entry_address=_launch.record_entry()
+    )
+    exe._attach(launcher, -1)
+    _launch.set_record(3, 0)
+    try:
+        exe._build_runner()
+        assert exe.fast_path == "c"
+        start = _launch.last_launch()["calls"]
+        a = torch.zeros((128, 128), dtype=torch.float16)
+        out = torch.zeros((64, 64), dtype=torch.float16)
+        exe(a, out)  # a miss: the Python runner checks, encodes and remembers
+        assert len(python.calls) == 1 and len(encodes) == 1
+        exe(a, out)
+        exe(a, out)  # memo hits, launched in C with the remembered map
+        last = _launch.last_launch()
+        assert last["calls"] == start + 2 and len(python.calls) == 1 and len(encodes) == 1
+        assert last["values"] == (a.data_ptr(), out.data_ptr(), 0x0101010101010101)
+        b = torch.zeros((128, 128), dtype=torch.float16)
+        exe(b, out)  # new tensor: a miss again, a new map
+        assert len(python.calls) == 2 and encodes[-1] == b.data_ptr()
+    finally:
+        _launch.set_record(0, 0)

@@ -12,6 +12,7 @@ import tirx
 from tirx.errors import SimulationError
 
 from .tma_kernels import (
+    TMA,
     box_kernel,
     expected_raw,
     pipeline_expected,
@@ -72,18 +73,19 @@ def test_negative_coordinates_read_zeros_before_the_tensor(tmp_path):
     assert not out[:8].any() and not out[:, :16].any()
 
 
-def test_reading_before_the_phase_completes_is_a_fault(tmp_path):
-    # the phase completes at issue (arrive.expect_tx first); thread 1 reads without waiting
+def test_reading_without_waiting_is_a_fault_for_the_issuing_thread_too(tmp_path):
+    # the phase completes at issue (arrive.expect_tx first), but no thread has waited for it:
+    # only the wait tells a thread that the bytes are there
     exe = tirx.compile(box_kernel(tmp_path, wait=""), target="sim")
     a, out = _matrix((128, 128)), np.zeros((64, 64), dtype=np.float16)
     with pytest.raises(SimulationError) as e:
         exe(a, out)
     msg = str(e.value)
-    assert "thread 1 (warp 0, lane 1) reads" in msg and "thread 0" in msg
     copy, read = _lines(tmp_path)
-    assert f"at line {read}, which thread 0 (warp 0, lane 0) wrote at line {copy}" in msg
+    assert f"thread 0 (warp 0, lane 0) reads 's' byte 0 (shared address 0) at line {read}" in msg
+    assert f"the destination of the tensor copy {TMA} at line {copy} issued by thread 0" in msg
     assert "mbarrier_wait" in msg  # the hint: wait on the copy's barrier
-    assert "block (0, 0, 0)" in msg
+    assert "[block (0, 0, 0), warp 0, lane 0]" in msg
 
 
 def test_reading_a_copy_in_flight_names_the_copy(tmp_path):
@@ -224,3 +226,57 @@ def test_a_3d_box_with_a_ragged_middle_axis(tmp_path, dst):
     exe = tirx.compile(k, target="cuda -arch=sm_90")
     assert f"{text} [%0], [%1, {{%2, %3, %4}}], [%5];" in exe.source
     assert '"r"(0), "r"(30), "r"(1)' in exe.source  # innermost first
+
+
+REPEATS = """
+@T.function
+def kernel(A: T.Tensor((64, 256), "float16"), Out: T.Tensor((2, 64, 64), "float16")):
+    T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=128))
+    s = T.alloc_shared((2, 64, 64), "float16", layout=LAYOUT, align=1024)
+    bars = T.alloc_shared((1,), "uint64")
+    tid = T.cuda.thread_idx("x")
+    if tid == 0:
+        T.ptx["mbarrier.init.shared::cta.b64"](bars[0], 1)
+    T.cuda.cta_sync()
+    if tid == 0:
+        T.ptx["mbarrier.arrive.expect_tx.shared::cta.b64"](bars[0], 16384)
+        T.cuda.tile.apply(T.ptx[TEXT], s[:, :, :], A[:, :], box=(64, 64), coords=(0, 64), coord_steps=((0, 64),), swizzle=3, mbar=bars[0], scope="thread")
+    T.cuda.mbarrier_wait(bars[0], 0)
+    for i in range(64):
+        e = tid * 64 + i
+        Out[e // 4096, (e // 64) % 64, e % 64] = s[e // 4096, (e // 64) % 64, e % 64]
+"""
+
+
+def test_coord_steps_issue_one_copy_per_repeat(tmp_path):
+    from tirx.layout import ComposeLayout, S, TileLayout
+
+    from .helpers import define
+    from .tma_kernels import TMA
+
+    k = define(
+        REPEATS, tmp_path, "kernel", TEXT=TMA,
+        LAYOUT=ComposeLayout(3, 3, 3, TileLayout(S[(2, 64, 64)])),
+    )  # fmt: skip
+    a = _matrix((64, 256), 6)
+    out = np.zeros((2, 64, 64), dtype=np.float16)
+    tirx.compile(k, target="sim")(a, out)
+    assert np.array_equal(out[0], a[:, 64:128]) and np.array_equal(out[1], a[:, 128:192])
+    src = tirx.compile(k, target="cuda -arch=sm_90").source
+    assert src.count("cp.async.bulk.tensor.2d") == 2 and '"r"(128), "r"(0)' in src
+
+
+@pytest.mark.gpu
+def test_gpu_repeated_calls_reuse_the_map_and_new_tensors_get_theirs(tmp_path):
+    import torch
+
+    k = box_kernel(tmp_path, coords=(64, 0), swizzle=3)
+    exe = tirx.compile(k, target="cuda")
+    out = torch.zeros((64, 64), dtype=torch.float16, device="cuda")
+    for seed in (7, 8):  # per tensor: a miss (its map encoded), then memo hits (C where built)
+        a = torch.from_numpy(_matrix((128, 128), seed)).cuda()
+        for _ in range(3):
+            out.zero_()
+            exe(a, out)
+            torch.cuda.synchronize()
+            assert torch.equal(out, a[64:, :64])

@@ -29,7 +29,10 @@ region's axes (the PTX operand lists them innermost first: lowering reverses the
 is the map's code (0 none, 1 32B, 2 64B, 3 128B), ``l2_promotion`` its L2 code (0..3, default
 0). ``dst`` is a shared view shaped like the box whose layout places the box image: for
 ``swizzle=3`` a ``ComposeLayout(per_element, 3, 3, ...)`` of 128-byte rows (what
-``gemm_config.shared_layout(..., "swizzle")`` builds for 64 16-bit columns).
+``gemm_config.shared_layout(..., "swizzle")`` builds for 64 16-bit columns). With
+``coord_steps=((dr, dc), ...)`` the view is ``(*repeats, *box)``, one repeat axis per step:
+one copy per repeat, its coordinates ``coords + sum(i_k * step_k)`` and its image the
+repeat's (each starting on a swizzle repeat).
 
 Lowered (a ``PtxCall``, operands in this order): ``AddressOperand(SharedAddress dst)``, then
 the tensor map -- ``AddressOperand(GlobalAddress(tensor, origin bytes))`` and ``Immediate``
@@ -46,18 +49,16 @@ from ..errors import ContractError, TirxSyntaxError
 from ..ir import nodes as ir
 from ..ir.simplify import static_value
 from ..ir.tensor_map import SWIZZLE_SPAN, TensorMapFields
-from ..layout.swizzle import ComposeLayout
 from .core import Contract, Family, FamilySpec, ModifierSlot, OperandSpec, Role
-from .cp_async import _bytes, _reads_memory
+from .cp_async import _reads_memory
 from .mbarrier import barrier_address
-from .shared_rows import element_offset, residue
+from .shared_rows import element_offset
+from .tma_operands import check_destination, global_region
 
-__all__ = ["SPEC", "SLOTS", "MIN_ARCH", "NOTES", "MAX_BOX", "swizzle_byte_offset"]
+__all__ = ["SPEC", "SLOTS", "MIN_ARCH", "NOTES", "MAX_BOX"]
 
 MIN_ARCH = 90
 MAX_BOX = 256  # elements per box dimension (PTX ISA, Tensor Map: boxDim)
-ALIGN_UNSWIZZLED = 128  # bytes: the shared destination of a tensor copy
-MAX_STRIDE = 1 << 40  # bytes: a global stride (cuTensorMapEncodeTiled)
 EXAMPLE = "cp.async.bulk.tensor.2d.shared::cta.global.tile.mbarrier::complete_tx::bytes"
 
 SLOTS = (
@@ -111,22 +112,15 @@ def build(text: str, mods: dict) -> Contract:
     return Contract(text, Family.CP_ASYNC_BULK_TENSOR, operands, MIN_ARCH, tuple(mods.items()))
 
 
-def swizzle_byte_offset(offset: int, swizzle: int) -> int:
-    """Where the byte ``offset`` of a dense box image lands under the map's ``swizzle`` code:
-    the 16-byte unit number's low ``swizzle`` bits XOR-ed with the bits of the 128-byte row
-    number (``bits[4:4+s] ^= bits[7:7+s]``, PTX ISA "Tensor Map: swizzling modes")."""
-    return offset ^ ((offset >> 3) & (((1 << swizzle) - 1) << 4))
-
-
 # ----------------------------------------------------------------------------- tile form
 
 
-_PARAMS = ("box", "coords", "mbar", "swizzle", "l2_promotion")
+_PARAMS = ("box", "coords", "mbar", "swizzle", "l2_promotion", "coord_steps")
 
 
 def lower_tile(contract: Contract, op: ir.TileOp) -> list[ir.Stmt]:
-    """Check a tensor-load tile operation and lower it to one PtxCall (scope, arch and the
-    operand count were checked by :mod:`tirx.transform.tile_ops`)."""
+    """Check a tensor-load tile operation and lower it to one PtxCall per repeat (scope, arch
+    and the operand count were checked by :mod:`tirx.transform.tile_ops`)."""
     text = contract.text
     rank = int(contract.modifier("dim")[0])
     params = dict(op.params)
@@ -134,7 +128,8 @@ def lower_tile(contract: Contract, op: ir.TileOp) -> list[ir.Stmt]:
     if unknown:
         raise TirxSyntaxError(
             f"{text}: unexpected parameters {unknown}",
-            hint="a tensor load takes box=, coords=, mbar=, swizzle= and l2_promotion=",
+            hint="a tensor load takes box=, coords=, mbar=, swizzle=, l2_promotion= and "
+            "coord_steps=",
         )
     for need in ("box", "coords", "mbar"):
         if need not in params:
@@ -147,7 +142,7 @@ def lower_tile(contract: Contract, op: ir.TileOp) -> list[ir.Stmt]:
     l2 = _code(text, "l2_promotion", params.get("l2_promotion", 0))
     dst, src = op.operands
     box = _box(text, params["box"], rank)
-    src_fields = _global_region(text, src, rank)
+    src_fields = global_region(text, src, rank)
     dtype = src.dtype
     inner = box[-1] * dtype.bytes
     if inner % 16:
@@ -167,17 +162,39 @@ def lower_tile(contract: Contract, op: ir.TileOp) -> list[ir.Stmt]:
         dtype.name, tuple(reversed(dims)), tuple(s * dtype.bytes for s in reversed(strides[:-1])),
         tuple(reversed(box)), swizzle, l2,
     )  # fmt: skip
-    shared = _check_destination(text, dst, box, dtype, swizzle)
+    steps = _steps(text, params.get("coord_steps", ()), rank)
+    starts = check_destination(text, dst, box, dtype, swizzle, len(steps))
     coords = _coords(text, params["coords"], rank)
     mbar = _mbar(text, params["mbar"])
-    operands = (
-        ir.AddressOperand(ir.SharedAddress(dst.buffer, shared)),
-        ir.AddressOperand(ir.GlobalAddress(src.buffer, origin)),
-        *fields.immediates(),
-        *(ir.ScalarOperand(c) for c in reversed(coords)),
-        mbar,
-    )
-    return [ir.PtxCall(text, operands, op.span)]
+    out = []
+    for rep, shared in starts:
+        at = [c + sum(r * step[d] for r, step in zip(rep, steps)) for d, c in enumerate(coords)]
+        operands = (
+            ir.AddressOperand(ir.SharedAddress(dst.buffer, shared)),
+            ir.AddressOperand(ir.GlobalAddress(src.buffer, origin)),
+            *fields.immediates(),
+            *(ir.ScalarOperand(c) for c in reversed(at)),
+            mbar,
+        )
+        out.append(ir.PtxCall(text, operands, op.span))
+    return out
+
+
+def _steps(text: str, value, rank: int) -> tuple[tuple[int, ...], ...]:
+    """``coord_steps``: per leading repeat axis of dst, the coordinates' increment (outer to
+    inner, compile-time)."""
+    items = value if isinstance(value, tuple) else (value,)
+    steps = []
+    for step in items:
+        step = step if isinstance(step, tuple) else (step,)
+        vals = tuple(static_value(x) for x in step)
+        if len(vals) != rank or None in vals:
+            raise ContractError(
+                f"{text}: each coord_steps entry must be {rank} compile-time ints, got {step!r}",
+                hint="one coordinate increment per repeat axis of dst, e.g. coord_steps=((0, 64),)",
+            )
+        steps.append(vals)
+    return tuple(steps)
 
 
 def _code(text: str, name: str, value) -> int:
@@ -244,167 +261,6 @@ def _mbar(text: str, value) -> ir.AddressOperand:
         ) from None
 
 
-def _global_region(text: str, v, rank: int):
-    """(dims, element strides, origin bytes) of the global region ``v``, outer to inner."""
-    where = f"{text}: operand src"
-    if not isinstance(v, ir.View) or v.buffer.scope is not ir.Scope.GLOBAL:
-        got = (
-            f"{v.buffer.scope.value} buffer {v.buffer.name!r}"
-            if isinstance(v, ir.View)
-            else "a value"
-        )
-        raise ContractError(
-            f"{where} must be a region of a global tensor parameter, got {got}",
-            hint="the tensor map describes a kernel parameter: pass A[:, :] (or a region of it "
-            "with compile-time bounds); the box's place in it is coords=",
-        )
-    if isinstance(v.layout, ComposeLayout) or v.dtype != v.buffer.dtype:
-        raise ContractError(
-            f"{where} must be a plain region of {v.buffer.name!r} in its own dtype "
-            f"({v.buffer.dtype})",
-            hint="a tensor map reads the tensor's elements as they are stored",
-        )
-    if len(v.shape) != rank:
-        raise ContractError(
-            f"{where} has {len(v.shape)} axes; this is a {rank}-d tensor copy",
-            hint=f"pass a {rank}-d region (slices keep an axis, integer indices drop it) or "
-            f"use .{len(v.shape)}d",
-        )
-    origin = static_value(v.elem_offset)
-    if origin is None:
-        raise ContractError(
-            f"{where}: the region must start at a compile-time place (the tensor map is "
-            "encoded before the launch)",
-            hint="pass the whole tensor (or fixed bounds) and move the box with coords=",
-        )
-    zero = [0] * rank
-    base = static_value(element_offset(v, zero))
-    strides = []
-    for d in range(rank):
-        unit = list(zero)
-        if v.shape[d] > 1:
-            unit[d] = 1
-            strides.append(static_value(element_offset(v, unit)) - base)
-        else:
-            strides.append(0)
-    for d in range(rank):
-        corner = list(zero)
-        corner[d] = v.shape[d] - 1
-        if static_value(element_offset(v, corner)) - base != strides[d] * (v.shape[d] - 1):
-            raise ContractError(
-                f"{where}: axis {d} of the region is not evenly strided",
-                hint="a tensor map needs one stride per axis: pass a rectangular region",
-            )
-    if strides[-1] not in (0, 1):
-        raise ContractError(
-            f"{where}: the inner axis must be contiguous (stride 1), got stride {strides[-1]}",
-            hint="a tensor map's innermost dimension is dense",
-        )
-    strides[-1] = 1
-    nbytes = v.dtype.bytes
-    for d in range(rank - 1):
-        if strides[d] == 0:  # an axis of one element: any legal stride
-            strides[d] = math.prod(v.shape[d + 1 :]) * 16
-        if strides[d] * nbytes % 16 or not 0 < strides[d] * nbytes < MAX_STRIDE:
-            raise ContractError(
-                f"{where}: axis {d} is {strides[d] * nbytes} bytes apart, not a multiple of 16",
-                hint="a tensor map's strides are multiples of 16 bytes: pad the rows",
-            )
-    origin_bytes = base * nbytes
-    if origin_bytes % 16:
-        raise ContractError(
-            f"{where}: the region starts {origin_bytes % 16} bytes past a multiple of 16",
-            hint="a tensor map's global address is 16-byte aligned: start the region on a "
-            "16-byte boundary (or pass the whole tensor and use coords=)",
-        )
-    return tuple(v.shape), strides, origin_bytes
-
-
-def _check_destination(text: str, v, box: tuple[int, ...], dtype, swizzle: int):
-    """The destination's byte offset, after checking that it holds the box image."""
-    where = f"{text}: operand dst"
-    if not isinstance(v, ir.View) or v.buffer.scope is not ir.Scope.SHARED:
-        got = (
-            f"{v.buffer.scope.value} buffer {v.buffer.name!r}"
-            if isinstance(v, ir.View)
-            else "a value"
-        )
-        raise ContractError(
-            f"{where} must be a view of shared memory (T.alloc_shared), got {got}",
-            hint="a tensor load writes shared memory: dst = sA[stage, :, :]",
-        )
-    if v.dtype.bits != dtype.bits:
-        raise ContractError(
-            f"{where} has {v.dtype.bits}-bit elements, the tensor {dtype.bits}-bit ones",
-            hint="view the shared tile in the tensor's element width",
-        )
-    if tuple(v.shape) != box:
-        raise ContractError(
-            f"{where} has shape {tuple(v.shape)}; the box is {box}",
-            hint="the destination is one box image: shape it like box=",
-        )
-    period = 128 << swizzle if swizzle else ALIGN_UNSWIZZLED
-    kind = (
-        f"the {SWIZZLE_SPAN[swizzle]}B swizzle's {period}-byte repeat" if swizzle else "128 bytes"
-    )
-    if v.buffer.align < period:
-        raise ContractError(
-            f"{where}: {v.buffer.name!r} has align={v.buffer.align}; a tensor load's "
-            f"destination is aligned to {kind}",
-            hint=f"allocate it with T.alloc_shared(..., align={period})",
-        )
-    start = _bytes(v.elem_offset, v.dtype)
-    rem = residue(start, period)
-    if rem != 0:
-        at = "an unknown offset" if rem is None else f"{rem} bytes past a multiple of {period}"
-        raise ContractError(
-            f"{where} starts at {at}; it must start at a multiple of {period} bytes ({kind})",
-            hint="start the destination on a whole stage/tile of the allocation",
-        )
-    _check_image(where, v, box, dtype.bytes, swizzle)
-    return start
-
-
-def _check_image(where: str, v, box, nbytes: int, swizzle: int) -> None:
-    """Every box element must sit where the copy engine puts it: byte ``f * nbytes`` of the
-    dense image (``f`` its row-major index), swizzled. The start is a whole swizzle repeat, so
-    the view is compared as if it started at 0."""
-    layout = v.layout
-    if isinstance(layout, ComposeLayout):
-        tile = layout.tile_layout
-    else:
-        tile = layout
-    if tile.replica or set(tile.axes()) - {"m"}:
-        raise ContractError(f"{where}: the layout must use only the memory axis m, got {layout!r}")
-    table = tile.table()
-    for f, (m,) in enumerate(table):
-        got = layout.swizzle(m) if isinstance(layout, ComposeLayout) else m
-        want = swizzle_byte_offset(f * nbytes, swizzle)
-        if got * nbytes != want:
-            coord = _unflatten(f, box)
-            detail = f"byte {got * nbytes} of the stage, where the box image has byte {want}"
-            fix = (
-                f"with swizzle={swizzle} lay the tile out as ComposeLayout(per_element, {swizzle}, "
-                f"3, TileLayout(S[box])) of {SWIZZLE_SPAN[swizzle]}-byte rows (per_element: 16 "
-                "bytes of elements, log2)"
-                if swizzle
-                else "without a swizzle the tile is the dense row-major box (the default layout)"
-            )
-            raise ContractError(
-                f"{where}: element {coord} is at {detail}"
-                + (f" (swizzle={swizzle})" if swizzle else ""),
-                hint=fix,
-            )
-
-
-def _unflatten(f: int, shape) -> tuple[int, ...]:
-    out = []
-    for e in reversed(shape):
-        out.append(f % e)
-        f //= e
-    return tuple(reversed(out))
-
-
 def lower_raw(contract: Contract, op: ir.RawPtx, address, arch: int) -> ir.PtxCall:
     raise ContractError(
         f"{contract.text} is called through its tile form (the tensor map is built from a "
@@ -421,7 +277,8 @@ dst, A[:, :], box=(rows, cols), coords=(r, c), swizzle=3, mbar=bars[s], scope="t
 `src` is a region of a global tensor *parameter* with compile-time bounds: its extents are the
 tensor map's dimensions and its start the map's origin (so `coords` are relative to it, and a
 box reaching past its end reads zeros). `box` and `coords` list the axes outer to inner, as
-the region does; the PTX operand takes the coordinates innermost first, and lowering reverses
+the region does; `coord_steps=((0, 64),)` makes `dst` `(*repeats, *box)` and issues one copy
+per repeat, its coordinates moved by the repeat index times the step; the PTX operand takes the coordinates innermost first, and lowering reverses
 them. `swizzle` is the map's code: 0 none, 1 32B, 2 64B, 3 128B; `l2_promotion` (0..3) its L2
 promotion. `.tile` may be written or left out; `.shared::cluster` is the same copy to the
 issuing CTA's own shared memory (no multicast). The thread that issues it usually arms the
@@ -455,10 +312,9 @@ The simulator (`tirx/sim/tma.py`): the copy reads the box from the global tensor
 (outside the tensor: zeros), performs the complete-tx on the barrier at once, and its bytes
 land in shared memory, swizzled, when the barrier's phase completes; they are async-proxy
 writes. Faults, naming the copy's line and the other line, block, warp and lane: an access to
-the destination before the phase completes (`SimulationError`), a read by a thread that has
-not waited on the barrier since (the shared-memory race of a write and a read with nothing
-ordering them), a copy onto bytes another thread accessed since the last barrier (a stage
-reused too early), a misaligned data pointer.
+the destination before a thread has waited for that phase (the issuing thread's own too), a
+copy onto bytes another thread accessed since the last barrier (a stage reused too early), a
+misaligned data pointer.
 """
 
 SPEC = FamilySpec(

@@ -265,12 +265,21 @@ class Calls:
         return None
 
     def _tile_param(self, node):
-        """A keyword parameter's value: a number, or a tuple of numbers (a TMA box)."""
+        """A keyword parameter's value: a number, a tuple of them (a TMA box), or an element
+        named by its address (a TMA copy's ``mbar=bars.ptr_to([s])``)."""
+        if isinstance(node, ast.Call) and getattr(node.func, "attr", None) == "ptr_to":
+            from .cta_ops import _element
+
+            view, idx = _element(self, node, "the barrier")
+            return ir.ElemLoad(view, tuple(idx), view.dtype)
         if isinstance(node, (ast.Tuple, ast.List)):
-            return tuple(self.scalar(e) for e in node.elts)
+            return tuple(self._tile_param(e) for e in node.elts)
         v = self.value(node)
+        return self._constant_param(v, node)
+
+    def _constant_param(self, v, node):
         if isinstance(v, (tuple, list)):
-            return tuple(self._as_scalar(x, node) for x in v)
+            return tuple(self._constant_param(x, node) for x in v)
         return self._as_scalar(v, node)
 
 
@@ -279,7 +288,7 @@ _MISSING = object()
 _TILE_PARAMS = ("chunk_bytes", "src_size", "pred")
 _TILE_PARAMS += ("scale_d", "scale_a", "scale_b")  # wgmma's (tirx/isa/wgmma.py)
 # cp.async.bulk.tensor's (tirx/isa/tma.py)
-_TILE_PARAMS += ("box", "coords", "mbar", "swizzle", "l2_promotion")
+_TILE_PARAMS += ("box", "coords", "mbar", "swizzle", "l2_promotion", "coord_steps")
 
 
 def _dynamic_scope(key: str, where, span) -> bool:

@@ -93,7 +93,9 @@ class BarrierTrace:
 
 
 class _Barrier:
-    __slots__ = ("name", "expected", "pending", "tx", "phase", "arrivers", "seen", "landings")
+    __slots__ = (
+        "name", "expected", "pending", "tx", "phase", "arrivers", "seen", "landings", "landed",
+    )  # fmt: skip
 
     def __init__(self, name: str, count: int):
         self.name = name
@@ -102,6 +104,7 @@ class _Barrier:
         self.arrivers: list[int] = []
         self.seen = None  # the race records the last completed phase orders for its waiters
         self.landings: list = []  # the complete-tx copies of this phase, landing at completion
+        self.landed: list = []  # their bytes, the copy engine's until a waiter passes
 
     def state(self) -> str:
         return (
@@ -199,7 +202,8 @@ class Barriers:
         barrier (PTX ISA, "mbarrier: tx-count"): the tx-count drops by ``tx``. ``land()`` writes
         the copy's bytes when the current phase completes and returns ``(bytes, threads,
         site)``, the shared bytes written, their issuing threads and the copy's line: the
-        phase's completion orders them before its waiters' later accesses."""
+        phase's completion orders them before its waiters' later accesses, and they stay the
+        copy's (pending) until the first waiter passes (:meth:`passed`)."""
         b = self.get(addr, tid)
         if not -MAX_TX <= b.tx - tx <= MAX_TX:
             raise Fault(
@@ -218,7 +222,7 @@ class Barriers:
         if b.pending or b.tx:
             return
         landed = [land() for land in b.landings]
-        b.landings = []
+        b.landings, b.landed = [], b.landed + [x[0] for x in landed]
         b.seen = _ordered_records(self.m.shared, b.arrivers)
         if landed:  # the copies' bytes are ordered for the waiters like the arrivals' writes
             wb, wt, ws, rb, rs = b.seen
@@ -238,9 +242,17 @@ class Barriers:
         self.changed()
 
     def passed(self, b: _Barrier) -> None:
-        """A waiter saw ``b``'s last phase complete: the arrivals' accesses are ordered."""
+        """A waiter saw ``b``'s last phase complete: the arrivals' accesses are ordered, and
+        the bytes of its complete-tx copies are the threads' (until then only the wait tells a
+        thread they are there: any access of them is one to an unfinished copy)."""
         if b.seen is not None:
             _clear_ordered(self.m.shared, b.seen)
+        if b.landed:
+            shared = self.m.shared
+            for at in b.landed:
+                shared.pend_tid[at] = -1
+                shared.in_flight -= at.size
+            b.landed = []
 
 
 def _check_count(count: int, tid: int, what: str) -> None:

@@ -22,10 +22,9 @@ when the issuing thread armed it first with ``arrive.expect_tx``), written by th
 thread at the copy's line through the *async proxy* (no ``fence.proxy.async`` is needed before
 the async proxy reads them: they clear the generic-write record of :mod:`tirx.sim.bulkcopy`),
 and the completed phase orders them before every waiter's later accesses
-(:meth:`tirx.sim.mbarrier.Barriers.complete_tx`). Until the phase completes the destination
-belongs to the copy engine: any access is a fault naming both lines; after it, a thread that
-reads them without having waited on the barrier (nor a barrier after a waiter) races with the
-copy's write, a fault naming the copy's line and the reader's. Issuing a copy onto bytes that
+(:meth:`tirx.sim.mbarrier.Barriers.complete_tx`). Until a thread has waited for that phase
+the destination belongs to the copy engine: any access, the issuing thread's too, is a fault
+naming both lines (only the wait tells a thread that the bytes are there). Issuing a copy onto bytes that
 another thread accessed since the last barrier is the usual race (a stage refilled too early).
 
 Operands (the lowered IR's, tirx/ir/tensor_map.py): ``AddressOperand(SharedAddress)``, the map
@@ -150,9 +149,7 @@ def _lander(m, at: np.ndarray, data: np.ndarray, tid: int, site: int):
         sh = m.shared
         p = np.full(at.size, tid, dtype=np.int32)
         sh.data[at] = data
-        sh.written[at] = 0xFF
-        sh.pend_tid[at] = -1
-        sh.in_flight -= at.size
+        sh.written[at] = 0xFF  # still pending: a waiter's pass frees them (Barriers.passed)
         sh.w_tid[at] = p
         sh.w_stamp[at] = sh.epoch[tid >> 5]
         sh.w_site[at] = site

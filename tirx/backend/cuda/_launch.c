@@ -72,6 +72,8 @@ typedef struct {
     PyObject *fail; /* fail(err, stream, params): raises the LaunchError (or retries) */
     uint64_t nbytes[MAX_PARAMS]; /* per parameter: its tensor's size in bytes (shape, dtype) */
     uint64_t masks[MAX_PARAMS];  /* per parameter: pointer bits that must be 0 (alignment) */
+    int python_misses; /* 1: every memo miss goes to miss (a kernel with TMA tensor maps, which
+                          the Python runner encodes into the block it remembers) */
 } Runner;
 
 /* 1 when a and b are equal ints, 0 when not (or not ints: the caller then takes the miss). */
@@ -287,6 +289,8 @@ static PyObject *runner_vectorcall(PyObject *obj, PyObject *const *args, size_t 
     Py_INCREF(entry); /* the memo may be replaced meanwhile (another thread); this one stays */
     if (!memo_hit(self, entry, args)) {
         Py_DECREF(entry);
+        if (self->python_misses)
+            return PyObject_Vectorcall(self->miss, args, nargsf, kwnames);
         uint64_t values[MAX_PARAMS];
         if (!full_checks(self, args, values))
             return PyObject_Vectorcall(self->miss, args, nargsf, kwnames);
@@ -328,14 +332,16 @@ static int runner_init(PyObject *obj, PyObject *args, PyObject *kwds) {
     Runner *self = (Runner *)obj;
     static char *kwlist[] = {"entry",  "function", "grid",    "block", "smem",
                              "dtypes", "shapes",   "memo",    "stream", "ordinal",
-                             "miss",   "fail",     "alignment", NULL};
+                             "miss",   "fail",     "alignment", "python_misses", NULL};
     PyObject *entry, *function, *grid, *block, *smem, *dtypes, *shapes, *memo, *stream, *ordinal,
         *miss, *fail, *alignment = NULL;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOOOOO!O!O!OOOO|O!", kwlist, &entry, &function,
+    int python_misses = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOOOOO!O!O!OOOO|O!p", kwlist, &entry, &function,
                                      &grid, &block, &smem, &PyTuple_Type, &dtypes, &PyTuple_Type,
                                      &shapes, &PyList_Type, &memo, &stream, &ordinal, &miss, &fail,
-                                     &PyTuple_Type, &alignment))
+                                     &PyTuple_Type, &alignment, &python_misses))
         return -1;
+    self->python_misses = python_misses;
     Py_ssize_t n = PyTuple_GET_SIZE(dtypes);
     self->entry = (launch_fn)PyLong_AsVoidPtr(entry);
     self->function = PyLong_AsVoidPtr(function);
@@ -601,6 +607,11 @@ PyMODINIT_FUNC PyInit__launch(void) {
     }
     /* Runner takes alignment= (executable.py does not pass it to a build without this) */
     if (PyModule_AddIntConstant(m, "CHECKS_ALIGNMENT", 1) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    /* Runner takes python_misses= (TMA kernels: executable.py checks for this) */
+    if (PyModule_AddIntConstant(m, "MISSES_TO_PYTHON", 1) < 0) {
         Py_DECREF(m);
         return NULL;
     }

@@ -368,7 +368,7 @@ def make_runners(
     ``distinct(*pointers) -> bool`` (:meth:`ArgChecker.distinct_pointers`) is the miss path's
     aliasing check of two or more tensors (None: never false); ``alignment``: alignment masks;
     ``maps``: per TMA tensor map, (tensor index, encoder): encoded when the tensors are checked,
-    kept in the memo (such kernels use the Python runner).
+    kept in the memo (the compiled runner launches memo hits and hands misses to Python).
     """
     from . import runner_text  # loaded at the first launch, not by the compile before it
 
@@ -400,19 +400,20 @@ def make_runners(
             scope[f"d{i}"], scope[f"s{i}"] = dt, _torch_size(p.shape)
     run = types.FunctionType(run_code, scope, "run")
     call = types.FunctionType(call_code, scope, "call")
-    if native is not False and tensors and tensors == len(params) and not maps:
+    if native is not False and tensors and tensors == len(params):
         shapes = tuple(tuple(int(d) for d in p.shape) for p in params)
         call = (
             native_runner(launcher, grid, block, smem, tuple(torch_dtypes), shapes, memo,
-                          stream, ordinal, call, alignment)
+                          stream, ordinal, call, alignment, bool(maps))
             or call
         )  # fmt: skip
     return run, call
 
 
 def native_runner(
-    launcher, grid, block, smem, dtypes, shapes, memo, stream, ordinal, call, align=()
-):
+    launcher, grid, block, smem, dtypes, shapes, memo, stream, ordinal, call, align=(),
+    maps=False,
+):  # fmt: skip
     """The compiled runner (``tirx/backend/cuda/_launch.c``) in front of the Python runner
     ``call``, which takes every call it declines; None where there is none: the extension was
     not built (no C compiler at install), ``TIRX_NATIVE_LAUNCH=0``, the launcher has no C
@@ -423,7 +424,9 @@ def native_runner(
     ``ordinal``): a memo hit costs the identity, ``_version`` and ``data_ptr()`` reads in C; a
     miss, the full checks in C and a new block, remembered in the same memo the Python runner
     uses; then one stream lookup and ``cuLaunchKernel`` with the GIL released. Only calls that
-    fail a check (or are not a kernel's arguments at all) reach Python."""
+    fail a check (or are not a kernel's arguments at all) reach Python, and, for a kernel with
+    TMA tensor maps (``maps``), every miss: the Python runner encodes the maps into the block
+    it remembers (a build that cannot hand misses over is not used for such a kernel)."""
     native = _native_module()
     if native is None or not launcher.entry_address:
         return None
@@ -435,6 +438,8 @@ def native_runner(
         return None
     if any(align) and not getattr(native, "CHECKS_ALIGNMENT", False):
         return None
+    if maps and not getattr(native, "MISSES_TO_PYTHON", False):
+        return None
     handle = launcher.kernel.handle
     dims = (grid, block, int(smem))
 
@@ -442,6 +447,8 @@ def native_runner(
         launcher.failed(_cu_result(err), *dims, driver.STREAMS[stream_handle], params)
 
     extra = {"alignment": tuple(align)} if any(align) else {}
+    if maps:  # a miss encodes TMA maps: the Python runner takes it, the memo hit stays in C
+        extra["python_misses"] = True
     return native.Runner(
         launcher.entry_address, int(handle) if handle is not None else 0, grid, block,
         int(smem), dtypes, shapes, memo, stream, ordinal, call, fail, **extra,
