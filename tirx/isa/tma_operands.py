@@ -34,15 +34,18 @@ def swizzle_byte_offset(offset: int, swizzle: int) -> int:
     return offset ^ ((offset >> 3) & (((1 << swizzle) - 1) << 4))
 
 
+def _what(v) -> str:
+    """An operand as an error message names it: its buffer's scope and name, or "a value"."""
+    return (
+        f"{v.buffer.scope.value} buffer {v.buffer.name!r}" if isinstance(v, ir.View) else "a value"
+    )
+
+
 def global_region(text: str, v, rank: int):
     """(dims, element strides, origin bytes) of the global region ``v``, outer to inner."""
     where = f"{text}: operand src"
     if not isinstance(v, ir.View) or v.buffer.scope is not ir.Scope.GLOBAL:
-        got = (
-            f"{v.buffer.scope.value} buffer {v.buffer.name!r}"
-            if isinstance(v, ir.View)
-            else "a value"
-        )
+        got = _what(v)
         raise ContractError(
             f"{where} must be a region of a global tensor parameter, got {got}",
             hint="the tensor map describes a kernel parameter: pass A[:, :] (or a region of it "
@@ -115,11 +118,7 @@ def check_destination(text: str, v, box: tuple[int, ...], dtype, swizzle: int, r
     its box image, after checking that each holds the box image."""
     where = f"{text}: operand dst"
     if not isinstance(v, ir.View) or v.buffer.scope is not ir.Scope.SHARED:
-        got = (
-            f"{v.buffer.scope.value} buffer {v.buffer.name!r}"
-            if isinstance(v, ir.View)
-            else "a value"
-        )
+        got = _what(v)
         raise ContractError(
             f"{where} must be a view of shared memory (T.alloc_shared), got {got}",
             hint="a tensor load writes shared memory: dst = sA[stage, :, :]",
