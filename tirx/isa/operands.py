@@ -46,27 +46,34 @@ def operand_view(contract: Contract, spec: OperandSpec, v, nrep: int | None) -> 
     return v
 
 
-def check_register_operand(contract: Contract, spec: OperandSpec, v: ir.View):
-    """Validate a register operand; returns ``{(repeat, native_register): slot}``."""
-    where = f"{contract.text}: operand {spec.name}"
+def register_view(where: str, v: ir.View, scope: str, axes: tuple[str, ...]):
+    """``(layout, first slot, slots)`` of a register view, after checking what every register
+    operand needs: a local buffer, a layout over ``axes`` and ``m`` only, without replicas, and a
+    compile-time first slot. ``scope`` names the operand's scope in the message."""
     if v.buffer.scope is not ir.Scope.LOCAL:
         raise ContractError(
             f"{where} must be registers (a T.alloc_local buffer), got "
             f"{v.buffer.scope.value} buffer {v.buffer.name!r}"
         )
-    base = static_value(v.elem_offset)
-    if base is None:
-        raise ContractError(f"{where}: a register view must start at a compile-time slot")
     layout = v.layout
-    axes = set(layout.axes()) if hasattr(layout, "axes") else {"m"}
-    extra = axes - {"m", "laneid"}
+    extra = (set(layout.axes()) if hasattr(layout, "axes") else {"m"}) - {"m", *axes}
     if extra:
         raise ContractError(
-            f"{where}: a warp-scope register layout may use only laneid and m, got {sorted(extra)}"
+            f"{where}: a {scope} register layout may use only {', '.join(axes)} and m, got "
+            f"{sorted(extra)}"
         )
     if getattr(layout, "replica", ()):
         raise ContractError(f"{where}: a register layout cannot have replicas here")
-    capacity = v.buffer.nbytes // v.dtype.bytes
+    base = static_value(v.elem_offset)
+    if base is None:
+        raise ContractError(f"{where}: a register view must start at a compile-time slot")
+    return layout, base, v.buffer.nbytes // v.dtype.bytes
+
+
+def check_register_operand(contract: Contract, spec: OperandSpec, v: ir.View):
+    """Validate a register operand; returns ``{(repeat, native_register): slot}``."""
+    where = f"{contract.text}: operand {spec.name}"
+    layout, base, capacity = register_view(where, v, "warp-scope", ("laneid",))
     nat = len(spec.atom)
     repeat_shape = v.shape[:-nat]
     table = spec.owner_items

@@ -27,9 +27,9 @@ from dataclasses import dataclass
 
 from ..errors import ContractError, TirxSyntaxError
 from ..ir import nodes as ir
-from ..ir.simplify import static_value
 from .core import Contract, Family, FamilySpec, ModifierSlot, OperandSpec, Role
 from .cp_async import no_tile_form
+from .operands import register_view
 from .wgmma_descriptor import derive, encode
 from .wgmma_raw import MAX_WAIT, immediate, lower_raw, scale_d_operand
 
@@ -208,30 +208,15 @@ def accumulator_slots(contract: Contract, spec: OperandSpec, v) -> list[int]:
     where = f"{contract.text}: operand {spec.name}"
     if not isinstance(v, ir.View):
         raise ContractError(f"{where} must be a register view, got a scalar value")
-    if v.buffer.scope is not ir.Scope.LOCAL:
-        raise ContractError(
-            f"{where} must be registers (a T.alloc_local buffer), got {v.buffer.scope.value} "
-            f"buffer {v.buffer.name!r}"
-        )
     if v.dtype.name != "float32" or tuple(v.shape) != spec.atom:
         raise ContractError(
             f"{where} must be a float32 view of shape {spec.atom}, got {v.dtype} {tuple(v.shape)}",
             hint=f"acc.view({spec.atom[0]}, {spec.atom[1]}, layout=...) of a float32 local "
             f"buffer of {spec.registers} elements",
         )
-    layout = v.layout
-    axes = set(layout.axes()) if hasattr(layout, "axes") else {"m"}
-    extra = axes - {"m", "laneid", "wid_in_wg", "tid_in_wg"}
-    if extra or getattr(layout, "replica", ()):
-        got = f"the axes {sorted(extra)}" if extra else "replicas"
-        raise ContractError(
-            f"{where}: a warpgroup register layout may use only tid_in_wg, wid_in_wg, laneid "
-            f"and m, got {got}"
-        )
-    base = static_value(v.elem_offset)
-    if base is None:
-        raise ContractError(f"{where}: a register view must start at a compile-time slot")
-    capacity = v.buffer.nbytes // v.dtype.bytes
+    layout, base, capacity = register_view(
+        where, v, "warpgroup", ("tid_in_wg", "wid_in_wg", "laneid")
+    )
     slots: dict[int, set] = {}
     points = iter(layout.table(("tid_in_wg", "wid_in_wg", "laneid", "m")))
     for coord, (thread, reg) in spec.owner_items:
