@@ -34,22 +34,21 @@ def nvrtc_cubin(text: str, name: str, arch: str = "sm_90a") -> bytes:
 def tensor_map_2d(t, box_rows: int, box_cols: int = 64):
     """The 128-byte tensor map of a row-major 16-bit matrix ``t`` for TMA boxes of
     ``box_rows x box_cols`` elements, 128-byte swizzled (the layout of
-    ``shared_layout(..., "swizzle")`` for 64-wide K tiles), as a kernel argument's bytes."""
-    import torch
-    from cuda.bindings import driver as cu
+    ``shared_layout(..., "swizzle")`` for 64-wide K tiles), as a kernel argument's bytes:
+    encoded by tirx's launcher encoder (``tirx.backend.cuda.tma.encode_tiled``)."""
+    from tirx.backend.cuda.tma import encode_tiled
+    from tirx.ir.tensor_map import TensorMapFields
 
-    kind = cu.CUtensorMapDataType
-    dt = kind.CU_TENSOR_MAP_DATA_TYPE_FLOAT16 if t.dtype == torch.float16 else kind.CU_TENSOR_MAP_DATA_TYPE_BFLOAT16  # fmt: skip
-    u32, u64 = cu.cuuint32_t, cu.cuuint64_t
     rows, cols = t.shape
-    tm = ok(cu.cuTensorMapEncodeTiled(
-        dt, u32(2), t.data_ptr(), [u64(cols), u64(rows)], [u64(cols * t.element_size())],
-        [u32(box_cols), u32(box_rows)], [u32(1), u32(1)],
-        cu.CUtensorMapInterleave.CU_TENSOR_MAP_INTERLEAVE_NONE,
-        cu.CUtensorMapSwizzle.CU_TENSOR_MAP_SWIZZLE_128B,
-        cu.CUtensorMapL2promotion.CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-        cu.CUtensorMapFloatOOBfill.CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE))  # fmt: skip
-    return (ctypes.c_ubyte * 128).from_buffer_copy(ctypes.string_at(int(tm.getPtr()), 128))
+    fields = TensorMapFields(
+        str(t.dtype).removeprefix("torch."),
+        dims=(cols, rows),  # innermost first
+        strides=(cols * t.element_size(),),
+        box=(box_cols, box_rows),
+        swizzle=3,  # 128B
+        l2_promotion=3,  # 256B
+    )
+    return (ctypes.c_ubyte * 128).from_buffer_copy(encode_tiled(fields, t.data_ptr()))
 
 
 def raw_launcher(cubin: bytes, kernel: str, grid: int, threads: int, smem: int, args: list):
