@@ -568,6 +568,8 @@ class Function:
     # lowered: the body uses a form of the target's arch-specific feature set (sm_90a's
     # wgmma), so the CUDA backend compiles it for sm_XXa
     arch_specific: bool = False
+    # lowered: the body has TMA tensor copies, whose maps are hidden parameters (tensor_map.py)
+    tensor_maps: bool = False
 
 
 # Builders live in build.py; re-exported here so ``nodes.binop`` etc. keep working.

@@ -14,8 +14,8 @@ from dataclasses import replace
 from ..errors import TirxError, TirxSyntaxError
 from ..ir import nodes as ir
 from ..ir.simplify import static_value
-from ..ir.visitor import DESCEND, Transformer, rebuild, walk
-from ..isa import lookup
+from ..ir.visitor import DESCEND, Transformer, rebuild
+from ..isa import Family, lookup
 from ..isa.shared_rows import element_offset, known_definitions
 from .inline_indices import inline_indices
 from .limits import check_limits
@@ -47,15 +47,12 @@ def lower_function(fn: ir.Function, arch: int = 80) -> ir.Function:
         from .warp_ops import check_warp_ops
 
         check_warp_ops(body, arch)
-    specific = any(lookup(t).arch_specific for t in _instructions(body))  # sm_90a's wgmma
+    contracts = [lookup(t) for t in lowerer.instructions]
     return replace(
         fn, body=body, lowered=True, shared_offsets=offsets, shared_bytes=total,
-        arch_specific=specific,
+        arch_specific=any(c.arch_specific for c in contracts),  # sm_90a's wgmma
+        tensor_maps=any(c.family is Family.CP_ASYNC_BULK_TENSOR for c in contracts),
     )  # fmt: skip
-
-
-def _instructions(body) -> set[str]:
-    return {n.instruction for n in walk(body) if isinstance(n, ir.PtxCall)}
 
 
 def _plan_shared(fn: ir.Function):
@@ -117,6 +114,7 @@ class _Lowerer(Transformer):
         self.arch = arch
         self.vectorized = False  # met a T.vectorized loop
         self.warp_collectives = False  # met a warp collective
+        self.instructions: set[str] = set()  # the PTX instructions of its tile ops and raw calls
 
     def leave_For(self, s, *children):
         self.vectorized = self.vectorized or s.kind is ir.LoopKind.VECTORIZED
@@ -144,10 +142,12 @@ class _Lowerer(Transformer):
         return ir.Store(buf, index, ir.cast(value, view.dtype), view.dtype, s.span)
 
     def enter_TileOp(self, s):
+        self.instructions.add(s.instruction)
         return ir.Seq(tuple(lower_tile_op(s, self.arch)), s.span)
 
     def enter_RawPtx(self, s):
         call = lower_raw_ptx(s, self.arch, self.address)
+        self.instructions.add(call.instruction)
         return ir.PtxCall(call.instruction, tuple(map(self.visit, call.operands)), call.span)
 
     def enter_ElemAtomic(self, s):

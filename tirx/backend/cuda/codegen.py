@@ -16,7 +16,6 @@ import sys
 from ...dtypes import DType, DTypeKind, is_fp8
 from ...ir import nodes as ir
 from ...ir.simplify import is_nonnegative
-from ...ir.tensor_map import tensor_maps
 from ...ir.visitor import UnknownNodeError, Visitor, Walker, load_attribute
 from .abi import CODEGEN_VERSION, param_kinds, uses_dynamic_shared
 from .tools import LazyPattern, c_string
@@ -546,7 +545,7 @@ def generate(fn: ir.Function) -> str:
             params.append(f"{p.dtype.c_type}* __restrict__ {p.name}")
         else:
             params.append(f"{_scalar_param_ctype(p.dtype)} {p.name}")
-    maps = tensor_maps(fn)  # TMA tensor maps: hidden parameters after the user's (tma.py)
+    maps = fn.tensor_maps  # TMA tensor maps: hidden parameters after the user's (tma.py)
     params += load_attribute(_FAMILY + "tma:map_parameters")(fn) if maps else []
     bx, by, bz = fn.launch.block
     threads = bx * by * bz

@@ -233,9 +233,7 @@ class CudaExecutable(Executable):
     def _map_encoders(self) -> tuple:
         """Per hidden parameter: (index of the tensor it reads, its encoder ``(pointer) ->
         bytes``), empty for a kernel without TMA (which never loads tma.py)."""
-        from ...ir.tensor_map import tensor_maps
-
-        if not tensor_maps(self.lowered):
+        if not self.lowered.tensor_maps:
             return ()
         from .tma import MapEncoder, map_sources
 

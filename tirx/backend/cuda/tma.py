@@ -11,6 +11,8 @@ address. The copy clobbers memory: shared bytes change behind the C compiler's b
 
 from __future__ import annotations
 
+import functools
+
 from ...ir import nodes as ir
 from ...ir.tensor_map import TensorMap, fields_count, tensor_map_of, tensor_maps
 
@@ -28,15 +30,16 @@ def map_parameters(fn: ir.Function) -> list[str]:
     return [f"const __grid_constant__ tirx_tmap {map_name(k)}" for k in range(len(_maps(fn)))]
 
 
+@functools.lru_cache(maxsize=4)
 def _maps(fn: ir.Function) -> dict[TensorMap, int]:
+    """Map -> hidden parameter index: one walk of ``fn`` for its declarations, its copies and
+    its launcher (a Function hashes by identity)."""
     return {tm: k for k, tm in enumerate(tensor_maps(fn))}
 
 
 def emit_tma(gen, st: ir.PtxCall) -> None:
     """Emit the tensor copy ``st`` through ``gen`` (the codegen's line and operand printers)."""
-    index = getattr(gen, "tirx_tensor_maps", None)
-    if index is None:
-        index = gen.tirx_tensor_maps = _maps(gen.fn)
+    index = _maps(gen.fn)
     tm = tensor_map_of(st)
     rank = tm.fields.rank
     ops = st.operands
@@ -123,4 +126,4 @@ class MapEncoder:
 def map_sources(fn: ir.Function) -> tuple[tuple[int, TensorMap], ...]:
     """Per hidden parameter, the index of the tensor parameter its map reads, and the map."""
     index = {p: i for i, p in enumerate(fn.params)}
-    return tuple((index[tm.buffer], tm) for tm in tensor_maps(fn))
+    return tuple((index[tm.buffer], tm) for tm in _maps(fn))
