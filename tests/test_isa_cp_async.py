@@ -9,6 +9,7 @@ import itertools
 import pytest
 
 import tirx
+from tirx import catalog
 from tirx import isa
 from tirx.errors import ContractError, TirxError
 from tirx.ir.nodes import ExecScope
@@ -89,12 +90,11 @@ def test_the_family_is_found_by_its_dotted_mnemonic_longest_first(monkeypatch):
     assert registry.family_of_text("mma.sync.aligned").family is Family.MMA
     assert registry.family_of_text("cp.asyncx") is None  # a prefix must end at a dot
     # a shorter mnemonic that is a dotted prefix of cp.async must not take its texts
-    cp = registry.SPECS[Family.MMA]
-    short = FamilySpec(Family.MMA, "cp", (), cp.reject, cp.build, cp.lower)
-    specs = sorted((*registry.FAMILIES, short), key=lambda s: -len(s.mnemonic))
-    monkeypatch.setattr(registry, "_BY_LENGTH", specs)
-    assert registry.family_of_text("cp.async.cg.shared.global").mnemonic == "cp.async"
-    assert registry.family_of_text("cp.foo") is short
+    monkeypatch.setattr(catalog, "_MNEMONICS", sorted([*catalog._MNEMONICS, "cp"], key=len)[::-1])
+    assert catalog.mnemonic_of("cp.async.cg.shared.global") == "cp.async"
+    assert catalog.mnemonic_of("cp.async.bulk.commit_group") == "cp.async.bulk"
+    assert catalog.mnemonic_of("cp.async.bulk.tensor.2d.shared::cta.global") == "cp.async.bulk.tensor"
+    assert catalog.mnemonic_of("cp.foo") == "cp"
 
 
 def test_each_family_says_its_execution_scope():

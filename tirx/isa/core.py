@@ -1,8 +1,8 @@
 """The vocabulary of instruction forms: families, modifier slots, operand specs, contracts.
 
 A *form* is one PTX instruction text (``mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32``).
-Each family module (:mod:`tirx.isa.mma`, :mod:`tirx.isa.ldmatrix`, ...) declares its forms as
-data: a grammar of modifier slots (the PTX syntax line, token by token), a rule saying which
+Each family's contract module (``tirx/families/<family>/isa.py``: :mod:`tirx.families.mma.isa`, ...)
+declares its forms as data: a grammar of modifier slots (the PTX syntax line, token by token), a rule saying which
 combinations the ISA has, and a builder that turns one combination into a :class:`Contract`.
 A contract lists the operands in PTX order; each register operand gives its dtype, the *atom*
 (the trailing view shape one instruction covers), how many native 32-bit registers a lane
@@ -19,25 +19,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cached_property
 
+from ..catalog import Family
 from ..ir.nodes import ExecScope
 
 __all__ = ["Family", "Role", "ModifierSlot", "OperandSpec", "Contract", "FamilySpec"]
-
-
-class Family(enum.Enum):
-    """An instruction family: one module of :mod:`tirx.isa` each (see ``registry.FAMILIES``)."""
-
-    MMA = "mma"
-    LDMATRIX = "ldmatrix"
-    STMATRIX = "stmatrix"
-    CP_ASYNC = "cp.async"
-    CP_ASYNC_BULK = "cp.async.bulk"
-    FENCE_PROXY = "fence.proxy"
-    MBARRIER = "mbarrier"
-    CP_ASYNC_MBARRIER = "cp.async.mbarrier"
-    FENCE_MBARRIER_INIT = "fence.mbarrier_init"
-    WGMMA = "wgmma"
-    CP_ASYNC_BULK_TENSOR = "cp.async.bulk.tensor"
 
 
 class Role(enum.Enum):
@@ -141,17 +126,19 @@ class Contract:
 @dataclass(frozen=True)
 class FamilySpec:
     """What a family module declares: the syntax line(s) as modifier slots after ``mnemonic``;
-    ``reject(mods)`` says why a combination is not an instruction the ISA has (None: it is);
-    ``build(text, mods)`` gives its contract; ``lower(contract, op)`` its per-lane PTX calls
-    (``op`` a ``TileOp`` whose operand count was checked). ``mnemonic`` may contain dots
-    (``cp.async``). ``exec_scope`` is the group of threads that executes each of the family's
-    instructions together, and so the ``scope=`` of its tile operations: ``ExecScope.WARP`` for
-    the ``.sync.aligned`` warp instructions, which need all 32 lanes of a warp (the
-    machine-limit check reads it for raw calls too), ``ExecScope.THREAD`` for cp.async.
-    ``lower_raw(contract, op, address, arch)`` lowers a raw ``T.ptx`` call of the family (``arch``: the target's ``sm_`` number, for rules that depend on the operands); ``None``
-    means the generic scalar-operand lowering of :mod:`tirx.transform.raw_ptx`. ``notes``:
-    Markdown that docs/instructions.md prints under the family's heading (how it is spelled,
-    what is checked, what the simulator models)."""
+        ``reject(mods)`` says why a combination is not an instruction the ISA has (None: it is);
+        ``build(text, mods)`` gives its contract; ``lower(contract, op)`` its per-lane PTX calls
+        (``op`` a ``TileOp`` whose operand count was checked). ``mnemonic`` may contain dots
+        (``cp.async``). ``exec_scope`` is the group of threads that executes each of the family's
+        instructions together, and so the ``scope=`` of its tile operations: ``ExecScope.WARP`` for
+        the ``.sync.aligned`` warp instructions, which need all 32 lanes of a warp (the
+        machine-limit check reads it for raw calls too), ``ExecScope.THREAD`` for cp.async.
+        ``lower_raw(contract, op, address, arch)`` lowers a raw ``T.ptx`` call of the family (``arch``: the target's ``sm_`` number, for rules that depend on the operands); ``None``
+        means the generic scalar-operand lowering of :mod:`tirx.transform.raw_ptx`. ``notes``:
+        Markdown that docs/instructions.md prints under the family's heading (how it is spelled,
+        what is checked, what the simulator models). ``no_picture``: why the family has no lane
+    picture in the notebook layer (its operands are not register fragments of a warp), or ""
+    when the widgets draw one."""
 
     family: Family
     mnemonic: str
@@ -163,6 +150,10 @@ class FamilySpec:
     exec_scope: ExecScope = ExecScope.WARP
     lower_raw: Callable | None = None
     notes: str = ""
+    # why the notebook layer draws no lane picture of the family's operands ("" when it does)
+    no_picture: str = ""
+    # its calls read TMA tensor maps, which the launcher passes as hidden kernel parameters
+    tensor_maps: bool = False
 
     def __post_init__(self):
         if not isinstance(self.exec_scope, ExecScope):

@@ -1,9 +1,11 @@
-"""The families, the supported forms, and ``lookup(text) -> Contract``.
+"""The families' specs, the supported forms, and ``lookup(text) -> Contract``.
 
-``FAMILIES`` is the one list of family modules; a family is added by writing its module
-(a :class:`~tirx.isa.core.FamilySpec` named ``SPEC``) and adding it here. Every member of
-:class:`Family` must have exactly one spec: checked at import, so a family nobody handles
-fails loudly instead of falling into another's branch.
+A family's specs are the ``SPECS`` of its contract module, ``tirx/families/<folder>/isa.py``,
+found through :mod:`tirx.catalog` and imported at the first lookup of one of its texts: a kernel
+of ldmatrix and mma loads those two families' contracts and no others. ``FAMILIES`` (every
+spec, in catalog order) and ``SPECS`` (``{Family: spec}``) load them all; every member of
+:class:`Family` must have exactly one spec, checked when they are built, so a family nobody
+declares fails loudly instead of falling into another's branch.
 """
 
 from __future__ import annotations
@@ -11,26 +13,19 @@ from __future__ import annotations
 import difflib
 import functools
 
+from .. import catalog
 from ..errors import ContractError
-from . import cp_async, cp_async_bulk, fence_proxy, ldmatrix, mbarrier, mma, stmatrix, tma, wgmma
 from .core import Contract, Family, FamilySpec
 
 __all__ = [
-    "FAMILIES", "SPECS", "lookup", "supported_forms", "spec_of", "family_of_text", "check_complete",
-    "check_arch",
+    "lookup", "supported_forms", "spec_of", "family_of_text", "check_complete",
+    "check_arch", "all_specs",
 ]  # fmt: skip
-
-FAMILIES: tuple[FamilySpec, ...] = (
-    mma.SPEC, ldmatrix.SPEC, stmatrix.SPEC, cp_async.SPEC, cp_async_bulk.SPEC, fence_proxy.SPEC,
-    mbarrier.SPEC, mbarrier.CP_ASYNC_SPEC, mbarrier.FENCE_SPEC,
-    wgmma.SPEC,
-    tma.SPEC,
-)  # fmt: skip
 
 
 def check_complete(specs, what: str = "isa.FAMILIES") -> dict:
     """``{Family: value}`` from ``(family, value)`` pairs, refusing a missing or doubled family
-    (used for every table keyed by family, here and in the lowering and the widgets)."""
+    (used for every table keyed by family)."""
     table = {}
     for family, value in specs:
         if family in table:
@@ -42,29 +37,59 @@ def check_complete(specs, what: str = "isa.FAMILIES") -> dict:
     return table
 
 
-SPECS: dict[Family, FamilySpec] = check_complete((s.family, s) for s in FAMILIES)
-# Longest mnemonic first, so that a family whose mnemonic is a dotted prefix of another's
-# (cp.async of cp.async.bulk) does not swallow the longer one's texts.
-_BY_LENGTH = sorted(FAMILIES, key=lambda s: -len(s.mnemonic))
+@functools.cache
+def _specs_of(folder: str) -> dict[Family, FamilySpec]:
+    """The specs of one family folder, checked against its catalog row."""
+    row = catalog.stage(folder, "isa")
+    specs = {s.family: s for s in row.SPECS}
+    declared = {Family(p) for p in catalog.row_of_family(next(iter(specs))).ptx}
+    if set(specs) != declared or len(specs) != len(row.SPECS):
+        raise RuntimeError(
+            f"tirx/families/{folder}/isa.py declares {sorted(f.value for f in specs)}; its "
+            f"catalog row says {sorted(f.value for f in declared)}"
+        )
+    for family, spec in specs.items():
+        if spec.mnemonic != family.value:
+            raise RuntimeError(f"{family}: its spec's mnemonic is {spec.mnemonic!r}")
+    return specs
+
+
+def spec_of(family: Family) -> FamilySpec:
+    """The spec of one family (its contract module imported now if it was not)."""
+    return _specs_of(catalog.row_of_family(family).folder)[family]
+
+
+@functools.cache
+def all_specs() -> tuple[FamilySpec, ...]:
+    """Every family's spec, in catalog order (imports every contract module)."""
+    out = [spec_of(f) for f in Family]
+    check_complete((s.family, s) for s in out)
+    return tuple(out)
+
+
+def __getattr__(name):
+    if name == "FAMILIES":
+        return all_specs()
+    if name == "SPECS":
+        return {s.family: s for s in all_specs()}
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 _CACHE: dict[str, Contract] = {}  # text -> contract; tests replace it to redefine forms
 
 
-def spec_of(family: Family) -> FamilySpec:
-    return SPECS[family]
-
-
 def family_of_text(text: str) -> FamilySpec | None:
-    """The family whose mnemonic is the longest dotted prefix of ``text`` (``cp.async...``,
-    ``mma...``), or None."""
-    return next((s for s in _BY_LENGTH if s.names(text)), None)
+    """The spec of the family whose mnemonic is the longest dotted prefix of ``text``
+    (``cp.async...``, ``mma...``), or None."""
+    mnemonic = catalog.mnemonic_of(text)
+    return spec_of(Family(mnemonic)) if mnemonic is not None else None
 
 
 @functools.cache
 def supported_forms() -> tuple[str, ...]:
     """Every instruction text tirx checks, lowers and runs, family by family."""
     out = []
-    for spec in FAMILIES:
+    for spec in all_specs():
         for mods in spec.combinations():
             if spec.reject(mods) is None:
                 out.append(spec.spell(mods))
@@ -79,7 +104,7 @@ def lookup(text: str) -> Contract:
         return _CACHE[text]
     spec = family_of_text(text)
     if spec is None:
-        families = ", ".join(s.mnemonic for s in FAMILIES)
+        families = ", ".join(f.value for f in Family)
         raise _unknown(text, f"tirx knows the families {families}")
     mods, why = spec.parse(text)
     if mods is None:

@@ -27,7 +27,7 @@ from __future__ import annotations
 from ..errors import LaunchError
 from ..ir import nodes as ir
 from ..ir.visitor import walk
-from ..isa.registry import FAMILIES
+from ..isa.registry import family_of_text
 
 __all__ = [
     "check_limits",
@@ -46,10 +46,10 @@ def warp_collective_opcode(instruction: str) -> str | None:
     by whole warps together (``FamilySpec.exec_scope``), else None. Only :mod:`tirx.isa`
     forms reach the lowered program (a raw ``T.ptx`` call of any other text is refused when it
     is lowered), so the ISA data is the whole list."""
-    for spec in FAMILIES:
-        if instruction == spec.mnemonic or instruction.startswith(spec.mnemonic + "."):
-            return spec.mnemonic if spec.exec_scope is not ir.ExecScope.THREAD else None
-    return None
+    spec = family_of_text(instruction)
+    if spec is None or spec.exec_scope is ir.ExecScope.THREAD:
+        return None
+    return spec.mnemonic
 
 
 class MachineLimitError(LaunchError):
@@ -81,10 +81,9 @@ def check_limits(fn: ir.Function) -> None:
 
 def _check_warpgroups(fn: ir.Function, threads: int) -> None:
     """A warpgroup-collective instruction (wgmma) needs whole warpgroups of 128 threads."""
-    scopes = {s.mnemonic: s.exec_scope for s in FAMILIES}
     for call in _ptx_calls(fn.body):
         opcode = warp_collective_opcode(call.instruction)
-        if opcode is not None and scopes[opcode] is ir.ExecScope.WARPGROUP:
+        if opcode is not None and family_of_text(opcode).exec_scope is ir.ExecScope.WARPGROUP:
             full = (threads + WARPGROUP_SIZE - 1) // WARPGROUP_SIZE * WARPGROUP_SIZE
             raise MachineLimitError(
                 f"{opcode} is executed by whole warpgroups of {WARPGROUP_SIZE} threads, but the "

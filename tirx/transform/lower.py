@@ -15,7 +15,8 @@ from ..errors import TirxError, TirxSyntaxError
 from ..ir import nodes as ir
 from ..ir.simplify import static_value
 from ..ir.visitor import DESCEND, Transformer, rebuild
-from ..isa import Family, lookup
+from ..isa import lookup
+from ..isa.registry import spec_of
 from ..isa.shared_rows import element_offset, known_definitions
 from .inline_indices import inline_indices
 from .limits import check_limits
@@ -51,7 +52,7 @@ def lower_function(fn: ir.Function, arch: int = 80) -> ir.Function:
     return replace(
         fn, body=body, lowered=True, shared_offsets=offsets, shared_bytes=total,
         arch_specific=any(c.arch_specific for c in contracts),  # sm_90a's wgmma
-        tensor_maps=any(c.family is Family.CP_ASYNC_BULK_TENSOR for c in contracts),
+        tensor_maps=any(spec_of(c.family).tensor_maps for c in contracts),
     )  # fmt: skip
 
 

@@ -9,7 +9,7 @@ from ..errors import ContractError, TirxSyntaxError
 from ..ir import nodes as ir
 from ..ir.simplify import static_value
 from ..isa import Role, lookup
-from ..isa.registry import SPECS, check_arch
+from ..isa.registry import check_arch, spec_of
 
 __all__ = ["lower_raw_ptx", "operand_counts"]
 
@@ -29,7 +29,7 @@ def lower_raw_ptx(op: ir.RawPtx, arch: int, address) -> ir.PtxCall:
     """``address(view, indices) -> (buffer, index)`` is the lowerer's element addressing."""
     contract = lookup(op.instruction)
     check_arch(contract, arch)
-    own = SPECS[contract.family].lower_raw
+    own = spec_of(contract.family).lower_raw
     if own is not None:
         return own(contract, op, address, arch)
     counts = operand_counts(contract)

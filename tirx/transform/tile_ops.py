@@ -12,14 +12,14 @@ from ..errors import ContractError, TirxSyntaxError, layout_definition
 from ..ir import nodes as ir
 from ..isa import lookup
 from ..isa.operands import check_register_operand
-from ..isa.registry import SPECS, check_arch
+from ..isa.registry import check_arch, spec_of
 
 __all__ = ["lower_tile_op", "check_register_operand"]
 
 
 def lower_tile_op(op: ir.TileOp, arch: int) -> list[ir.Stmt]:
     contract = lookup(op.instruction)
-    spec = SPECS[contract.family]
+    spec = spec_of(contract.family)
     scope = spec.exec_scope
     if op.scope != scope:
         raise TirxSyntaxError(

@@ -31,11 +31,11 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
-from ..errors import ContractError
-from ..ir import nodes as ir
-from ..ir.simplify_index import simplify_index
-from ..layout.swizzle import ComposeLayout
-from .shared_rows import residue
+from ...errors import ContractError
+from ...ir import nodes as ir
+from ...ir.simplify_index import simplify_index
+from ...isa.shared_rows import residue
+from ...layout.swizzle import ComposeLayout
 
 __all__ = ["Swizzle", "Descriptor", "derive", "encode", "FIELD_LIMIT"]
 

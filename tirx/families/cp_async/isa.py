@@ -37,15 +37,22 @@ between memories, each thread its own.
 
 from __future__ import annotations
 
-import itertools
 from dataclasses import dataclass
 
-from ..errors import ContractError, TirxSyntaxError
-from ..ir import nodes as ir
-from ..ir.simplify import static_value
-from ..ir.simplify_index import simplify_index
-from .core import Contract, Family, FamilySpec, ModifierSlot, OperandSpec, Role
-from .shared_rows import RowCheck, check_rows, element_offset, residue
+from ...errors import ContractError, TirxSyntaxError
+from ...ir import nodes as ir
+from ...ir.simplify import static_value
+from ...isa.core import Contract, Family, FamilySpec, ModifierSlot, OperandSpec, Role
+from ...isa.raw_forms import (
+    byte_offset,
+    group_contract,
+    no_operands,
+    no_tile_form,
+    reads_memory,
+    repeat_offsets,
+    wait_count,
+)
+from ...isa.shared_rows import RowCheck, check_rows, residue
 
 __all__ = ["SPEC", "SLOTS", "CopyForm", "MIN_ARCH"]
 
@@ -131,7 +138,7 @@ def _src_size(form: CopyForm, value, chunk: int):
         return None
     if isinstance(value, ir.Expr) and value.dtype.kind == "float":
         raise ContractError(f"{form.text}: src_size must be an integer number of bytes")
-    if _reads_memory(value):
+    if reads_memory(value):
         raise ContractError(
             f"{form.text}: src_size must be computed from thread indices, loop variables, "
             "parameters or kernel variables, not read from a tensor",
@@ -144,19 +151,6 @@ def _src_size(form: CopyForm, value, chunk: int):
             hint="src_size bytes are read; the rest of the chunk is filled with zeros",
         )
     return ir.ScalarOperand(ir.cast(value, ir.U32))
-
-
-def _reads_memory(e) -> bool:
-    """Whether a script-level value reads a tensor (such values are not lowered here)."""
-    if isinstance(e, (ir.ElemLoad, ir.Load)):
-        return True
-    if isinstance(e, (ir.BinOp, ir.Cmp, ir.Logic)):
-        return _reads_memory(e.a) or _reads_memory(e.b)
-    if isinstance(e, (ir.Cast, ir.Not)):
-        return _reads_memory(e.value if isinstance(e, ir.Cast) else e.a)
-    if isinstance(e, ir.Select):
-        return any(_reads_memory(x) for x in (e.cond, e.a, e.b))
-    return False
 
 
 # ----------------------------------------------------------------------------- tile form
@@ -205,32 +199,12 @@ def _predicate(form: CopyForm, value):
         return ir.const(bool(value))
     if not isinstance(value, ir.Expr) or value.dtype.kind == "float":
         raise ContractError(f"{form.text}: pred must be a condition, got {value!r}")
-    if _reads_memory(value):
+    if reads_memory(value):
         raise ContractError(
             f"{form.text}: pred must be computed from kernel values, not read from a tensor",
             hint="load the value into a variable first",
         )
     return value if value.dtype.kind == "bool" else ir.cmp(ir.CmpOp.NE, value, 0)
-
-
-def _bytes(offset, dtype):
-    return simplify_index(offset * dtype.bytes)
-
-
-def repeat_offsets(text: str, dst: ir.View, src: ir.View, unit: str):
-    """Per repeat of a copy's tile form (every axis before the last), the byte offsets of its
-    first element in ``dst`` and in ``src``; the two views must have the same repeat axes."""
-    if dst.shape[:-1] != src.shape[:-1]:
-        raise ContractError(
-            f"{text}: operands dst and src have different repeat shapes "
-            f"{dst.shape[:-1]} vs {src.shape[:-1]}",
-            hint=f"the axes before {unit} are repeats, one copy each, and must match",
-        )
-    for rep in itertools.product(*(range(e) for e in dst.shape[:-1])):
-        yield (
-            _bytes(element_offset(dst, (*rep, 0)), dst.dtype),
-            _bytes(element_offset(src, (*rep, 0)), src.dtype),
-        )
 
 
 def _check_view(form: CopyForm, name: str, v, scope: ir.Scope, chunk: int) -> None:
@@ -297,7 +271,7 @@ def lower_raw(contract: Contract, op: ir.RawPtx, address, arch: int) -> ir.PtxCa
         raise err.with_span(spans[2]) from None
     operands = []
     for (buf, index, dtype, span), name in zip(ops, ("dst", "src")):
-        nbytes = _bytes(index, dtype)
+        nbytes = byte_offset(index, dtype)
         rem = residue(nbytes, size)
         if rem:
             raise ContractError(
@@ -312,18 +286,6 @@ def lower_raw(contract: Contract, op: ir.RawPtx, address, arch: int) -> ir.PtxCa
     return ir.PtxCall(text, tuple(operands), op.span)
 
 
-def group_contract(
-    text: str, family: Family, mods: dict, waits: bool, groups: str, min_arch: int = MIN_ARCH
-) -> Contract:
-    """The contract of a group call: a wait has one immediate operand, the number of the
-    thread's newest ``groups`` that may stay pending; a commit (or wait_all) has none."""
-    n = OperandSpec(
-        "n", Role.IMMEDIATE, "uint32", (), 0,
-        about=f"how many of the thread's newest {groups} may stay pending",
-    )  # fmt: skip
-    return Contract(text, family, (n,) if waits else (), min_arch, tuple(mods.items()))
-
-
 def _group_call(op: ir.RawPtx) -> ir.PtxCall:
     text = op.instruction
     if text != "cp.async.wait_group":
@@ -331,52 +293,10 @@ def _group_call(op: ir.RawPtx) -> ir.PtxCall:
     return wait_count(text, op, "groups", "STAGES - 2")
 
 
-def no_operands(text: str, op: ir.RawPtx) -> ir.PtxCall:
-    """``T.ptx[text]()``: a call without operands (a commit, wait_all, a fence); an operand
-    given is a ContractError at it."""
-    if op.operands:
-        raise ContractError(
-            f'T.ptx["{text}"]() takes no operands, got {len(op.operands)}'
-        ).with_span(op.operand_spans[0] if op.operand_spans else None)
-    return ir.PtxCall(text, (), op.span)
-
-
-def no_tile_form(contract: Contract, args: str = "") -> ContractError:
-    """The error for a tile operation of a form that is only called directly, the hint showing
-    the call with ``args``."""
-    return ContractError(
-        f"{contract.text} has no tile form",
-        hint=f'call it directly: T.ptx["{contract.text}"]({args})',
-    )
-
-
-def wait_count(text: str, op: ir.RawPtx, groups: str, example: str) -> ir.PtxCall:
-    """``T.ptx[text](n)``: a wait whose one operand, the number of the thread's newest
-    ``groups`` that may stay pending, is an immediate of the instruction (PTX gives it no
-    further domain than a non-negative integer constant)."""
-    if len(op.operands) != 1:
-        raise ContractError(
-            f'T.ptx["{text}"](n) takes one operand, the number of {groups} that may stay '
-            f"pending, got {len(op.operands)}"
-        )
-    value = op.operands[0]
-    span = op.operand_spans[0] if op.operand_spans else None
-    n = static_value(value)
-    if n is None or (isinstance(value, ir.Expr) and value.dtype.kind == "float"):
-        raise ContractError(
-            f"{text}: n must be a compile-time int",
-            hint=f"the number of pending groups is an immediate in the instruction, e.g. {example}",
-        ).with_span(span)
-    if not 0 <= n < 2**31:
-        raise ContractError(
-            f"{text}: n must be a non-negative int, got {n}",
-            hint=f"0 waits for every one of the thread's {groups}",
-        ).with_span(span)
-    return ir.PtxCall(text, (ir.Immediate(n),), op.span)
-
-
 SPEC = FamilySpec(
     Family.CP_ASYNC, "cp.async", SLOTS, reject, build, lower_tile,
     "PTX ISA, Data Movement and Conversion Instructions: cp.async",
     exec_scope=ir.ExecScope.THREAD, lower_raw=lower_raw,
 )  # fmt: skip
+
+SPECS = (SPEC,)

@@ -12,7 +12,7 @@ The forms tirx has, as the ISA spells them::
 
 with N every multiple of 8 from 8 to 256 and T = f16 or bf16 (A and B of one type): the ss
 form, both operands read from shared memory through 64-bit matrix descriptors
-(:mod:`tirx.isa.wgmma_descriptor`), ``d`` N/2 float32 registers per thread, read and written in
+(:mod:`tirx.families.wgmma.isa_descriptor`), ``d`` N/2 float32 registers per thread, read and written in
 place. The four instructions are executed by the 128 threads of an aligned warpgroup together.
 
 Lowered (PTX order): mma_async is ``(RegVector(d, out), ScalarOperand(u64 a_desc),
@@ -25,13 +25,13 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from ..errors import ContractError, TirxSyntaxError
-from ..ir import nodes as ir
-from .core import Contract, Family, FamilySpec, ModifierSlot, OperandSpec, Role
-from .cp_async import no_tile_form
-from .operands import register_view
-from .wgmma_descriptor import derive, encode
-from .wgmma_raw import MAX_WAIT, immediate, lower_raw, scale_d_operand
+from ...errors import ContractError, TirxSyntaxError
+from ...ir import nodes as ir
+from ...isa.core import Contract, Family, FamilySpec, ModifierSlot, OperandSpec, Role
+from ...isa.operands import register_view
+from ...isa.raw_forms import no_tile_form
+from .isa_descriptor import derive, encode
+from .isa_raw import MAX_WAIT, immediate, lower_raw, scale_d_operand
 
 __all__ = ["SPEC", "SLOTS", "MIN_ARCH", "N_VALUES", "ELEMENT", "accumulator_owner", "NOTES"]
 
@@ -323,3 +323,5 @@ SPEC = _Spec(
     "PTX ISA, Asynchronous Warpgroup Level Matrix Multiply-Accumulate Instructions",
     exec_scope=ir.ExecScope.WARPGROUP, lower_raw=lower_raw, notes=NOTES,
 )  # fmt: skip
+
+SPECS = (SPEC,)

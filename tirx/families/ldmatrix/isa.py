@@ -3,9 +3,9 @@
 
 from __future__ import annotations
 
-from ..ir.nodes import ExecScope
-from . import matrix
-from .core import Family, FamilySpec
+from ...ir.nodes import ExecScope
+from ...isa import matrix
+from ...isa.core import Family, FamilySpec
 
 __all__ = ["SPEC"]
 
@@ -19,3 +19,5 @@ SPEC = FamilySpec(
     "PTX ISA 9.7.16.6.1 (ldmatrix)",
     exec_scope=ExecScope.WARP,
 )  # fmt: skip
+
+SPECS = (SPEC,)

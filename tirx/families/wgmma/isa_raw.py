@@ -4,11 +4,11 @@ lowered to the PtxCalls of docs/instructions.md, and the operand checks the tile
 
 from __future__ import annotations
 
-from ..errors import ContractError
-from ..ir import nodes as ir
-from ..ir.simplify import static_value
-from .core import Contract
-from .cp_async import _reads_memory, no_operands
+from ...errors import ContractError
+from ...ir import nodes as ir
+from ...ir.simplify import static_value
+from ...isa.core import Contract
+from ...isa.raw_forms import no_operands, reads_memory
 
 __all__ = ["lower_raw", "scale_d_operand", "immediate", "MAX_WAIT"]
 
@@ -108,7 +108,7 @@ def _integer(text: str, name: str, e, span, fix: str):
         isinstance(e, ir.Expr) and e.dtype.kind not in ("int", "uint", "bool")
     ):
         raise ContractError(f"{text}: {name} must be an integer", hint=fix).with_span(span)
-    if _reads_memory(e):
+    if reads_memory(e):
         raise ContractError(
             f"{text}: {name} must be computed from indices, parameters or variables, not read "
             "from a tensor",

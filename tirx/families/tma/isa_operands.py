@@ -13,13 +13,13 @@ from __future__ import annotations
 import itertools
 import math
 
-from ..errors import ContractError
-from ..ir import nodes as ir
-from ..ir.simplify import static_value
-from ..ir.tensor_map import SWIZZLE_SPAN
-from ..layout.swizzle import ComposeLayout
-from .cp_async import _bytes
-from .shared_rows import element_offset, residue
+from ...errors import ContractError
+from ...ir import nodes as ir
+from ...ir.simplify import static_value
+from ...ir.tensor_map import SWIZZLE_SPAN
+from ...isa.raw_forms import byte_offset
+from ...isa.shared_rows import element_offset, residue
+from ...layout.swizzle import ComposeLayout
 
 __all__ = ["swizzle_byte_offset", "global_region", "check_destination", "ALIGN_UNSWIZZLED"]
 
@@ -145,7 +145,7 @@ def check_destination(text: str, v, box: tuple[int, ...], dtype, swizzle: int, r
             f"destination is aligned to {kind}",
             hint=f"allocate it with T.alloc_shared(..., align={period})",
         )
-    start = _bytes(v.elem_offset, v.dtype)
+    start = byte_offset(v.elem_offset, v.dtype)
     if isinstance(v.layout, ComposeLayout):  # the layout's own swizzle repeats too
         c = v.layout
         period = max(period, v.dtype.bytes << (c.per_element + c.swizzle_len + c.atom_len))

@@ -17,7 +17,7 @@ most the ``N`` newest bulk groups of the thread are pending, ``wait_group.read N
 their reads of the source are done (the shared bytes may be overwritten; the global bytes may
 not have landed yet). Stores of the generic proxy (ordinary stores, stmatrix, cp.async) are
 seen by the copy engine (the async proxy) only after a ``fence.proxy.async`` (see
-:mod:`tirx.isa.fence_proxy`) by the storing threads, then a barrier.
+:mod:`tirx.families.fence_proxy.isa`) by the storing threads, then a barrier.
 
 Raw form: ``T.ptx["cp.async.bulk.global.shared::cta.bulk_group"](Out[r, c], s[i, j], nbytes)``
 with the global destination element, the shared source element (their addresses) and the byte
@@ -39,20 +39,20 @@ Lowered (PTX order): ``AddressOperand(GlobalAddress)``, ``AddressOperand(SharedA
 
 from __future__ import annotations
 
-from ..errors import ContractError, TirxSyntaxError
-from ..ir import nodes as ir
-from ..ir.simplify import static_value
-from .core import Contract, Family, FamilySpec, ModifierSlot, OperandSpec, Role
-from .cp_async import (
-    _bytes,
-    _reads_memory,
+from ...errors import ContractError, TirxSyntaxError
+from ...ir import nodes as ir
+from ...ir.simplify import static_value
+from ...isa.core import Contract, Family, FamilySpec, ModifierSlot, OperandSpec, Role
+from ...isa.raw_forms import (
+    byte_offset,
     group_contract,
     no_operands,
     no_tile_form,
+    reads_memory,
     repeat_offsets,
     wait_count,
 )
-from .shared_rows import RowCheck, check_rows, residue
+from ...isa.shared_rows import RowCheck, check_rows, residue
 
 __all__ = ["SPEC", "SLOTS", "MIN_ARCH", "COPY", "ALIGN", "NOTES"]
 
@@ -133,7 +133,7 @@ def _size_operand(text: str, value):
             f"{text}: size must be an integer number of bytes",
             hint="convert it: T.uint32(...), or pass an int",
         )
-    if _reads_memory(value):
+    if reads_memory(value):
         raise ContractError(
             f"{text}: size must be computed from thread indices, loop variables, parameters "
             "or kernel variables, not read from a tensor",
@@ -200,7 +200,7 @@ def lower_raw(contract: Contract, op: ir.RawPtx, address, arch: int) -> ir.PtxCa
             ).with_span(span)
         buf, index = address(e.view, e.indices)
         _check_buffer_align(text, name, buf, span)
-        nbytes = _bytes(index, e.dtype)
+        nbytes = byte_offset(index, e.dtype)
         rem = residue(nbytes, ALIGN)
         if rem:
             raise ContractError(
@@ -325,3 +325,5 @@ SPEC = FamilySpec(
     "PTX ISA, Data Movement and Conversion Instructions: cp.async.bulk",
     exec_scope=ir.ExecScope.THREAD, lower_raw=lower_raw, notes=NOTES,
 )  # fmt: skip
+
+SPECS = (SPEC,)

@@ -3,7 +3,7 @@ PTX ISA "Parallel Synchronization and Communication Instructions: membar / fence
 memory consistency model's "Proxies").
 
 Ordinary loads and stores, stmatrix and cp.async access memory through the *generic proxy*;
-the bulk copies (:mod:`tirx.isa.cp_async_bulk`) read and write it through the *async proxy*.
+the bulk copies (:mod:`tirx.families.cp_async_bulk.isa`) read and write it through the *async proxy*.
 Accesses of one proxy are not ordered with those of another unless a proxy fence lies between
 them: a thread that stored a tile into shared memory executes ``fence.proxy.async.shared::cta``
 before the tile may be handed to the copy engine (after a barrier, when another thread issues
@@ -19,9 +19,9 @@ kinds (``.alias``, ``.tensormap::generic``) and ``.shared::cluster`` are refused
 
 from __future__ import annotations
 
-from ..ir import nodes as ir
-from .core import Contract, Family, FamilySpec, ModifierSlot
-from .cp_async import no_operands, no_tile_form
+from ...ir import nodes as ir
+from ...isa.core import Contract, Family, FamilySpec, ModifierSlot
+from ...isa.raw_forms import no_operands, no_tile_form
 
 __all__ = ["SPEC", "SLOTS", "MIN_ARCH", "NOTES"]
 
@@ -74,3 +74,5 @@ SPEC = FamilySpec(
     "PTX ISA, Parallel Synchronization and Communication Instructions: membar / fence",
     exec_scope=ir.ExecScope.THREAD, lower_raw=lower_raw, notes=NOTES,
 )  # fmt: skip
+
+SPECS = (SPEC,)

@@ -31,12 +31,11 @@ count, tx count or parity as ``ScalarOperand(u32)``; the arrive's ``_`` is the c
 
 from __future__ import annotations
 
-from ..errors import ContractError
-from ..ir import nodes as ir
-from ..ir.simplify import static_value
-from .core import Contract, Family, FamilySpec, ModifierSlot, OperandSpec, Role
-from .cp_async import _bytes, _reads_memory, no_operands, no_tile_form
-from .shared_rows import residue
+from ...errors import ContractError
+from ...ir import nodes as ir
+from ...ir.simplify import static_value
+from ...isa.core import Contract, Family, FamilySpec, ModifierSlot, OperandSpec, Role
+from ...isa.raw_forms import barrier_address, no_operands, no_tile_form, reads_memory
 
 __all__ = ["SPEC", "CP_ASYNC_SPEC", "FENCE_SPEC", "MAX_COUNT", "MAX_TX", "NOTES"]
 
@@ -148,40 +147,13 @@ def build(text: str, mods: dict) -> Contract:
 # ------------------------------------------------------------------------------ raw form
 
 
-def barrier_address(text: str, e, span, address) -> ir.AddressOperand:
-    """The shared address of the barrier element ``e`` (a ContractError at ``span`` when it is
-    not an 8-byte element of a shared tensor, 8-byte aligned)."""
-    if not (isinstance(e, ir.ElemLoad) and e.view.buffer.scope is ir.Scope.SHARED):
-        got = f"{e.view.buffer.scope.value} tensor" if isinstance(e, ir.ElemLoad) else "value"
-        raise ContractError(
-            f"{text}: the barrier must be an element of a shared tensor (its address), got a {got}",
-            hint='allocate the barriers in shared memory: bars = T.alloc_shared((n,), "uint64"); '
-            "pass bars[i]",
-        ).with_span(span)
-    if e.dtype.bytes != ALIGN:
-        raise ContractError(
-            f"{text}: the barrier must be an 8-byte element, got {e.dtype}",
-            hint='an mbarrier is one uint64: T.alloc_shared((n,), "uint64")',
-        ).with_span(span)
-    buf, index = address(e.view, e.indices)
-    nbytes = _bytes(index, e.dtype)
-    rem = residue(nbytes, ALIGN)
-    if buf.align < ALIGN or rem:
-        where = f"starts {rem} bytes past a multiple of 8" if rem else f"has align={buf.align}"
-        raise ContractError(
-            f"{text}: the barrier {buf.name!r} {where}; an mbarrier must be 8-byte aligned",
-            hint="index a uint64 shared tensor allocated with align >= 8 (the default is 16)",
-        ).with_span(span)
-    return ir.AddressOperand(ir.SharedAddress(buf, nbytes))
-
-
 def _count(text: str, name: str, e, lo: int, hi: int, span) -> ir.ScalarOperand:
     """A u32 count; checked against ``lo .. hi`` when it is a compile-time constant."""
     if isinstance(e, ir.Expr) and e.dtype.kind == "float":
         raise ContractError(
             f"{text}: {name} must be an integer", hint="convert it: T.uint32(...), or pass an int"
         ).with_span(span)
-    if _reads_memory(e):
+    if reads_memory(e):
         raise ContractError(
             f"{text}: {name} must be computed from indices, parameters or variables, not read "
             "from a tensor",
@@ -357,3 +329,5 @@ FENCE_SPEC = FamilySpec(
     notes="Orders the thread's earlier `mbarrier.init` before later accesses by other CTAs "
     "(sm_90); the simulator, one CTA at a time, gives it no effect.",
 )  # fmt: skip
+
+SPECS = (SPEC, CP_ASYNC_SPEC, FENCE_SPEC)

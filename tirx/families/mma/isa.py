@@ -15,12 +15,12 @@ import itertools
 import struct
 from dataclasses import dataclass
 
-from ..errors import ContractError
-from ..ir import nodes as ir
-from ..ir.simplify import static_value
-from . import fragments
-from .core import Contract, Family, FamilySpec, ModifierSlot, OperandSpec, Role
-from .operands import check_register_operand, operand_view, registers
+from ...errors import ContractError
+from ...ir import nodes as ir
+from ...ir.simplify import static_value
+from ...isa import fragments
+from ...isa.core import Contract, Family, FamilySpec, ModifierSlot, OperandSpec, Role
+from ...isa.operands import check_register_operand, operand_view, registers
 
 __all__ = ["SPEC", "LINES", "MmaLine"]
 
@@ -218,3 +218,5 @@ SPEC = FamilySpec(
     Family.MMA, "mma", SLOTS, reject, build, lower, "PTX ISA 9.7.16.5 (mma)",
     exec_scope=ir.ExecScope.WARP,
 )  # fmt: skip
+
+SPECS = (SPEC,)

@@ -45,15 +45,14 @@ from __future__ import annotations
 
 import math
 
-from ..errors import ContractError, TirxSyntaxError
-from ..ir import nodes as ir
-from ..ir.simplify import static_value
-from ..ir.tensor_map import SWIZZLE_SPAN, TensorMapFields
-from .core import Contract, Family, FamilySpec, ModifierSlot, OperandSpec, Role
-from .cp_async import _reads_memory
-from .mbarrier import barrier_address
-from .shared_rows import element_offset
-from .tma_operands import check_destination, global_region
+from ...errors import ContractError, TirxSyntaxError
+from ...ir import nodes as ir
+from ...ir.simplify import static_value
+from ...ir.tensor_map import SWIZZLE_SPAN, TensorMapFields
+from ...isa.core import Contract, Family, FamilySpec, ModifierSlot, OperandSpec, Role
+from ...isa.raw_forms import barrier_address, reads_memory
+from ...isa.shared_rows import element_offset
+from .isa_operands import check_destination, global_region
 
 __all__ = ["SPEC", "SLOTS", "MIN_ARCH", "NOTES", "MAX_BOX"]
 
@@ -238,7 +237,7 @@ def _coords(text: str, value, rank: int) -> list:
     for c in items:
         if isinstance(c, ir.Expr) and c.dtype.kind == "float":
             raise ContractError(f"{text}: coords must be integers, got a {c.dtype}")
-        if _reads_memory(c):
+        if reads_memory(c):
             raise ContractError(
                 f"{text}: coords must be computed from indices, parameters or variables, not "
                 "read from a tensor",
@@ -320,5 +319,7 @@ misaligned data pointer.
 SPEC = FamilySpec(
     Family.CP_ASYNC_BULK_TENSOR, "cp.async.bulk.tensor", SLOTS, reject, build, lower_tile,
     "PTX ISA, Data Movement and Conversion Instructions: cp.async.bulk.tensor",
-    exec_scope=ir.ExecScope.THREAD, lower_raw=lower_raw, notes=NOTES,
+    exec_scope=ir.ExecScope.THREAD, lower_raw=lower_raw, notes=NOTES, tensor_maps=True,
 )  # fmt: skip
+
+SPECS = (SPEC,)

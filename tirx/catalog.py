@@ -1,0 +1,269 @@
+"""The one table of instruction and construct families, and the only way stage code reaches them.
+
+Each family's code lives in one folder, ``tirx/families/<folder>/``, with files named by the
+stage they serve:
+
+=============  ===========================================================================
+``isa.py``     the contract (``SPECS``: one :class:`~tirx.isa.core.FamilySpec` per PTX
+               mnemonic of the row): forms, operand checks, lane maps, lowering to PTX calls
+``script.py``  the parser of the family's ``T`` / ``T.cuda`` calls: ``parse_call(evaluator,
+               key, node, name_hint)``; optionally ``raw_operands(evaluator, text, value)``,
+               the scalar operands a raw ``T.ptx`` call takes for one argument
+``lower.py``   lowering rules for the family's IR node classes (``enter_X``/``leave_X`` of
+               :mod:`tirx.transform.lower`), and optionally ``check(body, arch)``, run once
+               over a lowered body that holds one of them
+``cuda.py``    the CUDA of the family's PTX calls (``emit(gen, call)``), codegen rules for its
+               node classes (``leave_X`` for expressions, ``visit_X`` for statements) and
+               optionally ``PRELUDE``, helper functions its C calls
+``sim.py``     the simulator's semantics, written from the PTX ISA: ``compile_call(machine,
+               compiler, call, text)`` for its PTX calls, ``compile_X(machine, node)`` for its
+               statements and ``eval_X(compiler, node)`` for its expressions
+=============  ===========================================================================
+
+plus files by role where a family is large, named ``<stage>_<role>.py`` (``isa_descriptor.py``,
+``sim_async.py``). A row lists the stages its folder has; :func:`stage` imports one on first use,
+so a kernel pays for the families it uses and no more. A family's ``sim*.py`` never imports
+``tirx.isa`` or its own ``isa*.py`` (the simulator is an independent reading of the ISA), and
+no family imports another's modules; ``tests/test_architecture.py`` holds both rules.
+
+:class:`Family` (one member per PTX mnemonic) is made from the rows, so adding a family is its
+folder, its row here and its tests.
+"""
+
+from __future__ import annotations
+
+import enum
+import functools
+import importlib
+from dataclasses import dataclass
+from types import ModuleType
+
+__all__ = [
+    "Row",
+    "ROWS",
+    "Family",
+    "STAGES",
+    "row_of_ptx",
+    "row_of_family",
+    "row_of_key",
+    "row_of_node",
+    "stage",
+    "loaded",
+    "call_keys",
+    "tile_params",
+]
+
+#: the stage modules a family folder may have (files by role besides these are its own)
+STAGES = ("isa", "script", "lower", "cuda", "sim")
+
+
+@dataclass(frozen=True)
+class Row:
+    """One family: its folder, the PTX mnemonics it implements (each a :class:`Family` member;
+    a mnemonic may contain dots, and a text belongs to the longest mnemonic that is a dotted
+    prefix of it), the ``T.<name>`` and ``T.cuda.<name>`` calls it parses (a name with a dot
+    is a sub-namespace: ``wgmma.encode_matrix_descriptor``), the IR node classes whose stage
+    rules it holds, the keyword parameters its tile operations take besides ``scope``, and
+    the stage modules its folder has."""
+
+    folder: str
+    stages: tuple[str, ...]
+    ptx: tuple[str, ...] = ()
+    t_names: tuple[str, ...] = ()
+    cuda_names: tuple[str, ...] = ()
+    nodes: tuple[str, ...] = ()
+    tile_params: tuple[str, ...] = ()
+
+    def __post_init__(self):
+        unknown = set(self.stages) - set(STAGES)
+        if unknown:
+            raise ValueError(f"catalog row {self.folder!r}: unknown stages {sorted(unknown)}")
+
+    @property
+    def keys(self) -> tuple[str, ...]:
+        """The parser's keys of its calls: ``"<name>"`` and ``"cuda.<name>"``."""
+        return self.t_names + tuple(f"cuda.{n}" for n in self.cuda_names)
+
+
+_MATH = (
+    *("exp", "exp2", "exp10", "log", "log2", "log10", "sqrt", "rsqrt", "tanh", "sigmoid"),
+    *("sin", "cos", "erf", "fabs", "floor", "ceil", "nearbyint", "trunc", "round", "pow"),
+    *("fma", "abs", "max", "min", "isnan", "isinf", "isfinite", "infinity", "min_value"),
+    *("max_value", "truncdiv", "truncmod", "floordiv", "floormod", "ceildiv", "bitwise_and"),
+    *("bitwise_or", "bitwise_xor", "bitwise_not", "shift_left", "shift_right", "clz"),
+    "popcount",
+)
+
+ROWS: tuple[Row, ...] = (
+    # warp matrix instructions
+    Row("mma", ("isa", "sim"), ptx=("mma",)),
+    Row("ldmatrix", ("isa", "sim"), ptx=("ldmatrix",)),
+    Row("stmatrix", ("isa", "sim"), ptx=("stmatrix",)),
+    # asynchronous copies, proxies and barriers
+    Row(
+        "cp_async",
+        ("isa", "sim"),
+        ptx=("cp.async",),
+        tile_params=("chunk_bytes", "src_size", "pred"),
+    ),  # fmt: skip
+    Row("cp_async_bulk", ("isa", "sim"), ptx=("cp.async.bulk",)),
+    Row("fence_proxy", ("isa", "sim"), ptx=("fence.proxy",)),
+    Row(
+        "mbarrier",
+        ("isa", "script", "cuda", "sim"),
+        ptx=("mbarrier", "cp.async.mbarrier", "fence.mbarrier_init"),
+        cuda_names=("mbarrier_wait",),
+    ),  # fmt: skip
+    # Hopper's warpgroup matrix instructions
+    Row(
+        "wgmma",
+        ("isa", "script", "cuda", "sim"),
+        ptx=("wgmma",),
+        cuda_names=("wgmma.encode_matrix_descriptor", "wgmma_encode_matrix_descriptor"),
+        tile_params=("scale_d", "scale_a", "scale_b"),
+    ),  # fmt: skip
+    # Hopper's tensor copies (TMA)
+    Row(
+        "tma",
+        ("isa", "cuda", "sim"),
+        ptx=("cp.async.bulk.tensor",),
+        tile_params=("box", "coords", "mbar", "swizzle", "l2_promotion", "coord_steps"),
+    ),  # fmt: skip
+    # construct families: calls of T and T.cuda with IR nodes of their own
+    Row(
+        "warp_collectives",
+        ("script", "lower", "cuda", "sim"),
+        t_names=(
+            *("gpu_warp_shuffle", "gpu_warp_shuffle_up", "gpu_warp_shuffle_down"),
+            *("gpu_warp_shuffle_xor", "gpu_warp_activemask"),
+        ),
+        cuda_names=(
+            *("__shfl_sync", "__shfl_up_sync", "__shfl_down_sync", "__shfl_xor_sync"),
+            *("__activemask", "ballot_sync", "any_sync", "elect_sync", "warp_reduce"),
+            *("warp_sum", "warp_max", "warp_min", "reduce_add_sync_u32", "reduce_min_sync_u32"),
+        ),
+        nodes=("WarpCollective",),
+    ),  # fmt: skip
+    Row(
+        "cta_ops",
+        ("script", "lower", "cuda", "sim"),
+        t_names=("atomic_add",),
+        cuda_names=(
+            *("atomic_add", "atomic_cas", "thread_fence", "syncthreads_and", "syncthreads_or"),
+            *("cta_sum", "cta_max", "cta_min", "cta_reduce", "cvta_generic_to_shared"),
+        ),
+        nodes=(
+            *("ElemAtomic", "CtaReduce", "ElemSharedAddress"),
+            *("Atomic", "ThreadFence", "VotingBarrier"),
+        ),
+    ),  # fmt: skip
+    Row(
+        "math",
+        ("script", "cuda", "sim"),
+        t_names=_MATH,
+        cuda_names=("ffs_u32", "float_as_uint", "uint_as_float"),
+        nodes=("MathCall",),
+    ),  # fmt: skip
+)
+
+
+def _member(mnemonic: str) -> str:
+    return mnemonic.upper().replace(".", "_")
+
+
+Family = enum.Enum(
+    "Family",
+    [(_member(p), p) for row in ROWS for p in row.ptx],
+    module=__name__,
+    qualname="Family",
+)
+Family.__doc__ = """An instruction family: one PTX mnemonic of a catalog row (its value)."""
+
+_BY_FOLDER = {row.folder: row for row in ROWS}
+_BY_MNEMONIC = {p: row for row in ROWS for p in row.ptx}
+# longest first, so that cp.async.bulk.tensor is not taken for cp.async.bulk or cp.async
+_MNEMONICS = sorted(_BY_MNEMONIC, key=len, reverse=True)
+_BY_KEY = {key: row for row in ROWS for key in row.keys}
+_BY_NODE = {node: row for row in ROWS for node in row.nodes}
+
+
+def _check_unique() -> None:
+    for what, items in (
+        ("folder", [r.folder for r in ROWS]),
+        ("PTX mnemonic", [p for r in ROWS for p in r.ptx]),
+        ("call name", [k for r in ROWS for k in r.keys]),
+        ("node class", [n for r in ROWS for n in r.nodes]),
+    ):
+        doubled = sorted({x for x in items if items.count(x) > 1})
+        if doubled:
+            raise RuntimeError(f"catalog: {what} {', '.join(doubled)} belongs to two rows")
+
+
+_check_unique()
+
+
+def mnemonic_of(text: str) -> str | None:
+    """The longest catalog mnemonic that is a dotted prefix of ``text``, or None."""
+    return next((p for p in _MNEMONICS if text == p or text.startswith(p + ".")), None)
+
+
+def row_of_ptx(text: str) -> Row | None:
+    """The family of an instruction text (``cp.async.bulk.commit_group`` -> cp_async_bulk)."""
+    mnemonic = mnemonic_of(text)
+    return _BY_MNEMONIC[mnemonic] if mnemonic is not None else None
+
+
+def row_of_family(family: Family) -> Row:
+    return _BY_MNEMONIC[family.value]
+
+
+def row_of_key(key: str) -> Row | None:
+    """The family whose call ``T.<key>`` is (``"exp"``, ``"cuda.atomic_add"``), or None."""
+    return _BY_KEY.get(key)
+
+
+def row_of_node(class_name: str) -> Row | None:
+    """The family that holds the stage rules of an IR node class, or None (a core class)."""
+    return _BY_NODE.get(class_name)
+
+
+def call_keys() -> frozenset[str]:
+    return frozenset(_BY_KEY)
+
+
+@functools.cache
+def tile_params() -> frozenset[str]:
+    """Every keyword parameter a tile operation of some family takes (besides ``scope``)."""
+    return frozenset(p for row in ROWS for p in row.tile_params)
+
+
+def module_name(row: Row, stage_name: str) -> str:
+    return f"{__package__}.families.{row.folder}.{stage_name}"
+
+
+def stage(row: Row | str, stage_name: str) -> ModuleType:
+    """The ``stage_name`` module of a family (imported now if it was not): the one door from
+    stage code to family code."""
+    if isinstance(row, str):
+        row = _BY_FOLDER[row]
+    if stage_name not in row.stages:
+        raise LookupError(f"family {row.folder!r} has no {stage_name} module")
+    return importlib.import_module(module_name(row, stage_name))
+
+
+def loaded(stage_name: str):
+    """The ``stage_name`` modules of the families imported so far in this process."""
+    import sys
+
+    for row in ROWS:
+        if stage_name in row.stages:
+            module = sys.modules.get(module_name(row, stage_name))
+            if module is not None:
+                yield module
+
+
+def rule(row: Row, stage_name: str, name: str):
+    """The function ``name`` of a family's stage module, or None when it has none."""
+    if stage_name not in row.stages:
+        return None
+    return getattr(stage(row, stage_name), name, None)

@@ -1,0 +1,1 @@
+"""One folder per instruction or construct family; see :mod:`tirx.catalog`."""
