@@ -53,22 +53,76 @@ def _allowed(dep: str, prefixes) -> bool:
     return any(dep == p or dep.startswith(p + ".") for p in prefixes)
 
 
+# the stage-neutral leaves every package may use
+NEUTRAL = ["tirx.errors", "tirx.dtypes", "tirx.catalog"]
 RULES = {
     # package: tirx modules it may import (besides itself)
     "layout": ["tirx.errors"],
-    "ir": ["tirx.layout", "tirx.dtypes", "tirx.errors"],
-    "isa": ["tirx.ir", "tirx.layout", "tirx.dtypes", "tirx.errors"],
-    "transform": ["tirx.ir", "tirx.layout", "tirx.dtypes", "tirx.errors", "tirx.isa"],
-    "sim": ["tirx.ir", "tirx.dtypes", "tirx.errors", "tirx.config"],
+    "ir": ["tirx.layout", *NEUTRAL],
+    "isa": ["tirx.ir", "tirx.layout", *NEUTRAL],
+    "transform": ["tirx.ir", "tirx.layout", "tirx.isa", *NEUTRAL],
+    "sim": ["tirx.ir", "tirx.config", *NEUTRAL],
     "backend/cuda": [
         "tirx.ir",
-        "tirx.dtypes",
-        "tirx.errors",
         "tirx.config",
         "tirx.executable",
+        "tirx.files",
         "tirx.backend.cuda",
+        *NEUTRAL,
     ],
-    "script": ["tirx.ir", "tirx.layout", "tirx.dtypes", "tirx.errors", "tirx.script"],
+    "script": ["tirx.ir", "tirx.layout", "tirx.script", *NEUTRAL],
+    # a family uses the stage machinery its stages need (never another family: see below)
+    "families": [
+        "tirx.ir",
+        "tirx.layout",
+        "tirx.isa",
+        "tirx.script",
+        "tirx.sim",
+        "tirx.backend.cuda",
+        "tirx.config",
+        *NEUTRAL,
+    ],
+}
+# The top-level modules, each with the tirx modules it may import (besides tirx itself for the
+# package __init__): the leaves import nothing of tirx; the front end no backend.
+TOP_LEVEL = {
+    "catalog.py": [],
+    "errors.py": [],
+    "files.py": [],
+    "version.py": [],
+    "config.py": ["tirx.errors"],
+    "dtypes.py": ["tirx.errors"],
+    "fingerprints.py": ["tirx.files", "tirx.layout", "tirx.script", *NEUTRAL],
+    "frontend_cache.py": [
+        "tirx.config",
+        "tirx.files",
+        "tirx.version",
+        "tirx.fingerprints",
+        "tirx.ir",
+        "tirx.isa",
+        "tirx.script",
+        *NEUTRAL,
+    ],
+    "target.py": ["tirx.config", "tirx.backend.cuda.driver", *NEUTRAL],
+    "executable.py": [
+        "tirx.ir",
+        "tirx.target",
+        "tirx.sim",
+        "tirx.config",
+        "tirx.backend.cuda",
+        *NEUTRAL,
+    ],
+    "compile.py": [
+        "tirx.frontend_cache",
+        "tirx.executable",
+        "tirx.ir",
+        "tirx.isa",
+        "tirx.script",
+        "tirx.target",
+        "tirx.transform",
+        "tirx.backend.cuda",
+        *NEUTRAL,
+    ],
 }
 
 
@@ -81,6 +135,25 @@ def test_package_imports_follow_the_layers(sub):
             if not _allowed(dep, RULES[sub] + [own]):
                 bad.append(f"{path.relative_to(ROOT)} imports {dep}")
     assert not bad, "\n".join(bad)
+
+
+@pytest.mark.parametrize("name", sorted(TOP_LEVEL))
+def test_top_level_modules_follow_the_layers(name):
+    path = PKG / name
+    bad = [d for d in _tirx_deps(path) if d != "tirx" and not _allowed(d, TOP_LEVEL[name])]
+    assert not bad, f"tirx/{name} imports " + ", ".join(sorted(bad))
+
+
+def test_every_top_level_module_has_a_rule():
+    known = set(TOP_LEVEL) | {
+        "__init__.py",
+        "__main__.py",
+        "cli.py",
+        "cli_run.py",
+        "cli_load.py",
+        "demo.py",
+    }
+    assert {p.name for p in PKG.glob("*.py")} <= known
 
 
 def test_backends_do_not_import_each_other():
@@ -149,3 +222,259 @@ def test_modules_stay_small():
         if (n := len(p.read_text().splitlines())) > 600
     ]
     assert not big, "split these modules:\n" + "\n".join(big)
+
+
+# ------------------------------------------------------------------------------ families
+
+from tirx import catalog  # noqa: E402
+
+STAGE_PACKAGES = ("ir", "layout", "script", "transform", "isa", "backend", "sim")
+
+
+def _module_of(path: Path) -> str:
+    return _module_name(path)
+
+
+def _family_files(folder: str):
+    return sorted((PKG / "families" / folder).glob("*.py"))
+
+
+def test_stage_packages_reach_families_only_through_the_catalog():
+    # the catalog's stage(row, name) is the one door (an importlib call, no import statement)
+    bad = [
+        f"{path.relative_to(ROOT)} imports {dep}"
+        for sub in STAGE_PACKAGES
+        for path in _files(sub)
+        for dep in _tirx_deps(path)
+        if dep.startswith("tirx.families")
+    ]
+    assert not bad, "\n".join(bad)
+
+
+def test_no_family_imports_another_family():
+    bad = []
+    for row in catalog.ROWS:
+        own = f"tirx.families.{row.folder}"
+        for path in _family_files(row.folder):
+            for dep in _tirx_deps(path):
+                if dep.startswith("tirx.families.") and not _allowed(dep, [own]):
+                    bad.append(f"{path.relative_to(ROOT)} imports {dep}")
+    assert not bad, "\n".join(bad)
+
+
+def test_a_familys_simulator_never_reads_the_contracts():
+    # the simulator is an independent reading of the ISA: no sim*.py imports tirx.isa or a
+    # contract module (isa*.py) of its family (tests/test_independence.py shows the effect)
+    bad = []
+    for row in catalog.ROWS:
+        for path in _family_files(row.folder):
+            if not path.name.startswith("sim"):
+                continue
+            for dep in _tirx_deps(path):
+                tail = dep.split(".")
+                contract = len(tail) > 3 and tail[3].startswith("isa")
+                if dep.startswith("tirx.isa") or (dep.startswith("tirx.families.") and contract):
+                    bad.append(f"{path.relative_to(ROOT)} imports {dep}")
+    assert not bad, "\n".join(bad)
+
+
+def test_the_cuda_side_never_reads_the_contracts():
+    bad = [
+        f"{path.relative_to(ROOT)} imports {dep}"
+        for row in catalog.ROWS
+        for path in _family_files(row.folder)
+        if path.name.startswith("cuda")
+        for dep in _tirx_deps(path)
+        if dep.startswith("tirx.isa") or ".isa" in dep
+    ]
+    assert not bad, "\n".join(bad)
+
+
+def test_every_family_folder_is_a_catalog_row_with_its_stages():
+    folders = {
+        p.name for p in (PKG / "families").iterdir() if p.is_dir() and p.name != "__pycache__"
+    }
+    assert folders == {row.folder for row in catalog.ROWS}
+    for row in catalog.ROWS:
+        names = {p.stem for p in _family_files(row.folder)}
+        assert "__init__" in names, row.folder
+        stages = {n for n in names if n in catalog.STAGES}
+        assert stages == set(row.stages), f"{row.folder}: files {sorted(stages)}, row {row.stages}"
+        for name in names - {"__init__"} - stages:  # files by role: <stage>_<role>.py
+            assert name.split("_")[0] in row.stages, f"{row.folder}/{name}.py: no stage prefix"
+
+
+def _stage(row, name):
+    return catalog.stage(row, name) if name in row.stages else None
+
+
+# the families' node classes of the script level only (lowering replaces them)
+SCRIPT_LEVEL = {"ElemAtomic", "ElemSharedAddress"}
+
+
+@pytest.mark.parametrize("row", catalog.ROWS, ids=lambda r: r.folder)
+def test_each_familys_modules_define_what_the_stages_call(row):
+    from tirx.ir import nodes as ir
+
+    isa = _stage(row, "isa")
+    if row.ptx:
+        assert isa is not None and {s.family.value for s in isa.SPECS} == set(row.ptx)
+        assert hasattr(_stage(row, "sim"), "compile_call"), f"{row.folder}: no sim compile_call"
+    if row.keys:
+        assert hasattr(_stage(row, "script"), "parse_call"), f"{row.folder}: no parse_call"
+    for node in row.nodes:
+        cls = getattr(ir, node)
+        stmt = issubclass(cls, ir.Stmt)
+        sim_rule = ("compile_" if stmt else "eval_") + node
+        if node not in SCRIPT_LEVEL:
+            assert hasattr(_stage(row, "sim"), sim_rule), f"{row.folder}: no sim {sim_rule}"
+        if node in SCRIPT_LEVEL:  # lowered away: the family's lowering rule replaces it
+            rules = ("enter_" + node, "leave_" + node)
+            assert any(hasattr(_stage(row, "lower"), r) for r in rules), f"{row.folder}: {node}"
+            continue
+        cuda_rule = ("visit_" if stmt else "leave_") + node  # it reaches codegen
+        assert hasattr(_stage(row, "cuda"), cuda_rule), f"{row.folder}: no {cuda_rule}"
+
+
+# ------------------------------------------------------------------------ import hygiene
+
+
+def _private_uses(path: Path):
+    """``from X import _name`` and ``module._name`` of another tirx/widgets module."""
+    tree = ast.parse(path.read_text())
+    mod = _module_name(path)
+    package = mod if path.name == "__init__.py" else mod.rsplit(".", 1)[0]
+    modules = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = package.split(".")
+                parts = parts[: len(parts) - node.level + 1]
+                base = ".".join(parts + ([node.module] if node.module else []))
+            for a in node.names:
+                full = f"{base}.{a.name}"
+                if _python_module(full):
+                    modules[a.asname or a.name] = full
+                elif a.name.startswith("_") and not a.name.startswith("__"):
+                    yield f"from {base} import {a.name}"
+        elif isinstance(node, ast.Import):
+            for a in node.names:
+                if _python_module(a.name):
+                    modules[a.asname or a.name.split(".")[0]] = a.name
+    for node in ast.walk(tree):
+        if (
+            isinstance(node, ast.Attribute)
+            and isinstance(node.value, ast.Name)
+            and node.value.id in modules
+            and node.attr.startswith("_")
+            and not node.attr.startswith("__")
+        ):
+            yield f"{node.value.id}.{node.attr} ({modules[node.value.id]})"
+
+
+def _python_module(name: str) -> bool:
+    """Whether ``name`` is a module of the tree (a C extension counts: its source is there)."""
+    rel = ROOT / Path(*name.split("."))
+    return (
+        any(rel.with_suffix(s).is_file() for s in (".py", ".c")) or (rel / "__init__.py").is_file()
+    )
+
+
+def test_no_private_name_is_imported_across_modules():
+    bad = [
+        f"{path.relative_to(ROOT)}: {use}"
+        for path in [*_files(""), *sorted((ROOT / "widgets").rglob("*.py"))]
+        for use in _private_uses(path)
+    ]
+    assert not bad, "\n".join(bad)
+
+
+def _import_graph() -> dict[str, set[str]]:
+    """Module -> the tirx/widgets modules it imports, at module level or in a function."""
+    paths = {_module_name(p): p for p in [*_files(""), *sorted((ROOT / "widgets").rglob("*.py"))]}
+
+    def target(name: str):
+        while name and name not in paths:
+            name = name.rsplit(".", 1)[0] if "." in name else ""
+        return name or None
+
+    graph = {}
+    for mod, path in paths.items():
+        deps = set()
+        for name in _imports(path):
+            found = target(name)
+            if found and found != mod:
+                deps.add(found)
+        graph[mod] = deps
+    return graph
+
+
+def _cycles(graph) -> list[frozenset[str]]:
+    """The strongly connected components of more than one module (iterative Tarjan)."""
+    index, low, on, stack, out, counter = {}, {}, set(), [], [], [0]
+    for root in graph:
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = counter[0]
+        counter[0] += 1
+        stack.append(root)
+        on.add(root)
+        while work:
+            v, it = work[-1]
+            w = next(it, None)
+            if w is not None:
+                if w not in index:
+                    index[w] = low[w] = counter[0]
+                    counter[0] += 1
+                    stack.append(w)
+                    on.add(w)
+                    work.append((w, iter(sorted(graph.get(w, ())))))
+                elif w in on:
+                    low[v] = min(low[v], index[w])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[v])
+            if low[v] == index[v]:
+                comp = set()
+                while True:
+                    w = stack.pop()
+                    on.discard(w)
+                    comp.add(w)
+                    if w == v:
+                        break
+                if len(comp) > 1:
+                    out.append(frozenset(comp))
+    return out
+
+
+# The cycles that stay, each explained in docs/architecture.md ("Import cycles"): the IR's node
+# classes live in nodes.py and two node-family modules that nodes.py gathers (the visitor's
+# closed set), with nodes.py's operators folding through build.py; and an axis term's ``+``,
+# which builds a layout spec.
+EXPLAINED_CYCLES = {
+    frozenset({"tirx.ir.nodes", "tirx.ir.build", "tirx.ir.cta_nodes", "tirx.ir.expr_nodes"}),
+    frozenset({"tirx.layout.axes", "tirx.layout.spec"}),
+}
+
+
+def test_at_most_the_two_explained_import_cycles_remain():
+    cycles = set(_cycles(_import_graph()))
+    assert cycles <= EXPLAINED_CYCLES, "\n".join(
+        " <-> ".join(sorted(c)) for c in cycles - EXPLAINED_CYCLES
+    )
+    doc = (ROOT / "docs" / "architecture.md").read_text()
+    for cycle in EXPLAINED_CYCLES:
+        for mod in cycle:
+            assert mod.split(".", 1)[1].replace(".", "/") + ".py" in doc, mod
+
+
+def test_the_vocabulary_does_not_import_the_parser():
+    # T and @T.macro are vocabulary: the parser imports them, never the other way round
+    parser = {"parser", "statements", "evaluator", "calls", "expansion", "forms", "loops"}
+    for name in ("namespace", "macros"):
+        deps = _tirx_deps(PKG / "script" / f"{name}.py")
+        bad = [d for d in deps if d.startswith("tirx.script.") and d.split(".")[2] in parser]
+        assert not bad, f"tirx/script/{name}.py imports {bad}"

@@ -16,7 +16,7 @@ import time
 
 import pytest
 
-from tirx import frontend
+from tirx import frontend_cache as frontend
 from tirx.backend.cuda import cache as cubin_cache
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs named pipes (POSIX)")
@@ -151,7 +151,7 @@ def test_writer_lock_is_exclusive(tmp_path):
         f"""
         import os, time
         from pathlib import Path
-        from tirx import frontend
+        from tirx import frontend_cache as frontend
         for _ in range(20):
             with frontend._writer_lock(Path({str(tmp_path)!r})):
                 with open({str(log)!r}, "a") as f:

@@ -127,7 +127,7 @@ def test_replacing_the_contract_registry_invalidates_the_memo(cache_dir, monkeyp
     from tirx.isa import fragments, registry
 
     tirx.compile(warp_matmul, target="sim")
-    monkeypatch.setattr(registry, "_CACHE", {})
+    monkeypatch.setattr(registry, "CONTRACTS", {})
     monkeypatch.setattr(fragments, "b_words", lambda c: (4 * c[0] + (c[1] + 1) % 4, c[1] // 4))
     with pytest.raises(tirx.ContractError, match="operand B"):
         tirx.compile(warp_matmul, target="sim")

@@ -1,4 +1,4 @@
-"""The front-end cache (tirx/frontend.py): a kernel compiled by an earlier process is neither
+"""The front-end cache (tirx/frontend_cache.py): a kernel compiled by an earlier process is neither
 parsed, lowered nor code-generated again, and never loaded stale.
 
 Cross-process behaviour runs in fresh subprocesses sharing a temporary ``TIRX_CACHE_DIR``;
@@ -21,7 +21,7 @@ import pytest
 
 import tirx
 from tests.helpers import PRELUDE
-from tirx import frontend
+from tirx import frontend_cache as frontend
 from tirx.examples.gemm import make_gemm
 from tirx.ir import serial
 from tirx.ir.printer import print_function
@@ -329,7 +329,7 @@ def test_a_replaced_contract_table_neither_reads_nor_writes(cache_dir, tmp_path,
     path = write_kernel(tmp_path, params=f"N = 3\nL = {ROW_MAJOR}\n")
     tirx.compile(run_file(path), TARGET)
     found = run_file(path)
-    monkeypatch.setattr(registry, "_CACHE", {})
+    monkeypatch.setattr(registry, "CONTRACTS", {})
     assert tirx.compile(found, TARGET).timings["lower"] > 0
     tirx.clear_cache()
     tirx.compile(run_file(path), TARGET)

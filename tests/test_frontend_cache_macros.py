@@ -1,4 +1,4 @@
-"""The front-end cache (tirx/frontend.py) with kernels that call ``@T.macro`` / ``@T.inline``:
+"""The front-end cache (tirx/frontend_cache.py) with kernels that call ``@T.macro`` / ``@T.inline``:
 a macro is fingerprinted by its def's text and the values its body read in its own scope, so
 such a kernel is found again in a new process, and any change to what its expansion depends on
 is a miss.

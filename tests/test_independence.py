@@ -86,7 +86,7 @@ def test_a_wrong_lane_in_the_contract_table_is_caught_by_the_checker(monkeypatch
     """Tables that disagree with the ISA about lanes reject the (correct) seed layouts."""
     from tirx.isa import fragments, registry
 
-    monkeypatch.setattr(registry, "_CACHE", {})
+    monkeypatch.setattr(registry, "CONTRACTS", {})
     monkeypatch.setattr(fragments, "b_words", lambda c: (4 * c[0] + (c[1] + 1) % 4, c[1] // 4))
     from tirx.examples.warp_matmul import warp_matmul
 
@@ -100,7 +100,7 @@ def test_a_wrong_register_order_in_the_contract_table_is_caught_by_the_simulator
     in the wrong order: only an independent simulator notices."""
     from tirx.isa import fragments, registry
 
-    monkeypatch.setattr(registry, "_CACHE", {})
+    monkeypatch.setattr(registry, "CONTRACTS", {})
     monkeypatch.setattr(fragments, "b_words", lambda c: (4 * c[0] + c[1] % 4, 1 - c[1] // 4))
     out, ref = _run(_seed_lowered())
     assert not torch.equal(out, ref)

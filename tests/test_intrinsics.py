@@ -18,8 +18,8 @@ import pytest
 import tirx
 from tests.helpers import caret_line, define
 from tirx.errors import ContractError, TirxError
+from tirx.families.math.sim import ULP_BOUND
 from tirx.ir.math_ops import MathOp as M
-from tirx.sim.intrinsics import ULP_BOUND
 
 N = 64  # inputs per row: two warps
 
@@ -218,7 +218,7 @@ def test_float_intrinsics_simulator_semantics(float_kernels, in_dtype):
 def test_fma_is_rounded_once_where_two_roundings_differ():
     """A case where rounding x*y+z to float64 and then to float32 is wrong by one step: the
     simulator's fmaf rounds once, as the GPU's fma.rn.f32 does."""
-    from tirx.sim.intrinsics import fma_exact
+    from tirx.families.math.sim import fma_exact
 
     rng = np.random.default_rng(7)
     x, y, z = (rng.standard_normal(2000).astype(np.float32) for _ in range(3))
@@ -238,8 +238,8 @@ def test_fma_is_rounded_once_where_two_roundings_differ():
 
 def test_float_specials_follow_c99():
     """NaN, infinities and signed zeros as C99's Annex F (and CUDA) has them."""
+    from tirx.families.math.sim import math_eval
     from tirx.ir import nodes as ir
-    from tirx.sim.intrinsics import math_eval
 
     specials = np.array([np.nan, np.inf, -np.inf, 0.0, -0.0], dtype=np.float32)
     for op, ref in [

@@ -186,7 +186,7 @@ def test_show_instruction_draws_every_form_from_its_entry(text):
 
 
 def test_the_widget_instrument_lists_come_from_the_forms():
-    from widgets import probe
+    from widgets import families as probe
 
     lists = probe.instruments()
     assert lists["show_instruction"] == isa.supported_forms()

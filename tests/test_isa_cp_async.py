@@ -9,12 +9,10 @@ import itertools
 import pytest
 
 import tirx
-from tirx import catalog
-from tirx import isa
+from tirx import catalog, isa
 from tirx.errors import ContractError, TirxError
 from tirx.ir.nodes import ExecScope
 from tirx.isa import Family, Role, registry
-from tirx.isa.core import FamilySpec
 
 from .helpers import define
 
@@ -93,7 +91,9 @@ def test_the_family_is_found_by_its_dotted_mnemonic_longest_first(monkeypatch):
     monkeypatch.setattr(catalog, "_MNEMONICS", sorted([*catalog._MNEMONICS, "cp"], key=len)[::-1])
     assert catalog.mnemonic_of("cp.async.cg.shared.global") == "cp.async"
     assert catalog.mnemonic_of("cp.async.bulk.commit_group") == "cp.async.bulk"
-    assert catalog.mnemonic_of("cp.async.bulk.tensor.2d.shared::cta.global") == "cp.async.bulk.tensor"
+    assert (
+        catalog.mnemonic_of("cp.async.bulk.tensor.2d.shared::cta.global") == "cp.async.bulk.tensor"
+    )
     assert catalog.mnemonic_of("cp.foo") == "cp"
 
 
@@ -134,7 +134,7 @@ def test_a_group_instruction_has_no_tile_form_and_its_raw_twin_compiles(tmp_path
 @pytest.mark.parametrize("text", ["cp.async.cg.shared.global", "cp.async.commit_group"])
 def test_the_widgets_say_plainly_there_is_no_fragment(text):
     import widgets
-    from widgets import probe
+    from widgets import families as probe
     from widgets.trace import run_instruction
 
     for call in (widgets.show_instruction, widgets.check_layout, run_instruction):

@@ -377,7 +377,7 @@ def test_tile_checks_fire(tmp_path, layout, changes, fragment, operand):
 
 
 def test_the_widgets_refuse_to_draw_the_bulk_families():
-    from widgets.model import require_fragment
+    from widgets.families import require_fragment
 
     for text in (COPY, "fence.proxy.async"):
         with pytest.raises(TirxError, match="has no register fragment to draw"):

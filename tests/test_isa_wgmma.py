@@ -531,8 +531,10 @@ def test_gpu_encode_matrix_descriptor():
     assert desc == ((address & 0x3FFFF) >> 4) | 1 << 16 | 64 << 32 | 1 << 62
 
 
-_SIM = importlib.util.find_spec("tirx.sim.wgmma") is not None
-needs_sim = pytest.mark.skipif(not _SIM, reason="the simulator's wgmma (tirx.sim.wgmma) is absent")
+_SIM = importlib.util.find_spec("tirx.families.wgmma.sim") is not None
+needs_sim = pytest.mark.skipif(
+    not _SIM, reason="the simulator's wgmma (tirx.families.wgmma.sim) is absent"
+)
 
 
 @needs_sim
@@ -597,7 +599,7 @@ def enc(Out: T.Tensor((2,), "uint64")):
 def test_the_widgets_say_why_wgmma_has_no_lane_picture():
     from tirx.errors import TirxError
     from tirx.isa import lookup
-    from widgets.model import require_fragment
+    from widgets.families import require_fragment
 
     with pytest.raises(TirxError, match="warpgroup of 128 threads") as e:
         require_fragment(lookup("wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16"))

@@ -370,3 +370,34 @@ def test_the_simulator_refuses_a_tensor_not_aligned_to_its_vectors():
     assert "T.vectorized(4)" in caret_line(str(info.value))
     assert "aligned" in info.value.hint
     exe(np.zeros((32, 8), np.float32), B, H, G)  # its aligned twin
+
+
+ENDLESS = """
+@T.macro
+def ping(dst, i):
+    pong(dst, i)
+
+
+@T.macro
+def pong(dst, i):
+    dst[i] = dst[i] + 1
+    ping(dst, i)
+
+
+@T.function
+def k(A: T.Tensor((32,), "int32")):
+    T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=32))
+    ping(A, T.cuda.lane_id())
+"""
+
+
+def test_a_macro_recursion_without_end_names_its_cycle(tmp_path):
+    """Recursion through macros with no compile-time bound is a TirxSyntaxError naming the
+    cycle at the call, not Python's RecursionError (a bounded one works: the front-end cache's
+    tests expand one)."""
+    with pytest.raises(tirx.TirxSyntaxError) as info:
+        define(ENDLESS, tmp_path)
+    err = info.value
+    assert "calls itself without end" in err.message
+    assert "ping -> pong -> ping" in err.message or "pong -> ping -> pong" in err.message
+    assert caret_line(str(err)) in ("ping(dst, i)", "pong(dst, i)")

@@ -18,32 +18,26 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 
-# (stage, module) of every module that a construct family keeps to itself
-FAMILY_MODULES = {
-    "script": [
-        "tirx.script.intrinsics",
-        "tirx.script.warp_ops",
-        "tirx.script.cta_ops",
-        "tirx.script.storage",
-    ],
-    "lowering": ["tirx.transform.vectorize", "tirx.transform.warp_ops", "tirx.transform.cta_ops"],
-    "codegen": [
-        "tirx.backend.cuda.bitcast",
-        "tirx.backend.cuda.vector",
-        "tirx.backend.cuda.intrinsics",
-        "tirx.backend.cuda.fp8",
-        "tirx.backend.cuda.warp_ops",
-        "tirx.backend.cuda.cta_codegen",
-    ],
-    "sim": [
-        "tirx.sim.intrinsics",
-        "tirx.sim.fp8",
-        "tirx.sim.reinterpret",
-        "tirx.sim.pointer_alignment",
-        "tirx.sim.cta",
-    ],
-}
-ALL_FAMILY_MODULES = [m for mods in FAMILY_MODULES.values() for m in mods]
+# Every module a family keeps to itself: the modules of its folder (tirx/catalog.py), and the
+# language forms' and dtypes' own modules of the stage packages.
+FORM_MODULES = [
+    "tirx.script.storage",
+    "tirx.transform.vectorize",
+    "tirx.backend.cuda.bitcast",
+    "tirx.backend.cuda.vector",
+    "tirx.backend.cuda.fp8",
+    "tirx.sim.fp8",
+    "tirx.sim.reinterpret",
+    "tirx.sim.pointer_alignment",
+]
+FAMILY_FOLDER_MODULES = sorted(
+    f"tirx.families.{p.parent.name}.{p.stem}"
+    for p in (ROOT / "tirx" / "families").glob("*/*.py")
+    if p.stem != "__init__"
+)
+ALL_FAMILY_MODULES = FORM_MODULES + FAMILY_FOLDER_MODULES
+# the seed kernel's own families: their contracts and simulator semantics load, no others
+SEED_FAMILIES = ("tirx.families.mma.", "tirx.families.ldmatrix.")
 
 HEADER = """\
 from tirx import T
@@ -61,7 +55,7 @@ def kernel(A: T.Tensor((32,), "float32"), B: T.Tensor((32,), "float32")):
     tid = T.cuda.lane_id()
     B[tid] = T.exp(A[tid])
 """,
-        ["tirx.script.intrinsics", "tirx.backend.cuda.intrinsics", "tirx.sim.intrinsics"],
+        ["tirx.families.math.script", "tirx.families.math.cuda", "tirx.families.math.sim"],
     ),
     "warp_sum": (
         """\
@@ -70,7 +64,11 @@ def kernel(A: T.Tensor((32,), "float32"), B: T.Tensor((32,), "float32")):
     tid = T.cuda.lane_id()
     B[tid] = T.cuda.warp_sum(A[tid])
 """,
-        ["tirx.script.warp_ops", "tirx.transform.warp_ops", "tirx.backend.cuda.warp_ops"],
+        [
+            "tirx.families.warp_collectives.script",
+            "tirx.families.warp_collectives.lower",
+            "tirx.families.warp_collectives.cuda",
+        ],
     ),
     "atomic_add": (
         """\
@@ -78,7 +76,11 @@ def kernel(A: T.Tensor((32,), "int32"), B: T.Tensor((1,), "int32")):
     T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=32))
     T.cuda.atomic_add(B.ptr_to([0]), A[T.cuda.lane_id()])
 """,
-        ["tirx.script.cta_ops", "tirx.transform.cta_ops", "tirx.backend.cuda.cta_codegen"],
+        [
+            "tirx.families.cta_ops.script",
+            "tirx.families.cta_ops.lower",
+            "tirx.families.cta_ops.cuda",
+        ],
     ),
     "vectorized": (
         """\
@@ -145,9 +147,13 @@ def _base_env() -> dict:
     return {k: v for k, v in os.environ.items() if k not in ("TIRX_CACHE", "TIRX_TARGET")}
 
 
-def test_the_seed_kernel_loads_no_construct_family(tmp_path):
+def test_the_seed_kernel_loads_only_its_own_families(tmp_path):
     imported = _imported(tmp_path, "tirx.examples.warp_matmul", "warp_matmul")
-    assert imported == [], f"the seed kernel imported {imported}"
+    stray = [m for m in imported if not m.startswith(SEED_FAMILIES)]
+    assert stray == [], f"the seed kernel imported {stray}"
+    # its two families, both stages it reaches: the contracts and the simulator's semantics
+    for family in SEED_FAMILIES:
+        assert {family + "isa", family + "sim"} <= set(imported), imported
 
 
 @pytest.mark.parametrize("family", sorted(KERNELS))
@@ -163,57 +169,45 @@ def test_a_construct_loads_its_family(tmp_path, family):
     assert not stray, f"a kernel using {family} imported {sorted(stray)}"
 
 
-def test_the_call_families_names_agree_with_their_modules():
-    from tirx.script import cta_ops, families, intrinsics, warp_ops
+def test_the_catalogs_call_names_agree_with_the_families_parsers():
+    from tirx import catalog
+    from tirx.families.cta_ops import script as cta_ops
+    from tirx.families.math import script as math
+    from tirx.families.warp_collectives import script as warp
 
-    by_parser = {f.parser.split(":")[0]: f for f in families.FAMILIES}
-    assert by_parser["intrinsics"].t_names == intrinsics.MATH_NAMES
-    assert by_parser["intrinsics"].cuda_names == intrinsics.CUDA_NAMES
-    assert by_parser["intrinsics"].keys == frozenset(intrinsics.FORMS)
-    assert by_parser["warp_ops"].t_names == warp_ops.T_NAMES
-    assert by_parser["warp_ops"].cuda_names == warp_ops.CUDA_NAMES
-    assert by_parser["warp_ops"].keys == warp_ops.KEYS
-    assert by_parser["cta_ops"].t_names == cta_ops.T_NAMES
-    assert by_parser["cta_ops"].cuda_names == cta_ops.CUDA_NAMES
-    assert by_parser["cta_ops"].keys == cta_ops.KEYS
-    # one family per key, and every parser resolves to a function
-    keys = [k for f in families.FAMILIES for k in f.keys]
-    assert len(keys) == len(set(keys))
-    for f in families.FAMILIES:
-        module, _, function = f.parser.partition(":")
-        assert callable(getattr(sys.modules[f"tirx.script.{module}"], function))
+    rows = {row.folder: row for row in catalog.ROWS}
+    assert rows["math"].t_names == math.MATH_NAMES
+    assert rows["math"].cuda_names == math.CUDA_NAMES
+    assert frozenset(rows["math"].keys) == frozenset(math.FORMS)
+    assert rows["warp_collectives"].t_names == warp.T_NAMES
+    assert rows["warp_collectives"].cuda_names == warp.CUDA_NAMES
+    assert frozenset(rows["warp_collectives"].keys) == warp.KEYS
+    assert rows["cta_ops"].t_names == cta_ops.T_NAMES
+    assert rows["cta_ops"].cuda_names == cta_ops.CUDA_NAMES
+    assert frozenset(rows["cta_ops"].keys) == cta_ops.KEYS
 
 
-def test_every_lazy_rule_resolves():
-    """A misspelt lazy rule would only fail at the first kernel that needs it: resolve them
-    all here (the rule is the family's function or method)."""
+def test_a_family_rule_is_found_by_its_node_class_and_an_unknown_class_raises():
+    """The passes find a family's rules through the catalog (no hand-kept tables); a node class
+    of no family that a pass has no rule for is an internal error, never a silent pass."""
     from tirx.backend.cuda import codegen
-    from tirx.ir.visitor import _Pass
-
-    passes = [codegen._CExprs, codegen._Emitter]
-    assert all(issubclass(p, _Pass) and p.lazy_rules for p in passes)
-    for p in passes:
-        for name in p.lazy_rules:
-            rule = p._named_rule(p.__new__(p), name)
-            assert callable(rule), (p.__name__, name)
-
-
-def test_codegen_write_analysis_names_the_cta_statements():
-    from tirx.backend.cuda import writes
-    from tirx.backend.cuda.cta_codegen import CtaStatements
-
-    assert {c.__name__ for c in CtaStatements.classes} == writes._CTA_STATEMENTS
-
-
-def test_an_unknown_lazy_rule_module_fails_loudly():
-    """A lazy rule is resolved by import, so a wrong module name raises at once (an internal
-    error, never a silent fall-through to another class's rule)."""
     from tirx.ir import nodes as ir
-    from tirx.ir.visitor import Visitor
+    from tirx.ir.visitor import UnknownNodeError, Visitor
+
+    rule = codegen._CExprs._named_rule(
+        codegen._CExprs.__new__(codegen._CExprs), "leave_MathCall", catalog_row("math")
+    )
+    assert callable(rule)
 
     class Broken(Visitor):
         pass_name = "a broken pass"
-        lazy_rules = {"leave_Const": "tirx.no_such_module:rule"}
+        stage = "cuda"
 
-    with pytest.raises(ModuleNotFoundError):
+    with pytest.raises(UnknownNodeError):
         Broken().visit(ir.as_expr(1))
+
+
+def catalog_row(folder):
+    from tirx import catalog
+
+    return next(r for r in catalog.ROWS if r.folder == folder)

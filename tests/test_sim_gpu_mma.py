@@ -19,10 +19,9 @@ import pytest
 import torch
 
 import tirx
-from tests.test_sim_ptx import NEW_FORMS, mma_inputs, raw_mma_kernel
+from tests.test_sim_ptx import NEW_FORMS, mma_inputs, parse_instruction, raw_mma_kernel
 from tirx.errors import TirxError
 from tirx.sim import run
-from tirx.sim.ptx import parse_instruction
 
 pytestmark = pytest.mark.gpu
 

@@ -15,7 +15,7 @@ import pytest
 import tirx
 from tirx import sim
 from tirx.errors import SimulationError
-from tirx.sim.mbarrier import BarrierEvent
+from tirx.families.mbarrier.sim import BarrierEvent
 
 from .helpers import caret_line, define
 

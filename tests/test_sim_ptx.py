@@ -11,9 +11,17 @@ import pytest
 
 from tests.test_sim_kernels import LANE, function, gbuf, lbuf, regs, sbuf, seq, span, var
 from tirx.errors import SimulationError
+from tirx.families.ldmatrix.sim import parse as parse_ldmatrix
+from tirx.families.mma.sim_math import Element, Mma, fragment, parse_mma
+from tirx.families.stmatrix.sim import parse as parse_stmatrix
 from tirx.ir import nodes as ir
 from tirx.sim import run
-from tirx.sim.ptx import Element, Mma, fragment, parse_instruction
+
+
+def parse_instruction(text: str):
+    """The simulator's reading of a warp-matrix text (None: not a form it runs)."""
+    return parse_mma(text) or parse_ldmatrix(text) or parse_stmatrix(text)
+
 
 U16, U32, F32 = ir.dtype_of("uint16"), ir.U32, ir.F32
 ROWS = 64  # rows of 16 bytes in the test's shared buffer

@@ -14,9 +14,7 @@ import pytest
 
 from tests.test_sim_kernels import TX, function, gbuf, lbuf, sbuf, seq, span, var
 from tirx.errors import SimulationError
-from tirx.ir import nodes as ir
-from tirx.sim import run
-from tirx.sim.wgmma import (
+from tirx.families.wgmma.sim_math import (
     Descriptor,
     Swizzle,
     decode_descriptor,
@@ -24,6 +22,8 @@ from tirx.sim.wgmma import (
     parse_mma_async,
     swizzle_address,
 )
+from tirx.ir import nodes as ir
+from tirx.sim import run
 
 I32, U64, F32 = ir.I32, ir.U64, ir.F32
 FENCE = "wgmma.fence.sync.aligned"

@@ -14,7 +14,7 @@ import pytest
 
 import tirx
 from tests.helpers import PRELUDE, caret_line, define
-from tirx.script import parser
+from tirx.script import parser, source
 
 _cells = itertools.count()
 
@@ -116,11 +116,11 @@ def test_factory_twice_shares_one_tree_and_leaves_it_intact(no_inspect, monkeypa
 
     path = gemm.make_gemm.__code__.co_filename
     small = gemm.make_gemm(64, 64, 16)
-    lines, tree = parser._TREES[path]
+    lines, tree = source._TREES[path]
     before = ast.dump(tree, include_attributes=True)
     big = gemm.make_gemm(128, 128, 32, "bfloat16")
     again = gemm.make_gemm(64, 64, 16)
-    assert parser._TREES[path][1] is tree  # parsed once, reused
+    assert source._TREES[path][1] is tree  # parsed once, reused
     assert ast.dump(tree, include_attributes=True) == before  # the parser did not mutate it
     assert small.script() == again.script()
     assert "T.Tensor((64, 16)" in small.script() and "T.Tensor((128, 32)" in big.script()
@@ -162,7 +162,7 @@ def test_file_edited_after_import_falls_back_to_inspect(tmp_path):
     with open(path, "w") as f:
         f.write(PRELUDE + "x = 1\ny = 2\n" + KERNEL.format(value=2))
     os.utime(path, ns=(1, 1))  # a different mtime for linecache.checkcache, whatever the clock
-    assert parser._lookup_def(k.pyfunc, parser._source_lines(k.pyfunc)) is None
+    assert source.lookup_def(k.pyfunc, source.source_lines(k.pyfunc)) is None
     # ... and inspect, which reads on from that line to the next def, parses the file as it is
     # now (as @T.function always did for a file changed on disk).
     again = tirx.T.function(k.pyfunc)
@@ -210,7 +210,7 @@ def test_error_in_a_nested_kernel_points_at_its_absolute_line_and_column(
     assert str(err).splitlines()[-1].strip() == "^" * len("undefined_thing")
     # the slow path (dedent, parse, shift back) reports exactly the same place
     monkeypatch.undo()
-    monkeypatch.setattr(parser, "_lookup_def", lambda pyfunc, lines: None)
+    monkeypatch.setattr(parser, "lookup_def", lambda pyfunc, lines: None)
     slow = _nested_error(tmp_path)
     assert slow.span.line == _line_of(slow.span.file, "undefined_thing")
     assert (slow.span.col, slow.span.end_col) == (err.span.col, err.span.end_col)

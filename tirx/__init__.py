@@ -40,10 +40,10 @@ from .layout import (
 from .script.namespace import T
 from .script.parser import KernelFunction as Kernel
 from .target import Target
-
-__version__ = "0.1.0"
+from .version import __version__
 
 __all__ = [
+    "__version__",
     "compile",
     "clear_cache",
     "T",

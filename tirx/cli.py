@@ -283,7 +283,7 @@ class _Parser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from . import __version__
+    from .version import __version__
 
     top = _Parser(prog="tirx", description="Compile, run and check TIRx kernels; draw layouts.",
                   epilog="exit status: 0 ok, 1 an error in the kernel or a failed check, "

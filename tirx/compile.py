@@ -12,7 +12,7 @@ lowering. A kernel is immutable once parsed; what else would make a remembered r
 is checked on every lookup (see :class:`_Memo`). :func:`clear_cache` forgets everything.
 
 Across processes, a kernel compiled before skips the front end: ``@T.function`` found it in
-the front-end cache (tirx/frontend.py) without parsing, and for the cuda target its lowered IR
+the front-end cache (tirx/frontend_cache.py) without parsing, and for the cuda target its lowered IR
 and generated source come from there (``timings["frontend"]``; parse, lower and codegen 0).
 """
 
@@ -22,7 +22,7 @@ import time
 import weakref
 from dataclasses import dataclass, field
 
-from . import frontend
+from . import frontend_cache
 from .errors import TirxError
 from .executable import Executable, SimExecutable
 from .ir import nodes as ir
@@ -87,7 +87,7 @@ def compile(func, target=None) -> Executable:  # noqa: A001 - the public name SP
     t1 = time.perf_counter()
     arch = target.arch_number
     lowered = memo.lowered.get(arch)
-    stored = frontend.load(func, arch) if lowered is None and target.kind == "cuda" else None
+    stored = frontend_cache.load(func, arch) if lowered is None and target.kind == "cuda" else None
     if stored is not None:
         lowered = memo.lowered[arch] = stored[0]
         timings["frontend"] = (time.perf_counter() - t1) * 1e3
@@ -103,7 +103,7 @@ def compile(func, target=None) -> Executable:  # noqa: A001 - the public name SP
 
         exe = build(func, lowered, target, timings, source=stored[1] if stored else None)
         if stored is None:
-            frontend.store(func, arch, lowered, exe.source)
+            frontend_cache.store(func, arch, lowered, exe.source)
     _close(timings, t0)
     memo.executables[target] = exe.twin(None, exe.cache, dict(timings))
     return exe
@@ -127,7 +127,7 @@ def clear_cache() -> None:
     global _GENERATION
     _GENERATION += 1
     _MEMO.clear()
-    frontend.clear()
+    frontend_cache.clear()
     from .backend.cuda.cache import default_cache
 
     default_cache().clear()
@@ -135,7 +135,7 @@ def clear_cache() -> None:
 
 def _memo_of(func: KernelFunction) -> _Memo:
     memo = _MEMO.get(func)
-    registry = isa_registry._CACHE
+    registry = isa_registry.CONTRACTS
     if memo is None or memo.registry is not registry or memo.generation != _GENERATION:
         memo = _MEMO[func] = _Memo(registry, _GENERATION)
     return memo

@@ -85,7 +85,7 @@ class ArgChecker:
             raise TypeError(
                 f"parameter {p.name!r} expects an int ({p.dtype}), got {type(value).__name__}"
             )
-        lo, hi = _int_range(p.dtype)
+        lo, hi = int_range(p.dtype)
         if not lo <= value <= hi:
             raise ValueError(f"parameter {p.name!r}: {value} does not fit in {p.dtype}")
         return int(value)
@@ -253,7 +253,7 @@ def _torch_kind(p: ir.Buffer, t) -> None:
         )
 
 
-def _int_range(d):
+def int_range(d):
     if d.kind is DTypeKind.BOOL:
         return 0, 1
     if d.kind is DTypeKind.UINT:

@@ -1,4 +1,4 @@
-"""Fingerprints: a value the front-end cache (tirx/frontend.py) depends on, described
+"""Fingerprints: a value the front-end cache (tirx/frontend_cache.py) depends on, described
 completely as a Python literal, so that equal fingerprints mean equal values for every parse.
 
 * None, bool, int, float and str by type and value; tuples, lists and dicts by their items.
@@ -35,20 +35,14 @@ import functools
 import sys
 import types
 
-from .script import parser as _parser
+from .files import sha256
 from .script.evaluator import BUILTINS
 from .script.macros import Macro
+from .script.source import source_lines
 
-__all__ = ["MacroNames", "fingerprint", "macro_code", "resolved", "snapshot", "sha256"]
+__all__ = ["MacroNames", "fingerprint", "macro_code", "resolved", "snapshot"]
 
 _BUDGET = 50_000  # items one fingerprint may visit; a bigger value is not worth a cache entry
-
-
-def sha256(data: bytes):
-    """hashlib's sha256 of ``data`` (imported with the first kernel, not with tirx)."""
-    from .backend.cuda.cache import sha256 as _sha
-
-    return _sha(data)
 
 
 class _Unfit(Exception):
@@ -152,7 +146,7 @@ def macro_code(m: Macro) -> tuple[str | None, list | None]:
     name, the def's first line, its qualified name and name) and of ``T.macro`` or
     ``T.inline``; and those lines. ``(None, None)`` without readable source."""
     f = m.function
-    lines = _parser._source_lines(f)
+    lines = source_lines(f)
     if lines is None:
         return None, None
     code = f.__code__

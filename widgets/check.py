@@ -1,6 +1,6 @@
 """``check_layout``: does the picture match the machine?
 
-A probe kernel (:mod:`widgets.probe`) runs the real instruction with codes that say where
+A probe kernel (each family's, :mod:`widgets.families`) runs the real instruction with codes that say where
 every value came from, and the answer is compared with the drawing, element by element:
 
 * ldmatrix: shared memory holds each 16-bit element's own index; a lane's register then says
@@ -17,18 +17,14 @@ instead and the drawing is compared with the native registers (slot = register n
 
 from __future__ import annotations
 
-import itertools
 import math
-
-import numpy as np
 
 import tirx
 from tirx.errors import TirxError
-from tirx.isa import Family, check_complete
 
-from . import probe
+from . import families
 from .linking import link
-from .model import Cell, Grid, contract_grid, layout_grid, no_fragment, require_fragment
+from .model import Cell, Grid, contract_grid, layout_grid
 from .views import GridView
 
 __all__ = ["CheckView", "check_layout"]
@@ -127,7 +123,7 @@ def check_layout(instr, operand: str = None, layout=None, *, shape=None, target=
     compare where each element of ``operand`` lands with ``layout`` (default: the contract's
     canonical fragment, i.e. what :func:`show_instruction` draws). Returns a CheckView."""
     contract = tirx.instruction_contract(getattr(instr, "text", instr))
-    require_fragment(contract)
+    families.require_fragment(contract)
     names = [op.name for op in contract.operands if op.owner is not None]
     operand = operand or names[0]
     if operand not in names:
@@ -135,8 +131,8 @@ def check_layout(instr, operand: str = None, layout=None, *, shape=None, target=
             f"check_layout probes register operands; {contract.text} has {', '.join(names)}",
             hint="the shared operand of ldmatrix/stmatrix is drawn by show_instruction",
         )
-    probe.require_probed(contract)
-    vshape = probe.view_shape(contract, operand)
+    families.require_probed(contract)
+    vshape = families.view_shape(contract, operand)
     if layout is None:
         drawn = contract_grid(contract, operand)
     else:
@@ -155,150 +151,11 @@ def check_layout(instr, operand: str = None, layout=None, *, shape=None, target=
         title = f"{contract.text} · {operand} drawn by {layout!r}"
         drawn = Grid(title, tuple(atom), cells, slot_name="slot")
     try:
-        kernel, slots = probe.kernel_for(contract, {} if layout is None else {operand: layout})
+        kernel, slots = families.kernel_for(contract, {} if layout is None else {operand: layout})
         tirx.compile(kernel, target=target)
         rejected = ""
     except tirx.ContractError as e:
-        kernel, slots = probe.kernel_for(contract, {})
+        kernel, slots = families.kernel_for(contract, {})
         rejected = e.message
-    machine, where = _PROBES[contract.family](contract, operand, kernel, slots, target)
+    machine, where = families.picture(contract).check(contract, operand, kernel, slots, target)
     return CheckView(drawn, machine, where, rejected)
-
-
-def _coords(shape):
-    return itertools.product(*(range(e) for e in shape))
-
-
-def _ldmatrix(contract, operand, kernel, slots, target):
-    count, trans = contract.param("count"), contract.param("trans")
-    halves = np.arange(count * 64, dtype=np.uint16)
-    out = np.zeros((32, slots["registers"]), np.uint32)
-    (_, out), where = probe.launch(kernel, [halves, out], target)
-    machine = {}
-    for lane, s in itertools.product(range(32), range(out.shape[1])):
-        lo, hi = int(out[lane, s] & 0xFFFF), int(out[lane, s] >> 16)
-        i, r, c = lo // 64, (lo // 8) % 8, lo % 8
-        if trans and r % 2 == 0 and hi == lo + 8:
-            machine[(i, c, r // 2)] = (lane, s)
-        elif not trans and c % 2 == 0 and hi == lo + 1:
-            machine[(i, r, c // 2)] = (lane, s)
-    return machine, where
-
-
-def _code(lane, slot, half, slots):
-    return (lane * slots + slot) * 2 + half
-
-
-def _decode(code, slots):
-    pair, half = divmod(int(code), 2)
-    return divmod(pair, slots) + (half,)
-
-
-def _stmatrix(contract, operand, kernel, slots, target):
-    count, trans = contract.param("count"), contract.param("trans")
-    n = slots["registers"]
-    lanes, ss = np.meshgrid(np.arange(32), np.arange(n), indexing="ij")
-    regs = probe.pack(_code(lanes, ss, 0, n), _code(lanes, ss, 1, n))
-    halves = np.zeros(count * 64, np.uint16)
-    (_, halves), where = probe.launch(kernel, [regs.astype(np.uint32), halves], target)
-    mats = halves.reshape(count, 8, 8)
-    machine = {}
-    for i, row, w in _coords((count, 8, 4)):
-        first, second = (
-            (mats[i, 2 * w, row], mats[i, 2 * w + 1, row]) if trans
-            else (mats[i, row, 2 * w], mats[i, row, 2 * w + 1])
-        )  # fmt: skip
-        a, b = _decode(first, n), _decode(second, n)
-        if a[:2] == b[:2] and (a[2], b[2]) == (0, 1):
-            machine[(i, row, w)] = a[:2]
-    return machine, where
-
-
-def _mma(contract, operand, kernel, slots, target):
-    k, ab = contract.param("k"), contract.param("ab_type")
-    words = k // 2
-    a = np.zeros((16, k), np.float32)
-    b = np.zeros((8, k), np.float32)
-    c_regs = np.zeros((32, slots["C"]), np.float32)
-    n = slots[operand] if operand in ("A", "B") else 0
-    runs = []
-    if operand == "D":
-        a[:, 0], a[:, 1] = np.arange(16), 1
-        b[:, 0], b[:, 1] = 8, np.arange(8)
-        runs.append((a, b, None))
-    elif operand == "C":
-        lanes, ss = np.meshgrid(np.arange(32), np.arange(slots["C"]), indexing="ij")
-        c_regs = (lanes * slots["C"] + ss).astype(np.float32)
-        runs.append((a, b, None))
-    elif operand == "A":
-        for j in range(k // 8):
-            bj = np.zeros((8, k), np.float32)
-            bj[np.arange(8), np.arange(8) + 8 * j] = 1
-            runs.append((None, bj, j))
-    else:  # B against the identity
-        aj = np.zeros((16, k), np.float32)
-        aj[np.arange(min(16, k)), np.arange(min(16, k))] = 1
-        runs.append((aj, None, None))
-    machine, where = {}, ""
-    for a_m, b_m, j in runs:
-        a_regs = (
-            _codes(n, ab)
-            if a_m is None
-            else probe.native_registers(a_m, probe.a_word, slots["A"], ab)
-        )
-        b_regs = (
-            _codes(n, ab)
-            if b_m is None
-            else probe.native_registers(b_m, probe.b_word, slots["B"], ab)
-        )
-        d = np.zeros((32, slots["D"]), np.float32)
-        (*_, d), where = probe.launch(kernel, [a_regs, b_regs, c_regs.copy(), d], target)
-        _read_mma(operand, d, j, n, slots, words, machine)
-    return machine, where
-
-
-def _codes(n, ab):
-    lanes, ss = np.meshgrid(np.arange(32), np.arange(n), indexing="ij")
-    lo = probe.half_bits(_code(lanes, ss, 0, n), ab)
-    hi = probe.half_bits(_code(lanes, ss, 1, n), ab)
-    return probe.pack(lo, hi)
-
-
-def _read_mma(operand, d, j, n, slots, words, machine):
-    for lane, r in itertools.product(range(32), range(d.shape[1])):
-        row, col = probe.acc_coord(lane, r) if operand != "D" else (None, None)
-        value = d[lane, r]
-        if not float(value).is_integer() or value < 0:
-            continue
-        value = int(value)
-        if operand == "D":
-            machine[(value // 8, value % 8)] = (lane, r) if value < 128 else None
-        elif operand == "C":
-            machine[(row, col)] = divmod(value, slots["C"])
-        elif operand == "A":
-            kk = col + 8 * j
-            owner_lane, slot, half = _decode(value, n)
-            if half == kk % 2:
-                machine[(row, kk // 2)] = (owner_lane, slot)
-        elif row < 2 * words:  # B[n=col, k=row], from the rows of the identity
-            owner_lane, slot, half = _decode(value, n)
-            if half == row % 2:
-                machine[(col, row // 2)] = (owner_lane, slot)
-
-
-_PROBES = check_complete(
-    [
-        (Family.LDMATRIX, _ldmatrix),
-        (Family.STMATRIX, _stmatrix),
-        (Family.MMA, _mma),
-        (Family.CP_ASYNC, no_fragment),
-        (Family.CP_ASYNC_BULK, no_fragment),
-        (Family.CP_ASYNC_BULK_TENSOR, no_fragment),
-        (Family.FENCE_PROXY, no_fragment),
-        (Family.MBARRIER, no_fragment),
-        (Family.CP_ASYNC_MBARRIER, no_fragment),
-        (Family.FENCE_MBARRIER_INIT, no_fragment),
-        (Family.WGMMA, no_fragment),
-    ],
-    "widgets.check probes",
-)

@@ -14,8 +14,9 @@ import itertools
 import math
 from dataclasses import dataclass
 
-from tirx.errors import LayoutError, TirxError
-from tirx.isa import Family, check_complete
+from tirx.errors import LayoutError
+
+from .families import require_fragment
 
 __all__ = [
     "Cell",
@@ -201,41 +202,6 @@ def _lane_of(point: dict) -> int | None:
     if "tx" in point:
         return point["tx"] % 32
     return None
-
-
-# Why a family's operands have no lane picture (None: they have one). cp.async moves memory
-# chunks, each thread its own: there is no register fragment and no row-per-lane address map.
-_COPIES = (
-    "each thread copies its own chunks between global and shared memory (or orders such copies)"
-)
-_NOT_DRAWN = check_complete(
-    [(Family.MMA, None), (Family.LDMATRIX, None), (Family.STMATRIX, None),
-     (Family.CP_ASYNC, _COPIES), (Family.CP_ASYNC_BULK, _COPIES), (Family.FENCE_PROXY, _COPIES),
-     (Family.MBARRIER, "it synchronizes threads through a barrier object in shared memory"),
-     (Family.CP_ASYNC_MBARRIER, _COPIES), (Family.FENCE_MBARRIER_INIT, _COPIES),
-     (Family.WGMMA, "its A and B come from shared memory through descriptors, and its "
-      "accumulator spans a warpgroup of 128 threads, which the lane pictures do not draw"),
-     (Family.CP_ASYNC_BULK_TENSOR, "the copy engine moves a whole box from global to shared "
-      "memory for one thread")],
-    "widgets.model fragments",
-)  # fmt: skip
-
-
-def require_fragment(contract) -> None:
-    """TirxError (not a crash) for a form whose operands have no fragment to draw."""
-    why = _NOT_DRAWN[contract.family]
-    if why is not None:
-        raise TirxError(
-            f"{contract.text} has no register fragment to draw: {why}",
-            hint="draw the operands' layouts with show_layout(view.layout, view.shape); "
-            "the operands are listed in docs/instructions.md",
-        )
-
-
-def no_fragment(contract, *args):
-    """The entry of the widgets' family tables for a family without a fragment."""
-    require_fragment(contract)
-    raise AssertionError(f"{contract.family} has a fragment but no entry")  # unreachable
 
 
 def contract_grid(contract, operand: str) -> Grid:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from .fragment import Fragment
-from .picture import MARK_COLOR, looks
+from .looks import MARK_COLOR, looks
 
 __all__ = ["tikz"]
 

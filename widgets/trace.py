@@ -15,51 +15,18 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass, field
 
 import numpy as np
 
 import tirx
 from tirx.errors import TirxError
-from tirx.isa import Family, check_complete
 
-from . import probe
-from .model import contract_grid, layout_grid, no_fragment
+from . import families, probe
+from .model import contract_grid, layout_grid
+from .probe import ProbeRun, ProbeStep
 from .views import GridView
 
 __all__ = ["TraceView", "show_trace", "run_instruction", "ProbeRun"]
-
-
-@dataclass(frozen=True, eq=False)
-class ProbeRegisters:
-    """One operand's registers, shaped like the simulator's trace records: [32, n] uint32."""
-
-    operand: int
-    role: str
-    is_output: bool
-    dtypes: tuple
-    sources: tuple
-    before: np.ndarray
-    after: np.ndarray
-
-
-@dataclass(frozen=True, eq=False)
-class ProbeStep:
-    step: int
-    instruction: str
-    registers: tuple
-    span: object = None
-    block: tuple = (0, 0, 0)
-    warp: int = 0
-
-
-@dataclass(eq=False)
-class ProbeRun:
-    """What :func:`run_instruction` returns: ``traces`` like a simulator RunResult, and where
-    the instruction ran."""
-
-    traces: list = field(default_factory=list)
-    where: str = ""
 
 
 def _steps(source) -> list:
@@ -236,93 +203,7 @@ def run_instruction(instr, *, A=None, B=None, C=None, shared=None, registers=Non
     mma: ``A`` (16 x k), ``B`` (8 x k, N-major), ``C`` (16 x 8, default 0); ldmatrix:
     ``shared`` (count x 8 x 8 16-bit values); stmatrix: ``registers`` ([32, count] u32)."""
     contract = tirx.instruction_contract(getattr(instr, "text", instr))
-    kernel, slots = probe.kernel_for(contract, {})
+    kernel, slots = families.kernel_for(contract, {})
     given = dict(A=A, B=B, C=C, shared=shared, registers=registers)
-    regs, where = _RUNS[contract.family](contract, kernel, slots, given, target)
+    regs, where = families.picture(contract).run(contract, kernel, slots, given, target)
     return ProbeRun([ProbeStep(0, contract.text, regs)], where)
-
-
-def _run_mma(contract, kernel, slots, given, target):
-    k, ab = contract.param("k"), contract.param("ab_type")
-    A, B, C = given["A"], given["B"], given["C"]
-    a = np.zeros((16, k), np.float32) if A is None else _array(A, (16, k))
-    b = np.zeros((8, k), np.float32) if B is None else _array(B, (8, k))
-    c = np.zeros((16, 8), np.float32) if C is None else _array(C, (16, 8))
-    a_regs = probe.native_registers(a, probe.a_word, slots["A"], ab)
-    b_regs = probe.native_registers(b, probe.b_word, slots["B"], ab)
-    c_regs = np.array([[c[probe.acc_coord(ln, r)] for r in range(4)] for ln in range(32)],
-                      np.float32)  # fmt: skip
-    d = np.zeros((32, 4), np.float32)
-    (*_, d), where = probe.launch(kernel, [a_regs, b_regs, c_regs.copy(), d], target)
-    regs = (
-        _regs(0, "d", True, d.view(np.uint32), "float32", np.zeros_like(d).view(np.uint32)),
-        _regs(1, "a", False, a_regs, "uint32"),
-        _regs(2, "b", False, b_regs, "uint32"),
-        _regs(3, "c", False, c_regs.view(np.uint32), "float32"),
-    )
-    return regs, where
-
-
-def _run_ldmatrix(contract, kernel, slots, given, target):
-    count = contract.param("count")
-    bits = _bits16(given["shared"], (count, 8, 8))
-    out = np.zeros((32, count), np.uint32)
-    (_, out), where = probe.launch(kernel, [bits.ravel(), out], target)
-    return (_regs(0, "r", True, out, "uint32", np.zeros_like(out)),), where
-
-
-def _run_stmatrix(contract, kernel, slots, given, target):
-    count = contract.param("count")
-    registers = given["registers"]
-    r = np.zeros((32, count), np.uint32) if registers is None else np.asarray(registers)
-    halves = np.zeros(count * 64, np.uint16)
-    (r, halves), where = probe.launch(kernel, [r.astype(np.uint32), halves], target)
-    return (_regs(1, "r", False, r, "uint32"),), where
-
-
-_RUNS = check_complete(
-    [
-        (Family.MMA, _run_mma),
-        (Family.LDMATRIX, _run_ldmatrix),
-        (Family.STMATRIX, _run_stmatrix),
-        (Family.CP_ASYNC, no_fragment),
-        (Family.CP_ASYNC_BULK, no_fragment),
-        (Family.CP_ASYNC_BULK_TENSOR, no_fragment),
-        (Family.FENCE_PROXY, no_fragment),
-        (Family.MBARRIER, no_fragment),
-        (Family.CP_ASYNC_MBARRIER, no_fragment),
-        (Family.FENCE_MBARRIER_INIT, no_fragment),
-        (Family.WGMMA, no_fragment),
-    ],
-    "widgets.trace runs",
-)
-
-
-def _array(x, shape):
-    if hasattr(x, "detach"):
-        x = x.detach().cpu().float().numpy()
-    x = np.asarray(x, np.float32)
-    if x.shape != shape:
-        raise TirxError(f"expected an operand of shape {shape}, got {x.shape}")
-    return x
-
-
-def _bits16(x, shape):
-    if x is None:
-        return np.zeros(shape, np.uint16)
-    if hasattr(x, "detach"):
-        x = x.detach().cpu().numpy()
-    x = np.asarray(x)
-    if x.dtype != np.uint16:
-        x = probe.half_bits(x)
-    if x.shape != shape:
-        raise TirxError(f"expected shared data of shape {shape}, got {x.shape}")
-    return x
-
-
-def _regs(pos, role, is_output, after, dtype, before=None):
-    n = after.shape[1]
-    return ProbeRegisters(
-        pos, role, is_output, (dtype,) * n, tuple(f"{role}[{i}]" for i in range(n)),
-        after if before is None else before, after,
-    )  # fmt: skip

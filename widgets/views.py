@@ -18,8 +18,9 @@ from tirx.errors import TirxError
 
 from . import banks, draw
 from .cellgrid import CellGrid
+from .families import require_fragment
 from .linking import shown
-from .model import Grid, contract_grid, layout_formula, layout_grid, parse_layout, require_fragment
+from .model import Grid, contract_grid, layout_formula, layout_grid, parse_layout
 
 __all__ = ["GridView", "LayoutView", "InstructionView", "show_layout", "show_instruction"]
 

@@ -1,4 +1,4 @@
-"""IR to bytes and back, for the front-end cache (tirx/frontend.py): one process stores a
+"""IR to bytes and back, for the front-end cache (tirx/frontend_cache.py): one process stores a
 lowered kernel, the next reads it.
 
 Not pickle: importing pickle's C core costs about 0.5 ms in a process that only reads (a tenth

@@ -21,9 +21,11 @@ No pass recurses in Python, so expressions as deep as CPython compiles (a sum of
 terms) and long ``elif`` chains need no recursion limit. A node class a pass has no rule for
 raises :class:`UnknownNodeError`, naming the class and the pass: nothing passes through
 unseen. Rules are found by class *name* (``leave_GlobalAddress``), so a pass can carry the rule
-for a class another change is adding. A pass may also name a rule in ``lazy_rules`` (rule name
--> ``"module:attribute"``): its module is imported when the pass first meets a node of that
-class, so a construct family's code loads only for the kernels that use it.
+for a class another change is adding. The rules for a family's node classes (the catalog's
+``Row.nodes``: ``MathCall``, ``WarpCollective``, the atomics) live in that family's module for
+the pass's ``stage`` (``tirx/families/<family>/cuda.py`` for codegen), found through
+:mod:`tirx.catalog` and imported when the pass first meets such a node, so a family's code
+loads only for the kernels that use it.
 """
 
 from __future__ import annotations
@@ -31,11 +33,11 @@ from __future__ import annotations
 import builtins
 import dataclasses
 import functools
-import importlib
 import operator
 import types
 import typing
 
+from .. import catalog
 from . import nodes as ir
 
 __all__ = [
@@ -179,9 +181,9 @@ class _Pass:
 
     pass_name = "an IR pass"
     _prefixes: tuple[str, ...] = ()
-    #: rules kept in a construct family's module, imported at the first node that needs one:
-    #: rule name (``leave_MathCall``) -> ``"package.module:attribute[.attribute]"``
-    lazy_rules: dict[str, str] = {}
+    #: the family stage module (tirx.catalog.STAGES) that holds this pass's rules for the
+    #: families' node classes; None: the pass has rules for every class itself
+    stage: str | None = None
 
     def _default(self, cls: type):
         """Rules for a class the pass names no method for (unbound functions), or None."""
@@ -193,7 +195,8 @@ class _Pass:
         if rule is None:
             if cls not in node_classes():
                 raise UnknownNodeError(cls, self.pass_name)
-            found = tuple(self._named_rule(p + cls.__name__) for p in self._prefixes)
+            family = catalog.row_of_node(cls.__name__) if self.stage else None
+            found = tuple(self._named_rule(p + cls.__name__, family) for p in self._prefixes)
             if all(f is None for f in found):
                 found = self._default(cls)
                 if found is None:
@@ -201,22 +204,13 @@ class _Pass:
             table[cls] = rule = (*found, _spec(cls))
         return rule
 
-    def _named_rule(self, name: str):
-        """The pass's rule called ``name`` (a function), from its class or ``lazy_rules``."""
+    def _named_rule(self, name: str, family=None):
+        """The pass's rule called ``name`` (a function), from its class or, for a family's
+        node class, from the family's module for the pass's stage."""
         rule = getattr(type(self), name, None)
-        if rule is None and name in self.lazy_rules:
-            rule = load_attribute(self.lazy_rules[name])
+        if rule is None and family is not None:
+            rule = catalog.rule(family, self.stage, name)
         return rule
-
-
-@functools.cache
-def load_attribute(where: str):
-    """``"package.module:attribute[.attribute]"``, imported the first time it is asked for."""
-    module, _, path = where.partition(":")
-    found = importlib.import_module(module)
-    for part in path.split("."):
-        found = getattr(found, part)
-    return found
 
 
 _RULES: dict[type, dict[type, tuple]] = {}  # pass class -> node class -> rule

@@ -75,7 +75,7 @@ def __getattr__(name):
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-_CACHE: dict[str, Contract] = {}  # text -> contract; tests replace it to redefine forms
+CONTRACTS: dict[str, Contract] = {}  # text -> contract; tests replace it to redefine forms
 
 
 def family_of_text(text: str) -> FamilySpec | None:
@@ -100,8 +100,8 @@ def lookup(text: str) -> Contract:
     """The contract of an instruction text; ContractError (with the nearest supported forms
     as the hint) for text that is not a supported form."""
     text = " ".join(text.split())
-    if text in _CACHE:
-        return _CACHE[text]
+    if text in CONTRACTS:
+        return CONTRACTS[text]
     spec = family_of_text(text)
     if spec is None:
         families = ", ".join(f.value for f in Family)
@@ -112,7 +112,7 @@ def lookup(text: str) -> Contract:
     reason = spec.reject(mods)
     if reason is not None:
         raise _unknown(text, reason, prefix=f"{text}: {reason}")
-    _CACHE[text] = contract = spec.build(text, mods)
+    CONTRACTS[text] = contract = spec.build(text, mods)
     return contract
 
 

@@ -12,12 +12,13 @@ from __future__ import annotations
 import ast
 import builtins
 
+from .. import catalog
 from ..dtypes import dtype_of
 from ..errors import TirxSyntaxError
 from ..ir import nodes as ir
-from . import checks, forms, macros
+from . import checks, expansion, forms, macros
 from . import tensor as tensor_ops
-from .families import family_of, parse_call
+from .addresses import element_address
 from .namespace import Intrinsic, PtxInstruction, ScalarType
 from .values import VIEW_METHODS, compile_time_callable, is_number, is_static, kind_of
 
@@ -49,7 +50,7 @@ class Calls:
                 return forms.call_form(self, f.key, node, name_hint)
             return self.intrinsic(f.key, node, name_hint)
         if isinstance(f, macros.Macro):
-            return macros.expand(self, f, node)
+            return expansion.expand(self, f, node)
         if isinstance(f, ScalarType):
             args = self._args(node, 0, 1, "value")
             value = self._number(args[0], self.p.span(node)) if args else 0
@@ -63,10 +64,9 @@ class Calls:
             for a in node.args:
                 v = self.value(a)
                 items = [v]
-                if isinstance(v, ir.View) and f.text.startswith("wgmma.mma_async"):
-                    from .wgmma import accumulator_elements  # a tensor for its N/2 elements
-
-                    items = accumulator_elements(v)
+                if isinstance(v, ir.View):  # a family may take a tensor for several operands
+                    expand = _raw_operands(f.text)
+                    items = expand(v) if expand is not None else items
                 ops += [ir.as_expr(self._as_scalar(x, a)) for x in items]
                 spans += [self.p.span(a)] * len(items)
             self.b.emit(ir.RawPtx(f.text, tuple(ops), self.p.span(node), tuple(spans)))
@@ -164,9 +164,9 @@ class Calls:
     def intrinsic(self, key: str, node, name_hint=None):
         span = self.p.span(node)
         b = self.b
-        family = family_of(key)  # warp collectives, atomics and CTA ops, math intrinsics
-        if family is not None:
-            return parse_call(family, self, key, node, name_hint)
+        row = catalog.row_of_key(key)  # a family's call (tirx/catalog.py)
+        if row is not None:
+            return catalog.stage(row, "script").parse_call(self, key, node, name_hint)
         if key == "cuda.lane_id":
             self._args(node, 0, 0)
             return ir.Special(ir.Builtin.LANE_ID)
@@ -178,12 +178,6 @@ class Calls:
             if dim not in _DIMS:
                 raise TirxSyntaxError(f'dimension must be "x", "y" or "z", got {dim!r}', span)
             return ir.Special(_SPECIALS[key], _DIMS[dim])
-        if key == "cuda.mbarrier_wait":
-            return _mbarrier_wait(self, node, span)
-        if key == "cuda.wgmma.encode_matrix_descriptor":
-            from .wgmma import encode_descriptor
-
-            return encode_descriptor(self, node, span)
         if key in ("cuda.cta_sync", "cuda.warp_sync"):
             self._args(node, 0, 0)
             scope = ir.BarrierScope.CTA if key == "cuda.cta_sync" else ir.BarrierScope.WARP
@@ -255,7 +249,7 @@ class Calls:
                     raise TirxSyntaxError(
                         f"unknown scope {scope!r}", self.p.span(k.value), hint=f"use one of {known}"
                     )
-            elif k.arg in _TILE_PARAMS:
+            elif k.arg in catalog.tile_params():
                 params.append((k.arg, self._tile_param(k.value)))
             else:
                 raise TirxSyntaxError(f"unexpected keyword argument {k.arg!r}", self.p.span(k))
@@ -268,9 +262,7 @@ class Calls:
         """A keyword parameter's value: a number, a tuple of them (a TMA box), or an element
         named by its address (a TMA copy's ``mbar=bars.ptr_to([s])``)."""
         if isinstance(node, ast.Call) and getattr(node.func, "attr", None) == "ptr_to":
-            from .cta_ops import _element
-
-            view, idx = _element(self, node, "the barrier")
+            view, idx = element_address(self, node, "the barrier")
             return ir.ElemLoad(view, tuple(idx), view.dtype)
         if isinstance(node, (ast.Tuple, ast.List)):
             return tuple(self._tile_param(e) for e in node.elts)
@@ -284,11 +276,6 @@ class Calls:
 
 
 _MISSING = object()
-# keyword parameters of tile operations besides scope (cp.async: chunk size, zero-fill size)
-_TILE_PARAMS = ("chunk_bytes", "src_size", "pred")
-_TILE_PARAMS += ("scale_d", "scale_a", "scale_b")  # wgmma's (tirx/isa/wgmma.py)
-# cp.async.bulk.tensor's (tirx/isa/tma.py)
-_TILE_PARAMS += ("box", "coords", "mbar", "swizzle", "l2_promotion", "coord_steps")
 
 
 def _dynamic_scope(key: str, where, span) -> bool:
@@ -303,26 +290,8 @@ def _dynamic_scope(key: str, where, span) -> bool:
     raise TirxSyntaxError(f"T.{key} scope must be {allowed}, got {where!r}", span)
 
 
-def _mbarrier_wait(ev, node, span) -> None:
-    """``T.cuda.mbarrier_wait(barrier, phase)``, as the real TIRx spells it: wait until the phase
-    of parity ``phase`` of the mbarrier completes -- the waiting form of
-    ``mbarrier.try_wait.parity.shared::cta.b64`` (docs/instructions.md), so every check and the
-    simulator's model are that form's. ``barrier``: ``bars[i]`` or ``bars.ptr_to([i])`` of a
-    shared ``uint64`` tensor."""
-    if len(node.args) != 2 or node.keywords:
-        raise TirxSyntaxError(
-            "T.cuda.mbarrier_wait takes two operands, the barrier and the phase parity",
-            span,
-            hint="T.cuda.mbarrier_wait(bars[i], phase) or T.cuda.mbarrier_wait(bars.ptr_to([i]), phase)",
-        )
-    bar_node, phase_node = node.args
-    if isinstance(bar_node, ast.Call):  # an address form: the element it names
-        from .cta_ops import _element
-
-        view, idx = _element(ev, bar_node, "the barrier")
-        bar = ir.ElemLoad(view, tuple(idx), view.dtype)
-    else:
-        bar = ir.as_expr(ev.scalar(bar_node))
-    spans = (ev.p.span(bar_node), ev.p.span(phase_node))
-    phase = ir.as_expr(ev.scalar(phase_node))
-    ev.b.emit(ir.RawPtx("mbarrier.try_wait.parity.shared::cta.b64", (bar, phase), span, spans))
+def _raw_operands(text: str):
+    """The family's expansion of a tensor argument of a raw ``T.ptx[text]`` call into scalar
+    operands (wgmma's accumulator: one operand per register), or None."""
+    row = catalog.row_of_ptx(text)
+    return catalog.rule(row, "script", "raw_operands") if row is not None else None

@@ -380,8 +380,7 @@ class Evaluator(Calls):
 
 
 def _is_cuda_intrinsic(base, attr: str) -> bool:
-    """``T.cuda.__shfl_sync`` and the other underscored warp collectives (imported here: a
-    kernel that names none does not load them)."""
-    from .warp_ops import is_cuda_intrinsic
-
-    return is_cuda_intrinsic(base, attr)
+    """``T.cuda.__shfl_sync`` and the other ``T.cuda`` calls whose CUDA spelling starts with an
+    underscore, which kernel code may name although other private names are refused."""
+    found = getattr(base, attr, None)
+    return isinstance(found, Intrinsic) and found.key == f"cuda.{attr}"

@@ -19,10 +19,10 @@ from __future__ import annotations
 
 import ast
 
-from ..dtypes import DType, dtype_of
+from ..dtypes import DType
 from ..errors import TirxSyntaxError
 from ..ir import nodes as ir
-from .namespace import Intrinsic, ScalarType
+from .namespace import FORM_KEYS, THREAD_HELPERS, Intrinsic, LetType
 from .values import is_number, kind_of
 
 __all__ = [
@@ -35,54 +35,8 @@ __all__ = [
     "dotted_name",
 ]
 
-# Thread-index helpers of ``T.cuda``: the warpgroup is 4 consecutive warps (128 threads), as
-# the PTX ISA's wgmma defines it; ``linear_thread_id`` and ``thread_rank`` are the thread's
-# rank in its block, x fastest (the CUDA programming guide's thread ID).
-THREAD_HELPERS = (
-    "cuda.warpgroup_id",
-    "cuda.warp_in_warpgroup",
-    "cuda.thread_in_warpgroup",
-    "cuda.linear_thread_id",
-    "cuda.thread_rank",
-)
-FORM_KEYS = frozenset(
-    {
-        "if_then_else",
-        "Select",
-        "meta_var",
-        "evaluate",
-        "bind_",
-        "local_scalar",
-        "reinterpret",
-        "address_of",
-        "alloc_tensor",
-        "decl_tensor",
-        "grid",
-        "vectorized",
-        *THREAD_HELPERS,
-    }
-)
 # The forms that bind the name they are assigned to (see assign_form).
 _BINDING_KEYS = ("meta_var", "bind_", "local_scalar")
-
-
-class LetType:
-    """``T.let`` and ``T.let[T.int32]``: the annotation of an immutable named binding."""
-
-    def __init__(self, dtype: DType | None = None):
-        self.dtype = dtype
-
-    def __getitem__(self, ty) -> LetType:
-        if isinstance(ty, ScalarType):
-            return LetType(ty.dtype)
-        if isinstance(ty, str):
-            return LetType(dtype_of(ty))
-        raise TirxSyntaxError(
-            f"T.let[...] takes a scalar type, got {ty!r}", hint="write T.let[T.int32]"
-        )
-
-    def __repr__(self) -> str:
-        return "T.let" if self.dtype is None else f"T.let[T.{self.dtype.name}]"
 
 
 # ------------------------------------------------------------------------------ calls

@@ -13,13 +13,16 @@ import os
 import sys
 from dataclasses import dataclass
 
+from .. import catalog
 from ..dtypes import DTYPES, DType, dtype_of
 from ..errors import Span, TirxSyntaxError, did_you_mean
 from ..layout import R, S, TileLayout
 from ..layout.swizzle import ComposeLayout
-from .families import FAMILIES
 
-__all__ = ["T", "Intrinsic", "TensorAnnotation", "ScalarType", "PtxInstruction", "LaunchSpec"]
+__all__ = [
+    "T", "Intrinsic", "TensorAnnotation", "ScalarType", "PtxInstruction", "LaunchSpec", "LetType",
+    "FORM_KEYS", "THREAD_HELPERS",
+]  # fmt: skip
 
 
 class Intrinsic:
@@ -184,6 +187,54 @@ def _launch_config(grid=1, block=32, dynamic_smem_bytes=0) -> LaunchSpec:
     return LaunchSpec(grid3, block3, dynamic_smem_bytes)
 
 
+# Thread-index helpers of ``T.cuda``: the warpgroup is 4 consecutive warps (128 threads), as
+# the PTX ISA's wgmma defines it; ``linear_thread_id`` and ``thread_rank`` are the thread's
+# rank in its block, x fastest (the CUDA programming guide's thread ID).
+THREAD_HELPERS = (
+    "cuda.warpgroup_id",
+    "cuda.warp_in_warpgroup",
+    "cuda.thread_in_warpgroup",
+    "cuda.linear_thread_id",
+    "cuda.thread_rank",
+)
+FORM_KEYS = frozenset(
+    {
+        "if_then_else",
+        "Select",
+        "meta_var",
+        "evaluate",
+        "bind_",
+        "local_scalar",
+        "reinterpret",
+        "address_of",
+        "alloc_tensor",
+        "decl_tensor",
+        "grid",
+        "vectorized",
+        *THREAD_HELPERS,
+    }
+)
+
+
+class LetType:
+    """``T.let`` and ``T.let[T.int32]``: the annotation of an immutable named binding."""
+
+    def __init__(self, dtype: DType | None = None):
+        self.dtype = dtype
+
+    def __getitem__(self, ty) -> LetType:
+        if isinstance(ty, ScalarType):
+            return LetType(ty.dtype)
+        if isinstance(ty, str):
+            return LetType(dtype_of(ty))
+        raise TirxSyntaxError(
+            f"T.let[...] takes a scalar type, got {ty!r}", hint="write T.let[T.int32]"
+        )
+
+    def __repr__(self) -> str:
+        return "T.let" if self.dtype is None else f"T.let[T.{self.dtype.name}]"
+
+
 class _Suggesting:
     """Namespace parts answer an unknown attribute with the closest known names."""
 
@@ -206,13 +257,11 @@ class _Tile(_Suggesting):
         self.apply = Intrinsic("cuda.tile.apply", "Apply a PTX instruction to tile operands.")
 
 
-class _Wgmma(_Suggesting):
-    _place = "T.cuda.wgmma"
+class _Part(_Suggesting):
+    """A sub-namespace of ``T.cuda`` made for the catalog's dotted names (``T.cuda.wgmma``)."""
 
-    def __init__(self):
-        self.encode_matrix_descriptor = Intrinsic(
-            "cuda.wgmma.encode_matrix_descriptor", "Write a wgmma shared-memory matrix descriptor."
-        )
+    def __init__(self, place: str):
+        self._place = place
 
 
 class _Cuda(_Suggesting):
@@ -221,8 +270,6 @@ class _Cuda(_Suggesting):
     def __init__(self):
         self.LaunchConfig = _launch_config
         self.tile = _Tile()
-        self.wgmma = _Wgmma()
-        self.wgmma_encode_matrix_descriptor = self.wgmma.encode_matrix_descriptor  # flat name
         for key in (
             "lane_id",
             "warp_id",
@@ -232,19 +279,20 @@ class _Cuda(_Suggesting):
             "grid_dim",
             "cta_sync",
             "warp_sync",
-            "mbarrier_wait",
             "printf",
-            # thread-index helpers (tirx/script/forms.py)
-            "warpgroup_id",
-            "warp_in_warpgroup",
-            "thread_in_warpgroup",
-            "linear_thread_id",
-            "thread_rank",
         ):
             setattr(self, key, Intrinsic(f"cuda.{key}"))
-        for family in FAMILIES:  # warp collectives, atomics and CTA ops, intrinsics
-            for key in family.cuda_names:  # (tirx/script/families.py)
-                setattr(self, key, Intrinsic(f"cuda.{key}"))
+        for key in THREAD_HELPERS:  # thread-index helpers (tirx/script/forms.py)
+            setattr(self, key.removeprefix("cuda."), Intrinsic(key))
+        for row in catalog.ROWS:  # the families' calls (tirx/catalog.py)
+            for name in row.cuda_names:
+                *parts, leaf = name.split(".")
+                place = self
+                for part in parts:
+                    if not isinstance(getattr(place, part, None), _Part):
+                        setattr(place, part, _Part(f"{place._place}.{part}"))
+                    place = getattr(place, part)
+                setattr(place, leaf, Intrinsic(f"cuda.{name}"))
 
 
 class _Namespace(_Suggesting):
@@ -266,24 +314,16 @@ class _Namespace(_Suggesting):
             "max",
         ):
             setattr(self, key, Intrinsic(key))
-        from .forms import FORM_KEYS, LetType
-        from .macros import inline, macro
-
         for key in sorted(k for k in FORM_KEYS if "." not in k):  # tirx/script/forms.py
             setattr(self, key, Intrinsic(key))
-
-        self.let, self.macro, self.inline = LetType(), macro, inline
-        for family in FAMILIES:  # math and bit intrinsics, warp collectives, atomics
-            for key in family.t_names:  # (tirx/script/families.py)
+        self.let = LetType()
+        for row in catalog.ROWS:  # the families' calls (tirx/catalog.py)
+            for key in row.t_names:
                 setattr(self, key, Intrinsic(key))
         for name, dt in DTYPES.items():
             setattr(self, name, ScalarType(dt))
-
-    @property
-    def function(self):
-        from .parser import function
-
-        return function
+        # T.function, T.macro and T.inline are set by tirx.script: the vocabulary does not
+        # import the parser, which imports it
 
     def __repr__(self) -> str:
         return "<tirx script namespace T>"

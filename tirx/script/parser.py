@@ -13,13 +13,13 @@ from __future__ import annotations
 
 import ast
 import inspect
-import linecache
 import textwrap
 import time
 
 from ..errors import Span, TirxSyntaxError
 from ..ir import nodes as ir
 from .evaluator import BUILTINS  # noqa: F401 - re-exported (it used to live here)
+from .source import lookup_def, source_lines
 from .statements import Parser
 
 __all__ = ["function", "KernelFunction", "parse_source"]
@@ -28,7 +28,7 @@ __all__ = ["function", "KernelFunction", "parse_source"]
 class KernelFunction:
     """What ``@T.function`` returns: the parsed kernel, ready for ``tirx.compile``.
 
-    A kernel that the front-end cache (tirx/frontend.py) found, compiled by an earlier process,
+    A kernel that the front-end cache (tirx/frontend_cache.py) found, compiled by an earlier process,
     is not parsed at decoration: ``tirx.compile`` takes its lowered IR and generated source from
     the cache, and ``ir`` is parsed on first use (``script()``, the simulator, another arch),
     from the very inputs the decorator saw. ``frontend`` is that cache's record of the kernel
@@ -76,7 +76,7 @@ class KernelFunction:
         return f"<tirx kernel {self.name}>"
 
 
-# The front-end cache (tirx/frontend.py) installs itself here when tirx is imported; the script
+# The front-end cache (tirx/frontend_cache.py) installs itself here when tirx is imported; the script
 # layer does not import upward. It answers ``lookup(pyfunc, lines, scope, annotations,
 # options)`` with a record (``record.found``: the kernel was compiled before) or None (not
 # cacheable), and ``remember(record, kernel, parser)`` after a parse with the record to keep
@@ -103,7 +103,7 @@ def function(pyfunc=None, **options):
         k: v for k, v in getattr(pyfunc, "__annotations__", {}).items() if not isinstance(v, str)
     }
     t0 = time.perf_counter()
-    lines = _source_lines(pyfunc)
+    lines = source_lines(pyfunc)
     cache = frontend_cache if lines is not None else None
     record = cache.lookup(pyfunc, lines, scope, annotations, options) if cache else None
     if record is not None and record.found:
@@ -111,11 +111,11 @@ def function(pyfunc=None, **options):
         parser.macro_snapshots = record.snapshots
         kernel = KernelFunction(
             None, record.source, pyfunc, name=record.name,
-            parse=lambda: parser.parse(_lookup_def(pyfunc, lines)[0]),
+            parse=lambda: parser.parse(lookup_def(pyfunc, lines)[0]),
         )  # fmt: skip
         kernel.frontend = record
         return kernel
-    found = _lookup_def(pyfunc, lines) if lines is not None else None
+    found = lookup_def(pyfunc, lines) if lines is not None else None
     if found is not None:
         fdef, source = found
         parser = Parser(filename, scope, annotations)
@@ -138,83 +138,6 @@ def function(pyfunc=None, **options):
         source, filename, first, scope, name=pyfunc.__name__, annotations=annotations
     )
     return KernelFunction(func, source, pyfunc, (time.perf_counter() - t0) * 1e3)
-
-
-# Source lookup without inspect.getsourcelines, whose inspect.getblock runs the pure-Python
-# tokenizer (and compiles tokenize's large regular expressions on first use): several
-# milliseconds per process. Instead the whole file (as linecache holds it, which includes
-# notebook cells) is parsed once with ast.parse, and the tree is kept per file name while
-# linecache still returns the very same list of lines (a re-read, after checkcache sees the
-# file changed, is a new list). Line and column numbers in that tree are the file's own, so
-# the def node goes to the Parser as it is. The Parser only reads the AST: one memoized tree
-# serves every kernel of the file, and the same kernel made twice by a factory function.
-_TREES: dict[str, tuple[list, ast.Module | None]] = {}
-_TREES_MAX = 16  # files remembered (notebooks make a new "file" per cell run)
-
-
-def _source_lines(pyfunc) -> list[str] | None:
-    """The lines of ``pyfunc``'s file as :mod:`linecache` holds them now (a notebook cell's
-    too), or None when there are none or ``pyfunc`` is a wrapper (inspect unwraps it; leave
-    that case to inspect). Everything ``@T.function`` reads of the file comes from this one
-    list: the front-end cache's key and the parse agree on the text."""
-    if getattr(pyfunc, "__wrapped__", None) is not None:
-        return None
-    filename = pyfunc.__code__.co_filename
-    linecache.checkcache(filename)  # as inspect does: a file changed on disk is read again
-    try:
-        lines = linecache.getlines(filename, pyfunc.__globals__)
-    except Exception:  # noqa: BLE001 - a module loader's get_source may raise anything
-        return None
-    return lines or None
-
-
-def _lookup_def(pyfunc, lines: list[str]):
-    """``(FunctionDef node, source text)`` of ``pyfunc`` from the AST of its whole file
-    (``lines``, from :func:`_source_lines`), or None when it cannot be placed there (a file
-    that does not parse, a file edited since the function was compiled, code from an exec
-    string)."""
-    code = pyfunc.__code__
-    filename = code.co_filename
-    memo = _TREES.get(filename)
-    if memo is None or memo[0] is not lines:
-        try:
-            tree = ast.parse("".join(lines), filename)
-        except (SyntaxError, ValueError):  # ValueError: null bytes in the source
-            tree = None
-        _TREES.pop(filename, None)
-        for name in list(_TREES)[: len(_TREES) - _TREES_MAX + 1]:  # the oldest first
-            _TREES.pop(name, None)
-        _TREES[filename] = memo = (lines, tree)
-    tree = memo[1]
-    if tree is None:
-        return None
-    first = code.co_firstlineno  # the first decorator's line when there are decorators
-    fdef = _find_def(tree, pyfunc.__name__, first)
-    if fdef is None:
-        return None
-    return fdef, "".join(lines[first - 1 : fdef.end_lineno])
-
-
-def _find_def(tree: ast.Module, name: str, first: int):
-    """The ``def name`` (at any depth) whose first line (decorators included) is ``first``.
-
-    Only statements whose lines contain ``first`` are entered, so this touches the path to
-    the def and the siblings along it, not the whole tree."""
-    todo = [tree]
-    while todo:
-        node = todo.pop()
-        for child in ast.iter_child_nodes(node):
-            if isinstance(child, ast.stmt):
-                decorators = getattr(child, "decorator_list", None)
-                start = decorators[0].lineno if decorators else child.lineno
-                if not start <= first <= child.end_lineno:
-                    continue
-                if isinstance(child, ast.FunctionDef) and start == first and child.name == name:
-                    return child
-                todo.append(child)
-            elif isinstance(child, (ast.excepthandler, ast.match_case)):
-                todo.append(child)
-    return None
 
 
 def parse_source(

@@ -18,6 +18,7 @@ from . import forms, loops
 from .builder import FunctionBuilder
 from .evaluator import IR_BINOPS, Evaluator
 from .namespace import LaunchSpec, ScalarType, TensorAnnotation
+from .source import assigned_names, is_docstring, mutable_names
 
 __all__ = ["Parser"]
 
@@ -40,6 +41,7 @@ class Parser:
         # id: (macro, scope, lines, names), set by the decorator (frontend.Record.snapshots).
         self.macro_names: dict[int, tuple] = {}
         self.macro_snapshots: dict[int, tuple] = {}
+        self.expanding: list = []  # the macros being expanded, outermost first
 
     def span(self, node) -> Span:
         end = node.end_col_offset if getattr(node, "end_lineno", None) == node.lineno else None
@@ -50,12 +52,12 @@ class Parser:
         self.b = b
         self.ev = Evaluator(self, b)
         self._check_signature(fdef)
-        b.mutable_names = _mutable_names(fdef)
-        assigned = _assigned_names(fdef)
+        b.mutable_names = mutable_names(fdef)
+        assigned = assigned_names(fdef)
         for arg in fdef.args.args:
             self._param(arg, arg.arg in assigned)
         body = list(fdef.body)
-        if body and _is_docstring(body[0]):
+        if body and is_docstring(body[0]):
             body = body[1:]
         if not body or not self._is_device_entry(body[0]):
             where = body[0] if body else fdef
@@ -215,7 +217,7 @@ class Parser:
         pass
 
     def stmt_Expr(self, node):
-        if _is_docstring(node):
+        if is_docstring(node):
             return
         if not isinstance(node.value, ast.Call):
             raise TirxSyntaxError("an expression statement has no effect", self.span(node))
@@ -363,64 +365,3 @@ def _describe(node) -> str:
         "Match": "match",
     }
     return names.get(type(node).__name__, f"the statement {type(node).__name__}")
-
-
-def _is_docstring(node) -> bool:
-    return (
-        isinstance(node, ast.Expr)
-        and isinstance(node.value, ast.Constant)
-        and isinstance(node.value.value, str)
-    )
-
-
-def _assigned_names(fdef) -> frozenset[str]:
-    """Every name the body assigns (plain, annotated or augmented assignment, loop target).
-
-    Only statements assign, so only statement lists are walked (every field that holds one,
-    ``except`` handlers' and ``match`` cases' included), not the expressions: a whole-tree
-    ``ast.walk`` costs a cold parse about a millisecond."""
-    names = set()
-    todo = [fdef]
-    while todo:
-        node = todo.pop()
-        if isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign, ast.For)):
-            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-            names.update(t.id for t in targets if isinstance(t, ast.Name))
-        for field in node._fields:
-            value = getattr(node, field, None)
-            if type(value) is list and value and isinstance(value[0], _STATEMENT_HOLDERS):
-                todo.extend(value)
-    return frozenset(names)
-
-
-_STATEMENT_HOLDERS = (ast.stmt, ast.excepthandler, ast.match_case)  # nodes with statement bodies
-
-
-def _mutable_names(fdef) -> frozenset[str]:
-    """Names that must be kernel variables: assigned more than once, in a loop, in a branch,
-    or by augmented assignment. A name assigned once at the top level may stay a compile-time
-    value (an int, a view, a layout)."""
-    counts: dict[str, int] = {}
-    mutable: set[str] = set()
-    todo = [(fdef.body, False)]  # (statements, nested): an explicit stack, for elif chains
-    while todo:
-        stmts, nested = todo.pop()
-        for s in stmts:
-            targets = []
-            if isinstance(s, ast.Assign):
-                targets = [t.id for t in s.targets if isinstance(t, ast.Name)]
-            elif isinstance(s, ast.AnnAssign) and isinstance(s.target, ast.Name):
-                targets = [s.target.id]
-                mutable.add(s.target.id)
-            elif isinstance(s, ast.AugAssign) and isinstance(s.target, ast.Name):
-                mutable.add(s.target.id)
-            for t in targets:
-                counts[t] = counts.get(t, 0) + 1
-                if nested:
-                    mutable.add(t)
-            for field in ("body", "orelse"):
-                inner = getattr(s, field, None)
-                if isinstance(inner, list) and not isinstance(s, ast.FunctionDef):
-                    todo.append((inner, True))
-    mutable.update(n for n, c in counts.items() if c > 1)
-    return frozenset(mutable)

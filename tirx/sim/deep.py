@@ -49,7 +49,7 @@ def _as_bool(dtype):
 
 
 def _as_type(src, dst):
-    # the same rule as tirx.sim.expr._converted
+    # the same rule as tirx.sim.expr.converted
     if src == dst or (compute_type(src) == compute_type(dst) and dst.bits >= 32):
         return lambda v: v
     return lambda v: convert(v, dst)

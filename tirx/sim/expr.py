@@ -16,6 +16,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from .. import catalog
 from ..dtypes import DType, is_float
 from ..errors import SimulationError
 from ..ir import nodes as ir
@@ -24,9 +25,8 @@ from . import deep
 from .faults import Fault
 from .memory import as_index
 from .numeric import compute_type, constant, convert, decode
-from .warp_ops import WarpOps
 
-__all__ = ["ExprCompiler", "Eval"]
+__all__ = ["ExprCompiler", "Eval", "converted", "to_bool", "first_tid"]
 
 Eval = Callable[[np.ndarray], np.ndarray]
 
@@ -98,28 +98,29 @@ _CMP = {
 }
 
 
-def _first_tid(mask: np.ndarray, idx: np.ndarray) -> int:
+def first_tid(mask: np.ndarray, idx: np.ndarray) -> int:
     if np.ndim(mask) == 0:
         return int(idx[0])
     return int(idx[np.flatnonzero(mask)[0]])
 
 
-def _converted(f: Eval, src: DType, dst: DType) -> Eval:
+def converted(f: Eval, src: DType, dst: DType) -> Eval:
     """``f`` followed by the C conversion ``src → dst`` (``f`` itself when none is needed)."""
     if src == dst or (compute_type(src) == compute_type(dst) and dst.bits >= 32):
         return f
     return lambda idx: convert(f(idx), dst)
 
 
-def _to_bool(f: Eval, src: DType) -> Eval:
+def to_bool(f: Eval, src: DType) -> Eval:
     if src.kind == "bool":
         return f
     return lambda idx: np.not_equal(f(idx), 0)
 
 
-class ExprCompiler(WarpOps):
+class ExprCompiler:
     """Compiles expressions against one machine (its thread arrays, variables and memory);
-    the warp collectives' rules are in :class:`~tirx.sim.warp_ops.WarpOps`."""
+    a family's expression classes (a warp collective, a math intrinsic) are compiled by its
+    own ``eval_<Class>(compiler, node)`` in ``tirx/families/<family>/sim.py``."""
 
     def __init__(self, machine):
         self.m = machine
@@ -168,6 +169,8 @@ class ExprCompiler(WarpOps):
         nest stays shallow, otherwise a step of :func:`tirx.sim.deep.drive`."""
         method = getattr(self, "_" + type(e).__name__, None)
         if method is None:
+            method = self._family_rule(type(e).__name__)
+        if method is None:
             raise self.error(
                 f"the simulator cannot execute {type(e).__name__} expressions: it runs only "
                 f"the lowered IR",
@@ -185,6 +188,12 @@ class ExprCompiler(WarpOps):
             self._tall[id(e)] = (e, step)
             f = functools.partial(deep.drive, self, step)
         self._memo[id(e)] = (e, f, height)
+
+    def _family_rule(self, name: str):
+        """A family's ``eval_<name>`` (tirx/catalog.py), bound to this compiler, or None."""
+        row = catalog.row_of_node(name)
+        rule = catalog.rule(row, "sim", "eval_" + name) if row is not None else None
+        return functools.partial(rule, self) if rule is not None else None
 
     # ------------------------------------------------------------------------ leaves
 
@@ -228,8 +237,8 @@ class ExprCompiler(WarpOps):
 
     def _BinOp(self, e: ir.BinOp) -> Eval:
         d = e.dtype
-        fa = _converted(self.compile(e.a), e.a.dtype, d)
-        fb = _converted(self.compile(e.b), e.b.dtype, d)
+        fa = converted(self.compile(e.a), e.a.dtype, d)
+        fb = converted(self.compile(e.b), e.b.dtype, d)
         op = e.op
         if op in _ARITH:
             uf = _ARITH[op]
@@ -269,7 +278,7 @@ class ExprCompiler(WarpOps):
             if np.any(zero):
                 raise Fault(
                     f"integer division by zero ({op.value})",
-                    _first_tid(zero, idx),
+                    first_tid(zero, idx),
                     "guard the divisor, or divide floats",
                 )
             if op is ir.Op.FLOORDIV:
@@ -292,7 +301,7 @@ class ExprCompiler(WarpOps):
                 raise Fault(
                     f"shift count out of range for {d} ({op.value} by a count outside "
                     f"0..{bits - 1}; undefined in C)",
-                    _first_tid(bad, idx),
+                    first_tid(bad, idx),
                 )
             return uf(x, y)
 
@@ -300,16 +309,16 @@ class ExprCompiler(WarpOps):
 
     def _Cmp(self, e: ir.Cmp) -> Eval:
         d = ir.promote(e.a.dtype, e.b.dtype)
-        fa = _converted(self.compile(e.a), e.a.dtype, d)
-        fb = _converted(self.compile(e.b), e.b.dtype, d)
+        fa = converted(self.compile(e.a), e.a.dtype, d)
+        fb = converted(self.compile(e.b), e.b.dtype, d)
         uf = _CMP[e.op]
         return lambda idx: uf(fa(idx), fb(idx))
 
     def _Logic(self, e: ir.Logic) -> Eval:
         if e.op not in ("and", "or"):
             raise self.error(f"unknown logical operator {e.op!r}")
-        fa = _to_bool(self.compile(e.a), e.a.dtype)
-        fb = _to_bool(self.compile(e.b), e.b.dtype)
+        fa = to_bool(self.compile(e.a), e.a.dtype)
+        fb = to_bool(self.compile(e.b), e.b.dtype)
         is_and = e.op == "and"
 
         def f(idx):
@@ -328,14 +337,14 @@ class ExprCompiler(WarpOps):
         return f
 
     def _Not(self, e: ir.Not) -> Eval:
-        fa = _to_bool(self.compile(e.a), e.a.dtype)
+        fa = to_bool(self.compile(e.a), e.a.dtype)
         return lambda idx: np.logical_not(fa(idx))
 
     def _Select(self, e: ir.Select) -> Eval:
         d = e.dtype
-        fc = _to_bool(self.compile(e.cond), e.cond.dtype)
-        fa = _converted(self.compile(e.a), e.a.dtype, d)
-        fb = _converted(self.compile(e.b), e.b.dtype, d)
+        fc = to_bool(self.compile(e.cond), e.cond.dtype)
+        fa = converted(self.compile(e.a), e.a.dtype, d)
+        fb = converted(self.compile(e.b), e.b.dtype, d)
         ct = compute_type(d)
 
         def f(idx):
@@ -366,14 +375,6 @@ class ExprCompiler(WarpOps):
             return fa
         return lambda idx: convert(fa(idx), d)
 
-    def _MathCall(self, e: ir.MathCall) -> Eval:
-        """A math or bit intrinsic: semantics in :mod:`tirx.sim.intrinsics` (from CUDA's docs)."""
-        from .intrinsics import math_eval  # loaded by the first kernel that calls one
-
-        fs = [self.compile(a) for a in e.args]
-        g = math_eval(e, _first_tid)
-        return lambda idx: g(idx, *[f(idx) for f in fs])
-
     # ---------------------------------------------------------------------- memory
 
     def _Load(self, e: ir.Load) -> Eval:
@@ -401,4 +402,4 @@ class ExprCompiler(WarpOps):
         def f(idx):
             return (np.asarray(fo(idx)).astype(np.int64) + base).astype(np.uint32)
 
-        return f if d == u32 else _converted(f, u32, d)
+        return f if d == u32 else converted(f, u32, d)

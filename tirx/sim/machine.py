@@ -18,11 +18,12 @@ import sys
 
 import numpy as np
 
+from .. import catalog
 from ..errors import SimulationError
 from ..ir import nodes as ir
 from .budget import Budget
-from .collective import compile_ptx
-from .expr import ExprCompiler, _converted, _to_bool
+from .calls import compile_ptx
+from .expr import ExprCompiler, converted, to_bool
 from .faults import Fault
 from .memory import GlobalRegion, LocalArray, as_index
 from .numeric import constant, convert, encode
@@ -64,11 +65,10 @@ class Machine:
         self.sink = sink
         self.traces = [] if trace else None
         self.copy_traces = [] if trace else None
-        self.async_copies = None  # tirx.sim.asynccopy.AsyncCopies, made by the first cp.async
-        self.bulk_copies = None  # tirx.sim.bulkcopy.BulkCopies, made by the first cp.async.bulk
-        self.mbarriers = None  # tirx.sim.mbarrier.Barriers, made by the first mbarrier call
-        self.wgmma = None  # tirx.sim.wgmma_async.WgmmaState, made by the first wgmma statement
-        self.strands = None  # tirx.sim.strands.Strands, made by the first mbarrier wait
+        # the asynchronous families' state of the block being run (pending copies, groups,
+        # barrier objects), by family: made by a family's first statement (see unit)
+        self.units: dict[str, object] = {}
+        self.strands = None  # tirx.sim.strands.Strands, made by the first blocking wait
         self.barrier_traces = [] if trace else None
         self._holds_wait: dict = {}
         gx, gy, gz = fn.launch.grid
@@ -132,6 +132,18 @@ class Machine:
         for v in fn.variables:
             self.variable(v)
 
+    def unit(self, family: str, make=None):
+        """The state an asynchronous family keeps per block (its pending copies, its groups,
+        its barrier objects), made by ``make(machine)`` at the family's first statement; None
+        when none was made and ``make`` is None. A unit has ``reset()`` (a new block starts)
+        and ``finish_block()`` (the block ends: what it left in flight). Families that work
+        together reach each other's unit by its family name, through the methods its module
+        documents (a tensor copy completes its transaction bytes on the mbarrier unit)."""
+        found = self.units.get(family)
+        if found is None and make is not None:
+            found = self.units[family] = make(self)
+        return found
+
     def variable(self, v: ir.Var) -> np.ndarray:
         arr = self.variables.get(v)
         if arr is None:
@@ -169,14 +181,8 @@ class Machine:
                     self.shared.reset()
                     for arr in self.locals:
                         arr.reset()
-                    if self.async_copies is not None:
-                        self.async_copies.reset()
-                    if self.bulk_copies is not None:
-                        self.bulk_copies.reset()
-                    if self.mbarriers is not None:
-                        self.mbarriers.reset()
-                    if self.wgmma is not None:
-                        self.wgmma.reset()
+                    for unit in self.units.values():
+                        unit.reset()
                     for arr in self.variables.values():
                         arr.fill(0)
                     self.loops.clear()
@@ -185,8 +191,8 @@ class Machine:
                             self.strands.run(self.body, self.all)
                         else:
                             self.body(self.all)
-                        if self.bulk_copies is not None:  # the block's bulk stores land
-                            self.bulk_copies.finish_block()
+                        for unit in self.units.values():  # what the block leaves in flight
+                            unit.finish_block()
                     except Fault as f:
                         raise self._error(f) from None
                     blocks += 1
@@ -243,6 +249,8 @@ class Machine:
                 self._loop_depth, self.compiler.span = depth, span
                 method = getattr(self, "_" + type(node).__name__, None)
                 if method is None:
+                    method = self._family_rule(type(node).__name__)
+                if method is None:
                     raise self.compiler.error(
                         f"the simulator cannot execute {type(node).__name__} statements: it "
                         f"runs only the lowered IR",
@@ -252,6 +260,13 @@ class Machine:
         finally:
             self._loop_depth = saved
         return self._stmts[id(s)][1]
+
+    def _family_rule(self, name: str):
+        """A family's ``compile_<name>(machine, node)`` for its statement class (the
+        catalog's ``Row.nodes``: atomics, CTA reductions), bound to this machine, or None."""
+        row = catalog.row_of_node(name)
+        rule = catalog.rule(row, "sim", "compile_" + name) if row is not None else None
+        return (lambda node: rule(self, node)) if rule is not None else None
 
     def _Seq(self, s: ir.Seq):
         body = [self.stmt(x) for x in s.stmts]
@@ -269,7 +284,7 @@ class Machine:
         if s.var in self.param_values:
             raise self.compiler.error(f"assignment to the parameter '{s.var.name}'")
         arr = self.variable(s.var)
-        f = _converted(self.compiler.compile(s.value), s.value.dtype, s.var.dtype)
+        f = converted(self.compiler.compile(s.value), s.value.dtype, s.var.dtype)
         all_, span, m = self.all, s.span, self
 
         def run(idx):
@@ -286,7 +301,7 @@ class Machine:
     def _Store(self, s: ir.Store):
         region = self.region(s.buffer, self.compiler)
         fi = self.compiler.compile(s.index)
-        fv = _converted(self.compiler.compile(s.value), s.value.dtype, s.dtype)
+        fv = converted(self.compiler.compile(s.value), s.value.dtype, s.dtype)
         d, span, m = s.dtype, s.span, self
         local = s.buffer.scope is ir.Scope.LOCAL
 
@@ -306,7 +321,7 @@ class Machine:
         """An ``if``/``elif``/``else`` chain runs as a loop over its links (an ``elif`` is an
         ``If`` in ``else_body``): the threads that fail one condition go on to the next, so
         a chain of thousands of ``elif`` needs no recursion."""
-        cond = _to_bool(self.compiler.compile(s.cond), s.cond.dtype)
+        cond = to_bool(self.compiler.compile(s.cond), s.cond.dtype)
         then = self.stmt(s.then_body)
         other = s.else_body
         if isinstance(other, ir.If):
@@ -361,8 +376,8 @@ class Machine:
             check_vector_alignment(s, self.regions)
         v = s.var
         arr = self.variable(v)
-        start = _converted(self.compiler.compile(s.start), s.start.dtype, v.dtype)
-        stop = _converted(self.compiler.compile(s.stop), s.stop.dtype, v.dtype)
+        start = converted(self.compiler.compile(s.start), s.start.dtype, v.dtype)
+        stop = converted(self.compiler.compile(s.stop), s.stop.dtype, v.dtype)
         body = self._loop_body(s.body)
         step = constant(s.step, v.dtype)
         less = np.less if s.step > 0 else np.greater
@@ -405,7 +420,7 @@ class Machine:
         return run
 
     def _While(self, s: ir.While):
-        cond = _to_bool(self.compiler.compile(s.cond), s.cond.dtype)
+        cond = to_bool(self.compiler.compile(s.cond), s.cond.dtype)
         body = self._loop_body(s.body)
         span, m = s.span, self
 
@@ -517,27 +532,6 @@ class Machine:
             return idx
 
         return run
-
-    # atomics and CTA operations (atomics.py, cta.py: imported by a kernel that has one)
-    def _Atomic(self, s: ir.Atomic):
-        from .atomics import compile_atomic
-
-        return compile_atomic(self, s)
-
-    def _ThreadFence(self, s: ir.ThreadFence):
-        from .cta import compile_thread_fence
-
-        return compile_thread_fence(self, s)
-
-    def _VotingBarrier(self, s: ir.VotingBarrier):
-        from .cta import compile_voting_barrier
-
-        return compile_voting_barrier(self, s)
-
-    def _CtaReduce(self, s: ir.CtaReduce):
-        from .cta import compile_cta_reduce
-
-        return compile_cta_reduce(self, s)
 
     def _PtxCall(self, s: ir.PtxCall):
         f = compile_ptx(self, self.compiler, s)

@@ -42,17 +42,17 @@ def as_index(values, n: int) -> np.ndarray:
     return v
 
 
-def _first(mask: np.ndarray) -> int:
+def first(mask: np.ndarray) -> int:
     return int(np.flatnonzero(mask)[0])
 
 
-def _check_bounds(index: np.ndarray, d: DType, tids, nbytes: int, what: str, unit="element") -> int:
+def check_bounds(index: np.ndarray, d: DType, tids, nbytes: int, what: str, unit="element") -> int:
     """Raise a Fault naming the first element of ``index`` (in units of ``d``) outside
     ``nbytes``; ``what`` says which access of which buffer. Returns the element size."""
     s = storage_type(d).itemsize
     bad = index.view(U64) >= nbytes // s
     if bad.any():
-        k = _first(bad)
+        k = first(bad)
         raise Fault(
             f"out-of-bounds {what}: {unit} {index[k]} as {d} (bytes {index[k] * s}.."
             f"{index[k] * s + s - 1}) but it holds {nbytes} bytes",
@@ -61,7 +61,7 @@ def _check_bounds(index: np.ndarray, d: DType, tids, nbytes: int, what: str, uni
     return s
 
 
-def _who(tid: int) -> str:
+def thread_name(tid: int) -> str:
     return f"thread {tid} (warp {tid // 32}, lane {tid % 32})"
 
 
@@ -97,14 +97,14 @@ def merge_accessors(warp, stamp, tid, b, in_w, in_p, in_e) -> None:
     warp[b] = new_w
 
 
-def _round_up(n: int, m: int) -> int:
+def round_up(n: int, m: int) -> int:
     return max(m, -(-n // m) * m)
 
 
 class GlobalRegion:
     """A global tensor parameter: the caller's array, accessed as raw bytes in place."""
 
-    guard = None  # tirx.sim.bulkcopy.BulkCopies when bulk copies write this tensor
+    guard = None  # a family's check of accesses to bytes its pending copies will write
 
     def __init__(self, name: str, array: np.ndarray):
         flat = array.reshape(-1)
@@ -121,9 +121,9 @@ class GlobalRegion:
             v = self._views[dt] = self.bytes[: n * dt.itemsize].view(dt)
         return v
 
-    def _check(self, index: np.ndarray, d: DType, tids: np.ndarray, what: str) -> np.dtype:
+    def check(self, index: np.ndarray, d: DType, tids: np.ndarray, what: str) -> np.dtype:
         dt = storage_type(d)
-        s = _check_bounds(index, d, tids, self.nbytes, f"{what} global '{self.name}'")
+        s = check_bounds(index, d, tids, self.nbytes, f"{what} global '{self.name}'")
         if self.guard is not None:  # bytes a pending bulk copy will write
             self.guard.check_global(self, index * s, s, tids, what)
         if self.address % s:
@@ -135,23 +135,23 @@ class GlobalRegion:
         return dt
 
     def load(self, index: np.ndarray, d: DType, tids: np.ndarray) -> np.ndarray:
-        dt = self._check(index, d, tids, "read of")
+        dt = self.check(index, d, tids, "read of")
         return self.view(dt)[index]
 
     def store(self, index: np.ndarray, bits: np.ndarray, d: DType, tids: np.ndarray) -> None:
-        dt = self._check(index, d, tids, "write to")
+        dt = self.check(index, d, tids, "write to")
         self.view(dt)[index] = bits
 
 
 class LocalArray:
     """A local buffer: one row of bytes per thread, plus a written-mask per byte."""
 
-    guard = None  # tirx.sim.wgmma_async.RegisterGuard once wgmma accumulates into this array
+    guard = None  # a family's check of registers an asynchronous instruction holds
 
     def __init__(self, name: str, nbytes: int, threads: int):
         self.name = name
         self.nbytes = nbytes
-        width = _round_up(nbytes, 8)
+        width = round_up(nbytes, 8)
         self.data = np.zeros((threads, width), dtype=np.uint8)
         self.written = np.zeros((threads, width), dtype=np.uint8)
         self._views: dict[np.dtype, tuple[np.ndarray, np.ndarray]] = {}
@@ -167,7 +167,7 @@ class LocalArray:
         return v
 
     def _check(self, index: np.ndarray, d: DType, tids: np.ndarray, what: str) -> None:
-        _check_bounds(index, d, tids, self.nbytes, f"{what} local '{self.name}'", "slot")
+        check_bounds(index, d, tids, self.nbytes, f"{what} local '{self.name}'", "slot")
 
     def load(self, index: np.ndarray, d: DType, tids: np.ndarray, rows) -> np.ndarray:
         """``rows`` indexes the thread axis: the active-thread array or a full slice."""
@@ -178,7 +178,7 @@ class LocalArray:
         data, written = self.views(dt)
         ok = written[rows, index] == ONES[dt.itemsize]
         if not ok.all():
-            k = _first(~ok)
+            k = first(~ok)
             raise Fault(
                 f"read of local '{self.name}' slot {index[k]} as {d}, which this thread never "
                 f"wrote (a register holding garbage on the GPU)",

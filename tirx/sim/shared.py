@@ -6,7 +6,7 @@ Checks (each a :class:`tirx.sim.faults.Fault` naming the thread):
   matrix rows / copy chunks (inside one shared allocation);
 * initialization: shared bytes must be written in this block before they are read;
 * asynchronous copies: the destination of a ``cp.async`` that has not completed may be
-  neither read nor written by anyone (:mod:`tirx.sim.asynccopy` drives this);
+  neither read nor written by anyone (:mod:`tirx.families.cp_async.sim` drives this);
 * races (shared memory): between two barriers, a byte written by one thread may not be read
   or written by another thread. Only barriers order different threads' accesses, whatever
   instruction makes them (as on the machine, where ``compute-sanitizer --tool racecheck``
@@ -32,14 +32,15 @@ from .faults import Fault
 from .memory import (
     ONES,
     UINT,
-    _check_bounds,
-    _first,
-    _round_up,
-    _who,
     accessors_per_byte,
+    check_bounds,
+    first,
     merge_accessors,
+    round_up,
+    thread_name,
 )
 from .numeric import storage_type
+from .proxy import AsyncProxy
 
 __all__ = ["SharedMemory", "SharedBuffer", "line_of", "race_hint"]
 
@@ -66,7 +67,7 @@ class SharedMemory:
     def __init__(self, allocations: list[tuple[int, int, str]], total: int, warps: int):
         self.allocs = sorted(allocations)
         ends = [o + n for o, n, _ in self.allocs]
-        size = _round_up(max([total, *ends, 16]), 16)
+        size = round_up(max([total, *ends, 16]), 16)
         self.starts = np.array([o for o, _, _ in self.allocs], dtype=np.int64)
         self.ends = np.array(ends, dtype=np.int64)
         self.data = np.zeros(size, dtype=np.uint8)
@@ -86,8 +87,10 @@ class SharedMemory:
         self.pend_site = np.zeros(size, dtype=np.int32)
         self.in_flight = 0  # bytes pending, to skip the check when there are none
         self.copy_kinds: dict = {}  # site -> (copy's name, how to wait), other than cp.async's
-        self.bulk = None  # tirx.sim.bulkcopy.BulkCopies of a kernel with bulk copies
-        self.wgmma = None  # tirx.sim.wgmma_async.WgmmaState of a kernel with wgmma
+        # families' state that checks shared writes (an asynchronous reader's bytes in flight):
+        # objects with shared_write(bytes, threads, record), called before every generic write
+        self.observers: list = []
+        self.proxy: AsyncProxy | None = None  # made by the first asynchronous-proxy reader
         self.scratch = np.zeros(size, dtype=np.int64)
         self.epoch = np.zeros(max(warps, 1), dtype=np.int32)
         self.atomics = AtomicAccesses(size)  # atomic updates since the last barrier
@@ -101,6 +104,8 @@ class SharedMemory:
         self.epoch.fill(0)
         self.pend_tid.fill(-1)
         self.in_flight = 0
+        if self.proxy is not None:
+            self.proxy.reset()
 
     def barrier(self) -> None:
         self.w_tid.fill(-1)
@@ -115,7 +120,7 @@ class SharedMemory:
 
     # -------------------------------------------------------------------- race tracking
 
-    def _spread(self, addr: np.ndarray, s: int, tids: np.ndarray):
+    def spread(self, addr: np.ndarray, s: int, tids: np.ndarray):
         if s == 1:
             return addr, tids
         return (addr[:, None] + np.arange(s)).ravel(), np.repeat(tids, s)
@@ -129,12 +134,12 @@ class SharedMemory:
             self.sites.append(span)
         return sid
 
-    def _race(self, b, p, k: int, verb: str, other: str, other_tid: int, other_site) -> Fault:
+    def race(self, b, p, k: int, verb: str, other: str, other_tid: int, other_site) -> Fault:
         here, there = self.where(), self.sites[int(other_site)]
         same_warp = other_tid >= 0 and other_tid >> 5 == int(p[k]) >> 5
         wait = self.copy_kinds.get(int(other_site), (None, None))[1]  # a tensor copy's write
         return Fault(
-            f"shared-memory race: {_who(int(p[k]))} {verb} {self.describe(int(b[k]))} at "
+            f"shared-memory race: {thread_name(int(p[k]))} {verb} {self.describe(int(b[k]))} at "
             f"{line_of(here)}, which {other} at {line_of(there)} with no barrier in between",
             int(p[k]),
             wait or race_hint(there, here, same_warp),
@@ -148,13 +153,13 @@ class SharedMemory:
         wt = self.w_tid[b]
         bad = (wt >= 0) & (wt != p) & (((wt >> 5) != wp) | (self.w_stamp[b] == e))
         if bad.any():
-            k = _first(bad)
+            k = first(bad)
             other = int(wt[k])
-            raise self._race(b, p, k, verb, f"{_who(other)} wrote", other, self.w_site[b[k]])
+            raise self.race(b, p, k, verb, f"{thread_name(other)} wrote", other, self.w_site[b[k]])
         return wp, e
 
     def track_read(self, addr: np.ndarray, s: int, tids: np.ndarray) -> None:
-        b, p = self._spread(addr, s, tids)
+        b, p = self.spread(addr, s, tids)
         wp, e = self._check_writer(b, p, "reads")
         self.atomics.check(self, b, p, wp, e, "reads")
         self.r_site[b] = self.site()
@@ -169,7 +174,7 @@ class SharedMemory:
     def check_read(self, addr: np.ndarray, s: int, tids: np.ndarray) -> None:
         """The race checks of a read of ``s`` bytes at each of ``addr`` by ``tids``, without
         recording it (a wgmma.mma_async's operands at issue: tirx/sim/wgmma_async.py)."""
-        b, p = self._spread(addr, s, tids)
+        b, p = self.spread(addr, s, tids)
         wp, e = self._check_writer(b, p, "reads")
         self.atomics.check(self, b, p, wp, e, "reads")
 
@@ -179,11 +184,8 @@ class SharedMemory:
     def track_write(self, addr: np.ndarray, s: int, tids: np.ndarray, record=True) -> None:
         """Check a write of ``s`` bytes at each of ``addr`` by ``tids``; ``record=False`` only
         checks (an asynchronous copy at issue: its bytes land later)."""
-        b, p = self._spread(addr, s, tids)
-        if self.bulk is not None:  # a bulk copy's source is not written; the fence state
-            self.bulk.generic_write(b, p, record)
-        if self.wgmma is not None:  # nor the operands of an mma_async in flight
-            self.wgmma.shared_write(b, p)
+        b, p = self.spread(addr, s, tids)
+        self.generic_write(b, p, record)
         wp, e = self._check_writer(b, p, "writes")
         self.atomics.check(self, b, p, wp, e, "writes")
         rw = self.r_warp[b]
@@ -191,23 +193,29 @@ class SharedMemory:
             (rw >= 0) & ((rw != wp) | ((self.r_stamp[b] == e) & (self.r_tid[b] != p)))
         )
         if bad.any():
-            k = _first(bad)
+            k = first(bad)
             rt = int(self.r_tid[b[k]])
             if rw[k] == -2:
                 other = "threads of several warps read"
             elif rw[k] != wp[k] or rt < 0:
-                other = f"threads of warp {rw[k]} read" if rt < 0 else f"{_who(rt)} read"
+                other = f"threads of warp {rw[k]} read" if rt < 0 else f"{thread_name(rt)} read"
             else:
-                other = f"{_who(rt)} read"
+                other = f"{thread_name(rt)} read"
             who = rt if rt >= 0 else (32 * int(rw[k]) if rw[k] >= 0 else -1)
-            raise self._race(b, p, k, "writes", other, who, self.r_site[b[k]])
+            raise self.race(b, p, k, "writes", other, who, self.r_site[b[k]])
         self.scratch[b] = p
         bad = self.scratch[b] != p
         if bad.any():
-            k = _first(bad)
+            k = first(bad)
             other = int(self.scratch[b[k]])
-            raise self._race(
-                b, p, k, "writes", f"{_who(other)} also writes in the same step", other, self.site()
+            raise self.race(
+                b,
+                p,
+                k,
+                "writes",
+                f"{thread_name(other)} also writes in the same step",
+                other,
+                self.site(),
             )
         if not record:
             return
@@ -216,18 +224,61 @@ class SharedMemory:
         self.w_stamp[b] = e
         self.r_warp[b] = -1
 
+    def generic_write(self, b: np.ndarray, p: np.ndarray, record: bool = True) -> None:
+        """Bytes ``b`` are written by threads ``p`` through the generic proxy (a store, an
+        atomic, stmatrix, a cp.async landing): the observers check them (``record=False``: a
+        copy at issue, whose bytes land later) and the async proxy notes them unfenced."""
+        for observer in self.observers:
+            observer.shared_write(b, p, record)
+        if record and self.proxy is not None:
+            self.proxy.generic_write(b, p)
+
+    def async_proxy(self) -> AsyncProxy:
+        """The proxy-fence state, made when a kernel first has an asynchronous-proxy reader."""
+        if self.proxy is None:
+            self.proxy = AsyncProxy(self)
+        return self.proxy
+
+    def track_atomic(self, addr: np.ndarray, s: int, tids: np.ndarray) -> None:
+        """Race checks of an atomic on ``s`` bytes at each of ``addr``: against plain writes and
+        plain reads of other threads since the last barrier (never against other atomics)."""
+        verb = "atomically updates"
+        if self.in_flight:
+            self.check_pending(addr, s, tids, verb)
+        b, p = self.spread(addr, s, tids)
+        self.generic_write(b, p)  # a write of the generic proxy, as a store is
+        wp, e = self._check_writer(b, p, verb)
+        rw = self.r_warp[b]
+        bad = (rw == -2) | (
+            (rw >= 0) & ((rw != wp) | ((self.r_stamp[b] == e) & (self.r_tid[b] != p)))
+        )
+        if bad.any():
+            k = int(np.flatnonzero(bad)[0])
+            rt = int(self.r_tid[b[k]])
+            if rw[k] == -2 or rt < 0:
+                other = (
+                    "threads of several warps read"
+                    if rw[k] == -2
+                    else f"threads of warp {rw[k]} read"
+                )
+                who = -1 if rw[k] == -2 else 32 * int(rw[k])
+            else:
+                other, who = f"thread {rt} (warp {rt // 32}, lane {rt % 32}) read", rt
+            raise self.race(b, p, k, verb, other, who, self.r_site[b[k]])
+        self.atomics.record(b, p, wp, e, self.site())
+
     # ------------------------------------------------------------ asynchronous copies
 
     def check_pending(self, addr: np.ndarray, s: int, tids: np.ndarray, verb: str) -> None:
         """Fault if one of the ``s`` bytes at each of ``addr`` is the destination of an
         asynchronous copy that has not completed (reading it, or writing it, is a race with the
         copy engine, whoever does it)."""
-        b, p = self._spread(addr, s, tids)
+        b, p = self.spread(addr, s, tids)
         pt = self.pend_tid[b]
         bad = pt >= 0
         if not bad.any():
             return
-        k = _first(bad)
+        k = first(bad)
         owner, who = int(pt[k]), int(p[k])
         copy_line = line_of(self.sites[int(self.pend_site[b[k]])])
         name, wait = self.copy_kinds.get(int(self.pend_site[b[k]]), ("cp.async", None))
@@ -243,8 +294,8 @@ class SharedMemory:
         else:
             fix = "wait for the copy (and synchronize) before reusing its destination"
         raise Fault(
-            f"{_who(who)} {verb} {self.describe(int(b[k]))} at {line_of(self.where())}, the "
-            f"destination of the {name} at {copy_line} issued by {_who(owner)}, which has "
+            f"{thread_name(who)} {verb} {self.describe(int(b[k]))} at {line_of(self.where())}, the "
+            f"destination of the {name} at {copy_line} issued by {thread_name(owner)}, which has "
             f"not completed",
             who,
             fix,
@@ -255,7 +306,7 @@ class SharedMemory:
         if self.in_flight:
             self.check_pending(addr, size, tids, "writes")
         self.track_write(addr, size, tids, record=False)
-        b, p = self._spread(addr, size, tids)
+        b, p = self.spread(addr, size, tids)
         self.pend_tid[b] = p
         self.pend_site[b] = self.site()
         self.in_flight += b.size
@@ -264,9 +315,8 @@ class SharedMemory:
         """Copies complete: ``data`` ``[n, size]`` lands at ``addr``, written by ``tids`` now
         (so other threads need a barrier after this point), at the copy's line ``site``."""
         size = data.shape[1]
-        b, p = self._spread(addr, size, tids)
-        if self.bulk is not None:
-            self.bulk.generic_write(b, p, True)
+        b, p = self.spread(addr, size, tids)
+        self.generic_write(b, p)
         self.data[b] = data.ravel()
         self.written[b] = 0xFF
         self.pend_tid[b] = -1
@@ -286,7 +336,7 @@ class SharedMemory:
         w = addr // s
         ok = self.written.view(UINT[s])[w] == ONES[s]
         if not ok.all():
-            k = _first(~ok)
+            k = first(~ok)
             raise Fault(
                 f"read of shared memory that nothing wrote in this block: {d} at "
                 f"{self.describe(int(addr[k]))}",
@@ -308,10 +358,10 @@ class SharedMemory:
 
     # ------------------------------------------------------------------- matrix rows
 
-    def _check_rows(self, addr: np.ndarray, tids: np.ndarray, what: str, size=16) -> None:
+    def check_rows(self, addr: np.ndarray, tids: np.ndarray, what: str, size=16) -> None:
         bad = addr % size != 0
         if bad.any():
-            k = _first(bad)
+            k = first(bad)
             why = (
                 "each 8x8 matrix row is 16 bytes and must start at a multiple of 16"
                 if what in ("ldmatrix", "stmatrix")
@@ -325,7 +375,7 @@ class SharedMemory:
         else:
             inside[:] = False
         if not inside.all():
-            k = _first(~inside)
+            k = first(~inside)
             raise Fault(
                 f"{what} row [{addr[k]}, {addr[k] + size}) of shared memory lies outside every "
                 f"shared allocation",
@@ -334,13 +384,13 @@ class SharedMemory:
 
     def read_rows(self, addr: np.ndarray, tids: np.ndarray, what: str) -> np.ndarray:
         """16-byte rows at ``addr`` (one per entry) as uint16 ``[n, 8]``."""
-        self._check_rows(addr, tids, what)
+        self.check_rows(addr, tids, what)
         if self.in_flight:
             self.check_pending(addr, 16, tids, "reads")
         words = (addr // 8)[:, None] + np.arange(2)
         ok = (self.written64[words] == ONES[8]).all(axis=1)
         if not ok.all():
-            k = _first(~ok)
+            k = first(~ok)
             raise Fault(
                 f"{what} reads a row of shared memory that nothing wrote in this block: "
                 f"{self.describe(int(addr[k]))}",
@@ -351,7 +401,7 @@ class SharedMemory:
         return self.data16[(addr // 2)[:, None] + np.arange(8)]
 
     def write_rows(self, addr: np.ndarray, rows: np.ndarray, tids: np.ndarray, what: str):
-        self._check_rows(addr, tids, what)
+        self.check_rows(addr, tids, what)
         if self.in_flight:
             self.check_pending(addr, 16, tids, "writes")
         self.track_write(addr, 16, tids)
@@ -368,8 +418,8 @@ class SharedBuffer:
         self.offset = offset
         self.nbytes = nbytes
 
-    def _address(self, index: np.ndarray, d: DType, tids: np.ndarray, what: str) -> np.ndarray:
-        s = _check_bounds(index, d, tids, self.nbytes, f"{what} shared '{self.name}'")
+    def address(self, index: np.ndarray, d: DType, tids: np.ndarray, what: str) -> np.ndarray:
+        s = check_bounds(index, d, tids, self.nbytes, f"{what} shared '{self.name}'")
         if self.offset % s:
             raise Fault(
                 f"misaligned {what} shared '{self.name}' as {d}: the buffer starts at shared "
@@ -379,8 +429,8 @@ class SharedBuffer:
         return index * s + self.offset
 
     def load(self, index: np.ndarray, d: DType, tids: np.ndarray) -> np.ndarray:
-        return self.memory.read(self._address(index, d, tids, "read of"), d, tids)
+        return self.memory.read(self.address(index, d, tids, "read of"), d, tids)
 
     def store(self, index: np.ndarray, bits, d: DType, tids: np.ndarray) -> None:
-        addr = self._address(index, d, tids, "write to")
+        addr = self.address(index, d, tids, "write to")
         self.memory.write(addr, bits, d, tids)

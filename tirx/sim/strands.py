@@ -22,16 +22,23 @@ from collections import deque
 
 import numpy as np
 
+from .. import catalog
 from ..ir import nodes as ir
 from .faults import Fault
 
-__all__ = ["Strands", "holds_wait", "WAITS"]
+__all__ = ["Strands", "holds_wait", "blocks"]
 
-WAITS = ("mbarrier.test_wait", "mbarrier.try_wait")
+
+def blocks(text: str) -> bool:
+    """Whether the instruction ``text`` may wait for other warps: its family's simulator module
+    lists it in ``BLOCKING`` (instruction prefixes; the mbarrier waits)."""
+    row = catalog.row_of_ptx(text)
+    blocking = catalog.rule(row, "sim", "BLOCKING") if row is not None else None
+    return bool(blocking) and text.startswith(blocking)
 
 
 def holds_wait(s: ir.Stmt, cache: dict) -> bool:
-    """Whether ``s`` (a statement of the lowered IR) contains an mbarrier wait."""
+    """Whether ``s`` (a statement of the lowered IR) contains a blocking wait."""
     hit = cache.get(id(s))
     if hit is not None:
         return hit
@@ -39,7 +46,7 @@ def holds_wait(s: ir.Stmt, cache: dict) -> bool:
     while todo and not found:
         node = todo.pop()
         if isinstance(node, ir.PtxCall):
-            found = node.instruction.startswith(WAITS)
+            found = blocks(node.instruction)
         elif isinstance(node, ir.Seq):
             todo.extend(node.stmts)
         elif isinstance(node, ir.If):

@@ -14,7 +14,7 @@ import numpy as np
 
 from ..errors import Span
 
-__all__ = ["RegisterTrace", "PtxTrace", "CopyTrace", "RunResult"]
+__all__ = ["RegisterTrace", "PtxTrace", "CopyTrace", "RunResult", "record_copy"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -99,7 +99,7 @@ class RunResult:
     blocks: int = 0
     seconds: float = 0.0
     copies: list[CopyTrace] = field(default_factory=list)
-    barriers: list = field(default_factory=list)  # tirx.sim.mbarrier.BarrierTrace
+    barriers: list = field(default_factory=list)  # tirx.families.mbarrier.sim.BarrierTrace
 
 
 def as_float(bits: np.ndarray, is_f32: np.ndarray) -> np.ndarray:
@@ -107,3 +107,38 @@ def as_float(bits: np.ndarray, is_f32: np.ndarray) -> np.ndarray:
     out = np.ascontiguousarray(bits, dtype=np.uint32).view(np.float32).copy()
     out[:, ~is_f32] = np.nan
     return out
+
+
+def record_copy(m, stmt, event, idx, *, dst=None, src=None, nbytes=None, groups=None, landed=None):
+    """One :class:`CopyTrace` per warp that executed ``stmt``, an asynchronous copy's or group
+    statement (``event``: an enum member whose value names what it did, or that name)."""
+    warps = idx >> 5
+    for w in np.unique(warps).tolist():
+        sel = warps == w
+        lanes = np.zeros(32, dtype=bool)
+        lanes[idx[sel] & 31] = True
+
+        def per_lane(values, sel=sel):
+            if values is None:
+                return None
+            out = np.full(32, -1, dtype=np.int64)
+            out[idx[sel] & 31] = values[sel]
+            return out
+
+        m.copy_traces.append(
+            CopyTrace(
+                step=len(m.copy_traces),
+                event=getattr(event, "value", event),
+                instruction=stmt.instruction,
+                span=stmt.span,
+                block=tuple(int(x) for x in m.block_idx),
+                warp=int(w),
+                active=lanes,
+                dst=per_lane(dst),
+                src=per_lane(src),
+                nbytes=per_lane(nbytes),
+                group=per_lane(groups),
+                completed=per_lane(landed),
+                ptx_before=len(m.traces),
+            )
+        )

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from .. import catalog
 from ..errors import TirxError, TirxSyntaxError
 from ..ir import nodes as ir
 from ..ir.simplify import static_value
@@ -24,9 +25,9 @@ from .raw_ptx import lower_raw_ptx
 from .shared_memory import check_shared_limits
 from .tile_ops import lower_tile_op
 
-# The construct families' lowering and checks (cta_ops.py, vectorize.py, warp_ops.py) are
-# imported in the rules of their nodes, and their checks run only when the lowerer met such a
-# node: a kernel without atomics, vectorized loops or warp collectives loads none of them.
+# The families' lowering rules for their own node classes (atomics, warp collectives, ...)
+# are in tirx/families/<family>/lower.py, found through the catalog at the first such node;
+# a family's check(body, arch) runs once over a body that holds one of its nodes.
 
 __all__ = ["lower_function"]
 
@@ -44,10 +45,10 @@ def lower_function(fn: ir.Function, arch: int = 80) -> ir.Function:
     offsets, total = _plan_shared(fn)
     check_shared_limits(fn, offsets, total, arch)
     check_limits(replace(fn, body=body))
-    if lowerer.warp_collectives:
-        from .warp_ops import check_warp_ops
-
-        check_warp_ops(body, arch)
+    for row in lowerer.families:  # the families whose nodes the body holds
+        check = catalog.rule(row, "lower", "check")
+        if check is not None:
+            check(body, arch)
     contracts = [lookup(t) for t in lowerer.instructions]
     return replace(
         fn, body=body, lowered=True, shared_offsets=offsets, shared_bytes=total,
@@ -72,6 +73,7 @@ class _Lowerer(Transformer):
     recursion; a node class without a rule here raises)."""
 
     pass_name = "lowering"
+    stage = "lower"
     # rebuilt from their lowered children as they are
     rebuilt = frozenset(
         {
@@ -114,16 +116,23 @@ class _Lowerer(Transformer):
     def __init__(self, arch: int):
         self.arch = arch
         self.vectorized = False  # met a T.vectorized loop
-        self.warp_collectives = False  # met a warp collective
+        self.families: set = set()  # the catalog rows whose node classes it met
         self.instructions: set[str] = set()  # the PTX instructions of its tile ops and raw calls
 
     def leave_For(self, s, *children):
         self.vectorized = self.vectorized or s.kind is ir.LoopKind.VECTORIZED
         return rebuild(s, children)
 
-    def leave_WarpCollective(self, e, *children):
-        self.warp_collectives = True
-        return rebuild(e, children)
+    def _named_rule(self, name, family=None):
+        rule = super()._named_rule(name, family)
+        if rule is None or family is None:
+            return rule
+
+        def noted(lowerer, *args):  # a family's node: its check runs after the lowering
+            lowerer.families.add(family)
+            return rule(lowerer, *args)
+
+        return noted
 
     def relocate(self, error, path):
         """A user error is located at the innermost statement around it that has a line."""
@@ -150,16 +159,6 @@ class _Lowerer(Transformer):
         call = lower_raw_ptx(s, self.arch, self.address)
         self.instructions.add(call.instruction)
         return ir.PtxCall(call.instruction, tuple(map(self.visit, call.operands)), call.span)
-
-    def enter_ElemAtomic(self, s):
-        from .cta_ops import lower_atomic
-
-        return lower_atomic(s, self.arch, self.address, self.visit)
-
-    def enter_CtaReduce(self, s):
-        from .cta_ops import lower_cta_reduce
-
-        return lower_cta_reduce(s, self.address, self.visit)
 
     # PtxCall operands made by lower_raw_ptx: the values in them are still script level
     def enter_RegVector(self, op):
@@ -192,18 +191,16 @@ class _Lowerer(Transformer):
         buf, index = self.address(view, indices, lowered=True)
         return ir.Load(buf, index, view.dtype)
 
-    def leave_ElemSharedAddress(self, e, view, indices):
-        from .cta_ops import lower_shared_address
-
-        return lower_shared_address(view, self.address(view, indices, lowered=True)[1])
-
     def leave_AddressOf(self, e, view, indices):  # T.address_of (tirx/script/forms.py)
         buf, index = self.address(view, indices, lowered=True)
         if buf.scope is ir.Scope.SHARED:
-            from .cta_ops import lower_shared_address
-
-            return lower_shared_address(view, index)
+            return self.shared_address(view, index)
         return ir.GlobalAddress(buf, ir.cast(index, ir.U64) * view.dtype.bytes)
+
+    @staticmethod
+    def shared_address(view: ir.View, index) -> ir.SharedAddress:
+        """The shared-window address of element ``index`` (in units of the view's dtype)."""
+        return ir.SharedAddress(view.buffer, index * view.dtype.bytes)
 
     # rebuilt through the folding builders; unchanged operands were folded when first built
     def leave_BinOp(self, e, a, b):

@@ -44,9 +44,9 @@ PARAM_TYPES = {
     "i32": "i4x",
     "u32": "I4x",
     "f32": "f4x",
-    "tmap": "128s",  # a CUtensorMap, by value (tirx/backend/cuda/tma.py)
+    "tmap": "128s",  # a CUtensorMap, by value (tirx/backend/cuda/tensor_maps.py)
 }
-_STATIC_SMEM_LIMIT = 48 * 1024  # dynamic shared memory beyond this needs an opt-in attribute
+STATIC_SMEM_LIMIT = 48 * 1024  # dynamic shared memory beyond this needs an opt-in attribute
 
 _HINTS = {
     "CUDA_ERROR_NO_BINARY_FOR_GPU": "the cubin was built for another architecture: compile for "
@@ -70,7 +70,8 @@ _HINTS = {
 }
 
 
-def _driver():
+def driver_api():
+    """The CUDA driver bindings (``cuda.bindings.driver``), imported at their first use."""
     from cuda.bindings import driver
 
     return driver
@@ -83,7 +84,7 @@ def _result_name(result) -> str:
 def _error(result, what: str) -> LaunchError:
     name = _result_name(result)
     try:
-        err, text = _driver().cuGetErrorString(result)
+        err, text = driver_api().cuGetErrorString(result)
         detail = f" ({text.decode()})" if int(err) == 0 and text else ""
     except Exception:
         detail = ""
@@ -99,7 +100,7 @@ def _check(result, what: str) -> None:
 def _probe() -> tuple[int, str]:
     """(number of devices, why there are none). Safe without a driver: never raises."""
     try:
-        drv = _driver()
+        drv = driver_api()
         (err,) = drv.cuInit(0)
         if int(err) != 0:
             return 0, _result_name(err)
@@ -128,7 +129,7 @@ def _require_gpu(ordinal: int = 0) -> None:
 
 def _attribute(ordinal: int, name: str) -> int:
     """``cuDeviceGetAttribute`` of ``CU_DEVICE_ATTRIBUTE_<name>`` for device ``ordinal``."""
-    drv = _driver()
+    drv = driver_api()
     err, dev = drv.cuDeviceGet(ordinal)
     _check(err, "cuDeviceGet")
     err, v = drv.cuDeviceGetAttribute(
@@ -158,7 +159,7 @@ def multiprocessor_count(ordinal: int = 0) -> int | None:
 @functools.cache
 def _primary_context(ordinal: int):
     """The device's primary context, retained once for the life of the process (as torch does)."""
-    drv = _driver()
+    drv = driver_api()
     err, dev = drv.cuDeviceGet(ordinal)
     _check(err, "cuDeviceGet")
     err, ctx = drv.cuDevicePrimaryCtxRetain(dev)
@@ -169,7 +170,7 @@ def _primary_context(ordinal: int):
 def _make_current(ordinal: int):
     """The context to use for device ``ordinal``: the current one if it is that device's, else
     its primary context, made current on this thread."""
-    drv = _driver()
+    drv = driver_api()
     err, ctx = drv.cuCtxGetCurrent()
     _check(err, "cuCtxGetCurrent")
     if int(ctx) != 0:
@@ -185,7 +186,7 @@ def synchronize(ordinal: int = 0) -> None:
     """Wait for all work on the device's context (raises the launch's error if one failed)."""
     _require_gpu(ordinal)
     _make_current(ordinal)
-    _check(_driver().cuCtxSynchronize()[0], "cuCtxSynchronize")
+    _check(driver_api().cuCtxSynchronize()[0], "cuCtxSynchronize")
 
 
 def current_torch_stream() -> int:
@@ -218,7 +219,7 @@ class Module:
 
     def __init__(self, image: bytes | str, ordinal: int = 0):
         _require_gpu(ordinal)
-        drv = _driver()
+        drv = driver_api()
         self.ordinal = ordinal
         self.context = _make_current(ordinal)
         data = image.encode() + b"\0" if isinstance(image, str) else bytes(image)
@@ -230,7 +231,7 @@ class Module:
         """The kernel ``name`` (its ``extern "C"`` name, or the mangled one)."""
         k = self._kernels.get(name)
         if k is None:
-            err, fn = _driver().cuModuleGetFunction(self.handle, name.encode())
+            err, fn = driver_api().cuModuleGetFunction(self.handle, name.encode())
             _check(err, f"cuModuleGetFunction({name!r})")
             k = self._kernels[name] = Kernel(self, name, fn)
         return k
@@ -240,7 +241,7 @@ class Module:
         handle, self.handle = getattr(self, "handle", None), None
         if handle is not None:
             try:
-                _driver().cuModuleUnload(handle)
+                driver_api().cuModuleUnload(handle)
             except Exception:  # at interpreter exit the driver may be gone already
                 pass
 
@@ -253,11 +254,11 @@ class Kernel:
 
     def __init__(self, module: Module, name: str, handle):
         self.module, self.name, self.handle = module, name, handle
-        self.max_dynamic_smem = _STATIC_SMEM_LIMIT
+        self.max_dynamic_smem = STATIC_SMEM_LIMIT
 
     def attributes(self) -> dict[str, int]:
         """Registers, local/shared/constant bytes and the largest block the kernel can run."""
-        drv = _driver()
+        drv = driver_api()
         a = drv.CUfunction_attribute
         names = {
             "registers": a.CU_FUNC_ATTRIBUTE_NUM_REGS,
@@ -277,7 +278,7 @@ class Kernel:
 
     def allow_dynamic_smem(self, nbytes: int) -> None:
         """Opt in to ``nbytes`` of dynamic shared memory (needed above 48 KiB)."""
-        drv = _driver()
+        drv = driver_api()
         attr = drv.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
         _check(
             drv.cuFuncSetAttribute(self.handle, attr, nbytes)[0],
@@ -339,7 +340,7 @@ def launch_entry_address() -> int | None:
     asks for the per-thread one); None when the driver does not give it."""
     from tirx import config
 
-    drv = _driver()
+    drv = driver_api()
     try:
         err, version = drv.cuDriverGetVersion()
         if int(err) != 0:
@@ -358,7 +359,7 @@ def launch_entry_address() -> int | None:
 
 def OK():
     """``CUresult.CUDA_SUCCESS`` (what a launch answers when it went well)."""
-    return _driver().CUresult.CUDA_SUCCESS
+    return driver_api().CUresult.CUDA_SUCCESS
 
 
 class _Streams(dict):
@@ -367,7 +368,7 @@ class _Streams(dict):
     def __missing__(self, handle: int):
         if len(self) >= 64:  # streams come and go; keep the map small
             self.clear()
-        obj = self[handle] = _driver().CUstream(handle)
+        obj = self[handle] = driver_api().CUstream(handle)
         return obj
 
 
@@ -405,7 +406,7 @@ class Launcher:
                 f"unknown parameter type(s) {bad} for kernel {kernel.name!r}",
                 hint=f"use {sorted(PARAM_TYPES)}",
             )
-        drv = _driver()
+        drv = driver_api()
         self.kernel, self.param_types = kernel, tuple(param_types)
         self.pack = ArgPacker(self.param_types)
         self.entry = drv.cuLaunchKernel if entry is None else entry
@@ -443,7 +444,7 @@ class Launcher:
         if int(err) == 0:
             return
         if _result_name(err) == "CUDA_ERROR_INVALID_CONTEXT":
-            _check(_driver().cuCtxSetCurrent(self.kernel.module.context)[0], "cuCtxSetCurrent")
+            _check(driver_api().cuCtxSetCurrent(self.kernel.module.context)[0], "cuCtxSetCurrent")
             (err,) = self.entry(self.kernel.handle, *grid, *block, smem, stream, params, 0)
             if int(err) == 0:
                 return

@@ -215,14 +215,14 @@ class CudaExecutable(Executable):
             )
         self._module = driver.Module(self.cubin, _ORDINAL)
         kernel = self._module.function(self.lowered.name)
-        if self._smem > driver._STATIC_SMEM_LIMIT:  # opt in before the first launch
+        if self._smem > driver.STATIC_SMEM_LIMIT:  # opt in before the first launch
             kernel.allow_dynamic_smem(self._smem)
         self._attach(kernel.launcher(self.launch_kinds), _ORDINAL)
 
     @property
     def launch_kinds(self) -> list[str]:
         """The launcher's argument kinds: the parameters', then one ``"tmap"`` per TMA tensor
-        map (the hidden parameters, tirx/backend/cuda/tma.py)."""
+        map (the hidden parameters, tirx/backend/cuda/tensor_maps.py)."""
         return self._kinds + ["tmap"] * len(self._map_encoders)
 
     # set before the first call to encode tensor maps another way (tests count encodes):
@@ -235,7 +235,7 @@ class CudaExecutable(Executable):
         bytes``), empty for a kernel without TMA (which never loads tma.py)."""
         if not self.lowered.tensor_maps:
             return ()
-        from .tma import MapEncoder, map_sources
+        from .tensor_maps import MapEncoder, map_sources
 
         return tuple((i, MapEncoder(tm, self.encode_map)) for i, tm in map_sources(self.lowered))
 
@@ -455,7 +455,7 @@ def native_runner(
 
 def _cu_result(err: int):
     try:
-        return driver._driver().CUresult(err)
+        return driver.driver_api().CUresult(err)
     except ValueError:  # a code this cuda-bindings does not name
         return err
 

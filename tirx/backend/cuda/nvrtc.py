@@ -198,14 +198,14 @@ def _version_memo_path():
 
     if not config.cache_enabled():
         return None
-    from .cache import sha256  # not hashlib: see there
+    from ...files import sha256  # not hashlib: see there
 
     env = sha256(f"{sys.prefix}|{sys.version}".encode()).hexdigest()[:16]
     return config.cache_dir() / f"nvrtc-version-{env}.txt"
 
 
 def _read_version_memo(path) -> tuple[int, int] | None:
-    from .cache import read_regular  # never blocks on a named pipe
+    from ...files import read_regular  # never blocks on a named pipe
 
     data = read_regular(path)
     if data is None:

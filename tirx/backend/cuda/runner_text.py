@@ -13,7 +13,7 @@ import types
 import weakref
 from typing import NamedTuple
 
-from ...executable import _int_range
+from ...executable import int_range
 from ...ir import nodes as ir
 
 __all__ = ["MEMO", "MemoLayout", "remember", "slot", "runner_code", "runner_source"]
@@ -85,7 +85,7 @@ def slot(p, alignment_mask: int = 0) -> tuple:
         return ("float",)
     if kind == "bool":
         return ("bool",)
-    return ("int", *_int_range(p.dtype))
+    return ("int", *int_range(p.dtype))
 
 
 @functools.lru_cache(maxsize=256)

@@ -5,6 +5,7 @@ raises."""
 
 from __future__ import annotations
 
+from ... import catalog
 from ...dtypes import DTypeKind
 from ...ir import nodes as ir
 from ...ir.simplify import is_nonnegative
@@ -17,9 +18,6 @@ __all__ = ["statements", "assigns", "nonneg_vars"]
 _NO_VAR_WRITES = frozenset(
     {"Seq", "If", "While", "Store", "Barrier", "Printf", "PtxCall", "Break", "Continue"}
 )
-# The CTA statements (backend/cuda/cta_codegen.py), by name so that their module loads only
-# for a kernel that has one: each writes only its ``result``, when it has one.
-_CTA_STATEMENTS = frozenset({"Atomic", "ThreadFence", "VotingBarrier", "CtaReduce"})
 
 
 def statements(root):
@@ -32,8 +30,8 @@ def statements(root):
         name = type(st).__name__
         if isinstance(st, (ir.Assign, ir.For)):
             yield st, st.var
-        elif name in _CTA_STATEMENTS:  # atomics, votes, CTA reductions, fences
-            yield st, getattr(st, "result", None)
+        elif catalog.row_of_node(name) is not None:  # a family's statement (an atomic, a
+            yield st, getattr(st, "result", None)  # vote): it writes only its result, if any
         elif name in _NO_VAR_WRITES:
             yield st, None
         else:

@@ -293,10 +293,14 @@ def _group_call(op: ir.RawPtx) -> ir.PtxCall:
     return wait_count(text, op, "groups", "STAGES - 2")
 
 
+_NO_PICTURE = (  # why the notebook layer draws no lane picture of its operands
+    "each thread copies its own chunks between global and shared memory (or orders such copies)"
+)
 SPEC = FamilySpec(
     Family.CP_ASYNC, "cp.async", SLOTS, reject, build, lower_tile,
     "PTX ISA, Data Movement and Conversion Instructions: cp.async",
     exec_scope=ir.ExecScope.THREAD, lower_raw=lower_raw,
+    no_picture=_NO_PICTURE,
 )  # fmt: skip
 
 SPECS = (SPEC,)

@@ -320,10 +320,14 @@ waited for. `compute-sanitizer` documents none of the async-proxy checks; the pa
 the bulk store as a clean case.
 """
 
+_NO_PICTURE = (  # why the notebook layer draws no lane picture of its operands
+    "each thread copies its own chunks between global and shared memory (or orders such copies)"
+)
 SPEC = FamilySpec(
     Family.CP_ASYNC_BULK, "cp.async.bulk", SLOTS, reject, build, lower_tile,
     "PTX ISA, Data Movement and Conversion Instructions: cp.async.bulk",
     exec_scope=ir.ExecScope.THREAD, lower_raw=lower_raw, notes=NOTES,
+    no_picture=_NO_PICTURE,
 )  # fmt: skip
 
 SPECS = (SPEC,)

@@ -69,10 +69,14 @@ no proxy state for global memory, so it has no effect there. Raw calls only, no 
 sm_90 or newer; `.alias`, `.tensormap::generic` and `.shared::cluster` are refused.
 """
 
+_NO_PICTURE = (  # why the notebook layer draws no lane picture of its operands
+    "each thread copies its own chunks between global and shared memory (or orders such copies)"
+)
 SPEC = FamilySpec(
     Family.FENCE_PROXY, "fence.proxy", SLOTS, reject, build, lower_tile,
     "PTX ISA, Parallel Synchronization and Communication Instructions: membar / fence",
     exec_scope=ir.ExecScope.THREAD, lower_raw=lower_raw, notes=NOTES,
+    no_picture=_NO_PICTURE,
 )  # fmt: skip
 
 SPECS = (SPEC,)

@@ -309,25 +309,37 @@ the pending count, a transaction count outside -(2^20-1)..2^20-1, a wait that ca
 (a deadlock, with every blocked barrier's state).
 """
 
+_NO_PICTURE_MBARRIER = (  # why the notebook layer draws no lane picture of its operands
+    "it synchronizes threads through a barrier object in shared memory"
+)
 SPEC = FamilySpec(
     Family.MBARRIER, "mbarrier", SLOTS, reject, build, lower_tile,
     "PTX ISA, Parallel Synchronization and Communication Instructions: mbarrier",
     exec_scope=ir.ExecScope.THREAD, lower_raw=lower_raw, notes=NOTES,
+    no_picture=_NO_PICTURE_MBARRIER,
 )  # fmt: skip
 
+_NO_PICTURE_CP_ASYNC = (  # why the notebook layer draws no lane picture of its operands
+    "each thread copies its own chunks between global and shared memory (or orders such copies)"
+)
 CP_ASYNC_SPEC = FamilySpec(
     Family.CP_ASYNC_MBARRIER, "cp.async.mbarrier", CP_ASYNC_SLOTS, cp_async_reject,
     cp_async_build, lower_tile, "PTX ISA, mbarrier: cp.async.mbarrier.arrive",
     exec_scope=ir.ExecScope.THREAD, lower_raw=cp_async_lower_raw,
     notes="The arrive-on of a thread's earlier `cp.async` copies: see mbarrier above.",
+    no_picture=_NO_PICTURE_CP_ASYNC,
 )  # fmt: skip
 
+_NO_PICTURE_FENCE = (  # why the notebook layer draws no lane picture of its operands
+    "each thread copies its own chunks between global and shared memory (or orders such copies)"
+)
 FENCE_SPEC = FamilySpec(
     Family.FENCE_MBARRIER_INIT, "fence.mbarrier_init", FENCE_SLOTS, lambda mods: None,
     fence_build, lower_tile, "PTX ISA, membar / fence: fence.mbarrier_init",
     exec_scope=ir.ExecScope.THREAD, lower_raw=fence_lower_raw,
     notes="Orders the thread's earlier `mbarrier.init` before later accesses by other CTAs "
     "(sm_90); the simulator, one CTA at a time, gives it no effect.",
+    no_picture=_NO_PICTURE_FENCE,
 )  # fmt: skip
 
 SPECS = (SPEC, CP_ASYNC_SPEC, FENCE_SPEC)

@@ -316,10 +316,14 @@ copy onto bytes another thread accessed since the last barrier (a stage reused t
 misaligned data pointer.
 """
 
+_NO_PICTURE = (  # why the notebook layer draws no lane picture of its operands
+    "the copy engine moves a whole box from global to shared memory for one thread"
+)
 SPEC = FamilySpec(
     Family.CP_ASYNC_BULK_TENSOR, "cp.async.bulk.tensor", SLOTS, reject, build, lower_tile,
     "PTX ISA, Data Movement and Conversion Instructions: cp.async.bulk.tensor",
     exec_scope=ir.ExecScope.THREAD, lower_raw=lower_raw, notes=NOTES, tensor_maps=True,
+    no_picture=_NO_PICTURE,
 )  # fmt: skip
 
 SPECS = (SPEC,)

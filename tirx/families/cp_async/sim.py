@@ -1,0 +1,272 @@
+"""Asynchronous copies (``cp.async``), written from the PTX ISA's descriptions.
+
+The ISA ("Data Movement and Conversion Instructions: cp.async", "cp.async.commit_group",
+"cp.async.wait_group / cp.async.wait_all"):
+
+* ``cp.async.{ca,cg}.shared.global [dst], [src], cp-size{, src-size}`` starts a copy of
+  ``cp-size`` bytes (4, 8 or 16 for ``.ca``; 16 for ``.cg``) from global to shared memory and
+  returns at once; the copy is *pending*, owned by the issuing thread. With ``src-size`` only
+  that many bytes are read and the rest of the destination is filled with zeros. Both
+  addresses must be aligned to ``cp-size``.
+* ``cp.async.commit_group`` puts all of the thread's copies not yet in a group into a new
+  group (possibly empty).
+* ``cp.async.wait_group N`` waits until at most the ``N`` newest groups of the thread are
+  pending: all older groups complete. ``cp.async.wait_all`` is ``commit_group`` then
+  ``wait_group 0``.
+
+Model: each pending copy remembers its bytes (read from global memory at issue) and lands in
+shared memory when a wait of its thread covers it. From then on the bytes count as written by
+the issuing thread at that moment, so other threads need a barrier after the wait (the race
+rules of :mod:`tirx.sim.shared`). Until then the destination is the copy engine's: a read or
+write of it by anyone, or a copy issued onto bytes another thread accessed since the last
+barrier (a pipeline stage reused without one), is a fault naming both lines. A copy whose
+global source bytes an asynchronous store of the kernel has not yet written (the global
+region's guard says so) is a fault naming both lines too: it would read the old bytes.
+
+Lowered operands (PTX order): ``AddressOperand(SharedAddress)``, ``AddressOperand(
+GlobalAddress)``, ``Immediate(cp_size)`` and optionally ``ScalarOperand(src_size)``;
+``wait_group`` takes ``Immediate(n)``; ``commit_group`` and ``wait_all`` take none.
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ...ir import nodes as ir
+from ...ir.aligned_access import copy_access
+from ...sim.calls import unknown_instruction
+from ...sim.faults import Fault
+from ...sim.memory import as_index
+from ...sim.pointer_alignment import check_pointer
+from ...sim.trace import record_copy
+
+__all__ = ["AsyncCopies", "compile_call", "CopyEvent", "FORMS"]
+
+FORMS = "cp.async.{ca,cg}.shared{,::cta}.global, cp.async.commit_group, cp.async.wait_group, cp.async.wait_all"
+
+_COPY_RE = re.compile(r"cp\.async\.(ca|cg)\.shared(?:::cta)?\.global(?:\.L2::(?:64|128|256)B)?")
+_SIZES = {"ca": (4, 8, 16), "cg": (16,)}
+
+
+class CopyEvent(enum.Enum):
+    """What one asynchronous-copy statement did (for traces)."""
+
+    COPY = "copy"
+    COMMIT = "commit_group"
+    WAIT = "wait_group"
+
+
+@dataclass(eq=False)
+class _Batch:
+    """The copies one cp.async statement issued (one per thread), until they land."""
+
+    tids: np.ndarray
+    dst: np.ndarray
+    data: np.ndarray  # uint8 [n, cp_size]
+    site: int
+    group: np.ndarray = field(init=False)  # -1 until committed
+
+    def __post_init__(self):
+        self.group = np.full(self.tids.size, -1, dtype=np.int64)
+
+
+class AsyncCopies:
+    """The pending copies and commit groups of the block being run, per thread."""
+
+    def __init__(self, machine):
+        self.m = machine
+        self.committed = np.zeros(machine.T, dtype=np.int64)  # groups committed per thread
+        self.batches: list[_Batch] = []
+
+    def reset(self) -> None:
+        self.committed.fill(0)
+        self.batches.clear()
+
+    def issue(self, tids, dst, data) -> None:
+        shared = self.m.shared
+        shared.start_copy(dst, data.shape[1], tids)
+        self.batches.append(_Batch(tids.copy(), dst, data, shared.site()))
+
+    def commit(self, idx: np.ndarray) -> np.ndarray:
+        """Commit the uncommitted copies of threads ``idx``; returns their new group numbers."""
+        mine = np.zeros(self.m.T, dtype=bool)
+        mine[idx] = True
+        for b in self.batches:
+            sel = mine[b.tids] & (b.group < 0)
+            b.group[sel] = self.committed[b.tids[sel]]
+        groups = self.committed[idx].copy()
+        self.committed[idx] += 1
+        return groups
+
+    def wait(self, idx: np.ndarray, n: int) -> np.ndarray:
+        """Complete the groups of threads ``idx`` older than their ``n`` newest; returns how
+        many copies completed per thread."""
+        limit = np.full(self.m.T, -1, dtype=np.int64)
+        limit[idx] = self.committed[idx] - n
+        landed = np.zeros(self.m.T, dtype=np.int64)
+        keep = []
+        for b in self.batches:
+            done = (b.group >= 0) & (b.group < limit[b.tids])
+            if done.any():
+                self.m.shared.land_copy(b.dst[done], b.data[done], b.tids[done], b.site)
+                np.add.at(landed, b.tids[done], 1)
+            _keep_pending(b, done, keep)
+        self.batches = keep
+        return landed[idx]
+
+    def finish_block(self) -> None:
+        """Copies still pending when the block ends are not reported (docs/simulator.md)."""
+
+    def land_all(self, idx: np.ndarray) -> None:
+        """Complete every copy of threads ``idx``, committed or not (cp.async.mbarrier.arrive:
+        the arrive-on waits for all the thread's prior cp.async)."""
+        mine = np.zeros(self.m.T, dtype=bool)
+        mine[idx] = True
+        keep = []
+        for b in self.batches:
+            done = mine[b.tids]
+            if done.any():
+                self.m.shared.land_copy(b.dst[done], b.data[done], b.tids[done], b.site)
+            _keep_pending(b, done, keep)
+        self.batches = keep
+
+
+def _keep_pending(b, done: np.ndarray, keep: list) -> None:
+    """Append batch ``b`` to ``keep`` without its rows that ``done`` marks as landed (as it is
+    when none did, not at all when all did)."""
+    if done.all():
+        return
+    if done.any():
+        b.tids, b.dst, b.data, b.group = b.tids[~done], b.dst[~done], b.data[~done], b.group[~done]
+    keep.append(b)
+
+
+def _copies(m) -> AsyncCopies:
+    return m.unit("cp.async", AsyncCopies)
+
+
+def _immediate(compiler, op, what: str) -> int:
+    if not isinstance(op, ir.Immediate) or not isinstance(op.value, int):
+        raise compiler.error(f"{what} must be an integer immediate")
+    return op.value
+
+
+def compile_call(m, compiler, stmt: ir.PtxCall, text: str):
+    """The closure executing one ``cp.async*`` statement for a set of threads."""
+    ops = stmt.operands
+    span = stmt.span
+    if text in ("cp.async.commit_group", "cp.async.wait_all", "cp.async.wait_group"):
+        if text == "cp.async.wait_group":
+            if len(ops) != 1:
+                raise compiler.error("cp.async.wait_group takes one operand, N")
+            n = _immediate(compiler, ops[0], "cp.async.wait_group's N")
+            if n < 0:
+                raise compiler.error(f"cp.async.wait_group's N must be >= 0, not {n}")
+        elif ops:
+            raise compiler.error(f"{text} takes no operands")
+
+        def sync(idx):
+            m.span = span
+            copies = _copies(m)
+            groups = None
+            if text == "cp.async.commit_group":
+                groups = copies.commit(idx)
+                landed = None
+            else:
+                if text == "cp.async.wait_all":
+                    copies.commit(idx)
+                landed = copies.wait(idx, 0 if text == "cp.async.wait_all" else n)
+            if m.traces is not None:
+                event = CopyEvent.COMMIT if groups is not None else CopyEvent.WAIT
+                record_copy(m, stmt, event, idx, groups=groups, landed=landed)
+
+        return sync
+    match = _COPY_RE.fullmatch(text)
+    if match is None:
+        raise unknown_instruction(stmt, text, FORMS)
+    if len(ops) not in (3, 4):
+        raise compiler.error("cp.async takes 3 or 4 operands (dst, src, cp-size[, src-size])")
+    dst_op, src_op = ops[0], ops[1]
+    if not (isinstance(dst_op, ir.AddressOperand) and isinstance(dst_op.address, ir.SharedAddress)):
+        raise compiler.error("cp.async's destination must be a shared-memory address")
+    if not (isinstance(src_op, ir.AddressOperand) and isinstance(src_op.address, ir.GlobalAddress)):
+        raise compiler.error("cp.async's source must be a global-memory address")
+    size = _immediate(compiler, ops[2], "cp.async's cp-size")
+    allowed = _SIZES[match.group(1)]
+    if size not in allowed:
+        sizes = ", ".join(map(str, allowed))
+        raise compiler.error(f"cp.async.{match.group(1)} copies {sizes} bytes, not {size}")
+    src_size = None
+    if len(ops) == 4:
+        if not isinstance(ops[3], ir.ScalarOperand):
+            raise compiler.error("cp.async's src-size must be a scalar operand")
+        src_size = compiler.compile(ops[3].value)
+    dst = compiler.compile(dst_op.address)
+    src_buf = src_op.address.buffer
+    region = m.region(src_buf, compiler)
+    if src_buf.scope is not ir.Scope.GLOBAL:
+        raise compiler.error(f"cp.async's source '{src_buf.name}' is not a global tensor")
+    # the data pointer's alignment, as the launcher asks it: for every copy, reached or not
+    check_pointer(copy_access(stmt), region.address)
+    src_off = compiler.compile(src_op.address.byte_offset)
+    cols = np.arange(size)
+
+    def copy(idx):
+        m.span = span
+        k = idx.size
+        d = np.broadcast_to(as_index(dst(idx), k), (k,)).astype(np.uint32).astype(np.int64)
+        off = np.broadcast_to(as_index(src_off(idx), k), (k,))
+        n = np.full(k, size, dtype=np.int64)
+        if src_size is not None:
+            n = np.broadcast_to(as_index(src_size(idx), k), (k,)).astype(np.uint32)
+            n = n.astype(np.int64)
+            bad = n > size
+            if bad.any():
+                j = int(np.flatnonzero(bad)[0])
+                raise Fault(
+                    f"cp.async src-size {n[j]} is larger than its cp-size {size}",
+                    idx[j],
+                    f"src-size is the number of bytes to read, 0..{size}; the rest is zero-filled",
+                )
+        m.shared.check_rows(d, idx, "cp.async destination", size)
+        misaligned = (off % size != 0) | ((region.address + off) % size != 0)
+        if misaligned.any():
+            j = int(np.flatnonzero(misaligned)[0])
+            raise Fault(
+                f"cp.async source: byte {off[j]} of global '{region.name}' (address "
+                f"{region.address + off[j]:#x}) is not {size}-byte aligned",
+                idx[j],
+                f"a {size}-byte copy's global source must be a multiple of {size} bytes",
+            )
+        outside = (n > 0) & ((off < 0) | (off + n > region.nbytes))
+        if outside.any():
+            j = int(np.flatnonzero(outside)[0])
+            raise Fault(
+                f"out-of-bounds cp.async source: bytes {off[j]}..{off[j] + n[j] - 1} of global "
+                f"'{region.name}', which holds {region.nbytes} bytes",
+                idx[j],
+            )
+        if region.guard is not None:  # bytes a bulk store of this kernel has not yet written
+            _check_bulk_pending(region, off, n, idx)
+        take = cols[None, :] < n[:, None]
+        where = np.where(take, off[:, None] + cols[None, :], 0)
+        data = np.where(take, region.bytes[where], 0).astype(np.uint8)
+        _copies(m).issue(idx, d, data)
+        if m.traces is not None:
+            record_copy(m, stmt, CopyEvent.COPY, idx, dst=d, src=off, nbytes=n)
+
+    return copy
+
+
+def _check_bulk_pending(region, off, n, idx) -> None:
+    """A copy's global source bytes must not be the destination of a pending asynchronous
+    store (the region's guard): until a full wait covers it the bytes are not written yet, so
+    the copy would read the old ones. Only the ``n`` bytes each thread reads count."""
+    reads = n > 0
+    for nbytes in np.unique(n[reads]).tolist():
+        sel = reads & (n == nbytes)
+        region.guard.check_global(region, off[sel], nbytes, idx[sel], "cp.async read of")

@@ -1,0 +1,239 @@
+"""The script side of atomics and CTA-wide operations: ``T.atomic_add``, ``T.cuda.atomic_add``,
+``T.cuda.atomic_cas``, ``T.cuda.thread_fence``, ``T.cuda.syncthreads_and`` / ``_or``,
+``T.cuda.cta_sum`` / ``cta_max`` / ``cta_min`` / ``cta_reduce`` and
+``T.cuda.cvta_generic_to_shared``, with the real TIRx's spelling and argument order.
+
+An element's address is written as the real TIRx writes it: ``A.ptr_to([i, j])`` or
+``T.address_of(A[i, j])``; a shared scratch tensor as ``s.data`` (or ``s`` itself).
+
+The calls that act (atomics, votes, reductions, fences) emit a statement; one that has a value
+writes it into a fresh variable and returns that variable. So that the action happens exactly
+once, where it is written, such a call must be the whole statement (bare, or wrapped in
+``T.evaluate(...)`` as the real TIRx writes a call whose value it drops) or the whole right
+side of an assignment (``old = T.cuda.atomic_add(...)``), not part of a larger expression
+(which an ``a if c else b`` or ``and`` would evaluate on both sides).
+"""
+
+from __future__ import annotations
+
+import ast
+
+from ...errors import TirxError, TirxSyntaxError
+from ...ir import nodes as ir
+from ...script import checks
+from ...script.addresses import element_address
+
+__all__ = ["T_NAMES", "CUDA_NAMES", "KEYS", "parse_call"]
+
+T_NAMES = ("atomic_add",)
+CUDA_NAMES = (
+    "atomic_add",
+    "atomic_cas",
+    "thread_fence",
+    "syncthreads_and",
+    "syncthreads_or",
+    "cta_sum",
+    "cta_max",
+    "cta_min",
+    "cta_reduce",
+    "cvta_generic_to_shared",
+)
+KEYS = frozenset(T_NAMES) | frozenset(f"cuda.{n}" for n in CUDA_NAMES)
+
+_RESULT_NAMES = {ir.ElemAtomic: "old", ir.VotingBarrier: "vote", ir.CtaReduce: "reduced"}
+_REDUCE = {"cta_sum": "sum", "cta_max": "max", "cta_min": "min"}
+
+
+def parse_call(ev, key: str, node: ast.Call, name_hint=None):
+    """The value of the call ``node`` of intrinsic ``key`` (one of :data:`KEYS`)."""
+    name = key.removeprefix("cuda.")
+    if name == "cvta_generic_to_shared":
+        return _cvta(ev, node)
+    dropped = _statement_position(ev, key, node)
+    if name == "thread_fence":
+        _positional(ev, node, key, 0)
+        ev.b.emit(ir.ThreadFence(ev.p.span(node)))
+        return None
+    if name in ("syncthreads_and", "syncthreads_or"):
+        (pred,) = _positional(ev, node, key, 1)
+        kind = ir.VoteKind.AND if name == "syncthreads_and" else ir.VoteKind.OR
+        value = ev.to_bool(ir.as_expr(ev.scalar(pred)))
+        return _emit(ev, node, dropped, "int32", ir.VotingBarrier, kind, value)
+    if name in ("atomic_add", "atomic_cas"):
+        return _atomic(ev, key, name, node, dropped)
+    return _cta_reduce(ev, key, name, node, dropped)
+
+
+# ----------------------------------------------------------------------------- helpers
+
+
+def _statement_position(ev, key: str, node) -> bool:
+    """Refuse the call anywhere but as a statement (bare or wrapped in ``T.evaluate``) or a
+    whole right side; True when its value is dropped (an expression statement)."""
+    stmt = getattr(ev.p, "statement", None)
+    if isinstance(stmt, (ast.Assign, ast.AnnAssign)) and stmt.value is node:
+        return False
+    if isinstance(stmt, ast.Expr) and _unwrap_evaluate(ev, stmt.value) is node:
+        return True
+    raise TirxSyntaxError(
+        f"T.{key}(...) acts when it runs, so it must be a statement of its own (bare or in "
+        "T.evaluate(...)) or the whole right side of an assignment",
+        ev.p.span(node),
+        hint=f"assign it first, e.g. r = T.{key}(...), then use r in the expression",
+    )
+
+
+def _unwrap_evaluate(ev, expr):
+    """The expression that a statement ``T.evaluate(x)`` (or ``T.evaluate(T.evaluate(x))``)
+    evaluates: ``x``; any other expression itself. The real TIRx writes an atomic whose old
+    value it discards as ``T.evaluate(T.cuda.atomic_add(...))``, which acts once, where it
+    stands, exactly as the bare call does."""
+    while isinstance(expr, ast.Call) and _is_evaluate(ev, expr.func):
+        if len(expr.args) + len(expr.keywords) != 1 or any(k.arg != "value" for k in expr.keywords):
+            break  # a wrong call: T.evaluate's own argument check reports it
+        expr = expr.args[0] if expr.args else expr.keywords[0].value
+    return expr
+
+
+def _is_evaluate(ev, func) -> bool:
+    from ...script.forms import (
+        dotted_name,  # (both import the namespace, which imports this module)
+    )
+    from ...script.namespace import Intrinsic
+
+    if not dotted_name(func):
+        return False
+    try:
+        f = ev.const(func)
+    except TirxError:  # not a compile-time name: not T.evaluate
+        return False
+    return isinstance(f, Intrinsic) and f.key == "evaluate"
+
+
+def _positional(ev, node, key: str, n: int, names=()):
+    """Exactly ``n`` arguments (positional, or keywords from ``names``), as AST nodes."""
+    args = list(node.args)
+    for k in node.keywords:
+        if k.arg not in names or names.index(k.arg) < len(node.args):
+            raise TirxSyntaxError(f"unexpected keyword argument {k.arg!r}", ev.p.span(k))
+        args.append(k.value)
+    if len(args) != n:
+        want = f" ({', '.join(names)})" if names else ""
+        raise TirxSyntaxError(f"T.{key} takes {n} arguments{want}", ev.p.span(node))
+    return args
+
+
+def _emit(ev, node, dropped: bool, dtype, cls, *fields):
+    """Emit the statement ``cls(*fields)``; its result variable (None when dropped)."""
+    result = None if dropped else ev.b.new_var(_RESULT_NAMES[cls], dtype)
+    ev.b.emit(cls(*fields, result=result, span=ev.p.span(node)))
+    return result
+
+
+# ----------------------------------------------------------------------------- atomics
+
+
+def _atomic(ev, key, name, node, dropped):
+    if name == "atomic_add":
+        ptr, value = _positional(ev, node, key, 2, ("res_addr", "value"))
+        operands = (value,)
+    else:
+        ptr, compare, value = _positional(ev, node, key, 3, ("ptr", "old_val", "new_val"))
+        operands = (compare, value)
+    view, idx = element_address(ev, ptr, "the first argument")
+    vals = tuple(
+        ir.cast(ir.as_expr(checks.int_literal(ev.scalar(a))), view.dtype) for a in operands
+    )
+    kind = ir.AtomicKind.ADD if name == "atomic_add" else ir.AtomicKind.CAS
+    # the old value in the type expressions compute in (16-bit floats as float32)
+    dtype = ir.F32 if view.dtype.name in ("float16", "bfloat16") else view.dtype
+    return _emit(ev, node, dropped, dtype, ir.ElemAtomic, kind, view, idx, vals)
+
+
+# --------------------------------------------------------------------- CTA reductions
+
+
+def _cta_reduce(ev, key, name, node, dropped):
+    if name == "cta_reduce":
+        value, op, nw, scratch = _positional(
+            ev, node, key, 4, ("value", "op", "num_warps", "scratch")
+        )
+        op = ev.const(op)
+        if op not in ("sum", "max", "min"):
+            raise TirxSyntaxError(
+                f"cta_reduce op must be 'sum', 'max' or 'min', got {op!r}", ev.p.span(node)
+            )
+    else:
+        value, nw, scratch = _positional(ev, node, key, 3, ("value", "num_warps", "scratch"))
+        op = _REDUCE[name]
+    v = ir.as_expr(checks.int_literal(ev.scalar(value)))
+    num_warps = ev.const(nw)
+    threads = _threads(ev)
+    warps = threads // 32
+    if not isinstance(num_warps, int) or isinstance(num_warps, bool):
+        raise TirxSyntaxError("num_warps must be a compile-time int", ev.p.span(nw))
+    if threads % 32 or num_warps != warps or num_warps & (num_warps - 1):
+        raise TirxSyntaxError(
+            f"T.{key}: num_warps is {num_warps}, but the block has {threads} threads"
+            + (f" ({warps} warps)" if threads % 32 == 0 else " (not whole warps)"),
+            ev.p.span(nw),
+            hint="every thread of the CTA takes part: launch a power-of-two number of whole "
+            "warps (32 to 1024 threads) and pass num_warps = threads // 32",
+        )
+    view = _scratch(ev, scratch)
+    if v.dtype.name not in _REDUCE_DTYPES:
+        raise TirxSyntaxError(
+            f"T.{key} reduces 32- and 64-bit values, got {v.dtype}",
+            ev.p.span(value),
+            hint="cast the value first, e.g. T.float32(x)",
+        )
+    if view.dtype != v.dtype or view.shape[0] < num_warps:
+        raise TirxSyntaxError(
+            f"the scratch {view.name!r} is {view.dtype} {view.shape}; the reduction needs "
+            f"{num_warps} slots of {v.dtype}",
+            ev.p.span(scratch),
+            hint=f'allocate it as T.alloc_shared(({num_warps},), "{v.dtype}")',
+        )
+    kind = ir.ReduceKind(op)
+    return _emit(ev, node, dropped, v.dtype, ir.CtaReduce, kind, v, num_warps, view)
+
+
+_REDUCE_DTYPES = ("int32", "uint32", "int64", "uint64", "float32", "float64")
+
+
+def _threads(ev) -> int:
+    bx, by, bz = ev.b.launch.block
+    return bx * by * bz
+
+
+def _scratch(ev, arg) -> ir.View:
+    node = arg.value if isinstance(arg, ast.Attribute) and arg.attr == "data" else arg
+    view = ev.value(node)
+    if not isinstance(view, ir.View) or view.buffer.scope is not ir.Scope.SHARED:
+        raise TirxSyntaxError(
+            "the scratch must be a shared tensor",
+            ev.p.span(arg),
+            hint="allocate s = T.alloc_shared((num_warps,), dtype) and pass s.data",
+        )
+    if len(view.shape) != 1 or view.layout != view.buffer.layout:
+        raise TirxSyntaxError(
+            "the scratch must be a 1-D shared tensor with the default layout",
+            ev.p.span(arg),
+            hint="allocate s = T.alloc_shared((num_warps,), dtype) and pass s.data",
+        )
+    return view
+
+
+# ------------------------------------------------------------- shared-window address
+
+
+def _cvta(ev, node):
+    (ptr,) = _positional(ev, node, "cuda.cvta_generic_to_shared", 1, ("ptr",))
+    view, idx = element_address(ev, ptr, "T.cuda.cvta_generic_to_shared's argument")
+    if view.buffer.scope is not ir.Scope.SHARED:
+        raise TirxSyntaxError(
+            f"{view.name!r} is a global tensor: only shared memory has a shared-window address",
+            ev.p.span(ptr),
+            hint="pass the address of an element of a T.alloc_shared tensor",
+        )
+    return ir.ElemSharedAddress(view, idx)

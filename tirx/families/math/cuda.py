@@ -1,0 +1,81 @@
+"""CUDA C for the math and bit intrinsics (:class:`~tirx.ir.nodes.MathCall`).
+
+The names are the CUDA math library's, as the real TIRx emits them: ``expf``/``exp`` by
+operand width, ``nearbyintf`` for ``T.round``, ``__clz``/``__clzll``, ``__popc``/``__popcll``.
+tirx compiles without ``--use_fast_math``, so ``expf`` is the full-range library function
+(2 ulp), not ``__expf``; the simulator's bounds (tirx/sim/intrinsics.py) are the library's.
+The operands arrive in the call's compute type (the IR casts them), so no conversion is
+written here. All of these functions are built into NVRTC: no header is needed.
+"""
+
+from __future__ import annotations
+
+from ...ir import nodes as ir
+
+__all__ = ["PRELUDE", "c_math", "leave_MathCall"]
+
+M = ir.MathOp
+
+#: Helpers the generated code declares once. ``T.max``/``T.min`` on floats give NaN when
+#: either operand is NaN (the real TIRx's ``(a > b || a != a) ? a : b``), unlike ``fmaxf``.
+PRELUDE = r"""template <typename T> TIRX_DEVICE T tirx_fmax(T a, T b) { return (a > b || a != a) ? a : b; }
+template <typename T> TIRX_DEVICE T tirx_fmin(T a, T b) { return (a < b || a != a) ? a : b; }
+"""
+
+# the float32 function names; the float64 ones drop the trailing "f"
+_FLOAT_FNS = {
+    M.EXP: "expf",
+    M.EXP2: "exp2f",
+    M.EXP10: "exp10f",
+    M.LOG: "logf",
+    M.LOG2: "log2f",
+    M.LOG10: "log10f",
+    M.SQRT: "sqrtf",
+    M.RSQRT: "rsqrtf",
+    M.TANH: "tanhf",
+    M.SIN: "sinf",
+    M.COS: "cosf",
+    M.ERF: "erff",
+    M.POW: "powf",
+    M.FABS: "fabsf",
+    M.FLOOR: "floorf",
+    M.CEIL: "ceilf",
+    M.NEARBYINT: "nearbyintf",
+    M.TRUNC: "truncf",
+    M.FMA: "fmaf",
+}
+
+
+def c_math(e: ir.MathCall, args: tuple[str, ...]) -> str:
+    """C for ``e`` given the C of its operands."""
+    op = e.op
+    wide = bool(e.args) and e.args[0].dtype.bits == 64
+    if op in _FLOAT_FNS:
+        name = _FLOAT_FNS[op][:-1] if wide else _FLOAT_FNS[op]
+        return f"{name}({', '.join(args)})"
+    if op is M.SIGMOID:  # the real TIRx's expansion: 1 / (1 + exp(-x))
+        one, exp = ("1.0", "exp") if wide else ("1.0f", "expf")
+        return f"({one} / ({one} + {exp}(-({args[0]}))))"
+    if op in (M.FMAX, M.FMIN):
+        return f"tirx_{op.value}({args[0]}, {args[1]})"
+    if op in (M.ISNAN, M.ISINF, M.ISFINITE):
+        return f"{op.value}({args[0]})"
+    if op is M.TRUNCDIV:
+        return f"({args[0]} / {args[1]})"
+    if op is M.TRUNCMOD:
+        return f"({args[0]} % {args[1]})"
+    if op is M.CLZ:
+        return f"__clzll((long long)({args[0]}))" if wide else f"__clz((int)({args[0]}))"
+    if op is M.POPCOUNT:
+        ctype = e.dtype.c_type
+        if wide:
+            return f"(({ctype})__popcll((unsigned long long)({args[0]})))"
+        return f"(({ctype})__popc((unsigned int)({args[0]})))"
+    if op is M.FFS:
+        return f"__ffs((int)({args[0]}))"
+    raise NotImplementedError(f"codegen has no C for T.{op.value}")
+
+
+def leave_MathCall(visitor, e: ir.MathCall, args: tuple[str, ...]) -> str:
+    """The codegen expression visitor's rule for :class:`~tirx.ir.nodes.MathCall`."""
+    return c_math(e, args)

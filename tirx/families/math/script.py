@@ -1,0 +1,364 @@
+"""The math and bit intrinsics of the ``T`` namespace: their names, arities and dtype rules.
+
+Each ``T`` name (``T.exp``, ``T.clz``, ``T.cuda.ffs_u32``, ...) is a row of :data:`FORMS`:
+how many values it takes and which builder turns them into IR. The builders check the
+operands' dtypes and say what to write instead when one has no meaning for the intrinsic (an
+integer for ``T.exp``, a float for ``T.clz``, an 8-bit float anywhere). Most rows build a
+:class:`~tirx.ir.nodes.MathCall`; the integer division family and the bitwise operators build
+the same :class:`~tirx.ir.nodes.BinOp` as the Python operators do (their checks included).
+
+Dtype rules, as the real TIRx has them (docs/semantics.md, "Math and bit intrinsics"):
+
+* float functions take float values; float16 and bfloat16 compute as float32 (the result is
+  float32, as for arithmetic), float64 as float64;
+* ``T.max``/``T.min`` on floats give NaN when either operand is NaN; on integers they are
+  ``max``/``min``;
+* ``T.clz`` takes 32- or 64-bit integers and gives int32; ``T.popcount`` keeps its operand's
+  dtype; ``T.infinity``/``T.min_value``/``T.max_value`` take ``ty=`` and give a constant.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from ...dtypes import DType, DTypeKind, dtype_of, is_float, is_fp8
+from ...errors import TirxSyntaxError
+from ...ir import nodes as ir
+from ...script import checks
+from ...script.values import is_number, is_static, kind_of
+
+__all__ = ["Form", "FORMS", "MATH_NAMES", "CUDA_NAMES", "parse_call"]
+
+F64 = dtype_of("float64")
+Op, M = ir.Op, ir.MathOp
+
+
+@dataclass(frozen=True)
+class Form:
+    """One intrinsic: ``arity`` positional values, built by
+    ``builder(evaluator, name, op, values, spans)``."""
+
+    arity: int
+    builder: Callable
+    op: ir.MathOp | ir.Op | None = None
+
+
+# ------------------------------------------------------------------------- operand checks
+
+
+def _expr(v) -> ir.Expr:
+    return ir.as_expr(checks.int_literal(v))
+
+
+def _float(name: str, v, span) -> ir.Expr:
+    """``v`` as a float value for ``T.name``: a float expression, or a Python float."""
+    e = _expr(v)
+    if is_fp8(e.dtype):
+        raise _fp8_error(f"T.{name}", e.dtype, span)
+    if not is_float(e.dtype):
+        what = "an integer constant" if is_number(v) else _a(f"{e.dtype} value")
+        raise TirxSyntaxError(
+            f"T.{name} takes a float value, not {what}",
+            span,
+            hint=f"convert it first: T.{name}(T.float32(x))"
+            + (f", or write the constant as a float ({float(v)!r})" if is_number(v) else ""),
+        )
+    return e
+
+
+def _int(name: str, v, span, bits: tuple[int, ...] = ()) -> ir.Expr:
+    e = _expr(v)
+    if is_float(e.dtype):
+        raise TirxSyntaxError(
+            f"T.{name} takes an integer value, not {_a(f'{e.dtype} value')}",
+            span,
+            hint="reinterpret a float32's bits with T.cuda.float_as_uint(x), or convert the "
+            "value with T.int32(x)",
+        )
+    if bits and (e.dtype.bits not in bits or e.dtype.kind is DTypeKind.BOOL):
+        widths = " or ".join(f"{b}-bit" for b in bits)
+        raise TirxSyntaxError(
+            f"T.{name} takes a {widths} integer, not {e.dtype}",
+            span,
+            hint=f"widen it first: T.{name}(T.uint32(x)) (or T.int32, T.uint64, T.int64)",
+        )
+    return e
+
+
+def _a(noun: str) -> str:
+    return ("an " if noun[0] in "aeiou" else "a ") + noun
+
+
+def _fp8_error(what: str, d: DType, span) -> TirxSyntaxError:
+    return TirxSyntaxError(
+        f"{what} does not compute on {d}: 8-bit floats are storage types here, as in the real TIRx",
+        span,
+        hint="convert the value first, T.float32(x), and convert back when you store it, "
+        f"T.{d.name}(y) (a store into a {d} tensor converts by itself)",
+    )
+
+
+def _compute(dtypes) -> DType:
+    """The float type a float intrinsic computes in: float64 if any operand is, else float32."""
+    return F64 if any(d.name == "float64" for d in dtypes) else ir.F32
+
+
+# ----------------------------------------------------------------------------- builders
+
+
+def _float_fn(ev, name, op, args, spans):
+    xs = [_float(name, a, s) for a, s in zip(args, spans)]
+    d = _compute(x.dtype for x in xs)
+    return ir.MathCall(op, tuple(ir.cast(x, d) for x in xs), d)
+
+
+def _predicate(ev, name, op, args, spans):
+    (v,), (span,) = args, spans
+    if is_static(v):
+        x = float(v)
+        return {M.ISNAN: math.isnan, M.ISINF: math.isinf, M.ISFINITE: math.isfinite}[op](x)
+    e = _expr(v)
+    if is_fp8(e.dtype):
+        raise _fp8_error(f"T.{name}", e.dtype, span)
+    if not is_float(e.dtype):  # an integer is never NaN or infinite
+        return ir.const(op is M.ISFINITE)
+    return ir.MathCall(op, (ir.cast(e, _compute([e.dtype])),), ir.BOOL)
+
+
+def _minmax(ev, name, op, args, spans):
+    a, b = args
+    if is_number(a) and is_number(b):
+        if isinstance(a, float) and math.isnan(a) or isinstance(b, float) and math.isnan(b):
+            return math.nan
+        return max(a, b) if op is M.FMAX else min(a, b)
+    ea, eb = _expr(a), _expr(b)
+    for e, s in zip((ea, eb), spans):
+        if is_fp8(e.dtype):
+            raise _fp8_error(f"T.{name}", e.dtype, s)
+    d = ir.promote(ea.dtype, eb.dtype)
+    if not is_float(d):
+        return ev.binop(Op.MAX if op is M.FMAX else Op.MIN, a, b)
+    return ir.MathCall(op, (ir.cast(ea, d), ir.cast(eb, d)), d)
+
+
+def _abs(ev, name, op, args, spans):
+    (v,) = args
+    if is_number(v):
+        return abs(v)
+    e = _expr(v)
+    if is_float(e.dtype):
+        return _float_fn(ev, name, M.FABS, args, spans)
+    if e.dtype.kind is DTypeKind.UINT:
+        return e
+    return ev.binop(Op.MAX, e, ev.binop(Op.SUB, 0, e))
+
+
+def _limit(ev, name, op, args, spans, ty=None):
+    if ty is None:
+        raise TirxSyntaxError(
+            f"T.{name} needs the dtype", hint=f'name it with ty=: T.{name}(ty="float32")'
+        )
+    try:
+        d = dtype_of(ty)
+    except ValueError as err:
+        raise TirxSyntaxError(str(err), hint='name a dtype, e.g. ty="float32"') from None
+    if d.kind is DTypeKind.BOOL:
+        raise TirxSyntaxError(f"T.{name} has no value for bool", hint="use True or False")
+    if d.kind is not DTypeKind.FLOAT:
+        if name == "infinity":
+            raise TirxSyntaxError(
+                f"{d} has no infinity",
+                hint=f'use T.max_value(ty="{d}") for its largest value, or a float type',
+            )
+        lo = -(2 ** (d.bits - 1)) if d.kind is DTypeKind.INT else 0
+        hi = 2 ** (d.bits - 1) - 1 if d.kind is DTypeKind.INT else 2**d.bits - 1
+        return ir.Const(hi if name == "max_value" else lo, d)
+    largest = _LARGEST[d.name]
+    if name == "infinity":
+        if d.name == "float8_e4m3fn":
+            raise TirxSyntaxError(
+                "float8_e4m3fn has no infinity (the OCP FP8 'fn' format: finite and NaN only)",
+                hint='T.max_value(ty="float8_e4m3fn") is its largest value, 448',
+            )
+        value = math.inf
+    else:
+        value = largest if name == "max_value" else -largest
+    # an 8-bit float is never a value in expressions: its limits are float32 constants
+    return ir.Const(value, ir.F32 if is_fp8(d) else d)
+
+
+_LARGEST = {
+    "float16": 65504.0,
+    "bfloat16": float.fromhex("0x1.fep127"),
+    "float32": float.fromhex("0x1.fffffep127"),
+    "float64": float.fromhex("0x1.fffffffffffffp1023"),
+    "float8_e4m3fn": 448.0,
+    "float8_e5m2": 57344.0,
+}
+
+
+def _trunc_division(ev, name, op, args, spans):
+    a, b = (_int(name, v, s) for v, s in zip(args, spans))
+    if isinstance(b, ir.Const) and b.value == 0:
+        raise TirxSyntaxError(
+            f"T.{name} by zero", spans[1], hint="divide by a nonzero value, or guard the call"
+        )
+    d = ir.promote(a.dtype, b.dtype)
+    if isinstance(a, ir.Const) and isinstance(b, ir.Const):
+        x, y = ir.cast(a, d).value, ir.cast(b, d).value
+        q = abs(x) // abs(y) * (1 if (x < 0) == (y < 0) else -1)
+        return ir.cast(ir.const(q if op is M.TRUNCDIV else x - q * y, "int64"), d)
+    return ir.MathCall(op, (ir.cast(a, d), ir.cast(b, d)), d)
+
+
+def _floor_division(ev, name, op, args, spans):
+    """The same as ``//`` and ``%``: integers, or floats (``floor(a / b)``)."""
+    return ev.binop(op, *args)
+
+
+def _ceildiv(ev, name, op, args, spans):
+    """``floordiv(a + b - 1, b)``, the real TIRx's definition (``⌈a/b⌉`` for ``b > 0``)."""
+    a, b = args
+    for v, s in zip(args, spans):
+        _int(name, v, s)
+    if is_number(a) and is_number(b):
+        if b == 0:
+            raise TirxSyntaxError("T.ceildiv by zero", spans[1], hint="divide by a nonzero value")
+        return (a + b - 1) // b
+    return ev.binop(Op.FLOORDIV, ev.binop(Op.SUB, ev.binop(Op.ADD, a, b), 1), b)
+
+
+def _bitwise(ev, name, op, args, spans):
+    for v, s in zip(args, spans):
+        _int(name, v, s)
+    return ev.binop(op, *args)
+
+
+def _bitwise_not(ev, name, op, args, spans):
+    (v,), (span,) = args, spans
+    _int(name, v, span)
+    return ~v if is_number(v) else ev.binop(Op.BITXOR, v, -1)
+
+
+def _bit_count(ev, name, op, args, spans):
+    (v,), (span,) = args, spans
+    e = _int(name, v, span, bits=(32, 64))
+    return ir.MathCall(op, (e,), ir.I32 if op is M.CLZ else e.dtype)
+
+
+def _ffs(ev, name, op, args, spans):
+    (v,), (span,) = args, spans
+    e = _int(name, v, span, bits=(32,))
+    return ir.MathCall(op, (ir.cast(e, ir.U32),), ir.I32)
+
+
+def _float_as_uint(ev, name, op, args, spans):
+    (v,), (span,) = args, spans
+    e = _float(name, v, span)
+    if e.dtype.name == "float64":
+        raise TirxSyntaxError(
+            "T.cuda.float_as_uint takes a float32 value, not float64",
+            span,
+            hint="convert it first: T.cuda.float_as_uint(T.float32(x))",
+        )
+    return ir.Reinterpret(ir.cast(e, ir.F32), ir.U32)  # T.reinterpret's bit cast
+
+
+def _uint_as_float(ev, name, op, args, spans):
+    (v,), (span,) = args, spans
+    e = _int(name, v, span, bits=(32,))
+    return ir.Reinterpret(ir.cast(e, ir.U32), ir.F32)
+
+
+_UNARY_FLOAT = (
+    M.EXP, M.EXP2, M.EXP10, M.LOG, M.LOG2, M.LOG10, M.SQRT, M.RSQRT, M.TANH, M.SIGMOID,
+    M.SIN, M.COS, M.ERF, M.FABS, M.FLOOR, M.CEIL, M.NEARBYINT, M.TRUNC,
+)  # fmt: skip
+
+FORMS: dict[str, Form] = {
+    **{op.value: Form(1, _float_fn, op) for op in _UNARY_FLOAT},
+    "round": Form(1, _float_fn, M.NEARBYINT),  # half to even, as the real TIRx emits it
+    "pow": Form(2, _float_fn, M.POW),
+    "fma": Form(3, _float_fn, M.FMA),
+    "abs": Form(1, _abs),
+    "max": Form(2, _minmax, M.FMAX),
+    "min": Form(2, _minmax, M.FMIN),
+    "isnan": Form(1, _predicate, M.ISNAN),
+    "isinf": Form(1, _predicate, M.ISINF),
+    "isfinite": Form(1, _predicate, M.ISFINITE),
+    "infinity": Form(0, _limit),
+    "min_value": Form(0, _limit),
+    "max_value": Form(0, _limit),
+    "truncdiv": Form(2, _trunc_division, M.TRUNCDIV),
+    "truncmod": Form(2, _trunc_division, M.TRUNCMOD),
+    "floordiv": Form(2, _floor_division, Op.FLOORDIV),
+    "floormod": Form(2, _floor_division, Op.FLOORMOD),
+    "ceildiv": Form(2, _ceildiv),
+    "bitwise_and": Form(2, _bitwise, Op.BITAND),
+    "bitwise_or": Form(2, _bitwise, Op.BITOR),
+    "bitwise_xor": Form(2, _bitwise, Op.BITXOR),
+    "bitwise_not": Form(1, _bitwise_not),
+    "shift_left": Form(2, _bitwise, Op.SHL),
+    "shift_right": Form(2, _bitwise, Op.SHR),
+    "clz": Form(1, _bit_count, M.CLZ),
+    "popcount": Form(1, _bit_count, M.POPCOUNT),
+    "cuda.ffs_u32": Form(1, _ffs, M.FFS),
+    "cuda.float_as_uint": Form(1, _float_as_uint),
+    "cuda.uint_as_float": Form(1, _uint_as_float),
+}
+MATH_NAMES = tuple(k for k in FORMS if not k.startswith("cuda."))
+CUDA_NAMES = tuple(k.split(".", 1)[1] for k in FORMS if k.startswith("cuda."))
+_LIMITS = ("infinity", "min_value", "max_value")
+
+
+def parse_call(evaluator, key: str, node, name_hint=None):
+    """The value of the call ``node`` to the intrinsic ``T.<key>``."""
+    form = FORMS[key]
+    span = evaluator.p.span(node)
+    label = "T." + key
+    kwargs = {}
+    for k in node.keywords:
+        if k.arg is None:
+            raise TirxSyntaxError(
+                f"{label} takes no **keywords", evaluator.p.span(k), hint="pass the values"
+            )
+        if key in _LIMITS and k.arg in ("ty", "dtype"):
+            kwargs["ty"] = evaluator.const(k.value)
+            continue
+        raise TirxSyntaxError(
+            f"{label} takes no keyword argument {k.arg!r}",
+            evaluator.p.span(k),
+            hint=f"pass {label}'s {_arity_text(form.arity)} positionally",
+        )
+    if key in _LIMITS and len(node.args) == 1 and "ty" not in kwargs:
+        kwargs["ty"] = evaluator.const(node.args[0])  # T.max_value("float32") reads as well
+        args_nodes = []
+    else:
+        args_nodes = list(node.args)
+    if len(args_nodes) != form.arity:
+        raise TirxSyntaxError(
+            f"{label} takes {_arity_text(form.arity)}, got {len(args_nodes)}",
+            span,
+            hint=f"write {label}({', '.join('xyz'[i] for i in range(form.arity))})"
+            if form.arity
+            else f'write {label}(ty="float32")',
+        )
+    args, spans = [], []
+    for a in args_nodes:
+        v = evaluator.value(a)
+        if isinstance(v, ir.View) or not (is_number(v) or isinstance(v, ir.Expr)):
+            raise TirxSyntaxError(
+                f"{label} takes scalar values, got {kind_of(v)}",
+                evaluator.p.span(a),
+                hint="index the tensor to pass one element: x[i]",
+            )
+        args.append(v)
+        spans.append(evaluator.p.span(a))
+    # builders use the evaluator's binop for the integer family: its operator checks apply
+    return form.builder(evaluator, key, form.op, args, spans, **kwargs)
+
+
+def _arity_text(n: int) -> str:
+    return {0: "no values", 1: "one value", 2: "two values", 3: "three values"}[n]

@@ -1,0 +1,69 @@
+"""``stmatrix`` in the simulator, written from the PTX ISA ("Warp-level matrix store instruction:
+stmatrix", sm_90): ldmatrix's mapping in the other direction. Lane ``8i + r`` supplies the
+address of row ``r`` of matrix ``i``; every lane's register ``i`` holds its fragment of matrix
+``i`` (:mod:`tirx.sim.fragments`). The rows are written through shared memory's checks; the rows'
+bytes are attributed to the lanes that supplied their addresses (so two lanes of one stmatrix
+writing the same byte race)."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import numpy as np
+
+from ...ir import nodes as ir
+from ...sim.calls import unknown_instruction
+from ...sim.fragments import matrices_of
+from ...sim.memory import as_index
+from ...sim.registers import RegisterVector, RegType, full_warps, record_registers
+
+__all__ = ["StMatrix", "parse", "compile_call", "FORMS"]
+
+FORMS = "stmatrix.sync.aligned.m8n8.x{1,2,4}[.trans].shared{,::cta}.b16"
+_TEXT = re.compile(r"stmatrix\.sync\.aligned\.m8n8\.x(1|2|4)(\.trans)?\.shared(::cta)?\.b16")
+
+
+@dataclass(frozen=True)
+class StMatrix:
+    """``stmatrix.sync.aligned.m8n8.x{num}[.trans].shared.b16``: 8x8 matrices of b16."""
+
+    num: int
+    trans: bool
+
+
+def parse(text: str) -> StMatrix | None:
+    m = _TEXT.fullmatch(text.strip())
+    return StMatrix(int(m.group(1)), m.group(2) is not None) if m else None
+
+
+def compile_call(m, compiler, stmt: ir.PtxCall, text: str):
+    """The closure executing one stmatrix for a set of threads."""
+    ins = parse(text)
+    if ins is None:
+        raise unknown_instruction(stmt, text, FORMS)
+    ops = stmt.operands
+    if len(ops) != 2:
+        raise compiler.error(f"stmatrix takes 2 operands, not {len(ops)}")
+    addr_op, reg_op = ops
+    if not isinstance(addr_op, ir.AddressOperand):
+        raise compiler.error("the shared-memory operand must be an address")
+    address = compiler.compile(addr_op.address)
+    source = RegisterVector(m, compiler, reg_op, "r", ins.num, False, RegType.B32)
+    span, used = stmt.span, 8 * ins.num
+
+    def run(idx):
+        m.span = span
+        warps = full_warps(m, idx, text)
+        w = warps.size
+        addrs = np.broadcast_to(as_index(address(idx), idx.size), idx.size).reshape(w, 32)
+        addrs = addrs.astype(np.uint32).astype(np.int64)
+        row_tids = idx.reshape(w, 32)[:, :used].ravel()
+        regs = source.read(idx, w)
+        rows = matrices_of(regs, ins.trans).reshape(-1, 8)
+        m.shared.write_rows(addrs[:, :used].ravel(), rows, row_tids, "stmatrix")
+        if m.traces is not None:
+            lanes = np.arange(32) < used
+            record_registers(m, stmt, [source], [None], {0: regs}, idx, warps, [1], addrs, lanes)
+
+    return run

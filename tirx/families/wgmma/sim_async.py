@@ -1,0 +1,419 @@
+"""The asynchronous side of ``wgmma``: groups, what is in flight, and the fences, from the PTX
+ISA (9.7.15.4 "Async Proxy", 9.7.15.7 "wgmma.fence", "wgmma.commit_group",
+"wgmma.wait_group"; the memory consistency model's proxies).
+
+* ``wgmma.mma_async`` is issued and returns; it is **in flight** until a ``wgmma.wait_group``
+  of each issuing thread covers its group. ``commit_group`` closes the thread's uncommitted
+  mma_asyncs into a new group (possibly empty); ``wait_group N`` completes every group of the
+  thread except its ``N`` newest. Groups are per thread (the 128 threads of a warpgroup
+  execute these statements together, so theirs stay in step).
+* In flight, its accumulator registers belong to the tensor core: reading or writing one by
+  any statement is a fault ("accessing the accumulator register ... before a wgmma.wait_group
+  that waits on a group including that mma_async is undefined"), except as the accumulator of
+  a later mma_async of the same shape into the same registers, which the ISA orders by
+  default. The simulator computes the result at issue; no statement can see it early.
+* ``wgmma.fence`` must come before the first mma_async of a warpgroup and between any access
+  of a thread to an accumulator register and a later mma_async using it (fault otherwise,
+  naming the access's line). The simulator notes accesses per thread and register word in a
+  :class:`RegisterGuard` on each local array that holds accumulators (no cost elsewhere).
+* wgmma reads shared memory through the async proxy: bytes stored by the generic proxy
+  (stores, stmatrix, landed ``cp.async``: the ISA lists cp.async.bulk{.tensor} and wgmma as
+  async-proxy operations, not cp.async) must be followed by ``fence.proxy.async`` (or its
+  ``.shared::cta`` form) in the storing thread, the state :mod:`tirx.families.cp_async_bulk.sim_copies` keeps,
+  and by a barrier to the issuing threads (the race rules of :mod:`tirx.sim.shared`, checked
+  for each warp of the warpgroup). Bytes the async proxy wrote (TMA) need no proxy fence.
+* Until the mma_async's group is waited for, the shared bytes it reads may not be written
+  (a store, stmatrix, a cp.async or TMA copy issued onto them): a fault naming both lines.
+  Once every issuing thread has waited, the bytes count as read by the warpgroup's first
+  thread at the mma_async's line: its warpgroup may write them (each of its threads waited),
+  any other thread needs a barrier (or an mbarrier that thread arrived on) first.
+"""
+
+from __future__ import annotations
+
+import enum
+import functools
+from dataclasses import dataclass
+
+import numpy as np
+
+from ...ir import nodes as ir
+from ...sim.faults import Fault
+from ...sim.memory import ONES, thread_name
+from ...sim.shared import line_of
+from ...sim.trace import record_copy
+from .sim_math import ROWS, accumulator_map, operand_chunks, product
+
+__all__ = ["WgmmaState", "RegisterGuard", "WgmmaEvent"]
+
+_FENCE = 'T.ptx["wgmma.fence.sync.aligned"]()'
+_WAIT_HINT = (
+    'commit it (T.ptx["wgmma.commit_group.sync.aligned"]()) and wait for its group '
+    '(T.ptx["wgmma.wait_group.sync.aligned"](n), n small enough to cover it) first'
+)
+
+
+class WgmmaEvent(enum.Enum):
+    """What one wgmma statement did (the ``event`` of its :class:`tirx.sim.trace.CopyTrace`)."""
+
+    MMA = "mma_async"
+    COMMIT = "commit_group"
+    WAIT = "wait_group"
+    FENCE = "fence"
+
+
+@dataclass(frozen=True, eq=False)
+class _Register:
+    guard: RegisterGuard
+    word: int  # 32-bit word of the local array
+    name: str  # "acc[5]", for messages
+
+
+@dataclass(frozen=True, eq=False)
+class Accumulator:
+    """The d registers of one mma_async statement."""
+
+    regs: tuple[_Register, ...]
+
+    @functools.cached_property
+    def key(self) -> tuple:
+        """The registers' identity, compared to allow a chain of mma_asyncs into them."""
+        return tuple((id(r.guard), r.word) for r in self.regs)
+
+    def read(self, tids: np.ndarray) -> np.ndarray:
+        """float32 ``[128, regs]``, each register written before (else a fault)."""
+        out = np.empty((tids.size, len(self.regs)), dtype=np.uint32)
+        for i, r in enumerate(self.regs):
+            data, written = r.guard.array.views(np.dtype(np.uint32))
+            ok = written[tids, r.word] == ONES[4]
+            if not ok.all():
+                k = int(np.flatnonzero(~ok)[0])
+                raise Fault(
+                    f"wgmma.mma_async with scale-d != 0 reads accumulator {r.name}, which this "
+                    f"thread never wrote (a register holding garbage on the GPU)",
+                    int(tids[k]),
+                    "initialize the accumulator, or pass scale-d = 0 to the first mma_async",
+                )
+            out[:, i] = data[tids, r.word]
+        return out.view(np.float32)
+
+    def write(self, tids: np.ndarray, values: np.ndarray) -> None:
+        bits = np.ascontiguousarray(values, dtype=np.float32).view(np.uint32)
+        for i, r in enumerate(self.regs):
+            data, written = r.guard.array.views(np.dtype(np.uint32))
+            data[tids, r.word] = bits[:, i]
+            written[tids, r.word] = ONES[4]
+
+
+class RegisterGuard:
+    """The wgmma state of one local array that holds accumulators: per thread and 32-bit word,
+    the mma_async in flight on it (-1: none) and the last access since the thread's last
+    ``wgmma.fence`` (+site written, -site read, 0 none). :class:`tirx.sim.memory.LocalArray`
+    calls :meth:`access` on every load and store once the guard is installed."""
+
+    def __init__(self, state: WgmmaState, array):
+        self.state = state
+        self.array = array
+        words = array.data.shape[1] // 4
+        self.busy = np.full((array.data.shape[0], words), -1, dtype=np.int32)
+        self.touched = np.zeros((array.data.shape[0], words), dtype=np.int32)
+        array.guard = self
+
+    def reset(self) -> None:
+        self.busy.fill(-1)
+        self.touched.fill(0)
+
+    def access(self, index: np.ndarray, size: int, tids: np.ndarray, rows, write: bool) -> None:
+        """Threads ``tids`` (thread-axis index ``rows``) access elements ``index`` of
+        ``size`` bytes: a fault if one is in flight, else noted for the fence check."""
+        first = (index * size) >> 2
+        last = (index * size + size - 1) >> 2
+        held = np.maximum(self.busy[rows, first], self.busy[rows, last])
+        if (held >= 0).any():
+            k = int(np.flatnonzero(held >= 0)[0])
+            op = self.state.live[int(held[k])]
+            sh = self.state.m.shared
+            verb = "writes" if write else "reads"
+            raise Fault(
+                f"{thread_name(int(tids[k]))} {verb} '{self.array.name}' slot {index[k]} at "
+                f"{line_of(sh.where())}, an accumulator register of the wgmma.mma_async at "
+                f"{line_of(op.span)}, which is in flight (no wgmma.wait_group of this thread "
+                f"has covered its group yet)",
+                int(tids[k]),
+                f"{_WAIT_HINT}, before touching its accumulator",
+            )
+        site = self.state.m.shared.site()
+        mark = site if write else -site
+        self.touched[rows, first] = mark
+        self.touched[rows, last] = mark
+
+
+@dataclass(eq=False)
+class _Op:
+    """One warpgroup's mma_async, from issue until every thread has waited for it."""
+
+    serial: int
+    span: object
+    n: int
+    acc: Accumulator
+    tids: np.ndarray  # the 128 issuing threads
+    group: np.ndarray  # per thread, -1 until committed
+    done: np.ndarray  # per thread: a wait covered it
+    reads: np.ndarray  # the shared bytes it reads (unique)
+
+
+class WgmmaState:
+    """The in-flight mma_asyncs, groups and fences of the block being run."""
+
+    def __init__(self, machine):
+        self.m = machine
+        size = machine.shared.data.size
+        self.committed = np.zeros(machine.T, dtype=np.int64)
+        self.fenced = np.zeros(machine.T, dtype=bool)  # executed wgmma.fence in this block
+        self.live: dict[int, _Op] = {}
+        self.serials = 0
+        self.reading = np.zeros(size, dtype=np.int32)  # in-flight mma_asyncs reading a byte
+        self.reader = np.full(size, -1, dtype=np.int32)  # the newest of them
+        self.released = np.full(size, -1, dtype=np.int32)  # first thread of the freeing wait
+        self.guards: dict[int, RegisterGuard] = {}
+        self.proxy = machine.shared.async_proxy()  # the tensor core reads through the async proxy
+        machine.shared.observers.append(self)
+
+    def reset(self) -> None:
+        self.committed.fill(0)
+        self.fenced.fill(False)
+        self.live.clear()
+        self.reading.fill(0)
+        self.reader.fill(-1)
+        self.released.fill(-1)
+        for g in self.guards.values():
+            g.reset()
+
+    def finish_block(self) -> None:
+        """mma_asyncs still in flight when the block ends are not reported (docs/simulator.md)."""
+
+    def accumulator(self, compiler, d_op: ir.RegVector) -> Accumulator:
+        regs = []
+        for reg in d_op.regs:
+            if not isinstance(reg, ir.LocalReg) or reg.buffer.scope is not ir.Scope.LOCAL:
+                raise compiler.error("wgmma.mma_async's d registers must be local-buffer slots")
+            if reg.dtype.bits != 32:
+                raise compiler.error(
+                    f"accumulator {reg.buffer.name}[{reg.slot}] is {reg.dtype}; wgmma's f32 "
+                    f"accumulator registers are 32-bit"
+                )
+            array = self.m.region(reg.buffer, compiler)
+            if not 0 <= reg.slot < array.nbytes // 4:
+                raise compiler.error(
+                    f"accumulator {reg.buffer.name}[{reg.slot}] is outside the buffer's "
+                    f"{array.nbytes // 4} 32-bit slots"
+                )
+            guard = self.guards.get(id(array)) or RegisterGuard(self, array)
+            self.guards[id(array)] = guard
+            regs.append(_Register(guard, reg.slot, f"{reg.buffer.name}[{reg.slot}]"))
+        return Accumulator(tuple(regs))
+
+    # ------------------------------------------------------------------- the statements
+
+    def fence(self, idx: np.ndarray, stmt) -> None:
+        self.fenced[idx] = True
+        for g in self.guards.values():
+            g.touched[idx] = 0
+        self._trace(stmt, WgmmaEvent.FENCE, idx)
+
+    def commit(self, idx: np.ndarray, stmt) -> None:
+        mine = np.zeros(self.m.T, dtype=bool)
+        mine[idx] = True
+        for op in self.live.values():
+            sel = mine[op.tids] & (op.group < 0)
+            op.group[sel] = self.committed[op.tids[sel]]
+        groups = self.committed[idx].copy()
+        self.committed[idx] += 1
+        self._trace(stmt, WgmmaEvent.COMMIT, idx, groups=groups)
+
+    def wait(self, idx: np.ndarray, n: int, stmt) -> None:
+        limit = np.full(self.m.T, -1, dtype=np.int64)
+        limit[idx] = self.committed[idx] - n
+        completed = np.zeros(self.m.T, dtype=np.int64)
+        for op in list(self.live.values()):
+            now = (op.group >= 0) & (op.group < limit[op.tids]) & ~op.done
+            if not now.any():
+                continue
+            tids = op.tids[now]
+            completed[tids] += 1
+            for r in op.acc.regs:
+                held = r.guard.busy[tids, r.word]
+                r.guard.busy[tids, r.word] = np.where(held == op.serial, -1, held)
+            op.done |= now
+            if op.done.all():
+                self._release(op)
+        self._trace(stmt, WgmmaEvent.WAIT, idx, landed=completed[idx])
+
+    def _release(self, op: _Op) -> None:
+        """Every issuing thread waited: the reads are done. They count as the warpgroup's
+        first thread's, at the mma_async's line, so other threads need a barrier to write."""
+        del self.live[op.serial]
+        self.reading[op.reads] -= 1
+        m, rep = self.m, int(op.tids[0])
+        here, m.span = m.span, op.span
+        try:
+            m.shared.track_read(op.reads, 1, np.full(op.reads.size, rep))
+        finally:
+            m.span = here
+        self.released[op.reads] = rep
+
+    def issue(self, stmt, form, acc: Accumulator, tids, descs, scale_d: bool, sa: int, sb: int):
+        """One warpgroup's mma_async (threads ``tids``, descriptors ``descs`` of A and B)."""
+        self._check_fences(stmt, acc, tids)
+        self._check_chain(form, acc, tids)
+        a_rows = operand_chunks(descs[0], ROWS)
+        b_rows = operand_chunks(descs[1], form.n)
+        reads = self._check_shared(stmt, tids, a_rows, b_rows)
+        data16 = self.m.shared.data16
+        lanes = np.arange(8)
+        a_bits = data16[(a_rows // 2)[..., None] + lanes].reshape(ROWS, 16)
+        b_bits = data16[(b_rows // 2)[..., None] + lanes].reshape(form.n, 16)
+        rows, cols = accumulator_map(form.n)
+        old = None
+        if scale_d:
+            old = np.zeros((ROWS, form.n), dtype=np.float32)
+            old[rows, cols] = acc.read(tids)
+        d = product(a_bits, b_bits, form.element, sa, sb, old)
+        acc.write(tids, d[rows, cols])
+        serial = self.serials
+        self.serials += 1
+        self.live[serial] = _Op(
+            serial,
+            stmt.span,
+            form.n,
+            acc,
+            tids.copy(),
+            np.full(tids.size, -1, dtype=np.int64),
+            np.zeros(tids.size, dtype=bool),
+            reads,
+        )
+        for r in acc.regs:
+            r.guard.busy[tids, r.word] = serial
+        self.reading[reads] += 1
+        self.reader[reads] = serial
+        self._trace(stmt, WgmmaEvent.MMA, tids)
+
+    # ----------------------------------------------------------------------- checks
+
+    def _check_fences(self, stmt, acc: Accumulator, tids) -> None:
+        never = ~self.fenced[tids]
+        if never.any():
+            t = int(tids[int(np.flatnonzero(never)[0])])
+            raise Fault(
+                f"wgmma.mma_async at {line_of(stmt.span)} is the first of warpgroup {t >> 7} "
+                f"and no wgmma.fence came before it",
+                t,
+                f"put {_FENCE} (executed by the whole warpgroup) before the first mma_async",
+            )
+        sites = self.m.shared.sites
+        for r in acc.regs:
+            mark = r.guard.touched[tids, r.word]
+            if mark.any():
+                k = int(np.flatnonzero(mark)[0])
+                line = line_of(sites[abs(int(mark[k]))])
+                verb = "written" if mark[k] > 0 else "read"
+                raise Fault(
+                    f"accumulator {r.name} of the wgmma.mma_async at {line_of(stmt.span)} was "
+                    f"{verb} at {line} after this thread's last wgmma.fence: the tensor core may "
+                    f"see the register before that access",
+                    int(tids[k]),
+                    f"put {_FENCE} (executed by the whole warpgroup) between {line} and "
+                    f"{line_of(stmt.span)}",
+                )
+
+    def _check_chain(self, form, acc: Accumulator, tids) -> None:
+        """In-flight registers may only be the accumulator of a same-shaped mma_async into
+        the same registers (the ISA orders that chain by default)."""
+        for r in acc.regs:
+            held = r.guard.busy[tids, r.word]
+            if held.max() < 0:
+                continue
+            for serial in np.unique(held[held >= 0]).tolist():
+                op = self.live[serial]
+                if op.n != form.n or op.acc.key != acc.key:
+                    t = int(tids[int(np.flatnonzero(held == serial)[0])])
+                    raise Fault(
+                        f"accumulator {r.name} is in flight as a register of the "
+                        f"wgmma.mma_async at {line_of(op.span)}, and this one uses it with "
+                        f"another shape or register list",
+                        t,
+                        f"{_WAIT_HINT}, or accumulate into exactly the same registers",
+                    )
+
+    def _check_shared(self, stmt, tids, a_rows, b_rows) -> np.ndarray:
+        """The operand rows' checks; returns the bytes they cover (unique)."""
+        sh = self.m.shared
+        t0 = int(tids[0])
+        for what, rows in (("A (a-desc)", a_rows), ("B (b-desc)", b_rows)):
+            flat = rows.ravel()
+            owners = np.full(flat.size, t0)
+            sh.check_rows(flat, owners, f"wgmma.mma_async {what}")
+            ok = (sh.written64[(flat // 8)[:, None] + np.arange(2)] == ONES[8]).all(axis=1)
+            if not ok.all():
+                raise Fault(
+                    f"wgmma.mma_async {what} reads a row of shared memory that nothing wrote "
+                    f"in this block: {sh.describe(int(flat[np.flatnonzero(~ok)[0]]))}",
+                    t0,
+                    "write the tile into shared memory (and synchronize) before the mma_async",
+                )
+        chunks = np.concatenate((a_rows.ravel(), b_rows.ravel()))
+        if sh.in_flight:
+            sh.check_pending(chunks, 16, np.full(chunks.size, t0), "reads")
+        reads = np.unique((chunks[:, None] + np.arange(16)).ravel())
+        stale = self.proxy.stale(reads)
+        if stale is not None:
+            b, writer = stale
+            store = line_of(sh.sites[int(sh.w_site[b])])
+            raise Fault(
+                f"the tensor core may read stale bytes: the wgmma.mma_async at "
+                f"{line_of(stmt.span)} reads {sh.describe(b)}, which {thread_name(writer)} stored at "
+                f"{store} through the generic proxy with no fence.proxy.async after it",
+                t0,
+                f'put T.ptx["fence.proxy.async.shared::cta"]() after the stores at {store} '
+                "(executed by the storing threads), then T.cuda.cta_sync(), before the mma_async",
+            )
+        reps = tids[::32]  # one thread per warp: a writer must be ordered before every warp
+        sh.check_read(np.tile(chunks, reps.size), 16, np.repeat(reps, chunks.size))
+        return reads
+
+    def shared_write(self, b: np.ndarray, p: np.ndarray, record: bool = True) -> None:
+        """Shared bytes ``b`` are about to be written by threads ``p`` (called by
+        :class:`tirx.sim.shared.SharedMemory` before its race checks)."""
+        busy = self.reading[b] > 0
+        if busy.any():
+            k = int(np.flatnonzero(busy)[0])
+            op = self._reader_of(int(b[k]))
+            sh = self.m.shared
+            raise Fault(
+                f"{thread_name(int(p[k]))} writes {sh.describe(int(b[k]))} at {line_of(sh.where())}, "
+                f"which the wgmma.mma_async at {line_of(op.span)} (warpgroup "
+                f"{int(op.tids[0]) >> 7}) reads and no wgmma.wait_group has covered yet",
+                int(p[k]),
+                f"{_WAIT_HINT}, then T.cuda.cta_sync() if other threads write the bytes",
+            )
+        # a thread of the warpgroup whose wait freed the bytes is ordered after the reads
+        mine = (self.released[b] >= 0) & (self.released[b] >> 7 == p >> 7)
+        if mine.any():
+            sh = self.m.shared
+            own = b[mine]
+            rep = self.released[own]
+            still = (sh.r_warp[own] == rep >> 5) & (sh.r_tid[own] == rep)
+            sh.r_warp[own[still]] = -1
+            self.released[own] = -1
+
+    def _reader_of(self, byte: int) -> _Op:
+        """An in-flight mma_async reading ``byte``: the newest, or (when that one's warpgroup
+        has waited for it while another's is still reading) any other."""
+        op = self.live.get(int(self.reader[byte]))
+        if op is None:
+            op = next(o for o in self.live.values() if np.isin(byte, o.reads))
+        return op
+
+    def _trace(self, stmt, event: WgmmaEvent, idx, groups=None, landed=None) -> None:
+        if self.m.traces is not None:
+            record_copy(self.m, stmt, event, idx, groups=groups, landed=landed)

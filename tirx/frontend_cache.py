@@ -1,0 +1,403 @@
+"""The front-end cache: a kernel that an earlier process compiled is not parsed, lowered or
+code-generated again.
+
+The CUBIN cache (backend/cuda/cache.py) is keyed by the generated CUDA source, so a process that
+finds its CUBIN on disk has still parsed, lowered and generated the kernel: most of a warm
+compile. This cache keeps the front end's output per kernel and arch, the lowered IR and the
+generated source, under a key ``@T.function`` computes *before* parsing. On a hit the
+decorator parses nothing and ``tirx.compile`` goes from the stored IR and source straight to
+the CUBIN cache.
+
+**What a parse depends on, and how each part is covered:**
+
+* the text of the ``def``: the key holds the full text of its file (as linecache has it, so a
+  notebook cell's too), the file's name, the def's first line and its (qualified) name. Any
+  edit anywhere in the file is a miss.
+* the values its free names resolve to (globals, closure cells, builtins), all read in one
+  place, ``Evaluator.ex_Name``, which logs the names (``Parser.free_names``). An entry stores
+  the names and a digest of the *fingerprints* of their values; at decoration the fingerprints
+  are computed again from the function's scope, and a different digest is a miss.
+* the ``@T.macro`` / ``@T.inline`` functions it calls, which are values of such names (or
+  inside them, or passed along as arguments): a macro's expansion depends on the text of its
+  own ``def`` (its file's text as linecache has it, the file's name, first line and qualified
+  name, as the kernel's key covers the kernel's), on macro or inline, its parameter defaults,
+  and the values of the free names its body resolves in its own scope (module globals and
+  closure: for ``T.macro`` the closure of decoration, for ``T.inline`` the closure now). The
+  evaluator logs those names per macro expanded (``Parser.macro_names``; a macro called by a
+  macro too), the entry stores them per macro code, and a macro's fingerprint is made of that
+  text's digest, the defaults and the fingerprints of exactly those names' values, computed
+  again from the macro's scope at decoration. Editing a macro's file, or a value one of its
+  names (or its callees' names) resolves to, is a miss; another macro object with the same
+  code and values, a hit. A kernel reads nothing else of a macro: it calls it, passes it on
+  or compares it, and its attributes are refused; so a macro the parse never expanded
+  contributes only that it is one, and which macros are one object (``==`` on macros is
+  identity) is in the fingerprint.
+* the parameter annotations Python evaluated, and the decorator's options: fingerprinted too.
+* tirx's own code: the key holds :func:`code_stamp` (version, and the path,
+  size and mtime of every .py file of the package), so editing tirx invalidates every entry.
+* the Python version (the ast module, the marshal format).
+
+Parsing, lowering and code generation are deterministic functions of these (they read no
+environment, clock or hash order), and which names a parse looks up is itself decided by the
+values of the names it looked up before; so equal fingerprints of the logged names mean the
+same names looked up, the same parse, the same IR.
+
+**Fingerprints** (:mod:`tirx.fingerprints`, where the rules are) describe a value completely,
+as a Python literal: atoms, containers, tirx's own enums, classes, namespace objects and frozen
+dataclasses, and macros as above. Anything else has none, and a kernel that reads it, itself
+or through a macro, is never cached: a user's function or object (its code is outside the
+key), numpy scalars, other modules, sets (their order is hash-seeded). Nor is a kernel whose
+body, or a macro's, compares objects with ``is`` (other than None, True, False): identity is
+not part of a fingerprint.
+
+A kernel found here is parsed only when its IR is needed (``kernel.ir``: ``script()``, the
+simulator, another arch), from the lines the key was computed from and the scope as it was at
+decoration, and it expands its macros with their scopes and file lines as they were read at
+decoration (``Record.snapshots``); the lists and dicts among the logged values, the kernel's
+and its macros', are copied at decoration for that (their contents are fingerprinted, and may
+change later).
+
+**On disk:** ``$TIRX_CACHE_DIR/frontend/<key>.entry``, one file per key holding up to eight
+variants, newest first (a factory such as ``make_gemm(M, N, K)`` makes one per set of closure
+values): each with its logged names, its macros' (per macro code digest), digest, kernel name,
+def source and one payload per arch number, the lowered IR and the generated CUDA source as
+:mod:`tirx.ir.serial` writes them. The file is a header (magic, format version, key, sha256 and
+length of the metadata, length of the payloads), the metadata (tuples of strings and ints in
+:mod:`marshal`'s format: the Python version is in the key, and reading it costs microseconds),
+then the payloads, each checked against its own sha256 (in the metadata) before it is read.
+Writes are atomic, as in the CUBIN cache; a damaged, truncated or foreign file is a miss and is
+replaced at the next write; an entry that is not a regular file (a named pipe) is a miss that is
+never opened for a blocking read. Writers take an exclusive lock on ``frontend.lock`` (in the
+cache directory) while they read, merge and replace an entry, so concurrent writers never lose
+each other's variants or archs. Only a successful cuda compile writes, so a kernel that fails
+anywhere is never stored.
+``TIRX_CACHE=0`` turns this cache off with the other, and ``tirx.clear_cache()`` empties it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import marshal
+import os
+import stat
+import struct
+import sys
+
+from . import config
+from .files import read_regular, sha256, write_atomic
+from .fingerprints import MacroNames, fingerprint, macro_code, resolved, snapshot
+from .ir import nodes as ir
+from .ir import serial
+from .isa import registry
+from .script import parser as _parser
+from .version import __version__
+
+__all__ = ["Record", "lookup", "remember", "load", "store", "clear", "code_stamp", "fingerprint"]
+
+MAGIC = b"TIRXFRNT"
+FORMAT_VERSION = 2  # 2: each variant holds the names its macros resolved
+_HEADER = struct.Struct("<8sI64s32sQQ")  # magic, version, key, sha256(meta), 2 lengths
+_SUBDIR = "frontend"
+_SUFFIX = ".entry"
+_LOCK = "frontend.lock"  # beside the frontend folder, in the cache directory
+_VARIANTS = 8  # kept per key, the newest first
+
+_generation = 0  # bumped by clear(): records found before it hand out no payloads
+_CONTRACTS = registry.CONTRACTS  # the instruction-contract table payloads are lowered with
+
+
+class Record:
+    """What the cache knows of one kernel.
+
+    ``key`` names its entry (computed at decoration). The rest is one variant, known after a
+    hit (``found``) or a parse (:func:`remember`): the ``names`` the body resolved outside
+    itself, ``macros``: per macro the parse expanded, ``(its code digest, the names its body
+    resolved in its own scope)``, the ``digest`` of the names' values' fingerprints (and the
+    annotations'), the kernel's ``name`` and def ``source``, and ``payloads``: arch number ->
+    (``(lowered IR, CUDA source)`` as :mod:`tirx.ir.serial` writes it, its sha256 hex digest).
+    ``snapshots`` (a hit's, not stored): per macro reached, by id, ``(macro, scope, lines,
+    names)`` as they were at decoration, which a later parse expands it with.
+    """
+
+    __slots__ = ("key", "names", "macros", "digest", "name", "source", "payloads", "found",
+                 "generation", "snapshots")  # fmt: skip
+
+    def __init__(self, key, names=None, digest=None, name=None, source=None, payloads=None,
+                 found=False, macros=()):  # fmt: skip
+        self.key, self.names, self.macros, self.digest = key, names, macros, digest
+        self.name, self.source = name, source
+        self.payloads = payloads if payloads is not None else {}
+        self.found = found
+        self.generation = _generation
+        self.snapshots: dict[int, tuple] = {}
+
+
+def _usable() -> bool:
+    """The disk cache is on, and the contract table is tirx's own: a test that replaces it (as
+    the memo in tirx/compile.py notices) must neither read nor write lowered IR."""
+    return config.cache_enabled() and registry.CONTRACTS is _CONTRACTS
+
+
+# ------------------------------------------------------------------------------ the key
+
+
+@functools.cache
+def code_stamp() -> str:
+    """sha256 hex digest of what tirx's code is: its version and the relative path, size and
+    mtime of every .py file of the package (tirx/compat included; the codegen version lives in
+    one of them). Computed once per process; editing any file of tirx makes every entry a miss.
+    Reads no module it does not need: a kernel defined for the simulator imports no codegen."""
+
+    files: list[tuple[str, int, int]] = []
+    _scan(os.path.dirname(os.path.abspath(__file__)), "", files)
+    files.sort()
+    return sha256(repr((__version__, files)).encode()).hexdigest()
+
+
+def _scan(folder: str, prefix: str, files: list) -> None:
+    """Append ``(relative path, size, mtime_ns)`` of every .py file under ``folder``."""
+    with os.scandir(folder) as entries:  # with DirEntry.stat: half the time of os.walk
+        for e in entries:
+            if e.name.endswith(".py"):
+                st = e.stat()
+                files.append((prefix + e.name, st.st_size, st.st_mtime_ns))
+            elif e.name != "__pycache__" and e.is_dir():
+                _scan(e.path, f"{prefix}{e.name}/", files)
+
+
+def _key(pyfunc, lines: list[str], options) -> str:
+    code = pyfunc.__code__
+    text = repr(
+        (
+            "tirx-frontend",
+            FORMAT_VERSION,
+            code_stamp(),
+            sys.version,
+            code.co_filename,
+            "".join(lines),
+            code.co_firstlineno,
+            pyfunc.__qualname__,
+            pyfunc.__name__,
+            options,
+        )
+    )
+    return sha256(text.encode()).hexdigest()
+
+
+# ------------------------------------------------------------------------------ fingerprints
+
+
+def _digest(names: tuple[str, ...], scope: dict, annotations: dict, macros: MacroNames):
+    """sha256 hex digest of the fingerprint of what ``names`` resolve to in ``scope`` and of
+    ``annotations`` (the macros reached with ``macros``'s names); None if it has none."""
+    fp = fingerprint((names, resolved(names, scope), annotations), macros)
+    return None if fp is None else sha256(repr(fp).encode()).hexdigest()
+
+
+# ------------------------------------------------------------------------------ decoration
+
+
+def lookup(pyfunc, lines: list[str], scope: dict, annotations: dict, options: dict):
+    """At decoration, before parsing: the stored variant of this kernel whose fingerprints
+    match ``scope`` and ``annotations`` now (``record.found``; the lists and dicts among its
+    names' values in ``scope``, the decorator's own copy, are replaced by copies, and so are
+    those in the scopes of its macros, kept in ``record.snapshots``), else a
+    record of the key alone, for :func:`remember`. None: nothing to cache (the cache is off,
+    or a decorator option has no fingerprint)."""
+    if not _usable():
+        return None
+    options_fp = fingerprint(options)
+    if options_fp is None:
+        return None
+    key = _key(pyfunc, lines, options_fp)
+    digests: dict[tuple, tuple] = {}  # variants usually log the same names
+    for variant in _read(key):
+        logged = (variant.names, variant.macros)
+        if logged not in digests:
+            macros = MacroNames(dict(variant.macros))
+            digests[logged] = (_digest(variant.names, scope, annotations, macros), macros)
+        digest, macros = digests[logged]
+        if digest == variant.digest:
+            for name in variant.names:
+                if name in scope:
+                    scope[name] = snapshot(scope[name])
+            for _, macro_scope, _, macro_names in macros.reached.values():
+                for name in macro_names:
+                    if name in macro_scope:
+                        macro_scope[name] = snapshot(macro_scope[name])
+            variant.snapshots = macros.reached
+            return variant
+    return Record(key)
+
+
+def remember(record: Record, kernel, parser) -> Record | None:
+    """After ``parser`` parsed ``kernel``: ``record`` completed with what the parse read, to be
+    stored by :func:`store`; None when the kernel cannot be cached."""
+    if parser.compared_identity:
+        return None
+    names = tuple(parser.free_names)
+    table: dict[str, dict[str, None]] = {}  # code digest -> names (macros of one code merged)
+    for m, macro_names in parser.macro_names.values():
+        code = macro_code(m)[0]
+        if code is None:
+            return None
+        table.setdefault(code, {}).update(macro_names)
+    macros = tuple((code, tuple(n)) for code, n in table.items())
+    digest = _digest(names, parser.scope, parser.annotations, MacroNames(dict(macros)))
+    if digest is None:
+        return None
+    record.names, record.macros, record.digest = names, macros, digest
+    record.name, record.source = kernel.name, kernel.source
+    return record
+
+
+# ------------------------------------------------------------------------------ compile
+
+
+def load(kernel, arch: int) -> tuple[ir.Function, str] | None:
+    """``(lowered IR, generated CUDA source)`` stored for ``kernel`` and arch number ``arch``,
+    or None (not stored, damaged, or the cache was cleared or turned off since)."""
+    record = kernel.frontend
+    if record is None or record.generation != _generation or not _usable():
+        return None
+    payload = record.payloads.get(arch)
+    if payload is None:
+        return None
+    blob, digest = payload
+    if sha256(blob).hexdigest() == digest:
+        try:
+            lowered, source = serial.loads(blob)
+            if isinstance(lowered, ir.Function) and isinstance(source, str):
+                return lowered, source
+        except Exception:  # noqa: BLE001 - whatever fails in reading it, it is not used
+            pass
+    del record.payloads[arch]  # compiled again; the store after that replaces it
+    return None
+
+
+def store(kernel, arch: int, lowered: ir.Function, source: str) -> None:
+    """After a successful cuda compile of ``kernel``: add ``(lowered, source)`` for arch number
+    ``arch`` to its variant on disk (atomically; the other variants, and archs another
+    process stored meanwhile, are kept). Nothing for a kernel that cannot be cached."""
+    record = kernel.frontend
+    if record is None or not _usable():
+        return
+    if record.generation != _generation:  # cleared since: what it held is gone from disk
+        record.payloads, record.generation = {}, _generation
+    if arch in record.payloads:
+        return
+    try:
+        blob = serial.dumps((lowered, source))
+    except (TypeError, ValueError, RecursionError):  # not IR alone; marshal's limits
+        return
+    record.payloads[arch] = (blob, sha256(blob).hexdigest())
+
+    directory = config.cache_dir() / _SUBDIR
+    try:
+        directory.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        directory.mkdir(mode=0o700, exist_ok=True)
+        # Read, merge and write under the directory's lock: two processes storing variants or
+        # archs of one key at once would otherwise each write back what it read before the
+        # other's write, and one of the two would be lost.
+        with _writer_lock(directory.parent):
+            others = []
+            for variant in _read(record.key):
+                if variant.digest == record.digest:
+                    record.payloads = {**variant.payloads, **record.payloads}
+                else:
+                    others.append(variant)
+            data = _encode(record.key, [record, *others][:_VARIANTS])
+            write_atomic(directory / (record.key + _SUFFIX), data)
+    except OSError:
+        pass  # the disk is an optimization (the CUBIN cache, in the same directory, warns)
+
+
+@contextlib.contextmanager
+def _writer_lock(directory):
+    """Hold an exclusive ``flock`` on ``directory/frontend.lock`` (created if missing) while writers
+    merge; readers take no lock (writes are atomic renames). Where there is no ``fcntl`` or the
+    lock file is not a regular file, writers go unlocked, as before."""
+    try:
+        import fcntl
+    except ImportError:  # not POSIX
+        yield
+        return
+    flags = os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+    try:
+        fd = os.open(directory / _LOCK, flags, 0o600)
+    except OSError:
+        yield
+        return
+    try:
+        if stat.S_ISREG(os.fstat(fd).st_mode):
+            fcntl.flock(fd, fcntl.LOCK_EX)  # released when fd is closed, or the process dies
+        yield
+    finally:
+        os.close(fd)
+
+
+def clear() -> None:
+    """Delete every entry (and stray temporary file) on disk; records found before hand out
+    no payloads."""
+    global _generation
+    _generation += 1
+    directory = config.cache_dir() / _SUBDIR
+    try:
+        names = os.listdir(directory)
+    except OSError:
+        return
+    for name in names:
+        if name.endswith(_SUFFIX) or (name.startswith(".") and name.endswith(".tmp")):
+            with contextlib.suppress(OSError):
+                os.unlink(directory / name)
+
+
+# ------------------------------------------------------------------------------ the format
+
+
+def _encode(key: str, records: list[Record]) -> bytes:
+    variants, blobs, at = [], [], 0
+    for r in records:
+        index = []
+        for arch, (blob, digest) in sorted(r.payloads.items()):
+            index.append((arch, at, len(blob), digest))
+            blobs.append(blob)
+            at += len(blob)
+        variants.append((r.names, r.macros, r.digest, r.name, r.source, tuple(index)))
+    meta = marshal.dumps(tuple(variants))
+    header = _HEADER.pack(MAGIC, FORMAT_VERSION, key.encode(), sha256(meta).digest(), len(meta), at)
+    return header + meta + b"".join(blobs)
+
+
+def _read(key: str) -> list[Record]:
+    """The variants stored under ``key``, newest first; [] without a whole, valid entry."""
+
+    data = read_regular(config.cache_dir() / _SUBDIR / (key + _SUFFIX))
+    if data is None or len(data) < _HEADER.size:
+        return []
+    magic, version, k, checksum, n_meta, n_payloads = _HEADER.unpack_from(data)
+    start = _HEADER.size
+    if (
+        magic != MAGIC
+        or version != FORMAT_VERSION
+        or k != key.encode()
+        or len(data) != start + n_meta + n_payloads
+    ):
+        return []
+    meta = data[start : start + n_meta]
+    if sha256(meta).digest() != checksum:
+        return []
+    base = start + n_meta
+    try:
+        return [
+            Record(key, names, digest, name, source, found=True, macros=macros, payloads={
+                arch: (data[base + at : base + at + size], sha) for arch, at, size, sha in index
+            })
+            for names, macros, digest, name, source, index in marshal.loads(meta)
+        ]  # fmt: skip
+    except (ValueError, TypeError, EOFError):
+        return []
+
+
+_parser.frontend_cache = sys.modules[__name__]  # @T.function consults this module
