@@ -62,7 +62,14 @@ def run(args, load_kernel, target_of) -> int:
         if name is not None and name not in names:
             raise UsageError(f"--check {name} = ...: the kernel has no parameter {name!r} "
                              f"(its parameters: {', '.join(names)})")  # fmt: skip
+    for name in args.show:
+        if name not in names:
+            raise UsageError(f"--print {name}: the kernel has no parameter {name!r} "
+                             f"(its parameters: {', '.join(names)})")  # fmt: skip
     before = {n: (v.clone() if isinstance(v, torch.Tensor) else v) for n, v in zip(names, values)}
+    # the references read the arguments as they were before the run: made now, so that a
+    # --check that cannot be evaluated is refused before the kernel runs
+    refs = [(name or names[-1], _evaluate(expr, before)) for name, expr in checks]
     t0 = time.perf_counter()
     try:
         exe(*values)
@@ -77,15 +84,11 @@ def run(args, load_kernel, target_of) -> int:
           f"(seed {args.seed})")  # fmt: skip
     after = dict(zip(names, values))
     failed = 0
-    for name, expr in checks:
-        out_name = name or names[-1]
-        ref = _evaluate(expr, before)
+    for out_name, ref in refs:
         ok, text = compare(after[out_name], ref, args.atol, args.rtol)
         failed += not ok
         print(f"{out_name}: {text}")
     for name in args.show:
-        if name not in after:
-            raise UsageError(f"--print {name}: the kernel has no parameter {name!r}")
         print(f"{name} =\n{after[name]}")
     return 1 if failed else 0
 
