@@ -275,7 +275,11 @@ def test_python_errors_in_the_file_quote_the_files_own_lines(capsys, tmp_path):
         (["run", str(SEED), "--sim", "--check", "Out = A @ Z"], "name 'Z' is not defined"),
         (["run", str(SEED), "--sim", "--arg", "A=torch.ones(16, 16)"], "expects dtype float16"),
         (["run", str(SEED), "--sim", "--arg", "Q=1"], "the kernel has no parameter 'Q'"),
+        (["run", str(SEED), "--sim", "--check", "Out = None"], "that is a NoneType, not a tens"),
+        (["run", str(SEED), "--sim", "--check", "[1, 2]"], "has shape (2,), and Out has shape"),
+        (["run", str(SEED), "--sim", "--check", "import os"], "write one expression, or NAME ="),
         (["run", str(SEED), "--sim", "--arg", "A=no_such.npy"], "--arg A=no_such.npy: "),
+        (["run", str(SEED), "--sim", "--arg", "A=1.5"], "parameter 'A' expects a tensor"),
         (["run", str(SEED), "--sim", "--print", "Q"], "--print Q: the kernel has no parameter"),
         (["run", str(SEED), "--sim", "--atol", "-1"], "argument --atol: -1 is not a finite"),
         (["run", str(SEED), "--sim", "--rtol", "x"], "argument --rtol: 'x' is not a number"),
@@ -364,6 +368,9 @@ def test_inputs_from_files_and_scalars(capsys, tmp_path):
     rc, out, _ = tirx_cli(capsys, "run", f"{path}:scaled", "--sim", "--arg", f"X={tmp_path}/x.npy",
                           "--arg", "k=3", "--check", "Out = X * k")  # fmt: skip
     assert rc == 0 and "X given, Out random, k given" in out and "PASS" in out
+    rc, _, err = tirx_cli(capsys, "run", f"{path}:scaled", "--sim", "--arg", "k=3", "--check",
+                          "k = 3")  # fmt: skip
+    assert rc == 2 and "k is a scalar parameter, which the kernel cannot write" in err
 
 
 def test_random_inputs_follow_the_seed(capsys, tmp_path):

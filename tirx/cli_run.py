@@ -69,7 +69,9 @@ def run(args, load_kernel, target_of) -> int:
     before = {n: (v.clone() if isinstance(v, torch.Tensor) else v) for n, v in zip(names, values)}
     # the references read the arguments as they were before the run: made now, so that a
     # --check that cannot be evaluated is refused before the kernel runs
-    refs = [(name or names[-1], _evaluate(expr, before)) for name, expr in checks]
+    by_name = dict(zip(names, params))
+    refs = [(name or names[-1], _reference(name or names[-1], expr, before, by_name))
+            for name, expr in checks]  # fmt: skip
     t0 = time.perf_counter()
     try:
         exe(*values)
@@ -189,6 +191,28 @@ def _to_device(value, device: str):
     import torch
 
     return value.to(device) if isinstance(value, torch.Tensor) else value
+
+
+def _reference(name: str, expr: str, before: dict, params: dict):
+    """The value of ``--check "name = expr"`` as a tensor shaped like parameter ``name``."""
+    import torch
+
+    from .cli import UsageError
+
+    shape = getattr(params[name], "shape", None)
+    if shape is None:
+        raise UsageError(f"--check {name} = {expr}: {name} is a scalar parameter, which the "
+                         "kernel cannot write; check a tensor parameter")  # fmt: skip
+    value = _evaluate(expr, before)
+    try:
+        ref = torch.as_tensor(value)
+    except Exception:
+        raise UsageError(f"--check {name} = {expr}: that is a {type(value).__name__}, not a "
+                         "tensor, array or number to compare with") from None  # fmt: skip
+    if tuple(ref.shape) != tuple(shape):
+        raise UsageError(f"--check {name} = {expr}: that has shape {tuple(ref.shape)}, and "
+                         f"{name} has shape {tuple(shape)}")  # fmt: skip
+    return ref
 
 
 def _evaluate(expr: str, names: dict):
