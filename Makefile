@@ -1,7 +1,7 @@
 # Developer shortcuts; the README's two commands work without make.
 PY ?= .venv/bin/python
 
-.PHONY: setup demo test test-gpu lint format bench clean lab notebooks names
+.PHONY: setup demo test test-gpu lint format bench clean lab notebooks names wheel
 
 setup:
 	python3 -m venv .venv
@@ -15,6 +15,11 @@ test:
 
 test-gpu:  # on a machine with an NVIDIA GPU
 	$(PY) -m pytest -q -m gpu
+
+# A wheel of this checkout in dist/ (the launcher's C extension built where a compiler is
+# found); .ci/run installs one into a fresh venv and tests it from outside the checkout.
+wheel:
+	$(PY) -m pip wheel -q --no-deps --no-build-isolation -w dist .
 
 lint:
 	$(PY) -m ruff check tirx widgets tests benchmarks

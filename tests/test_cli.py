@@ -9,15 +9,20 @@ import subprocess
 import sys
 import sysconfig
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
 
 import tirx
+import tirx.examples
+from tirx import cli_load
 from tirx.cli import main
 
-ROOT = Path(__file__).resolve().parents[1]
-SEED = ROOT / "tirx" / "examples" / "warp_matmul.py"
+# The examples of the tirx that is imported: the checkout's, or an installed wheel's (.ci/run
+# runs this file against a wheel, from outside the checkout).
+EXAMPLES = Path(tirx.examples.__file__).resolve().parent
+SEED = EXAMPLES / "warp_matmul.py"
 CHECK = "Out = A.float() @ B.float().T"
 
 SCALED = """\
@@ -99,8 +104,11 @@ def test_compile_emits_cuda_ptx_ir_and_writes_files(capsys, tmp_path):
     rc, out, err = tirx_cli(capsys, "compile", str(SEED), "-a", "sm_80", "-o", str(target),
                             "--stats")  # fmt: skip
     assert rc == 0 and out == ""
-    assert 'extern "C" __global__' in target.read_text()
-    assert err.startswith("warp_matmul: cuda -arch=sm_80, cache ") and "shared bytes" in err
+    text = target.read_text()
+    assert 'extern "C" __global__' in text
+    stats, wrote = err.splitlines()
+    assert stats.startswith("warp_matmul: cuda -arch=sm_80, cache ") and "shared bytes" in stats
+    assert wrote.startswith(f"wrote {target} (cuda, {len(text.splitlines())} lines, ")
 
 
 def test_compile_sass(capsys):
@@ -120,9 +128,95 @@ def test_compile_from_a_module_name_and_a_kernel_expression(capsys):
     rc, out, _ = tirx_cli(capsys, "compile", "tirx.examples.warp_matmul", "--emit", "lowered",
                           "-t", "sim")  # fmt: skip
     assert rc == 0 and "warp_matmul" in out
-    ref = f"{ROOT / 'tirx' / 'examples' / 'gemm.py'}:make_gemm(64, 64, 32, dtype='bfloat16')"
+    ref = f"{EXAMPLES / 'gemm.py'}:make_gemm(64, 64, 32, dtype='bfloat16')"
     rc, out, _ = tirx_cli(capsys, "compile", ref, "--arch", "sm_90", "--emit", "ptx")
     assert rc == 0 and "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32" in out
+
+
+# Each example file, named by its path, with a call that makes its kernel. A new example needs
+# an entry: the first test checks that the table covers the folder.
+EXAMPLE_REFS = {
+    "warp_matmul.py": ("", "warp_matmul"),
+    "gemm.py": (":make_gemm(64, 64, 32)", "gemm"),
+    "gemm_staged.py": (":make_gemm_staged(128, 128, 64)", "gemm_staged"),
+    "gemm_pipelined.py": (":make_gemm_pipelined(256, 128, 128)", "gemm_pipelined"),
+    "gemm_wgmma.py": (":make_gemm_wgmma(256, 128, 192)", "gemm_wgmma"),
+    "softmax.py": (":make_softmax(4, 128)", "softmax"),
+    "gemm_config.py": None,  # the GEMMs' shared helpers: no kernel
+}
+
+
+def test_the_example_table_covers_every_example_file():
+    assert {p.name for p in EXAMPLES.glob("*.py") if p.name != "__init__.py"} == set(EXAMPLE_REFS)
+
+
+@pytest.mark.parametrize("name", sorted(EXAMPLE_REFS))
+def test_every_example_file_loads_by_its_path(capsys, name):
+    """The examples with relative imports (``from .gemm_config import ...``) load as modules of
+    tirx.examples; gemm_config.py, which makes no kernel, says which functions it has."""
+    path = EXAMPLES / name
+    if EXAMPLE_REFS[name] is None:
+        rc, _, err = tirx_cli(capsys, "compile", str(path), "-t", "sim", "--emit", "ir")
+        assert rc == 2 and "defines no @T.function kernel" in err and "shared_layout" in err
+        return
+    call, kernel = EXAMPLE_REFS[name]
+    rc, out, err = tirx_cli(capsys, "compile", f"{path}{call}", "-t", "sim", "--emit", "ir")
+    assert rc == 0 and err == "", err
+    assert f"def {kernel}(" in out
+
+
+KERNEL_IN_PACKAGE = """\
+from tirx import T
+
+from ..sizes import N
+
+
+@T.function
+def copied(X: T.Tensor((N,), "int32"), Out: T.Tensor((N,), "int32")):
+    T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=N))
+    i = T.cuda.thread_idx("x")
+    Out[i] = X[i]
+"""
+
+
+def test_a_file_in_a_package_is_imported_by_its_dotted_name(capsys, tmp_path, monkeypatch):
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    top = tmp_path / "cli_user_kernels"
+    (top / "inner").mkdir(parents=True)
+    for init in (top / "__init__.py", top / "inner" / "__init__.py"):
+        init.write_text("")
+    (top / "sizes.py").write_text("N = 32\n")
+    kern = write(tmp_path, "cli_user_kernels/inner/kern.py", KERNEL_IN_PACKAGE)
+    assert cli_load.package_module(kern) == ("cli_user_kernels.inner.kern", str(tmp_path))
+    assert cli_load.package_module(str(SEED)) == ("tirx.examples.warp_matmul",
+                                                  str(EXAMPLES.parents[1]))  # fmt: skip
+    assert cli_load.package_module(write(tmp_path, "loose.py", "")) is None
+    try:
+        rc, out, err = tirx_cli(capsys, "run", kern, "--sim", "--check", "Out = X")
+        assert rc == 0 and "PASS" in out, err
+        assert sys.modules["cli_user_kernels.inner.kern"].__file__ == kern
+    finally:
+        for name in [n for n in sys.modules if n.startswith("cli_user_kernels")]:
+            del sys.modules[name]
+
+
+def test_a_file_of_another_copy_of_tirx_runs_against_the_imported_one(capsys, tmp_path):
+    """tirx/examples/gemm_wgmma.py of a checkout while tirx imports from elsewhere (a wheel):
+    the file runs, its relative imports use the imported package, which stays as it was."""
+    copy = tmp_path / "tirx" / "examples"
+    copy.mkdir(parents=True)
+    for init in (tmp_path / "tirx" / "__init__.py", copy / "__init__.py"):
+        init.write_text("")
+    path = copy / "gemm_wgmma.py"
+    path.write_text((EXAMPLES / "gemm_wgmma.py").read_text())
+    name = "tirx.examples.gemm_wgmma"
+    before = sys.modules.get(name)
+    rc, out, err = tirx_cli(capsys, "compile", f"{path}:make_gemm_wgmma(256, 128, 192)", "-t",
+                            "sim", "--emit", "ir")  # fmt: skip
+    assert rc == 0 and "def gemm_wgmma(" in out
+    assert err.startswith(f"tirx: note: {path} is module {name}, whose package imports from "
+                          f"{EXAMPLES}")  # fmt: skip
+    assert sys.modules.get(name) is before
 
 
 def test_a_contract_error_is_printed_with_its_caret_at_the_users_line(capsys, tmp_path):
@@ -160,7 +254,20 @@ def test_python_errors_in_the_file_quote_the_files_own_lines(capsys, tmp_path):
         (["compile", str(SEED), "-t", "gpu"], "unknown target 'gpu'"),
         (["compile", str(SEED), "-t", "sim", "--emit", "ptx"], "--emit ptx needs the cuda target"),
         (["compile", str(SEED), "--arch", "sm_70"], "sm_80 or newer"),
-        (["compile", f"{SEED}:nothing_here"], "has no 'nothing_here' (its kernels: warp_matmul)"),
+        (["compile", f"{SEED}:nothing_here"], "has no 'nothing_here' (its kernels: warp_matmul;"),
+        (["compile", f"{SEED}:make_nothing(1)"], "NameError: name 'make_nothing' is not defined"),
+        (["compile", f"{EXAMPLES / 'gemm.py'}:make_gemm(64)"], "missing 2 required positional"),
+        (["compile", f"{EXAMPLES / 'gemm.py'}:make_gemm(64,"], "cannot read the kernel expressi"),
+        (
+            ["compile", str(EXAMPLES / "gemm.py")],
+            "no @T.function kernel (call a function that "
+            f"makes one: {EXAMPLES / 'gemm.py'}:make_gemm(...)",
+        ),
+        (["compile", str(EXAMPLES)], "is a folder: name a Python file in it"),
+        (["compile", str(EXAMPLES / "gemm.py"), "--arch", "sm_999"], "unknown arch sm_999: NVRTC"),
+        (["compile", str(SEED), "-t", "cuda -arch=sm_86a"], "unknown arch sm_86a"),
+        (["compile", str(SEED), "--arch", "sm90"], "unknown cuda target option '-arch=sm90'"),
+        (["compile", str(SEED), "-o", "/no/such/dir/seed.cu"], "cannot write /no/such/dir/seed"),
         (["compile", f"{SEED}:a_load_layout"], "is a TileLayout, not a @T.function kernel"),
         (["compile", "tirx.examples.gemm:make_gemm"], "call it to make one: tirx.examples.gemm:"),
         (["run", str(SEED), "--sim", "--check", "Out == "], "--check 'Out == '"),
@@ -168,14 +275,50 @@ def test_python_errors_in_the_file_quote_the_files_own_lines(capsys, tmp_path):
         (["run", str(SEED), "--sim", "--check", "Out = A @ Z"], "name 'Z' is not defined"),
         (["run", str(SEED), "--sim", "--arg", "A=torch.ones(16, 16)"], "expects dtype float16"),
         (["run", str(SEED), "--sim", "--arg", "Q=1"], "the kernel has no parameter 'Q'"),
+        (["run", str(SEED), "--sim", "--check", "Out = None"], "that is a NoneType, not a tens"),
+        (["run", str(SEED), "--sim", "--check", "[1, 2]"], "has shape (2,), and Out has shape"),
+        (["run", str(SEED), "--sim", "--check", "import os"], "write one expression, or NAME ="),
+        (["run", str(SEED), "--sim", "--arg", "A=no_such.npy"], "--arg A=no_such.npy: "),
+        (["run", str(SEED), "--sim", "--arg", "A=1.5"], "parameter 'A' expects a tensor"),
+        (["run", str(SEED), "--sim", "--print", "Q"], "--print Q: the kernel has no parameter"),
+        (["run", str(SEED), "--sim", "--atol", "-1"], "argument --atol: -1 is not a finite"),
+        (["run", str(SEED), "--sim", "--rtol", "x"], "argument --rtol: 'x' is not a number"),
+        (["run", str(SEED), "--sim", "--seed", "-1"], "argument --seed: -1 is not in 0.."),
+        (["run", str(SEED), "--sim", "-t", "cuda"], "not allowed with argument --sim"),
+        (["run", str(SEED), "--sim", "--arch", "sm_90"], "--arch sm_90 goes with the cuda targ"),
         (["layout", "S[8, 4]", "--shape", "4,x"], "--shape '4,x'"),
+        (["layout", "S[8, 4]", "--shape", "3,3"], "--shape 3,3 has 9 elements but the layout"),
+        (["layout", "S[(4, 8) : (1, 4 @ nowhere)]"], "name 'nowhere' is not defined"),
+        (["layout", "S[(4, 8"], "cannot read 'S[(4, 8'"),
+        (["layout", ""], "the layout text is empty"),
+        (["layout", "S[4096, 4096]"], "covers 16777216 elements; tirx layout shows at most"),
+        (["layout", "S[64, 128]", "--png", "big.png"], "--png draws at most 4096"),
+        (["layout", "S[8, 4]", "--png", "a.png", "--dpi", "-5"], "argument --dpi: -5 is not in"),
+        (["layout", "S[8, 4]", "--lane", "32"], "argument --lane: 32 is not in 0..31"),
+        (["layout", "S[8, 4]", "--dtype-bytes", "3"], "argument --dtype-bytes: invalid choice"),
+        (["layout", "S[8, 4]", "--png", "/no/such/dir/a.png"], "cannot write /no/such/dir/a.png"),
+        (["layout", "S[8, 4]", "--svg", "/no/such/dir/a.svg"], "cannot write /no/such/dir/a.svg"),
     ],
 )
 def test_command_line_mistakes_exit_2_with_one_line(capsys, argv, words):
+    t0 = time.perf_counter()
     rc, out, err = tirx_cli(capsys, *argv)
     assert rc == 2, (out, err)
     assert words in err.splitlines()[0]
     assert len(err.splitlines()) <= 2
+    assert out == "" or argv[0] == "layout" and "cannot write" in err  # the table came first
+    assert time.perf_counter() - t0 < 30  # refused, not worked at (a 4096 x 4096 layout)
+
+
+def test_an_unreadable_file_is_a_usage_error(capsys, tmp_path, monkeypatch):
+    path = write(tmp_path, "locked.py", "x = 1\n")
+
+    def refuse(name, *args, **kw):
+        raise PermissionError(13, "Permission denied", name)
+
+    monkeypatch.setattr(cli_load, "open", refuse, raising=False)  # root reads any file
+    rc, _, err = tirx_cli(capsys, "compile", path)
+    assert rc == 2 and err.startswith(f"tirx compile: error: cannot read {path}: Permission")
 
 
 def test_a_file_with_several_kernels_needs_a_name(capsys, tmp_path):
@@ -225,6 +368,9 @@ def test_inputs_from_files_and_scalars(capsys, tmp_path):
     rc, out, _ = tirx_cli(capsys, "run", f"{path}:scaled", "--sim", "--arg", f"X={tmp_path}/x.npy",
                           "--arg", "k=3", "--check", "Out = X * k")  # fmt: skip
     assert rc == 0 and "X given, Out random, k given" in out and "PASS" in out
+    rc, _, err = tirx_cli(capsys, "run", f"{path}:scaled", "--sim", "--arg", "k=3", "--check",
+                          "k = 3")  # fmt: skip
+    assert rc == 2 and "k is a scalar parameter, which the kernel cannot write" in err
 
 
 def test_random_inputs_follow_the_seed(capsys, tmp_path):
@@ -266,9 +412,12 @@ def test_the_seed_runs_on_the_gpu(capsys):
 
 def test_layout_prints_the_table_and_draws_svg_and_png(capsys, tmp_path):
     svg, png = tmp_path / "a.svg", tmp_path / "a.png"
-    rc, out, _ = tirx_cli(capsys, "layout", "S[(4,8,4):(1,4@laneid,1@laneid)]", "--shape",
-                          "4,8,4", "--svg", str(svg), "--png", str(png))  # fmt: skip
+    rc, out, err = tirx_cli(capsys, "layout", "S[(4,8,4):(1,4@laneid,1@laneid)]", "--shape",
+                            "4,8,4", "--svg", str(svg), "--png", str(png))  # fmt: skip
     assert rc == 0
+    said = err.splitlines()  # what it wrote, on stderr (stdout is the table)
+    assert said[0].startswith(f"wrote {svg} (SVG, 128 cells, ") and said[0].endswith(" kB)")
+    assert said[1].startswith(f"wrote {png} (PNG, 128 cells at 150 dpi, ")
     rows = out.splitlines()
     assert rows[0] == "TileLayout(S[(4, 8, 4):(1, 4 @ laneid, 1 @ laneid)])"
     assert rows[3].split() == ["0,0", "0:0", "1:0", "2:0", "3:0"]
@@ -283,7 +432,19 @@ def test_layout_prints_the_table_and_draws_svg_and_png(capsys, tmp_path):
     assert int.from_bytes(data[phys + 4 : phys + 8], "big") == round(150 / 0.0254)
 
 
-def test_a_bad_layout_exits_1_with_its_message(capsys):
+def test_png_is_written_as_png_whatever_its_name_and_at_the_dpi_asked(capsys, tmp_path):
+    out = tmp_path / "picture.img"
+    rc, _, err = tirx_cli(capsys, "layout", "S[8, 4]", "--png", str(out), "--dpi", "72")
+    assert rc == 0 and "72 dpi" in err
+    data = out.read_bytes()
+    assert data.startswith(b"\x89PNG")
+    phys = data.index(b"pHYs")
+    assert int.from_bytes(data[phys + 4 : phys + 8], "big") == round(72 / 0.0254)
+
+
+def test_a_bad_layout_is_a_command_line_mistake(capsys):
+    """Every input of `tirx layout` is on the command line: a layout it refuses exits 2."""
     rc, out, err = tirx_cli(capsys, "layout", "S[(4, 8) : (1, 4 @ nowhere)]")
-    assert rc == 1 and out == ""
-    assert err.startswith("LayoutError: ") and "nowhere" in err
+    assert rc == 2 and out == ""
+    assert err.startswith("tirx layout: error: cannot evaluate") and "nowhere" in err
+    assert "(use S, R, TileLayout" in err  # the hint, on the same line

@@ -8,12 +8,14 @@
 ``FILE`` is a Python file (or an importable module, ``tirx.examples.warp_matmul``) that defines
 ``@T.function`` kernels; ``:KERNEL`` names one of them, or is an expression in the file's
 namespace that makes one (``gemm.py:make_gemm(128, 128, 128)``). Without it the file must
-define exactly one kernel.
+define exactly one kernel. tirx/cli_load.py finds and runs the file (a file inside a package
+is imported by its dotted name, so its relative imports work).
 
 Exit codes: 0 done (and every check passed); 1 a mistake in the kernel or in what it computes
 (a :class:`~tirx.TirxError`, printed with its caret and hint; a Python error in the file,
 printed with the file's own lines; a failed ``--check``); 2 a mistake on the command line
-(an unknown option, no such file or kernel, an argument or expression that does not fit).
+(an unknown option, no such file or kernel, an unknown arch, an argument, expression or
+layout that does not fit). ``tirx layout`` shows at most MAX_CELLS elements.
 No mistake of the user's ends in a traceback; ``--traceback`` shows the full one anyway.
 
 Nothing here runs at import; torch and the notebook layer load only in the commands that
@@ -23,137 +25,17 @@ need them (``layout`` draws with the ``widgets`` package's functions).
 from __future__ import annotations
 
 import argparse
-import importlib
-import importlib.util
 import os
 import sys
 import traceback
 from pathlib import Path
 
+from .cli_load import UsageError, UserCodeError, load_kernel
 from .errors import TirxError
 
 __all__ = ["main", "load_kernel", "UsageError"]
 
 EMITS = ("cuda", "ptx", "sass", "ir", "lowered")
-
-
-class UsageError(Exception):
-    """A mistake on the command line: printed as one line, exit status 2."""
-
-
-class UserCodeError(Exception):
-    """A Python error raised by the user's file, already reduced to the file's own lines."""
-
-
-# ------------------------------------------------------------------------ loading kernels
-
-
-def _split_ref(text: str) -> tuple[str, str | None]:
-    """``FILE[:KERNEL]`` -> (FILE, KERNEL or None). The first ``:`` whose left side is an
-    existing file or a module name ends FILE, so KERNEL may hold colons of its own."""
-    if os.path.isfile(text):
-        return text, None
-    for i, ch in enumerate(text):
-        if ch == ":" and (os.path.isfile(text[:i]) or _is_module_name(text[:i])):
-            return text[:i], text[i + 1 :] or None
-    return text, None
-
-
-def _is_module_name(text: str) -> bool:
-    return bool(text) and all(part.isidentifier() for part in text.split("."))
-
-
-def _load_namespace(where: str) -> tuple[dict, str | None]:
-    """The globals of the file or module ``where`` after running it, and its file name."""
-    if os.path.isfile(where):
-        path = os.path.abspath(where)
-        name = f"_tirx_cli_{Path(path).stem}"
-        spec = importlib.util.spec_from_file_location(name, path)
-        if spec is None or spec.loader is None:
-            raise UsageError(f"{where}: not a Python file")
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module  # dataclasses and pickling look their module up
-        sys.path.insert(0, os.path.dirname(path))  # as `python FILE` does
-        _run_user_code(lambda: spec.loader.exec_module(module), path)
-        return vars(module), path
-    if _is_module_name(where) and not where.endswith(".py"):
-        try:
-            found = importlib.util.find_spec(where)
-        except (ImportError, ValueError):
-            found = None
-        if found is not None:
-            path = found.origin
-            module = _run_user_code(lambda: importlib.import_module(where), path)
-            return vars(module), path
-    raise UsageError(f"no such file or module: {where}")
-
-
-def _run_user_code(action, path: str | None):
-    """``action()``; a Python error it raises becomes a UserCodeError quoting ``path``'s
-    lines only (a TirxError passes as it is: it renders itself)."""
-    try:
-        return action()
-    except (TirxError, UsageError):
-        raise
-    except Exception as err:
-        raise UserCodeError(_python_error(err, path)) from err
-
-
-def _python_error(err: BaseException, path: str | None) -> str:
-    """``Type: message`` and the frames of ``err`` that are in the user's file."""
-    if isinstance(err, SyntaxError) and err.filename == path:
-        text = (err.text or "").rstrip("\n")
-        stripped = text.lstrip()
-        caret = " " * max((err.offset or 1) - 1 - (len(text) - len(stripped)), 0) + "^"
-        return (
-            f"SyntaxError: {err.msg}\n  File {path}, line {err.lineno}\n    {stripped}\n    {caret}"
-        )
-    lines = [f"{type(err).__name__}: {err}"]
-    for frame in traceback.extract_tb(err.__traceback__):
-        if path is not None and frame.filename == path:
-            lines.append(f"  File {frame.filename}, line {frame.lineno}, in {frame.name}")
-            if frame.line:
-                lines.append(f"    {frame.line.strip()}")
-    return "\n".join(lines)
-
-
-def load_kernel(ref: str):
-    """The kernel that ``FILE[:KERNEL]`` names (see the module docstring).
-
-    Raises UsageError (no such file, kernel or attribute), UserCodeError (the file or the
-    KERNEL expression raised) or the TirxError a kernel definition raised."""
-    import tirx
-
-    where, name = _split_ref(ref)
-    namespace, path = _load_namespace(where)
-    if name is None:
-        kernels = list(
-            {id(v): v for v in namespace.values() if isinstance(v, tirx.Kernel)}.values()
-        )
-        if len(kernels) == 1:
-            return kernels[0]
-        if not kernels:
-            raise UsageError(f"{where} defines no @T.function kernel")
-        names = ", ".join(k.name for k in kernels)
-        raise UsageError(f"{where} defines {len(kernels)} kernels ({names}): name one, "
-                         f"{where}:{kernels[0].name}")  # fmt: skip
-    if name.isidentifier():
-        if name not in namespace:
-            known = [n for n, v in namespace.items() if isinstance(v, tirx.Kernel)]
-            raise UsageError(f"{where} has no {name!r} (its kernels: {', '.join(known) or 'none'})")
-        kernel = namespace[name]
-    else:  # an expression that makes a kernel, e.g. make_gemm(128, 128, 128)
-        try:
-            code = compile(name, f"<{where}:KERNEL>", "eval")
-        except SyntaxError as e:
-            raise UsageError(f"cannot read the kernel expression {name!r}: {e.msg}") from None
-        kernel = _run_user_code(lambda: eval(code, namespace), path)  # noqa: S307 - the user's
-    if not isinstance(kernel, tirx.Kernel):
-        call = f" (call it to make one: {where}:{name}(...))" if callable(kernel) else ""
-        raise UsageError(
-            f"{where}:{name} is a {type(kernel).__name__}, not a @T.function kernel{call}"
-        )
-    return kernel
 
 
 def _target(args, default: str | None):
@@ -168,9 +50,33 @@ def _target(args, default: str | None):
             raise UsageError(f"--arch {args.arch} goes with the cuda target, not {text!r}")
         text = f"cuda -arch={args.arch}"
     try:
-        return tirx.Target.parse(text)
+        target = tirx.Target.parse(text)
     except TirxError as e:
         raise UsageError(e.message + (f" ({e.hint})" if e.hint else "")) from None
+    _check_arch(target)
+    return target
+
+
+def _check_arch(target) -> None:
+    """Refuse a named arch that this NVRTC cannot compile for, as a command-line mistake
+    (else the compile fails later, exit 1, as if the kernel were wrong). Without NVRTC
+    nothing is checked here: the compile says what is missing."""
+    if not on_gpu(target) or not target.arch_given:
+        return
+    try:
+        from cuda.bindings import nvrtc
+
+        err, archs = nvrtc.nvrtcGetSupportedArchs()
+        if int(err) != 0:
+            return
+    except Exception:  # cuda-bindings or libnvrtc missing
+        return
+    number, specific = target.arch_number, target.arch.endswith("a")
+    if number in archs and (number >= 90 or not specific):
+        return
+    known = ", ".join(f"sm_{n}" for n in archs if n >= 80)
+    raise UsageError(f"unknown arch {target.arch}: NVRTC here compiles for {known} (and, with "
+                     "an 'a' for arch-specific features, sm_90a and newer)")  # fmt: skip
 
 
 def on_gpu(target) -> bool:
@@ -206,6 +112,7 @@ def cmd_compile(args) -> int:
     _write(text, args.output)
     if args.stats:
         print(compile_summary(exe), file=sys.stderr)
+    _wrote(args.output, f"{args.emit}, {len(text.splitlines())} lines")
     return 0
 
 
@@ -240,29 +147,77 @@ def cmd_run(args) -> int:
     return cli_run.run(args, load_kernel, _target)
 
 
+# What `tirx layout` draws at most: the table and the SVG take ~30 us per element (a 128 x 128
+# tile in half a second), a matplotlib PNG ~1.5 ms (64 x 64 in about 7 s). A larger shape is
+# refused at once rather than left running for minutes.
+MAX_CELLS = 16384
+MAX_PNG_CELLS = 4096
+
+
 def cmd_layout(args) -> int:
     shape = _shape(args.shape)
     # The drawing functions live in the notebook layer; the command line sits above both
     # layers and loads it here only (tests/test_architecture.py names this exception).
     try:
         from widgets import show_layout
+        from widgets.model import parse_layout
     except ImportError as e:
         raise TirxError(
             f"tirx layout draws with the notebook layer, which does not import here ({e})",
             hint="install tirx with its widgets package: pip install -e .",
         ) from None
 
-    view = show_layout(args.spec, shape, lane=args.lane, color_by=args.color_by,
-                       dtype_bytes=args.dtype_bytes)  # fmt: skip
+    try:  # every input of this command is the command line's: a refusal is a usage error
+        layout = parse_layout(args.spec)
+        cells = layout.size()
+        if shape and _product(shape) != cells:
+            raise UsageError(f"--shape {args.shape} has {_product(shape)} elements but the layout "
+                             f"has {cells}: give a shape whose product is {cells}")  # fmt: skip
+        _bound(cells, args.png)
+        view = show_layout(layout, shape, lane=args.lane, color_by=args.color_by,
+                           dtype_bytes=args.dtype_bytes)  # fmt: skip
+    except TirxError as e:
+        raise UsageError(e.message + (f" ({e.hint})" if e.hint else "")) from None
     print(view)
     if args.svg:
         _write(view.svg(), args.svg)
+        _wrote(args.svg, f"SVG, {cells} cells")
     if args.png:
         try:
-            view.figure().savefig(args.png, dpi=args.dpi, bbox_inches="tight")
+            view.figure().savefig(args.png, dpi=args.dpi, bbox_inches="tight", format="png")
         except OSError as e:
             raise UsageError(f"cannot write {args.png}: {e.strerror}") from None
+        _wrote(args.png, f"PNG, {cells} cells at {args.dpi} dpi")
     return 0
+
+
+def _product(shape) -> int:
+    out = 1
+    for n in shape:
+        out *= n
+    return out
+
+
+def _bound(cells: int, png: str | None) -> None:
+    """Refuse a layout too large to print or draw in reasonable time."""
+    if cells > MAX_CELLS:
+        raise UsageError(f"the layout covers {cells} elements; tirx layout shows at most "
+                         f"{MAX_CELLS} (128 x 128): show one tile of it, a layout over fewer "
+                         "elements")  # fmt: skip
+    if png and cells > MAX_PNG_CELLS:
+        raise UsageError(f"the layout covers {cells} elements; --png draws at most "
+                         f"{MAX_PNG_CELLS} (64 x 64, about 7 s): use --svg for larger ones")  # fmt: skip
+
+
+def _wrote(path: str, what: str) -> None:
+    """Say on stderr what a command wrote (stdout keeps the table or the code)."""
+    if path in ("-", None):
+        return
+    try:
+        size = f", {os.path.getsize(path) / 1024:.1f} kB"
+    except OSError:
+        size = ""
+    print(f"wrote {path} ({what}{size})", file=sys.stderr)
 
 
 def _shape(text: str | None):
@@ -275,6 +230,32 @@ def _shape(text: str | None):
 
 
 # ------------------------------------------------------------------------ the parser
+
+
+def _int_in(low: int, high: int):
+    """An argparse type: an integer in [low, high]."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"{value} is not in {low}..{high}")
+        return value
+
+    return parse
+
+
+def _tolerance(text: str) -> float:
+    """An argparse type: a finite number >= 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not 0 <= value < float("inf"):
+        raise argparse.ArgumentTypeError(f"{text} is not a finite number >= 0")
+    return value
 
 
 class _Parser(argparse.ArgumentParser):
@@ -326,9 +307,12 @@ def build_parser() -> argparse.ArgumentParser:
                    help="a parameter's value: a Python expression (torch, np) or a .npy/.pt file")  # fmt: skip
     r.add_argument("--check", action="append", default=[], metavar="[NAME =] EXPR",
                    help="compare parameter NAME (default: the last) after the run with EXPR")  # fmt: skip
-    r.add_argument("--atol", type=float, default=1e-3, help="absolute tolerance (default 1e-3)")
-    r.add_argument("--rtol", type=float, default=1e-3, help="relative tolerance (default 1e-3)")
-    r.add_argument("--seed", type=int, default=0, help="seed of the random inputs (default 0)")
+    r.add_argument("--atol", type=_tolerance, default=1e-3,
+                   help="absolute tolerance (default 1e-3)")  # fmt: skip
+    r.add_argument("--rtol", type=_tolerance, default=1e-3,
+                   help="relative tolerance (default 1e-3)")  # fmt: skip
+    r.add_argument("--seed", type=_int_in(0, 2**63 - 1), default=0,
+                   help="seed of the random inputs (default 0)")  # fmt: skip
     r.add_argument("--print", action="append", default=[], dest="show", metavar="NAME",
                    help="print this parameter after the run")  # fmt: skip
     r.set_defaults(func=cmd_run)
@@ -339,12 +323,15 @@ def build_parser() -> argparse.ArgumentParser:
                          "--svg/--png also draw it.")  # fmt: skip
     lay.add_argument("spec", metavar="LAYOUT", help='e.g. "S[(4,8,4):(1,4@laneid,1@laneid)]"')
     lay.add_argument("-s", "--shape", help="logical shape, e.g. 4,8,4 (default: the shard's)")
-    lay.add_argument("--lane", type=int, default=None, help="mark this lane's (bank's) cells")
+    lay.add_argument("--lane", type=_int_in(0, 31), default=None,
+                     help="mark this lane's (bank's) cells, 0..31")  # fmt: skip
     lay.add_argument("--color-by", choices=("lane", "slot"), default=None)
-    lay.add_argument("--dtype-bytes", type=int, default=2, help="element size of a memory layout")
+    lay.add_argument("--dtype-bytes", type=int, choices=(1, 2, 4, 8), default=2,
+                     help="element size of a memory layout (default 2)")  # fmt: skip
     lay.add_argument("--svg", metavar="OUT", help="also write an SVG picture")
     lay.add_argument("--png", metavar="OUT", help="also write a PNG picture (matplotlib)")
-    lay.add_argument("--dpi", type=int, default=150, help="PNG resolution (default 150)")
+    lay.add_argument("--dpi", type=_int_in(10, 1200), default=150,
+                     help="PNG resolution, 10..1200 (default 150)")  # fmt: skip
     lay.set_defaults(func=cmd_layout)
 
     # `tirx demo ...` is handed to the demo's own parser in main; listed here for --help

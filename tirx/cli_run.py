@@ -62,7 +62,16 @@ def run(args, load_kernel, target_of) -> int:
         if name is not None and name not in names:
             raise UsageError(f"--check {name} = ...: the kernel has no parameter {name!r} "
                              f"(its parameters: {', '.join(names)})")  # fmt: skip
+    for name in args.show:
+        if name not in names:
+            raise UsageError(f"--print {name}: the kernel has no parameter {name!r} "
+                             f"(its parameters: {', '.join(names)})")  # fmt: skip
     before = {n: (v.clone() if isinstance(v, torch.Tensor) else v) for n, v in zip(names, values)}
+    # the references read the arguments as they were before the run: made now, so that a
+    # --check that cannot be evaluated is refused before the kernel runs
+    by_name = dict(zip(names, params))
+    refs = [(name or names[-1], _reference(name or names[-1], expr, before, by_name))
+            for name, expr in checks]  # fmt: skip
     t0 = time.perf_counter()
     try:
         exe(*values)
@@ -77,15 +86,11 @@ def run(args, load_kernel, target_of) -> int:
           f"(seed {args.seed})")  # fmt: skip
     after = dict(zip(names, values))
     failed = 0
-    for name, expr in checks:
-        out_name = name or names[-1]
-        ref = _evaluate(expr, before)
+    for out_name, ref in refs:
         ok, text = compare(after[out_name], ref, args.atol, args.rtol)
         failed += not ok
         print(f"{out_name}: {text}")
     for name in args.show:
-        if name not in after:
-            raise UsageError(f"--print {name}: the kernel has no parameter {name!r}")
         print(f"{name} =\n{after[name]}")
     return 1 if failed else 0
 
@@ -186,6 +191,28 @@ def _to_device(value, device: str):
     import torch
 
     return value.to(device) if isinstance(value, torch.Tensor) else value
+
+
+def _reference(name: str, expr: str, before: dict, params: dict):
+    """The value of ``--check "name = expr"`` as a tensor shaped like parameter ``name``."""
+    import torch
+
+    from .cli import UsageError
+
+    shape = getattr(params[name], "shape", None)
+    if shape is None:
+        raise UsageError(f"--check {name} = {expr}: {name} is a scalar parameter, which the "
+                         "kernel cannot write; check a tensor parameter")  # fmt: skip
+    value = _evaluate(expr, before)
+    try:
+        ref = torch.as_tensor(value)
+    except Exception:
+        raise UsageError(f"--check {name} = {expr}: that is a {type(value).__name__}, not a "
+                         "tensor, array or number to compare with") from None  # fmt: skip
+    if tuple(ref.shape) != tuple(shape):
+        raise UsageError(f"--check {name} = {expr}: that has shape {tuple(ref.shape)}, and "
+                         f"{name} has shape {tuple(shape)}")  # fmt: skip
+    return ref
 
 
 def _evaluate(expr: str, names: dict):

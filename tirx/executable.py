@@ -297,7 +297,12 @@ class Executable:
 
 
 class SimExecutable(Executable):
-    """Runs the lowered kernel on the CPU simulator (torch CPU tensors or numpy arrays)."""
+    """Runs the lowered kernel on the CPU simulator (torch CPU tensors or numpy arrays).
+
+    ``source``, ``ptx`` and ``sass`` are the CUDA build of the same lowered program for the
+    arch the simulator models (``target.arch``, sm_90), made with NVRTC the first time one of
+    them is read (no GPU needed), so that compiling for the simulator stays as quick as it is.
+    """
 
     def __init__(self, kernel, lowered, target, timings):
         super().__init__(kernel, lowered, target, timings)
@@ -308,6 +313,27 @@ class SimExecutable(Executable):
         other = super().twin(kernel, cache, timings)
         other.last_run = None
         return other
+
+    @property
+    def source(self) -> str:
+        return self.cuda_build().source
+
+    @property
+    def ptx(self) -> str:
+        return self.cuda_build().ptx
+
+    @property
+    def sass(self) -> str | None:
+        return self.cuda_build().sass
+
+    def cuda_build(self) -> Executable:
+        """The kernel compiled for ``cuda -arch=<the simulator's arch>``: what ``tirx.compile``
+        returns for that target (it shares this executable's lowering, and its memo and disk
+        cache make a second call a lookup). A named arch touches no GPU driver."""
+        from .compile import compile as compile_kernel
+        from .target import Target, TargetKind
+
+        return compile_kernel(self.kernel, Target(TargetKind.CUDA, self.target.arch))
 
     def __call__(self, *args, trace: bool = False, stdout=None, **kw):
         if kw:

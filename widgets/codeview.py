@@ -7,6 +7,9 @@ The links come from line information the toolchain already writes: the generated
 comments. :func:`line_map` reads all three. :func:`with_line_info` disassembles the build's
 CUBIN with ``-g`` (and rebuilds PTX and SASS only for a build without line information).
 
+Tokens are coloured by :mod:`widgets.highlight` (Pygments for CUDA and Python; rules of our
+own for PTX and SASS, which Pygments does not read well or at all).
+
 The HTML needs no script for the links: each Python line is a ``<label>`` for a hidden radio
 button, and CSS lights every line of the chosen Python line in every pane. Only the copy
 buttons use a one-line ``onclick``.
@@ -20,6 +23,8 @@ import linecache
 import os
 import re
 from dataclasses import dataclass, field
+
+from .highlight import COLORS, DARK_COLORS, highlight, highlight_lines
 
 __all__ = ["CodeText", "line_map", "highlight", "CodeView", "code_view", "with_line_info"]
 
@@ -96,69 +101,10 @@ def line_map(text: str, lang: str, source_file: str | None = None) -> CodeText:
 
 
 # --------------------------------------------------------------------------- highlighting
+# widgets/highlight.py: Pygments for CUDA and Python, rules of our own for PTX and SASS.
 
-_CUDA_WORDS = (
-    r"\b(?:if|else|for|while|return|extern|const|unsigned|signed|void|int|float|double|char|"
-    r"bool|auto|static|inline|asm|volatile|struct|__global__|__device__|__shared__|"
-    r"__forceinline__|__restrict__|__syncthreads|uint32_t|int32_t|uint64_t|int64_t|half|"
-    r"__half|__nv_bfloat16|uint16_t)\b"
-)
-_RULES = {
-    "cuda": [
-        ("c", r"//.*$|/\*.*?\*/"),
-        ("p", r"^\s*#.*$"),
-        ("s", r'"(?:[^"\\]|\\.)*"'),
-        ("k", _CUDA_WORDS),
-        ("n", r"\b\d+(?:\.\d*)?(?:[eE][-+]?\d+)?[fFuUlL]*\b|\b0x[0-9a-fA-F]+\b"),
-    ],
-    "ptx": [
-        ("c", r"//.*$"),
-        ("p", r"^\s*\.\w+|\s\.(?:reg|param|shared|global|local|b\d+|u\d+|s\d+|f\d+)\b"),
-        ("r", r"%\w+"),
-        ("k", r"^\s*(?:@!?%\w+\s+)?[a-z][\w.]*"),
-        ("n", r"\b\d+\b|0[fFdD][0-9a-fA-F]+"),
-    ],
-    "sass": [
-        ("c", r"/\*[0-9a-f]{4}\*/|//.*$|/\*.*?\*/"),
-        ("r", r"\b(?:R\d+|RZ|UR\d+|URZ|P\d|PT|UP\d|UPT|SR_\w+)\b"),
-        ("k", r"\b[A-Z][A-Z0-9_]{2,}(?:\.[A-Z0-9_]+)*\b"),
-        ("n", r"\b0x[0-9a-f]+\b|\b\d+\b"),
-    ],
-    "python": [
-        ("c", r"#.*$"),
-        ("s", r'"(?:[^"\\]|\\.)*"|\'(?:[^\'\\]|\\.)*\''),
-        ("k", r"\b(?:def|return|for|in|range|if|else|with|import|from|as|and|or|not)\b"),
-        ("p", r"@[\w.]+"),
-        ("n", r"\b\d+\b"),
-    ],
-}
-_COMPILED = {
-    lang: re.compile("|".join(f"(?P<{k}>{p})" for k, p in rules), re.MULTILINE)
-    for lang, rules in _RULES.items()
-}
-# Token colours of our own, one set per theme, each at least 4.5:1 on its pane (JupyterLab
-# Dark's editor colours for comments and directives are under that on its background). The
-# dark set applies where JupyterLab says its theme is dark (body[data-jp-theme-light=false]);
-# everywhere else (nbviewer, exported HTML) the light one.
-COLORS = {"c": "#57606a", "p": "#6f42c1", "s": "#0a3069", "k": "#b31d28", "n": "#0550ae",
-          "r": "#116329"}  # fmt: skip
-DARK_COLORS = {"c": "#a3acb6", "p": "#d2a8ff", "s": "#a5d6ff", "k": "#ff7b72", "n": "#79c0ff",
-               "r": "#7ee787"}  # fmt: skip
 MUTED = ("#57606a", "#a3acb6")  # line numbers and notes: light, dark
 DARK = 'body[data-jp-theme-light="false"]'
-
-
-def highlight(line: str, lang: str) -> str:
-    """``line`` as escaped HTML with ``<span class="tk-X">`` around its tokens."""
-    out, pos = [], 0
-    for m in _COMPILED[lang].finditer(line):
-        if m.start() == m.end():
-            continue
-        out.append(html.escape(line[pos : m.start()]))
-        out.append(f'<span class="tk-{m.lastgroup}">{html.escape(m.group())}</span>')
-        pos = m.end()
-    out.append(html.escape(line[pos:]))
-    return "".join(out)
 
 
 # --------------------------------------------------------------------------- the view
@@ -232,14 +178,15 @@ class CodeView:
         out.append('<div class="tirx-panes">')
         if self.python is not None:
             rows = []
-            for i, line in enumerate(self.python.lines):
+            marked = highlight_lines(self.python.lines, "python")
+            for i, text in enumerate(marked):
                 n = self.python.origin[i]
                 mapped = n in linked
                 attr = f' for="{uid}-p{n}"' if mapped else ""
                 cls = f"py-line o{n}" + (" mapped" if mapped else "")
                 rows.append(
                     f'<label class="{cls}" data-line="{n}"{attr}><span class="ln">{n}</span>'
-                    f'<span class="tx">{highlight(line, "python")}</span></label>'
+                    f'<span class="tx">{text}</span></label>'
                 )
             out.append(
                 '<details class="tirx-section tirx-python" open><summary>Python (click a line '
@@ -249,12 +196,13 @@ class CodeView:
         here = '"' + os.getcwd().rstrip("/") + "/"
         for key, pane in self.panes.items():
             rows = []
-            for i, line in enumerate(pane.lines):
+            lines = pane.lines
+            if key != "cuda":  # file names as given: NVRTC prefixed relative ones with cwd
+                lines = [line.replace(here, '"') for line in lines]
+            for i, text in enumerate(highlight_lines(lines, key)):
                 o = pane.origin[i]
                 cls = f' class="cl o{o}"' if o is not None else ' class="cl"'
-                if key != "cuda":  # file names as given: NVRTC prefixed relative ones with cwd
-                    line = line.replace(here, '"')
-                rows.append(f"<span{cls}>{highlight(line, key)}</span>")
+                rows.append(f"<span{cls}>{text}</span>")
             title = titles.get(key, f"{key.upper()} ({len(pane.lines)} lines)")
             note = self.notes.get(key)
             note = f' <span class="tirx-note">· {html.escape(note)}</span>' if note else ""
