@@ -30,7 +30,7 @@ import sys
 import traceback
 from pathlib import Path
 
-from .cli_load import UsageError, UserCodeError, load_kernel
+from .cli_load import UsageError, UserCodeError, load_kernel, on_gpu
 from .errors import TirxError
 
 __all__ = ["main", "load_kernel", "UsageError"]
@@ -77,14 +77,6 @@ def _check_arch(target) -> None:
     known = ", ".join(f"sm_{n}" for n in archs if n >= 80)
     raise UsageError(f"unknown arch {target.arch}: NVRTC here compiles for {known} (and, with "
                      "an 'a' for arch-specific features, sm_90a and newer)")  # fmt: skip
-
-
-def on_gpu(target) -> bool:
-    """Whether ``target`` runs on the GPU. (Compared with a parsed target's kind rather than a
-    string, so it holds whatever type ``Target.kind`` has; an explicit arch probes nothing.)"""
-    from .target import Target
-
-    return target.kind == Target.parse("cuda -arch=sm_90").kind
 
 
 # ------------------------------------------------------------------------ the commands

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from .errors import TirxError
 
-__all__ = ["UsageError", "UserCodeError", "load_kernel", "package_module"]
+__all__ = ["on_gpu", "UsageError", "UserCodeError", "load_kernel", "package_module"]
 
 
 class UsageError(Exception):
@@ -261,3 +261,11 @@ def load_kernel(ref: str):
             f"{where}:{name} is a {type(kernel).__name__}, not a @T.function kernel{call}"
         )
     return kernel
+
+
+def on_gpu(target) -> bool:
+    """Whether ``target`` runs on the GPU. (Compared with a parsed target's kind rather than a
+    string, so it holds whatever type ``Target.kind`` has; an explicit arch probes nothing.)"""
+    from .target import Target
+
+    return target.kind == Target.parse("cuda -arch=sm_90").kind

@@ -22,7 +22,7 @@ def run(args, load_kernel, target_of) -> int:
     """The command (see the module docstring); returns the exit status."""
     import tirx
 
-    from .cli import UsageError, on_gpu
+    from .cli_load import UsageError, on_gpu
 
     target = target_of(args, None)
     gpu = on_gpu(target)
@@ -97,7 +97,7 @@ def run(args, load_kernel, target_of) -> int:
 
 def parse_check(text: str) -> tuple[str | None, str]:
     """``"Out = A @ B"`` -> ("Out", "A @ B"); ``"A @ B"`` -> (None, "A @ B")."""
-    from .cli import UsageError
+    from .cli_load import UsageError
 
     try:
         tree = ast.parse(text.strip())
@@ -153,7 +153,7 @@ def compare(out, ref, atol: float, rtol: float) -> tuple[bool, str]:
 
 
 def _given(pairs: list[str], names: list[str]) -> dict:
-    from .cli import UsageError
+    from .cli_load import UsageError
 
     values = {}
     for pair in pairs:
@@ -172,7 +172,7 @@ def _value(name: str, text: str):
     import numpy as np
     import torch
 
-    from .cli import UsageError
+    from .cli_load import UsageError
 
     try:
         if text.endswith(".npy"):
@@ -197,7 +197,7 @@ def _reference(name: str, expr: str, before: dict, params: dict):
     """The value of ``--check "name = expr"`` as a tensor shaped like parameter ``name``."""
     import torch
 
-    from .cli import UsageError
+    from .cli_load import UsageError
 
     shape = getattr(params[name], "shape", None)
     if shape is None:
@@ -219,7 +219,7 @@ def _evaluate(expr: str, names: dict):
     import numpy as np
     import torch
 
-    from .cli import UsageError
+    from .cli_load import UsageError
 
     scope = {"torch": torch, "np": np, **names}
     try:

@@ -97,7 +97,7 @@ def compile(func, target=None) -> Executable:  # noqa: A001 - the public name SP
             lowered = memo.lowered[arch] = lower_function(func.ir, arch=arch)
         timings["lower"] = (time.perf_counter() - t1) * 1e3
     if target.kind == "sim":
-        exe = SimExecutable(func, lowered, target, timings)
+        exe = SimExecutable(func, lowered, target, timings, compile)
     else:
         from .backend.cuda.executable import build
 

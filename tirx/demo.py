@@ -49,7 +49,7 @@ def main(argv=None, prog: str = "python -m tirx.demo") -> int:
 def _cannot_run(target) -> str | None:
     """Why the kernel cannot run on ``target`` here, in one line, or None."""
     import tirx
-    from tirx.cli import on_gpu
+    from tirx.cli_load import on_gpu
 
     if not on_gpu(target):
         return None
@@ -68,7 +68,7 @@ def _demo(target, full: bool) -> int:
     import torch
 
     import tirx
-    from tirx.cli import on_gpu
+    from tirx.cli_load import on_gpu
     from tirx.examples.warp_matmul import warp_matmul
 
     cuda = tirx.compile(warp_matmul, target="cuda")

@@ -19,6 +19,7 @@ import copy
 import sys
 
 from .dtypes import DTypeKind, StrKind
+from .errors import TirxError
 from .ir import nodes as ir
 from .ir.printer import print_function
 
@@ -304,10 +305,11 @@ class SimExecutable(Executable):
     them is read (no GPU needed), so that compiling for the simulator stays as quick as it is.
     """
 
-    def __init__(self, kernel, lowered, target, timings):
+    def __init__(self, kernel, lowered, target, timings, compile_kernel=None):
         super().__init__(kernel, lowered, target, timings)
         self.checker = ArgChecker(lowered, "cpu")
         self.last_run = None
+        self.compile_kernel = compile_kernel  # tirx.compile, for the CUDA build (cuda_build)
 
     def twin(self, kernel, cache: CacheState | str, timings: dict) -> SimExecutable:
         other = super().twin(kernel, cache, timings)
@@ -330,10 +332,11 @@ class SimExecutable(Executable):
         """The kernel compiled for ``cuda -arch=<the simulator's arch>``: what ``tirx.compile``
         returns for that target (it shares this executable's lowering, and its memo and disk
         cache make a second call a lookup). A named arch touches no GPU driver."""
-        from .compile import compile as compile_kernel
         from .target import Target, TargetKind
 
-        return compile_kernel(self.kernel, Target(TargetKind.CUDA, self.target.arch))
+        if self.compile_kernel is None:
+            raise TirxError("this executable was not made by tirx.compile: it has no CUDA build")
+        return self.compile_kernel(self.kernel, Target(TargetKind.CUDA, self.target.arch))
 
     def __call__(self, *args, trace: bool = False, stdout=None, **kw):
         if kw:
