@@ -99,6 +99,7 @@ ROWS: tuple[Row, ...] = (
     Row("mma", ("isa", "sim"), ptx=("mma",)),
     Row("ldmatrix", ("isa", "sim"), ptx=("ldmatrix",)),
     Row("stmatrix", ("isa", "sim"), ptx=("stmatrix",)),
+    Row("movmatrix", ("isa", "cuda", "sim"), ptx=("movmatrix",)),
     # asynchronous copies, proxies and barriers
     Row(
         "cp_async",
