@@ -324,15 +324,10 @@ def make_attention(
                     r = 2 * mi + hf
                     m = row_max[r]
                     for ni in T.unroll(NS):
-                        m = T.max(
-                            m,
-                            T.max(
-                                s[4 * NS * mi + 4 * ni + 2 * hf],
-                                s[4 * NS * mi + 4 * ni + 2 * hf + 1],
-                            ),
-                        )
-                    m = T.max(m, T.cuda.__shfl_xor_sync(0xFFFFFFFF, m, 1))
-                    m = T.max(m, T.cuda.__shfl_xor_sync(0xFFFFFFFF, m, 2))
+                        i = 4 * NS * mi + 4 * ni + 2 * hf
+                        m = max(m, max(s[i], s[i + 1]))
+                    m = max(m, T.cuda.__shfl_xor_sync(0xFFFFFFFF, m, 1))
+                    m = max(m, T.cuda.__shfl_xor_sync(0xFFFFFFFF, m, 2))
                     alpha = T.exp2(row_max[r] - m)
                     row_max[r] = m
                     total = T.float32(0)
