@@ -13,6 +13,7 @@ the simulator.
 from __future__ import annotations
 
 import importlib.util
+import itertools
 import sys
 from pathlib import Path
 
@@ -65,29 +66,66 @@ def test_scale_is_a_run_time_argument():
         check(o, lse, q, k, v, False, scale=scale)
 
 
-def test_p_as_a_operand_holds_the_s_accumulators_elements():
-    """The fragment identity: every (row, key) of a 16 x 64 tile of P is in the lane and slot
-    where the S accumulator holds it (docs/attention.md's table), through the views the kernel
-    writes (the accumulator's layout on P's 16-bit slots, uint32 words, P_AS_A)."""
+def _p_words(mt: int, nt: int):
+    """The kernel's view of P as the A operand, built with tirx's view functions: the S
+    accumulator's layout on P's 16-bit slots, viewed as uint32 words, regrouped by P_AS_A."""
     from tirx.ir.nodes import Scope
     from tirx.script.tensor import make_buffer, rearrange, view_dtype, view_shape
 
-    mt, nt = 1, 8
-    layout = am.score_layout(mt, nt)
     _, p = make_buffer("p", (4 * mt * nt,), "float16", Scope.LOCAL)
-    words = rearrange(
-        view_dtype(view_shape(p, (mt, nt, 16, 8), layout), "uint32"), am.P_AS_A, two=2
-    )
+    tiles = view_shape(p, (mt, nt, 16, 8), am.score_layout(mt, nt))
+    return rearrange(view_dtype(tiles, "uint32"), am.P_AS_A, two=2)
+
+
+def test_p_as_a_operand_holds_the_s_accumulators_elements():
+    """The fragment identity: every (row, key) of a 32 x 64 tile of P is in the lane and slot
+    where the S accumulator holds it."""
+    mt, nt = 2, 8
+    layout = am.score_layout(mt, nt)
+    words = _p_words(mt, nt)
     assert words.shape == (mt, nt // 2, 16, 8)
-    for kv in range(nt // 2):
-        for row in range(16):
-            for w in range(8):
-                at = words.layout.apply(0, kv, row, w, shape=words.shape)
-                for half in range(2):
-                    key = 16 * kv + 2 * w + half
-                    s_at = layout.apply(0, key // 8, row, key % 8, shape=(mt, nt, 16, 8))
-                    assert s_at["laneid"] == at["laneid"]
-                    assert s_at["m"] == 2 * at["m"] + half  # the word's low half first
+    for mi, kv, row, w in itertools.product(range(mt), range(nt // 2), range(16), range(8)):
+        at = words.layout.apply(mi, kv, row, w, shape=words.shape)
+        for half in range(2):
+            key = 16 * kv + 2 * w + half
+            s_at = layout.apply(mi, key // 8, row, key % 8, shape=(mt, nt, 16, 8))
+            assert s_at["laneid"] == at["laneid"]
+            assert s_at["m"] == 2 * at["m"] + half  # the word's low half first
+
+
+def identity_table() -> str:
+    """docs/attention.md's table: for each lane, the (row, key) of each S accumulator slot
+    of one 16 x 16 slice, the (row, keys) of each word of P's A view, and of each register
+    of mma.sync's A operand by the PTX ISA's formula."""
+    layout = am.score_layout(1, 2)
+    words = _p_words(1, 2)
+    held, in_words = {}, {}
+    for row, key in itertools.product(range(16), range(16)):
+        at = layout.apply(0, key // 8, row, key % 8, shape=(1, 2, 16, 8))
+        held[at["laneid"], at["m"]] = f"{row},{key}"
+    for row, w in itertools.product(range(16), range(8)):
+        at = words.layout.apply(0, 0, row, w, shape=words.shape)
+        in_words[at["laneid"], at["m"]] = f"{row},{2 * w}:{2 * w + 1}"
+    lines = [
+        "| lane | S accumulator, slots 0–7: (row, key) | P as A, words 0–3: (row, keys) "
+        "| mma.sync A registers 0–3 (ISA) |",
+        "|---|---|---|---|",
+    ]
+    for lane in range(32):
+        g, t = lane // 4, lane % 4
+        isa = [
+            f"{g + 8 * (r % 2)},{2 * t + 8 * (r // 2)}:{2 * t + 8 * (r // 2) + 1}" for r in range(4)
+        ]
+        lines.append(
+            f"| {lane} | {' '.join(held[lane, m] for m in range(8))} "
+            f"| {' '.join(in_words[lane, m] for m in range(4))} | {' '.join(isa)} |"
+        )
+    return "\n".join(lines)
+
+
+def test_the_docs_table_of_the_identity_is_current():
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "attention.md").read_text()
+    assert identity_table() in doc
 
 
 def _twin(tmp_path, old: str, new: str, name: str):
