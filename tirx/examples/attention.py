@@ -15,13 +15,15 @@ UPPER_LEFT``). ``scale`` defaults to ``1 / sqrt(head_dim)``. ``lse`` is ``(batch
 seq_q)`` float32: the natural log of each row's sum of ``exp(q·k · scale)`` over the keys it sees.
 
 CUDA tensors run on the GPU, CPU tensors on tirx's simulator (slowly: a 256 x 256 head of
-dimension 64 takes about a second). ``kernel=`` picks an implementation from :data:`KERNELS`
+dimension 64 takes about half a second; a run longer than the simulator's budget,
+``$TIRX_SIM_BUDGET`` seconds, 20 by default, stops with a SimulationError). ``kernel=`` picks an implementation from :data:`KERNELS`
 by name; by default the first one that supports the GPU. Each kernel is compiled once per shape
 class and kept: a second call with the same shapes costs one launch. tirx's tensor parameters
 have compile-time shapes, so the class includes the batch, head counts and both sequence
 lengths (the scale is a run-time argument). Forward only: no autograd.
 """
 
+import contextlib
 import functools
 import math
 import numbers
@@ -43,14 +45,12 @@ class AttentionKernel:
 
     build: Callable
     min_arch: int
-    about: str
 
 
 # The implementations, in order of preference on a GPU that runs them all.
 KERNELS: dict[str, AttentionKernel] = {
-    "mma_sync": AttentionKernel(
-        make_attention, 80, "mma.sync.m16n8k16, FlashAttention-2's structure (attention_mma.py)"
-    ),
+    # mma.sync.m16n8k16 with FlashAttention-2's structure (attention_mma.py)
+    "mma_sync": AttentionKernel(make_attention, 80),
 }
 
 
@@ -78,10 +78,8 @@ def flash_attention(q, k, v, causal=False, scale=None, return_lse=False, kernel=
     lse = torch.empty(q.shape[:3], dtype=torch.float32, device=q.device)
     if q.numel():  # no query rows (batch, heads or seq_q 0): nothing to compute
         exe = _executable(*_dispatch(kernel, q.device), shapes, causal)
-        if q.device.type == "cuda":
-            with torch.cuda.device(q.device):
-                exe(q, k, v, o, lse, scale)
-        else:
+        on_cuda = q.device.type == "cuda"
+        with torch.cuda.device(q.device) if on_cuda else contextlib.nullcontext():
             exe(q, k, v, o, lse, scale)
     return (o, lse) if return_lse else o
 
