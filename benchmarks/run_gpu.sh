@@ -39,6 +39,7 @@ if [ -f benchmarks/gemm_speed.py ]; then
     --out "$OUT/gemm_speed.md" > /dev/null 2>&1; sed -n '/^| dtype/,/^$/p' "$OUT/gemm_speed.md"
 fi
 python3 benchmarks/softmax_speed.py --dtypes float16,bfloat16 --out "$OUT/softmax_speed.md" > /dev/null 2>&1; tail -8 "$OUT/softmax_speed.md"
+python3 benchmarks/attention_speed.py --out "$OUT/attention_speed.md" > "$OUT/attention_speed.log" 2>&1; sed -n '/^| dtype/,/^$/p' "$OUT/attention_speed.md"
 # the tutorials with a GPU visible: target=None picks cuda (nbval options come from pyproject)
 python3 -m pytest -q -p no:cacheprovider --durations=10 notebooks/ 2>&1 \
   | tee "$OUT/notebooks_gpu.log" | tail -3

@@ -9,8 +9,10 @@ simulator costs relative to doing the arithmetic directly; the goal column is th
 the project set (seed < 20 ms, 128^3 GEMM < 2 s).
 
 A second table times what the tests only check for correctness: how soon a runaway
-``while True`` stops at a 0.5 s budget, and a sum of 2,900 terms (about CPython's own depth)
-compiled and run on the simulator (``--quick`` leaves out the 256^3 GEMM).
+``while True`` stops at a 0.5 s budget, a sum of 2,900 terms (about CPython's own depth)
+compiled and run on the simulator, and one head of attention (256 queries and keys, head dims
+64 and 128: ``tirx.examples.attention`` on CPU tensors), compiled and run (``--quick`` leaves
+out the 256^3 GEMM).
 """
 
 from __future__ import annotations
@@ -123,6 +125,22 @@ def bench_deep_sum(n=2900, repeat=5):
     return t_compile, t_run
 
 
+def bench_attention(head_dim: int, repeat: int = 3):
+    """Compile, then run, the attention kernel for one (256 x 256) head on the simulator."""
+    from tirx.examples.attention import attention_executable
+
+    gen = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(1, 1, 256, head_dim, generator=gen).half() for _ in range(3))
+    t0 = time.perf_counter()
+    exe = attention_executable(q, k, v)
+    t_compile = time.perf_counter() - t0
+    o, lse = torch.empty_like(q), torch.empty(1, 1, 256)
+    t_run = _median_time(lambda: exe(q, k, v, o, lse, head_dim**-0.5), repeat)
+    ref = torch.nn.functional.scaled_dot_product_attention(q.double(), k.double(), v.double())
+    assert (o.double() - ref).abs().max() < 1e-2
+    return t_compile, t_run
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeat", type=int, default=5)
@@ -184,6 +202,12 @@ def main(argv=None):
     print(f"| runaway while True stopped at a 0.5 s budget | {stop * 1e3:.0f} |")
     print(f"| sum of 2900 terms: tirx.compile(target='sim') | {compile_s * 1e3:.0f} |")
     print(f"| sum of 2900 terms: one simulator run | {run_s * 1e3:.1f} |")
+    for d in (64, 128):
+        compile_s, run_s = bench_attention(d)
+        print(
+            f"| attention head 256 x 256, d {d}: compile (target='sim') | {compile_s * 1e3:.0f} |"
+        )
+        print(f"| attention head 256 x 256, d {d}: one simulator run | {run_s * 1e3:.0f} |")
 
 
 if __name__ == "__main__":

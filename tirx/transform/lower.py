@@ -24,6 +24,7 @@ from .limits import check_limits
 from .raw_ptx import lower_raw_ptx
 from .shared_memory import check_shared_limits
 from .tile_ops import lower_tile_op
+from .unroll import picks_registers, unrolled
 
 # The families' lowering rules for their own node classes (atomics, warp collectives, ...)
 # are in tirx/families/<family>/lower.py, found through the catalog at the first such node;
@@ -118,6 +119,13 @@ class _Lowerer(Transformer):
         self.vectorized = False  # met a T.vectorized loop
         self.families: set = set()  # the catalog rows whose node classes it met
         self.instructions: set[str] = set()  # the PTX instructions of its tile ops and raw calls
+
+    def enter_For(self, s):
+        # a T.unroll loop whose tile operations pick registers by its variable: one copy of
+        # the body per iteration (tirx/transform/unroll.py)
+        if picks_registers(s):
+            return self.visit(unrolled(s))
+        return DESCEND
 
     def leave_For(self, s, *children):
         self.vectorized = self.vectorized or s.kind is ir.LoopKind.VECTORIZED

@@ -1,0 +1,369 @@
+"""tirx's attention against torch's scaled_dot_product_attention and a Triton kernel, on a GPU.
+
+    python benchmarks/attention_speed.py [--seqs 1024,2048,4096,8192,16384] [--dims 64,128]
+                                         [--dtypes float16,bfloat16] [--modes full,causal]
+                                         [--tokens 16384] [--hidden 2048] [--reps 10] [--out FILE]
+
+For every dtype, head dim, mode (full or causal) and sequence length ``seq`` (queries and keys
+alike) the script checks, then times, the forward pass of attention over ``batch x heads``
+heads, ``heads = hidden / head_dim`` and ``batch = tokens / seq`` (16 heads of 128 or 32 of 64
+and 16 k tokens by default: thousands of query tiles at every length, enough to fill the GPU):
+
+* **tirx**: the kernel ``tirx.examples.attention.flash_attention`` launches (the mma.sync
+  kernel of ``tirx.examples.attention_mma``), timed as its compiled executable called on
+  preallocated outputs (the Python checks of ``flash_attention`` excluded);
+* **SDPA**: ``torch.nn.functional.scaled_dot_product_attention`` with each backend forced by
+  ``torch.nn.attention.sdpa_kernel``: cuDNN, flash and efficient (a backend that refuses a
+  case is left out of it);
+* **Triton** (when ``triton`` imports): the FlashAttention-2 forward written below with
+  ``tl.dot``, over a few block configurations; the fastest counts.
+
+TFLOP/s counts the two matrix products, ``4 · batch · heads · seq² · head_dim`` per call, half
+of it for causal attention. The ratios are against the fastest SDPA backend measured in the
+same run. Every runner's output is checked against SDPA's before it is timed. Timing as in
+``gemm_speed.py``: batches of back-to-back calls between CUDA events, each right after some of
+the same runner's untimed calls, the runners alternating in a new order every round, the
+median of ``--reps`` samples. The report (command, date, machine, versions, tables) is written
+to ``benchmarks/results/attention_speed-<gpu>.md`` (``--out`` to put it elsewhere), replacing
+the previous one. Without a GPU the script says so and exits with status 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import shlex
+import sys
+from dataclasses import dataclass, field
+from datetime import date
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+BACKENDS = ("cudnn", "flash", "efficient")  # SDPA backends, by their sdpa_kernel names
+# Triton block configurations: (BLOCK_M, BLOCK_N, warps, stages)
+TRITON_CONFIGS = ((128, 64, 4, 3), (128, 64, 8, 3), (128, 128, 8, 2), (64, 64, 4, 3))
+RESULTS = Path(__file__).resolve().parent / "results"
+
+
+@dataclass
+class Cell:
+    """One case: milliseconds per call of every runner that ran."""
+
+    dtype: str
+    head_dim: int
+    causal: bool
+    seq: int
+    batch: int
+    heads: int
+    ms: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def flops(self) -> float:
+        return attention_flops(
+            self.batch, self.heads, self.seq, self.seq, self.head_dim, self.causal
+        )
+
+    def tflops(self, name: str) -> float:
+        return self.flops / (self.ms[name] * 1e-3) / 1e12
+
+    def best(self, prefix: str) -> str | None:
+        names = [n for n in self.ms if n.startswith(prefix)]
+        return min(names, key=self.ms.get) if names else None
+
+
+def attention_flops(batch, heads, seq_q, seq_k, head_dim, causal) -> float:
+    """Multiply-adds of ``Q Kᵀ`` and ``P V``, two FLOPs each: ``4 · b · h · seq_q · seq_k · d``,
+    halved for causal attention (the usual count: the masked half is not work)."""
+    full = 4.0 * batch * heads * seq_q * seq_k * head_dim
+    return full / 2 if causal else full
+
+
+def problem_size(seq: int, head_dim: int, tokens: int, hidden: int) -> tuple[int, int]:
+    """``(batch, heads)``: ``hidden / head_dim`` heads, ``tokens / seq`` sequences (at least 1)."""
+    if hidden % head_dim:
+        raise ValueError(f"hidden {hidden} is not a multiple of head_dim {head_dim}")
+    return max(1, tokens // seq), hidden // head_dim
+
+
+def machine_slug(gpu_name: str) -> str:
+    """The part of a results file name that says which GPU: ``"NVIDIA H200"`` -> ``"h200"``."""
+    words = [w for w in re.split(r"[^a-z0-9]+", gpu_name.lower()) if w and w != "nvidia"]
+    return "-".join(words) or "gpu"
+
+
+def table(cells: list[Cell]) -> str:
+    """TFLOP/s of every runner and the ratios to the fastest SDPA backend of the same case."""
+    lines = [
+        "| dtype | d | mode | seq | batch × heads | tirx | SDPA cuDNN | SDPA flash | SDPA efficient "
+        "| Triton (config) | tirx / best SDPA | Triton / best SDPA |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for c in cells:
+        sdpa = c.best("sdpa ")
+        tr = c.best("triton ")
+        cols = [c.dtype, str(c.head_dim), "causal" if c.causal else "full", str(c.seq)]
+        cols.append(f"{c.batch} × {c.heads}")
+        cols.append(_tf(c, "tirx"))
+        cols += [_tf(c, f"sdpa {b}") for b in BACKENDS]
+        cols.append(f"{c.tflops(tr):.1f} ({tr[7:]})" if tr else "–")
+        cols.append(f"{c.ms[sdpa] / c.ms['tirx']:.2f}" if sdpa and "tirx" in c.ms else "–")
+        cols.append(f"{c.ms[sdpa] / c.ms[tr]:.2f}" if sdpa and tr else "–")
+        lines.append("| " + " | ".join(cols) + " |")
+    return "\n".join(lines)
+
+
+def _tf(cell: Cell, name: str) -> str:
+    return f"{cell.tflops(name):.1f}" if name in cell.ms else "–"
+
+
+# ----------------------------------------------------------------------------- runners
+
+
+try:  # the Triton baseline, where triton is installed
+    import triton
+    import triton.language as tl
+except ImportError:
+    triton = None
+
+if triton is not None:
+
+    @triton.jit
+    def _key_tiles(
+        acc, row_max, row_sum, q, k_base, v_base, rows, dims, first, stop, seq_k, skn, qk_scale,
+        BN: tl.constexpr, MASKED: tl.constexpr, CAUSAL: tl.constexpr,
+    ):  # fmt: skip
+        """Key tiles ``first, first + BN, ... < stop`` into the running (acc, max, sum)."""
+        for start in range(first, stop, BN):
+            keys = start + tl.arange(0, BN)
+            k_at = k_base + keys[None, :] * skn + dims[:, None]
+            s = tl.dot(q, tl.load(k_at, mask=keys[None, :] < seq_k, other=0.0)) * qk_scale
+            if MASKED:
+                seen = keys[None, :] < seq_k
+                if CAUSAL:
+                    seen = seen & (keys[None, :] <= rows[:, None])
+                s = tl.where(seen, s, float("-inf"))
+            new_max = tl.maximum(row_max, tl.max(s, 1))
+            alpha = tl.exp2(row_max - new_max)
+            p = tl.exp2(s - new_max[:, None])
+            row_sum = row_sum * alpha + tl.sum(p, 1)
+            v_at = v_base + keys[:, None] * skn + dims[None, :]
+            v = tl.load(v_at, mask=keys[:, None] < seq_k, other=0.0)
+            acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v)
+            row_max = new_max
+        return acc, row_max, row_sum
+
+    @triton.jit
+    def _attention_fwd(
+        Q, K, V, O, LSE, qk_scale, seq_q, seq_k,
+        sqb, sqh, sqm, skb, skh, skn, sob, soh, som,
+        heads: tl.constexpr, CAUSAL: tl.constexpr, D: tl.constexpr,
+        BM: tl.constexpr, BN: tl.constexpr,
+    ):  # fmt: skip
+        """FlashAttention-2's forward for one (query tile, batch·head) program: the tile's
+        rows stay in registers; for each key tile the scores in float32, the running row
+        maximum and sum in the exp2 domain (scale · log2 e folded into ``qk_scale``), the
+        accumulator rescaled and ``P V`` added. Key tiles wholly left of the diagonal (all
+        whole tiles, not causal) run unmasked; the others mask keys past ``seq_k`` and,
+        causal, right of the diagonal (top-left aligned, as SDPA's is_causal)."""
+        tile = tl.program_id(0)
+        bh = tl.program_id(1)
+        b, h = bh // heads, bh % heads
+        rows = tile * BM + tl.arange(0, BM)
+        dims = tl.arange(0, D)
+        q_at = Q + b * sqb + h * sqh + rows[:, None] * sqm + dims[None, :]
+        q = tl.load(q_at, mask=rows[:, None] < seq_q, other=0.0)
+        k_base = K + b * skb + h * skh
+        v_base = V + b * skb + h * skh
+        row_max = tl.full([BM], float("-inf"), tl.float32)
+        row_sum = tl.zeros([BM], tl.float32)
+        acc = tl.zeros([BM, D], tl.float32)
+        if CAUSAL:
+            stop = tl.minimum(seq_k, (tile + 1) * BM)
+            clean = tl.minimum(tile * BM, stop) // BN * BN
+        else:
+            stop = seq_k
+            clean = seq_k // BN * BN
+        acc, row_max, row_sum = _key_tiles(
+            acc, row_max, row_sum, q, k_base, v_base, rows, dims, 0, clean, seq_k, skn,
+            qk_scale, BN, False, CAUSAL,
+        )  # fmt: skip
+        acc, row_max, row_sum = _key_tiles(
+            acc, row_max, row_sum, q, k_base, v_base, rows, dims, clean, stop, seq_k, skn,
+            qk_scale, BN, True, CAUSAL,
+        )  # fmt: skip
+        out = acc / row_sum[:, None]
+        o_at = O + b * sob + h * soh + rows[:, None] * som + dims[None, :]
+        tl.store(o_at, out.to(O.dtype.element_ty), mask=rows[:, None] < seq_q)
+        lse = (row_max + tl.log2(row_sum)) * 0.6931471805599453
+        tl.store(LSE + bh * seq_q + rows, lse, mask=rows < seq_q)
+
+
+def triton_attention(q, k, v, o, lse, causal: bool, config):
+    """A zero-argument runner of the Triton kernel (``config``: BM, BN, warps, stages)."""
+    import math
+
+    bm, bn, warps, stages = config
+    batch, heads, seq_q, d = q.shape
+    grid = ((seq_q + bm - 1) // bm, batch * heads)
+    qk_scale = 1.0 / math.sqrt(d) * 1.4426950408889634
+
+    def run():
+        _attention_fwd[grid](
+            q, k, v, o, lse, qk_scale, seq_q, k.shape[2],
+            q.stride(0), q.stride(1), q.stride(2), k.stride(0), k.stride(1), k.stride(2),
+            o.stride(0), o.stride(1), o.stride(2),
+            heads=heads, CAUSAL=causal, D=d, BM=bm, BN=bn, num_warps=warps, num_stages=stages,
+        )  # fmt: skip
+
+    return run
+
+
+def _sdpa(q, k, v, causal, backend):
+    import torch.nn.functional as F
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    chosen = {
+        "cudnn": SDPBackend.CUDNN_ATTENTION,
+        "flash": SDPBackend.FLASH_ATTENTION,
+        "efficient": SDPBackend.EFFICIENT_ATTENTION,
+    }[backend]
+
+    def run():
+        with sdpa_kernel(chosen):
+            return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+
+    return run
+
+
+def _close(name: str, got, want, dtype) -> None:
+    err = ((got.float() - want.float()).norm() / want.float().norm()).item()
+    tol = 4e-3 if dtype == "float16" else 2e-2
+    if not err <= tol:
+        raise AssertionError(f"{name}: relative error {err:.2e} from SDPA (tolerance {tol:g})")
+
+
+def measure(cell: Cell, reps: int) -> Cell:
+    import torch
+    from gemm_speed import time_runners
+
+    from tirx.examples.attention import attention_executable
+
+    tdtype = getattr(torch, cell.dtype)
+    shape = (cell.batch, cell.heads, cell.seq, cell.head_dim)
+    gen = torch.Generator(device="cuda").manual_seed(cell.seq + cell.head_dim)
+    q, k, v = (torch.randn(shape, device="cuda", generator=gen, dtype=tdtype) for _ in range(3))
+    runners = {}
+    want = None
+    for backend in BACKENDS:
+        run = _sdpa(q, k, v, cell.causal, backend)
+        try:
+            got = run()
+        except RuntimeError as e:  # the backend does not take this case
+            print(f"  sdpa {backend}: not run ({str(e).splitlines()[0][:100]})")
+            continue
+        if want is None:
+            want = got
+        _close(f"sdpa {backend}", got, want, cell.dtype)
+        runners[f"sdpa {backend}"] = run
+    if want is None:
+        want = _math_reference(q, k, v, cell.causal)
+    exe = attention_executable(q, k, v, causal=cell.causal)
+    o, lse = torch.empty_like(q), torch.empty(shape[:3], device="cuda")
+    scale = cell.head_dim**-0.5
+    exe(q, k, v, o, lse, scale)
+    _close("tirx", o, want, cell.dtype)
+    runners["tirx"] = lambda: exe(q, k, v, o, lse, scale)
+    for config in TRITON_CONFIGS if triton is not None else ():
+        o_t, lse_t = torch.empty_like(q), torch.empty(shape[:3], device="cuda")
+        run = triton_attention(q, k, v, o_t, lse_t, cell.causal, config)
+        try:
+            run()
+        except Exception as e:  # noqa: BLE001 - a configuration the GPU cannot hold
+            print(f"  triton {config}: not run ({type(e).__name__})")
+            continue
+        _close(f"triton {config}", o_t, want, cell.dtype)
+        runners["triton " + "x".join(map(str, config[:2])) + f"/{config[2]}w/{config[3]}s"] = run
+    cell.ms.update(time_runners(runners, reps, torch))
+    return cell
+
+
+def _math_reference(q, k, v, causal):
+    import torch.nn.functional as F
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    with sdpa_kernel(SDPBackend.MATH):
+        return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+
+
+def report(cells: list[Cell], command: str, reps: int) -> str:
+    import torch
+    from gemm_speed import machine
+
+    return "\n".join(
+        [
+            f"# Attention speed: tirx against SDPA's backends and Triton, {date.today().isoformat()}",
+            "",
+            f"Command: `{command}`",
+            "",
+            f"Machine: {machine()}; cuDNN {torch.backends.cudnn.version()}",
+            "",
+            f"Median of {reps} samples per cell. Forward pass, `(batch, heads, seq, d)` "
+            "tensors, as many keys as queries; TFLOP/s = 4·batch·heads·seq²·d / time, half "
+            "that for causal. tirx: `tirx.examples.attention_mma` (mma.sync, its default "
+            "configuration per head dim), its executable called directly. Ratios: the fastest "
+            "SDPA backend's time / tirx's (or Triton's), above 1 is faster than SDPA.",
+            "",
+            table(cells),
+            "",
+        ]
+    )
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--seqs", default="1024,2048,4096,8192,16384")
+    ap.add_argument("--dims", default="64,128")
+    ap.add_argument("--dtypes", default="float16,bfloat16")
+    ap.add_argument("--modes", default="full,causal")
+    ap.add_argument("--tokens", type=int, default=16384, help="batch · seq of every case")
+    ap.add_argument("--hidden", type=int, default=2048, help="heads · head_dim of every case")
+    ap.add_argument("--reps", type=int, default=10)
+    ap.add_argument("--out", default=None, help="the report's path (default: results/...)")
+    args = ap.parse_args(argv)
+    from gemm_speed import gpu_visible
+
+    if not gpu_visible():
+        print(
+            "attention_speed: no NVIDIA GPU is visible, so there is nothing to time; run it on "
+            "a machine with one (the kernels compile without a GPU: see docs/attention.md)",
+            file=sys.stderr,
+        )
+        return 2
+    import torch
+
+    cells = []
+    for dtype in args.dtypes.split(","):
+        for d in (int(x) for x in args.dims.split(",")):
+            for mode in args.modes.split(","):
+                for seq in (int(x) for x in args.seqs.split(",")):
+                    batch, heads = problem_size(seq, d, args.tokens, args.hidden)
+                    cell = Cell(dtype, d, mode == "causal", seq, batch, heads)
+                    print(f"{dtype} d={d} {mode} seq={seq} ({batch} x {heads})", flush=True)
+                    cells.append(measure(cell, args.reps))
+                    torch.cuda.empty_cache()
+    command = "python benchmarks/attention_speed.py " + shlex.join(argv or sys.argv[1:])
+    text = report(cells, command.strip(), args.reps)
+    out = (
+        Path(args.out)
+        if args.out
+        else RESULTS / (f"attention_speed-{machine_slug(torch.cuda.get_device_name(0))}.md")
+    )
+    out.write_text(text)
+    print(text)
+    print(f"written to {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,62 @@
+"""The pure parts of benchmarks/attention_speed.py: FLOP counting, problem sizes, the results
+file's name, the table, and the clean exit without a GPU."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+
+import attention_speed as bench  # noqa: E402
+
+
+def test_flops_count_two_products_and_causal_counts_half():
+    assert bench.attention_flops(2, 3, 5, 7, 64, False) == 4 * 2 * 3 * 5 * 7 * 64
+    assert bench.attention_flops(2, 3, 5, 7, 64, True) == 2 * 2 * 3 * 5 * 7 * 64
+    cell = bench.Cell("float16", 128, False, 4096, 4, 16, {"tirx": 2.0})
+    assert cell.tflops("tirx") == pytest.approx(4 * 4 * 16 * 4096**2 * 128 / 2e-3 / 1e12)
+
+
+def test_problem_size_fills_the_tokens_and_the_hidden_width():
+    assert bench.problem_size(1024, 64, 16384, 2048) == (16, 32)
+    assert bench.problem_size(16384, 128, 16384, 2048) == (1, 16)
+    assert bench.problem_size(32768, 128, 16384, 2048) == (1, 16)
+    with pytest.raises(ValueError, match="not a multiple of head_dim"):
+        bench.problem_size(1024, 96, 16384, 2000)
+
+
+def test_results_file_is_named_after_the_gpu():
+    assert bench.machine_slug("NVIDIA H200") == "h200"
+    assert bench.machine_slug("NVIDIA A100-SXM4-80GB") == "a100-sxm4-80gb"
+    assert bench.machine_slug("") == "gpu"
+
+
+def test_table_ratios_are_against_the_fastest_sdpa_backend():
+    cell = bench.Cell("bfloat16", 64, True, 2048, 8, 32)
+    flops = cell.flops
+    for name, tf in {
+        "tirx": 200.0,
+        "sdpa cudnn": 400.0,
+        "sdpa flash": 320.0,
+        "triton 128x64/4w/3s": 250.0,
+        "triton 64x64/4w/3s": 300.0,
+    }.items():
+        cell.ms[name] = flops / (tf * 1e12) * 1e3
+    lines = bench.table([cell]).splitlines()
+    assert len(lines) == 3
+    cols = [c.strip() for c in lines[2].strip("|").split("|")]
+    assert cols[:5] == ["bfloat16", "64", "causal", "2048", "8 × 32"]
+    assert cols[5:9] == ["200.0", "400.0", "320.0", "–"]  # efficient was not run
+    assert cols[9] == "300.0 (64x64/4w/3s)"
+    assert cols[10:] == ["0.50", "0.75"]
+
+
+def test_without_a_gpu_it_says_so_and_stops(monkeypatch, capsys):
+    import gemm_speed
+
+    monkeypatch.setattr(gemm_speed, "gpu_visible", lambda: False)
+    assert bench.main(["--seqs", "1024"]) == 2
+    assert "no NVIDIA GPU is visible" in capsys.readouterr().err

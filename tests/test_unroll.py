@@ -1,0 +1,106 @@
+"""T.unroll loops whose tile operations pick registers by the loop variable
+(tirx/transform/unroll.py): expanded before lowering, so each copy's register views start at a
+compile-time slot; every other loop stays a loop."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import tirx
+from tirx import T
+from tirx.errors import ContractError
+from tirx.ir import nodes as ir
+from tirx.ir.visitor import walk
+from tirx.layout import S, TileLayout, laneid
+
+D_LAYOUT = TileLayout(S[(1, 2, 2, 8, 4, 2) : (8, 4, 2, 4 @ laneid, 1 @ laneid, 1)])
+A_LAYOUT = TileLayout(S[(1, 2, 2, 8, 2, 4) : (8, 4, 1, 4 @ laneid, 2, 1 @ laneid)])
+B_LAYOUT = TileLayout(S[(2, 2, 8, 2, 4) : (4, 2, 4 @ laneid, 1, 1 @ laneid)])
+LOAD = TileLayout(S[(2, 4, 8, 4) : (4, 1, 4 @ laneid, 1 @ laneid)])
+WRONG_A = TileLayout(S[(1, 2, 2, 8, 2, 4) : (8, 4, 1, 1 @ laneid, 2, 8 @ laneid)])
+MMA = "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32"
+LDSM = "ldmatrix.sync.aligned.m8n8.x4.shared.b16"
+
+
+def make_sliced(unroll: bool, a_layout=A_LAYOUT):
+    """``Out = A @ B.T`` for A ``(16, 32)`` and B ``(16, 32)``: fragments of both 16-wide K
+    slices loaded at once, then one mma per slice in a loop over the K slices (registers
+    ``4 kq ..`` of A's fragments, slot ``2 kq`` of each of B's n tiles)."""
+    loop = T.unroll if unroll else T.serial
+
+    @T.function
+    def sliced(
+        A: T.Tensor((16, 32), "float16"),
+        B: T.Tensor((16, 32), "float16"),
+        Out: T.Tensor((16, 16), "float32"),
+    ):
+        T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=32))
+        lane = T.cuda.lane_id()
+        a = T.alloc_shared((16, 32), "float16")
+        b = T.alloc_shared((16, 32), "float16")
+        for q in range(16):
+            index = lane + 32 * q
+            a[index // 32, index % 32] = A[index // 32, index % 32]
+            b[index // 32, index % 32] = B[index // 32, index % 32]
+        T.cuda.cta_sync()
+        ar = T.alloc_local((8,), "uint32")
+        br = T.alloc_local((8,), "uint32")
+        dr = T.alloc_local((8,), "float32")
+        for i in T.unroll(8):
+            dr[i] = T.float32(0)
+        aw = a.view("uint32").rearrange(
+            "(half row) (kq chunk w) -> kq (chunk half) row w", half=2, kq=2, chunk=2, w=4
+        )
+        bw = b.view("uint32").rearrange("(n row) (j w) -> n j row w", n=2, w=4)
+        T.cuda.tile.apply(T.ptx[LDSM], ar.view(2, 4, 8, 4, layout=LOAD), aw)
+        T.cuda.tile.apply(T.ptx[LDSM], br.view(2, 4, 8, 4, layout=LOAD), bw)
+        for kq in loop(2):
+            T.cuda.tile.apply(
+                T.ptx[MMA],
+                dr.view(1, 2, 16, 8, layout=D_LAYOUT),
+                ar.view(1, 2, 16, 8, layout=a_layout)[:, kq : kq + 1, :, :],
+                br.view(2, 2, 8, 8, layout=B_LAYOUT)[:, kq : kq + 1, :, :],
+                dr.view(1, 2, 16, 8, layout=D_LAYOUT),
+            )
+        for r in range(8):
+            Out[lane // 4 + 8 * (r % 4 // 2), (r // 4) * 8 + 2 * (lane % 4) + r % 2] = dr[r]
+
+    return sliced
+
+
+def _ints(*shape, seed):
+    return torch.randint(-8, 8, shape, generator=torch.Generator().manual_seed(seed))
+
+
+def test_register_slices_in_an_unrolled_loop_compute_the_product():
+    a, b = _ints(16, 32, seed=0), _ints(16, 32, seed=1)
+    out = torch.full((16, 16), float("nan"))
+    exe = tirx.compile(make_sliced(unroll=True), target="sim")
+    exe(a.half(), b.half(), out)
+    assert torch.equal(out, (a @ b.T).float())  # integers: exact in f32
+    mma = [
+        n for n in walk(exe.lowered.body) if isinstance(n, ir.PtxCall) and "mma" in n.instruction
+    ]
+    assert len(mma) == 4  # 2 K slices x 2 n tiles, each with its own registers
+    source = tirx.compile(make_sliced(unroll=True), target="cuda -arch=sm_80").source
+    assert source.count("mma.sync.aligned.m16n8k16") == 4
+
+
+def test_other_unrolled_loops_stay_loops():
+    """The zeroing loop (``dr[i]``: no tile operation) stays a loop in the lowered IR."""
+    exe = tirx.compile(make_sliced(unroll=True), target="sim")
+    loops = [n for n in walk(exe.lowered.body) if isinstance(n, ir.For)]
+    assert [lp.kind for lp in loops].count(ir.LoopKind.UNROLL) == 1
+
+
+def test_a_run_time_loop_variable_still_cannot_pick_registers():
+    with pytest.raises(ContractError, match="compile-time slot"):
+        tirx.compile(make_sliced(unroll=False), target="sim")
+
+
+def test_a_contract_error_in_a_copy_is_at_the_users_line():
+    with pytest.raises(ContractError, match="operand A") as info:
+        tirx.compile(make_sliced(unroll=True, a_layout=WRONG_A), target="sim")
+    assert "ar.view(1, 2, 16, 8, layout=a_layout)[:, kq : kq + 1, :, :]" in str(info.value)
+    assert info.value.span.file == __file__

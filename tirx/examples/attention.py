@@ -1,0 +1,183 @@
+"""Attention for torch tensors, shaped like ``torch.nn.functional.scaled_dot_product_attention``:
+
+    from tirx.examples.attention import flash_attention
+
+    o = flash_attention(q, k, v, causal=True)
+    o, lse = flash_attention(q, k, v, return_lse=True)
+
+``q`` is ``(batch, heads, seq_q, head_dim)``, ``k`` and ``v`` are ``(batch, kv_heads, seq_k,
+head_dim)``, all float16 or all bfloat16, contiguous, on one device; ``head_dim`` is 64 or 128
+and ``heads`` a multiple of ``kv_heads`` (grouped-query attention: query head ``h`` reads
+key/value head ``h // (heads // kv_heads)``, as SDPA's ``enable_gqa=True``). Any sequence
+lengths. ``causal=True`` is torch's ``is_causal``: the mask is top-left aligned, query ``i``
+sees keys ``0 .. i`` whatever the two lengths (``torch.nn.attention.bias.CausalVariant.
+UPPER_LEFT``). ``scale`` defaults to ``1 / sqrt(head_dim)``. ``lse`` is ``(batch, heads,
+seq_q)`` float32: the natural log of each row's sum of ``exp(q·k · scale)`` over the keys it sees.
+
+CUDA tensors run on the GPU, CPU tensors on tirx's simulator (slowly: a 256 x 256 head of
+dimension 64 takes about half a second; a run longer than the simulator's budget,
+``$TIRX_SIM_BUDGET`` seconds, 20 by default, stops with a SimulationError). ``kernel=`` picks an implementation from :data:`KERNELS`
+by name; by default the first one that supports the GPU. Each kernel is compiled once per shape
+class and kept: a second call with the same shapes costs one launch. tirx's tensor parameters
+have compile-time shapes, so the class includes the batch, head counts and both sequence
+lengths (the scale is a run-time argument). Forward only: no autograd.
+"""
+
+import contextlib
+import functools
+import math
+import numbers
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import tirx
+
+from .attention_mma import HEAD_DIMS, make_attention
+
+__all__ = ["flash_attention", "attention_executable", "KERNELS", "AttentionKernel"]
+
+
+@dataclass(frozen=True)
+class AttentionKernel:
+    """One implementation: ``build(batch, heads, kv_heads, seq_q, seq_k, head_dim, dtype,
+    causal)`` makes the ``@T.function`` ``(Q, K, V, O, LSE, scale)``; ``min_arch`` is the
+    oldest GPU (``sm_XX`` as an int) it runs on."""
+
+    build: Callable
+    min_arch: int
+
+
+# The implementations, in order of preference on a GPU that runs them all.
+KERNELS: dict[str, AttentionKernel] = {
+    # mma.sync.m16n8k16 with FlashAttention-2's structure (attention_mma.py)
+    "mma_sync": AttentionKernel(make_attention, 80),
+}
+
+
+@dataclass(frozen=True)
+class _Shapes:
+    batch: int
+    heads: int
+    kv_heads: int
+    seq_q: int
+    seq_k: int
+    head_dim: int
+    dtype: str
+
+
+def flash_attention(q, k, v, causal=False, scale=None, return_lse=False, kernel=None):
+    """``softmax(q kᵀ · scale + mask) v`` (and the row log-sum-exp with ``return_lse``); see
+    the module's documentation for the arguments."""
+    import torch
+
+    shapes = _check(q, k, v, causal)
+    if not isinstance(return_lse, bool):
+        raise ValueError(f"return_lse must be True or False, got {return_lse!r}")
+    scale = _scale(scale, shapes.head_dim)
+    o = torch.empty_like(q)
+    lse = torch.empty(q.shape[:3], dtype=torch.float32, device=q.device)
+    if q.numel():  # no query rows (batch, heads or seq_q 0): nothing to compute
+        exe = _executable(*_dispatch(kernel, q.device), shapes, causal)
+        on_cuda = q.device.type == "cuda"
+        with torch.cuda.device(q.device) if on_cuda else contextlib.nullcontext():
+            exe(q, k, v, o, lse, scale)
+    return (o, lse) if return_lse else o
+
+
+def attention_executable(q, k, v, causal=False, kernel=None):
+    """The compiled kernel (a :class:`tirx.Executable`: ``.stats``, ``.sass``, ``.source``)
+    that :func:`flash_attention` launches for these inputs; the same object for every call of
+    the same shape class (kernel, target, shapes, dtype, causal)."""
+    shapes = _check(q, k, v, causal)
+    if not q.numel():
+        raise ValueError("q has no rows (batch, heads or seq_q is 0): no kernel runs")
+    return _executable(*_dispatch(kernel, q.device), shapes, causal)
+
+
+@functools.lru_cache(maxsize=64)
+def _executable(name: str, target: str, shapes: _Shapes, causal: bool):
+    s = shapes
+    fn = KERNELS[name].build(
+        s.batch, s.heads, s.kv_heads, s.seq_q, s.seq_k, s.head_dim, s.dtype, causal
+    )
+    return tirx.compile(fn, target=target)
+
+
+def _dispatch(kernel, device) -> tuple[str, str]:
+    """(kernel name, tirx target) for tensors on ``device``."""
+    if kernel is not None and kernel not in KERNELS:
+        raise ValueError(f"kernel must be one of {sorted(KERNELS)} or None, got {kernel!r}")
+    if device.type == "cpu":
+        return (kernel or next(iter(KERNELS))), "sim"
+    import torch
+
+    major, minor = torch.cuda.get_device_capability(device)
+    arch = 10 * major + minor
+    if kernel is not None:
+        if arch < KERNELS[kernel].min_arch:
+            raise ValueError(
+                f"kernel={kernel!r} needs sm_{KERNELS[kernel].min_arch} or later; "
+                f"{device} is sm_{arch}"
+            )
+        return kernel, "cuda"
+    for name, entry in KERNELS.items():
+        if arch >= entry.min_arch:
+            return name, "cuda"
+    raise ValueError(f"no attention kernel runs on {device} (sm_{arch}); they need sm_80 or later")
+
+
+def _check(q, k, v, causal) -> _Shapes:
+    """The shapes of valid inputs; otherwise an error naming the argument."""
+    import torch
+
+    if not isinstance(causal, bool):
+        raise ValueError(f"causal must be True or False, got {causal!r}")
+    args = {"q": q, "k": k, "v": v}
+    for name, t in args.items():
+        if not isinstance(t, torch.Tensor):
+            raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
+        if t.dim() != 4:
+            raise ValueError(
+                f"{name} must be 4-D (batch, heads, seq, head_dim), got shape {tuple(t.shape)}"
+            )
+        if t.dtype not in (torch.float16, torch.bfloat16):
+            raise ValueError(f"{name} must be float16 or bfloat16, got {t.dtype}")
+        if t.device.type not in ("cuda", "cpu"):
+            raise ValueError(f"{name} is on {t.device}: attention runs on CUDA or CPU tensors")
+        if not t.is_contiguous():
+            raise ValueError(f"{name} must be contiguous (call .contiguous() first)")
+    for name in ("k", "v"):
+        if args[name].dtype != q.dtype:
+            raise ValueError(f"{name} is {args[name].dtype} but q is {q.dtype}: use one dtype")
+        if args[name].device != q.device:
+            raise ValueError(f"{name} is on {args[name].device} but q is on {q.device}")
+    if k.shape != v.shape:
+        raise ValueError(f"k and v must have one shape, got {tuple(k.shape)} and {tuple(v.shape)}")
+    B, H, SQ, D = q.shape
+    _, HK, SK, DK = k.shape
+    if k.shape[0] != B:
+        raise ValueError(f"k has batch {k.shape[0]} but q has batch {B}")
+    if DK != D:
+        raise ValueError(f"k has head_dim {DK} but q has head_dim {D}")
+    if D not in HEAD_DIMS:
+        raise ValueError(f"head_dim (q.shape[3]) must be one of {HEAD_DIMS}, got {D}")
+    if HK == 0 or H % HK:
+        raise ValueError(
+            f"q's heads ({H}) must be a multiple of k's and v's heads ({HK}) "
+            "(grouped-query attention)"
+        )
+    if SK == 0 and q.numel():
+        raise ValueError("k and v have no keys (seq_k = 0): softmax over nothing is undefined")
+    return _Shapes(B, H, HK, SQ, SK, D, _dtype_name(q))
+
+
+def _dtype_name(t) -> str:
+    return str(t.dtype).removeprefix("torch.")  # "float16" or "bfloat16": _check's
+
+
+def _scale(scale, head_dim: int) -> float:
+    if scale is None:
+        return 1.0 / math.sqrt(head_dim)
+    if isinstance(scale, bool) or not isinstance(scale, numbers.Real) or not math.isfinite(scale):
+        raise ValueError(f"scale must be a finite number or None, got {scale!r}")
+    return float(scale)

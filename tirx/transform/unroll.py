@@ -1,0 +1,96 @@
+"""Unrolling the ``T.unroll`` loops whose tile operations pick registers by the loop variable.
+
+An instruction names its registers at compile time, so a register operand of a tile operation
+must start at a compile-time slot (tirx/isa/operands.py). In
+
+    for kq in T.unroll(KQ):
+        T.cuda.tile.apply(T.ptx[mma], acc_view, q.view(1, KQ, 16, 8, layout=L)[:, kq : kq + 1], ...)
+
+the slot depends on ``kq``, which is a compile-time value in each copy of an unrolled loop.
+Such a loop is expanded before it is lowered: one copy of its body per iteration, the loop
+variable replaced by the iteration's value (folded), so every copy's register views start at
+a known slot. Only these loops are expanded; any other ``T.unroll`` loop stays a loop in the
+IR (``#pragma unroll`` in CUDA), as before.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from ..ir import nodes as ir
+from ..ir.simplify import static_value
+from ..ir.visitor import Transformer, rebuild, walk
+
+__all__ = ["picks_registers", "unrolled"]
+
+
+def picks_registers(loop: ir.For) -> bool:
+    """Whether ``loop`` is a ``T.unroll`` loop with a tile operation in its body whose
+    register operand's first slot depends on the loop variable."""
+    if loop.kind is not ir.LoopKind.UNROLL:
+        return False
+    for node in walk(loop.body):
+        if not isinstance(node, ir.TileOp):
+            continue
+        for v in node.operands:
+            if (
+                isinstance(v, ir.View)
+                and v.buffer.scope is ir.Scope.LOCAL
+                and isinstance(v.elem_offset, ir.Expr)
+                and any(n is loop.var for n in walk(v.elem_offset))
+            ):
+                return True
+    return False
+
+
+def unrolled(loop: ir.For) -> ir.Seq:
+    """The copies of ``loop``'s body, one per iteration, the variable replaced by its value
+    (``T.unroll`` bounds are compile-time: the parser checks them)."""
+    start, stop = static_value(loop.start), static_value(loop.stop)
+    values = range(start, stop, loop.step)
+    copies = tuple(
+        _Substitute(loop.var, ir.const(i, loop.var.dtype)).visit(loop.body) for i in values
+    )
+    return ir.Seq(copies, loop.span)
+
+
+class _Substitute(Transformer):
+    """Every node rebuilt with ``var`` replaced by ``value``; arithmetic refolded."""
+
+    pass_name = "unrolling"
+
+    def __init__(self, var: ir.Var, value: ir.Const):
+        self.var, self.value = var, value
+
+    def _default(self, cls):
+        if cls in (ir.Buffer, ir.Const, ir.Special):
+            return (_keep, None)
+        return (None, _rebuild)
+
+    def enter_Var(self, e):
+        return self.value if e is self.var else e
+
+    def leave_BinOp(self, e, a, b):
+        return e if a is e.a and b is e.b else ir.binop(e.op, a, b)
+
+    def leave_Cmp(self, e, a, b):
+        return e if a is e.a and b is e.b else ir.cmp(e.op, a, b)
+
+    def leave_Cast(self, e, value):
+        return e if value is e.value else ir.cast(value, e.dtype)
+
+    def leave_TileOp(self, s, *children):
+        # the keyword parameters (cp.async's src_size, pred) are values outside the fields
+        # the visitor walks
+        params = tuple((k, self.visit(v) if isinstance(v, ir.Expr) else v) for k, v in s.params)
+        out = rebuild(s, children)
+        same = all(a[1] is b[1] for a, b in zip(params, s.params))
+        return out if same else replace(out, params=params)
+
+
+def _keep(self, node):
+    return node
+
+
+def _rebuild(self, node, *values):
+    return rebuild(node, values)
