@@ -51,6 +51,8 @@ __all__ = [
     "layout",
     "instruction_contract",
     "gpu_available",
+    "torch_op",
+    "TensorSpec",
     "Kernel",
     "RunResult",
     "PtxTrace",
@@ -96,6 +98,12 @@ def gpu_available() -> bool:
 
 
 _SIM_NAMES = ("RunResult", "PtxTrace", "RegisterTrace")
+# Public names of the modules that bring kernels into torch, time, tune and save them, loaded
+# on first use: name -> module.
+_LAZY = {
+    "torch_op": "torch_ops",
+    "TensorSpec": "signature",
+}
 
 
 def __getattr__(name):
@@ -104,4 +112,8 @@ def __getattr__(name):
         from . import sim
 
         return getattr(sim, name)
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(f".{_LAZY[name]}", __name__), name)
     raise AttributeError(f"module 'tirx' has no attribute {name!r}")

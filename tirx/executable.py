@@ -16,6 +16,7 @@ accesses of aliased tensors, and the simulator would then disagree with it.
 from __future__ import annotations
 
 import copy
+import functools
 import sys
 
 from .dtypes import DTypeKind, StrKind
@@ -279,6 +280,14 @@ class Executable:
     @property
     def stats(self) -> dict:
         return {"shared_bytes": self.lowered.shared_bytes}
+
+    @functools.cached_property
+    def signature(self):
+        """The kernel's parameters and which tensors it reads and writes
+        (:class:`tirx.signature.Signature`)."""
+        from .signature import Signature
+
+        return Signature.of(self.lowered)
 
     def script(self, lowered: bool = False) -> str:
         """The kernel's IR as readable text (``lowered=True``: after tile lowering)."""
