@@ -53,6 +53,9 @@ __all__ = [
     "gpu_available",
     "torch_op",
     "TensorSpec",
+    "bench",
+    "BenchResult",
+    "TimingError",
     "Kernel",
     "RunResult",
     "PtxTrace",
@@ -102,6 +105,9 @@ _SIM_NAMES = ("RunResult", "PtxTrace", "RegisterTrace")
 # on first use: name -> module.
 _LAZY = {
     "torch_op": "torch_ops",
+    "bench": "timing",
+    "BenchResult": "timing",
+    "TimingError": "timing",
     "TensorSpec": "signature",
 }
 
