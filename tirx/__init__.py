@@ -56,6 +56,7 @@ __all__ = [
     "bench",
     "BenchResult",
     "TimingError",
+    "autotune",
     "Kernel",
     "RunResult",
     "PtxTrace",
@@ -108,6 +109,7 @@ _LAZY = {
     "bench": "timing",
     "BenchResult": "timing",
     "TimingError": "timing",
+    "autotune": "tuning",
     "TensorSpec": "signature",
 }
 
