@@ -57,6 +57,8 @@ __all__ = [
     "BenchResult",
     "TimingError",
     "autotune",
+    "load",
+    "ArtifactError",
     "Kernel",
     "RunResult",
     "PtxTrace",
@@ -110,6 +112,8 @@ _LAZY = {
     "BenchResult": "timing",
     "TimingError": "timing",
     "autotune": "tuning",
+    "load": "artifact",
+    "ArtifactError": "artifact",
     "TensorSpec": "signature",
 }
 

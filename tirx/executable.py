@@ -36,13 +36,15 @@ class CacheState(StrKind):
 class ArgChecker:
     """Checks call arguments against a function's parameters, prepared once per executable."""
 
-    def __init__(self, fn: ir.Function, device: str, ordinal: int = 0):
+    def __init__(self, fn: ir.Function, device: str, ordinal: int = 0, written=None):
         self.fn = fn
         self.device = device  # "cuda" or "cpu"
         self.ordinal = ordinal  # the CUDA device the kernel is loaded on (device "cuda" only)
         self.params = fn.params
         self._torch_dtypes = None
-        self._written = None
+        # indices of the tensor parameters the kernel writes: found in fn's body unless given
+        # (a saved kernel has no body: tirx/artifact.py)
+        self._written = None if written is None else frozenset(written)
 
     def _names(self):
         return ", ".join(p.name for p in self.params)
@@ -288,6 +290,14 @@ class Executable:
         from .signature import Signature
 
         return Signature.of(self.lowered)
+
+    def save(self, path, archs=None):
+        """Write this kernel as a self-contained file that ``tirx.load`` reads without its
+        source or NVRTC: cubin and PTX for each of ``archs`` (default: the arch it was compiled
+        for), signature, launch configuration (tirx/artifact.py). Returns the path."""
+        from .artifact import save
+
+        return save(self, path, archs)
 
     def script(self, lowered: bool = False) -> str:
         """The kernel's IR as readable text (``lowered=True``: after tile lowering)."""
