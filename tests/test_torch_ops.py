@@ -174,6 +174,8 @@ def test_a_function_that_launches_kernels_with_its_own_fake():
 def test_mistakes_are_named():
     with pytest.raises(ValueError, match="namespace::op"):
         tirx.torch_op(warp_matmul, name="warp_matmul")
+    with pytest.raises(TypeError, match="list of parameter names"):
+        tirx.torch_op(warp_matmul, name="tirx_test::bad", outputs="Out")
     with pytest.raises(ValueError, match="'C' is not a tensor parameter"):
         tirx.torch_op(warp_matmul, name="tirx_test::bad", outputs=["C"])
     with pytest.raises(ValueError, match="writes 'X'.*not among outputs"):
@@ -244,6 +246,16 @@ def test_two_ranks_all_reduce_a_tirx_op(tmp_path):
         want = want + ops.gemm(ops.softmax(a), b)
     for out in outs:
         assert torch.equal(torch.load(out), want)
+
+
+def test_a_saved_kernel_becomes_an_op(tmp_path):
+    exe = tirx.compile(make_softmax(4, 128), "cuda -arch=sm_90")
+    op = tirx.torch_op(tirx.load(exe.save(tmp_path / "k.tirx")), name="tirx_test::loaded")
+    assert str(torch.ops.tirx_test.loaded.default._schema).endswith("(Tensor X) -> Tensor")
+    y = op(torch.empty(4, 128, dtype=torch.float16, device="meta"))
+    assert y.shape == (4, 128) and y.device.type == "meta"
+    with pytest.raises(ValueError, match="loaded for cuda only; it cannot run on cpu"):
+        op(_half(4, 128))
 
 
 @pytest.mark.gpu

@@ -203,7 +203,7 @@ class _Plan:
     @classmethod
     def fixed(cls, kernel, outputs) -> _Plan:
         sig = _signature(kernel)
-        outs = tuple(outputs) if outputs is not None else sig.written
+        outs = _check_outputs(outputs) if outputs is not None else sig.written
         names = [p.name for p in sig.params if p.name not in outs or p.reads]
         bound = _Bound(kernel, outs, names)
         kinds = [_schema_type(sig.param(n)) for n in names]
@@ -212,8 +212,7 @@ class _Plan:
 
     @classmethod
     def factory(cls, make, outputs) -> _Plan:
-        if isinstance(outputs, str) or not all(isinstance(o, str) for o in outputs):
-            raise TypeError(f"outputs must be a list of parameter names, got {outputs!r}")
+        outputs = _check_outputs(outputs)
         params = _factory_params(make)
         names = [p.name for p in params]
         kinds = [_annotation_type(make, p) for p in params]
@@ -280,6 +279,14 @@ class _Plan:
             for o in bound.outputs
         )
         return out[0] if len(out) == 1 else out
+
+
+def _check_outputs(outputs) -> tuple[str, ...]:
+    if isinstance(outputs, str) or not isinstance(outputs, (list, tuple)):
+        raise TypeError(f"outputs must be a list of parameter names, got {outputs!r}")
+    if not all(isinstance(o, str) for o in outputs) or len(set(outputs)) != len(outputs):
+        raise TypeError(f"outputs must be distinct parameter names, got {outputs!r}")
+    return tuple(outputs)
 
 
 def _need_tensor(names, kinds) -> None:
