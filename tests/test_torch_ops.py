@@ -70,6 +70,20 @@ def test_softmax_factory_matches_torch_and_compiles_per_shape():
         torch.testing.assert_close(y.float(), torch.softmax(x.float(), -1), rtol=1e-2, atol=1e-3)
 
 
+def test_a_scalar_input_may_only_configure_the_factory():
+    def make(X, warps: int = 2):
+        return make_softmax(*X.shape, X.dtype, warps=warps)
+
+    op = tirx.torch_op(make, name="tirx_test::softmax_warps", outputs=["Y"])
+    schema = str(torch.ops.tirx_test.softmax_warps.default._schema)
+    assert schema.endswith("(Tensor X, int warps=2) -> Tensor")
+    x = _half(8, 128)
+    for warps in (None, 1, 4):
+        y = op(x) if warps is None else op(x, warps)
+        torch.testing.assert_close(y.float(), torch.softmax(x.float(), -1), rtol=1e-2, atol=1e-3)
+    assert set(torch.library.opcheck(op, (x, 4)).values()) == {"SUCCESS"}
+
+
 def test_softmax_backward_is_a_tirx_kernel_and_matches_torch():
     x = _half(8, 256)
     g = _half(8, 256, seed=2)

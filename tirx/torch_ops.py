@@ -15,9 +15,11 @@ What :func:`torch_op` takes, in three forms:
   returns the updated copy, so no argument is ever changed in place.
 * **a kernel factory** with ``outputs=``: a function of the operator's inputs that makes the
   kernel for them. It receives each tensor as a :class:`~tirx.signature.TensorSpec` (shape,
-  tirx dtype name, device; never data) and each scalar as it is, and its parameters name the
-  operator's inputs, which must be parameters of the kernel it returns; ``outputs`` names the
-  kernel's other parameters. Kernels are remembered per (specs, scalars).
+  tirx dtype name, device; never data) and each scalar as it is. Its parameters are the
+  operator's inputs: a tensor input must be a parameter of the kernel it returns, a scalar
+  input may be one (it is then passed to the kernel) or only configure the factory (an int
+  annotated ``warps: int = 4``); ``outputs`` names the kernel's other parameters. Kernels are
+  remembered per (specs, scalars).
 * **a function that launches tirx kernels itself**, with ``fake=`` (and no ``outputs``): it
   becomes the operator as it is (its type annotations give the schema, as for
   ``torch.library.custom_op``).
@@ -117,10 +119,11 @@ class _Bound:
     """One kernel bound to the operator: its signature, the checks of the plan against it, and
     its executables per device."""
 
-    def __init__(self, source, outputs, input_names):
+    def __init__(self, source, outputs, input_names, tensor_inputs=None):
         from .executable import Executable
 
         self.source = source
+        self.tensor_inputs = frozenset(input_names if tensor_inputs is None else tensor_inputs)
         self.signature = _signature(source)
         self.outputs = tuple(outputs) if outputs is not None else self.signature.written
         self.exes = {}
@@ -135,9 +138,9 @@ class _Bound:
                 raise ValueError(f"outputs: {o!r} is not a tensor parameter of kernel "
                                  f"{sig.name!r} ({sig})")  # fmt: skip
         for n in input_names:
-            if n not in known:
-                raise ValueError(f"the operator's input {n!r} is not a parameter of kernel "
-                                 f"{sig.name!r} ({sig})")  # fmt: skip
+            if n not in known and n in self.tensor_inputs:  # a scalar may only configure
+                raise ValueError(f"the operator's tensor input {n!r} is not a parameter of "
+                                 f"kernel {sig.name!r} ({sig})")  # fmt: skip
         for p in sig.params:
             if p.writes and p.name not in self.outputs:
                 raise ValueError(
@@ -217,6 +220,7 @@ class _Plan:
         names = [p.name for p in params]
         kinds = [_annotation_type(make, p) for p in params]
         defaults = {p.name: p.default for p in params if p.default is not p.empty}
+        tensors = [n for n, k in zip(names, kinds) if k == "Tensor"]
         _need_tensor(names, kinds)
         memo, lock = {}, threading.Lock()
 
@@ -228,7 +232,7 @@ class _Plan:
                     bound = memo.get(key)
                     if bound is None:
                         made = make(*(spec_of(a) for a in args))
-                        bound = memo[key] = _Bound(made, outputs, names)
+                        bound = memo[key] = _Bound(made, outputs, names, tensors)
             return bound
 
         return cls(names, kinds, defaults, bind, tuple(outputs))
@@ -268,10 +272,10 @@ class _Plan:
         bound = self._bind(args)
         ref = _first_tensor(args, self.inputs)
         _device_of(args, self.inputs)
+        known = set(bound.signature.names)
         for n, a in zip(self.inputs, args):
-            p = bound.signature.param(n)
-            if p.is_tensor:
-                _check_tensor(p, a)
+            if n in known and bound.signature.param(n).is_tensor:
+                _check_tensor(bound.signature.param(n), a)
         out = tuple(
             ref.new_empty(
                 bound.signature.param(o).shape, dtype=_torch_dtype(bound.signature.param(o).dtype)
