@@ -115,7 +115,7 @@ def test_bench_on_the_gpu():
     r = tirx.bench(exe, x, y, rep=20)
     assert len(r.samples_ms) >= 10 and 0 < r.min_ms <= r.median_ms <= r.max_ms
     torch.testing.assert_close(y.float(), torch.softmax(x.float(), -1), rtol=1e-2, atol=1e-3)
-    # 16 MB in and out: at least a few microseconds even at full bandwidth
-    assert r.median_ms > 0.003
+    # 8 MB in and 8 MB out: over a microsecond even at the H200's full bandwidth
+    assert r.median_ms > 0.001
     unflushed = tirx.bench(exe, x, y, rep=20, flush_l2=False)
     assert not unflushed.flushed_l2 and r.flushed_l2

@@ -284,7 +284,7 @@ def test_cuda_tensors_run_on_the_gpu():
     ref = x.float().requires_grad_()
     torch.softmax(ref, -1).backward(g.float())
     torch.testing.assert_close(xr.grad.float(), ref.grad, rtol=2e-2, atol=2e-3)
-    a, b = _half(128, 64).cuda(), _half(128, 64, seed=1).cuda()
+    a, b = _half(128, 128).cuda(), _half(128, 128, seed=1).cuda()
     out, breaks, _ = _graph_breaks(lambda a, b: ops.gemm(ops.softmax(a), b), a, b)
     assert breaks == 0
     torch.testing.assert_close(out, ops.gemm(ops.softmax(a), b))
