@@ -54,6 +54,9 @@ def torch_op(kernel, /, *, name: str, outputs=None, fake=None, backward=None, se
     import torch
 
     _check_name(name)
+    for arg, value in (("fake", fake), ("backward", backward), ("setup_context", setup_context)):
+        if value is not None and not callable(value):
+            raise TypeError(f"torch_op: {arg} must be a function, got {type(value).__name__}")
     from .executable import Executable
     from .script.parser import KernelFunction
 
@@ -218,7 +221,7 @@ class _Plan:
         outputs = _check_outputs(outputs)
         params = _factory_params(make)
         names = [p.name for p in params]
-        kinds = [_annotation_type(make, p) for p in params]
+        kinds = [_annotation_type(p) for p in params]
         defaults = {p.name: p.default for p in params if p.default is not p.empty}
         tensors = [n for n, k in zip(names, kinds) if k == "Tensor"]
         _need_tensor(names, kinds)
@@ -313,7 +316,7 @@ def _factory_params(make):
     return params
 
 
-def _annotation_type(make, p) -> str:
+def _annotation_type(p) -> str:
     ann = p.annotation
     if ann is p.empty:
         return "Tensor"
