@@ -1,7 +1,7 @@
 """The tensor maps a lowered program needs: what a ``cp.async.bulk.tensor`` call says about the
 map it reads, in the form the CUDA codegen, the launcher and the simulator share.
 
-A lowered tensor copy (tirx/isa/tma.py) carries its map in its operands, right after the
+A lowered tensor copy (tirx/families/tma/isa.py) carries its map in its operands, right after the
 shared destination: ``AddressOperand(GlobalAddress(tensor, origin))`` -- the map's global
 address is that byte of the tensor parameter -- then ``Immediate`` fields in the order of the
 driver's ``cuTensorMapEncodeTiled``, each list innermost dimension first:
