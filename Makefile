@@ -25,16 +25,15 @@ format:
 	$(PY) -m ruff check --fix tirx widgets tests benchmarks
 
 # The benchmarks that make sense without a GPU (compile speed, the launch path's Python cost
-# with the launch stubbed, its parts, the simulator), each table written to
-# benchmarks/results/<name>-<date>-cpu*.md. The GPU ones: benchmarks/run_gpu.sh on a GPU machine.
+# with the launch stubbed, its parts, the simulator). Each rewrites its current file,
+# $(RESULTS)/<benchmark>-<machine>.md (compile-cpu.md, launch-cpu-stub.md, launch_parts-cpu.md,
+# sim_speed-cpu.md on a machine without a GPU). The GPU ones: benchmarks/run_gpu.sh.
 RESULTS ?= benchmarks/results
-TODAY := $(shell date -u +%Y-%m-%d)
 bench:
-	$(PY) benchmarks/compile.py --out $(RESULTS)/compile-$(TODAY)-cpu.md
-	$(PY) benchmarks/launch.py --out $(RESULTS)/launch-$(TODAY)-cpu-stub.md
-	$(PY) benchmarks/launch_parts.py --out $(RESULTS)/launch_parts-$(TODAY)-cpu.md
-	{ echo 'Command: `$(PY) benchmarks/sim_speed.py`'; echo; $(PY) benchmarks/sim_speed.py; } \
-		> $(RESULTS)/sim_speed-$(TODAY)-cpu.md
+	$(PY) benchmarks/compile.py --results-dir $(RESULTS)
+	$(PY) benchmarks/launch.py --results-dir $(RESULTS)
+	$(PY) benchmarks/launch_parts.py --results-dir $(RESULTS)
+	$(PY) benchmarks/sim_speed.py --results-dir $(RESULTS)
 
 # JupyterLab on the tutorials; kernels use the GPU when visible (TIRX_TARGET as you set it).
 # More options: make lab LAB_ARGS="--no-browser --port=8899"; as root, --allow-root is added.
