@@ -4,7 +4,8 @@ Every benchmark keeps one current file per machine, ``benchmarks/results/<benchm
 (``gemm_speed-h200.md``, ``compile-cpu.md``), and each run rewrites it: the file is the latest
 run of that benchmark on that machine. Earlier runs are in git's history, and the ones the
 documentation discusses are recorded in ``docs/gpu-runs/``. The file opens with the run's command
-line, its date (UTC), the machine and the versions of what ran.
+line (less the options that only say where the file goes), its date (UTC), the machine and
+the versions of what ran.
 
 ``<machine>`` names the GPU (``h200`` for an NVIDIA H200; other models by their name in lower
 case) or is ``cpu`` when no GPU is visible; a benchmark that measures a stand-in adds its own
@@ -100,10 +101,22 @@ def add_output_arguments(ap: argparse.ArgumentParser, benchmark: str) -> None:
     )
 
 
+# options that say only where the file goes: the file's own name and place say that
+_WHERE = ("--out", "--results-dir", "--machine")
+
+
 def command_line(script: str, argv: list[str] | None) -> str:
     """The command that ran ``script`` (a file of benchmarks/), as typed from the repository's
-    root, with the environment variables a run depends on."""
-    args = sys.argv[1:] if argv is None else argv
+    root, with the environment variables a run depends on, less the options that only place
+    the file (``--out``, ``--results-dir``, ``--machine``: a machine's own paths stay out)."""
+    given = list(sys.argv[1:] if argv is None else argv)
+    args = []
+    while given:
+        arg = given.pop(0)
+        if arg in _WHERE:
+            given = given[1:]
+        elif not arg.startswith(tuple(f"{w}=" for w in _WHERE)):
+            args.append(arg)
     env = [f"{k}={shlex.quote(os.environ[k])}" for k in ("TIRX_SIM_BUDGET",) if k in os.environ]
     return " ".join([*env, "python", f"benchmarks/{Path(script).name}", *map(shlex.quote, args)])
 

@@ -49,9 +49,10 @@ def test_a_result_is_named_by_benchmark_and_machine():
 
 def test_the_header_states_command_date_machine_and_versions():
     when = datetime(2026, 12, 2, 9, 5, tzinfo=timezone.utc)
-    text = report.header("/anywhere/benchmarks/launch.py", ["--reps", "3", "a b"], None, when)
+    argv = ["--reps", "3", "--results-dir", "/root/out", "a b", "--out=/tmp/x.md"]
+    text = report.header("/anywhere/benchmarks/launch.py", argv, None, when)
     lines = text.splitlines()
-    assert lines[0] == "Command: `python benchmarks/launch.py --reps 3 'a b'`"
+    assert lines[0] == "Command: `python benchmarks/launch.py --reps 3 'a b'`"  # not the paths
     assert "Date: 2026-12-02 09:05 UTC" in lines
     (machine,) = [ln for ln in lines if ln.startswith("Machine: ")]
     assert machine.startswith("Machine: no GPU, ") and "CPUs" in machine
@@ -118,7 +119,7 @@ def test_the_cpu_benchmarks_write_their_files_when_run(tmp_path):
         "launch_parts-cpu.md",
     ]
     stub = (tmp_path / "launch-cpu-stub.md").read_text()
-    assert stub.startswith("Command: `python benchmarks/launch.py --launches 200 --reps 2 ")
+    assert stub.startswith("Command: `python benchmarks/launch.py --launches 200 --reps 2`\n")
     assert "| tirx exe(a, b, out): C runner, checks on |" in stub or "Python runner" in stub
     parts = (tmp_path / "launch_parts-cpu.md").read_text()
     assert "| a.data_ptr() | `a.data_ptr()` |" in parts
