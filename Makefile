@@ -46,6 +46,7 @@ notebooks:  # re-execute the tutorials in place from clean kernels (the committe
 		--ExecutePreprocessor.timeout=600 --ExecutePreprocessor.store_widget_state=False --ExecutePreprocessor.record_timing=False \
 		notebooks/0*.ipynb notebooks/visualizer_demo.ipynb
 	$(PY) -c "$$STATIC_VIEWS" notebooks/visualizer_demo.ipynb
+	$(PY) -c "$$RELATIVE_PATHS" notebooks/*.ipynb
 
 # The demo's saved views keep their SVG and text faces only: a widget without its kernel shows
 # "model not found" in JupyterLab; running the notebook brings the live widgets back.
@@ -58,6 +59,31 @@ for cell in nb.cells:
 nbformat.write(nb, sys.argv[1])
 endef
 export STATIC_VIEWS
+
+# Outputs name files of this checkout relative to it, not by where it lies on the machine that ran
+# them (NVRTC's PTX, for one, names its sources by absolute path): the notebooks folder's path
+# and the repository's are taken out of every saved output.
+define RELATIVE_PATHS
+import os, sys, nbformat
+root = os.getcwd()
+prefixes = [os.path.join(root, "notebooks") + os.sep, root + os.sep]
+def relative(text):
+    for prefix in prefixes:
+        text = text.replace(prefix, "")
+    return text
+for path in sys.argv[1:]:
+    nb = nbformat.read(path, as_version=4)
+    for cell in nb.cells:
+        for out in cell.get("outputs", []):
+            if isinstance(out.get("text"), str):
+                out["text"] = relative(out["text"])
+            data = out.get("data", {})
+            for kind, value in data.items():
+                if isinstance(value, str):
+                    data[kind] = relative(value)
+    nbformat.write(nb, path)
+endef
+export RELATIVE_PATHS
 
 # docs/tirx-names.md: every name of the real TIRx's T and T.cuda with its status here, from
 # the real package (apache-tvm-tirx==0.1.0a4) in its own venv; run it after names land.
