@@ -182,8 +182,8 @@ def measure(
     b = torch.randn((n, n), device="cuda", generator=gen).to(tdtype)
     ref = a.double() @ b.double().T
     # one output tensor per dtype, shared by every runner of the cell: where a tensor lands in
-    # memory changes a whole call's time by up to 5 % at 8192³ (runs 9 and 10 of
-    # docs/gpu-runs/2026-12-01-session-3.md), and no runner should have a placement of its own
+    # memory changes a whole call's time by up to 5 % at 8192³ (runs 9 and 10 of the third
+    # session of 2026-12-01, docs/gpu-runs/gemm.md), and no runner should have a placement of its own
     outputs = {}
 
     def output(odt: str):
