@@ -9,7 +9,9 @@ NVRTC alone (the after tree's child) takes its turn too. Prints the medians and 
 median (``define`` = the kernel module's import and ``@T.function``'s parse; ``other`` = what
 ``tirx.compile`` spent outside its stages), and the ratio of each cold compile to NVRTC alone.
 For comparing a change that must not slow the cold compile down (a restructure); the current
-figures of the compile itself are ``benchmarks/compile.py``'s.
+figures of the compile itself are ``benchmarks/compile.py``'s. The table goes to
+``benchmarks/results/compile_ab-<machine>.md`` (``benchmarks/report.py``), each tree named by its
+commit.
 """
 
 from __future__ import annotations
@@ -21,6 +23,11 @@ import statistics
 import subprocess
 import sys
 import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import report  # noqa: E402
 
 
 def _child(tree: str, args: list[str], tmp: str, tag: str) -> dict:
@@ -64,6 +71,7 @@ def main(argv=None) -> None:
     ap.add_argument("after")
     ap.add_argument("--runs", type=int, default=15)
     ap.add_argument("--arch", default="sm_90")
+    report.add_output_arguments(ap, "compile_ab")
     args = ap.parse_args(argv)
     trees = {"before": os.path.abspath(args.before), "after": os.path.abspath(args.after)}
     target = f"cuda -arch={args.arch}"
@@ -77,18 +85,41 @@ def main(argv=None) -> None:
             for name, tree in trees.items():
                 results[name].append(_child(tree, ["tirx", target, "full"], tmp, name))
     nvrtc = statistics.median(r["ms"] for r in results["nvrtc"])
-    print(f"seed kernel, cold compile for {args.arch}, median of {args.runs} alternating runs")
-    print()
-    print("| tree | cold ms | / NVRTC alone | " + " | ".join(_stages(results)) + " |")
-    print("|---|---|---|" + "---|" * len(_stages(results)))
-    for name in trees:
+    stages = _stages(results)
+    lines = [
+        f"# The seed kernel's cold compile for {args.arch}: two trees, median of {args.runs} "
+        "alternating runs",
+        "",
+        "| tree | commit | cold ms | / NVRTC alone | " + " | ".join(stages) + " |",
+        "|---|---|---|---|" + "---|" * len(stages),
+    ]
+    for name, tree in trees.items():
         cold = statistics.median(r["ms"] for r in results[name])
         cells = [
             f"{statistics.median(r['timings'].get(s, 0.0) for r in results[name]):.2f}"
-            for s in _stages(results)
+            for s in stages
         ]
-        print(f"| {name} | {cold:.1f} | {cold / nvrtc:.2f} | " + " | ".join(cells) + " |")
-    print(f"| NVRTC alone | {nvrtc:.1f} | 1.00 |" + " |" * len(_stages(results)))
+        lines.append(
+            f"| {name} | {_commit(tree)} | {cold:.1f} | {cold / nvrtc:.2f} | "
+            + " | ".join(cells)
+            + " |"
+        )
+    lines.append(f"| NVRTC alone | | {nvrtc:.1f} | 1.00 |" + " |" * len(stages))
+    text = "\n".join(lines)
+    print(text)
+    report.write_result("compile_ab", text, args, __file__, argv, gpu=report.gpu_name())
+
+
+def _commit(tree: str) -> str:
+    out = subprocess.run(
+        ["git", "-C", tree, "rev-parse", "--short", "HEAD"], capture_output=True, text=True
+    )
+    dirty = subprocess.run(
+        ["git", "-C", tree, "status", "--porcelain", "-uno"], capture_output=True, text=True
+    )
+    return (
+        out.stdout.strip() + ("+" if dirty.stdout.strip() else "") if out.returncode == 0 else "?"
+    )
 
 
 def _stages(results) -> list[str]:
