@@ -144,10 +144,16 @@ EXAMPLE_REFS = {
     "softmax.py": (":make_softmax(4, 128)", "softmax"),
     "attention_mma.py": (":make_attention(1, 1, 1, 64, 64, 64)", "attention"),
     "gemm_config.py": None,  # the GEMMs' shared helpers: no kernel
+    "softmax_backward.py": (":make_softmax_backward(4, 128)", "softmax_backward"),
     "attention.py": None,  # the torch-shaped entry: functions that compile kernels
+    "ops.py": None,  # torch operators made of the examples' kernels
 }
-# what the message of a file without a kernel names among its functions
-NO_KERNEL_NAMES = {"gemm_config.py": "shared_layout", "attention.py": "flash_attention"}
+# what the message of a file without a kernel says of its functions
+NO_KERNEL_NAMES = {
+    "gemm_config.py": "shared_layout",
+    "attention.py": "flash_attention",
+    "ops.py": "defines no function either",
+}
 
 
 def test_the_example_table_covers_every_example_file():
