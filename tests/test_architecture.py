@@ -98,9 +98,11 @@ TOP_LEVEL = {
     "config.py": ["tirx.errors"],
     "dtypes.py": ["tirx.errors"],
     "fingerprints.py": ["tirx.files", "tirx.layout", "tirx.script", *NEUTRAL],
+    "frontend_format.py": ["tirx.files"],
     "frontend_cache.py": [
         "tirx.config",
         "tirx.files",
+        "tirx.frontend_format",
         "tirx.version",
         "tirx.fingerprints",
         "tirx.ir",
