@@ -17,7 +17,6 @@ import time
 import pytest
 
 import tirx
-
 from tirx import frontend_cache as frontend
 from tirx.backend.cuda import cache as cubin_cache
 

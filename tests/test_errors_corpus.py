@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 import tirx
-from tests.helpers import caret_line, define
+from tests.helpers import caret_line, caret_text, define
 from tirx.transform.limits import MachineLimitError
 
 HEAD_TEMPLATE = """
@@ -401,6 +401,111 @@ def test_corrected_twins_compile(case, target, tmp_path):
     head = HEAD_TEMPLATE.format(launch=launch) if launch else HEAD
     k = define(head + body, tmp_path, "k")
     assert tirx.compile(k, target=target) is not None
+
+
+# Python outside the kernel language, and builtins it lacks: each named in the user's words
+# (never an AST class), the caret under the construct, the fix in the hint, and the twin
+# written as the hint says compiles for both targets. (tests/test_refusals.py covers every
+# construct of the table; these are the ones users write.)
+# (id, bad body, message fragment, caret under, hint fragment, corrected twin)
+NAMED = [
+    ("f-string", '    T.cuda.printf(f"lane {lane}\\n")\n', "an f-string", 'f"lane', "T.cuda.printf",
+     '    T.cuda.printf("lane %d\\n", lane)\n'),
+    ("list-comprehension", "    xs = [i * 2 for i in range(4)]\n", "a list comprehension", "[i * 2",
+     "T.unroll", "    for i in T.unroll(4):\n        Out[lane % 16, i] = i * 2\n"),
+    ("generator", "    g = (i for i in range(4))\n", "a generator expression", "(i for",
+     "write a loop", "    for i in range(4):\n        Out[lane % 16, i] = i\n"),
+    ("dict-literal", "    d = {0: 1}\n", "a dict literal", "{0: 1}", "outside the kernel",
+     "    d = (1,)\n    Out[0, 0] = d[0]\n"),
+    ("set-literal", "    s = {1, 2}\n", "a set literal", "{1, 2}", "outside the kernel",
+     "    s = (1, 2)\n"),
+    ("lambda-named", "    f = lambda q: q * 2\n", "a lambda", "lambda q", "@T.macro",
+     "    x = lane * 2\n"),
+    ("walrus", "    x = (y := lane + 1) * 2\n", "walrus operator", "y := lane + 1", "line of its own",
+     "    y = lane + 1\n    x = y * 2\n"),
+    ("starred-args", '    T.cuda.printf("%d %d\\n", *A.shape)\n', "a starred expression", "*A.shape",
+     "f(a, b)", '    T.cuda.printf("%d %d\\n", A.shape[0], A.shape[1])\n'),
+    ("double-star", '    x = T.float32(**{"value": lane})\n', "a dict unpacked into a call",
+     "**{", "by name", "    x = T.float32(value=lane)\n"),
+    ("print", "    print(lane)\n", "the Python builtin print()", "print", "T.cuda.printf",
+     '    T.cuda.printf("%d\\n", lane)\n'),
+    ("int-builtin", "    x = int(A[0, 0])\n", "the Python builtin int()", "int", "T.int32(x)",
+     "    x = T.int32(A[0, 0])\n"),
+    ("sum-builtin", "    x = sum(A.shape)\n", "the Python builtin sum()", "sum", "s += ",
+     "    x = A.shape[0] + A.shape[1]\n"),
+    ("len-of-scalar", "    x = len(n)\n", "len() of a kernel value", "len(n)", "t.shape[0]",
+     "    x = len(A) + A.shape[1]\n"),
+    ("math-function", "    x = math.sqrt(T.float32(lane))\n", "cannot call sqrt", "math.sqrt",
+     "T.sqrt", "    x = T.sqrt(T.float32(lane))\n"),
+    ("pow-run-time", "    x = lane ** 2\n", "the operator `**`", "lane ** 2", "T.pow",
+     "    x = lane * lane\n"),
+    ("pow-assign", "    y = lane\n    y **= 2\n", "the operator `**`", "y **= 2", "T.pow",
+     "    y = lane\n    y *= y\n"),
+    ("in-run-time", "    if lane in (1, 2):\n        Out[0, 0] = 1.0\n", "the operator `in`",
+     "lane in (1, 2)", "x == 1 or x == 2",
+     "    if lane == 1 or lane == 2:\n        Out[0, 0] = 1.0\n"),
+    ("raise", '    if n < 0:\n        raise ValueError("n")\n', "raise is not part", "raise",
+     "use an if", '    if n < 0:\n        T.cuda.printf("bad n %d\\n", n)\n'),
+    ("match", "    match n:\n        case 1:\n            pass\n", "match is not part", "match n",
+     "if/elif", "    if n == 1:\n        pass\n"),
+    ("class-def", "    class C:\n        pass\n", "a class definition", "class C", "outside",
+     "    pass\n"),
+    ("bytes", '    x = b"ab"\n', "a bytes literal", 'b"ab"', "numbers", "    x = 1\n"),
+    ("misspelt-name", "    x = lnae + 1\n", "name 'lnae' is not defined", "lnae", "`lane`",
+     "    x = lane + 1\n"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("case", NAMED, ids=[c[0] for c in NAMED])
+def test_python_outside_the_language_is_named_in_words(case, tmp_path):
+    import math
+
+    _, bad, message, under, fix, twin = case
+    with pytest.raises(tirx.TirxSyntaxError) as info:
+        define(HEAD + bad, tmp_path, "k", math=math)
+    err = info.value
+    assert message in err.message, str(err)
+    assert caret_text(str(err)).startswith(under), str(err)
+    assert err.hint and fix in err.hint, str(err)
+    assert str(tmp_path) in str(err)
+    k = define(HEAD + twin, tmp_path, "k", math=math)
+    for target in ("sim", "cuda -arch=sm_90"):
+        assert tirx.compile(k, target=target) is not None
+
+
+def test_an_ellipsis_body_is_a_pass(tmp_path):
+    """``...`` where a block needs a statement, as Python programmers write it."""
+    k = define(HEAD + "    if n > 0:\n        ...\n", tmp_path, "k")
+    tirx.compile(k, target="sim")(
+        torch.zeros(16, 16, dtype=torch.float16), torch.zeros(8, 16, dtype=torch.float16),
+        torch.zeros(16, 8), 1,
+    )  # fmt: skip
+
+
+def test_float8_scalar_parameter_names_its_line_and_both_fixes(tmp_path):
+    bad = """
+    @T.function
+    def k(Out: T.Tensor((32,), "float32"),
+          x: T.float8_e4m3fn):
+        T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=32))
+        Out[T.cuda.lane_id()] = T.float32(x)
+    """
+    with pytest.raises(tirx.TirxSyntaxError) as info:
+        define(bad, tmp_path, "k")
+    err = info.value
+    assert "parameter 'x': fp8 scalars are not a kernel parameter type" in err.message
+    assert caret_text(str(err)).startswith("T.float8_e4m3fn")
+    assert "x: T.float32 and convert inside with T.float8_e4m3fn(x)" in err.hint
+    assert 'x: T.Tensor((1,), "float8_e4m3fn")' in err.hint
+    for twin in (
+        bad.replace("x: T.float8_e4m3fn", "x: T.float32"),
+        bad.replace("x: T.float8_e4m3fn", 'x: T.Tensor((1,), "float8_e4m3fn")').replace(
+            "T.float32(x)", "T.float32(x[0])"
+        ),
+    ):
+        k = define(twin, tmp_path, "k")
+        for target in ("sim", "cuda -arch=sm_90"):
+            assert tirx.compile(k, target=target) is not None
 
 
 def test_float_tensor_shape_is_refused_at_the_annotation(tmp_path):
