@@ -32,6 +32,7 @@ MMA = 'T.ptx["mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32"]'
 A_MMA = "TileLayout(S[(1, 1, 2, 8, 2, 4) : (4, 4, 1, 4 @ laneid, 2, 1 @ laneid)])"
 B_MMA = "TileLayout(S[(1, 1, 8, 2, 4) : (2, 2, 4 @ laneid, 1, 1 @ laneid)])"
 D_MMA = "TileLayout(S[(1, 1, 2, 8, 4, 2) : (4, 4, 2, 4 @ laneid, 1 @ laneid, 1)])"
+MMA16 = 'T.ptx["mma.sync.aligned.m16n8k16.row.col.f16.f16.f16.f16"]'
 SYN, LAY, CON = tirx.TirxSyntaxError, tirx.LayoutError, tirx.ContractError
 
 CASES = [
@@ -176,6 +177,13 @@ CASES = [
         "T.cuda.tile.apply",
     ),
     ("tile-op-not-instruction", "    T.cuda.tile.apply(3, ar)\n", SYN, "3"),
+    (
+        "f16-accumulator-in-float32",
+        f"    T.cuda.tile.apply({MMA16}, dr.view(1, 1, 16, 8, layout={D_MMA}), "
+        f"ar.view(1, 1, 16, 8, layout={A_MMA}), br.view(1, 1, 8, 8, layout={B_MMA}), 0.0)\n",
+        CON,
+        "dr.view(1, 1, 16, 8",
+    ),
 ]
 
 
@@ -391,6 +399,13 @@ FIXED = [
     ),
     ("permute", None, "    v = a.permute(1, 0)\n    Out[0, 0] = v[1, 0]\n"),
     ("negative-stride", None, "    v = ar.view(4, layout=TileLayout(S[4 : -1] + 3))\n"),
+    (
+        "f16-accumulator-in-float16",  # the seed's D layout over float16 registers
+        None,
+        '    d16 = T.alloc_local((4,), "float16")\n'
+        f"    T.cuda.tile.apply({MMA16}, d16.view(1, 1, 16, 8, layout={D_MMA}), "
+        f"ar.view(1, 1, 16, 8, layout={A_MMA}), br.view(1, 1, 8, 8, layout={B_MMA}), 0.0)\n",
+    ),
 ]
 
 
