@@ -684,11 +684,117 @@ def copy_kernel(tmp_path):
     )
 
 
-def test_tensors_that_require_grad_run_on_the_simulator(copy_kernel):
-    x = torch.arange(32, dtype=torch.float32, requires_grad=True)
+def test_a_written_leaf_that_requires_grad_is_refused_as_torch_refuses_it(copy_kernel):
+    """``Out`` is written in place: a leaf that requires grad is refused (torch refuses its
+    in-place ops), by name; read tensors may require grad; under torch.no_grad(), or for a
+    non-leaf, the kernel writes it (unseen by autograd, as any custom kernel)."""
+    x = torch.arange(32, dtype=torch.float32, requires_grad=True)  # only read: fine
     out = torch.zeros(32, requires_grad=True)
-    tirx.compile(copy_kernel, target="sim")(x, out)
+    with pytest.raises(RuntimeError, match="a leaf Variable that requires grad"):
+        out.add_(1)  # what torch says of the same write
+    exe = tirx.compile(copy_kernel, target="sim")
+    with pytest.raises(tirx.LaunchError) as info:
+        exe(x, out)
+    err = info.value
+    assert "parameter 'Out' is a leaf tensor that requires grad" in err.message
+    assert "writes it in place" in err.message and "torch.no_grad()" in err.hint
+    assert torch.equal(out.detach(), torch.zeros(32))  # nothing was written
+    with torch.no_grad():
+        exe(x, out)  # the twin the hint names
     assert torch.equal(out.detach(), x.detach() + 1)
+    nonleaf = torch.zeros(32, requires_grad=True) * 1
+    exe(x, nonleaf)
+    assert torch.equal(nonleaf.detach(), x.detach() + 1)
+    plain = torch.zeros(32)
+    exe(x, plain)
+    assert torch.equal(plain, x.detach() + 1)
+
+
+def test_written_tensors_are_found_in_the_lowered_program(tmp_path):
+    """Stores, atomics and PTX calls whose destination is a global address write; reads,
+    and copies from global memory into shared memory, do not."""
+    from tirx.executable import ArgChecker
+
+    k = define(
+        """
+        @T.function
+        def k(Src: T.Tensor((32,), "float32"), Dst: T.Tensor((32,), "float32"),
+              Acc: T.Tensor((1,), "float32"), Copied: T.Tensor((32,), "float32")):
+            T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=32))
+            lane = T.cuda.lane_id()
+            s = T.alloc_shared((32,), "float32", align=16)
+            T.cuda.tile.apply(
+                T.ptx["cp.async.ca.shared.global"], s[lane : lane + 1], Copied[lane : lane + 1],
+                scope="thread", chunk_bytes=4,
+            )
+            T.ptx["cp.async.wait_all"]()
+            Dst[lane] = Src[lane] + s[lane]
+            T.cuda.atomic_add(T.address_of(Acc[0]), Src[lane])
+        """,
+        tmp_path,
+        "k",
+    )
+    lowered = tirx.compile(k, target="sim").lowered
+    assert ArgChecker(lowered, "cpu").written() == {1, 2}
+    from tests.bulk_kernels import bulk_store  # Out written by cp.async.bulk alone
+
+    lowered = tirx.compile(bulk_store, target="sim").lowered
+    assert ArgChecker(lowered, "cpu").written() == {1}
+
+
+@pytest.mark.parametrize("native", [False, None], ids=["python-runner", "c-runner"])
+def test_the_launcher_refuses_a_written_leaf_that_requires_grad_hit_or_miss(copy_kernel, native):
+    """The cuda launcher without a GPU (launches recorded, CPU tensors): a remembered tensor
+    that is later made to require grad, and a new one, are both refused by name; under
+    torch.no_grad() and for a non-leaf the call launches."""
+    from tests.helpers import attach_recorder
+
+    exe = tirx.compile(copy_kernel, target="cuda -arch=sm_90")
+    recorder = attach_recorder(exe, -1)
+    if native is None:
+        launch = pytest.importorskip("tirx.backend.cuda._launch", reason="extension not built")
+        if not getattr(launch, "CHECKS_GRAD", False):
+            pytest.skip("the C extension predates the grad check: rebuild it")
+        from tirx.backend.cuda import driver
+
+        class FakeKernel:
+            name, handle, max_dynamic_smem = exe.lowered.name, 1, 48 * 1024
+
+        launcher = driver.Launcher(
+            FakeKernel(), exe._kinds, entry=recorder, entry_address=launch.record_entry()
+        )
+        exe._attach(launcher, -1)
+        launch.set_record(len(exe._kinds), 0)
+
+    def launches() -> int:
+        return (
+            launch.last_launch()["calls"] + len(recorder.calls)
+            if native is None
+            else len(recorder.calls)
+        )
+
+    try:
+        exe._build_runner(native=native)
+        assert exe.fast_path == ("python" if native is False else "c")
+        x, out = torch.arange(32.0, requires_grad=True), torch.zeros(32)
+        exe(x, out)
+        exe(x, out)  # a memo hit
+        start = launches()
+        out.requires_grad_(True)  # the remembered tensor, unchanged but for the flag
+        with pytest.raises(tirx.LaunchError, match="parameter 'Out' is a leaf tensor"):
+            exe(x, out)
+        with pytest.raises(tirx.LaunchError, match="parameter 'Out' is a leaf tensor"):
+            exe(x, torch.zeros(32, requires_grad=True))  # a miss
+        assert launches() == start
+        with torch.no_grad():
+            exe(x, out)
+        exe(x, torch.zeros(32, requires_grad=True) * 1)
+        out.requires_grad_(False)
+        exe(x, out)
+        assert launches() == start + 3
+    finally:
+        if native is None:
+            launch.set_record(0, 0)
 
 
 def test_inference_tensors_run_on_the_simulator(copy_kernel):
@@ -815,12 +921,26 @@ def test_overlapping_tensors_are_refused_by_the_launcher(copy_kernel, native):
 
 @pytest.mark.gpu
 def test_gpu_arguments_agree_with_the_simulator(copy_kernel, tmp_path):
-    """On the H200: grad-requiring and inference tensors run, aliasing a written tensor is
-    refused by name (C runner and Python runner alike), read-only aliasing runs."""
+    """On the H200: grad-requiring inputs and inference tensors run, a written leaf that
+    requires grad is refused by name (new or remembered) and written under torch.no_grad(),
+    aliasing a written tensor is refused by name (C runner and Python runner alike),
+    read-only aliasing runs."""
     exe = tirx.compile(copy_kernel, target="cuda")
     x = torch.arange(32, dtype=torch.float32, device="cuda", requires_grad=True)
     out = torch.zeros(32, device="cuda")
     exe(x, out)
+    exe(x, out)  # from the memo
+    leaf = torch.zeros(32, device="cuda", requires_grad=True)
+    for _ in range(2):
+        with pytest.raises(tirx.LaunchError, match="parameter 'Out' is a leaf tensor"):
+            exe(x, leaf)
+    out.requires_grad_(True)
+    with pytest.raises(tirx.LaunchError, match="parameter 'Out' is a leaf tensor"):
+        exe(x, out)
+    with torch.no_grad():
+        exe(x, leaf)
+        exe(x, out)
+    out.requires_grad_(False)
     with torch.inference_mode():
         xi, outi = torch.arange(32.0, device="cuda"), torch.zeros(32, device="cuda")
     exe(xi, outi)
@@ -832,6 +952,7 @@ def test_gpu_arguments_agree_with_the_simulator(copy_kernel, tmp_path):
         exe(storage[:32], storage[16:])
     torch.cuda.synchronize()
     assert torch.equal(out.cpu(), torch.arange(32.0) + 1)
+    assert torch.equal(leaf.detach().cpu(), torch.arange(32.0) + 1)
     assert torch.equal(outi.cpu(), torch.arange(32.0) + 1)
     add = define(
         """

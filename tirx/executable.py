@@ -6,11 +6,16 @@ inspection surface: ``source``, ``ptx``, ``sass``, ``script()``, ``stats``, ``ti
 ``cache``.
 
 Both targets take the same tensors. Dense (strided) tensors only: sparse, quantized, nested,
-meta tensors and lazy conjugate/negative views are refused by name. A tensor that requires grad
-is accepted on both (the kernel writes its memory as any custom kernel does, without autograd
-seeing it). Tensors that overlap in memory are refused when the kernel writes one of them: the
-generated code declares every tensor pointer ``__restrict__``, so the GPU may reorder the
-accesses of aliased tensors, and the simulator would then disagree with it.
+meta tensors and lazy conjugate/negative views are refused by name. A tensor the kernel only
+reads may require grad. One it writes is refused, as torch refuses an in-place operation on it,
+when it is a leaf that requires grad and grad mode is on (``LaunchError`` naming the parameter);
+a non-leaf, or any tensor under ``torch.no_grad()``, is written in place unseen by autograd, as
+any custom kernel writes it. Tensors that overlap in memory are refused when the kernel writes
+one of them: the generated code declares every tensor pointer ``__restrict__``, so the GPU may
+reorder the accesses of aliased tensors, and the simulator would then disagree with it.
+
+Which tensors a kernel writes is read from its lowered program (:meth:`ArgChecker.written`):
+stores, atomics, and PTX calls whose first (destination) operand is a global address.
 """
 
 from __future__ import annotations
@@ -20,9 +25,10 @@ import functools
 import sys
 
 from .dtypes import DTypeKind, StrKind
-from .errors import TirxError
+from .errors import LaunchError, TirxError
 from .ir import nodes as ir
 from .ir.printer import print_function
+from .ir.visitor import walk
 
 __all__ = ["Executable", "SimExecutable", "ArgChecker", "CacheState"]
 
@@ -122,6 +128,8 @@ class ArgChecker:
                 raise ValueError(
                     f"parameter {p.name!r} must be contiguous (call .contiguous() first)"
                 )
+            if getattr(t, "requires_grad", False) and i in self.written():
+                _writable_by_autograd(p, t)
             if dev == "cpu" and getattr(t, "requires_grad", False):
                 return t.detach()  # the same memory; the simulator reads it through numpy
             return t
@@ -146,21 +154,24 @@ class ArgChecker:
         raise TypeError(f"parameter {p.name!r} expects a tensor, got {type(t).__name__}")
 
     def written(self) -> frozenset[int]:
-        """Indices of the tensor parameters the kernel stores into (found once, by a walk over
-        the lowered program's statements)."""
+        """Indices of the tensor parameters the kernel writes, found once from the lowered
+        program: the buffers of its stores and atomics, and of the global addresses that are the
+        first operand of a PTX call (PTX names the destination first: ``cp.async.bulk`` to
+        global memory, a TMA store)."""
         if self._written is None:
             index = {id(p): i for i, p in enumerate(self.params) if isinstance(p, ir.Buffer)}
-            found, todo = set(), [self.fn.body]
-            while todo:  # statements nest shallowly; an explicit stack all the same
-                s = todo.pop()
-                if isinstance(s, ir.Store) and id(s.buffer) in index:
-                    found.add(index[id(s.buffer)])
-                elif isinstance(s, ir.Seq):
-                    todo.extend(s.stmts)
-                elif isinstance(s, (ir.For, ir.While)):
-                    todo.append(s.body)
-                elif isinstance(s, ir.If):
-                    todo.extend(b for b in (s.then_body, s.else_body) if b is not None)
+            found = set()
+            for node in walk(self.fn.body):
+                if isinstance(node, (ir.Store, ir.Atomic)):
+                    target = node.buffer
+                elif isinstance(node, ir.PtxCall) and node.operands:
+                    first = node.operands[0]
+                    address = getattr(first, "address", None)
+                    target = address.buffer if isinstance(address, ir.GlobalAddress) else None
+                else:
+                    continue
+                if id(target) in index:
+                    found.add(index[id(target)])
             self._written = frozenset(found)
         return self._written
 
@@ -221,6 +232,23 @@ def _byte_range(t) -> tuple[int, int]:
         return start, start + t.numel() * t.element_size()
     start = t.__array_interface__["data"][0]
     return start, start + t.nbytes
+
+
+def _writable_by_autograd(p: ir.Buffer, t) -> None:
+    """Refuse a write into ``t`` where torch refuses an in-place operation: a leaf tensor that
+    requires grad, with grad mode on."""
+    import torch
+
+    if t.is_leaf and torch.is_grad_enabled():
+        raise LaunchError(
+            f"parameter {p.name!r} is a leaf tensor that requires grad, and the kernel writes "
+            f"it in place: autograd would not see the write (torch refuses in-place operations "
+            f'on such tensors: "a leaf Variable that requires grad is being used in an '
+            f'in-place operation")',
+            hint=f"write into a tensor that does not require grad (e.g. "
+            f"torch.empty_like({p.name})), or call the kernel under `with torch.no_grad():` if "
+            f"the write is meant (as an optimizer step's is)",
+        )
 
 
 def _torch_kind(p: ir.Buffer, t) -> None:

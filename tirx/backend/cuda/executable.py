@@ -337,6 +337,7 @@ class CudaExecutable(Executable):
             params, dtypes, self._launcher, self._grid, self._block, self._smem, stream,
             self._ordinal, slow, native, distinct=self.checker.distinct_pointers(),
             alignment=self._alignment.masks, maps=self._map_encoders,
+            written=[i in self.checker.written() for i in range(len(params))],
         )  # fmt: skip
         return self._run
 
@@ -367,7 +368,7 @@ def _default_stream(ordinal: int) -> int:
 
 def make_runners(
     params, torch_dtypes, launcher, grid, block, smem, stream, ordinal, slow, native=None,
-    distinct=None, alignment=None, maps=(),
+    distinct=None, alignment=None, maps=(), written=(),
 ):  # fmt: skip
     """``(run, call)``, two variants of the runner sharing one memo.
 
@@ -386,14 +387,17 @@ def make_runners(
     ``distinct(*pointers) -> bool`` (:meth:`ArgChecker.distinct_pointers`) is the miss path's
     aliasing check of two or more tensors (None: never false); ``alignment``: alignment masks;
     ``maps``: per TMA tensor map, (tensor index, encoder): encoded when the tensors are checked,
-    kept in the memo (the compiled runner launches memo hits and hands misses to Python).
+    kept in the memo (the compiled runner launches memo hits and hands misses to Python);
+    ``written``: per parameter, whether the kernel writes it (such a tensor that requires grad
+    takes the checked path, hit or miss: see :func:`runner_text.slot`).
     """
     from . import runner_text  # loaded at the first launch, not by the compile before it
 
     launcher.prepare(smem)
     grid, block = tuple(int(x) for x in grid), tuple(int(x) for x in block)
     alignment = tuple(alignment or (0,) * len(params))
-    slots = tuple(runner_text.slot(p, mask) for p, mask in zip(params, alignment))
+    written = tuple(bool(w) for w in written) if written else (False,) * len(params)
+    slots = tuple(runner_text.slot(p, m, w) for p, m, w in zip(params, alignment, written))
     sources = tuple(i for i, _ in maps)
     run_code, call_code = runner_text.runner_code(slots, ordinal, grid, block, int(smem), sources)
     tensors = sum(isinstance(p, ir.Buffer) for p in params)
@@ -422,7 +426,7 @@ def make_runners(
         shapes = tuple(tuple(int(d) for d in p.shape) for p in params)
         call = (
             native_runner(launcher, grid, block, smem, tuple(torch_dtypes), shapes, memo,
-                          stream, ordinal, call, alignment, bool(maps))
+                          stream, ordinal, call, alignment, bool(maps), written)
             or call
         )  # fmt: skip
     return run, call
@@ -430,7 +434,7 @@ def make_runners(
 
 def native_runner(
     launcher, grid, block, smem, dtypes, shapes, memo, stream, ordinal, call, align=(),
-    maps=False,
+    maps=False, written=(),
 ):  # fmt: skip
     """The compiled runner (``tirx/backend/cuda/_launch.c``) in front of the Python runner
     ``call``, which takes every call it declines; None where there is none: the extension was
@@ -444,7 +448,9 @@ def native_runner(
     uses; then one stream lookup and ``cuLaunchKernel`` with the GIL released. Only calls that
     fail a check (or are not a kernel's arguments at all) reach Python, and, for a kernel with
     TMA tensor maps (``maps``), every miss: the Python runner encodes the maps into the block
-    it remembers (a build that cannot hand misses over is not used for such a kernel)."""
+    it remembers (a build that cannot hand misses over is not used for such a kernel). A tensor
+    the kernel writes (``written``) that requires grad is declined, hit or miss (a build
+    without that check is not used for a kernel that writes a tensor)."""
     native = _native_module()
     if native is None or not launcher.entry_address:
         return None
@@ -458,6 +464,8 @@ def native_runner(
         return None
     if maps and not getattr(native, "MISSES_TO_PYTHON", False):
         return None
+    if any(written) and not getattr(native, "CHECKS_GRAD", False):
+        return None
     handle = launcher.kernel.handle
     dims = (grid, block, int(smem))
 
@@ -467,6 +475,8 @@ def native_runner(
     extra = {"alignment": tuple(align)} if any(align) else {}
     if maps:  # a miss encodes TMA maps: the Python runner takes it, the memo hit stays in C
         extra["python_misses"] = True
+    if any(written):
+        extra["written"] = tuple(int(bool(w)) for w in written)
     return native.Runner(
         launcher.entry_address, int(handle) if handle is not None else 0, grid, block,
         int(smem), dtypes, shapes, memo, stream, ordinal, call, fail, **extra,
