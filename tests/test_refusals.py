@@ -226,3 +226,27 @@ def test_a_generic_kernel_is_refused_at_its_type_parameters(tmp_path):
     assert caret_text(str(info.value)).startswith("D](")
     assert "factory" in info.value.hint
     define(src.replace("k[D](", "k("), tmp_path, "k")
+
+
+def test_compile_time_only_operators_work_on_compile_time_values(tmp_path):
+    """``**`` and ``in`` are Python's on compile-time operands (the kernel writes the folded
+    values)."""
+    k = define(
+        """
+        @T.function
+        def k(Out: T.Tensor((4,), "int32")):
+            T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=32))
+            K = 3**2
+            Out[0] = K
+            Out[1] = 2 ** 5
+            Out[2] = 1 if K in (9, 16) else 0
+            Out[3] = 1 if K not in (9, 16) else 0
+        """,
+        tmp_path,
+        "k",
+    )
+    import torch
+
+    out = torch.zeros(4, dtype=torch.int32)
+    tirx.compile(k, target="sim")(out)
+    assert out.tolist() == [9, 32, 1, 0]
