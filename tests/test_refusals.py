@@ -72,7 +72,7 @@ def _running_classes() -> set[str]:
     return {
         name
         for name, value in vars(ast).items()
-        if isinstance(value, type) and issubclass(value, ast.AST)
+        if isinstance(value, type) and issubclass(value, ast.AST) and not name.startswith("_")
     }
 
 
