@@ -14,8 +14,9 @@ any custom kernel writes it. Tensors that overlap in memory are refused when the
 one of them: the generated code declares every tensor pointer ``__restrict__``, so the GPU may
 reorder the accesses of aliased tensors, and the simulator would then disagree with it.
 
-Which tensors a kernel writes is read from its lowered program (:meth:`ArgChecker.written`):
-stores, atomics, and PTX calls whose first (destination) operand is a global address.
+Which tensors a kernel writes is read from its lowered program (:meth:`ArgChecker.written`,
+by :func:`tirx.signature.effects`): stores, atomics, and PTX calls whose first (destination)
+operand is a global address.
 """
 
 from __future__ import annotations
@@ -28,7 +29,6 @@ from .dtypes import DTypeKind, StrKind
 from .errors import LaunchError, TirxError
 from .ir import nodes as ir
 from .ir.printer import print_function
-from .ir.visitor import walk
 
 __all__ = ["Executable", "SimExecutable", "ArgChecker", "CacheState"]
 
@@ -155,24 +155,13 @@ class ArgChecker:
 
     def written(self) -> frozenset[int]:
         """Indices of the tensor parameters the kernel writes, found once from the lowered
-        program: the buffers of its stores and atomics, and of the global addresses that are the
-        first operand of a PTX call (PTX names the destination first: ``cp.async.bulk`` to
-        global memory, a TMA store)."""
+        program by :func:`tirx.signature.effects` (stores, atomics, PTX calls whose destination
+        is a global address), unless given (a saved kernel has no body)."""
         if self._written is None:
-            index = {id(p): i for i, p in enumerate(self.params) if isinstance(p, ir.Buffer)}
-            found = set()
-            for node in walk(self.fn.body):
-                if isinstance(node, (ir.Store, ir.Atomic)):
-                    target = node.buffer
-                elif isinstance(node, ir.PtxCall) and node.operands:
-                    first = node.operands[0]
-                    address = getattr(first, "address", None)
-                    target = address.buffer if isinstance(address, ir.GlobalAddress) else None
-                else:
-                    continue
-                if id(target) in index:
-                    found.add(index[id(target)])
-            self._written = frozenset(found)
+            from .signature import effects
+
+            _, written = effects(self.fn)
+            self._written = frozenset(i for i, p in enumerate(self.params) if p in written)
         return self._written
 
     def distinct(self, tensors) -> None:
