@@ -138,7 +138,10 @@ def test_the_forms_the_brief_asks_for_are_there():
         ("mma.sync.aligned.m16n8k16.row.col.s32.s8.f16.s32", "no mma line multiplies .s8 by .f16"),
         ("mma.sync.aligned.m16n8k16.col.row.f32.f16.f16.f32", "expected .row"),
         ("ldmatrix.sync.aligned.m8n8.x3.shared.b16", "expected .x1, .x2, .x4"),
-        ("tcgen05.mma.cta_group::1", "tirx knows the families mma, ldmatrix, stmatrix, movmatrix, cp.async"),
+        (
+            "tcgen05.mma.cta_group::1",
+            "tirx knows the families mma, ldmatrix, stmatrix, movmatrix, cp.async",
+        ),
         ("cp.async.cg.shared.globl", "unexpected .globl after the last modifier"),
         ("cp.async.cg.global", "both state spaces are required"),
     ],

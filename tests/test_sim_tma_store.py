@@ -184,6 +184,27 @@ def test_sixteen_bit_adds_round_once(tmp_path):
     assert c[0, :4].tolist() == [2048, 2052, 2048, 2050]
 
 
+def test_f32_adds_flush_subnormals(tmp_path):
+    # tirx's reading (docs/simulator.md): subnormal inputs and results become zeros of their
+    # sign, as atom.add.f32 and cp.reduce.async.bulk's .add.f32 do
+    k, box = _reduce_kernel(tmp_path, "add", "float32", grid=1, coords=(0, 0))
+    tiny = np.float32(2.0**-126)
+    a = np.zeros((16, 32), dtype=np.float32)
+    c = np.zeros((32, 32), dtype=np.float32)
+    cases = [  # (tensor, box element, result)
+        (tiny / 2, tiny, tiny),  # a subnormal input counts as zero
+        (tiny * 1.5, -tiny, 0.0),  # a subnormal result is flushed ...
+        (-tiny * 1.5, tiny, -0.0),  # ... to a zero of its sign
+        (np.float32(1.0), tiny / 4, 1.0),
+    ]
+    for i, (x, y, _) in enumerate(cases):
+        c[0, i], a[0, i] = x, y
+    _run(k, a, c)
+    got = c[0, : len(cases)]
+    want = np.array([r for *_, r in cases], dtype=np.float32)
+    assert np.array_equal(got.view(np.uint32), want.view(np.uint32))
+
+
 # -------------------------------------------------------------------------- the pipeline
 
 
@@ -205,6 +226,47 @@ def test_a_grid_of_blocks_sums_into_one_tile(tmp_path):
     total = a.reshape(grid, 16, 32).astype(np.int64).sum(axis=0)
     want = ((total + 2**31) % 2**32 - 2**31).astype(np.int32)
     assert np.array_equal(c[:16], want) and not c[16:].any()
+
+
+@pytest.mark.parametrize("corrupt", ["coordinates", "swizzle"])
+def test_a_corrupted_lowering_is_caught(tmp_path, corrupt):
+    # the simulator reads the lowered program's operands, not the contract: swap the store's
+    # two coordinates, or change its map's swizzle, and the result stops matching the model
+    import dataclasses
+
+    from tirx import sim
+    from tirx.ir import nodes as ir
+    from tirx.ir.tensor_map import fields_count
+
+    def walk(st):
+        if isinstance(st, ir.Seq):
+            return ir.Seq(tuple(walk(x) for x in st.stmts), st.span)
+        if isinstance(st, (ir.For, ir.If)):
+            body = "body" if isinstance(st, ir.For) else "then_body"
+            return dataclasses.replace(st, **{body: walk(getattr(st, body))})
+        return change(st) if isinstance(st, ir.PtxCall) else st
+
+    k, _ = box_kernel(tmp_path, coords=(64, 0))
+    lowered = tirx.compile(k, target="sim").lowered
+
+    def change(call):
+        if call.instruction != STORE:
+            return call
+        ops = list(call.operands)
+        if corrupt == "coordinates":
+            first = 1 + fields_count(2)
+            ops[first], ops[first + 1] = ops[first + 1], ops[first]
+        else:
+            ops[1 + fields_count(2) - 2] = ir.Immediate(2)  # the swizzle field
+        return dataclasses.replace(call, operands=tuple(ops))
+
+    a, c = _ints((64, 64), np.float16, 17), np.zeros((128, 128), dtype=np.float16)
+    want = expected_store(c, a, (64, 0))
+    good = c.copy()
+    sim.run(lowered, [a, good])
+    assert np.array_equal(good, want)
+    sim.run(dataclasses.replace(lowered, body=walk(lowered.body)), [a, c])
+    assert not np.array_equal(c, want)
 
 
 # ---------------------------------------------------------------------------- the faults

@@ -3,10 +3,13 @@
 the tensor becomes ``old redOp v``, ``v`` the box element from shared memory, both of the
 tensor map's element type.
 
-* ``.add``: integers wrap modulo 2^bits; ``.f32`` is the IEEE sum rounded to nearest even;
-  ``.f16``/``.bf16`` the exact sum rounded once to nearest even (computed in float64, which
-  holds the sum of two such values exactly or closer than any rounding of it to 16 bits can
-  tell apart, then rounded straight to the 16-bit format).
+* ``.add``: integers wrap modulo 2^bits; ``.f32`` is the sum rounded to nearest even with
+  subnormal inputs and results flushed to sign-preserving zero, as the ISA has ``atom.add.f32``
+  and ``cp.reduce.async.bulk``'s ``.add.f32`` (whose ``.noftz`` sibling came later) do -- the
+  tensor section names no flush of its own, so this is tirx's reading, for the GPU test of
+  tiny values to confirm; ``.f16``/``.bf16`` the exact sum rounded once to nearest even, no
+  flush (computed in float64, which holds the sum of two such values exactly or closer than
+  any rounding of it to 16 bits can tell apart, then rounded straight to the 16-bit format).
 * ``.min``/``.max``: integers compared as the type's signedness; ``.f16``/``.bf16`` as
   numbers, a NaN operand giving the other one (both NaN: the canonical NaN), ``-0`` below
   ``+0``.
@@ -57,6 +60,14 @@ def _to_bf16(x: np.ndarray) -> np.ndarray:
     return np.where(nan, np.uint32(0x7FC0), rounded).astype(np.uint16)
 
 
+_F32_TINY = 2.0**-126  # the smallest normal float32
+
+
+def _flush(x: np.ndarray) -> np.ndarray:
+    """Subnormal values to zero of the same sign."""
+    return np.where(np.abs(x) < _F32_TINY, np.copysign(0.0, x), x)
+
+
 def _floats(dtype: str, bits: np.ndarray) -> np.ndarray:
     return _bf16_values(bits) if dtype == "bfloat16" else bits.astype(np.float64)
 
@@ -90,7 +101,10 @@ def combine(redop: str, dtype: str, old: np.ndarray, v: np.ndarray) -> np.ndarra
     """The new bits of elements holding ``old`` reduced with ``v`` (both storage bits of
     ``dtype``, the map's element type)."""
     if redop == "add":
-        if dtype in ("float16", "bfloat16", "float32"):
+        if dtype == "float32":
+            total = _flush(_flush(old.astype(np.float64)) + _flush(v.astype(np.float64)))
+            return _flush(total.astype(np.float32).astype(np.float64)).astype(np.float32)
+        if dtype in ("float16", "bfloat16"):
             return _from_floats(dtype, _floats(dtype, old) + _floats(dtype, v))
         return (old + v).astype(old.dtype)  # numpy's integer arithmetic wraps
     if redop in ("min", "max"):
