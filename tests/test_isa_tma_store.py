@@ -217,3 +217,24 @@ def test_the_launcher_encodes_the_stores_map(tmp_path):
     assert (fields.dims, fields.strides, fields.box, fields.swizzle) == (
         (128, 128), (256,), (64, 64), 3,
     )  # fmt: skip
+
+
+def test_nvrtc_for_sm_90a_makes_the_tensor_store_and_reduction(tmp_path):
+    from tirx.backend.cuda.nvrtc import compile_cuda
+    from tirx.backend.cuda.tools import disassemble
+
+    k, _ = pipeline_kernel(tmp_path, 4)
+    out = compile_cuda(_compile(k).source, arch="sm_90a")
+    sass = disassemble(out.cubin)
+    if sass is None:
+        pytest.skip("no disassembler installed (the sass extra)")
+    ops = [ln.split("*/")[1].strip() for ln in sass.splitlines() if "*/" in ln]
+    assert any("UTMALDG.2D" in op for op in ops)  # (under a predicate: thread 0's)
+    at = next(i for i, op in enumerate(ops) if "UTMASTG.2D" in op)
+    assert ops[at + 1] == "UTMACMDFLUSH ;"  # commit_group
+    assert "DEPBAR.LE SB0, 0x1 ;" in ops[at + 2 : at + 4]  # wait_group.read 1
+    red = REDUCE.format(op="add")
+    also = 'T.cuda.tile.apply(T.ptx[RED], C[:, :], s[:, :], box=(64, 64), coords=(0, 64), swizzle=3, scope="thread")'
+    k, _ = box_kernel(tmp_path, dict(RED=red), coords=(64, 0), after_store=also)
+    sass = disassemble(compile_cuda(_compile(k).source, arch="sm_90a").cubin)
+    assert "UTMASTG.2D" in sass and "UTMAREDG.2D.ADD" in sass
