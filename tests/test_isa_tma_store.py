@@ -238,3 +238,20 @@ def test_nvrtc_for_sm_90a_makes_the_tensor_store_and_reduction(tmp_path):
     k, _ = box_kernel(tmp_path, dict(RED=red), coords=(64, 0), after_store=also)
     sass = disassemble(compile_cuda(_compile(k).source, arch="sm_90a").cubin)
     assert "UTMASTG.2D" in sass and "UTMAREDG.2D.ADD" in sass
+
+
+@pytest.mark.parametrize("text", [STORE, REDUCE.format(op="add")])
+def test_the_launcher_refuses_a_misaligned_destination(tmp_path, text):
+    import torch
+
+    from tirx.errors import LaunchError
+
+    from .test_isa_tma import _attach
+
+    exe = _compile(box_kernel(tmp_path, text=text)[0])
+    encodes = []
+    _attach(exe, encodes)
+    base = torch.zeros(128 * 128 + 8, dtype=torch.float16)
+    with pytest.raises(LaunchError) as e:
+        exe(torch.zeros((64, 64), dtype=torch.float16), base[1 : 1 + 128 * 128].view(128, 128))
+    assert "'C'" in str(e.value) and "16" in str(e.value) and not encodes

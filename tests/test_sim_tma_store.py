@@ -402,8 +402,9 @@ def test_a_tensor_load_of_bytes_a_store_has_not_written(tmp_path):
     _run(k, a, c)
 
 
-def test_a_misaligned_data_pointer_is_refused(tmp_path):
-    k, _ = box_kernel(tmp_path)
+@pytest.mark.parametrize("text", [STORE, REDUCE.format(op="add")])
+def test_a_misaligned_data_pointer_is_refused(tmp_path, text):
+    k, _ = box_kernel(tmp_path, text=text)
     base = np.zeros(128 * 128 + 8, dtype=np.float16)
     with pytest.raises(SimulationError, match="multiple of 16"):
         _run(k, _ints((64, 64), np.float16), base[1 : 1 + 128 * 128].reshape(128, 128))
@@ -590,3 +591,39 @@ def test_gpu_grid_sum_equals_the_simulator(tmp_path):
     a = _ints((64, 32), np.int32, 7, -(2**30), 2**30) * 2
     (_, sim_c), (_, gpu_c) = _on_gpu_and_sim(k, a, np.zeros((32, 32), dtype=np.int32))
     assert np.array_equal(gpu_c, sim_c)
+
+
+COPY_KERNEL = """
+@T.function
+def kernel(A: T.Tensor((128, 64), "float16"), C: T.Tensor((128, 64), "float16")):
+    T.device_entry(launch=T.cuda.LaunchConfig(grid=2, block=32))
+    s = T.alloc_shared((64, 64), "float16", layout=LAYOUT, align=1024)
+    bars = T.alloc_shared((1,), "uint64")
+    bx = T.cuda.block_idx("x")
+    if T.cuda.thread_idx("x") == 0:
+        T.ptx["mbarrier.init.shared::cta.b64"](bars[0], 1)
+        T.ptx["mbarrier.arrive.expect_tx.shared::cta.b64"](bars[0], 8192)
+        T.cuda.tile.apply(T.ptx[LOAD], s[:, :], A[:, :], box=(64, 64), coords=(bx * 64, 0), swizzle=3, mbar=bars[0], scope="thread")
+        T.cuda.mbarrier_wait(bars[0], 0)
+        T.cuda.tile.apply(T.ptx[TEXT], C[:, :], s[:, :], box=(64, 64), coords=(64 - bx * 64, 0), swizzle=3, scope="thread")
+        T.ptx["cp.async.bulk.commit_group"]()
+        T.ptx["cp.async.bulk.wait_group"](0)
+"""
+
+
+@pytest.mark.parametrize("text", [STORE, REDUCE.format(op="add")])
+def test_a_box_the_async_proxy_wrote_needs_no_fence(tmp_path, text):
+    # a tensor load's bytes are the async proxy's: storing them again needs no proxy fence
+    from .helpers import define
+    from .tma_store_kernels import tile_layout
+
+    k = define(
+        COPY_KERNEL, tmp_path, "kernel", LOAD=LOAD, TEXT=text, LAYOUT=tile_layout(64, 64, 3, 16)
+    )
+    a = _ints((128, 64), np.float16, 18, -100, 100)
+    c = _ints((128, 64), np.float16, 19, -100, 100)
+    want = np.concatenate([a[64:], a[:64]])
+    if text != STORE:
+        want = (c.astype(np.float32) + want).astype(np.float16)
+    _run(k, a, c)
+    assert np.array_equal(c, want)
