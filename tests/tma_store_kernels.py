@@ -9,6 +9,7 @@ import textwrap
 
 import numpy as np
 
+import tirx
 from tirx.layout import ComposeLayout, S, TileLayout
 
 from .helpers import PRELUDE, define
@@ -182,3 +183,45 @@ def pipeline_kernel(tmp_path, K: int = 4, **changes):
 
 def pipeline_expected(a: np.ndarray) -> np.ndarray:
     return (a.astype(np.float32) * 2 + 1).astype(np.float16)
+
+
+def ints(shape, dtype, seed=0, low=-1000, high=1000):
+    """Random integers of ``dtype`` in ``[low, high)``."""
+    rng = np.random.default_rng(seed)
+    return rng.integers(low, high, size=shape).astype(dtype)
+
+
+def run_sim(kernel, *arrays):
+    tirx.compile(kernel, target="sim")(*arrays)
+
+
+def storage(x) -> np.ndarray:
+    """numpy storage values of a numpy array or a torch bfloat16 tensor."""
+    if isinstance(x, np.ndarray):
+        return x
+    import torch
+
+    return x.view(torch.int16).numpy().view(np.uint16)
+
+
+def bits(x: np.ndarray) -> np.ndarray:
+    return x.view(f"u{x.itemsize}")
+
+
+def on_gpu_and_sim(kernel, *arrays):
+    """Run ``kernel`` on the simulator and on the GPU over copies of ``arrays`` (numpy arrays
+    or CPU torch tensors); the arguments after both runs, as numpy storage values."""
+    import torch
+
+    def copy(x):
+        return x.copy() if isinstance(x, np.ndarray) else x.clone()
+
+    sim_args = [copy(x) for x in arrays]
+    run_sim(kernel, *sim_args)
+    gpu_args = [
+        (torch.from_numpy(copy(x)) if isinstance(x, np.ndarray) else copy(x)).cuda() for x in arrays
+    ]
+    tirx.compile(kernel, target="cuda")(*gpu_args)
+    torch.cuda.synchronize()
+    gpu = [storage(g.cpu() if g.dtype == torch.bfloat16 else g.cpu().numpy()) for g in gpu_args]
+    return [storage(x) for x in sim_args], gpu
