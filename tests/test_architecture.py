@@ -68,6 +68,11 @@ RULES = {
         "tirx.executable",
         "tirx.files",
         "tirx.backend.cuda",
+        # a saved kernel's loading (stored.py): the file format, its signature and target
+        "tirx.artifact",
+        "tirx.signature",
+        "tirx.target",
+        "tirx.layout",
         *NEUTRAL,
     ],
     "script": ["tirx.ir", "tirx.layout", "tirx.script", *NEUTRAL],
@@ -110,8 +115,19 @@ TOP_LEVEL = {
         "tirx.sim",
         "tirx.config",
         "tirx.backend.cuda",
+        "tirx.signature",
+        "tirx.artifact",
         *NEUTRAL,
     ],
+    "signature.py": ["tirx.ir", *NEUTRAL],
+    "timing.py": [*NEUTRAL],
+    "tuning.py": ["tirx.timing", "tirx.tuning_store", "tirx.signature", "tirx.compile", *NEUTRAL],
+    "tuning_store.py": ["tirx.config", "tirx.files", "tirx.version", *NEUTRAL],
+    "torch_ops.py": [
+        "tirx.signature", "tirx.compile", "tirx.executable", "tirx.script", *NEUTRAL,
+    ],
+    # the file format only: loading is the CUDA backend's (backend/cuda/stored.py)
+    "artifact.py": ["tirx.files", "tirx.version", "tirx.backend.cuda.abi", *NEUTRAL],
     "compile.py": [
         "tirx.frontend_cache",
         "tirx.executable",

@@ -16,6 +16,7 @@ accesses of aliased tensors, and the simulator would then disagree with it.
 from __future__ import annotations
 
 import copy
+import functools
 import sys
 
 from .dtypes import DTypeKind, StrKind
@@ -36,13 +37,15 @@ class CacheState(StrKind):
 class ArgChecker:
     """Checks call arguments against a function's parameters, prepared once per executable."""
 
-    def __init__(self, fn: ir.Function, device: str, ordinal: int = 0):
+    def __init__(self, fn: ir.Function, device: str, ordinal: int = 0, written=None):
         self.fn = fn
         self.device = device  # "cuda" or "cpu"
         self.ordinal = ordinal  # the CUDA device the kernel is loaded on (device "cuda" only)
         self.params = fn.params
         self._torch_dtypes = None
-        self._written = None
+        # indices of the tensor parameters the kernel writes: found in fn's body unless given
+        # (a saved kernel has no body: tirx/artifact.py)
+        self._written = None if written is None else frozenset(written)
 
     def _names(self):
         return ", ".join(p.name for p in self.params)
@@ -276,10 +279,29 @@ class Executable:
     source: str | None = None
     ptx: str | None = None
     sass: str | None = None
+    # tirx.compile, set by tirx.compile on what it returns: how an executable compiles its
+    # kernel for another target (the simulator's CUDA build, a saved file's other archs)
+    compile_kernel = None
 
     @property
     def stats(self) -> dict:
         return {"shared_bytes": self.lowered.shared_bytes}
+
+    @functools.cached_property
+    def signature(self):
+        """The kernel's parameters and which tensors it reads and writes
+        (:class:`tirx.signature.Signature`)."""
+        from .signature import Signature
+
+        return Signature.of(self.lowered)
+
+    def save(self, path, archs=None):
+        """Write this kernel as a self-contained file that ``tirx.load`` reads without its
+        source or NVRTC: cubin and PTX for each of ``archs`` (default: the arch it was compiled
+        for), signature, launch configuration (tirx/artifact.py). Returns the path."""
+        from .artifact import save
+
+        return save(self, path, archs)
 
     def script(self, lowered: bool = False) -> str:
         """The kernel's IR as readable text (``lowered=True``: after tile lowering)."""
@@ -305,11 +327,10 @@ class SimExecutable(Executable):
     them is read (no GPU needed), so that compiling for the simulator stays as quick as it is.
     """
 
-    def __init__(self, kernel, lowered, target, timings, compile_kernel=None):
+    def __init__(self, kernel, lowered, target, timings):
         super().__init__(kernel, lowered, target, timings)
         self.checker = ArgChecker(lowered, "cpu")
         self.last_run = None
-        self.compile_kernel = compile_kernel  # tirx.compile, for the CUDA build (cuda_build)
 
     def twin(self, kernel, cache: CacheState | str, timings: dict) -> SimExecutable:
         other = super().twin(kernel, cache, timings)

@@ -159,14 +159,14 @@ class CudaExecutable(Executable):
         kind = inspect.Parameter.POSITIONAL_ONLY
         return inspect.Signature([inspect.Parameter(p.name, kind) for p in self.lowered.params])
 
-    def __init__(self, kernel, lowered, target, timings, source, nvrtc_out):
+    def __init__(self, kernel, lowered, target, timings, source, nvrtc_out, written=None):
         super().__init__(kernel, lowered, target, timings)
         self.source = source
         self.ptx = nvrtc_out.ptx
         self.cubin = nvrtc_out.cubin
         self.nvrtc = nvrtc_out
         self.arch = target.arch  # what NVRTC compiled for (build: sm_90a for wgmma on sm_90)
-        self.checker = ArgChecker(lowered, "cuda", _ORDINAL)
+        self.checker = ArgChecker(lowered, "cuda", _ORDINAL, written)  # written: stored.py
         self._kinds = param_kinds(lowered)
         self._module = None
         self._launcher = None  # driver.Launcher, once loaded
@@ -180,9 +180,28 @@ class CudaExecutable(Executable):
 
     @functools.cached_property
     def _alignment(self):  # what vectors and copies ask of each data pointer (alignment.py)
+        return self.pointer_requirements()
+
+    def pointer_requirements(self):
+        """What each parameter's data pointer must be aligned to (:class:`.alignment.Requirements`
+        of the lowered program; a saved kernel answers from its manifest: stored.py)."""
         from .alignment import Requirements
 
         return Requirements.of(self.lowered)
+
+    def map_sources(self) -> tuple:
+        """Per TMA tensor map (hidden parameter), the index of the tensor parameter it reads
+        and the :class:`~tirx.ir.tensor_map.TensorMap`; empty for a kernel without TMA."""
+        if not self.lowered.tensor_maps:
+            return ()
+        from .tensor_maps import map_sources
+
+        return map_sources(self.lowered)
+
+    @property
+    def launch_dims(self) -> tuple:
+        """``(grid, block, dynamic shared bytes)`` of every launch."""
+        return self._grid, self._block, self._smem
 
     @functools.cached_property
     def sass(self) -> str | None:
@@ -233,11 +252,12 @@ class CudaExecutable(Executable):
     def _map_encoders(self) -> tuple:
         """Per hidden parameter: (index of the tensor it reads, its encoder ``(pointer) ->
         bytes``), empty for a kernel without TMA (which never loads tma.py)."""
-        if not self.lowered.tensor_maps:
+        sources = self.map_sources()
+        if not sources:
             return ()
-        from .tensor_maps import MapEncoder, map_sources
+        from .tensor_maps import MapEncoder
 
-        return tuple((i, MapEncoder(tm, self.encode_map)) for i, tm in map_sources(self.lowered))
+        return tuple((i, MapEncoder(tm, self.encode_map)) for i, tm in sources)
 
     def _attach(self, launcher, ordinal: int) -> None:
         """Launch through ``launcher`` (a :class:`driver.Launcher`); the fast path accepts
@@ -248,7 +268,7 @@ class CudaExecutable(Executable):
         self._launch = functools.partial(launcher, self._grid, self._block, self._smem)
         self._ordinal = ordinal
         if ordinal < 0:  # the checked path takes CPU tensors too
-            self.checker = ArgChecker(self.lowered, "cpu")
+            self.checker = ArgChecker(self.lowered, "cpu", written=self.checker.written())
         self._forget_runner()
 
     def twin(self, kernel, cache: str, timings: dict) -> CudaExecutable:
