@@ -42,6 +42,8 @@ class Role(enum.Enum):
     DESCRIPTOR = "a 64-bit shared-memory matrix descriptor"  # wgmma's a_desc, b_desc
     SHARED_BOX_OUT = "a shared-memory box image written"  # cp.async.bulk.tensor's destination
     GLOBAL_TENSOR_IN = "a global tensor region read (its tensor map)"  # cp.async.bulk.tensor's
+    SHARED_BOX_IN = "a shared-memory box image read"  # a tensor store's or reduction's source
+    GLOBAL_TENSOR_OUT = "a global tensor region written (its tensor map)"  # their destination
 
 
 @dataclass(frozen=True)

@@ -38,6 +38,10 @@ def _operand(spec) -> str:
     if spec.role in (Role.GLOBAL_BLOCK_OUT, Role.SHARED_BLOCK_IN):
         where = "global" if spec.role is Role.GLOBAL_BLOCK_OUT else "shared"
         return f"{spec.name}: {where} block ({spec.about})"
+    if spec.role in (Role.SHARED_BOX_OUT, Role.SHARED_BOX_IN):
+        return f"{spec.name}: shared box image ({spec.about})"
+    if spec.role in (Role.GLOBAL_TENSOR_IN, Role.GLOBAL_TENSOR_OUT):
+        return f"{spec.name}: global tensor region ({spec.about})"
     if spec.role in (Role.IMMEDIATE, Role.SCALAR_IN):
         what = "immediate" if spec.role is Role.IMMEDIATE else "scalar"
         optional = ", optional" if spec.optional else ""

@@ -138,7 +138,9 @@ class Machine:
         when none was made and ``make`` is None. A unit has ``reset()`` (a new block starts)
         and ``finish_block()`` (the block ends: what it left in flight). Families that work
         together reach each other's unit by its family name, through the methods its module
-        documents (a tensor copy completes its transaction bytes on the mbarrier unit)."""
+        documents (a tensor copy completes its transaction bytes on the mbarrier unit). A
+        concept of the ISA that several families share is a unit named after the concept,
+        made by the stage module that owns it (:mod:`tirx.sim.bulk_groups`)."""
         found = self.units.get(family)
         if found is None and make is not None:
             found = self.units[family] = make(self)
