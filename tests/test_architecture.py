@@ -126,7 +126,11 @@ TOP_LEVEL = {
     "tuning.py": ["tirx.timing", "tirx.tuning_store", "tirx.signature", "tirx.compile", *NEUTRAL],
     "tuning_store.py": ["tirx.config", "tirx.files", "tirx.version", *NEUTRAL],
     "torch_ops.py": [
-        "tirx.signature", "tirx.compile", "tirx.executable", "tirx.script", *NEUTRAL,
+        "tirx.signature",
+        "tirx.compile",
+        "tirx.executable",
+        "tirx.script",
+        *NEUTRAL,
     ],
     # the file format only: loading is the CUDA backend's (backend/cuda/stored.py)
     "artifact.py": ["tirx.files", "tirx.version", "tirx.backend.cuda.abi", *NEUTRAL],
