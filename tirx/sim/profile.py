@@ -167,19 +167,19 @@ def _sum_lines(lines, file=None, line=0) -> LineProfile:
     return LineProfile(file, line, instr, memory)
 
 
-_COLUMNS = (  # header, width, value of a LineProfile
-    ("instr", 7, lambda lp: lp.executed),
-    ("g.req", 6, lambda lp: lp.cost(Space.GLOBAL).requests),
-    ("sectors", 8, lambda lp: lp.cost(Space.GLOBAL).units),
-    ("ideal", 6, lambda lp: lp.cost(Space.GLOBAL).ideal),
-    ("coal%", 6, _coalescing),
-    ("s.req", 6, lambda lp: lp.cost(Space.SHARED).requests),
-    ("wavefr", 7, lambda lp: lp.cost(Space.SHARED).units),
-    ("ideal", 6, lambda lp: lp.cost(Space.SHARED).ideal),
-    ("confl", 6, lambda lp: lp.cost(Space.SHARED).excess),
-    ("global B", 9, lambda lp: lp.cost(Space.GLOBAL).bytes),
-    ("shared B", 9, lambda lp: lp.cost(Space.SHARED).bytes),
-    ("local B", 8, lambda lp: lp.cost(Space.LOCAL).bytes),
+_COLUMNS = (  # header, width, value of a LineProfile, meaning
+    ("instr", 7, lambda lp: lp.executed, "warp-level instructions executed"),
+    ("g.req", 6, lambda lp: lp.cost(Space.GLOBAL).requests, "global requests (warp-level)"),
+    ("sectors", 8, lambda lp: lp.cost(Space.GLOBAL).units, "32-byte global sectors touched"),
+    ("ideal", 6, lambda lp: lp.cost(Space.GLOBAL).ideal, "fewest sectors for those bytes"),
+    ("coal%", 6, _coalescing, "ideal / sectors, percent"),
+    ("s.req", 6, lambda lp: lp.cost(Space.SHARED).requests, "shared requests (warp-level)"),
+    ("wavefr", 7, lambda lp: lp.cost(Space.SHARED).units, "shared-memory wavefronts"),
+    ("ideal", 6, lambda lp: lp.cost(Space.SHARED).ideal, "one wavefront per request part"),
+    ("confl", 6, lambda lp: lp.cost(Space.SHARED).excess, "bank-conflict replays"),
+    ("global B", 9, lambda lp: lp.cost(Space.GLOBAL).bytes, "bytes asked of global memory"),
+    ("shared B", 9, lambda lp: lp.cost(Space.SHARED).bytes, "bytes asked of shared memory"),
+    ("local B", 8, lambda lp: lp.cost(Space.LOCAL).bytes, "bytes of local arrays"),
 )
 
 
@@ -241,12 +241,12 @@ class SimProfile:
 
     def table(self) -> str:
         """The per-line table as text, a total row, and each line's instruction mix."""
-        head = f"{'line':>6} " + " ".join(f"{h:>{w}}" for h, w, _ in _COLUMNS) + "  source"
+        head = f"{'line':>6} " + " ".join(f"{h:>{w}}" for h, w, _, _ in _COLUMNS) + "  source"
         rows = [self.header(), head]
         for lp in (*self.lines, None):
             shown = lp if lp is not None else self.total()
             label = self._where(lp) if lp is not None else "total"
-            cells = " ".join(f"{_cell(f(shown)):>{w}}" for _, w, f in _COLUMNS)
+            cells = " ".join(f"{_cell(f(shown)):>{w}}" for _, w, f, _ in _COLUMNS)
             rows.append(f"{label:>6} {cells}  {lp.source() if lp is not None else ''}".rstrip())
         rows.append("instructions by class (warp-level):")
         rows += [f"{self._where(lp):>6}  {lp.mix()}" for lp in self.lines if lp.instructions]
@@ -257,9 +257,10 @@ class SimProfile:
 
     def _repr_html_(self) -> str:
         e = html.escape
-        head = "".join(f"<th>{e(h)}</th>" for h, _, _ in _COLUMNS)
+        head = "".join(f'<th title="{e(m, quote=True)}">{e(h)}</th>' for h, _, _, m in _COLUMNS)
         out = [
             f'<div class="tirx-profile"><div>{e(self.header())}</div>'
+            "<style>.tirx-profile-table td,.tirx-profile-table th{padding:0 5px}</style>"
             '<table class="tirx-profile-table" style="font-size:12px;border-collapse:collapse">'
             f"<tr><th>line</th>{head}<th style='text-align:left'>source</th>"
             "<th style='text-align:left'>instructions by class</th></tr>"
@@ -268,7 +269,7 @@ class SimProfile:
             shown = lp if lp is not None else self.total()
             label = self._where(lp) if lp is not None else "total"
             cells = "".join(f"<td style='text-align:right'>{e(_cell(f(shown)))}</td>"
-                            for _, _, f in _COLUMNS)  # fmt: skip
+                            for _, _, f, _ in _COLUMNS)  # fmt: skip
             src = e(lp.source()) if lp is not None else ""
             out.append(
                 f"<tr><td>{e(label)}</td>{cells}<td><code>{src}</code></td>"
