@@ -289,3 +289,21 @@ def test_a_run_without_profile_makes_no_recorder(tmp_path, monkeypatch):
     out = np.zeros(2048, np.float32)
     exe(f32(2048), out)
     assert out[0] == 0 + 0 + 7 + 0
+
+
+def test_bulk_and_tensor_copies_count_the_bytes_they_move(tmp_path):
+    from .bulk_kernels import bulk_store
+    from .tma_kernels import box_kernel
+
+    a = np.arange(4 * 64, dtype=np.float32).reshape(4, 64)
+    p = tirx.compile(bulk_store, "sim").profile(a, np.zeros_like(a))
+    moved = p.total()
+    # 2 blocks x 2 rows of 256 bytes, from shared to global; no warp-level request
+    assert moved.cost(Space.SHARED, Access.LOAD).bytes == 2 * 2 * 256
+    assert moved.cost(Space.GLOBAL, Access.STORE).bytes == 2 * 2 * 256
+    assert moved.cost(Space.GLOBAL, Access.STORE).requests == 0
+    kernel = box_kernel(tmp_path)  # one 64 x 64 f16 box into shared memory
+    src = (np.arange(128 * 128) % 1000).astype(np.float16).reshape(128, 128)
+    p = tirx.compile(kernel, "sim").profile(src, np.zeros((64, 64), np.float16))
+    assert p.total().cost(Space.SHARED, Access.STORE).bytes == 64 * 64 * 2
+    assert p.total().cost(Space.GLOBAL, Access.LOAD).bytes == 64 * 64 * 2

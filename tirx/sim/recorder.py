@@ -12,8 +12,9 @@ each memory access and at compile time:
   memory): element loads and stores, ldmatrix/stmatrix rows; accesses of local arrays are
   counted from their ``Load``/``Store`` nodes (an instruction's register operands, which live
   in local arrays too, are no memory instructions);
-* a family whose instruction moves memory by other paths reports it
-  (``machine.recorder.async_copy`` from cp.async's simulator module).
+* a family whose instruction moves memory by other paths reports it: cp.async its global
+  source and shared destination per thread (``machine.recorder.async_copy``), the bulk and
+  tensor copies the bytes their engine moves (``machine.recorder.bulk_copy``).
 
 Everything is attributed to the statement executing (its span; ``machine.span`` while it
 runs): its source line. A
@@ -178,6 +179,13 @@ class Recorder:
         read = global_cost(tids[reads], src_offsets[reads], size)
         self._add(Space.GLOBAL, Access.LOAD, read, line)
         self._add(Space.SHARED, Access.STORE, shared_cost(tids, dst_addresses, size), line)
+
+    def bulk_copy(self, src: str, dst: str, nbytes: int) -> None:
+        """The copy engine moves ``nbytes`` from space ``src`` to ``dst`` (bulk and tensor
+        copies: no warp-level request, so only their bytes count)."""
+        line = self._here()
+        self._add(Space(src), Access.LOAD, Cost(bytes=nbytes), line)
+        self._add(Space(dst), Access.STORE, Cost(bytes=nbytes), line)
 
     def _access(self, space, where, size, tids, store, counted=True) -> None:
         access = Access.STORE if store else Access.LOAD
