@@ -189,6 +189,20 @@ def test_ldmatrix_rows_by_quarter_warp(tmp_path, layout, wavefronts):
     assert (fill.requests, fill.units, fill.ideal) == (32, 32, 32)  # 64 bytes of one row each
 
 
+@pytest.mark.parametrize(
+    "layout, wavefronts", [(PLAIN, 32), (SWIZZLE_128B, 4)], ids=["unswizzled", "swizzled"]
+)
+def test_stmatrix_rows_by_quarter_warp(tmp_path, layout, wavefronts):
+    from .test_swizzle_operands import STMATRIX
+
+    exe, line = build(tmp_path, STMATRIX, layout=layout, load=LOAD_X4)
+    p = exe.profile(np.zeros((16, 64), np.float16))
+    store = p.line(line('T.ptx["stmatrix') - 1)
+    cost = store.cost(Space.SHARED, Access.STORE)
+    assert (cost.requests, cost.units, cost.ideal, cost.bytes) == (1, wavefronts, 4, 512)
+    assert store.instructions["stmatrix"] == 1
+
+
 CP_ASYNC = """
 @T.function
 def kernel(A: T.Tensor((32, 32), "float32"), Out: T.Tensor((32,), "float32")):
