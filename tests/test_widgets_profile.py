@@ -183,3 +183,17 @@ def test_profile_on_the_cuda_target_without_a_gpu_says_where_to_run(ip):
     with pytest.raises(CellError, match="(?s)no CUDA GPU is visible.*-t sim"):
         with capture_output():
             ip.run_cell_magic("tirx", '-t cuda --run "o, d" --profile', CELL)
+
+
+def test_a_panel_shows_an_ncu_profile_and_its_roofline():
+    from tirx.examples.warp_matmul import warp_matmul
+    from widgets.panel import KernelPanel
+
+    exe = tirx.compile(warp_matmul, "sim")
+    panel = KernelPanel("warp_matmul", exe, None, sections=(), profile=gemm_profile(2 * 4096**3))
+    assert panel.heat_column() is None  # a heat column is the simulator's
+    text = str(panel)
+    assert "  ncu profile of 'gemm_wgmma'" in text
+    assert "  roofline (H200 SXM, datasheet): 'gemm_wgmma'" in text
+    page = panel._repr_html_()
+    assert "Profile (Nsight Compute)" in page and "data:image/png;base64," in page
