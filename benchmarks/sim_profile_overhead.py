@@ -1,15 +1,18 @@
-"""What the simulator's profile costs: a run without it (against a checkout without the
-profiler, ``--baseline``) and a run with it.
+"""What the simulator's profile costs: a run without it, against the same code at a revision
+without the profiler (``--baseline REV``), and a run with it.
 
-    python benchmarks/sim_profile_overhead.py [--baseline /path/to/other/checkout]
-                                              [--rounds 5] [--repeat 7] [--out FILE]
+    python benchmarks/sim_profile_overhead.py [--baseline REV] [--rounds 7] [--repeat 7]
 
-Each round starts one worker process per tree (this checkout, then the baseline), alternating,
-so that a shared machine's load weighs on both alike; a worker imports that tree's tirx, warms
-each kernel up and reports the median wall time of ``--repeat`` runs: the seed kernel and the
-128^3 tiled GEMM (``tirx.examples.gemm``), without profiling and, in this checkout, with
-``exe.profile``. The table gives the median over rounds. A run without the profile pays one
-``None`` test per memory access and per compiled node; the goal is no measurable difference.
+``REV`` is a git revision of this repository (``main``, a commit): its ``tirx/`` is exported to a
+temporary folder. Each round starts one worker process per tree (this checkout and the
+baseline, the first of them alternating from round to round), so that a shared machine's load
+weighs on both alike; a worker imports
+that tree's tirx, warms each kernel up and reports the median wall time of ``--repeat`` runs:
+the seed kernel and the 128^3 tiled GEMM (``tirx.examples.gemm``), without profiling and, in
+this checkout, with ``exe.profile``. The table gives the median over rounds and goes to
+``benchmarks/results/sim_profile_overhead-<machine>.md`` (``benchmarks/report.py``). A run
+without the profile pays one ``None`` test per memory access and per compiled node; the goal is
+no measurable difference.
 """
 
 from __future__ import annotations
@@ -18,14 +21,20 @@ import argparse
 import functools
 import json
 import os
-import platform
 import statistics
 import subprocess
 import sys
+import tarfile
+import tempfile
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import report  # noqa: E402
+
 HERE = Path(__file__).resolve().parents[1]
+KERNELS = ("seed 16x8x16", "GEMM 128^3")
 
 
 def worker(profile: bool, repeat: int) -> dict:
@@ -37,9 +46,8 @@ def worker(profile: bool, repeat: int) -> dict:
 
     gen = torch.Generator().manual_seed(0)
     out = {}
-    for name, kernel, (m, n, k) in (
-        ("seed 16x8x16", warp_matmul, (16, 8, 16)),
-        ("GEMM 128^3", make_gemm(128, 128, 128), (128, 128, 128)),
+    for name, kernel, (m, n, k) in zip(
+        KERNELS, (warp_matmul, make_gemm(128, 128, 128)), ((16, 8, 16), (128, 128, 128))
     ):
         a = torch.randint(-4, 5, (m, k), generator=gen).to(torch.float16)
         b = torch.randint(-4, 5, (n, k), generator=gen).to(torch.float16)
@@ -68,42 +76,57 @@ def run_worker(tree: Path, profile: bool, repeat: int) -> dict:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def main() -> None:
+def export(rev: str, folder: str) -> Path:
+    """``tirx/`` of git revision ``rev``, written into ``folder``."""
+    archive = subprocess.run(
+        ["git", "-C", str(HERE), "archive", "--format=tar", rev, "tirx"],
+        capture_output=True, check=True,
+    ).stdout  # fmt: skip
+    path = Path(folder) / "tree.tar"
+    path.write_bytes(archive)
+    with tarfile.open(path) as tar:
+        tar.extractall(folder, filter="data")
+    return Path(folder)
+
+
+def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--baseline", type=Path, default=None)
-    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--baseline", default=None, metavar="REV")
+    ap.add_argument("--rounds", type=int, default=7)
     ap.add_argument("--repeat", type=int, default=7)
-    ap.add_argument("--out", type=Path, default=None)
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--profile", action="store_true", help=argparse.SUPPRESS)
-    opts = ap.parse_args()
-    if opts.worker:
-        print(json.dumps(worker(opts.profile, opts.repeat)))
+    report.add_output_arguments(ap, "sim_profile_overhead")
+    args = ap.parse_args(argv)
+    if args.worker:
+        print(json.dumps(worker(args.profile, args.repeat)))
         return
     rows: dict[str, list[float]] = {}
-    for _ in range(opts.rounds):
-        for key, value in run_worker(HERE, True, opts.repeat).items():
-            rows.setdefault(f"this|{key}", []).append(value)
-        if opts.baseline is not None:
-            for key, value in run_worker(opts.baseline, False, opts.repeat).items():
-                rows.setdefault(f"baseline|{key}", []).append(value)
+    with tempfile.TemporaryDirectory(prefix="tirx-baseline-") as tmp:
+        base = export(args.baseline, tmp) if args.baseline else None
+        trees = [("this", HERE, True)] + ([("baseline", base, False)] if base else [])
+        for r in range(args.rounds):
+            for tag, tree, profile in trees[
+                :: 1 if r % 2 == 0 else -1
+            ]:  # who goes first alternates
+                for key, value in run_worker(tree, profile, args.repeat).items():
+                    rows.setdefault(f"{tag}|{key}", []).append(value)
     med = {k: statistics.median(v) for k, v in rows.items()}
     lines = [
-        f"# simulator profile overhead ({platform.node()}, {os.cpu_count()} CPUs, "
-        f"{opts.rounds} rounds x {opts.repeat} runs, medians)",
+        f"# The simulator's profile: its cost off and on ({args.rounds} rounds x "
+        f"{args.repeat} runs, medians, ms)",
         "",
-        "| kernel | baseline, no profiler (ms) | this, profile off (ms) | this, profile on (ms) |",
+        f"| kernel | baseline {args.baseline or '—'} | this, profile off | this, profile on |",
         "|---|---|---|---|",
     ]
-    for name in ("seed 16x8x16", "GEMM 128^3"):
-        base = med.get(f"baseline|{name}|off")
-        cells = [f"{base * 1e3:.2f}" if base is not None else "—"]
+    for name in KERNELS:
+        base_ms = med.get(f"baseline|{name}|off")
+        cells = [f"{base_ms * 1e3:.2f}" if base_ms is not None else "—"]
         cells += [f"{med[f'this|{name}|{mode}'] * 1e3:.2f}" for mode in ("off", "on")]
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
-    text = "\n".join(lines) + "\n"
+    text = "\n".join(lines)
     print(text)
-    if opts.out is not None:
-        opts.out.write_text(text)
+    report.write_result("sim_profile_overhead", text, args, __file__, argv, gpu=report.gpu_name())
 
 
 if __name__ == "__main__":
