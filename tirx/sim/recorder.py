@@ -106,7 +106,7 @@ class Recorder:
             kind = row.folder if row is not None else None
         if kind is None:
             return f
-        count, span = self.count, node.span
+        count, span = self.count, getattr(node, "span", None)
 
         def counted(idx):
             count(kind, idx, self._here(span))
