@@ -321,3 +321,15 @@ def test_bulk_and_tensor_copies_count_the_bytes_they_move(tmp_path):
     p = tirx.compile(kernel, "sim").profile(src, np.zeros((64, 64), np.float16))
     assert p.total().cost(Space.SHARED, Access.STORE).bytes == 64 * 64 * 2
     assert p.total().cost(Space.GLOBAL, Access.LOAD).bytes == 64 * 64 * 2
+
+
+def test_a_tensor_store_counts_the_bytes_it_writes(tmp_path):
+    from .tma_store_kernels import box_kernel, line
+
+    kernel, source = box_kernel(tmp_path)  # the threads fill a 64 x 64 f16 tile, one stores it
+    a = (np.arange(64 * 64) % 1000).astype(np.float16).reshape(64, 64)
+    p = tirx.compile(kernel, "sim").profile(a, np.zeros((128, 128), np.float16))
+    store = p.line(line(source, "store"))
+    assert store.cost(Space.GLOBAL, Access.STORE).bytes == 64 * 64 * 2
+    assert store.cost(Space.SHARED, Access.LOAD).bytes == 64 * 64 * 2
+    assert store.instructions == {"cp.async.bulk.tensor": 1}
