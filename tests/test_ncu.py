@@ -36,6 +36,10 @@ GEMM_CSV = (GOLDENS / "ncu_gemm_base.csv").read_text()
     [
         ("3.20", "usecond", (3.2e-6, "s")),
         ("1,048,576", "nsecond", (1048576e-9, "s")),
+        # what Nsight Compute 2025.3.1 prints on the H200 (--print-units base, and auto)
+        ("41,984", "ns", (41984e-9, "s")),
+        ("42.11", "us", (42.11e-6, "s")),
+        ("2.5", "Gbyte/s", (2.5e9, "B/s")),
         ("1.54", "Kbyte", (1540.0, "B")),
         ("2", "KiB", (2048.0, "B")),
         ("3.35", "Tbyte/second", (3.35e12, "B/s")),

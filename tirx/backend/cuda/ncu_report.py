@@ -4,7 +4,7 @@
 that include ``"ID"``, ``"Kernel Name"``, ``"Block Size"``, ``"Grid Size"``, ``"Metric
 Name"``, ``"Metric Unit"`` and ``"Metric Value"`` (which other columns appear depends on the
 version: they are found by their header, not their place). Values may carry thousands
-separators (``"1,234"``); units are ncu's (``nsecond``, ``usecond``, ``byte``, ``Kbyte``, ``%``,
+separators (``"1,234"``); units are ncu's (``ns``, ``nsecond``, ``us``, ``byte``, ``Kbyte``, ``%``,
 ``register/thread``, ...), turned into seconds, bytes and plain counts here. Lines that are not
 CSV (``==PROF==`` progress, warnings) are skipped.
 
@@ -63,7 +63,10 @@ _FFMA, _FADD, _FMUL = (f"smsp__sass_thread_inst_executed_op_{op}_pred_on.sum"
 
 _PREFIX = {"": 1.0, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15}
 _BINARY = {"KiB": 2**10, "MiB": 2**20, "GiB": 2**30, "TiB": 2**40}
-_TIME = {"nsecond": 1e-9, "usecond": 1e-6, "msecond": 1e-3, "second": 1.0}
+# times, long and short: Nsight Compute 2025.3.1 on the H200 prints gpu__time_duration in "ns"
+# with --print-units base ("us" with auto), not "nsecond"
+_TIME = {"nsecond": 1e-9, "usecond": 1e-6, "msecond": 1e-3, "second": 1.0,
+         "ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1.0}  # fmt: skip
 
 
 def to_base(value: str, unit: str) -> tuple[float | None, str]:
@@ -78,9 +81,10 @@ def to_base(value: str, unit: str) -> tuple[float | None, str]:
         return None, unit
     unit = unit.strip()
     per = ""
-    if unit.endswith("/second") or unit.endswith("/nsecond") or unit.endswith("/usecond"):
-        unit, per = unit.split("/", 1)
-        number /= _TIME[per]
+    head, slash, tail = unit.partition("/")
+    if slash and tail in _TIME:  # a rate: Tbyte/second, byte/s
+        unit = head
+        number /= _TIME[tail]
         per = "/s"
     if unit in _TIME:
         return number * _TIME[unit], "s" + per
