@@ -182,11 +182,18 @@ def test_parse_layout_reads_specs_and_explains_mistakes():
 
 
 def painted(view) -> list[tuple[str, str, bool]]:
-    """(background, text colour, bold) of every cell, read from the CSS the widget sends."""
+    """(background, text colour, bold) of every cell, read from the CSS the widget sends
+    (cells that look alike share a rule: ``:is(:nth-child(1),:nth-child(5)) {...}``)."""
     css = view._cellgrid.css.value
-    rules = re.findall(r"nth-child\((\d+)\) \{background:(#\w+);color:(#\w+)([^}]*)\}", css)
-    assert [int(r[0]) for r in rules] == list(range(1, len(view.grid.cells) + 1))
-    return [(bg, ink, "font-weight:bold" in rest) for _, bg, ink, rest in rules]
+    found = {}
+    for cells, bg, ink, rest in re.findall(
+        r":is\(([^{]*)\) \{background:(#\w+);color:(#\w+)([^}]*)\}", css
+    ):
+        for n in re.findall(r"nth-child\((\d+)\)", cells):
+            assert int(n) not in found, f"cell {n} painted twice"
+            found[int(n)] = (bg, ink, "font-weight:bold" in rest)
+    assert sorted(found) == list(range(1, len(view.grid.cells) + 1))
+    return [found[n] for n in sorted(found)]
 
 
 def labels(view) -> list[str]:

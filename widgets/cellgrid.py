@@ -1,28 +1,68 @@
 """The clickable grid inside every view, built from stock ipywidgets and a few models only.
 
 One ``ToggleButtons`` holds every cell (its buttons are laid out as a CSS grid), one ``HTML``
-carries a ``<style>`` block with each cell's colours, and two more ``HTML`` widgets hold the
+carries a ``<style>`` block with the cells' colours, and two more ``HTML`` widgets hold the
 row and column labels. Repainting (a new lane, say) sends one message: the new style text.
 A grid of 128 cells is therefore 5 widget models, not hundreds of Buttons: the front end
 renders it at once, and no output can race ahead of its many models.
 
+A grid wider than a notebook column (:data:`WIDTH` px) is shown a page of columns at a time
+(a "columns" selector; every cell keeps its index, the other pages' buttons are hidden), so
+its cells keep their size and nothing scrolls sideways.
+
 Hovering a cell outlines every cell of the same lane (copies included) with CSS ``:has``
 rules only, so it costs no message to the kernel; the tooltip is the cell's formula.
+
+A press on a cell is kept from the notebook around it (:data:`QUIET_CLICKS`), and the
+style text is written for a page with many grids. It is two ``<style>`` blocks: the
+frame (the grid's tracks, the cell size, block gaps, the page shown, the hover rules), sent
+again only for another page, and the looks (each cell's colours), which a click or a lane
+change replaces; every rule of the looks ends in the buttons' class, so a new text restyles
+the buttons only. Cells that look alike share one rule (``:is(:nth-child(3),
+:nth-child(9))``), and the hover rules end in the buttons' class too, so the browser checks
+them against buttons only: JupyterLab restyles the whole notebook when a click focuses it,
+and with one rule per cell and rules that end in ``:is(...)`` alone, that restyle grew with
+every grid on the page (hundreds of ms in a notebook of nine grids).
 """
 
 from __future__ import annotations
 
 import html
 import itertools
+import math
 
 from . import draw
 from .model import Grid
 
-__all__ = ["CellGrid", "CELL_HEIGHT", "hover_groups"]
+__all__ = ["CellGrid", "CELL_HEIGHT", "WIDTH", "hover_groups", "page_columns"]
 
 CELL_HEIGHT = 22  # px
 BLOCK_GAP = 5  # extra px above the first row of each block
+WIDTH = 860  # px a picture may take: a 1,000 px notebook column less prompt and margins
+BUTTON = ".widget-toggle-button"
 _ids = itertools.count()
+# A mouse press on a cell stays with the grid: JupyterLab would otherwise activate and focus
+# the notebook cell around it, restyling the whole notebook twice (2 x 70 ms in a notebook of
+# nine grids); the click itself goes on to the button. Installed once per grid, by the frame's
+# HTML (an empty image's error handler: ipywidgets' HTML runs no script).
+QUIET_CLICKS = (
+    '<img hidden alt="" src="" onerror="var g=this.closest(\'.tirx-grid\');'
+    "if(g&amp;&amp;!g.tirxQuiet){g.tirxQuiet=1;g.addEventListener('mousedown',function(e){"
+    "if(e.button===0&amp;&amp;e.target.closest('.tirx-cells')){e.stopPropagation();"
+    'e.preventDefault();}});}">'
+)
+
+
+def page_columns(cols: int, cell: float, left: float, block: int = 0, width: float = WIDTH) -> int:
+    """How many columns of ``cell`` px (after ``left`` px of labels) fit ``width``: all of
+    them when they fit, else a whole number of ``block`` columns (or of 8) where possible."""
+    fit = max(int((width - left) // cell), 1)
+    if fit >= cols:
+        return cols
+    for unit in (block, 8, 4):
+        if unit and fit >= unit:
+            return fit // unit * unit
+    return fit
 
 
 class CellGrid:
@@ -48,6 +88,10 @@ class CellGrid:
         longest = max((len(s.label) + s.marked for s in self.styles), default=3)
         self.width = max(40, round(6.7 * longest) + 8)  # 11 px monospace: 6.6 px a character
         self.label_width = 8 + 7 * max((len(n) for n in self.names), default=0)
+        self.page_cols = page_columns(grid.cols, self.width + 1, self.label_width, block_cols)
+        self.pages = math.ceil(grid.cols / self.page_cols)
+        self.page = 0
+        self.frame = w.HTML(self._frame_text(), layout=w.Layout(margin="0"))
         self.css = w.HTML(self._css_text(), layout=w.Layout(margin="0"))
         self.cells = w.ToggleButtons(
             options=self._options(), value=None, tooltips=self._tooltips(),
@@ -56,9 +100,18 @@ class CellGrid:
         self.cells.add_class("tirx-cells")
         self.cells.add_class(self.uid)
         self.cells.observe(self._clicked, names="index")
-        header = w.HTML(self._header(), layout=w.Layout(margin="0"))
+        self.header = w.HTML(self._header(), layout=w.Layout(margin="0"))
         rows = w.HTML(self._row_labels(), layout=w.Layout(margin="0"))
-        self.widget = w.VBox([self.css, header, w.HBox([rows, self.cells])])
+        parts = [self.frame, self.css, self.header, w.HBox([rows, self.cells])]
+        if self.pages > 1:
+            self.pager = w.Dropdown(
+                options=[(self._page_name(p), p) for p in range(self.pages)], value=0,
+                description="columns", layout=w.Layout(width="190px"),
+            )  # fmt: skip
+            self.pager.add_class("tirx-pager")
+            self.pager.observe(lambda ch: self.set_page(ch["new"]), names="value")
+            parts.insert(1, self.pager)
+        self.widget = w.VBox(parts)
         self.widget.add_class("tirx-grid")
 
     # ---------------------------------------------------------------- updates
@@ -79,6 +132,20 @@ class CellGrid:
         """What a click on cell ``index`` does (the front end sets the same trait)."""
         self.cells.index = index
 
+    def set_page(self, page: int) -> None:
+        """Show the ``page``-th page of columns (and select it in the selector)."""
+        page = min(max(int(page), 0), self.pages - 1)
+        if self.pages > 1 and self.pager.value != page:
+            self.pager.value = page  # comes back here through the observer
+            return
+        self.page = page
+        self.header.value = self._header()
+        self.frame.value = self._frame_text()
+
+    def page_of(self, index: int) -> int:
+        """The page of columns that shows cell ``index``."""
+        return (index % self.grid.cols) // self.page_cols
+
     def _clicked(self, change) -> None:
         index = change["new"]
         if index is None:
@@ -87,6 +154,15 @@ class CellGrid:
         self.on_click(index)
 
     # ---------------------------------------------------------------- pieces
+
+    def _page_name(self, page: int) -> str:
+        first = page * self.page_cols
+        last = min(first + self.page_cols, self.grid.cols) - 1
+        return f"{first}–{last} of {self.grid.cols}"
+
+    def _shown(self) -> range:
+        first = self.page * self.page_cols
+        return range(first, min(first + self.page_cols, self.grid.cols))
 
     def _options(self):
         return [(("✗" if s.marked else "") + s.label, i) for i, s in enumerate(self.styles)]
@@ -97,19 +173,40 @@ class CellGrid:
         return [f"{c.coord}: {self.grid.label(c)}" for c in self.grid.cells]
 
     def _block_col_start(self, col: int) -> bool:
-        return col > 0 and self.block_cols > 0 and col % self.block_cols == 0
+        first = self._shown().start
+        return col > first and self.block_cols > 0 and col % self.block_cols == 0
 
     def _block_start(self, row: int) -> bool:
         return row > 0 and self.grid.block_rows > 1 and row % self.grid.block_rows == 0
 
-    def _css_text(self) -> str:
+    def _frame_text(self) -> str:
+        """What stays while cells are clicked: tracks, cell size, gaps, page, hover."""
         u, g = self.uid, self.grid
         rules = [
             f".{u} > div {{display:grid;grid-template-columns:{self._tracks()};gap:1px}}",
-            f".{u} .widget-toggle-button {{width:{self.width}px;height:{CELL_HEIGHT}px;margin:0;"
+            f".{u} {BUTTON} {{width:{self.width}px;height:{CELL_HEIGHT}px;margin:0;"
             "padding:0 2px;font-size:11px;font-family:monospace;border-radius:2px;"
             "box-shadow:none;opacity:1}",
         ]
+        gaps: dict[str, list[int]] = {}
+        for i in range(len(self.styles)):
+            gap = ""
+            if self._block_start(i // g.cols):
+                gap += f"margin-top:{BLOCK_GAP}px;"
+            if self._block_col_start(i % g.cols):
+                gap += f"margin-left:{BLOCK_GAP}px;"
+            if gap:
+                gaps.setdefault(gap, []).append(i)
+        rules += [f".{u} {BUTTON}{_nth(cells)} {{{rule}}}" for rule, cells in gaps.items()]
+        if self.pages > 1:
+            shown = ",".join(f":nth-child({g.cols}n+{c + 1})" for c in self._shown())
+            rules.append(f".{u} {BUTTON}:not({shown}) {{display:none}}")
+        rules.extend(self._hover_rules())
+        return f"<style>{''.join(rules)}</style>{QUIET_CLICKS}"
+
+    def _css_text(self) -> str:
+        """The cells' looks, one rule per look."""
+        looks: dict[str, list[int]] = {}
         for i, s in enumerate(self.styles):
             fill, ink = ("#222222", "#ffffff") if s.focused else (s.fill, s.ink)
             rule = f"background:{fill};color:{ink}"
@@ -119,20 +216,17 @@ class CellGrid:
                 rule += f";box-shadow:inset 0 0 0 2px {draw.MARK_COLOR}"
             elif s.highlighted:
                 rule += ";box-shadow:inset 0 0 0 1px #000000"
-            if self._block_start(i // g.cols):
-                rule += f";margin-top:{BLOCK_GAP}px"
-            if self._block_col_start(i % g.cols):
-                rule += f";margin-left:{BLOCK_GAP}px"
-            rules.append(f".{u} .widget-toggle-button:nth-child({i + 1}) {{{rule}}}")
-        rules.extend(self._hover_rules())
+            looks.setdefault(rule, []).append(i)
+        rules = [f".{self.uid} {BUTTON}{_nth(cells)} {{{rule}}}" for rule, cells in looks.items()]
         return f"<style>{''.join(rules)}</style>"
 
     def _tracks(self) -> str:
         """Column widths; a block's first column is wider by the gap its margin takes."""
+        shown = self._shown()
         if not self.block_cols:
-            return f"repeat({self.grid.cols},{self.width}px)"
+            return f"repeat({len(shown)},{self.width}px)"
         return " ".join(f"{self.width + BLOCK_GAP * self._block_col_start(c)}px"
-                        for c in range(self.grid.cols))  # fmt: skip
+                        for c in shown)  # fmt: skip
 
     def _hover_rules(self) -> list[str]:
         """Hovering any cell of a group outlines the whole group (a lane and its copies)."""
@@ -140,19 +234,19 @@ class CellGrid:
         for group in self.hover:
             if len(group) < 2:
                 continue
-            kids = ",".join(f":nth-child({i + 1})" for i in group)
+            kids = _nth(group)
             rules.append(
-                f".{u} > div:has(> :is({kids}):hover) > :is({kids})"
+                f".{u} > div:has(> {BUTTON}{kids}:hover) > {BUTTON}{kids}"
                 "{outline:2px solid #111111;outline-offset:-2px;z-index:1}"
             )
-        rules.append(f".{u} .widget-toggle-button:hover{{filter:brightness(0.92)}}")
+        rules.append(f".{u} {BUTTON}:hover{{filter:brightness(0.92)}}")
         return rules
 
     def _header(self) -> str:
         cols = "".join(
             f'<div style="width:{self.width}px;text-align:center'
             f'{f";margin-left:{BLOCK_GAP}px" if self._block_col_start(c) else ""}">{c}</div>'
-            for c in range(self.grid.cols)
+            for c in self._shown()
         )
         return (
             f'<div style="display:flex;gap:1px;margin-left:{self.label_width}px;'
@@ -172,6 +266,11 @@ class CellGrid:
             f'<div class="tirx-rows" style="width:{self.label_width}px;font-size:11px;'
             f'box-sizing:border-box">{"".join(rows)}</div>'
         )
+
+
+def _nth(cells) -> str:
+    """A selector suffix matching the buttons of ``cells`` (0-based indices)."""
+    return ":is(" + ",".join(f":nth-child({i + 1})" for i in cells) + ")"
 
 
 def hover_groups(grid: Grid) -> list[list[int]]:

@@ -127,11 +127,19 @@ class GridView:
         return []
 
     def _select_name(self) -> str:
-        return "bank" if self.grid.kind == "memory" else "lane"
+        if self.grid.kind == "memory":
+            return "bank"
+        return "thread" if self._lane_count() > 32 else "lane"
+
+    def _lane_count(self) -> int:
+        """32 lanes (or banks); a warpgroup's operands name its 128 threads."""
+        if self.grid.kind == "memory":
+            return 32
+        lanes = [lane for c in self.grid.cells for lane in c.lanes]
+        return 0 if not lanes else 32 * (max(lanes) // 32 + 1)
 
     def _lane_options(self):
-        count = 32 if self.grid.kind == "memory" or self.grid.has_lanes else 0
-        return [("all", _ALL)] + [(str(i), i) for i in range(count)]
+        return [("all", _ALL)] + [(str(i), i) for i in range(self._lane_count())]
 
     def _info_text(self) -> str:
         parts = [html.escape(draw.legend_text(self.grid, self.color_by))]
@@ -183,22 +191,41 @@ class GridView:
         else:
             self._cellgrid.update(self._styles())
 
+    _quiet = False  # set while the view moves its own selector (no second repaint)
+
     def _on_lane(self, change) -> None:
+        if self._quiet:
+            return
         self.lane = None if change["new"] == _ALL else change["new"]
         self._restyle()
 
     def set_lane(self, lane) -> None:
         """Highlight what ``lane`` holds (a bank for memory grids); None shows all."""
-        value = _ALL if lane is None else lane
-        if hasattr(self, "_lane") and self._lane.value != value:
-            self._lane.value = value  # restyles through _on_lane
-        else:
-            self.lane = lane
-            self._restyle()
+        self.show(lane, self.focus)
 
     def set_focus(self, index) -> None:
         """Outline cell ``index`` and explain it below the grid."""
-        self.focus = index
+        self.show(self.lane, index)
+
+    def show(self, lane, focus) -> None:
+        """Select ``lane`` and outline cell ``focus`` with one repaint (what a click does):
+        the selector follows, the page of columns that holds the cell is shown, and the
+        cell is explained below the grid."""
+        self.lane, self.focus = lane, focus
+        if hasattr(self, "_lane"):
+            value = _ALL if lane is None else lane
+            if self._lane.value != value and value in dict(self._lane.options).values():
+                self._quiet = True
+                try:
+                    self._lane.value = value
+                finally:
+                    self._quiet = False
+            cells = getattr(self, "_cellgrid", None)
+            if cells is not None and focus is not None and cells.pages > 1:
+                page = cells.page_of(focus)
+                if page != cells.page:
+                    cells.page = page  # the repaint below sends the page's styles
+                    cells.pager.value = page
         self._restyle()
         if hasattr(self, "_info"):
             self._info.value = self._info_text()
@@ -209,9 +236,7 @@ class GridView:
             self.on_cell(self, index)
             return
         cell = self.grid.cells[index]
-        self.focus = index
-        self.set_lane(self.grid.bank(cell) if self.grid.kind == "memory" else cell.lane)
-        self.set_focus(index)
+        self.show(self.grid.bank(cell) if self.grid.kind == "memory" else cell.lane, index)
 
     def redraw(self, grid: Grid | None = None) -> None:
         """Show ``grid`` (or the current one again) in the live widget."""
