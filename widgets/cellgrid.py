@@ -32,13 +32,13 @@ import itertools
 import math
 
 from . import draw
+from .geometry import WIDTH, page_columns
 from .model import Grid
 
 __all__ = ["CellGrid", "CELL_HEIGHT", "WIDTH", "hover_groups", "page_columns"]
 
 CELL_HEIGHT = 22  # px
 BLOCK_GAP = 5  # extra px above the first row of each block
-WIDTH = 860  # px a picture may take: a 1,000 px notebook column less prompt and margins
 BUTTON = ".widget-toggle-button"
 _ids = itertools.count()
 # A mouse press on a cell stays with the grid: JupyterLab would otherwise activate and focus
@@ -51,18 +51,6 @@ QUIET_CLICKS = (
     "if(e.button===0&amp;&amp;e.target.closest('.tirx-cells')){e.stopPropagation();"
     'e.preventDefault();}});}">'
 )
-
-
-def page_columns(cols: int, cell: float, left: float, block: int = 0, width: float = WIDTH) -> int:
-    """How many columns of ``cell`` px (after ``left`` px of labels) fit ``width``: all of
-    them when they fit, else a whole number of ``block`` columns (or of 8) where possible."""
-    fit = max(int((width - left) // cell), 1)
-    if fit >= cols:
-        return cols
-    for unit in (block, 8, 4):
-        if unit and fit >= unit:
-            return fit // unit * unit
-    return fit
 
 
 class CellGrid:

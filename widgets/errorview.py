@@ -56,7 +56,7 @@ class ContractPicture:
         return (
             f'<div class="tirx-contract-picture {scope}" style="background:#fff;color:#111;'
             'padding:6px;border-left:4px solid #d62728;max-width:100%;box-sizing:border-box">'
-            f"{link}<style>.{scope} svg{{width:100%;height:auto;display:block}}</style>"
+            f"{link}"
             f'<div class="tirx-contract-verdict">{html.escape(verdict)}</div>'
             '<div style="display:flex;gap:16px;align-items:flex-start;flex-wrap:wrap">'
             f"{''.join(sides)}</div></div>"
@@ -64,20 +64,15 @@ class ContractPicture:
 
 
 _ids = itertools.count()
-SHRINK = 0.75  # a side may be drawn this much smaller to stay beside the other, no smaller
+SIDE = 460  # px each side wraps at: two sit side by side in a 1,000 px notebook
+WHOLE = 10**6  # an error's pictures wrap whole, never into pages
 
 
 def _side(svg: str) -> str:
-    """One picture as a flex item: its natural width at most, shrinking to ``SHRINK`` of it
-    to share a row, then wrapping below the other (and never wider than the output). A flex
-    row breaks by the items' bases, so the basis is the smallest width and growth does the
-    rest."""
-    width = float(re.search(r'width="([\d.]+)"', svg).group(1))
-    least = SHRINK * width
-    return (
-        f'<div class="tirx-contract-side" style="flex:1 1 {least:.0f}px;max-width:{width:.0f}px;'
-        f'min-width:min({least:.0f}px,100%)">{svg}</div>'
-    )
+    """One picture as a flex item at its natural size (never scaled down: a side too wide
+    for the output wraps into bands, drawn :data:`SIDE` px wide at most); two share a row
+    when the output is wide enough, else the second goes below the first."""
+    return f'<div class="tirx-contract-side" style="flex:0 0 auto;max-width:100%">{svg}</div>'
 
 
 def _operand_view(err, operand: str):
@@ -141,8 +136,10 @@ def contract_picture(err) -> ContractPicture | None:
             i for i, (a, b) in enumerate(zip(actual.elements, expected.elements))
             if a.lane != b.lane
         ]  # fmt: skip
-    exp_view = FragmentView(expected, marks=marks, summary=f"expected: {facts.formula}")
-    act_view = None if actual is None else FragmentView(actual, marks=marks)
+    exp_view = FragmentView(expected, marks=marks, summary=f"expected: {facts.formula}",
+                            width=SIDE, max_rows=WHOLE)  # fmt: skip
+    act_view = None if actual is None else FragmentView(actual, marks=marks, width=SIDE,
+                                                        max_rows=WHOLE)  # fmt: skip
     return ContractPicture(message, exp_view, act_view, len(marks))
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import html
 
 from . import fragment as F
-from . import picture, tikz
+from . import geometry, picture, tikz
 from .linking import link
 from .model import Cell, Grid
 from .views import GridView
@@ -41,8 +41,13 @@ class FragmentView(GridView):
     """A :class:`~widgets.fragment.Fragment` as a view (click a cell: its lane lights up and
     the formula shows; hover: the lane's cells are outlined)."""
 
-    def __init__(self, frag: F.Fragment, *, lane=None, marks=(), labels=None, summary=""):
+    def __init__(self, frag: F.Fragment, *, lane=None, marks=(), labels=None, summary="",
+                 page: int = 0, width: float = geometry.WIDTH,
+                 max_rows: int = geometry.MAX_ROWS):  # fmt: skip
         self.fragment = frag
+        self.page = page  # the page of columns the pictures show (a wide fragment's)
+        self.wrap = width  # px the pictures may take before they wrap into bands
+        self.max_rows = max_rows  # rows the bands may stack before they go to pages
         color_by = "slot" if frag.kind is F.FragmentKind.THREADS else None
         super().__init__(_grid_of(frag), color_by=color_by, lane=lane, marks=marks,
                          labels=labels or [frag.label(e) for e in frag.elements],
@@ -52,29 +57,44 @@ class FragmentView(GridView):
         out = F.text(self.fragment, lane=self.lane, marks=self.marks)
         return out + (f"\n{self.summary}" if self.summary else "")
 
-    def _options(self) -> dict:
-        return dict(lane=self.lane, marks=self.marks, labels=self.labels)
+    def _options(self, page=None) -> dict:
+        page = self.page if page is None else page
+        return dict(
+            lane=self.lane,
+            marks=self.marks,
+            labels=self.labels,
+            page=page,
+            width=self.wrap,
+            max_rows=self.max_rows,
+        )
 
-    def svg(self, path=None, *, hover: bool = True) -> str:
-        """The SVG picture (also written to ``path``)."""
+    @property
+    def pages(self) -> int:
+        """How many pages of columns the pictures of this fragment have (1: it wraps whole)."""
+        looks = picture.looks(self.fragment)
+        return geometry.page_count(self.fragment, looks, self.wrap, self.max_rows)
+
+    def svg(self, path=None, *, hover: bool = True, page=None) -> str:
+        """The SVG picture (also written to ``path``); ``page``: another page of columns."""
         return picture.svg(self.fragment, note=self.summary, hover=hover, path=path,
-                           **self._options())  # fmt: skip
+                           **self._options(page))  # fmt: skip
 
-    def png(self, path=None, *, dpi: int = 200) -> bytes:
+    def png(self, path=None, *, dpi: int = 200, page=None) -> bytes:
         """PNG bytes at ``dpi`` (≥ 150; also written to ``path``)."""
         return picture.png(self.fragment, dpi=dpi, path=path, note=self.summary,
-                           **self._options())  # fmt: skip
+                           **self._options(page))  # fmt: skip
 
-    def tikz(self, path=None, *, standalone: bool = False) -> str:
+    def tikz(self, path=None, *, standalone: bool = False, page=None) -> str:
         """TikZ source (``standalone``: a whole document; also written to ``path``)."""
-        return tikz.tikz(self.fragment, standalone=standalone, path=path, **self._options())
+        return tikz.tikz(self.fragment, standalone=standalone, path=path,
+                         **self._options(page))  # fmt: skip
 
-    def save(self, path):
+    def save(self, path, *, page=None):
         """Write the picture; the suffix (.svg, .png, .tex) picks the form."""
-        return picture.save(self.fragment, path, **self._options())
+        return picture.save(self.fragment, path, **self._options(page))
 
-    def figure(self):
-        return picture.figure(self.fragment, note=self.summary, **self._options())
+    def figure(self, page=None):
+        return picture.figure(self.fragment, note=self.summary, **self._options(page))
 
     def _repr_html_(self) -> str:
         return f'<div class="tirx-view tirx-fragment-view">{self.svg()}</div>'

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .fragment import Fragment
+from .fragment import Fragment, columns
+from .geometry import MAX_ROWS, WIDTH, geometry
 from .looks import MARK_COLOR, looks
 
 __all__ = ["tikz"]
@@ -36,10 +37,18 @@ def _tex(text: str) -> str:
 
 
 def tikz(frag: Fragment, *, lane=None, marks=(), labels=None, standalone: bool = False,
-         cell_width: float = 1.1, path=None) -> str:  # fmt: skip
+         cell_width: float = 1.1, path=None, page: int = 0, width: float = WIDTH,
+         max_rows: int = MAX_ROWS) -> str:  # fmt: skip
     """The picture as TikZ source (also written to ``path``). One cell is ``cell_width`` by
-    0.5 cm; row 0 is at the top, as in the PTX ISA's figures."""
+    0.5 cm; row 0 is at the top, as in the PTX ISA's figures. A fragment the notebook shows
+    in pages (:mod:`widgets.geometry`) is written a page at a time too: the columns of page
+    ``page``, side by side (a page is as wide as a column of text allows)."""
     cells = looks(frag, lane=lane, marks=marks, labels=labels)
+    shown = geometry(frag, cells, page=page, width=width, max_rows=max_rows).shown
+    if len(shown) < frag.cols:
+        keep = [i for i in range(len(cells)) if i % frag.cols in shown]
+        frag = columns(frag, shown)
+        cells = [cells[i] for i in keep]
     colors = {s.fill for s in cells}
     names = {c: f"tirx{i}" for i, c in enumerate(sorted(colors))}
     w, h = cell_width, 0.5
