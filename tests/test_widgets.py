@@ -197,7 +197,7 @@ def painted(view) -> list[tuple[str, str, bool]]:
 
 
 def labels(view) -> list[str]:
-    return [label for label, _ in view._cellgrid.cells.options]
+    return [label for label, _ in (view.widget and view._cellgrid).cells.options]
 
 
 def models(widget) -> int:
@@ -269,9 +269,9 @@ def test_memory_view_selects_banks():
 def test_big_grids_fall_back_to_svg_in_the_widget():
     view = show_layout(TileLayout(S[32, 64]), (32, 64))
     assert view.widget is not None
-    assert view._cellgrid is None and view._svg.value.count('class="tirx-cell"') == 2048
+    assert view._cellgrid is None and view._svg.value.count('class="tirx-el"') == 2048
     view._lane.value = 3
-    assert view._svg.value.count('font-weight="bold"') == 64  # the 64 cells of bank 3
+    assert view._svg.value.count('stroke="#000" stroke-width="1.6"') == 64  # bank 3's 64
 
 
 def test_pair_view_matches_registers_across_views():
@@ -297,21 +297,19 @@ def test_pair_view_matches_registers_across_views():
     assert pair._lane.value == 11 and "lane 11, slot 1" in pair._info.value
 
 
-def test_show_instruction_draws_the_contract_table():
+def test_show_instruction_draws_the_contract_table_with_the_isa_labels():
     view = show_instruction(MMA, "D")
     for cell in view.grid.cells:
         assert (cell.lane, cell.slot) == d_owner(*cell.coord)
-    assert (
-        str(view).splitlines()[3:-1]
-        == text_table(layout_grid(d_mma_layout, (16, 8))).splitlines()[3:]
-    )
-    assert str(view).splitlines()[-1] == "D: the 16x8 f32 result tile"
+    assert labels(view)[:4] == ["T0:c0", "T0:c1", "T1:c0", "T1:c1"] and labels(view)[8] == "T4:c0"
+    assert "T<lane>:c<i>" in str(view) and str(view).splitlines()[-1].startswith("D: the 16x8")
     view.click(0)
     assert "register = 2·(row // 8) + col % 2" in view._info.value
+    a = show_instruction(MMA, "A")  # elements, two halves to a register, as the ISA draws
+    assert len(a.grid.cells) == 256 and labels(a)[:3] == ["T0:a0", "T0:a1", "T1:a0"]
+    assert labels(a)[8 * 16] == "T0:a2" and labels(a)[8] == "T0:a4"
     shared = show_instruction(tirx.T.ptx[LDX4], "shared")
-    assert [shared.grid.cells[i * 32 + r * 4].lane for i in range(4) for r in range(8)] == list(
-        range(32)
-    )
+    assert all(c.lane == 8 * c.coord[0] + c.coord[1] for c in shared.grid.cells)
     with pytest.raises(tirx.TirxError, match="has no operand 'E'"):
         show_instruction(MMA, "E")
     with pytest.raises(tirx.ContractError):

@@ -17,6 +17,7 @@ from IPython.utils.capture import capture_output
 import tirx
 from tirx.examples import warp_matmul
 from widgets import fragment as F
+from widgets import operands as O
 from widgets.errorview import SIDE, contract_picture, install
 
 GOOD = "(4, 4, 2, 4 @ laneid, 1 @ laneid, 1)"
@@ -60,7 +61,7 @@ def test_picture_marks_the_cells_held_by_the_wrong_lane(tmp_path):
     assert pic.mismatches == _expected_mismatches() > 0
     marked = set(pic.expected.marks)
     assert marked == set(pic.actual.marks) and len(marked) == pic.mismatches
-    isa = F.operand_fragment("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32", "D")
+    isa = O.operand_fragment("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32", "D")
     for i, (mine, want) in enumerate(zip(pic.actual.fragment.elements, isa.elements)):
         assert (i in marked) == (mine.lane != want.lane)
     html = pic._repr_html_()

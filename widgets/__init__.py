@@ -47,9 +47,9 @@ __all__ = [
 
 _HOME = {
     "show_layout": "views",
-    "show_instruction": "views",
+    "show_instruction": "show",
     "LayoutView": "views",
-    "InstructionView": "views",
+    "InstructionView": "show",
     "show_pair": "pair",
     "PairView": "pair",
     "show_trace": "trace",
@@ -57,7 +57,7 @@ _HOME = {
     "TraceView": "trace",
     "check_layout": "check",
     "CheckView": "check",
-    "show_fragment": "fragview",
+    "show_fragment": "show",
     "FragmentView": "fragview",
     "link": "linking",
     "contract_picture": "errorview",

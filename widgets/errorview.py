@@ -19,6 +19,7 @@ import re
 from dataclasses import dataclass
 
 from . import fragment as F
+from . import operands as O
 from . import picture
 from .fragview import FragmentView
 
@@ -103,7 +104,7 @@ def contract_picture(err) -> ContractPicture | None:
         return None
     instr, operand = m.group("instr"), m.group("operand")
     try:
-        facts = F.operand_facts(instr, operand)
+        facts = O.operand_facts(instr, operand)
     except Exception:  # an unknown instruction: nothing to draw
         return None
     if facts.grid.kind != "registers":
@@ -119,7 +120,7 @@ def contract_picture(err) -> ContractPicture | None:
         repeat = tuple(shape[: len(shape) - len(facts.atom)])
     if math.prod(repeat) > 16:
         repeat = ()
-    expected = F.operand_fragment(instr, operand, repeat=repeat)
+    expected = O.operand_fragment(instr, operand, repeat=repeat)
     actual = None
     if layout is not None and shape is not None:
         try:

@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import html
 
+from . import faces, geometry, picture, tikz
 from . import fragment as F
-from . import geometry, picture, tikz
 from .linking import link
 from .model import Cell, Grid
 from .views import GridView
 
-__all__ = ["FragmentView", "show_fragment", "link"]
+__all__ = ["FragmentView", "link"]
 
 
 def _grid_of(frag: F.Fragment) -> Grid:
@@ -99,6 +99,24 @@ class FragmentView(GridView):
     def _repr_html_(self) -> str:
         return f'<div class="tirx-view tirx-fragment-view">{self.svg()}</div>'
 
+    def still(self) -> str:
+        """The shown page as a coloured text table that survives sanitizing."""
+        frag = self.fragment
+        cells = picture.looks(frag, lane=self.lane, marks=self.marks, labels=self.labels)
+        g = geometry.geometry(frag, cells, page=self.page, width=self.wrap,
+                              max_rows=self.max_rows)  # fmt: skip
+        cols = g.shown
+        rows = [
+            (str(r), [(("✗" if cells[i].marked else "") + cells[i].label, cells[i].fill,
+                       cells[i].ink) for i in (r * frag.cols + c for c in cols)])
+            for r in range(frag.rows)
+        ]  # fmt: skip
+        foot = list(g.legend)
+        return faces.coloured_text(frag.title, [str(c) for c in cols], rows, foot)
+
+    def _select_name(self) -> str:
+        return "bank" if self.grid.kind == "memory" else self.fragment.holder
+
     def formula(self, index: int) -> str:
         return self.fragment.describe(index)
 
@@ -121,43 +139,3 @@ class FragmentView(GridView):
     def thread_major(self) -> FragmentView:
         """The same fragment lane by lane (row = lane, cell = the coordinate it holds)."""
         return FragmentView(F.thread_major(self.fragment))
-
-
-def show_fragment(what, operand=None, *, shape=None, element_bits=None, unit_bits=32,
-                  repeat=(), view: str = "elements", lane=None, title=None, prefix=None,
-                  repeat_names=()) -> FragmentView:  # fmt: skip
-    """An element-level picture of an instruction operand or a layout.
-
-    ``what`` is an instruction (text or ``T.ptx[...]``, with ``operand``) or a layout (spec
-    text or object, over ``shape``). ``element_bits`` is the element width (16: f16/bf16,
-    8: s8, 32: f32/tf32; default: the instruction's, or 32 for a layout); a layout's ``m``
-    step holds ``unit_bits`` (32 for a register layout over u32 words, ``element_bits`` for
-    one over elements). ``view``: ``"elements"`` (the logical matrix), ``"threads"`` (lane
-    by lane) or ``"banks"`` (a shared layout, coloured by bank).
-    """
-    if _is_instruction(what):
-        frag = F.operand_fragment(what, operand, repeat=repeat, element_bits=element_bits,
-                                  prefix=prefix)  # fmt: skip
-    elif view == "banks":
-        frag = F.bank_fragment(what, shape, element_bits=element_bits or 16, title=title)
-    else:
-        bits = element_bits or 32
-        frag = F.layout_fragment(
-            what, shape, element_bits=bits, unit_bits=unit_bits if unit_bits >= bits else bits,
-            title=title, prefix=prefix or "v", repeat_names=repeat_names,
-        )  # fmt: skip
-    if view == "threads":
-        frag = F.thread_major(frag)
-    elif view not in ("elements", "banks"):
-        from tirx.errors import TirxError
-
-        raise TirxError(f"unknown view {view!r}", hint="choose elements, threads or banks")
-    summary = ""
-    if frag.kind is F.FragmentKind.MEMORY:
-        summary = f"worst column bank conflict: {F.bank_conflicts(frag)}-way"
-    return FragmentView(frag, lane=lane, summary=summary)
-
-
-def _is_instruction(what) -> bool:
-    text = getattr(what, "text", what)
-    return isinstance(text, str) and text.split(".", 1)[0] in ("mma", "ldmatrix", "stmatrix")

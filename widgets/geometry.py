@@ -122,9 +122,12 @@ def geometry(frag: Fragment, cell_looks, note: str = "", page: int = 0,
     page = min(max(int(page), 0), len(pages) - 1)
     shown = pages[page]
     grid_w = cw * max(len(b) for b in shown)
-    per_line = max(int((left + grid_w) / 6.0), 40)
-    # the title is 12 px bold monospace, about 7.3 px a character: wrapped to fit the picture
-    per_title = max(int((left + grid_w - 4) / 7.4), 20)
+    # a narrow grid still leaves room for its title's longest word and legend lines of 40
+    # characters (12 px bold title text is about 7.4 px a character, 10 px legend text 6)
+    longest_word = max((len(w) for w in frag.title.split()), default=0)
+    inner = max(left + grid_w, 7.4 * longest_word + 4, 6.0 * 40)
+    per_line = max(int(inner / 6.0), 40)
+    per_title = max(int((inner - 4) / 7.4), 20)
     title = tuple(textwrap.wrap(frag.title, per_title, break_long_words=False)) or ("",)
     page_note = ""
     if len(pages) > 1:
@@ -144,7 +147,7 @@ def geometry(frag: Fragment, cell_looks, note: str = "", page: int = 0,
     bottom = y - 12 - head
     key = KEY_ROW if frag.kind is FragmentKind.MEMORY else 0
     height = bottom + 10 + key + 13 * (len(legend) + 1)
-    width = max(left + grid_w + 8, 6 + 40 + 23 * 32 + 6 if key else 0)
+    width = max(inner + 8, 6 + 40 + 23 * 32 + 6 if key else 0)
     return Geometry(cw, ch, left, top, width, height, title, tuple(legend), CHAR,
                     tuple(bands), page, len(pages), head, key)  # fmt: skip
 

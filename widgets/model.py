@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from tirx.errors import LayoutError
 
-from .families import require_fragment
+from .families import require_drawable, require_fragment
 
 __all__ = [
     "Cell",
@@ -204,10 +204,12 @@ def _lane_of(point: dict) -> int | None:
     return None
 
 
-def contract_grid(contract, operand: str) -> Grid:
-    """An instruction operand's canonical fragment, from the contract's owner table."""
+def contract_grid(contract, operand: str, spec=None) -> Grid:
+    """An instruction operand's canonical fragment, from the contract's owner table (of
+    ``spec``, another form of the operand, when given: wgmma's A in registers)."""
     require_fragment(contract)
-    spec = contract.operand(operand)
+    spec = spec or contract.operand(operand)
+    require_drawable(contract, spec)
     title = f"{contract.text} · {spec.name}"
     if spec.owner is None:  # the shared side of ldmatrix/stmatrix: who supplies each row
         cells = tuple(

@@ -70,11 +70,24 @@ class PairView:
             f"<div>{html.escape(self.summary())}</div>"
         )
 
+    def still(self) -> str:
+        return self.left.still() + self.right.still() + f"<div>{html.escape(self.summary())}</div>"
+
+    def png(self, path=None, *, dpi: int = 150) -> bytes:
+        """The two sides' pictures side by side as PNG bytes."""
+        from .panels import Panels
+
+        return Panels(self.summary(), [self.left, self.right], linked=False).png(path, dpi=dpi)
+
     def _repr_mimebundle_(self, include=None, exclude=None):
-        bundle = self.widget._repr_mimebundle_(include=include, exclude=exclude) or {}
-        bundle["text/plain"] = str(self)
-        bundle["text/html"] = self._repr_html_()
-        return bundle
+        from . import faces
+
+        return faces.bundle(self, include, exclude)
+
+    def _ipython_display_(self):
+        from . import faces
+
+        faces.show(self)
 
     @property
     def widget(self):

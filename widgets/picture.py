@@ -30,11 +30,12 @@ _ids = itertools.count()
 
 
 def svg(frag: Fragment, *, lane=None, marks=(), labels=None, note: str = "", hover=True,
-        path=None, page: int = 0, width: float = WIDTH, max_rows: int = MAX_ROWS) -> str:  # fmt: skip
+        path=None, page: int = 0, width: float = WIDTH, max_rows: int = MAX_ROWS,
+        cell_looks=None) -> str:  # fmt: skip
     """The picture as a self-contained SVG string (also written to ``path`` if given): page
     ``page`` of a fragment too wide and too tall to wrap whole (:mod:`widgets.geometry`),
-    at most ``width`` px wide."""
-    cells = looks(frag, lane=lane, marks=marks, labels=labels)
+    at most ``width`` px wide. ``cell_looks`` (a view's own colours) replaces the looks."""
+    cells = cell_looks or looks(frag, lane=lane, marks=marks, labels=labels)
     g = geometry(frag, cells, note, page, width, max_rows)
     uid = f"tirx-f{next(_ids)}"
     e = html.escape
@@ -59,7 +60,8 @@ def svg(frag: Fragment, *, lane=None, marks=(), labels=None, note: str = "", hov
             ("#000", 1.6) if s.highlighted else ("#fff", 0.8))  # fmt: skip
         coord = ",".join(map(str, el.coord))
         out.append(
-            f'<g class="tirx-c c{i} {lanes}"{focusable}><rect class="tirx-el" data-index="{i}" '
+            f'<g class="tirx-c c{i} {coord_class(el.coord)} {lanes}"{focusable}>'
+            f'<rect class="tirx-el" data-index="{i}" '
             f'data-coord="{coord}" data-lane="{"" if el.lane is None else el.lane}" '
             f'x="{x:.1f}" y="{yy:.1f}" width="{g.cw:.1f}" height="{g.ch:.1f}" fill="{s.fill}" '
             f'stroke="{stroke}" stroke-width="{sw}"><title>{e(frag.describe(i))}</title></rect>'
@@ -112,7 +114,7 @@ def _labels(frag: Fragment, g: Geometry) -> list[Label]:
     for line in g.title:
         y += 15
         out.append(Label(g.width / 2, y, line, 12, bold=True))
-    grid_w = g.width - g.left - 8
+    grid_w = g.cw * max(len(b.cols) for b in g.bands)
     out.append(Label(g.left + grid_w / 2, y + 15, f"{frag.axes[1]} →", italic=True, color="#333"))
     down, across = frag.block_labels
     bc = frag.block_cols
@@ -203,13 +205,19 @@ def _hover_style(frag: Fragment, uid: str, g: Geometry) -> str:
 LINK_COLOR = "#1f5fbf"
 
 
-def linked_style(scope: str, count: int) -> str:
-    """CSS that links pictures of the same ``count`` elements inside an element of class
-    ``scope``: clicking element ``i`` in one (it takes focus) outlines element ``i`` in all
-    of them, without JavaScript."""
+def coord_class(coord) -> str:
+    """The class naming an element's logical coordinate in every picture (``x3_1``;
+    ``m1`` for -1), so pictures of different shapes can link the same element."""
+    return "x" + "_".join(f"m{-c}" if c < 0 else str(c) for c in coord)
+
+
+def linked_style(scope: str, count: int = 0, coords=()) -> str:
+    """CSS that links the pictures inside an element of class ``scope``, without JavaScript:
+    clicking element ``i`` of one (it takes focus) outlines element ``i`` in all of them
+    (``count`` elements), or, given ``coords``, the element of the same coordinate."""
+    keys = [f"c{i}" for i in range(count)] + [coord_class(c) for c in coords]
     rules = "".join(
-        f".{scope}:has(.c{i}:focus) .c{i} rect{{stroke:{LINK_COLOR};stroke-width:3.5}}"
-        for i in range(count)
+        f".{scope}:has(.{k}:focus) .{k} rect{{stroke:{LINK_COLOR};stroke-width:3.5}}" for k in keys
     )
     return f"<style>{rules}</style>"
 
@@ -218,14 +226,14 @@ def linked_style(scope: str, count: int) -> str:
 
 
 def figure(frag: Fragment, *, lane=None, marks=(), labels=None, note: str = "", page: int = 0,
-           width: float = WIDTH, max_rows: int = MAX_ROWS):  # fmt: skip
+           width: float = WIDTH, max_rows: int = MAX_ROWS, cell_looks=None):  # fmt: skip
     """The picture as a matplotlib Figure (Agg canvas, no pyplot state), laid out in the
     SVG's geometry (1 px of the SVG = 1/100 inch)."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
     from matplotlib.patches import Rectangle
 
-    cells = looks(frag, lane=lane, marks=marks, labels=labels)
+    cells = cell_looks or looks(frag, lane=lane, marks=marks, labels=labels)
     g = geometry(frag, cells, note, page, width, max_rows)
     fig = Figure(figsize=(g.width / 100, g.height / 100), dpi=100)
     FigureCanvasAgg(fig)

@@ -16,15 +16,17 @@ import html
 
 from tirx.errors import TirxError
 
-from . import banks, draw
+from . import banks, draw, faces, picture
 from .cellgrid import CellGrid
-from .families import require_fragment
+from .geometry import MAX_ROWS
+from .gridpicture import grid_fragment, grid_looks
 from .linking import shown
-from .model import Grid, contract_grid, layout_formula, layout_grid, parse_layout
+from .model import Grid, layout_formula, layout_grid, parse_layout
 
-__all__ = ["GridView", "LayoutView", "InstructionView", "show_layout", "show_instruction"]
+__all__ = ["GridView", "LayoutView", "show_layout"]
 
 MAX_CELLS = 1024  # larger grids are drawn as one SVG (still redrawn on lane changes)
+WHOLE = 10**6  # rows the widget's SVG of a larger grid may stack (all of them)
 _ALL = -1  # the selector's "all" entry (a Dropdown value of None would mean "no selection")
 
 
@@ -57,35 +59,52 @@ class GridView:
     def __repr__(self) -> str:
         return str(self)
 
-    def svg(self) -> str:
-        return draw.svg(
-            self.grid, lane=self.lane, labels=self.labels, marks=self.marks,
-            color_by=self.color_by, focus=self.focus,
-        )  # fmt: skip
+    def _picture(self):
+        """The current picture as a fragment and its looks (:mod:`widgets.gridpicture`)."""
+        styles = self._styles()
+        infos = [self.formula(i) for i in range(len(self.grid.cells))]
+        return grid_fragment(self.grid, styles, infos, self.color_by), grid_looks(styles)
+
+    def svg(self, path=None, *, hover: bool = True, max_rows: int = MAX_ROWS) -> str:
+        """The SVG picture (wrapped into bands when wide, a page of them when they would stack
+        past ``max_rows`` rows; also written to ``path``)."""
+        frag, looks = self._picture()
+        return picture.svg(frag, cell_looks=looks, note=self.summary, hover=hover, path=path,
+                           max_rows=max_rows)  # fmt: skip
 
     def _repr_html_(self) -> str:
-        summary = f"<div>{html.escape(self.summary)}</div>" if self.summary else ""
-        return (
-            f'<div class="tirx-view"><div><b>{html.escape(self.grid.title)}</b></div>'
-            f"{self.svg()}{summary}</div>"
-        )
+        return f'<div class="tirx-view">{self.svg()}</div>'
 
     def figure(self):
         """The current picture as a matplotlib Figure (Agg)."""
-        return draw.figure(
-            self.grid, lane=self.lane, labels=self.labels, marks=self.marks,
-            color_by=self.color_by, focus=self.focus, note=self.summary,
-        )  # fmt: skip
+        frag, looks = self._picture()
+        return picture.figure(frag, cell_looks=looks, note=self.summary)
+
+    def png(self, path=None, *, dpi: int = 150) -> bytes:
+        """PNG bytes at ``dpi`` (≥ 150; also written to ``path``)."""
+        frag, looks = self._picture()
+        return picture.png(frag, cell_looks=looks, note=self.summary, dpi=dpi, path=path)
+
+    def still(self) -> str:
+        """The picture as a coloured text table that survives sanitizing (:mod:`widgets.faces`)."""
+        g, styles = self.grid, self._styles()
+        rows = [
+            (g.row_label(r), [(s.label, s.fill, s.ink) for s in styles[r * g.cols : (r + 1) * g.cols]])
+            for r in range(g.rows)
+        ]  # fmt: skip
+        foot = [draw.legend_text(g, self.color_by)] + ([self.summary] if self.summary else [])
+        return faces.coloured_text(g.title, [str(c) for c in range(g.cols)], rows, foot)
 
     linked: tuple = ()  # the views a click here also lights (widgets.linking)
     linked_by_hand = False  # joined by an explicit link(): left out of the automatic groups
 
     def _repr_mimebundle_(self, include=None, exclude=None):
         shown(self)  # views one notebook cell shows together answer each other's clicks
-        bundle = self.widget._repr_mimebundle_(include=include, exclude=exclude) or {}
-        bundle["text/plain"] = str(self)
-        bundle["text/html"] = self._repr_html_()
-        return bundle
+        return faces.bundle(self, include, exclude)
+
+    def _ipython_display_(self):
+        shown(self)
+        faces.show(self)
 
     def formula(self, index: int) -> str:
         """What clicking cell ``index`` explains (overridden by views that know more)."""
@@ -154,7 +173,7 @@ class GridView:
 
         if len(self.grid.cells) > MAX_CELLS:
             self._cellgrid = None
-            self._svg = w.HTML(self.svg())
+            self._svg = w.HTML(self.svg(max_rows=WHOLE))
             self._grid_box.children = [self._svg]
             return
         self._cellgrid = CellGrid(self.grid, self._styles(), self._on_cell,
@@ -187,7 +206,7 @@ class GridView:
         if not hasattr(self, "_cellgrid"):
             return
         if self._cellgrid is None:
-            self._svg.value = self.svg()
+            self._svg.value = self.svg(max_rows=WHOLE)
         else:
             self._cellgrid.update(self._styles())
 
@@ -342,26 +361,6 @@ class LayoutView(GridView):
         return [toggle]
 
 
-class InstructionView(GridView):
-    """``show_instruction``: an instruction operand's fragment, from its contract entry."""
-
-    def __init__(self, contract, operand: str, *, lane=None):
-        self.contract = contract
-        self.operand = contract.operand(operand)
-        grid = contract_grid(contract, operand)
-        about = self.operand.about
-        super().__init__(grid, lane=lane, summary=f"{self.operand.name}: {about}")
-
-    def formula(self, index: int) -> str:
-        cell = self.grid.cells[index]
-        rule = self.operand.formula
-        where = (
-            f"address supplied by lane {cell.lane}" if cell.slot is None
-            else f"lane {cell.lane}, register {cell.slot}"
-        )  # fmt: skip
-        return f"element {cell.coord} → {where}\n{rule}"
-
-
 def show_layout(layout, shape=None, *, title=None, lane=None, color_by=None, dtype_bytes=2):
     """A layout over a logical ``shape`` (default: its shard extents): cells coloured by lane
     and labelled ``lane:slot`` (register layouts) or by bank and labelled with the address
@@ -370,22 +369,3 @@ def show_layout(layout, shape=None, *, title=None, lane=None, color_by=None, dty
         layout = parse_layout(layout)
     return LayoutView(layout, shape, title=title, lane=lane, color_by=color_by,
                       dtype_bytes=dtype_bytes)  # fmt: skip
-
-
-def show_instruction(instr, operand: str = None, *, lane=None):
-    """The canonical fragment of one operand of a PTX instruction (text, ``T.ptx[...]`` or a
-    contract), drawn from the contract table the compiler checks against."""
-    import tirx
-
-    text = getattr(instr, "text", instr)
-    contract = tirx.instruction_contract(text)
-    require_fragment(contract)  # cp.async: a plain message, no picture
-    names = [op.name for op in contract.operands]
-    if operand is None:
-        operand = names[0]
-    if operand not in names:
-        raise TirxError(
-            f"{contract.text} has no operand {operand!r}",
-            hint="its operands are " + ", ".join(names),
-        )
-    return InstructionView(contract, operand, lane=lane)
