@@ -30,16 +30,15 @@ format:
 	$(PY) -m ruff check --fix tirx widgets tests benchmarks
 
 # The benchmarks that make sense without a GPU (compile speed, the launch path's Python cost
-# with the launch stubbed, its parts, the simulator), each table written to
-# benchmarks/results/<name>-<date>-cpu*.md. The GPU ones: benchmarks/run_gpu.sh on a GPU machine.
+# with the launch stubbed, its parts, the simulator). Each rewrites its current file,
+# $(RESULTS)/<benchmark>-<machine>.md (compile-cpu.md, launch-cpu-stub.md, launch_parts-cpu.md,
+# sim_speed-cpu.md on a machine without a GPU). The GPU ones: benchmarks/run_gpu.sh.
 RESULTS ?= benchmarks/results
-TODAY := $(shell date -u +%Y-%m-%d)
 bench:
-	$(PY) benchmarks/compile.py --out $(RESULTS)/compile-$(TODAY)-cpu.md
-	$(PY) benchmarks/launch.py --out $(RESULTS)/launch-$(TODAY)-cpu-stub.md
-	$(PY) benchmarks/launch_parts.py --out $(RESULTS)/launch_parts-$(TODAY)-cpu.md
-	{ echo 'Command: `$(PY) benchmarks/sim_speed.py`'; echo; $(PY) benchmarks/sim_speed.py; } \
-		> $(RESULTS)/sim_speed-$(TODAY)-cpu.md
+	$(PY) benchmarks/compile.py --results-dir $(RESULTS)
+	$(PY) benchmarks/launch.py --results-dir $(RESULTS)
+	$(PY) benchmarks/launch_parts.py --results-dir $(RESULTS)
+	$(PY) benchmarks/sim_speed.py --results-dir $(RESULTS)
 
 # JupyterLab on the tutorials; kernels use the GPU when visible (TIRX_TARGET as you set it).
 # More options: make lab LAB_ARGS="--no-browser --port=8899"; as root, --allow-root is added.
@@ -52,6 +51,7 @@ notebooks:  # re-execute the tutorials in place from clean kernels (the committe
 		--ExecutePreprocessor.timeout=600 --ExecutePreprocessor.store_widget_state=False --ExecutePreprocessor.record_timing=False \
 		notebooks/0*.ipynb notebooks/visualizer_demo.ipynb
 	$(PY) -c "$$STATIC_VIEWS" notebooks/visualizer_demo.ipynb
+	$(PY) -c "$$RELATIVE_PATHS" notebooks/*.ipynb
 
 # The demo's saved views keep their SVG and text faces only: a widget without its kernel shows
 # "model not found" in JupyterLab; running the notebook brings the live widgets back.
@@ -64,6 +64,31 @@ for cell in nb.cells:
 nbformat.write(nb, sys.argv[1])
 endef
 export STATIC_VIEWS
+
+# Outputs name files of this checkout relative to it, not by where it lies on the machine that ran
+# them (NVRTC's PTX, for one, names its sources by absolute path): the notebooks folder's path
+# and the repository's are taken out of every saved output.
+define RELATIVE_PATHS
+import os, sys, nbformat
+root = os.getcwd()
+prefixes = [os.path.join(root, "notebooks") + os.sep, root + os.sep]
+def relative(text):
+    for prefix in prefixes:
+        text = text.replace(prefix, "")
+    return text
+for path in sys.argv[1:]:
+    nb = nbformat.read(path, as_version=4)
+    for cell in nb.cells:
+        for out in cell.get("outputs", []):
+            if isinstance(out.get("text"), str):
+                out["text"] = relative(out["text"])
+            data = out.get("data", {})
+            for kind, value in data.items():
+                if isinstance(value, str):
+                    data[kind] = relative(value)
+    nbformat.write(nb, path)
+endef
+export RELATIVE_PATHS
 
 # docs/tirx-names.md: every name of the real TIRx's T and T.cuda with its status here, from
 # the real package (apache-tvm-tirx==0.1.0a4) in its own venv; run it after names land.

@@ -31,19 +31,19 @@ the previous one. Without a GPU the script says so and exits with status 2.
 from __future__ import annotations
 
 import argparse
-import re
-import shlex
 import sys
 from dataclasses import dataclass, field
-from datetime import date
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import report  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 BACKENDS = ("cudnn", "flash", "efficient")  # SDPA backends, by their sdpa_kernel names
 # Triton block configurations: (BLOCK_M, BLOCK_N, warps, stages)
 TRITON_CONFIGS = ((128, 64, 4, 3), (128, 64, 8, 3), (128, 128, 8, 2), (64, 64, 4, 3))
-RESULTS = Path(__file__).resolve().parent / "results"
 
 
 @dataclass
@@ -84,12 +84,6 @@ def problem_size(seq: int, head_dim: int, tokens: int, hidden: int) -> tuple[int
     if hidden % head_dim:
         raise ValueError(f"hidden {hidden} is not a multiple of head_dim {head_dim}")
     return max(1, tokens // seq), hidden // head_dim
-
-
-def machine_slug(gpu_name: str) -> str:
-    """The part of a results file name that says which GPU: ``"NVIDIA H200"`` -> ``"h200"``."""
-    words = [w for w in re.split(r"[^a-z0-9]+", gpu_name.lower()) if w and w != "nvidia"]
-    return "-".join(words) or "gpu"
 
 
 def table(cells: list[Cell]) -> str:
@@ -296,17 +290,16 @@ def _math_reference(q, k, v, causal):
         return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
 
 
-def report(cells: list[Cell], command: str, reps: int) -> str:
+def report_body(cells: list[Cell], reps: int) -> str:
+    """The result file's body (benchmarks/report.py writes the header: command, date, machine,
+    versions)."""
     import torch
-    from gemm_speed import machine
 
     return "\n".join(
         [
-            f"# Attention speed: tirx against SDPA's backends and Triton, {date.today().isoformat()}",
+            "# Attention speed: tirx against SDPA's backends and Triton",
             "",
-            f"Command: `{command}`",
-            "",
-            f"Machine: {machine()}; cuDNN {torch.backends.cudnn.version()}",
+            f"cuDNN {torch.backends.cudnn.version()}",
             "",
             f"Median of {reps} samples per cell. Forward pass, `(batch, heads, seq, d)` "
             "tensors, as many keys as queries; TFLOP/s = 4·batch·heads·seq²·d / time, half "
@@ -329,7 +322,7 @@ def main(argv=None) -> int:
     ap.add_argument("--tokens", type=int, default=16384, help="batch · seq of every case")
     ap.add_argument("--hidden", type=int, default=2048, help="heads · head_dim of every case")
     ap.add_argument("--reps", type=int, default=10)
-    ap.add_argument("--out", default=None, help="the report's path (default: results/...)")
+    report.add_output_arguments(ap, "attention_speed")
     args = ap.parse_args(argv)
     from gemm_speed import gpu_visible
 
@@ -352,16 +345,9 @@ def main(argv=None) -> int:
                     print(f"{dtype} d={d} {mode} seq={seq} ({batch} x {heads})", flush=True)
                     cells.append(measure(cell, args.reps))
                     torch.cuda.empty_cache()
-    command = "python benchmarks/attention_speed.py " + shlex.join(argv or sys.argv[1:])
-    text = report(cells, command.strip(), args.reps)
-    out = (
-        Path(args.out)
-        if args.out
-        else RESULTS / (f"attention_speed-{machine_slug(torch.cuda.get_device_name(0))}.md")
-    )
-    out.write_text(text)
+    text = report_body(cells, args.reps)
     print(text)
-    print(f"written to {out}")
+    report.write_result("attention_speed", text, args, __file__, argv, gpu=report.gpu_name())
     return 0
 
 

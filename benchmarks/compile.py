@@ -2,6 +2,8 @@
 
     python benchmarks/compile.py [--runs N] [--arch sm_90] [--out FILE]
 
+The table goes to ``benchmarks/results/compile-<machine>.md`` (``benchmarks/report.py``).
+
 Every "fresh process" figure is the median over ``--runs`` new Python processes (those of
 NVRTC alone and of the cold compile alternate, so that a shared machine's load weighs on both
 alike); each one imports tirx and, before its clock starts, initializes the CUDA driver (cuInit
@@ -229,9 +231,8 @@ def main(argv=None) -> None:
     ap.add_argument("--runs", type=int, default=5, help="fresh processes per figure")
     ap.add_argument("--repeat-calls", type=int, default=2000)
     ap.add_argument("--arch", default="sm_90")
-    ap.add_argument("--out", help="also write the table (markdown) to this file")
     ap.add_argument("--child", nargs="+", help=argparse.SUPPRESS)
-    args = ap.parse_args(argv)
+    args, _ = ap.parse_known_args(argv)
     if args.child:
         kind, *rest = args.child
         if kind == "tirx":
@@ -246,7 +247,10 @@ def main(argv=None) -> None:
             result = child_lower(rest[0])
         print(json.dumps(result))
         return
+    import report  # not in the children: what it imports would load before their clocks
 
+    report.add_output_arguments(ap, "compile")
+    args = ap.parse_args(argv)
     target = f"cuda -arch={args.arch}"
     runs = args.runs
     with tempfile.TemporaryDirectory(prefix="tirx-bench-") as tmp:
@@ -331,10 +335,7 @@ def main(argv=None) -> None:
     ]
     text = "\n".join(lines)
     print(text)
-    if args.out:
-        with open(args.out, "w") as f:
-            f.write(f"Command: `{' '.join([os.path.basename(sys.executable), *sys.argv])}`\n\n")
-            f.write(text + "\n")
+    report.write_result("compile", text, args, __file__, argv, gpu=report.gpu_name())
 
 
 if __name__ == "__main__":

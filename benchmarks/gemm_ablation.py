@@ -20,7 +20,8 @@ Each runs alone for ``--seconds`` while ``nvidia-smi`` is read (``gemm_clocks.ru
 the default, Triton's best configuration and the mma.sync register-only peak (constant and
 random operands). The variants are built from the example's own source with named edits, each
 of which must apply exactly where it is meant to (``ablated_gemm`` fails otherwise), so the
-kernels measured are the default's but for the one part left out.
+kernels measured are the default's but for the one part left out. The table goes to
+``benchmarks/results/gemm_ablation-<machine>.md`` (``benchmarks/report.py``).
 """
 
 from __future__ import annotations
@@ -35,6 +36,8 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import report  # noqa: E402
 
 ABLATIONS = ("no-copy", "no-copy-b", "same-k", "no-ldmatrix")
 
@@ -140,7 +143,7 @@ def main(argv=None) -> int:
     ap.add_argument("--n", type=int, default=8192)
     ap.add_argument("--dtype", default="float16", choices=("float16", "bfloat16"))
     ap.add_argument("--seconds", type=float, default=1.5)
-    ap.add_argument("--out", default=None)
+    report.add_output_arguments(ap, "gemm_ablation")
     args = ap.parse_args(argv)
     n, tdtype = args.n, getattr(torch, args.dtype)
     a = torch.randn((n, n), device="cuda").to(tdtype)
@@ -178,9 +181,18 @@ def main(argv=None) -> int:
         row = f"| {name} | {mhz:.0f} | {watts:.0f} | {tf:.1f} | {tf / mhz * 1e3:.1f} | {tf / base:.2f} |"
         lines.append(row)
         print(row, flush=True)
-    if args.out:
-        cmd = "python benchmarks/gemm_ablation.py " + " ".join(argv or sys.argv[1:])
-        Path(args.out).write_text(f"Command: `{cmd}`\n\n" + "\n".join(lines) + "\n")
+    title = [
+        "# Where the default GEMM's time goes at the power limit",
+        "",
+        f"Each row: the kernel alone for {args.seconds:g} s back to back, the median SM clock and "
+        "board power of the second half (`nvidia-smi`, read-only) and the TFLOP/s then; A and B "
+        "random normal (the zero-input row excepted). The variants are the default kernel with "
+        "one part of its main loop left out (`benchmarks/gemm_ablation.py` says how; their "
+        "results are wrong).",
+        "",
+    ]
+    report.write_result("gemm_ablation", "\n".join(title + lines), args, __file__, argv,
+                        gpu=report.gpu_name())  # fmt: skip
     return 0
 
 

@@ -7,6 +7,7 @@ Each runner (the named tirx variants, the mma.sync register-only peak, cuBLAS) r
 gives the median clock and power of the second half of each run and the kernel's TFLOP/s then.
 A kernel that moves more data per flop draws more power, and a power-capped GPU lowers its clock:
 this says whether two kernels' speeds differ by their code or by the clock they were given.
+The table goes to ``benchmarks/results/gemm_clocks-<machine>.md`` (``benchmarks/report.py``).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import report  # noqa: E402
 from gemm_kernels import TIRX_VARIANTS, make_mma_peak, output_dtype, peak_flops  # noqa: E402
 
 
@@ -69,6 +71,7 @@ def main(argv=None) -> int:
     ap.add_argument("--n", type=int, default=8192)
     ap.add_argument("--dtype", default="float16")
     ap.add_argument("--seconds", type=float, default=1.5)
+    report.add_output_arguments(ap, "gemm_clocks")
     args = ap.parse_args(argv)
     n = args.n
     tdtype = getattr(torch, args.dtype)
@@ -86,11 +89,22 @@ def main(argv=None) -> int:
     runners["mma.sync peak"] = (lambda: pexe(sink), peak_flops(args.dtype))
     bt = b.T
     runners["cublas"] = (lambda: torch.matmul(a, bt), 2.0 * n**3)
-    print(f"| kernel ({args.dtype}, n={n}) | SM clock MHz | power W | TFLOP/s |")
-    print("|---|---|---|---|")
+    lines = [
+        "# SM clock and board power per kernel",
+        "",
+        f"Each row: the kernel alone for {args.seconds:g} s back to back, the median SM clock and "
+        "board power of the second half (`nvidia-smi`, read-only) and the TFLOP/s then.",
+        "",
+        f"| kernel ({args.dtype}, n={n}) | SM clock MHz | power W | TFLOP/s |",
+        "|---|---|---|---|",
+    ]
+    print("\n".join(lines[-2:]))
     for name, (fn, flops) in runners.items():
         mhz, watts, per_call = run_for(fn, args.seconds, torch)
-        print(f"| {name} | {mhz:.0f} | {watts:.0f} | {flops / per_call / 1e12:.1f} |", flush=True)
+        lines.append(f"| {name} | {mhz:.0f} | {watts:.0f} | {flops / per_call / 1e12:.1f} |")
+        print(lines[-1], flush=True)
+    report.write_result("gemm_clocks", "\n".join(lines), args, __file__, argv,
+                        gpu=report.gpu_name())  # fmt: skip
     return 0
 
 

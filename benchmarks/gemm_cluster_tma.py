@@ -4,9 +4,8 @@ TMA tensor copies, A's tile multicast to both.
     python benchmarks/gemm_cluster_tma.py [--sizes 4096,8192] [--dtype float16] [--seconds 1.5]
     python benchmarks/gemm_cluster_tma.py --check [--sizes 512]   # bit-equality only
 
-tirx has no TMA, mbarrier or cluster constructs yet, so this is the default kernel's generated
-CUDA (``make_gemm_pipelined``, 256x128x64, 8 warps, ``cuda -arch=sm_90``) rewritten as text and
-launched here through the driver. What changes:
+The kernel is the default's generated CUDA (``make_gemm_pipelined``, 256x128x64, 8 warps,
+``cuda -arch=sm_90``) rewritten as text and launched here through the driver. What changes:
 
 * the two blocks of a cluster (``__cluster_dims__(2, 1, 1)``) compute neighbouring tiles of the
   same block row; each fetches half of their common A tile with one
@@ -26,6 +25,7 @@ launched here through the driver. What changes:
 
 The result is checked bit for bit against the default kernel (same mma order, same sums), and
 the timing is the sustained one of ``gemm_clocks.run_for`` (SM clock and board power sampled).
+The tables go to ``benchmarks/results/gemm_cluster_tma-<machine>.md`` (``benchmarks/report.py``).
 """
 
 from __future__ import annotations
@@ -37,6 +37,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import report  # noqa: E402
 from raw_cuda import CUDA_TMA_BASICS, cuda_fill, nvrtc_cubin, raw_launcher, tensor_map_2d  # noqa: E402
 
 THREADS, BM, BN, BK = 256, 256, 128, 64
@@ -248,8 +249,15 @@ def main(argv=None) -> int:
     ap.add_argument("--variants", default=",".join(VARIANTS))
     ap.add_argument("--seconds", type=float, default=1.5)
     ap.add_argument("--check", action="store_true", help="bit-equality with the default only")
+    report.add_output_arguments(ap, "gemm_cluster_tma")
     args = ap.parse_args(argv)
     tdtype = getattr(torch, args.dtype)
+    lines = []
+
+    def say(text: str) -> None:
+        print(text, flush=True)
+        lines.append(text)
+
     for n in (int(s) for s in args.sizes.split(",")):
         a = torch.randn((n, n), device="cuda").to(tdtype)
         b = torch.randn((n, n), device="cuda").to(tdtype)
@@ -265,7 +273,7 @@ def main(argv=None) -> int:
             default(a, b, want)
             torch.cuda.synchronize()
             same = torch.equal(got, want)
-            print(f"{args.dtype} n={n} {name}: bit-equal to the default kernel: {same}", flush=True)
+            say(f"{args.dtype} n={n} {name}: bit-equal to the default kernel: {same}")
             if not same:
                 return 1
             runners[f"cluster-2 TMA {name}"] = run
@@ -273,10 +281,21 @@ def main(argv=None) -> int:
             continue
         runners["tirx default"] = lambda exe=default, a=a, b=b, c=want: exe(a, b, c)
         runners[f"Triton {TRITON_CONFIGS[0]}"] = triton_matmul(a, b, want, TRITON_CONFIGS[0])
-        print(f"\n| kernel ({args.dtype}, n={n}) | SM clock MHz | power W | TFLOP/s |\n|---|---|---|---|")  # fmt: skip
+        say(f"\n| kernel ({args.dtype}, n={n}) | SM clock MHz | power W | TFLOP/s |\n|---|---|---|---|")  # fmt: skip
         for name, fn in runners.items():
             mhz, watts, per_call = run_for(fn, args.seconds, torch)
-            print(f"| {name} | {mhz:.0f} | {watts:.0f} | {2 * n**3 / per_call / 1e12:.1f} |", flush=True)  # fmt: skip
+            say(f"| {name} | {mhz:.0f} | {watts:.0f} | {2 * n**3 / per_call / 1e12:.1f} |")
+    if not args.check:
+        title = [
+            "# A cluster/TMA prototype of the default GEMM",
+            "",
+            f"{args.dtype} in, float32 out. Each row: the kernel alone for {args.seconds:g} s back "
+            "to back (`gemm_clocks.run_for`: median SM clock and board power of the second half, "
+            "TFLOP/s then). Variants: `benchmarks/gemm_cluster_tma.py` (`VARIANTS`).",
+            "",
+        ]
+        report.write_result("gemm_cluster_tma", "\n".join(title + lines), args, __file__, argv,
+                            gpu=report.gpu_name())  # fmt: skip
     return 0
 
 

@@ -7,7 +7,8 @@ Time per call is ``fixed + per_k * K``: ``per_k`` is the main loop's cost of one
 ``fixed`` what every block pays once (the prologue's first copies, the epilogue's stores, the
 last partial wave, the launch). Leaving K tiles out is the "leave one stage out" measurement
 for the prologue and epilogue: if ``fixed`` is a few percent of the ``K = n`` time, a faster
-epilogue cannot buy more than that. Each kernel is checked against float64 torch first.
+epilogue cannot buy more than that. Each kernel is checked against float64 torch first. The
+lines go to ``benchmarks/results/gemm_fixed_cost-<machine>.md`` (``benchmarks/report.py``).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import report  # noqa: E402
 from gemm_kernels import TIRX_VARIANTS, output_dtype  # noqa: E402
 from gemm_speed import _check, time_runners  # noqa: E402
 
@@ -41,11 +43,13 @@ def main(argv=None) -> int:
     ap.add_argument("--ks", default="512,1024,2048,4096")
     ap.add_argument("--dtype", default="float16")
     ap.add_argument("--reps", type=int, default=9)
+    report.add_output_arguments(ap, "gemm_fixed_cost")
     args = ap.parse_args(argv)
     n, ks = args.n, [int(k) for k in args.ks.split(",")]
     tdtype = getattr(torch, args.dtype)
     gen = torch.Generator(device="cuda").manual_seed(0)
-    print(f"M = N = {n}, {args.dtype}; ms per call at K = {ks}; fixed + per-K fit")
+    lines = [f"M = N = {n}, {args.dtype}; ms per call at K = {ks}; fixed + per-K fit"]
+    print(lines[0])
     for name in (v.strip() for v in args.variants.split(",") if v.strip()):
         runners = {}
         for k in ks:
@@ -63,10 +67,13 @@ def main(argv=None) -> int:
         fixed, per_k = fit(ks, [ms[k] for k in ks])
         full = fixed + per_k * n
         cells = ", ".join(f"K={k}: {ms[k] * 1e3:.1f} us" for k in ks)
-        print(
+        lines.append(
             f"{name}: {cells}; fixed {fixed * 1e3:.1f} us ({fixed / full:.1%} of K={n}), "
             f"loop at {2 * n * n / (per_k * 1e9):.1f} TFLOP/s"
         )
+        print(lines[-1], flush=True)
+    text = "# What a GEMM launch costs besides its K loop\n\n" + "\n\n".join(lines)
+    report.write_result("gemm_fixed_cost", text, args, __file__, argv, gpu=report.gpu_name())
     return 0
 
 

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# The GEMM's GPU session in one call (results under $OUT): the machine, a parallel compile of
-# the variants (fills tirx's cache), the benchmark, Nsight Compute on chosen variants.
+# The GEMM's GPU session in one call (logs under $OUT, each benchmark's current file
+# <benchmark>-<machine>.md under $OUT/results): the machine, a parallel compile of the variants
+# (fills tirx's cache), the benchmark, Nsight Compute on chosen variants.
 #   OUT=out VARIANTS=tirx,NAME,... SIZES=4096,8192 DTYPES=float16 SOURCES=DIR NCU="tirx NAME" \
 #     REPS=9 PYTEST=1 bash benchmarks/gemm_gpu.sh
 set -uo pipefail
@@ -31,16 +32,18 @@ nvidia-smi --query-gpu=timestamp,clocks.sm,power.draw,temperature.gpu \
   --format=csv,noheader -lms 250 > "$OUT/clocks.csv" 2>&1 &
 smi=$!
 python3 benchmarks/gemm_speed.py --sizes "$SIZES" --dtypes "$DTYPES" --reps "${REPS:-9}" \
-  ${rest:+--variants "$rest"} ${SOURCES:+--sources "$SOURCES"} --out "$OUT/gemm_speed.md" \
+  ${rest:+--variants "$rest"} ${SOURCES:+--sources "$SOURCES"} --results-dir "$OUT/results" \
   > "$OUT/gemm_speed.log" 2>&1 || tail -30 "$OUT/gemm_speed.log"
 grep -E "^(mma|float16|bfloat16) " "$OUT/gemm_speed.log"
 echo "benchmark done at $(( $(date +%s) - t0 )) s"
 if [ -n "${FIXED:-}" ]; then
-  python3 benchmarks/gemm_fixed_cost.py --variants "$FIXED" 2>&1 | tee "$OUT/fixed_cost.txt"
+  python3 benchmarks/gemm_fixed_cost.py --variants "$FIXED" --results-dir "$OUT/results" 2>&1 \
+    | tee "$OUT/fixed_cost.txt"
 fi
 kill $smi 2>/dev/null
 if [ -n "${CLOCKS:-}" ]; then
-  python3 benchmarks/gemm_clocks.py --variants "$CLOCKS" 2>&1 | tee "$OUT/clocks.txt"
+  python3 benchmarks/gemm_clocks.py --variants "$CLOCKS" --results-dir "$OUT/results" 2>&1 \
+    | tee "$OUT/clocks.txt"
 fi
 awk -F', ' '{split($2,a," "); n++; s+=a[1]; if (a[1]<lo||lo=="") lo=a[1]; if (a[1]>hi) hi=a[1]} END {print "SM clock MHz while timing: mean", s/n, "min", lo, "max", hi, "samples", n}' "$OUT/clocks.csv"
 for name in ${NCU:-}; do

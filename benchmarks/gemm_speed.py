@@ -31,7 +31,8 @@ ratios tirx/Triton (best and 128x128x64/8/4), tirx/cuBLAS and tirx/peak. Every k
 ``--sources DIR`` adds, for each file ``DIR/LABEL/<variant>-<dtype>-<n>.cu`` written by
 ``gemm_sources.py`` (with another build of tirx), a runner ``<variant>@LABEL`` that launches that
 CUDA source as this build launches the variant: an A/B of two compilers' code in one run.
-``--out`` writes the Markdown report with the command and the machine.
+The report goes to ``benchmarks/results/gemm_speed-<machine>.md`` (``benchmarks/report.py``:
+the command, date, machine and versions above the tables).
 
 Without a GPU the script compiles the tirx kernels for ``sm_90`` (NVRTC needs no GPU) and
 prints their registers and shared memory; it times nothing.
@@ -40,9 +41,7 @@ prints their registers and shared memory; it times nothing.
 from __future__ import annotations
 
 import argparse
-import platform
 import random
-import shlex
 import statistics
 import sys
 from dataclasses import dataclass, field
@@ -51,6 +50,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import report  # noqa: E402
 from gemm_kernels import (  # noqa: E402
     TIRX_VARIANTS,
     TRITON_CONFIGS,
@@ -182,8 +182,8 @@ def measure(
     b = torch.randn((n, n), device="cuda", generator=gen).to(tdtype)
     ref = a.double() @ b.double().T
     # one output tensor per dtype, shared by every runner of the cell: where a tensor lands in
-    # memory changes a whole call's time by up to 5 % at 8192³ (runs 9 and 10 of
-    # docs/gpu-runs/2026-12-01-session-3.md), and no runner should have a placement of its own
+    # memory changes a whole call's time by up to 5 % at 8192³ (runs 9 and 10 of the third
+    # session of 2026-12-01, docs/gpu-runs/gemm.md), and no runner should have a placement of its own
     outputs = {}
 
     def output(odt: str):
@@ -231,41 +231,6 @@ def measure_peak(dtype: str, reps: int, operands: str = "constant") -> float:
     sink = torch.zeros((blocks * threads,), device="cuda", dtype=torch.float32)
     ms = time_runners({"peak": lambda: exe(sink)}, reps, torch)["peak"]
     return peak_flops(dtype) / (ms * 1e-3) / 1e12
-
-
-def machine() -> str:
-    import torch
-
-    try:
-        import cuda.bindings as cb
-
-        bindings = cb.__version__
-    except Exception:  # an old cuda-python without __version__
-        bindings = "?"
-    try:
-        import triton
-
-        tv = triton.__version__
-    except Exception:
-        tv = "none"
-    gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "no GPU"
-    return (
-        f"{gpu}, driver {_driver_version()}; python {platform.python_version()}, "
-        f"torch {torch.__version__}, triton {tv}, cuda-bindings {bindings}"
-    )
-
-
-def _driver_version() -> str:
-    try:
-        from cuda.bindings import driver as drv
-
-        drv.cuInit(0)
-        err, version = drv.cuDriverGetVersion()
-        if int(err) == 0:
-            return f"CUDA {version // 1000}.{version % 1000 // 10}"
-    except Exception:
-        pass
-    return "?"
 
 
 def main_table(cells: list[Cell], peak: dict[str, float]) -> str:
@@ -335,7 +300,7 @@ def peak_table(cells: list[Cell], peak: dict[str, float], random_peak: dict[str,
     return "\n".join(lines)
 
 
-def report(cells, peak, variants, command, reps, main="tirx", random_peak=None) -> str:
+def markdown_report(cells, peak, variants, reps, main="tirx", random_peak=None) -> str:
     from tirx.examples.gemm_pipelined import DEFAULT
 
     what = {
@@ -349,10 +314,6 @@ def report(cells, peak, variants, command, reps, main="tirx", random_peak=None) 
     parts = [
         f"# GEMM speed: tirx against Triton, cuBLAS and the mma.sync peak, "
         f"{date.today().isoformat()}",
-        "",
-        f"Command: `{command}`",
-        "",
-        f"Machine: {machine()}",
         "",
         f"Median of {reps} samples per cell; each sample is a batch of back-to-back calls "
         f"between two CUDA events (about {BATCH_MS:g} ms of GPU work) right after "
@@ -419,7 +380,7 @@ def main(argv=None) -> int:
     ap.add_argument("--variants", default="", help=f"tirx variants: {', '.join(TIRX_VARIANTS)}")
     ap.add_argument("--main", default="tirx", help="the variant the tirx column times")
     ap.add_argument("--reps", type=int, default=15, help="timed samples per cell (median)")
-    ap.add_argument("--out", default=None, help="also write the Markdown report to this file")
+    report.add_output_arguments(ap, "gemm_speed")
     ap.add_argument("--sources", default=None, help="other builds' sources (gemm_sources.py)")
     ap.add_argument(
         "--warm-ms",
@@ -466,18 +427,10 @@ def main(argv=None) -> int:
                 flush=True,
             )
             cells.append(cell)
-    command = "python " + " ".join(
-        shlex.quote(a)
-        for a in ["benchmarks/gemm_speed.py", *(argv if argv is not None else sys.argv[1:])]
-    )
-    text = report(cells, peak, variants, command, args.reps, args.main, random_peak)
-    if args.out:  # the cells were printed as they came; the report goes to the file
-        with open(args.out, "w") as f:
-            f.write(text)
-        print(f"wrote {args.out}")
-    else:
-        print()
-        print(text)
+    text = markdown_report(cells, peak, variants, args.reps, args.main, random_peak)
+    print()
+    print(text)
+    report.write_result("gemm_speed", text, args, __file__, argv, gpu=report.gpu_name())
     return 0
 
 

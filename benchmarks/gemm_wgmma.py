@@ -27,7 +27,8 @@ the kernel that example writes in tirx; the TMA one is what tensor copies would 
   sector).
 
 The sums are the same as the default kernel's (the check compares them bit for bit); timing is
-the sustained one of ``gemm_clocks.run_for`` (each kernel alone, SM clock and board power).
+the sustained one of ``gemm_clocks.run_for`` (each kernel alone, SM clock and board power). The
+tables go to ``benchmarks/results/gemm_wgmma-<machine>.md`` (``benchmarks/report.py``).
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import report  # noqa: E402
 from raw_cuda import CUDA_TMA_BASICS, cuda_fill, nvrtc_cubin, raw_launcher, tensor_map_2d  # noqa: E402
 
 BM, BN, BK, THREADS = 256, 128, 64, 256
@@ -207,7 +209,7 @@ def main(argv=None) -> int:
     ap.add_argument("--seconds", type=float, default=1.5)
     ap.add_argument("--check", action="store_true", help="bit-equality with the default only")
     ap.add_argument("--loads", default="tma,cp.async", help="how K tiles arrive: tma, cp.async")
-    ap.add_argument("--out", default=None)
+    report.add_output_arguments(ap, "gemm_wgmma")
     args = ap.parse_args(argv)
     lines = []
 
@@ -254,9 +256,18 @@ def main(argv=None) -> int:
             for name, fn in runners.items():
                 mhz, watts, per_call = run_for(fn, args.seconds, torch)
                 say(f"| {name} | {mhz:.0f} | {watts:.0f} | {2 * n**3 / per_call / 1e12:.1f} |")
-    if args.out:
-        cmd = "python benchmarks/gemm_wgmma.py " + " ".join(argv or sys.argv[1:])
-        Path(args.out).write_text(f"Command: `{cmd}`\n" + "\n".join(lines) + "\n")
+    if args.check:  # bit-equality only: no table to keep
+        return 0
+    title = [
+        "# The default GEMM's tiles on wgmma (CUDA), against tirx, Triton and cuBLAS",
+        "",
+        f"Each row: the kernel alone for {args.seconds:g} s back to back (`gemm_clocks.run_for`: "
+        "median SM clock and board power of the second half, TFLOP/s then); A and B random "
+        "normal, float32 out (cuBLAS: out in A's dtype). \"bit-equal\": the wgmma kernel's "
+        "output against the tirx default's, element for element.",
+    ]
+    report.write_result("gemm_wgmma", "\n".join(title + lines), args, __file__, argv,
+                        gpu=report.gpu_name())  # fmt: skip
     return 0
 
 

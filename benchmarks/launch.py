@@ -28,6 +28,9 @@ package is missing is skipped, with a note in the table. Goal: tirx <= 1.25 x ra
 
 Without a GPU the script measures what it can, the Python cost of one call with the launch
 replaced by a no-op and CPU tensors standing in for CUDA ones (see ``--help``).
+
+The table goes to ``benchmarks/results/launch-<machine>.md``, the stand-in's to
+``launch-<machine>-stub.md`` (``benchmarks/report.py``).
 """
 
 from __future__ import annotations
@@ -38,11 +41,11 @@ import gc
 import os
 import platform
 import statistics
-import sys
 import time
 from datetime import date
 
-from machine import cpu_name  # benchmarks/machine.py (scripts run from this folder)
+import report  # benchmarks/report.py (scripts run from this folder)
+from machine import cpu_name  # benchmarks/machine.py
 
 GOAL_RATIO = 1.25
 
@@ -430,20 +433,21 @@ def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--launches", type=int, default=20000)
     ap.add_argument("--reps", type=int, default=15)  # the GPU host is shared: noisy
-    ap.add_argument("--out", help="also write the table (markdown) to this file")
     ap.add_argument(
         "--cpu-stub",
         action="store_true",
         help="measure the per-call Python cost with a no-op launch (the default without a GPU)",
     )
+    report.add_output_arguments(ap, "launch")
     args = ap.parse_args(argv)
     from tirx.backend.cuda import driver
 
-    text = run_cpu_stub(args) if args.cpu_stub or driver.gpu_count() == 0 else run_gpu(args)
+    stub = args.cpu_stub or driver.gpu_count() == 0
+    text = run_cpu_stub(args) if stub else run_gpu(args)
     print(text)
-    if args.out:
-        with open(args.out, "w") as f:
-            f.write(f"Command: `{' '.join(['python', *sys.argv])}`\n\n{text}\n")
+    report.write_result(
+        "launch", text, args, __file__, argv, gpu=report.gpu_name(), suffix="-stub" if stub else ""
+    )
 
 
 if __name__ == "__main__":

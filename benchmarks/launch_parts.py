@@ -8,7 +8,8 @@ synchronize once after each loop, so they measure the host's submission rate, an
 round-robin (a warm-up each, then the repetitions interleaved, so drift affects them alike).
 The tensor rows use a 16x16 float16 CUDA tensor (a CPU tensor without a GPU, where the launch
 rows are skipped). Use it to see what a launch path can afford; ``benchmarks/launch.py`` is
-the benchmark of whole launchers.
+the benchmark of whole launchers. The table goes to ``benchmarks/results/launch_parts-<machine>.md``
+(``benchmarks/report.py``).
 """
 
 from __future__ import annotations
@@ -22,7 +23,8 @@ import timeit
 import weakref
 from datetime import date
 
-from machine import cpu_name  # benchmarks/machine.py (scripts run from this folder)
+import report  # benchmarks/report.py (scripts run from this folder)
+from machine import cpu_name  # benchmarks/machine.py
 
 
 def _time(stmt: str, scope: dict, calls: int, reps: int) -> float:
@@ -159,7 +161,7 @@ def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--calls", type=int, default=20000)
     ap.add_argument("--reps", type=int, default=7)
-    ap.add_argument("--out")
+    report.add_output_arguments(ap, "launch_parts")
     args = ap.parse_args(argv)
     import torch
 
@@ -198,8 +200,6 @@ def main(argv=None) -> None:
         rows.append((label, stmt, (t - floor) * 1e9, "launch" if launches else ""))
     where = "GPU" if gpu else "CPU (no GPU: tensor rows on a CPU tensor, launch rows skipped)"
     lines = [
-        f"Command: `python {' '.join(sys.argv)}`",
-        "",
         f"tirx launch parts, {date.today().isoformat()}: {where}; {cpu_name()}; "
         f"python {sys.version.split()[0]}, torch {torch.__version__}; "
         f"{args.calls} calls per repetition, median of {args.reps}",
@@ -211,9 +211,7 @@ def main(argv=None) -> None:
         lines.append(f"| {label} | `{stmt}` | {ns:,.0f} |")
     text = "\n".join(lines) + "\n"
     print(text)
-    if args.out:
-        with open(args.out, "w") as f:
-            f.write(text)
+    report.write_result("launch_parts", text, args, __file__, argv, gpu=report.gpu_name())
 
 
 if __name__ == "__main__":

@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# Everything this project runs on the GPU machine, in one call; results land in $OUT.
+# Everything this project runs on the GPU machine, in one call; logs land in $OUT, and each
+# benchmark's current file (benchmarks/results/<benchmark>-<machine>.md) in $OUT/results, to be
+# copied over benchmarks/results/ when the run is the one to keep.
 #   OUT=gpu-out bash benchmarks/run_gpu.sh        (on a machine with an NVIDIA GPU)
 # Python packages the machine lacks (IPython, ipywidgets, nbval, ...) may be carried as
 # wheels in .whl/ (see the device tool's notes); they are installed to /tmp/site.
@@ -31,15 +33,17 @@ export PATH=$PATH:/usr/local/cuda/bin
 TIRX_PARITY_OUT="$OUT/parity.md" python3 -m pytest -q -m gpu -p no:cacheprovider -rfE \
   $(python3 -c "import xdist" 2>/dev/null && echo "-n 8") tests/test_sanitizer_parity.py 2>&1 \
   | tee "$OUT/pytest_parity.log" | tail -3
-python3 benchmarks/launch.py --out "$OUT/launch.md" > /dev/null 2>&1; tail -12 "$OUT/launch.md"
-python3 benchmarks/launch_parts.py --out "$OUT/launch_parts.md" > /dev/null 2>&1; tail -22 "$OUT/launch_parts.md"
-python3 benchmarks/compile.py --out "$OUT/compile.md" > /dev/null 2>&1; tail -12 "$OUT/compile.md"
-if [ -f benchmarks/gemm_speed.py ]; then
-  python3 benchmarks/gemm_speed.py --variants tirx-out16,256x128x64-8w-3s-swizzle-p1 \
-    --out "$OUT/gemm_speed.md" > /dev/null 2>&1; sed -n '/^| dtype/,/^$/p' "$OUT/gemm_speed.md"
-fi
-python3 benchmarks/softmax_speed.py --dtypes float16,bfloat16 --out "$OUT/softmax_speed.md" > /dev/null 2>&1; tail -8 "$OUT/softmax_speed.md"
-python3 benchmarks/attention_speed.py --out "$OUT/attention_speed.md" > "$OUT/attention_speed.log" 2>&1; sed -n '/^| dtype/,/^$/p' "$OUT/attention_speed.md"
+RES="$OUT/results"
+python3 benchmarks/launch.py --results-dir "$RES" > "$OUT/launch.log" 2>&1; tail -13 "$OUT/launch.log"
+python3 benchmarks/launch_parts.py --results-dir "$RES" > "$OUT/launch_parts.log" 2>&1; tail -23 "$OUT/launch_parts.log"
+python3 benchmarks/compile.py --results-dir "$RES" > "$OUT/compile.log" 2>&1; tail -13 "$OUT/compile.log"
+python3 benchmarks/gemm_speed.py --main wgmma-tma --variants wgmma,256x128x64-8w-3s-swizzle \
+  --results-dir "$RES" > "$OUT/gemm_speed.log" 2>&1; sed -n '/^| dtype/,/^$/p' "$OUT/gemm_speed.log"
+python3 benchmarks/softmax_speed.py --dtypes float16,bfloat16 --results-dir "$RES" \
+  > "$OUT/softmax_speed.log" 2>&1; tail -9 "$OUT/softmax_speed.log"
+python3 benchmarks/attention_speed.py --results-dir "$RES" > "$OUT/attention_speed.log" 2>&1
+sed -n '/^| dtype/,/^$/p' "$OUT/attention_speed.log"
+ls "$RES"
 # the tutorials with a GPU visible: target=None picks cuda (nbval options come from pyproject)
 python3 -m pytest -q -p no:cacheprovider --durations=10 notebooks/ 2>&1 \
   | tee "$OUT/notebooks_gpu.log" | tail -3

@@ -1,6 +1,6 @@
 """How fast the CPU simulator runs the seed kernel and tiled GEMMs.
 
-    python benchmarks/sim_speed.py [--repeat N]
+    python benchmarks/sim_speed.py [--repeat N] [--quick] [--out FILE]
 
 For each kernel: median wall time per call (untraced), warp-level tile instructions executed
 (counted once with tracing on), and simulated tile instructions per second. The baseline
@@ -13,6 +13,8 @@ A second table times what the tests only check for correctness: how soon a runaw
 compiled and run on the simulator, and one head of attention (256 queries and keys, head dims
 64 and 128: ``tirx.examples.attention`` on CPU tensors), compiled and run (``--quick`` leaves
 out the 256^3 GEMM).
+
+The tables go to ``benchmarks/results/sim_speed-<machine>.md`` (``benchmarks/report.py``).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ import tempfile
 import time
 from pathlib import Path
 
+import report  # benchmarks/report.py (scripts run from this folder)
 import torch
 
 import tirx
@@ -145,6 +148,7 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--quick", action="store_true", help="leave out the 256^3 GEMM")
+    report.add_output_arguments(ap, "sim_speed")
     args = ap.parse_args(argv)
     rows = [
         bench("seed 16x8x16 (1 warp)", warp_matmul, 16, 8, 16, "float16", 0.020, args.repeat * 4),
@@ -182,32 +186,39 @@ def main(argv=None):
         else None,
     ]
     rows = [r for r in rows if r is not None]
-    print(
-        f"tirx {tirx.__version__} simulator, {platform.processor() or platform.machine()}, "
-        f"python {platform.python_version()}, torch {torch.__version__}"
-    )
     head = ("kernel", "ms/call", "tile instrs", "instrs/s", "x torch-cpu", "goal ms", "ok")
-    print("| " + " | ".join(head) + " |")
-    print("|" + "---|" * len(head))
+    lines = [
+        f"tirx {tirx.__version__} simulator, {platform.processor() or platform.machine()}, "
+        f"python {platform.python_version()}, torch {torch.__version__}",
+        "",
+        "| " + " | ".join(head) + " |",
+        "|" + "---|" * len(head),
+    ]
     for name, ms, n, rate, ratio, goal, ok in rows:
-        print(
+        lines.append(
             f"| {name} | {ms:.1f} | {n} | {rate:,.0f} | {ratio:,.0f} | {goal:.0f} | "
             f"{'yes' if ok else 'NO'} |"
         )
     stop = bench_budget_stop()
     compile_s, run_s = bench_deep_sum(repeat=args.repeat)
-    print()
-    print("| case | ms |")
-    print("|---|---|")
-    print(f"| runaway while True stopped at a 0.5 s budget | {stop * 1e3:.0f} |")
-    print(f"| sum of 2900 terms: tirx.compile(target='sim') | {compile_s * 1e3:.0f} |")
-    print(f"| sum of 2900 terms: one simulator run | {run_s * 1e3:.1f} |")
+    lines += [
+        "",
+        "| case | ms |",
+        "|---|---|",
+        f"| runaway while True stopped at a 0.5 s budget | {stop * 1e3:.0f} |",
+        f"| sum of 2900 terms: tirx.compile(target='sim') | {compile_s * 1e3:.0f} |",
+        f"| sum of 2900 terms: one simulator run | {run_s * 1e3:.1f} |",
+    ]
     for d in (64, 128):
         compile_s, run_s = bench_attention(d)
-        print(
-            f"| attention head 256 x 256, d {d}: compile (target='sim') | {compile_s * 1e3:.0f} |"
-        )
-        print(f"| attention head 256 x 256, d {d}: one simulator run | {run_s * 1e3:.0f} |")
+        lines += [
+            f"| attention head 256 x 256, d {d}: compile (target='sim') | {compile_s * 1e3:.0f} |",
+            f"| attention head 256 x 256, d {d}: one simulator run | {run_s * 1e3:.0f} |",
+        ]
+    text = "\n".join(lines)
+    print(text)
+    # the simulator runs on the CPU, but the file is named after the machine like the others
+    report.write_result("sim_speed", text, args, __file__, argv, gpu=report.gpu_name())
 
 
 if __name__ == "__main__":

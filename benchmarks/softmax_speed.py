@@ -21,20 +21,21 @@ call) and the ratio tirx / the faster of torch and Triton (the issue's goal: at 
 Timing as in ``gemm_speed.py``: back-to-back batches of about 2 ms between CUDA events, the
 runners alternating, the median of ``--reps`` samples.
 
-Without a GPU the script compiles the tirx kernels for sm_90 and prints their registers.
+Without a GPU the script compiles the tirx kernels for sm_90 and prints their registers. The
+report goes to ``benchmarks/results/softmax_speed-<machine>.md`` (``benchmarks/report.py``).
 """
 
 from __future__ import annotations
 
 import argparse
-import shlex
 import sys
 from datetime import date
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from gemm_speed import gpu_visible, machine, time_runners  # noqa: E402
+import report  # noqa: E402
+from gemm_speed import gpu_visible, time_runners  # noqa: E402
 
 # name -> (warps, warps_per_row) of make_softmax
 TIRX_CONFIGS = {
@@ -180,7 +181,7 @@ def main(argv=None) -> int:
     ap.add_argument("--shapes", default="4096x1024,16384x4096")
     ap.add_argument("--dtypes", default="float16")
     ap.add_argument("--reps", type=int, default=15)
-    ap.add_argument("--out", help="write the Markdown report here")
+    report.add_output_arguments(ap, "softmax_speed")
     args = ap.parse_args(argv)
     shapes = [tuple(int(v) for v in s.split("x")) for s in args.shapes.split(",")]
     dtypes = args.dtypes.split(",")
@@ -190,12 +191,9 @@ def main(argv=None) -> int:
     for dtype in dtypes:
         for rows, cols in shapes:
             results.append((dtype, rows, cols, measure(rows, cols, dtype, args.reps)))
-    command = "python benchmarks/softmax_speed.py " + shlex.join(argv or sys.argv[1:])
     text = "\n\n".join(
         [
             f"# Softmax speed: tirx against torch and Triton, {date.today()}",
-            f"Command: `{command.strip()}`",
-            f"Machine: {machine()}",
             f"Median of {args.reps} samples per cell (microseconds per call; each sample a "
             "batch of back-to-back calls between two CUDA events).",
             table(results),
@@ -204,8 +202,7 @@ def main(argv=None) -> int:
         ]
     )
     print(text)
-    if args.out:
-        Path(args.out).write_text(text + "\n")
+    report.write_result("softmax_speed", text, args, __file__, argv, gpu=report.gpu_name())
     return 0
 
 

@@ -39,6 +39,15 @@ def caret_line(message: str) -> str:
     raise AssertionError(f"no caret line in:\n{message}")
 
 
+def caret_text(message: str) -> str:
+    """The quoted line of an error message from its first caret on (what the caret is under)."""
+    lines = message.splitlines()
+    for i, ln in enumerate(lines):
+        if ln.strip() and set(ln.strip()) == {"^"} and i > 0:
+            return lines[i - 1][ln.index("^") :]
+    raise AssertionError(f"no caret line in:\n{message}")
+
+
 class LaunchRecorder:
     """Stands in for ``cuLaunchKernel`` (a :class:`driver.Launcher`'s ``entry``) without a GPU:
     decodes the argument block the driver would read and records

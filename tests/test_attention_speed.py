@@ -29,9 +29,11 @@ def test_problem_size_fills_the_tokens_and_the_hidden_width():
 
 
 def test_results_file_is_named_after_the_gpu():
-    assert bench.machine_slug("NVIDIA H200") == "h200"
-    assert bench.machine_slug("NVIDIA A100-SXM4-80GB") == "a100-sxm4-80gb"
-    assert bench.machine_slug("") == "gpu"
+    import report
+
+    assert report.result_path("attention_speed", report.machine_label("NVIDIA H200")).name == (
+        "attention_speed-h200.md"
+    )
 
 
 def test_table_ratios_are_against_the_fastest_sdpa_backend():

@@ -16,6 +16,7 @@ import time
 
 import pytest
 
+import tirx
 from tirx import frontend_cache as frontend
 from tirx.backend.cuda import cache as cubin_cache
 
@@ -151,9 +152,10 @@ def test_writer_lock_is_exclusive(tmp_path):
         f"""
         import os, time
         from pathlib import Path
-        from tirx import frontend_cache as frontend
+        from tirx.files import exclusive_lock
         for _ in range(20):
-            with frontend._writer_lock(Path({str(tmp_path)!r})):
+            with exclusive_lock(Path({str(tmp_path)!r}) / "frontend.lock", 60.0) as held:
+                assert held
                 with open({str(log)!r}, "a") as f:
                     f.write("in\\n")
                 time.sleep(0.002)
@@ -167,3 +169,115 @@ def test_writer_lock_is_exclusive(tmp_path):
     lines = log.read_text().split()
     assert len(lines) == 120
     assert all(a == "in" and b == "out" for a, b in zip(lines[::2], lines[1::2]))
+
+
+# ------------------------------------------------------------------ a writer stopped in the lock
+
+_HOLD_THE_LOCK = textwrap.dedent(
+    """
+    import fcntl, os, signal, sys
+    fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT, 0o600)
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    os.write(fd, b"%d\\n" % os.getpid())
+    print("held", flush=True)
+    os.kill(os.getpid(), signal.SIGSTOP)  # stopped while it holds the lock, as by Ctrl-Z
+    """
+)
+
+
+@pytest.fixture
+def stopped_holder(tmp_path):
+    """A process stopped while it holds ``frontend.lock`` of the cache ``tmp_path / "cache"``."""
+    pytest.importorskip("fcntl")
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    holder = subprocess.Popen(
+        [sys.executable, "-c", _HOLD_THE_LOCK, str(cache / "frontend.lock")],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert holder.stdout.readline().strip() == "held"
+    yield cache, holder
+    holder.kill()
+    holder.wait(timeout=30)
+
+
+def test_a_stopped_lock_holder_never_stops_a_compile(tmp_path, stopped_holder):
+    """A process stopped while it holds the front-end cache's lock: another process compiles a
+    kernel nobody stored yet within the lock's wait (plus its own work), says once why it
+    stores nothing, and exits; once the holder is gone, the next process stores it."""
+    cache, holder = stopped_holder
+    (tmp_path / "kernel_mod.py").write_text(_KERNEL)
+    env = {**os.environ, "TIRX_CACHE_DIR": str(cache), "PYTHONPATH": str(tmp_path)}
+    timed = textwrap.dedent(
+        """
+        import time, kernel_mod, tirx
+        for v in (7, 8):
+            start = time.perf_counter()
+            tirx.compile(kernel_mod.make(v), target="cuda -arch=sm_80")
+            print(f"{time.perf_counter() - start:.3f}")
+        """
+    )
+    start = time.monotonic()
+    blocked = _run(timed, env, timeout=60)
+    assert blocked.returncode == 0, blocked.stderr
+    assert time.monotonic() - start < 30
+    # each compile waited for the lock at most LOCK_WAIT seconds, then went on
+    assert all(float(s) < frontend.LOCK_WAIT + 5 for s in blocked.stdout.split())
+    warning = blocked.stderr
+    assert warning.count("RuntimeWarning") == 1, warning  # once per process
+    assert f"held by process {holder.pid}" in warning and "frontend.lock" in warning
+    assert "Resume or end that process, or delete the lock file" in warning
+    assert not list((cache / "frontend").glob("*.entry"))  # nothing stored meanwhile
+    assert not list((cache / "frontend").glob(".*.tmp"))  # and nothing left behind
+
+    holder.kill()
+    holder.wait(timeout=30)
+    stored = _run(timed, env, timeout=60)
+    assert stored.returncode == 0 and "RuntimeWarning" not in stored.stderr, stored.stderr
+    assert len(list((cache / "frontend").glob("*.entry"))) == 1
+
+
+def test_deleting_the_lock_file_frees_the_writers(tmp_path, stopped_holder, monkeypatch):
+    """The warning's other way out: with the stopped holder's lock file deleted, this process
+    takes a new one and stores."""
+    cache, _ = stopped_holder
+    monkeypatch.setenv("TIRX_CACHE_DIR", str(cache))
+    (cache / "frontend.lock").unlink()
+    kernel = _fresh_kernel(tmp_path, 11)
+    tirx.compile(kernel, target="cuda -arch=sm_80")
+    assert len(list((cache / "frontend").glob("*.entry"))) == 1
+
+
+def _fresh_kernel(tmp_path, value: int):
+    """A kernel of ``_KERNEL``'s factory, from a file of its own in ``tmp_path``."""
+    from tests.helpers import define
+
+    return define(_KERNEL, tmp_path, "make")(value)
+
+
+def test_an_entry_replaced_while_merging_is_merged_again(tmp_path, monkeypatch):
+    """Another writer replaces the entry after this one read it and before its rename: the
+    rename does not happen over it; this writer merges with the new entry, and both variants
+    are kept."""
+    monkeypatch.setenv("TIRX_CACHE_DIR", str(tmp_path))
+    from tests.helpers import define
+
+    make = define(_KERNEL, tmp_path, "make")
+    first, second = make(1), make(2)  # one key, two variants
+    real = frontend.write_temporary
+    calls = []
+
+    def write_then_race(final, data):
+        tmp = real(final, data)
+        calls.append(final)
+        if len(calls) == 1:  # the other writer's store lands between read and rename
+            tirx.compile(second, target="cuda -arch=sm_80")
+        return tmp
+
+    monkeypatch.setattr(frontend, "write_temporary", write_then_race)
+    tirx.compile(first, target="cuda -arch=sm_80")
+    (entry,) = (tmp_path / "frontend").glob("*.entry")
+    assert len(frontend._read(entry.stem)) == 2
+    assert len(calls) == 3  # ours, theirs, ours again after the merge
+    assert not list((tmp_path / "frontend").glob(".*.tmp"))

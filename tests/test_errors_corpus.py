@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 import tirx
-from tests.helpers import caret_line, define
+from tests.helpers import caret_line, caret_text, define
 from tirx.transform.limits import MachineLimitError
 
 HEAD_TEMPLATE = """
@@ -32,6 +32,7 @@ MMA = 'T.ptx["mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32"]'
 A_MMA = "TileLayout(S[(1, 1, 2, 8, 2, 4) : (4, 4, 1, 4 @ laneid, 2, 1 @ laneid)])"
 B_MMA = "TileLayout(S[(1, 1, 8, 2, 4) : (2, 2, 4 @ laneid, 1, 1 @ laneid)])"
 D_MMA = "TileLayout(S[(1, 1, 2, 8, 4, 2) : (4, 4, 2, 4 @ laneid, 1 @ laneid, 1)])"
+MMA16 = 'T.ptx["mma.sync.aligned.m16n8k16.row.col.f16.f16.f16.f16"]'
 SYN, LAY, CON = tirx.TirxSyntaxError, tirx.LayoutError, tirx.ContractError
 
 CASES = [
@@ -176,6 +177,13 @@ CASES = [
         "T.cuda.tile.apply",
     ),
     ("tile-op-not-instruction", "    T.cuda.tile.apply(3, ar)\n", SYN, "3"),
+    (
+        "f16-accumulator-in-float32",
+        f"    T.cuda.tile.apply({MMA16}, dr.view(1, 1, 16, 8, layout={D_MMA}), "
+        f"ar.view(1, 1, 16, 8, layout={A_MMA}), br.view(1, 1, 8, 8, layout={B_MMA}), 0.0)\n",
+        CON,
+        "dr.view(1, 1, 16, 8",
+    ),
 ]
 
 
@@ -391,6 +399,13 @@ FIXED = [
     ),
     ("permute", None, "    v = a.permute(1, 0)\n    Out[0, 0] = v[1, 0]\n"),
     ("negative-stride", None, "    v = ar.view(4, layout=TileLayout(S[4 : -1] + 3))\n"),
+    (
+        "f16-accumulator-in-float16",  # the seed's D layout over float16 registers
+        None,
+        '    d16 = T.alloc_local((4,), "float16")\n'
+        f"    T.cuda.tile.apply({MMA16}, d16.view(1, 1, 16, 8, layout={D_MMA}), "
+        f"ar.view(1, 1, 16, 8, layout={A_MMA}), br.view(1, 1, 8, 8, layout={B_MMA}), 0.0)\n",
+    ),
 ]
 
 
@@ -401,6 +416,111 @@ def test_corrected_twins_compile(case, target, tmp_path):
     head = HEAD_TEMPLATE.format(launch=launch) if launch else HEAD
     k = define(head + body, tmp_path, "k")
     assert tirx.compile(k, target=target) is not None
+
+
+# Python outside the kernel language, and builtins it lacks: each named in the user's words
+# (never an AST class), the caret under the construct, the fix in the hint, and the twin
+# written as the hint says compiles for both targets. (tests/test_refusals.py covers every
+# construct of the table; these are the ones users write.)
+# (id, bad body, message fragment, caret under, hint fragment, corrected twin)
+NAMED = [
+    ("f-string", '    T.cuda.printf(f"lane {lane}\\n")\n', "an f-string", 'f"lane', "T.cuda.printf",
+     '    T.cuda.printf("lane %d\\n", lane)\n'),
+    ("list-comprehension", "    xs = [i * 2 for i in range(4)]\n", "a list comprehension", "[i * 2",
+     "T.unroll", "    for i in T.unroll(4):\n        Out[lane % 16, i] = i * 2\n"),
+    ("generator", "    g = (i for i in range(4))\n", "a generator expression", "(i for",
+     "write a loop", "    for i in range(4):\n        Out[lane % 16, i] = i\n"),
+    ("dict-literal", "    d = {0: 1}\n", "a dict literal", "{0: 1}", "outside the kernel",
+     "    d = (1,)\n    Out[0, 0] = d[0]\n"),
+    ("set-literal", "    s = {1, 2}\n", "a set literal", "{1, 2}", "outside the kernel",
+     "    s = (1, 2)\n"),
+    ("lambda-named", "    f = lambda q: q * 2\n", "a lambda", "lambda q", "@T.macro",
+     "    x = lane * 2\n"),
+    ("walrus", "    x = (y := lane + 1) * 2\n", "walrus operator", "y := lane + 1", "line of its own",
+     "    y = lane + 1\n    x = y * 2\n"),
+    ("starred-args", '    T.cuda.printf("%d %d\\n", *A.shape)\n', "a starred expression", "*A.shape",
+     "f(a, b)", '    T.cuda.printf("%d %d\\n", A.shape[0], A.shape[1])\n'),
+    ("double-star", '    x = T.float32(**{"value": lane})\n', "a dict unpacked into a call",
+     "**{", "by name", "    x = T.float32(value=lane)\n"),
+    ("print", "    print(lane)\n", "the Python builtin print()", "print", "T.cuda.printf",
+     '    T.cuda.printf("%d\\n", lane)\n'),
+    ("int-builtin", "    x = int(A[0, 0])\n", "the Python builtin int()", "int", "T.int32(x)",
+     "    x = T.int32(A[0, 0])\n"),
+    ("sum-builtin", "    x = sum(A.shape)\n", "the Python builtin sum()", "sum", "s += ",
+     "    x = A.shape[0] + A.shape[1]\n"),
+    ("len-of-scalar", "    x = len(n)\n", "len() of a kernel value", "len(n)", "t.shape[0]",
+     "    x = len(A) + A.shape[1]\n"),
+    ("math-function", "    x = math.sqrt(T.float32(lane))\n", "cannot call sqrt", "math.sqrt",
+     "T.sqrt", "    x = T.sqrt(T.float32(lane))\n"),
+    ("pow-run-time", "    x = lane ** 2\n", "the operator `**`", "lane ** 2", "T.pow",
+     "    x = lane * lane\n"),
+    ("pow-assign", "    y = lane\n    y **= 2\n", "the operator `**`", "y **= 2", "T.pow",
+     "    y = lane\n    y *= y\n"),
+    ("in-run-time", "    if lane in (1, 2):\n        Out[0, 0] = 1.0\n", "the operator `in`",
+     "lane in (1, 2)", "x == 1 or x == 2",
+     "    if lane == 1 or lane == 2:\n        Out[0, 0] = 1.0\n"),
+    ("raise", '    if n < 0:\n        raise ValueError("n")\n', "raise is not part", "raise",
+     "use an if", '    if n < 0:\n        T.cuda.printf("bad n %d\\n", n)\n'),
+    ("match", "    match n:\n        case 1:\n            pass\n", "match is not part", "match n",
+     "if/elif", "    if n == 1:\n        pass\n"),
+    ("class-def", "    class C:\n        pass\n", "a class definition", "class C", "outside",
+     "    pass\n"),
+    ("bytes", '    x = b"ab"\n', "a bytes literal", 'b"ab"', "numbers", "    x = 1\n"),
+    ("misspelt-name", "    x = lnae + 1\n", "name 'lnae' is not defined", "lnae", "`lane`",
+     "    x = lane + 1\n"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("case", NAMED, ids=[c[0] for c in NAMED])
+def test_python_outside_the_language_is_named_in_words(case, tmp_path):
+    import math
+
+    _, bad, message, under, fix, twin = case
+    with pytest.raises(tirx.TirxSyntaxError) as info:
+        define(HEAD + bad, tmp_path, "k", math=math)
+    err = info.value
+    assert message in err.message, str(err)
+    assert caret_text(str(err)).startswith(under), str(err)
+    assert err.hint and fix in err.hint, str(err)
+    assert str(tmp_path) in str(err)
+    k = define(HEAD + twin, tmp_path, "k", math=math)
+    for target in ("sim", "cuda -arch=sm_90"):
+        assert tirx.compile(k, target=target) is not None
+
+
+def test_an_ellipsis_body_is_a_pass(tmp_path):
+    """``...`` where a block needs a statement, as Python programmers write it."""
+    k = define(HEAD + "    if n > 0:\n        ...\n", tmp_path, "k")
+    tirx.compile(k, target="sim")(
+        torch.zeros(16, 16, dtype=torch.float16), torch.zeros(8, 16, dtype=torch.float16),
+        torch.zeros(16, 8), 1,
+    )  # fmt: skip
+
+
+def test_float8_scalar_parameter_names_its_line_and_both_fixes(tmp_path):
+    bad = """
+    @T.function
+    def k(Out: T.Tensor((32,), "float32"),
+          x: T.float8_e4m3fn):
+        T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=32))
+        Out[T.cuda.lane_id()] = T.float32(x)
+    """
+    with pytest.raises(tirx.TirxSyntaxError) as info:
+        define(bad, tmp_path, "k")
+    err = info.value
+    assert "parameter 'x': fp8 scalars are not a kernel parameter type" in err.message
+    assert caret_text(str(err)).startswith("T.float8_e4m3fn")
+    assert "x: T.float32 and convert inside with T.float8_e4m3fn(x)" in err.hint
+    assert 'x: T.Tensor((1,), "float8_e4m3fn")' in err.hint
+    for twin in (
+        bad.replace("x: T.float8_e4m3fn", "x: T.float32"),
+        bad.replace("x: T.float8_e4m3fn", 'x: T.Tensor((1,), "float8_e4m3fn")').replace(
+            "T.float32(x)", "T.float32(x[0])"
+        ),
+    ):
+        k = define(twin, tmp_path, "k")
+        for target in ("sim", "cuda -arch=sm_90"):
+            assert tirx.compile(k, target=target) is not None
 
 
 def test_float_tensor_shape_is_refused_at_the_annotation(tmp_path):
@@ -564,11 +684,117 @@ def copy_kernel(tmp_path):
     )
 
 
-def test_tensors_that_require_grad_run_on_the_simulator(copy_kernel):
-    x = torch.arange(32, dtype=torch.float32, requires_grad=True)
+def test_a_written_leaf_that_requires_grad_is_refused_as_torch_refuses_it(copy_kernel):
+    """``Out`` is written in place: a leaf that requires grad is refused (torch refuses its
+    in-place ops), by name; read tensors may require grad; under torch.no_grad(), or for a
+    non-leaf, the kernel writes it (unseen by autograd, as any custom kernel)."""
+    x = torch.arange(32, dtype=torch.float32, requires_grad=True)  # only read: fine
     out = torch.zeros(32, requires_grad=True)
-    tirx.compile(copy_kernel, target="sim")(x, out)
+    with pytest.raises(RuntimeError, match="a leaf Variable that requires grad"):
+        out.add_(1)  # what torch says of the same write
+    exe = tirx.compile(copy_kernel, target="sim")
+    with pytest.raises(tirx.LaunchError) as info:
+        exe(x, out)
+    err = info.value
+    assert "parameter 'Out' is a leaf tensor that requires grad" in err.message
+    assert "writes it in place" in err.message and "torch.no_grad()" in err.hint
+    assert torch.equal(out.detach(), torch.zeros(32))  # nothing was written
+    with torch.no_grad():
+        exe(x, out)  # the twin the hint names
     assert torch.equal(out.detach(), x.detach() + 1)
+    nonleaf = torch.zeros(32, requires_grad=True) * 1
+    exe(x, nonleaf)
+    assert torch.equal(nonleaf.detach(), x.detach() + 1)
+    plain = torch.zeros(32)
+    exe(x, plain)
+    assert torch.equal(plain, x.detach() + 1)
+
+
+def test_written_tensors_are_found_in_the_lowered_program(tmp_path):
+    """Stores, atomics and PTX calls whose destination is a global address write; reads,
+    and copies from global memory into shared memory, do not."""
+    from tirx.executable import ArgChecker
+
+    k = define(
+        """
+        @T.function
+        def k(Src: T.Tensor((32,), "float32"), Dst: T.Tensor((32,), "float32"),
+              Acc: T.Tensor((1,), "float32"), Copied: T.Tensor((32,), "float32")):
+            T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=32))
+            lane = T.cuda.lane_id()
+            s = T.alloc_shared((32,), "float32", align=16)
+            T.cuda.tile.apply(
+                T.ptx["cp.async.ca.shared.global"], s[lane : lane + 1], Copied[lane : lane + 1],
+                scope="thread", chunk_bytes=4,
+            )
+            T.ptx["cp.async.wait_all"]()
+            Dst[lane] = Src[lane] + s[lane]
+            T.cuda.atomic_add(T.address_of(Acc[0]), Src[lane])
+        """,
+        tmp_path,
+        "k",
+    )
+    lowered = tirx.compile(k, target="sim").lowered
+    assert ArgChecker(lowered, "cpu").written() == {1, 2}
+    from tests.bulk_kernels import bulk_store  # Out written by cp.async.bulk alone
+
+    lowered = tirx.compile(bulk_store, target="sim").lowered
+    assert ArgChecker(lowered, "cpu").written() == {1}
+
+
+@pytest.mark.parametrize("native", [False, None], ids=["python-runner", "c-runner"])
+def test_the_launcher_refuses_a_written_leaf_that_requires_grad_hit_or_miss(copy_kernel, native):
+    """The cuda launcher without a GPU (launches recorded, CPU tensors): a remembered tensor
+    that is later made to require grad, and a new one, are both refused by name; under
+    torch.no_grad() and for a non-leaf the call launches."""
+    from tests.helpers import attach_recorder
+
+    exe = tirx.compile(copy_kernel, target="cuda -arch=sm_90")
+    recorder = attach_recorder(exe, -1)
+    if native is None:
+        launch = pytest.importorskip("tirx.backend.cuda._launch", reason="extension not built")
+        if not getattr(launch, "CHECKS_GRAD", False):
+            pytest.skip("the C extension predates the grad check: rebuild it")
+        from tirx.backend.cuda import driver
+
+        class FakeKernel:
+            name, handle, max_dynamic_smem = exe.lowered.name, 1, 48 * 1024
+
+        launcher = driver.Launcher(
+            FakeKernel(), exe._kinds, entry=recorder, entry_address=launch.record_entry()
+        )
+        exe._attach(launcher, -1)
+        launch.set_record(len(exe._kinds), 0)
+
+    def launches() -> int:
+        return (
+            launch.last_launch()["calls"] + len(recorder.calls)
+            if native is None
+            else len(recorder.calls)
+        )
+
+    try:
+        exe._build_runner(native=native)
+        assert exe.fast_path == ("python" if native is False else "c")
+        x, out = torch.arange(32.0, requires_grad=True), torch.zeros(32)
+        exe(x, out)
+        exe(x, out)  # a memo hit
+        start = launches()
+        out.requires_grad_(True)  # the remembered tensor, unchanged but for the flag
+        with pytest.raises(tirx.LaunchError, match="parameter 'Out' is a leaf tensor"):
+            exe(x, out)
+        with pytest.raises(tirx.LaunchError, match="parameter 'Out' is a leaf tensor"):
+            exe(x, torch.zeros(32, requires_grad=True))  # a miss
+        assert launches() == start
+        with torch.no_grad():
+            exe(x, out)
+        exe(x, torch.zeros(32, requires_grad=True) * 1)
+        out.requires_grad_(False)
+        exe(x, out)
+        assert launches() == start + 3
+    finally:
+        if native is None:
+            launch.set_record(0, 0)
 
 
 def test_inference_tensors_run_on_the_simulator(copy_kernel):
@@ -695,12 +921,26 @@ def test_overlapping_tensors_are_refused_by_the_launcher(copy_kernel, native):
 
 @pytest.mark.gpu
 def test_gpu_arguments_agree_with_the_simulator(copy_kernel, tmp_path):
-    """On the H200: grad-requiring and inference tensors run, aliasing a written tensor is
-    refused by name (C runner and Python runner alike), read-only aliasing runs."""
+    """On the H200: grad-requiring inputs and inference tensors run, a written leaf that
+    requires grad is refused by name (new or remembered) and written under torch.no_grad(),
+    aliasing a written tensor is refused by name (C runner and Python runner alike),
+    read-only aliasing runs."""
     exe = tirx.compile(copy_kernel, target="cuda")
     x = torch.arange(32, dtype=torch.float32, device="cuda", requires_grad=True)
     out = torch.zeros(32, device="cuda")
     exe(x, out)
+    exe(x, out)  # from the memo
+    leaf = torch.zeros(32, device="cuda", requires_grad=True)
+    for _ in range(2):
+        with pytest.raises(tirx.LaunchError, match="parameter 'Out' is a leaf tensor"):
+            exe(x, leaf)
+    out.requires_grad_(True)
+    with pytest.raises(tirx.LaunchError, match="parameter 'Out' is a leaf tensor"):
+        exe(x, out)
+    with torch.no_grad():
+        exe(x, leaf)
+        exe(x, out)
+    out.requires_grad_(False)
     with torch.inference_mode():
         xi, outi = torch.arange(32.0, device="cuda"), torch.zeros(32, device="cuda")
     exe(xi, outi)
@@ -712,6 +952,7 @@ def test_gpu_arguments_agree_with_the_simulator(copy_kernel, tmp_path):
         exe(storage[:32], storage[16:])
     torch.cuda.synchronize()
     assert torch.equal(out.cpu(), torch.arange(32.0) + 1)
+    assert torch.equal(leaf.detach().cpu(), torch.arange(32.0) + 1)
     assert torch.equal(outi.cpu(), torch.arange(32.0) + 1)
     add = define(
         """

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import tirx
-from tests.helpers import define
+from tests.helpers import caret_line, define
 from tirx.dtypes import dtype_of
 from tirx.errors import TirxError
 
@@ -165,19 +165,27 @@ def test_arithmetic_on_fp8_is_refused(line, message, tmp_path):
     tirx.compile(define(k.replace(line, fixed), tmp_path, "k"), target="sim")
 
 
-def test_fp8_scalar_parameters_are_refused(tmp_path):
-    k = define(
-        """
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_fp8_scalar_parameters_are_refused_at_their_annotation(fmt, tmp_path):
+    """Refused for both targets when the kernel is defined, at the parameter's annotation,
+    with the two ways to pass the value; the first of them runs."""
+    k = """
         @T.function
-        def k(x: T.float8_e4m3fn, O: T.Tensor((32,), "float32")):
+        def k(x: T.{dtype}, O: T.Tensor((32,), "float32")):
             T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=32))
-            O[T.cuda.lane_id()] = T.float32(x)
-        """,
-        tmp_path,
-        "k",
-    )
-    with pytest.raises(TirxError, match="not supported"):
-        tirx.compile(k, target="cuda -arch=sm_90")
+            O[T.cuda.lane_id()] = T.float32(T.{fmt}(x))
+        """
+    with pytest.raises(tirx.TirxSyntaxError) as e:
+        define(k.format(dtype=fmt, fmt=fmt), tmp_path, "k")
+    assert "parameter 'x': fp8 scalars are not a kernel parameter type" in e.value.message
+    assert caret_line(str(e.value)) == f'def k(x: T.{fmt}, O: T.Tensor((32,), "float32")):'
+    assert "^" * len(f"T.{fmt}") in str(e.value)
+    assert f"x: T.float32 and convert inside with T.{fmt}(x)" in e.value.hint
+    fixed = define(k.format(dtype="float32", fmt=fmt), tmp_path, "k")
+    out = torch.zeros(32)
+    tirx.compile(fixed, target="sim")(1.5, out)
+    assert torch.equal(out, torch.full((32,), 1.5))
+    assert tirx.compile(fixed, target="cuda -arch=sm_90").source
 
 
 @pytest.mark.gpu

@@ -1,6 +1,6 @@
 """The GEMM's measurement tools: the ablated kernels of ``benchmarks/gemm_ablation.py`` and the
 cluster/TMA rewrite of ``benchmarks/gemm_cluster_tma.py`` (their GPU figures are in
-docs/gpu-runs/2026-12-01-session-5.md)."""
+docs/gpu-runs/gemm.md, the fifth session of 2026-12-01)."""
 
 import sys
 from pathlib import Path

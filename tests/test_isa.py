@@ -119,7 +119,10 @@ def test_the_forms_the_brief_asks_for_are_there():
         assert f"mma.sync.aligned.m16n8k{k}.row.col{sat}.s32.{a}.{b}.s32" in forms
     for k in (8, 16):
         assert f"mma.sync.aligned.m16n8k{k}.row.col.f16.f16.f16.f16" in forms
-    others = ("cp.async", "fence.proxy", "mbarrier", "fence.mbarrier_init", "wgmma", "movmatrix")
+    others = (
+        *("cp.async", "cp.reduce.async", "fence.proxy", "mbarrier", "fence.mbarrier_init"),
+        *("wgmma", "movmatrix"),
+    )
     assert len([t for t in forms if not t.startswith(others)]) == 36
 
 
@@ -177,7 +180,11 @@ _WGMMA = [t for t in isa.supported_forms() if t.startswith("wgmma.mma_async")]
 
 @pytest.mark.parametrize(
     "text",
-    [t for t in isa.supported_forms() if not ("cp.async" in t or "mbarrier" in t or "wgmma" in t)]
+    [
+        t
+        for t in isa.supported_forms()
+        if not ("cp.async" in t or "cp.reduce.async" in t or "mbarrier" in t or "wgmma" in t)
+    ]
     + _WGMMA[:2]
     + _WGMMA[-2:],
 )

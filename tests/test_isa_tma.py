@@ -37,11 +37,9 @@ def test_the_forms_and_the_refusals():
     assert registry.family_of_text(TMA).family is Family.CP_ASYNC_BULK_TENSOR
     for bad in (
         TMA.replace("tile.", "tile::gather4."),
-        TMA.replace("shared::cta.global", "global.shared::cta").replace(
-            "mbarrier::complete_tx::bytes", "bulk_group"
-        ),
         TMA.replace("shared::cta", "shared::cluster") + ".multicast::cluster",
         TMA + ".L2::cache_hint",
+        TMA.replace("shared::cta.global", "shared::cluster.shared::cta"),
     ):
         with pytest.raises(ContractError) as e:
             tirx.instruction_contract(bad)

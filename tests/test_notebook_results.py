@@ -1,5 +1,6 @@
-"""Notebook 05's GEMM table comes from benchmarks/results/ by code: the cell reads the newest
-``gemm_speed-*.md`` (whatever its columns), and the committed output is that file's."""
+"""Notebook 05's GEMM table comes from benchmarks/results/ by code: the cell reads the H200's
+current GEMM result by its name, ``gemm_speed-h200.md`` (the file every run of
+``benchmarks/gemm_speed.py`` there rewrites), and the committed output is that file's."""
 
 from __future__ import annotations
 
@@ -12,22 +13,30 @@ import tirx
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOK = ROOT / "notebooks" / "05_tiled_gemm.ipynb"
+NAME = "gemm_speed-h200.md"
+CURRENT = ROOT / "benchmarks" / "results" / NAME
 
 TABLE = """\
-# Tiled GEMM, {date}
+# GEMM speed, {date}
 
-Machine: NVIDIA H200
+Command: `python benchmarks/gemm_speed.py`
 
-| dtype | M = N = K | {extra}tirx TFLOP/s | torch TFLOP/s |
+| dtype | n | tirx TFLOP/s | Triton best (config) | cuBLAS | tirx / cuBLAS |
+|---|---|---|---|---|---|
+| float16 | 4096 | {small} | 500.0 (128x256x64/8w/3s) | 600.0 | 0.5 |
+| bfloat16 | 8192 | {big} | 510.0 (128x256x64/8w/3s) | 700.0 | 0.9 |
+
+## tirx variants (TFLOP/s)
+
+| dtype | n | tirx | other |
 |---|---|---|---|
-| float16 | 2048 | {extra_cell}{tirx} | 600.0 |
-| float16 | 4096 | {extra_cell}{tirx_big} | 700.0 |
+| float16 | 4096 | {small} | 9999.0 |
 """
 
 
 def table_cell() -> dict:
     cells = json.loads(NOTEBOOK.read_text())["cells"]
-    (cell,) = [c for c in cells if "newest_result(" in "".join(c["source"])]
+    (cell,) = [c for c in cells if f'RESULT = "benchmarks/results/{NAME}"' in "".join(c["source"])]
     return cell
 
 
@@ -45,46 +54,49 @@ def run_cell(cwd: Path, monkeypatch) -> tuple[list, str]:
     return shown, out.getvalue()
 
 
-def write_result(folder: Path, name: str, date: str, tirx_tf: float, extra: str = "") -> None:
+def write_result(folder: Path, name: str, date: str, small: float, big: float) -> str:
     folder.mkdir(parents=True, exist_ok=True)
-    text = TABLE.format(date=date, tirx=tirx_tf / 2, tirx_big=tirx_tf, extra=extra,
-                        extra_cell="1.0 | " if extra else "")  # fmt: skip
-    if extra:  # one more column: one more rule cell
-        text = text.replace("|---|---|---|---|", "|---|---|---|---|---|")
+    text = TABLE.format(date=date, small=small, big=big)
     (folder / name).write_text(text)
+    return text
 
 
-def test_the_newest_file_is_shown_whatever_its_columns(tmp_path, monkeypatch):
+def test_the_named_file_is_shown_whatever_else_is_there(tmp_path, monkeypatch):
     results = tmp_path / "benchmarks" / "results"
-    write_result(results, "gemm_speed-2026-11-30-h200.md", "2026-11-30", 90.0)
-    write_result(results, "gemm_speed-2026-12-03-h200-pipelined.md", "2026-12-03", 400.0,
-                 extra="stages | ")  # fmt: skip
-    write_result(results, "gemm_speed-2026-12-01-h200.md", "2026-12-01", 120.0)
-    (results / "gemm_speed-notes.md").write_text("| not | a result |\n|---|---|\n| x | y |\n")
+    text = write_result(results, NAME, "2026-12-01", 300.0, 640.0)
+    # names that sort after it, newer dates, other machines: none of them is the current file
+    write_result(results, "gemm_speed-2026-12-31-h200.md", "2026-12-31", 1.0, 2.0)
+    write_result(results, "gemm_speed-h200.md.bak", "2027-01-01", 3.0, 4.0)
+    write_result(results, "gemm_speed-h100.md", "2027-01-02", 5.0, 6.0)
     shown, printed = run_cell(tmp_path, monkeypatch)
-    assert printed.startswith("(read from benchmarks/results/gemm_speed-2026-12-03-h200-pipelined")
-    assert shown == [(results / "gemm_speed-2026-12-03-h200-pipelined.md").read_text()]
+    assert printed.startswith(f"(read from benchmarks/results/{NAME})")
+    assert shown == [text], "the cell shows exactly the named file"
     assert (
-        "fastest tirx row: 400 TFLOP/s (float16, 4096); torch.matmul there: 700 TFLOP/s" in printed
+        "fastest tirx row: 640 TFLOP/s (bfloat16, n = 8192); cuBLAS there: 700 TFLOP/s" in printed
     )
 
 
-def test_without_results_the_cell_says_how_to_make_them(tmp_path, monkeypatch):
-    (tmp_path / "benchmarks" / "results").mkdir(parents=True)
+def test_without_the_file_the_cell_says_how_to_make_it(tmp_path, monkeypatch):
+    results = tmp_path / "benchmarks" / "results"
+    write_result(results, "gemm_speed-2026-12-01-h200.md", "2026-12-01", 1.0, 2.0)
+    monkeypatch.setattr(tirx, "__file__", str(tmp_path / "tirx" / "__init__.py"))
     shown, printed = run_cell(tmp_path, monkeypatch)
-    assert not shown and "python benchmarks/gemm_speed.py --out benchmarks/results/" in printed
+    assert not shown
+    assert f"benchmarks/results/{NAME} is not here" in printed
+    assert "python benchmarks/gemm_speed.py" in printed
 
 
-def test_the_committed_output_is_the_newest_result():
-    results = ROOT / "benchmarks" / "results"
-    newest = max(p.name for p in results.glob("gemm_speed-2*.md"))
+def test_the_committed_output_is_the_current_file():
+    if not CURRENT.exists():
+        pytest.fail(f"benchmarks/results/{NAME} is missing: notebook 05 shows that file")
     outputs = table_cell()["outputs"]
     printed = "".join("".join(o.get("text", "")) for o in outputs if o["output_type"] == "stream")
-    if newest not in printed:
-        pytest.fail(f"notebook 05 shows an older GEMM table than {newest}: re-execute the "
-                    "notebook (make notebooks) after adding a result")  # fmt: skip
-    (markdown,) = [o for o in outputs if "text/markdown" in o.get("data", {})]
-    assert "".join(markdown["data"]["text/markdown"]) == (results / newest).read_text()
+    assert f"(read from benchmarks/results/{NAME})" in printed
+    shown = [o for o in outputs if "text/markdown" in o.get("data", {})]
+    assert len(shown) == 1, "the cell displays one table file"
+    if "".join(shown[0]["data"]["text/markdown"]) != CURRENT.read_text():
+        pytest.fail(f"notebook 05 shows another table than benchmarks/results/{NAME}: re-execute "
+                    "the notebook (make notebooks) after a new result")  # fmt: skip
 
 
 def test_the_visualizer_demo_is_saved_with_pictures_that_render_without_a_kernel():

@@ -1,9 +1,11 @@
 """A reader's check of the tutorials in notebooks/ (nbval runs them; this test reads them).
 
 Each tutorial opens with what the learner will be able to do; every exercise has a cell that
-checks the answer, and the saved notebook shows it passing; notebooks are saved from one clean
-run (outputs present, execution counts 1, 2, 3, ...) with no traceback and no huge output;
-randomness is seeded; notebooks/README.md lists exactly the notebooks there are.
+checks the answer, and the saved notebook shows its solution passing (tests/test_exercises.py
+runs each exercise unsolved and solved); notebooks are saved from one clean run (outputs
+present, execution counts 1, 2, 3, ...) with no traceback, no huge output and no path of the
+machine that ran them; randomness is seeded; notebooks/README.md lists exactly the notebooks
+there are.
 """
 
 from __future__ import annotations
@@ -152,3 +154,39 @@ def test_first_warp_matmul_runs_the_seed_guide_verbatim():
     assert any(source(c).strip() == block for c in code_cells(notebook)), (
         "notebook 2 has a cell holding the guide's kernel exactly"
     )
+
+
+# a machine's own directories, as they show in outputs saved on it: temporary and home
+# directories, the checkout's place (`make notebooks` writes outputs relative to the checkout)
+MACHINE_PATH = re.compile(
+    r"(?<![\w.])/(?:tmp|work|root|home|Users|private|var/folders|mnt|opt|srv)/"
+)
+
+
+def output_texts(output: dict) -> list[str]:
+    texts = [output_text(output)]
+    for kind, value in output.get("data", {}).items():
+        if kind.startswith("text/") or kind.endswith("json"):
+            texts.append(value if isinstance(value, str) else json.dumps(value))
+    return texts
+
+
+@pytest.mark.parametrize("path", sorted(NOTEBOOKS.glob("*.ipynb")), ids=lambda p: p.stem)
+def test_no_output_holds_a_machine_path(path):
+    for n, cell in enumerate(code_cells(path), 1):
+        for output in cell["outputs"]:
+            for text in output_texts(output):
+                found = MACHINE_PATH.search(text)
+                assert not found, (
+                    f"code cell {n} shows a path of the machine that ran it: "
+                    f"{text[max(found.start() - 60, 0) : found.end() + 60]!r}"
+                )
+
+
+def test_the_machine_path_pattern_finds_them():
+    for text in ("File /tmp/ipykernel_1/2.py, line 3", '.file 1 "/work/wt/pic/notebooks/k.cu"',
+                 "--out /root/out/x.md", "/home/me/tirx", "/Users/me/tirx/notebooks"):  # fmt: skip
+        assert MACHINE_PATH.search(text), text
+    for text in ("benchmarks/results/gemm_speed-h200.md", "docs/gpu-runs/gemm.md", "1/2 of a tmp/x",
+                 "Cell In[3], line 5", ".file 1 \"transpose_blocks.cu\""):  # fmt: skip
+        assert not MACHINE_PATH.search(text), text

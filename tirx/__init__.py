@@ -51,6 +51,14 @@ __all__ = [
     "layout",
     "instruction_contract",
     "gpu_available",
+    "torch_op",
+    "TensorSpec",
+    "bench",
+    "BenchResult",
+    "TimingError",
+    "autotune",
+    "load",
+    "ArtifactError",
     "Kernel",
     "RunResult",
     "PtxTrace",
@@ -96,6 +104,18 @@ def gpu_available() -> bool:
 
 
 _SIM_NAMES = ("RunResult", "PtxTrace", "RegisterTrace")
+# Public names of the modules that bring kernels into torch, time, tune and save them, loaded
+# on first use: name -> module.
+_LAZY = {
+    "torch_op": "torch_ops",
+    "bench": "timing",
+    "BenchResult": "timing",
+    "TimingError": "timing",
+    "autotune": "tuning",
+    "load": "backend.cuda.stored",
+    "ArtifactError": "artifact",
+    "TensorSpec": "signature",
+}
 
 
 def __getattr__(name):
@@ -104,4 +124,8 @@ def __getattr__(name):
         from . import sim
 
         return getattr(sim, name)
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(f".{_LAZY[name]}", __name__), name)
     raise AttributeError(f"module 'tirx' has no attribute {name!r}")

@@ -127,7 +127,7 @@ ROWS: tuple[Row, ...] = (
     Row(
         "tma",
         ("isa", "cuda", "sim"),
-        ptx=("cp.async.bulk.tensor",),
+        ptx=("cp.async.bulk.tensor", "cp.reduce.async.bulk.tensor"),
         tile_params=("box", "coords", "mbar", "swizzle", "l2_promotion", "coord_steps"),
     ),  # fmt: skip
     # construct families: calls of T and T.cuda with IR nodes of their own

@@ -1,6 +1,7 @@
 """``tirx`` on the command line (also ``python -m tirx``).
 
     tirx compile FILE[:KERNEL] [--arch sm_90] [--emit cuda|ptx|sass|ir|lowered] [-o OUT]
+    tirx compile FILE[:KERNEL] [--arch sm_90] --out KERNEL.tirx
     tirx run FILE[:KERNEL] --sim --check "Out = A.float() @ B.float().T"
     tirx layout "S[(4,8,4):(1,4@laneid,1@laneid)]" --shape 4,8,4 [--svg OUT] [--png OUT]
     tirx demo [--target cuda|sim]
@@ -85,6 +86,8 @@ def _check_arch(target) -> None:
 def cmd_compile(args) -> int:
     import tirx
 
+    if args.out:
+        return save_compiled(args)
     target = _target(args, "cuda")
     if args.emit in ("cuda", "ptx", "sass") and not on_gpu(target):
         raise UsageError(f"--emit {args.emit} needs the cuda target (NVRTC compiles without a GPU)")
@@ -105,6 +108,20 @@ def cmd_compile(args) -> int:
     if args.stats:
         print(compile_summary(exe), file=sys.stderr)
     _wrote(args.output, f"{args.emit}, {len(text.splitlines())} lines")
+    return 0
+
+
+def save_compiled(args) -> int:
+    """``tirx compile FILE --out FILE.tirx``: the compiled kernel as a saved file
+    (tirx/artifact.py) for ``tirx.load``, instead of printing what ``--emit`` names."""
+    import tirx
+
+    target = _target(args, "cuda")
+    if not on_gpu(target):
+        raise UsageError("--out saves GPU code: it needs the cuda target (--arch sm_90)")
+    exe = tirx.compile(load_kernel(args.kernel), target)
+    path = exe.save(args.out)
+    print(f"{path}: {exe.name} for {exe.arch}, {path.stat().st_size} bytes")
     return 0
 
 
@@ -278,6 +295,8 @@ def build_parser() -> argparse.ArgumentParser:
         "-e", "--emit", choices=EMITS, default="cuda", help="what to print (default cuda)"
     )
     c.add_argument("-o", "--output", metavar="OUT", help="write to this file instead of stdout")
+    c.add_argument("--out", metavar="FILE.tirx", help="save the compiled kernel (cubin, PTX, "
+                   "signature, launch) for tirx.load, instead of printing")  # fmt: skip
     c.add_argument("--stats", action="store_true",
                    help="print timings and resources on stderr")  # fmt: skip
     c.set_defaults(func=cmd_compile)

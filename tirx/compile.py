@@ -97,7 +97,7 @@ def compile(func, target=None) -> Executable:  # noqa: A001 - the public name SP
             lowered = memo.lowered[arch] = lower_function(func.ir, arch=arch)
         timings["lower"] = (time.perf_counter() - t1) * 1e3
     if target.kind == "sim":
-        exe = SimExecutable(func, lowered, target, timings, compile)
+        exe = SimExecutable(func, lowered, target, timings)
     else:
         from .backend.cuda.executable import build
 
@@ -105,6 +105,7 @@ def compile(func, target=None) -> Executable:  # noqa: A001 - the public name SP
         if stored is None:
             frontend_cache.store(func, arch, lowered, exe.source)
     _close(timings, t0)
+    exe.compile_kernel = compile
     memo.executables[target] = exe.twin(None, exe.cache, dict(timings))
     return exe
 

@@ -6,20 +6,27 @@ inspection surface: ``source``, ``ptx``, ``sass``, ``script()``, ``stats``, ``ti
 ``cache``.
 
 Both targets take the same tensors. Dense (strided) tensors only: sparse, quantized, nested,
-meta tensors and lazy conjugate/negative views are refused by name. A tensor that requires grad
-is accepted on both (the kernel writes its memory as any custom kernel does, without autograd
-seeing it). Tensors that overlap in memory are refused when the kernel writes one of them: the
-generated code declares every tensor pointer ``__restrict__``, so the GPU may reorder the
-accesses of aliased tensors, and the simulator would then disagree with it.
+meta tensors and lazy conjugate/negative views are refused by name. A tensor the kernel only
+reads may require grad. One it writes is refused, as torch refuses an in-place operation on it,
+when it is a leaf that requires grad and grad mode is on (``LaunchError`` naming the parameter);
+a non-leaf, or any tensor under ``torch.no_grad()``, is written in place unseen by autograd, as
+any custom kernel writes it. Tensors that overlap in memory are refused when the kernel writes
+one of them: the generated code declares every tensor pointer ``__restrict__``, so the GPU may
+reorder the accesses of aliased tensors, and the simulator would then disagree with it.
+
+Which tensors a kernel writes is read from its lowered program (:meth:`ArgChecker.written`,
+by :func:`tirx.signature.effects`): stores, atomics, and PTX calls whose first (destination)
+operand is a global address.
 """
 
 from __future__ import annotations
 
 import copy
+import functools
 import sys
 
 from .dtypes import DTypeKind, StrKind
-from .errors import TirxError
+from .errors import LaunchError, TirxError
 from .ir import nodes as ir
 from .ir.printer import print_function
 
@@ -36,13 +43,15 @@ class CacheState(StrKind):
 class ArgChecker:
     """Checks call arguments against a function's parameters, prepared once per executable."""
 
-    def __init__(self, fn: ir.Function, device: str, ordinal: int = 0):
+    def __init__(self, fn: ir.Function, device: str, ordinal: int = 0, written=None):
         self.fn = fn
         self.device = device  # "cuda" or "cpu"
         self.ordinal = ordinal  # the CUDA device the kernel is loaded on (device "cuda" only)
         self.params = fn.params
         self._torch_dtypes = None
-        self._written = None
+        # indices of the tensor parameters the kernel writes: found in fn's body unless given
+        # (a saved kernel has no body: tirx/artifact.py)
+        self._written = None if written is None else frozenset(written)
 
     def _names(self):
         return ", ".join(p.name for p in self.params)
@@ -119,6 +128,8 @@ class ArgChecker:
                 raise ValueError(
                     f"parameter {p.name!r} must be contiguous (call .contiguous() first)"
                 )
+            if getattr(t, "requires_grad", False) and i in self.written():
+                _writable_by_autograd(p, t)
             if dev == "cpu" and getattr(t, "requires_grad", False):
                 return t.detach()  # the same memory; the simulator reads it through numpy
             return t
@@ -143,22 +154,14 @@ class ArgChecker:
         raise TypeError(f"parameter {p.name!r} expects a tensor, got {type(t).__name__}")
 
     def written(self) -> frozenset[int]:
-        """Indices of the tensor parameters the kernel stores into (found once, by a walk over
-        the lowered program's statements)."""
+        """Indices of the tensor parameters the kernel writes, found once from the lowered
+        program by :func:`tirx.signature.effects` (stores, atomics, PTX calls whose destination
+        is a global address), unless given (a saved kernel has no body)."""
         if self._written is None:
-            index = {id(p): i for i, p in enumerate(self.params) if isinstance(p, ir.Buffer)}
-            found, todo = set(), [self.fn.body]
-            while todo:  # statements nest shallowly; an explicit stack all the same
-                s = todo.pop()
-                if isinstance(s, ir.Store) and id(s.buffer) in index:
-                    found.add(index[id(s.buffer)])
-                elif isinstance(s, ir.Seq):
-                    todo.extend(s.stmts)
-                elif isinstance(s, (ir.For, ir.While)):
-                    todo.append(s.body)
-                elif isinstance(s, ir.If):
-                    todo.extend(b for b in (s.then_body, s.else_body) if b is not None)
-            self._written = frozenset(found)
+            from .signature import effects
+
+            _, written = effects(self.fn)
+            self._written = frozenset(i for i, p in enumerate(self.params) if p in written)
         return self._written
 
     def distinct(self, tensors) -> None:
@@ -220,6 +223,23 @@ def _byte_range(t) -> tuple[int, int]:
     return start, start + t.nbytes
 
 
+def _writable_by_autograd(p: ir.Buffer, t) -> None:
+    """Refuse a write into ``t`` where torch refuses an in-place operation: a leaf tensor that
+    requires grad, with grad mode on."""
+    import torch
+
+    if t.is_leaf and torch.is_grad_enabled():
+        raise LaunchError(
+            f"parameter {p.name!r} is a leaf tensor that requires grad, and the kernel writes "
+            f"it in place: autograd would not see the write (torch refuses in-place operations "
+            f'on such tensors: "a leaf Variable that requires grad is being used in an '
+            f'in-place operation")',
+            hint=f"write into a tensor that does not require grad (e.g. "
+            f"torch.empty_like({p.name})), or call the kernel under `with torch.no_grad():` if "
+            f"the write is meant (as an optimizer step's is)",
+        )
+
+
 def _torch_kind(p: ir.Buffer, t) -> None:
     """Refuse the torch tensors that are not dense data in memory, naming the fix. (Read
     with defaults: tensor-like objects from torch's own modules may lack some of these.)"""
@@ -276,10 +296,29 @@ class Executable:
     source: str | None = None
     ptx: str | None = None
     sass: str | None = None
+    # tirx.compile, set by tirx.compile on what it returns: how an executable compiles its
+    # kernel for another target (the simulator's CUDA build, a saved file's other archs)
+    compile_kernel = None
 
     @property
     def stats(self) -> dict:
         return {"shared_bytes": self.lowered.shared_bytes}
+
+    @functools.cached_property
+    def signature(self):
+        """The kernel's parameters and which tensors it reads and writes
+        (:class:`tirx.signature.Signature`)."""
+        from .signature import Signature
+
+        return Signature.of(self.lowered)
+
+    def save(self, path, archs=None):
+        """Write this kernel as a self-contained file that ``tirx.load`` reads without its
+        source or NVRTC: cubin and PTX for each of ``archs`` (default: the arch it was compiled
+        for), signature, launch configuration (tirx/artifact.py). Returns the path."""
+        from .artifact import save
+
+        return save(self, path, archs)
 
     def script(self, lowered: bool = False) -> str:
         """The kernel's IR as readable text (``lowered=True``: after tile lowering)."""
@@ -305,11 +344,10 @@ class SimExecutable(Executable):
     them is read (no GPU needed), so that compiling for the simulator stays as quick as it is.
     """
 
-    def __init__(self, kernel, lowered, target, timings, compile_kernel=None):
+    def __init__(self, kernel, lowered, target, timings):
         super().__init__(kernel, lowered, target, timings)
         self.checker = ArgChecker(lowered, "cpu")
         self.last_run = None
-        self.compile_kernel = compile_kernel  # tirx.compile, for the CUDA build (cuda_build)
 
     def twin(self, kernel, cache: CacheState | str, timings: dict) -> SimExecutable:
         other = super().twin(kernel, cache, timings)
@@ -339,6 +377,27 @@ class SimExecutable(Executable):
         return self.compile_kernel(self.kernel, Target(TargetKind.CUDA, self.target.arch))
 
     def __call__(self, *args, trace: bool = False, stdout=None, **kw):
+        from . import sim
+
+        values = self._checked(args, kw)
+        result = sim.run(self.lowered, values, trace=trace, stdout=stdout or sys.stdout)
+        self.last_run = result
+        return result if trace else None
+
+    def profile(self, *args, stdout=None, **kw):
+        """Run the kernel on ``args`` (writing its outputs, as a call does) and return what
+        it executed, per source line: a :class:`tirx.sim.profile.SimProfile` (instructions
+        by class, global sectors against the fewest possible, shared-memory wavefronts and
+        bank-conflict replays, bytes per space; docs/profiling.md)."""
+        from . import sim
+
+        values = self._checked(args, kw)
+        result = sim.run(self.lowered, values, stdout=stdout or sys.stdout, profile=True)
+        self.last_run = result
+        return result.profile
+
+    def _checked(self, args, kw) -> list:
+        """The run's values of ``args`` after the checks (errors name the parameter)."""
         if kw:
             self.checker.keywords(kw)
         self.checker.count(args)
@@ -353,8 +412,4 @@ class SimExecutable(Executable):
             [(i, v) for i, (p, v) in enumerate(zip(self.lowered.params, values))
              if isinstance(p, ir.Buffer)]
         )  # fmt: skip
-        from . import sim
-
-        result = sim.run(self.lowered, values, trace=trace, stdout=stdout or sys.stdout)
-        self.last_run = result
-        return result if trace else None
+        return values

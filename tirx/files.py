@@ -1,6 +1,7 @@
 """Files and digests that every cache of tirx uses (the compile cache, NVRTC's version probe,
 the front-end cache): reading a file only when it is a regular one, writing one atomically, and
-sha256 without loading OpenSSL for small inputs. Nothing here knows what it stores."""
+sha256 without loading OpenSSL for small inputs, and an exclusive lock that is given up after a
+bounded wait. Nothing here knows what it stores."""
 
 from __future__ import annotations
 
@@ -9,9 +10,17 @@ import functools
 import os
 import stat
 import sys
+import time
 from pathlib import Path
 
-__all__ = ["sha256", "read_regular", "write_atomic"]
+__all__ = [
+    "sha256",
+    "read_regular",
+    "write_atomic",
+    "write_temporary",
+    "exclusive_lock",
+    "lock_holder",
+]
 
 # Inputs smaller than this are hashed by CPython's built-in sha256 while hashlib is not loaded.
 _BUILTIN_MAX = 1 << 16
@@ -48,9 +57,12 @@ def _builtin_sha256():
     return hashlib.sha256
 
 
-def read_regular(path: str | os.PathLike, limit: int = 1 << 31) -> bytes | None:
+def read_regular(
+    path: str | os.PathLike, limit: int = 1 << 31, head: int | None = None
+) -> bytes | None:
     """The bytes of ``path`` when it is a regular file (a symbolic link to one counts) of at
-    most ``limit`` bytes; None for anything else or when it cannot be read.
+    most ``limit`` bytes (only its first ``head`` bytes, when given); None for anything else or
+    when it cannot be read.
 
     The file is opened without blocking and checked with ``fstat`` before a byte is read, so a
     named pipe (whose open and read would wait for a writer forever), a device or a directory
@@ -63,6 +75,8 @@ def read_regular(path: str | os.PathLike, limit: int = 1 << 31) -> bytes | None:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode) or st.st_size > limit:
             return None
+        if head is not None:
+            return os.read(fd, head)  # a regular file: one read gives what it has, up to head
         chunks, left = [], st.st_size
         while True:  # a regular file never blocks; read to its end (it may have grown)
             chunk = os.read(fd, max(left, 1 << 16))
@@ -80,16 +94,88 @@ def read_regular(path: str | os.PathLike, limit: int = 1 << 31) -> bytes | None:
 def write_atomic(final: Path, data: bytes) -> None:
     """Write ``data`` to ``final`` (in an existing directory) through a temporary file in the
     same directory renamed over it: readers see the old file, the new one, or none. The
-    temporary file (``.<name prefix>-*.tmp``, readable by the user only) is removed if the
-    write fails; OSError propagates."""
+    temporary file is removed if the write fails; OSError propagates."""
+    tmp = write_temporary(final, data)
+    try:
+        os.replace(tmp, final)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+def write_temporary(final: Path, data: bytes) -> str:
+    """A new file holding ``data`` beside ``final`` (``.<name prefix>-*.tmp``, readable by the
+    user only), for the caller to rename over ``final`` (or remove); its path. Nothing is left
+    behind when the write fails; OSError propagates."""
     import tempfile  # only a write needs it
 
     fd, tmp = tempfile.mkstemp(dir=final.parent, prefix=f".{final.name[:16]}-", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
-        os.replace(tmp, final)
     except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
+    return tmp
+
+
+@contextlib.contextmanager
+def exclusive_lock(path: Path, wait: float):
+    """Hold an exclusive ``flock`` on ``path`` (created if missing) for the with-block, which
+    gets True; False when another process held it for ``wait`` seconds (the block runs
+    unlocked: the caller decides what to skip); None where no lock can be taken (no
+    ``fcntl``, or ``path`` is not a regular file).
+
+    Never waits longer than ``wait``: a process stopped while it holds the lock (a ``kill
+    -STOP``, a debugger, a laptop's suspended terminal) keeps it for as long as it lives, and
+    a blocking ``flock`` would wait that long. The holder writes its pid into the file, so that
+    :func:`lock_holder` can name it in a message. The lock goes with the holder's process."""
+    try:
+        import fcntl
+    except ImportError:  # not POSIX
+        yield None
+        return
+    flags = os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+    try:
+        fd = os.open(path, flags | getattr(os, "O_CLOEXEC", 0), 0o600)
+    except OSError:
+        yield None
+        return
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            yield None
+            return
+        deadline, pause = time.monotonic() + wait, 0.001
+        while not (held := _try_lock(fcntl, fd)):
+            left = deadline - time.monotonic()
+            if left <= 0:
+                break
+            time.sleep(min(pause, left))
+            pause = min(2 * pause, 0.05)
+        if held:
+            with contextlib.suppress(OSError):
+                os.ftruncate(fd, 0)
+                os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        yield held
+    finally:
+        os.close(fd)  # releases the lock
+
+
+def _try_lock(fcntl, fd: int) -> bool:
+    """Take the exclusive flock on ``fd`` if no other process holds it; whether it is held."""
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
+    return True
+
+
+def lock_holder(path: Path) -> int | None:
+    """The pid the last holder of the lock at ``path`` wrote there, if it reads as one."""
+    data = read_regular(path, limit=64)
+    try:
+        return int(data) if data else None
+    except ValueError:
+        return None

@@ -61,16 +61,18 @@ change later).
 variants, newest first (a factory such as ``make_gemm(M, N, K)`` makes one per set of closure
 values): each with its logged names, its macros' (per macro code digest), digest, kernel name,
 def source and one payload per arch number, the lowered IR and the generated CUDA source as
-:mod:`tirx.ir.serial` writes them. The file is a header (magic, format version, key, sha256 and
-length of the metadata, length of the payloads), the metadata (tuples of strings and ints in
-:mod:`marshal`'s format: the Python version is in the key, and reading it costs microseconds),
-then the payloads, each checked against its own sha256 (in the metadata) before it is read.
-Writes are atomic, as in the CUBIN cache; a damaged, truncated or foreign file is a miss and is
-replaced at the next write; an entry that is not a regular file (a named pipe) is a miss that is
-never opened for a blocking read. Writers take an exclusive lock on ``frontend.lock`` (in the
-cache directory) while they read, merge and replace an entry, so concurrent writers never lose
-each other's variants or archs. Only a successful cuda compile writes, so a kernel that fails
-anywhere is never stored.
+:mod:`tirx.ir.serial` writes them (:mod:`tirx.frontend_format` is the file format). A
+damaged, truncated or foreign file is a miss and is replaced at the next write; an entry that
+is not a regular file (a named pipe) is a miss that is never opened for a blocking read.
+A writer merges its variant with the entry as it is, writes the result to a temporary file
+beside it, and renames that over the entry while it holds an exclusive lock on
+``frontend.lock`` (in the cache directory), if the entry's header is still the one it merged
+with (else it merges again): concurrent writers never lose each other's variants or archs,
+and the lock is held for a header read and a rename only. A writer waits at most
+:data:`LOCK_WAIT` seconds for it: a process stopped while it holds the lock (``kill -STOP``, a
+debugger) makes the others skip their stores, with one warning per process naming the lock
+and its holder's pid, and never stops a compile. Only a successful cuda compile writes, so a
+kernel that fails anywhere is never stored.
 ``TIRX_CACHE=0`` turns this cache off with the other, and ``tirx.clear_cache()`` empties it.
 """
 
@@ -78,15 +80,14 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import marshal
 import os
-import stat
-import struct
 import sys
+import warnings
 
 from . import config
-from .files import read_regular, sha256, write_atomic
+from .files import exclusive_lock, lock_holder, read_regular, sha256, write_temporary
 from .fingerprints import MacroNames, fingerprint, macro_code, resolved, snapshot
+from .frontend_format import FORMAT_VERSION, STAMP_BYTES, decode, encode, stamp
 from .ir import nodes as ir
 from .ir import serial
 from .isa import registry
@@ -95,13 +96,13 @@ from .version import __version__
 
 __all__ = ["Record", "lookup", "remember", "load", "store", "clear", "code_stamp", "fingerprint"]
 
-MAGIC = b"TIRXFRNT"
-FORMAT_VERSION = 2  # 2: each variant holds the names its macros resolved
-_HEADER = struct.Struct("<8sI64s32sQQ")  # magic, version, key, sha256(meta), 2 lengths
 _SUBDIR = "frontend"
 _SUFFIX = ".entry"
 _LOCK = "frontend.lock"  # beside the frontend folder, in the cache directory
 _VARIANTS = 8  # kept per key, the newest first
+_MERGES = 4  # tries at merging with an entry other writers keep replacing
+LOCK_WAIT = 1.0  # seconds a writer waits for the lock before it stores nothing
+_warned_busy = False
 
 _generation = 0  # bumped by clear(): records found before it hand out no payloads
 _CONTRACTS = registry.CONTRACTS  # the instruction-contract table payloads are lowered with
@@ -294,47 +295,66 @@ def store(kernel, arch: int, lowered: ir.Function, source: str) -> None:
     record.payloads[arch] = (blob, sha256(blob).hexdigest())
 
     directory = config.cache_dir() / _SUBDIR
+    final = directory / (record.key + _SUFFIX)
     try:
         directory.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         directory.mkdir(mode=0o700, exist_ok=True)
-        # Read, merge and write under the directory's lock: two processes storing variants or
-        # archs of one key at once would otherwise each write back what it read before the
-        # other's write, and one of the two would be lost.
-        with _writer_lock(directory.parent):
-            others = []
-            for variant in _read(record.key):
-                if variant.digest == record.digest:
-                    record.payloads = {**variant.payloads, **record.payloads}
-                else:
-                    others.append(variant)
-            data = _encode(record.key, [record, *others][:_VARIANTS])
-            write_atomic(directory / (record.key + _SUFFIX), data)
+        for _ in range(_MERGES):
+            if _merge_and_replace(record, final, directory.parent / _LOCK):
+                return
     except OSError:
         pass  # the disk is an optimization (the CUBIN cache, in the same directory, warns)
 
 
-@contextlib.contextmanager
-def _writer_lock(directory):
-    """Hold an exclusive ``flock`` on ``directory/frontend.lock`` (created if missing) while writers
-    merge; readers take no lock (writes are atomic renames). Where there is no ``fcntl`` or the
-    lock file is not a regular file, writers go unlocked, as before."""
+def _merge_and_replace(record: Record, final, lock) -> bool:
+    """One try at storing ``record``'s variant: merge it with the entry as it is now, write the
+    result beside it, and rename it over the entry, under the writers' lock, if no other writer
+    replaced the entry since it was read (else False: merge again). True when done: stored, or
+    given up on because the lock was not had in :data:`LOCK_WAIT` seconds.
+
+    The lock is held for a header read and a rename only; the merge and the write happen
+    before, so a writer stopped at any point blocks the others for no longer than their wait,
+    and one stopped while it holds the lock costs them their stores, never their compiles."""
+    data = read_regular(final)
+    others = []
+    for variant in _decode(record.key, data):
+        if variant.digest == record.digest:
+            record.payloads = {**variant.payloads, **record.payloads}
+        else:
+            others.append(variant)
+    tmp = write_temporary(final, _encode(record.key, [record, *others][:_VARIANTS]))
     try:
-        import fcntl
-    except ImportError:  # not POSIX
-        yield
-        return
-    flags = os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
-    try:
-        fd = os.open(directory / _LOCK, flags, 0o600)
-    except OSError:
-        yield
-        return
-    try:
-        if stat.S_ISREG(os.fstat(fd).st_mode):
-            fcntl.flock(fd, fcntl.LOCK_EX)  # released when fd is closed, or the process dies
-        yield
+        with exclusive_lock(lock, LOCK_WAIT) as held:
+            if held is False:
+                _lock_busy(lock)
+                return True
+            if stamp(read_regular(final, head=STAMP_BYTES)) != stamp(data):
+                return False  # another writer replaced it meanwhile: merge with theirs
+            os.replace(tmp, final)
+            tmp = None
+            return True
     finally:
-        os.close(fd)
+        if tmp is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+
+
+def _lock_busy(lock) -> None:
+    """Say once per process that stores are skipped because another process holds the lock."""
+    global _warned_busy
+    if _warned_busy:
+        return
+    _warned_busy = True
+    pid = lock_holder(lock)
+    who = f"process {pid}" if pid is not None else "another process"
+    warnings.warn(
+        f"tirx: the front-end cache's lock {lock} has been held by {who} for over "
+        f"{LOCK_WAIT:g} s (stopped while it stored a kernel?); kernels compile as usual, but "
+        f"this process stores none in the front-end cache while the lock is held, so the next "
+        f"process parses them again. Resume or end that process, or delete the lock file",
+        RuntimeWarning,
+        stacklevel=4,
+    )
 
 
 def clear() -> None:
@@ -353,51 +373,22 @@ def clear() -> None:
                 os.unlink(directory / name)
 
 
-# ------------------------------------------------------------------------------ the format
-
-
-def _encode(key: str, records: list[Record]) -> bytes:
-    variants, blobs, at = [], [], 0
-    for r in records:
-        index = []
-        for arch, (blob, digest) in sorted(r.payloads.items()):
-            index.append((arch, at, len(blob), digest))
-            blobs.append(blob)
-            at += len(blob)
-        variants.append((r.names, r.macros, r.digest, r.name, r.source, tuple(index)))
-    meta = marshal.dumps(tuple(variants))
-    header = _HEADER.pack(MAGIC, FORMAT_VERSION, key.encode(), sha256(meta).digest(), len(meta), at)
-    return header + meta + b"".join(blobs)
+# ------------------------------------------------------------------------------ entries
 
 
 def _read(key: str) -> list[Record]:
     """The variants stored under ``key``, newest first; [] without a whole, valid entry."""
+    return _decode(key, read_regular(config.cache_dir() / _SUBDIR / (key + _SUFFIX)))
 
-    data = read_regular(config.cache_dir() / _SUBDIR / (key + _SUFFIX))
-    if data is None or len(data) < _HEADER.size:
-        return []
-    magic, version, k, checksum, n_meta, n_payloads = _HEADER.unpack_from(data)
-    start = _HEADER.size
-    if (
-        magic != MAGIC
-        or version != FORMAT_VERSION
-        or k != key.encode()
-        or len(data) != start + n_meta + n_payloads
-    ):
-        return []
-    meta = data[start : start + n_meta]
-    if sha256(meta).digest() != checksum:
-        return []
-    base = start + n_meta
-    try:
-        return [
-            Record(key, names, digest, name, source, found=True, macros=macros, payloads={
-                arch: (data[base + at : base + at + size], sha) for arch, at, size, sha in index
-            })
-            for names, macros, digest, name, source, index in marshal.loads(meta)
-        ]  # fmt: skip
-    except (ValueError, TypeError, EOFError):
-        return []
+
+def _decode(key: str, data: bytes | None) -> list[Record]:
+    return [Record(key, n, d, name, src, p, True, m) for n, m, d, name, src, p in decode(key, data)]
+
+
+def _encode(key: str, records: list[Record]) -> bytes:
+    return encode(
+        key, [(r.names, r.macros, r.digest, r.name, r.source, r.payloads) for r in records]
+    )
 
 
 _parser.frontend_cache = sys.modules[__name__]  # @T.function consults this module

@@ -118,6 +118,7 @@ class CodeView:
     python: CodeText | None
     panes: dict[str, CodeText] = field(default_factory=dict)
     notes: dict[str, str] = field(default_factory=dict)  # pane -> why it has no links
+    heat: object | None = None  # a widgets.heat.HeatColumn beside the Python lines
 
     def lines_for(self, py_line: int) -> dict[str, list[str]]:
         """What clicking Python line ``py_line`` lights: each pane's lines (text)."""
@@ -160,6 +161,8 @@ class CodeView:
             f".{uid} .tirx-copy{{margin-left:8px;font-size:11px;padding:0 6px;cursor:pointer}}",
             f".{uid} input.tirx-pick{{display:none}}",
         ]
+        if self.heat is not None:
+            css.append(self.heat.css(uid))
         css += [f".{uid} .tk-{k}{{color:{c}}}" for k, c in COLORS.items()]
         css += [f"{DARK} .{uid} .tk-{k}{{color:{c}}}" for k, c in DARK_COLORS.items()]
         if linked:  # one rule: the chosen Python line lights its lines in every pane
@@ -184,13 +187,15 @@ class CodeView:
                 mapped = n in linked
                 attr = f' for="{uid}-p{n}"' if mapped else ""
                 cls = f"py-line o{n}" + (" mapped" if mapped else "")
+                heat = self.heat.cell(n) if self.heat is not None else ""
                 rows.append(
                     f'<label class="{cls}" data-line="{n}"{attr}><span class="ln">{n}</span>'
-                    f'<span class="tx">{text}</span></label>'
+                    f'{heat}<span class="tx">{text}</span></label>'
                 )
+            key = f" · {self.heat.key_html()}" if self.heat is not None else ""
             out.append(
                 '<details class="tirx-section tirx-python" open><summary>Python (click a line '
-                f"to light its CUDA, PTX and SASS)</summary><pre style='white-space:pre'>{''.join(rows)}</pre></details>"
+                f"to light its CUDA, PTX and SASS){key}</summary><pre style='white-space:pre'>{''.join(rows)}</pre></details>"
             )
         titles = titles or {}
         here = '"' + os.getcwd().rstrip("/") + "/"
@@ -382,5 +387,6 @@ def panel_html(panel, keys) -> str:
             if panel._line_info.get(k):
                 texts[k] = panel._line_info[k]
     view = code_view(texts)
+    view.heat = panel.heat_column() if hasattr(panel, "heat_column") else None
     titles = {k: f"{k.upper()} ({len(texts[k].splitlines())} lines)" for k in keys}
     return view.html(titles)

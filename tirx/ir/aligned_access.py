@@ -11,16 +11,17 @@ starts. Three kinds of access turn that into a requirement on the data pointer:
   one vector access only of a loop that is a plain copy (tirx/backend/cuda/vector.py); the
   requirement covers every vectorized loop, since that is what ``T.vectorized`` promises.
 * ``cp.async`` (PTX ISA, "cp.async"): the global source of a copy of ``cp-size`` (4, 8 or 16)
-  bytes must be aligned to ``cp-size``. Lowering proved the offset (tirx/isa/cp_async.py) or
+  bytes must be aligned to ``cp-size``. Lowering proved the offset (tirx/families/cp_async/isa.py) or
   left it to run time; either way the pointer must be aligned to ``cp-size`` too.
 * ``cp.async.bulk`` (PTX ISA, "cp.async.bulk"): its global address (the bulk store's
-  destination) must be 16-byte aligned.
+  destination) must be 16-byte aligned; so must a tensor map's (``cp.async.bulk.tensor``,
+  ``cp.reduce.async.bulk.tensor``; PTX ISA, "Tensor Map": globalAddress).
 
 The requirement is read off the lowered IR only (the instruction text and its operands, as the
 ISA spells them), not from the compiler's instruction tables, so the simulator can use it. Both
 targets check every such access of the kernel, whether or not a thread reaches it: the
 simulator when it builds the statement (tirx/sim/pointer_alignment.py, from the loop and from
-tirx/sim/asynccopy.py and tirx/sim/bulkcalls.py), the CUDA launcher on each call's pointers
+tirx/families/cp_async/sim.py and tirx/families/cp_async_bulk/sim.py), the CUDA launcher on each call's pointers
 (tirx/backend/cuda/alignment.py).
 """
 
@@ -119,7 +120,7 @@ def copy_access(call: ir.PtxCall) -> AlignedAccess | None:
     if found is None or found[0].buffer.scope is not ir.Scope.GLOBAL:
         return None
     (address, operand), text = found, call.instruction
-    if text.startswith("cp.async.bulk."):
+    if text.startswith(("cp.async.bulk.", "cp.reduce.async.bulk.")):
         kind, nbytes = AccessKind.BULK, BULK_ALIGN
     elif text.startswith("cp.async.") and len(call.operands) >= 3:
         size = call.operands[2]

@@ -1,4 +1,4 @@
-"""IR nodes of the CTA operations and atomics (tirx/script/cta_ops.py): ``T.cuda.atomic_add``
+"""IR nodes of the CTA operations and atomics (tirx/families/cta_ops/script.py): ``T.cuda.atomic_add``
 / ``atomic_cas``, ``thread_fence``, ``syncthreads_and`` / ``_or``, ``cta_reduce`` and
 ``cvta_generic_to_shared``. :mod:`tirx.ir.nodes` imports them, so they are node classes like
 its own (the visitor walks them; ``ir.Atomic`` names them).

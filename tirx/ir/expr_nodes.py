@@ -1,8 +1,8 @@
 """Expression nodes of three construct families, kept beside :mod:`tirx.ir.nodes`, which
 imports them, so they are node classes like its own (the visitor walks them; ``ir.MathCall``
-names them): the math and bit intrinsics (``T.exp``, ``T.clz``, tirx/script/intrinsics.py),
+names them): the math and bit intrinsics (``T.exp``, ``T.clz``, tirx/families/math/script.py),
 the language forms ``T.reinterpret`` and ``T.address_of`` (tirx/script/forms.py, storage.py)
-and the warp collectives (shuffles, votes, warp reductions; tirx/script/warp_ops.py)."""
+and the warp collectives (shuffles, votes, warp reductions; tirx/families/warp_collectives/script.py)."""
 
 from __future__ import annotations
 
@@ -52,7 +52,7 @@ class AddressOf(Expr):
 
 
 # ------------------------------------------------------------------ warp collectives
-# Lanes evaluate them together; tirx/script/warp_ops.py builds them, tirx/sim/warp_ops.py
+# Lanes evaluate them together; tirx/families/warp_collectives/script.py builds them, tirx/families/warp_collectives/sim.py
 # defines them (docs/semantics.md, "Warp collectives").
 
 

@@ -8,7 +8,7 @@ __all__ = ["MathOp"]
 
 
 class MathOp(enum.Enum):
-    """A math or bit intrinsic (``tirx/script/intrinsics.py`` says which ``T`` name builds
+    """A math or bit intrinsic (``tirx/families/math/script.py`` says which ``T`` name builds
     which, with its dtype rules; docs/semantics.md, "Math and bit intrinsics")."""
 
     EXP = "exp"

@@ -575,7 +575,7 @@ class Function:
 # Builders live in build.py; re-exported here so ``nodes.binop`` etc. keep working.
 from .build import as_expr, binop, cast, cmp, const, promote  # noqa: E402,F401
 
-# CTA operations and atomics (script/cta_ops.py): their node classes, in cta_nodes.py
+# CTA operations and atomics (families/cta_ops/script.py): their node classes, in cta_nodes.py
 from .cta_nodes import *  # noqa: E402,F401,F403
 
 # The expressions of the math intrinsics, the language forms and the warp collectives, in

@@ -240,7 +240,7 @@ class _Printer(Walker):
         ops = ", ".join(print_expr(o) for o in s.operands)
         self.line(f'T.ptx["{s.instruction}"]({ops})')
 
-    # atomics and CTA operations (script/cta_ops.py)
+    # atomics and CTA operations (families/cta_ops/script.py)
     def _result(self, s, text):
         self.line(f"{s.result.name} = {text}" if s.result is not None else text)
 

@@ -1,10 +1,12 @@
-"""The tensor maps a lowered program needs: what a ``cp.async.bulk.tensor`` call says about the
-map it reads, in the form the CUDA codegen, the launcher and the simulator share.
+"""The tensor maps a lowered program needs: what a ``cp.async.bulk.tensor`` (or
+``cp.reduce.async.bulk.tensor``) call says about the map it reads, in the form the CUDA
+codegen, the launcher and the simulator share.
 
-A lowered tensor copy (tirx/isa/tma.py) carries its map in its operands, right after the
-shared destination: ``AddressOperand(GlobalAddress(tensor, origin))`` -- the map's global
-address is that byte of the tensor parameter -- then ``Immediate`` fields in the order of the
-driver's ``cuTensorMapEncodeTiled``, each list innermost dimension first:
+A lowered tensor copy (tirx/families/tma/isa.py, isa_store.py) carries its map in its operands
+-- a load right after its shared destination, a store or reduction first, as PTX lists them:
+``AddressOperand(GlobalAddress(tensor, origin))`` -- the map's global address is that byte of
+the tensor parameter -- then ``Immediate`` fields in the order of the driver's
+``cuTensorMapEncodeTiled``, each list innermost dimension first:
 
 * ``dims``: the tensor's extents in elements (``rank`` values);
 * ``strides``: the bytes between consecutive indices of dimensions 1 .. rank-1 (``rank - 1``
@@ -13,10 +15,11 @@ driver's ``cuTensorMapEncodeTiled``, each list innermost dimension first:
 * ``swizzle`` (0 none, 1 32B, 2 64B, 3 128B) and ``l2_promotion`` (0 none, 1 64B, 2 128B,
   3 256B), one value each.
 
-Then come the ``rank`` coordinates and the mbarrier. The element type is the tensor's. These
-fields are the map's whole content (tiled mode, element strides 1, no interleave, zero fill
-out of bounds), so two calls with equal :class:`TensorMap` share one encoded map: one hidden
-kernel parameter per distinct map (:func:`tensor_maps`).
+Then come the ``rank`` coordinates and, for a load, the mbarrier; for a store, the shared
+source. The element type is the tensor's. These fields are the map's whole content (tiled
+mode, element strides 1, no interleave, zero fill out of bounds), so two calls with equal
+:class:`TensorMap` share one encoded map -- a load and a store of the same box of a tensor
+too: one hidden kernel parameter per distinct map (:func:`tensor_maps`).
 """
 
 from __future__ import annotations
@@ -27,10 +30,12 @@ from ..dtypes import dtype_of
 from . import nodes as ir
 from .visitor import walk
 
-__all__ = ["SWIZZLE_SPAN", "TensorMapFields", "TensorMap", "tensor_map_of", "tensor_maps"]
+__all__ = [
+    "SWIZZLE_SPAN", "TensorMapFields", "TensorMap", "tensor_map_of", "tensor_maps", "map_position",
+]  # fmt: skip
 
 SWIZZLE_SPAN = {0: 0, 1: 32, 2: 64, 3: 128}  # bytes of one swizzled row, per swizzle code
-PREFIX = "cp.async.bulk.tensor."
+PREFIXES = ("cp.async.bulk.tensor.", "cp.reduce.async.bulk.tensor.")
 
 
 @dataclass(frozen=True)
@@ -83,15 +88,30 @@ def fields_count(rank: int) -> int:
     return 3 * rank + 1
 
 
+def map_position(call: ir.PtxCall) -> tuple[int, int] | None:
+    """``(index of the map's address operand, rank)`` of a lowered tensor copy, or None for any
+    other call: 0 for a store or reduction (``[tensorMap, coords], [srcMem]``), 1 for a load
+    (``[dstMem], [tensorMap, coords], [mbar]``)."""
+    text = call.instruction
+    prefix = next((p for p in PREFIXES if text.startswith(p)), None)
+    if prefix is None:
+        return None
+    ops = call.operands
+    first = ops[0] if ops else None
+    at = 0 if isinstance(getattr(first, "address", None), ir.GlobalAddress) else 1
+    return at, int(text[len(prefix)])
+
+
 def tensor_map_of(call: ir.PtxCall) -> TensorMap | None:
     """The map a lowered tensor copy reads, or None for any other call."""
-    if not call.instruction.startswith(PREFIX):
+    found = map_position(call)
+    if found is None:
         return None
-    rank = int(call.instruction[len(PREFIX)])
+    at, rank = found
     ops = call.operands
-    address = ops[1].address
+    address = ops[at].address
     n = fields_count(rank)
-    values = [op.value for op in ops[2 : 2 + n]]
+    values = [op.value for op in ops[at + 1 : at + 1 + n]]
     fields = TensorMapFields.from_immediates(address.buffer.dtype.name, rank, values)
     return TensorMap(address.buffer, int(address.byte_offset), fields)
 

@@ -42,6 +42,8 @@ class Role(enum.Enum):
     DESCRIPTOR = "a 64-bit shared-memory matrix descriptor"  # wgmma's a_desc, b_desc
     SHARED_BOX_OUT = "a shared-memory box image written"  # cp.async.bulk.tensor's destination
     GLOBAL_TENSOR_IN = "a global tensor region read (its tensor map)"  # cp.async.bulk.tensor's
+    SHARED_BOX_IN = "a shared-memory box image read"  # a tensor store's or reduction's source
+    GLOBAL_TENSOR_OUT = "a global tensor region written (its tensor map)"  # their destination
 
 
 @dataclass(frozen=True)
@@ -56,9 +58,10 @@ class ModifierSlot:
 
 @dataclass(frozen=True)
 class OperandSpec:
-    """One operand in PTX order. A register operand's view is in 32-bit words (its ``dtype``);
-    ``owner`` maps an atom coordinate to (lane, native register) as the ISA's fragment tables
-    say; ``elements_per_word`` says how many of the instruction's elements one word packs."""
+    """One operand in PTX order. A register operand's view is in 32-bit words (its ``dtype``),
+    or, where ``element_dtype`` is set, in the elements the words pack; ``owner`` maps an atom
+    coordinate (in words) to (lane, native register) as the ISA's fragment tables say;
+    ``elements_per_word`` says how many of the instruction's elements one word packs."""
 
     name: str
     role: Role
@@ -72,6 +75,10 @@ class OperandSpec:
     ptx_type: str = "b32"  # the PTX type of each register (f32, s32, b32)
     elements_per_word: int = 1
     optional: bool = False  # may be left out (cp.async's src-size)
+    # the dtype of the elements a word packs, when a view of them is accepted in place of the
+    # words (mma's .f16 accumulator as float16 elements): its atom is ``atom`` with the last
+    # axis times ``elements_per_word``, checked element by element (isa/operands.py)
+    element_dtype: str = ""
 
     @property
     def in_tile(self) -> bool:

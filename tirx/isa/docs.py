@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 from .core import Role
+from .operands import element_atom
 from .registry import FAMILIES, lookup, supported_forms
 
 __all__ = ["instructions_markdown", "write"]
@@ -19,7 +20,9 @@ Generated from `tirx/isa/` by `python -m tirx.isa.docs`; do not edit by hand.
 Each form is checked against the PTX ISA's fragments when it appears in `T.cuda.tile.apply`
 (every element of every register operand), and lowered to per-lane PTX. Register operands are
 views of 32-bit words: the *view* column gives the dtype and atom (trailing view shape of one
-instruction), then registers per lane. `A`/`B` words pack their elements (`×n` per word).
+instruction), then registers per lane. `A`/`B` words pack their elements (`×n` per word); where
+a second dtype follows (`or float16 (16, 8)`), a view of those elements is accepted too, its
+layout describing elements (the word layout unpacked) and checked element by element.
 cp.async has no register fragment: its operands are a shared and a global chunk (given as views
 to `T.cuda.tile.apply`, with the immediates as `chunk_bytes=`/`src_size=`) and, in raw
 `T.ptx` calls, the cp-size and wait_group's N as immediates.
@@ -35,6 +38,10 @@ def _operand(spec) -> str:
     if spec.role in (Role.GLOBAL_BLOCK_OUT, Role.SHARED_BLOCK_IN):
         where = "global" if spec.role is Role.GLOBAL_BLOCK_OUT else "shared"
         return f"{spec.name}: {where} block ({spec.about})"
+    if spec.role in (Role.SHARED_BOX_OUT, Role.SHARED_BOX_IN):
+        return f"{spec.name}: shared box image ({spec.about})"
+    if spec.role in (Role.GLOBAL_TENSOR_IN, Role.GLOBAL_TENSOR_OUT):
+        return f"{spec.name}: global tensor region ({spec.about})"
     if spec.role in (Role.IMMEDIATE, Role.SCALAR_IN):
         what = "immediate" if spec.role is Role.IMMEDIATE else "scalar"
         optional = ", optional" if spec.optional else ""
@@ -46,7 +53,8 @@ def _operand(spec) -> str:
         return f"{spec.name}: {spec.role.value}{optional} ({spec.about})"
     per = f" ×{spec.elements_per_word}" if spec.elements_per_word > 1 else ""
     scalar = " or scalar" if spec.role is Role.ACCUM_IN else ""
-    return f"{spec.name}: {spec.dtype}{per} {spec.atom}, {spec.registers} reg{scalar}"
+    elements = f" or {spec.element_dtype} {element_atom(spec)}" if spec.element_dtype else ""
+    return f"{spec.name}: {spec.dtype}{per} {spec.atom}{elements}, {spec.registers} reg{scalar}"
 
 
 def instructions_markdown() -> str:

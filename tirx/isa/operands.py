@@ -10,6 +10,7 @@ rows are 4 consecutive words, 16-byte aligned where that is decidable at compile
 
 from __future__ import annotations
 
+import functools
 import itertools
 
 from ..errors import ContractError
@@ -18,32 +19,67 @@ from ..ir.simplify import static_value
 from .core import Contract, OperandSpec, Role
 from .shared_rows import RowCheck, check_rows
 
-__all__ = ["operand_view", "check_register_operand", "registers", "check_shared_rows"]
+__all__ = [
+    "operand_view",
+    "element_atom",
+    "check_register_operand",
+    "registers",
+    "check_shared_rows",
+]
 
 
 def operand_view(contract: Contract, spec: OperandSpec, v, nrep: int | None) -> ir.View:
-    """``v`` as a view of ``spec``'s dtype ending in its atom, with ``nrep`` repeat dims."""
+    """``v`` as a view of ``spec``'s dtype ending in its atom, with ``nrep`` repeat dims; or,
+    for an operand whose words pack narrower elements (``spec.element_dtype``), a view of those
+    elements ending in the atom counted in elements (:func:`element_atom`)."""
     where = f"{contract.text}: operand {spec.name}"
     if not isinstance(v, ir.View):
         raise ContractError(f"{where} must be a tensor view, got a scalar value")
-    if v.dtype.name != spec.dtype:
-        per = f" ({spec.elements_per_word} elements per word)" if spec.elements_per_word > 1 else ""
+    elements = bool(spec.element_dtype) and v.dtype.name == spec.element_dtype
+    if v.dtype.name != spec.dtype and not elements:
+        raise ContractError(f"{where} must be viewed as {_viewed_as(spec)}, got {v.dtype}",
+                            hint=_dtype_hint(spec, v))  # fmt: skip
+    atom = element_atom(spec) if elements else spec.atom
+    want = len(atom)
+    if len(v.shape) < want or tuple(v.shape[-want:]) != atom:
+        unit = f" ({spec.element_dtype} elements)" if elements else ""
         raise ContractError(
-            f"{where} must be viewed as {spec.dtype}{per}, got {v.dtype}",
-            hint=f'use .view("{spec.dtype}") on the buffer' if spec.dtype == "uint32" else None,
-        )
-    want = len(spec.atom)
-    if len(v.shape) < want or tuple(v.shape[-want:]) != spec.atom:
-        raise ContractError(
-            f"{where} must have shape (*repeat, {', '.join(map(str, spec.atom))}), got {v.shape}"
+            f"{where} must have shape (*repeat, {', '.join(map(str, atom))}){unit}, got {v.shape}"
         )
     if nrep is not None and len(v.shape) - want != nrep:
         axes = ", ".join(spec.repeat_axes)
         raise ContractError(
             f"{where} must have {nrep} leading repeat dims ({axes}) before the "
-            f"{spec.atom} atom, got shape {v.shape}"
+            f"{atom} atom, got shape {v.shape}"
         )
     return v
+
+
+def element_atom(spec: OperandSpec) -> tuple[int, ...]:
+    """The atom of ``spec`` counted in elements: its last axis (words) times the elements one
+    word packs."""
+    return (*spec.atom[:-1], spec.atom[-1] * spec.elements_per_word)
+
+
+def _viewed_as(spec: OperandSpec) -> str:
+    per = spec.elements_per_word
+    words = f"{spec.dtype} ({per} elements per word)" if per > 1 else spec.dtype
+    return f"{words} or as {spec.element_dtype} elements" if spec.element_dtype else words
+
+
+def _dtype_hint(spec: OperandSpec, v: ir.View) -> str | None:
+    """The one change that makes the view's dtype right."""
+    name = v.buffer.name
+    if spec.element_dtype:
+        return (
+            f'allocate {name} as "{spec.element_dtype}" (T.alloc_local(..., "{spec.element_dtype}"))'
+            f" and keep the view's layout: it describes elements, {spec.elements_per_word} to a "
+            f"32-bit register, the first in the low bits; or view the registers as "
+            f'{spec.dtype} words ({name}.view("{spec.dtype}"))'
+        )
+    if spec.dtype == "uint32":
+        return f'use .view("{spec.dtype}") on the buffer'
+    return None
 
 
 def register_view(where: str, v: ir.View, scope: str, axes: tuple[str, ...]):
@@ -71,21 +107,26 @@ def register_view(where: str, v: ir.View, scope: str, axes: tuple[str, ...]):
 
 
 def check_register_operand(contract: Contract, spec: OperandSpec, v: ir.View):
-    """Validate a register operand; returns ``{(repeat, native_register): slot}``."""
+    """Validate a register operand; returns ``{(repeat, native_register): slot}``, the slot in
+    32-bit words. A view of the elements a word packs (``spec.element_dtype``) is checked
+    element by element: each element must be in its lane, in the part of a word the ISA gives
+    it (the element at ``col % per == j`` in part ``j``, counting from the low bits), and the
+    word it lands in is the register's slot."""
     where = f"{contract.text}: operand {spec.name}"
     layout, base, capacity = register_view(where, v, "warp-scope", ("laneid",))
+    per = spec.elements_per_word if v.dtype.name == spec.element_dtype else 1
+    items = _element_items(spec) if per > 1 else _word_items(spec)
     nat = len(spec.atom)
     repeat_shape = v.shape[:-nat]
-    table = spec.owner_items
     slots: dict[tuple, set] = {}
     points = iter(layout.table(("laneid", "m")))  # every element, row-major
     for rep in itertools.product(*(range(e) for e in repeat_shape)):
         here: dict[int, set] = {}  # this repeat's slots by native register
-        for atom, (lane, reg) in table:
+        for atom, (lane, reg), part in items:
             g_lane, g_m = next(points)
             g_slot = g_m + base
             if g_lane != lane:
-                slot_of = sorted(here.get(reg, {g_slot}))[0]
+                slot_of = sorted(here.get(reg, {g_slot // per}))[0] * per + part
                 raise ContractError(
                     f"{where}: element {rep + atom} belongs to lane {lane} (register {reg}) "
                     f"but the layout gives it to lane {g_lane} (slot {g_slot})",
@@ -97,21 +138,27 @@ def check_register_operand(contract: Contract, spec: OperandSpec, v: ir.View):
                     f"{where}: element {rep + atom} maps to slot {g_slot}, outside "
                     f"{v.buffer.name!r} ({capacity} {v.dtype} slots)"
                 )
-            found = here.get(reg)
-            if found is None:
-                here[reg] = {g_slot}
-            else:
-                found.add(g_slot)
+            if g_slot % per != part:
+                raise ContractError(
+                    f"{where}: element {rep + atom} is {_part_name(part, per)} of register "
+                    f"{reg}'s word, but the layout puts it in slot {g_slot}, "
+                    f"{_part_name(g_slot % per, per)} of a word",
+                    hint=f"register r's {per} {v.dtype} elements are slots {per}·w .. "
+                    f"{per}·w + {per - 1} of one word w, in column order (the first in the "
+                    f"low bits): check the m stride of the innermost column axis",
+                )
+            here.setdefault(reg, set()).add(g_slot // per)
         for reg, found in here.items():
             slots[(rep, reg)] = found
     mapping = {}
     for key, found in slots.items():
         if len(found) != 1:
             rep, reg = key
+            unit = " (words)" if per > 1 else ""
             raise ContractError(
-                f"{where}: native register {reg} of repeat {rep} lands in different slots "
-                f"{sorted(found)} on different lanes; a register slot must be the same for "
-                f"every lane"
+                f"{where}: native register {reg} of repeat {rep} lands in different slots"
+                f"{unit} {sorted(found)} on different lanes or elements; a register slot must "
+                f"be the same for every lane"
             )
         mapping[key] = found.pop()
     if spec.role is Role.REG_OUT:
@@ -126,15 +173,41 @@ def check_register_operand(contract: Contract, spec: OperandSpec, v: ir.View):
     return mapping
 
 
+def _word_items(spec: OperandSpec):
+    """``(atom coordinate, (lane, register), 0)`` per word of the atom, row-major."""
+    return [(c, owner, 0) for c, owner in spec.owner_items]
+
+
+@functools.cache
+def _element_items(spec: OperandSpec):
+    """``(element coordinate, (lane, register), part)`` per element of the atom counted in
+    elements, row-major: the element at column ``c`` is part ``c % per`` of word ``c // per``."""
+    per = spec.elements_per_word
+    table = spec.owner_table()
+    return [
+        (c, table[(*c[:-1], c[-1] // per)], c[-1] % per)
+        for c in itertools.product(*(range(e) for e in element_atom(spec)))
+    ]
+
+
+def _part_name(part: int, per: int) -> str:
+    if per == 2:
+        return ("the low", "the high")[part] + " half"
+    return f"element {part} (from the low bits)"
+
+
 def _reg_name(key) -> str:
     rep, reg = key
     return f"native register {reg}" + (f" of repeat {rep}" if rep else "")
 
 
 def registers(v: ir.View, mapping, rep, count, is_output) -> ir.RegVector:
-    """The braced register list of repeat ``rep``: native registers 0..count-1 in order."""
+    """The braced register list of repeat ``rep``: native registers 0..count-1 in order, each
+    read as the view's dtype, or as a 32-bit word for a view of narrower elements (its slots
+    in ``mapping`` are words)."""
+    dtype = v.dtype if v.dtype.bits >= 32 else ir.U32
     return ir.RegVector(
-        tuple(ir.LocalReg(v.buffer, mapping[(rep, r)], v.dtype) for r in range(count)),
+        tuple(ir.LocalReg(v.buffer, mapping[(rep, r)], dtype) for r in range(count)),
         is_output,
     )
 

@@ -148,6 +148,10 @@ class FunctionBuilder:
                 return frame[name]
         raise KeyError(name)
 
+    def visible_names(self) -> list[str]:
+        """The names :meth:`lookup` finds now (for "did you mean" hints)."""
+        return [n for frame in self.frames[self.base :] for n in frame]
+
     def bind(self, name: str, value) -> None:
         self.frames[-1][name] = value
 

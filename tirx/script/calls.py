@@ -20,6 +20,7 @@ from . import checks, expansion, forms, macros
 from . import tensor as tensor_ops
 from .addresses import element_address
 from .namespace import Intrinsic, PtxInstruction, ScalarType
+from .refusals import DOUBLE_STAR
 from .values import VIEW_METHODS, compile_time_callable, is_number, is_static, kind_of
 
 __all__ = ["Calls"]
@@ -37,6 +38,13 @@ class Calls:
     """Call handling, mixed into the evaluator."""
 
     def call(self, node, name_hint=None):
+        for k in node.keywords:
+            if k.arg is None:  # f(**x)
+                raise TirxSyntaxError(
+                    f"{DOUBLE_STAR[0]} is not part of the kernel language",
+                    self.p.span(k),
+                    hint=DOUBLE_STAR[1],
+                )
         fnode = node.func
         if isinstance(fnode, ast.Attribute):
             base = self.value(fnode.value)
@@ -86,7 +94,15 @@ class Calls:
                 raise TirxSyntaxError(f"{f.__name__} takes one argument", self.p.span(node))
             v = args[0]
             if f is builtins.len:
-                return v.shape[0] if isinstance(v, ir.View) else len(v)
+                if isinstance(v, ir.View):
+                    return v.shape[0]
+                if isinstance(v, ir.Expr):
+                    raise TirxSyntaxError(
+                        "len() of a kernel value: a number has no length",
+                        self.p.span(node),
+                        hint="len(t) of a tensor t is its first extent, t.shape[0]",
+                    )
+                return len(v)
             if is_static(v):
                 return abs(v)
             return self.binop(ir.Op.MAX, v, -v)
@@ -97,7 +113,8 @@ class Calls:
         raise TirxSyntaxError(
             f"cannot call {getattr(f, '__name__', kind_of(f))} inside a kernel",
             self.p.span(node),
-            hint="kernels can call T.* intrinsics, layout constructors, min/max and tensor "
+            hint=_intrinsic_for(f)
+            or "kernels can call T.* intrinsics, layout constructors, min/max and tensor "
             "methods (view, rearrange)",
         )
 
@@ -288,6 +305,20 @@ def _dynamic_scope(key: str, where, span) -> bool:
         return True
     allowed = '"shared" or "shared.dyn"' if key == "alloc_shared" else '"local"'
     raise TirxSyntaxError(f"T.{key} scope must be {allowed}, got {where!r}", span)
+
+
+def _intrinsic_for(f) -> str | None:
+    """``use T.sqrt(...)`` for ``math.sqrt``, ``numpy.exp``, ``torch.tanh`` and the like: a
+    library's math function whose name ``T`` has as an intrinsic."""
+    from .namespace import T
+
+    name = getattr(f, "__name__", "")
+    module = (getattr(f, "__module__", None) or type(f).__module__ or "").split(".")[0]
+    if module in ("math", "cmath", "numpy", "torch", "builtins") and isinstance(
+        getattr(T, name, None), Intrinsic
+    ):
+        return f"use the intrinsic T.{name}(...)"
+    return None
 
 
 def _raw_operands(text: str):

@@ -22,6 +22,7 @@ from .calls import Calls
 from .chains import CHAINED, evaluate_chain
 from .macros import Macro
 from .namespace import Intrinsic
+from .refusals import constant_kind, operator_hint, operator_name, refusal, undefined_name
 from .values import VIEW_METHODS, is_number, is_static, kind_of, place_of
 
 __all__ = ["Evaluator"]
@@ -93,10 +94,7 @@ class Evaluator(Calls):
         else:
             handler = getattr(self, "ex_" + type(node).__name__, None)
         if handler is None:
-            raise TirxSyntaxError(
-                f"the expression {type(node).__name__} is not supported in a tirx kernel",
-                self.p.span(node),
-            )
+            raise refusal(node, self.p.span(node))
         try:
             return handler(node)
         except TirxError as e:
@@ -189,7 +187,11 @@ class Evaluator(Calls):
     def ex_Constant(self, node):
         if isinstance(node.value, (bool, int, float, str)) or node.value is None:
             return node.value
-        raise TirxSyntaxError(f"the constant {node.value!r} is not supported", self.p.span(node))
+        raise TirxSyntaxError(
+            f"{constant_kind(node.value)} is not a kernel value",
+            self.p.span(node),
+            hint="kernel values are numbers and booleans (strings only as printf formats)",
+        )
 
     def ex_Name(self, node):
         try:
@@ -201,7 +203,8 @@ class Evaluator(Calls):
             return self.p.scope[node.id]
         if node.id in BUILTINS:
             return BUILTINS[node.id]
-        raise TirxSyntaxError(f"name {node.id!r} is not defined", self.p.span(node))
+        known = [*self.b.visible_names(), *self.p.scope, *BUILTINS]
+        raise undefined_name(node.id, self.p.span(node), known)
 
     def ex_Attribute(self, node):
         base = self.value(node.value)
@@ -282,8 +285,12 @@ class Evaluator(Calls):
             return _PY_BINOPS[op_type](a, b)
         op = IR_BINOPS.get(op_type)
         if op is None:
+            py_op = op_type()
             raise TirxSyntaxError(
-                f"operator {op_type.__name__} needs compile-time operands", self.p.span(node)
+                f"the operator `{operator_name(py_op)}` works on compile-time values only, not on "
+                "kernel values",
+                self.p.span(node),
+                hint=operator_hint(py_op),
             )
         return self.binop(op, a, b)
 
@@ -350,8 +357,16 @@ class Evaluator(Calls):
                 left = right
                 continue
             if type(op) not in _CMPS:
+                if _compile_time(left) and _compile_time(right):  # `in` on Python values
+                    if (left in right) != isinstance(op, ast.In):
+                        return False
+                    left = right
+                    continue
                 raise TirxSyntaxError(
-                    f"comparison {type(op).__name__} is not supported", self.p.span(node)
+                    f"the operator `{operator_name(op)}` works on compile-time values only, not "
+                    "on kernel values",
+                    self.p.span(node),
+                    hint=operator_hint(op),
                 )
             cop, pyop = _CMPS[type(op)]
             if is_static(left) and is_static(right):
@@ -377,6 +392,12 @@ class Evaluator(Calls):
         a, b = ir.as_expr(a), ir.as_expr(b)
         dtype = ir.promote(a.dtype, b.dtype)
         return ir.Select(cond, ir.cast(a, dtype), ir.cast(b, dtype), dtype)
+
+
+def _compile_time(v) -> bool:
+    """A Python value holding no kernel value (in a tuple or list either)."""
+    items = v if isinstance(v, (tuple, list)) else (v,)
+    return all(is_static(x) for x in items)
 
 
 def _is_cuda_intrinsic(base, attr: str) -> bool:

@@ -76,7 +76,7 @@ def expand(ev, m: Macro, node: ast.Call):
         if result is not None and result.value is not None:
             value = ev.value(result.value)
     except TirxError as e:
-        if e.hint is None and _callers_name(e, b):
+        if _callers_name(e, b):  # this hint, not the closest names'
             e = e._with(
                 hint="a macro sees its parameters and the names where it is defined, "
                 "not the caller's variables: pass the value as an argument"

@@ -91,6 +91,12 @@ def function(pyfunc=None, **options):
         return lambda f: function(f, **options)
     if not inspect.isfunction(pyfunc):
         raise TirxSyntaxError(f"@T.function decorates a Python function, got {pyfunc!r}")
+    if inspect.iscoroutinefunction(pyfunc) or inspect.isasyncgenfunction(pyfunc):
+        raise TirxSyntaxError(
+            "a kernel is a plain def, not an async def",
+            _def_line(pyfunc),
+            hint="remove async: a kernel's threads run it once each, as written",
+        )
     filename = pyfunc.__code__.co_filename
     scope = dict(pyfunc.__globals__)
     if pyfunc.__closure__:
@@ -167,6 +173,18 @@ def parse_source(
     if not defs:
         raise TirxSyntaxError("no function definition found in the kernel source")
     return Parser(filename, scope, annotations).parse(defs[0])
+
+
+def _def_line(pyfunc) -> Span | None:
+    """Where the ``def`` of ``pyfunc`` is (past its decorators), when its file can be read."""
+    code = pyfunc.__code__
+    lines = source_lines(pyfunc) or []
+    for number in range(code.co_firstlineno, min(len(lines), code.co_firstlineno + 50) + 1):
+        text = lines[number - 1]
+        if text.lstrip().startswith(("def ", "async def ")):
+            start = len(text) - len(text.lstrip())
+            return Span(code.co_filename, number, start, len(text.rstrip()))
+    return None
 
 
 def _indent_of(source: str) -> int:

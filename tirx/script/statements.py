@@ -16,8 +16,9 @@ from ..errors import Span, TirxError, TirxSyntaxError
 from ..ir import nodes as ir
 from . import forms, loops
 from .builder import FunctionBuilder
-from .evaluator import IR_BINOPS, Evaluator
+from .evaluator import Evaluator
 from .namespace import LaunchSpec, ScalarType, TensorAnnotation
+from .refusals import refusal
 from .source import assigned_names, is_docstring, mutable_names
 
 __all__ = ["Parser"]
@@ -74,6 +75,14 @@ class Parser:
     # ------------------------------------------------------------------ signature
 
     def _check_signature(self, fdef):
+        type_params = getattr(fdef, "type_params", None)  # def k[T](...), Python 3.12
+        if type_params:
+            raise TirxSyntaxError(
+                "a generic kernel (def k[T](...)) is not part of the kernel language",
+                self.span(type_params[0]),
+                hint="make a Python function that takes the values and defines the kernel "
+                "inside (a factory); the kernel captures them as compile-time values",
+            )
         a = fdef.args
         extras = a.vararg or a.kwarg or a.kwonlyargs or a.posonlyargs or a.defaults
         if extras:
@@ -101,6 +110,7 @@ class Parser:
         if isinstance(ann, TensorAnnotation):
             self.b.add_tensor_param(arg.arg, ann.shape, ann.dtype, span)
         elif isinstance(ann, ScalarType):
+            _check_scalar_parameter(arg.arg, ann.dtype, self.span(arg.annotation))
             self.b.add_scalar_param(arg.arg, ann.dtype, span, assigned)
         else:
             raise TirxSyntaxError(
@@ -116,15 +126,16 @@ class Parser:
         try:
             return self.ev.const(arg.annotation)
         except TirxSyntaxError as e:
-            if e.hint or not str(e.message).startswith("name "):
+            if not (e.message.startswith("name ") and e.message.endswith("is not defined")):
                 raise
+            closest = f" ({e.hint})" if e.hint else ""
             raise TirxSyntaxError(
                 e.message,
                 e.span,
                 hint="Python left this annotation unevaluated (`from __future__ import "
                 "annotations` or a string), so tirx evaluates it from the kernel's globals and "
                 "closure, and a closure holds only the names the kernel body uses: remove the "
-                "future import from the kernel's module, or use the name in the body",
+                f"future import from the kernel's module, or use the name in the body{closest}",
             ) from None
 
     def _is_device_entry(self, stmt) -> bool:
@@ -200,11 +211,7 @@ class Parser:
             return
         handler = getattr(self, "stmt_" + type(node).__name__, None)
         if handler is None:
-            raise TirxSyntaxError(
-                f"{_describe(node)} is not supported in a tirx kernel",
-                self.span(node),
-                hint=_HINTS.get(type(node).__name__),
-            )
+            raise refusal(node, self.span(node))
         self.statement = node  # the simple statement being parsed (see script/cta_ops.py)
         try:
             handler(node)
@@ -217,7 +224,7 @@ class Parser:
         pass
 
     def stmt_Expr(self, node):
-        if is_docstring(node):
+        if is_docstring(node) or _is_ellipsis(node.value):  # ``...`` as a body: a pass
             return
         if not isinstance(node.value, ast.Call):
             raise TirxSyntaxError("an expression statement has no effect", self.span(node))
@@ -263,20 +270,18 @@ class Parser:
         self.b.assign(node.target.id, value, self.span(node), force_var=True)
 
     def stmt_AugAssign(self, node):
-        op = IR_BINOPS.get(type(node.op))
-        if op is None:
-            raise TirxSyntaxError(
-                f"operator {type(node.op).__name__} is not supported", self.span(node)
-            )
         rhs = self.ev.value(node.value)
         if isinstance(node.target, ast.Name):
             cur = self.ev.value(node.target)
-            self.b.assign(node.target.id, self.ev.binop(op, cur, rhs), self.span(node))
+            value = self.ev.binop_ast(type(node.op), cur, rhs, node)
+            self.b.assign(node.target.id, value, self.span(node))
         elif isinstance(node.target, ast.Subscript):
             cur = self.ev.value(node.target)
-            self._store(node.target, self.ev.binop(op, cur, rhs), node)
+            self._store(node.target, self.ev.binop_ast(type(node.op), cur, rhs, node), node)
         else:
-            raise TirxSyntaxError("unsupported augmented assignment target", self.span(node))
+            raise TirxSyntaxError(
+                "only names and tensor elements can be assigned", self.span(node.target)
+            )
 
     def _store(self, target: ast.Subscript, value, node):
         view = self.ev.value(target.value)
@@ -330,38 +335,27 @@ class Parser:
 # Statements whose handlers are generators over their inner blocks (see Parser.block).
 _COMPOUND = frozenset({ast.If, ast.For, ast.While})
 
-_HINTS = {
-    "Return": "kernels write their results into tensor parameters; use an if around the rest",
-    "With": "with-blocks are not part of the language",
-    "Try": "exceptions do not exist on the GPU",
-    "FunctionDef": "define helper functions outside the kernel",
-    "Import": "import at module level; the kernel can use captured names",
-    "ImportFrom": "import at module level; the kernel can use captured names",
-    "Global": "kernels cannot write Python globals",
-    "Nonlocal": "kernels cannot write Python variables",
-    "Delete": "kernel variables live until the kernel ends",
-    "Raise": "exceptions do not exist on the GPU",
-    "Assert": "use an if and T.cuda.printf to report a condition",
-}
+
+# The scalar types a kernel parameter may have: those both targets pass (the CUDA launcher
+# packs each as a 32- or 64-bit value; tests/test_refusals.py checks that it has these).
+SCALAR_PARAMETER_DTYPES = frozenset(
+    ("bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
+     "float32", "float64")
+)  # fmt: skip
 
 
-def _describe(node) -> str:
-    names = {
-        "Return": "return",
-        "With": "a with-statement",
-        "Try": "try/except",
-        "FunctionDef": "a nested function",
-        "ClassDef": "a class definition",
-        "Import": "import",
-        "ImportFrom": "import",
-        "Raise": "raise",
-        "Assert": "assert",
-        "Delete": "del",
-        "Global": "global",
-        "Nonlocal": "nonlocal",
-        "AsyncFor": "async for",
-        "AsyncWith": "async with",
-        "AsyncFunctionDef": "an async function",
-        "Match": "match",
-    }
-    return names.get(type(node).__name__, f"the statement {type(node).__name__}")
+def _check_scalar_parameter(name: str, dtype, span: Span) -> None:
+    if dtype.name in SCALAR_PARAMETER_DTYPES:
+        return
+    fp8 = dtype.name.startswith("float8")
+    what = "fp8 scalars are" if fp8 else f"{dtype.name} scalars are"
+    raise TirxSyntaxError(
+        f"parameter {name!r}: {what} not a kernel parameter type",
+        span,
+        hint=f"declare {name}: T.float32 and convert inside with T.{dtype.name}({name}), or "
+        f'pass a 1-element tensor ({name}: T.Tensor((1,), "{dtype.name}")) and read {name}[0]',
+    )
+
+
+def _is_ellipsis(e) -> bool:
+    return isinstance(e, ast.Constant) and e.value is Ellipsis

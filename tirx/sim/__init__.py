@@ -41,7 +41,13 @@ def _as_array(value) -> np.ndarray:
 
 
 def run(
-    fn: ir.Function, args: list, *, trace: bool = False, stdout=None, budget: float | None = None
+    fn: ir.Function,
+    args: list,
+    *,
+    trace: bool = False,
+    stdout=None,
+    budget: float | None = None,
+    profile: bool = False,
 ) -> RunResult:
     """Run ``fn`` (lowered) on the CPU.
 
@@ -52,6 +58,9 @@ def run(
     at the time of the call). ``budget``: seconds of wall-clock time the run may take
     (default ``$TIRX_SIM_BUDGET``, else 20; ``0``: no limit) before it stops with a
     SimulationError; a run longer than a few seconds reports progress on stderr.
+    ``profile=True`` also counts, per source line, the instructions executed and what their
+    memory accesses cost (sectors, shared-memory wavefronts) in ``RunResult.profile``, a
+    :class:`tirx.sim.profile.SimProfile` (docs/profiling.md); without it nothing is counted.
     """
     if not getattr(fn, "lowered", False):
         raise SimulationError(
@@ -78,7 +87,8 @@ def run(
             budget = config.sim_budget()
         if budget is None:
             budget = DEFAULT_SECONDS
-        machine = Machine(fn, bound, stdout if stdout is not None else sys.stdout, trace, budget)
+        sink = stdout if stdout is not None else sys.stdout
+        machine = Machine(fn, bound, sink, trace, budget, profile)
         blocks = machine.run()
     return RunResult(
         traces=machine.traces or [],
@@ -86,4 +96,5 @@ def run(
         seconds=time.perf_counter() - start,
         copies=machine.copy_traces or [],
         barriers=machine.barrier_traces or [],
+        profile=machine.recorder.result(blocks) if machine.recorder is not None else None,
     )

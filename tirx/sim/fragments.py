@@ -12,9 +12,17 @@ the lower-index element in the low half. Read column-major (``.trans``), lane ``
 
 from __future__ import annotations
 
+import re
+from dataclasses import dataclass
+
 import numpy as np
 
-__all__ = ["LANES", "GROUP", "THREAD_IN_GROUP", "fragment_coords", "words_of", "matrices_of"]
+from .memory import as_index
+
+__all__ = [
+    "LANES", "GROUP", "THREAD_IN_GROUP", "fragment_coords", "words_of", "matrices_of",
+    "MatrixRows", "parse_rows", "row_addresses",
+]  # fmt: skip
 
 LANES = np.arange(32)
 GROUP = LANES >> 2  # groupID
@@ -46,3 +54,32 @@ def matrices_of(registers: np.ndarray, trans: bool) -> np.ndarray:
     out = np.zeros((w, num, 8, 8), dtype=np.uint16)
     out[:, :, rows, cols] = halves.astype(np.uint16)
     return out
+
+
+@dataclass(frozen=True)
+class MatrixRows:
+    """``{ldmatrix,stmatrix}.sync.aligned.m8n8.x{num}[.trans].shared{,::cta}.b16``: ``num``
+    8x8 matrices of b16, their rows at the addresses lanes ``0 .. 8 num - 1`` supply."""
+
+    num: int
+    trans: bool
+
+    @property
+    def used(self) -> int:
+        """How many lanes supply a row address (8 per matrix)."""
+        return 8 * self.num
+
+
+def parse_rows(mnemonic: str, text: str) -> MatrixRows | None:
+    """The form of ``mnemonic`` (ldmatrix or stmatrix) that ``text`` names, or None."""
+    m = re.fullmatch(
+        rf"{mnemonic}\.sync\.aligned\.m8n8\.x(1|2|4)(\.trans)?\.shared(::cta)?\.b16", text.strip()
+    )
+    return MatrixRows(int(m.group(1)), m.group(2) is not None) if m else None
+
+
+def row_addresses(address, idx: np.ndarray, w: int) -> np.ndarray:
+    """The shared address each lane of ``w`` whole warps supplies (``address``: the compiled
+    operand), as ``int64 [w, 32]``."""
+    addrs = np.broadcast_to(as_index(address(idx), idx.size), idx.size).reshape(w, 32)
+    return addrs.astype(np.uint32).astype(np.int64)

@@ -60,7 +60,7 @@ class _Loop:
 class Machine:
     """One run of one lowered function: storage, compiled body, and the block loop."""
 
-    def __init__(self, fn: ir.Function, args: list, sink, trace: bool, budget=None):
+    def __init__(self, fn: ir.Function, args: list, sink, trace: bool, budget=None, profile=False):
         self.fn = fn
         self.sink = sink
         self.traces = [] if trace else None
@@ -91,6 +91,13 @@ class Machine:
         self.budget = Budget(fn.name, gx * gy * gz, budget)
         self._bind(args)
         self._allocate()
+        # a profiling run's recorder (tirx/sim/recorder.py): it wraps the compiled statements
+        # and expressions it counts and the memories report accesses to it; None costs nothing
+        self.recorder = None
+        if profile:
+            from .recorder import Recorder
+
+            self.recorder = Recorder(self)
         self.compiler = ExprCompiler(self)
         self._loop_depth = 0
         self._stmts: dict[int, tuple[ir.Stmt, object]] = {}  # id -> (statement, compiled)
@@ -138,7 +145,9 @@ class Machine:
         when none was made and ``make`` is None. A unit has ``reset()`` (a new block starts)
         and ``finish_block()`` (the block ends: what it left in flight). Families that work
         together reach each other's unit by its family name, through the methods its module
-        documents (a tensor copy completes its transaction bytes on the mbarrier unit)."""
+        documents (a tensor copy completes its transaction bytes on the mbarrier unit). A
+        concept of the ISA that several families share is a unit named after the concept,
+        made by the stage module that owns it (:mod:`tirx.sim.bulk_groups`)."""
         found = self.units.get(family)
         if found is None and make is not None:
             found = self.units[family] = make(self)
@@ -256,7 +265,10 @@ class Machine:
                         f"runs only the lowered IR",
                         "run the function through tirx's lowering first",
                     )
-                self._stmts[id(node)] = (node, method(node))
+                compiled = method(node)
+                if self.recorder is not None:
+                    compiled = self.recorder.statement(node, compiled)
+                self._stmts[id(node)] = (node, compiled)
         finally:
             self._loop_depth = saved
         return self._stmts[id(s)][1]

@@ -92,7 +92,8 @@ class RunResult:
     """The result of :func:`tirx.sim.run`: outputs were written in place into the arguments.
 
     ``traces``: the PTX warp-instruction traces; ``copies``: the asynchronous-copy traces;
-    ``barriers``: the mbarrier events (init, arrive, phase completion, wait).
+    ``barriers``: the mbarrier events (init, arrive, phase completion, wait); ``profile``:
+    the per-line counts of a run with ``profile=True`` (:class:`tirx.sim.profile.SimProfile`).
     """
 
     traces: list[PtxTrace] = field(default_factory=list)
@@ -100,6 +101,7 @@ class RunResult:
     seconds: float = 0.0
     copies: list[CopyTrace] = field(default_factory=list)
     barriers: list = field(default_factory=list)  # tirx.families.mbarrier.sim.BarrierTrace
+    profile: object | None = None  # tirx.sim.profile.SimProfile, with profile=True
 
 
 def as_float(bits: np.ndarray, is_f32: np.ndarray) -> np.ndarray:

@@ -13,8 +13,10 @@
  * Anything it cannot accept (a failed check, a wrong count, keywords, an argument that is not
  * a tensor, two tensors whose bytes overlap) goes to the Python runner, which raises the error
  * that names the parameter (or, for overlapping tensors the kernel only reads, launches them
- * itself). Blocks are never written after they are built, so a launch reads what was checked,
- * whatever other threads do.
+ * itself). A tensor the kernel writes that requires grad goes to the Python runner too, hit or
+ * miss (``requires_grad`` can be set on a remembered tensor): the checked path refuses a leaf
+ * under grad mode, as torch refuses in-place operations on it. Blocks are never written after
+ * they are built, so a launch reads what was checked, whatever other threads do.
  *
  * The GIL is released around cuLaunchKernel (it may block while the launch queue is full); the
  * memo entry being launched is held for the duration, which keeps its block alive.
@@ -39,6 +41,7 @@ static PyObject *str_dtype;         /* "dtype" */
 static PyObject *str_shape;         /* "shape" */
 static PyObject *str_get_device;    /* "get_device" */
 static PyObject *str_is_contiguous; /* "is_contiguous" */
+static PyObject *str_requires_grad; /* "requires_grad" */
 
 #define MAX_PARAMS 64 /* more tensors than this: the Python runner takes the call */
 
@@ -72,6 +75,7 @@ typedef struct {
     PyObject *fail; /* fail(err, stream, params): raises the LaunchError (or retries) */
     uint64_t nbytes[MAX_PARAMS]; /* per parameter: its tensor's size in bytes (shape, dtype) */
     uint64_t masks[MAX_PARAMS];  /* per parameter: pointer bits that must be 0 (alignment) */
+    char written[MAX_PARAMS];    /* per parameter: the kernel writes it (requires_grad: decline) */
     int python_misses; /* 1: every memo miss goes to miss (a kernel with TMA tensor maps, which
                           the Python runner encodes into the block it remembers) */
 } Runner;
@@ -114,6 +118,25 @@ static PyObject *referent(PyObject *ref) {
 #endif
 }
 
+/* 1 when no tensor the kernel writes requires grad (those calls go to the Python runner, whose
+ * checked path decides). Never leaves an error set. */
+static int no_written_grad(Runner *self, PyObject *const *args) {
+    for (Py_ssize_t i = 0; i < self->n; i++) {
+        if (!self->written[i])
+            continue;
+        PyObject *g = PyObject_GetAttr(args[i], str_requires_grad);
+        if (g == NULL) {
+            PyErr_Clear();
+            return 0;
+        }
+        int ok = g == Py_False;
+        Py_DECREF(g);
+        if (!ok)
+            return 0;
+    }
+    return 1;
+}
+
 /* 1 when the call's arguments are the memo's tensors, unchanged. Never leaves an error set. */
 static int memo_hit(Runner *self, PyObject *entry, PyObject *const *args) {
     if (!PyTuple_CheckExact(entry) || PyTuple_GET_SIZE(entry) != MEMO_SIZE(self->n))
@@ -141,7 +164,7 @@ static int memo_hit(Runner *self, PyObject *entry, PyObject *const *args) {
         if (!ok)
             return 0;
     }
-    return 1;
+    return no_written_grad(self, args);
 }
 
 /* 1 when calling ``name`` on ``a`` answers an int equal to ``want``; never leaves an error. */
@@ -197,6 +220,8 @@ static int full_checks(Runner *self, PyObject *const *args, uint64_t *values) {
         if (values[i] & self->masks[i]) /* misaligned for its vector accesses: Python says so */
             return 0;
     }
+    if (!no_written_grad(self, args))
+        return 0;
     /* Tensors whose bytes overlap (the same tensor twice, views of one storage): the Python
      * runner decides, since the code declares every pointer __restrict__. */
     for (Py_ssize_t i = 0; i < self->n; i++)
@@ -330,16 +355,18 @@ static int unsigned_of(PyObject *v, unsigned *out, const char *what) {
 
 static int runner_init(PyObject *obj, PyObject *args, PyObject *kwds) {
     Runner *self = (Runner *)obj;
-    static char *kwlist[] = {"entry",  "function", "grid",    "block", "smem",
-                             "dtypes", "shapes",   "memo",    "stream", "ordinal",
-                             "miss",   "fail",     "alignment", "python_misses", NULL};
+    static char *kwlist[] = {"entry",  "function", "grid",      "block",         "smem",
+                             "dtypes", "shapes",   "memo",      "stream",        "ordinal",
+                             "miss",   "fail",     "alignment", "python_misses", "written",
+                             NULL};
     PyObject *entry, *function, *grid, *block, *smem, *dtypes, *shapes, *memo, *stream, *ordinal,
-        *miss, *fail, *alignment = NULL;
+        *miss, *fail, *alignment = NULL, *written = NULL;
     int python_misses = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOOOOO!O!O!OOOO|O!p", kwlist, &entry, &function,
-                                     &grid, &block, &smem, &PyTuple_Type, &dtypes, &PyTuple_Type,
-                                     &shapes, &PyList_Type, &memo, &stream, &ordinal, &miss, &fail,
-                                     &PyTuple_Type, &alignment, &python_misses))
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOOOOO!O!O!OOOO|O!pO!", kwlist, &entry,
+                                     &function, &grid, &block, &smem, &PyTuple_Type, &dtypes,
+                                     &PyTuple_Type, &shapes, &PyList_Type, &memo, &stream,
+                                     &ordinal, &miss, &fail, &PyTuple_Type, &alignment,
+                                     &python_misses, &PyTuple_Type, &written))
         return -1;
     self->python_misses = python_misses;
     Py_ssize_t n = PyTuple_GET_SIZE(dtypes);
@@ -364,10 +391,17 @@ static int runner_init(PyObject *obj, PyObject *args, PyObject *kwds) {
     if (unsigned_of(smem, &self->dims[6], "smem") < 0)
         return -1;
     if (n < 1 || PyTuple_GET_SIZE(shapes) != n ||
-        (alignment != NULL && PyTuple_GET_SIZE(alignment) != n)) {
-        PyErr_SetString(PyExc_ValueError, "Runner: dtypes, shapes and alignment need one item "
-                                          "per parameter (at least one)");
+        (alignment != NULL && PyTuple_GET_SIZE(alignment) != n) ||
+        (written != NULL && PyTuple_GET_SIZE(written) != n)) {
+        PyErr_SetString(PyExc_ValueError, "Runner: dtypes, shapes, alignment and written need "
+                                          "one item per parameter (at least one)");
         return -1;
+    }
+    for (Py_ssize_t i = 0; i < n && i < MAX_PARAMS; i++) {
+        int w = written != NULL ? PyObject_IsTrue(PyTuple_GET_ITEM(written, i)) : 0;
+        if (w < 0)
+            return -1;
+        self->written[i] = (char)w;
     }
     for (Py_ssize_t i = 0; i < n && i < MAX_PARAMS; i++) {
         self->masks[i] = 0;
@@ -584,8 +618,9 @@ PyMODINIT_FUNC PyInit__launch(void) {
     str_shape = PyUnicode_InternFromString("shape");
     str_get_device = PyUnicode_InternFromString("get_device");
     str_is_contiguous = PyUnicode_InternFromString("is_contiguous");
+    str_requires_grad = PyUnicode_InternFromString("requires_grad");
     if (str_version == NULL || str_data_ptr == NULL || str_dtype == NULL || str_shape == NULL ||
-        str_get_device == NULL || str_is_contiguous == NULL)
+        str_get_device == NULL || str_is_contiguous == NULL || str_requires_grad == NULL)
         return NULL;
     if (PyType_Ready(&RunnerType) < 0)
         return NULL;
@@ -607,6 +642,12 @@ PyMODINIT_FUNC PyInit__launch(void) {
     }
     /* Runner takes alignment= (executable.py does not pass it to a build without this) */
     if (PyModule_AddIntConstant(m, "CHECKS_ALIGNMENT", 1) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    /* Runner takes written= and declines written tensors that require grad (executable.py
+     * uses no build without it for a kernel that writes a tensor) */
+    if (PyModule_AddIntConstant(m, "CHECKS_GRAD", 1) < 0) {
         Py_DECREF(m);
         return NULL;
     }

@@ -159,14 +159,14 @@ class CudaExecutable(Executable):
         kind = inspect.Parameter.POSITIONAL_ONLY
         return inspect.Signature([inspect.Parameter(p.name, kind) for p in self.lowered.params])
 
-    def __init__(self, kernel, lowered, target, timings, source, nvrtc_out):
+    def __init__(self, kernel, lowered, target, timings, source, nvrtc_out, written=None):
         super().__init__(kernel, lowered, target, timings)
         self.source = source
         self.ptx = nvrtc_out.ptx
         self.cubin = nvrtc_out.cubin
         self.nvrtc = nvrtc_out
         self.arch = target.arch  # what NVRTC compiled for (build: sm_90a for wgmma on sm_90)
-        self.checker = ArgChecker(lowered, "cuda", _ORDINAL)
+        self.checker = ArgChecker(lowered, "cuda", _ORDINAL, written)  # written: stored.py
         self._kinds = param_kinds(lowered)
         self._module = None
         self._launcher = None  # driver.Launcher, once loaded
@@ -180,9 +180,28 @@ class CudaExecutable(Executable):
 
     @functools.cached_property
     def _alignment(self):  # what vectors and copies ask of each data pointer (alignment.py)
+        return self.pointer_requirements()
+
+    def pointer_requirements(self):
+        """What each parameter's data pointer must be aligned to (:class:`.alignment.Requirements`
+        of the lowered program; a saved kernel answers from its manifest: stored.py)."""
         from .alignment import Requirements
 
         return Requirements.of(self.lowered)
+
+    def map_sources(self) -> tuple:
+        """Per TMA tensor map (hidden parameter), the index of the tensor parameter it reads
+        and the :class:`~tirx.ir.tensor_map.TensorMap`; empty for a kernel without TMA."""
+        if not self.lowered.tensor_maps:
+            return ()
+        from .tensor_maps import map_sources
+
+        return map_sources(self.lowered)
+
+    @property
+    def launch_dims(self) -> tuple:
+        """``(grid, block, dynamic shared bytes)`` of every launch."""
+        return self._grid, self._block, self._smem
 
     @functools.cached_property
     def sass(self) -> str | None:
@@ -233,11 +252,12 @@ class CudaExecutable(Executable):
     def _map_encoders(self) -> tuple:
         """Per hidden parameter: (index of the tensor it reads, its encoder ``(pointer) ->
         bytes``), empty for a kernel without TMA (which never loads tma.py)."""
-        if not self.lowered.tensor_maps:
+        sources = self.map_sources()
+        if not sources:
             return ()
-        from .tensor_maps import MapEncoder, map_sources
+        from .tensor_maps import MapEncoder
 
-        return tuple((i, MapEncoder(tm, self.encode_map)) for i, tm in map_sources(self.lowered))
+        return tuple((i, MapEncoder(tm, self.encode_map)) for i, tm in sources)
 
     def _attach(self, launcher, ordinal: int) -> None:
         """Launch through ``launcher`` (a :class:`driver.Launcher`); the fast path accepts
@@ -248,7 +268,7 @@ class CudaExecutable(Executable):
         self._launch = functools.partial(launcher, self._grid, self._block, self._smem)
         self._ordinal = ordinal
         if ordinal < 0:  # the checked path takes CPU tensors too
-            self.checker = ArgChecker(self.lowered, "cpu")
+            self.checker = ArgChecker(self.lowered, "cpu", written=self.checker.written())
         self._forget_runner()
 
     def twin(self, kernel, cache: str, timings: dict) -> CudaExecutable:
@@ -292,6 +312,18 @@ class CudaExecutable(Executable):
         check.distinct(tensors)
         return values + [encode(values[i]) for i, encode in self._map_encoders]
 
+    def profile(self, *args, flops=None, metrics=None, timeout: float = 600.0):
+        """One launch on ``args`` measured by Nsight Compute (``ncu``, run in a child process;
+        the arguments are copied there and not written here): an
+        :class:`~tirx.backend.cuda.ncu_report.NcuProfile` with duration, SM and tensor-pipe
+        throughput, DRAM and L2 throughput, achieved occupancy, registers, spills and
+        shared-memory bank conflicts (docs/profiling.md). ``flops``: the kernel's
+        floating-point operations for the roofline (default: counted by ncu). Raises a
+        TirxError where ncu or a GPU is missing."""
+        from .ncu import profile
+
+        return profile(self, args, flops=flops, metrics=metrics, timeout=timeout)
+
     @property
     def fast_path(self) -> str | None:
         """How a good call launches: ``"c"`` (the compiled memo-hit launch in front of the
@@ -317,6 +349,7 @@ class CudaExecutable(Executable):
             params, dtypes, self._launcher, self._grid, self._block, self._smem, stream,
             self._ordinal, slow, native, distinct=self.checker.distinct_pointers(),
             alignment=self._alignment.masks, maps=self._map_encoders,
+            written=[i in self.checker.written() for i in range(len(params))],
         )  # fmt: skip
         return self._run
 
@@ -347,7 +380,7 @@ def _default_stream(ordinal: int) -> int:
 
 def make_runners(
     params, torch_dtypes, launcher, grid, block, smem, stream, ordinal, slow, native=None,
-    distinct=None, alignment=None, maps=(),
+    distinct=None, alignment=None, maps=(), written=(),
 ):  # fmt: skip
     """``(run, call)``, two variants of the runner sharing one memo.
 
@@ -366,14 +399,17 @@ def make_runners(
     ``distinct(*pointers) -> bool`` (:meth:`ArgChecker.distinct_pointers`) is the miss path's
     aliasing check of two or more tensors (None: never false); ``alignment``: alignment masks;
     ``maps``: per TMA tensor map, (tensor index, encoder): encoded when the tensors are checked,
-    kept in the memo (the compiled runner launches memo hits and hands misses to Python).
+    kept in the memo (the compiled runner launches memo hits and hands misses to Python);
+    ``written``: per parameter, whether the kernel writes it (such a tensor that requires grad
+    takes the checked path, hit or miss: see :func:`runner_text.slot`).
     """
     from . import runner_text  # loaded at the first launch, not by the compile before it
 
     launcher.prepare(smem)
     grid, block = tuple(int(x) for x in grid), tuple(int(x) for x in block)
     alignment = tuple(alignment or (0,) * len(params))
-    slots = tuple(runner_text.slot(p, mask) for p, mask in zip(params, alignment))
+    written = tuple(bool(w) for w in written) if written else (False,) * len(params)
+    slots = tuple(runner_text.slot(p, m, w) for p, m, w in zip(params, alignment, written))
     sources = tuple(i for i, _ in maps)
     run_code, call_code = runner_text.runner_code(slots, ordinal, grid, block, int(smem), sources)
     tensors = sum(isinstance(p, ir.Buffer) for p in params)
@@ -402,7 +438,7 @@ def make_runners(
         shapes = tuple(tuple(int(d) for d in p.shape) for p in params)
         call = (
             native_runner(launcher, grid, block, smem, tuple(torch_dtypes), shapes, memo,
-                          stream, ordinal, call, alignment, bool(maps))
+                          stream, ordinal, call, alignment, bool(maps), written)
             or call
         )  # fmt: skip
     return run, call
@@ -410,7 +446,7 @@ def make_runners(
 
 def native_runner(
     launcher, grid, block, smem, dtypes, shapes, memo, stream, ordinal, call, align=(),
-    maps=False,
+    maps=False, written=(),
 ):  # fmt: skip
     """The compiled runner (``tirx/backend/cuda/_launch.c``) in front of the Python runner
     ``call``, which takes every call it declines; None where there is none: the extension was
@@ -424,7 +460,9 @@ def native_runner(
     uses; then one stream lookup and ``cuLaunchKernel`` with the GIL released. Only calls that
     fail a check (or are not a kernel's arguments at all) reach Python, and, for a kernel with
     TMA tensor maps (``maps``), every miss: the Python runner encodes the maps into the block
-    it remembers (a build that cannot hand misses over is not used for such a kernel)."""
+    it remembers (a build that cannot hand misses over is not used for such a kernel). A tensor
+    the kernel writes (``written``) that requires grad is declined, hit or miss (a build
+    without that check is not used for a kernel that writes a tensor)."""
     native = _native_module()
     if native is None or not launcher.entry_address:
         return None
@@ -438,6 +476,8 @@ def native_runner(
         return None
     if maps and not getattr(native, "MISSES_TO_PYTHON", False):
         return None
+    if any(written) and not getattr(native, "CHECKS_GRAD", False):
+        return None
     handle = launcher.kernel.handle
     dims = (grid, block, int(smem))
 
@@ -447,6 +487,8 @@ def native_runner(
     extra = {"alignment": tuple(align)} if any(align) else {}
     if maps:  # a miss encodes TMA maps: the Python runner takes it, the memo hit stays in C
         extra["python_misses"] = True
+    if any(written):
+        extra["written"] = tuple(int(bool(w)) for w in written)
     return native.Runner(
         launcher.entry_address, int(handle) if handle is not None else 0, grid, block,
         int(smem), dtypes, shapes, memo, stream, ordinal, call, fail, **extra,

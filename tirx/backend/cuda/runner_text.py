@@ -76,10 +76,12 @@ def remember(tensors, pointers, packed) -> tuple:
     return MEMO.entry(fields, tuple(packed))
 
 
-def slot(p, alignment_mask: int = 0) -> tuple:
-    """What the fast check of one parameter looks like (the generated text depends on it)."""
+def slot(p, alignment_mask: int = 0, written: bool = False) -> tuple:
+    """What the fast check of one parameter looks like (the generated text depends on it). A
+    tensor the kernel ``written`` must not require grad on the fast path, hit or miss: the
+    checked path decides (it refuses a leaf under grad mode, as torch refuses in-place ops)."""
     if isinstance(p, ir.Buffer):
-        return ("tensor", int(alignment_mask))
+        return ("tensor", int(alignment_mask), bool(written))
     kind = p.dtype.kind
     if kind == "float":
         return ("float",)
@@ -118,6 +120,9 @@ def runner_source(
                 MEMO.tensor(j, f) for f in (MEMO.ref, MEMO.version, MEMO.pointer)
             )
             hits += [f"m[{ref}]() is {a}", f"{a}._version == m[{version}]", f"p{i} == m[{pointer}]"]
+            if len(slot) > 2 and slot[2]:  # written: requires_grad (settable any time) -> checks
+                hits.append(f"not {a}.requires_grad")
+                tensor_checks.append(f"not {a}.requires_grad")
             tensor_checks += [
                 f"{a}.dtype is d{i}",
                 f"{a}.shape == s{i}",

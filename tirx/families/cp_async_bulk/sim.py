@@ -1,6 +1,7 @@
 """Executing the bulk-store statements (``cp.async.bulk*``) of the lowered IR: operand decoding and the run-time operand rules of the PTX ISA ("cp.async.bulk":
 a size that is a positive multiple of 16, both addresses 16-byte aligned); the model they
-drive is :mod:`tirx.families.cp_async_bulk.sim_copies`.
+drive is :mod:`tirx.families.cp_async_bulk.sim_copies`; commit and wait act on the machine's bulk
+async-groups (:mod:`tirx.sim.bulk_groups`), which the tensor stores join too.
 
 Lowered operands (PTX order): ``AddressOperand(GlobalAddress)``, ``AddressOperand(
 SharedAddress)``, ``ScalarOperand(size)``; ``wait_group{.read}`` takes ``Immediate(n)``;
@@ -13,12 +14,13 @@ import numpy as np
 
 from ...ir import nodes as ir
 from ...ir.aligned_access import copy_access
+from ...sim.bulk_groups import BulkGroups, bulk_groups
 from ...sim.calls import unknown_instruction
 from ...sim.faults import Fault
 from ...sim.memory import as_index
 from ...sim.pointer_alignment import check_pointer
 from ...sim.trace import record_copy
-from .sim_copies import COMMIT, COPY, UNIT, WAITS, BulkCopies, BulkEvent
+from .sim_copies import COMMIT, COPY, UNIT, WAITS, BulkEvent, issue_copy
 
 __all__ = ["compile_call", "FORMS"]
 
@@ -30,15 +32,15 @@ FORMS = (
 
 def compile_call(m, compiler, stmt: ir.PtxCall, text: str):
     """The closure executing one ``cp.async.bulk*`` statement."""
-    copies = m.unit("cp.async.bulk", BulkCopies)
+    groups = bulk_groups(m)
     if text == COMMIT or text in WAITS:
-        return _group(m, compiler, stmt, text, copies)
+        return _group(m, compiler, stmt, text, groups)
     if text != COPY:
         raise unknown_instruction(stmt, text, FORMS)
-    return _copy(m, compiler, stmt, copies)
+    return _copy(m, compiler, stmt, groups)
 
 
-def _group(m, compiler, stmt, text: str, copies: BulkCopies):
+def _group(m, compiler, stmt, text: str, bulk: BulkGroups):
     ops, span = stmt.operands, stmt.span
     if text == COMMIT:
         if ops:
@@ -55,9 +57,9 @@ def _group(m, compiler, stmt, text: str, copies: BulkCopies):
         m.span = span
         groups = landed = None
         if text == COMMIT:
-            groups = copies.commit(idx)
+            groups = bulk.commit(idx)
         else:
-            landed = copies.wait(idx, n, reads_only)
+            landed = bulk.wait(idx, n, reads_only)
         if m.traces is not None:
             event = BulkEvent.COMMIT if groups is not None else BulkEvent.WAIT
             record_copy(m, stmt, event, idx, groups=groups, landed=landed)
@@ -65,7 +67,7 @@ def _group(m, compiler, stmt, text: str, copies: BulkCopies):
     return sync
 
 
-def _copy(m, compiler, stmt, copies: BulkCopies):
+def _copy(m, compiler, stmt, groups: BulkGroups):
     ops, span = stmt.operands, stmt.span
     if len(ops) != 3:
         raise compiler.error(f"{COPY} takes 3 operands (dstMem, srcMem, size)")
@@ -80,7 +82,7 @@ def _copy(m, compiler, stmt, copies: BulkCopies):
     region = m.region(buf, compiler)
     if buf.scope is not ir.Scope.GLOBAL:
         raise compiler.error(f"cp.async.bulk's destination '{buf.name}' is not a global tensor")
-    region.guard = copies  # its loads and stores now check the pending destinations
+    groups.guard(region)  # its loads and stores now check the pending destinations
     dst_off = compiler.compile(dst_op.address.byte_offset)
     src = compiler.compile(src_op.address)
     size_f = compiler.compile(size_op.value)
@@ -94,8 +96,10 @@ def _copy(m, compiler, stmt, copies: BulkCopies):
         s = np.broadcast_to(as_index(src(idx), k), (k,)).astype(np.uint32).astype(np.int64)
         n = np.broadcast_to(as_index(size_f(idx), k), (k,)).astype(np.uint32).astype(np.int64)
         _check(m, region, idx, d, s, n)
+        if m.recorder is not None:  # a profiling run: the bytes the copy engine moves
+            m.recorder.bulk_copy("shared", "global", int(n.sum()))
         for t, dd, ss, nn in zip(idx.tolist(), d.tolist(), s.tolist(), n.tolist()):
-            copies.issue(t, region, dd, ss, nn, span)
+            issue_copy(m, t, region, dd, ss, nn, span)
         if m.traces is not None:
             record_copy(m, stmt, BulkEvent.COPY, idx, dst=d, src=s, nbytes=n)
 

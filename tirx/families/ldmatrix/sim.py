@@ -7,34 +7,21 @@ alignment, initialization, races: ldmatrix is no fence)."""
 
 from __future__ import annotations
 
-import re
-from dataclasses import dataclass
-
 import numpy as np
 
 from ...ir import nodes as ir
 from ...sim.calls import unknown_instruction
-from ...sim.fragments import words_of
-from ...sim.memory import as_index
+from ...sim.fragments import parse_rows, row_addresses, words_of
 from ...sim.registers import RegisterVector, RegType, full_warps, record_registers
 
-__all__ = ["LdMatrix", "parse", "compile_call", "FORMS"]
+__all__ = ["parse", "compile_call", "FORMS"]
 
 FORMS = "ldmatrix.sync.aligned.m8n8.x{1,2,4}[.trans].shared{,::cta}.b16"
-_TEXT = re.compile(r"ldmatrix\.sync\.aligned\.m8n8\.x(1|2|4)(\.trans)?\.shared(::cta)?\.b16")
 
 
-@dataclass(frozen=True)
-class LdMatrix:
-    """``ldmatrix.sync.aligned.m8n8.x{num}[.trans].shared.b16``: 8x8 matrices of b16."""
-
-    num: int
-    trans: bool
-
-
-def parse(text: str) -> LdMatrix | None:
-    m = _TEXT.fullmatch(text.strip())
-    return LdMatrix(int(m.group(1)), m.group(2) is not None) if m else None
+def parse(text: str):
+    """The form ``text`` names (a :class:`~tirx.sim.fragments.MatrixRows`), or None."""
+    return parse_rows("ldmatrix", text)
 
 
 def compile_call(m, compiler, stmt: ir.PtxCall, text: str):
@@ -50,15 +37,14 @@ def compile_call(m, compiler, stmt: ir.PtxCall, text: str):
         raise compiler.error("the shared-memory operand must be an address")
     address = compiler.compile(addr_op.address)
     out = RegisterVector(m, compiler, reg_op, "r", ins.num, True, RegType.B32)
-    span, used = stmt.span, 8 * ins.num
+    span, used = stmt.span, ins.used
 
     def run(idx):
         m.span = span
         warps = full_warps(m, idx, text)
         w = warps.size
         before = [out.peek(idx, w)] if m.traces is not None else None
-        addrs = np.broadcast_to(as_index(address(idx), idx.size), idx.size).reshape(w, 32)
-        addrs = addrs.astype(np.uint32).astype(np.int64)
+        addrs = row_addresses(address, idx, w)
         row_tids = idx.reshape(w, 32)[:, :used].ravel()
         rows = m.shared.read_rows(addrs[:, :used].ravel(), row_tids, "ldmatrix")
         out.write(idx, words_of(rows.reshape(w, ins.num, 8, 8), ins.trans))

@@ -6,7 +6,10 @@ The forms tirx supports are the m16n8 lines below, each spelled by the ISA's syn
 "Specific shapes have type restrictions" block (``.dtype`` equals ``.ctype`` on m16n8k8,
 m16n8k16 and m16n8k32; ``.atype`` equals ``.btype`` on m16n8k8). Operands are 32-bit words:
 A and B as ``uint32`` words packing their elements, C and D as the accumulator's register
-type (``float32``, ``int32``, or ``uint32`` words of two halves for ``.f16``).
+type (``float32``, ``int32``, or ``uint32`` words of two halves for ``.f16``). An operand whose
+words pack several elements may be given as a view of those elements instead (``float16`` for
+``.f16``, ``bfloat16``, ``int8``, ``uint8``), which is checked element by element: so the seed's
+f32-style D layout over ``float16`` registers is an ``.f16`` accumulator as it stands.
 """
 
 from __future__ import annotations
@@ -50,6 +53,9 @@ LINES = (
 ELEMENT_BITS = {"f16": 16, "bf16": 16, "tf32": 32, "s8": 8, "u8": 8, "f32": 32, "s32": 32}
 REGISTER_DTYPE = {"f32": "float32", "s32": "int32", "f16": "uint32"}  # accumulator registers
 REGISTER_PTX = {"f32": "f32", "s32": "s32", "f16": "f16x2"}
+# the element dtype of an operand whose 32-bit words pack several elements: a view of these
+# elements is accepted in place of the words (tf32, f32 and s32 fill a word each)
+PACKED_ELEMENT = {"f16": "float16", "bf16": "bfloat16", "s8": "int8", "u8": "uint8"}
 
 SLOTS = (
     ModifierSlot("sync", ("sync",)),
@@ -110,6 +116,7 @@ def build(text: str, mods: dict) -> Contract:
         formula=acc_formula,
         ptx_type=REGISTER_PTX[acc],
         elements_per_word=c_tile.elements_per_word,
+        element_dtype=PACKED_ELEMENT.get(acc, ""),
         repeat_axes=("M", "N"),
     )
     ops = (
@@ -118,11 +125,13 @@ def build(text: str, mods: dict) -> Contract:
             "A", Role.REG_IN, "uint32", a_tile.atom, a_tile.registers, fragments.a_words,
             ("M", "K"), about=f"the 16x{k} {ab} tile as u32 words of {unit}",
             formula=fragments.FORMULA_A, elements_per_word=per,
+            element_dtype=PACKED_ELEMENT.get(ab, ""),
         ),
         OperandSpec(
             "B", Role.REG_IN, "uint32", b_tile.atom, b_tile.registers, fragments.b_words,
             ("N", "K"), about=f"the {k}x8 tile given N-major as 8 rows of {k} {items} in u32 words",
             formula=fragments.FORMULA_B, elements_per_word=per,
+            element_dtype=PACKED_ELEMENT.get(mods["btype"], ""),
         ),
         OperandSpec(
             "C", Role.ACCUM_IN, about=f"the {acc} addend: a scalar or a tile shaped like D",
@@ -187,9 +196,10 @@ def lower(contract: Contract, op: ir.TileOp) -> list[ir.Stmt]:
     c = op.operands[3]
     if isinstance(c, ir.View):
         operand_view(contract, sc, c, 2)
-        if c.shape != d.shape:
+        if c.shape[:2] != d.shape[:2]:
             raise ContractError(
-                f"{contract.text}: operand C must be shaped like D {d.shape}, got {c.shape}"
+                f"{contract.text}: operand C must have D's repeats (M={mr}, N={nr}), got "
+                f"{c.shape[:2]}"
             )
         cmap = check_register_operand(contract, sc, c)
     elif isinstance(c, ir.Expr):

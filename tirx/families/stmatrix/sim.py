@@ -7,34 +7,21 @@ writing the same byte race)."""
 
 from __future__ import annotations
 
-import re
-from dataclasses import dataclass
-
 import numpy as np
 
 from ...ir import nodes as ir
 from ...sim.calls import unknown_instruction
-from ...sim.fragments import matrices_of
-from ...sim.memory import as_index
+from ...sim.fragments import matrices_of, parse_rows, row_addresses
 from ...sim.registers import RegisterVector, RegType, full_warps, record_registers
 
-__all__ = ["StMatrix", "parse", "compile_call", "FORMS"]
+__all__ = ["parse", "compile_call", "FORMS"]
 
 FORMS = "stmatrix.sync.aligned.m8n8.x{1,2,4}[.trans].shared{,::cta}.b16"
-_TEXT = re.compile(r"stmatrix\.sync\.aligned\.m8n8\.x(1|2|4)(\.trans)?\.shared(::cta)?\.b16")
 
 
-@dataclass(frozen=True)
-class StMatrix:
-    """``stmatrix.sync.aligned.m8n8.x{num}[.trans].shared.b16``: 8x8 matrices of b16."""
-
-    num: int
-    trans: bool
-
-
-def parse(text: str) -> StMatrix | None:
-    m = _TEXT.fullmatch(text.strip())
-    return StMatrix(int(m.group(1)), m.group(2) is not None) if m else None
+def parse(text: str):
+    """The form ``text`` names (a :class:`~tirx.sim.fragments.MatrixRows`), or None."""
+    return parse_rows("stmatrix", text)
 
 
 def compile_call(m, compiler, stmt: ir.PtxCall, text: str):
@@ -50,14 +37,13 @@ def compile_call(m, compiler, stmt: ir.PtxCall, text: str):
         raise compiler.error("the shared-memory operand must be an address")
     address = compiler.compile(addr_op.address)
     source = RegisterVector(m, compiler, reg_op, "r", ins.num, False, RegType.B32)
-    span, used = stmt.span, 8 * ins.num
+    span, used = stmt.span, ins.used
 
     def run(idx):
         m.span = span
         warps = full_warps(m, idx, text)
         w = warps.size
-        addrs = np.broadcast_to(as_index(address(idx), idx.size), idx.size).reshape(w, 32)
-        addrs = addrs.astype(np.uint32).astype(np.int64)
+        addrs = row_addresses(address, idx, w)
         row_tids = idx.reshape(w, 32)[:, :used].ravel()
         regs = source.read(idx, w)
         rows = matrices_of(regs, ins.trans).reshape(-1, 8)

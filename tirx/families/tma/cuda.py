@@ -1,14 +1,15 @@
-"""CUDA for the TMA tensor copies (``cp.async.bulk.tensor``): the inline PTX of each copy. It
-takes the map's generic address (``"l"(&tirx_tmapK)``, the hidden parameter that
-tirx/backend/cuda/tensor_maps.py declares), the coordinates innermost first as ``.s32``
-registers and the barrier's shared address. The copy clobbers memory: shared bytes change
-behind the C compiler's back."""
+"""CUDA for the TMA tensor copies (``cp.async.bulk.tensor``, ``cp.reduce.async.bulk.tensor``):
+the inline PTX of each copy. It takes the map's generic address (``"l"(&tirx_tmapK)``, the
+hidden parameter that tirx/backend/cuda/tensor_maps.py declares), the coordinates innermost
+first as ``.s32`` registers and the shared addresses: a load's destination and barrier
+(``[dst], [map, {c..}], [mbar]``), a store's or reduction's source (``[map, {c..}], [src]``).
+Every copy clobbers memory: shared or global bytes change behind the C compiler's back."""
 
 from __future__ import annotations
 
 from ...backend.cuda.tensor_maps import map_index, map_name
 from ...ir import nodes as ir
-from ...ir.tensor_map import fields_count, tensor_map_of
+from ...ir.tensor_map import fields_count, map_position, tensor_map_of
 
 __all__ = ["emit"]
 
@@ -17,14 +18,20 @@ def emit(gen, st: ir.PtxCall) -> None:
     """Emit the tensor copy ``st`` through ``gen`` (the codegen's line and operand printers)."""
     index = map_index(gen.fn)
     tm = tensor_map_of(st)
-    rank = tm.fields.rank
+    at, rank = map_position(st)
     ops = st.operands
-    dst, mbar = ops[0].address, ops[-1].address
-    coords = [op.value for op in ops[2 + fields_count(rank) : -1]]
-    ins = [("r", f"(unsigned int)({gen.e(dst)})"), ("l", f"&{map_name(index[tm])}")]
-    ins += [("r", gen.operand(c, ir.I32)) for c in coords]
-    ins.append(("r", f"(unsigned int)({gen.e(mbar)})"))
-    cs = ", ".join(f"%{2 + i}" for i in range(rank))
-    body = f"{st.instruction} [%0], [%1, {{{cs}}}], [%{2 + rank}];"
+    first = at + 1 + fields_count(rank)
+    coords = [("r", gen.operand(op.value, ir.I32)) for op in ops[first : first + rank]]
+    tmap = ("l", f"&{map_name(index[tm])}")
+    cs = ", ".join(f"%{1 + i + at}" for i in range(rank))
+    if at == 0:  # a store or a reduction: [map, {coords}], [src]
+        src = ops[-1].address
+        ins = [tmap, *coords, ("r", f"(unsigned int)({gen.e(src)})")]
+        body = f"{st.instruction} [%0, {{{cs}}}], [%{1 + rank}];"
+    else:  # a load: [dst], [map, {coords}], [mbar]
+        dst, mbar = ops[0].address, ops[-1].address
+        ins = [("r", f"(unsigned int)({gen.e(dst)})"), tmap, *coords]
+        ins.append(("r", f"(unsigned int)({gen.e(mbar)})"))
+        body = f"{st.instruction} [%0], [%1, {{{cs}}}], [%{2 + rank}];"
     args = ", ".join(f'"{c}"({x})' for c, x in ins)
     gen.line(f'asm volatile("{body}" : : {args} : "memory");')

@@ -1,9 +1,12 @@
-"""cp.async.bulk.tensor: the TMA tensor copy from global to shared memory (sm_90+; PTX ISA
-"Data Movement and Conversion Instructions: cp.async.bulk.tensor" and "Tensor Copy: Tensor
-Map"), declared as forms and lowered.
+"""cp.async.bulk.tensor: the TMA tensor copies (sm_90+; PTX ISA "Data Movement and Conversion
+Instructions: cp.async.bulk.tensor" and "Tensor Copy: Tensor Map"), declared as forms and
+lowered: the load from global to shared memory here, the store and the reduction
+(``cp.reduce.async.bulk.tensor``) from shared to global memory in
+:mod:`tirx.families.tma.isa_store`; their parameters and operands are
+:mod:`tirx.families.tma.isa_params`' and :mod:`tirx.families.tma.isa_operands`'.
 
-The syntax lines tirx has, as the ISA spells them (``.tile``, the default load mode, may be
-written or left out)::
+The load's syntax lines tirx has, as the ISA spells them (``.tile``, the default load mode,
+may be written or left out)::
 
     cp.async.bulk.tensor.{1d..5d}.shared::cta.global{.tile}.mbarrier::complete_tx::bytes
         [dstMem], [tensorMap, {c0, ..., c(n-1)}], [mbar]
@@ -43,21 +46,25 @@ map per distinct field set and passes it as a hidden ``__grid_constant__`` param
 
 from __future__ import annotations
 
-import math
-
 from ...errors import ContractError, TirxSyntaxError
 from ...ir import nodes as ir
-from ...ir.simplify import static_value
-from ...ir.tensor_map import SWIZZLE_SPAN, TensorMapFields
 from ...isa.core import Contract, Family, FamilySpec, ModifierSlot, OperandSpec, Role
-from ...isa.raw_forms import barrier_address, reads_memory
+from ...isa.raw_forms import barrier_address
 from ...isa.shared_rows import element_offset
-from .isa_operands import check_destination, global_region
+from .isa_operands import LOAD
+from .isa_params import MAX_BOX, geometry
+from .isa_store import (
+    REDUCE_SPEC,
+    STORE_EXAMPLE,
+    STORE_NOTES,
+    build_store,
+    lower_raw_store,
+    lower_store,
+)
 
-__all__ = ["SPEC", "SLOTS", "MIN_ARCH", "NOTES", "MAX_BOX"]
+__all__ = ["SPEC", "SPECS", "SLOTS", "MIN_ARCH", "NOTES", "MAX_BOX"]
 
 MIN_ARCH = 90
-MAX_BOX = 256  # elements per box dimension (PTX ISA, Tensor Map: boxDim)
 EXAMPLE = "cp.async.bulk.tensor.2d.shared::cta.global.tile.mbarrier::complete_tx::bytes"
 
 SLOTS = (
@@ -73,12 +80,20 @@ SLOTS = (
 
 
 def reject(mods: dict) -> str | None:
-    use = EXAMPLE.replace(".2d.", f".{mods['dim']}.")
-    if mods["dst"] == "global" or mods["src"] != "global":
-        return f"tirx supports the tensor load (global to shared) only: use {use}"
+    store = mods["dst"] == "global"
+    use = (STORE_EXAMPLE if store else EXAMPLE).replace(".2d.", f".{mods['dim']}.")
+    if store != (mods["src"] == "shared::cta") or mods["src"] == mods["dst"]:
+        load = EXAMPLE.replace(".2d.", f".{mods['dim']}.")
+        return (
+            "tirx supports the tensor load (global to shared::cta or shared::cluster) and the "
+            f"tensor store (shared::cta to global): use {load} or "
+            + STORE_EXAMPLE.replace(".2d.", f".{mods['dim']}.")
+        )
     if mods["load_mode"] not in (None, "tile"):
         return f".{mods['load_mode']} is not supported by tirx (tile mode only): use {use}"
-    if mods["completion"] != "mbarrier::complete_tx::bytes":
+    if store and mods["completion"] != "bulk_group":
+        return f"a tensor store completes through bulk async-groups (.bulk_group): use {use}"
+    if not store and mods["completion"] != "mbarrier::complete_tx::bytes":
         return f"a tensor load completes on an mbarrier: use {use}"
     for slot in ("multicast", "cta_group", "cache"):
         if mods[slot]:
@@ -87,6 +102,8 @@ def reject(mods: dict) -> str | None:
 
 
 def build(text: str, mods: dict) -> Contract:
+    if mods["dst"] == "global":
+        return build_store(text, mods)
     rank = int(mods["dim"][0])
     operands = (
         OperandSpec(
@@ -119,7 +136,10 @@ _PARAMS = ("box", "coords", "mbar", "swizzle", "l2_promotion", "coord_steps")
 
 def lower_tile(contract: Contract, op: ir.TileOp) -> list[ir.Stmt]:
     """Check a tensor-load tile operation and lower it to one PtxCall per repeat (scope, arch
-    and the operand count were checked by :mod:`tirx.transform.tile_ops`)."""
+    and the operand count were checked by :mod:`tirx.transform.tile_ops`); a store goes to
+    :func:`tirx.families.tma.isa_store.lower_store`."""
+    if contract.modifier("dst") == "global":
+        return lower_store(contract, op)
     text = contract.text
     rank = int(contract.modifier("dim")[0])
     params = dict(op.params)
@@ -137,113 +157,19 @@ def lower_tile(contract: Contract, op: ir.TileOp) -> list[ir.Stmt]:
                 hint=f"T.cuda.tile.apply(T.ptx[...], dst, src, box=({', '.join(['8'] * rank)}), "
                 f'coords=({", ".join(["0"] * rank)}), mbar=bars[0], scope="thread")',
             )
-    swizzle = _code(text, "swizzle", params.get("swizzle", 0))
-    l2 = _code(text, "l2_promotion", params.get("l2_promotion", 0))
     dst, src = op.operands
-    box = _box(text, params["box"], rank)
-    src_fields = global_region(text, src, rank)
-    dtype = src.dtype
-    inner = box[-1] * dtype.bytes
-    if inner % 16:
-        raise ContractError(
-            f"{text}: the box's inner extent is {inner} bytes, not a multiple of 16",
-            hint=f"make box[-1] a multiple of {16 // math.gcd(16, dtype.bytes)} {dtype} elements",
-        )
-    if swizzle and inner > SWIZZLE_SPAN[swizzle]:
-        raise ContractError(
-            f"{text}: the box's inner extent is {inner} bytes, more than the "
-            f"{SWIZZLE_SPAN[swizzle]}-byte span of swizzle={swizzle}",
-            hint=f"box[-1] * {dtype.bytes} bytes must be <= {SWIZZLE_SPAN[swizzle]}: split the "
-            "box along its inner axis" + (", or use a wider swizzle" if swizzle < 3 else ""),
-        )
-    dims, strides, origin = src_fields
-    fields = TensorMapFields(
-        dtype.name, tuple(reversed(dims)), tuple(s * dtype.bytes for s in reversed(strides[:-1])),
-        tuple(reversed(box)), swizzle, l2,
-    )  # fmt: skip
-    steps = _steps(text, params.get("coord_steps", ()), rank)
-    starts = check_destination(text, dst, box, dtype, swizzle, len(steps))
-    coords = _coords(text, params["coords"], rank)
+    plan = geometry(text, params, dst, src, rank, LOAD)
     mbar = _mbar(text, params["mbar"])
     out = []
-    for rep, shared in starts:
-        at = [c + sum(r * step[d] for r, step in zip(rep, steps)) for d, c in enumerate(coords)]
+    for shared, coords in plan.copies:
         operands = (
             ir.AddressOperand(ir.SharedAddress(dst.buffer, shared)),
-            ir.AddressOperand(ir.GlobalAddress(src.buffer, origin)),
-            *fields.immediates(),
-            *(ir.ScalarOperand(c) for c in reversed(at)),
+            ir.AddressOperand(ir.GlobalAddress(src.buffer, plan.origin)),
+            *plan.fields.immediates(),
+            *(ir.ScalarOperand(c) for c in reversed(coords)),
             mbar,
         )
         out.append(ir.PtxCall(text, operands, op.span))
-    return out
-
-
-def _steps(text: str, value, rank: int) -> tuple[tuple[int, ...], ...]:
-    """``coord_steps``: per leading repeat axis of dst, the coordinates' increment (outer to
-    inner, compile-time)."""
-    items = value if isinstance(value, tuple) else (value,)
-    steps = []
-    for step in items:
-        step = step if isinstance(step, tuple) else (step,)
-        vals = tuple(static_value(x) for x in step)
-        if len(vals) != rank or None in vals:
-            raise ContractError(
-                f"{text}: each coord_steps entry must be {rank} compile-time ints, got {step!r}",
-                hint="one coordinate increment per repeat axis of dst, e.g. coord_steps=((0, 64),)",
-            )
-        steps.append(vals)
-    return tuple(steps)
-
-
-def _code(text: str, name: str, value) -> int:
-    v = static_value(value)
-    if v is None or not 0 <= v <= 3:
-        meaning = (
-            "0 none, 1 32B, 2 64B, 3 128B" if name == "swizzle" else "0 none, 1 64B, 2 128B, 3 256B"
-        )
-        raise ContractError(
-            f"{text}: {name} must be a compile-time code 0..3 ({meaning}), got {value!r}",
-            hint=f"the tensor map's {name} is fixed when it is encoded: pass an int",
-        )
-    return v
-
-
-def _box(text: str, value, rank: int) -> tuple[int, ...]:
-    items = value if isinstance(value, tuple) else (value,)
-    box = tuple(static_value(x) for x in items)
-    if len(box) != rank or any(b is None for b in box):
-        raise ContractError(
-            f"{text}: box must be {rank} compile-time extents (outer to inner), got {value!r}",
-            hint=f"one extent per axis of the {rank}-d tensor map, e.g. box=({', '.join(['64'] * rank)})",
-        )
-    bad = [b for b in box if not 1 <= b <= MAX_BOX]
-    if bad:
-        raise ContractError(
-            f"{text}: box extents must be 1..{MAX_BOX}, got {box}",
-            hint=f"a tensor map's box is at most {MAX_BOX} elements per axis: issue several copies",
-        )
-    return box
-
-
-def _coords(text: str, value, rank: int) -> list:
-    items = value if isinstance(value, tuple) else (value,)
-    if len(items) != rank:
-        raise ContractError(
-            f"{text}: coords must be {rank} values (outer to inner), got {len(items)}",
-            hint="one coordinate per axis of the tensor map, in elements",
-        )
-    out = []
-    for c in items:
-        if isinstance(c, ir.Expr) and c.dtype.kind == "float":
-            raise ContractError(f"{text}: coords must be integers, got a {c.dtype}")
-        if reads_memory(c):
-            raise ContractError(
-                f"{text}: coords must be computed from indices, parameters or variables, not "
-                "read from a tensor",
-                hint="load the value into a variable first",
-            )
-        out.append(ir.cast(ir.as_expr(c), ir.I32))
     return out
 
 
@@ -261,6 +187,8 @@ def _mbar(text: str, value) -> ir.AddressOperand:
 
 
 def lower_raw(contract: Contract, op: ir.RawPtx, address, arch: int) -> ir.PtxCall:
+    if contract.modifier("dst") == "global":
+        return lower_raw_store(contract, op, address, arch)
     raise ContractError(
         f"{contract.text} is called through its tile form (the tensor map is built from a "
         "kernel parameter)",
@@ -269,7 +197,8 @@ def lower_raw(contract: Contract, op: ir.RawPtx, address, arch: int) -> ir.PtxCa
     ).with_span(op.span)
 
 
-NOTES = """
+NOTES = (
+    """
 The tensor load (sm_90), TIRx's tile form:
 `T.cuda.tile.apply(T.ptx["cp.async.bulk.tensor.2d.shared::cta.global.tile.mbarrier::complete_tx::bytes"],
 dst, A[:, :], box=(rows, cols), coords=(r, c), swizzle=3, mbar=bars[s], scope="thread")`.
@@ -305,16 +234,21 @@ other strides multiples of 16 bytes and the start 16-byte aligned; `box` 1..256 
 inner extent a multiple of 16 bytes and, swizzled, at most the swizzle's span (128 bytes for
 128B); `coords` int32 values not read from a tensor; `mbar` a uint64 element of a shared tensor,
 8-byte aligned; sm_90 or newer. Multicast, `.cta_group`, `.L2::cache_hint`, the gather4, scatter4
-and im2col modes and the shared-to-global direction are refused with the supported form.
+and im2col modes are refused with the supported form. A float coordinate (a Python float or a
+float expression) is refused at the statement, never truncated: coordinates are s32 integers
+(`T.int32(x)` converts one where truncation is meant).
 
-The simulator (`tirx/sim/tma.py`): the copy reads the box from the global tensor at issue
+The simulator (`tirx/families/tma/sim.py`): the copy reads the box from the global tensor at issue
 (outside the tensor: zeros), performs the complete-tx on the barrier at once, and its bytes
 land in shared memory, swizzled, when the barrier's phase completes; they are async-proxy
 writes. Faults, naming the copy's line and the other line, block, warp and lane: an access to
 the destination before a thread has waited for that phase (the issuing thread's own too), a
 copy onto bytes another thread accessed since the last barrier (a stage reused too early), a
-misaligned data pointer.
+copy onto the source of a tensor store whose reads were not waited for, a box that reads
+global bytes a pending store or reduction has not written yet, a misaligned data pointer.
 """
+    + STORE_NOTES
+)
 
 _NO_PICTURE = (  # why the notebook layer draws no lane picture of its operands
     "the copy engine moves a whole box from global to shared memory for one thread"
@@ -326,4 +260,4 @@ SPEC = FamilySpec(
     no_picture=_NO_PICTURE,
 )  # fmt: skip
 
-SPECS = (SPEC,)
+SPECS = (SPEC, REDUCE_SPEC)

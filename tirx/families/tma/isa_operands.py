@@ -1,17 +1,19 @@
-"""The operands of a TMA tensor load (tirx/isa/tma.py): the global region its tensor map
-describes and the shared destination that must hold the box image.
+"""The operands of a TMA tensor copy (tirx/families/tma/isa.py, isa_store.py): the global region
+its tensor map describes and the shared view that holds the box image -- a load's destination,
+a store's or reduction's source.
 
-The copy engine writes a box as its *image*: the box's elements in row-major order (the
-innermost coordinate fastest), dense, from the destination on, each 16-byte unit of a
-``128 << s``-byte repeat permuted by the map's swizzle (PTX ISA, "Tensor Map: swizzling modes":
-the unit number's low ``s`` bits XOR-ed with the 128-byte row's). A shared view is a legal
-destination when every element's address through its layout is where the image puts it.
+The copy engine keeps a box in shared memory as its *image*: the box's elements in row-major
+order (the innermost coordinate fastest), dense, from the shared address on, each 16-byte unit
+of a ``128 << s``-byte repeat permuted by the map's swizzle (PTX ISA, "Tensor Map: swizzling
+modes": the unit number's low ``s`` bits XOR-ed with the 128-byte row's). A shared view is a
+legal operand when every element's address through its layout is where the image has it.
 """
 
 from __future__ import annotations
 
 import itertools
 import math
+from dataclasses import dataclass
 
 from ...errors import ContractError
 from ...ir import nodes as ir
@@ -21,9 +23,12 @@ from ...isa.raw_forms import byte_offset
 from ...isa.shared_rows import element_offset, residue
 from ...layout.swizzle import ComposeLayout
 
-__all__ = ["swizzle_byte_offset", "global_region", "check_destination", "ALIGN_UNSWIZZLED"]
+__all__ = [
+    "swizzle_byte_offset", "global_region", "check_shared_box", "ALIGN_UNSWIZZLED", "LOAD",
+    "STORE", "Direction",
+]  # fmt: skip
 
-ALIGN_UNSWIZZLED = 128  # bytes: the shared destination of a tensor copy
+ALIGN_UNSWIZZLED = 128  # bytes: the shared box of a tensor copy
 MAX_STRIDE = 1 << 40  # bytes: a global stride (cuTensorMapEncodeTiled)
 
 
@@ -34,6 +39,21 @@ def swizzle_byte_offset(offset: int, swizzle: int) -> int:
     return offset ^ ((offset >> 3) & (((1 << swizzle) - 1) << 4))
 
 
+@dataclass(frozen=True)
+class Direction:
+    """How messages name a copy's operands: the shared box view and the global region (their
+    operand names), what the shared view is to the copy, and an example of each."""
+
+    shared: str
+    global_: str
+    shared_role: str
+    shared_example: str
+
+
+LOAD = Direction("dst", "src", "a tensor load's destination", "dst = sA[stage, :, :]")
+STORE = Direction("src", "dst", "a tensor store's source", "src = sC[stage, :, :]")
+
+
 def _what(v) -> str:
     """An operand as an error message names it: its buffer's scope and name, or "a value"."""
     return (
@@ -41,9 +61,9 @@ def _what(v) -> str:
     )
 
 
-def global_region(text: str, v, rank: int):
+def global_region(text: str, v, rank: int, way: Direction = LOAD):
     """(dims, element strides, origin bytes) of the global region ``v``, outer to inner."""
-    where = f"{text}: operand src"
+    where = f"{text}: operand {way.global_}"
     if not isinstance(v, ir.View) or v.buffer.scope is not ir.Scope.GLOBAL:
         got = _what(v)
         raise ContractError(
@@ -113,15 +133,18 @@ def global_region(text: str, v, rank: int):
     return tuple(v.shape), strides, origin_bytes
 
 
-def check_destination(text: str, v, box: tuple[int, ...], dtype, swizzle: int, reps: int):
+def check_shared_box(
+    text: str, v, box: tuple[int, ...], dtype, swizzle: int, reps: int, way: Direction = LOAD
+):
     """Per repeat (the ``reps`` leading axes of ``v``), its coordinate and the byte offset of
-    its box image, after checking that each holds the box image."""
-    where = f"{text}: operand dst"
+    its box image, after checking that each holds the box image (``v`` is the shared operand
+    of a copy in direction ``way``)."""
+    where = f"{text}: operand {way.shared}"
     if not isinstance(v, ir.View) or v.buffer.scope is not ir.Scope.SHARED:
         got = _what(v)
         raise ContractError(
             f"{where} must be a view of shared memory (T.alloc_shared), got {got}",
-            hint="a tensor load writes shared memory: dst = sA[stage, :, :]",
+            hint=f"{way.shared_role} is a box in shared memory: {way.shared_example}",
         )
     if v.dtype.bits != dtype.bits:
         raise ContractError(
@@ -132,8 +155,8 @@ def check_destination(text: str, v, box: tuple[int, ...], dtype, swizzle: int, r
         raise ContractError(
             f"{where} has shape {tuple(v.shape)}; the box is {box}"
             + (f" after {reps} repeat axes (coord_steps)" if reps else ""),
-            hint="the destination is one box image per repeat: shape it (*repeats, *box), one "
-            "repeat axis per coord_steps entry",
+            hint=f"{way.shared_role} is one box image per repeat: shape it (*repeats, *box), "
+            "one repeat axis per coord_steps entry",
         )
     period = 128 << swizzle if swizzle else ALIGN_UNSWIZZLED
     kind = (
@@ -141,8 +164,8 @@ def check_destination(text: str, v, box: tuple[int, ...], dtype, swizzle: int, r
     )
     if v.buffer.align < period:
         raise ContractError(
-            f"{where}: {v.buffer.name!r} has align={v.buffer.align}; a tensor load's "
-            f"destination is aligned to {kind}",
+            f"{where}: {v.buffer.name!r} has align={v.buffer.align}; {way.shared_role} is "
+            f"aligned to {kind}",
             hint=f"allocate it with T.alloc_shared(..., align={period})",
         )
     start = byte_offset(v.elem_offset, v.dtype)
@@ -154,7 +177,7 @@ def check_destination(text: str, v, box: tuple[int, ...], dtype, swizzle: int, r
         at = "an unknown offset" if rem is None else f"{rem} bytes past a multiple of {period}"
         raise ContractError(
             f"{where} starts at {at}; it must start at a multiple of {period} bytes ({kind})",
-            hint="start the destination on a whole stage/tile of the allocation",
+            hint=f"start {way.shared_role} on a whole stage/tile of the allocation",
         )
     bases = _check_image(where, v, box, dtype.bytes, swizzle, reps)
     return [(rep, _plus(start, base)) for rep, base in bases]

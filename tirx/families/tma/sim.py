@@ -27,9 +27,14 @@ the destination belongs to the copy engine: any access, the issuing thread's too
 naming both lines (only the wait tells a thread that the bytes are there). Issuing a copy onto bytes that
 another thread accessed since the last barrier is the usual race (a stage refilled too early).
 
+A box that reads global bytes which a tensor store or bulk copy of the block has not yet
+written (no full ``cp.async.bulk.wait_group`` covered it) is a fault naming both lines: it
+would read the old bytes.
+
 Operands (the lowered IR's, tirx/ir/tensor_map.py): ``AddressOperand(SharedAddress)``, the map
 (``AddressOperand(GlobalAddress)`` and its ``Immediate`` fields), the coordinates as
-``ScalarOperand`` innermost first, ``AddressOperand(SharedAddress)`` of the barrier.
+``ScalarOperand`` innermost first, ``AddressOperand(SharedAddress)`` of the barrier. The
+tensor store and reduction are :mod:`tirx.families.tma.sim_store`'s.
 """
 
 from __future__ import annotations
@@ -47,11 +52,13 @@ from ...sim.memory import as_index
 from ...sim.pointer_alignment import check_pointer
 from ...sim.shared import line_of
 from ...sim.trace import record_copy
+from .sim_store import STORE_FORMS, STORE_TEXT, compile_store, swizzled
 
 __all__ = ["compile_call", "swizzled", "FORMS"]
 
 FORMS = (
-    "cp.async.bulk.tensor.{1..5}d.shared::{cta,cluster}.global[.tile].mbarrier::complete_tx::bytes"
+    "cp.async.bulk.tensor.{1..5}d.shared::{cta,cluster}.global[.tile].mbarrier::complete_tx::bytes, "
+    + STORE_FORMS
 )
 
 _TEXT = re.compile(
@@ -64,16 +71,11 @@ _WAIT = (
 )
 
 
-def swizzled(offset: np.ndarray, s: int) -> np.ndarray:
-    """The shared byte of image byte ``offset`` under the swizzle of ``16 << s`` bytes."""
-    if not s:
-        return offset
-    mask = ((1 << s) - 1) << 4
-    return offset ^ ((offset >> 3) & mask)
-
-
 def compile_call(m, compiler, stmt: ir.PtxCall, text: str):
-    """The closure executing one tensor load for a set of threads."""
+    """The closure executing one tensor load (or, by :mod:`.sim_store`, one tensor store or
+    reduction) for a set of threads."""
+    if STORE_TEXT.fullmatch(text):
+        return compile_store(m, compiler, stmt, text)
     match = _TEXT.fullmatch(text)
     if match is None:
         raise unknown_instruction(stmt, text, FORMS)
@@ -132,6 +134,7 @@ def compile_call(m, compiler, stmt: ir.PtxCall, text: str):
             take = src[:, None] + byte_cols[None, :]
             if inside.any() and (take[inside] >= region.nbytes).any():
                 raise Fault(f"{text}: the box reads past the end of '{region.name}'", tid)
+            _check_unwritten(region, src[inside], esize, tid)
             data = np.where(inside[:, None], region.bytes[np.where(inside[:, None], take, 0)], 0)
             addr = dst[j] + where  # each element's first byte; elements stay whole
             chunks = np.unique((addr // 16) * 16)
@@ -144,11 +147,21 @@ def compile_call(m, compiler, stmt: ir.PtxCall, text: str):
             bars.complete_tx(
                 int(bar[j]), nbytes, tid, _lander(m, at, data.astype(np.uint8).ravel(), tid, site)
             )
+        if m.recorder is not None:  # a profiling run: the bytes the tensor copies move
+            m.recorder.bulk_copy("global", "shared", nbytes * k)
         if m.traces is not None:
             nb = np.full(k, nbytes, dtype=np.int64)
             record_copy(m, stmt, "copy", idx, dst=dst, src=coords[-1].astype(np.int64), nbytes=nb)
 
     return copy
+
+
+def _check_unwritten(region, offsets: np.ndarray, esize: int, tid: int) -> None:
+    """Fault when the box reads global bytes that a pending store will write (the region's
+    guard, :mod:`tirx.sim.bulk_groups`): the copy would read the old bytes."""
+    if region.guard is not None and offsets.size:
+        tids = np.full(offsets.size, tid, dtype=np.intp)
+        region.guard.check_global(region, offsets, esize, tids, "tensor load read of")
 
 
 def _lander(m, at: np.ndarray, data: np.ndarray, tid: int, site: int):

@@ -1,0 +1,136 @@
+"""The cold compile of the seed kernel from two source trees, in alternating fresh processes.
+
+    python benchmarks/compile_ab.py BEFORE_TREE AFTER_TREE [--runs N] [--arch sm_90]
+
+Each tree's own ``benchmarks/compile.py`` child runs (``--child tirx``: an empty cache, the
+clock from defining the seed kernel to ``tirx.compile`` returning), with ``PYTHONPATH`` set to
+that tree, the two trees taking turns so that the load of a shared machine weighs on both alike;
+NVRTC alone (the after tree's child) takes its turn too. Prints the medians and each stage's
+median (``define`` = the kernel module's import and ``@T.function``'s parse; ``other`` = what
+``tirx.compile`` spent outside its stages), and the ratio of each cold compile to NVRTC alone.
+For comparing a change that must not slow the cold compile down (a restructure); the current
+figures of the compile itself are ``benchmarks/compile.py``'s. The table goes to
+``benchmarks/results/compile_ab-<machine>.md`` (``benchmarks/report.py``), each tree named by its
+commit.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import report  # noqa: E402
+
+
+def _child(tree: str, args: list[str], tmp: str, tag: str) -> dict:
+    env = dict(os.environ, PYTHONPATH=tree, TIRX_CACHE_DIR=tempfile.mkdtemp(dir=tmp))
+    env["PYTHONPYCACHEPREFIX"] = os.path.join(tmp, f"pycache-{tag}")
+    env.pop("TIRX_CACHE", None)
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    script = os.path.join(tree, "benchmarks", "compile.py")
+    out = subprocess.run(
+        [sys.executable, script, "--child", *args],
+        env=env,
+        cwd=os.path.join(tree, "benchmarks"),
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if out.returncode != 0:
+        raise SystemExit(f"{tree}: child {args} failed:\n{out.stderr}")
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def _source(tree: str, arch: str, tmp: str) -> str:
+    code = (
+        "import tirx, sys\n"
+        "from tirx.examples.warp_matmul import warp_matmul\n"
+        f"print(tirx.compile(warp_matmul, 'cuda -arch={arch}').source)\n"
+    )
+    env = dict(os.environ, PYTHONPATH=tree, TIRX_CACHE_DIR=tempfile.mkdtemp(dir=tmp))
+    text = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
+    ).stdout
+    path = os.path.join(tmp, "warp_matmul.cu")
+    with open(path, "w") as f:
+        f.write(text)
+    return path
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("before")
+    ap.add_argument("after")
+    ap.add_argument("--runs", type=int, default=15)
+    ap.add_argument("--arch", default="sm_90")
+    report.add_output_arguments(ap, "compile_ab")
+    args = ap.parse_args(argv)
+    trees = {"before": os.path.abspath(args.before), "after": os.path.abspath(args.after)}
+    target = f"cuda -arch={args.arch}"
+    with tempfile.TemporaryDirectory(prefix="tirx-ab-") as tmp:
+        src = _source(trees["after"], args.arch, tmp)
+        for name, tree in trees.items():  # warm each tree's bytecode
+            _child(tree, ["tirx", target, "full"], tmp, name)
+        results = {"before": [], "after": [], "nvrtc": []}
+        for _ in range(args.runs):
+            results["nvrtc"].append(_child(trees["after"], ["nvrtc", src, args.arch], tmp, "after"))
+            for name, tree in trees.items():
+                results[name].append(_child(tree, ["tirx", target, "full"], tmp, name))
+    nvrtc = statistics.median(r["ms"] for r in results["nvrtc"])
+    stages = _stages(results)
+    lines = [
+        f"# The seed kernel's cold compile for {args.arch}: two trees, median of {args.runs} "
+        "alternating runs",
+        "",
+        "| tree | commit | cold ms | / NVRTC alone | " + " | ".join(stages) + " |",
+        "|---|---|---|---|" + "---|" * len(stages),
+    ]
+    for name, tree in trees.items():
+        cold = statistics.median(r["ms"] for r in results[name])
+        cells = [
+            f"{statistics.median(r['timings'].get(s, 0.0) for r in results[name]):.2f}"
+            for s in stages
+        ]
+        lines.append(
+            f"| {name} | {_commit(tree)} | {cold:.1f} | {cold / nvrtc:.2f} | "
+            + " | ".join(cells)
+            + " |"
+        )
+    lines.append(f"| NVRTC alone | | {nvrtc:.1f} | 1.00 |" + " |" * len(stages))
+    text = "\n".join(lines)
+    print(text)
+    report.write_result("compile_ab", text, args, __file__, argv, gpu=report.gpu_name())
+
+
+def _commit(tree: str) -> str:
+    out = subprocess.run(
+        ["git", "-C", tree, "rev-parse", "--short", "HEAD"], capture_output=True, text=True
+    )
+    dirty = subprocess.run(
+        ["git", "-C", tree, "status", "--porcelain", "-uno"], capture_output=True, text=True
+    )
+    return (
+        out.stdout.strip() + ("+" if dirty.stdout.strip() else "") if out.returncode == 0 else "?"
+    )
+
+
+def _stages(results) -> list[str]:
+    keys = []
+    for name in ("before", "after"):
+        for r in results[name]:
+            for k in r["timings"]:
+                if k not in keys:
+                    keys.append(k)
+    return keys
+
+
+if __name__ == "__main__":
+    main()

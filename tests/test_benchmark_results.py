@@ -1,0 +1,156 @@
+"""benchmarks/results/ holds one current file per benchmark and machine, named
+``<benchmark>-<machine>.md``, each opening with its run's command, date, machine and versions;
+every benchmark script rewrites its own file by that name (``benchmarks/report.py``)."""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import re
+import sys
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+BENCHMARKS = ROOT / "benchmarks"
+RESULTS = BENCHMARKS / "results"
+sys.path.insert(0, str(BENCHMARKS))
+import report  # noqa: E402
+
+# modules of benchmarks/ that measure nothing themselves: kernels, helpers, a profiler target,
+# the source dumper of gemm_speed's --sources
+LIBRARIES = {"gemm_kernels", "raw_cuda", "machine", "report", "gemm_sources", "gemm_profile"}
+SCRIPTS = sorted(p.stem for p in BENCHMARKS.glob("*.py") if p.stem not in LIBRARIES)
+
+
+@pytest.mark.parametrize(
+    "gpu, label",
+    [
+        (None, "cpu"),
+        ("NVIDIA H200", "h200"),
+        ("NVIDIA H100 80GB HBM3", "h100"),
+        ("NVIDIA A100-SXM4-80GB", "a100"),
+        ("NVIDIA GeForce RTX 4090", "rtx-4090"),
+        ("NVIDIA L40S", "l40s"),
+    ],
+)
+def test_the_machine_is_named_after_its_gpu(gpu, label):
+    assert report.machine_label(gpu) == label
+
+
+def test_a_result_is_named_by_benchmark_and_machine():
+    assert report.result_path("gemm_speed", "h200") == RESULTS / "gemm_speed-h200.md"
+    assert report.result_path("launch", "cpu-stub", "/x").as_posix() == "/x/launch-cpu-stub.md"
+    with pytest.raises(ValueError, match="lower case"):
+        report.result_path("gemm_speed", "H200 2026-12-01")
+
+
+def test_the_header_states_command_date_machine_and_versions():
+    when = datetime(2026, 12, 2, 9, 5, tzinfo=timezone.utc)
+    argv = ["--reps", "3", "--results-dir", "/root/out", "a b", "--out=/tmp/x.md"]
+    text = report.header("/anywhere/benchmarks/launch.py", argv, None, when)
+    lines = text.splitlines()
+    assert lines[0] == "Command: `python benchmarks/launch.py --reps 3 'a b'`"  # not the paths
+    assert "Date: 2026-12-02 09:05 UTC" in lines
+    (machine,) = [ln for ln in lines if ln.startswith("Machine: ")]
+    assert machine.startswith("Machine: no GPU, ") and "CPUs" in machine
+    (versions,) = [ln for ln in lines if ln.startswith("Versions: ")]
+    assert re.search(r"python 3\.\d+\.\d+", versions) and "tirx " in versions
+
+
+def _args(**kw) -> argparse.Namespace:
+    ap = argparse.ArgumentParser()
+    report.add_output_arguments(ap, "thing")
+    argv = [f"--{k.replace('_', '-')}={v}" for k, v in kw.items()]
+    return ap.parse_args(argv)
+
+
+def test_each_run_rewrites_the_current_file(tmp_path):
+    args = _args(results_dir=tmp_path)
+    first = report.write_result("thing", "| a |\n", args, "thing.py", ["--x"], gpu="NVIDIA H200")
+    second = report.write_result("thing", "| b |\n", args, "thing.py", [], gpu="NVIDIA H200")
+    assert first == second == tmp_path / "thing-h200.md"
+    text = second.read_text()
+    assert text.startswith("Command: `python benchmarks/thing.py`\n") and text.endswith("| b |\n")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["thing-h200.md"]
+    stub = report.write_result("thing", "x", args, "thing.py", [], gpu=None, suffix="-stub")
+    assert stub.name == "thing-cpu-stub.md"
+
+
+def test_out_names_another_file_or_none(tmp_path):
+    mine = tmp_path / "elsewhere.md"
+    assert report.write_result("thing", "x", _args(out=mine), "t.py", [], gpu=None) == mine
+    assert report.write_result("thing", "x", _args(out="-"), "t.py", [], gpu=None) is None
+    named = report.write_result("thing", "x", _args(results_dir=tmp_path, machine="h200"), "t.py",
+                                [], gpu=None)  # fmt: skip
+    assert named == tmp_path / "thing-h200.md"
+
+
+def _calls(script: str, function: str) -> list[str]:
+    tree = ast.parse((BENCHMARKS / f"{script}.py").read_text())
+    return [
+        node.args[0].value if function == "write_result" else node.args[1].value
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr == function
+        and isinstance(node.func.value, ast.Name)
+        and node.func.value.id == "report"
+    ]
+
+
+@pytest.mark.parametrize("script", SCRIPTS)
+def test_every_benchmark_writes_its_own_current_file(script):
+    assert _calls(script, "add_output_arguments") == [script], "takes --out/--results-dir"
+    assert _calls(script, "write_result") == [script], "writes <its name>-<machine>.md"
+
+
+def test_the_cpu_benchmarks_write_their_files_when_run(tmp_path):
+    """Two of them run here for real, briefly: the files appear under their fixed names."""
+    import launch
+    import launch_parts
+
+    launch.main(["--launches", "200", "--reps", "2", "--results-dir", str(tmp_path)])
+    launch_parts.main(["--calls", "200", "--reps", "1", "--results-dir", str(tmp_path)])
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "launch-cpu-stub.md",
+        "launch_parts-cpu.md",
+    ]
+    stub = (tmp_path / "launch-cpu-stub.md").read_text()
+    assert stub.startswith("Command: `python benchmarks/launch.py --launches 200 --reps 2`\n")
+    assert "| tirx exe(a, b, out): C runner, checks on |" in stub or "Python runner" in stub
+    parts = (tmp_path / "launch_parts-cpu.md").read_text()
+    assert "| a.data_ptr() | `a.data_ptr()` |" in parts
+
+
+def _committed() -> list[Path]:
+    return sorted(RESULTS.glob("*"))
+
+
+def test_results_holds_one_current_file_per_benchmark_and_machine():
+    names = [p.name for p in _committed()]
+    assert names, "benchmarks/results/ is empty"
+    for name in names:
+        found = re.fullmatch(r"([a-z_]+)-([a-z0-9]+(?:-[a-z0-9]+)*)\.md", name)
+        assert found, f"{name}: not <benchmark>-<machine>.md"
+        benchmark, machine = found.groups()
+        assert benchmark in SCRIPTS, f"{name}: no benchmarks/{benchmark}.py"
+        assert not re.search(r"\d{4}-\d{2}-\d{2}|-\d+$|-s\d", machine), f"{name}: a dated copy"
+
+
+@pytest.mark.parametrize("path", _committed(), ids=lambda p: p.name)
+def test_each_result_says_how_when_and_where_it_was_made(path):
+    text = path.read_text()
+    benchmark = path.name.split("-")[0]
+    (command,) = re.findall(r"^Command: `([^`]+)`", text, re.M)
+    assert re.search(rf"(^|\s|/){benchmark}\.py\b", command), command
+    assert re.search(r"\b2\d{3}-\d{2}-\d{2}\b", text), "the run's date"
+    assert re.search(r"\bpython 3\.\d+", text), "the versions"
+    machine = path.stem.split("-", 1)[1]
+    if machine.startswith("cpu"):
+        assert re.search(r"no GPU|CPU|x86_64", text), "the machine"
+    else:
+        assert machine.upper() in text.upper(), "the GPU"
+    assert not re.search(r"/root/|/tmp/|/home/|/work/", text), "a machine's own path"

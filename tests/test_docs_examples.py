@@ -1,0 +1,42 @@
+"""The examples of docs/torch.md, docs/autotune.md and docs/saving.md run as written: every
+```python block of a page in order, in one namespace, in a scratch directory. Blocks that
+start with ``# GPU`` run on the GPU machine only (the ``gpu`` test)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PAGES = ["docs/torch.md", "docs/autotune.md", "docs/saving.md"]
+_BLOCK = re.compile(r"^```python\n(.*?)^```", re.S | re.M)
+
+
+def _blocks(page: str) -> list[str]:
+    return _BLOCK.findall((ROOT / page).read_text())
+
+
+def _run(page: str, gpu: bool) -> int:
+    ns = {"__name__": f"docs_{Path(page).stem}"}
+    ran = 0
+    for i, block in enumerate(_blocks(page)):
+        if block.startswith("# GPU") and not gpu:
+            continue
+        exec(compile(block, f"{page} (python block {i + 1})", "exec"), ns)
+        ran += 1
+    return ran
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_the_pages_examples_run(page, tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    assert _run(page, gpu=False) >= 2
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("page", PAGES)
+def test_the_pages_examples_run_on_the_gpu(page, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert _run(page, gpu=True) >= 2

@@ -1,0 +1,164 @@
+"""A CUDA executable made from saved parts instead of a compile: the cubin and PTX for one
+arch, the parameters, the launch, and what the launcher must know that it would otherwise read
+off the lowered program (pointer alignments, TMA tensor maps, written tensors).
+
+It is a :class:`CudaExecutable` in every other respect -- the same checks by parameter, the
+same runner and memo, the C launch, tensor maps encoded per call -- so a saved kernel launches
+as the kernel it was saved from. Its lowered function has the parameters and the launch and no
+body: the code is the cubin. NVRTC is never involved (tirx/artifact.py reads and writes the
+file; :func:`load` is ``tirx.load``)."""
+
+from __future__ import annotations
+
+from ...artifact import ArtifactError, read, sha256_hex
+from ...errors import LaunchError, TirxError
+from ...executable import CacheState
+from ...ir import nodes as ir
+from . import driver
+from .executable import CudaExecutable
+from .nvrtc import NvrtcOutput
+
+__all__ = ["StoredExecutable", "load"]
+
+
+class StoredExecutable(CudaExecutable):
+    """A kernel loaded from a file (``tirx.load``).
+
+    ``stub``: a lowered :class:`ir.Function` with the kernel's name, parameters and launch
+    (``dynamic_smem_bytes`` the shared memory each launch asks for) and an empty body;
+    ``images``: arch -> (ptx, cubin, stats) of every arch the file holds, ``arch`` the one
+    this executable launches; ``requirements``: the :class:`~.alignment.Requirements`;
+    ``maps``: per tensor map, (tensor parameter index, TensorMap); ``written``: indices of the
+    tensor parameters the kernel writes; ``source``: the generated CUDA C++, when saved."""
+
+    def __init__(self, stub: ir.Function, target, images: dict, arch: str, requirements, maps,
+                 written, source=None):  # fmt: skip
+        ptx, cubin, stats = images[arch]
+        out = NvrtcOutput(ptx, cubin, "", (), 0.0, stats=dict(stats), arch=arch)
+        self.images = dict(images)
+        self._requirements = requirements
+        self._maps = tuple(maps)
+        super().__init__(None, stub, target, {}, source, out, written=written)
+        self.arch = arch
+        self.cache = CacheState.HIT
+
+    def load(self) -> None:
+        if self._launcher is None and driver.gpu_count() == 0:
+            raise LaunchError(
+                f"kernel {self.name!r} (loaded from a saved file, {self.arch}) needs a CUDA GPU "
+                "to launch, and none is visible",
+                hint="run it on a machine with a GPU; here its signature, launch, PTX and SASS "
+                "can be read (exe.signature, exe.manifest, exe.ptx, exe.sass)",
+            )
+        super().load()
+
+    def _call(self, *args, **kw) -> None:
+        # the checked path before the first launch: without a GPU, say that first (the
+        # arguments would fail as CPU tensors, which is not the mistake)
+        if self._launcher is None:
+            self.load()
+        super()._call(*args, **kw)
+
+    def pointer_requirements(self):
+        return self._requirements
+
+    def map_sources(self) -> tuple:
+        return self._maps
+
+    def script(self, lowered: bool = False) -> str:
+        raise TirxError(
+            f"kernel {self.name!r} was loaded from a saved file, which holds its machine code "
+            "(exe.ptx, exe.sass, exe.source) but no IR",
+            hint="compile the kernel from its source to see its IR",
+        )
+
+    def __repr__(self) -> str:
+        return f"<tirx.Executable {self.name} target={self.target} (loaded)>"
+
+
+# ------------------------------------------------------------------------------ loading
+
+
+def load(path, arch: str | None = None):
+    """The kernel saved in ``path``, ready to launch (see the module docstring). ``arch``
+    picks an image (default: the visible GPU's, or the first without a GPU)."""
+    manifest, blobs = read(path)
+    from ...signature import Signature
+    from ...target import Target, TargetKind
+
+    try:
+        sig = Signature.from_json(manifest["signature"])
+        images = {}
+        for img in manifest["images"]:
+            ptx, cubin = blobs[img["ptx"]], blobs[img["cubin"]]
+            if (
+                sha256_hex(cubin) != img["sha256"]["cubin"]
+                or sha256_hex(ptx) != img["sha256"]["ptx"]
+            ):
+                raise ArtifactError(f"{path}: the {img['arch']} image is damaged (checksum)")
+            images[str(img["arch"])] = (ptx.decode(), cubin, dict(img.get("stats") or {}))
+        stub, maps, requirements = _parts(manifest, sig)
+    except (KeyError, TypeError, ValueError, UnicodeDecodeError) as e:
+        raise ArtifactError(f"{path}: the manifest is not a saved kernel's ({e!r})") from None
+    chosen = _choose(path, images, arch, driver.device_arch(0) if driver.gpu_count() else None)
+    written = [i for i, p in enumerate(sig.params) if p.writes]
+    source = blobs.get("kernel.cu", b"").decode() or None
+    target = Target(TargetKind.CUDA, chosen.rstrip("a"))
+    exe = StoredExecutable(stub, target, images, chosen, requirements, maps, written, source)
+    exe.signature = sig  # the saved one (the stub has no body to read it from)
+    exe.manifest = manifest
+    return exe
+
+
+def _choose(path, images: dict, arch, device) -> str:
+    def sm(a: str) -> str:
+        return a.rstrip("a")
+
+    have = ", ".join(images) or "none"
+    want = arch or device
+    if want is None:  # no GPU: the first image, for reading
+        return next(iter(images))
+    found = next((a for a in images if sm(a) == sm(want)), None)
+    if found is None:
+        why = "this GPU is" if arch is None else "asked for"
+        raise ArtifactError(f"{path} holds code for {have}; {why} {want}",
+                            hint=f"save it with archs=[{want!r}, ...] (or tirx compile "
+                            f"--arch {sm(want)} --out)")  # fmt: skip
+    return found
+
+
+def _parts(manifest: dict, sig):
+    """The stub function, tensor maps and pointer requirements the stored executable needs."""
+    from ...dtypes import dtype_of
+    from ...ir.aligned_access import AccessKind
+    from ...ir.tensor_map import TensorMap, TensorMapFields
+    from ...layout import S, TileLayout
+    from .alignment import Alignment, Requirements
+
+    params = []
+    for p in sig.params:
+        d = dtype_of(p.dtype)
+        if p.is_tensor:
+            n = 1
+            for e in p.shape:
+                n *= e
+            layout = TileLayout(S[p.shape]) if p.shape else None
+            params.append(ir.Buffer(p.name, d, ir.Scope.GLOBAL, p.shape, layout, n))
+        else:
+            params.append(ir.Var(p.name, d))
+    la = manifest["launch"]
+    launch = ir.LaunchConfig(tuple(la["grid"]), tuple(la["block"]), int(la["dynamic_shared_bytes"]))
+    maps = [
+        (sig.names.index(m["param"]), TensorMap(
+            params[sig.names.index(m["param"])], int(m["origin"]),
+            TensorMapFields(m["dtype"], tuple(m["dims"]), tuple(m["strides"]), tuple(m["box"]),
+                            int(m["swizzle"]), int(m["l2_promotion"]))))
+        for m in manifest["tensor_maps"]
+    ]  # fmt: skip
+    per_param = [None] * len(params)
+    for r in manifest["pointer_alignment"]:
+        i = sig.names.index(r["param"])
+        per_param[i] = Alignment(i, r["param"], int(r["bytes"]), r["what"], AccessKind(r["access"]))
+    stub = ir.Function(sig.name, tuple(params), ir.Seq(()), launch, lowered=True,
+                       shared_bytes=int(la["shared_bytes"]), tensor_maps=bool(maps))  # fmt: skip
+    return stub, maps, Requirements(tuple(per_param))

@@ -1,0 +1,122 @@
+"""The arithmetic of ``cp.reduce.async.bulk.tensor``, written from the PTX ISA
+("cp.reduce.async.bulk.tensor"; the operations as "atom"/"red" define them): each element of
+the tensor becomes ``old redOp v``, ``v`` the box element from shared memory, both of the
+tensor map's element type.
+
+* ``.add``: integers wrap modulo 2^bits; ``.f32`` is the sum rounded to nearest even with
+  subnormal inputs and results flushed to sign-preserving zero, as the ISA has ``atom.add.f32``
+  and ``cp.reduce.async.bulk``'s ``.add.f32`` (whose ``.noftz`` sibling came later) do -- the
+  tensor section names no flush of its own, so this is tirx's reading, for the GPU test of
+  tiny values to confirm; ``.f16``/``.bf16`` the exact sum rounded once to nearest even, no
+  flush (computed in float64, which holds the sum of two such values exactly or closer than
+  any rounding of it to 16 bits can tell apart, then rounded straight to the 16-bit format).
+* ``.min``/``.max``: integers compared as the type's signedness; ``.f16``/``.bf16`` as
+  numbers, a NaN operand giving the other one (both NaN: the canonical NaN), ``-0`` below
+  ``+0``.
+* ``.inc``: ``old >= v ? 0 : old + 1``; ``.dec``: ``(old == 0 || old > v) ? v : old - 1``
+  (unsigned 32-bit).
+* ``.and``/``.or``/``.xor``: bitwise.
+
+Values travel as their storage bits (``storage``: bfloat16 as uint16)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = ["REDUCTIONS", "storage", "combine"]
+
+REDUCTIONS = ("add", "min", "max", "inc", "dec", "and", "or", "xor")
+
+_STORAGE = {
+    "float16": np.float16, "bfloat16": np.uint16, "float32": np.float32, "float64": np.float64,
+    "int32": np.int32, "uint32": np.uint32, "int64": np.int64, "uint64": np.uint64,
+    "int16": np.int16, "uint16": np.uint16, "int8": np.int8, "uint8": np.uint8,
+}  # fmt: skip
+_CANONICAL_NAN = {"float16": 0x7FFF, "bfloat16": 0x7FFF}  # PTX's canonical 16-bit NaN
+
+
+def storage(dtype: str) -> np.dtype:
+    """The numpy dtype of one element's bits."""
+    return np.dtype(_STORAGE[dtype])
+
+
+def _bf16_values(bits: np.ndarray) -> np.ndarray:
+    return (bits.astype(np.uint32) << np.uint32(16)).view(np.float32).astype(np.float64)
+
+
+def _to_bf16(x: np.ndarray) -> np.ndarray:
+    """float64 values rounded once to bfloat16 (nearest even), as bits; NaN stays a NaN."""
+    f32 = x.astype(np.float32)
+    back = f32.astype(np.float64)
+    # to float32 rounding to odd (an inexact result keeps a sticky low bit), so that rounding
+    # that once more to bfloat16 is rounding x once
+    u = f32.view(np.uint32).copy()
+    inexact = np.isfinite(x) & (back != x)
+    toward_zero = inexact & (np.abs(back) > np.abs(x))
+    u = np.where(toward_zero, u - np.uint32(1), u)
+    u = np.where(inexact, u | np.uint32(1), u)
+    nan = (u & np.uint32(0x7FFFFFFF)) > np.uint32(0x7F800000)
+    rounded = (u + np.uint32(0x7FFF) + ((u >> np.uint32(16)) & np.uint32(1))) >> np.uint32(16)
+    return np.where(nan, np.uint32(0x7FC0), rounded).astype(np.uint16)
+
+
+_F32_TINY = 2.0**-126  # the smallest normal float32
+
+
+def _flush(x: np.ndarray) -> np.ndarray:
+    """Subnormal values to zero of the same sign."""
+    return np.where(np.abs(x) < _F32_TINY, np.copysign(0.0, x), x)
+
+
+def _floats(dtype: str, bits: np.ndarray) -> np.ndarray:
+    return _bf16_values(bits) if dtype == "bfloat16" else bits.astype(np.float64)
+
+
+def _from_floats(dtype: str, x: np.ndarray) -> np.ndarray:
+    if dtype == "bfloat16":
+        return _to_bf16(x)
+    return x.astype(_STORAGE[dtype])
+
+
+def _min_max(redop: str, dtype: str, old: np.ndarray, v: np.ndarray) -> np.ndarray:
+    if dtype not in ("float16", "bfloat16"):
+        return np.minimum(old, v) if redop == "min" else np.maximum(old, v)
+    a, b = _floats(dtype, old), _floats(dtype, v)
+    pick_b = (b < a) if redop == "min" else (b > a)
+    zeros = (a == 0) & (b == 0)  # -0 is below +0
+    neg_b = np.signbit(b) & ~np.signbit(a)
+    neg_a = np.signbit(a) & ~np.signbit(b)
+    pick_b = np.where(zeros, neg_b if redop == "min" else neg_a, pick_b)
+    pick_b = np.where(np.isnan(a) & ~np.isnan(b), True, pick_b)
+    pick_b = np.where(np.isnan(b), False, pick_b)
+    out = np.where(pick_b, v, old)
+    both = np.isnan(a) & np.isnan(b)
+    if both.any():
+        nan = np.array(_CANONICAL_NAN[dtype], dtype=np.uint16).view(out.dtype)
+        out = np.where(both, nan, out)
+    return out
+
+
+def combine(redop: str, dtype: str, old: np.ndarray, v: np.ndarray) -> np.ndarray:
+    """The new bits of elements holding ``old`` reduced with ``v`` (both storage bits of
+    ``dtype``, the map's element type)."""
+    if redop == "add":
+        if dtype == "float32":
+            total = _flush(_flush(old.astype(np.float64)) + _flush(v.astype(np.float64)))
+            return _flush(total.astype(np.float32).astype(np.float64)).astype(np.float32)
+        if dtype in ("float16", "bfloat16"):
+            return _from_floats(dtype, _floats(dtype, old) + _floats(dtype, v))
+        return (old + v).astype(old.dtype)  # numpy's integer arithmetic wraps
+    if redop in ("min", "max"):
+        return _min_max(redop, dtype, old, v)
+    if redop == "inc":
+        return np.where(old >= v, 0, old + 1).astype(old.dtype)
+    if redop == "dec":
+        return np.where((old == 0) | (old > v), v, old - 1).astype(old.dtype)
+    if redop == "and":
+        return old & v
+    if redop == "or":
+        return old | v
+    if redop == "xor":
+        return old ^ v
+    raise ValueError(f"unknown reduction .{redop}")
