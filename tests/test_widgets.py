@@ -266,12 +266,29 @@ def test_memory_view_selects_banks():
     assert len(bold) == 8 and sorted(view.grid.bank(view.grid.cells[i]) for i in bold) == [4] * 8
 
 
-def test_big_grids_fall_back_to_svg_in_the_widget():
+def test_big_grids_hold_buttons_for_one_page_of_columns():
     view = show_layout(TileLayout(S[32, 64]), (32, 64))
-    assert view.widget is not None
-    assert view._cellgrid is None and view._svg.value.count('class="tirx-el"') == 2048
+    grid = view.widget and view._cellgrid
+    assert grid.windowed and grid.pages > 1  # 2048 cells: one page of buttons at a time
+    assert len(grid.cells.options) == 32 * grid.page_cols <= 1024
     view._lane.value = 3
-    assert view._svg.value.count('stroke="#000" stroke-width="1.6"') == 64  # bank 3's 64
+    assert len([s for s in painted_page(view) if s[2]]) == 64  # columns 6 and 7 of every row
+    view.click(5 * 64 + 63)  # the last column: its page is shown, the cell explained
+    assert grid.page == grid.pages - 1 and view.focus == 5 * 64 + 63
+    assert labels(view)[grid.buttons.index(5 * 64 + 63)] == str(5 * 64 + 63)
+    assert "element (5, 63)" in view._info.value
+
+
+def painted_page(view) -> list[tuple[str, str, bool]]:
+    """(background, text colour, bold) of the buttons of the shown page."""
+    css = view._cellgrid.css.value
+    found = {}
+    for cells, bg, ink, rest in re.findall(
+        r":is\(([^{]*)\) \{background:(#\w+);color:(#\w+)([^}]*)\}", css
+    ):
+        for n in re.findall(r"nth-child\((\d+)\)", cells):
+            found[int(n)] = (bg, ink, "font-weight:bold" in rest)
+    return [found[n] for n in sorted(found)]
 
 
 def test_pair_view_matches_registers_across_views():

@@ -16,7 +16,6 @@ from IPython.utils.capture import capture_output
 
 import tirx
 from tirx.examples import warp_matmul
-from widgets import fragment as F
 from widgets import operands as O
 from widgets.errorview import SIDE, contract_picture, install
 

@@ -8,7 +8,9 @@ renders it at once, and no output can race ahead of its many models.
 
 A grid wider than a notebook column (:data:`WIDTH` px) is shown a page of columns at a time
 (a "columns" selector; every cell keeps its index, the other pages' buttons are hidden), so
-its cells keep their size and nothing scrolls sideways.
+its cells keep their size and nothing scrolls sideways. A grid of more than :data:`MAX_CELLS`
+cells (a wgmma accumulator of 64 x 256) has buttons for the page shown only, relabelled when
+another page is chosen; its cells still answer clicks by their index in the whole grid.
 
 Hovering a cell outlines every cell of the same lane (copies included) with CSS ``:has``
 rules only, so it costs no message to the kernel; the tooltip is the cell's formula.
@@ -40,6 +42,7 @@ __all__ = ["CellGrid", "CELL_HEIGHT", "WIDTH", "hover_groups", "page_columns"]
 CELL_HEIGHT = 22  # px
 BLOCK_GAP = 5  # extra px above the first row of each block
 BUTTON = ".widget-toggle-button"
+MAX_CELLS = 1024  # buttons one grid may hold; a larger grid holds one page of them
 _ids = itertools.count()
 # A mouse press on a cell stays with the grid: JupyterLab would otherwise activate and focus
 # the notebook cell around it, restyling the whole notebook twice (2 x 70 ms in a notebook of
@@ -77,8 +80,13 @@ class CellGrid:
         self.width = max(40, round(6.7 * longest) + 8)  # 11 px monospace: 6.6 px a character
         self.label_width = 8 + 7 * max((len(n) for n in self.names), default=0)
         self.page_cols = page_columns(grid.cols, self.width + 1, self.label_width, block_cols)
+        self.windowed = len(grid.cells) > MAX_CELLS  # buttons for the shown page only
+        if self.windowed:
+            fit = max(MAX_CELLS // grid.rows, 1)
+            unit = block_cols if block_cols and block_cols <= fit else 8 if fit >= 8 else 1
+            self.page_cols = max(min(self.page_cols, fit) // unit * unit, 1)
         self.pages = math.ceil(grid.cols / self.page_cols)
-        self.page = 0
+        self.page = self._shown_page = 0
         self.frame = w.HTML(self._frame_text(), layout=w.Layout(margin="0"))
         self.css = w.HTML(self._css_text(), layout=w.Layout(margin="0"))
         self.cells = w.ToggleButtons(
@@ -104,6 +112,14 @@ class CellGrid:
 
     # ---------------------------------------------------------------- updates
 
+    @property
+    def buttons(self) -> list[int]:
+        """The cell index of each button, in order: every cell, or the shown page's."""
+        if not self.windowed:
+            return list(range(len(self.styles)))
+        cols, g = self._shown(), self.grid
+        return [r * g.cols + c for r in range(g.rows) for c in cols]
+
     def update(self, styles) -> None:
         """Repaint with new styles; relabels the buttons only when a label changed."""
         styles = list(styles)
@@ -112,12 +128,19 @@ class CellGrid:
         ] != [s.marked for s in self.styles]
         self.styles = styles
         if relabel:
+            self._relabel()
+        self.css.value = self._css_text()
+
+    def _relabel(self) -> None:
+        with self.cells.hold_sync():
             self.cells.options = self._options()
             self.cells.tooltips = self._tooltips()
-        self.css.value = self._css_text()
 
     def click(self, index: int) -> None:
         """What a click on cell ``index`` does (the front end sets the same trait)."""
+        if self.windowed:
+            self.set_page(self.page_of(index))
+            index = self.buttons.index(index)
         self.cells.index = index
 
     def set_page(self, page: int) -> None:
@@ -126,9 +149,14 @@ class CellGrid:
         if self.pages > 1 and self.pager.value != page:
             self.pager.value = page  # comes back here through the observer
             return
-        self.page = page
+        if page == self.page and getattr(self, "_shown_page", None) == page:
+            return
+        self.page = self._shown_page = page
         self.header.value = self._header()
         self.frame.value = self._frame_text()
+        if self.windowed:
+            self._relabel()
+            self.css.value = self._css_text()
 
     def page_of(self, index: int) -> int:
         """The page of columns that shows cell ``index``."""
@@ -139,7 +167,7 @@ class CellGrid:
         if index is None:
             return
         self.cells.index = None  # so the same cell can be clicked again
-        self.on_click(index)
+        self.on_click(self.buttons[index] if self.windowed else index)
 
     # ---------------------------------------------------------------- pieces
 
@@ -153,12 +181,14 @@ class CellGrid:
         return range(first, min(first + self.page_cols, self.grid.cols))
 
     def _options(self):
-        return [(("✗" if s.marked else "") + s.label, i) for i, s in enumerate(self.styles)]
+        return [(("✗" if self.styles[i].marked else "") + self.styles[i].label, k)
+                for k, i in enumerate(self.buttons)]  # fmt: skip
 
     def _tooltips(self):
         if self.tips is not None:
-            return self.tips
-        return [f"{c.coord}: {self.grid.label(c)}" for c in self.grid.cells]
+            return [self.tips[i] for i in self.buttons]
+        cells = self.grid.cells
+        return [f"{cells[i].coord}: {self.grid.label(cells[i])}" for i in self.buttons]
 
     def _block_col_start(self, col: int) -> bool:
         first = self._shown().start
@@ -177,16 +207,16 @@ class CellGrid:
             "box-shadow:none;opacity:1}",
         ]
         gaps: dict[str, list[int]] = {}
-        for i in range(len(self.styles)):
+        for k, i in enumerate(self.buttons):
             gap = ""
             if self._block_start(i // g.cols):
                 gap += f"margin-top:{BLOCK_GAP}px;"
             if self._block_col_start(i % g.cols):
                 gap += f"margin-left:{BLOCK_GAP}px;"
             if gap:
-                gaps.setdefault(gap, []).append(i)
+                gaps.setdefault(gap, []).append(k)
         rules += [f".{u} {BUTTON}{_nth(cells)} {{{rule}}}" for rule, cells in gaps.items()]
-        if self.pages > 1:
+        if self.pages > 1 and not self.windowed:
             shown = ",".join(f":nth-child({g.cols}n+{c + 1})" for c in self._shown())
             rules.append(f".{u} {BUTTON}:not({shown}) {{display:none}}")
         rules.extend(self._hover_rules())
@@ -195,7 +225,8 @@ class CellGrid:
     def _css_text(self) -> str:
         """The cells' looks, one rule per look."""
         looks: dict[str, list[int]] = {}
-        for i, s in enumerate(self.styles):
+        for k, i in enumerate(self.buttons):
+            s = self.styles[i]
             fill, ink = ("#222222", "#ffffff") if s.focused else (s.fill, s.ink)
             rule = f"background:{fill};color:{ink}"
             if s.highlighted or s.marked:
@@ -204,7 +235,7 @@ class CellGrid:
                 rule += f";box-shadow:inset 0 0 0 2px {draw.MARK_COLOR}"
             elif s.highlighted:
                 rule += ";box-shadow:inset 0 0 0 1px #000000"
-            looks.setdefault(rule, []).append(i)
+            looks.setdefault(rule, []).append(k)
         rules = [f".{self.uid} {BUTTON}{_nth(cells)} {{{rule}}}" for rule, cells in looks.items()]
         return f"<style>{''.join(rules)}</style>"
 
@@ -219,7 +250,9 @@ class CellGrid:
     def _hover_rules(self) -> list[str]:
         """Hovering any cell of a group outlines the whole group (a lane and its copies)."""
         u, rules = self.uid, []
+        where = {i: k for k, i in enumerate(self.buttons)}
         for group in self.hover:
+            group = [where[i] for i in group if i in where]
             if len(group) < 2:
                 continue
             kids = _nth(group)

@@ -30,6 +30,7 @@ from tirx.errors import TirxError
 from .fragment import Element, Fragment
 from .fragview import FragmentView
 from .panels import Panels
+from .tma import hue
 
 __all__ = ["SWIZZLES", "Descriptor", "shared_operand", "chunk_addresses"]
 
@@ -123,7 +124,8 @@ def shared_operand(contract, operand: str, *, swizzle: str = "128B", k: int = 0)
     element_bits = 16  # the m64nNk16 forms multiply 16-bit elements
     addresses, desc = chunk_addresses(rows, swizzle, k, element_bits)
     name = f"{contract.text} · {operand}"
-    cm = {key: (key[0] // 8) * 2 + key[1] for key in addresses}  # core matrix of each chunk
+    # each chunk's core matrix, as a colour key: eight hues, then lighter shades
+    cm = {key: hue((key[0] // 8) * 2 + key[1]) for key in addresses}
     width = SWIZZLES[swizzle][0]
 
     def cm_name(key):

@@ -12,10 +12,10 @@ from .fragment import Fragment, columns
 from .geometry import MAX_ROWS, WIDTH, geometry
 from .looks import MARK_COLOR, looks
 
-__all__ = ["tikz"]
+__all__ = ["tikz", "tex"]
 
 
-def _tex(text: str) -> str:
+def tex(text: str) -> str:
     """``text`` safe inside ``\\texttt{}``."""
     out = []
     for ch in text:
@@ -64,7 +64,7 @@ def tikz(frag: Fragment, *, lane=None, marks=(), labels=None, standalone: bool =
         lines.append(
             f"\\filldraw[fill={names[s.fill]},draw={draw}] ({c},{r}) rectangle ++(1,1) "
             f"node[pos=.5,text={'white' if s.ink == '#ffffff' else 'black'}] "
-            f"{{{_tex(('✗' if s.marked else '') + s.label)}}};"
+            f"{{{tex(('✗' if s.marked else '') + s.label)}}};"
         )
     for r in range(frag.block_rows, frag.rows, frag.block_rows):
         lines.append(f"\\draw[line width=1.2pt] (0,{r}) -- ({frag.cols},{r});")
@@ -75,10 +75,10 @@ def tikz(frag: Fragment, *, lane=None, marks=(), labels=None, standalone: bool =
         lines.append(f"\\node[above] at ({c + 0.5},0) {{{c}}};")
     for r in range(frag.rows):
         lines.append(f"\\node[left] at (0,{r + 0.5}) {{{r}}};")
-    lines.append(f"\\node[above=8pt] at ({frag.cols / 2},0) {{\\itshape {_tex(frag.axes[1])}}};")
+    lines.append(f"\\node[above=8pt] at ({frag.cols / 2},0) {{\\itshape {tex(frag.axes[1])}}};")
     lines.append(
         f"\\node[left=12pt,rotate=90,anchor=south] at (0,{frag.rows / 2}) "
-        f"{{\\itshape {_tex(frag.axes[0])}}};"
+        f"{{\\itshape {tex(frag.axes[0])}}};"
     )
     lines.append("\\end{tikzpicture}")
     text = "\n".join(lines) + "\n"

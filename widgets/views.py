@@ -18,15 +18,13 @@ from tirx.errors import TirxError
 
 from . import banks, draw, faces, picture
 from .cellgrid import CellGrid
-from .geometry import MAX_ROWS
+from .geometry import geometry
 from .gridpicture import grid_fragment, grid_looks
 from .linking import shown
 from .model import Grid, layout_formula, layout_grid, parse_layout
 
 __all__ = ["GridView", "LayoutView", "show_layout"]
 
-MAX_CELLS = 1024  # larger grids are drawn as one SVG (still redrawn on lane changes)
-WHOLE = 10**6  # rows the widget's SVG of a larger grid may stack (all of them)
 _ALL = -1  # the selector's "all" entry (a Dropdown value of None would mean "no selection")
 
 
@@ -65,12 +63,20 @@ class GridView:
         infos = [self.formula(i) for i in range(len(self.grid.cells))]
         return grid_fragment(self.grid, styles, infos, self.color_by), grid_looks(styles)
 
-    def svg(self, path=None, *, hover: bool = True, max_rows: int = MAX_ROWS) -> str:
-        """The SVG picture (wrapped into bands when wide, a page of them when they would stack
-        past ``max_rows`` rows; also written to ``path``)."""
+    page = 0  # the page of columns the pictures show (a grid too wide to wrap whole)
+
+    @property
+    def pages(self) -> int:
         frag, looks = self._picture()
+        return geometry(frag, looks).pages
+
+    def svg(self, path=None, *, hover: bool = True, page=None) -> str:
+        """The SVG picture (wrapped into bands when wide, a page of them, ``page``, when they
+        would stack too tall; also written to ``path``)."""
+        frag, looks = self._picture()
+        page = self.page if page is None else page
         return picture.svg(frag, cell_looks=looks, note=self.summary, hover=hover, path=path,
-                           max_rows=max_rows)  # fmt: skip
+                           page=page)  # fmt: skip
 
     def _repr_html_(self) -> str:
         return f'<div class="tirx-view">{self.svg()}</div>'
@@ -169,13 +175,7 @@ class GridView:
         return "<br>".join(parts)
 
     def _fill_grid(self) -> None:
-        import ipywidgets as w
 
-        if len(self.grid.cells) > MAX_CELLS:
-            self._cellgrid = None
-            self._svg = w.HTML(self.svg(max_rows=WHOLE))
-            self._grid_box.children = [self._svg]
-            return
         self._cellgrid = CellGrid(self.grid, self._styles(), self._on_cell,
                                   **self._cellgrid_options())  # fmt: skip
         self._grid_box.children = [self._cellgrid.widget]
@@ -197,18 +197,12 @@ class GridView:
     def click(self, index: int) -> None:
         """Click cell ``index`` of the live widget, as a user would."""
         _ = self.widget  # builds it
-        if self._cellgrid is None:
-            self._on_cell(index)
-        else:
-            self._cellgrid.click(index)
+        self._cellgrid.click(index)
 
     def _restyle(self) -> None:
         if not hasattr(self, "_cellgrid"):
             return
-        if self._cellgrid is None:
-            self._svg.value = self.svg(max_rows=WHOLE)
-        else:
-            self._cellgrid.update(self._styles())
+        self._cellgrid.update(self._styles())
 
     _quiet = False  # set while the view moves its own selector (no second repaint)
 
