@@ -16,6 +16,7 @@ import html
 import itertools
 import math
 import re
+import sys
 from dataclasses import dataclass
 
 from . import fragment as F
@@ -154,7 +155,21 @@ def show_contract_error(err) -> None:
 
 
 def _handler(shell, etype, value, tb, tb_offset=None):
+    """Show a tirx error from the user's side (:mod:`widgets.tracebacks`), then, for a
+    ContractError, its picture."""
+    from tirx.errors import TirxError
+
+    from .tracebacks import HIDDEN_NOTE, trimmed
+
+    hidden, whole = 0, tb
+    if isinstance(value, TirxError) and tb is not None:
+        short, hidden = trimmed(tb)
+        if hidden:
+            tb = short
     shell.showtraceback((etype, value, tb), tb_offset=tb_offset)
+    if hidden:
+        sys.last_traceback = whole  # what %tb shows: every frame
+        print(HIDDEN_NOTE.format(n=hidden))
     try:
         show_contract_error(value)
     except Exception:  # the picture is a bonus: never hide the error behind another
@@ -171,9 +186,9 @@ def install(shell=None) -> bool:
         shell = get_ipython()
     if shell is None or not hasattr(shell, "set_custom_exc"):
         return False
-    from tirx.errors import ContractError
+    from tirx.errors import TirxError
 
-    from .magic import CellError
+    from .cellerror import CellError
 
-    shell.set_custom_exc((ContractError, CellError), _handler)
+    shell.set_custom_exc((TirxError, CellError), _handler)
     return True

@@ -96,6 +96,8 @@ class Fragment:
     formula: str = ""
     holder: str = "lane"  # who holds a cell: a lane of a warp, or a thread of a warpgroup
     caption: str = ""  # what the cells and colours mean, when the picture says it itself
+    key: tuple[tuple[str, str], ...] = ()  # a colour key: (colour, text) swatches, and its name
+    key_name: str = ""
 
     @property
     def per_register(self) -> int:

@@ -145,9 +145,12 @@ def geometry(frag: Fragment, cell_looks, note: str = "", page: int = 0,
         bands.append(Band(cols, y))
         y += ch * frag.rows + 12 + head
     bottom = y - 12 - head
-    key = KEY_ROW if frag.kind is FragmentKind.MEMORY else 0
+    key = KEY_ROW if frag.kind is FragmentKind.MEMORY or frag.key else 0
+    swatches = len(frag.key) or 32
     height = bottom + 10 + key + 13 * (len(legend) + 1)
-    width = max(inner + 8, 6 + 40 + 23 * 32 + 6 if key else 0)
+    width = max(
+        inner + 8, 6 + 6 * max(len(frag.key_name), 4) + 10 + 23 * swatches + 6 if key else 0
+    )
     return Geometry(cw, ch, left, top, width, height, title, tuple(legend), CHAR,
                     tuple(bands), page, len(pages), head, key)  # fmt: skip
 

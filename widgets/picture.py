@@ -137,7 +137,7 @@ def _labels(frag: Fragment, g: Geometry) -> list[Label]:
             out.append(Label(g.left - 24, yy, name, anchor="end", bold=True, color="#333"))
     yy = g.bands[-1].top + g.ch * frag.rows + 8 + g.key
     if g.key:
-        out.append(Label(6, yy - 8, "bank", 10, "start", color="#444"))
+        out.append(Label(6, yy - 8, frag.key_name or "bank", 10, "start", color="#444"))
     for line in g.legend:
         yy += 13
         out.append(Label(6, yy, line, 10, "start", color="#444"))
@@ -150,7 +150,13 @@ def key_swatches(frag: Fragment, g: Geometry) -> list[tuple[float, float, str, s
     if not g.key:
         return []
     y = g.bands[-1].top + g.ch * frag.rows + 10
-    return [(46 + 23 * b, y, lane_color(b), text_color(lane_color(b)), str(b)) for b in range(32)]
+    x0 = 6 + 6 * max(len(frag.key_name), 4) + 10
+    if frag.key:
+        return [
+            (x0 + 23 * i, y, fill, text_color(fill), text)
+            for i, (fill, text) in enumerate(frag.key)
+        ]
+    return [(x0 + 23 * b, y, lane_color(b), text_color(lane_color(b)), str(b)) for b in range(32)]
 
 
 def _svg_text(t: Label) -> str:

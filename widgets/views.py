@@ -175,7 +175,6 @@ class GridView:
         return "<br>".join(parts)
 
     def _fill_grid(self) -> None:
-
         self._cellgrid = CellGrid(self.grid, self._styles(), self._on_cell,
                                   **self._cellgrid_options())  # fmt: skip
         self._grid_box.children = [self._cellgrid.widget]
