@@ -44,8 +44,31 @@ class ContractPicture:
             parts.append(str(self.actual))
         return "\n\n".join(parts)
 
+    def _views(self) -> list:
+        return [self.expected] + ([self.actual] if self.actual is not None else [])
+
+    def still(self) -> str:
+        """Both sides as coloured text tables (what an untrusted notebook shows)."""
+        return "".join(v.still() for v in self._views())
+
+    def _panels(self):
+        from .panels import Panels
+
+        return Panels(self.message.splitlines()[0], self._views(), linked=False)
+
+    def figure(self):
+        return self._panels().figure()
+
+    def png(self, path=None, *, dpi: int = 150) -> bytes:
+        return self._panels().png(path, dpi=dpi)
+
+    def _repr_mimebundle_(self, include=None, exclude=None):
+        from . import faces
+
+        return faces.static_bundle(self)
+
     def _repr_html_(self) -> str:
-        views = [self.expected] + ([self.actual] if self.actual is not None else [])
+        views = self._views()
         sides = [_side(view.svg()) for view in views]
         verdict = (
             f"{self.mismatches} element(s) held by a different lane than the instruction "

@@ -139,6 +139,10 @@ class Mismatch:
         return picture.svg(self.fragment(), cell_looks=self.looks(), note=self.verdict(),
                            path=path, max_rows=10**6)  # fmt: skip
 
+    def figure(self):
+        return picture.figure(self.fragment(), cell_looks=self.looks(), note=self.verdict(),
+                              max_rows=10**6)  # fmt: skip
+
     def png(self, path=None, *, dpi: int = 150) -> bytes:
         return picture.png(self.fragment(), cell_looks=self.looks(), note=self.verdict(),
                            dpi=dpi, path=path, max_rows=10**6)  # fmt: skip

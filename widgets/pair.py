@@ -73,11 +73,18 @@ class PairView:
     def still(self) -> str:
         return self.left.still() + self.right.still() + f"<div>{html.escape(self.summary())}</div>"
 
-    def png(self, path=None, *, dpi: int = 150) -> bytes:
-        """The two sides' pictures side by side as PNG bytes."""
+    def _panels(self):
         from .panels import Panels
 
-        return Panels(self.summary(), [self.left, self.right], linked=False).png(path, dpi=dpi)
+        return Panels(self.summary(), [self.left, self.right], linked=False)
+
+    def figure(self):
+        """The two sides' pictures side by side (matplotlib, Agg)."""
+        return self._panels().figure()
+
+    def png(self, path=None, *, dpi: int = 150) -> bytes:
+        """The two sides' pictures side by side as PNG bytes."""
+        return self._panels().png(path, dpi=dpi)
 
     def _repr_mimebundle_(self, include=None, exclude=None):
         from . import faces

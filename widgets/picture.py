@@ -45,11 +45,17 @@ def svg(frag: Fragment, *, lane=None, marks=(), labels=None, note: str = "", hov
         f'{g.height:.0f}" font-family="DejaVu Sans Mono, monospace" font-size="11">',
         f'<rect width="{g.width:.0f}" height="{g.height:.0f}" fill="#ffffff"/>',
     ]
+    # the cells' texts are centred and let the pointer through to their cell
+    out.append(f"<style>.{uid} .tirx-c text{{text-anchor:middle;pointer-events:none}}</style>")
     if hover:
         out.append(_hover_style(frag, uid, g))
     for t in _labels(frag, g):
         out.append(_svg_text(t))
     focusable = ' tabindex="-1"' if hover else ""  # a click focuses the cell (linked_style)
+    # a cell's tooltip is its own line of the explanation; the rule every cell shares (the
+    # ISA's formula) is said once, in the legend, not in each of hundreds of cells
+    tips = [frag.describe(i).splitlines()[0] if frag.formula else frag.describe(i)
+            for i in range(len(frag.elements))]  # fmt: skip
     for i, (el, s) in enumerate(zip(frag.elements, cells)):
         at = g.xy(i, frag.cols)
         if at is None:
@@ -63,11 +69,12 @@ def svg(frag: Fragment, *, lane=None, marks=(), labels=None, note: str = "", hov
             f'<g class="tirx-c c{i} {coord_class(el.coord)} {lanes}"{focusable}>'
             f'<rect class="tirx-el" data-index="{i}" '
             f'data-coord="{coord}" data-lane="{"" if el.lane is None else el.lane}" '
-            f'x="{x:.1f}" y="{yy:.1f}" width="{g.cw:.1f}" height="{g.ch:.1f}" fill="{s.fill}" '
-            f'stroke="{stroke}" stroke-width="{sw}"><title>{e(frag.describe(i))}</title></rect>'
-            f'<text x="{x + g.cw / 2:.1f}" y="{yy + 14:.1f}" text-anchor="middle" '
-            f'fill="{s.ink}"{" font-weight=" + chr(34) + "bold" + chr(34) if s.highlighted else ""}'
-            f' pointer-events="none">{"✗" if s.marked else ""}{e(s.label)}</text></g>'
+            f'x="{_n(x)}" y="{_n(yy)}" width="{_n(g.cw)}" height="{_n(g.ch)}" fill="{s.fill}" '
+            f'stroke="{stroke}" stroke-width="{sw}"><title>{e(tips[i])}</title></rect>'
+            f'<text x="{_n(x + g.cw / 2)}" y="{_n(yy + 14)}"'
+            f"{'' if s.ink in ('#000', '#000000') else f' fill={chr(34)}{s.ink}{chr(34)}'}"
+            f"{' font-weight=' + chr(34) + 'bold' + chr(34) if s.highlighted else ''}>"
+            f"{'✗' if s.marked else ''}{e(s.label)}</text></g>"
         )
     for x1, y1, x2, y2, width in _edges(frag, g):
         out.append(f'<line x1="{x1:.1f}" x2="{x2:.1f}" y1="{y1:.1f}" y2="{y2:.1f}" '
@@ -77,7 +84,7 @@ def svg(frag: Fragment, *, lane=None, marks=(), labels=None, note: str = "", hov
                    f'fill="{fill}"/><text x="{x + 11}" y="{y + 12:.1f}" text-anchor="middle" '
                    f'font-size="9" fill="{ink}">{text}</text>')  # fmt: skip
     yy = g.bands[-1].top + g.ch * frag.rows + 8 + g.key + 13 * len(g.legend)
-    if hover:
+    if hover and _status_line(frag, g):
         yy += 13
         for i in range(len(frag.elements)):
             if g.xy(i, frag.cols) is None:
@@ -202,6 +209,8 @@ def _hover_style(frag: Fragment, uid: str, g: Geometry) -> str:
             f".{uid}:has(.l{lane}:hover) .l{lane} rect{{stroke:#000;stroke-width:2;"
             "stroke-dasharray:none}"
         )
+    if not _status_line(frag, g):
+        return f"<style>{''.join(rules)}</style>"
     rules.append(
         "".join(f".{uid}:has(.c{i}:hover) .t{i}," for i in shown)[:-1] + "{display:inline}"
     )
@@ -209,6 +218,21 @@ def _hover_style(frag: Fragment, uid: str, g: Geometry) -> str:
 
 
 LINK_COLOR = "#1f5fbf"
+
+
+STATUS_CELLS = 256  # a picture of more cells says what a cell is in its tooltip only
+
+
+def _status_line(frag: Fragment, g: Geometry) -> bool:
+    """Whether the picture has a status line that a hovered cell writes its meaning into (a
+    picture of up to STATUS_CELLS cells shown; a larger one relies on the tooltips)."""
+    shown = len(g.shown) * frag.rows
+    return shown <= STATUS_CELLS
+
+
+def _n(value: float) -> str:
+    """A coordinate as short as it reads: ``53`` for 53.0, ``404.8``."""
+    return f"{value:.1f}".removesuffix(".0")
 
 
 def coord_class(coord) -> str:

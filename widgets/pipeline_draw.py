@@ -132,6 +132,9 @@ class PipelineView:
             path, css=css, cls="tirx-pipeline"
         )
 
+    def figure(self, page=None):
+        return draw(self.timeline, self.page if page is None else page).figure()
+
     def png(self, path=None, *, dpi: int = 150, page=None) -> bytes:
         return draw(self.timeline, self.page if page is None else page).png(path, dpi=dpi)
 
