@@ -12,10 +12,14 @@ its cells keep their size and nothing scrolls sideways. A grid of more than :dat
 cells (a wgmma accumulator of 64 x 256) has buttons for the page shown only, relabelled when
 another page is chosen; its cells still answer clicks by their index in the whole grid.
 
-Hovering a cell outlines every cell of the same lane (copies included) with CSS ``:has``
-rules only, so it costs no message to the kernel; the tooltip is the cell's formula.
+Hovering a cell outlines every cell of the same lane (copies included) and costs no message
+to the kernel: the frame's small handler (:data:`FRONT`) names the hovered cell's groups in
+the grid's ``data-hover`` attribute and one CSS rule per group outlines its cells; the tooltip
+is the cell's formula. (The first version did it with CSS ``:has`` rules alone, which the
+browser re-evaluated for every button whenever JupyterLab restyled the notebook: 1.1 of the
+1.2 s such a restyle took in a notebook of seventeen grids.)
 
-A press on a cell is kept from the notebook around it (:data:`QUIET_CLICKS`), and the
+A press on a cell is kept from the notebook around it (:data:`FRONT`), and the
 style text is written for a page with many grids. It is two ``<style>`` blocks: the
 frame (the grid's tracks, the cell size, block gaps, the page shown, the hover rules), sent
 again only for another page, and the looks (each cell's colours), which a click or a lane
@@ -44,15 +48,23 @@ BLOCK_GAP = 5  # extra px above the first row of each block
 BUTTON = ".widget-toggle-button"
 MAX_CELLS = 1024  # buttons one grid may hold; a larger grid holds one page of them
 _ids = itertools.count()
-# A mouse press on a cell stays with the grid: JupyterLab would otherwise activate and focus
-# the notebook cell around it, restyling the whole notebook twice (2 x 70 ms in a notebook of
-# nine grids); the click itself goes on to the button. Installed once per grid, by the frame's
-# HTML (an empty image's error handler: ipywidgets' HTML runs no script).
-QUIET_CLICKS = (
+# The grid's one piece of script, installed once per grid by the frame's HTML (an empty
+# image's error handler: ipywidgets' HTML runs no script). A mouse press on a cell stays with
+# the grid: JupyterLab would otherwise activate and focus the notebook cell around it,
+# restyling the whole notebook twice (2 x 70 ms in a notebook of nine grids); the click goes
+# on to the button. Hovering a cell writes its hover groups (the frame's data-groups, one
+# entry per button) into the cells' data-hover, which the frame's CSS outlines.
+FRONT = (
     '<img hidden alt="" src="" onerror="var g=this.closest(\'.tirx-grid\');'
     "if(g&amp;&amp;!g.tirxQuiet){g.tirxQuiet=1;g.addEventListener('mousedown',function(e){"
     "if(e.button===0&amp;&amp;e.target.closest('.tirx-cells')){e.stopPropagation();"
-    'e.preventDefault();}});}">'
+    "e.preventDefault();}});g.addEventListener('mouseover',function(e){"
+    "var b=e.target.closest('.widget-toggle-button'),c=g.querySelector('.tirx-cells'),"
+    "s=g.querySelector('.tirx-hover-groups');if(!b||!c||!s)return;"
+    "var k=Array.prototype.indexOf.call(b.parentNode.children,b);"
+    "c.setAttribute('data-hover',(s.dataset.groups.split(' ')[k]||'').replace(/,/g,' '));});"
+    "g.addEventListener('mouseleave',function(){var c=g.querySelector('.tirx-cells');"
+    "if(c)c.removeAttribute('data-hover');});}\">"
 )
 
 
@@ -220,7 +232,7 @@ class CellGrid:
             shown = ",".join(f":nth-child({g.cols}n+{c + 1})" for c in self._shown())
             rules.append(f".{u} {BUTTON}:not({shown}) {{display:none}}")
         rules.extend(self._hover_rules())
-        return f"<style>{''.join(rules)}</style>{QUIET_CLICKS}"
+        return f"<style>{''.join(rules)}</style>{self._groups_html()}{FRONT}"
 
     def _css_text(self) -> str:
         """The cells' looks, one rule per look."""
@@ -247,17 +259,28 @@ class CellGrid:
         return " ".join(f"{self.width + BLOCK_GAP * self._block_col_start(c)}px"
                         for c in shown)  # fmt: skip
 
+    def _hover_groups(self) -> list[list[int]]:
+        """The hover groups by button position (the shown page's buttons)."""
+        where = {i: k for k, i in enumerate(self.buttons)}
+        return [[where[i] for i in group if i in where] for group in self.hover]
+
+    def _groups_html(self) -> str:
+        """Each button's hover groups (``3`` or ``3,7``; ``-`` for none), for the handler."""
+        of: list[list[int]] = [[] for _ in self.buttons]
+        for n, group in enumerate(self._hover_groups()):
+            for k in group:
+                of[k].append(n)
+        text = " ".join(",".join(map(str, gs)) or "-" for gs in of)
+        return f'<span hidden class="tirx-hover-groups" data-groups="{text}"></span>'
+
     def _hover_rules(self) -> list[str]:
         """Hovering any cell of a group outlines the whole group (a lane and its copies)."""
         u, rules = self.uid, []
-        where = {i: k for k, i in enumerate(self.buttons)}
-        for group in self.hover:
-            group = [where[i] for i in group if i in where]
+        for n, group in enumerate(self._hover_groups()):
             if len(group) < 2:
                 continue
-            kids = _nth(group)
             rules.append(
-                f".{u} > div:has(> {BUTTON}{kids}:hover) > {BUTTON}{kids}"
+                f'.{u}[data-hover~="{n}"] > div > {BUTTON}{_nth(group)}'
                 "{outline:2px solid #111111;outline-offset:-2px;z-index:1}"
             )
         rules.append(f".{u} {BUTTON}:hover{{filter:brightness(0.92)}}")

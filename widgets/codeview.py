@@ -187,7 +187,7 @@ class CodeView:
             )
         out = [f'<div class="tirx-code {uid}"><style>{"".join(css)}</style>']
         out += [
-            f'<input type="radio" class="tirx-pick" name="{uid}" id="{uid}-p{n}" hidden>'
+            f'<input type="radio" class="tirx-pick" name="{uid}" id="{uid}-p{n}" hidden="hidden">'
             for n in linked
         ]
         out.append('<div class="tirx-panes">')

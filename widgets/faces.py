@@ -31,15 +31,20 @@ __all__ = ["STILL_STYLE", "static_bundle", "live_bundle", "show", "coloured_text
 _ids = itertools.count()
 WIDGET = "application/vnd.jupyter.widget-view+json"
 _OUT = ".jp-OutputArea-child"
-_LIVE = ".tirx-live:not(.jupyter-widgets-disconnected)"
+# an output's own rendered element and what it holds, one level each: JupyterLab's output
+# area puts the HTML's outer element, or the widget's view, right under it. The selectors name
+# those levels (no search of a whole output's subtree), so the browser checks them cheaply
+# whenever anything in the notebook changes
+_STATIC = "> .jp-OutputArea-output > .tirx-static"
+_LIVE = "> .jp-OutputArea-output > .tirx-live:not(.jupyter-widgets-disconnected)"
 STILL_STYLE = (
     "<style>"
     ".tirx-static > .tirx-svg[hidden]{display:block!important}"
     ".tirx-static > .tirx-still{display:none}"
     # in JupyterLab: the static output gives way to a live widget after it...
-    f"{_OUT}:has(.tirx-static):has(+ {_OUT} {_LIVE}){{display:none}}"
+    f"{_OUT}:has({_STATIC}):has(+ {_OUT} {_LIVE}){{display:none}}"
     # ...and a widget that is not live (loading, disconnected, model not found) to it
-    f"{_OUT}:has(.tirx-static) + {_OUT}:not(:has({_LIVE})){{display:none}}"
+    f"{_OUT}:has({_STATIC}) + {_OUT}:not(:has({_LIVE})){{display:none}}"
     "</style>"
 )
 
@@ -80,7 +85,7 @@ def static_html(view) -> str:
     """The static picture as sanitize-proof HTML (see the module docstring)."""
     return (
         f'<div class="tirx-static">{STILL_STYLE}'
-        f'<div class="tirx-svg" hidden>{view._repr_html_()}</div>{still(view)}</div>'
+        f'<div class="tirx-svg" hidden="hidden">{view._repr_html_()}</div>{still(view)}</div>'
     )
 
 
