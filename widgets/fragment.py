@@ -17,7 +17,7 @@ from __future__ import annotations
 import enum
 import itertools
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from tirx.errors import LayoutError
 
@@ -35,7 +35,6 @@ __all__ = [
     "coords",
     "thread_major",
     "bank_fragment",
-    "columns",
     "text",
 ]
 
@@ -292,18 +291,6 @@ def layout_fragment(layout, shape=None, *, element_bits: int = 32, unit_bits: in
 def coords(shape):
     """Every coordinate of ``shape``, row-major."""
     return itertools.product(*(range(e) for e in shape))
-
-
-def columns(frag: Fragment, cols: range) -> Fragment:
-    """The fragment's columns ``cols`` only (a page of a wide picture), blocks kept."""
-    order = tuple(frag.at(r, c) for r in range(frag.rows) for c in cols)
-    bc = frag.block_cols
-    across = frag.block_labels[1]
-    if bc < frag.cols and across:
-        across = tuple(across[b] for b in range(cols.start // bc, (cols.stop - 1) // bc + 1))
-    block = (frag.block[0], bc if bc < frag.cols else 0)
-    return replace(frag, cols=len(cols), elements=order, block=block,
-                   block_labels=(frag.block_labels[0], across))  # fmt: skip
 
 
 # ------------------------------------------------------------------------- other views

@@ -13,11 +13,13 @@ of 8 columns.
 from __future__ import annotations
 
 import textwrap
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from .fragment import Fragment, FragmentKind
 
-__all__ = ["WIDTH", "MAX_ROWS", "Band", "Geometry", "geometry", "legend_lines", "page_columns"]
+__all__ = [
+    "WIDTH", "MAX_ROWS", "Band", "Geometry", "geometry", "legend_lines", "page_columns", "columns",
+]  # fmt: skip
 
 WIDTH = 880  # px a picture may take: a notebook 1,000 px wide less its prompts and margins
 MAX_ROWS = 64  # rows of cells a page stacks before the next band goes to another page
@@ -166,3 +168,15 @@ def block_edges(frag: Fragment, cols: range) -> tuple[list[int], list[int]]:
     bc = frag.block_cols
     edges = [c for c in cols if c != cols.start and c % bc == 0] if bc < frag.cols else []
     return rows, edges
+
+
+def columns(frag: Fragment, cols: range) -> Fragment:
+    """The fragment's columns ``cols`` only (a page of a wide picture), blocks kept."""
+    order = tuple(frag.at(r, c) for r in range(frag.rows) for c in cols)
+    bc = frag.block_cols
+    across = frag.block_labels[1]
+    if bc < frag.cols and across:
+        across = tuple(across[b] for b in range(cols.start // bc, (cols.stop - 1) // bc + 1))
+    block = (frag.block[0], bc if bc < frag.cols else 0)
+    return replace(frag, cols=len(cols), elements=order, block=block,
+                   block_labels=(frag.block_labels[0], across))  # fmt: skip

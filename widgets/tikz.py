@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .fragment import Fragment, columns
-from .geometry import MAX_ROWS, WIDTH, geometry
+from .fragment import Fragment
+from .geometry import MAX_ROWS, WIDTH, columns, geometry
 from .looks import MARK_COLOR, looks
 
 __all__ = ["tikz", "tex"]
