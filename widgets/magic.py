@@ -26,6 +26,7 @@ import tirx
 from tirx.errors import TirxError, label_source, source_label
 
 from .capture import c_stdout
+from .cellerror import CellError
 from .panel import KernelPanel, RunReport
 
 __all__ = ["TirxMagics", "CellError", "load_ipython_extension", "register_cell", "prelude"]
@@ -35,18 +36,6 @@ DEFAULT_SECTIONS = ("cuda", "ptx", "sass", "ir", "resources")
 HEAT_METRICS = ("instructions", "sectors", "excess_sectors", "coalescing", "wavefronts",
                 "conflicts", "global_bytes", "shared_bytes")  # fmt: skip
 ALL_SECTIONS = ("cuda", "ptx", "sass", "ir", "lowered", "resources")
-
-
-class CellError(Exception):
-    """An error from a ``%%tirx`` cell, shown by IPython as its short text only."""
-
-    def __init__(self, text: str, original: BaseException | None = None):
-        super().__init__(text)
-        self.text = text
-        self.original = original
-
-    def _render_traceback_(self) -> list[str]:
-        return self.text.splitlines()
 
 
 def register_cell(text: str, count: int | None = None) -> str:
@@ -180,6 +169,9 @@ class TirxMagics(Magics):
                     raise CellError(_compact(err, filename), err) from None
             if not opts.quiet:
                 display(panel)
+                wrong = getattr(panel.run, "mismatch", None)
+                if wrong is not None:  # a failed --check: which elements, as a picture
+                    display(wrong)
         ns["_tirx"] = panels
 
     # ------------------------------------------------------------------ options
@@ -289,6 +281,11 @@ class TirxMagics(Magics):
             out = eval(opts.out, ns) if opts.out else args[-1]  # noqa: S307
             ref = eval(opts.check, ns)  # noqa: S307
             report.max_error, report.passed, report.note = _compare(out, ref, opts.atol, opts.rtol)
+            if report.passed is False and report.max_error is not None:  # where it is wrong
+                from .mismatch import mismatch
+
+                name = opts.out or opts.run.split(",")[-1].strip()
+                report.mismatch = mismatch(out, ref, opts.atol, opts.rtol, name=name)
         return report, profile
 
 
@@ -343,5 +340,9 @@ def _compare(out, ref, atol: float, rtol: float):
 
 
 def load_ipython_extension(ipython) -> None:
-    """``%load_ext tirx`` (through ``tirx.load_ipython_extension``): register ``%%tirx``."""
+    """``%load_ext tirx`` (through ``tirx.load_ipython_extension``): register ``%%tirx`` and
+    the handler that shows tirx errors from the user's side (:mod:`widgets.errorview`)."""
+    from .errorview import install
+
     ipython.register_magics(TirxMagics)
+    install(ipython)

@@ -57,7 +57,8 @@ def run(
     ``RunResult.traces``. ``stdout``: where ``printf`` output goes (default ``sys.stdout``
     at the time of the call). ``budget``: seconds of wall-clock time the run may take
     (default ``$TIRX_SIM_BUDGET``, else 20; ``0``: no limit) before it stops with a
-    SimulationError; a run longer than a few seconds reports progress on stderr.
+    SimulationError; a run longer than a few seconds reports progress on stderr. A traced run
+    that faults leaves what it recorded up to the fault on the error (``err.run``).
     ``profile=True`` also counts, per source line, the instructions executed and what their
     memory accesses cost (sectors, shared-memory wavefronts) in ``RunResult.profile``, a
     :class:`tirx.sim.profile.SimProfile` (docs/profiling.md); without it nothing is counted.
@@ -89,7 +90,18 @@ def run(
             budget = DEFAULT_SECONDS
         sink = stdout if stdout is not None else sys.stdout
         machine = Machine(fn, bound, sink, trace, budget, profile)
-        blocks = machine.run()
+        try:
+            blocks = machine.run()
+        except SimulationError as err:
+            if trace:  # what ran up to the fault, for a timeline that ends in it
+                err.run = RunResult(
+                    machine.traces,
+                    machine.budget.done,
+                    time.perf_counter() - start,
+                    machine.copy_traces,
+                    machine.barrier_traces,
+                )
+            raise
     return RunResult(
         traces=machine.traces or [],
         blocks=blocks,

@@ -70,6 +70,7 @@ class Machine:
         self.units: dict[str, object] = {}
         self.strands = None  # tirx.sim.strands.Strands, made by the first blocking wait
         self.barrier_traces = [] if trace else None
+        self.trace_clock = 0  # the seq of the last trace record (tirx.sim.trace.stamp)
         self._holds_wait: dict = {}
         gx, gy, gz = fn.launch.grid
         bx, by, bz = fn.launch.block
@@ -211,7 +212,9 @@ class Machine:
     def _error(self, f: Fault) -> SimulationError:
         bx, by, bz = (int(x) for x in self.block_idx)
         where = f"block ({bx}, {by}, {bz}), warp {f.tid // 32}, lane {f.tid % 32}"
-        return SimulationError(f"{f.message} [{where}]", self.span, f.hint)
+        err = SimulationError(f"{f.message} [{where}]", self.span, f.hint)
+        err.block, err.warp, err.lane = (bx, by, bz), f.tid // 32, f.tid % 32  # as fields too
+        return err
 
     def _norm(self, idx: np.ndarray) -> np.ndarray:
         return self.all if idx.size == self.T else idx
