@@ -434,7 +434,7 @@ def test_layout_prints_the_table_and_draws_svg_and_png(capsys, tmp_path):
     assert rows[4].split() == ["0,1", "4:0", "5:0", "6:0", "7:0"]
     assert rows[-1].split()[0] == "3,7" and rows[-1].split()[-1] == "31:3"
     picture = svg.read_text()
-    assert picture.startswith("<svg") and picture.count('class="tirx-cell"') == 128
+    assert picture.startswith("<svg") and picture.count('class="tirx-el"') == 128
     data = png.read_bytes()
     assert data.startswith(b"\x89PNG")
     # pHYs: pixels per metre, 150 dpi = 5906 /m
