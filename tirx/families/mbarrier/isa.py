@@ -35,7 +35,13 @@ from ...errors import ContractError
 from ...ir import nodes as ir
 from ...ir.simplify import static_value
 from ...isa.core import Contract, Family, FamilySpec, ModifierSlot, OperandSpec, Role
-from ...isa.raw_forms import barrier_address, no_operands, no_tile_form, reads_memory
+from ...isa.raw_forms import (
+    barrier_address,
+    cluster_address,
+    no_operands,
+    no_tile_form,
+    reads_memory,
+)
 
 __all__ = ["SPEC", "CP_ASYNC_SPEC", "FENCE_SPEC", "MAX_COUNT", "MAX_TX", "NOTES"]
 
@@ -94,10 +100,13 @@ def reject(mods: dict) -> str | None:
         want = _SEM.get(act)
         if want is None:
             return f"mbarrier.{act} takes no .sem/.scope: use {use}"
-        if (mods["sem"], mods["scope"]) != (want, "cta"):
-            return f"mbarrier.{act} takes .{want}.cta only in tirx (it has no clusters): use {use}"
-    if mods["space"] == "shared::cluster":
-        return f"tirx has no clusters, so no .shared::cluster barriers: use {use}"
+        if mods["sem"] != want:
+            return f"mbarrier.{act} takes .{want}.cta or .{want}.cluster: use {use}"
+    if mods["space"] == "shared::cluster" and act != "arrive":
+        return (
+            "a peer block's barrier (.shared::cluster) takes arrives only in tirx: use "
+            "mbarrier.arrive.release.cluster.shared::cluster.b64 (or .expect_tx)"
+        )
     if mods["space"] is None:
         return (
             f"an mbarrier is addressed in shared memory (.shared::cta), not generically: use {use}"
@@ -108,6 +117,8 @@ def reject(mods: dict) -> str | None:
 def _min_arch(mods: dict) -> int:
     act = mods["action"]
     if act in ("try_wait", "expect_tx") or mods["expect_tx"] or mods["sem"] is not None:
+        return 90
+    if mods["space"] == "shared::cluster":
         return 90
     return 80
 
@@ -210,7 +221,10 @@ def lower_raw(contract: Contract, op: ir.RawPtx, address, arch: int) -> ir.PtxCa
     out = []
     if act in _WAITS and len(given) == 3:
         out.append(_done_register(text, given.pop(0), spans.pop(0), address))
-    out.append(barrier_address(text, given[0], spans[0], address))
+    if contract.modifier("space") == "shared::cluster":  # a peer's barrier: an address value
+        out.append(cluster_address(text, given[0], spans[0], address, "the barrier"))
+    else:
+        out.append(barrier_address(text, given[0], spans[0], address))
     if act == "arrive" and len(given) == 2 and not contract.modifier("expect_tx") and arch < 90:
         raise ContractError(
             f"{text} with a count operand needs sm_90 or newer; the target is sm_{arch}",
@@ -243,7 +257,7 @@ CP_ASYNC_SLOTS = (
 def cp_async_reject(mods: dict) -> str | None:
     use = "cp.async.mbarrier.arrive.shared::cta.b64 (or .noinc)"
     if mods["space"] == "shared::cluster":
-        return f"tirx has no clusters, so no .shared::cluster barriers: use {use}"
+        return f"tirx has no cp.async arrive-on of a peer block's barrier: use {use}"
     if mods["space"] is None:
         return f"an mbarrier is addressed in shared memory (.shared::cta): use {use}"
     return None
