@@ -313,8 +313,17 @@ Checked when lowering (a `ContractError` at the operand): the barrier an 8-byte 
 shared tensor, 8-byte aligned where its offset's residue is known; a constant count in
 1..2^20-1, a constant tx count in 0..2^20-1, a constant parity 0 or 1, none read from a tensor;
 the result a local uint32 element with a compile-time index; the target's arch against the
-form's. `.shared::cluster`, generic addresses, the state-token waits, `arrive_drop`,
-`complete_tx`, `pending_count` and `.noComplete` are refused with the nearest supported form.
+form's. Generic addresses, the state-token waits, `arrive_drop`, `complete_tx`, `pending_count`
+and `.noComplete` are refused with the nearest supported form.
+
+Clusters (sm_90): `.release.cluster` / `.acquire.cluster` / `.relaxed.cluster` order the
+operation at cluster scope; `T.cuda.mbarrier_wait_acquire_cluster(bars[0], parity)` is the
+waiting form with `.acquire.cluster`. An arrive (or `arrive.expect_tx`) on another block's
+barrier is `.shared::cluster`, its barrier operand a shared::cluster address (a `mapa` result;
+a shared element is this block's own): `T.ptx["mbarrier.arrive.release.cluster.shared::cluster.
+b64"](peer[0])`; only `.release.cluster` orders the arriving thread's accesses for the peer's
+waiters ([clusters.md](clusters.md)). The other operations take a barrier of the executing
+block only.
 
 The simulator (`tirx/sim/mbarrier.py`, `strands.py`) keeps the barrier's phase parity, pending,
 expected and transaction counts per 8-byte word and blocks a waiting thread while other warps

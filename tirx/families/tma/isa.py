@@ -11,7 +11,11 @@ may be written or left out)::
     cp.async.bulk.tensor.{1d..5d}.shared::cta.global{.tile}.mbarrier::complete_tx::bytes
         [dstMem], [tensorMap, {c0, ..., c(n-1)}], [mbar]
     cp.async.bulk.tensor.{1d..5d}.shared::cluster.global{.tile}.mbarrier::complete_tx::bytes
-        (the same operands; no multicast, the destination is the issuing CTA's own)
+        (the same operands; the destination is the issuing CTA's own)
+    cp.async.bulk.tensor.{1d..5d}.shared::cluster.global{.tile}.mbarrier::complete_tx::bytes
+        .multicast::cluster      [dstMem], [tensorMap, {c..}], [mbar], ctaMask
+        (the box lands at dstMem's offset in every CTA of the 16-bit ctaMask, each CTA's
+        barrier at mbar's offset receiving the complete-tx; tile form: cta_mask=)
 
 The copy engine reads a *box* of the tensor described by the tensor map, starting at the
 coordinates (innermost first, as elements; a box part outside the tensor reads as zero), and
@@ -286,8 +290,12 @@ of a global tensor with compile-time start, one stride per axis, the inner axis 
 other strides multiples of 16 bytes and the start 16-byte aligned; `box` 1..256 per axis, its
 inner extent a multiple of 16 bytes and, swizzled, at most the swizzle's span (128 bytes for
 128B); `coords` int32 values not read from a tensor; `mbar` a uint64 element of a shared tensor,
-8-byte aligned; sm_90 or newer. Multicast, `.cta_group`, `.L2::cache_hint`, the gather4, scatter4
-and im2col modes are refused with the supported form. A float coordinate (a Python float or a
+8-byte aligned; sm_90 or newer. `.cta_group`, `.L2::cache_hint`, the gather4, scatter4
+and im2col modes are refused with the supported form. With `.multicast::cluster` (on the
+`.shared::cluster` form only) the load takes `cta_mask=`, the 16-bit mask of the cluster's ranks
+that receive the box (the real TIRx's parameter; a constant in 1..0xFFFF, never read from a
+tensor; required with the modifier, refused without it): each receives it at `dst`'s offset and
+the complete-tx on its barrier at `mbar`'s offset ([clusters.md](clusters.md)). A float coordinate (a Python float or a
 float expression) is refused at the statement, never truncated: coordinates are s32 integers
 (`T.int32(x)` converts one where truncation is meant).
 
