@@ -51,7 +51,7 @@ def _define(source: str, folder: Path):
 
 def _batches(calls: dict, launches: int, reps: int, sync) -> dict:
     times = {name: [] for name in calls}
-    for name, call in calls.items():  # warm-up
+    for call in calls.values():  # warm-up
         for _ in range(launches // 10):
             call()
         sync()
