@@ -53,14 +53,25 @@ notebooks:  # re-execute the tutorials in place from clean kernels (the committe
 	$(PY) -c "$$STATIC_VIEWS" notebooks/visualizer_demo.ipynb
 	$(PY) -c "$$RELATIVE_PATHS" notebooks/*.ipynb
 
-# The demo's saved views keep their SVG and text faces only: a widget without its kernel shows
-# "model not found" in JupyterLab; running the notebook brings the live widgets back.
+# The demo's saved views keep their static output only (text, sanitize-proof HTML, PNG: what
+# GitHub, nbviewer and an untrusted JupyterLab show); each view's live output, its widget, is
+# left out: without its kernel JupyterLab would say "model not found". Running the notebook
+# brings the widgets back.
 define STATIC_VIEWS
 import sys, nbformat
+WIDGET = "application/vnd.jupyter.widget-view+json"
 nb = nbformat.read(sys.argv[1], as_version=4)
 for cell in nb.cells:
+    kept = []
     for out in cell.get("outputs", []):
-        out.get("data", {}).pop("application/vnd.jupyter.widget-view+json", None)
+        data = out.get("data")
+        if data is not None:
+            data.pop(WIDGET, None)
+            if not any(data.values()):  # a view's live output: nothing else in it
+                continue
+        kept.append(out)
+    if cell.cell_type == "code":
+        cell.outputs = kept
 nbformat.write(nb, sys.argv[1])
 endef
 export STATIC_VIEWS

@@ -134,6 +134,7 @@ TOP_LEVEL = {
     ],
     # the file format only: loading is the CUDA backend's (backend/cuda/stored.py)
     "artifact.py": ["tirx.files", "tirx.version", "tirx.backend.cuda.abi", *NEUTRAL],
+    "profile_runner.py": ["tirx.ir", "tirx.target", "tirx.backend.cuda", *NEUTRAL],
     "compile.py": [
         "tirx.frontend_cache",
         "tirx.executable",

@@ -40,6 +40,13 @@ CELL_ERRORS = """() => {
   }
   return errors;
 }"""
+VISUALIZER_DONE = (
+    "document.querySelectorAll('.tirx-grid').length >= 17 && "
+    "Array.from(document.querySelectorAll('.tirx-info'))"
+    ".some(e => e.textContent.includes('elements agree')) && "
+    "document.querySelectorAll('svg.tirx-pipeline').length === 2 && "
+    "document.querySelectorAll('.tirx-mismatch').length === 1"
+)
 GRID_STATE = """(grid) => Array.from(grid.querySelectorAll('.tirx-cells button')).map(b => [
   b.textContent, getComputedStyle(b).backgroundColor, getComputedStyle(b).fontWeight])"""
 
@@ -72,12 +79,7 @@ def test_visualizer_notebook_in_jupyterlab(tmp_path, shots):
             page.wait_for_function(KERNEL_IDLE, timeout=60_000)
             # not awaited: a cell that never finishes must fail the waits below, not hang
             page.evaluate("() => { window.jupyterapp.commands.execute('notebook:run-all-cells'); }")
-            page.wait_for_function(
-                "document.querySelectorAll('.tirx-cells button').length >= 960 && "
-                "Array.from(document.querySelectorAll('.tirx-info'))"
-                ".some(e => e.textContent.includes('elements agree'))",
-                timeout=90_000,
-            )
+            page.wait_for_function(VISUALIZER_DONE, timeout=120_000)
             page.wait_for_function(KERNEL_IDLE, timeout=60_000)
             assert page.evaluate(CELL_ERRORS) == []
 
@@ -93,8 +95,9 @@ def test_visualizer_notebook_in_jupyterlab(tmp_path, shots):
 
             # the views rendered as widgets: grids of cells with lane selectors
             grids = page.locator(".tirx-grid")
-            # layout, pair (2), instruction, swizzle, trace, 2 checks, the machine beside the wrong one
-            assert grids.count() == 9
+            # layout, pair (2), instruction, swizzle, trace, 2 checks, the machine beside the
+            # wrong one; wgmma's D and A, two shared operands (2 panels each), a TMA box (2)
+            assert grids.count() == 17
             assert page.locator(".tirx-lane select").count() >= 6
             first = grids.first
             cells = first.locator(".tirx-cells button")
@@ -135,7 +138,7 @@ def test_visualizer_notebook_in_jupyterlab(tmp_path, shots):
             _save(view, shot_dir / "layout_error.png", saved)
 
             views = page.locator(".jp-OutputArea-output").filter(has=page.locator(".tirx-grid"))
-            assert views.count() == 7
+            assert views.count() == 12
             assert "120 of 128 elements disagree" in views.nth(6).inner_text()
             # the wrong check: a click on an element of the drawing outlines it in the machine's
             beside = views.nth(6).locator(".tirx-grid")
@@ -153,9 +156,48 @@ def test_visualizer_notebook_in_jupyterlab(tmp_path, shots):
                 out.scroll_into_view_if_needed()
                 _save(out, shot_dir / f"{name}.png", saved)
             assert page.evaluate(LOW_CONTRAST) == []  # every output's text reads (WCAG AA)
+
+            # a click answers in under 0.2 s: pointer down to the explanation painted, on the
+            # layout view, the instruction's fragment and wgmma's accumulator (a page of 512)
+            times = []
+            for grid, cells in ((0, (5, 40, 77)), (3, (6, 100, 200)), (9, (3, 130, 400))):
+                g = grids.nth(grid)
+                g.scroll_into_view_if_needed()
+                for index in cells:
+                    page.evaluate(ARM_CLICK, grid)
+                    g.locator(".tirx-cells button").nth(index).click()
+                    times.append(page.evaluate("window._tirxClick"))
+            median = sorted(times)[len(times) // 2]
+            (shot_dir / "click_latency.txt").write_text(
+                "pointer down to painted, ms: "
+                + ", ".join(f"{t:.0f}" for t in times)
+                + f"\nmedian {median:.0f} ms\n"
+            )
+            saved.append(shot_dir / "click_latency.txt")
+            assert median < 200, f"a click takes {median:.0f} ms (median of {times})"
         finally:
             browser.close()
     print(f"browser test took {time.monotonic() - started:.1f} s")
+
+
+# Before a click on the grid numbered `index`: a promise of the ms from its pointer-down to the
+# frame after its explanation (.tirx-info) changed, in window._tirxClick.
+ARM_CLICK = """(index) => {
+  const grid = document.querySelectorAll('.tirx-grid')[index];
+  const out = grid.closest('.jp-OutputArea-output');
+  const infos = () => Array.from(out.querySelectorAll('.tirx-info')).map(i => i.innerHTML).join();
+  const before = infos();
+  window._tirxClick = new Promise(done => {
+    let t0 = null;
+    grid.addEventListener('pointerdown', () => { t0 = performance.now(); }, {once: true, capture: true});
+    const watch = new MutationObserver(() => {
+      if (infos() === before) return;
+      watch.disconnect();
+      requestAnimationFrame(() => requestAnimationFrame(() => done(performance.now() - t0)));
+    });
+    watch.observe(out, {subtree: true, childList: true, characterData: true});
+  });
+}"""
 
 
 FRAGMENTS = ROOT / "tests" / "browser" / "fragments.ipynb"
@@ -221,7 +263,7 @@ def test_fragment_pictures_hover_click_and_errors(tmp_path, shots):
             assert "T<lane>:a<i>" in info.inner_text()  # the legend of the element picture
 
             # the static SVG: hover a cell of lane 5, every lane-5 rect gets a black stroke
-            svg = page.locator("svg.tirx-fragment").first
+            svg = page.locator("svg.tirx-fragment >> visible=true").first  # HTML(a_frag.svg())
             rect = svg.locator('rect.tirx-el[data-index="18"]')
             rect.hover()
             strokes = svg.locator("rect.tirx-el").evaluate_all(
@@ -291,6 +333,13 @@ def test_fragment_pictures_hover_click_and_errors(tmp_path, shots):
             texts = ptx.evaluate_all("es => es.map(e => e.textContent)")  # pane still closed
             assert any("bar.sync" in t or "barrier" in t for t in texts)
             assert panel.locator("button.tirx-copy").count() == 3
+            # a line far down: the open CUDA pane scrolls to the first line it lit
+            cuda = panel.locator("details.tirx-cuda pre")
+            far = cuda.evaluate(BELOW_THE_FOLD)  # a Python line whose CUDA is out of sight
+            assert far is not None and cuda.evaluate(SHOWS_LINE, far) is False
+            panel.locator(f'label.py-line.mapped[data-line="{far}"]').click()
+            page.wait_for_function("([pre, n]) => (" + SHOWS_LINE + ")(pre, n)",
+                                   arg=[cuda.element_handle(), far], timeout=5_000)  # fmt: skip
             # long code lines stay one line each (the pane scrolls, the line does not wrap)
             assert panel.locator("details.tirx-cuda pre").evaluate(ONE_ROW_LINES) == []
             panel.scroll_into_view_if_needed()
@@ -310,6 +359,23 @@ def test_fragment_pictures_hover_click_and_errors(tmp_path, shots):
             assert page.evaluate(KERNEL_IDLE)
         finally:
             browser.close()
+
+
+# Whether the first line of a code pane lit by Python line n lies inside the pane's box.
+SHOWS_LINE = """(pre, n) => { const t = pre.querySelector('.o' + n);
+  const a = pre.getBoundingClientRect(), b = t.getBoundingClientRect();
+  return b.top >= a.top - 1 && b.bottom <= a.bottom + 1; }"""
+
+
+# The pane scrolled to its top: the Python line (data-line) whose first CUDA line is furthest
+# below the pane's fold, or null when the whole pane is in sight.
+BELOW_THE_FOLD = """(pre) => { pre.scrollTop = 0; const box = pre.getBoundingClientRect();
+  let best = null, most = box.bottom;
+  for (const l of pre.closest('.tirx-panes').querySelectorAll('label.py-line.mapped')) {
+    const t = pre.querySelector('.o' + l.dataset.line);
+    if (t && t.getBoundingClientRect().bottom > most) { most = t.getBoundingClientRect().bottom;
+      best = l.dataset.line; } }
+  return best; }"""
 
 
 # Text in the notebook's outputs whose contrast with what is behind it is below WCAG AA
@@ -344,11 +410,6 @@ LOW_CONTRAST = """() => {
   }
   return low;
 }"""
-VISUALIZER_DONE = (
-    "document.querySelectorAll('.tirx-cells button').length >= 960 && "
-    "Array.from(document.querySelectorAll('.tirx-info'))"
-    ".some(e => e.textContent.includes('elements agree'))"
-)
 FRAGMENTS_DONE = (
     "document.querySelectorAll('.tirx-contract-picture svg').length === 4 && "
     "document.querySelectorAll('.tirx-panel .tirx-code').length === 1"
@@ -382,7 +443,7 @@ def test_widgets_in_the_dark_theme(tmp_path, shots):
                 page.evaluate("document.querySelectorAll('.tirx-panel details')"
                               ".forEach(d => { d.open = true; })")  # fmt: skip
                 page.wait_for_timeout(300)
-                outputs = page.locator(".jp-OutputArea-output")
+                outputs = page.locator(".jp-OutputArea-output >> visible=true")
                 for i in range(outputs.count()):
                     out = outputs.nth(i)
                     if out.locator(".tirx-panel, .tirx-grid, .tirx-contract-picture, svg").count():

@@ -176,6 +176,9 @@ def test_the_instruction_docs_are_generated_from_the_forms_and_current():
         assert f"`{form}`" in text
 
 
+_WGMMA = [t for t in isa.supported_forms() if t.startswith("wgmma.mma_async")]
+
+
 @pytest.mark.parametrize(
     "text",
     [
@@ -184,18 +187,33 @@ def test_the_instruction_docs_are_generated_from_the_forms_and_current():
         if not ("cp.async" in t or "cp.reduce.async" in t or "mbarrier" in t or "wgmma" in t)
         and "cluster" not in t
         and not t.startswith("mapa")
-    ],
+    ]
+    + _WGMMA[:2]
+    + _WGMMA[-2:],
 )
 def test_show_instruction_draws_every_form_from_its_entry(text):
+    """Every operand with a fragment is drawn in elements from the contract's owner table
+    (each element in the lane and register of its 32-bit word); a descriptor operand as its
+    shared tile; an immediate or a scalar says there is nothing to draw."""
+    import math
+
     import widgets
+    from tirx.isa import Role
 
     c = tirx.instruction_contract(text)
     for spec in c.operands:
+        if spec.owner is None and spec.role not in (Role.SHARED, Role.DESCRIPTOR):
+            with pytest.raises(tirx.TirxError, match="not a register fragment"):
+                widgets.show_instruction(text, spec.name)
+            continue
         view = widgets.show_instruction(text, spec.name)
         assert view.svg().startswith("<svg")
         if spec.owner is not None:
             table = spec.owner_table()
-            assert {cell.coord: (cell.lane, cell.slot) for cell in view.grid.cells} == table
+            per = len(view.grid.cells) // math.prod(spec.atom)  # elements per word
+            for cell in view.grid.cells:
+                word = (*cell.coord[:-1], cell.coord[-1] // per)
+                assert (cell.lane, cell.slot) == table[word], (spec.name, cell.coord)
 
 
 def test_the_widget_instrument_lists_come_from_the_forms():

@@ -150,7 +150,7 @@ def test_the_notebook_layer_draws_its_fragments_and_says_the_probes_do_not_run_i
     from widgets.families import kernel_for
 
     view = show_instruction(TEXT, "a")
-    assert "movmatrix" in view.grid.title and len(view.grid.cells) == 32
+    assert "movmatrix" in view.grid.title and len(view.grid.cells) == 64  # 8 x 8 halves
     with pytest.raises(TirxError, match="probes do not run"):
         kernel_for(tirx.instruction_contract(TEXT), {})
 

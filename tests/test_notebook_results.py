@@ -5,6 +5,7 @@ current GEMM result by its name, ``gemm_speed-h200.md`` (the file every run of
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -111,3 +112,16 @@ def test_the_visualizer_demo_is_saved_with_pictures_that_render_without_a_kernel
     assert not any("application/vnd.jupyter.widget-view+json" in o.get("data", {}) for o in outputs)
     intro = "".join(cells[0]["source"])
     assert "Run the notebook" in intro and "open the notebook in JupyterLab" not in intro
+
+
+MACHINE_PATH = re.compile(
+    r"(?:/work/|/home/|/root/|/tmp/|/private/|/Users/|site-packages|[A-Z]:\\\\)"
+)
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / "notebooks").glob("*.ipynb")), ids=lambda p: p.stem)
+def test_committed_notebooks_carry_no_machine_paths(path):
+    """What a notebook was run with (the checkout, a temporary directory, a cache of an
+    earlier run) does not end up in its outputs: a reader's clone has none of those paths."""
+    found = sorted(set(MACHINE_PATH.findall(path.read_text())))
+    assert not found, f"{path.name} carries machine paths {found}: re-run make notebooks"

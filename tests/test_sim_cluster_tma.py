@@ -78,3 +78,17 @@ def test_reading_the_peer_tile_before_its_wait_names_the_multicast(tmp_path):
     assert "reads 's' byte 0 (shared address 0)" in msg and "[block (1, 0, 0)" in msg
     assert "(multicast by block (0, 0, 0))" in msg and "which has not completed" in msg
     assert "wait on the copy's mbarrier in the receiving block first" in msg
+
+
+def test_a_traced_run_records_every_blocks_barrier_events_in_one_order(tmp_path):
+    from tirx import sim
+
+    fn = tirx.compile(multicast_kernel(tmp_path), target="sim").lowered
+    out = np.zeros((2, 128), np.float32)
+    result = sim.run(fn, [_tile(), out], trace=True, profile=True)
+    blocks = {t.block for t in result.barriers}
+    assert blocks == {(0, 0, 0), (1, 0, 0)} and len(result.copies) == 1
+    seqs = [t.seq for t in result.barriers] + [c.seq for c in result.copies]
+    assert len(seqs) == len(set(seqs))  # one clock for the cluster's blocks
+    assert [t.seq for t in result.barriers] == sorted(t.seq for t in result.barriers)
+    assert result.profile is not None and result.blocks == 2

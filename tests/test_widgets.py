@@ -182,15 +182,22 @@ def test_parse_layout_reads_specs_and_explains_mistakes():
 
 
 def painted(view) -> list[tuple[str, str, bool]]:
-    """(background, text colour, bold) of every cell, read from the CSS the widget sends."""
+    """(background, text colour, bold) of every cell, read from the CSS the widget sends
+    (cells that look alike share a rule: ``:is(:nth-child(1),:nth-child(5)) {...}``)."""
     css = view._cellgrid.css.value
-    rules = re.findall(r"nth-child\((\d+)\) \{background:(#\w+);color:(#\w+)([^}]*)\}", css)
-    assert [int(r[0]) for r in rules] == list(range(1, len(view.grid.cells) + 1))
-    return [(bg, ink, "font-weight:bold" in rest) for _, bg, ink, rest in rules]
+    found = {}
+    for cells, bg, ink, rest in re.findall(
+        r":is\(([^{]*)\) \{background:(#\w+);color:(#\w+)([^}]*)\}", css
+    ):
+        for n in re.findall(r"nth-child\((\d+)\)", cells):
+            assert int(n) not in found, f"cell {n} painted twice"
+            found[int(n)] = (bg, ink, "font-weight:bold" in rest)
+    assert sorted(found) == list(range(1, len(view.grid.cells) + 1))
+    return [found[n] for n in sorted(found)]
 
 
 def labels(view) -> list[str]:
-    return [label for label, _ in view._cellgrid.cells.options]
+    return [label for label, _ in (view.widget and view._cellgrid).cells.options]
 
 
 def models(widget) -> int:
@@ -259,12 +266,29 @@ def test_memory_view_selects_banks():
     assert len(bold) == 8 and sorted(view.grid.bank(view.grid.cells[i]) for i in bold) == [4] * 8
 
 
-def test_big_grids_fall_back_to_svg_in_the_widget():
+def test_big_grids_hold_buttons_for_one_page_of_columns():
     view = show_layout(TileLayout(S[32, 64]), (32, 64))
-    assert view.widget is not None
-    assert view._cellgrid is None and view._svg.value.count('class="tirx-cell"') == 2048
+    grid = view.widget and view._cellgrid
+    assert grid.windowed and grid.pages > 1  # 2048 cells: one page of buttons at a time
+    assert len(grid.cells.options) == 32 * grid.page_cols <= 1024
     view._lane.value = 3
-    assert view._svg.value.count('font-weight="bold"') == 64  # the 64 cells of bank 3
+    assert len([s for s in painted_page(view) if s[2]]) == 64  # columns 6 and 7 of every row
+    view.click(5 * 64 + 63)  # the last column: its page is shown, the cell explained
+    assert grid.page == grid.pages - 1 and view.focus == 5 * 64 + 63
+    assert labels(view)[grid.buttons.index(5 * 64 + 63)] == str(5 * 64 + 63)
+    assert "element (5, 63)" in view._info.value
+
+
+def painted_page(view) -> list[tuple[str, str, bool]]:
+    """(background, text colour, bold) of the buttons of the shown page."""
+    css = view._cellgrid.css.value
+    found = {}
+    for cells, bg, ink, rest in re.findall(
+        r":is\(([^{]*)\) \{background:(#\w+);color:(#\w+)([^}]*)\}", css
+    ):
+        for n in re.findall(r"nth-child\((\d+)\)", cells):
+            found[int(n)] = (bg, ink, "font-weight:bold" in rest)
+    return [found[n] for n in sorted(found)]
 
 
 def test_pair_view_matches_registers_across_views():
@@ -290,21 +314,19 @@ def test_pair_view_matches_registers_across_views():
     assert pair._lane.value == 11 and "lane 11, slot 1" in pair._info.value
 
 
-def test_show_instruction_draws_the_contract_table():
+def test_show_instruction_draws_the_contract_table_with_the_isa_labels():
     view = show_instruction(MMA, "D")
     for cell in view.grid.cells:
         assert (cell.lane, cell.slot) == d_owner(*cell.coord)
-    assert (
-        str(view).splitlines()[3:-1]
-        == text_table(layout_grid(d_mma_layout, (16, 8))).splitlines()[3:]
-    )
-    assert str(view).splitlines()[-1] == "D: the 16x8 f32 result tile"
+    assert labels(view)[:4] == ["T0:c0", "T0:c1", "T1:c0", "T1:c1"] and labels(view)[8] == "T4:c0"
+    assert "T<lane>:c<i>" in str(view) and str(view).splitlines()[-1].startswith("D: the 16x8")
     view.click(0)
     assert "register = 2·(row // 8) + col % 2" in view._info.value
+    a = show_instruction(MMA, "A")  # elements, two halves to a register, as the ISA draws
+    assert len(a.grid.cells) == 256 and labels(a)[:3] == ["T0:a0", "T0:a1", "T1:a0"]
+    assert labels(a)[8 * 16] == "T0:a2" and labels(a)[8] == "T0:a4"
     shared = show_instruction(tirx.T.ptx[LDX4], "shared")
-    assert [shared.grid.cells[i * 32 + r * 4].lane for i in range(4) for r in range(8)] == list(
-        range(32)
-    )
+    assert all(c.lane == 8 * c.coord[0] + c.coord[1] for c in shared.grid.cells)
     with pytest.raises(tirx.TirxError, match="has no operand 'E'"):
         show_instruction(MMA, "E")
     with pytest.raises(tirx.ContractError):

@@ -18,8 +18,9 @@ import pytest
 from tirx.errors import TirxError
 from tirx.layout import ComposeLayout, S, TileLayout, laneid
 from widgets import fragment as F
+from widgets import operands as O
 from widgets import picture, tikz
-from widgets.fragview import show_fragment
+from widgets.show import show_fragment
 
 GOLDENS = Path(__file__).parent / "goldens" / "fragments"
 UPDATE = os.environ.get("TIRX_UPDATE_GOLDENS") == "1"
@@ -93,7 +94,7 @@ CASES = [
 
 @pytest.mark.parametrize("instr,operand,isa,size", CASES)
 def test_operand_fragments_match_the_isa_figures(instr, operand, isa, size):
-    frag = F.operand_fragment(instr, operand)
+    frag = O.operand_fragment(instr, operand)
     assert (frag.rows, frag.cols) == size
     for e in frag.elements:
         lane, i = isa(e.coord)
@@ -102,15 +103,15 @@ def test_operand_fragments_match_the_isa_figures(instr, operand, isa, size):
 
 
 def test_labels_read_as_the_isa_draws_them():
-    a = F.operand_fragment(K16, "A")
+    a = O.operand_fragment(K16, "A")
     assert [a.label(a.at(0, c)) for c in range(3)] == ["T0:a0", "T0:a1", "T1:a0"]
     assert a.label(a.at(8, 9)) == "T0:a7" and a.axes == ("row (M)", "column (K)")
-    d = F.operand_fragment(K16, "D")
+    d = O.operand_fragment(K16, "D")
     assert d.label(d.at(9, 3)) == "T5:c3" and d.per_register == 1
 
 
 def test_element_width_is_a_parameter():
-    s8 = F.operand_fragment(K16, "A", element_bits=8)  # 16 x 32 bytes, four per register
+    s8 = O.operand_fragment(K16, "A", element_bits=8)  # 16 x 32 bytes, four per register
     assert (s8.rows, s8.cols) == (16, 32) and s8.per_register == 4
     assert [s8.label(s8.at(0, c)) for c in (0, 3, 4)] == ["T0:a0", "T0:a3", "T1:a0"]
     with pytest.raises(TirxError, match="12-bit"):
@@ -118,7 +119,7 @@ def test_element_width_is_a_parameter():
 
 
 def test_repeats_tile_into_blocks_not_a_column():
-    frag = F.operand_fragment(K16, "D", repeat=(2, 2))
+    frag = O.operand_fragment(K16, "D", repeat=(2, 2))
     assert (frag.rows, frag.cols, frag.block) == (32, 16, (16, 8))
     assert frag.block_labels == (("M0", "M1"), ("N0", "N1"))
     assert frag.at(16, 8).coord == (1, 1, 0, 0) and frag.label(frag.at(16, 8)) == "T0:c0"
@@ -131,7 +132,7 @@ def test_repeats_tile_into_blocks_not_a_column():
 
 
 def test_thread_major_lists_each_lanes_elements():
-    a = F.operand_fragment(K16, "A")
+    a = O.operand_fragment(K16, "A")
     by_lane = F.thread_major(a)
     assert (by_lane.rows, by_lane.cols) == (32, 8)
     for lane in range(32):
@@ -167,7 +168,7 @@ def test_legends_break_between_phrases():
 
 
 def test_svg_hover_and_cell_data():
-    svg = picture.svg(F.operand_fragment(K16, "A"))
+    svg = picture.svg(O.operand_fragment(K16, "A"))
     assert svg.count('class="tirx-el"') == 256
     assert ":has(.l5:hover) .l5 rect" in svg  # hovering any of lane 5's cells outlines them all
     assert re.search(r'data-index="18" data-coord="1,2" data-lane="5"', svg)
@@ -176,7 +177,7 @@ def test_svg_hover_and_cell_data():
 
 
 def test_png_at_print_resolution(tmp_path):
-    frag = F.operand_fragment(K16, "A")
+    frag = O.operand_fragment(K16, "A")
     data = picture.png(frag, dpi=150, path=tmp_path / "a.png")
     assert data[:8] == b"\x89PNG\r\n\x1a\n" and (tmp_path / "a.png").read_bytes() == data
     width, height = struct.unpack(">II", data[16:24])
@@ -187,7 +188,7 @@ def test_png_at_print_resolution(tmp_path):
 
 
 def test_tikz_and_save(tmp_path):
-    frag = F.operand_fragment(K16, "B")
+    frag = O.operand_fragment(K16, "B")
     tex = tikz.tikz(frag, standalone=True)
     assert tex.startswith("\\documentclass") and tex.count("\\filldraw") == 128
     assert "{T5:b2}" in tex and tex.count("\\begin{tikzpicture}") == 1
@@ -201,7 +202,7 @@ def test_tikz_and_save(tmp_path):
 
 
 def test_marks_show_in_every_form():
-    frag = F.operand_fragment(K16, "D")
+    frag = O.operand_fragment(K16, "D")
     assert "!T0:c0" in F.text(frag, marks=[0])
     assert picture.svg(frag, marks=[0]).count(picture.MARK_COLOR) == 1
     assert "tirxmark,very thick" in tikz.tikz(frag, marks=[0])
@@ -236,7 +237,7 @@ def _stem(instr, operand):
 
 @pytest.mark.parametrize("instr,operand", GOLDEN_OPERANDS)
 def test_operand_goldens(instr, operand):
-    frag = F.operand_fragment(instr, operand)
+    frag = O.operand_fragment(instr, operand)
     _golden(_stem(instr, operand) + ".txt", F.text(frag) + "\n")
     _golden(_stem(instr, operand) + ".svg", _normalised(picture.svg(frag, hover=False)) + "\n")
 
@@ -254,7 +255,7 @@ def test_seed_mma_layouts_draw_the_instruction_fragments():
     for name, instr, operand in (("a_mma", K16, "A"), ("b_mma", K16, "B"), ("d_mma", K16, "D")):
         layout, shape, bits, unit = SEED[name]
         mine = F.layout_fragment(layout, shape, element_bits=bits, unit_bits=unit)
-        isa = F.operand_fragment(instr, operand)
+        isa = O.operand_fragment(instr, operand)
         assert [e.lane for e in mine.elements] == [e.lane for e in isa.elements], name
 
 

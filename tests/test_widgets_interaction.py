@@ -14,23 +14,23 @@ from widgets import link, show_fragment, show_layout, show_pair
 MMA = "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32"
 
 
-def _hover_group(css: str, index: int) -> tuple[list[int], str]:
-    """The cells outlined together when cell ``index`` is hovered, and the rule's style."""
-    for rule in css.split("}"):
-        if ":has(> :is(" not in rule:
-            continue
-        kids = rule.split(":has(> :is(")[1].split("):hover)")[0]
-        cells = [int(n) - 1 for n in re.findall(r"nth-child\((\d+)\)", kids)]
-        if index in cells:
-            return sorted(cells), rule.split("{")[1]
-    raise AssertionError(f"no hover rule for cell {index}")
+def _hover_group(frame: str, index: int) -> tuple[list[int], str]:
+    """The cells outlined together when cell ``index`` is hovered (the groups the frame names
+    for its button, and the CSS rule of each), and the rule's style."""
+    groups = re.search(r'data-groups="([^"]*)"', frame).group(1).split(" ")[index]
+    cells, style = set(), ""
+    for n in groups.split(","):
+        rule = re.search(rf'\[data-hover~="{n}"\][^{{]*:is\(([^{{]*)\)\{{([^}}]*)\}}', frame)
+        cells |= {int(k) - 1 for k in re.findall(r"nth-child\((\d+)\)", rule.group(1))}
+        style = rule.group(2)
+    return sorted(cells), style
 
 
 def test_hovering_a_cell_outlines_its_lanes_cells():
     view = show_layout(d_mma_layout, (16, 8))
     _ = view.widget
-    css = view._cellgrid.css.value
-    cells, style = _hover_group(css, 9 * 8 + 3)  # Out[9, 3] belongs to lane 5
+    frame = view._cellgrid.frame.value
+    cells, style = _hover_group(frame, 9 * 8 + 3)  # Out[9, 3] belongs to lane 5
     assert cells == [i for i, c in enumerate(view.grid.cells) if c.lane == 5]
     assert "outline:2px solid" in style
     tips = view._cellgrid.cells.tooltips
@@ -41,7 +41,7 @@ def test_fragment_view_widget_clicks_and_blocks():
     view = show_fragment(MMA, "D", repeat=(2, 2))
     grid = view.widget and view._cellgrid
     assert len(grid.cells.options) == 32 * 16
-    tracks = re.search(r"grid-template-columns:([^;]*);", grid.css.value).group(1).split()
+    tracks = re.search(r"grid-template-columns:([^;]*);", grid.frame.value).group(1).split()
     assert tracks[8] != tracks[7] and tracks[0] == tracks[7]  # a gap before block column N1
     view.click(16 * 16 + 8 + 3)  # element (1, 1, 0, 3): lane 1, c1
     assert view.lane == 1 and view.focus == 16 * 16 + 8 + 3

@@ -15,6 +15,10 @@ can change the environment and see the change at once.
                    with a SimulationError (default 20; ``0`` or ``off``: no limit)
 ``CUDA_PYTHON_CUDA_PER_THREAD_DEFAULT_STREAM``  cuda-bindings' own setting (``1``: stream 0
                    is the per-thread default stream), which the compiled launch follows too
+``TIRX_NCU``       the Nsight Compute command line (``ncu``) ``exe.profile`` runs, when it is
+                   not on ``PATH`` nor in a CUDA toolkit tirx knows
+``CUDA_HOME``, ``CUDA_PATH``  CUDA toolkit directories, searched for ``ncu`` (also
+                   ``nsight-compute-*`` folders inside them)
 =================  ====================================================================
 """
 
@@ -25,7 +29,7 @@ from pathlib import Path
 
 __all__ = [
     "cache_dir", "cache_enabled", "default_target", "native_launch", "per_thread_default_stream",
-    "sim_budget",
+    "sim_budget", "ncu_command", "cuda_homes",
 ]  # fmt: skip
 
 _FALSE = {"0", "false", "off", "no"}
@@ -77,3 +81,15 @@ def sim_budget() -> float | None:
     except ValueError:
         return None
     return seconds if seconds >= 0 else None
+
+
+def ncu_command() -> str | None:
+    """``$TIRX_NCU``: the path of Nsight Compute's ``ncu`` to use, or None when unset."""
+    value = os.environ.get("TIRX_NCU", "").strip()
+    return value or None
+
+
+def cuda_homes() -> list[str]:
+    """The CUDA toolkit directories ``$CUDA_HOME`` and ``$CUDA_PATH`` name (those set)."""
+    found = [os.environ.get(k, "").strip() for k in ("CUDA_HOME", "CUDA_PATH")]
+    return [d for d in dict.fromkeys(found) if d]

@@ -377,6 +377,27 @@ class SimExecutable(Executable):
         return self.compile_kernel(self.kernel, Target(TargetKind.CUDA, self.target.arch))
 
     def __call__(self, *args, trace: bool = False, stdout=None, **kw):
+        from . import sim
+
+        values = self._checked(args, kw)
+        result = sim.run(self.lowered, values, trace=trace, stdout=stdout or sys.stdout)
+        self.last_run = result
+        return result if trace else None
+
+    def profile(self, *args, stdout=None, **kw):
+        """Run the kernel on ``args`` (writing its outputs, as a call does) and return what
+        it executed, per source line: a :class:`tirx.sim.profile.SimProfile` (instructions
+        by class, global sectors against the fewest possible, shared-memory wavefronts and
+        bank-conflict replays, bytes per space; docs/profiling.md)."""
+        from . import sim
+
+        values = self._checked(args, kw)
+        result = sim.run(self.lowered, values, stdout=stdout or sys.stdout, profile=True)
+        self.last_run = result
+        return result.profile
+
+    def _checked(self, args, kw) -> list:
+        """The run's values of ``args`` after the checks (errors name the parameter)."""
         if kw:
             self.checker.keywords(kw)
         self.checker.count(args)
@@ -391,8 +412,4 @@ class SimExecutable(Executable):
             [(i, v) for i, (p, v) in enumerate(zip(self.lowered.params, values))
              if isinstance(p, ir.Buffer)]
         )  # fmt: skip
-        from . import sim
-
-        result = sim.run(self.lowered, values, trace=trace, stdout=stdout or sys.stdout)
-        self.last_run = result
-        return result if trace else None
+        return values

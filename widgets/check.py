@@ -81,6 +81,11 @@ class CheckView(GridView):
             f"{super()._repr_html_()}{self.machine_view._repr_html_()}</div>"
         )
 
+    def still(self) -> str:
+        if self.machine_view is None:
+            return super().still()
+        return super().still() + self.machine_view.still()
+
     def _summary(self, grid: Grid) -> str:
         head = f"probe ran on the {self.where}: "
         if self.rejected:

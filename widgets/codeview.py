@@ -11,8 +11,10 @@ Tokens are coloured by :mod:`widgets.highlight` (Pygments for CUDA and Python; r
 own for PTX and SASS, which Pygments does not read well or at all).
 
 The HTML needs no script for the links: each Python line is a ``<label>`` for a hidden radio
-button, and CSS lights every line of the chosen Python line in every pane. Only the copy
-buttons use a one-line ``onclick``.
+button, and CSS lights every line of the chosen Python line in every pane. A one-line
+``onclick`` scrolls the open panes to the first line lit, and the copy buttons use one. The
+lines are separated by newlines and the radio buttons carry ``hidden``, so the panel still
+reads where the HTML is sanitized (an untrusted notebook drops its style and scripts).
 """
 
 from __future__ import annotations
@@ -33,8 +35,17 @@ _FILE = re.compile(r'^\s*\.file\s+(\d+)\s+"((?:[^"\\]|\\.)*)"')
 _LOC = re.compile(r"^\s*\.loc\s+(\d+)\s+(\d+)\s+\d+")
 _SASS_LOC = re.compile(r'//##\s*File\s+"((?:[^"\\]|\\.)*)",\s*line\s+(\d+)')
 _ids = itertools.count()
+_DIR = re.compile(r'"/[^"\s]*/(?=[^"/]*")')  # the directory of a quoted absolute file name
 
 LANGS = ("cuda", "ptx", "sass")
+# a click on a Python line scrolls each open pane to the first line it lit (the one script of
+# the panel besides the copy buttons; the lighting itself is CSS)
+SCROLL = (
+    "var l=event.target.closest('label[data-line]');if(!l)return;"
+    "this.closest('.tirx-panes').querySelectorAll('details:not(.tirx-python)[open] pre')"
+    ".forEach(function(p){var t=p.querySelector('.o'+l.dataset.line);if(t){p.scrollTop+="
+    "t.getBoundingClientRect().top-p.getBoundingClientRect().top-p.clientHeight/3;}});"
+)
 
 
 @dataclass(frozen=True)
@@ -118,6 +129,7 @@ class CodeView:
     python: CodeText | None
     panes: dict[str, CodeText] = field(default_factory=dict)
     notes: dict[str, str] = field(default_factory=dict)  # pane -> why it has no links
+    heat: object | None = None  # a widgets.heat.HeatColumn beside the Python lines
 
     def lines_for(self, py_line: int) -> dict[str, list[str]]:
         """What clicking Python line ``py_line`` lights: each pane's lines (text)."""
@@ -155,11 +167,13 @@ class CodeView:
             f".{uid} .tirx-note{{color:{MUTED[0]}}}",
             f"{DARK} .{uid} .cl::before,{DARK} .{uid} .ln,{DARK} .{uid} .tirx-note"
             f"{{color:{MUTED[1]}}}",
-            f".{uid} .py-line{{cursor:pointer;display:block}}",
+            f".{uid} .py-line{{cursor:pointer;display:inline-block;min-width:100%}}",
             f".{uid} .py-line.mapped:hover{{background:rgba(255,213,79,.35)}}",
             f".{uid} .tirx-copy{{margin-left:8px;font-size:11px;padding:0 6px;cursor:pointer}}",
             f".{uid} input.tirx-pick{{display:none}}",
         ]
+        if self.heat is not None:
+            css.append(self.heat.css(uid))
         css += [f".{uid} .tk-{k}{{color:{c}}}" for k, c in COLORS.items()]
         css += [f"{DARK} .{uid} .tk-{k}{{color:{c}}}" for k, c in DARK_COLORS.items()]
         if linked:  # one rule: the chosen Python line lights its lines in every pane
@@ -173,7 +187,8 @@ class CodeView:
             )
         out = [f'<div class="tirx-code {uid}"><style>{"".join(css)}</style>']
         out += [
-            f'<input type="radio" class="tirx-pick" name="{uid}" id="{uid}-p{n}">' for n in linked
+            f'<input type="radio" class="tirx-pick" name="{uid}" id="{uid}-p{n}" hidden="hidden">'
+            for n in linked
         ]
         out.append('<div class="tirx-panes">')
         if self.python is not None:
@@ -184,21 +199,23 @@ class CodeView:
                 mapped = n in linked
                 attr = f' for="{uid}-p{n}"' if mapped else ""
                 cls = f"py-line o{n}" + (" mapped" if mapped else "")
+                heat = self.heat.cell(n) if self.heat is not None else ""
                 rows.append(
                     f'<label class="{cls}" data-line="{n}"{attr}><span class="ln">{n}</span>'
-                    f'<span class="tx">{text}</span></label>'
+                    f'{heat}<span class="tx">{text}</span></label>'
                 )
+            key = f" · {self.heat.key_html()}" if self.heat is not None else ""
             out.append(
                 '<details class="tirx-section tirx-python" open><summary>Python (click a line '
-                f"to light its CUDA, PTX and SASS)</summary><pre style='white-space:pre'>{''.join(rows)}</pre></details>"
+                f"to light its CUDA, PTX and SASS){key}</summary><pre style='white-space:pre' "
+                f'onclick="{SCROLL}">{chr(10).join(rows)}</pre></details>'
             )
         titles = titles or {}
-        here = '"' + os.getcwd().rstrip("/") + "/"
         for key, pane in self.panes.items():
             rows = []
             lines = pane.lines
-            if key != "cuda":  # file names as given: NVRTC prefixed relative ones with cwd
-                lines = [line.replace(here, '"') for line in lines]
+            if key != "cuda":  # file names as given: NVRTC prefixed relative ones with the
+                lines = [_DIR.sub('"', line) for line in lines]  # cwd of the compile
             for i, text in enumerate(highlight_lines(lines, key)):
                 o = pane.origin[i]
                 cls = f' class="cl o{o}"' if o is not None else ' class="cl"'
@@ -382,5 +399,6 @@ def panel_html(panel, keys) -> str:
             if panel._line_info.get(k):
                 texts[k] = panel._line_info[k]
     view = code_view(texts)
+    view.heat = panel.heat_column() if hasattr(panel, "heat_column") else None
     titles = {k: f"{k.upper()} ({len(texts[k].splitlines())} lines)" for k in keys}
     return view.html(titles)

@@ -16,9 +16,11 @@ import html
 import itertools
 import math
 import re
+import sys
 from dataclasses import dataclass
 
 from . import fragment as F
+from . import operands as O
 from . import picture
 from .fragview import FragmentView
 
@@ -42,8 +44,31 @@ class ContractPicture:
             parts.append(str(self.actual))
         return "\n\n".join(parts)
 
+    def _views(self) -> list:
+        return [self.expected] + ([self.actual] if self.actual is not None else [])
+
+    def still(self) -> str:
+        """Both sides as coloured text tables (what an untrusted notebook shows)."""
+        return "".join(v.still() for v in self._views())
+
+    def _panels(self):
+        from .panels import Panels
+
+        return Panels(self.message.splitlines()[0], self._views(), linked=False)
+
+    def figure(self):
+        return self._panels().figure()
+
+    def png(self, path=None, *, dpi: int = 150) -> bytes:
+        return self._panels().png(path, dpi=dpi)
+
+    def _repr_mimebundle_(self, include=None, exclude=None):
+        from . import faces
+
+        return faces.static_bundle(self)
+
     def _repr_html_(self) -> str:
-        views = [self.expected] + ([self.actual] if self.actual is not None else [])
+        views = self._views()
         sides = [_side(view.svg()) for view in views]
         verdict = (
             f"{self.mismatches} element(s) held by a different lane than the instruction "
@@ -56,7 +81,7 @@ class ContractPicture:
         return (
             f'<div class="tirx-contract-picture {scope}" style="background:#fff;color:#111;'
             'padding:6px;border-left:4px solid #d62728;max-width:100%;box-sizing:border-box">'
-            f"{link}<style>.{scope} svg{{width:100%;height:auto;display:block}}</style>"
+            f"{link}"
             f'<div class="tirx-contract-verdict">{html.escape(verdict)}</div>'
             '<div style="display:flex;gap:16px;align-items:flex-start;flex-wrap:wrap">'
             f"{''.join(sides)}</div></div>"
@@ -64,20 +89,15 @@ class ContractPicture:
 
 
 _ids = itertools.count()
-SHRINK = 0.75  # a side may be drawn this much smaller to stay beside the other, no smaller
+SIDE = 460  # px each side wraps at: two sit side by side in a 1,000 px notebook
+WHOLE = 10**6  # an error's pictures wrap whole, never into pages
 
 
 def _side(svg: str) -> str:
-    """One picture as a flex item: its natural width at most, shrinking to ``SHRINK`` of it
-    to share a row, then wrapping below the other (and never wider than the output). A flex
-    row breaks by the items' bases, so the basis is the smallest width and growth does the
-    rest."""
-    width = float(re.search(r'width="([\d.]+)"', svg).group(1))
-    least = SHRINK * width
-    return (
-        f'<div class="tirx-contract-side" style="flex:1 1 {least:.0f}px;max-width:{width:.0f}px;'
-        f'min-width:min({least:.0f}px,100%)">{svg}</div>'
-    )
+    """One picture as a flex item at its natural size (never scaled down: a side too wide
+    for the output wraps into bands, drawn :data:`SIDE` px wide at most); two share a row
+    when the output is wide enough, else the second goes below the first."""
+    return f'<div class="tirx-contract-side" style="flex:0 0 auto;max-width:100%">{svg}</div>'
 
 
 def _operand_view(err, operand: str):
@@ -108,7 +128,7 @@ def contract_picture(err) -> ContractPicture | None:
         return None
     instr, operand = m.group("instr"), m.group("operand")
     try:
-        facts = F.operand_facts(instr, operand)
+        facts = O.operand_facts(instr, operand)
     except Exception:  # an unknown instruction: nothing to draw
         return None
     if facts.grid.kind != "registers":
@@ -124,7 +144,7 @@ def contract_picture(err) -> ContractPicture | None:
         repeat = tuple(shape[: len(shape) - len(facts.atom)])
     if math.prod(repeat) > 16:
         repeat = ()
-    expected = F.operand_fragment(instr, operand, repeat=repeat)
+    expected = O.operand_fragment(instr, operand, repeat=repeat)
     actual = None
     if layout is not None and shape is not None:
         try:
@@ -141,8 +161,10 @@ def contract_picture(err) -> ContractPicture | None:
             i for i, (a, b) in enumerate(zip(actual.elements, expected.elements))
             if a.lane != b.lane
         ]  # fmt: skip
-    exp_view = FragmentView(expected, marks=marks, summary=f"expected: {facts.formula}")
-    act_view = None if actual is None else FragmentView(actual, marks=marks)
+    exp_view = FragmentView(expected, marks=marks, summary=f"expected: {facts.formula}",
+                            width=SIDE, max_rows=WHOLE)  # fmt: skip
+    act_view = None if actual is None else FragmentView(actual, marks=marks, width=SIDE,
+                                                        max_rows=WHOLE)  # fmt: skip
     return ContractPicture(message, exp_view, act_view, len(marks))
 
 
@@ -156,7 +178,21 @@ def show_contract_error(err) -> None:
 
 
 def _handler(shell, etype, value, tb, tb_offset=None):
+    """Show a tirx error from the user's side (:mod:`widgets.tracebacks`), then, for a
+    ContractError, its picture."""
+    from tirx.errors import TirxError
+
+    from .tracebacks import HIDDEN_NOTE, trimmed
+
+    hidden, whole = 0, tb
+    if isinstance(value, TirxError) and tb is not None:
+        short, hidden = trimmed(tb)
+        if hidden:
+            tb = short
     shell.showtraceback((etype, value, tb), tb_offset=tb_offset)
+    if hidden:
+        sys.last_traceback = whole  # what %tb shows: every frame
+        print(HIDDEN_NOTE.format(n=hidden))
     try:
         show_contract_error(value)
     except Exception:  # the picture is a bonus: never hide the error behind another
@@ -173,9 +209,9 @@ def install(shell=None) -> bool:
         shell = get_ipython()
     if shell is None or not hasattr(shell, "set_custom_exc"):
         return False
-    from tirx.errors import ContractError
+    from tirx.errors import TirxError
 
-    from .magic import CellError
+    from .cellerror import CellError
 
-    shell.set_custom_exc((ContractError, CellError), _handler)
+    shell.set_custom_exc((TirxError, CellError), _handler)
     return True

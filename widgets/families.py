@@ -17,12 +17,13 @@ from dataclasses import dataclass
 
 import tirx
 from tirx.errors import TirxError
-from tirx.isa import Family, spec_of, supported_forms
+from tirx.isa import Family, Role, spec_of, supported_forms
 
 from . import matrix_picture, mma_picture
 
 __all__ = [
-    "Picture", "DRAWN", "picture", "require_fragment", "canonical_layout", "view_shape",
+    "Picture", "DRAWN", "picture", "require_fragment", "require_drawable", "canonical_layout",
+    "view_shape", "OTHER_PICTURES",
     "probed_forms", "require_probed", "kernel_for", "instruments",
 ]  # fmt: skip
 
@@ -67,16 +68,39 @@ DRAWN: dict[Family, Picture] = {
 }  # fmt: skip
 
 
+OTHER_PICTURES = (
+    "its other pictures: show_layout(view.layout, view.shape) for an operand's layout, "
+    "show_tma_box for a tensor copy's box and where it lands, show_pipeline for what a run's "
+    "warps issued and waited for; the operands are listed in docs/instructions.md"
+)
+
+
 def require_fragment(contract) -> None:
     """TirxError (not a crash) for a form whose operands have no fragment to draw, with the
     reason its family's spec gives."""
     why = spec_of(contract.family).no_picture
     if not why:
         return
+    raise TirxError(f"{contract.text} has no register fragment to draw: {why}", hint=OTHER_PICTURES)
+
+
+def require_drawable(contract, spec) -> None:
+    """TirxError for an operand with nothing to draw as lanes: an immediate or a scalar, a
+    memory operand that is not rows of lane addresses (a wgmma descriptor's tile is drawn by
+    :func:`widgets.show_fragment` as core matrices instead)."""
+    if spec.owner is not None or spec.role is Role.SHARED:
+        return
+    what = {
+        Role.DESCRIPTOR: "a shared-memory matrix descriptor: show_fragment draws its tile "
+        "as core matrices",
+        Role.IMMEDIATE: "an immediate",
+        Role.SCALAR_IN: "a scalar",
+    }
     raise TirxError(
-        f"{contract.text} has no register fragment to draw: {why}",
-        hint="draw the operands' layouts with show_layout(view.layout, view.shape); "
-        "the operands are listed in docs/instructions.md",
+        f"operand {spec.name} of {contract.text} is {what.get(spec.role, spec.role.value)}, "
+        "not a register fragment",
+        hint="the register operands of this form: "
+        + (", ".join(op.name for op in contract.operands if op.owner is not None) or "none"),
     )
 
 

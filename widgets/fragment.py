@@ -15,19 +15,24 @@ says how many elements share one word, so the same code draws every element widt
 from __future__ import annotations
 
 import enum
+import itertools
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
-from tirx.errors import LayoutError, TirxError
+from tirx.errors import LayoutError
 
-from .model import Grid, contract_grid, layout_grid, parse_layout
+from .model import Grid, layout_grid, parse_layout
 
 __all__ = [
     "FragmentKind",
     "Element",
     "Fragment",
     "layout_fragment",
-    "operand_fragment",
+    "compose",
+    "unpack",
+    "block_labels",
+    "as_2d",
+    "coords",
     "thread_major",
     "bank_fragment",
     "text",
@@ -61,6 +66,8 @@ class Element:
     copies: tuple[tuple[int | None, int | None, int], ...] = ()
     threads: tuple[tuple[str, int], ...] = ()
     address: int | None = None
+    text: str = ""  # the cell's label, when a picture names its cells itself
+    info: str = ""  # what hovering or clicking the cell explains, likewise
 
     @property
     def lanes(self) -> frozenset[int]:
@@ -86,6 +93,10 @@ class Fragment:
     element_bits: int = 16
     about: str = ""
     formula: str = ""
+    holder: str = "lane"  # who holds a cell: a lane of a warp, or a thread of a warpgroup
+    caption: str = ""  # what the cells and colours mean, when the picture says it itself
+    key: tuple[tuple[str, str], ...] = ()  # a colour key: (colour, text) swatches, and its name
+    key_name: str = ""
 
     @property
     def per_register(self) -> int:
@@ -118,6 +129,8 @@ class Fragment:
 
     def label(self, e: Element) -> str:
         """The text in a cell: ``T5:a2``, ``W1/T5:a2``, an address with its bank, or a lane."""
+        if e.text:
+            return e.text
         if self.kind is FragmentKind.MEMORY:
             return f"{e.address}"
         if self.kind is FragmentKind.ADDRESSES:
@@ -140,6 +153,8 @@ class Fragment:
     def describe(self, index: int) -> str:
         """What hovering or clicking cell ``index`` explains."""
         e = self.elements[index]
+        if e.info:
+            return e.info
         where = f"element {e.coord}"
         if self.kind is FragmentKind.MEMORY:
             return f"{where}: address {e.address}, bank {self.bank(e)}"
@@ -148,7 +163,8 @@ class Fragment:
         if self.kind is FragmentKind.THREADS:
             return f"lane {e.lane} element {self.name(e.register, e.part)}: {e.coord}"
         held = ", ".join(
-            f"lane {lane} register {reg}" + (f" part {part}" if self.per_register > 1 else "")
+            f"{self.holder} {lane} register {reg}"
+            + (f" part {part}" if self.per_register > 1 else "")
             for lane, reg, part in e.copies
         )
         out = f"{where} = {self.label(e).split('×')[0]}: {held}"
@@ -159,6 +175,8 @@ class Fragment:
 
     def legend(self) -> str:
         """What the cells and colours mean, one sentence."""
+        if self.caption:
+            return self.caption
         if self.kind is FragmentKind.MEMORY:
             return (
                 f"cell = element address ({self.element_bits}-bit elements); "
@@ -168,10 +186,13 @@ class Fragment:
             return "cell = the lane that supplies this row's address"
         if self.kind is FragmentKind.THREADS:
             return f"row = lane; cell = the {self.axes[1]} each element of the lane's fragment is"
+        who = self.holder
         out = (
-            f"cell = T<lane>:{self.prefix}<i> (element i of the lane's fragment, "
-            f"{self.per_register} per 32-bit register); colour = lane"
+            f"cell = T<{who}>:{self.prefix}<i> (element i of the {who}'s fragment, "
+            f"{self.per_register} per 32-bit register); colour = {who}"
         )
+        if who == "thread":
+            out += "; thread = 32·warp + lane, a band of rows per warp"
         if any(len(e.copies) > 1 for e in self.elements):
             out += "; ×n = n copies"
         return out
@@ -180,18 +201,18 @@ class Fragment:
 # ------------------------------------------------------------------------- composition
 
 
-def _block_grid(lead: tuple[int, ...]) -> tuple[int, int]:
+def block_grid(lead: tuple[int, ...]) -> tuple[int, int]:
     """How leading (repeat) dims tile the picture: the last goes across, the rest down."""
     if not lead:
         return 1, 1
     return math.prod(lead[:-1]), lead[-1]
 
 
-def _compose(cells: dict, shape: tuple[int, ...]):
+def compose(cells: dict, shape: tuple[int, ...]):
     """Picture order of element coordinates of ``shape`` (``(*lead, rows, cols)``): blocks of
-    ``rows x cols``, leading dims tiled by :func:`_block_grid`. Returns (rows, cols, order)."""
+    ``rows x cols``, leading dims tiled by :func:`block_grid`. Returns (rows, cols, order)."""
     lead, (br, bc) = shape[:-2], shape[-2:]
-    down, across = _block_grid(lead)
+    down, across = block_grid(lead)
     order = []
     for R in range(down * br):
         for C in range(across * bc):
@@ -204,28 +225,28 @@ def _compose(cells: dict, shape: tuple[int, ...]):
     return down * br, across * bc, tuple(order)
 
 
-def _block_labels(lead: tuple[int, ...], names: tuple[str, ...]):
+def block_labels(lead: tuple[int, ...], names: tuple[str, ...]):
     """Names of the block rows and block columns (``(("M0", "M1"), ("N0", "N1"))``)."""
     if not lead or math.prod(lead) == 1:
         return (), ()
     names = names if len(names) == len(lead) else tuple(f"r{i} " for i in range(len(lead)))
     down = tuple(
         " ".join(f"{n}{c}" for n, c in zip(names[:-1], combo) if len(names) > 1)
-        for combo in _coords(lead[:-1])
+        for combo in coords(lead[:-1])
     )
     across = tuple(f"{names[-1]}{c}" for c in range(lead[-1]))
     return (down if len(lead) > 1 else ()), across
 
 
-def _as_2d(shape: tuple[int, ...]) -> tuple[int, ...]:
+def as_2d(shape: tuple[int, ...]) -> tuple[int, ...]:
     return (1, *shape) if len(shape) == 1 else shape
 
 
-def _unpack(grid: Grid, per: int) -> dict:
+def unpack(grid: Grid, per: int) -> dict:
     """Element coordinate -> Element, splitting each word cell into ``per`` elements."""
     cells = {}
     for cell in grid.cells:
-        coord = _as_2d(cell.coord)
+        coord = as_2d(cell.coord)
         for part in range(per):
             ecoord = (*coord[:-1], coord[-1] * per + part)
             if grid.kind == "memory":
@@ -255,106 +276,20 @@ def layout_fragment(layout, shape=None, *, element_bits: int = 32, unit_bits: in
         )
     per = unit_bits // element_bits
     grid = layout_grid(layout, shape, title=title, dtype_bytes=max(unit_bits // 8, 1))
-    shape = _as_2d(grid.shape)
+    shape = as_2d(grid.shape)
     eshape = (*shape[:-1], shape[-1] * per)
-    rows, cols, order = _compose(_unpack(grid, per), eshape)
+    rows, cols, order = compose(unpack(grid, per), eshape)
     kind = FragmentKind.MEMORY if grid.kind == "memory" else FragmentKind.REGISTERS
     return Fragment(
         title or repr(layout), rows, cols, order, kind, eshape[-2:],
         axes or ("row", "column" if per == 1 else f"column ({element_bits}-bit elements)"),
-        _block_labels(eshape[:-2], tuple(repeat_names)), prefix,
+        block_labels(eshape[:-2], tuple(repeat_names)), prefix,
         element_bits if kind is FragmentKind.REGISTERS else element_bits,
     )  # fmt: skip
 
 
-# ------------------------------------------------------------------------- instructions
-
-
-@dataclass(frozen=True)
-class OperandFacts:
-    """What a picture needs from an instruction contract (read in this one place)."""
-
-    text: str
-    name: str
-    atom: tuple[int, ...]  # in the contract's units (u32 words or f32 values)
-    unit_bits: int
-    element_bits: int
-    repeat_axes: tuple[str, ...]
-    axes: tuple[str, str]
-    about: str
-    formula: str
-    grid: Grid
-
-
-def operand_facts(instr, operand: str | None = None) -> OperandFacts:
-    """Read one operand of ``instr`` (text, ``T.ptx[...]`` or a contract) through tirx's
-    public contract lookup."""
-    import tirx
-
-    contract = tirx.instruction_contract(getattr(instr, "text", instr))
-    names = [op.name for op in contract.operands]
-    operand = operand or names[0]
-    if operand not in names:
-        raise TirxError(
-            f"{contract.text} has no operand {operand!r}",
-            hint="its operands are " + ", ".join(names),
-        )
-    spec = contract.operand(operand)
-    from tirx.isa import Family
-
-    unit_bits = 32
-    if spec.dtype.startswith("float"):
-        element_bits = unit_bits = int(spec.dtype[5:])
-    else:  # a 32-bit word packs elements_per_word of the instruction's elements
-        element_bits = 32 // max(spec.elements_per_word, 1)
-    if contract.family is Family.MMA:
-        axes = {"A": ("row (M)", "column (K)"), "B": ("n (N)", "k (K)")}.get(
-            operand, ("row (M)", "column (N)")
-        )
-    else:
-        axes = ("row", "column")
-    return OperandFacts(
-        contract.text, spec.name, tuple(spec.atom), unit_bits, element_bits,
-        tuple(spec.repeat_axes) or (("matrix",) if len(spec.atom) == 3 else ()), axes,
-        spec.about, spec.formula, contract_grid(contract, operand),
-    )  # fmt: skip
-
-
-def operand_fragment(instr, operand: str | None = None, *, repeat=(), element_bits=None,
-                     prefix=None) -> Fragment:  # fmt: skip
-    """The canonical fragment of one operand of ``instr`` in elements, labelled as the PTX
-    ISA figures are. ``repeat`` tiles the atom (``(2, 2)``: a 2 x 2 grid of instructions,
-    each block the same fragment). ``element_bits`` overrides the element width read from the
-    instruction (s8 operands: 8)."""
-    facts = operand_facts(instr, operand)
-    bits = element_bits or facts.element_bits
-    per = max(facts.unit_bits // bits, 1)
-    cells = _unpack(facts.grid, per)
-    atom = _as_2d(facts.atom)
-    eatom = (*atom[:-1], atom[-1] * per)
-    lead_atom = eatom[:-2]  # ldmatrix: the matrix index
-    repeat = tuple(repeat)
-    if repeat:
-        cells = {(*r, *c): replace(e, coord=(*r, *c)) for c, e in cells.items()
-                 for r in _coords(repeat)}  # fmt: skip
-    shape = (*repeat, *eatom)
-    rows, cols, order = _compose(cells, shape)
-    names = tuple(facts.repeat_axes[: len(repeat)]) if repeat else ()
-    names += ("matrix ",) * len(lead_atom)
-    kind = FragmentKind.REGISTERS if facts.grid.kind == "registers" else FragmentKind.ADDRESSES
-    return Fragment(
-        f"{facts.text} · {facts.name}", rows, cols, order, kind, eatom[-2:], facts.axes,
-        _block_labels(shape[:-2], names), prefix or _PREFIX.get(facts.name, facts.name[0].lower()), bits, facts.about,
-        facts.formula,
-    )  # fmt: skip
-
-
-_PREFIX = {"D": "c", "C": "c"}  # the PTX ISA names accumulator elements c0, c1, ...
-
-
-def _coords(shape):
-    import itertools
-
+def coords(shape):
+    """Every coordinate of ``shape``, row-major."""
     return itertools.product(*(range(e) for e in shape))
 
 

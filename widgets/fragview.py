@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import html
 
+from . import faces, geometry, picture, tikz
 from . import fragment as F
-from . import picture, tikz
 from .linking import link
 from .model import Cell, Grid
 from .views import GridView
 
-__all__ = ["FragmentView", "show_fragment", "link"]
+__all__ = ["FragmentView", "link"]
 
 
 def _grid_of(frag: F.Fragment) -> Grid:
@@ -41,8 +41,13 @@ class FragmentView(GridView):
     """A :class:`~widgets.fragment.Fragment` as a view (click a cell: its lane lights up and
     the formula shows; hover: the lane's cells are outlined)."""
 
-    def __init__(self, frag: F.Fragment, *, lane=None, marks=(), labels=None, summary=""):
+    def __init__(self, frag: F.Fragment, *, lane=None, marks=(), labels=None, summary="",
+                 page: int = 0, width: float = geometry.WIDTH,
+                 max_rows: int = geometry.MAX_ROWS):  # fmt: skip
         self.fragment = frag
+        self.page = page  # the page of columns the pictures show (a wide fragment's)
+        self.wrap = width  # px the pictures may take before they wrap into bands
+        self.max_rows = max_rows  # rows the bands may stack before they go to pages
         color_by = "slot" if frag.kind is F.FragmentKind.THREADS else None
         super().__init__(_grid_of(frag), color_by=color_by, lane=lane, marks=marks,
                          labels=labels or [frag.label(e) for e in frag.elements],
@@ -52,32 +57,65 @@ class FragmentView(GridView):
         out = F.text(self.fragment, lane=self.lane, marks=self.marks)
         return out + (f"\n{self.summary}" if self.summary else "")
 
-    def _options(self) -> dict:
-        return dict(lane=self.lane, marks=self.marks, labels=self.labels)
+    def _options(self, page=None) -> dict:
+        page = self.page if page is None else page
+        return dict(
+            lane=self.lane,
+            marks=self.marks,
+            labels=self.labels,
+            page=page,
+            width=self.wrap,
+            max_rows=self.max_rows,
+        )
 
-    def svg(self, path=None, *, hover: bool = True) -> str:
-        """The SVG picture (also written to ``path``)."""
+    @property
+    def pages(self) -> int:
+        """How many pages of columns the pictures of this fragment have (1: it wraps whole)."""
+        looks = picture.looks(self.fragment)
+        return geometry.page_count(self.fragment, looks, self.wrap, self.max_rows)
+
+    def svg(self, path=None, *, hover: bool = True, page=None) -> str:
+        """The SVG picture (also written to ``path``); ``page``: another page of columns."""
         return picture.svg(self.fragment, note=self.summary, hover=hover, path=path,
-                           **self._options())  # fmt: skip
+                           **self._options(page))  # fmt: skip
 
-    def png(self, path=None, *, dpi: int = 200) -> bytes:
+    def png(self, path=None, *, dpi: int = 200, page=None) -> bytes:
         """PNG bytes at ``dpi`` (≥ 150; also written to ``path``)."""
         return picture.png(self.fragment, dpi=dpi, path=path, note=self.summary,
-                           **self._options())  # fmt: skip
+                           **self._options(page))  # fmt: skip
 
-    def tikz(self, path=None, *, standalone: bool = False) -> str:
+    def tikz(self, path=None, *, standalone: bool = False, page=None) -> str:
         """TikZ source (``standalone``: a whole document; also written to ``path``)."""
-        return tikz.tikz(self.fragment, standalone=standalone, path=path, **self._options())
+        return tikz.tikz(self.fragment, standalone=standalone, path=path,
+                         **self._options(page))  # fmt: skip
 
-    def save(self, path):
+    def save(self, path, *, page=None):
         """Write the picture; the suffix (.svg, .png, .tex) picks the form."""
-        return picture.save(self.fragment, path, **self._options())
+        return picture.save(self.fragment, path, **self._options(page))
 
-    def figure(self):
-        return picture.figure(self.fragment, note=self.summary, **self._options())
+    def figure(self, page=None):
+        return picture.figure(self.fragment, note=self.summary, **self._options(page))
 
     def _repr_html_(self) -> str:
         return f'<div class="tirx-view tirx-fragment-view">{self.svg()}</div>'
+
+    def still(self) -> str:
+        """The shown page as a coloured text table that survives sanitizing."""
+        frag = self.fragment
+        cells = picture.looks(frag, lane=self.lane, marks=self.marks, labels=self.labels)
+        g = geometry.geometry(frag, cells, page=self.page, width=self.wrap,
+                              max_rows=self.max_rows)  # fmt: skip
+        cols = g.shown
+        rows = [
+            (str(r), [(("✗" if cells[i].marked else "") + cells[i].label, cells[i].fill,
+                       cells[i].ink) for i in (r * frag.cols + c for c in cols)])
+            for r in range(frag.rows)
+        ]  # fmt: skip
+        foot = list(g.legend)
+        return faces.coloured_text(frag.title, [str(c) for c in cols], rows, foot)
+
+    def _select_name(self) -> str:
+        return "bank" if self.grid.kind == "memory" else self.fragment.holder
 
     def formula(self, index: int) -> str:
         return self.fragment.describe(index)
@@ -101,43 +139,3 @@ class FragmentView(GridView):
     def thread_major(self) -> FragmentView:
         """The same fragment lane by lane (row = lane, cell = the coordinate it holds)."""
         return FragmentView(F.thread_major(self.fragment))
-
-
-def show_fragment(what, operand=None, *, shape=None, element_bits=None, unit_bits=32,
-                  repeat=(), view: str = "elements", lane=None, title=None, prefix=None,
-                  repeat_names=()) -> FragmentView:  # fmt: skip
-    """An element-level picture of an instruction operand or a layout.
-
-    ``what`` is an instruction (text or ``T.ptx[...]``, with ``operand``) or a layout (spec
-    text or object, over ``shape``). ``element_bits`` is the element width (16: f16/bf16,
-    8: s8, 32: f32/tf32; default: the instruction's, or 32 for a layout); a layout's ``m``
-    step holds ``unit_bits`` (32 for a register layout over u32 words, ``element_bits`` for
-    one over elements). ``view``: ``"elements"`` (the logical matrix), ``"threads"`` (lane
-    by lane) or ``"banks"`` (a shared layout, coloured by bank).
-    """
-    if _is_instruction(what):
-        frag = F.operand_fragment(what, operand, repeat=repeat, element_bits=element_bits,
-                                  prefix=prefix)  # fmt: skip
-    elif view == "banks":
-        frag = F.bank_fragment(what, shape, element_bits=element_bits or 16, title=title)
-    else:
-        bits = element_bits or 32
-        frag = F.layout_fragment(
-            what, shape, element_bits=bits, unit_bits=unit_bits if unit_bits >= bits else bits,
-            title=title, prefix=prefix or "v", repeat_names=repeat_names,
-        )  # fmt: skip
-    if view == "threads":
-        frag = F.thread_major(frag)
-    elif view not in ("elements", "banks"):
-        from tirx.errors import TirxError
-
-        raise TirxError(f"unknown view {view!r}", hint="choose elements, threads or banks")
-    summary = ""
-    if frag.kind is F.FragmentKind.MEMORY:
-        summary = f"worst column bank conflict: {F.bank_conflicts(frag)}-way"
-    return FragmentView(frag, lane=lane, summary=summary)
-
-
-def _is_instruction(what) -> bool:
-    text = getattr(what, "text", what)
-    return isinstance(text, str) and text.split(".", 1)[0] in ("mma", "ldmatrix", "stmatrix")

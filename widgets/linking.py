@@ -32,8 +32,7 @@ def link(*views, _explicit: bool = True) -> None:
         cell = view.grid.cells[index]
         for other in views:
             j = index if other is view else match(cell, other.grid, view.grid)
-            other.set_lane(cell.lane if other.grid.kind != "memory" else None)
-            other.set_focus(j)
+            other.show(cell.lane if other.grid.kind != "memory" else None, j)
 
     for v in views:
         v.on_cell = on_cell

@@ -26,24 +26,16 @@ import tirx
 from tirx.errors import TirxError, label_source, source_label
 
 from .capture import c_stdout
+from .cellerror import CellError
 from .panel import KernelPanel, RunReport
 
 __all__ = ["TirxMagics", "CellError", "load_ipython_extension", "register_cell", "prelude"]
 
 DEFAULT_SECTIONS = ("cuda", "ptx", "sass", "ir", "resources")
+# the simulator profile's per-line metrics (docs/profiling.md), for --heat
+HEAT_METRICS = ("instructions", "sectors", "excess_sectors", "coalescing", "wavefronts",
+                "conflicts", "global_bytes", "shared_bytes")  # fmt: skip
 ALL_SECTIONS = ("cuda", "ptx", "sass", "ir", "lowered", "resources")
-
-
-class CellError(Exception):
-    """An error from a ``%%tirx`` cell, shown by IPython as its short text only."""
-
-    def __init__(self, text: str, original: BaseException | None = None):
-        super().__init__(text)
-        self.text = text
-        self.original = original
-
-    def _render_traceback_(self) -> list[str]:
-        return self.text.splitlines()
 
 
 def register_cell(text: str, count: int | None = None) -> str:
@@ -132,6 +124,11 @@ class TirxMagics(Magics):
               "(default: the last argument)")  # fmt: skip
     @argument("--atol", type=float, default=1e-3, help="absolute tolerance of --check")
     @argument("--rtol", type=float, default=1e-3, help="relative tolerance of --check")
+    @argument("--profile", action="store_true", help="profile the run (needs --run): on the "
+              "simulator per source line, shown as a heat column beside the kernel's Python; "
+              "on the GPU with Nsight Compute (ncu), a table and a roofline")  # fmt: skip
+    @argument("--heat", default="instructions", metavar="METRIC", help="what the heat column "
+              "shows: " + ", ".join(HEAT_METRICS))  # fmt: skip
     @argument("-q", "--quiet", action="store_true", help="no panel")
     @cell_magic
     def tirx(self, line, cell):
@@ -141,6 +138,7 @@ class TirxMagics(Magics):
         warpid, m, ...), tirx, torch and np are available without imports. Example::
 
             %%tirx --run "a, b, out" --check "a.float() @ b.float().T"
+            %%tirx --run "a, b, out" --profile --heat conflicts
         """
         opts = self._options(line)
         ns = self.shell.user_ns
@@ -161,15 +159,19 @@ class TirxMagics(Magics):
         for kernel in kernels:
             panel = self._panel(kernel, opts, filename)
             panels.append(panel)
+            panel.heat = opts.heat
             if opts.run:
                 try:
-                    panel.run = self._run(panel.exe, opts, ns)
+                    panel.run, panel.profile = self._run(panel.exe, opts, ns)
                 except Exception as err:
                     if not opts.quiet:
                         display(panel)
                     raise CellError(_compact(err, filename), err) from None
             if not opts.quiet:
                 display(panel)
+                wrong = getattr(panel.run, "mismatch", None)
+                if wrong is not None:  # a failed --check: which elements, as a picture
+                    display(wrong)
         ns["_tirx"] = panels
 
     # ------------------------------------------------------------------ options
@@ -201,6 +203,11 @@ class TirxMagics(Magics):
             setattr(opts, key, _unquote(getattr(opts, key)))
         if opts.check and not opts.run:
             raise UsageError("%%tirx: --check needs --run ARGS (the inputs to run on)")
+        if opts.profile and not opts.run:
+            raise UsageError("%%tirx: --profile needs --run ARGS (the inputs to profile)")
+        if opts.heat not in HEAT_METRICS:
+            raise UsageError(f"%%tirx: unknown --heat metric {opts.heat!r}; choose from "
+                             f"{', '.join(HEAT_METRICS)}")  # fmt: skip
         return opts
 
     def _usage(self) -> str:
@@ -237,7 +244,8 @@ class TirxMagics(Magics):
 
     # ------------------------------------------------------------------ run
 
-    def _run(self, exe, opts, ns) -> RunReport:
+    def _run(self, exe, opts, ns):
+        """Run (and with --profile profile) the kernel: ``(RunReport, profile or None)``."""
         args = eval(opts.run, ns)  # noqa: S307 - the user's own expression
         args = tuple(args) if isinstance(args, (tuple, list)) else (args,)
         device = "cuda" if exe.target.kind == "cuda" else "cpu"
@@ -247,6 +255,7 @@ class TirxMagics(Magics):
                 hint="run it on the CPU simulator with -t sim (or -t auto)",
             )
         moved = [_to_device(a, device) for a in args] if _can_move(device) else list(args)
+        profile = None
         t0 = time.perf_counter()
         if device == "cuda":
             import torch
@@ -256,9 +265,13 @@ class TirxMagics(Magics):
                 torch.cuda.synchronize()
             if printed.text:
                 sys.stdout.write(printed.text)
+        elif opts.profile:  # on the simulator, the profiled run is the run
+            profile = exe.profile(*moved, stdout=sys.stdout)
         else:
             exe(*moved, stdout=sys.stdout)
         ms = (time.perf_counter() - t0) * 1e3
+        if opts.profile and device == "cuda":  # Nsight Compute, in a process of its own
+            profile = exe.profile(*moved)
         for original, used in zip(args, moved):
             if used is not original:
                 _copy_back(original, used)
@@ -268,7 +281,12 @@ class TirxMagics(Magics):
             out = eval(opts.out, ns) if opts.out else args[-1]  # noqa: S307
             ref = eval(opts.check, ns)  # noqa: S307
             report.max_error, report.passed, report.note = _compare(out, ref, opts.atol, opts.rtol)
-        return report
+            if report.passed is False and report.max_error is not None:  # where it is wrong
+                from .mismatch import mismatch
+
+                name = opts.out or opts.run.split(",")[-1].strip()
+                report.mismatch = mismatch(out, ref, opts.atol, opts.rtol, name=name)
+        return report, profile
 
 
 def _unquote(text):
@@ -322,5 +340,9 @@ def _compare(out, ref, atol: float, rtol: float):
 
 
 def load_ipython_extension(ipython) -> None:
-    """``%load_ext tirx`` (through ``tirx.load_ipython_extension``): register ``%%tirx``."""
+    """``%load_ext tirx`` (through ``tirx.load_ipython_extension``): register ``%%tirx`` and
+    the handler that shows tirx errors from the user's side (:mod:`widgets.errorview`)."""
+    from .errorview import install
+
     ipython.register_magics(TirxMagics)
+    install(ipython)

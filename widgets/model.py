@@ -10,13 +10,14 @@ table (:func:`contract_grid`). The logical tensor of shape ``(..., rows, cols)``
 from __future__ import annotations
 
 import colorsys
+import functools
 import itertools
 import math
 from dataclasses import dataclass
 
 from tirx.errors import LayoutError
 
-from .families import require_fragment
+from .families import require_drawable, require_fragment
 
 __all__ = [
     "Cell",
@@ -204,10 +205,12 @@ def _lane_of(point: dict) -> int | None:
     return None
 
 
-def contract_grid(contract, operand: str) -> Grid:
-    """An instruction operand's canonical fragment, from the contract's owner table."""
+def contract_grid(contract, operand: str, spec=None) -> Grid:
+    """An instruction operand's canonical fragment, from the contract's owner table (of
+    ``spec``, another form of the operand, when given: wgmma's A in registers)."""
     require_fragment(contract)
-    spec = contract.operand(operand)
+    spec = spec or contract.operand(operand)
+    require_drawable(contract, spec)
     title = f"{contract.text} · {spec.name}"
     if spec.owner is None:  # the shared side of ldmatrix/stmatrix: who supplies each row
         cells = tuple(
@@ -311,6 +314,8 @@ def parse_layout(text: str):
 
 
 # ------------------------------------------------------------------------- colours
+# (each a pure function of a few hundred possible arguments, cached: a click repaints every
+# cell of a grid, 4096 of a wgmma accumulator)
 
 # Lanes of one quad (g = lane // 4) share a hue and differ in lightness, so the 8 groups of the
 # mma fragment tables read at a glance and all 32 lanes stay distinct.
@@ -326,6 +331,7 @@ def _hex(rgb) -> str:
     return "#" + "".join(f"{round(max(0.0, min(1.0, x)) * 255):02x}" for x in rgb)
 
 
+@functools.lru_cache(maxsize=4096)
 def lane_color(lane: int | None) -> str:
     """One colour per lane 0..31 (``#rrggbb``); grey for None."""
     if lane is None:
@@ -335,6 +341,7 @@ def lane_color(lane: int | None) -> str:
     return _hex(colorsys.hls_to_rgb(hue % 1.0, light, 0.62 if lane % 4 < 3 else 0.7))
 
 
+@functools.lru_cache(maxsize=4096)
 def slot_color(slot: int | None) -> str:
     """One colour per register slot (or bank), distinct for the first ten."""
     if slot is None:
@@ -344,12 +351,14 @@ def slot_color(slot: int | None) -> str:
     return lane_color(slot % 32)
 
 
+@functools.lru_cache(maxsize=4096)
 def fade(color: str, amount: float = 0.8) -> str:
     """``color`` mixed with white (``amount`` 1 is white)."""
     rgb = [int(color[i : i + 2], 16) / 255 for i in (1, 3, 5)]
     return _hex([x + (1 - x) * amount for x in rgb])
 
 
+@functools.lru_cache(maxsize=4096)
 def text_color(background: str) -> str:
     """Black or white, whichever has the higher contrast with ``background`` (the WCAG ratio
     of relative luminances, so a mid green gets black: white on it reads at under 3:1)."""

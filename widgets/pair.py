@@ -70,11 +70,31 @@ class PairView:
             f"<div>{html.escape(self.summary())}</div>"
         )
 
+    def still(self) -> str:
+        return self.left.still() + self.right.still() + f"<div>{html.escape(self.summary())}</div>"
+
+    def _panels(self):
+        from .panels import Panels
+
+        return Panels(self.summary(), [self.left, self.right], linked=False)
+
+    def figure(self):
+        """The two sides' pictures side by side (matplotlib, Agg)."""
+        return self._panels().figure()
+
+    def png(self, path=None, *, dpi: int = 150) -> bytes:
+        """The two sides' pictures side by side as PNG bytes."""
+        return self._panels().png(path, dpi=dpi)
+
     def _repr_mimebundle_(self, include=None, exclude=None):
-        bundle = self.widget._repr_mimebundle_(include=include, exclude=exclude) or {}
-        bundle["text/plain"] = str(self)
-        bundle["text/html"] = self._repr_html_()
-        return bundle
+        from . import faces
+
+        return faces.bundle(self, include, exclude)
+
+    def _ipython_display_(self):
+        from . import faces
+
+        faces.show(self)
 
     @property
     def widget(self):
@@ -88,7 +108,10 @@ class PairView:
             )  # fmt: skip
             self._lane.add_class("tirx-lane")
             self._lane.observe(
-                lambda ch: self.set_lane(None if ch["new"] == -1 else ch["new"]), names="value"
+                lambda ch: (
+                    None if self._quiet else self.set_lane(None if ch["new"] == -1 else ch["new"])
+                ),
+                names="value",
             )
             self._info = w.HTML(html.escape(self.summary()))
             self._info.add_class("tirx-info")
@@ -97,6 +120,8 @@ class PairView:
                            layout=w.Layout(flex_flow="row wrap", align_items="flex-start"))  # fmt: skip
             self._widget = w.VBox([self._lane, sides, self._info])
         return self._widget
+
+    _quiet = False
 
     def set_lane(self, lane) -> None:
         self.lane = lane
@@ -110,9 +135,16 @@ class PairView:
     def _on_cell(self, view, index: int) -> None:
         other = self.right if view is self.left else self.left
         j = self.match(index, view, other)
-        self.set_lane(view.grid.cells[index].lane)
-        view.set_focus(index)
-        other.set_focus(j)
+        lane = view.grid.cells[index].lane
+        self.lane = lane
+        if self._widget is not None and self._lane.value != (-1 if lane is None else lane):
+            self._quiet = True  # the sides are repainted once each, below
+            try:
+                self._lane.value = -1 if lane is None else lane
+            finally:
+                self._quiet = False
+        view.show(lane, index)
+        other.show(lane, j)
         lane, slot = view.grid.cells[index].copies[0]
         lines = [f"register: lane {lane}, slot {slot}", view.formula(index)]
         lines.append(other.formula(j) if j is not None else "not in the other view")

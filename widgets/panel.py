@@ -1,8 +1,9 @@
 """The compact panel that ``%%tirx`` shows for each kernel of a cell.
 
 One header line (kernel, target, cache badge), the timing split, resource use, the result of
-an optional run against a torch reference, and collapsible sections for CUDA, PTX, SASS and
-the IR. ``_repr_html_`` uses only ``<details>`` (no JavaScript), so the panel reads the same
+an optional run against a torch reference, an optional profile (the simulator's per-line
+counts, drawn as a heat column beside the kernel's Python; or Nsight Compute's table and a
+roofline), and collapsible sections for CUDA, PTX, SASS and the IR. ``_repr_html_`` uses only ``<details>`` (no JavaScript), so the panel reads the same
 in JupyterLab, nbviewer and exported HTML; ``str(panel)`` is a text summary.
 """
 
@@ -65,6 +66,8 @@ class KernelPanel:
     sections: tuple = ("cuda", "ptx", "sass", "ir", "resources")
     run: RunReport | None = None
     texts: dict = field(default_factory=dict)
+    profile: object | None = None  # exe.profile's result: the simulator's, or Nsight Compute's
+    heat: str = "instructions"  # the simulator profile's metric the heat column shows
 
     def __post_init__(self):
         for key in self.sections:
@@ -89,6 +92,41 @@ class KernelPanel:
         return "(not available for this target)"
 
     # ------------------------------------------------------------------ pieces
+
+    def heat_column(self):
+        """The heat column of a simulator profile (None for none, or for ncu's)."""
+        if self.profile is None or not hasattr(self.profile, "metric"):
+            return None
+        from .heat import heat_column
+
+        return heat_column(self.profile, self.heat)
+
+    def profile_text(self) -> str:
+        """The profile as text: the simulator's heat column beside the kernel's lines, or
+        Nsight Compute's table and the roofline in words."""
+        heat = self.heat_column()
+        if heat is not None:
+            lines = {lp.line: lp.source() for lp in self.profile.lines
+                     if lp.file == self.profile.file}  # fmt: skip
+            return f"{self.profile.header()}\n{heat.text(lines)}"
+        from .roofline import roofline_text
+
+        return f"{self.profile}\n{roofline_text(self.profile)}"
+
+    def profile_html(self, linked: bool) -> str:
+        """The profile's section (``linked``: the heat column is on the code panes' Python)."""
+        heat = self.heat_column()
+        if heat is None:
+            from .roofline import roofline_html
+
+            body = self.profile._repr_html_() + roofline_html(self.profile)
+            title = "Profile (Nsight Compute)"
+        else:
+            body = "" if linked else f"<pre>{html.escape(self.profile_text())}</pre>"
+            body += self.profile._repr_html_()
+            title = f"Profile (simulator, per line; heat column: {heat.title})"
+        return (f'<details class="tirx-section tirx-profile-section" open><summary>{title}'
+                f"</summary>{body}</details>")  # fmt: skip
 
     def executables(self) -> list:
         seen, out = set(), []
@@ -149,6 +187,8 @@ class KernelPanel:
             lines.append(f"  resources: {self.resources_text()}")
         if self.run is not None:
             lines.append(f"  {self.run.text()}")
+        if self.profile is not None:
+            lines += ["  " + x for x in self.profile_text().splitlines()]
         if self.code_error:
             lines.append(f"  no CUDA build: {self.code_error}")
         shown = [f"{SECTIONS[k][0]} ({len(self.texts[k].splitlines())} lines)"
@@ -197,6 +237,8 @@ class KernelPanel:
         if self.code_error:
             out.append(f'<div class="tirx-note">no CUDA build: {e(self.code_error)}</div>')
         linked = [k for k in ("cuda", "ptx", "sass") if k in self.sections and k in self.texts]
+        if self.profile is not None:
+            out.append(self.profile_html(bool(linked) and self.code is not None))
         if linked and self.code is not None:  # highlighted, numbered, linked to the Python
             from .codeview import panel_html
 

@@ -10,78 +10,33 @@ from __future__ import annotations
 
 import html
 import itertools
-import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 
 from .fragment import Fragment
+from .geometry import MAX_ROWS, WIDTH, Geometry, block_edges, geometry, legend_lines  # noqa: F401
 from .looks import MARK_COLOR, CellLook, color_key, looks  # noqa: F401 - the picture's vocabulary
+from .model import lane_color, text_color
 
 __all__ = [
     "CellLook", "looks", "legend_lines", "svg", "png", "figure", "save", "linked_style",
-    "MARK_COLOR", "LINK_COLOR",
+    "MARK_COLOR", "LINK_COLOR", "geometry", "Geometry",
 ]  # fmt: skip
 
 _ids = itertools.count()
-
-
-def legend_lines(sentence: str, width: int) -> list[str]:
-    """``sentence`` in lines of at most ``width`` characters, broken between its ``;``
-    phrases where possible and never inside a word."""
-    lines: list[str] = []
-    for phrase in sentence.split("; "):
-        if lines and len(lines[-1]) + 2 + len(phrase) <= width:
-            lines[-1] += "; " + phrase
-        else:
-            if lines:
-                lines[-1] += ";"
-            lines.extend(textwrap.wrap(phrase, max(width, 20), break_long_words=False) or [""])
-    return lines
-
-
-@dataclass(frozen=True)
-class Geometry:
-    cw: float
-    ch: float
-    left: float
-    top: float
-    width: float
-    height: float
-    title: tuple[str, ...]
-    legend: tuple[str, ...]
-    char: float = 6.6  # px per character of 11 px monospace
-
-
-def geometry(frag: Fragment, cell_looks, note: str = "") -> Geometry:
-    longest = max((len(s.label) + s.marked for s in cell_looks), default=3)
-    cw, ch, char = max(28.0, 6.6 * longest + 10), 20.0, 6.6
-    down, across = frag.block_labels
-    left = 22 + char * max(len(str(frag.rows - 1)), max((len(d) for d in down), default=0)) + 8
-    grid_w = cw * frag.cols
-    per_line = max(int((left + grid_w) / 6.0), 40)
-    # the title is 12 px bold monospace, about 7.3 px a character: wrapped to fit the picture
-    per_title = max(int((left + grid_w - 4) / 7.4), 20)
-    title = tuple(textwrap.wrap(frag.title, per_title, break_long_words=False)) or ("",)
-    legend = legend_lines(frag.legend() + (f"; {note}" if note else ""), per_line)
-    top = 8 + 15 * len(title) + 16 + (14 if across else 0) + 14
-    height = top + ch * frag.rows + 10 + 13 * (len(legend) + 1)
-    return Geometry(cw, ch, left, top, left + grid_w + 8, height, title, tuple(legend), char)
-
-
-def _block_edges(frag: Fragment):
-    rows = [r for r in range(frag.block_rows, frag.rows, frag.block_rows)]
-    cols = [c for c in range(frag.block_cols, frag.cols, frag.block_cols)]
-    return rows, cols
 
 
 # ----------------------------------------------------------------------- SVG
 
 
 def svg(frag: Fragment, *, lane=None, marks=(), labels=None, note: str = "", hover=True,
-        path=None) -> str:  # fmt: skip
-    """The picture as a self-contained SVG string (also written to ``path`` if given)."""
-    cells = looks(frag, lane=lane, marks=marks, labels=labels)
-    g = geometry(frag, cells, note)
+        path=None, page: int = 0, width: float = WIDTH, max_rows: int = MAX_ROWS,
+        cell_looks=None) -> str:  # fmt: skip
+    """The picture as a self-contained SVG string (also written to ``path`` if given): page
+    ``page`` of a fragment too wide and too tall to wrap whole (:mod:`widgets.geometry`),
+    at most ``width`` px wide. ``cell_looks`` (a view's own colours) replaces the looks."""
+    cells = cell_looks or looks(frag, lane=lane, marks=marks, labels=labels)
+    g = geometry(frag, cells, note, page, width, max_rows)
     uid = f"tirx-f{next(_ids)}"
     e = html.escape
     out = [
@@ -90,71 +45,50 @@ def svg(frag: Fragment, *, lane=None, marks=(), labels=None, note: str = "", hov
         f'{g.height:.0f}" font-family="DejaVu Sans Mono, monospace" font-size="11">',
         f'<rect width="{g.width:.0f}" height="{g.height:.0f}" fill="#ffffff"/>',
     ]
+    # the cells' texts are centred and let the pointer through to their cell
+    out.append(f"<style>.{uid} .tirx-c text{{text-anchor:middle;pointer-events:none}}</style>")
     if hover:
-        out.append(_hover_style(frag, uid))
-    y = 8
-    for line in g.title:
-        y += 15
-        out.append(f'<text x="{g.width / 2:.1f}" y="{y}" text-anchor="middle" font-size="12" '
-                   f'font-weight="bold">{e(line)}</text>')  # fmt: skip
-    grid_w = g.cw * frag.cols
-    out.append(f'<text x="{g.left + grid_w / 2:.1f}" y="{y + 15}" text-anchor="middle" '
-               f'font-style="italic" fill="#333">{e(frag.axes[1])} →</text>')  # fmt: skip
-    down, across = frag.block_labels
-    for i, name in enumerate(across):
-        x = g.left + (i + 0.5) * frag.block_cols * g.cw
-        out.append(f'<text x="{x:.1f}" y="{y + 29}" text-anchor="middle" font-weight="bold" '
-                   f'fill="#333">{e(name)}</text>')  # fmt: skip
-    for c in range(frag.cols):
-        x = g.left + (c + 0.5) * g.cw
-        out.append(f'<text x="{x:.1f}" y="{g.top - 4}" text-anchor="middle" fill="#555" '
-                   f'font-size="9">{c}</text>')  # fmt: skip
-    mid = g.top + g.ch * frag.rows / 2
-    out.append(f'<text transform="translate(12 {mid:.1f}) rotate(-90)" text-anchor="middle" '
-               f'font-style="italic" fill="#333">← {e(frag.axes[0])}</text>')  # fmt: skip
-    for r in range(frag.rows):
-        out.append(f'<text x="{g.left - 4:.1f}" y="{g.top + r * g.ch + 14:.1f}" '
-                   f'text-anchor="end" fill="#555" font-size="9">{r}</text>')  # fmt: skip
-    for i, name in enumerate(down):
-        yy = g.top + (i + 0.5) * frag.block_rows * g.ch
-        out.append(f'<text x="{g.left - 24:.1f}" y="{yy:.1f}" text-anchor="end" '
-                   f'font-weight="bold" fill="#333">{e(name)}</text>')  # fmt: skip
+        out.append(_hover_style(frag, uid, g))
+    for t in _labels(frag, g):
+        out.append(_svg_text(t))
     focusable = ' tabindex="-1"' if hover else ""  # a click focuses the cell (linked_style)
+    # a cell's tooltip is its own line of the explanation; the rule every cell shares (the
+    # ISA's formula) is said once, in the legend, not in each of hundreds of cells
+    tips = [frag.describe(i).splitlines()[0] if frag.formula else frag.describe(i)
+            for i in range(len(frag.elements))]  # fmt: skip
     for i, (el, s) in enumerate(zip(frag.elements, cells)):
-        r, c = divmod(i, frag.cols)
-        x, yy = g.left + c * g.cw, g.top + r * g.ch
+        at = g.xy(i, frag.cols)
+        if at is None:
+            continue
+        x, yy = at
         lanes = " ".join(f"l{lane}" for lane in sorted(el.lanes))
         stroke, sw = (MARK_COLOR, 2.5) if s.marked else (
             ("#000", 1.6) if s.highlighted else ("#fff", 0.8))  # fmt: skip
         coord = ",".join(map(str, el.coord))
         out.append(
-            f'<g class="tirx-c c{i} {lanes}"{focusable}><rect class="tirx-el" data-index="{i}" '
+            f'<g class="tirx-c c{i} {coord_class(el.coord)} {lanes}"{focusable}>'
+            f'<rect class="tirx-el" data-index="{i}" '
             f'data-coord="{coord}" data-lane="{"" if el.lane is None else el.lane}" '
-            f'x="{x:.1f}" y="{yy:.1f}" width="{g.cw:.1f}" height="{g.ch:.1f}" fill="{s.fill}" '
-            f'stroke="{stroke}" stroke-width="{sw}"><title>{e(frag.describe(i))}</title></rect>'
-            f'<text x="{x + g.cw / 2:.1f}" y="{yy + 14:.1f}" text-anchor="middle" '
-            f'fill="{s.ink}"{" font-weight=" + chr(34) + "bold" + chr(34) if s.highlighted else ""}'
-            f' pointer-events="none">{"✗" if s.marked else ""}{e(s.label)}</text></g>'
+            f'x="{_n(x)}" y="{_n(yy)}" width="{_n(g.cw)}" height="{_n(g.ch)}" fill="{s.fill}" '
+            f'stroke="{stroke}" stroke-width="{sw}"><title>{e(tips[i])}</title></rect>'
+            f'<text x="{_n(x + g.cw / 2)}" y="{_n(yy + 14)}"'
+            f"{'' if s.ink in ('#000', '#000000') else f' fill={chr(34)}{s.ink}{chr(34)}'}"
+            f"{' font-weight=' + chr(34) + 'bold' + chr(34) if s.highlighted else ''}>"
+            f"{'✗' if s.marked else ''}{e(s.label)}</text></g>"
         )
-    rows, cols = _block_edges(frag)
-    bottom = g.top + g.ch * frag.rows
-    for r in rows:
-        yy = g.top + r * g.ch
-        out.append(f'<line x1="{g.left}" x2="{g.left + grid_w:.1f}" y1="{yy:.1f}" y2="{yy:.1f}" '
-                   'stroke="#222" stroke-width="2.5"/>')  # fmt: skip
-    for c in cols:
-        x = g.left + c * g.cw
-        out.append(f'<line x1="{x:.1f}" x2="{x:.1f}" y1="{g.top}" y2="{bottom:.1f}" '
-                   'stroke="#222" stroke-width="2.5"/>')  # fmt: skip
-    out.append(f'<rect x="{g.left}" y="{g.top}" width="{grid_w:.1f}" height="{g.ch * frag.rows}"'
-               ' fill="none" stroke="#222" stroke-width="1.5"/>')  # fmt: skip
-    yy = bottom + 8
-    for line in g.legend:
-        yy += 13
-        out.append(f'<text x="6" y="{yy:.1f}" fill="#444" font-size="10">{e(line)}</text>')
-    if hover:
+    for x1, y1, x2, y2, width in _edges(frag, g):
+        out.append(f'<line x1="{x1:.1f}" x2="{x2:.1f}" y1="{y1:.1f}" y2="{y2:.1f}" '
+                   f'stroke="#222" stroke-width="{width}"/>')  # fmt: skip
+    for x, y, fill, ink, text in key_swatches(frag, g):
+        out.append(f'<rect class="tirx-key" x="{x}" y="{y:.1f}" width="22" height="16" '
+                   f'fill="{fill}"/><text x="{x + 11}" y="{y + 12:.1f}" text-anchor="middle" '
+                   f'font-size="9" fill="{ink}">{text}</text>')  # fmt: skip
+    yy = g.bands[-1].top + g.ch * frag.rows + 8 + g.key + 13 * len(g.legend)
+    if hover and _status_line(frag, g):
         yy += 13
         for i in range(len(frag.elements)):
+            if g.xy(i, frag.cols) is None:
+                continue
             tip = frag.describe(i).splitlines()[0]
             out.append(f'<text class="tirx-tip t{i}" x="6" y="{yy:.1f}" fill="#000" '
                        f'font-size="10" display="none">{e(tip)}</text>')  # fmt: skip
@@ -165,9 +99,109 @@ def svg(frag: Fragment, *, lane=None, marks=(), labels=None, note: str = "", hov
     return text
 
 
-def _hover_style(frag: Fragment, uid: str) -> str:
+@dataclass(frozen=True)
+class Label:
+    """A text of the picture (title, axis, block and index labels, legend), in SVG px."""
+
+    x: float
+    y: float
+    text: str
+    size: float = 11
+    anchor: str = "middle"
+    bold: bool = False
+    italic: bool = False
+    color: str = "#000"
+    rotate: bool = False
+
+
+def _labels(frag: Fragment, g: Geometry) -> list[Label]:
+    """Every text but the cells': title, axis names, block names, row and column numbers
+    (again over each band) and the legend."""
+    out, y = [], 8
+    for line in g.title:
+        y += 15
+        out.append(Label(g.width / 2, y, line, 12, bold=True))
+    grid_w = g.cw * max(len(b.cols) for b in g.bands)
+    out.append(Label(g.left + grid_w / 2, y + 15, f"{frag.axes[1]} →", italic=True, color="#333"))
+    down, across = frag.block_labels
+    bc = frag.block_cols
+    for band in g.bands:
+        x0 = g.left - band.cols.start * g.cw  # where column 0 would be
+        for i, name in enumerate(across):
+            lo, hi = max(i * bc, band.cols.start), min((i + 1) * bc, band.cols.stop)
+            if lo < hi:
+                out.append(Label(x0 + (lo + hi) / 2 * g.cw, band.top - 18, name, bold=True,
+                                 color="#333"))  # fmt: skip
+        for c in band.cols:
+            out.append(Label(x0 + (c + 0.5) * g.cw, band.top - 4, str(c), 9, color="#555"))
+        mid = band.top + g.ch * frag.rows / 2
+        out.append(Label(12, mid, f"← {frag.axes[0]}", italic=True, color="#333", rotate=True))
+        for r in range(frag.rows):
+            out.append(Label(g.left - 4, band.top + r * g.ch + 14, str(r), 9, "end",
+                             color="#555"))  # fmt: skip
+        for i, name in enumerate(down):
+            yy = band.top + (i + 0.5) * frag.block_rows * g.ch
+            out.append(Label(g.left - 24, yy, name, anchor="end", bold=True, color="#333"))
+    yy = g.bands[-1].top + g.ch * frag.rows + 8 + g.key
+    if g.key:
+        out.append(Label(6, yy - 8, frag.key_name or "bank", 10, "start", color="#444"))
+    for line in g.legend:
+        yy += 13
+        out.append(Label(6, yy, line, 10, "start", color="#444"))
+    return out
+
+
+def key_swatches(frag: Fragment, g: Geometry) -> list[tuple[float, float, str, str, str]]:
+    """The colour key of a picture whose colours are not written in its cells (a bank view:
+    32 swatches, each its bank's colour and number): (x, y, fill, ink, text), 22 x 16 px."""
+    if not g.key:
+        return []
+    y = g.bands[-1].top + g.ch * frag.rows + 10
+    x0 = 6 + 6 * max(len(frag.key_name), 4) + 10
+    if frag.key:
+        return [
+            (x0 + 23 * i, y, fill, text_color(fill), text)
+            for i, (fill, text) in enumerate(frag.key)
+        ]
+    return [(x0 + 23 * b, y, lane_color(b), text_color(lane_color(b)), str(b)) for b in range(32)]
+
+
+def _svg_text(t: Label) -> str:
+    where = (f'transform="translate({t.x:g} {t.y:.1f}) rotate(-90)"' if t.rotate
+             else f'x="{t.x:.1f}" y="{t.y:.1f}"')  # fmt: skip
+    style = "".join([
+        f' text-anchor="{t.anchor}"' if t.anchor != "start" else "",
+        f' font-size="{t.size:g}"' if t.size != 11 else "",
+        ' font-weight="bold"' if t.bold else "", ' font-style="italic"' if t.italic else "",
+        f' fill="{t.color}"' if t.color != "#000" else "",
+    ])  # fmt: skip
+    return f"<text {where}{style}>{html.escape(t.text)}</text>"
+
+
+def _edges(frag: Fragment, g: Geometry) -> list[tuple[float, float, float, float, float]]:
+    """The thick lines between blocks and each band's frame: (x1, y1, x2, y2, width)."""
+    out = []
+    for band in g.bands:
+        rows, cols = block_edges(frag, band.cols)
+        right = g.left + g.cw * len(band.cols)
+        bottom = band.top + g.ch * frag.rows
+        out += [(g.left, band.top + r * g.ch, right, band.top + r * g.ch, 2.5) for r in rows]
+        for c in cols:
+            x = g.left + (c - band.cols.start) * g.cw
+            out.append((x, band.top, x, bottom, 2.5))
+        out += [
+            (g.left, band.top, right, band.top, 1.5),
+            (right, band.top, right, bottom, 1.5),
+            (g.left, bottom, right, bottom, 1.5),
+            (g.left, band.top, g.left, bottom, 1.5),
+        ]
+    return out
+
+
+def _hover_style(frag: Fragment, uid: str, g: Geometry) -> str:
     """CSS that outlines the hovered lane's cells and shows the hovered cell's status line."""
-    lanes = sorted({lane for el in frag.elements for lane in el.lanes})
+    shown = [i for i in range(len(frag.elements)) if g.xy(i, frag.cols) is not None]
+    lanes = sorted({lane for i in shown for lane in frag.elements[i].lanes})
     rules = [f".{uid} .tirx-c:hover rect{{stroke:#000;stroke-width:2.5}}",
              f".{uid} .tirx-c:focus{{outline:none}}"]  # fmt: skip
     for lane in lanes:
@@ -175,9 +209,10 @@ def _hover_style(frag: Fragment, uid: str) -> str:
             f".{uid}:has(.l{lane}:hover) .l{lane} rect{{stroke:#000;stroke-width:2;"
             "stroke-dasharray:none}"
         )
+    if not _status_line(frag, g):
+        return f"<style>{''.join(rules)}</style>"
     rules.append(
-        "".join(f".{uid}:has(.c{i}:hover) .t{i}," for i in range(len(frag.elements)))[:-1]
-        + "{display:inline}"
+        "".join(f".{uid}:has(.c{i}:hover) .t{i}," for i in shown)[:-1] + "{display:inline}"
     )
     return f"<style>{''.join(rules)}</style>"
 
@@ -185,13 +220,34 @@ def _hover_style(frag: Fragment, uid: str) -> str:
 LINK_COLOR = "#1f5fbf"
 
 
-def linked_style(scope: str, count: int) -> str:
-    """CSS that links pictures of the same ``count`` elements inside an element of class
-    ``scope``: clicking element ``i`` in one (it takes focus) outlines element ``i`` in all
-    of them, without JavaScript."""
+STATUS_CELLS = 256  # a picture of more cells says what a cell is in its tooltip only
+
+
+def _status_line(frag: Fragment, g: Geometry) -> bool:
+    """Whether the picture has a status line that a hovered cell writes its meaning into (a
+    picture of up to STATUS_CELLS cells shown; a larger one relies on the tooltips)."""
+    shown = len(g.shown) * frag.rows
+    return shown <= STATUS_CELLS
+
+
+def _n(value: float) -> str:
+    """A coordinate as short as it reads: ``53`` for 53.0, ``404.8``."""
+    return f"{value:.1f}".removesuffix(".0")
+
+
+def coord_class(coord) -> str:
+    """The class naming an element's logical coordinate in every picture (``x3_1``;
+    ``m1`` for -1), so pictures of different shapes can link the same element."""
+    return "x" + "_".join(f"m{-c}" if c < 0 else str(c) for c in coord)
+
+
+def linked_style(scope: str, count: int = 0, coords=()) -> str:
+    """CSS that links the pictures inside an element of class ``scope``, without JavaScript:
+    clicking element ``i`` of one (it takes focus) outlines element ``i`` in all of them
+    (``count`` elements), or, given ``coords``, the element of the same coordinate."""
+    keys = [f"c{i}" for i in range(count)] + [coord_class(c) for c in coords]
     rules = "".join(
-        f".{scope}:has(.c{i}:focus) .c{i} rect{{stroke:{LINK_COLOR};stroke-width:3.5}}"
-        for i in range(count)
+        f".{scope}:has(.{k}:focus) .{k} rect{{stroke:{LINK_COLOR};stroke-width:3.5}}" for k in keys
     )
     return f"<style>{rules}</style>"
 
@@ -199,15 +255,16 @@ def linked_style(scope: str, count: int) -> str:
 # ----------------------------------------------------------------------- PNG
 
 
-def figure(frag: Fragment, *, lane=None, marks=(), labels=None, note: str = ""):
+def figure(frag: Fragment, *, lane=None, marks=(), labels=None, note: str = "", page: int = 0,
+           width: float = WIDTH, max_rows: int = MAX_ROWS, cell_looks=None):  # fmt: skip
     """The picture as a matplotlib Figure (Agg canvas, no pyplot state), laid out in the
     SVG's geometry (1 px of the SVG = 1/100 inch)."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
     from matplotlib.patches import Rectangle
 
-    cells = looks(frag, lane=lane, marks=marks, labels=labels)
-    g = geometry(frag, cells, note)
+    cells = cell_looks or looks(frag, lane=lane, marks=marks, labels=labels)
+    g = geometry(frag, cells, note, page, width, max_rows)
     fig = Figure(figsize=(g.width / 100, g.height / 100), dpi=100)
     FigureCanvasAgg(fig)
     ax = fig.add_axes((0, 0, 1, 1))
@@ -215,49 +272,31 @@ def figure(frag: Fragment, *, lane=None, marks=(), labels=None, note: str = ""):
     ax.set_ylim(g.height, 0)
     ax.axis("off")
     pt = 72 / 100  # points per SVG px
+    align = {"middle": "center", "end": "right", "start": "left"}
 
     def put(x, y, s, size=11, **kw):
         ax.text(x, y, s, fontsize=size * pt, family="monospace", **kw)
 
-    y = 8
-    for line in g.title:
-        y += 15
-        put(g.width / 2, y, line, 12, ha="center", va="baseline", weight="bold")
-    grid_w = g.cw * frag.cols
-    put(g.left + grid_w / 2, y + 15, f"{frag.axes[1]} →", ha="center", style="italic")
-    down, across = frag.block_labels
-    for i, name in enumerate(across):
-        put(g.left + (i + 0.5) * frag.block_cols * g.cw, y + 29, name, ha="center", weight="bold")
-    for c in range(frag.cols):
-        put(g.left + (c + 0.5) * g.cw, g.top - 4, str(c), 9, ha="center", color="#555")
-    put(12, g.top + g.ch * frag.rows / 2, f"← {frag.axes[0]}", ha="center", va="center",
-        rotation=90, style="italic")  # fmt: skip
-    for r in range(frag.rows):
-        put(g.left - 4, g.top + r * g.ch + 14, str(r), 9, ha="right", color="#555")
-    for i, name in enumerate(down):
-        put(g.left - 24, g.top + (i + 0.5) * frag.block_rows * g.ch, name, ha="right",
-            weight="bold")  # fmt: skip
+    for t in _labels(frag, g):
+        put(t.x, t.y, t.text, t.size, ha=align[t.anchor], color=t.color,
+            weight="bold" if t.bold else "normal", style="italic" if t.italic else "normal",
+            rotation=90 if t.rotate else 0, va="center" if t.rotate else "baseline")  # fmt: skip
     for i, s in enumerate(cells):
-        r, c = divmod(i, frag.cols)
-        x, yy = g.left + c * g.cw, g.top + r * g.ch
+        at = g.xy(i, frag.cols)
+        if at is None:
+            continue
+        x, yy = at
         edge, lw = (MARK_COLOR, 2.0) if s.marked else (
             ("#000", 1.2) if s.highlighted else ("#fff", 0.6))  # fmt: skip
         ax.add_patch(Rectangle((x, yy), g.cw, g.ch, facecolor=s.fill, edgecolor=edge,
                                linewidth=lw, gid=f"cell-{i}"))  # fmt: skip
         put(x + g.cw / 2, yy + 14, ("✗" if s.marked else "") + s.label, ha="center",
             color=s.ink, weight="bold" if s.highlighted else "normal")  # fmt: skip
-    rows, cols = _block_edges(frag)
-    bottom = g.top + g.ch * frag.rows
-    for r in rows:
-        ax.plot([g.left, g.left + grid_w], [g.top + r * g.ch] * 2, color="#222", lw=2.5 * pt)
-    for c in cols:
-        ax.plot([g.left + c * g.cw] * 2, [g.top, bottom], color="#222", lw=2.5 * pt)
-    ax.add_patch(Rectangle((g.left, g.top), grid_w, bottom - g.top, fill=False,
-                           edgecolor="#222", linewidth=1.5 * pt))  # fmt: skip
-    yy = bottom + 8
-    for line in g.legend:
-        yy += 13
-        put(6, yy, line, 10, color="#444")
+    for x1, y1, x2, y2, width in _edges(frag, g):
+        ax.plot([x1, x2], [y1, y2], color="#222", lw=width * pt, solid_capstyle="projecting")
+    for x, y, fill, ink, text in key_swatches(frag, g):
+        ax.add_patch(Rectangle((x, y), 22, 16, facecolor=fill, edgecolor="none"))
+        put(x + 11, y + 12, text, 9, ha="center", color=ink)
     return fig
 
 

@@ -16,15 +16,15 @@ import html
 
 from tirx.errors import TirxError
 
-from . import banks, draw
+from . import banks, draw, faces, picture
 from .cellgrid import CellGrid
-from .families import require_fragment
+from .geometry import geometry
+from .gridpicture import grid_fragment, grid_looks
 from .linking import shown
-from .model import Grid, contract_grid, layout_formula, layout_grid, parse_layout
+from .model import Grid, layout_formula, layout_grid, parse_layout
 
-__all__ = ["GridView", "LayoutView", "InstructionView", "show_layout", "show_instruction"]
+__all__ = ["GridView", "LayoutView", "show_layout"]
 
-MAX_CELLS = 1024  # larger grids are drawn as one SVG (still redrawn on lane changes)
 _ALL = -1  # the selector's "all" entry (a Dropdown value of None would mean "no selection")
 
 
@@ -57,35 +57,60 @@ class GridView:
     def __repr__(self) -> str:
         return str(self)
 
-    def svg(self) -> str:
-        return draw.svg(
-            self.grid, lane=self.lane, labels=self.labels, marks=self.marks,
-            color_by=self.color_by, focus=self.focus,
-        )  # fmt: skip
+    def _picture(self):
+        """The current picture as a fragment and its looks (:mod:`widgets.gridpicture`)."""
+        styles = self._styles()
+        infos = [self.formula(i) for i in range(len(self.grid.cells))]
+        return grid_fragment(self.grid, styles, infos, self.color_by), grid_looks(styles)
+
+    page = 0  # the page of columns the pictures show (a grid too wide to wrap whole)
+
+    @property
+    def pages(self) -> int:
+        frag, looks = self._picture()
+        return geometry(frag, looks).pages
+
+    def svg(self, path=None, *, hover: bool = True, page=None) -> str:
+        """The SVG picture (wrapped into bands when wide, a page of them, ``page``, when they
+        would stack too tall; also written to ``path``)."""
+        frag, looks = self._picture()
+        page = self.page if page is None else page
+        return picture.svg(frag, cell_looks=looks, note=self.summary, hover=hover, path=path,
+                           page=page)  # fmt: skip
 
     def _repr_html_(self) -> str:
-        summary = f"<div>{html.escape(self.summary)}</div>" if self.summary else ""
-        return (
-            f'<div class="tirx-view"><div><b>{html.escape(self.grid.title)}</b></div>'
-            f"{self.svg()}{summary}</div>"
-        )
+        return f'<div class="tirx-view">{self.svg()}</div>'
 
     def figure(self):
         """The current picture as a matplotlib Figure (Agg)."""
-        return draw.figure(
-            self.grid, lane=self.lane, labels=self.labels, marks=self.marks,
-            color_by=self.color_by, focus=self.focus, note=self.summary,
-        )  # fmt: skip
+        frag, looks = self._picture()
+        return picture.figure(frag, cell_looks=looks, note=self.summary)
+
+    def png(self, path=None, *, dpi: int = 150) -> bytes:
+        """PNG bytes at ``dpi`` (≥ 150; also written to ``path``)."""
+        frag, looks = self._picture()
+        return picture.png(frag, cell_looks=looks, note=self.summary, dpi=dpi, path=path)
+
+    def still(self) -> str:
+        """The picture as a coloured text table that survives sanitizing (:mod:`widgets.faces`)."""
+        g, styles = self.grid, self._styles()
+        rows = [
+            (g.row_label(r), [(s.label, s.fill, s.ink) for s in styles[r * g.cols : (r + 1) * g.cols]])
+            for r in range(g.rows)
+        ]  # fmt: skip
+        foot = [draw.legend_text(g, self.color_by)] + ([self.summary] if self.summary else [])
+        return faces.coloured_text(g.title, [str(c) for c in range(g.cols)], rows, foot)
 
     linked: tuple = ()  # the views a click here also lights (widgets.linking)
     linked_by_hand = False  # joined by an explicit link(): left out of the automatic groups
 
     def _repr_mimebundle_(self, include=None, exclude=None):
         shown(self)  # views one notebook cell shows together answer each other's clicks
-        bundle = self.widget._repr_mimebundle_(include=include, exclude=exclude) or {}
-        bundle["text/plain"] = str(self)
-        bundle["text/html"] = self._repr_html_()
-        return bundle
+        return faces.bundle(self, include, exclude)
+
+    def _ipython_display_(self):
+        shown(self)
+        faces.show(self)
 
     def formula(self, index: int) -> str:
         """What clicking cell ``index`` explains (overridden by views that know more)."""
@@ -127,11 +152,19 @@ class GridView:
         return []
 
     def _select_name(self) -> str:
-        return "bank" if self.grid.kind == "memory" else "lane"
+        if self.grid.kind == "memory":
+            return "bank"
+        return "thread" if self._lane_count() > 32 else "lane"
+
+    def _lane_count(self) -> int:
+        """32 lanes (or banks); a warpgroup's operands name its 128 threads."""
+        if self.grid.kind == "memory":
+            return 32
+        lanes = [lane for c in self.grid.cells for lane in c.lanes]
+        return 0 if not lanes else 32 * (max(lanes) // 32 + 1)
 
     def _lane_options(self):
-        count = 32 if self.grid.kind == "memory" or self.grid.has_lanes else 0
-        return [("all", _ALL)] + [(str(i), i) for i in range(count)]
+        return [("all", _ALL)] + [(str(i), i) for i in range(self._lane_count())]
 
     def _info_text(self) -> str:
         parts = [html.escape(draw.legend_text(self.grid, self.color_by))]
@@ -142,13 +175,6 @@ class GridView:
         return "<br>".join(parts)
 
     def _fill_grid(self) -> None:
-        import ipywidgets as w
-
-        if len(self.grid.cells) > MAX_CELLS:
-            self._cellgrid = None
-            self._svg = w.HTML(self.svg())
-            self._grid_box.children = [self._svg]
-            return
         self._cellgrid = CellGrid(self.grid, self._styles(), self._on_cell,
                                   **self._cellgrid_options())  # fmt: skip
         self._grid_box.children = [self._cellgrid.widget]
@@ -170,35 +196,48 @@ class GridView:
     def click(self, index: int) -> None:
         """Click cell ``index`` of the live widget, as a user would."""
         _ = self.widget  # builds it
-        if self._cellgrid is None:
-            self._on_cell(index)
-        else:
-            self._cellgrid.click(index)
+        self._cellgrid.click(index)
 
     def _restyle(self) -> None:
         if not hasattr(self, "_cellgrid"):
             return
-        if self._cellgrid is None:
-            self._svg.value = self.svg()
-        else:
-            self._cellgrid.update(self._styles())
+        self._cellgrid.update(self._styles())
+
+    _quiet = False  # set while the view moves its own selector (no second repaint)
 
     def _on_lane(self, change) -> None:
+        if self._quiet:
+            return
         self.lane = None if change["new"] == _ALL else change["new"]
         self._restyle()
 
     def set_lane(self, lane) -> None:
         """Highlight what ``lane`` holds (a bank for memory grids); None shows all."""
-        value = _ALL if lane is None else lane
-        if hasattr(self, "_lane") and self._lane.value != value:
-            self._lane.value = value  # restyles through _on_lane
-        else:
-            self.lane = lane
-            self._restyle()
+        self.show(lane, self.focus)
 
     def set_focus(self, index) -> None:
         """Outline cell ``index`` and explain it below the grid."""
-        self.focus = index
+        self.show(self.lane, index)
+
+    def show(self, lane, focus) -> None:
+        """Select ``lane`` and outline cell ``focus`` with one repaint (what a click does):
+        the selector follows, the page of columns that holds the cell is shown, and the
+        cell is explained below the grid."""
+        self.lane, self.focus = lane, focus
+        if hasattr(self, "_lane"):
+            value = _ALL if lane is None else lane
+            if self._lane.value != value and value in dict(self._lane.options).values():
+                self._quiet = True
+                try:
+                    self._lane.value = value
+                finally:
+                    self._quiet = False
+            cells = getattr(self, "_cellgrid", None)
+            if cells is not None and focus is not None and cells.pages > 1:
+                page = cells.page_of(focus)
+                if page != cells.page:
+                    cells.page = page  # the repaint below sends the page's styles
+                    cells.pager.value = page
         self._restyle()
         if hasattr(self, "_info"):
             self._info.value = self._info_text()
@@ -209,9 +248,7 @@ class GridView:
             self.on_cell(self, index)
             return
         cell = self.grid.cells[index]
-        self.focus = index
-        self.set_lane(self.grid.bank(cell) if self.grid.kind == "memory" else cell.lane)
-        self.set_focus(index)
+        self.show(self.grid.bank(cell) if self.grid.kind == "memory" else cell.lane, index)
 
     def redraw(self, grid: Grid | None = None) -> None:
         """Show ``grid`` (or the current one again) in the live widget."""
@@ -317,26 +354,6 @@ class LayoutView(GridView):
         return [toggle]
 
 
-class InstructionView(GridView):
-    """``show_instruction``: an instruction operand's fragment, from its contract entry."""
-
-    def __init__(self, contract, operand: str, *, lane=None):
-        self.contract = contract
-        self.operand = contract.operand(operand)
-        grid = contract_grid(contract, operand)
-        about = self.operand.about
-        super().__init__(grid, lane=lane, summary=f"{self.operand.name}: {about}")
-
-    def formula(self, index: int) -> str:
-        cell = self.grid.cells[index]
-        rule = self.operand.formula
-        where = (
-            f"address supplied by lane {cell.lane}" if cell.slot is None
-            else f"lane {cell.lane}, register {cell.slot}"
-        )  # fmt: skip
-        return f"element {cell.coord} → {where}\n{rule}"
-
-
 def show_layout(layout, shape=None, *, title=None, lane=None, color_by=None, dtype_bytes=2):
     """A layout over a logical ``shape`` (default: its shard extents): cells coloured by lane
     and labelled ``lane:slot`` (register layouts) or by bank and labelled with the address
@@ -345,22 +362,3 @@ def show_layout(layout, shape=None, *, title=None, lane=None, color_by=None, dty
         layout = parse_layout(layout)
     return LayoutView(layout, shape, title=title, lane=lane, color_by=color_by,
                       dtype_bytes=dtype_bytes)  # fmt: skip
-
-
-def show_instruction(instr, operand: str = None, *, lane=None):
-    """The canonical fragment of one operand of a PTX instruction (text, ``T.ptx[...]`` or a
-    contract), drawn from the contract table the compiler checks against."""
-    import tirx
-
-    text = getattr(instr, "text", instr)
-    contract = tirx.instruction_contract(text)
-    require_fragment(contract)  # cp.async: a plain message, no picture
-    names = [op.name for op in contract.operands]
-    if operand is None:
-        operand = names[0]
-    if operand not in names:
-        raise TirxError(
-            f"{contract.text} has no operand {operand!r}",
-            hint="its operands are " + ", ".join(names),
-        )
-    return InstructionView(contract, operand, lane=lane)

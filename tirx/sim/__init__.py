@@ -42,7 +42,13 @@ def _as_array(value) -> np.ndarray:
 
 
 def run(
-    fn: ir.Function, args: list, *, trace: bool = False, stdout=None, budget: float | None = None
+    fn: ir.Function,
+    args: list,
+    *,
+    trace: bool = False,
+    stdout=None,
+    budget: float | None = None,
+    profile: bool = False,
 ) -> RunResult:
     """Run ``fn`` (lowered) on the CPU.
 
@@ -52,7 +58,11 @@ def run(
     ``RunResult.traces``. ``stdout``: where ``printf`` output goes (default ``sys.stdout``
     at the time of the call). ``budget``: seconds of wall-clock time the run may take
     (default ``$TIRX_SIM_BUDGET``, else 20; ``0``: no limit) before it stops with a
-    SimulationError; a run longer than a few seconds reports progress on stderr.
+    SimulationError; a run longer than a few seconds reports progress on stderr. A traced run
+    that faults leaves what it recorded up to the fault on the error (``err.run``).
+    ``profile=True`` also counts, per source line, the instructions executed and what their
+    memory accesses cost (sectors, shared-memory wavefronts) in ``RunResult.profile``, a
+    :class:`tirx.sim.profile.SimProfile` (docs/profiling.md); without it nothing is counted.
     """
     if not getattr(fn, "lowered", False):
         raise SimulationError(
@@ -82,16 +92,28 @@ def run(
         sink = stdout if stdout is not None else sys.stdout
         c = fn.launch.cluster_shape
         if c[0] * c[1] * c[2] > 1:  # the blocks of a cluster run together
-            from .cluster_run import run_clusters
+            from .cluster_run import ClusterRun
 
-            blocks, machine = run_clusters(fn, bound, sink, trace, budget)
+            machine = ClusterRun(fn, bound, sink, trace, budget, profile)
         else:
-            machine = Machine(fn, bound, sink, trace, budget)
+            machine = Machine(fn, bound, sink, trace, budget, profile)
+        try:
             blocks = machine.run()
+        except SimulationError as err:
+            if trace:  # what ran up to the fault, for a timeline that ends in it
+                err.run = RunResult(
+                    machine.traces,
+                    machine.budget.done,
+                    time.perf_counter() - start,
+                    machine.copy_traces,
+                    machine.barrier_traces,
+                )
+            raise
     return RunResult(
         traces=machine.traces or [],
         blocks=blocks,
         seconds=time.perf_counter() - start,
         copies=machine.copy_traces or [],
         barriers=machine.barrier_traces or [],
+        profile=machine.recorder.result(blocks) if machine.recorder is not None else None,
     )

@@ -24,7 +24,7 @@ from .cluster import Cluster
 from .distributed import Distributed
 from .faults import Fault
 
-__all__ = ["run_clusters", "Scheduler"]
+__all__ = ["ClusterRun", "Scheduler"]
 
 _DEADLOCK_HINT = (
     "every thread of every block of the cluster must arrive (barrier.cluster.arrive) before any "
@@ -34,39 +34,54 @@ _DEADLOCK_HINT = (
 )
 
 
-def run_clusters(fn, args, sink, trace: bool, budget) -> tuple[int, object]:
-    """Run every cluster of ``fn``'s grid; ``(blocks run, the machine of rank 0)`` (whose
-    trace lists every block's records)."""
-    from .machine import Machine
+class ClusterRun:
+    """The run of every cluster of ``fn``'s grid: ``run()`` gives the blocks run; ``traces``,
+    ``copy_traces``, ``barrier_traces``, ``budget`` and ``recorder`` are the rank-0 machine's,
+    which every machine shares (one record of the run, in the order things happened)."""
 
-    launch = fn.launch
-    cluster = Cluster([], launch)
-    for _ in range(cluster.size):
-        m = Machine(fn, args, sink, trace, budget, cluster=cluster)
-        m.rank = len(cluster.machines)
-        cluster.machines.append(m)
-    first = cluster.machines[0]
-    for m in cluster.machines[1:]:  # one record of the run, in the order things happened
-        m.traces, m.copy_traces = first.traces, first.copy_traces
-        m.barrier_traces = first.barrier_traces
-    cluster.threads = first.T
-    cluster.arrived = np.zeros((cluster.size, first.T), dtype=np.int64)
-    cluster.waited = np.zeros((cluster.size, first.T), dtype=np.int64)
-    cluster.shared = Distributed(cluster)
-    cluster.scheduler = scheduler = Scheduler(cluster)
-    (gx, gy, gz), (cx, cy, cz) = launch.grid, cluster.shape
-    blocks = 0
-    for z0 in range(0, gz, cz):
-        for y0 in range(0, gy, cy):
-            for x0 in range(0, gx, cx):
-                for rank, m in enumerate(cluster.machines):
-                    m.start_block((x0 + rank % cx, y0 + rank // cx % cy, z0 + rank // (cx * cy)))
-                cluster.reset()
-                scheduler.run()
-                blocks += cluster.size
-                for m in cluster.machines:
-                    m.budget.done = blocks
-    return blocks, first
+    def __init__(self, fn, args, sink, trace: bool, budget, profile: bool = False):
+        from .machine import Machine
+
+        self.fn = fn
+        self.cluster = cluster = Cluster([], fn.launch)
+        for _ in range(cluster.size):
+            m = Machine(fn, args, sink, trace, budget, profile, cluster=cluster)
+            m.rank = len(cluster.machines)
+            cluster.machines.append(m)
+        first = cluster.machines[0]
+        for m in cluster.machines[1:]:
+            m.traces, m.copy_traces = first.traces, first.copy_traces
+            m.barrier_traces = first.barrier_traces
+            if m.recorder is not None:  # one count per source line for all the blocks
+                m.recorder.lines = first.recorder.lines
+        cluster.threads = first.T
+        cluster.arrived = np.zeros((cluster.size, first.T), dtype=np.int64)
+        cluster.waited = np.zeros((cluster.size, first.T), dtype=np.int64)
+        cluster.shared = Distributed(cluster)
+        cluster.scheduler = Scheduler(cluster)
+        self.first = first
+        self.traces, self.copy_traces = first.traces, first.copy_traces
+        self.barrier_traces, self.budget, self.recorder = (
+            first.barrier_traces, first.budget, first.recorder,
+        )  # fmt: skip
+
+    def run(self) -> int:
+        cluster = self.cluster
+        (gx, gy, gz), (cx, cy, cz) = self.fn.launch.grid, cluster.shape
+        blocks = 0
+        for z0 in range(0, gz, cz):
+            for y0 in range(0, gy, cy):
+                for x0 in range(0, gx, cx):
+                    for rank, m in enumerate(cluster.machines):
+                        m.start_block(
+                            (x0 + rank % cx, y0 + rank // cx % cy, z0 + rank // (cx * cy))
+                        )
+                    cluster.reset()
+                    cluster.scheduler.run()
+                    blocks += cluster.size
+                    for m in cluster.machines:
+                        m.budget.done = blocks
+        return blocks
 
 
 class _Cancelled(BaseException):

@@ -187,6 +187,8 @@ class ExprCompiler:
             step = deep.tall_step(self, e, method, kids)
             self._tall[id(e)] = (e, step)
             f = functools.partial(deep.drive, self, step)
+        if self.m.recorder is not None:  # a profiling run counts what this node executes
+            f = self.m.recorder.expression(e, f)
         self._memo[id(e)] = (e, f, height)
 
     def _family_rule(self, name: str):

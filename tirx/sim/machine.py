@@ -60,7 +60,10 @@ class _Loop:
 class Machine:
     """One run of one lowered function: storage, compiled body, and the block loop."""
 
-    def __init__(self, fn: ir.Function, args: list, sink, trace: bool, budget=None, cluster=None):
+    def __init__(
+        self, fn: ir.Function, args: list, sink, trace: bool, budget=None, profile=False,
+        cluster=None,
+    ):  # fmt: skip
         self.fn = fn
         # the thread-block cluster this machine's block belongs to (tirx/sim/cluster.py: made
         # there for a kernel launched in clusters, else at the first cluster instruction), and
@@ -75,6 +78,7 @@ class Machine:
         self.units: dict[str, object] = {}
         self.strands = None  # tirx.sim.strands.Strands, made by the first blocking wait
         self.barrier_traces = [] if trace else None
+        self.trace_clock = 0  # the seq of the last trace record (tirx.sim.trace.stamp)
         self._holds_wait: dict = {}
         gx, gy, gz = fn.launch.grid
         bx, by, bz = fn.launch.block
@@ -96,6 +100,13 @@ class Machine:
         self.budget = Budget(fn.name, gx * gy * gz, budget)
         self._bind(args)
         self._allocate()
+        # a profiling run's recorder (tirx/sim/recorder.py): it wraps the compiled statements
+        # and expressions it counts and the memories report accesses to it; None costs nothing
+        self.recorder = None
+        if profile:
+            from .recorder import Recorder
+
+            self.recorder = Recorder(self)
         self.compiler = ExprCompiler(self)
         self._loop_depth = 0
         self._stmts: dict[int, tuple[ir.Stmt, object]] = {}  # id -> (statement, compiled)
@@ -217,7 +228,9 @@ class Machine:
     def _error(self, f: Fault) -> SimulationError:
         bx, by, bz = (int(x) for x in self.block_idx)
         where = f"block ({bx}, {by}, {bz}), warp {f.tid // 32}, lane {f.tid % 32}"
-        return SimulationError(f"{f.message} [{where}]", self.span, f.hint)
+        err = SimulationError(f"{f.message} [{where}]", self.span, f.hint)
+        err.block, err.warp, err.lane = (bx, by, bz), f.tid // 32, f.tid % 32  # as fields too
+        return err
 
     def _norm(self, idx: np.ndarray) -> np.ndarray:
         return self.all if idx.size == self.T else idx
@@ -271,7 +284,10 @@ class Machine:
                         f"runs only the lowered IR",
                         "run the function through tirx's lowering first",
                     )
-                self._stmts[id(node)] = (node, method(node))
+                compiled = method(node)
+                if self.recorder is not None:
+                    compiled = self.recorder.statement(node, compiled)
+                self._stmts[id(node)] = (node, compiled)
         finally:
             self._loop_depth = saved
         return self._stmts[id(s)][1]

@@ -105,6 +105,7 @@ class GlobalRegion:
     """A global tensor parameter: the caller's array, accessed as raw bytes in place."""
 
     guard = None  # a family's check of accesses to bytes its pending copies will write
+    recorder = None  # a profiling run's tirx.sim.recorder.Recorder (None: not profiling)
 
     def __init__(self, name: str, array: np.ndarray):
         flat = array.reshape(-1)
@@ -136,10 +137,14 @@ class GlobalRegion:
 
     def load(self, index: np.ndarray, d: DType, tids: np.ndarray) -> np.ndarray:
         dt = self.check(index, d, tids, "read of")
+        if self.recorder is not None:
+            self.recorder.global_access(index * dt.itemsize, dt.itemsize, tids, False)
         return self.view(dt)[index]
 
     def store(self, index: np.ndarray, bits: np.ndarray, d: DType, tids: np.ndarray) -> None:
         dt = self.check(index, d, tids, "write to")
+        if self.recorder is not None:
+            self.recorder.global_access(index * dt.itemsize, dt.itemsize, tids, True)
         self.view(dt)[index] = bits
 
 

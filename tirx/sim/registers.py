@@ -21,7 +21,7 @@ from ..ir import nodes as ir
 from .faults import Fault
 from .memory import as_index
 from .numeric import convert, storage_type
-from .trace import PtxTrace, RegisterTrace, as_float
+from .trace import PtxTrace, RegisterTrace, as_float, stamp
 
 __all__ = ["RegType", "Register", "RegisterVector", "full_warps", "record_registers"]
 
@@ -184,5 +184,6 @@ def record_registers(
                 registers=regs,
                 addresses=None if addrs is None else addrs[j].astype(np.uint32),
                 address_used=used,
+                seq=stamp(m),
             )
         )

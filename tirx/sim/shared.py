@@ -64,6 +64,8 @@ def race_hint(first, second, same_warp: bool) -> str:
 class SharedMemory:
     """The shared memory of the block being run, with initialization and race tracking."""
 
+    recorder = None  # a profiling run's tirx.sim.recorder.Recorder (None: not profiling)
+
     def __init__(self, allocations: list[tuple[int, int, str]], total: int, warps: int):
         self.allocs = sorted(allocations)
         ends = [o + n for o, n, _ in self.allocs]
@@ -353,6 +355,8 @@ class SharedMemory:
                 "write shared memory (and synchronize) before reading it",
             )
         self.track_read(addr, s, tids)
+        if self.recorder is not None:
+            self.recorder.shared_access(addr, s, tids, False)
         return self.data.view(dt)[w]
 
     def write(self, addr: np.ndarray, bits, d: DType, tids: np.ndarray) -> None:
@@ -361,6 +365,8 @@ class SharedMemory:
         if self.in_flight:
             self.check_pending(addr, s, tids, "writes")
         self.track_write(addr, s, tids)
+        if self.recorder is not None:
+            self.recorder.shared_access(addr, s, tids, True)
         w = addr // s
         self.data.view(dt)[w] = bits
         self.written.view(UINT[s])[w] = ONES[s]
@@ -407,6 +413,8 @@ class SharedMemory:
                 "write shared memory (and synchronize) before reading it",
             )
         self.track_read(addr, 16, tids)
+        if self.recorder is not None:
+            self.recorder.shared_access(addr, 16, tids, False, rows=True)
         return self.data16[(addr // 2)[:, None] + np.arange(8)]
 
     def write_rows(self, addr: np.ndarray, rows: np.ndarray, tids: np.ndarray, what: str):
@@ -414,6 +422,8 @@ class SharedMemory:
         if self.in_flight:
             self.check_pending(addr, 16, tids, "writes")
         self.track_write(addr, 16, tids)
+        if self.recorder is not None:
+            self.recorder.shared_access(addr, 16, tids, True, rows=True)
         self.data16[(addr // 2)[:, None] + np.arange(8)] = rows
         self.written64[(addr // 8)[:, None] + np.arange(2)] = ONES[8]
 

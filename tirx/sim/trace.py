@@ -14,7 +14,7 @@ import numpy as np
 
 from ..errors import Span
 
-__all__ = ["RegisterTrace", "PtxTrace", "CopyTrace", "RunResult", "record_copy"]
+__all__ = ["RegisterTrace", "PtxTrace", "CopyTrace", "RunResult", "record_copy", "stamp"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -54,6 +54,7 @@ class PtxTrace:
     registers: tuple[RegisterTrace, ...]
     addresses: np.ndarray | None = None
     address_used: np.ndarray | None = None
+    seq: int = -1  # the run's order of every record, of every kind (stamp)
 
 
 @dataclass(frozen=True, eq=False)
@@ -85,6 +86,7 @@ class CopyTrace:
     group: np.ndarray | None = None
     completed: np.ndarray | None = None
     ptx_before: int = 0
+    seq: int = -1  # the run's order of every record, of every kind (stamp)
 
 
 @dataclass(eq=False)
@@ -92,7 +94,8 @@ class RunResult:
     """The result of :func:`tirx.sim.run`: outputs were written in place into the arguments.
 
     ``traces``: the PTX warp-instruction traces; ``copies``: the asynchronous-copy traces;
-    ``barriers``: the mbarrier events (init, arrive, phase completion, wait).
+    ``barriers``: the mbarrier events (init, arrive, phase completion, wait); ``profile``:
+    the per-line counts of a run with ``profile=True`` (:class:`tirx.sim.profile.SimProfile`).
     """
 
     traces: list[PtxTrace] = field(default_factory=list)
@@ -100,6 +103,18 @@ class RunResult:
     seconds: float = 0.0
     copies: list[CopyTrace] = field(default_factory=list)
     barriers: list = field(default_factory=list)  # tirx.families.mbarrier.sim.BarrierTrace
+    profile: object | None = None  # tirx.sim.profile.SimProfile, with profile=True
+
+
+def stamp(m) -> int:
+    """The next number of the run's one clock of trace records: PTX, copy and barrier records
+    each keep their own list, and ``seq`` orders them all as the run made them (only one
+    strand of a block runs at a time), so a timeline can interleave them. The blocks of a
+    cluster, which run together, share the clock of the machine of rank 0."""
+    if m.cluster is not None:
+        m = m.cluster.machines[0]
+    m.trace_clock += 1
+    return m.trace_clock
 
 
 def as_float(bits: np.ndarray, is_f32: np.ndarray) -> np.ndarray:
@@ -140,5 +155,6 @@ def record_copy(m, stmt, event, idx, *, dst=None, src=None, nbytes=None, groups=
                 group=per_lane(groups),
                 completed=per_lane(landed),
                 ptx_before=len(m.traces),
+                seq=stamp(m),
             )
         )

@@ -322,6 +322,18 @@ class CudaExecutable(Executable):
         check.distinct(tensors)
         return values + [encode(values[i]) for i, encode in self._map_encoders]
 
+    def profile(self, *args, flops=None, metrics=None, timeout: float = 600.0):
+        """One launch on ``args`` measured by Nsight Compute (``ncu``, run in a child process;
+        the arguments are copied there and not written here): an
+        :class:`~tirx.backend.cuda.ncu_report.NcuProfile` with duration, SM and tensor-pipe
+        throughput, DRAM and L2 throughput, achieved occupancy, registers, spills and
+        shared-memory bank conflicts (docs/profiling.md). ``flops``: the kernel's
+        floating-point operations for the roofline (default: counted by ncu). Raises a
+        TirxError where ncu or a GPU is missing."""
+        from .ncu import profile
+
+        return profile(self, args, flops=flops, metrics=metrics, timeout=timeout)
+
     @property
     def fast_path(self) -> str | None:
         """How a good call launches: ``"c"`` (the compiled memo-hit launch in front of the

@@ -3,10 +3,8 @@ load and one vector store of 4, 8 or 16 bytes instead of ``n`` element accesses.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from ...ir import nodes as ir
-from ...ir.simplify import linear_form, structural_key
+from ...ir.vector_copy import VectorCopy, vector_copy
 
 __all__ = ["VectorCopy", "vector_copy", "emit_vector_copy"]
 
@@ -28,31 +26,3 @@ def emit_vector_copy(em, loop: ir.For) -> bool:
     em.line(f"*reinterpret_cast<{t}*>(&{dst}) = *reinterpret_cast<const {t}*>(&{src});")
     em.line(f"{v} = {em.e(loop.stop)};")
     return True
-
-
-@dataclass(frozen=True)
-class VectorCopy:
-    """``dst[dst_index] = src[src_index]`` done as one access of ``nbytes`` bytes."""
-
-    store: ir.Store
-    load: ir.Load
-    nbytes: int
-
-
-def vector_copy(loop: ir.For) -> VectorCopy | None:
-    """The single vector copy a vectorized loop is, or None when its body is anything else
-    (checked by tirx.transform.vectorize already)."""
-    st = loop.body
-    if not isinstance(st, ir.Store) or not isinstance(st.value, ir.Load):
-        return None
-    ld = st.value
-    n = int(loop.stop.value) - int(loop.start.value)
-    local = ir.Scope.LOCAL
-    if ld.dtype != st.dtype or local in (st.buffer.scope, ld.buffer.scope) or n == 1:
-        return None
-    key = structural_key(loop.var)
-    for access in (st, ld):
-        terms, _ = linear_form(access.index)
-        if terms.get(key, (None, 0))[1] != 1:
-            return None
-    return VectorCopy(st, ld, n * st.dtype.bytes)

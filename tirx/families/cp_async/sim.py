@@ -255,6 +255,8 @@ def compile_call(m, compiler, stmt: ir.PtxCall, text: str):
         take = cols[None, :] < n[:, None]
         where = np.where(take, off[:, None] + cols[None, :], 0)
         data = np.where(take, region.bytes[where], 0).astype(np.uint8)
+        if m.recorder is not None:  # a profiling run: the copy's global and shared sides
+            m.recorder.async_copy(np.where(n > 0, off, -1), d, size, idx)
         _copies(m).issue(idx, d, data)
         if m.traces is not None:
             record_copy(m, stmt, CopyEvent.COPY, idx, dst=d, src=off, nbytes=n)

@@ -96,6 +96,8 @@ def _copy(m, compiler, stmt, groups: BulkGroups):
         s = np.broadcast_to(as_index(src(idx), k), (k,)).astype(np.uint32).astype(np.int64)
         n = np.broadcast_to(as_index(size_f(idx), k), (k,)).astype(np.uint32).astype(np.int64)
         _check(m, region, idx, d, s, n)
+        if m.recorder is not None:  # a profiling run: the bytes the copy engine moves
+            m.recorder.bulk_copy("shared", "global", int(n.sum()))
         for t, dd, ss, nn in zip(idx.tolist(), d.tolist(), s.tolist(), n.tolist()):
             issue_copy(m, t, region, dd, ss, nn, span)
         if m.traces is not None:

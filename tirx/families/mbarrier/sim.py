@@ -51,6 +51,7 @@ from ...sim.calls import unknown_instruction
 from ...sim.faults import Fault
 from ...sim.memory import as_index
 from ...sim.shared import line_of
+from ...sim.trace import stamp
 
 __all__ = ["Barriers", "BarrierTrace", "BarrierEvent", "compile_call", "BLOCKING", "FORMS"]
 
@@ -83,6 +84,7 @@ class BarrierEvent(enum.Enum):
     TEST = "test"
     INVAL = "inval"
     COMPLETE_TX = "complete_tx"  # a tensor copy's bytes (tirx/sim/tma.py)
+    BLOCKED = "blocked"  # a wait found its phase incomplete: the threads stall until it is
 
 
 @dataclass(frozen=True)
@@ -99,6 +101,7 @@ class BarrierTrace:
     phase: int
     pending: int
     tx: int
+    seq: int = -1  # the run's order of every trace record (tirx.sim.trace.stamp)
 
 
 class _Barrier:
@@ -163,7 +166,7 @@ class Barriers:
         traces.append(
             BarrierTrace(
                 len(traces), event, b.name, self.m.span, tuple(int(x) for x in self.m.block_idx),
-                tuple(int(t) for t in threads), b.phase, b.pending, b.tx,
+                tuple(int(t) for t in threads), b.phase, b.pending, b.tx, stamp(self.m),
             )
         )  # fmt: skip
 
@@ -434,6 +437,9 @@ def _wait(m, stmt, addr_f, parity_f, done):
                 def ready():
                     return complete(bars, addr.tolist(), parity.tolist(), idx.tolist()).all()
 
+                for a in np.unique(addr[~ok]).tolist():  # the stall's start, for a timeline
+                    bars.record(BarrierEvent.BLOCKED, bars.get(a, int(idx[0])),
+                                idx[~ok & (addr == a)].tolist())  # fmt: skip
                 m.strands.wait_until(ready, describe)
                 m.span = span
             ok[:] = True

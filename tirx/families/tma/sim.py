@@ -157,6 +157,8 @@ def compile_call(m, compiler, stmt: ir.PtxCall, text: str):
             bars.complete_tx(
                 int(bar[j]), nbytes, tid, _lander(m, at, data.astype(np.uint8).ravel(), tid, site)
             )
+        if m.recorder is not None:  # a profiling run: the bytes the tensor copies move
+            m.recorder.bulk_copy("global", "shared", nbytes * k)
         if m.traces is not None:
             nb = np.full(k, nbytes, dtype=np.int64)
             record_copy(m, stmt, "copy", idx, dst=dst, src=coords[-1].astype(np.int64), nbytes=nb)

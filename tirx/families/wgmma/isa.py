@@ -318,14 +318,10 @@ store the tiles, since wgmma reads shared memory through the async proxy; `commi
 `wait_group` before the accumulators are read. Nothing is inserted.
 """
 
-_NO_PICTURE = (  # why the notebook layer draws no lane picture of its operands
-    "its A and B come from shared memory through descriptors, and its accumulator spans a warpgroup of 128 threads, which the lane pictures do not draw"
-)
 SPEC = _Spec(
     Family.WGMMA, "wgmma", SLOTS, reject, build, lower_tile,
     "PTX ISA, Asynchronous Warpgroup Level Matrix Multiply-Accumulate Instructions",
     exec_scope=ir.ExecScope.WARPGROUP, lower_raw=lower_raw, notes=NOTES,
-    no_picture=_NO_PICTURE,
 )  # fmt: skip
 
 SPECS = (SPEC,)
