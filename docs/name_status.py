@@ -113,14 +113,13 @@ NOT_PLANNED = (
     ),
     Group(
         "Hopper and Blackwell",
-        "wgmma, tcgen05, TMA, tensor memory and clusters (sm_90a / sm_100): beyond this "
+        "wgmma, tcgen05, TMA and tensor memory (sm_90a / sm_100): beyond this "
         "project's SM80-level scope",
         names=frozenset(
-            """tmem decl_tmem get_tmem_addr cluster_cta_id cluster_dim cluster_id cluster_sync
+            """tmem decl_tmem get_tmem_addr
             cta_pair_id runtime_instr_desc sm100_2sm_leader_smem_addr smem_addr_from_uint64
             warpgroup_sync mma_fill mma_store ProgrammaticEvent LaunchCompletionEvent
-            MemSyncDomainMap AccessPolicyWindow TensorMapEncodeTiledAttr
-            mbarrier_wait_acquire_cluster""".split()
+            MemSyncDomainMap AccessPolicyWindow TensorMapEncodeTiledAttr""".split()
         ),
         pattern=r".*(tcgen05|TCGen05|Tcgen05|wgmma|Wgmma|tensormap|TensorMap).*",
     ),

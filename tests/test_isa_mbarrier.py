@@ -90,6 +90,14 @@ FORMS_90 = [
 ]
 
 
+FORMS_CLUSTER = [
+    "mbarrier.arrive.release.cluster.shared::cluster.b64",
+    "mbarrier.arrive.expect_tx.release.cluster.shared::cluster.b64",
+    "mbarrier.arrive.shared::cluster.b64",
+    "mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64",
+]
+
+
 def test_the_forms_and_their_archs():
     forms = isa.supported_forms()
     for text in FORMS_80 + FORMS_90:
@@ -99,7 +107,12 @@ def test_the_forms_and_their_archs():
     assert registry.family_of_text(FORMS_80[4]).family is Family.CP_ASYNC_MBARRIER
     assert registry.family_of_text(FORMS_90[-1]).family is Family.FENCE_MBARRIER_INIT
     mine = [t for t in forms if "mbarrier" in t and not t.startswith("cp.async.bulk.tensor")]
-    assert len(mine) == 29
+    # 29 of one block, and 16 of clusters: the arrives on a peer block's barrier
+    # (.shared::cluster, sm_90) and .release/.relaxed/.acquire at cluster scope
+    clusters = [t for t in mine if "cluster" in t and not t.startswith("fence")]
+    assert len(mine) == 29 + 16 and len(clusters) == 16
+    for text in FORMS_CLUSTER:
+        assert text in clusters and tirx.instruction_contract(text).min_arch == 90
 
 
 @pytest.mark.parametrize(
@@ -107,8 +120,8 @@ def test_the_forms_and_their_archs():
     [
         ("mbarrier.arrive.b64", "mbarrier.arrive.shared::cta.b64"),
         ("mbarrier.try_wait.shared::cta.b64", "mbarrier.try_wait.parity.shared::cta.b64"),
-        ("mbarrier.arrive.shared::cluster.b64", "mbarrier.arrive.shared::cta.b64"),
-        ("mbarrier.arrive.release.cluster.shared::cta.b64", "mbarrier.arrive.shared::cta.b64"),
+        ("mbarrier.init.shared::cluster.b64", "mbarrier.init.shared::cta.b64"),
+        ("mbarrier.arrive.acquire.cluster.shared::cta.b64", "mbarrier.arrive.shared::cta.b64"),
         ("mbarrier.arrive.release.shared::cta.b64", "mbarrier.arrive.shared::cta.b64"),
         ("mbarrier.arrive_drop.shared::cta.b64", "mbarrier.arrive.shared::cta.b64"),
         ("mbarrier.pending_count.b64", "mbarrier.arrive.shared::cta.b64"),
@@ -156,7 +169,7 @@ def test_an_sm_90_form_on_sm_80_names_the_arch(tmp_path):
         (dict(done="done[n % 2]"), "the result needs a compile-time index"),
         (dict(arrive_ops="bars[0], 1, 2"), "takes 1 or 2 operands"),
         (dict(wait_ops="bars[0]"), "takes 2 or 3 operands"),
-        (dict(init="mbarrier.init.shared::cluster.b64"), "no .shared::cluster barriers"),
+        (dict(init="mbarrier.init.shared::cluster.b64"), "takes arrives only in tirx"),
     ],
 )
 def test_each_check_fires_at_the_users_line(tmp_path, change, message):

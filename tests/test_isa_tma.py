@@ -35,9 +35,16 @@ def test_the_forms_and_the_refusals():
                 contract = tirx.instruction_contract(text)
                 assert contract.family is Family.CP_ASYNC_BULK_TENSOR and contract.min_arch == 90
     assert registry.family_of_text(TMA).family is Family.CP_ASYNC_BULK_TENSOR
+    multicast = TMA.replace("shared::cta", "shared::cluster") + ".multicast::cluster"
+    assert multicast in forms
+    assert [op.name for op in tirx.instruction_contract(multicast).operands][-1] == "cta_mask"
+    with pytest.raises(ContractError) as e:  # multicast delivers to the cluster's blocks
+        tirx.instruction_contract(TMA + ".multicast::cluster")
+    assert "shared::cluster.global.tile.mbarrier::complete_tx::bytes.multicast::cluster" in str(
+        e.value
+    )
     for bad in (
         TMA.replace("tile.", "tile::gather4."),
-        TMA.replace("shared::cta", "shared::cluster") + ".multicast::cluster",
         TMA + ".L2::cache_hint",
         TMA.replace("shared::cta.global", "shared::cluster.shared::cta"),
     ):

@@ -8,7 +8,8 @@ its description); nothing in it is executable Python and nothing is unpickled:
     ``format`` ("tirx-kernel") and ``format_version``; the ``tirx_version`` and
     ``codegen_version`` that wrote it; the kernel's ``signature`` (each parameter's name,
     kind, dtype, shape, whether the kernel reads and writes it); ``launch`` (grid, block, the
-    dynamic shared memory each launch asks for, the block's shared bytes); ``pointer_alignment``
+    dynamic shared memory each launch asks for, the block's shared bytes, and ``cluster``,
+    the cluster shape, for a kernel launched in clusters); ``pointer_alignment``
     (per parameter that needs one: the bytes, the access kind, the phrase for messages);
     ``tensor_maps`` (per TMA map, in hidden-parameter order: the tensor parameter it reads,
     the byte origin of its address, dtype, dims, strides, box, swizzle, L2 promotion: the
@@ -153,7 +154,7 @@ def _manifest(exe, images) -> dict:
         "format": FORMAT, "format_version": FORMAT_VERSION, "tirx_version": __version__,
         "codegen_version": CODEGEN_VERSION, "name": exe.name, "signature": sig.to_json(),
         "launch": {"grid": list(grid), "block": list(block), "dynamic_shared_bytes": smem,
-                   "shared_bytes": exe.lowered.shared_bytes},
+                   "shared_bytes": exe.lowered.shared_bytes, **_cluster(exe)},
         "pointer_alignment": aligned, "tensor_maps": maps,
         "images": [
             {"arch": a, "cubin": f"{a}.cubin", "ptx": f"{a}.ptx",
@@ -162,6 +163,13 @@ def _manifest(exe, images) -> dict:
         ],
         "source": "kernel.cu" if exe.source else None,
     }  # fmt: skip
+
+
+def _cluster(exe) -> dict:
+    """``{"cluster": [x, y, z]}``, the cluster shape each launch asks for; ``{}`` for a kernel
+    launched without clusters."""
+    cluster = exe.lowered.launch.cluster
+    return {"cluster": list(cluster)} if cluster is not None else {}
 
 
 def sha256_hex(data: bytes) -> str:

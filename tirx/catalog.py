@@ -113,7 +113,7 @@ ROWS: tuple[Row, ...] = (
         "mbarrier",
         ("isa", "script", "cuda", "sim"),
         ptx=("mbarrier", "cp.async.mbarrier", "fence.mbarrier_init"),
-        cuda_names=("mbarrier_wait",),
+        cuda_names=("mbarrier_wait", "mbarrier_wait_acquire_cluster"),
     ),  # fmt: skip
     # Hopper's warpgroup matrix instructions
     Row(
@@ -128,7 +128,17 @@ ROWS: tuple[Row, ...] = (
         "tma",
         ("isa", "cuda", "sim"),
         ptx=("cp.async.bulk.tensor", "cp.reduce.async.bulk.tensor"),
-        tile_params=("box", "coords", "mbar", "swizzle", "l2_promotion", "coord_steps"),
+        tile_params=(
+            *("box", "coords", "mbar", "swizzle", "l2_promotion", "coord_steps"),
+            "cta_mask",
+        ),
+    ),  # fmt: skip
+    # thread-block clusters: the cluster barrier and distributed shared memory
+    Row(
+        "cluster",
+        ("isa", "script", "cuda", "sim"),
+        ptx=("barrier.cluster", "mapa", "ld.shared::cluster", "st.shared::cluster"),
+        cuda_names=("cluster_sync",),
     ),  # fmt: skip
     # construct families: calls of T and T.cuda with IR nodes of their own
     Row(
@@ -169,7 +179,9 @@ ROWS: tuple[Row, ...] = (
 
 
 def _member(mnemonic: str) -> str:
-    return mnemonic.upper().replace(".", "_")
+    """The member name of a mnemonic: ``cp.async.bulk`` -> ``CP_ASYNC_BULK``,
+    ``ld.shared::cluster`` -> ``LD_SHARED__CLUSTER``."""
+    return mnemonic.upper().replace("::", "__").replace(".", "_")
 
 
 Family = enum.Enum(

@@ -11,9 +11,20 @@ from dataclasses import dataclass
 from ..dtypes import DType, StrKind
 from ..errors import Span
 from .math_ops import MathOp
-from .nodes import Expr, View
+from .nodes import Builtin, Expr, View
 
-__all__ = ["MathOp", "MathCall", "Reinterpret", "AddressOf", "WarpOp", "WarpCollective"]
+__all__ = [
+    "MathOp", "MathCall", "Reinterpret", "AddressOf", "WarpOp", "WarpCollective",
+    "CLUSTER_BUILTINS", "SREG_ONLY", "UNDIMENSIONED",
+]  # fmt: skip
+
+# The thread-block cluster registers (``Special`` kinds; sm_90 on), those a kernel reads through
+# ``T.cuda.mov_sreg`` only, and the registers without a dimension.
+CLUSTER_BUILTINS = frozenset(b for b in Builtin if b.name.startswith("CLUSTER_"))
+SREG_ONLY = frozenset({Builtin.CLUSTER_COUNT, Builtin.CLUSTER_CTA_RANK, Builtin.CLUSTER_SIZE})
+UNDIMENSIONED = frozenset(
+    {Builtin.LANE_ID, Builtin.WARP_ID, Builtin.CLUSTER_CTA_RANK, Builtin.CLUSTER_SIZE}
+)
 
 
 # ------------------------------------------------- math and bit intrinsics (T.exp, T.clz, ...)

@@ -30,6 +30,7 @@ from ..errors import Span
 I32 = dtype_of("int32")
 U32 = dtype_of("uint32")
 U64 = dtype_of("uint64")
+U16 = dtype_of("uint16")
 F32 = dtype_of("float32")
 BOOL = dtype_of("bool")
 
@@ -162,6 +163,10 @@ class Builtin(enum.Enum):
     BLOCK_IDX = "block_idx"
     BLOCK_DIM = "block_dim"
     GRID_DIM = "grid_dim"
+    # clusters (sm_90): %cluster_ctaid, _nctaid, %clusterid, %nclusterid, %cluster_[n]ctarank
+    CLUSTER_CTA_ID, CLUSTER_DIM, CLUSTER_ID = "cluster_cta_id", "cluster_dim", "cluster_id"
+    CLUSTER_COUNT, CLUSTER_CTA_RANK = "nclusterid", "cluster_ctarank"
+    CLUSTER_SIZE = "cluster_nctarank"  # (their sets: expr_nodes.py)
 
 
 @dataclass(frozen=True, eq=False)
@@ -543,6 +548,11 @@ class LaunchConfig:
     grid: tuple[int, int, int]
     block: tuple[int, int, int]
     dynamic_smem_bytes: int = 0
+    cluster: tuple[int, int, int] | None = None  # a thread-block cluster's blocks (x, y, z)
+
+    @property
+    def cluster_shape(self) -> tuple[int, int, int]:  # (1, 1, 1) without clusters
+        return self.cluster or (1, 1, 1)
 
 
 Param = Buffer | Var

@@ -61,7 +61,10 @@ class _Exprs(Visitor):
         return e.name, _ATOM
 
     def enter_Special(self, e):
-        if e.kind in (ir.Builtin.LANE_ID, ir.Builtin.WARP_ID):
+        if e.kind in ir.SREG_ONLY:
+            dim = "" if e.kind in ir.UNDIMENSIONED else "." + "xyz"[e.dim]
+            return f'T.cuda.mov_sreg(32, "{e.kind.value}{dim}")', _ATOM
+        if e.kind in ir.UNDIMENSIONED:
             return f"T.cuda.{e.kind.value}()", _ATOM
         return f'T.cuda.{e.kind.value}("{"xyz"[e.dim]}")', _ATOM
 
@@ -287,6 +290,7 @@ def print_function(fn: ir.Function) -> str:
     pr.line(
         f"T.device_entry(launch=T.cuda.LaunchConfig(grid={lc.grid}, block={lc.block}"
         + (f", dynamic_smem_bytes={lc.dynamic_smem_bytes}" if lc.dynamic_smem_bytes else "")
+        + (f", cluster={lc.cluster}" if lc.cluster is not None else "")
         + "))"
     )
     for buf in fn.allocations:

@@ -15,7 +15,7 @@ from .shared_rows import element_offset, residue
 
 __all__ = [
     "reads_memory", "byte_offset", "repeat_offsets", "group_contract", "no_operands",
-    "no_tile_form", "wait_count", "barrier_address", "BARRIER_BYTES",
+    "no_tile_form", "wait_count", "barrier_address", "BARRIER_BYTES", "cluster_address",
 ]  # fmt: skip
 
 BARRIER_BYTES = 8  # an mbarrier object is 8 bytes, 8-byte aligned (PTX ISA, mbarrier)
@@ -136,3 +136,32 @@ def barrier_address(text: str, e, span, address) -> ir.AddressOperand:
             hint="index a uint64 shared tensor allocated with align >= 8 (the default is 16)",
         ).with_span(span)
     return ir.AddressOperand(ir.SharedAddress(buf, nbytes))
+
+
+def cluster_address(text: str, e, span, address, what: str = "the address"):
+    """A shared::cluster address operand (``mapa``, ``ld``/``st.shared::cluster``, a peer's
+    mbarrier): an element of a shared tensor stands for its address in the executing block (as
+    a barrier operand does), any other integer value is the address itself (a ``mapa`` result,
+    a local register holding one) -- ``AddressOperand(SharedAddress)`` or ``ScalarOperand(u32)``
+    (a ContractError at ``span`` for a float or an element of a global tensor)."""
+    if isinstance(e, ir.ElemLoad) and e.view.buffer.scope is ir.Scope.SHARED:
+        buf, index = address(e.view, e.indices)
+        return ir.AddressOperand(ir.SharedAddress(buf, byte_offset(index, e.dtype)))
+    if isinstance(e, ir.ElemLoad) and e.view.buffer.scope is ir.Scope.GLOBAL:
+        raise ContractError(
+            f"{text}: {what} is a shared::cluster address, not an element of the global tensor "
+            f"{e.view.buffer.name!r}",
+            hint="pass an element of a shared tensor (its address in this block), or the "
+            'address T.ptx["mapa.shared::cluster.u32"] wrote for a peer block',
+        ).with_span(span)
+    if (
+        not isinstance(e, (int, ir.Expr))
+        or isinstance(e, bool)
+        or (isinstance(e, ir.Expr) and e.dtype.kind not in ("int", "uint"))
+    ):
+        raise ContractError(
+            f"{text}: {what} must be a 32-bit shared::cluster address (an integer), got {e!r}",
+            hint='e.g. the value T.ptx["mapa.shared::cluster.u32"](peer[0], s[0], rank) wrote '
+            "to peer[0], or T.cuda.cvta_generic_to_shared(s.ptr_to([i]))",
+        ).with_span(span)
+    return ir.ScalarOperand(ir.cast(ir.as_expr(e), ir.U32))

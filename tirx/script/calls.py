@@ -31,6 +31,9 @@ _SPECIALS = {
     "cuda.block_idx": ir.Builtin.BLOCK_IDX,
     "cuda.block_dim": ir.Builtin.BLOCK_DIM,
     "cuda.grid_dim": ir.Builtin.GRID_DIM,
+    "cuda.cluster_cta_id": ir.Builtin.CLUSTER_CTA_ID,
+    "cuda.cluster_dim": ir.Builtin.CLUSTER_DIM,
+    "cuda.cluster_id": ir.Builtin.CLUSTER_ID,
 }
 
 
@@ -195,6 +198,11 @@ class Calls:
             if dim not in _DIMS:
                 raise TirxSyntaxError(f'dimension must be "x", "y" or "z", got {dim!r}', span)
             return ir.Special(_SPECIALS[key], _DIMS[dim])
+        if key == "cuda.mov_sreg":  # tirx/script/special_registers.py
+            from .special_registers import special_register
+
+            bits, name = self._args(node, 2, 2, "bits", "reg_name")
+            return special_register(bits, name, span)
         if key in ("cuda.cta_sync", "cuda.warp_sync"):
             self._args(node, 0, 0)
             scope = ir.BarrierScope.CTA if key == "cuda.cta_sync" else ir.BarrierScope.WARP

@@ -141,11 +141,13 @@ class _Ptx:
 
 @dataclass(frozen=True)
 class LaunchSpec:
-    """``T.cuda.LaunchConfig(grid=..., block=..., dynamic_smem_bytes=0)``."""
+    """``T.cuda.LaunchConfig(grid=..., block=..., dynamic_smem_bytes=0, cluster=None)``;
+    ``cluster``: the blocks of a thread-block cluster (x, y, z), or None for no cluster."""
 
     grid: tuple[int, int, int]
     block: tuple[int, int, int]
     dynamic_smem_bytes: int = 0
+    cluster: tuple[int, int, int] | None = None
 
 
 # The CUDA programming guide's limits, the same on every architecture tirx targets
@@ -174,7 +176,7 @@ def _dim3(name: str, v, limits) -> tuple[int, int, int]:
     return v
 
 
-def _launch_config(grid=1, block=32, dynamic_smem_bytes=0) -> LaunchSpec:
+def _launch_config(grid=1, block=32, dynamic_smem_bytes=0, cluster=None) -> LaunchSpec:
     grid3, block3 = _dim3("grid", grid, GRID_LIMITS), _dim3("block", block, BLOCK_LIMITS)
     threads = block3[0] * block3[1] * block3[2]
     if threads > MAX_THREADS_PER_BLOCK:
@@ -184,7 +186,36 @@ def _launch_config(grid=1, block=32, dynamic_smem_bytes=0) -> LaunchSpec:
         )
     if not isinstance(dynamic_smem_bytes, int) or dynamic_smem_bytes < 0:
         raise TirxSyntaxError("dynamic_smem_bytes must be a non-negative int")
-    return LaunchSpec(grid3, block3, dynamic_smem_bytes)
+    return LaunchSpec(grid3, block3, dynamic_smem_bytes, _cluster_dims(cluster, grid3))
+
+
+# The CUDA programming guide ("Thread Block Clusters"): a cluster of at most 8 blocks is
+# portable (larger ones need an opt-in and a GPU that allows them); the grid is a whole
+# number of clusters in each dimension.
+MAX_CLUSTER_BLOCKS = 8
+
+
+def _cluster_dims(cluster, grid3) -> tuple[int, int, int] | None:
+    """``cluster=``: None (no cluster), or 1 to 3 positive ints whose product is at most
+    :data:`MAX_CLUSTER_BLOCKS` and that divide the grid, dimension by dimension."""
+    if cluster is None:
+        return None
+    c = _dim3("cluster", cluster, GRID_LIMITS)
+    blocks = c[0] * c[1] * c[2]
+    if blocks > MAX_CLUSTER_BLOCKS:
+        raise TirxSyntaxError(
+            f"a cluster of {blocks} blocks {c}: the portable limit is {MAX_CLUSTER_BLOCKS}",
+            hint=f"use at most {MAX_CLUSTER_BLOCKS} blocks per cluster (the CUDA programming "
+            "guide's portable cluster size), e.g. cluster=(2, 1, 1)",
+        )
+    for axis, g, x in zip("xyz", grid3, c):
+        if g % x:
+            raise TirxSyntaxError(
+                f"grid {axis} is {g}, not a multiple of the cluster's {axis} ({x})",
+                hint="a grid is a whole number of clusters in each dimension: make grid "
+                f"{axis} a multiple of {x} (or change the cluster)",
+            )
+    return c
 
 
 # Thread-index helpers of ``T.cuda``: the warpgroup is 4 consecutive warps (128 threads), as
@@ -277,6 +308,10 @@ class _Cuda(_Suggesting):
             "block_idx",
             "block_dim",
             "grid_dim",
+            "cluster_cta_id",
+            "cluster_dim",
+            "cluster_id",
+            "mov_sreg",
             "cta_sync",
             "warp_sync",
             "printf",

@@ -1,7 +1,8 @@
 """The CPU simulator: runs a lowered tirx function on numpy, PTX-exact, with checks.
 
-``run(fn, args)`` executes every block of ``fn``'s launch grid, one block after another, all
-threads of a block in lockstep. Global tensors are written in place. Faults — out-of-bounds
+``run(fn, args)`` executes every block of ``fn``'s launch grid, one block after another (the
+blocks of a thread-block cluster together: :mod:`tirx.sim.cluster_run`), all threads of a
+block in lockstep. Global tensors are written in place. Faults — out-of-bounds
 or misaligned accesses, reads of unwritten shared memory or registers, shared-memory races,
 divergent barriers or warp-collective instructions, integer division by zero — stop the run
 with a :class:`tirx.errors.SimulationError` naming the block, warp, lane and source line.
@@ -89,7 +90,13 @@ def run(
         if budget is None:
             budget = DEFAULT_SECONDS
         sink = stdout if stdout is not None else sys.stdout
-        machine = Machine(fn, bound, sink, trace, budget, profile)
+        c = fn.launch.cluster_shape
+        if c[0] * c[1] * c[2] > 1:  # the blocks of a cluster run together
+            from .cluster_run import ClusterRun
+
+            machine = ClusterRun(fn, bound, sink, trace, budget, profile)
+        else:
+            machine = Machine(fn, bound, sink, trace, budget, profile)
         try:
             blocks = machine.run()
         except SimulationError as err:

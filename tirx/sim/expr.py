@@ -221,6 +221,11 @@ class ExprCompiler:
             dims = m.fn.launch.block if kind is ir.Builtin.BLOCK_DIM else m.fn.launch.grid
             c = constant(int(dims[d]), e.dtype)
             return lambda idx: c
+        if kind in ir.CLUSTER_BUILTINS:  # tirx/sim/cluster.py
+            from .cluster import cluster_register
+
+            f = cluster_register(m, kind, d)
+            return f if e.dtype.name == "int32" else (lambda idx: convert(f(idx), e.dtype))
         if kind is ir.Builtin.BLOCK_IDX:
             block = m.block_idx
             if e.dtype.name == "int32":

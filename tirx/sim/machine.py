@@ -60,8 +60,16 @@ class _Loop:
 class Machine:
     """One run of one lowered function: storage, compiled body, and the block loop."""
 
-    def __init__(self, fn: ir.Function, args: list, sink, trace: bool, budget=None, profile=False):
+    def __init__(
+        self, fn: ir.Function, args: list, sink, trace: bool, budget=None, profile=False,
+        cluster=None,
+    ):  # fmt: skip
         self.fn = fn
+        # the thread-block cluster this machine's block belongs to (tirx/sim/cluster.py: made
+        # there for a kernel launched in clusters, else at the first cluster instruction), and
+        # the block's rank in it
+        self.cluster = cluster
+        self.rank = 0
         self.sink = sink
         self.traces = [] if trace else None
         self.copy_traces = [] if trace else None
@@ -182,32 +190,40 @@ class Machine:
         for bz in range(gz):
             for by in range(gy):
                 for bx in range(gx):
-                    self.block_idx[:] = (bx, by, bz)
-                    self.budget.where = (bx, by, bz)
+                    self.start_block((bx, by, bz))
                     try:
-                        self.budget.check()
-                    except Fault as f:
-                        raise self._error(f) from None
-                    self.shared.reset()
-                    for arr in self.locals:
-                        arr.reset()
-                    for unit in self.units.values():
-                        unit.reset()
-                    for arr in self.variables.values():
-                        arr.fill(0)
-                    self.loops.clear()
-                    try:
-                        if self.strands is not None:  # warps that wait on mbarriers
-                            self.strands.run(self.body, self.all)
-                        else:
-                            self.body(self.all)
-                        for unit in self.units.values():  # what the block leaves in flight
-                            unit.finish_block()
+                        self.run_block()
                     except Fault as f:
                         raise self._error(f) from None
                     blocks += 1
                     self.budget.done = blocks
         return blocks
+
+    def start_block(self, coords) -> None:
+        """Make the machine's state that of a new block at ``coords`` (x, y, z)."""
+        self.block_idx[:] = coords
+        self.budget.where = tuple(coords)
+        try:
+            self.budget.check()
+        except Fault as f:
+            raise self._error(f) from None
+        self.shared.reset()
+        for arr in self.locals:
+            arr.reset()
+        for unit in self.units.values():
+            unit.reset()
+        for arr in self.variables.values():
+            arr.fill(0)
+        self.loops.clear()
+
+    def run_block(self) -> None:
+        """Run the block started by :meth:`start_block` to its end (a Fault stops it)."""
+        if self.strands is not None:  # warps that wait on mbarriers
+            self.strands.run(self.body, self.all)
+        else:
+            self.body(self.all)
+        for unit in self.units.values():  # what the block leaves in flight
+            unit.finish_block()
 
     def _error(self, f: Fault) -> SimulationError:
         bx, by, bz = (int(x) for x in self.block_idx)

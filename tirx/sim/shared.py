@@ -93,6 +93,9 @@ class SharedMemory:
         # objects with shared_write(bytes, threads, record), called before every generic write
         self.observers: list = []
         self.proxy: AsyncProxy | None = None  # made by the first asynchronous-proxy reader
+        # a block of a cluster of several: its accesses are recorded for its peers' checks
+        # too (tirx/sim/distributed.py's LocalHook, with access(bytes, threads, write))
+        self.cluster = None
         self.scratch = np.zeros(size, dtype=np.int64)
         self.epoch = np.zeros(max(warps, 1), dtype=np.int32)
         self.atomics = AtomicAccesses(size)  # atomic updates since the last barrier
@@ -127,9 +130,9 @@ class SharedMemory:
             return addr, tids
         return (addr[:, None] + np.arange(s)).ravel(), np.repeat(tids, s)
 
-    def site(self) -> int:
-        """The id of the statement now executing (its span), for the race bookkeeping."""
-        span = self.where()
+    def site(self, span=None) -> int:
+        """The id of the statement now executing (or of ``span``), for the race bookkeeping."""
+        span = self.where() if span is None else span
         sid = self._site_ids.get(span)
         if sid is None:
             sid = self._site_ids[span] = len(self.sites)
@@ -165,6 +168,8 @@ class SharedMemory:
         wp, e = self._check_writer(b, p, "reads")
         self.atomics.check(self, b, p, wp, e, "reads")
         self.r_site[b] = self.site()
+        if self.cluster is not None:
+            self.cluster.access(b, p, False)
         n = b.size
         order = np.arange(n)
         self.scratch[b] = order
@@ -219,6 +224,8 @@ class SharedMemory:
                 other,
                 self.site(),
             )
+        if self.cluster is not None:
+            self.cluster.access(b, p, True)
         if not record:
             return
         self.w_site[b] = self.site()
@@ -267,6 +274,8 @@ class SharedMemory:
             else:
                 other, who = f"thread {rt} (warp {rt // 32}, lane {rt % 32}) read", rt
             raise self.race(b, p, k, verb, other, who, self.r_site[b[k]])
+        if self.cluster is not None:
+            self.cluster.access(b, p, True)
         self.atomics.record(b, p, wp, e, self.site())
 
     # ------------------------------------------------------------ asynchronous copies

@@ -127,15 +127,19 @@ class Strands:
         return s
 
     def _pick(self) -> _Strand | None:
-        if self.ready:
-            return self.ready.popleft()
-        live = [s for s in self.strands if not s.done]
-        for s in live:
-            if s.blocked is not None and s.blocked[0]():
-                return s
-        if live:
-            raise self._deadlock(live)
-        return None
+        while True:
+            if self.ready:
+                return self.ready.popleft()
+            live = [s for s in self.strands if not s.done]
+            for s in live:
+                if s.blocked is not None and s.blocked[0]():
+                    return s
+            if not live:
+                return None
+            # every strand waits: in a cluster, the other blocks run meanwhile (cluster.py)
+            cluster = self.m.cluster
+            if cluster is None or not cluster.stall(self.m):
+                raise self._deadlock(live)
 
     def _resume(self, s: _Strand) -> None:
         m = self.m

@@ -109,7 +109,10 @@ class RunResult:
 def stamp(m) -> int:
     """The next number of the run's one clock of trace records: PTX, copy and barrier records
     each keep their own list, and ``seq`` orders them all as the run made them (only one
-    strand of a block runs at a time), so a timeline can interleave them."""
+    strand of a block runs at a time), so a timeline can interleave them. The blocks of a
+    cluster, which run together, share the clock of the machine of rank 0."""
+    if m.cluster is not None:
+        m = m.cluster.machines[0]
     m.trace_clock += 1
     return m.trace_clock
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from .. import catalog
-from ..errors import TirxError, TirxSyntaxError
+from ..errors import CompileError, TirxError, TirxSyntaxError
 from ..ir import nodes as ir
 from ..ir.simplify import static_value
 from ..ir.visitor import DESCEND, Transformer, rebuild
@@ -36,6 +36,7 @@ __all__ = ["lower_function"]
 def lower_function(fn: ir.Function, arch: int = 80) -> ir.Function:
     if fn.lowered:
         return fn
+    _check_cluster_arch(fn, arch)
     lowerer = _Lowerer(arch)
     with known_definitions(fn):
         body = inline_indices(fn, lowerer.visit(fn.body))
@@ -56,6 +57,18 @@ def lower_function(fn: ir.Function, arch: int = 80) -> ir.Function:
         arch_specific=any(c.arch_specific for c in contracts),  # sm_90a's wgmma
         tensor_maps=any(spec_of(c.family).tensor_maps for c in contracts),
     )  # fmt: skip
+
+
+def _check_cluster_arch(fn: ir.Function, arch: int) -> None:
+    """Thread-block clusters (``cluster=`` of the launch) exist from sm_90 on."""
+    if fn.launch.cluster is not None and arch < 90:
+        raise CompileError(
+            f"'{fn.name}' is launched in clusters of {fn.launch.cluster} blocks, which need "
+            f"sm_90 or newer; the target is sm_{arch}",
+            fn.span,
+            hint='compile with target="cuda -arch=sm_90" (or the simulator, which models '
+            "sm_90), or drop cluster= from T.cuda.LaunchConfig",
+        )
 
 
 def _plan_shared(fn: ir.Function):
@@ -98,7 +111,6 @@ class _Lowerer(Transformer):
         {
             "Const",
             "Var",
-            "Special",
             "Buffer",
             "Load",
             "SharedAddress",
@@ -194,6 +206,15 @@ class _Lowerer(Transformer):
 
     def leaf(self, value):
         return value if value is None else ir.as_expr(value)
+
+    def enter_Special(self, e):
+        if e.kind in ir.CLUSTER_BUILTINS and self.arch < 90:
+            raise CompileError(
+                f"the cluster register {e.kind.value} exists from sm_90 on; the target is "
+                f"sm_{self.arch}",
+                hint='compile with target="cuda -arch=sm_90" (or the simulator)',
+            )
+        return e
 
     def leave_ElemLoad(self, e, view, indices):
         buf, index = self.address(view, indices, lowered=True)

@@ -243,7 +243,11 @@ class _Emitter(Walker):
             return f"((int)blockIdx.{axis})"
         if s.kind is ir.Builtin.BLOCK_DIM:
             return str(self.block[s.dim])
-        return str(self.grid[s.dim])
+        if s.kind is ir.Builtin.GRID_DIM:
+            return str(self.grid[s.dim])
+        from . import cluster_ids  # the cluster registers
+
+        return cluster_ids.special(self.fn.launch, s)
 
     def binop(self, b: ir.BinOp, a: str, c: str) -> str:
         """``b`` in C, given the C of its operands."""
@@ -518,9 +522,10 @@ def _optional_preludes():
         prelude = getattr(module, "PRELUDE", None)
         if prelude is not None:
             yield prelude
-    fp8 = sys.modules.get(f"{__package__}.fp8")
-    if fp8 is not None:
-        yield fp8.PRELUDE
+    for name in ("fp8", "cluster_ids"):
+        module = sys.modules.get(f"{__package__}.{name}")
+        if module is not None:
+            yield module.PRELUDE
 
 
 def generate(fn: ir.Function) -> str:
@@ -545,6 +550,11 @@ def generate(fn: ir.Function) -> str:
     if by > 1 or bz > 1:
         tid = f"(int)(threadIdx.x + {bx} * (threadIdx.y + {by} * threadIdx.z))"
     out = [_PRELUDE.format(version=CODEGEN_VERSION) + (tensor_maps.PRELUDE if maps else "")]
+    if fn.launch.cluster is not None:  # the shape travels with the launch (cluster_launch.py)
+        out.append(
+            "// launched in clusters of {}x{}x{} blocks: cuLaunchKernelEx with "
+            "CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION".format(*fn.launch.cluster)
+        )
     out.append(
         f'extern "C" __global__ void __launch_bounds__({threads}) {fn.name}({", ".join(params)}) {{'
     )

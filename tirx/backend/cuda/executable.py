@@ -236,7 +236,17 @@ class CudaExecutable(Executable):
         kernel = self._module.function(self.lowered.name)
         if self._smem > driver.STATIC_SMEM_LIMIT:  # opt in before the first launch
             kernel.allow_dynamic_smem(self._smem)
-        self._attach(kernel.launcher(self.launch_kinds), _ORDINAL)
+        self._attach(self._launcher_of(kernel), _ORDINAL)
+
+    def _launcher_of(self, kernel):
+        """The launcher of ``kernel``: ``cuLaunchKernel``'s, or for a kernel launched in
+        clusters ``cuLaunchKernelEx``'s (:mod:`.cluster_launch`)."""
+        cluster = self.lowered.launch.cluster
+        if cluster is None:
+            return kernel.launcher(self.launch_kinds)
+        from .cluster_launch import cluster_launcher
+
+        return cluster_launcher(kernel, self.launch_kinds, cluster)
 
     @property
     def launch_kinds(self) -> list[str]:

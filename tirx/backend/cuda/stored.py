@@ -147,7 +147,11 @@ def _parts(manifest: dict, sig):
         else:
             params.append(ir.Var(p.name, d))
     la = manifest["launch"]
-    launch = ir.LaunchConfig(tuple(la["grid"]), tuple(la["block"]), int(la["dynamic_shared_bytes"]))
+    cluster = la.get("cluster")  # absent from files saved before clusters: none
+    launch = ir.LaunchConfig(
+        tuple(la["grid"]), tuple(la["block"]), int(la["dynamic_shared_bytes"]),
+        tuple(cluster) if cluster else None,
+    )  # fmt: skip
     maps = [
         (sig.names.index(m["param"]), TensorMap(
             params[sig.names.index(m["param"])], int(m["origin"]),

@@ -35,7 +35,13 @@ from ...errors import ContractError
 from ...ir import nodes as ir
 from ...ir.simplify import static_value
 from ...isa.core import Contract, Family, FamilySpec, ModifierSlot, OperandSpec, Role
-from ...isa.raw_forms import barrier_address, no_operands, no_tile_form, reads_memory
+from ...isa.raw_forms import (
+    barrier_address,
+    cluster_address,
+    no_operands,
+    no_tile_form,
+    reads_memory,
+)
 
 __all__ = ["SPEC", "CP_ASYNC_SPEC", "FENCE_SPEC", "MAX_COUNT", "MAX_TX", "NOTES"]
 
@@ -94,10 +100,13 @@ def reject(mods: dict) -> str | None:
         want = _SEM.get(act)
         if want is None:
             return f"mbarrier.{act} takes no .sem/.scope: use {use}"
-        if (mods["sem"], mods["scope"]) != (want, "cta"):
-            return f"mbarrier.{act} takes .{want}.cta only in tirx (it has no clusters): use {use}"
-    if mods["space"] == "shared::cluster":
-        return f"tirx has no clusters, so no .shared::cluster barriers: use {use}"
+        if mods["sem"] != want:
+            return f"mbarrier.{act} takes .{want}.cta or .{want}.cluster: use {use}"
+    if mods["space"] == "shared::cluster" and act != "arrive":
+        return (
+            "a peer block's barrier (.shared::cluster) takes arrives only in tirx: use "
+            "mbarrier.arrive.release.cluster.shared::cluster.b64 (or .expect_tx)"
+        )
     if mods["space"] is None:
         return (
             f"an mbarrier is addressed in shared memory (.shared::cta), not generically: use {use}"
@@ -108,6 +117,8 @@ def reject(mods: dict) -> str | None:
 def _min_arch(mods: dict) -> int:
     act = mods["action"]
     if act in ("try_wait", "expect_tx") or mods["expect_tx"] or mods["sem"] is not None:
+        return 90
+    if mods["space"] == "shared::cluster":
         return 90
     return 80
 
@@ -210,7 +221,10 @@ def lower_raw(contract: Contract, op: ir.RawPtx, address, arch: int) -> ir.PtxCa
     out = []
     if act in _WAITS and len(given) == 3:
         out.append(_done_register(text, given.pop(0), spans.pop(0), address))
-    out.append(barrier_address(text, given[0], spans[0], address))
+    if contract.modifier("space") == "shared::cluster":  # a peer's barrier: an address value
+        out.append(cluster_address(text, given[0], spans[0], address, "the barrier"))
+    else:
+        out.append(barrier_address(text, given[0], spans[0], address))
     if act == "arrive" and len(given) == 2 and not contract.modifier("expect_tx") and arch < 90:
         raise ContractError(
             f"{text} with a count operand needs sm_90 or newer; the target is sm_{arch}",
@@ -243,7 +257,7 @@ CP_ASYNC_SLOTS = (
 def cp_async_reject(mods: dict) -> str | None:
     use = "cp.async.mbarrier.arrive.shared::cta.b64 (or .noinc)"
     if mods["space"] == "shared::cluster":
-        return f"tirx has no clusters, so no .shared::cluster barriers: use {use}"
+        return f"tirx has no cp.async arrive-on of a peer block's barrier: use {use}"
     if mods["space"] is None:
         return f"an mbarrier is addressed in shared memory (.shared::cta): use {use}"
     return None
@@ -299,8 +313,17 @@ Checked when lowering (a `ContractError` at the operand): the barrier an 8-byte 
 shared tensor, 8-byte aligned where its offset's residue is known; a constant count in
 1..2^20-1, a constant tx count in 0..2^20-1, a constant parity 0 or 1, none read from a tensor;
 the result a local uint32 element with a compile-time index; the target's arch against the
-form's. `.shared::cluster`, generic addresses, the state-token waits, `arrive_drop`,
-`complete_tx`, `pending_count` and `.noComplete` are refused with the nearest supported form.
+form's. Generic addresses, the state-token waits, `arrive_drop`, `complete_tx`, `pending_count`
+and `.noComplete` are refused with the nearest supported form.
+
+Clusters (sm_90): `.release.cluster` / `.acquire.cluster` / `.relaxed.cluster` order the
+operation at cluster scope; `T.cuda.mbarrier_wait_acquire_cluster(bars[0], parity)` is the
+waiting form with `.acquire.cluster`. An arrive (or `arrive.expect_tx`) on another block's
+barrier is `.shared::cluster`, its barrier operand a shared::cluster address (a `mapa` result;
+a shared element is this block's own): `T.ptx["mbarrier.arrive.release.cluster.shared::cluster.
+b64"](peer[0])`; only `.release.cluster` orders the arriving thread's accesses for the peer's
+waiters ([clusters.md](clusters.md)). The other operations take a barrier of the executing
+block only.
 
 The simulator (`tirx/sim/mbarrier.py`, `strands.py`) keeps the barrier's phase parity, pending,
 expected and transaction counts per 8-byte word and blocks a waiting thread while other warps

@@ -57,7 +57,8 @@ __all__ = ["Barriers", "BarrierTrace", "BarrierEvent", "compile_call", "BLOCKING
 
 FORMS = (
     "mbarrier.{init,arrive[.expect_tx],expect_tx,test_wait.parity,try_wait.parity,inval}"
-    "[.release.cta|.acquire.cta|.relaxed.cta].shared[::cta].b64, "
+    "[.release|.acquire|.relaxed][.cta|.cluster].shared[::cta].b64, "
+    "mbarrier.arrive[.expect_tx][.release.{cta,cluster}].shared::cluster.b64, "
     "cp.async.mbarrier.arrive[.noinc].shared[::cta].b64, fence.mbarrier_init.release.cluster"
 )
 #: the statements that may wait for other warps (tirx.sim.strands runs those meanwhile)
@@ -68,7 +69,7 @@ MAX_TX = (1 << 20) - 1
 
 _OPS = re.compile(
     r"mbarrier\.(init|arrive|arrive\.expect_tx|expect_tx|test_wait\.parity|try_wait\.parity"
-    r"|inval)(?:\.(?:release|acquire|relaxed)\.cta)?\.shared(?:::cta)?\.b64"
+    r"|inval)(?:\.(?:release|acquire|relaxed)\.(cta|cluster))?\.shared(::cta|::cluster)?\.b64"
     r"|cp\.async\.mbarrier\.arrive(\.noinc)?\.shared(?:::cta)?\.b64"
     r"|fence\.mbarrier_init\.release\.cluster"
 )
@@ -106,6 +107,7 @@ class BarrierTrace:
 class _Barrier:
     __slots__ = (
         "name", "expected", "pending", "tx", "phase", "arrivers", "seen", "landings", "landed",
+        "remote", "seen_remote",
     )  # fmt: skip
 
     def __init__(self, name: str, count: int):
@@ -116,6 +118,10 @@ class _Barrier:
         self.seen = None  # the race records the last completed phase orders for its waiters
         self.landings: list = []  # the complete-tx copies of this phase, landing at completion
         self.landed: list = []  # their bytes, the copy engine's until a waiter passes
+        # the arrivals of other blocks' threads that release at cluster scope (their rank,
+        # thread, and when: tirx/sim/distributed.py), this phase's and the last completed one's
+        self.remote: list = []
+        self.seen_remote: list = []
 
     def state(self) -> str:
         return (
@@ -194,7 +200,9 @@ class Barriers:
         self.record(BarrierEvent.EXPECT_TX, b, (tid,))
         return b
 
-    def arrive(self, addr: int, count: int, tid: int) -> None:
+    def arrive(self, addr: int, count: int, tid: int, remote=None) -> None:
+        """``remote``: the arrive of a thread of another block of the cluster (``(rank,
+        thread, seq)`` when it releases at cluster scope, else ``()``)."""
         b = self.get(addr, tid)
         _check_count(count, tid, "mbarrier.arrive's count")
         if count > b.pending:
@@ -206,7 +214,10 @@ class Barriers:
                 "counts too)",
             )
         b.pending -= count
-        b.arrivers.append((tid, int(self.m.shared.epoch[tid >> 5])))
+        if remote is None:
+            b.arrivers.append((tid, int(self.m.shared.epoch[tid >> 5])))
+        elif remote:
+            b.remote.append(remote)
         self.changed()
         self.record(BarrierEvent.ARRIVE, b, (tid,))
         self._complete(b)
@@ -245,6 +256,7 @@ class Barriers:
             ws = np.concatenate([ws, *(np.full(x[0].size, x[2], ws.dtype) for x in landed)])
             b.seen = wb, wt, ws, rb, rs
         threads, b.arrivers = [t for t, _ in b.arrivers], []
+        b.seen_remote, b.remote = b.remote, []
         b.phase += 1
         b.pending = b.expected
         self.record(BarrierEvent.COMPLETE, b, threads)
@@ -261,6 +273,8 @@ class Barriers:
         thread they are there: any access of them is one to an unfinished copy)."""
         if b.seen is not None:
             _clear_ordered(self.m.shared, b.seen)
+        if b.seen_remote:  # other blocks' arrivals, acquired (tirx/sim/distributed.py)
+            self.m.cluster.shared.acquire(b.seen_remote)
         if b.landed:
             shared = self.m.shared
             for at in b.landed:
@@ -323,6 +337,10 @@ def compile_call(m, compiler, stmt: ir.PtxCall, text: str):
     if text.startswith("fence."):
         return lambda idx: None  # one CTA at a time: nothing for another CTA to observe
     op = "cp.async.arrive" if text.startswith("cp.") else match.group(1)
+    if match.group(3) == "::cluster":  # an arrive on a barrier of any block of the cluster
+        from .sim_cluster import compile_remote_arrive
+
+        return compile_remote_arrive(m, compiler, stmt, op, match.group(2) == "cluster", Barriers)
     ops = list(stmt.operands)
     done = ops.pop(0) if ops and isinstance(ops[0], ir.RegVector) else None
     if not ops or not (
@@ -337,7 +355,7 @@ def compile_call(m, compiler, stmt: ir.PtxCall, text: str):
 
             m.strands = Strands(m)
         return _wait(m, stmt, addr_f, value_f, done)
-    noinc = match.group(2) is not None
+    noinc = match.group(4) is not None
     span = stmt.span
 
     def run(idx):

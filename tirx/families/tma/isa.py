@@ -11,7 +11,11 @@ may be written or left out)::
     cp.async.bulk.tensor.{1d..5d}.shared::cta.global{.tile}.mbarrier::complete_tx::bytes
         [dstMem], [tensorMap, {c0, ..., c(n-1)}], [mbar]
     cp.async.bulk.tensor.{1d..5d}.shared::cluster.global{.tile}.mbarrier::complete_tx::bytes
-        (the same operands; no multicast, the destination is the issuing CTA's own)
+        (the same operands; the destination is the issuing CTA's own)
+    cp.async.bulk.tensor.{1d..5d}.shared::cluster.global{.tile}.mbarrier::complete_tx::bytes
+        .multicast::cluster      [dstMem], [tensorMap, {c..}], [mbar], ctaMask
+        (the box lands at dstMem's offset in every CTA of the 16-bit ctaMask, each CTA's
+        barrier at mbar's offset receiving the complete-tx; tile form: cta_mask=)
 
 The copy engine reads a *box* of the tensor described by the tensor map, starting at the
 coordinates (innermost first, as elements; a box part outside the tensor reads as zero), and
@@ -48,8 +52,9 @@ from __future__ import annotations
 
 from ...errors import ContractError, TirxSyntaxError
 from ...ir import nodes as ir
+from ...ir.simplify import static_value
 from ...isa.core import Contract, Family, FamilySpec, ModifierSlot, OperandSpec, Role
-from ...isa.raw_forms import barrier_address
+from ...isa.raw_forms import barrier_address, reads_memory
 from ...isa.shared_rows import element_offset
 from .isa_operands import LOAD
 from .isa_params import MAX_BOX, geometry
@@ -66,6 +71,10 @@ __all__ = ["SPEC", "SPECS", "SLOTS", "MIN_ARCH", "NOTES", "MAX_BOX"]
 
 MIN_ARCH = 90
 EXAMPLE = "cp.async.bulk.tensor.2d.shared::cta.global.tile.mbarrier::complete_tx::bytes"
+MULTICAST_EXAMPLE = (
+    "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
+    ".multicast::cluster"
+)
 
 SLOTS = (
     ModifierSlot("dim", ("1d", "2d", "3d", "4d", "5d")),
@@ -95,7 +104,12 @@ def reject(mods: dict) -> str | None:
         return f"a tensor store completes through bulk async-groups (.bulk_group): use {use}"
     if not store and mods["completion"] != "mbarrier::complete_tx::bytes":
         return f"a tensor load completes on an mbarrier: use {use}"
-    for slot in ("multicast", "cta_group", "cache"):
+    if mods["multicast"] and mods["dst"] != "shared::cluster":
+        return (
+            ".multicast::cluster delivers the box to several blocks' shared memory: use "
+            + MULTICAST_EXAMPLE.replace(".2d.", f".{mods['dim']}.")
+        )
+    for slot in ("cta_group", "cache"):
         if mods[slot]:
             return f".{mods[slot]} is not supported by tirx: use {use}"
     return None
@@ -125,13 +139,21 @@ def build(text: str, mods: dict) -> Contract:
             "box's bytes as complete-tx",
         ),
     )  # fmt: skip
+    if mods["multicast"]:
+        operands += (
+            OperandSpec(
+                "cta_mask", Role.SCALAR_IN, "uint16", (), 0,
+                about="cta_mask=: a 16-bit mask of the cluster's block ranks that receive the "
+                "box (each at dst's offset, its complete-tx on its barrier at mbar's offset)",
+            ),
+        )  # fmt: skip
     return Contract(text, Family.CP_ASYNC_BULK_TENSOR, operands, MIN_ARCH, tuple(mods.items()))
 
 
 # ----------------------------------------------------------------------------- tile form
 
 
-_PARAMS = ("box", "coords", "mbar", "swizzle", "l2_promotion", "coord_steps")
+_PARAMS = ("box", "coords", "mbar", "swizzle", "l2_promotion", "coord_steps", "cta_mask")
 
 
 def lower_tile(contract: Contract, op: ir.TileOp) -> list[ir.Stmt]:
@@ -147,8 +169,18 @@ def lower_tile(contract: Contract, op: ir.TileOp) -> list[ir.Stmt]:
     if unknown:
         raise TirxSyntaxError(
             f"{text}: unexpected parameters {unknown}",
-            hint="a tensor load takes box=, coords=, mbar=, swizzle=, l2_promotion= and "
-            "coord_steps=",
+            hint="a tensor load takes box=, coords=, mbar=, swizzle=, l2_promotion=, "
+            "coord_steps= and, with .multicast::cluster, cta_mask=",
+        )
+    multicast = contract.modifier("multicast") is not None
+    if multicast != ("cta_mask" in params):
+        raise ContractError(
+            f"{text}: cta_mask= goes with .multicast::cluster"
+            + ("" if multicast else ", which the instruction does not have"),
+            hint="a multicast load names the blocks that receive the box: cta_mask=0b11 (ranks "
+            "0 and 1)"
+            if multicast
+            else f"add .multicast::cluster: {MULTICAST_EXAMPLE}",
         )
     for need in ("box", "coords", "mbar"):
         if need not in params:
@@ -160,6 +192,7 @@ def lower_tile(contract: Contract, op: ir.TileOp) -> list[ir.Stmt]:
     dst, src = op.operands
     plan = geometry(text, params, dst, src, rank, LOAD)
     mbar = _mbar(text, params["mbar"])
+    mask = (_cta_mask(text, params["cta_mask"]),) if multicast else ()
     out = []
     for shared, coords in plan.copies:
         operands = (
@@ -168,9 +201,33 @@ def lower_tile(contract: Contract, op: ir.TileOp) -> list[ir.Stmt]:
             *plan.fields.immediates(),
             *(ir.ScalarOperand(c) for c in reversed(coords)),
             mbar,
+            *mask,
         )
         out.append(ir.PtxCall(text, operands, op.span))
     return out
+
+
+def _cta_mask(text: str, value) -> ir.ScalarOperand:
+    """``cta_mask=``: the ranks that receive a multicast box, 16 bits (a value or a constant in
+    1 .. 0xFFFF)."""
+    if isinstance(value, float) or (isinstance(value, ir.Expr) and value.dtype.kind == "float"):
+        raise ContractError(
+            f"{text}: cta_mask is a 16-bit integer, got {value!r}",
+            hint="one bit per rank of the cluster: cta_mask=(1 << n) - 1 for all n blocks",
+        )
+    if reads_memory(value):
+        raise ContractError(
+            f"{text}: cta_mask must be computed from indices, parameters or variables, not read "
+            "from a tensor",
+            hint="load the value into a variable first",
+        )
+    v = static_value(value)
+    if v is not None and not 0 < v <= 0xFFFF:
+        raise ContractError(
+            f"{text}: cta_mask is {v:#x}; it names 1 to 16 blocks of the cluster, one bit each",
+            hint="bit r sends the box to the block of rank r: 0 < cta_mask <= 0xFFFF",
+        )
+    return ir.ScalarOperand(ir.cast(ir.as_expr(value), ir.U16))
 
 
 def _mbar(text: str, value) -> ir.AddressOperand:
@@ -233,8 +290,12 @@ of a global tensor with compile-time start, one stride per axis, the inner axis 
 other strides multiples of 16 bytes and the start 16-byte aligned; `box` 1..256 per axis, its
 inner extent a multiple of 16 bytes and, swizzled, at most the swizzle's span (128 bytes for
 128B); `coords` int32 values not read from a tensor; `mbar` a uint64 element of a shared tensor,
-8-byte aligned; sm_90 or newer. Multicast, `.cta_group`, `.L2::cache_hint`, the gather4, scatter4
-and im2col modes are refused with the supported form. A float coordinate (a Python float or a
+8-byte aligned; sm_90 or newer. `.cta_group`, `.L2::cache_hint`, the gather4, scatter4
+and im2col modes are refused with the supported form. With `.multicast::cluster` (on the
+`.shared::cluster` form only) the load takes `cta_mask=`, the 16-bit mask of the cluster's ranks
+that receive the box (the real TIRx's parameter; a constant in 1..0xFFFF, never read from a
+tensor; required with the modifier, refused without it): each receives it at `dst`'s offset and
+the complete-tx on its barrier at `mbar`'s offset ([clusters.md](clusters.md)). A float coordinate (a Python float or a
 float expression) is refused at the statement, never truncated: coordinates are s32 integers
 (`T.int32(x)` converts one where truncation is meant).
 

@@ -52,18 +52,19 @@ from ...sim.memory import as_index
 from ...sim.pointer_alignment import check_pointer
 from ...sim.shared import line_of
 from ...sim.trace import record_copy
+from .sim_multicast import multicast
 from .sim_store import STORE_FORMS, STORE_TEXT, compile_store, swizzled
 
 __all__ = ["compile_call", "swizzled", "FORMS"]
 
 FORMS = (
-    "cp.async.bulk.tensor.{1..5}d.shared::{cta,cluster}.global[.tile].mbarrier::complete_tx::bytes, "
-    + STORE_FORMS
+    "cp.async.bulk.tensor.{1..5}d.shared::{cta,cluster}.global[.tile].mbarrier::complete_tx::bytes"
+    "[.multicast::cluster], " + STORE_FORMS
 )
 
 _TEXT = re.compile(
     r"cp\.async\.bulk\.tensor\.([1-5])d\.shared::(?:cta|cluster)\.global(?:\.tile)?"
-    r"\.mbarrier::complete_tx::bytes"
+    r"\.mbarrier::complete_tx::bytes(\.multicast::cluster)?"
 )
 _WAIT = (
     "wait on the copy's mbarrier first: T.cuda.mbarrier_wait(bar, phase) for the phase its "
@@ -81,7 +82,8 @@ def compile_call(m, compiler, stmt: ir.PtxCall, text: str):
         raise unknown_instruction(stmt, text, FORMS)
     rank = int(match.group(1))
     ops = stmt.operands
-    if len(ops) != 3 + fields_count(rank) + rank:
+    multicasts = match.group(2) is not None  # the ctaMask operand follows the barrier
+    if len(ops) != 3 + fields_count(rank) + rank + multicasts:
         raise compiler.error(f"{text}: {len(ops)} operands do not describe a {rank}-d tensor copy")
     tm = tensor_map_of(stmt)
     f = tm.fields
@@ -89,8 +91,10 @@ def compile_call(m, compiler, stmt: ir.PtxCall, text: str):
     check_pointer(copy_access(stmt), region.address)  # what the launcher refuses too
     esize = tm.buffer.dtype.bytes
     dst_f = compiler.compile(ops[0].address)
-    coord_f = [compiler.compile(op.value) for op in ops[2 + fields_count(rank) : -1]]
-    bar_f = compiler.compile(ops[-1].address)
+    first = 2 + fields_count(rank)
+    coord_f = [compiler.compile(op.value) for op in ops[first : first + rank]]
+    bar_f = compiler.compile(ops[first + rank].address)
+    mask_f = compiler.compile(ops[-1].value) if multicasts else None
     span = stmt.span
     # the box, element by element in image order (innermost fastest): its indices per axis
     grids = np.indices(tuple(reversed(f.box))).reshape(rank, -1)[::-1]  # [axis (inner first), n]
@@ -108,6 +112,7 @@ def compile_call(m, compiler, stmt: ir.PtxCall, text: str):
         dst = np.broadcast_to(as_index(dst_f(idx), k), (k,)).astype(np.uint32).astype(np.int64)
         bar = np.broadcast_to(as_index(bar_f(idx), k), (k,)).astype(np.uint32).astype(np.int64)
         coords = [np.broadcast_to(as_index(c(idx), k), (k,)).astype(np.int32) for c in coord_f]
+        masks = None if mask_f is None else np.broadcast_to(as_index(mask_f(idx), k), (k,))
         bad = dst % unit != 0
         if bad.any():
             j = int(np.flatnonzero(bad)[0])
@@ -137,6 +142,11 @@ def compile_call(m, compiler, stmt: ir.PtxCall, text: str):
             _check_unwritten(region, src[inside], esize, tid)
             data = np.where(inside[:, None], region.bytes[np.where(inside[:, None], take, 0)], 0)
             addr = dst[j] + where  # each element's first byte; elements stay whole
+            if masks is not None:  # the other blocks of the mask get their copy first
+                mine = multicast(m, int(masks[j]), addr, byte_cols, data, int(bar[j]), nbytes,
+                                 tid, text, _lander)  # fmt: skip
+                if not mine:
+                    continue
             chunks = np.unique((addr // 16) * 16)
             m.shared.check_rows(chunks, np.full(chunks.size, tid), "tensor copy destination")
             owners = np.full(chunks.size, tid, dtype=np.int32)

@@ -1,0 +1,94 @@
+"""The simulator's multicast tensor load (tirx/families/tma/sim_multicast.py): one copy lands at
+the same offset in the shared memory of every block of its ctaMask and completes its bytes on
+each block's barrier at the same offset; a 2-block (and a 4-block) cluster sums the tile exactly;
+a wrong mask, and a copy before the peer's barrier is initialized, are faults with their twins."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import tirx
+from tirx.errors import SimulationError
+
+from .cluster_kernels import multicast_expected, multicast_kernel
+
+
+def _tile(seed=0):
+    # small integers: every float32 sum is exact, whatever the order
+    return np.random.default_rng(seed).integers(-8, 8, size=(64, 64)).astype(np.float16)
+
+
+def _run(kernel, C):
+    a = _tile()
+    out = np.full((C, 128), np.nan, dtype=np.float32)
+    tirx.compile(kernel, target="sim")(a, out)
+    return a, out
+
+
+@pytest.mark.parametrize("C, mask", [(2, "0b11"), (4, "0xF"), (2, "(1 << 2) - 1")])
+def test_every_block_of_the_mask_sums_the_tile_exactly(tmp_path, C, mask):
+    a, out = _run(multicast_kernel(tmp_path, C=C, mask=mask), C)
+    assert np.array_equal(out, multicast_expected(a, C))
+
+
+def test_a_mask_without_a_waiting_block_deadlocks_and_says_so(tmp_path):
+    with pytest.raises(SimulationError) as e:
+        _run(multicast_kernel(tmp_path, mask="0b01"), 2)
+    msg = str(e.value)
+    assert "deadlock across the cluster" in msg
+    assert "block (1, 0, 0): mbarrier 'bars' byte 0" in msg and "tx-count 8192" in msg
+    assert "the mask must name each block that waits for the box" in msg
+
+
+def test_a_mask_bit_past_the_cluster_is_a_fault(tmp_path):
+    with pytest.raises(SimulationError) as e:
+        _run(multicast_kernel(tmp_path, mask="0b101"), 2)
+    msg = str(e.value)
+    assert "ctaMask 0x0005 sets bit 2 of a cluster of 2 block(s)" in msg
+    assert "cta_mask=0x3 for every block" in msg
+
+
+def test_a_copy_before_the_peer_initialized_its_barrier_is_a_fault(tmp_path):
+    # without the cluster barrier after the inits, rank 0 may issue the copy before rank 1 has
+    # initialized the barrier the copy completes its bytes on
+    with pytest.raises(SimulationError) as e:
+        _run(multicast_kernel(tmp_path, init_sync="pass"), 2)
+    msg = str(e.value)
+    assert (
+        "the mbarrier 'bars' byte 0 (shared address 8192) of block (1, 0, 0) is used before" in msg
+    )
+    assert "then the cluster synchronizes (T.cuda.cluster_sync())" in msg
+
+
+def test_reading_the_peer_tile_before_its_wait_names_the_multicast(tmp_path):
+    from .cluster_kernels import MC, MULTICAST, SYNC
+    from .helpers import define
+
+    # rank 1 reads its tile after a cluster barrier, but only a wait on its own mbarrier says
+    # that the copy has landed there
+    source = MULTICAST.format(C=2, mask="0b11", init_sync=SYNC).replace(
+        "    T.cuda.mbarrier_wait(bars[0], 0)\n",
+        "    if r == 0:\n        T.cuda.mbarrier_wait(bars[0], 0)\n    T.cuda.cluster_sync()\n",
+    )
+    k = define(source, tmp_path, "kernel", MC=MC)
+    with pytest.raises(SimulationError) as e:
+        _run(k, 2)
+    msg = str(e.value)
+    assert "reads 's' byte 0 (shared address 0)" in msg and "[block (1, 0, 0)" in msg
+    assert "(multicast by block (0, 0, 0))" in msg and "which has not completed" in msg
+    assert "wait on the copy's mbarrier in the receiving block first" in msg
+
+
+def test_a_traced_run_records_every_blocks_barrier_events_in_one_order(tmp_path):
+    from tirx import sim
+
+    fn = tirx.compile(multicast_kernel(tmp_path), target="sim").lowered
+    out = np.zeros((2, 128), np.float32)
+    result = sim.run(fn, [_tile(), out], trace=True, profile=True)
+    blocks = {t.block for t in result.barriers}
+    assert blocks == {(0, 0, 0), (1, 0, 0)} and len(result.copies) == 1
+    seqs = [t.seq for t in result.barriers] + [c.seq for c in result.copies]
+    assert len(seqs) == len(set(seqs))  # one clock for the cluster's blocks
+    assert [t.seq for t in result.barriers] == sorted(t.seq for t in result.barriers)
+    assert result.profile is not None and result.blocks == 2

@@ -1,0 +1,235 @@
+"""Distributed shared memory in the simulator: the accesses of one cluster's blocks to each
+other's shared memory, and the record that orders them (PTX ISA, "Distributed Shared Memory",
+"Memory Consistency Model"; see :mod:`tirx.sim.cluster` for the cluster barrier's order).
+
+Per byte of each block's shared memory, :class:`Distributed` keeps the accesses that another
+block could race with: the last writer (its block's rank, thread, the arrivals at the cluster
+barrier it had made, its line) and, per rank, the readers (the most arrivals among them, one of
+them, its line). Every access to the byte is recorded: a block's own (through the hook
+:mod:`tirx.sim.shared` calls, ``SharedMemory.cluster``) and its peers' (``ld``/``st.shared::
+cluster``, a remote ``mbarrier.arrive``, a multicast copy's delivery). An access by thread q of
+rank ``r`` conflicts with an earlier one of another rank made after ``A`` arrivals when q has not
+waited for a phase after it (``waits(q) <= A``) and one of the two writes: a fault naming both
+blocks, threads and lines. Accesses within one block are the block's own race checks'
+(:mod:`tirx.sim.shared`).
+
+An mbarrier phase orders across blocks too: the arrivals of a peer's threads (``mbarrier.
+arrive.release.cluster.shared::cluster``) are acquired by a waiter of the barrier's block, which
+clears the records those threads made before their arrive (:meth:`Distributed.acquire`), as a
+completed phase clears its arrivals' records in the block's own checks.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..dtypes import DType
+from .faults import Fault
+from .memory import ONES, UINT, first
+from .numeric import storage_type
+from .shared import line_of
+
+__all__ = ["Distributed", "LocalHook", "RACE_HINT"]
+
+RACE_HINT = (
+    "put T.cuda.cluster_sync() (barrier.cluster.arrive + barrier.cluster.wait by every thread "
+    "of the cluster) between {first} and {second}, or order them through an mbarrier of the "
+    "reading block (mbarrier.arrive.release.cluster.shared::cluster by the writers, a wait by "
+    "the readers)"
+)
+
+
+class LocalHook:
+    """What ``SharedMemory.cluster`` holds for a block of a cluster of several: its own
+    accesses, recorded in the cluster's record (called after the block's own checks)."""
+
+    __slots__ = ("shared", "rank")
+
+    def __init__(self, shared: Distributed, rank: int):
+        self.shared, self.rank = shared, rank
+
+    def access(self, b: np.ndarray, p: np.ndarray, write: bool) -> None:
+        d = self.shared
+        d.access(self.rank, b, self.rank, p, write, d.site(d.machines[self.rank].span))
+
+
+class Distributed:
+    """The cluster's record of accesses to its blocks' shared memory (module docstring)."""
+
+    def __init__(self, cluster):
+        self.cluster = cluster
+        self.machines = cluster.machines
+        n = cluster.size
+        self.sizes = [m.shared.data.size for m in self.machines]
+        size = max(self.sizes)
+        self.w_rank = np.full((n, size), -1, dtype=np.int16)
+        self.w_tid = np.zeros((n, size), dtype=np.int32)
+        self.w_arr = np.zeros((n, size), dtype=np.int64)
+        self.w_site = np.zeros((n, size), dtype=np.int32)
+        self.w_seq = np.zeros((n, size), dtype=np.int64)
+        self.r_arr = np.full((n, n, size), -1, dtype=np.int64)  # [target, reader rank, byte]
+        self.r_tid = np.zeros((n, n, size), dtype=np.int32)
+        self.r_site = np.zeros((n, n, size), dtype=np.int32)
+        self.r_seq = np.zeros((n, n, size), dtype=np.int64)
+        self.seq = 0  # counts accesses: an arrive acquires what its thread did before it
+        self.sites: list = [None]
+        self.site_ids: dict = {}
+        self.peers: list = [None] * n  # per target: (arrivals, rank, tid, span, verb, what)
+        for rank, m in enumerate(self.machines):
+            m.shared.cluster = LocalHook(self, rank)
+
+    def reset(self) -> None:
+        self.w_rank.fill(-1)
+        self.r_arr.fill(-1)
+        self.peers = [None] * len(self.peers)
+
+    def site(self, span) -> int:
+        sid = self.site_ids.get(span)
+        if sid is None:
+            sid = self.site_ids[span] = len(self.sites)
+            self.sites.append(span)
+        return sid
+
+    # ------------------------------------------------------------------ the record
+
+    def access(
+        self, target: int, b, rank: int, p, write: bool, site: int, verb=None, record=True
+    ) -> None:
+        """Threads ``p`` of the block of ``rank`` access bytes ``b`` of the block of
+        ``target``: a fault if an access of another block is not ordered with it; recorded
+        unless ``record`` is False (a copy's write at issue: the barrier phase it completes
+        orders its bytes for the waiters)."""
+        c = self.cluster
+        self.seq += 1
+        waits = c.waited[rank, p]
+        wr = self.w_rank[target, b]
+        bad = (wr >= 0) & (wr != rank) & (waits <= self.w_arr[target, b])
+        if bad.any():
+            k = first(bad)
+            other = (int(wr[k]), int(self.w_tid[target, b[k]]), int(self.w_site[target, b[k]]))
+            raise self._race(target, b[k], rank, int(p[k]), write, "wrote", other, verb)
+        if write:
+            for r in range(c.size):
+                if r == rank:
+                    continue
+                ra = self.r_arr[target, r, b]
+                bad = (ra >= 0) & (waits <= ra)
+                if bad.any():
+                    k = first(bad)
+                    other = (r, int(self.r_tid[target, r, b[k]]), int(self.r_site[target, r, b[k]]))
+                    raise self._race(target, b[k], rank, int(p[k]), True, "read", other, verb)
+            if not record:
+                return
+            self.w_rank[target, b] = rank
+            self.w_tid[target, b] = p
+            self.w_arr[target, b] = c.arrived[rank, p]
+            self.w_site[target, b] = site
+            self.w_seq[target, b] = self.seq
+            self.r_arr[target, :, b] = -1
+            return
+        arr = c.arrived[rank, p]
+        newer = arr >= self.r_arr[target, rank, b]
+        at = b[newer]
+        self.r_arr[target, rank, at] = arr[newer]
+        self.r_tid[target, rank, at] = p[newer]
+        self.r_site[target, rank, at] = site
+        self.r_seq[target, rank, at] = self.seq
+
+    def _race(self, target, byte, rank, tid, write, did, other, verb) -> Fault:
+        c = self.cluster
+        o_rank, o_tid, o_site = other
+        where = self.machines[target].shared.describe(int(byte))
+        owner = "its own" if target == rank else f"block {c.coords(target)}'s"
+        here, there = self.machines[rank].span, self.sites[o_site]
+        verb = verb or ("writes" if write else "reads")
+        return Fault(
+            f"distributed shared-memory race: {c.who(rank, tid)} {verb} {owner} {where} at "
+            f"{line_of(here)}, which {c.who(o_rank, o_tid)} {did} at {line_of(there)} with no "
+            "cluster barrier in between",
+            tid,
+            RACE_HINT.format(first=line_of(there), second=line_of(here)),
+        )
+
+    def acquire(self, arrivals) -> None:
+        """A waiter passed an mbarrier phase that threads of other blocks arrived at:
+        ``arrivals`` = ``(rank, thread, seq)``; what each did before its arrive is ordered."""
+        for rank, tid, seq in arrivals:
+            mine = (self.w_rank == rank) & (self.w_tid == tid) & (self.w_seq < seq)
+            self.w_rank[mine] = -1
+            mine = (self.r_tid[:, rank] == tid) & (self.r_seq[:, rank] < seq)
+            self.r_arr[:, rank][mine] = -1
+
+    # ----------------------------------------------------------------------- exits
+
+    def note_peer(
+        self, target: int, rank: int, p, span, verb: str, what: str, lasting: bool = True
+    ) -> None:
+        """Threads ``p`` of ``rank`` accessed the shared memory of block ``target``: it must
+        not exit before (:meth:`tirx.sim.cluster.Cluster.exited`). ``lasting=False``: only a
+        block that has exited is a fault (a multicast copy, whose delivery the receiving block
+        waits for)."""
+        c = self.cluster
+        arr = c.arrived[rank, p]
+        k = int(np.argmax(arr))
+        access = (int(arr[k]), rank, int(p[k]), span, verb, what)
+        gone = c.exits[target]
+        if gone is not None:
+            waits, exit_span = gone
+            if access[0] >= waits:
+                raise c.exit_fault(target, access[1:], exit_span)
+        held = self.peers[target]
+        if lasting and (held is None or access[0] > held[0]):
+            self.peers[target] = access
+
+    def check_exit(self, target: int, waits: int, span) -> None:
+        held = self.peers[target]
+        if held is not None and held[0] >= waits:
+            raise self.cluster.exit_fault(target, held[1:], span)
+
+    # ------------------------------------------------------------- peer accesses
+
+    def _peer_bytes(self, target: int, offsets, size: int, tids, what: str):
+        shared = self.machines[target].shared
+        bad = (offsets % size != 0) | (offsets < 0) | (offsets + size > self.sizes[target])
+        if bad.any():
+            k = first(bad)
+            c = self.cluster
+            raise Fault(
+                f"{what} of block {c.coords(target)}'s shared memory at offset {int(offsets[k])}: "
+                f"not a {size}-byte aligned place inside its {self.sizes[target]} bytes",
+                int(tids[k]),
+                "map an address of one of the block's shared tensors with mapa (the same "
+                "allocation exists in every block of the cluster)",
+            )
+        if shared.in_flight:
+            shared.check_pending(offsets, size, tids, "reads" if "read" in what else "writes")
+        return shared, (offsets[:, None] + np.arange(size)).ravel(), np.repeat(tids, size)
+
+    def load(self, m, target: int, offsets, d: DType, tids) -> np.ndarray:
+        """``ld.shared::cluster`` by threads ``tids`` of ``m``'s block from block ``target``."""
+        dt = storage_type(d)
+        s = dt.itemsize
+        shared, b, p = self._peer_bytes(target, offsets, s, tids, "read")
+        ok = shared.written.view(UINT[s])[offsets // s] == ONES[s]
+        if not ok.all():
+            k = first(~ok)
+            raise Fault(
+                f"{self.cluster.who(m.rank, int(tids[k]))} reads "
+                f"{shared.describe(int(offsets[k]))} of block {self.cluster.coords(target)}, "
+                "which nothing wrote there",
+                int(tids[k]),
+                "write the peer's shared memory (and synchronize the cluster) before reading it",
+            )
+        self.access(target, b, m.rank, p, False, self.site(m.span))
+        self.note_peer(target, m.rank, tids, m.span, "reads", shared.describe(int(offsets[0])))
+        return shared.data.view(dt)[offsets // s]
+
+    def store(self, m, target: int, offsets, bits, d: DType, tids) -> None:
+        """``st.shared::cluster`` by threads ``tids`` of ``m``'s block into block ``target``."""
+        dt = storage_type(d)
+        s = dt.itemsize
+        shared, b, p = self._peer_bytes(target, offsets, s, tids, "write")
+        self.access(target, b, m.rank, p, True, self.site(m.span))
+        self.note_peer(target, m.rank, tids, m.span, "writes", shared.describe(int(offsets[0])))
+        shared.data.view(dt)[offsets // s] = bits
+        shared.written.view(UINT[s])[offsets // s] = ONES[s]
