@@ -35,8 +35,8 @@ def tensor_map_2d(t, box_rows: int, box_cols: int = 64):
     """The 128-byte tensor map of a row-major 16-bit matrix ``t`` for TMA boxes of
     ``box_rows x box_cols`` elements, 128-byte swizzled (the layout of
     ``shared_layout(..., "swizzle")`` for 64-wide K tiles), as a kernel argument's bytes:
-    encoded by tirx's launcher encoder (``tirx.backend.cuda.tma.encode_tiled``)."""
-    from tirx.backend.cuda.tma import encode_tiled
+    encoded by tirx's launcher encoder (``tirx.backend.cuda.tensor_maps.encode_tiled``)."""
+    from tirx.backend.cuda.tensor_maps import encode_tiled
 
     from tirx.ir.tensor_map import TensorMapFields
 

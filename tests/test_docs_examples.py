@@ -5,6 +5,8 @@ start with ``# GPU`` run on the GPU machine only (the ``gpu`` test)."""
 from __future__ import annotations
 
 import re
+import sys
+import types
 from pathlib import Path
 
 import pytest
@@ -19,7 +21,11 @@ def _blocks(page: str) -> list[str]:
 
 
 def _run(page: str, gpu: bool) -> int:
-    ns = {"__name__": f"docs_{Path(page).stem}"}
+    # the blocks run as the body of a real module (torch.compile's tracer imports the module
+    # that a traced function's globals name, as it would a user's script)
+    module = types.ModuleType(f"docs_{Path(page).stem}")
+    sys.modules[module.__name__] = module
+    ns = module.__dict__
     ran = 0
     for i, block in enumerate(_blocks(page)):
         if block.startswith("# GPU") and not gpu:

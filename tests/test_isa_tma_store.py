@@ -139,6 +139,11 @@ STORE_CHECKS = {
         dict(text=REDUCE.format(op="inc"), dtype="uint32", box=(64, 32)),
         "the ISA has .add, .and, .max, .min, .or, .xor",
     ),
+    ".xor of int64 (an illegal instruction on the H200)": (
+        dict(text=REDUCE.format(op="xor"), dtype="int64", box=(16, 16), shape=(32, 16)),
+        dict(text=REDUCE.format(op="xor"), dtype="uint64", box=(16, 16), shape=(32, 16)),
+        "illegal instruction for .xor into a signed 64-bit tensor map",
+    ),
     "a float coordinate": (dict(coords=(64.5, 0)), dict(coords=(64, 0)), "coordinates are s32"),
     "a float coordinate expression": (
         dict(coords=("tid * 0.5", 0)),
@@ -155,7 +160,7 @@ def test_each_store_check_fires_and_its_twin_is_silent(tmp_path, name):
         _compile(box_kernel(tmp_path, **broken)[0])
     assert words in str(e.value), str(e.value)
     assert e.value.hint or isinstance(e.value, ContractError)
-    kept = {k: v for k, v in broken.items() if k in ("dtype", "text", "box")}
+    kept = {k: v for k, v in broken.items() if k in ("dtype", "text", "box", "shape")}
     _compile(box_kernel(tmp_path, **{**kept, **twin})[0])  # no error
 
 

@@ -55,16 +55,19 @@ STORE_EXAMPLE = "cp.async.bulk.tensor.2d.global.shared::cta.tile.bulk_group"
 REDUCE_EXAMPLE = "cp.reduce.async.bulk.tensor.2d.global.shared::cta.add.tile.bulk_group"
 
 # PTX ISA, cp.reduce.async.bulk.tensor: the element types (the tensor map's) of each .redOp;
-# .b32/.b64 are any 32- or 64-bit integer map
+# .b32/.b64 are 32- and 64-bit integer maps -- but not a signed 64-bit one: the H200 raises
+# CUDA_ERROR_ILLEGAL_INSTRUCTION for .and/.or/.xor into an INT64 map while UINT64 works
+# (docs/gpu-runs/tma-store.md), so tirx refuses int64 there and the message says to view the
+# tensor as uint64 (the same bits)
 REDUCE_TYPES = {
     "add": ("uint32", "int32", "uint64", "float32", "float16", "bfloat16"),
     "min": ("uint32", "int32", "uint64", "int64", "float16", "bfloat16"),
     "max": ("uint32", "int32", "uint64", "int64", "float16", "bfloat16"),
     "inc": ("uint32",),
     "dec": ("uint32",),
-    "and": ("uint32", "int32", "uint64", "int64"),
-    "or": ("uint32", "int32", "uint64", "int64"),
-    "xor": ("uint32", "int32", "uint64", "int64"),
+    "and": ("uint32", "int32", "uint64"),
+    "or": ("uint32", "int32", "uint64"),
+    "xor": ("uint32", "int32", "uint64"),
 }
 
 REDUCE_SLOTS = (
@@ -160,6 +163,13 @@ def _check_reduce_type(contract: Contract, dtype) -> None:
     if redop is None or dtype.name in REDUCE_TYPES[redop]:
         return
     others = sorted(r for r, types in REDUCE_TYPES.items() if dtype.name in types)
+    if dtype.name == "int64" and redop in ("and", "or", "xor"):
+        raise ContractError(
+            f"{contract.text}: operand dst holds int64 elements; the H200 raises an illegal "
+            f"instruction for .{redop} into a signed 64-bit tensor map",
+            hint='view the tensor as uint64 (the same bits): .view("uint64") on the torch '
+            "tensor and a uint64 dst",
+        )
     raise ContractError(
         f"{contract.text}: operand dst holds {dtype} elements; .{redop} reduces "
         f"{', '.join(REDUCE_TYPES[redop])} (the element type is the tensor map's)",
@@ -206,7 +216,8 @@ engine combines each box element inside the region with the tensor's, element by
 (`old >= v ? 0 : old + 1`), `.dec` (`old == 0 or old > v ? v : old - 1`), `.and`, `.or`,
 `.xor`. The element type is the tensor map's, the tensor's dtype; the ISA's combinations:
 `.add` u32, s32, u64, f32, f16, bf16; `.min`/`.max` u32, s32, u64, s64, f16, bf16; `.inc`/`.dec`
-u32; `.and`/`.or`/`.xor` 32- and 64-bit integers (another dtype is a `ContractError` at `dst`
+u32; `.and`/`.or`/`.xor` 32-bit integers and uint64 (an int64 map is refused: the H200 raises an
+illegal instruction for it; view the tensor as uint64, the same bits; another dtype is a `ContractError` at `dst`
 naming the ones the ISA has). Groups, waits and the proxy fence as for the tensor store.
 `.im2col_no_offs` and `.L2::cache_hint` are refused with the supported form.
 

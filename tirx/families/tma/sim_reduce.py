@@ -9,7 +9,9 @@ tensor map's element type.
   tensor section names no flush of its own, so this is tirx's reading, for the GPU test of
   tiny values to confirm; ``.f16``/``.bf16`` the exact sum rounded once to nearest even, no
   flush (computed in float64, which holds the sum of two such values exactly or closer than
-  any rounding of it to 16 bits can tell apart, then rounded straight to the 16-bit format).
+  any rounding of it to 16 bits can tell apart, then rounded straight to the 16-bit format);
+  a NaN sum (a NaN operand, or infinities of opposite signs) is the canonical NaN 0x7fff,
+  whatever the operands' payloads, as the H200 writes it (docs/gpu-runs/tma-store.md).
 * ``.min``/``.max``: integers compared as the type's signedness; ``.f16``/``.bf16`` as
   numbers, a NaN operand giving the other one (both NaN: the canonical NaN), ``-0`` below
   ``+0``.
@@ -105,7 +107,12 @@ def combine(redop: str, dtype: str, old: np.ndarray, v: np.ndarray) -> np.ndarra
             total = _flush(_flush(old.astype(np.float64)) + _flush(v.astype(np.float64)))
             return _flush(total.astype(np.float32).astype(np.float64)).astype(np.float32)
         if dtype in ("float16", "bfloat16"):
-            return _from_floats(dtype, _floats(dtype, old) + _floats(dtype, v))
+            total = _floats(dtype, old) + _floats(dtype, v)
+            out = _from_floats(dtype, total)
+            nan = np.isnan(total)
+            if nan.any():  # any NaN sum is the canonical NaN (the H200 writes 0x7fff)
+                out = np.where(nan, np.array(_CANONICAL_NAN[dtype], np.uint16).view(out.dtype), out)
+            return out
         return (old + v).astype(old.dtype)  # numpy's integer arithmetic wraps
     if redop in ("min", "max"):
         return _min_max(redop, dtype, old, v)
