@@ -57,6 +57,30 @@ def test_the_ring_turns_on_the_timeline(run):
     assert [e.step for e in t.on("warp 1")] == [e.step for e in t.on("warp 4")]
 
 
+def test_a_cp_async_wait_lands_only_the_groups_it_waits_for():
+    """The attention kernel's prologue commits Q, then key/value tile 0; its wait_group 1 lets
+    Q's copies land and not the tile's, which land at the loop's wait_group 0. The landed
+    marks follow the simulator's own count of completed copies at every wait."""
+    import torch
+
+    from tirx.examples.attention_mma import AttentionConfig, make_attention
+
+    cfg = AttentionConfig(warps=2, m_tiles=1, block_n=32)
+    q, kv = torch.zeros(1, 1, 32, 64).half(), torch.zeros(1, 1, 96, 64).half()
+    exe = tirx.compile(make_attention(1, 1, 1, 32, 96, 64, cfg=cfg), target="sim")
+    run = exe(q, kv, kv, torch.empty_like(q), torch.empty(1, 1, 32), 0.125, trace=True)
+    t = timeline(run)
+    for warp in (0, 1):
+        events = t.on(f"warp {warp}")
+        waits = [e.step for e in events if e.kind == "group_wait"]
+        landed = [sum(e.kind == "landed" and e.step == w for e in events) for w in waits]
+        counted = [int(c.completed.max()) for c in run.copies
+                   if c.warp == warp and c.event == "wait_group"]  # fmt: skip
+        assert landed == counted == [4, 8, 8, 8, 0]  # Q; tiles 0, 1, 2; wait_all
+        copies = [e.step for e in events if e.kind == "copy"]
+        assert len(copies) == sum(landed)
+
+
 def test_text_picture_and_chrome_trace(run, tmp_path):
     view = show_pipeline(run)
     text = str(view)

@@ -175,7 +175,7 @@ def timeline(run, *, block=(0, 0, 0), title=None, error=None) -> Timeline:
     stalled: dict[tuple[int, str], int] = {}
     in_flight: dict[str, list[tuple[int, int, str]]] = {}  # barrier -> (step, warp, what)
     last_tx: dict[int, str] = {}  # thread -> the barrier its last complete_tx went to
-    groups: dict[int, list[tuple[int, str]]] = {}  # warp -> cp.async copies not yet waited
+    groups: dict[int, list] = {}  # warp -> its cp.async copies not yet landed: (step, lanes)
 
     def add(step, warp, kind, label, detail, r, end=None):
         warps.add(warp)
@@ -228,16 +228,36 @@ def _copy(r, step, line, add, last_tx, in_flight, groups):
     elif ev == "copy":
         add(step, warp, "copy", "copy", f"{text}{line}", r)
         if text.startswith("cp.async.") and "bulk" not in text:
-            groups.setdefault(warp, []).append((step, text))
+            groups.setdefault(warp, []).append((step, r.active))
     elif ev in ("commit_group",):
         add(step, warp, "commit", "commit", f"{text}{line}", r)
     elif ev == "wait_group":
         add(step, warp, "group_wait", "wait_group", f"{text}{line}", r)
-        for issued, _what in groups.pop(warp, []) if text.startswith("cp.async.wait") else []:
-            add(step, warp, "landed", "landed", f"the cp.async of step {issued} landed", r,
-                end=None)  # fmt: skip
+        if text.startswith("cp.async.wait"):
+            landed, groups[warp] = _landed(groups.get(warp, []), r.completed)
+            for issued in landed:
+                add(step, warp, "landed", "landed", f"the cp.async of step {issued} landed", r)
     elif ev == "fence":
         add(step, warp, "fence", "fence", f"{text}{line}", r)
+
+
+def _landed(pending, completed):
+    """(steps of the copies a cp.async wait saw land, the copies still in flight) of one warp.
+    ``pending``: its copies oldest first, ``(step, active lanes)``; ``completed``: per lane,
+    how many of that lane's oldest copies landed at this wait (the simulator's count; groups
+    complete in order, so ``wait_group 1`` lands all but the newest group). A copy has landed
+    when it has for every lane that issued it."""
+    if completed is None:  # a record without the count: everything the warp waited for
+        return [step for step, _ in pending], []
+    rank = [0] * len(completed)  # per lane: how many of its copies were looked at
+    landed, still = [], []
+    for copy in pending:
+        lanes = [lane for lane in range(len(completed)) if copy[1][lane]]
+        done = all(rank[lane] < completed[lane] for lane in lanes)
+        (landed if done else still).append(copy)
+        for lane in lanes:
+            rank[lane] += 1
+    return [step for step, _ in landed], still
 
 
 def _barrier(r, step, line, add, events, bars, stalled, in_flight, last_tx):
