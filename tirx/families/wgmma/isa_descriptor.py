@@ -241,10 +241,10 @@ def derive(view: ir.View, where: str, trans_ok: bool = True) -> Descriptor:
         for k in range(cols):
             want = place(mode, lbo, sbo, r, k, eb)
             if at(r, k) != want:
-                major = "MN-major" if mn_major else "K-major"
+                major = "an MN-major" if mn_major else "a K-major"
                 raise ContractError(
                     f"{where}: element ({r}, {k}) lies {at(r, k)} bytes from the view's origin "
-                    f"(before any swizzle), but a {major} descriptor ({mode.label}, LBO {lbo}, "
+                    f"(before any swizzle), but {major} descriptor ({mode.label}, LBO {lbo}, "
                     f"SBO {sbo}) reads it {want} bytes from there",
                     hint=_describe(mode, mn_major) + ": lay the tile out so (e.g. a row-major "
                     "(rows, 64) f16 tile under ComposeLayout(3, 3, 3, ...), sliced 16 columns "
