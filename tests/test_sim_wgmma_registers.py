@@ -109,3 +109,17 @@ def test_mn_major_chunks_follow_the_isa_pictures(mode):
     data.view(np.uint16)[want // 2] = values
     got = operand_bytes(data, chunks, True).view(np.uint16)
     assert np.array_equal(got, values)
+
+
+def test_the_planted_base_offset_kernels_say_what_the_parity_run_checks():
+    """tests/wgmma_planted.py: base offset 3 for a start 384 bytes into a period is a wrong
+    result (its check writes out of bounds), base offset 0 is right, in the simulator; the
+    GPU parity run (compute-sanitizer memcheck) must say the same."""
+    from tests.test_sanitizer_parity import simulator_verdict
+    from tests.wgmma_planted import WGMMA_CASES
+
+    verdicts = {c.name: simulator_verdict(c) for c in WGMMA_CASES}
+    assert verdicts == {
+        "wgmma_base_offset_of_a_start_inside_a_period": "fault: out_of_bounds",
+        "wgmma_base_offset_of_a_start_inside_a_period.fixed": "clean",
+    }
