@@ -7,15 +7,16 @@ ISA (9.7.15.4 "Async Proxy", 9.7.15.7 "wgmma.fence", "wgmma.commit_group",
   mma_asyncs into a new group (possibly empty); ``wait_group N`` completes every group of the
   thread except its ``N`` newest. Groups are per thread (the 128 threads of a warpgroup
   execute these statements together, so theirs stay in step).
-* In flight, its accumulator registers belong to the tensor core: reading or writing one by
-  any statement is a fault ("accessing the accumulator register ... before a wgmma.wait_group
-  that waits on a group including that mma_async is undefined"), except as the accumulator of
-  a later mma_async of the same shape into the same registers, which the ISA orders by
-  default. The simulator computes the result at issue; no statement can see it early.
+* In flight, its accumulator registers (and, in the rs form, A's registers) belong to the
+  tensor core: reading or writing one by any statement is a fault ("accessing the
+  accumulator register or the input register containing the fragments of matrix A ...
+  without first performing a wgmma.wait_group ... is undefined"); another mma_async may use
+  them only as the accumulator of the same shape into the same registers, which the ISA
+  orders by default, or as its A. The simulator computes the result at issue; no statement
+  can see it early (:mod:`tirx.families.wgmma.sim_registers` keeps the registers' state).
 * ``wgmma.fence`` must come before the first mma_async of a warpgroup and between any access
-  of a thread to an accumulator register and a later mma_async using it (fault otherwise,
-  naming the access's line). The simulator notes accesses per thread and register word in a
-  :class:`RegisterGuard` on each local array that holds accumulators (no cost elsewhere).
+  of a thread to an accumulator register or one of A's registers and a later mma_async using
+  it (fault otherwise, naming the access's line).
 * wgmma reads shared memory through the async proxy: bytes stored by the generic proxy
   (stores, stmatrix, landed ``cp.async``: the ISA lists cp.async.bulk{.tensor} and wgmma as
   async-proxy operations, not cp.async) must be followed by ``fence.proxy.async`` (or its
