@@ -76,7 +76,7 @@ def warpgroup_registers(contract: Contract, spec: OperandSpec, v, layout_hint: s
         raise ContractError(
             f"{where} must be a {spec.dtype} view{words} of shape {spec.atom}, got {v.dtype} "
             f"{tuple(v.shape)}",
-            hint=f"{v.buffer.name if hasattr(v, 'buffer') else 'regs'}.view({spec.atom[0]}, "
+            hint=f"{v.buffer.name}.view({spec.atom[0]}, "
             f"{spec.atom[1]}, layout=...) of a local buffer of {spec.registers} 32-bit slots per "
             "thread" + (' (.view("uint32") first for 16- or 8-bit values)' if words else ""),
         )
