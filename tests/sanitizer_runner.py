@@ -22,15 +22,16 @@ def main(name: str) -> int:
 
     from tests.bulk_kernels import BY_NAME as BULK
     from tests.planted import BY_NAME
+    from tests.wgmma_planted import BY_NAME as WGMMA
     from tirx.backend.cuda.codegen import generate
     from tirx.backend.cuda.executable import NVRTC_OPTIONS
     from tirx.backend.cuda.nvrtc import compile_cuda
 
-    case = {**BY_NAME, **BULK}[name]
+    case = {**BY_NAME, **BULK, **WGMMA}[name]
     fn = case.build()
     out = compile_cuda(
         generate(fn),
-        arch="sm_90",
+        arch="sm_90a" if fn.arch_specific else "sm_90",  # wgmma: the arch-specific set
         filename=f"{fn.name}.cu",
         options=(*NVRTC_OPTIONS, "--generate-line-info"),
     )

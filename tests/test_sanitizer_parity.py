@@ -23,6 +23,7 @@ import pytest
 
 from tests.bulk_kernels import BULK_CASES
 from tests.planted import PLANTED, Kind, Planted, Tool, simulator_inputs
+from tests.wgmma_planted import WGMMA_CASES
 from tirx.errors import SimulationError
 from tirx.sim import run
 
@@ -104,7 +105,7 @@ def sanitizer_verdict(path: str, tool: Tool, name: str) -> tuple[str, str]:
     return f"fault: {kinds[tool].name.lower()}", finding
 
 
-@pytest.mark.parametrize("case", [*PLANTED, *BULK_CASES], ids=lambda c: c.name)
+@pytest.mark.parametrize("case", [*PLANTED, *BULK_CASES, *WGMMA_CASES], ids=lambda c: c.name)
 def test_simulator_and_sanitizer_agree(sanitizer, case):
     tool = case.kind.tool
     sim = simulator_verdict(case)

@@ -14,12 +14,12 @@ import pytest
 
 from tests.test_sim_kernels import TX, function, gbuf, lbuf, sbuf, seq, span, var
 from tirx.errors import SimulationError
-from tirx.families.wgmma.sim_math import (
+from tirx.families.wgmma.sim_forms import parse_mma_async
+from tirx.families.wgmma.sim_layout import (
     Descriptor,
     Swizzle,
     decode_descriptor,
     operand_chunks,
-    parse_mma_async,
     swizzle_address,
 )
 from tirx.ir import nodes as ir
@@ -116,14 +116,27 @@ def test_swizzle_is_the_xor_of_the_row_phase_bits_and_base_offset_moves_the_phas
 def test_forms_parse_and_others_are_not_implemented():
     assert parse_mma_async("wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16").n == 128
     assert parse_mma_async("wgmma.mma_async.sync.aligned.m64n8k16.f32.f16.f16").registers == 4
+    assert parse_mma_async("wgmma.mma_async.sync.aligned.m64n64k16.f16.f16.f16").registers == 16
+    fp8 = parse_mma_async("wgmma.mma_async.sync.aligned.m64n24k32.f16.e5m2.e4m3")
+    assert (fp8.k, fp8.a, fp8.b, fp8.acc) == (32, "e5m2", "e4m3", "f16")
+    sat = parse_mma_async("wgmma.mma_async.sync.aligned.m64n240k32.satfinite.s32.u8.s8")
+    assert sat.satfinite and sat.integer and sat.immediates(False) == ()
+    assert parse_mma_async("wgmma.mma_async.sync.aligned.m64n8k8.f32.tf32.tf32").immediates(
+        True
+    ) == ("imm-scale-a", "imm-scale-b")
     for bad in (
         "wgmma.mma_async.sync.aligned.m64n12k16.f32.f16.f16",
         "wgmma.mma_async.sync.aligned.m64n264k16.f32.f16.f16",
-        "wgmma.mma_async.sync.aligned.m64n64k16.f16.f16.f16",
+        "wgmma.mma_async.sync.aligned.m64n64k16.f16.bf16.bf16",
         "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.bf16",
-        "wgmma.mma_async.sync.aligned.m64n64k8.f32.tf32.tf32",
+        "wgmma.mma_async.sync.aligned.m64n64k16.f32.tf32.tf32",
+        "wgmma.mma_async.sync.aligned.m64n64k8.f16.tf32.tf32",
+        "wgmma.mma_async.sync.aligned.m64n40k32.s32.s8.s8",
+        "wgmma.mma_async.sync.aligned.m64n64k32.satfinite.f32.e4m3.e4m3",
+        "wgmma.mma_async.sync.aligned.m64n64k32.f32.e4m3.s8",
+        "wgmma.mma_async.sync.aligned.m64n64k256.s32.b1.b1",
     ):
-        assert parse_mma_async(bad) is None
+        assert parse_mma_async(bad) is None, bad
 
 
 # ------------------------------------------------------------------------ kernels
@@ -440,15 +453,6 @@ def test_operand_rows_outside_shared_memory_are_a_fault():
     ops[2] = ir.ScalarOperand(ops[2].value + ir.const(1 << 12, U64))  # start + 64 KiB
     fn = g.function(mma=[ir.PtxCall(m.instruction, tuple(ops), m.span)])
     fault(fn, g.args(*g.inputs()), r"wgmma.mma_async B \(b-desc\) row .* outside every shared")
-
-
-def test_mn_major_is_not_modelled():
-    g = Gemm(n=8)
-    m = g.mmas[0]
-    ops = list(m.operands)
-    ops[7] = ir.Immediate(1)
-    fn = g.function(mma=[ir.PtxCall(m.instruction, tuple(ops), m.span)])
-    fault(fn, g.args(*g.inputs()), r"MN-major .* not modelled")
 
 
 # ------------------------------------------------------------------------ the async model

@@ -7,10 +7,8 @@ by the 128 threads of four warps (``T37:d6``, thread = 32·warp + lane), drawn w
 rows per warp, as the ISA draws it.
 
 A contract may carry another form of an operand among its parameters (an ``OperandSpec`` of
-the same name: wgmma's A in registers, besides the descriptor of the shared-memory form);
-``form="registers"`` draws that. Where a contract does not carry it yet, the 16-bit A of
-wgmma m64nNk16 is drawn from the ISA's own register-fragment figure
-(:func:`isa_wgmma_a`), and the picture says so.
+the same name: wgmma's A in registers, ``a_registers``, besides the descriptor of the
+shared-memory form); ``form="registers"`` draws that.
 """
 
 from __future__ import annotations
@@ -24,7 +22,7 @@ from .fragment import Fragment, FragmentKind, as_2d, block_labels, compose, coor
 from .model import Grid, contract_grid
 
 __all__ = [
-    "OperandFacts", "operand_facts", "operand_fragment", "register_form", "isa_wgmma_a",
+    "OperandFacts", "operand_facts", "operand_fragment", "register_form",
     "contract_of", "WARP_ROWS",
 ]  # fmt: skip
 
@@ -60,45 +58,14 @@ class OperandFacts:
     note: str = ""  # where the map comes from, when not from the contract itself
 
 
-def isa_wgmma_a(contract) -> OperandSpec | None:
-    """The A operand of a 16-bit wgmma m64nNk16 in registers (the *rs* form), from the PTX
-    ISA's figure "WGMMA .m64nNk16 register fragment layout for matrix A": warp ``w`` of the
-    warpgroup holds rows 16w .. 16w+15 as mma.sync's m16n8k16 A fragment, so in 32-bit words
-    (64 x 8) thread ``32·(row // 16) + 4·(row % 8) + word % 4`` holds word ``(row, word)`` in
-    its register ``(row % 16) // 8 + 2·(word // 4)``. None for other forms."""
-    if contract.family is not Family.WGMMA or contract.modifier("action") != "mma_async":
-        return None
-    shape, atype = contract.modifier("shape") or "", contract.modifier("atype")
-    if not shape.endswith("k16") or atype not in ("f16", "bf16"):
-        return None
-
-    def owner(coord):
-        row, word = coord
-        return 32 * (row // 16) + 4 * (row % 8) + word % 4, (row % 16) // 8 + 2 * (word // 4)
-
-    return OperandSpec(
-        "A", Role.REG_IN, "uint32", (64, 8), 4, owner, ("M", "K"),
-        about=f"the 64x16 {atype} A tile in registers (wgmma's rs form): 64x8 u32 words of two "
-        "halves, 4 registers per thread of the warpgroup",
-        formula="thread = 32·(row // 16) + 4·(row % 8) + word % 4,  register = (row % 16) // 8"
-        " + 2·(word // 4)", elements_per_word=2,
-    )  # fmt: skip
-
-
 def register_form(contract, operand: str) -> tuple[OperandSpec | None, str]:
     """``operand`` in registers when the contract describes it as something else (wgmma's A
-    is a descriptor in the ss form): the form the contract carries among its parameters, else
-    the ISA's figure (:func:`isa_wgmma_a`). Returns (spec, note); (None, "") when neither."""
+    is a descriptor in the ss form): the form the contract carries among its parameters.
+    Returns (spec, note); (None, "") when it carries none."""
     for _, value in contract.params:
         if isinstance(value, OperandSpec) and value.name == operand and value.owner is not None:
             return value, ""
-    spec = isa_wgmma_a(contract) if operand == "A" else None
-    if spec is None:
-        return None, ""
-    return (
-        spec,
-        "A in registers drawn from the PTX ISA's fragment figure (this contract's A is a descriptor)",
-    )
+    return None, ""
 
 
 def operand_facts(instr, operand: str | None = None, *, form: str | None = None) -> OperandFacts:
@@ -118,7 +85,7 @@ def operand_facts(instr, operand: str | None = None, *, form: str | None = None)
         if spec is None:
             raise TirxError(
                 f"{contract.text}: operand {operand} has no register form to draw",
-                hint="form='registers' draws wgmma's A in registers (16-bit m64nNk16)",
+                hint="form='registers' draws wgmma's A in registers (its rs form)",
             )
     elif form not in (None, "registers", "shared"):
         raise TirxError(f"unknown form {form!r}", hint="form='registers' or form='shared'")

@@ -161,6 +161,9 @@ class FamilySpec:
     no_picture: str = ""
     # its calls read TMA tensor maps, which the launcher passes as hidden kernel parameters
     tensor_maps: bool = False
+    # docs/instructions.md's table of the family's forms, ``doc_rows(forms) -> lines``, for a
+    # family with too many forms for one row each (None: one row per form)
+    doc_rows: Callable | None = None
 
     def __post_init__(self):
         if not isinstance(self.exec_scope, ExecScope):

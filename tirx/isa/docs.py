@@ -70,6 +70,9 @@ def instructions_markdown() -> str:
         lines += [f"Syntax slots: `{spec.mnemonic}` {slots}", ""]
         if spec.notes:
             lines += [spec.notes.strip(), ""]
+        if spec.doc_rows is not None:
+            lines += [*spec.doc_rows(mine), ""]
+            continue
         lines += ["| form | operands (PTX order) | min arch |", "|---|---|---|"]
         for text in mine:
             c = lookup(text)

@@ -31,6 +31,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ...sim.tf32 import tf32_value
+
 __all__ = ["Mma", "Element", "parse_mma", "fragment", "mma_compute", "tf32_operand"]
 
 LANES = np.arange(32)
@@ -204,12 +206,9 @@ def _unpack(regs: np.ndarray, bits: int) -> np.ndarray:
 
 
 def tf32_operand(bits: np.ndarray) -> np.ndarray:
-    """The value the tensor core uses for an f32 register given as a ``.tf32`` operand.
-
-    Measured on the H200 (docs/simulator.md): the low 13 mantissa bits are ignored — the
-    value is the register's bits with bits 0..12 cleared (truncation toward zero).
-    """
-    return (bits.astype(np.uint32) & np.uint32(0xFFFFE000)).view(np.float32).astype(np.float64)
+    """The value the tensor core uses for an f32 register given as a ``.tf32`` operand: its
+    bits with the low 13 mantissa bits cleared (:mod:`tirx.sim.tf32`, measured on the H200)."""
+    return tf32_value(bits)
 
 
 def _values(fields: np.ndarray, e: Element) -> np.ndarray:

@@ -1,6 +1,7 @@
-"""The raw form of the wgmma family (tirx/isa/wgmma.py): ``T.ptx["wgmma..."](...)`` calls
-lowered to the PtxCalls of docs/instructions.md, and the operand checks the tile form shares
-(scale-d, the immediates)."""
+"""The raw form of the wgmma family: ``T.ptx["wgmma..."](...)`` calls lowered to the PtxCalls
+of docs/instructions.md, and the operand checks the tile form shares (scale-d, the
+immediates). The checks are the same on every target: a call this lowering accepts is one
+the simulator runs and the GPU assembles."""
 
 from __future__ import annotations
 
@@ -9,21 +10,30 @@ from ...ir import nodes as ir
 from ...ir.simplify import static_value
 from ...isa.core import Contract
 from ...isa.raw_forms import no_operands, reads_memory
+from .isa_forms import LINES
 
-__all__ = ["lower_raw", "scale_d_operand", "immediate", "MAX_WAIT"]
+__all__ = ["lower_raw", "scale_d_operand", "immediate", "MAX_WAIT", "IMMEDIATE_VALUES", "line"]
 
 MAX_WAIT = 7  # wait_group's N as the real TIRx registers it (SASS clamps larger ones to 7)
+IMMEDIATE_VALUES = {"scale_a": (1, -1), "scale_b": (1, -1), "trans_a": (0, 1), "trans_b": (0, 1)}
+_ACC_DTYPES = {"f32": ("float32",), "s32": ("int32", "uint32"), "f16": ("uint32", "int32")}
+
+
+def line(contract: Contract):
+    """The syntax line (:class:`tirx.families.wgmma.isa_forms.Line`) of an mma_async form."""
+    return next(ln for ln in LINES if ln.name == contract.param("line"))
 
 
 def lower_raw(contract: Contract, op: ir.RawPtx, address, arch: int) -> ir.PtxCall:
     """``T.ptx["wgmma..."](...)`` (the target arch was checked by the caller). mma_async's
-    accumulator is N/2 elements of local float32 tensors (a whole buffer given as one operand
-    stands for its elements in order), then the two descriptors, scale_d and the four
+    accumulator is its registers as elements of local 32-bit tensors (a whole tensor given as
+    one operand stands for its elements in order); A is a descriptor (ss) or four 32-bit
+    registers (rs), told apart by the operand count; then b-desc, scale-d and the line's
     immediates."""
     text, act = contract.text, contract.modifier("action")
     if act in ("fence", "commit_group"):
         return no_operands(text, op)
-    spans = list(op.operand_spans) + [None] * (len(op.operands) + 8)
+    spans = list(op.operand_spans) + [None] * (len(op.operands) + 12)
     if act == "wait_group":
         if len(op.operands) != 1:
             raise ContractError(
@@ -31,40 +41,76 @@ def lower_raw(contract: Contract, op: ir.RawPtx, address, arch: int) -> ir.PtxCa
                 f"stay pending, got {len(op.operands)}"
             ).with_span(op.span)
         return ir.PtxCall(text, (_wait_count(text, op.operands[0], spans[0]),), op.span)
-    nd = contract.param("n") // 2
+    form = line(contract)
+    acc = contract.param("acc_type")
+    nd = contract.operands[0].registers
     given = op.operands
-    if len(given) != nd + 7:
+    ss_imms, rs_imms = form.immediates(False), form.immediates(True)
+    counts = {nd + 3 + len(ss_imms): False, nd + 6 + len(rs_imms): True}
+    if len(given) not in counts:
+        what = {"f32": "float32", "s32": "int32", "f16": "uint32 (f16x2)"}[acc]
+        ss = ", ".join(("a_desc", "b_desc", "scale_d", *ss_imms))
+        rs = ", ".join(("a0, a1, a2, a3", "b_desc", "scale_d", *rs_imms))
         raise ContractError(
-            f'T.ptx["{text}"] takes {nd} accumulator registers (or one local float32 tensor of '
-            f"{nd} elements), a_desc, b_desc, scale_d, scale_a, scale_b, trans_a and trans_b: "
-            f"{nd + 7} operands, got {len(given)}",
-            hint=f'e.g. T.ptx["{text}"](acc, a_desc, b_desc, 1, 1, 1, 0, 0) with acc = '
-            f'T.alloc_local(({nd},), "float32")',
+            f'T.ptx["{text}"] takes {nd} accumulator registers (or one local {what} tensor of '
+            f"{nd} elements), then {ss} ({nd + 3 + len(ss_imms)} operands), or A in four "
+            f"32-bit registers: {rs} ({nd + 6 + len(rs_imms)} operands); got {len(given)}",
+            hint=f'e.g. T.ptx["{text}"](acc, a_desc[0], b_desc[0], 1'
+            + "".join(f", {IMMEDIATE_VALUES[n][0]}" for n in ss_imms)
+            + f') with acc = T.alloc_local(({nd},), "{_ACC_DTYPES[acc][0]}")',
         ).with_span(op.span)
+    registers_a = counts[len(given)]
+    regs = _registers(text, "accumulator", given[:nd], spans, address, _ACC_DTYPES[acc], True)
+    rest = list(zip(given[nd:], spans[nd:]))
+    if registers_a:
+        a = _registers(text, "A", [e for e, _ in rest[:4]], [s for _, s in rest[:4]], address,
+                       ("uint32", "int32", "float32"), False)  # fmt: skip
+        rest = rest[4:]
+    else:
+        a = _descriptor(text, "a", *rest[0])
+        rest = rest[1:]
+    b_desc = _descriptor(text, "b", *rest[0])
+    scale_d = scale_d_operand(text, *rest[1])
+    names = rs_imms if registers_a else ss_imms
+    imms = [immediate(text, n, e, s, IMMEDIATE_VALUES[n]) for n, (e, s) in zip(names, rest[2:])]
+    return ir.PtxCall(text, (regs, a, b_desc, scale_d, *imms), op.span)
+
+
+def _registers(text, what, exprs, spans, address, dtypes, is_output) -> ir.RegVector:
+    """Elements of local 32-bit tensors as distinct registers (U32 for A: its registers are
+    .b32 whatever the elements they pack)."""
     regs, seen = [], {}
-    for i, (e, span) in enumerate(zip(given[:nd], spans)):
-        reg = _accumulator_register(text, e, span, address)
-        key = (reg.buffer, reg.slot)
-        if key in seen:
+    prefix = "d" if is_output else "a"
+    for i, (e, span) in enumerate(zip(exprs, spans)):
+        ok = isinstance(e, ir.ElemLoad) and e.view.buffer.scope is ir.Scope.LOCAL
+        if not ok or e.dtype.name not in dtypes:
+            got = "a value"
+            if isinstance(e, ir.ElemLoad):
+                scope = e.view.buffer.scope
+                got = f"a {e.dtype} element" if ok else f"an element of a {scope.value} tensor"
+            verb = "read and written" if is_output else "read"
             raise ContractError(
-                f"{text}: accumulator registers d{seen[key]} and d{i} are the same element",
-                hint="pass N/2 distinct elements (or one float32 tensor of N/2 elements)",
+                f"{text}: the {what} registers must be elements of a local "
+                f"{' or '.join(dtypes)} tensor (they are {verb}), got {got}",
+                hint=f'{what.lower()} = T.alloc_local((n,), "{dtypes[0]}"); pass it whole, or its '
+                "elements one by one",
+            ).with_span(span)
+        buf, index = address(e.view, e.indices)
+        slot = static_value(index)
+        if slot is None:
+            raise ContractError(f"{text}: a {what} register needs a compile-time index").with_span(
+                span
+            )
+        key = (buf, slot)
+        if key in seen and is_output:
+            raise ContractError(
+                f"{text}: {what} registers {prefix}{seen[key]} and {prefix}{i} are the same "
+                "element",
+                hint="pass distinct elements (or one tensor of exactly that many elements)",
             ).with_span(span)
         seen[key] = i
-        regs.append(reg)
-    rest = list(zip(given[nd:], spans[nd : nd + 7]))
-    a_desc, b_desc = (_descriptor(text, name, e, s) for name, (e, s) in zip("ab", rest[:2]))
-    scale_d = scale_d_operand(text, *rest[2])
-    imms = [
-        immediate(text, name, e, s, allowed)
-        for name, allowed, (e, s) in zip(
-            ("scale_a", "scale_b", "trans_a", "trans_b"),
-            ((1, -1), (1, -1), (0, 1), (0, 1)),
-            rest[3:],
-        )
-    ]
-    operands = (ir.RegVector(tuple(regs), True), a_desc, b_desc, scale_d, *imms)
-    return ir.PtxCall(text, operands, op.span)
+        regs.append(ir.LocalReg(buf, slot, e.dtype if is_output else ir.U32))
+    return ir.RegVector(tuple(regs), is_output)
 
 
 def _wait_count(text: str, value, span) -> ir.Immediate:
@@ -81,26 +127,6 @@ def _wait_count(text: str, value, span) -> ir.Immediate:
             hint="0 waits for every group of the thread; at most 7 may stay pending",
         ).with_span(span)
     return ir.Immediate(n)
-
-
-def _accumulator_register(text: str, e, span, address) -> ir.LocalReg:
-    ok = isinstance(e, ir.ElemLoad) and e.view.buffer.scope is ir.Scope.LOCAL
-    if not ok or e.dtype.name != "float32":
-        got = f"an element of a {e.view.buffer.scope.value} tensor" if ok else "a value"
-        if isinstance(e, ir.ElemLoad) and e.view.buffer.scope is ir.Scope.LOCAL:
-            got = f"a {e.dtype} element"
-        raise ContractError(
-            f"{text}: the accumulator must be elements of a local float32 tensor (they are "
-            f"read and written), got {got}",
-            hint='acc = T.alloc_local((N // 2,), "float32"); pass acc (or acc[0], acc[1], ...)',
-        ).with_span(span)
-    buf, index = address(e.view, e.indices)
-    slot = static_value(index)
-    if slot is None:
-        raise ContractError(
-            f"{text}: an accumulator register needs a compile-time index"
-        ).with_span(span)
-    return ir.LocalReg(buf, slot, e.dtype)
 
 
 def _integer(text: str, name: str, e, span, fix: str):

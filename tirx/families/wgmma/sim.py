@@ -1,5 +1,6 @@
-"""``wgmma`` statements in the simulator: decode each (the forms, descriptors and fragments
-read from the PTX ISA are in :mod:`tirx.families.wgmma.sim_math`) and drive the asynchronous
+"""``wgmma`` statements in the simulator: decode each (the forms, descriptors, layouts and
+fragments read from the PTX ISA are in :mod:`tirx.families.wgmma.sim_forms`, ``sim_layout``
+and ``sim_math``) and drive the asynchronous
 model of :mod:`tirx.families.wgmma.sim_async` (groups, registers and shared bytes in flight,
 fences), checking that whole warpgroups execute each statement with uniform operands.
 """
@@ -11,7 +12,8 @@ import numpy as np
 from ...ir import nodes as ir
 from ...sim.calls import unknown_instruction
 from ...sim.faults import Fault
-from .sim_math import WARPGROUP, MmaAsync, decode_descriptor, parse_mma_async
+from .sim_forms import WARPGROUP, MmaAsync, parse_mma_async
+from .sim_layout import decode_descriptor
 
 __all__ = ["compile_call", "warpgroups", "IMPLEMENTED"]
 
@@ -19,8 +21,10 @@ FENCE = "wgmma.fence.sync.aligned"
 COMMIT = "wgmma.commit_group.sync.aligned"
 WAIT = "wgmma.wait_group.sync.aligned"
 IMPLEMENTED = (
-    "wgmma.mma_async.sync.aligned.m64n{8,16,...,256}k16.f32.{f16,bf16}.{f16,bf16} (same A and B "
-    f"type, K-major A and B from shared-memory descriptors), {FENCE}, {COMMIT}, {WAIT}"
+    "wgmma.mma_async.sync.aligned.m64nNkK{.satfinite}.D.A.B, ss (A and B from shared-memory "
+    "descriptors, K- or MN-major) and rs (A from registers): m64nNk16.{f32,f16}.f16.f16, "
+    "m64nNk16.f32.bf16.bf16, m64nNk8.f32.tf32.tf32, m64nNk32.{f32,f16}.{e4m3,e5m2}.{e4m3,e5m2}, "
+    f"m64nNk32{{.satfinite}}.s32.{{s8,u8}}.{{s8,u8}}; {FENCE}, {COMMIT}, {WAIT}"
 )
 
 
@@ -117,47 +121,60 @@ def compile_call(m, compiler, stmt: ir.PtxCall, text: str):
 
 def _mma_async(m, compiler, stmt, text: str, form: MmaAsync, state):
     ops, span = stmt.operands, stmt.span
-    if len(ops) != 8:
+    registers_a = len(ops) > 1 and isinstance(ops[1], ir.RegVector)
+    names = form.immediates(registers_a)
+    if len(ops) != 4 + len(names):
+        a = "a" if registers_a else "a-desc"
         raise compiler.error(
-            f"{text} takes 8 operands (d, a-desc, b-desc, scale-d, imm-scale-a, imm-scale-b, "
-            f"imm-trans-a, imm-trans-b), not {len(ops)}"
+            f"{text} takes {4 + len(names)} operands (d, {a}, b-desc, scale-d"
+            f"{''.join(', ' + x for x in names)}), not {len(ops)}"
         )
     d_op = ops[0]
     if not isinstance(d_op, ir.RegVector) or not d_op.is_output:
         raise compiler.error("wgmma.mma_async's d must be an output register vector")
     if len(d_op.regs) != form.registers:
         raise compiler.error(
-            f"wgmma.mma_async m64n{form.n}k16 has {form.registers} accumulator registers per "
-            f"thread, not {len(d_op.regs)}"
+            f"wgmma.mma_async m64n{form.n}k{form.k}.{form.acc} has {form.registers} accumulator "
+            f"registers per thread, not {len(d_op.regs)}"
         )
-    for what, op in (("a-desc", ops[1]), ("b-desc", ops[2]), ("scale-d", ops[3])):
+    if registers_a and (ops[1].is_output or len(ops[1].regs) != 4):
+        raise compiler.error("wgmma.mma_async's a must be four input registers")
+    wanted = (("b-desc", ops[2]), ("scale-d", ops[3]))
+    if not registers_a:
+        wanted = (("a-desc", ops[1]), *wanted)
+    for what, op in wanted:
         if not isinstance(op, ir.ScalarOperand):
             raise compiler.error(f"wgmma.mma_async's {what} must be a scalar operand")
-    scale_a = _immediate(compiler, ops[4], "imm-scale-a", (1, -1))
-    scale_b = _immediate(compiler, ops[5], "imm-scale-b", (1, -1))
-    trans = [_immediate(compiler, ops[k], f"imm-trans-{'ab'[k - 6]}", (0, 1)) for k in (6, 7)]
-    if any(trans):
-        raise compiler.error(
-            "wgmma.mma_async with an MN-major (imm-trans = 1) operand is not modelled by the "
-            "simulator: it implements K-major A and B (imm-trans-a = imm-trans-b = 0)"
-        )
-    acc = state.accumulator(compiler, d_op)
-    a_desc, b_desc = compiler.compile(ops[1].value), compiler.compile(ops[2].value)
+    values = {"imm-scale-a": 1, "imm-scale-b": 1, "imm-trans-a": 0, "imm-trans-b": 0}
+    for name, op in zip(names, ops[4:]):
+        values[name] = _immediate(compiler, op, name, (1, -1) if "scale" in name else (0, 1))
+    trans = (bool(values["imm-trans-a"]), bool(values["imm-trans-b"]))
+    acc = state.registers(compiler, d_op, "accumulator")
+    a_regs = state.registers(compiler, ops[1], "A") if registers_a else None
+    a_desc = None if registers_a else compiler.compile(ops[1].value)
+    b_desc = compiler.compile(ops[2].value)
     scale_d = compiler.compile(ops[3].value)
+    sa, sb = values["imm-scale-a"], values["imm-scale-b"]
 
     def run(idx):
         m.span = span
         groups = warpgroups(m, idx, text)
         k = idx.size
-        da = np.broadcast_to(np.asarray(a_desc(idx)), (k,)).astype(np.uint64)
         db = np.broadcast_to(np.asarray(b_desc(idx)), (k,)).astype(np.uint64)
         sd = np.broadcast_to(np.asarray(scale_d(idx)) != 0, (k,))
-        _uniform(da, idx, "a-desc", text)
+        da = None
+        if a_desc is not None:
+            da = np.broadcast_to(np.asarray(a_desc(idx)), (k,)).astype(np.uint64)
+            _uniform(da, idx, "a-desc", text)
         _uniform(db, idx, "b-desc", text)
         _uniform(sd.astype(np.int64), idx, "scale-d", text)
         for j in range(groups.size):
-            tids = idx[j * WARPGROUP : (j + 1) * WARPGROUP]
-            descs = (decode_descriptor(da[j * WARPGROUP]), decode_descriptor(db[j * WARPGROUP]))
-            state.issue(stmt, form, acc, tids, descs, bool(sd[j * WARPGROUP]), scale_a, scale_b)
+            first = j * WARPGROUP
+            tids = idx[first : first + WARPGROUP]
+            descs = (
+                decode_descriptor(da[first]) if da is not None else None,
+                decode_descriptor(db[first]),
+            )
+            state.issue(stmt, form, (acc, a_regs), tids, descs, trans, bool(sd[first]), sa, sb)
 
     return run

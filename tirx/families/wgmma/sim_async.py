@@ -7,15 +7,16 @@ ISA (9.7.15.4 "Async Proxy", 9.7.15.7 "wgmma.fence", "wgmma.commit_group",
   mma_asyncs into a new group (possibly empty); ``wait_group N`` completes every group of the
   thread except its ``N`` newest. Groups are per thread (the 128 threads of a warpgroup
   execute these statements together, so theirs stay in step).
-* In flight, its accumulator registers belong to the tensor core: reading or writing one by
-  any statement is a fault ("accessing the accumulator register ... before a wgmma.wait_group
-  that waits on a group including that mma_async is undefined"), except as the accumulator of
-  a later mma_async of the same shape into the same registers, which the ISA orders by
-  default. The simulator computes the result at issue; no statement can see it early.
+* In flight, its accumulator registers (and, in the rs form, A's registers) belong to the
+  tensor core: reading or writing one by any statement is a fault ("accessing the
+  accumulator register or the input register containing the fragments of matrix A ...
+  without first performing a wgmma.wait_group ... is undefined"); another mma_async may use
+  them only as the accumulator of the same shape into the same registers, which the ISA
+  orders by default, or as its A. The simulator computes the result at issue; no statement
+  can see it early (:mod:`tirx.families.wgmma.sim_registers` keeps the registers' state).
 * ``wgmma.fence`` must come before the first mma_async of a warpgroup and between any access
-  of a thread to an accumulator register and a later mma_async using it (fault otherwise,
-  naming the access's line). The simulator notes accesses per thread and register word in a
-  :class:`RegisterGuard` on each local array that holds accumulators (no cost elsewhere).
+  of a thread to an accumulator register or one of A's registers and a later mma_async using
+  it (fault otherwise, naming the access's line).
 * wgmma reads shared memory through the async proxy: bytes stored by the generic proxy
   (stores, stmatrix, landed ``cp.async``: the ISA lists cp.async.bulk{.tensor} and wgmma as
   async-proxy operations, not cp.async) must be followed by ``fence.proxy.async`` (or its
@@ -32,7 +33,6 @@ ISA (9.7.15.4 "Async Proxy", 9.7.15.7 "wgmma.fence", "wgmma.commit_group",
 from __future__ import annotations
 
 import enum
-import functools
 from dataclasses import dataclass
 
 import numpy as np
@@ -42,15 +42,15 @@ from ...sim.faults import Fault
 from ...sim.memory import ONES, thread_name
 from ...sim.shared import line_of
 from ...sim.trace import record_copy
-from .sim_math import ROWS, accumulator_map, operand_chunks, product
+from .sim_forms import ROWS, MmaAsync
+from .sim_layout import operand_bytes, operand_chunks
+from .sim_math import accumulator_map, element_values, product, register_bytes
+from .sim_registers import WAIT_HINT, Register, RegisterGuard, Registers
 
 __all__ = ["WgmmaState", "RegisterGuard", "WgmmaEvent"]
 
 _FENCE = 'T.ptx["wgmma.fence.sync.aligned"]()'
-_WAIT_HINT = (
-    'commit it (T.ptx["wgmma.commit_group.sync.aligned"]()) and wait for its group '
-    '(T.ptx["wgmma.wait_group.sync.aligned"](n), n small enough to cover it) first'
-)
+_WAIT_HINT = WAIT_HINT
 
 
 class WgmmaEvent(enum.Enum):
@@ -62,92 +62,6 @@ class WgmmaEvent(enum.Enum):
     FENCE = "fence"
 
 
-@dataclass(frozen=True, eq=False)
-class _Register:
-    guard: RegisterGuard
-    word: int  # 32-bit word of the local array
-    name: str  # "acc[5]", for messages
-
-
-@dataclass(frozen=True, eq=False)
-class Accumulator:
-    """The d registers of one mma_async statement."""
-
-    regs: tuple[_Register, ...]
-
-    @functools.cached_property
-    def key(self) -> tuple:
-        """The registers' identity, compared to allow a chain of mma_asyncs into them."""
-        return tuple((id(r.guard), r.word) for r in self.regs)
-
-    def read(self, tids: np.ndarray) -> np.ndarray:
-        """float32 ``[128, regs]``, each register written before (else a fault)."""
-        out = np.empty((tids.size, len(self.regs)), dtype=np.uint32)
-        for i, r in enumerate(self.regs):
-            data, written = r.guard.array.views(np.dtype(np.uint32))
-            ok = written[tids, r.word] == ONES[4]
-            if not ok.all():
-                k = int(np.flatnonzero(~ok)[0])
-                raise Fault(
-                    f"wgmma.mma_async with scale-d != 0 reads accumulator {r.name}, which this "
-                    f"thread never wrote (a register holding garbage on the GPU)",
-                    int(tids[k]),
-                    "initialize the accumulator, or pass scale-d = 0 to the first mma_async",
-                )
-            out[:, i] = data[tids, r.word]
-        return out.view(np.float32)
-
-    def write(self, tids: np.ndarray, values: np.ndarray) -> None:
-        bits = np.ascontiguousarray(values, dtype=np.float32).view(np.uint32)
-        for i, r in enumerate(self.regs):
-            data, written = r.guard.array.views(np.dtype(np.uint32))
-            data[tids, r.word] = bits[:, i]
-            written[tids, r.word] = ONES[4]
-
-
-class RegisterGuard:
-    """The wgmma state of one local array that holds accumulators: per thread and 32-bit word,
-    the mma_async in flight on it (-1: none) and the last access since the thread's last
-    ``wgmma.fence`` (+site written, -site read, 0 none). :class:`tirx.sim.memory.LocalArray`
-    calls :meth:`access` on every load and store once the guard is installed."""
-
-    def __init__(self, state: WgmmaState, array):
-        self.state = state
-        self.array = array
-        words = array.data.shape[1] // 4
-        self.busy = np.full((array.data.shape[0], words), -1, dtype=np.int32)
-        self.touched = np.zeros((array.data.shape[0], words), dtype=np.int32)
-        array.guard = self
-
-    def reset(self) -> None:
-        self.busy.fill(-1)
-        self.touched.fill(0)
-
-    def access(self, index: np.ndarray, size: int, tids: np.ndarray, rows, write: bool) -> None:
-        """Threads ``tids`` (thread-axis index ``rows``) access elements ``index`` of
-        ``size`` bytes: a fault if one is in flight, else noted for the fence check."""
-        first = (index * size) >> 2
-        last = (index * size + size - 1) >> 2
-        held = np.maximum(self.busy[rows, first], self.busy[rows, last])
-        if (held >= 0).any():
-            k = int(np.flatnonzero(held >= 0)[0])
-            op = self.state.live[int(held[k])]
-            sh = self.state.m.shared
-            verb = "writes" if write else "reads"
-            raise Fault(
-                f"{thread_name(int(tids[k]))} {verb} '{self.array.name}' slot {index[k]} at "
-                f"{line_of(sh.where())}, an accumulator register of the wgmma.mma_async at "
-                f"{line_of(op.span)}, which is in flight (no wgmma.wait_group of this thread "
-                f"has covered its group yet)",
-                int(tids[k]),
-                f"{_WAIT_HINT}, before touching its accumulator",
-            )
-        site = self.state.m.shared.site()
-        mark = site if write else -site
-        self.touched[rows, first] = mark
-        self.touched[rows, last] = mark
-
-
 @dataclass(eq=False)
 class _Op:
     """One warpgroup's mma_async, from issue until every thread has waited for it."""
@@ -155,7 +69,8 @@ class _Op:
     serial: int
     span: object
     n: int
-    acc: Accumulator
+    acc: Registers
+    a_regs: Registers | None  # A's registers (rs), else None
     tids: np.ndarray  # the 128 issuing threads
     group: np.ndarray  # per thread, -1 until committed
     done: np.ndarray  # per thread: a wait covered it
@@ -192,26 +107,28 @@ class WgmmaState:
     def finish_block(self) -> None:
         """mma_asyncs still in flight when the block ends are not reported (docs/simulator.md)."""
 
-    def accumulator(self, compiler, d_op: ir.RegVector) -> Accumulator:
+    def registers(self, compiler, op: ir.RegVector, what: str) -> Registers:
+        """The 32-bit local registers of an mma_async operand (``what``: "accumulator" or
+        "A"), each array watched by a :class:`RegisterGuard` from now on."""
         regs = []
-        for reg in d_op.regs:
+        for reg in op.regs:
             if not isinstance(reg, ir.LocalReg) or reg.buffer.scope is not ir.Scope.LOCAL:
-                raise compiler.error("wgmma.mma_async's d registers must be local-buffer slots")
+                raise compiler.error(f"wgmma.mma_async's {what} registers must be local slots")
             if reg.dtype.bits != 32:
                 raise compiler.error(
-                    f"accumulator {reg.buffer.name}[{reg.slot}] is {reg.dtype}; wgmma's f32 "
-                    f"accumulator registers are 32-bit"
+                    f"{what} register {reg.buffer.name}[{reg.slot}] is {reg.dtype}; wgmma's "
+                    f"{what} registers are 32-bit"
                 )
             array = self.m.region(reg.buffer, compiler)
             if not 0 <= reg.slot < array.nbytes // 4:
                 raise compiler.error(
-                    f"accumulator {reg.buffer.name}[{reg.slot}] is outside the buffer's "
+                    f"{what} register {reg.buffer.name}[{reg.slot}] is outside the buffer's "
                     f"{array.nbytes // 4} 32-bit slots"
                 )
             guard = self.guards.get(id(array)) or RegisterGuard(self, array)
             self.guards[id(array)] = guard
-            regs.append(_Register(guard, reg.slot, f"{reg.buffer.name}[{reg.slot}]"))
-        return Accumulator(tuple(regs))
+            regs.append(Register(guard, reg.slot, f"{reg.buffer.name}[{reg.slot}]"))
+        return Registers(tuple(regs), what)
 
     # ------------------------------------------------------------------- the statements
 
@@ -244,6 +161,10 @@ class WgmmaState:
             for r in op.acc.regs:
                 held = r.guard.busy[tids, r.word]
                 r.guard.busy[tids, r.word] = np.where(held == op.serial, -1, held)
+            for r in op.a_regs.regs if op.a_regs is not None else ():
+                r.guard.a_count[tids, r.word] -= 1
+                idle = r.guard.a_count[tids, r.word] == 0
+                r.guard.a_last[tids[idle], r.word] = -1
             op.done |= now
             if op.done.all():
                 self._release(op)
@@ -262,24 +183,31 @@ class WgmmaState:
             m.span = here
         self.released[op.reads] = rep
 
-    def issue(self, stmt, form, acc: Accumulator, tids, descs, scale_d: bool, sa: int, sb: int):
-        """One warpgroup's mma_async (threads ``tids``, descriptors ``descs`` of A and B)."""
-        self._check_fences(stmt, acc, tids)
-        self._check_chain(form, acc, tids)
-        a_rows = operand_chunks(descs[0], ROWS)
-        b_rows = operand_chunks(descs[1], form.n)
+    def issue(self, stmt, form: MmaAsync, regs, tids, descs, trans, scale_d: bool, sa, sb):
+        """One warpgroup's mma_async: threads ``tids``, ``regs`` its accumulator and A's
+        registers (None: A from shared memory), ``descs`` the descriptors of A (None in the
+        rs form) and B, ``trans`` whether each is MN-major."""
+        acc, a_regs = regs
+        self._check_fences(stmt, (acc, a_regs), tids)
+        self._check_chain(form, acc, a_regs, tids)
+        a_rows = operand_chunks(descs[0], ROWS, trans[0]) if a_regs is None else None
+        b_rows = operand_chunks(descs[1], form.n, trans[1])
         reads = self._check_shared(stmt, tids, a_rows, b_rows)
-        data16 = self.m.shared.data16
-        lanes = np.arange(8)
-        a_bits = data16[(a_rows // 2)[..., None] + lanes].reshape(ROWS, 16)
-        b_bits = data16[(b_rows // 2)[..., None] + lanes].reshape(form.n, 16)
+        data = self.m.shared.data
+        if a_regs is None:
+            a_raw = operand_bytes(data, a_rows, trans[0])
+        else:
+            fix = "write A's registers (then wgmma.fence) before the mma_async"
+            a_raw = register_bytes(a_regs.bits(tids, "reads", fix))
+        a = element_values(a_raw, form.a)
+        b = element_values(operand_bytes(data, b_rows, trans[1]), form.b)
         rows, cols = accumulator_map(form.n)
         old = None
         if scale_d:
-            old = np.zeros((ROWS, form.n), dtype=np.float32)
-            old[rows, cols] = acc.read(tids)
-        d = product(a_bits, b_bits, form.element, sa, sb, old)
-        acc.write(tids, d[rows, cols])
+            old = np.zeros((ROWS, form.n), dtype=np.int64 if form.integer else np.float64)
+            old[rows, cols] = acc.read(tids, form.acc)
+        d = product(form, a, b, sa, sb, old)
+        acc.write(tids, d[rows, cols], form.acc)
         serial = self.serials
         self.serials += 1
         self.live[serial] = _Op(
@@ -287,6 +215,7 @@ class WgmmaState:
             stmt.span,
             form.n,
             acc,
+            a_regs,
             tids.copy(),
             np.full(tids.size, -1, dtype=np.int64),
             np.zeros(tids.size, dtype=bool),
@@ -294,13 +223,16 @@ class WgmmaState:
         )
         for r in acc.regs:
             r.guard.busy[tids, r.word] = serial
+        for r in a_regs.regs if a_regs is not None else ():
+            r.guard.a_count[tids, r.word] += 1
+            r.guard.a_last[tids, r.word] = serial
         self.reading[reads] += 1
         self.reader[reads] = serial
         self._trace(stmt, WgmmaEvent.MMA, tids)
 
     # ----------------------------------------------------------------------- checks
 
-    def _check_fences(self, stmt, acc: Accumulator, tids) -> None:
+    def _check_fences(self, stmt, regs, tids) -> None:
         never = ~self.fenced[tids]
         if never.any():
             t = int(tids[int(np.flatnonzero(never)[0])])
@@ -311,25 +243,38 @@ class WgmmaState:
                 f"put {_FENCE} (executed by the whole warpgroup) before the first mma_async",
             )
         sites = self.m.shared.sites
-        for r in acc.regs:
-            mark = r.guard.touched[tids, r.word]
-            if mark.any():
-                k = int(np.flatnonzero(mark)[0])
-                line = line_of(sites[abs(int(mark[k]))])
-                verb = "written" if mark[k] > 0 else "read"
-                raise Fault(
-                    f"accumulator {r.name} of the wgmma.mma_async at {line_of(stmt.span)} was "
-                    f"{verb} at {line} after this thread's last wgmma.fence: the tensor core may "
-                    f"see the register before that access",
-                    int(tids[k]),
-                    f"put {_FENCE} (executed by the whole warpgroup) between {line} and "
-                    f"{line_of(stmt.span)}",
-                )
+        for group in regs:
+            for r in group.regs if group is not None else ():
+                mark = r.guard.touched[tids, r.word]
+                if mark.any():
+                    k = int(np.flatnonzero(mark)[0])
+                    line = line_of(sites[abs(int(mark[k]))])
+                    verb = "written" if mark[k] > 0 else "read"
+                    label = "accumulator" if group.what == "accumulator" else "A register"
+                    raise Fault(
+                        f"{label} {r.name} of the wgmma.mma_async at "
+                        f"{line_of(stmt.span)} was {verb} at {line} after this thread's last "
+                        "wgmma.fence: the tensor core may see the register before that access",
+                        int(tids[k]),
+                        f"put {_FENCE} (executed by the whole warpgroup) between {line} and "
+                        f"{line_of(stmt.span)}",
+                    )
 
-    def _check_chain(self, form, acc: Accumulator, tids) -> None:
+    def _check_chain(self, form, acc: Registers, a_regs, tids) -> None:
         """In-flight registers may only be the accumulator of a same-shaped mma_async into
-        the same registers (the ISA orders that chain by default)."""
+        the same registers (the ISA orders that chain by default), or A's registers of
+        another mma_async (read by both)."""
         for r in acc.regs:
+            reading = r.guard.a_count[tids, r.word] > 0
+            if reading.any():
+                t = int(tids[int(np.flatnonzero(reading)[0])])
+                op = self.live[int(r.guard.a_last[t, r.word])]
+                raise Fault(
+                    f"accumulator {r.name} is in flight as an A register of the "
+                    f"wgmma.mma_async at {line_of(op.span)}, and this one writes it",
+                    t,
+                    f"{_WAIT_HINT}, or accumulate into other registers",
+                )
             held = r.guard.busy[tids, r.word]
             if held.max() < 0:
                 continue
@@ -344,12 +289,24 @@ class WgmmaState:
                         t,
                         f"{_WAIT_HINT}, or accumulate into exactly the same registers",
                     )
+        for r in a_regs.regs if a_regs is not None else ():
+            held = r.guard.busy[tids, r.word]
+            if held.max() >= 0:
+                t = int(tids[int(np.flatnonzero(held >= 0)[0])])
+                op = self.live[int(held.max())]
+                raise Fault(
+                    f"A register {r.name} is in flight as an accumulator register of the "
+                    f"wgmma.mma_async at {line_of(op.span)}, whose result it does not hold yet",
+                    t,
+                    f"{_WAIT_HINT}, then wgmma.fence, before reading it as A",
+                )
 
     def _check_shared(self, stmt, tids, a_rows, b_rows) -> np.ndarray:
         """The operand rows' checks; returns the bytes they cover (unique)."""
         sh = self.m.shared
         t0 = int(tids[0])
-        for what, rows in (("A (a-desc)", a_rows), ("B (b-desc)", b_rows)):
+        operands = [("A (a-desc)", a_rows), ("B (b-desc)", b_rows)]
+        for what, rows in [(w, r) for w, r in operands if r is not None]:
             flat = rows.ravel()
             owners = np.full(flat.size, t0)
             sh.check_rows(flat, owners, f"wgmma.mma_async {what}")
@@ -361,7 +318,7 @@ class WgmmaState:
                     t0,
                     "write the tile into shared memory (and synchronize) before the mma_async",
                 )
-        chunks = np.concatenate((a_rows.ravel(), b_rows.ravel()))
+        chunks = np.concatenate([r.ravel() for _, r in operands if r is not None])
         if sh.in_flight:
             sh.check_pending(chunks, 16, np.full(chunks.size, t0), "reads")
         reads = np.unique((chunks[:, None] + np.arange(16)).ravel())

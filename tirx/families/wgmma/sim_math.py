@@ -1,149 +1,77 @@
-"""``wgmma`` (Hopper's warpgroup matrix multiply-accumulate), written from the PTX ISA.
+"""``wgmma.mma_async`` arithmetic and register fragments, written from the PTX ISA
+(9.7.15.5.1.1 "Register Fragments", 9.7.15.5.2 "wgmma.mma_async") independently of tirx's
+compiler tables.
 
-Sources (PTX ISA 9.7.15, "Asynchronous Warpgroup Level Matrix Multiply-Accumulate
-Instructions"), read independently of tirx's compiler tables:
-
-* "Matrix Descriptor Format": a 64-bit value; bits 0-13 the start address, 16-29 the leading
-  dimension byte offset (LBO), 32-45 the stride dimension byte offset (SBO), each encoded as
-  ``(x & 0x3FFFF) >> 4``; bits 49-51 the matrix base offset (valid for the swizzled modes);
-  bits 62-63 the swizzle mode (0 none, 1 128-byte, 2 64-byte, 3 32-byte).
-* "Shared Memory Matrix Layout" and "Strides": K-major operands are made of core matrices of
-  8 rows x 16 bytes. Without swizzle a core matrix is 128 contiguous bytes, LBO is the step
-  between core matrices along K and SBO the step between 8-row groups along M/N. With a
-  swizzle of W bytes (128, 64 or 32) the swizzle atom is 8 rows of W bytes (row r at
-  ``r * W``), SBO the step between 8-row atoms, LBO unused ("assumed 1") since one k16 step
-  of 16-bit elements (32 bytes) never leaves a row; the 16-byte chunks of each row are then
-  permuted by an XOR of the byte address, as the ISA's swizzle figures draw it (rows of the
-  128-byte atom take chunk ``c ^ r``, of the 64-byte atom ``c ^ (r >> 1)``, of the 32-byte
-  atom ``c ^ (r >> 2)``), i.e. on address bits: 128B bits [4:6] ^= bits [7:9]; 64B bits
-  [4:5] ^= bits [7:8]; 32B bit 4 ^= bit 7 (CUTLASS names the same maps Swizzle<3,4,3>,
-  <2,4,3> and <1,4,3>). The pattern repeats at 1024-, 512- and 256-byte boundaries; a tile
-  whose pattern starts elsewhere gives the "base offset" ``(pattern start >> 7) & 7``, which
-  the simulator reads as "the XOR's row phase counts from there": the phase is
-  ``((address >> 7) - base_offset)`` in the bits above (our reading; not measured on the GPU).
-  MN-major operands (``imm-trans`` = 1) are not modelled: a SimulationError says so.
-* "Register Fragments" for m64nNk16 with .f32 accumulators: thread ``t = 32 w + lane`` of
-  the warpgroup holds ``D[16 w + lane / 4 + 8 h][8 j + 2 (lane % 4) + e]`` in ``d[4 j + 2 h + e]``.
-* The operation: ``D = scale_a * A * scale_b * B + (scale_d ? D : 0)`` with A 64x16 and B
-  16xN (stored K-major as N rows of K), computed as :mod:`tirx.families.mma.sim_math` computes mma.sync's
-  f32-accumulated products: exact products and sum in float64, rounded once to float32, so
-  integer-valued data give exact results.
-
-This module holds the readings above (forms, descriptors, swizzles, fragments, the product);
-:mod:`tirx.families.wgmma.sim_async` the asynchronous model (groups, registers and shared bytes
-in flight, fences) and :mod:`tirx.families.wgmma.sim` the statements.
+* **Fragments** (the ISA's figures for m64nNk8/k16/k32): thread ``32 w + lane`` of the
+  warpgroup (``g = lane / 4``, ``t = lane % 4``) holds rows ``16 w ..`` of A and D.
+  Accumulator element ``i`` (0 .. N/2 - 1): row ``16 w + g + 8 ((i / 2) % 2)``, column
+  ``8 (i / 4) + 2 t + i % 2``; .f32 and .s32 keep element ``i`` in register ``i``, .f16 packs
+  elements ``2 r`` (low half) and ``2 r + 1`` into register ``r``. A in registers, four .b32
+  registers: register ``r`` holds row ``16 w + g + 8 (r % 2)``, the 4 bytes
+  ``4 (t + 4 (r / 2)) ..`` of the row's 32 K bytes (two f16/bf16, four fp8/int8 or one tf32
+  element, the lower K in the lower bits).
+* **Element values**: .f16/.bf16 exactly; .e4m3/.e5m2 exactly (every fp8 value is a float32,
+  :mod:`tirx.sim.fp8`); .tf32 as the tensor core reads it, the low 13 mantissa bits dropped
+  (:mod:`tirx.sim.tf32`); .s8/.u8 as integers.
+* **The operation**: ``D = (scale_a · A) · (scale_b · B) + (scale-d ? D : 0)`` with A 64xK and
+  B KxN given as N rows of K. Floating point: products and sum exact in float64, rounded once
+  to the accumulator type (.f32, or .f16), as mma.sync is computed (exactly representable
+  data give exact results). Integer: exact; the result wraps to 32 bits, or with
+  ``.satfinite`` is clamped to [-2^31, 2^31 - 1].
 """
 
 from __future__ import annotations
 
-import enum
 import functools
-import re
-from dataclasses import dataclass
 
 import numpy as np
 
+from ...sim.fp8 import fp8_decode
+from ...sim.tf32 import tf32_value
+from .sim_forms import ROWS, WARPGROUP, MmaAsync
+
 __all__ = [
-    "MmaAsync", "Swizzle", "Descriptor", "parse_mma_async", "decode_descriptor",
-    "swizzle_address", "operand_chunks", "accumulator_map", "product", "ROWS", "WARPGROUP",
+    "element_values", "register_bytes", "accumulator_map", "pack_accumulator",
+    "unpack_accumulator", "product",
 ]  # fmt: skip
 
-_MMA_RE = re.compile(r"wgmma\.mma_async\.sync\.aligned\.m64n(\d+)k16\.f32\.(f16|bf16)\.(f16|bf16)")
-WARPGROUP = 128  # threads: four consecutive warps, the first a multiple of 4
-ROWS = 64  # M of every wgmma shape
+_FP8 = {"e4m3": "float8_e4m3fn", "e5m2": "float8_e5m2"}
 
 
-@dataclass(frozen=True)
-class MmaAsync:
-    """One wgmma.mma_async form: D (64xN, f32) = A (64x16) * B (16xN) (+ D)."""
-
-    n: int
-    element: str  # "f16" or "bf16", A's and B's
-
-    @property
-    def registers(self) -> int:
-        """Accumulator registers per thread."""
-        return self.n // 2
-
-
-def parse_mma_async(text: str) -> MmaAsync | None:
-    """The form ``text`` names, or None when it is not one the simulator implements."""
-    m = _MMA_RE.fullmatch(text)
-    if m is None or m.group(2) != m.group(3):
-        return None
-    n = int(m.group(1))
-    if not (8 <= n <= 256 and n % 8 == 0):
-        return None
-    return MmaAsync(n, m.group(2))
+def element_values(raw: np.ndarray, element: str) -> np.ndarray:
+    """uint8 ``[rows, 32]`` K bytes -> ``[rows, K]`` values (float64, or int64 for integers)."""
+    raw = np.ascontiguousarray(raw)
+    if element == "f16":
+        return raw.view(np.float16).astype(np.float64)
+    if element == "bf16":
+        return (
+            (raw.view(np.uint16).astype(np.uint32) << np.uint32(16))
+            .view(np.float32)
+            .astype(np.float64)
+        )
+    if element == "tf32":
+        return tf32_value(raw.view(np.uint32))
+    if element in _FP8:
+        return fp8_decode(raw, _FP8[element]).astype(np.float64)
+    return raw.view(np.int8).astype(np.int64) if element == "s8" else raw.astype(np.int64)
 
 
-class Swizzle(enum.Enum):
-    """The descriptor's swizzle mode (bits 62-63) and the atom row width it implies."""
-
-    NONE = 0
-    B128 = 1
-    B64 = 2
-    B32 = 3
-
-    @property
-    def row_bytes(self) -> int:
-        """The byte pitch of an atom's rows (16 without swizzle: a core matrix row)."""
-        return {0: 16, 1: 128, 2: 64, 3: 32}[self.value]
-
-    @property
-    def phase_mask(self) -> int:
-        """The XOR's width in 16-byte chunks, minus one (0 without swizzle)."""
-        return {0: 0, 1: 7, 2: 3, 3: 1}[self.value]
-
-
-@dataclass(frozen=True)
-class Descriptor:
-    """A decoded matrix descriptor; addresses and offsets in bytes."""
-
-    start: int
-    lbo: int
-    sbo: int
-    base_offset: int
-    swizzle: Swizzle
-
-
-def decode_descriptor(bits: int) -> Descriptor:
-    """The fields of the 64-bit descriptor ``bits`` ("Matrix Descriptor Format")."""
-    bits = int(bits)
-    return Descriptor(
-        start=(bits & 0x3FFF) << 4,
-        lbo=((bits >> 16) & 0x3FFF) << 4,
-        sbo=((bits >> 32) & 0x3FFF) << 4,
-        base_offset=(bits >> 49) & 0x7,
-        swizzle=Swizzle((bits >> 62) & 0x3),
-    )
-
-
-def swizzle_address(addr: np.ndarray, swizzle: Swizzle, base_offset: int = 0) -> np.ndarray:
-    """The byte address the swizzle turns ``addr`` into: the 16-byte chunk bits [4:4+b) XOR
-    the row phase ``(addr >> 7) - base_offset`` (b = 3, 2, 1 for 128, 64, 32 bytes)."""
-    mask = swizzle.phase_mask
-    if not mask:
-        return addr
-    phase = ((addr >> 7) - base_offset) & mask
-    return addr ^ (phase << 4)
-
-
-def operand_chunks(desc: Descriptor, rows: int) -> np.ndarray:
-    """int64 ``[rows, 2]``: the shared address of the 16-byte chunk holding K elements
-    ``8c .. 8c+7`` of row ``r`` (M for A, N for B) of a K-major 16-bit operand."""
-    r = np.arange(rows, dtype=np.int64)[:, None]
-    c = np.arange(2, dtype=np.int64)[None, :]
-    group = desc.start + (r >> 3) * desc.sbo
-    if desc.swizzle is Swizzle.NONE:
-        return group + c * desc.lbo + (r & 7) * 16
-    linear = group + (r & 7) * desc.swizzle.row_bytes + c * 16
-    return swizzle_address(linear, desc.swizzle, desc.base_offset)
+def register_bytes(regs: np.ndarray) -> np.ndarray:
+    """uint32 ``[128, 4]`` (A's registers, thread by thread) -> uint8 ``[64, 32]``, A's rows
+    of K bytes."""
+    t = np.arange(WARPGROUP)[:, None]
+    r = np.arange(4)[None, :]
+    w, lane = t >> 5, t & 31
+    rows = 16 * w + (lane >> 2) + 8 * (r & 1)
+    word = (lane & 3) + 4 * (r >> 1)
+    out = np.zeros((ROWS, 8), dtype=np.uint32)
+    out[rows, word] = regs
+    return out.view(np.uint8).reshape(ROWS, 32)
 
 
 @functools.lru_cache(maxsize=64)
 def accumulator_map(n: int) -> tuple[np.ndarray, np.ndarray]:
-    """(rows, cols), int ``[128, n/2]``: the element of D each thread's register holds."""
+    """(rows, cols), int ``[128, n/2]``: the element of D each thread's element ``i`` is."""
     t = np.arange(WARPGROUP)[:, None]
     i = np.arange(n // 2)[None, :]
     w, lane = t >> 5, t & 31
@@ -155,23 +83,36 @@ def accumulator_map(n: int) -> tuple[np.ndarray, np.ndarray]:
     return rows, cols
 
 
-def _values(bits: np.ndarray, element: str) -> np.ndarray:
-    """uint16 element bits as exact float64 values."""
-    if element == "f16":
-        return bits.astype(np.uint16).view(np.float16).astype(np.float64)
-    return (bits.astype(np.uint32) << np.uint32(16)).view(np.float32).astype(np.float64)
+def unpack_accumulator(bits: np.ndarray, acc: str) -> np.ndarray:
+    """uint32 registers ``[threads, regs]`` -> element values ``[threads, N/2]``."""
+    bits = np.ascontiguousarray(bits, dtype=np.uint32)
+    if acc == "f32":
+        return bits.view(np.float32).astype(np.float64)
+    if acc == "s32":
+        return bits.view(np.int32).astype(np.int64)
+    return bits.view(np.float16).astype(np.float64)  # .f16: lower element in the low half
 
 
-def product(
-    a_bits: np.ndarray, b_bits: np.ndarray, element: str, scale_a: int, scale_b: int, d=None
-) -> np.ndarray:
-    """float32 ``[64, N]``: ``scale_a * A @ (scale_b * B).T (+ d)`` for uint16 element bits
-    ``a_bits`` ``[64, 16]`` and ``b_bits`` ``[N, 16]`` (B given N-major rows of K) and the old
-    accumulator ``d`` (float32 ``[64, N]``, or None for scale_d = 0). Products and sum exact in
-    float64, one rounding to float32, as tirx.families.mma.sim_math rounds mma.sync."""
-    a = _values(a_bits, element) * scale_a
-    b = _values(b_bits, element) * scale_b
-    acc = a @ b.T
+def pack_accumulator(values: np.ndarray, acc: str) -> np.ndarray:
+    """Element values ``[threads, N/2]`` (already of the accumulator type) -> uint32 registers."""
+    if acc == "f32":
+        return np.ascontiguousarray(values, dtype=np.float32).view(np.uint32)
+    if acc == "s32":
+        return np.ascontiguousarray(values.astype(np.int64).astype(np.int32)).view(np.uint32)
+    return np.ascontiguousarray(values, dtype=np.float16).view(np.uint32)
+
+
+def product(form: MmaAsync, a: np.ndarray, b: np.ndarray, sa: int, sb: int, d=None):
+    """``[64, N]`` result values of the accumulator type for A ``[64, K]`` and B ``[N, K]``
+    element values and the old accumulator values ``d`` (None for scale-d = 0)."""
+    if form.integer:
+        acc = a.astype(np.int64) @ b.astype(np.int64).T
+        if d is not None:
+            acc = acc + d.astype(np.int64)
+        if form.satfinite:
+            return np.clip(acc, -(2**31), 2**31 - 1)
+        return (acc & 0xFFFFFFFF).astype(np.uint32).view(np.int32).astype(np.int64)
+    acc = (a * sa) @ (b * sb).T
     if d is not None:
-        acc = acc + d.astype(np.float64)
-    return acc.astype(np.float32)
+        acc = acc + d
+    return acc.astype(np.float16 if form.acc == "f16" else np.float32)
