@@ -107,7 +107,9 @@ def test_simulator_reports_a_stage_refilled_while_wgmma_reads_it(tmp_path):
 def test_simulator_reports_a_read_of_a_stage_before_its_tensor_copies_land(tmp_path):
     twin = _twin(tmp_path, "T.cuda.mbarrier_wait(bars[s], (kt // STAGES) % 2)", "pass", "wg_nowait")
     with pytest.raises(
-        SimulationError, match="(?s)reads 'a_s'.*tensor copy.*has not completed.*mbarrier_wait"
+        SimulationError,
+        match="(?s)reads 'a_s'.*tensor copy.*whose completion this thread has not observed.*"
+        "mbarrier_wait",
     ):
         _simulate(twin.make_gemm_wgmma(256, 128, 256, loads="tma"), 256, 128, 256)
 

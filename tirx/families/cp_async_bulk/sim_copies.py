@@ -23,8 +23,10 @@ The model, per block:
 
 * A copy snapshots its source bytes at issue (they must have been written in this block; the
   ordinary race rules of :mod:`tirx.sim.shared` apply between their writers and the issuing
-  thread) and refuses source bytes written by the generic proxy since their writer's last
-  shared-memory proxy fence: the copy engine may read stale bytes.
+  thread) and refuses source bytes written by the generic proxy that their writer's
+  shared-memory proxy fence has not published, or published with a fence not ordered before
+  the issue (:meth:`tirx.sim.proxy.AsyncProxy.check_read`): the copy engine may read stale
+  bytes.
 * Until a ``.read`` (or full) wait of the issuing thread covers the copy, its source bytes
   belong to the copy engine: a write to them by any thread (a store, stmatrix, a cp.async
   landing there) is a fault naming both lines. At that wait they count as read by the issuing
@@ -186,19 +188,8 @@ class BulkCopies:
             )
         if sh.in_flight:
             sh.check_pending(np.array([src]), size, t, "reads")
-        stale = self.proxy.stale(b)
-        if stale is not None:
-            byte, writer = stale
-            store = line_of(sh.sites[int(sh.w_site[byte])])
-            raise Fault(
-                f"the copy engine may read stale bytes: a fence.proxy.async.shared::cta between "
-                f"the stores and the copy is missing ({thread_name(writer)} stored "
-                f"{sh.describe(byte)} at {store}; the cp.async.bulk at {line_of(span)} "
-                f"reads it)",
-                tid,
-                f'put T.ptx["fence.proxy.async.shared::cta"]() after the stores at {store} '
-                "(executed by the storing threads), then T.cuda.cta_sync(), before the copy",
-            )
+        # the stores must be fenced for the async proxy, each fence ordered before this issue
+        self.proxy.check_read(b, t, f"the cp.async.bulk at {line_of(span)}", "the copy engine")
         sh.track_read(np.array([src]), size, t)  # the race rules: a barrier after the stores
         found = self._hit(region, np.array([dst]), np.array([dst + size - 1]))
         if found is not None:
