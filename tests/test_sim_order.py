@@ -14,7 +14,7 @@ import pytest
 import tirx
 from tests.async_kernels import ASYNC_CASES
 from tests.helpers import define
-from tests.test_sim_kernels import TX, function, sbuf, seq, span
+from tests.test_sim_kernels import LANE, TX, function, gbuf, sbuf, seq, span
 from tests.test_sim_wgmma import Gemm, call
 from tirx.errors import SimulationError
 from tirx.ir import nodes as ir
@@ -286,3 +286,35 @@ def test_planted_asynchronous_kernels(case):
         assert "[block (0, 0, 0), warp " in e.value.message
     else:
         run(case.build(), case.inputs())
+
+
+@pytest.mark.parametrize("sem", ["", ".release.cta", ".relaxed.cta"])
+def test_a_relaxed_arrive_releases_nothing(sem):
+    """Warp 0 stores and arrives, warp 1 waits and reads: a .relaxed arrive (hand-built IR:
+    tirx's contract takes only the release form) counts but orders nothing."""
+    out = gbuf("Out", (32,), "int32")
+    s, bars = sbuf("s", (32,), "int32"), sbuf("bars", (1,), "uint64")
+    bar = ir.AddressOperand(ir.SharedAddress(bars, 0))
+    zero = ir.cmp(ir.CmpOp.EQ, TX, 0)
+    init = call("mbarrier.init.shared::cta.b64", bar, ir.ScalarOperand(ir.const(32)), line=2)
+    produce = seq(
+        ir.Store(s, LANE, LANE * 5, ir.I32, span(4)),
+        call(f"mbarrier.arrive{sem}.shared::cta.b64", bar, line=5),
+    )
+    wait = call(
+        "mbarrier.try_wait.parity.shared::cta.b64", bar, ir.ScalarOperand(ir.const(0)), line=7
+    )
+    consume = seq(wait, ir.Store(out, LANE, ir.Load(s, 31 - LANE, ir.I32), ir.I32, span(8)))
+    body = seq(
+        ir.If(zero, init, None, span(2)),
+        ir.Barrier("cta", span(3)),
+        ir.If(ir.cmp(ir.CmpOp.LT, TX, 32), produce, consume, span(4)),
+    )
+    fn = function("relaxed", (out,), body, block=(64, 1, 1), allocs=(s, bars))
+    result = np.zeros(32, np.int32)
+    if sem == ".relaxed.cta":
+        with pytest.raises(SimulationError, match="warp 1.* reads 's'.*line 8.*wrote at line 4"):
+            run(fn, [result])
+    else:
+        run(fn, [result])
+        np.testing.assert_array_equal(result, (31 - np.arange(32)) * 5)

@@ -71,7 +71,7 @@ BLOCKING = ("mbarrier.test_wait", "mbarrier.try_wait")
 
 _OPS = re.compile(
     r"mbarrier\.(init|arrive|arrive\.expect_tx|expect_tx|test_wait\.parity|try_wait\.parity"
-    r"|inval)(?:\.(?:release|acquire|relaxed)\.cta)?\.shared(?:::cta)?\.b64"
+    r"|inval)(?:\.(release|acquire|relaxed)\.cta)?\.shared(?:::cta)?\.b64"
     r"|cp\.async\.mbarrier\.arrive(\.noinc)?\.shared(?:::cta)?\.b64"
     r"|fence\.mbarrier_init\.release\.cluster"
 )
@@ -105,8 +105,9 @@ def compile_call(m, compiler, stmt: ir.PtxCall, text: str):
             from ...sim.strands import Strands
 
             m.strands = Strands(m)
-        return _wait(m, stmt, addr_f, value_f, done)
-    noinc = match.group(2) is not None
+        return _wait(m, stmt, addr_f, value_f, done, match.group(2) != "relaxed")
+    noinc = match.group(3) is not None
+    ordered = match.group(2) != "relaxed"  # .relaxed arrives release nothing
     span = stmt.span
 
     def run(idx):
@@ -133,13 +134,13 @@ def compile_call(m, compiler, stmt: ir.PtxCall, text: str):
                 bars.expect_tx(a, v, tid)
             elif op == "arrive.expect_tx":
                 bars.expect_tx(a, v, tid)
-                bars.arrive(a, 1, tid)
+                bars.arrive(a, 1, tid, ordered)
             elif op == "cp.async.arrive":
                 if not noinc:  # the ISA's increment first: the arrive is net zero
                     bars.get(a, tid).pending += 1
                 bars.arrive(a, 1, tid)
             else:
-                bars.arrive(a, v, tid)
+                bars.arrive(a, v, tid, ordered)
 
     return run
 
@@ -157,7 +158,7 @@ def _values(f, idx, default: int) -> np.ndarray:
     return v.astype(np.uint32).astype(np.int64)
 
 
-def _wait(m, stmt, addr_f, parity_f, done):
+def _wait(m, stmt, addr_f, parity_f, done, acquire: bool):
     span = stmt.span
     out = None
     if done is not None:
@@ -213,7 +214,7 @@ def _wait(m, stmt, addr_f, parity_f, done):
         for a in np.unique(addr[ok]).tolist():
             b = bars.get(a, int(idx[0]))
             mine = idx[ok & (addr == a)]
-            bars.passed(b, mine)
+            bars.passed(b, mine, acquire)
             bars.record(event, b, mine.tolist())
 
     return run

@@ -186,7 +186,9 @@ class Barriers:
         self.record(BarrierEvent.EXPECT_TX, b, (tid,))
         return b
 
-    def arrive(self, addr: int, count: int, tid: int) -> None:
+    def arrive(self, addr: int, count: int, tid: int, release: bool = True) -> None:
+        """``tid`` arrives ``count`` times; with release semantics (all but ``.relaxed``) its
+        accesses so far, and what it observed, are ordered before the phase's observers."""
         b = self.get(addr, tid)
         check_count(count, tid, "mbarrier.arrive's count")
         if count > b.pending:
@@ -199,9 +201,10 @@ class Barriers:
             )
         b.pending -= count
         b.arrivers.append(tid)
-        b.released = self.m.shared.order.merge(
-            b.released, self.m.shared.order.release(np.array([tid]))
-        )
+        if release:
+            b.released = self.m.shared.order.merge(
+                b.released, self.m.shared.order.release(np.array([tid]))
+            )
         self.changed()
         self.record(BarrierEvent.ARRIVE, b, (tid,))
         self._complete(b)
@@ -247,10 +250,11 @@ class Barriers:
         del self.live[addr]
         self.changed()
 
-    def passed(self, b: _Barrier, threads: np.ndarray) -> None:
-        """Threads ``threads`` observed ``b``'s last completed phase: what its arrivals
-        released, and the copies that completed on it, are ordered before them."""
-        if b.seen is not None:
+    def passed(self, b: _Barrier, threads: np.ndarray, acquire: bool = True) -> None:
+        """Threads ``threads`` observed ``b``'s last completed phase: with acquire semantics
+        (all but ``.relaxed``), what its arrivals released, and the copies that completed on
+        it, are ordered before them."""
+        if acquire and b.seen is not None:
             self.m.shared.order.acquire(threads, b.seen)
         b.observed = max(b.observed, b.phase - 1)
         if b.deliveries:
