@@ -162,7 +162,10 @@ VARIANTS = {  # name -> (the fault's fields, the twin's fields)
     ),
 }
 
-_DIR = Path(tempfile.gettempdir()) / "tirx_async_kernels"
+@functools.cache
+def _dir() -> Path:
+    """This process's folder for the kernels' files (the parser reads a kernel's source)."""
+    return Path(tempfile.mkdtemp(prefix="tirx_async_kernels_"))
 
 
 @functools.cache
@@ -175,8 +178,7 @@ def kernel(name: str, fault: bool | None):
         .replace("{wait}", fields.get("wait", ""))
         .replace("{publish}", fields.get("publish", ""))
     )
-    _DIR.mkdir(exist_ok=True)
-    return define(source, _DIR, "kernel", TMA=TMA)
+    return define(source, _dir(), "kernel", TMA=TMA)
 
 
 def _lowered(name, fault):
