@@ -1,5 +1,5 @@
 """Atomics, fences, CTA votes and reductions, and shared-window addresses (tirx/script/cta_ops.py,
-tirx/sim/atomics.py, tirx/sim/cta.py, tirx/backend/cuda/cta_codegen.py): golden CUDA
+tirx/families/cta_ops/sim.py, tirx/sim/races.py, tirx/backend/cuda/cta_codegen.py): golden CUDA
 excerpts, simulator semantics, races, misuse, and GPU bit-equality (marked ``gpu``)."""
 
 from __future__ import annotations
