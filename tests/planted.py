@@ -47,8 +47,15 @@ class Tool(enum.Enum):
 
 
 class Kind(enum.Enum):
-    """The kind of fault a planted kernel has (what both checkers should call it)."""
+    """The kind of fault a planted kernel has (what both checkers should call it); a message
+    is of the first kind whose pattern it matches."""
 
+    # bytes an asynchronous unit delivered, read by a thread not ordered after their completion
+    ASYNC_VISIBILITY = (Tool.RACECHECK, "whose completion this thread has not observed")
+    # a generic-proxy store read by the async proxy without a fence ordered before the read
+    PROXY_ORDER = (Tool.RACECHECK, "may read stale bytes")
+    # a block that ends while an asynchronous copy may still write its shared memory
+    EXIT_IN_FLIGHT = (Tool.MEMCHECK, "the block exits while")
     RACE = (Tool.RACECHECK, "shared-memory race")
     OUT_OF_BOUNDS = (Tool.MEMCHECK, "out-of-bounds|outside every shared allocation")
     MISALIGNED = (Tool.MEMCHECK, "misaligned|not 16-byte aligned")
@@ -78,6 +85,9 @@ class Planted:
     fault: bool
     blind: str | None = None  # why the sanitizer cannot see it (None: it should)
     misaligned_arg: int | None = None  # an argument to pass 2 bytes past an aligned address
+    # the @T.function, for a kernel the runner launches through tirx's CUDA path (one with
+    # TMA tensor maps, which travel as hidden parameters)
+    kernel: Callable[[], object] | None = None
 
 
 def lt(a, b):

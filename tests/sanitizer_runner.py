@@ -3,9 +3,11 @@
 ``python -m tests.sanitizer_runner NAME`` — run under ``compute-sanitizer`` by
 tests/test_sanitizer_parity.py. The kernel's CUDA C is tirx's code generator's, compiled by
 tirx's NVRTC path with the backend's options plus line info (so reports name the kernel's
-lines); cupy loads the cubin and launches it with the planted inputs. Exit status 0 when the
-launch and the synchronization succeed, 3 when CUDA reports an error (the sanitizer's own
-report is what the test reads).
+lines); cupy loads the cubin and launches it with the planted inputs. A kernel the table gives
+as a ``@T.function`` (``Planted.kernel``: one with TMA tensor maps, hidden parameters the
+launcher encodes) goes through ``tirx.compile(..., "cuda")`` with torch tensors instead. Exit
+status 0 when the launch and the synchronization succeed, 3 when CUDA reports an error (the
+sanitizer's own report is what the test reads).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import numpy as np
 def main(name: str) -> int:
     import cupy as cp
 
+    from tests.async_kernels import BY_NAME as ASYNC
     from tests.bulk_kernels import BY_NAME as BULK
     from tests.planted import BY_NAME
     from tests.wgmma_planted import BY_NAME as WGMMA
@@ -27,7 +30,9 @@ def main(name: str) -> int:
     from tirx.backend.cuda.executable import NVRTC_OPTIONS
     from tirx.backend.cuda.nvrtc import compile_cuda
 
-    case = {**BY_NAME, **BULK, **WGMMA}[name]
+    case = {**BY_NAME, **BULK, **ASYNC, **WGMMA}[name]
+    if case.kernel is not None:
+        return _through_tirx(case)
     fn = case.build()
     out = compile_cuda(
         generate(fn),
@@ -52,6 +57,22 @@ def main(name: str) -> int:
     try:
         kernel(tuple(fn.launch.grid), tuple(fn.launch.block), tuple(args))
         cp.cuda.runtime.deviceSynchronize()
+    except Exception as e:  # the sanitizer reports the fault; say what CUDA said too
+        print(f"CUDA error: {e}", file=sys.stderr)
+        return 3
+    return 0
+
+
+def _through_tirx(case) -> int:
+    import torch
+
+    import tirx
+
+    exe = tirx.compile(case.kernel(), target="cuda")
+    args = [torch.from_numpy(np.ascontiguousarray(a)).cuda() for a in case.inputs()]
+    try:
+        exe(*args)
+        torch.cuda.synchronize()
     except Exception as e:  # the sanitizer reports the fault; say what CUDA said too
         print(f"CUDA error: {e}", file=sys.stderr)
         return 3

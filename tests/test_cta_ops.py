@@ -1,5 +1,5 @@
 """Atomics, fences, CTA votes and reductions, and shared-window addresses (tirx/script/cta_ops.py,
-tirx/sim/atomics.py, tirx/sim/cta.py, tirx/backend/cuda/cta_codegen.py): golden CUDA
+tirx/families/cta_ops/sim.py, tirx/sim/races.py, tirx/backend/cuda/cta_codegen.py): golden CUDA
 excerpts, simulator semantics, races, misuse, and GPU bit-equality (marked ``gpu``)."""
 
 from __future__ import annotations
@@ -357,7 +357,7 @@ def test_reusing_a_scratch_without_a_barrier_races(tmp_path):
     with pytest.raises(SimulationError) as e:
         exe(x, np.zeros((64, 2), np.float32))
     assert "thread 0 (warp 0, lane 0) writes 's' byte 0" in str(e.value)
-    assert "at line 12, which threads of several warps read at line 10" in str(e.value)
+    assert "at line 12, which threads of warp 0 read at line 10" in str(e.value)
     exe = tirx.compile(_kernel(tmp_path, TWICE.format(between="T.cuda.cta_sync()")), target="sim")
     (_, out) = _run(exe, x, np.zeros((64, 2), np.float32))
     assert (out[:, 0] == x.sum()).all() and (out[:, 1] == 63).all()

@@ -91,6 +91,21 @@ def test_simulator_reports_the_missing_proxy_fence(tmp_path):
         _simulate(twin.make_gemm_wgmma(256, 128, 128, loads="cp.async"), 256, 128, 128)
 
 
+def test_simulator_reports_the_proxy_fence_after_the_barrier(tmp_path):
+    """The example with its fence and barrier swapped: every wgmma still follows every fence
+    in the lockstep run, but the fence of another warp's thread is not ordered before it."""
+    fence = 'T.ptx["fence.proxy.async.shared::cta"]()'
+    twin = _twin(
+        tmp_path,
+        f"{fence}\n                T.cuda.cta_sync()",
+        f"T.cuda.cta_sync()\n                {fence}",
+        "wg_late_fence",
+    )
+    with pytest.raises(SimulationError, match="not ordered before the issue") as e:
+        _simulate(twin.make_gemm_wgmma(256, 128, 128, stages=3, loads="cp.async"), 256, 128, 128)
+    assert "move the fence before the barrier" in e.value.hint
+
+
 def test_simulator_reports_a_stage_refilled_while_wgmma_reads_it(tmp_path):
     """Refilling the stage of the step before (still read by its wgmma: the wait_group of
     that step lets one group stay in flight) is what the refill two steps back avoids."""
@@ -107,7 +122,9 @@ def test_simulator_reports_a_stage_refilled_while_wgmma_reads_it(tmp_path):
 def test_simulator_reports_a_read_of_a_stage_before_its_tensor_copies_land(tmp_path):
     twin = _twin(tmp_path, "T.cuda.mbarrier_wait(bars[s], (kt // STAGES) % 2)", "pass", "wg_nowait")
     with pytest.raises(
-        SimulationError, match="(?s)reads 'a_s'.*tensor copy.*has not completed.*mbarrier_wait"
+        SimulationError,
+        match="(?s)reads 'a_s'.*tensor copy.*whose completion this thread has not observed.*"
+        "mbarrier_wait",
     ):
         _simulate(twin.make_gemm_wgmma(256, 128, 256, loads="tma"), 256, 128, 256)
 

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.async_kernels import ASYNC_CASES
 from tests.bulk_kernels import BULK_CASES
 from tests.planted import PLANTED, Kind, Planted, Tool, simulator_inputs
 from tests.wgmma_planted import WGMMA_CASES
@@ -105,7 +106,9 @@ def sanitizer_verdict(path: str, tool: Tool, name: str) -> tuple[str, str]:
     return f"fault: {kinds[tool].name.lower()}", finding
 
 
-@pytest.mark.parametrize("case", [*PLANTED, *BULK_CASES, *WGMMA_CASES], ids=lambda c: c.name)
+@pytest.mark.parametrize(
+    "case", [*PLANTED, *BULK_CASES, *ASYNC_CASES, *WGMMA_CASES], ids=lambda c: c.name
+)
 def test_simulator_and_sanitizer_agree(sanitizer, case):
     tool = case.kind.tool
     sim = simulator_verdict(case)

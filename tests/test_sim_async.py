@@ -112,7 +112,8 @@ def test_wait_group_completes_all_but_the_newest_n_groups():
 
         return middle
 
-    run(staged(two_groups(1), stages=2), inputs(stages=2))  # group 0 (stage 0) is complete
+    # group 0 (stage 0) is complete and read; group 1 is still in flight when the block ends
+    fault(staged(two_groups(1), stages=2), inputs(stages=2), "exits while the cp.async at line 5")
     run(staged(two_groups(0), stages=2), inputs(stages=2))
 
     Src = gbuf("Src", (256,), "int32")
@@ -217,22 +218,40 @@ def test_src_size_zero_fills_the_rest_and_reads_only_its_bytes():
     fault(function("over", (Src, Dst), full, allocs=(s,)), [src, dst], "out-of-bounds")
 
 
-def test_pending_copies_do_not_leak_into_the_next_block():
+def test_a_block_that_exits_with_a_copy_in_flight_is_a_fault():
+    """The copy may still be writing shared memory the next block is given; the twin waits
+    in block 0 too, and block 1 starts with nothing in flight."""
     Src, Dst = gbuf("Src", (256,), "int32"), gbuf("Dst", (256,), "int32")
     s = sbuf("s", (128,), "int32")
     first = ir.cmp(ir.CmpOp.EQ, ir.Special(ir.Builtin.BLOCK_IDX), 0)
     block = ir.Special(ir.Builtin.BLOCK_IDX)
-    body = seq(
-        ir.If(first, copy(s, TX * 16, Src, TX * 16, 3)),  # block 0 never waits
-        ir.If(
-            ir.Not(first),
-            seq(copy(s, TX * 16, Src, 512 + TX * 16, 5), commit(), wait(0)),
-        ),
-        ir.If(
-            ir.Not(first), ir.Store(Dst, block * 128 + TX, ir.Load(s, TX * 4, I32), I32, span(8))
-        ),
-    )
-    run(function("b", (Src, Dst), body, grid=(2, 1, 1), allocs=(s,)), inputs(64))
+
+    def kernel(block0_waits: bool):
+        waits = (commit(), wait(0)) if block0_waits else ()
+        return function(
+            "b",
+            (Src, Dst),
+            seq(
+                ir.If(first, seq(copy(s, TX * 16, Src, TX * 16, 3), *waits)),
+                ir.If(
+                    ir.Not(first),
+                    seq(copy(s, TX * 16, Src, 512 + TX * 16, 5), commit(), wait(0)),
+                ),
+                ir.If(
+                    ir.Not(first),
+                    ir.Store(Dst, block * 128 + TX, ir.Load(s, TX * 4, I32), I32, span(8)),
+                ),
+            ),
+            grid=(2, 1, 1),
+            allocs=(s,),
+        )
+
+    err = fault(kernel(False), inputs(64), "the block exits while the cp.async at line 3")
+    assert "never committed" in err.message and "[block (0, 0, 0), warp 0, lane 0]" in err.message
+    assert "wait_all" in err.hint
+    args = inputs(64)
+    run(kernel(True), args)
+    np.testing.assert_array_equal(args[1][128:160], args[0][128::4][:32])
 
 
 def test_traces_show_copies_commits_and_waits():

@@ -193,9 +193,7 @@ def test_reusing_the_source_needs_a_barrier_after_the_read_wait(tmp_path):
 
 def test_a_missing_fence(tmp_path):
     err, src = fails(tmp_path, "the copy engine may read stale bytes", fence="pass")
-    assert "a fence.proxy.async.shared::cta between the stores and the copy is missing" in (
-        err.message
-    )
+    assert "through the generic proxy with no fence.proxy.async after it" in err.message
     assert f"at line {line(src, 'store')}" in err.message
     assert f"cp.async.bulk at line {line(src, 'copy')}" in err.message
 
@@ -209,6 +207,22 @@ def test_a_missing_fence(tmp_path):
 )
 def test_a_fence_that_does_not_cover_the_stores(tmp_path, fence):
     fails(tmp_path, "the copy engine may read stale bytes", fence=fence)
+
+
+def test_a_fence_after_the_barrier(tmp_path):
+    """The fence publishes the stores to the async proxy only from where it stands: after the
+    barrier, it is not ordered before the copy another thread issues (the lockstep run
+    executes it first all the same)."""
+    fence = 'T.ptx["fence.proxy.async.shared::cta"]()'
+    err, src = fails(
+        tmp_path, "the copy engine may read stale bytes", fence="T.cuda.cta_sync()", sync=fence
+    )
+    assert (
+        f"published to the async proxy with the fence.proxy.async at line {line(src, 'sync')}"
+        in (err.message)
+    )
+    assert f"the cp.async.bulk at line {line(src, 'copy')}, issued by thread 0" in err.message
+    assert "move the fence before the barrier" in err.hint
 
 
 def test_no_barrier_between_the_fence_and_the_copy(tmp_path):

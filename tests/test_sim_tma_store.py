@@ -161,7 +161,7 @@ def test_a_corrupted_lowering_is_caught(tmp_path, corrupt):
 
 def test_a_missing_fence(tmp_path):
     err, src = _fails(tmp_path, "the copy engine may read stale bytes", fence="pass")
-    assert "fence.proxy.async.shared::cta between the stores and the tensor store" in err.message
+    assert "through the generic proxy with no fence.proxy.async after it" in err.message
     assert f"at line {line(src, 'fill')}" in err.message
     assert f"{STORE} at line {line(src, 'store')}" in err.message
     assert "fence.proxy.async.shared::cta" in err.hint and "cta_sync" in err.hint
@@ -172,11 +172,6 @@ def test_a_fence_by_some_of_the_writers_only(tmp_path):
     _fails(tmp_path, "the copy engine may read stale bytes", fence=fence)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="needs the fence-before-barrier order of tirx/sim/proxy.py's reader check (branch "
-    "simasync); the tensor store calls AsyncProxy.stale, which sees only whether a fence came",
-)
 def test_a_fence_after_the_barrier(tmp_path):
     _fails(tmp_path, "stale", fence="pass", sync=f"T.cuda.cta_sync()\n    {FENCE}")
 
@@ -322,11 +317,6 @@ def test_pipeline_faults_and_twins(tmp_path):
     assert np.array_equal(c, pipeline_expected(a))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="needs the fence-before-barrier order of tirx/sim/proxy.py's reader check (branch "
-    "simasync)",
-)
 def test_pipeline_with_the_fence_after_the_barrier(tmp_path):
     a = ints((4 * 64, 64), np.float16, 16)
     k, _ = pipeline_kernel(tmp_path, 4, fence="pass", late_fence=FENCE)

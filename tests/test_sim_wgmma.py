@@ -527,7 +527,7 @@ def test_another_warpgroup_needs_a_barrier_after_the_wait_to_reuse_the_stage():
     fault(
         fn,
         g.args(a, b, init),
-        r"thread 128 .* writes 'sb' byte 0 .*at line 50, which thread 0 .* read at line 20",
+        r"thread 128 .* writes 'sb' byte 0 .*at line 50, which the tensor core \(warpgroup 0\) read at line 20",
     )
     order.insert(order.index("refill"), "sync")
     fn = g.function(order, refill=[refill], sync=[ir.Barrier("cta", span(45))], **steps)
@@ -981,7 +981,9 @@ def producer_consumer(producer_waits: bool):
 def test_an_mbarrier_release_after_the_wait_orders_the_refill_by_another_warpgroup():
     fn, args, _ = producer_consumer(producer_waits=False)
     fault(
-        fn, args, r"thread 128 .* writes 'sb' byte 0 .*line 50, which thread 0 .* read at line 20"
+        fn,
+        args,
+        r"thread 128 .* writes 'sb' byte 0 .*line 50, which the tensor core \(warpgroup 0\) read at line 20",
     )
     fn, args, expect = producer_consumer(producer_waits=True)
     run(fn, args)

@@ -134,7 +134,7 @@ class Machine:
                         f"shared buffer '{buf.name}' has no offset in shared_offsets", buf.span
                     )
                 allocs.append((int(fn.shared_offsets[buf]), buf.nbytes, buf.name))
-        self.shared = SharedMemory(allocs, fn.shared_bytes, self.nwarps)
+        self.shared = SharedMemory(allocs, fn.shared_bytes, self.T)
         self.shared.where = lambda: self.span
         self.locals: list[LocalArray] = []
         for buf in fn.allocations:
@@ -536,7 +536,7 @@ class Machine:
                     missing,
                     hint,
                 )
-            m.shared.epoch[warps] += 1
+            m.shared.warp_barrier(warps)
             return idx
 
         return cta if s.scope == "cta" else warp

@@ -65,38 +65,6 @@ def thread_name(tid: int) -> str:
     return f"thread {tid} (warp {tid // 32}, lane {tid % 32})"
 
 
-def accessors_per_byte(b, wp, p, e):
-    """Group the accesses of bytes ``b`` (by threads ``p`` of warps ``wp`` at epochs ``e``,
-    a byte possibly more than once) by byte: ``(bytes, warp, thread, epoch)`` with, per byte,
-    its one warp or -2 (several), its one thread or -2, and the latest epoch."""
-    srt = np.argsort(b, kind="stable")
-    bs = b[srt]
-    starts = np.flatnonzero(np.concatenate(([True], bs[1:] != bs[:-1])))
-    ws, ps = wp[srt], p[srt]
-    in_w = np.where(
-        np.minimum.reduceat(ws, starts) == np.maximum.reduceat(ws, starts), ws[starts], -2
-    )
-    in_p = np.where(
-        np.minimum.reduceat(ps, starts) == np.maximum.reduceat(ps, starts), ps[starts], -2
-    )
-    return bs[starts], in_w, in_p, np.maximum.reduceat(e[srt], starts)
-
-
-def merge_accessors(warp, stamp, tid, b, in_w, in_p, in_e) -> None:
-    """Fold new accesses of distinct bytes ``b`` (one warp or -2, one thread or -2, an epoch,
-    as :func:`accessors_per_byte` gives them) into the per-byte record ``warp`` / ``stamp`` /
-    ``tid`` of the accesses since the last barrier (warp -1: none yet): one warp stays one
-    warp, and a thread's newer epoch replaces the older one."""
-    rw, rs, rt = warp[b], stamp[b], tid[b]
-    new_w = np.where((in_w != -2) & ((rw == -1) | (rw == in_w)), in_w, -2)
-    single = new_w >= 0
-    fresh = single & ((rw == -1) | (rs < in_e))
-    same = single & ~fresh
-    stamp[b] = np.where(fresh, in_e, rs)
-    tid[b] = np.where(fresh, in_p, np.where(same & (rt != in_p), -2, rt))
-    warp[b] = new_w
-
-
 def round_up(n: int, m: int) -> int:
     return max(m, -(-n // m) * m)
 

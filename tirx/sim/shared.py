@@ -5,21 +5,17 @@ Checks (each a :class:`tirx.sim.faults.Fault` naming the thread):
 * bounds and alignment of element accesses (through :class:`SharedBuffer`) and of 16-byte
   matrix rows / copy chunks (inside one shared allocation);
 * initialization: shared bytes must be written in this block before they are read;
-* asynchronous copies: the destination of a ``cp.async`` that has not completed may be
-  neither read nor written by anyone (:mod:`tirx.families.cp_async.sim` drives this);
-* races (shared memory): between two barriers, a byte written by one thread may not be read
-  or written by another thread. Only barriers order different threads' accesses, whatever
-  instruction makes them (as on the machine, where ``compute-sanitizer --tool racecheck``
-  reports the same pairs): ``Barrier("cta")`` orders everything; ``Barrier("warp")`` orders
-  the accesses of that warp's threads among themselves. ldmatrix/stmatrix are no fences; their
-  rows are attributed to the lanes that supplied the rows' addresses (so two lanes of one
-  stmatrix writing the same byte race, and a lane's ldmatrix row that another lane stored
-  races unless a barrier lies between).
-
-Race bookkeeping is per byte: the last writer (thread, warp epoch at the write, source line)
-and the readers since (one warp or "several", the reader thread at the latest epoch or
-"several", the latest reader's line). This is exact for the first conflicting pair, which is
-all the simulator reports, naming both threads and both lines.
+* asynchronous copies: the destination of a copy that has not landed may be neither read nor
+  written by anyone (the cp_async and tma families drive this), and bytes an asynchronous unit
+  delivered are visible to a thread only once it observed their completion
+  (:mod:`tirx.sim.races`);
+* races (shared memory): an access conflicts with every earlier access of the byte that
+  happens-before does not order before it (:mod:`tirx.sim.races`, :mod:`tirx.sim.order`):
+  ``Barrier("cta")`` orders everything, ``Barrier("warp")`` the accesses of that warp's
+  threads among themselves, an mbarrier phase its arrivals before its observers.
+  ldmatrix/stmatrix are no fences; their rows are attributed to the lanes that supplied the
+  rows' addresses (so two lanes of one stmatrix writing the same byte race, and a lane's
+  ldmatrix row that another lane stored races unless a barrier lies between).
 """
 
 from __future__ import annotations
@@ -27,38 +23,13 @@ from __future__ import annotations
 import numpy as np
 
 from ..dtypes import DType
-from .atomics import AtomicAccesses
 from .faults import Fault
-from .memory import (
-    ONES,
-    UINT,
-    accessors_per_byte,
-    check_bounds,
-    first,
-    merge_accessors,
-    round_up,
-    thread_name,
-)
+from .memory import ONES, UINT, check_bounds, first, round_up, thread_name
 from .numeric import storage_type
 from .proxy import AsyncProxy
+from .races import Races, line_of, race_hint
 
 __all__ = ["SharedMemory", "SharedBuffer", "line_of", "race_hint"]
-
-
-def line_of(span) -> str:
-    """``line N`` of a statement's span (``an unknown line`` when it has none)."""
-    return f"line {span.line}" if span is not None else "an unknown line"
-
-
-def race_hint(first, second, same_warp: bool) -> str:
-    """The fix for a race between the accesses at spans ``first`` (earlier) and ``second``."""
-    where = f"between {line_of(first)} and {line_of(second)}"
-    if same_warp:
-        return f"put T.cuda.cta_sync() (or T.cuda.warp_sync() within one warp) {where}"
-    return (
-        f"put T.cuda.cta_sync() {where} (the threads are in different warps, so "
-        f"T.cuda.warp_sync() does not order them)"
-    )
 
 
 class SharedMemory:
@@ -66,7 +37,7 @@ class SharedMemory:
 
     recorder = None  # a profiling run's tirx.sim.recorder.Recorder (None: not profiling)
 
-    def __init__(self, allocations: list[tuple[int, int, str]], total: int, warps: int):
+    def __init__(self, allocations: list[tuple[int, int, str]], total: int, threads: int):
         self.allocs = sorted(allocations)
         ends = [o + n for o, n, _ in self.allocs]
         size = round_up(max([total, *ends, 16]), 16)
@@ -74,21 +45,17 @@ class SharedMemory:
         self.ends = np.array(ends, dtype=np.int64)
         self.data = np.zeros(size, dtype=np.uint8)
         self.written = np.zeros(size, dtype=np.uint8)
-        self.w_tid = np.full(size, -1, dtype=np.int32)
-        self.w_stamp = np.zeros(size, dtype=np.int32)
-        self.r_warp = np.full(size, -1, dtype=np.int32)
-        self.r_tid = np.zeros(size, dtype=np.int32)
-        self.r_stamp = np.zeros(size, dtype=np.int32)
-        self.w_site = np.zeros(size, dtype=np.int32)
-        self.r_site = np.zeros(size, dtype=np.int32)
         self.sites: list = [None]  # site id -> span of the statement that made the access
         self._site_ids: dict = {}
         self.where = lambda: None  # the span of the statement now executing (set by the machine)
-        # bytes an asynchronous copy will write once its wait completes: issuing thread, line
+        self.races = Races(self, size, threads)
+        self.order = self.races.order
+        # bytes an asynchronous copy will write once it lands: issuing thread, line
         self.pend_tid = np.full(size, -1, dtype=np.int32)
         self.pend_site = np.zeros(size, dtype=np.int32)
         self.in_flight = 0  # bytes pending, to skip the check when there are none
         self.copy_kinds: dict = {}  # site -> (copy's name, how to wait), other than cp.async's
+        self.issuers: dict = {}  # site -> the thread that issued the copy delivered last there
         # families' state that checks shared writes (an asynchronous reader's bytes in flight):
         # objects with shared_write(bytes, threads, record), called before every generic write
         self.observers: list = []
@@ -96,26 +63,27 @@ class SharedMemory:
         # a block of a cluster of several: its accesses are recorded for its peers' checks
         # too (tirx/sim/distributed.py's LocalHook, with access(bytes, threads, write))
         self.cluster = None
-        self.scratch = np.zeros(size, dtype=np.int64)
-        self.epoch = np.zeros(max(warps, 1), dtype=np.int32)
-        self.atomics = AtomicAccesses(size)  # atomic updates since the last barrier
         self.data16 = self.data.view(np.uint16)
         self.written64 = self.written.view(np.uint64)
 
     def reset(self) -> None:
         self.data.fill(0)
         self.written.fill(0)
-        self.barrier()
-        self.epoch.fill(0)
+        self.races.reset()
         self.pend_tid.fill(-1)
         self.in_flight = 0
         if self.proxy is not None:
             self.proxy.reset()
 
     def barrier(self) -> None:
-        self.w_tid.fill(-1)
-        self.r_warp.fill(-1)
-        self.atomics.clear()
+        """Every thread of the block passed a CTA barrier."""
+        self.races.barrier()
+        if self.proxy is not None:
+            self.proxy.barrier()
+
+    def warp_barrier(self, warps: np.ndarray) -> None:
+        """The whole of each of ``warps`` passed a warp barrier."""
+        self.order.warp_barrier(warps)
 
     def describe(self, addr: int) -> str:
         for start, nbytes, name in self.allocs:
@@ -139,99 +107,27 @@ class SharedMemory:
             self.sites.append(span)
         return sid
 
-    def race(self, b, p, k: int, verb: str, other: str, other_tid: int, other_site) -> Fault:
-        here, there = self.where(), self.sites[int(other_site)]
-        same_warp = other_tid >= 0 and other_tid >> 5 == int(p[k]) >> 5
-        wait = self.copy_kinds.get(int(other_site), (None, None))[1]  # a tensor copy's write
-        return Fault(
-            f"shared-memory race: {thread_name(int(p[k]))} {verb} {self.describe(int(b[k]))} at "
-            f"{line_of(here)}, which {other} at {line_of(there)} with no barrier in between",
-            int(p[k]),
-            wait or race_hint(there, here, same_warp),
-        )
-
-    def _check_writer(self, b, p, verb: str):
-        """Fault if another thread wrote one of bytes ``b`` since the last barrier that orders
-        it before ``p``; returns (warp of p, epoch of that warp)."""
-        wp = p >> 5
-        e = self.epoch[wp]
-        wt = self.w_tid[b]
-        bad = (wt >= 0) & (wt != p) & (((wt >> 5) != wp) | (self.w_stamp[b] == e))
-        if bad.any():
-            k = first(bad)
-            other = int(wt[k])
-            raise self.race(b, p, k, verb, f"{thread_name(other)} wrote", other, self.w_site[b[k]])
-        return wp, e
-
     def track_read(self, addr: np.ndarray, s: int, tids: np.ndarray) -> None:
         b, p = self.spread(addr, s, tids)
-        wp, e = self._check_writer(b, p, "reads")
-        self.atomics.check(self, b, p, wp, e, "reads")
-        self.r_site[b] = self.site()
+        self.races.read(b, p, self.site())
         if self.cluster is not None:
             self.cluster.access(b, p, False)
-        n = b.size
-        order = np.arange(n)
-        self.scratch[b] = order
-        if (self.scratch[b] == order).all():
-            self._merge_readers(b, wp, p, e)
-            return
-        self._merge_readers(*accessors_per_byte(b, wp, p, e))
 
     def check_read(self, addr: np.ndarray, s: int, tids: np.ndarray) -> None:
         """The race checks of a read of ``s`` bytes at each of ``addr`` by ``tids``, without
-        recording it (a wgmma.mma_async's operands at issue: tirx/sim/wgmma_async.py)."""
+        recording it (an asynchronous reader's operands at issue)."""
         b, p = self.spread(addr, s, tids)
-        wp, e = self._check_writer(b, p, "reads")
-        self.atomics.check(self, b, p, wp, e, "reads")
-
-    def _merge_readers(self, b, in_w, in_p, in_e) -> None:
-        merge_accessors(self.r_warp, self.r_stamp, self.r_tid, b, in_w, in_p, in_e)
+        self.races.check_writer(b, p, "reads")
+        self.races.check_accesses(self.races.atomics, b, p, "reads", "atomically updated")
 
     def track_write(self, addr: np.ndarray, s: int, tids: np.ndarray, record=True) -> None:
         """Check a write of ``s`` bytes at each of ``addr`` by ``tids``; ``record=False`` only
         checks (an asynchronous copy at issue: its bytes land later)."""
         b, p = self.spread(addr, s, tids)
         self.generic_write(b, p, record)
-        wp, e = self._check_writer(b, p, "writes")
-        self.atomics.check(self, b, p, wp, e, "writes")
-        rw = self.r_warp[b]
-        bad = (rw == -2) | (
-            (rw >= 0) & ((rw != wp) | ((self.r_stamp[b] == e) & (self.r_tid[b] != p)))
-        )
-        if bad.any():
-            k = first(bad)
-            rt = int(self.r_tid[b[k]])
-            if rw[k] == -2:
-                other = "threads of several warps read"
-            elif rw[k] != wp[k] or rt < 0:
-                other = f"threads of warp {rw[k]} read" if rt < 0 else f"{thread_name(rt)} read"
-            else:
-                other = f"{thread_name(rt)} read"
-            who = rt if rt >= 0 else (32 * int(rw[k]) if rw[k] >= 0 else -1)
-            raise self.race(b, p, k, "writes", other, who, self.r_site[b[k]])
-        self.scratch[b] = p
-        bad = self.scratch[b] != p
-        if bad.any():
-            k = first(bad)
-            other = int(self.scratch[b[k]])
-            raise self.race(
-                b,
-                p,
-                k,
-                "writes",
-                f"{thread_name(other)} also writes in the same step",
-                other,
-                self.site(),
-            )
+        self.races.write(b, p, self.site(), record)
         if self.cluster is not None:
             self.cluster.access(b, p, True)
-        if not record:
-            return
-        self.w_site[b] = self.site()
-        self.w_tid[b] = p
-        self.w_stamp[b] = e
-        self.r_warp[b] = -1
 
     def generic_write(self, b: np.ndarray, p: np.ndarray, record: bool = True) -> None:
         """Bytes ``b`` are written by threads ``p`` through the generic proxy (a store, an
@@ -250,39 +146,32 @@ class SharedMemory:
 
     def track_atomic(self, addr: np.ndarray, s: int, tids: np.ndarray) -> None:
         """Race checks of an atomic on ``s`` bytes at each of ``addr``: against plain writes and
-        plain reads of other threads since the last barrier (never against other atomics)."""
-        verb = "atomically updates"
+        plain reads of other threads not ordered before it (never against other atomics)."""
         if self.in_flight:
-            self.check_pending(addr, s, tids, verb)
+            self.check_pending(addr, s, tids, "atomically updates")
         b, p = self.spread(addr, s, tids)
         self.generic_write(b, p)  # a write of the generic proxy, as a store is
-        wp, e = self._check_writer(b, p, verb)
-        rw = self.r_warp[b]
-        bad = (rw == -2) | (
-            (rw >= 0) & ((rw != wp) | ((self.r_stamp[b] == e) & (self.r_tid[b] != p)))
-        )
-        if bad.any():
-            k = int(np.flatnonzero(bad)[0])
-            rt = int(self.r_tid[b[k]])
-            if rw[k] == -2 or rt < 0:
-                other = (
-                    "threads of several warps read"
-                    if rw[k] == -2
-                    else f"threads of warp {rw[k]} read"
-                )
-                who = -1 if rw[k] == -2 else 32 * int(rw[k])
-            else:
-                other, who = f"thread {rt} (warp {rt // 32}, lane {rt % 32}) read", rt
-            raise self.race(b, p, k, verb, other, who, self.r_site[b[k]])
+        self.races.atomic(b, p, self.site())
         if self.cluster is not None:
             self.cluster.access(b, p, True)
-        self.atomics.record(b, p, wp, e, self.site())
+
+    def agent(self, key, name: str, hint: str) -> int:
+        """The happens-before column of an asynchronous unit (:meth:`tirx.sim.order.Order.
+        agent`); ``name`` and ``hint`` say in messages what it is and how to observe it."""
+        return self.races.agent(key, name, hint)
+
+    def reads_done(self, b: np.ndarray, agent: int, site: int, observers: np.ndarray) -> None:
+        """Agent ``agent`` has finished reading the distinct bytes ``b`` (for the statement at
+        ``site``), and threads ``observers`` observed it (their wait covered the reads): a
+        later write by a thread not ordered after one of them races with the reads."""
+        self.races.readers.record_agent(b, agent, site)
+        self.order.publish(agent, observers)
 
     # ------------------------------------------------------------ asynchronous copies
 
     def check_pending(self, addr: np.ndarray, s: int, tids: np.ndarray, verb: str) -> None:
         """Fault if one of the ``s`` bytes at each of ``addr`` is the destination of an
-        asynchronous copy that has not completed (reading it, or writing it, is a race with the
+        asynchronous copy that has not landed (reading it, or writing it, is a race with the
         copy engine, whoever does it)."""
         b, p = self.spread(addr, s, tids)
         pt = self.pend_tid[b]
@@ -322,6 +211,11 @@ class SharedMemory:
         self.pend_site[b] = self.site()
         self.in_flight += b.size
 
+    def _landed(self, b: np.ndarray) -> None:
+        pending = self.pend_tid[b] >= 0
+        self.in_flight -= int(np.count_nonzero(pending))
+        self.pend_tid[b] = -1
+
     def land_copy(self, addr: np.ndarray, data: np.ndarray, tids: np.ndarray, site: int):
         """Copies complete: ``data`` ``[n, size]`` lands at ``addr``, written by ``tids`` now
         (so other threads need a barrier after this point), at the copy's line ``site``."""
@@ -330,12 +224,28 @@ class SharedMemory:
         self.generic_write(b, p)
         self.data[b] = data.ravel()
         self.written[b] = 0xFF
-        self.pend_tid[b] = -1
-        self.in_flight -= b.size
-        self.w_tid[b] = p
-        self.w_stamp[b] = self.epoch[p >> 5]
-        self.w_site[b] = site
-        self.r_warp[b] = -1
+        self._landed(b)
+        self.races.set_writer(b, p, site)
+
+    def land_async(self, b: np.ndarray, data: np.ndarray, agent: int, site: int, issuer,
+                   proxy_write: bool) -> None:  # fmt: skip
+        """An asynchronous unit (column ``agent``) delivers ``data`` to the distinct bytes
+        ``b`` now, for the copy at ``site`` issued by ``issuer`` (a thread, or one per byte):
+        a thread sees them once it observed the unit's completion (an mbarrier phase it
+        waited for). Through the async proxy (``proxy_write``: a tensor copy) they need no
+        proxy fence; otherwise (cp.async completing on an mbarrier) they are generic writes of
+        the issuing threads."""
+        issuers = np.broadcast_to(np.asarray(issuer, dtype=np.int32), b.shape)
+        if proxy_write:
+            if self.proxy is not None:
+                self.proxy.async_write(b)
+        else:
+            self.generic_write(b, issuers)
+        self.data[b] = data
+        self.written[b] = 0xFF
+        self._landed(b)
+        self.issuers[site] = int(issuers[0])
+        self.races.set_writer(b, agent, site)
 
     # ---------------------------------------------------------------- element accesses
 

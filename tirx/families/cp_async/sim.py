@@ -17,9 +17,12 @@ The ISA ("Data Movement and Conversion Instructions: cp.async", "cp.async.commit
 Model: each pending copy remembers its bytes (read from global memory at issue) and lands in
 shared memory when a wait of its thread covers it. From then on the bytes count as written by
 the issuing thread at that moment, so other threads need a barrier after the wait (the race
-rules of :mod:`tirx.sim.shared`). Until then the destination is the copy engine's: a read or
-write of it by anyone, or a copy issued onto bytes another thread accessed since the last
-barrier (a pipeline stage reused without one), is a fault naming both lines. A copy whose
+rules of :mod:`tirx.sim.shared`). A ``cp.async.mbarrier.arrive`` lands the thread's copies
+instead as writes of the mbarrier's agent, seen by the threads that observe the phase (the
+issuing thread included: it too must wait on the barrier). Until it lands the destination is
+the copy engine's: a read or write of it by anyone, or a copy issued onto bytes another
+thread accessed since the last barrier (a pipeline stage reused without one), is a fault
+naming both lines; so is a block that ends with a copy no wait covered. A copy whose
 global source bytes an asynchronous store of the kernel has not yet written (the global
 region's guard says so) is a fault naming both lines too: it would read the old bytes.
 
@@ -40,8 +43,9 @@ from ...ir import nodes as ir
 from ...ir.aligned_access import copy_access
 from ...sim.calls import unknown_instruction
 from ...sim.faults import Fault
-from ...sim.memory import as_index
+from ...sim.memory import as_index, thread_name
 from ...sim.pointer_alignment import check_pointer
+from ...sim.shared import line_of
 from ...sim.trace import record_copy
 
 __all__ = ["AsyncCopies", "compile_call", "CopyEvent", "FORMS"]
@@ -119,20 +123,43 @@ class AsyncCopies:
         return landed[idx]
 
     def finish_block(self) -> None:
-        """Copies still pending when the block ends are not reported (docs/simulator.md)."""
+        """The block ends: a copy no wait covered may still be writing shared memory, which
+        the next block on the multiprocessor may be given (docs/simulator.md)."""
+        if not self.batches:
+            return
+        b = self.batches[0]
+        sh = self.m.shared
+        tid = int(b.tids[0])
+        self.m.span = sh.sites[b.site]
+        never = " (it was never committed to a group)" if b.group[0] < 0 else ""
+        raise Fault(
+            f"the block exits while the cp.async at {line_of(sh.sites[b.site])} issued by "
+            f"{thread_name(tid)} may still be writing {sh.describe(int(b.dst[0]))}: no "
+            f"cp.async.wait_group or wait_all of that thread covered it{never}",
+            tid,
+            'end with T.ptx["cp.async.wait_all"]() (or a wait_group covering every group) in '
+            "each thread that copies, or do not issue copies nobody waits for",
+        )
 
-    def land_all(self, idx: np.ndarray) -> None:
+    def land_all(self, idx: np.ndarray, agent: int) -> list[tuple[int, int]]:
         """Complete every copy of threads ``idx``, committed or not (cp.async.mbarrier.arrive:
-        the arrive-on waits for all the thread's prior cp.async)."""
+        the arrive-on waits for all the thread's prior cp.async): their bytes are written by
+        the mbarrier's agent, whose phase completion releases them. Returns the copies'
+        ``(site, issuing thread)``, one per statement."""
         mine = np.zeros(self.m.T, dtype=bool)
         mine[idx] = True
-        keep = []
+        keep, landed = [], []
         for b in self.batches:
             done = mine[b.tids]
             if done.any():
-                self.m.shared.land_copy(b.dst[done], b.data[done], b.tids[done], b.site)
+                size = b.data.shape[1]
+                at = (b.dst[done][:, None] + np.arange(size)).ravel()
+                who = np.repeat(b.tids[done], size)
+                self.m.shared.land_async(at, b.data[done].ravel(), agent, b.site, who, False)
+                landed.append((b.site, int(b.tids[done][0])))
             _keep_pending(b, done, keep)
         self.batches = keep
+        return landed
 
 
 def _keep_pending(b, done: np.ndarray, keep: list) -> None:

@@ -23,9 +23,11 @@ The model:
 
 * A copy snapshots its source bytes at issue (they must have been written in this block; the
   ordinary race rules of :mod:`tirx.sim.shared` apply between their writers and the issuing
-  thread) and refuses source bytes written by the generic proxy since their writer's last
-  shared-memory proxy fence: the copy engine may read stale bytes. The proxy-fence state is
-  the simulator's (:mod:`tirx.sim.proxy`); the fences are the fence_proxy family's statements.
+  thread) and refuses source bytes written by the generic proxy that their writer's
+  shared-memory proxy fence has not published, or published with a fence not ordered before
+  the issue (:meth:`tirx.sim.proxy.AsyncProxy.check_read`): the copy engine may read stale
+  bytes. The proxy-fence state is the simulator's (:mod:`tirx.sim.proxy`); the fences are the
+  fence_proxy family's statements.
 * Then it is a bulk async operation of the machine's bulk async-groups
   (:mod:`tirx.sim.bulk_groups`, shared with the tensor stores of the tma family): until a
   ``.read`` (or full) wait of the issuing thread covers it, its source bytes belong to the copy
@@ -49,7 +51,6 @@ import numpy as np
 
 from ...sim.bulk_groups import BulkOperation, bulk_groups
 from ...sim.faults import Fault
-from ...sim.memory import thread_name
 from ...sim.shared import line_of
 
 __all__ = ["issue_copy", "BulkEvent", "COPY", "COMMIT", "WAITS", "UNIT"]
@@ -86,19 +87,8 @@ def issue_copy(m, tid: int, region, dst: int, src: int, size: int, span) -> Bulk
         )
     if sh.in_flight:
         sh.check_pending(np.array([src]), size, t, "reads")
-    stale = proxy.stale(b)
-    if stale is not None:
-        byte, writer = stale
-        store = line_of(sh.sites[int(sh.w_site[byte])])
-        raise Fault(
-            f"the copy engine may read stale bytes: a fence.proxy.async.shared::cta between "
-            f"the stores and the copy is missing ({thread_name(writer)} stored "
-            f"{sh.describe(byte)} at {store}; the cp.async.bulk at {line_of(span)} "
-            f"reads it)",
-            tid,
-            f'put T.ptx["fence.proxy.async.shared::cta"]() after the stores at {store} '
-            "(executed by the storing threads), then T.cuda.cta_sync(), before the copy",
-        )
+    # the stores must be fenced for the async proxy, each fence ordered before this issue
+    proxy.check_read(b, t, f"the cp.async.bulk at {line_of(span)}", "the copy engine")
     sh.track_read(np.array([src]), size, t)  # the race rules: a barrier after the stores
     data = sh.data[b].copy()  # the source as the engine reads it at issue
 

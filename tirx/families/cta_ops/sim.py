@@ -16,7 +16,7 @@ sum is the GPU's exactly; a float sum is the GPU's when its order does not matte
 values).
 
 Races (shared memory): an atomic and a plain read or write of the same byte by another thread
-race unless a barrier orders them (:mod:`tirx.sim.atomics`; racecheck ignores atomic-atomic
+race unless a barrier orders them (:mod:`tirx.sim.races`; racecheck ignores atomic-atomic
 pairs). Global memory has no race tracking (racecheck does not look at global memory either):
 the simulator runs blocks one after another, so it could not see most races between blocks.
 

@@ -325,7 +325,7 @@ b64"](peer[0])`; only `.release.cluster` orders the arriving thread's accesses f
 waiters ([clusters.md](clusters.md)). The other operations take a barrier of the executing
 block only.
 
-The simulator (`tirx/sim/mbarrier.py`, `strands.py`) keeps the barrier's phase parity, pending,
+The simulator (`tirx/families/mbarrier/sim.py`, `sim_objects.py`, `tirx/sim/strands.py`) keeps the barrier's phase parity, pending,
 expected and transaction counts per 8-byte word and blocks a waiting thread while other warps
 run; faults: a barrier used before init or re-initialized with arrivals pending, an arrive past
 the pending count, a transaction count outside -(2^20-1)..2^20-1, a wait that can never complete

@@ -23,13 +23,22 @@ count* and a *tx-count*.
   any time after its issue) and then arrives.
 * ``mbarrier.inval [a]`` ends the object: a later use is a use before init.
 
-Memory ordering: arrive has release and the waits acquire semantics at CTA scope, so a
-completed phase makes the arriving threads' earlier shared-memory accesses ordered before the
-waiters' later ones. Modelled like a barrier in the race bookkeeping of
-:mod:`tirx.sim.shared`: at completion the bytes last written (or read) by an arriving thread
-are noted, and a waiter that passes clears those records that are unchanged since, as
-``cta_sync`` clears all. The barrier word itself counts as written by ``init``/``inval`` and
-read by every other operation, so a use by another thread needs a ``cta_sync`` after init.
+Memory ordering: arrive has release and the waits acquire semantics at CTA scope. Each arrive
+releases what its thread has done and observed so far into the phase (a snapshot of the
+thread's clock, :mod:`tirx.sim.order`); a thread whose wait (or ``test_wait``/``try_wait``
+that returned true) observed the phase acquires the phase's snapshot, so the arrivals'
+earlier accesses are ordered before its later ones -- that thread's only: a thread that did
+not wait is ordered after them only through a barrier, or a further arrive/wait chain, after
+one that did. Copies that complete on the barrier (a tensor copy's complete-tx, the cp.async
+of ``cp.async.mbarrier.arrive``) write their bytes as the barrier's own agent, which the
+phase's completion releases: only the phase's observers see those bytes. The barrier word
+itself counts as written by ``init``/``inval`` and read by every other operation, so a use by
+another thread needs a ``cta_sync`` after init.
+
+A block that ends while a copy that completes on a barrier may still be writing its shared
+memory -- no thread observed the phase that completes it -- is a fault (the next block on the
+SM may be given that shared memory). A phase left with arrivals pending, and nothing
+asynchronous tracked on it, is not: the object is only bytes of shared memory then.
 
 Faults (each names the barrier, the thread and the state): use before init (or after
 inval); re-init of a barrier with arrivals pending in its current phase; an arrive beyond the
@@ -40,18 +49,15 @@ scheduler, a deadlock: every unfinished thread waits and nothing can arrive.
 
 from __future__ import annotations
 
-import enum
 import re
-from dataclasses import dataclass
 
 import numpy as np
 
 from ...ir import nodes as ir
 from ...sim.calls import unknown_instruction
-from ...sim.faults import Fault
 from ...sim.memory import as_index
 from ...sim.shared import line_of
-from ...sim.trace import stamp
+from .sim_objects import BarrierEvent, Barriers, BarrierTrace
 
 __all__ = ["Barriers", "BarrierTrace", "BarrierEvent", "compile_call", "BLOCKING", "FORMS"]
 
@@ -64,262 +70,12 @@ FORMS = (
 #: the statements that may wait for other warps (tirx.sim.strands runs those meanwhile)
 BLOCKING = ("mbarrier.test_wait", "mbarrier.try_wait")
 
-MAX_COUNT = (1 << 20) - 1
-MAX_TX = (1 << 20) - 1
-
 _OPS = re.compile(
     r"mbarrier\.(init|arrive|arrive\.expect_tx|expect_tx|test_wait\.parity|try_wait\.parity"
-    r"|inval)(?:\.(?:release|acquire|relaxed)\.(cta|cluster))?\.shared(::cta|::cluster)?\.b64"
+    r"|inval)(?:\.(release|acquire|relaxed)\.(cta|cluster))?\.shared(::cta|::cluster)?\.b64"
     r"|cp\.async\.mbarrier\.arrive(\.noinc)?\.shared(?:::cta)?\.b64"
     r"|fence\.mbarrier_init\.release\.cluster"
 )
-
-
-class BarrierEvent(enum.Enum):
-    INIT = "init"
-    ARRIVE = "arrive"
-    EXPECT_TX = "expect_tx"
-    COMPLETE = "phase complete"
-    WAIT = "wait"
-    TEST = "test"
-    INVAL = "inval"
-    COMPLETE_TX = "complete_tx"  # a tensor copy's bytes (tirx/sim/tma.py)
-    BLOCKED = "blocked"  # a wait found its phase incomplete: the threads stall until it is
-
-
-@dataclass(frozen=True)
-class BarrierTrace:
-    """One event of one barrier: ``phase`` (completed phases so far), ``pending`` arrivals and
-    ``tx`` after it; ``threads`` that made it (for a completion: the arrivals' threads)."""
-
-    step: int
-    event: BarrierEvent
-    barrier: str
-    span: object
-    block: tuple[int, int, int]
-    threads: tuple[int, ...]
-    phase: int
-    pending: int
-    tx: int
-    seq: int = -1  # the run's order of every trace record (tirx.sim.trace.stamp)
-
-
-class _Barrier:
-    __slots__ = (
-        "name", "expected", "pending", "tx", "phase", "arrivers", "seen", "landings", "landed",
-        "remote", "seen_remote",
-    )  # fmt: skip
-
-    def __init__(self, name: str, count: int):
-        self.name = name
-        self.expected = self.pending = count
-        self.tx = self.phase = 0
-        self.arrivers: list[int] = []
-        self.seen = None  # the race records the last completed phase orders for its waiters
-        self.landings: list = []  # the complete-tx copies of this phase, landing at completion
-        self.landed: list = []  # their bytes, the copy engine's until a waiter passes
-        # the arrivals of other blocks' threads that release at cluster scope (their rank,
-        # thread, and when: tirx/sim/distributed.py), this phase's and the last completed one's
-        self.remote: list = []
-        self.seen_remote: list = []
-
-    def state(self) -> str:
-        return (
-            f"phase {self.phase} (parity {self.phase & 1}), {self.pending} of "
-            f"{self.expected} arrivals pending, tx-count {self.tx}"
-        )
-
-
-class Barriers:
-    """The mbarrier objects of the block being run, by shared address."""
-
-    def __init__(self, machine):
-        self.m = machine
-        self.live: dict[int, _Barrier] = {}
-
-    def reset(self) -> None:
-        self.live.clear()
-
-    def finish_block(self) -> None:
-        """Phases nobody completes when the block ends are not reported (docs/simulator.md)."""
-
-    def get(self, addr: int, tid: int) -> _Barrier:
-        b = self.live.get(addr)
-        if b is None:
-            raise Fault(
-                f"mbarrier {self.m.shared.describe(addr)} is used before mbarrier.init (or after "
-                f"mbarrier.inval) at {line_of(self.m.span)}",
-                tid,
-                'initialize it first: T.ptx["mbarrier.init.shared::cta.b64"](bar, count) by one '
-                "thread, then T.cuda.cta_sync()",
-            )
-        return b
-
-    def changed(self) -> None:
-        if self.m.strands is not None:
-            self.m.strands.version += 1
-
-    def record(self, event, b: _Barrier, threads) -> None:
-        traces = self.m.barrier_traces
-        if traces is None:
-            return
-        traces.append(
-            BarrierTrace(
-                len(traces), event, b.name, self.m.span, tuple(int(x) for x in self.m.block_idx),
-                tuple(int(t) for t in threads), b.phase, b.pending, b.tx, stamp(self.m),
-            )
-        )  # fmt: skip
-
-    # ------------------------------------------------------------------ operations
-
-    def init(self, addr: int, count: int, tid: int) -> None:
-        old = self.live.get(addr)
-        if old is not None and (old.pending != old.expected or old.tx):
-            raise Fault(
-                f"mbarrier.init of {old.name}, which is in use: {old.state()}",
-                tid,
-                "re-initialize a barrier only when no arrival of its current phase is pending "
-                "(after its last phase completed, or after mbarrier.inval)",
-            )
-        _check_count(count, tid, "mbarrier.init's count")
-        b = self.live[addr] = _Barrier(self.m.shared.describe(addr), count)
-        self.changed()
-        self.record(BarrierEvent.INIT, b, (tid,))
-
-    def expect_tx(self, addr: int, tx: int, tid: int) -> _Barrier:
-        b = self.get(addr, tid)
-        if not -MAX_TX <= b.tx + tx <= MAX_TX:
-            raise Fault(
-                f"mbarrier {b.name}: tx-count {b.tx} + {tx} leaves the ISA's range "
-                f"-{MAX_TX}..{MAX_TX} ({b.state()})",
-                tid,
-                "expect at most 2^20-1 bytes in flight on one barrier: split the transfer",
-            )
-        b.tx += tx
-        self.changed()
-        self.record(BarrierEvent.EXPECT_TX, b, (tid,))
-        return b
-
-    def arrive(self, addr: int, count: int, tid: int, remote=None) -> None:
-        """``remote``: the arrive of a thread of another block of the cluster (``(rank,
-        thread, seq)`` when it releases at cluster scope, else ``()``)."""
-        b = self.get(addr, tid)
-        _check_count(count, tid, "mbarrier.arrive's count")
-        if count > b.pending:
-            raise Fault(
-                f"over-arrival on mbarrier {b.name}: an arrive of {count} when {b.state()}",
-                tid,
-                "every phase takes exactly the init count of arrivals: check the count in "
-                "mbarrier.init against the threads that arrive (cp.async.mbarrier.arrive.noinc "
-                "counts too)",
-            )
-        b.pending -= count
-        if remote is None:
-            b.arrivers.append((tid, int(self.m.shared.epoch[tid >> 5])))
-        elif remote:
-            b.remote.append(remote)
-        self.changed()
-        self.record(BarrierEvent.ARRIVE, b, (tid,))
-        self._complete(b)
-
-    def complete_tx(self, addr: int, tx: int, tid: int, land) -> None:
-        """An asynchronous copy issued by ``tid`` performs complete-tx of ``tx`` bytes on the
-        barrier (PTX ISA, "mbarrier: tx-count"): the tx-count drops by ``tx``. ``land()`` writes
-        the copy's bytes when the current phase completes and returns ``(bytes, threads,
-        site)``, the shared bytes written, their issuing threads and the copy's line: the
-        phase's completion orders them before its waiters' later accesses, and they stay the
-        copy's (pending) until the first waiter passes (:meth:`passed`)."""
-        b = self.get(addr, tid)
-        if not -MAX_TX <= b.tx - tx <= MAX_TX:
-            raise Fault(
-                f"mbarrier {b.name}: tx-count {b.tx} - {tx} leaves the ISA's range "
-                f"-{MAX_TX}..{MAX_TX} ({b.state()})",
-                tid,
-                "at most 2^20-1 bytes may be in flight on one barrier: split the transfer",
-            )
-        b.tx -= tx
-        b.landings.append(land)
-        self.changed()
-        self.record(BarrierEvent.COMPLETE_TX, b, (tid,))
-        self._complete(b)
-
-    def _complete(self, b: _Barrier) -> None:
-        if b.pending or b.tx:
-            return
-        landed = [land() for land in b.landings]
-        b.landings, b.landed = [], b.landed + [x[0] for x in landed]
-        b.seen = _ordered_records(self.m.shared, b.arrivers)
-        if landed:  # the copies' bytes are ordered for the waiters like the arrivals' writes
-            wb, wt, ws, rb, rs = b.seen
-            wb = np.concatenate([wb, *(x[0] for x in landed)])
-            wt = np.concatenate([wt, *(x[1].astype(wt.dtype) for x in landed)])
-            ws = np.concatenate([ws, *(np.full(x[0].size, x[2], ws.dtype) for x in landed)])
-            b.seen = wb, wt, ws, rb, rs
-        threads, b.arrivers = [t for t, _ in b.arrivers], []
-        b.seen_remote, b.remote = b.remote, []
-        b.phase += 1
-        b.pending = b.expected
-        self.record(BarrierEvent.COMPLETE, b, threads)
-
-    def inval(self, addr: int, tid: int) -> None:
-        b = self.get(addr, tid)
-        self.record(BarrierEvent.INVAL, b, (tid,))
-        del self.live[addr]
-        self.changed()
-
-    def passed(self, b: _Barrier) -> None:
-        """A waiter saw ``b``'s last phase complete: the arrivals' accesses are ordered, and
-        the bytes of its complete-tx copies are the threads' (until then only the wait tells a
-        thread they are there: any access of them is one to an unfinished copy)."""
-        if b.seen is not None:
-            _clear_ordered(self.m.shared, b.seen)
-        if b.seen_remote:  # other blocks' arrivals, acquired (tirx/sim/distributed.py)
-            self.m.cluster.shared.acquire(b.seen_remote)
-        if b.landed:
-            shared = self.m.shared
-            for at in b.landed:
-                shared.pend_tid[at] = -1
-                shared.in_flight -= at.size
-            b.landed = []
-
-
-def _check_count(count: int, tid: int, what: str) -> None:
-    if not 1 <= count <= MAX_COUNT:
-        raise Fault(
-            f"{what} is {count}, outside the ISA's range 1..{MAX_COUNT}",
-            tid,
-            f"an mbarrier counts 1..{MAX_COUNT} arrivals",
-        )
-
-
-def _ordered_records(shared, arrivals: list[tuple[int, int]]):
-    """The race records (written and read bytes, with their lines) ordered before the
-    ``(thread, warp epoch)`` arrivals: the arriving threads' own accesses, and those of their
-    warp's threads before a warp barrier that came before the arrive (release is cumulative:
-    what the arriving thread has observed is released too)."""
-    tids = np.array([t for t, _ in arrivals], dtype=np.int32)
-    before = np.full(shared.epoch.size, -1, dtype=np.int64)  # per warp: the latest epoch
-    np.maximum.at(before, tids >> 5, np.array([e for _, e in arrivals], dtype=np.int64))
-    wt = shared.w_tid
-    wb = np.flatnonzero(
-        np.isin(wt, tids) | ((wt >= 0) & (shared.w_stamp < before[np.maximum(wt, 0) >> 5]))
-    )
-    # a byte read by several threads of an arriving warp (tid -2) counts as the arrivals'
-    # too: the simulator would rather miss a race than report one that is not there
-    rw, rt = shared.r_warp, shared.r_tid
-    since = before[np.maximum(rw, 0)]
-    rb = np.flatnonzero(
-        (rw >= 0) & (np.isin(rt, tids) | (shared.r_stamp < since) | ((rt == -2) & (since >= 0)))
-    )
-    return wb, shared.w_tid[wb].copy(), shared.w_site[wb].copy(), rb, shared.r_site[rb].copy()
-
-
-def _clear_ordered(shared, seen) -> None:
-    wb, wt, ws, rb, rs = seen
-    same = (shared.w_tid[wb] == wt) & (shared.w_site[wb] == ws)
-    shared.w_tid[wb[same]] = -1
-    same = shared.r_site[rb] == rs
-    shared.r_warp[rb[same]] = -1
 
 
 # --------------------------------------------------------------------- statements
@@ -337,10 +93,10 @@ def compile_call(m, compiler, stmt: ir.PtxCall, text: str):
     if text.startswith("fence."):
         return lambda idx: None  # one CTA at a time: nothing for another CTA to observe
     op = "cp.async.arrive" if text.startswith("cp.") else match.group(1)
-    if match.group(3) == "::cluster":  # an arrive on a barrier of any block of the cluster
+    if match.group(4) == "::cluster":  # an arrive on a barrier of any block of the cluster
         from .sim_cluster import compile_remote_arrive
 
-        return compile_remote_arrive(m, compiler, stmt, op, match.group(2) == "cluster", Barriers)
+        return compile_remote_arrive(m, compiler, stmt, op, match.group(3) == "cluster", Barriers)
     ops = list(stmt.operands)
     done = ops.pop(0) if ops and isinstance(ops[0], ir.RegVector) else None
     if not ops or not (
@@ -354,8 +110,9 @@ def compile_call(m, compiler, stmt: ir.PtxCall, text: str):
             from ...sim.strands import Strands
 
             m.strands = Strands(m)
-        return _wait(m, stmt, addr_f, value_f, done)
-    noinc = match.group(4) is not None
+        return _wait(m, stmt, addr_f, value_f, done, match.group(2) != "relaxed")
+    noinc = match.group(5) is not None
+    ordered = match.group(2) != "relaxed"  # .relaxed arrives release nothing
     span = stmt.span
 
     def run(idx):
@@ -365,7 +122,10 @@ def compile_call(m, compiler, stmt: ir.PtxCall, text: str):
         vals = _values(value_f, idx, 1)
         copies = m.unit("cp.async") if op == "cp.async.arrive" else None
         if copies is not None:  # the arrive-on waits for all the thread's prior cp.async
-            copies.land_all(idx)
+            for a in np.unique(addr).tolist():
+                mine = idx[addr == a]
+                for site, issuer in copies.land_all(mine, bars.agent(a)):
+                    bars.deliver(a, site, issuer, "cp.async")
         if op in ("init", "inval"):
             m.shared.track_write(addr, 8, idx)
         else:
@@ -379,13 +139,13 @@ def compile_call(m, compiler, stmt: ir.PtxCall, text: str):
                 bars.expect_tx(a, v, tid)
             elif op == "arrive.expect_tx":
                 bars.expect_tx(a, v, tid)
-                bars.arrive(a, 1, tid)
+                bars.arrive(a, 1, tid, ordered)
             elif op == "cp.async.arrive":
                 if not noinc:  # the ISA's increment first: the arrive is net zero
                     bars.get(a, tid).pending += 1
                 bars.arrive(a, 1, tid)
             else:
-                bars.arrive(a, v, tid)
+                bars.arrive(a, v, tid, ordered)
 
     return run
 
@@ -403,7 +163,7 @@ def _values(f, idx, default: int) -> np.ndarray:
     return v.astype(np.uint32).astype(np.int64)
 
 
-def _wait(m, stmt, addr_f, parity_f, done):
+def _wait(m, stmt, addr_f, parity_f, done, acquire: bool):
     span = stmt.span
     out = None
     if done is not None:
@@ -461,7 +221,8 @@ def _wait(m, stmt, addr_f, parity_f, done):
                 m.span = span
         for a in np.unique(addr[ok]).tolist():
             b = bars.get(a, int(idx[0]))
-            bars.passed(b)
-            bars.record(event, b, idx[ok & (addr == a)].tolist())
+            mine = idx[ok & (addr == a)]
+            bars.passed(b, mine, acquire)
+            bars.record(event, b, mine.tolist())
 
     return run

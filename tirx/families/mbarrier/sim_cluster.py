@@ -61,6 +61,6 @@ def compile_remote_arrive(m, compiler, stmt: ir.PtxCall, op: str, releases: bool
                     bars.arrive(a, 1 if op == "arrive.expect_tx" else v, tid)
                 else:
                     who = (m.rank, tid, cluster.shared.seq) if releases else ()
-                    bars.arrive(a, 1 if op == "arrive.expect_tx" else v, tid, who)
+                    bars.arrive(a, 1 if op == "arrive.expect_tx" else v, tid, remote=who)
 
     return run

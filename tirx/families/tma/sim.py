@@ -18,14 +18,16 @@ bytes on ``mbar``.
 
 Model: the box is read from global memory at issue and the complete-tx done at once (a legal
 schedule); the bytes land in shared memory when the barrier's phase completes (maybe at once,
-when the issuing thread armed it first with ``arrive.expect_tx``), written by the issuing
-thread at the copy's line through the *async proxy* (no ``fence.proxy.async`` is needed before
-the async proxy reads them: they clear the generic-write record of :mod:`tirx.families.cp_async_bulk.sim_copies`),
-and the completed phase orders them before every waiter's later accesses
-(:meth:`tirx.families.mbarrier.sim.Barriers.complete_tx`). Until a thread has waited for that phase
-the destination belongs to the copy engine: any access, the issuing thread's too, is a fault
-naming both lines (only the wait tells a thread that the bytes are there). Issuing a copy onto bytes that
-another thread accessed since the last barrier is the usual race (a stage refilled too early).
+when the issuing thread armed it first with ``arrive.expect_tx``), written through the *async
+proxy* (no ``fence.proxy.async`` is needed before the async proxy reads them) by the
+barrier's own agent (:mod:`tirx.sim.order`), which the phase's completion releases
+(:meth:`tirx.families.mbarrier.sim.Barriers.complete_tx`). A thread sees the bytes once it
+observed that phase -- its own wait, or a barrier (or an arrive/wait chain) after a thread
+that waited; any other access, the issuing thread's too, is a fault naming both lines. Before
+the phase completes the destination belongs to the copy engine (an access is a fault naming
+the unfinished copy). Issuing a copy onto bytes another thread accessed, unordered, is the
+usual race (a stage refilled too early); a block that ends before some thread observed the
+phase is a fault too (the engine may still be writing shared memory the next block gets).
 
 A box that reads global bytes which a tensor store or bulk copy of the block has not yet
 written (no full ``cp.async.bulk.wait_group`` covered it) is a fault naming both lines: it
@@ -154,6 +156,7 @@ def compile_call(m, compiler, stmt: ir.PtxCall, text: str):
             site = m.shared.site()
             m.shared.copy_kinds[site] = (f"tensor copy {text}", _WAIT)
             at = (addr[:, None] + byte_cols[None, :]).ravel()
+            bars.deliver(int(bar[j]), site, tid, f"tensor copy {text}")
             bars.complete_tx(
                 int(bar[j]), nbytes, tid, _lander(m, at, data.astype(np.uint8).ravel(), tid, site)
             )
@@ -175,19 +178,9 @@ def _check_unwritten(region, offsets: np.ndarray, esize: int, tid: int) -> None:
 
 
 def _lander(m, at: np.ndarray, data: np.ndarray, tid: int, site: int):
-    """What writes one copy's bytes when its barrier phase completes (see the module doc)."""
+    """What writes one copy's bytes, as the barrier's agent, when its phase completes."""
 
-    def land():
-        sh = m.shared
-        p = np.full(at.size, tid, dtype=np.int32)
-        sh.data[at] = data
-        sh.written[at] = 0xFF  # still pending: a waiter's pass frees them (Barriers.passed)
-        sh.w_tid[at] = p
-        sh.w_stamp[at] = sh.epoch[tid >> 5]
-        sh.w_site[at] = site
-        sh.r_warp[at] = -1
-        if sh.proxy is not None:  # an async-proxy write: nothing for a fence to publish
-            sh.proxy.async_write(at)
-        return at, p, site
+    def land(agent: int) -> None:
+        m.shared.land_async(at, data, agent, site, tid, proxy_write=True)
 
     return land

@@ -85,6 +85,7 @@ def multicast(m, mask, addr, byte_cols, data, bar: int, nbytes: int, tid: int, t
                 "the cluster synchronizes (T.cuda.cluster_sync()) before the copy is issued",
             )
         try:
+            bars.deliver(bar, site, tid, f"tensor copy {text} (multicast by {who})")
             bars.complete_tx(bar, nbytes, tid, lander(peer, at, data.astype(np.uint8).ravel(),
                                                       tid, site))  # fmt: skip
         except Fault as e:

@@ -31,9 +31,9 @@ block, or written by the generic proxy and not fenced by its writer; the race ru
 the writers and the issuing thread; the source or destination rules of the groups (a write to
 the source before the ``.read`` wait, an access to the destination before the full wait,
 another store onto a pending destination; two reductions may overlap). Reductions land in
-issue order. Until ``tirx/sim/proxy.py`` knows a fence's place against the barriers, a fence
-after the barrier passes here as it does for the bulk copies (the proxy's ``stale`` reader
-check is the one the tensor store calls).
+issue order. A writer's fence must also be ordered before the issue -- a fence after the
+barrier that orders the writer before the issuing thread publishes too late
+(:meth:`tirx.sim.proxy.AsyncProxy.check_read`, as for the bulk copies and wgmma).
 
 Operands (the lowered IR's, tirx/ir/tensor_map.py): the map (``AddressOperand(GlobalAddress)``
 and its ``Immediate`` fields), the coordinates as ``ScalarOperand`` innermost first,
@@ -51,7 +51,7 @@ from ...ir.aligned_access import copy_access
 from ...ir.tensor_map import fields_count, tensor_map_of
 from ...sim.bulk_groups import BulkOperation, bulk_groups, byte_runs
 from ...sim.faults import Fault
-from ...sim.memory import as_index, thread_name
+from ...sim.memory import as_index
 from ...sim.pointer_alignment import check_pointer
 from ...sim.shared import line_of
 from ...sim.trace import record_copy
@@ -76,13 +76,6 @@ def swizzled(offset: np.ndarray, s: int) -> np.ndarray:
     if not s:
         return offset
     return offset ^ ((offset >> 3) & (((1 << s) - 1) << 4))
-
-
-def _fence_hint(store: str) -> str:
-    return (
-        f'put T.ptx["fence.proxy.async.shared::cta"]() after the stores at {store} (executed by '
-        "the storing threads), then T.cuda.cta_sync(), before the tensor store is issued"
-    )
 
 
 def compile_store(m, compiler, stmt: ir.PtxCall, text: str):
@@ -176,17 +169,10 @@ def _read_source(m, proxy, tid: int, addr: np.ndarray, esize: int, text: str, sp
         )
     if sh.in_flight:
         sh.check_pending(chunks, 16, t, "reads")
-    stale = proxy.stale(b)
-    if stale is not None:
-        byte, writer = stale
-        store = line_of(sh.sites[int(sh.w_site[byte])])
-        raise Fault(
-            f"the copy engine may read stale bytes: a fence.proxy.async.shared::cta between "
-            f"the stores and the tensor store is missing ({thread_name(writer)} stored "
-            f"{sh.describe(byte)} at {store}; the {text} at {line_of(span)} reads it)",
-            tid,
-            _fence_hint(store),
-        )
+    # the stores must be fenced for the async proxy, each fence ordered before this issue
+    proxy.check_read(
+        np.unique(b), np.array([tid]), f"the {text} at {line_of(span)}", "the copy engine"
+    )
     sh.track_read(b, 1, np.full(b.size, tid, dtype=np.intp))  # a barrier after the stores
     return sh.data[b].reshape(-1, esize).copy()
 

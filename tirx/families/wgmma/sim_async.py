@@ -19,15 +19,17 @@ ISA (9.7.15.4 "Async Proxy", 9.7.15.7 "wgmma.fence", "wgmma.commit_group",
   it (fault otherwise, naming the access's line).
 * wgmma reads shared memory through the async proxy: bytes stored by the generic proxy
   (stores, stmatrix, landed ``cp.async``: the ISA lists cp.async.bulk{.tensor} and wgmma as
-  async-proxy operations, not cp.async) must be followed by ``fence.proxy.async`` (or its
-  ``.shared::cta`` form) in the storing thread, the state :mod:`tirx.families.cp_async_bulk.sim_copies` keeps,
-  and by a barrier to the issuing threads (the race rules of :mod:`tirx.sim.shared`, checked
-  for each warp of the warpgroup). Bytes the async proxy wrote (TMA) need no proxy fence.
+  async-proxy operations, not cp.async) must be published by ``fence.proxy.async`` (or its
+  ``.shared::cta`` form) in the storing thread, that fence ordered before the issue
+  (:meth:`tirx.sim.proxy.AsyncProxy.check_read`), and the stores ordered before every warp
+  of the issuing warpgroup (the race rules of :mod:`tirx.sim.shared`). Bytes the async proxy
+  wrote (TMA) need no proxy fence.
 * Until the mma_async's group is waited for, the shared bytes it reads may not be written
   (a store, stmatrix, a cp.async or TMA copy issued onto them): a fault naming both lines.
-  Once every issuing thread has waited, the bytes count as read by the warpgroup's first
-  thread at the mma_async's line: its warpgroup may write them (each of its threads waited),
-  any other thread needs a barrier (or an mbarrier that thread arrived on) first.
+  Once every issuing thread has waited, the reads count as the warpgroup's tensor core's (an
+  agent of :mod:`tirx.sim.order`), observed by each thread of the warpgroup: those threads
+  may write the bytes, any other thread needs a barrier (or an mbarrier chain) after one of
+  them first.
 """
 
 from __future__ import annotations
@@ -89,7 +91,6 @@ class WgmmaState:
         self.serials = 0
         self.reading = np.zeros(size, dtype=np.int32)  # in-flight mma_asyncs reading a byte
         self.reader = np.full(size, -1, dtype=np.int32)  # the newest of them
-        self.released = np.full(size, -1, dtype=np.int32)  # first thread of the freeing wait
         self.guards: dict[int, RegisterGuard] = {}
         self.proxy = machine.shared.async_proxy()  # the tensor core reads through the async proxy
         machine.shared.observers.append(self)
@@ -100,7 +101,6 @@ class WgmmaState:
         self.live.clear()
         self.reading.fill(0)
         self.reader.fill(-1)
-        self.released.fill(-1)
         for g in self.guards.values():
             g.reset()
 
@@ -171,17 +171,24 @@ class WgmmaState:
         self._trace(stmt, WgmmaEvent.WAIT, idx, landed=completed[idx])
 
     def _release(self, op: _Op) -> None:
-        """Every issuing thread waited: the reads are done. They count as the warpgroup's
-        first thread's, at the mma_async's line, so other threads need a barrier to write."""
+        """Every issuing thread waited: the reads are done, made by the warpgroup's tensor
+        core (an agent of the simulator's order) and observed by each issuing thread; any
+        other thread needs a barrier (or an mbarrier chain) after one of them to write."""
         del self.live[op.serial]
         self.reading[op.reads] -= 1
-        m, rep = self.m, int(op.tids[0])
+        m, g = self.m, int(op.tids[0]) >> 7
+        agent = m.shared.agent(
+            ("wgmma", g),
+            f"the tensor core (warpgroup {g})",
+            "a thread of the warpgroup may write the bytes once its wgmma.wait_group covered "
+            "the mma_async; any other thread needs T.cuda.cta_sync() (or an mbarrier arrive "
+            "by a thread of the warpgroup and its own wait) after that wait",
+        )
         here, m.span = m.span, op.span
         try:
-            m.shared.track_read(op.reads, 1, np.full(op.reads.size, rep))
+            m.shared.reads_done(op.reads, agent, m.shared.site(), op.tids)
         finally:
             m.span = here
-        self.released[op.reads] = rep
 
     def issue(self, stmt, form: MmaAsync, regs, tids, descs, trans, scale_d: bool, sa, sb):
         """One warpgroup's mma_async: threads ``tids``, ``regs`` its accumulator and A's
@@ -322,19 +329,10 @@ class WgmmaState:
         if sh.in_flight:
             sh.check_pending(chunks, 16, np.full(chunks.size, t0), "reads")
         reads = np.unique((chunks[:, None] + np.arange(16)).ravel())
-        stale = self.proxy.stale(reads)
-        if stale is not None:
-            b, writer = stale
-            store = line_of(sh.sites[int(sh.w_site[b])])
-            raise Fault(
-                f"the tensor core may read stale bytes: the wgmma.mma_async at "
-                f"{line_of(stmt.span)} reads {sh.describe(b)}, which {thread_name(writer)} stored at "
-                f"{store} through the generic proxy with no fence.proxy.async after it",
-                t0,
-                f'put T.ptx["fence.proxy.async.shared::cta"]() after the stores at {store} '
-                "(executed by the storing threads), then T.cuda.cta_sync(), before the mma_async",
-            )
         reps = tids[::32]  # one thread per warp: a writer must be ordered before every warp
+        self.proxy.check_read(
+            reads, reps, f"the wgmma.mma_async at {line_of(stmt.span)}", "the tensor core"
+        )
         sh.check_read(np.tile(chunks, reps.size), 16, np.repeat(reps, chunks.size))
         return reads
 
@@ -353,15 +351,6 @@ class WgmmaState:
                 int(p[k]),
                 f"{_WAIT_HINT}, then T.cuda.cta_sync() if other threads write the bytes",
             )
-        # a thread of the warpgroup whose wait freed the bytes is ordered after the reads
-        mine = (self.released[b] >= 0) & (self.released[b] >> 7 == p >> 7)
-        if mine.any():
-            sh = self.m.shared
-            own = b[mine]
-            rep = self.released[own]
-            still = (sh.r_warp[own] == rep >> 5) & (sh.r_tid[own] == rep)
-            sh.r_warp[own[still]] = -1
-            self.released[own] = -1
 
     def _reader_of(self, byte: int) -> _Op:
         """An in-flight mma_async reading ``byte``: the newest, or (when that one's warpgroup

@@ -1,0 +1,106 @@
+"""The kernels tests/sync_fuzz.py edits: the pipelined examples, lowered, at sizes where every
+pipeline wraps around its stages (so a missing wait or barrier meets a stage being reused),
+each with its inputs (outputs pre-filled with NaN, so a missing write shows)."""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from tirx.ir import nodes as ir
+
+__all__ = ["Kernel", "KERNELS"]
+
+
+@dataclass(frozen=True)
+class Kernel:
+    """A pipelined example, lowered, and its inputs (outputs pre-filled with NaN or a
+    pattern, so a missing write shows)."""
+
+    name: str
+    build: Callable[[], ir.Function]
+    inputs: Callable[[], list]
+
+
+def _ints(shape, seed, dtype=np.float16):
+    rng = np.random.default_rng(seed)
+    return rng.integers(-2, 3, size=shape).astype(dtype)
+
+
+def _gemm_inputs(M, N, K):
+    def inputs():
+        return [_ints((M, K), 1), _ints((N, K), 2), np.full((M, N), np.nan, np.float32)]
+
+    return inputs
+
+
+def _lowered(kernel) -> ir.Function:
+    import tirx
+
+    return tirx.compile(kernel, target="sim").lowered
+
+
+def _gemm_pipelined():
+    from tirx.examples.gemm_pipelined import GemmConfig, make_gemm_pipelined
+
+    return _lowered(make_gemm_pipelined(128, 128, 256, "float16", GemmConfig(), sms=1))
+
+
+def _gemm_pipelined_bulk():
+    from tirx.examples.gemm_pipelined import GemmConfig, make_gemm_pipelined
+
+    cfg = GemmConfig(bulk_store=True)
+    return _lowered(make_gemm_pipelined(128, 128, 256, "float16", cfg, sms=1))
+
+
+def _gemm_wgmma(loads: str):
+    def build():
+        from tirx.examples.gemm_wgmma import make_gemm_wgmma
+
+        stages = 3 if loads == "cp.async" else 2
+        return _lowered(make_gemm_wgmma(256, 128, 256, "float16", stages, loads))
+
+    return build
+
+
+def _tma_pipeline():
+    from tests.tma_kernels import pipeline_kernel
+
+    return _lowered(pipeline_kernel(Path(tempfile.mkdtemp(prefix="sync_fuzz_")), K=4))
+
+
+def _tma_inputs():
+    a = (np.arange(4 * 32 * 64) % 23).reshape(4 * 32, 64).astype(np.float16)
+    return [a, np.full((128, 16), np.nan, np.float32)]
+
+
+def _attention():
+    from tirx.examples.attention_mma import make_attention
+
+    return _lowered(make_attention(1, 1, 1, 64, 192, 64, "float16", causal=False))
+
+
+def _attention_inputs():
+    rng = np.random.default_rng(3)
+    q = rng.standard_normal((1, 1, 64, 64)).astype(np.float16)
+    k, v = (rng.standard_normal((1, 1, 192, 64)).astype(np.float16) for _ in range(2))
+    o = np.full((1, 1, 64, 64), np.nan, np.float16)
+    lse = np.full((1, 1, 64), np.nan, np.float32)
+    return [q, k, v, o, lse, 0.125]
+
+
+KERNELS: dict[str, Kernel] = {
+    k.name: k
+    for k in (
+        Kernel("gemm_pipelined", _gemm_pipelined, _gemm_inputs(128, 128, 256)),
+        Kernel("gemm_pipelined.bulk", _gemm_pipelined_bulk, _gemm_inputs(128, 128, 256)),
+        Kernel("gemm_wgmma.cp_async", _gemm_wgmma("cp.async"), _gemm_inputs(256, 128, 256)),
+        Kernel("gemm_wgmma.tma", _gemm_wgmma("tma"), _gemm_inputs(256, 128, 256)),
+        Kernel("tma_pipeline", _tma_pipeline, _tma_inputs),
+        Kernel("attention_mma", _attention, _attention_inputs),
+    )
+}

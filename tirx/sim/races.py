@@ -1,0 +1,198 @@
+"""The race checks of shared memory: every access is checked against the accesses before it
+that the happens-before order of :mod:`tirx.sim.order` does not put before it.
+
+Per byte the simulator keeps the last write (who made it -- a thread, or an agent: the copies
+that complete on one mbarrier, ... -- when, and at which line) and the reads and atomic updates
+since (:class:`tirx.sim.accesses.Accesses`). An access by thread ``p`` conflicts with
+
+* the last write, unless that write is ``p``'s or ordered before ``p``;
+* for a write or an atomic, every read since, unless ordered before ``p``; for a plain access,
+  every atomic update since, likewise (two atomics never race).
+
+Ordered before ``p`` means: a chain of release/acquire synchronizations from the other access
+to ``p`` -- ``cta_sync`` (which clears the records of threads' accesses: every one of them is
+then ordered before every thread), a warp barrier within a warp, an mbarrier phase the other
+thread arrived on (after its access) and ``p`` observed, and such chains of them; for an
+agent's access, a wait of ``p`` (or of a thread ``p`` is ordered after) that observed the
+agent's completion. The check is exact for the first conflicting pair, which is all the
+simulator reports, naming both threads (or the asynchronous unit) and both lines.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .accesses import Accesses
+from .faults import Fault
+from .memory import first, thread_name
+from .order import Order
+
+__all__ = ["Races", "line_of", "race_hint"]
+
+
+def line_of(span) -> str:
+    """``line N`` of a statement's span (``an unknown line`` when it has none)."""
+    return f"line {span.line}" if span is not None else "an unknown line"
+
+
+def race_hint(first, second, same_warp: bool) -> str:
+    """The fix for a race between the accesses at spans ``first`` (earlier) and ``second``."""
+    where = f"between {line_of(first)} and {line_of(second)}"
+    if same_warp:
+        return f"put T.cuda.cta_sync() (or T.cuda.warp_sync() within one warp) {where}"
+    return (
+        f"put T.cuda.cta_sync() {where} (the threads are in different warps, so "
+        f"T.cuda.warp_sync() does not order them)"
+    )
+
+
+class Races:
+    """The access records of the block's shared memory (``memory``: its
+    :class:`tirx.sim.shared.SharedMemory`, for names, lines and the asynchronous copies)."""
+
+    def __init__(self, memory, size: int, threads: int):
+        self.memory = memory
+        self.order = Order(threads)
+        self.width = self.order.width
+        self.w_who = np.full(size, -1, dtype=np.int32)
+        self.w_time = np.zeros(size, dtype=np.int32)
+        self.w_site = np.zeros(size, dtype=np.int32)
+        self.readers = Accesses(size, self.order)
+        self.atomics = Accesses(size, self.order)
+        self.agent_written = 0  # bytes an agent wrote last (they outlive CTA barriers)
+        self.hints: dict[int, str] = {}  # agent column -> how a thread observes its work
+        self.scratch = np.zeros(size, dtype=np.int64)
+
+    def reset(self) -> None:
+        self.order.reset()
+        self.w_who.fill(-1)
+        self.agent_written = 0
+        self.readers.clear()
+        self.atomics.clear()
+
+    def barrier(self) -> None:
+        """A CTA barrier: every thread's access so far is ordered before every thread; an
+        agent's, when some thread had observed it before the barrier."""
+        self.order.cta_barrier()
+        if self.agent_written:
+            who = self.w_who
+            agent = who >= self.width
+            seen = self.order.vc[0, np.where(agent, who, 0)] > self.w_time
+            keep = agent & ~seen
+            who[~keep] = -1
+            self.agent_written = int(np.count_nonzero(keep))
+        else:
+            self.w_who.fill(-1)
+        self.readers.clear()
+        self.atomics.clear()
+
+    def agent(self, key, name: str, hint: str) -> int:
+        """The order's column of an asynchronous unit (``name`` and ``hint`` for messages)."""
+        col = self.order.agent(key, name)
+        self.hints[col] = hint
+        return col
+
+    # ------------------------------------------------------------------------ checks
+
+    def check_writer(self, b, p, verb: str) -> None:
+        """Fault if the last write of one of bytes ``b`` is not ordered before ``p``."""
+        who = self.w_who[b]
+        bad = ~self.order.ordered(p, who, self.w_time[b])
+        if bad.any():
+            k = first(bad)
+            w = int(who[k])
+            if w >= self.width:
+                raise self._unobserved(b, p, k, verb, w)
+            raise self.race(b, p, k, verb, f"{thread_name(w)} wrote", w, self.w_site[b[k]])
+
+    def check_accesses(self, accesses: Accesses, b, p, verb: str, what: str) -> None:
+        """Fault if one of ``accesses`` (reads, or atomic updates: ``what``) of bytes ``b`` is
+        not ordered before ``p``."""
+        found = accesses.first_unordered(b, p)
+        if found is None:
+            return
+        k, who, site = found
+        if who >= self.width:
+            name = self.order.names[who]
+            raise Fault(
+                f"shared-memory race: {thread_name(int(p[k]))} {verb} "
+                f"{self.memory.describe(int(b[k]))} at {line_of(self.memory.where())}, which "
+                f"{name} {what} at {line_of(self.memory.sites[site])}, and this thread is not "
+                f"ordered after that",
+                int(p[k]),
+                self.hints[who],
+            )
+        if who >= 0:
+            other, tid = f"{thread_name(who)} {what}", who
+        else:
+            other, tid = f"threads of warp {-who - 1} {what}", 32 * (-who - 1)
+        raise self.race(b, p, k, verb, other, tid, site)
+
+    def race(self, b, p, k: int, verb: str, other: str, other_tid: int, other_site) -> Fault:
+        mem = self.memory
+        here, there = mem.where(), mem.sites[int(other_site)]
+        same_warp = other_tid >= 0 and other_tid >> 5 == int(p[k]) >> 5
+        return Fault(
+            f"shared-memory race: {thread_name(int(p[k]))} {verb} {mem.describe(int(b[k]))} at "
+            f"{line_of(here)}, which {other} at {line_of(there)} with no barrier in between",
+            int(p[k]),
+            race_hint(there, here, same_warp),
+        )
+
+    def _unobserved(self, b, p, k: int, verb: str, agent: int) -> Fault:
+        """Thread ``p[k]`` accesses a byte an asynchronous copy delivered, unordered."""
+        mem = self.memory
+        site = int(self.w_site[b[k]])
+        name, hint = mem.copy_kinds.get(site, ("cp.async", None))
+        issuer = mem.issuers.get(site)
+        by = f" issued by {thread_name(issuer)}" if issuer is not None else ""
+        return Fault(
+            f"shared-memory race: {thread_name(int(p[k]))} {verb} {mem.describe(int(b[k]))} at "
+            f"{line_of(mem.where())}, the destination of the {name} at "
+            f"{line_of(mem.sites[site])}{by}, whose completion this thread has not observed "
+            f"(its own wait, or a barrier after a thread that waited)",
+            int(p[k]),
+            hint or self.hints[agent],
+        )
+
+    # --------------------------------------------------------------------- recording
+
+    def read(self, b, p, site: int) -> None:
+        self.check_writer(b, p, "reads")
+        self.check_accesses(self.atomics, b, p, "reads", "atomically updated")
+        self.readers.record(b, p, site)
+
+    def write(self, b, p, site: int, record: bool) -> None:
+        self.check_writer(b, p, "writes")
+        self.check_accesses(self.atomics, b, p, "writes", "atomically updated")
+        self.check_accesses(self.readers, b, p, "writes", "read")
+        scratch = self.scratch
+        scratch[b] = p
+        bad = scratch[b] != p
+        if bad.any():
+            k = first(bad)
+            other = int(scratch[b[k]])
+            raise self.race(
+                b, p, k, "writes", f"{thread_name(other)} also writes in the same step", other,
+                site,
+            )  # fmt: skip
+        if record:
+            self.set_writer(b, p, site)
+
+    def atomic(self, b, p, site: int) -> None:
+        verb = "atomically updates"
+        self.check_writer(b, p, verb)
+        self.check_accesses(self.readers, b, p, verb, "read")
+        self.atomics.record(b, p, site)
+
+    def set_writer(self, b, who, site: int) -> None:
+        """Bytes ``b`` are written now by ``who`` (threads, or one agent column)."""
+        if self.agent_written:
+            self.agent_written -= int(np.count_nonzero(self.w_who[b] >= self.width))
+        self.w_who[b] = who
+        self.w_time[b] = self.order.now
+        self.w_site[b] = site
+        if np.ndim(who) == 0 and who >= self.width:
+            self.agent_written += b.size
+        self.readers.forget(b)
+        self.atomics.forget(b)
