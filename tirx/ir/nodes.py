@@ -540,9 +540,21 @@ class PtxCall(Stmt):
 
 @dataclass(frozen=True)
 class LaunchConfig:
+    """The launch shape. ``sms_grid``: the grid's x is the device's multiprocessor count,
+    known only when the kernel is launched (``T.cuda.LaunchConfig(grid="sms")``); ``grid[0]``
+    is then 0 until :meth:`resolved` puts the count there."""
+
     grid: tuple[int, int, int]
     block: tuple[int, int, int]
     dynamic_smem_bytes: int = 0
+    sms_grid: bool = False
+
+    def resolved(self, sms: int) -> LaunchConfig:
+        """The launch with the grid's x set to ``sms`` multiprocessors (itself when its grid
+        does not depend on them)."""
+        if not self.sms_grid:
+            return self
+        return LaunchConfig((sms, *self.grid[1:]), self.block, self.dynamic_smem_bytes)
 
 
 Param = Buffer | Var

@@ -141,11 +141,17 @@ class _Ptx:
 
 @dataclass(frozen=True)
 class LaunchSpec:
-    """``T.cuda.LaunchConfig(grid=..., block=..., dynamic_smem_bytes=0)``."""
+    """``T.cuda.LaunchConfig(grid=..., block=..., dynamic_smem_bytes=0)``. ``sms_grid``: the
+    grid's x is ``"sms"``, the GPU's multiprocessor count, known at launch (``grid[0]`` is 0)."""
 
     grid: tuple[int, int, int]
     block: tuple[int, int, int]
     dynamic_smem_bytes: int = 0
+    sms_grid: bool = False
+
+
+#: ``grid="sms"`` (or ``("sms", y, z)``): one block per multiprocessor of the GPU in x
+SMS = "sms"
 
 
 # The CUDA programming guide's limits, the same on every architecture tirx targets
@@ -174,8 +180,25 @@ def _dim3(name: str, v, limits) -> tuple[int, int, int]:
     return v
 
 
+def _grid(v) -> tuple[tuple[int, int, int], bool]:
+    """The grid and whether its x is the multiprocessor count (``"sms"``, 0 until launch)."""
+    if isinstance(v, str):
+        v = (v,)
+    words = [x for x in v if isinstance(x, str)] if isinstance(v, (tuple, list)) else []
+    if not words:
+        return _dim3("grid", v, GRID_LIMITS), False
+    if words != [SMS] or v[0] != SMS:
+        raise TirxSyntaxError(
+            f"grid {v!r}: the one word a grid takes is {SMS!r}, as its x",
+            hint='grid="sms" launches one block per multiprocessor of the GPU (a persistent '
+            'kernel), grid=("sms", 2) two rows of them; T.cuda.grid_dim("x") is that count',
+        )
+    _, gy, gz = _dim3("grid", (1, *v[1:]), GRID_LIMITS)
+    return (0, gy, gz), True
+
+
 def _launch_config(grid=1, block=32, dynamic_smem_bytes=0) -> LaunchSpec:
-    grid3, block3 = _dim3("grid", grid, GRID_LIMITS), _dim3("block", block, BLOCK_LIMITS)
+    (grid3, sms_grid), block3 = _grid(grid), _dim3("block", block, BLOCK_LIMITS)
     threads = block3[0] * block3[1] * block3[2]
     if threads > MAX_THREADS_PER_BLOCK:
         raise TirxSyntaxError(
@@ -184,7 +207,7 @@ def _launch_config(grid=1, block=32, dynamic_smem_bytes=0) -> LaunchSpec:
         )
     if not isinstance(dynamic_smem_bytes, int) or dynamic_smem_bytes < 0:
         raise TirxSyntaxError("dynamic_smem_bytes must be a non-negative int")
-    return LaunchSpec(grid3, block3, dynamic_smem_bytes)
+    return LaunchSpec(grid3, block3, dynamic_smem_bytes, sms_grid)
 
 
 # Thread-index helpers of ``T.cuda``: the warpgroup is 4 consecutive warps (128 threads), as

@@ -147,7 +147,9 @@ class Parser:
                 "T.device_entry takes launch=T.cuda.LaunchConfig(grid=..., block=...)",
                 self.span(call),
             )
-        self.b.launch = ir.LaunchConfig(launch.grid, launch.block, launch.dynamic_smem_bytes)
+        self.b.launch = ir.LaunchConfig(
+            launch.grid, launch.block, launch.dynamic_smem_bytes, launch.sms_grid
+        )
 
     # ----------------------------------------------------------------- statements
 

@@ -243,6 +243,8 @@ class _Emitter(Walker):
             return f"((int)blockIdx.{axis})"
         if s.kind is ir.Builtin.BLOCK_DIM:
             return str(self.block[s.dim])
+        if s.dim == 0 and self.fn.launch.sms_grid:  # grid="sms": sized at launch
+            return "((int)gridDim.x)"
         return str(self.grid[s.dim])
 
     def binop(self, b: ir.BinOp, a: str, c: str) -> str:
