@@ -582,6 +582,10 @@ class Function:
     arch_specific: bool = False
     # lowered: the body has TMA tensor copies, whose maps are hidden parameters (tensor_map.py)
     tensor_maps: bool = False
+    # lowered: the registers per thread the kernel's launch reserves, when the kernel must know
+    # them (setmaxnreg moves registers between warps of a pool of that size); codegen then
+    # writes __launch_bounds__(threads, 1), for which ptxas allocates exactly this many
+    launch_registers: int | None = None
 
 
 # Builders live in build.py; re-exported here so ``nodes.binop`` etc. keep working.

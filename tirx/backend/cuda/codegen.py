@@ -547,8 +547,11 @@ def generate(fn: ir.Function) -> str:
     if by > 1 or bz > 1:
         tid = f"(int)(threadIdx.x + {bx} * (threadIdx.y + {by} * threadIdx.z))"
     out = [_PRELUDE.format(version=CODEGEN_VERSION) + (tensor_maps.PRELUDE if maps else "")]
+    # a kernel that moves registers between warpgroups (setmaxnreg) runs one block per
+    # multiprocessor: ptxas then knows the count each thread has at entry (Function docs)
+    bounds = f"{threads}, 1" if fn.launch_registers is not None else f"{threads}"
     out.append(
-        f'extern "C" __global__ void __launch_bounds__({threads}) {fn.name}({", ".join(params)}) {{'
+        f'extern "C" __global__ void __launch_bounds__({bounds}) {fn.name}({", ".join(params)}) {{'
     )
     if fn.shared_bytes:
         align = max([128, *(b.align for b in fn.shared_offsets)])  # a TMA box's swizzle repeat
