@@ -230,6 +230,17 @@ def test_a_role_chosen_at_run_time_counts_for_every_warpgroup(tmp_path):
         tirx.compile(kernel(tmp_path, indent(body), params=", split: T.int32"), "sim")
 
 
+def test_the_branches_are_followed_through_long_chains_and_loops(tmp_path):
+    # an elif chain of 1500 arms: the check follows it without recursion
+    arms = "\n".join(f"elif tid == {10_000 + i}:\n    A[0] = T.float32({i})" for i in range(1500))
+    chain = "if tid == 9999:\n    A[0] = T.float32(0)\n" + arms + "\nelse:\n    T.ptx[DEC](40)"
+    tirx.compile(kernel(tmp_path, indent(chain)), "sim")
+    # a loop of one iteration runs its call once; a barrier in the loop separates iterations
+    tirx.compile(kernel(tmp_path, indent("for i in range(1):\n    T.ptx[DEC](40)")), "sim")
+    body = "for i in range(3):\n    T.ptx[DEC](40)\n    T.cuda.cta_sync()"
+    tirx.compile(kernel(tmp_path, indent(body)), "sim")
+
+
 # ------------------------------------------------------------------------ the simulator
 
 

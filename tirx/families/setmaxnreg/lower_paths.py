@@ -60,23 +60,32 @@ class _Paths:
         self.values = _Values(fn)
         self.relevant: dict[int, bool] = {}
 
-    def matters(self, s) -> bool:
-        """Whether ``s`` holds a setmaxnreg or a CTA barrier (anything else is skipped)."""
+    def holds(self, s) -> int:
+        """0: ``s`` holds neither a setmaxnreg nor a CTA barrier (it is skipped); 1: barriers
+        only; 2: a setmaxnreg."""
         hit = self.relevant.get(id(s))
         if hit is None:
-            hit = self.relevant[id(s)] = any(
-                is_setmaxnreg(n) or _is_cta_barrier(n) for n in walk(s)
-            )
+            hit = 0
+            for n in walk(s):
+                if is_setmaxnreg(n):
+                    hit = 2
+                    break
+                if _is_cta_barrier(n):
+                    hit = 1
+            self.relevant[id(s)] = hit
         return hit
 
     def note(self, call, sure: list[int], maybe: list[int]) -> None:
         for tids, flag in ((sure, False), (maybe, True)):
             event = Event(call, flag)
             for t in tids:
-                self.events[t].append(event)
+                mine = self.events[t]
+                if call is None and mine and mine[-1] == event:
+                    continue  # barriers in a row are one synchronization
+                mine.append(event)
 
     def run(self, s, sure: list[int], maybe: list[int]) -> None:
-        if not (sure or maybe) or not self.matters(s):
+        if not (sure or maybe) or not self.holds(s):
             return
         if isinstance(s, ir.Seq):
             for x in s.stmts:
@@ -93,23 +102,36 @@ class _Paths:
                 return
             if trips is None:
                 sure, maybe = [], sure + maybe
-            for _ in range(1 if trips == 1 else 2):
+            # a second pass only matters for a setmaxnreg: it meets the one of the iteration
+            # before
+            again = trips != 1 and self.holds(s.body) == 2
+            for _ in range(2 if again else 1):
                 self.run(s.body, sure, maybe)
         elif isinstance(s, ir.While):
-            for _ in range(2):
+            for _ in range(2 if self.holds(s.body) == 2 else 1):
                 self.run(s.body, [], sure + maybe)
 
     def branch(self, s: ir.If, sure: list[int], maybe: list[int]) -> None:
-        taken = self.values.of(s.cond)
-        if taken is None:
-            self.run(s.then_body, [], sure + maybe)
+        """An ``if``/``elif`` chain, link by link (a chain of thousands needs no recursion)."""
+        while s is not None:
+            try:
+                taken = self.values.of(s.cond)
+            except RecursionError:  # a condition deeper than Python evaluates: not known
+                taken = None
+            if taken is None:  # either way: the rest of the chain is maybe too
+                sure, maybe = [], sure + maybe
+                self.run(s.then_body, sure, maybe)
+            else:
+                self.run(s.then_body, [t for t in sure if taken[t]], [t for t in maybe if taken[t]])
+                sure, maybe = [t for t in sure if not taken[t]], [t for t in maybe if not taken[t]]
+            if not (sure or maybe):
+                return
+            if isinstance(s.else_body, ir.If):
+                s = s.else_body
+                continue
             if s.else_body is not None:
-                self.run(s.else_body, [], sure + maybe)
+                self.run(s.else_body, sure, maybe)
             return
-        self.run(s.then_body, [t for t in sure if taken[t]], [t for t in maybe if taken[t]])
-        if s.else_body is not None:
-            rest = [t for t in sure if not taken[t]], [t for t in maybe if not taken[t]]
-            self.run(s.else_body, *rest)
 
 
 def _is_cta_barrier(node) -> bool:
