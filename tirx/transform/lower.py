@@ -59,7 +59,7 @@ def lower_function(fn: ir.Function, arch: int = 80) -> ir.Function:
     )  # fmt: skip
     # the families the kernel uses (a node class or an instruction of theirs) decide what they
     # decide about the kernel as a whole (setmaxnreg: the registers its launch reserves)
-    rows = lowerer.families | {catalog.row_of_ptx(t) for t in lowerer.instructions}
+    rows = (lowerer.families | {catalog.row_of_ptx(t) for t in lowerer.instructions}) - {None}
     for row in sorted(rows, key=lambda r: r.folder):
         finish = catalog.rule(row, "lower", "finish_kernel")
         if finish is not None:
