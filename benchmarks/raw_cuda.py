@@ -37,7 +37,6 @@ def tensor_map_2d(t, box_rows: int, box_cols: int = 64):
     ``shared_layout(..., "swizzle")`` for 64-wide K tiles), as a kernel argument's bytes:
     encoded by tirx's launcher encoder (``tirx.backend.cuda.tensor_maps.encode_tiled``)."""
     from tirx.backend.cuda.tensor_maps import encode_tiled
-
     from tirx.ir.tensor_map import TensorMapFields
 
     rows, cols = t.shape

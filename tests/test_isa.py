@@ -122,7 +122,7 @@ def test_the_forms_the_brief_asks_for_are_there():
     others = (
         *("cp.async", "cp.reduce.async", "fence.proxy", "mbarrier", "fence.mbarrier_init"),
         *("wgmma", "movmatrix", "barrier.cluster", "mapa", "ld.shared::cluster"),
-        "st.shared::cluster",
+        *("st.shared::cluster", "setmaxnreg"),
     )
     assert len([t for t in forms if not t.startswith(others)]) == 36
 
@@ -184,7 +184,13 @@ _WGMMA = [t for t in isa.supported_forms() if t.startswith("wgmma.mma_async")]
     [
         t
         for t in isa.supported_forms()
-        if not ("cp.async" in t or "cp.reduce.async" in t or "mbarrier" in t or "wgmma" in t)
+        if not (
+            "cp.async" in t
+            or "cp.reduce.async" in t
+            or "mbarrier" in t
+            or "wgmma" in t
+            or "setmaxnreg" in t
+        )
         and "cluster" not in t
         and not t.startswith("mapa")
     ]

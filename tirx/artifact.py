@@ -136,6 +136,8 @@ def _manifest(exe, images) -> dict:
     from .version import __version__
 
     grid, block, smem = exe.launch_dims
+    if exe.lowered.launch.sms_grid:  # sized where it is loaded, not where it was saved
+        grid = exe.lowered.launch.grid
     sig = exe.signature
     aligned = [
         {"param": r.name, "bytes": r.nbytes, "access": r.kind.value, "what": r.what}
@@ -166,10 +168,14 @@ def _manifest(exe, images) -> dict:
 
 
 def _cluster(exe) -> dict:
-    """``{"cluster": [x, y, z]}``, the cluster shape each launch asks for; ``{}`` for a kernel
-    launched without clusters."""
-    cluster = exe.lowered.launch.cluster
-    return {"cluster": list(cluster)} if cluster is not None else {}
+    """``{"cluster": [x, y, z]}``, the cluster shape each launch asks for (``{}`` for a kernel
+    launched without clusters), and ``{"sms_grid": true}`` for a ``grid="sms"`` kernel, whose
+    grid's x the loading machine sets to its multiprocessor count."""
+    launch = exe.lowered.launch
+    out = {"cluster": list(launch.cluster)} if launch.cluster is not None else {}
+    if launch.sms_grid:
+        out["sms_grid"] = True
+    return out
 
 
 def sha256_hex(data: bytes) -> str:

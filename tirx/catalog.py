@@ -11,7 +11,10 @@ stage they serve:
                the scalar operands a raw ``T.ptx`` call takes for one argument
 ``lower.py``   lowering rules for the family's IR node classes (``enter_X``/``leave_X`` of
                :mod:`tirx.transform.lower`), and optionally ``check(body, arch)``, run once
-               over a lowered body that holds one of them
+               over a lowered body that holds one of them, and ``finish_kernel(fn, arch)``,
+               run once over a lowered kernel that holds one of them or one of the family's
+               PTX instructions: it returns the kernel with what the family decides about it
+               as a whole (setmaxnreg: the registers its launch reserves)
 ``cuda.py``    the CUDA of the family's PTX calls (``emit(gen, call)``), codegen rules for its
                node classes (``leave_X`` for expressions, ``visit_X`` for statements) and
                optionally ``PRELUDE``, helper functions its C calls
@@ -123,6 +126,8 @@ ROWS: tuple[Row, ...] = (
         cuda_names=("wgmma.encode_matrix_descriptor", "wgmma_encode_matrix_descriptor"),
         tile_params=("scale_d", "scale_a", "scale_b"),
     ),  # fmt: skip
+    # Hopper's register reallocation between warpgroups (warp specialization)
+    Row("setmaxnreg", ("isa", "lower", "cuda", "sim"), ptx=("setmaxnreg",)),
     # Hopper's tensor copies (TMA)
     Row(
         "tma",

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import time
 import weakref
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from . import frontend_cache
 from .errors import TirxError
@@ -54,9 +54,12 @@ _MEMO: weakref.WeakKeyDictionary[KernelFunction, _Memo] = weakref.WeakKeyDiction
 _GENERATION = 0
 
 
-def compile(func, target=None) -> Executable:  # noqa: A001 - the public name SPEC asks for
+def compile(func, target=None, *, sms: int | None = None) -> Executable:  # noqa: A001
     """Compile a ``@T.function`` kernel for ``target`` ("cuda", "cuda -arch=sm_90", "sim",
     a :class:`tirx.Target`, or None: the GPU when one is visible, else the simulator).
+
+    ``sms``: the multiprocessor count a ``grid="sms"`` kernel is launched for (the target's
+    ``-sms=N``); by default the GPU's own, and 132 (the H200's) on the simulator.
 
     ``exe.cache`` is ``"hit"`` when the compiled code came from a cache (this process's
     memory, or the disk cache for the cuda target) and ``"miss"`` when it was built now.
@@ -75,6 +78,8 @@ def compile(func, target=None) -> Executable:  # noqa: A001 - the public name SP
             hint="decorate the kernel with @T.function",
         )
     target = Target.parse(target)
+    if sms is not None:
+        target = replace(target, sms=sms)
     memo = _memo_of(func)
     known = memo.executables.get(target)
     if known is not None:

@@ -342,9 +342,19 @@ class SimExecutable(Executable):
     ``source``, ``ptx`` and ``sass`` are the CUDA build of the same lowered program for the
     arch the simulator models (``target.arch``, sm_90), made with NVRTC the first time one of
     them is read (no GPU needed), so that compiling for the simulator stays as quick as it is.
+
+    A ``grid="sms"`` kernel's grid is fixed here: ``target.sms`` multiprocessors, else
+    :data:`~tirx.target.SIM_SMS`; ``exe.lowered`` holds that grid.
     """
 
     def __init__(self, kernel, lowered, target, timings):
+        if lowered.launch.sms_grid:  # grid="sms": the simulated GPU's multiprocessors
+            from dataclasses import replace
+
+            from .target import SIM_SMS
+
+            sms = target.sms or SIM_SMS
+            lowered = replace(lowered, launch=lowered.launch.resolved(sms))
         super().__init__(kernel, lowered, target, timings)
         self.checker = ArgChecker(lowered, "cpu")
         self.last_run = None

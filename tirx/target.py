@@ -8,9 +8,13 @@ from dataclasses import dataclass, field
 from .dtypes import StrKind
 from .errors import TirxError
 
-__all__ = ["Target", "TargetKind"]
+__all__ = ["Target", "TargetKind", "SIM_SMS"]
 
 _ARCH = re.compile(r"^sm_(\d+)a?$")
+
+#: the multiprocessors the simulator gives a ``grid="sms"`` kernel unless told otherwise: the
+#: H200's 132, the GPU this project measures on (docs/semantics.md, "Launch")
+SIM_SMS = 132
 
 
 class TargetKind(StrKind):
@@ -32,15 +36,28 @@ class Target:
     made directly): such a compile never touches the CUDA driver, and its module is loaded at
     the first launch. Without it the arch came from probing the GPU, and a visible GPU loads the
     module at compile time. (Not part of equality: both name the same code.)
+
+    ``sms`` is the multiprocessor count a ``grid="sms"`` kernel is launched for (``-sms=N``, or
+    ``tirx.compile(..., sms=N)``); None: the GPU's own count for cuda, :data:`SIM_SMS` for the
+    simulator.
     """
 
     kind: TargetKind
     arch: str = "sm_90"
     auto: bool = False
     arch_given: bool = field(default=True, compare=False, repr=False)
+    sms: int | None = None
 
     def __post_init__(self):
         object.__setattr__(self, "kind", TargetKind(self.kind))  # Target("sim") works too
+        if self.sms is not None and (
+            not isinstance(self.sms, int) or isinstance(self.sms, bool) or not 1 <= self.sms < 2**31
+        ):
+            raise TirxError(
+                f"sms must be a positive int (multiprocessors), got {self.sms!r}",
+                hint='e.g. tirx.compile(kernel, target="sim", sms=4): a grid="sms" kernel '
+                "then runs 4 blocks",
+            )
 
     @property
     def arch_number(self) -> int:
@@ -48,6 +65,7 @@ class Target:
 
     def __str__(self) -> str:
         text = "sim" if self.kind is TargetKind.SIM else f"cuda -arch={self.arch}"
+        text += f" -sms={self.sms}" if self.sms is not None else ""
         return text + (" (auto)" if self.auto else "")
 
     @staticmethod
@@ -72,12 +90,25 @@ class Target:
                 f"unknown target {spec!r}",
                 hint='use "cuda", "cuda -arch=sm_90", "sim", or None to choose automatically',
             )
+        sms = None
+        rest = []
+        for w in words[1:]:
+            if w.startswith("-sms="):
+                value = w[len("-sms=") :]
+                if not value.isdigit() or int(value) < 1:
+                    raise TirxError(f"bad target option {w!r}", hint="e.g. -sms=4")
+                sms = int(value)
+            else:
+                rest.append(w)
         if words[0] == "sim":
-            if len(words) > 1:
-                raise TirxError(f"the sim target takes no options, got {spec!r}")
-            return Target(TargetKind.SIM, "sm_90", auto)
+            if rest:
+                raise TirxError(
+                    f"the sim target takes no options but -sms=N, got {spec!r}",
+                    hint='e.g. "sim" or "sim -sms=4"',
+                )
+            return Target(TargetKind.SIM, "sm_90", auto, sms=sms)
         arch, given = None, True
-        for w in words[1:]:  # (string tests: a regex compiled here costs 0.2 ms per process)
+        for w in rest:  # (string tests: a regex compiled here costs 0.2 ms per process)
             if not w.startswith("-arch=") or not _ARCH.match(w[len("-arch=") :]):
                 raise TirxError(f"unknown cuda target option {w!r}", hint="e.g. -arch=sm_90")
             arch = w[len("-arch=") :]
@@ -88,4 +119,4 @@ class Target:
             arch, given = arch or "sm_80", False
         if int(_ARCH.match(arch).group(1)) < 80:
             raise TirxError(f"tirx needs sm_80 or newer, got {arch}")
-        return Target(TargetKind.CUDA, arch, auto, given)
+        return Target(TargetKind.CUDA, arch, auto, given, sms)

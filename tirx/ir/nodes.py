@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 
 from ..dtypes import DType, StrKind, dtype_of
 from ..errors import Span
+from .launch import LaunchConfig
 
 I32 = dtype_of("int32")
 U32 = dtype_of("uint32")
@@ -543,18 +544,6 @@ class PtxCall(Stmt):
 # ----------------------------------------------------------------------------- function
 
 
-@dataclass(frozen=True)
-class LaunchConfig:
-    grid: tuple[int, int, int]
-    block: tuple[int, int, int]
-    dynamic_smem_bytes: int = 0
-    cluster: tuple[int, int, int] | None = None  # a thread-block cluster's blocks (x, y, z)
-
-    @property
-    def cluster_shape(self) -> tuple[int, int, int]:  # (1, 1, 1) without clusters
-        return self.cluster or (1, 1, 1)
-
-
 Param = Buffer | Var
 
 
@@ -580,6 +569,10 @@ class Function:
     arch_specific: bool = False
     # lowered: the body has TMA tensor copies, whose maps are hidden parameters (tensor_map.py)
     tensor_maps: bool = False
+    # lowered: the registers per thread the kernel's launch reserves, when the kernel must know
+    # them (setmaxnreg moves registers between warps of a pool of that size); codegen then
+    # writes __launch_bounds__(threads, 1), for which ptxas allocates exactly this many
+    launch_registers: int | None = None
 
 
 # Builders live in build.py; re-exported here so ``nodes.binop`` etc. keep working.

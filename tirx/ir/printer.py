@@ -287,8 +287,11 @@ def print_function(fn: ir.Function) -> str:
     pr = _Printer()
     head = "# lowered\n" if fn.lowered else ""
     lc = fn.launch
+    grid = lc.grid
+    if lc.sms_grid:  # grid="sms": sized at launch
+        grid = '"sms"' if lc.grid[1:] == (1, 1) else f'("sms", {lc.grid[1]}, {lc.grid[2]})'
     pr.line(
-        f"T.device_entry(launch=T.cuda.LaunchConfig(grid={lc.grid}, block={lc.block}"
+        f"T.device_entry(launch=T.cuda.LaunchConfig(grid={grid}, block={lc.block}"
         + (f", dynamic_smem_bytes={lc.dynamic_smem_bytes}" if lc.dynamic_smem_bytes else "")
         + (f", cluster={lc.cluster}" if lc.cluster is not None else "")
         + "))"

@@ -142,12 +142,19 @@ class _Ptx:
 @dataclass(frozen=True)
 class LaunchSpec:
     """``T.cuda.LaunchConfig(grid=..., block=..., dynamic_smem_bytes=0, cluster=None)``;
-    ``cluster``: the blocks of a thread-block cluster (x, y, z), or None for no cluster."""
+    ``cluster``: the blocks of a thread-block cluster (x, y, z), or None for no cluster.
+    ``sms_grid``: the grid's x is ``"sms"``, the GPU's multiprocessor count, known at launch
+    (``grid[0]`` is 0)."""
 
     grid: tuple[int, int, int]
     block: tuple[int, int, int]
     dynamic_smem_bytes: int = 0
     cluster: tuple[int, int, int] | None = None
+    sms_grid: bool = False
+
+
+#: ``grid="sms"`` (or ``("sms", y, z)``): one block per multiprocessor of the GPU in x
+SMS = "sms"
 
 
 # The CUDA programming guide's limits, the same on every architecture tirx targets
@@ -176,8 +183,25 @@ def _dim3(name: str, v, limits) -> tuple[int, int, int]:
     return v
 
 
+def _grid(v) -> tuple[tuple[int, int, int], bool]:
+    """The grid and whether its x is the multiprocessor count (``"sms"``, 0 until launch)."""
+    if isinstance(v, str):
+        v = (v,)
+    words = [x for x in v if isinstance(x, str)] if isinstance(v, (tuple, list)) else []
+    if not words:
+        return _dim3("grid", v, GRID_LIMITS), False
+    if words != [SMS] or v[0] != SMS:
+        raise TirxSyntaxError(
+            f"grid {v!r}: the one word a grid takes is {SMS!r}, as its x",
+            hint='grid="sms" launches one block per multiprocessor of the GPU (a persistent '
+            'kernel), grid=("sms", 2) two rows of them; T.cuda.grid_dim("x") is that count',
+        )
+    _, gy, gz = _dim3("grid", (1, *v[1:]), GRID_LIMITS)
+    return (0, gy, gz), True
+
+
 def _launch_config(grid=1, block=32, dynamic_smem_bytes=0, cluster=None) -> LaunchSpec:
-    grid3, block3 = _dim3("grid", grid, GRID_LIMITS), _dim3("block", block, BLOCK_LIMITS)
+    (grid3, sms_grid), block3 = _grid(grid), _dim3("block", block, BLOCK_LIMITS)
     threads = block3[0] * block3[1] * block3[2]
     if threads > MAX_THREADS_PER_BLOCK:
         raise TirxSyntaxError(
@@ -186,7 +210,9 @@ def _launch_config(grid=1, block=32, dynamic_smem_bytes=0, cluster=None) -> Laun
         )
     if not isinstance(dynamic_smem_bytes, int) or dynamic_smem_bytes < 0:
         raise TirxSyntaxError("dynamic_smem_bytes must be a non-negative int")
-    return LaunchSpec(grid3, block3, dynamic_smem_bytes, _cluster_dims(cluster, grid3))
+    return LaunchSpec(
+        grid3, block3, dynamic_smem_bytes, _cluster_dims(cluster, grid3, sms_grid), sms_grid
+    )
 
 
 # The CUDA programming guide ("Thread Block Clusters"): a cluster of at most 8 blocks is
@@ -195,9 +221,10 @@ def _launch_config(grid=1, block=32, dynamic_smem_bytes=0, cluster=None) -> Laun
 MAX_CLUSTER_BLOCKS = 8
 
 
-def _cluster_dims(cluster, grid3) -> tuple[int, int, int] | None:
+def _cluster_dims(cluster, grid3, sms_grid: bool = False) -> tuple[int, int, int] | None:
     """``cluster=``: None (no cluster), or 1 to 3 positive ints whose product is at most
-    :data:`MAX_CLUSTER_BLOCKS` and that divide the grid, dimension by dimension."""
+    :data:`MAX_CLUSTER_BLOCKS` and that divide the grid, dimension by dimension (a grid of
+    ``"sms"`` in x is rounded down to whole clusters at launch: :meth:`LaunchConfig.resolved`)."""
     if cluster is None:
         return None
     c = _dim3("cluster", cluster, GRID_LIMITS)
@@ -209,7 +236,7 @@ def _cluster_dims(cluster, grid3) -> tuple[int, int, int] | None:
             "guide's portable cluster size), e.g. cluster=(2, 1, 1)",
         )
     for axis, g, x in zip("xyz", grid3, c):
-        if g % x:
+        if g % x and not (axis == "x" and sms_grid):
             raise TirxSyntaxError(
                 f"grid {axis} is {g}, not a multiple of the cluster's {axis} ({x})",
                 hint="a grid is a whole number of clusters in each dimension: make grid "

@@ -159,7 +159,7 @@ class Parser:
                 self.span(call),
             )
         self.b.launch = ir.LaunchConfig(
-            launch.grid, launch.block, launch.dynamic_smem_bytes, launch.cluster
+            launch.grid, launch.block, launch.dynamic_smem_bytes, launch.cluster, launch.sms_grid
         )
 
     # ----------------------------------------------------------------- statements

@@ -70,6 +70,13 @@ def run(
             getattr(fn, "span", None),
             "compile it with tirx.compile(..., target='sim')",
         )
+    if fn.launch.sms_grid:  # its grid's x is a GPU's multiprocessor count: none here
+        raise SimulationError(
+            f"'{fn.name}' has grid=\"sms\", which the simulator sizes when it compiles",
+            fn.span,
+            "run exe.lowered of tirx.compile(..., target='sim', sms=N), or "
+            "fn.launch.resolved(N) in its place",
+        )
     if len(args) != len(fn.params):
         raise TypeError(f"'{fn.name}' takes {len(fn.params)} arguments, {len(args)} given")
     bound = []

@@ -28,7 +28,8 @@ from .unroll import picks_registers, unrolled
 
 # The families' lowering rules for their own node classes (atomics, warp collectives, ...)
 # are in tirx/families/<family>/lower.py, found through the catalog at the first such node;
-# a family's check(body, arch) runs once over a body that holds one of its nodes.
+# a family's check(body, arch) runs once over a body that holds one of its nodes, and its
+# finish_kernel(fn, arch) once over a kernel that holds one of its nodes or instructions.
 
 __all__ = ["lower_function"]
 
@@ -52,11 +53,19 @@ def lower_function(fn: ir.Function, arch: int = 80) -> ir.Function:
         if check is not None:
             check(body, arch)
     contracts = [lookup(t) for t in lowerer.instructions]
-    return replace(
+    lowered = replace(
         fn, body=body, lowered=True, shared_offsets=offsets, shared_bytes=total,
         arch_specific=any(c.arch_specific for c in contracts),  # sm_90a's wgmma
         tensor_maps=any(spec_of(c.family).tensor_maps for c in contracts),
     )  # fmt: skip
+    # the families the kernel uses (a node class or an instruction of theirs) decide what they
+    # decide about the kernel as a whole (setmaxnreg: the registers its launch reserves)
+    rows = (lowerer.families | {catalog.row_of_ptx(t) for t in lowerer.instructions}) - {None}
+    for row in sorted(rows, key=lambda r: r.folder):
+        finish = catalog.rule(row, "lower", "finish_kernel")
+        if finish is not None:
+            lowered = finish(lowered, arch)
+    return lowered
 
 
 def _check_cluster_arch(fn: ir.Function, arch: int) -> None:

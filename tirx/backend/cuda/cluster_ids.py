@@ -30,6 +30,8 @@ def special(launch: ir.LaunchConfig, s: ir.Special) -> str:
     if kind is ir.Builtin.CLUSTER_SIZE:
         return str(cluster[0] * cluster[1] * cluster[2])
     if kind is ir.Builtin.CLUSTER_COUNT:
+        if s.dim == 0 and launch.sms_grid:  # grid="sms": the grid is sized at launch
+            return f"((int)gridDim.x / {cluster[0]})"
         return str(launch.grid[s.dim] // cluster[s.dim])
     if kind is ir.Builtin.CLUSTER_CTA_RANK:
         return "tirx_cluster_ctarank()"

@@ -244,6 +244,8 @@ class _Emitter(Walker):
         if s.kind is ir.Builtin.BLOCK_DIM:
             return str(self.block[s.dim])
         if s.kind is ir.Builtin.GRID_DIM:
+            if s.dim == 0 and self.fn.launch.sms_grid:  # grid="sms": sized at launch
+                return "((int)gridDim.x)"
             return str(self.grid[s.dim])
         from . import cluster_ids  # the cluster registers
 
@@ -555,8 +557,11 @@ def generate(fn: ir.Function) -> str:
             "// launched in clusters of {}x{}x{} blocks: cuLaunchKernelEx with "
             "CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION".format(*fn.launch.cluster)
         )
+    # a kernel that moves registers between warpgroups (setmaxnreg) runs one block per
+    # multiprocessor: ptxas then knows the count each thread has at entry (Function docs)
+    bounds = f"{threads}, 1" if fn.launch_registers is not None else f"{threads}"
     out.append(
-        f'extern "C" __global__ void __launch_bounds__({threads}) {fn.name}({", ".join(params)}) {{'
+        f'extern "C" __global__ void __launch_bounds__({bounds}) {fn.name}({", ".join(params)}) {{'
     )
     if fn.shared_bytes:
         align = max([128, *(b.align for b in fn.shared_offsets)])  # a TMA box's swizzle repeat

@@ -274,12 +274,28 @@ class CudaExecutable(Executable):
         tensors on device ``ordinal``. :meth:`load` attaches the real one; tests and benchmarks
         attach one whose ``entry`` records instead of launching (``ordinal=-1``: CPU
         tensors)."""
+        self._grid = self.launch_grid(ordinal)
         self._launcher = launcher
         self._launch = functools.partial(launcher, self._grid, self._block, self._smem)
         self._ordinal = ordinal
         if ordinal < 0:  # the checked path takes CPU tensors too
             self.checker = ArgChecker(self.lowered, "cpu", written=self.checker.written())
         self._forget_runner()
+
+    def launch_grid(self, ordinal: int = _ORDINAL) -> tuple[int, int, int]:
+        """The grid a launch on device ``ordinal`` uses: the kernel's, with a ``grid="sms"``
+        kernel's x set to ``target.sms`` or else the device's multiprocessor count."""
+        launch = self.lowered.launch
+        if not launch.sms_grid:
+            return launch.grid
+        sms = self.target.sms or driver.multiprocessor_count(max(ordinal, 0))
+        if not sms:
+            raise LaunchError(
+                f'{self.lowered.name} has grid="sms" (one block per multiprocessor), but no '
+                "CUDA GPU is visible to count them",
+                hint="launch it on a GPU, or give the count: tirx.compile(kernel, target, sms=132)",
+            )
+        return launch.resolved(sms).grid
 
     def twin(self, kernel, cache: str, timings: dict) -> CudaExecutable:
         other = super().twin(kernel, cache, timings)

@@ -150,7 +150,7 @@ def _parts(manifest: dict, sig):
     cluster = la.get("cluster")  # absent from files saved before clusters: none
     launch = ir.LaunchConfig(
         tuple(la["grid"]), tuple(la["block"]), int(la["dynamic_shared_bytes"]),
-        tuple(cluster) if cluster else None,
+        tuple(cluster) if cluster else None, bool(la.get("sms_grid", False)),
     )  # fmt: skip
     maps = [
         (sig.names.index(m["param"]), TensorMap(
