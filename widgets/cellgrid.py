@@ -75,16 +75,21 @@ def _model_class():
     return Cells
 
 
-@functools.lru_cache(maxsize=4096)
 def look_text(style) -> str:
     """A cell's look as the inline style its button gets (a click's focus drawn dark)."""
-    fill, ink = ("#222222", "#ffffff") if style.focused else (style.fill, style.ink)
+    return _look_text(style.fill, style.ink, style.highlighted, style.marked, style.focused)
+
+
+@functools.lru_cache(maxsize=1024)  # a few hundred looks: 32 lanes, faded or not, ...
+def _look_text(fill: str, ink: str, highlighted: bool, marked: bool, focused: bool) -> str:
+    if focused:
+        fill, ink = "#222222", "#ffffff"
     text = f"background:{fill};color:{ink}"
-    if style.highlighted or style.marked:
+    if highlighted or marked:
         text += ";font-weight:bold"
-    if style.marked:
+    if marked:
         text += f";box-shadow:inset 0 0 0 2px {draw.MARK_COLOR}"
-    elif style.highlighted:
+    elif highlighted:
         text += ";box-shadow:inset 0 0 0 1px #000000"
     return text
 
@@ -168,7 +173,7 @@ class CellGrid:
     def click(self, index: int) -> None:
         """What a click on cell ``index`` does: the front end's message, sent from here."""
         self.set_page(self.page_of(index))
-        self.cells._handle_custom_msg({"click": self.buttons.index(index)}, [])
+        self._message(self.cells, {"click": self.buttons.index(index)}, [])
 
     def set_page(self, page: int) -> None:
         """Show the ``page``-th page of columns (and select it in the selector)."""
