@@ -68,17 +68,20 @@ function render({ model, el }) {
     frame = next;
   }
 
+  let seen = []; // the model's lists drawn last (a message replaces the lists it changes)
+
   function setCells() {
-    const labels = model.get("labels");
-    const tips = model.get("tips");
-    const gaps = model.get("gaps");
-    const palette = model.get("palette");
-    const looks = model.get("looks");
+    const lists = ["labels", "tips", "gaps", "palette", "looks"].map((name) => model.get(name));
+    if (lists.every((list, i) => list === seen[i])) return;
+    seen = lists;
+    const [labels, tips, gaps, palette, looks] = lists;
     const n = labels.length;
     while (buttons.length > n) {
       buttons.pop().remove();
       for (const k in drawn) drawn[k].pop();
     }
+    if (tab >= n) tab = 0; // the page shown has fewer cells than the last
+    if (buttons[tab]) buttons[tab].tabIndex = 0;
     while (buttons.length < n) {
       const b = document.createElement("button");
       b.type = "button";
@@ -104,9 +107,13 @@ function render({ model, el }) {
     }
   }
 
+  let groups = null;
+
   function setGroups() {
+    if (model.get("groups") === groups && groupsOf.length === buttons.length) return;
+    groups = model.get("groups");
     groupsOf = buttons.map(() => []);
-    for (const group of model.get("groups")) {
+    for (const group of groups) {
       if (group.length < 2) continue;
       for (const k of group) if (groupsOf[k]) groupsOf[k].push(group);
     }
