@@ -186,7 +186,7 @@ def test_backends_do_not_import_each_other():
         assert not any(d.startswith("tirx.sim") for d in _tirx_deps(path)), path
 
 
-FORBIDDEN_IN_CORE = ("widgets", "ipywidgets", "matplotlib", "IPython")
+FORBIDDEN_IN_CORE = ("widgets", "ipywidgets", "anywidget", "matplotlib", "IPython")
 # The command line sits above both layers: `tirx layout` draws with the notebook layer's
 # functions, imported inside that command only (checked below: never at module level).
 ABOVE_THE_LAYERS = {"tirx/cli.py": {"widgets"}}

@@ -159,22 +159,48 @@ def test_visualizer_notebook_in_jupyterlab(tmp_path, shots):
 
             # a click answers in under 0.2 s: pointer down to the explanation painted, on the
             # layout view, the instruction's fragment and wgmma's accumulator (a page of 512)
-            times = []
+            times, by_grid = [], {}
             for grid, cells in ((0, (5, 40, 77)), (3, (6, 100, 200)), (9, (3, 130, 400))):
                 g = grids.nth(grid)
                 g.scroll_into_view_if_needed()
                 for index in cells:
                     page.evaluate(ARM_CLICK, grid)
                     g.locator(".tirx-cells button").nth(index).click()
-                    times.append(page.evaluate("window._tirxClick"))
+                    by_grid.setdefault(grid, []).append(page.evaluate("window._tirxClick"))
+                times += by_grid[grid]
+            # the wgmma page on its own, six clicks more: a click costs what it changes, not
+            # the page's 512 cells (a click on another cell of the same thread restyles two)
+            wgmma = grids.nth(9)
+            assert wgmma.locator(".tirx-cells button").count() == 512
+            for index in (17, 260, 511, 64, 300, 449):
+                page.evaluate(ARM_CLICK, 9)
+                wgmma.locator(".tirx-cells button").nth(index).click()
+                by_grid[9].append(page.evaluate("window._tirxClick"))
+            same = wgmma.evaluate(SAME_THREAD, 449)  # the clicked cell's thread: another cell
+            page.evaluate(COUNT_RESTYLED, 9)
+            wgmma.locator(".tirx-cells button").nth(same).click()
+            page.wait_for_function(f"(g) => g.querySelectorAll('.tirx-cells button')[{same}]"
+                                   ".style.backgroundColor === 'rgb(34, 34, 34)'",
+                                   arg=wgmma.element_handle(), timeout=15_000)  # fmt: skip
+            page.wait_for_timeout(300)
+            restyled = page.evaluate("window._tirxRestyled()")
             median = sorted(times)[len(times) // 2]
+            on_wgmma = sorted(by_grid[9])[len(by_grid[9]) // 2]
             (shot_dir / "click_latency.txt").write_text(
                 "pointer down to painted, ms: "
                 + ", ".join(f"{t:.0f}" for t in times)
                 + f"\nmedian {median:.0f} ms\n"
+                + "".join(
+                    f"grid {g}: " + ", ".join(f"{t:.0f}" for t in ts) + "\n"
+                    for g, ts in by_grid.items()
+                )  # fmt: skip
+                + f"wgmma's page of 512: median {on_wgmma:.0f} ms over {len(by_grid[9])} clicks; "
+                f"another cell of the same thread restyled {restyled} buttons\n"
             )
             saved.append(shot_dir / "click_latency.txt")
             assert median < 200, f"a click takes {median:.0f} ms (median of {times})"
+            assert on_wgmma < 200, f"a click on wgmma's page takes {on_wgmma:.0f} ms ({by_grid[9]})"
+            assert restyled == 2, f"{restyled} buttons restyled for a click in the same thread"
         finally:
             browser.close()
     print(f"browser test took {time.monotonic() - started:.1f} s")
@@ -197,6 +223,22 @@ ARM_CLICK = """(index) => {
     });
     watch.observe(out, {subtree: true, childList: true, characterData: true});
   });
+}"""
+
+
+# The position of another button of grid `g` held by the same thread (or lane) as button k (its
+# tooltip names the holder first).
+SAME_THREAD = """(g, k) => { const bs = Array.from(g.querySelectorAll('.tirx-cells button'));
+  const tip = (b) => (b.title.match(/thread (\\d+)|lane (\\d+)/) || [''])[0];
+  return bs.findIndex((b, j) => j !== k && tip(b) && tip(b) === tip(bs[k])); }"""
+# Count the buttons of grid `index` whose inline style changes from now on: window._tirxRestyled().
+COUNT_RESTYLED = """(index) => {
+  const grid = document.querySelectorAll('.tirx-grid')[index];
+  const changed = new Set();
+  const watch = new MutationObserver(ms => ms.forEach(m => changed.add(m.target)));
+  watch.observe(grid.querySelector('.tirx-cells'), {subtree: true, attributes: true,
+                                                    attributeFilter: ['style']});
+  window._tirxRestyled = () => { watch.disconnect(); return changed.size; };
 }"""
 
 
@@ -261,6 +303,19 @@ def test_fragment_pictures_hover_click_and_errors(tmp_path, shots):
             info.filter(has_text="lane = 4·(row % 8)").wait_for(timeout=15_000)
             assert f"= {labels[lane5[3]]}: lane 5" in info.inner_text()
             assert "T<lane>:a<i>" in info.inner_text()  # the legend of the element picture
+
+            # the keyboard: a focused cell outlines its lane's cells, the arrow keys move
+            # between cells, Enter clicks one, and the notebook stays in command mode
+            cells.nth(lane5[3]).focus()
+            assert [i for i, on in enumerate(cells.evaluate_all(OUTLINED)) if on] == lane5
+            page.keyboard.press("ArrowDown")
+            page.keyboard.press("ArrowRight")
+            nearby = lane5[3] + 16 + 1  # the cell a row down and a column right
+            assert page.evaluate("document.activeElement.textContent") == labels[nearby]
+            page.keyboard.press("Enter")
+            info.filter(has_text=f"= {labels[nearby]}:").wait_for(timeout=15_000)
+            assert page.evaluate("window.jupyterapp.shell.currentWidget.content.mode") == "command"
+            page.evaluate("document.activeElement.blur()")
 
             # the static SVG: hover a cell of lane 5, every lane-5 rect gets a black stroke
             svg = page.locator("svg.tirx-fragment >> visible=true").first  # HTML(a_frag.svg())

@@ -32,6 +32,8 @@ def test_the_widgets_package_is_shipped():
     import widgets
 
     assert callable(widgets.show_layout)
+    grid = importlib.resources.files("widgets") / "cellgrid.js"  # the grid's front end
+    assert grid.is_file() and "export default" in grid.read_text()
 
 
 def test_the_launcher_source_is_shipped_with_the_package():

@@ -100,6 +100,11 @@ def test_the_wheel_holds_every_module_of_every_package(wheel):
     assert not any(n.startswith("tirx/compat/") for n in names)  # the alias ships once
 
 
+def test_the_wheel_carries_the_grid_front_end(wheel):
+    """The views' clickable grid draws itself with widgets/cellgrid.js (package data)."""
+    assert wheel.read("widgets/cellgrid.js") == (ROOT / "widgets/cellgrid.js").read_bytes()
+
+
 def test_the_wheel_carries_the_launcher_and_its_source(wheel):
     names = wheel.namelist()
     assert LAUNCH_C in names

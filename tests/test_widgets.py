@@ -182,22 +182,20 @@ def test_parse_layout_reads_specs_and_explains_mistakes():
 
 
 def painted(view) -> list[tuple[str, str, bool]]:
-    """(background, text colour, bold) of every cell, read from the CSS the widget sends
-    (cells that look alike share a rule: ``:is(:nth-child(1),:nth-child(5)) {...}``)."""
-    css = view._cellgrid.css.value
-    found = {}
-    for cells, bg, ink, rest in re.findall(
-        r":is\(([^{]*)\) \{background:(#\w+);color:(#\w+)([^}]*)\}", css
-    ):
-        for n in re.findall(r"nth-child\((\d+)\)", cells):
-            assert int(n) not in found, f"cell {n} painted twice"
-            found[int(n)] = (bg, ink, "font-weight:bold" in rest)
-    assert sorted(found) == list(range(1, len(view.grid.cells) + 1))
-    return [found[n] for n in sorted(found)]
+    """(background, text colour, bold) of every cell, read from the looks the widget sends
+    (each button's entry in a palette of inline styles)."""
+    styles = (view.widget and view._cellgrid).painted()
+    assert len(styles) == len(view.grid.cells)
+    return [_look(s) for s in styles]
+
+
+def _look(style: str) -> tuple[str, str, bool]:
+    bg, ink = re.match(r"background:(#\w+);color:(#\w+)", style).groups()
+    return bg, ink, "font-weight:bold" in style
 
 
 def labels(view) -> list[str]:
-    return [label for label, _ in (view.widget and view._cellgrid).cells.options]
+    return list((view.widget and view._cellgrid).cells.labels)
 
 
 def models(widget) -> int:
@@ -241,7 +239,9 @@ def test_clicking_a_cell_picks_its_lane_and_shows_the_formula():
     info = view._info.value
     assert "element (9, 3)" in info and "laneid = 1·4 + 1·1 = 5" in info and "m = " in info
     assert painted(view)[9 * 8 + 3][0] == "#222222"
-    assert view._cellgrid.cells.index is None  # ready for the next click
+    view._info.value = ""
+    view.click(9 * 8 + 3)  # the same cell again: explained again
+    assert "element (9, 3)" in view._info.value
 
 
 def test_editing_the_layout_redraws_or_explains():
@@ -270,7 +270,7 @@ def test_big_grids_hold_buttons_for_one_page_of_columns():
     view = show_layout(TileLayout(S[32, 64]), (32, 64))
     grid = view.widget and view._cellgrid
     assert grid.windowed and grid.pages > 1  # 2048 cells: one page of buttons at a time
-    assert len(grid.cells.options) == 32 * grid.page_cols <= 1024
+    assert len(grid.cells.labels) == 32 * grid.page_cols <= 1024
     view._lane.value = 3
     assert len([s for s in painted_page(view) if s[2]]) == 64  # columns 6 and 7 of every row
     view.click(5 * 64 + 63)  # the last column: its page is shown, the cell explained
@@ -281,14 +281,7 @@ def test_big_grids_hold_buttons_for_one_page_of_columns():
 
 def painted_page(view) -> list[tuple[str, str, bool]]:
     """(background, text colour, bold) of the buttons of the shown page."""
-    css = view._cellgrid.css.value
-    found = {}
-    for cells, bg, ink, rest in re.findall(
-        r":is\(([^{]*)\) \{background:(#\w+);color:(#\w+)([^}]*)\}", css
-    ):
-        for n in re.findall(r"nth-child\((\d+)\)", cells):
-            found[int(n)] = (bg, ink, "font-weight:bold" in rest)
-    return [found[n] for n in sorted(found)]
+    return [_look(s) for s in view._cellgrid.painted()]
 
 
 def test_pair_view_matches_registers_across_views():

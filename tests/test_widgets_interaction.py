@@ -4,44 +4,30 @@ Chromium."""
 
 from __future__ import annotations
 
-import re
-
 import pytest
 
 from tirx.examples.warp_matmul import a_load_layout, a_mma_layout, d_mma_layout
 from widgets import link, show_fragment, show_layout, show_pair
+from widgets.cellgrid import SCRIPT
 
 MMA = "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32"
 
 
-def _hover_group(frame: str, index: int) -> tuple[list[int], str]:
-    """The cells outlined together when cell ``index`` is hovered (the groups the frame names
-    for its button, and the CSS rule of each), and the rule's style."""
-    groups = re.search(r'data-groups="([^"]*)"', frame).group(1).split(" ")[index]
-    cells, style = set(), ""
-    for n in groups.split(","):
-        rule = re.search(rf'\[data-hover~="{n}"\][^{{]*:is\(([^{{]*)\)\{{([^}}]*)\}}', frame)
-        cells |= {int(k) - 1 for k in re.findall(r"nth-child\((\d+)\)", rule.group(1))}
-        style = rule.group(2)
-    return sorted(cells), style
-
-
 def test_hovering_a_cell_outlines_its_lanes_cells():
     view = show_layout(d_mma_layout, (16, 8))
-    _ = view.widget
-    frame = view._cellgrid.frame.value
-    cells, style = _hover_group(frame, 9 * 8 + 3)  # Out[9, 3] belongs to lane 5
+    grid = view.widget and view._cellgrid
+    cells = grid.hover_of(9 * 8 + 3)  # Out[9, 3] belongs to lane 5
     assert cells == [i for i, c in enumerate(view.grid.cells) if c.lane == 5]
-    assert "outline:2px solid" in style
-    tips = view._cellgrid.cells.tooltips
+    assert "outline:2px solid" in SCRIPT.read_text()  # the front end's rule for them
+    tips = grid.cells.tips
     assert "laneid = 1·4 + 1·1 = 5" in tips[9 * 8 + 3]  # the tooltip is the formula
 
 
 def test_fragment_view_widget_clicks_and_blocks():
     view = show_fragment(MMA, "D", repeat=(2, 2))
     grid = view.widget and view._cellgrid
-    assert len(grid.cells.options) == 32 * 16
-    tracks = re.search(r"grid-template-columns:([^;]*);", grid.frame.value).group(1).split()
+    assert len(grid.cells.labels) == 32 * 16
+    tracks = grid.cells.tracks.split()
     assert tracks[8] != tracks[7] and tracks[0] == tracks[7]  # a gap before block column N1
     view.click(16 * 16 + 8 + 3)  # element (1, 1, 0, 3): lane 1, c1
     assert view.lane == 1 and view.focus == 16 * 16 + 8 + 3

@@ -125,7 +125,7 @@ def test_show_trace_widget_switches_steps_and_operands():
     assert view._operand.options == ("D", "A", "B", "C")
     view.select(step=1)
     assert view._operand.value == "registers"
-    assert len(view._cellgrid.cells.options) == 64
+    assert len(view._cellgrid.cells.labels) == 64
 
 
 def test_run_instruction_returns_machine_registers():

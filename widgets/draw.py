@@ -38,13 +38,16 @@ def default_color_by(grid: Grid) -> str:
 
 
 def cell_styles(
-    grid: Grid, *, color_by=None, lane=None, labels=None, marks=(), focus=None
+    grid: Grid, *, color_by=None, lane=None, labels=None, marks=(), focus=None, only=None
 ) -> list[CellStyle]:
-    """The look of every cell, in the grid's order."""
+    """The look of every cell, in the grid's order (of the cells ``only`` lists, in its order,
+    when given: a widget asks for the cells it shows)."""
     color_by = color_by or default_color_by(grid)
     marks = set(marks)
     out = []
-    for i, cell in enumerate(grid.cells):
+    cells = grid.cells
+    for i in range(len(cells)) if only is None else only:
+        cell = cells[i]
         if color_by == "bank":
             key = grid.bank(cell)
             fill = lane_color(key)

@@ -15,6 +15,7 @@ says how many elements share one word, so the same code draws every element widt
 from __future__ import annotations
 
 import enum
+import functools
 import itertools
 import math
 from dataclasses import dataclass
@@ -97,6 +98,11 @@ class Fragment:
     caption: str = ""  # what the cells and colours mean, when the picture says it itself
     key: tuple[tuple[str, str], ...] = ()  # a colour key: (colour, text) swatches, and its name
     key_name: str = ""
+
+    @functools.cached_property
+    def replicated(self) -> bool:
+        """Whether an element has more than one copy (read once: a click says the legend)."""
+        return any(len(e.copies) > 1 for e in self.elements)
 
     @property
     def per_register(self) -> int:
@@ -193,7 +199,7 @@ class Fragment:
         )
         if who == "thread":
             out += "; thread = 32·warp + lane, a band of rows per warp"
-        if any(len(e.copies) > 1 for e in self.elements):
+        if self.replicated:
             out += "; ×n = n copies"
         return out
 

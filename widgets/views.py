@@ -175,7 +175,7 @@ class GridView:
         return "<br>".join(parts)
 
     def _fill_grid(self) -> None:
-        self._cellgrid = CellGrid(self.grid, self._styles(), self._on_cell,
+        self._cellgrid = CellGrid(self.grid, self._styles, self._on_cell,
                                   **self._cellgrid_options())  # fmt: skip
         self._grid_box.children = [self._cellgrid.widget]
 
@@ -183,10 +183,10 @@ class GridView:
         """Extra CellGrid options (column blocks, row labels, tooltips) a view may give."""
         return dict(tooltips=[self.formula(i) for i in range(len(self.grid.cells))])
 
-    def _styles(self):
+    def _styles(self, only=None):
         return draw.cell_styles(
             self.grid, color_by=self.color_by, lane=self.lane, labels=self.labels,
-            marks=self.marks, focus=self.focus,
+            marks=self.marks, focus=self.focus, only=only,
         )  # fmt: skip
 
     def cell_styles(self):
@@ -201,7 +201,7 @@ class GridView:
     def _restyle(self) -> None:
         if not hasattr(self, "_cellgrid"):
             return
-        self._cellgrid.update(self._styles())
+        self._cellgrid.update()
 
     _quiet = False  # set while the view moves its own selector (no second repaint)
 
@@ -232,13 +232,9 @@ class GridView:
                     self._lane.value = value
                 finally:
                     self._quiet = False
-            cells = getattr(self, "_cellgrid", None)
-            if cells is not None and focus is not None and cells.pages > 1:
-                page = cells.page_of(focus)
-                if page != cells.page:
-                    cells.page = page  # the repaint below sends the page's styles
-                    cells.pager.value = page
-        self._restyle()
+        cells = getattr(self, "_cellgrid", None)
+        if cells is not None:  # one message: the looks, and the page that shows the cell
+            cells.update(None if focus is None else cells.page_of(focus))
         if hasattr(self, "_info"):
             self._info.value = self._info_text()
 
