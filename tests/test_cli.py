@@ -147,12 +147,16 @@ EXAMPLE_REFS = {
     "softmax_backward.py": (":make_softmax_backward(4, 128)", "softmax_backward"),
     "attention.py": None,  # the torch-shaped entry: functions that compile kernels
     "ops.py": None,  # torch operators made of the examples' kernels
+    "gemm_persistent.py": (":make_gemm_persistent(128, 128, 32)", "gemm_persistent"),
+    "warp_specialized.py": (":make_warp_specialized(128, 128)", "warp_specialized"),
+    "tile_scheduler.py": None,  # the grouped tile order: a macro and its Python twin
 }
 # what the message of a file without a kernel says of its functions
 NO_KERNEL_NAMES = {
     "gemm_config.py": "shared_layout",
     "attention.py": "flash_attention",
     "ops.py": "defines no function either",
+    "tile_scheduler.py": "tile_order",
 }
 
 

@@ -73,8 +73,10 @@ def compile_in_subprocess(cache_dir: Path, folder: Path, kernel: str = "k", **en
     """What a new process reports compiling ``kernel`` (an expression in ``folder/kern.py``'s
     namespace) with this cache directory."""
     env = {**os.environ, "PYTHONPATH": str(REPO), "TIRX_CACHE_DIR": str(cache_dir), **env}
+    # -B: the tests rewrite a module within the second and at its size, which Python's own
+    # bytecode cache (keyed by mtime and size) would take for the old one
     proc = subprocess.run(
-        [sys.executable, "-c", CHILD, str(folder), kernel, TARGET],
+        [sys.executable, "-B", "-c", CHILD, str(folder), kernel, TARGET],
         env=env,
         capture_output=True,
         text=True,
