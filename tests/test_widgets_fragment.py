@@ -266,3 +266,18 @@ def test_a_long_title_wraps_inside_the_picture():
     g = picture.geometry(frag, picture.looks(frag))
     assert len(g.title) > 1 and " ".join(g.title) == title  # every word, in order
     assert all(len(line) * 7.3 <= g.width - 4 for line in g.title)  # 12 px bold monospace
+
+
+def test_a_layout_over_16_bit_slots_names_each_slot_once():
+    """A layout over a float16 local buffer steps one 16-bit slot per register index: slot k
+    of a lane is element k (v0, v1, ...), not the halves of 32-bit words (v0, v2, ...)."""
+    slots = F.layout_fragment(TileLayout(S[(8, 4) : (1 @ laneid, 1)]), (8, 4),
+                              element_bits=16, unit_bits=16)  # fmt: skip
+    assert [slots.label(e) for e in slots.elements[:5]] == ["T0:v0", "T0:v1", "T0:v2", "T0:v3",
+                                                            "T1:v0"]  # fmt: skip
+    assert "1 per 16-bit slot" in slots.legend()
+    assert [e.coord for e in F.thread_major(slots).elements[:4]] == [(0, 0), (0, 1), (0, 2), (0, 3)]
+    words = F.layout_fragment(TileLayout(S[(8, 2) : (1 @ laneid, 1)]), (8, 2),
+                              element_bits=16, unit_bits=32)  # fmt: skip
+    assert [words.label(e) for e in words.elements[:4]] == ["T0:v0", "T0:v1", "T0:v2", "T0:v3"]
+    assert "2 per 32-bit register" in words.legend()

@@ -98,6 +98,7 @@ class Fragment:
     caption: str = ""  # what the cells and colours mean, when the picture says it itself
     key: tuple[tuple[str, str], ...] = ()  # a colour key: (colour, text) swatches, and its name
     key_name: str = ""
+    unit_bits: int = WORD_BITS  # what one register index holds: a 32-bit word, or one slot
 
     @functools.cached_property
     def replicated(self) -> bool:
@@ -106,7 +107,7 @@ class Fragment:
 
     @property
     def per_register(self) -> int:
-        return max(WORD_BITS // self.element_bits, 1)
+        return max(self.unit_bits // self.element_bits, 1)
 
     @property
     def block_rows(self) -> int:
@@ -179,6 +180,10 @@ class Fragment:
             out += f"\nword = column // {n}, part = column % {n}; element = {n}·register + part"
         return out + (f"\n{self.formula}" if self.formula else "")
 
+    @property
+    def _unit(self) -> str:
+        return "32-bit register" if self.unit_bits == WORD_BITS else f"{self.unit_bits}-bit slot"
+
     def legend(self) -> str:
         """What the cells and colours mean, one sentence."""
         if self.caption:
@@ -195,7 +200,7 @@ class Fragment:
         who = self.holder
         out = (
             f"cell = T<{who}>:{self.prefix}<i> (element i of the {who}'s fragment, "
-            f"{self.per_register} per 32-bit register); colour = {who}"
+            f"{self.per_register} per {self._unit}); colour = {who}"
         )
         if who == "thread":
             out += "; thread = 32·warp + lane, a band of rows per warp"
@@ -290,7 +295,7 @@ def layout_fragment(layout, shape=None, *, element_bits: int = 32, unit_bits: in
         title or repr(layout), rows, cols, order, kind, eshape[-2:],
         axes or ("row", "column" if per == 1 else f"column ({element_bits}-bit elements)"),
         block_labels(eshape[:-2], tuple(repeat_names)), prefix,
-        element_bits if kind is FragmentKind.REGISTERS else element_bits,
+        element_bits, unit_bits=unit_bits,
     )  # fmt: skip
 
 
@@ -326,6 +331,7 @@ def thread_major(frag: Fragment) -> Fragment:
     return Fragment(
         f"{frag.title} · by thread", len(rows), width, order, FragmentKind.THREADS, (0, 0),
         ("lane", "coordinate"), ((), ()), frag.prefix, frag.element_bits, frag.about, frag.formula,
+        unit_bits=frag.unit_bits,
     )  # fmt: skip
 
 
