@@ -133,6 +133,7 @@ def operand_fragment(instr, operand: str | None = None, *, repeat=(), element_bi
     frag = Fragment(
         f"{facts.text} · {facts.name}", rows, cols, order, kind, eatom[-2:], facts.axes,
         block_labels(shape[:-2], names), prefix or facts.prefix, bits, about, facts.formula,
+        unit_bits=max(facts.unit_bits, bits),
     )  # fmt: skip
     return by_warp(frag) if not repeat else frag
 
