@@ -116,7 +116,10 @@ def main(argv=None) -> None:
     lines.append(f"| NVRTC alone | | | {nvrtc:.1f} | | 1.00 |" + " |" * len(stages))
     text = "\n".join(lines)
     print(text)
-    report.write_result("compile_ab", text, args, __file__, argv, gpu=report.gpu_name())
+    # the command as written, each tree named by its commit, not by this machine's path
+    names = {tree: f"<tree at {_commit(tree)}>" for tree in trees.values()}
+    shown = [names.get(os.path.abspath(a), a) for a in (sys.argv[1:] if argv is None else argv)]
+    report.write_result("compile_ab", text, args, __file__, shown, gpu=report.gpu_name())
 
 
 def _commit(tree: str) -> str:
