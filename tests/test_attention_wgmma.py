@@ -53,12 +53,16 @@ CASES = [
     ((1, 2, 1, 100, 150, 64), F16, True, WgmmaAttentionConfig(block_n=64)),  # ragged, GQA
     ((1, 1, 1, 70, 45, 128), BF16, True, None),  # seq_q > seq_k, both ragged
     ((1, 1, 1, 128, 448, 64), F16, False, WgmmaAttentionConfig(block_n=64, stages=3)),
+    # the consumers taking turns (ping-pong)
+    ((1, 1, 1, 128, 384, 64), F16, False, WgmmaAttentionConfig(pingpong=True)),
+    ((1, 2, 1, 200, 330, 128), BF16, True, WgmmaAttentionConfig(pingpong=True)),
+    ((1, 1, 1, 256, 448, 64), BF16, True, WgmmaAttentionConfig(64, 3, pingpong=True)),
 ]
 
 
 def _id(case):
     (b, h, hk, sq, sk, d), dtype, causal, cfg = case
-    n = f"-n{cfg.block_n}s{cfg.stages}" if cfg else ""
+    n = f"-n{cfg.block_n}s{cfg.stages}{'-pingpong' if cfg.pingpong else ''}" if cfg else ""
     return f"{b}x{h}/{hk}-{sq}x{sk}-d{d}-{str(dtype)[6:]}{'-causal' if causal else ''}{n}"
 
 
@@ -121,10 +125,10 @@ EMPTY_WAIT = """                    if j >= STAGES:  # both consumers are done w
                         T.cuda.mbarrier_wait(empty[st], (j // STAGES - 1) % 2)
 """
 FULL_WAIT = "T.cuda.mbarrier_wait(full[st], (j // STAGES) % 2)"
-S_WAIT = """                T.ptx["wgmma.wait_group.sync.aligned"](0)
-                for i in T.unroll(BN // 2):"""
-RELEASE = """                T.ptx["wgmma.wait_group.sync.aligned"](0)
-                T.ptx[ARRIVE](empty[st])"""
+S_WAIT = """            T.ptx["wgmma.wait_group.sync.aligned"](0)
+            for i in T.unroll(BN // 2):"""
+RELEASE = """            T.ptx["wgmma.wait_group.sync.aligned"](0)
+            T.ptx[ARRIVE](empty[st])"""
 K_COPY = "T.cuda.tile.apply(T.ptx[tma], k_s[st,"
 V_COPY = "T.cuda.tile.apply(T.ptx[tma], v_s[st,"
 
@@ -157,7 +161,7 @@ def test_simulator_reports_a_full_barrier_parity_flipped(tmp_path):
 
 
 def test_simulator_reports_s_read_before_its_wgmma_wait_group(tmp_path):
-    twin = _twin(tmp_path, S_WAIT, "                for i in T.unroll(BN // 2):", "attn_wg_nowait")
+    twin = _twin(tmp_path, S_WAIT, "            for i in T.unroll(BN // 2):", "attn_wg_nowait")
     with pytest.raises(SimulationError, match=r"reads 's' slot .* in flight") as info:
         _run(twin, THREE_TILES)
     assert info.value.span.line == _line(twin, "s[i] = s[i] * cs")
@@ -166,12 +170,23 @@ def test_simulator_reports_s_read_before_its_wgmma_wait_group(tmp_path):
 def test_simulator_reports_a_stage_released_before_its_multiplies_are_done(tmp_path):
     """The consumers arrive on the empty barrier before their ``wgmma.wait_group``: the
     producer's refill of V may land while the tensor cores still read the stage."""
-    early = """                T.ptx[ARRIVE](empty[st])
-                T.ptx["wgmma.wait_group.sync.aligned"](0)"""
+    early = """            T.ptx[ARRIVE](empty[st])
+            T.ptx["wgmma.wait_group.sync.aligned"](0)"""
     twin = _twin(tmp_path, RELEASE, early, "attn_wg_early")
     with pytest.raises(SimulationError, match=r"writes 'v_s' .* tensor core") as info:
         _run(twin, THREE_TILES)
     assert info.value.span.line == _line(twin, V_COPY)
+
+
+def test_simulator_reports_the_first_turn_never_given(tmp_path):
+    """Ping-pong without warpgroup 2's first arrive on warpgroup 1's turn: each waits for the
+    other, a deadlock naming the turn barrier's wait."""
+    first = "T.ptx[ARRIVE](turn[0])"
+    twin = _twin(tmp_path, first, "pass", "attn_wg_noturn")
+    with pytest.raises(SimulationError, match="deadlock") as info:
+        _run(twin, THREE_TILES, cfg=twin.WgmmaAttentionConfig(pingpong=True))
+    line = _line(twin, "T.cuda.mbarrier_wait(turn[cw], j % 2)")
+    assert re.search(rf"mbarrier 'turn' .* at line {line}: thread \d+ .* waits", str(info.value))
 
 
 def test_a_wrong_view_of_p_is_a_contract_error_at_the_users_line(tmp_path):
@@ -220,14 +235,17 @@ def _nvrtc():
 
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 @pytest.mark.parametrize("head_dim", [64, 128])
-def test_sm_90a_build_has_no_spills_and_the_fa3_instructions(head_dim, dtype):
+@pytest.mark.parametrize("pingpong", [False, True], ids=["", "pingpong"])
+def test_sm_90a_build_has_no_spills_and_the_fa3_instructions(head_dim, dtype, pingpong):
     _nvrtc()
-    kernel = make_attention(2, 8, 8, 1024, 1024, head_dim, dtype, causal=True)
+    cfg = WgmmaAttentionConfig(pingpong=pingpong)
+    kernel = make_attention(2, 8, 8, 1024, 1024, head_dim, dtype, causal=True, cfg=cfg)
     exe = tirx.compile(kernel, target="cuda -arch=sm_90a")
     st = exe.stats
     assert st["spill_stores"] == 0 and st["spill_loads"] == 0 and st["stack_bytes"] == 0
     assert st["registers"] <= 168  # 65536 / 384: the launch's share before setmaxnreg
-    assert exe.launch_dims[2] == aw.default_config(head_dim).shared_bytes(head_dim) + 48
+    # the mbarriers: q_full, full and empty per stage, the two turns; 16-byte aligned arrays
+    assert exe.launch_dims[2] == cfg.shared_bytes(head_dim) + 64
     sass = exe.sass
     if sass is None:
         pytest.skip("no disassembler (nvdisasm/cuobjdump) installed")

@@ -31,10 +31,16 @@ One block of 384 threads (three warpgroups) owns ``BM = 128`` query rows of one 
   keys past ``seq_k`` are masked, rows past ``seq_q`` are computed and not stored. Any
   sequence lengths and grouped-query attention.
 
-Not here (FlashAttention-3 has them): the ping-pong of the two consumer warpgroups (named
-barriers so that one's softmax overlaps the other's multiplies), the overlap of the next
-tile's ``S = Q Kᵀ`` with this tile's softmax inside a warpgroup, a persistent grid, separate
-K and V barriers, and an epilogue through shared memory and TMA.
+With ``cfg.pingpong`` the two consumer warpgroups take turns to issue their ``S = Q Kᵀ``
+(FlashAttention-3's warp scheduler barrier, here two mbarriers ``turn`` of 128 arrivals, as
+CUTLASS's ordered sequence barrier): warpgroup ``c`` waits for its turn, issues its
+multiplies and hands the turn to the other before it waits for them, so one warpgroup's
+softmax runs while the other's ``Q Kᵀ`` occupies the tensor cores. Warpgroup 2 hands the
+first turn to warpgroup 1 before its loop. The turns order the issue only; no data passes.
+
+Not here (FlashAttention-3 has them): the overlap of the next tile's ``S = Q Kᵀ`` with this
+tile's softmax inside a warpgroup, a persistent grid, separate K and V barriers, and an
+epilogue through shared memory and TMA.
 """
 
 import math
@@ -60,10 +66,12 @@ COLS = 64  # head-dim columns per swizzled box: 128 bytes of 16-bit elements
 
 @dataclass(frozen=True)
 class WgmmaAttentionConfig:
-    """``block_n`` keys per K/V tile, ``stages`` shared stages of each."""
+    """``block_n`` keys per K/V tile, ``stages`` shared stages of each; ``pingpong``: the two
+    consumer warpgroups take turns to issue ``S = Q Kᵀ`` (module doc)."""
 
     block_n: int = 128
     stages: int = 2
+    pingpong: bool = False
 
     def check(self) -> None:
         if self.block_n not in (64, 128):
@@ -121,7 +129,7 @@ def make_attention(
         )
     cfg.check()
     ab = "f16" if dtype == "float16" else "bf16"
-    D, BN, STAGES = head_dim, cfg.block_n, cfg.stages
+    D, BN, STAGES, PINGPONG = head_dim, cfg.block_n, cfg.stages, cfg.pingpong
     KB = D // COLS  # 64-column boxes per row of Q, K or V
     wgmma_s = f"wgmma.mma_async.sync.aligned.m64n{BN}k16.f32.{ab}.{ab}"
     wgmma_o = f"wgmma.mma_async.sync.aligned.m64n{D}k16.f32.{ab}.{ab}"
@@ -142,6 +150,130 @@ def make_attention(
     ACC_O = accumulator_layout(D)
     Q_LAYOUT = _boxes(KB, 1, 1, BM, COLS)
     KV_LAYOUT = _boxes(STAGES, KB, 1, 1, BN, COLS)
+
+    @T.macro
+    def consume(cw, tid, b, h, q0, n_kv, scale, q_s, k_s, v_s, q_full, full, empty, turn, O, LSE):
+        """Consumer warpgroup ``cw`` (0 or 1): query rows ``q0 + 64 cw ..`` of head ``(b, h)``."""
+        c = tid - 128  # the thread within the two consumer warpgroups
+        w = (c // 32) % 4  # its warp
+        lane = c % 32
+        g = lane // 4
+        t = lane % 4
+        w0 = q0 + 64 * cw  # the warpgroup's first row
+        s = T.alloc_local((BN // 2,), "float32")  # S of one key tile
+        p = T.alloc_local((BN // 2,), dtype)  # its exponentials, rounded
+        o = T.alloc_local((D // 2,), "float32")  # the output accumulator
+        row_max = T.alloc_local((2,), "float32")  # rows 16 w + g and 16 w + g + 8
+        row_sum = T.alloc_local((2,), "float32")  # this lane's columns only
+        pair = T.alloc_local((2,), dtype)
+        for i in T.unroll(D // 2):
+            o[i] = T.float32(0)
+        for i in T.unroll(2):
+            row_max[i] = -T.infinity(ty="float32")
+            row_sum[i] = T.float32(0)
+        cs = scale * LOG2E  # exp(x · scale) = exp2(x · cs)
+        s_acc = s.view(64, BN, layout=ACC_S)
+        o_acc = o.view(64, D, layout=ACC_O)
+        # P as the rs form's A: S's accumulator layout on P's slots, two keys per word,
+        # one k16 slice of keys per index (the fragment identity, docs/attention.md)
+        p_a = p.view(64, BN, layout=ACC_S).view("uint32").rearrange("r (j w) -> j r w", w=8)
+        T.cuda.mbarrier_wait(q_full[0], 0)
+        if PINGPONG:
+            if cw == 1:  # warpgroup 2 gives warpgroup 1 the first turn (phase 0)
+                T.ptx[ARRIVE](turn[0])
+
+        for j in range(n_kv):
+            st = j % STAGES
+            T.cuda.mbarrier_wait(full[st], (j // STAGES) % 2)
+            if PINGPONG:  # this warpgroup's turn j: the other has issued its tile j - 1
+                T.cuda.mbarrier_wait(turn[cw], j % 2)
+            # S = Q Kᵀ: both operands from shared memory, K key-major
+            T.ptx["wgmma.fence.sync.aligned"]()
+            for kq in T.unroll(KQ):
+                T.cuda.tile.apply(
+                    T.ptx[wgmma_s],
+                    s_acc,
+                    q_s[
+                        kq // 4,
+                        0,
+                        0,
+                        64 * cw : 64 * cw + 64,
+                        (kq % 4) * 16 : (kq % 4) * 16 + 16,
+                    ],  # fmt: skip
+                    k_s[st, kq // 4, 0, 0, :, (kq % 4) * 16 : (kq % 4) * 16 + 16],
+                    scope="warpgroup",
+                    scale_d=kq,
+                )
+            T.ptx["wgmma.commit_group.sync.aligned"]()
+            if PINGPONG:  # the other warpgroup may issue while this one waits and exps
+                T.ptx[ARRIVE](turn[1 - cw])
+            T.ptx["wgmma.wait_group.sync.aligned"](0)
+            for i in T.unroll(BN // 2):
+                s[i] = s[i] * cs
+
+            # mask the keys past seq_k and (causal) right of the diagonal, in the tiles
+            # that have any for this warpgroup
+            last_col = j * BN + BN - 1
+            if (RAGGED and last_col >= seq_k) or (causal and last_col > w0):
+                for ni in T.unroll(NS):
+                    for e in T.unroll(4):
+                        col = j * BN + ni * 8 + 2 * t + e % 2
+                        row = w0 + 16 * w + g + 8 * (e // 2)
+                        if col >= seq_k or (causal and col > row):
+                            s[4 * ni + e] = -T.infinity(ty="float32")
+
+            # online softmax on the fragment: each row's new maximum over its quad, the
+            # exponentials, and the old sum and output rescaled to the new maximum
+            for hf in T.unroll(2):
+                m = row_max[hf]
+                for ni in T.unroll(NS):
+                    m = max(m, max(s[4 * ni + 2 * hf], s[4 * ni + 2 * hf + 1]))
+                m = max(m, T.cuda.__shfl_xor_sync(0xFFFFFFFF, m, 1))
+                m = max(m, T.cuda.__shfl_xor_sync(0xFFFFFFFF, m, 2))
+                alpha = T.exp2(row_max[hf] - m)
+                row_max[hf] = m
+                total = T.float32(0)
+                for ni in T.unroll(NS):
+                    for e in T.unroll(2):
+                        x = T.exp2(s[4 * ni + 2 * hf + e] - m)
+                        total = total + x
+                        p[4 * ni + 2 * hf + e] = T.cast(x, dtype)
+                row_sum[hf] = row_sum[hf] * alpha + total
+                for dn in T.unroll(DN):
+                    for e in T.unroll(2):
+                        o[4 * dn + 2 * hf + e] = o[4 * dn + 2 * hf + e] * alpha
+
+            # O += P V: P from registers (rs), V key-major in shared memory (MN-major B)
+            T.ptx["wgmma.fence.sync.aligned"]()
+            for kv in T.unroll(KV):
+                T.cuda.tile.apply(
+                    T.ptx[wgmma_o],
+                    o_acc,
+                    p_a[kv],
+                    v_s[st, :, 0, 0, kv * 16 : kv * 16 + 16, :].rearrange(
+                        "kb k c -> (kb c) k"
+                    ),  # fmt: skip
+                    scope="warpgroup",
+                )
+            T.ptx["wgmma.commit_group.sync.aligned"]()
+            T.ptx["wgmma.wait_group.sync.aligned"](0)
+            T.ptx[ARRIVE](empty[st])  # this thread's multiplies are done with the stage
+
+        # epilogue: the whole rows' sums, O / sum, and lse = (max + log2(sum)) · ln 2
+        o_w = O.view("uint32")
+        for hf in T.unroll(2):
+            total = row_sum[hf]
+            total = total + T.cuda.__shfl_xor_sync(0xFFFFFFFF, total, 1)
+            total = total + T.cuda.__shfl_xor_sync(0xFFFFFFFF, total, 2)
+            inv = T.float32(1) / total
+            row = w0 + 16 * w + g + 8 * hf
+            if row < seq_q:
+                for dn in T.unroll(DN):
+                    pair[0] = T.cast(o[4 * dn + 2 * hf] * inv, dtype)
+                    pair[1] = T.cast(o[4 * dn + 2 * hf + 1] * inv, dtype)
+                    o_w[b, h, row, dn * 4 + t] = pair.view("uint32")[0]
+                if t == 0:
+                    LSE[b, h, row] = (row_max[hf] + T.log2(total)) * LN2
 
     @T.function
     def attention(
@@ -169,11 +301,17 @@ def make_attention(
         q_full = T.alloc_shared((1,), "uint64")
         full = T.alloc_shared((STAGES,), "uint64")
         empty = T.alloc_shared((STAGES,), "uint64")
+        # the consumers' turns to issue S = Q Kᵀ (ping-pong): 128 arrivals, the other's threads
+        # (16 bytes, allocated without ping-pong too, unused then)
+        turn = T.alloc_shared((2,), "uint64")
         if tid == 0:
             T.ptx[INIT](q_full[0], 1)
             for st in range(STAGES):
                 T.ptx[INIT](full[st], 1)
                 T.ptx[INIT](empty[st], 256)
+            if PINGPONG:
+                T.ptx[INIT](turn[0], 128)
+                T.ptx[INIT](turn[1], 128)
             T.ptx["fence.mbarrier_init.release.cluster"]()
         T.cuda.cta_sync()
 
@@ -196,119 +334,65 @@ def make_attention(
                     T.cuda.tile.apply(T.ptx[tma], v_s[st, :, :, :, :, :], V[:, :, :, :], box=(1, 1, BN, COLS), coords=(b, hk, j * BN, 0), coord_steps=((0, 0, 0, COLS),), swizzle=3, mbar=full[st], scope="thread")  # fmt: skip
         else:  # the consumers: 64 query rows each
             T.ptx[INC](CONSUMER_REGISTERS)
-            c = tid - 128  # the thread within the two consumer warpgroups
-            cw = c // 128  # the consumer warpgroup
-            w = (c // 32) % 4  # its warp
-            lane = c % 32
-            g = lane // 4
-            t = lane % 4
-            w0 = q0 + 64 * cw  # the warpgroup's first row
-            s = T.alloc_local((BN // 2,), "float32")  # S of one key tile
-            p = T.alloc_local((BN // 2,), dtype)  # its exponentials, rounded
-            o = T.alloc_local((D // 2,), "float32")  # the output accumulator
-            row_max = T.alloc_local((2,), "float32")  # rows 16 w + g and 16 w + g + 8
-            row_sum = T.alloc_local((2,), "float32")  # this lane's columns only
-            pair = T.alloc_local((2,), dtype)
-            for i in T.unroll(D // 2):
-                o[i] = T.float32(0)
-            for i in T.unroll(2):
-                row_max[i] = -T.infinity(ty="float32")
-                row_sum[i] = T.float32(0)
-            cs = scale * LOG2E  # exp(x · scale) = exp2(x · cs)
-            s_acc = s.view(64, BN, layout=ACC_S)
-            o_acc = o.view(64, D, layout=ACC_O)
-            # P as the rs form's A: S's accumulator layout on P's slots, two keys per word,
-            # one k16 slice of keys per index (the fragment identity, docs/attention.md)
-            p_a = p.view(64, BN, layout=ACC_S).view("uint32").rearrange("r (j w) -> j r w", w=8)
-            T.cuda.mbarrier_wait(q_full[0], 0)
-
-            for j in range(n_kv):
-                st = j % STAGES
-                T.cuda.mbarrier_wait(full[st], (j // STAGES) % 2)
-                # S = Q Kᵀ: both operands from shared memory, K key-major
-                T.ptx["wgmma.fence.sync.aligned"]()
-                for kq in T.unroll(KQ):
-                    T.cuda.tile.apply(
-                        T.ptx[wgmma_s],
-                        s_acc,
-                        q_s[
-                            kq // 4,
-                            0,
-                            0,
-                            64 * cw : 64 * cw + 64,
-                            (kq % 4) * 16 : (kq % 4) * 16 + 16,
-                        ],  # fmt: skip
-                        k_s[st, kq // 4, 0, 0, :, (kq % 4) * 16 : (kq % 4) * 16 + 16],
-                        scope="warpgroup",
-                        scale_d=kq,
+            if PINGPONG:
+                # each warpgroup in a branch of its own (its own strand in the simulator,
+                # which runs the threads of one branch in lockstep): they take turns
+                if wg == 1:
+                    consume(
+                        0,
+                        tid,
+                        b,
+                        h,
+                        q0,
+                        n_kv,
+                        scale,
+                        q_s,
+                        k_s,
+                        v_s,
+                        q_full,
+                        full,
+                        empty,
+                        turn,
+                        O,
+                        LSE,
                     )
-                T.ptx["wgmma.commit_group.sync.aligned"]()
-                T.ptx["wgmma.wait_group.sync.aligned"](0)
-                for i in T.unroll(BN // 2):
-                    s[i] = s[i] * cs
-
-                # mask the keys past seq_k and (causal) right of the diagonal, in the tiles
-                # that have any for this warpgroup
-                last_col = j * BN + BN - 1
-                if (RAGGED and last_col >= seq_k) or (causal and last_col > w0):
-                    for ni in T.unroll(NS):
-                        for e in T.unroll(4):
-                            col = j * BN + ni * 8 + 2 * t + e % 2
-                            row = w0 + 16 * w + g + 8 * (e // 2)
-                            if col >= seq_k or (causal and col > row):
-                                s[4 * ni + e] = -T.infinity(ty="float32")
-
-                # online softmax on the fragment: each row's new maximum over its quad, the
-                # exponentials, and the old sum and output rescaled to the new maximum
-                for hf in T.unroll(2):
-                    m = row_max[hf]
-                    for ni in T.unroll(NS):
-                        m = max(m, max(s[4 * ni + 2 * hf], s[4 * ni + 2 * hf + 1]))
-                    m = max(m, T.cuda.__shfl_xor_sync(0xFFFFFFFF, m, 1))
-                    m = max(m, T.cuda.__shfl_xor_sync(0xFFFFFFFF, m, 2))
-                    alpha = T.exp2(row_max[hf] - m)
-                    row_max[hf] = m
-                    total = T.float32(0)
-                    for ni in T.unroll(NS):
-                        for e in T.unroll(2):
-                            x = T.exp2(s[4 * ni + 2 * hf + e] - m)
-                            total = total + x
-                            p[4 * ni + 2 * hf + e] = T.cast(x, dtype)
-                    row_sum[hf] = row_sum[hf] * alpha + total
-                    for dn in T.unroll(DN):
-                        for e in T.unroll(2):
-                            o[4 * dn + 2 * hf + e] = o[4 * dn + 2 * hf + e] * alpha
-
-                # O += P V: P from registers (rs), V key-major in shared memory (MN-major B)
-                T.ptx["wgmma.fence.sync.aligned"]()
-                for kv in T.unroll(KV):
-                    T.cuda.tile.apply(
-                        T.ptx[wgmma_o],
-                        o_acc,
-                        p_a[kv],
-                        v_s[st, :, 0, 0, kv * 16 : kv * 16 + 16, :].rearrange(
-                            "kb k c -> (kb c) k"
-                        ),  # fmt: skip
-                        scope="warpgroup",
+                else:
+                    consume(
+                        1,
+                        tid,
+                        b,
+                        h,
+                        q0,
+                        n_kv,
+                        scale,
+                        q_s,
+                        k_s,
+                        v_s,
+                        q_full,
+                        full,
+                        empty,
+                        turn,
+                        O,
+                        LSE,
                     )
-                T.ptx["wgmma.commit_group.sync.aligned"]()
-                T.ptx["wgmma.wait_group.sync.aligned"](0)
-                T.ptx[ARRIVE](empty[st])  # this thread's multiplies are done with the stage
-
-            # epilogue: the whole rows' sums, O / sum, and lse = (max + log2(sum)) · ln 2
-            o_w = O.view("uint32")
-            for hf in T.unroll(2):
-                total = row_sum[hf]
-                total = total + T.cuda.__shfl_xor_sync(0xFFFFFFFF, total, 1)
-                total = total + T.cuda.__shfl_xor_sync(0xFFFFFFFF, total, 2)
-                inv = T.float32(1) / total
-                row = w0 + 16 * w + g + 8 * hf
-                if row < seq_q:
-                    for dn in T.unroll(DN):
-                        pair[0] = T.cast(o[4 * dn + 2 * hf] * inv, dtype)
-                        pair[1] = T.cast(o[4 * dn + 2 * hf + 1] * inv, dtype)
-                        o_w[b, h, row, dn * 4 + t] = pair.view("uint32")[0]
-                    if t == 0:
-                        LSE[b, h, row] = (row_max[hf] + T.log2(total)) * LN2
+            else:
+                consume(
+                    wg - 1,
+                    tid,
+                    b,
+                    h,
+                    q0,
+                    n_kv,
+                    scale,
+                    q_s,
+                    k_s,
+                    v_s,
+                    q_full,
+                    full,
+                    empty,
+                    turn,
+                    O,
+                    LSE,
+                )
 
     return attention
