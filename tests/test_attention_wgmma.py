@@ -6,9 +6,10 @@ more than once) with lse; ``flash_attention``'s dispatch (wgmma on sm_90 only, m
 other GPUs and on the CPU unless named); the fragment identity, whose wrong view the contract
 check reports at the user's line; copies of the kernel with one synchronisation taken out (the
 producer's empty-barrier wait, a full-barrier parity flipped, the ``wgmma.wait_group`` before
-S is read, a consumer releasing its stage before its multiplies are done), each reported by
-the simulator at the line concerned; the sm_90a builds (no spills, HGMMA with a register A,
-UTMALDG, MUFU.EX2, setmaxnreg). On the GPU (marked ``gpu``): against
+S is read, a consumer releasing its stage before its multiplies are done; with ping-pong the
+first turn never given; with the overlap O rescaled too early and too weak a wait), each
+reported by the simulator at the line concerned; the sm_90a builds with and without the
+options (no spills, HGMMA with a register A, UTMALDG, MUFU.EX2, setmaxnreg). On the GPU (marked ``gpu``): against
 ``torch.nn.functional.scaled_dot_product_attention`` and the simulator.
 """
 
@@ -57,12 +58,20 @@ CASES = [
     ((1, 1, 1, 128, 384, 64), F16, False, WgmmaAttentionConfig(pingpong=True)),
     ((1, 2, 1, 200, 330, 128), BF16, True, WgmmaAttentionConfig(pingpong=True)),
     ((1, 1, 1, 256, 448, 64), BF16, True, WgmmaAttentionConfig(64, 3, pingpong=True)),
+    # each consumer's Q K_jᵀ issued with its P_(j-1) V_(j-1) (intra-warpgroup overlap)
+    ((1, 1, 1, 128, 384, 64), F16, False, WgmmaAttentionConfig(overlap=True)),
+    ((1, 1, 1, 128, 128, 128), BF16, False, WgmmaAttentionConfig(overlap=True)),  # one tile
+    ((1, 2, 1, 200, 330, 128), F16, True, WgmmaAttentionConfig(overlap=True)),
+    ((1, 1, 1, 256, 448, 64), BF16, True, WgmmaAttentionConfig(64, 3, True, True)),
 ]
 
 
 def _id(case):
     (b, h, hk, sq, sk, d), dtype, causal, cfg = case
-    n = f"-n{cfg.block_n}s{cfg.stages}{'-pingpong' if cfg.pingpong else ''}" if cfg else ""
+    n = ""
+    if cfg:
+        n = f"-n{cfg.block_n}s{cfg.stages}"
+        n += ("-pingpong" if cfg.pingpong else "") + ("-overlap" if cfg.overlap else "")
     return f"{b}x{h}/{hk}-{sq}x{sk}-d{d}-{str(dtype)[6:]}{'-causal' if causal else ''}{n}"
 
 
@@ -124,11 +133,11 @@ THREE_TILES = (1, 1, 1, 128, 384, 64)  # 128-key tiles: stage 0 is refilled once
 EMPTY_WAIT = """                    if j >= STAGES:  # both consumers are done with the stage's last tile
                         T.cuda.mbarrier_wait(empty[st], (j // STAGES - 1) % 2)
 """
-FULL_WAIT = "T.cuda.mbarrier_wait(full[st], (j // STAGES) % 2)"
-S_WAIT = """            T.ptx["wgmma.wait_group.sync.aligned"](0)
-            for i in T.unroll(BN // 2):"""
-RELEASE = """            T.ptx["wgmma.wait_group.sync.aligned"](0)
-            T.ptx[ARRIVE](empty[st])"""
+FULL_WAIT = "T.cuda.mbarrier_wait(full[j % STAGES], (j // STAGES) % 2)"
+S_WAIT = """                T.ptx["wgmma.wait_group.sync.aligned"](0)
+                scale_scores(s, cs)"""
+RELEASE = """                T.ptx["wgmma.wait_group.sync.aligned"](0)
+                T.ptx[ARRIVE](empty[st])"""
 K_COPY = "T.cuda.tile.apply(T.ptx[tma], k_s[st,"
 V_COPY = "T.cuda.tile.apply(T.ptx[tma], v_s[st,"
 
@@ -152,7 +161,7 @@ def test_simulator_reports_a_refill_without_the_empty_barrier_wait(tmp_path):
 def test_simulator_reports_a_full_barrier_parity_flipped(tmp_path):
     """Consumers waiting for the phase of the wrong parity wait for a phase no copy completes:
     the simulator stops with the deadlock, naming the full barrier's wait."""
-    wrong = "T.cuda.mbarrier_wait(full[st], (j // STAGES + 1) % 2)"
+    wrong = "T.cuda.mbarrier_wait(full[j % STAGES], (j // STAGES + 1) % 2)"
     twin = _twin(tmp_path, FULL_WAIT, wrong, "attn_wg_parity")
     with pytest.raises(SimulationError, match="deadlock") as info:
         _run(twin, THREE_TILES)
@@ -161,7 +170,7 @@ def test_simulator_reports_a_full_barrier_parity_flipped(tmp_path):
 
 
 def test_simulator_reports_s_read_before_its_wgmma_wait_group(tmp_path):
-    twin = _twin(tmp_path, S_WAIT, "            for i in T.unroll(BN // 2):", "attn_wg_nowait")
+    twin = _twin(tmp_path, S_WAIT, "                scale_scores(s, cs)", "attn_wg_nowait")
     with pytest.raises(SimulationError, match=r"reads 's' slot .* in flight") as info:
         _run(twin, THREE_TILES)
     assert info.value.span.line == _line(twin, "s[i] = s[i] * cs")
@@ -170,8 +179,8 @@ def test_simulator_reports_s_read_before_its_wgmma_wait_group(tmp_path):
 def test_simulator_reports_a_stage_released_before_its_multiplies_are_done(tmp_path):
     """The consumers arrive on the empty barrier before their ``wgmma.wait_group``: the
     producer's refill of V may land while the tensor cores still read the stage."""
-    early = """            T.ptx[ARRIVE](empty[st])
-            T.ptx["wgmma.wait_group.sync.aligned"](0)"""
+    early = """                T.ptx[ARRIVE](empty[st])
+                T.ptx["wgmma.wait_group.sync.aligned"](0)"""
     twin = _twin(tmp_path, RELEASE, early, "attn_wg_early")
     with pytest.raises(SimulationError, match=r"writes 'v_s' .* tensor core") as info:
         _run(twin, THREE_TILES)
@@ -187,6 +196,33 @@ def test_simulator_reports_the_first_turn_never_given(tmp_path):
         _run(twin, THREE_TILES, cfg=twin.WgmmaAttentionConfig(pingpong=True))
     line = _line(twin, "T.cuda.mbarrier_wait(turn[cw], j % 2)")
     assert re.search(rf"mbarrier 'turn' .* at line {line}: thread \d+ .* waits", str(info.value))
+
+
+OVERLAP_TAIL = """                T.ptx["wgmma.wait_group.sync.aligned"](0)  # P_(j-1) V_(j-1) is done too
+                T.ptx[ARRIVE](empty[sp])  # with tile j - 1's stage
+                rescale_and_round(o, p, s, alpha)"""
+
+
+def test_simulator_reports_o_rescaled_while_the_overlapped_p_v_runs(tmp_path):
+    """With the overlap, O's rescale moved before the ``wait_group 0`` that covers the
+    previous tile's ``P V``: O is read while that wgmma accumulates into it."""
+    early = """                rescale_and_round(o, p, s, alpha)
+                T.ptx["wgmma.wait_group.sync.aligned"](0)  # P_(j-1) V_(j-1) is done too
+                T.ptx[ARRIVE](empty[sp])  # with tile j - 1's stage"""
+    twin = _twin(tmp_path, OVERLAP_TAIL, early, "attn_wg_ov_early")
+    with pytest.raises(SimulationError, match=r"reads 'o' slot .* in flight") as info:
+        _run(twin, THREE_TILES, cfg=twin.WgmmaAttentionConfig(overlap=True))
+    assert info.value.span.line == _line(twin, "o[4 * dn + 2 * hf + e] = o[4 * dn")
+
+
+def test_simulator_reports_overlapped_s_read_under_too_weak_a_wait(tmp_path):
+    """``wait_group 2`` instead of 1 with Q Kᵀ and P V both pending covers neither group:
+    the scores are read while their wgmma is in flight."""
+    right = 'T.ptx["wgmma.wait_group.sync.aligned"](1)'
+    twin = _twin(tmp_path, right, right.replace("(1)", "(2)"), "attn_wg_ov_wait")
+    with pytest.raises(SimulationError, match=r"reads 's' slot .* in flight") as info:
+        _run(twin, THREE_TILES, cfg=twin.WgmmaAttentionConfig(overlap=True))
+    assert info.value.span.line == _line(twin, "s[i] = s[i] * cs")
 
 
 def test_a_wrong_view_of_p_is_a_contract_error_at_the_users_line(tmp_path):
@@ -235,10 +271,13 @@ def _nvrtc():
 
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 @pytest.mark.parametrize("head_dim", [64, 128])
-@pytest.mark.parametrize("pingpong", [False, True], ids=["", "pingpong"])
-def test_sm_90a_build_has_no_spills_and_the_fa3_instructions(head_dim, dtype, pingpong):
+@pytest.mark.parametrize(
+    "pingpong, overlap", [(False, False), (True, False), (False, True), (True, True)],
+    ids=["", "pingpong", "overlap", "both"],
+)  # fmt: skip
+def test_sm_90a_build_has_no_spills_and_the_fa3_instructions(head_dim, dtype, pingpong, overlap):
     _nvrtc()
-    cfg = WgmmaAttentionConfig(pingpong=pingpong)
+    cfg = WgmmaAttentionConfig(pingpong=pingpong, overlap=overlap)
     kernel = make_attention(2, 8, 8, 1024, 1024, head_dim, dtype, causal=True, cfg=cfg)
     exe = tirx.compile(kernel, target="cuda -arch=sm_90a")
     st = exe.stats
@@ -260,6 +299,8 @@ def test_sm_90a_build_has_no_spills_and_the_fa3_instructions(head_dim, dtype, pi
     assert "USETMAXREG.TRY_ALLOC.CTAPOOL UP0, 0xf0" in sass  # 240 for the consumers
     assert "USETMAXREG.DEALLOC.CTAPOOL 0x18" in sass  # 24 for the producer
     assert "STL" not in sass and "LDL" not in sass
+    if overlap:  # Q K_jᵀ and P_(j-1) V_(j-1) in flight together, then wait_group 1
+        assert "WARPGROUP.DEPBAR.LE gsb0, 0x1" in sass
 
 
 # ------------------------------------------------------------------------------- GPU

@@ -38,9 +38,15 @@ multiplies and hands the turn to the other before it waits for them, so one warp
 softmax runs while the other's ``Q Kᵀ`` occupies the tensor cores. Warpgroup 2 hands the
 first turn to warpgroup 1 before its loop. The turns order the issue only; no data passes.
 
-Not here (FlashAttention-3 has them): the overlap of the next tile's ``S = Q Kᵀ`` with this
-tile's softmax inside a warpgroup, a persistent grid, separate K and V barriers, and an
-epilogue through shared memory and TMA.
+With ``cfg.overlap`` each consumer pipelines its own two products (FlashAttention-3's
+intra-warpgroup overlap): step ``j`` issues tile ``j``'s ``Q Kᵀ`` and tile ``j - 1``'s ``P V``
+as two commit groups, ``wait_group 1`` lets the scores land while ``P V`` runs on, the softmax
+of tile ``j`` keeps its exponentials in S's f32 registers, and only after ``wait_group 0`` are
+O rescaled, P rounded and tile ``j - 1``'s stage released.
+
+Both options are off by default (neither has been timed on a GPU). Not here
+(FlashAttention-3 has them): a persistent grid, separate K and V barriers, and an epilogue
+through shared memory and TMA.
 """
 
 import math
@@ -67,11 +73,13 @@ COLS = 64  # head-dim columns per swizzled box: 128 bytes of 16-bit elements
 @dataclass(frozen=True)
 class WgmmaAttentionConfig:
     """``block_n`` keys per K/V tile, ``stages`` shared stages of each; ``pingpong``: the two
-    consumer warpgroups take turns to issue ``S = Q Kᵀ`` (module doc)."""
+    consumer warpgroups take turns to issue ``S = Q Kᵀ``; ``overlap``: each consumer issues
+    tile ``j``'s ``Q Kᵀ`` with tile ``j - 1``'s ``P V`` (module doc)."""
 
     block_n: int = 128
     stages: int = 2
     pingpong: bool = False
+    overlap: bool = False
 
     def check(self) -> None:
         if self.block_n not in (64, 128):
@@ -129,7 +137,7 @@ def make_attention(
         )
     cfg.check()
     ab = "f16" if dtype == "float16" else "bf16"
-    D, BN, STAGES, PINGPONG = head_dim, cfg.block_n, cfg.stages, cfg.pingpong
+    D, BN, STAGES, PINGPONG, OVERLAP = head_dim, cfg.block_n, cfg.stages, cfg.pingpong, cfg.overlap
     KB = D // COLS  # 64-column boxes per row of Q, K or V
     wgmma_s = f"wgmma.mma_async.sync.aligned.m64n{BN}k16.f32.{ab}.{ab}"
     wgmma_o = f"wgmma.mma_async.sync.aligned.m64n{D}k16.f32.{ab}.{ab}"
@@ -152,6 +160,97 @@ def make_attention(
     KV_LAYOUT = _boxes(STAGES, KB, 1, 1, BN, COLS)
 
     @T.macro
+    def issue_s(s_acc, q_s, k_s, st, cw):
+        """S = Q Kᵀ of stage st: d / 16 wgmma, both operands from shared memory, K key-major."""
+        for kq in T.unroll(KQ):
+            T.cuda.tile.apply(
+                T.ptx[wgmma_s],
+                s_acc,
+                q_s[kq // 4, 0, 0, 64 * cw : 64 * cw + 64, (kq % 4) * 16 : (kq % 4) * 16 + 16],
+                k_s[st, kq // 4, 0, 0, :, (kq % 4) * 16 : (kq % 4) * 16 + 16],
+                scope="warpgroup",
+                scale_d=kq,
+            )
+
+    @T.macro
+    def issue_pv(o_acc, p_a, v_s, st):
+        """O += P V of stage st: P from registers (rs), V key-major in shared memory (an
+        MN-major B: wgmma's N is the head dimension, contiguous)."""
+        for kv in T.unroll(KV):
+            T.cuda.tile.apply(
+                T.ptx[wgmma_o],
+                o_acc,
+                p_a[kv],
+                v_s[st, :, 0, 0, kv * 16 : kv * 16 + 16, :].rearrange("kb k c -> (kb c) k"),
+                scope="warpgroup",
+            )
+
+    @T.macro
+    def wait_full(full, j):
+        """Tile j's K and V have landed: the (j // STAGES)-th phase of its stage's barrier."""
+        T.cuda.mbarrier_wait(full[j % STAGES], (j // STAGES) % 2)
+
+    @T.macro
+    def take_turn(turn, cw, j):
+        """Ping-pong: this warpgroup's turn j (the other has issued its tile j - 1)."""
+        if PINGPONG:
+            T.cuda.mbarrier_wait(turn[cw], j % 2)
+
+    @T.macro
+    def give_turn(turn, cw):
+        """Ping-pong: the other warpgroup may issue while this one waits and exponentiates."""
+        if PINGPONG:
+            T.ptx[ARRIVE](turn[1 - cw])
+
+    @T.macro
+    def scale_scores(s, cs):
+        for i in T.unroll(BN // 2):
+            s[i] = s[i] * cs
+
+    @T.macro
+    def mask(s, j, w0, w, g, t):
+        """-inf for the keys past seq_k and (causal) right of the diagonal, in the tiles that
+        have any for this warpgroup."""
+        last_col = j * BN + BN - 1
+        if (RAGGED and last_col >= seq_k) or (causal and last_col > w0):
+            for ni in T.unroll(NS):
+                for e in T.unroll(4):
+                    col = j * BN + ni * 8 + 2 * t + e % 2
+                    row = w0 + 16 * w + g + 8 * (e // 2)
+                    if col >= seq_k or (causal and col > row):
+                        s[4 * ni + e] = -T.infinity(ty="float32")
+
+    @T.macro
+    def softmax_in_place(s, row_max, row_sum, alpha):
+        """Each row's new maximum over its quad, alpha = exp2(old - new), the exponentials
+        in S's registers and the row sums rescaled: no register of O or P is touched."""
+        for hf in T.unroll(2):
+            m = row_max[hf]
+            for ni in T.unroll(NS):
+                m = max(m, max(s[4 * ni + 2 * hf], s[4 * ni + 2 * hf + 1]))
+            m = max(m, T.cuda.__shfl_xor_sync(0xFFFFFFFF, m, 1))
+            m = max(m, T.cuda.__shfl_xor_sync(0xFFFFFFFF, m, 2))
+            alpha[hf] = T.exp2(row_max[hf] - m)
+            row_max[hf] = m
+            total = T.float32(0)
+            for ni in T.unroll(NS):
+                for e in T.unroll(2):
+                    x = T.exp2(s[4 * ni + 2 * hf + e] - m)
+                    total = total + x
+                    s[4 * ni + 2 * hf + e] = x
+            row_sum[hf] = row_sum[hf] * alpha[hf] + total
+
+    @T.macro
+    def rescale_and_round(o, p, s, alpha):
+        """O *= alpha row by row; P = the exponentials rounded to the inputs' type."""
+        for hf in T.unroll(2):
+            for dn in T.unroll(DN):
+                for e in T.unroll(2):
+                    o[4 * dn + 2 * hf + e] = o[4 * dn + 2 * hf + e] * alpha[hf]
+        for i in T.unroll(BN // 2):
+            p[i] = T.cast(s[i], dtype)
+
+    @T.macro
     def consume(cw, tid, b, h, q0, n_kv, scale, q_s, k_s, v_s, q_full, full, empty, turn, O, LSE):
         """Consumer warpgroup ``cw`` (0 or 1): query rows ``q0 + 64 cw ..`` of head ``(b, h)``."""
         c = tid - 128  # the thread within the two consumer warpgroups
@@ -165,6 +264,7 @@ def make_attention(
         o = T.alloc_local((D // 2,), "float32")  # the output accumulator
         row_max = T.alloc_local((2,), "float32")  # rows 16 w + g and 16 w + g + 8
         row_sum = T.alloc_local((2,), "float32")  # this lane's columns only
+        alpha = T.alloc_local((2,), "float32")  # exp2(old max - new max) per row
         pair = T.alloc_local((2,), dtype)
         for i in T.unroll(D // 2):
             o[i] = T.float32(0)
@@ -182,82 +282,64 @@ def make_attention(
             if cw == 1:  # warpgroup 2 gives warpgroup 1 the first turn (phase 0)
                 T.ptx[ARRIVE](turn[0])
 
-        for j in range(n_kv):
-            st = j % STAGES
-            T.cuda.mbarrier_wait(full[st], (j // STAGES) % 2)
-            if PINGPONG:  # this warpgroup's turn j: the other has issued its tile j - 1
-                T.cuda.mbarrier_wait(turn[cw], j % 2)
-            # S = Q Kᵀ: both operands from shared memory, K key-major
+        if not OVERLAP:
+            for j in range(n_kv):
+                st = j % STAGES
+                wait_full(full, j)
+                take_turn(turn, cw, j)
+                T.ptx["wgmma.fence.sync.aligned"]()
+                issue_s(s_acc, q_s, k_s, st, cw)
+                T.ptx["wgmma.commit_group.sync.aligned"]()
+                give_turn(turn, cw)
+                T.ptx["wgmma.wait_group.sync.aligned"](0)
+                scale_scores(s, cs)
+                mask(s, j, w0, w, g, t)
+                # online softmax on the fragment, then O rescaled and P rounded
+                softmax_in_place(s, row_max, row_sum, alpha)
+                rescale_and_round(o, p, s, alpha)
+                T.ptx["wgmma.fence.sync.aligned"]()
+                issue_pv(o_acc, p_a, v_s, st)
+                T.ptx["wgmma.commit_group.sync.aligned"]()
+                T.ptx["wgmma.wait_group.sync.aligned"](0)
+                T.ptx[ARRIVE](empty[st])  # this thread's multiplies are done with the stage
+        else:
+            # tile 0's scores and P; then per tile j: Q K_jᵀ and P_(j-1) V_(j-1) issued
+            # together, the softmax of tile j while P_(j-1) V_(j-1) runs
+            wait_full(full, 0)
+            take_turn(turn, cw, 0)
             T.ptx["wgmma.fence.sync.aligned"]()
-            for kq in T.unroll(KQ):
-                T.cuda.tile.apply(
-                    T.ptx[wgmma_s],
-                    s_acc,
-                    q_s[
-                        kq // 4,
-                        0,
-                        0,
-                        64 * cw : 64 * cw + 64,
-                        (kq % 4) * 16 : (kq % 4) * 16 + 16,
-                    ],  # fmt: skip
-                    k_s[st, kq // 4, 0, 0, :, (kq % 4) * 16 : (kq % 4) * 16 + 16],
-                    scope="warpgroup",
-                    scale_d=kq,
-                )
+            issue_s(s_acc, q_s, k_s, 0, cw)
             T.ptx["wgmma.commit_group.sync.aligned"]()
-            if PINGPONG:  # the other warpgroup may issue while this one waits and exps
-                T.ptx[ARRIVE](turn[1 - cw])
+            give_turn(turn, cw)
             T.ptx["wgmma.wait_group.sync.aligned"](0)
-            for i in T.unroll(BN // 2):
-                s[i] = s[i] * cs
-
-            # mask the keys past seq_k and (causal) right of the diagonal, in the tiles
-            # that have any for this warpgroup
-            last_col = j * BN + BN - 1
-            if (RAGGED and last_col >= seq_k) or (causal and last_col > w0):
-                for ni in T.unroll(NS):
-                    for e in T.unroll(4):
-                        col = j * BN + ni * 8 + 2 * t + e % 2
-                        row = w0 + 16 * w + g + 8 * (e // 2)
-                        if col >= seq_k or (causal and col > row):
-                            s[4 * ni + e] = -T.infinity(ty="float32")
-
-            # online softmax on the fragment: each row's new maximum over its quad, the
-            # exponentials, and the old sum and output rescaled to the new maximum
-            for hf in T.unroll(2):
-                m = row_max[hf]
-                for ni in T.unroll(NS):
-                    m = max(m, max(s[4 * ni + 2 * hf], s[4 * ni + 2 * hf + 1]))
-                m = max(m, T.cuda.__shfl_xor_sync(0xFFFFFFFF, m, 1))
-                m = max(m, T.cuda.__shfl_xor_sync(0xFFFFFFFF, m, 2))
-                alpha = T.exp2(row_max[hf] - m)
-                row_max[hf] = m
-                total = T.float32(0)
-                for ni in T.unroll(NS):
-                    for e in T.unroll(2):
-                        x = T.exp2(s[4 * ni + 2 * hf + e] - m)
-                        total = total + x
-                        p[4 * ni + 2 * hf + e] = T.cast(x, dtype)
-                row_sum[hf] = row_sum[hf] * alpha + total
-                for dn in T.unroll(DN):
-                    for e in T.unroll(2):
-                        o[4 * dn + 2 * hf + e] = o[4 * dn + 2 * hf + e] * alpha
-
-            # O += P V: P from registers (rs), V key-major in shared memory (MN-major B)
+            scale_scores(s, cs)
+            mask(s, 0, w0, w, g, t)
+            softmax_in_place(s, row_max, row_sum, alpha)
+            rescale_and_round(o, p, s, alpha)
+            for j in range(1, n_kv):
+                st = j % STAGES
+                sp = (j - 1) % STAGES  # the stage of tile j - 1
+                wait_full(full, j)
+                take_turn(turn, cw, j)
+                T.ptx["wgmma.fence.sync.aligned"]()
+                issue_s(s_acc, q_s, k_s, st, cw)
+                T.ptx["wgmma.commit_group.sync.aligned"]()
+                issue_pv(o_acc, p_a, v_s, sp)
+                T.ptx["wgmma.commit_group.sync.aligned"]()
+                give_turn(turn, cw)
+                T.ptx["wgmma.wait_group.sync.aligned"](1)  # S_j has landed; P V may run on
+                scale_scores(s, cs)
+                mask(s, j, w0, w, g, t)
+                softmax_in_place(s, row_max, row_sum, alpha)
+                T.ptx["wgmma.wait_group.sync.aligned"](0)  # P_(j-1) V_(j-1) is done too
+                T.ptx[ARRIVE](empty[sp])  # with tile j - 1's stage
+                rescale_and_round(o, p, s, alpha)
+            last = (n_kv - 1) % STAGES
             T.ptx["wgmma.fence.sync.aligned"]()
-            for kv in T.unroll(KV):
-                T.cuda.tile.apply(
-                    T.ptx[wgmma_o],
-                    o_acc,
-                    p_a[kv],
-                    v_s[st, :, 0, 0, kv * 16 : kv * 16 + 16, :].rearrange(
-                        "kb k c -> (kb c) k"
-                    ),  # fmt: skip
-                    scope="warpgroup",
-                )
+            issue_pv(o_acc, p_a, v_s, last)
             T.ptx["wgmma.commit_group.sync.aligned"]()
             T.ptx["wgmma.wait_group.sync.aligned"](0)
-            T.ptx[ARRIVE](empty[st])  # this thread's multiplies are done with the stage
+            T.ptx[ARRIVE](empty[last])
 
         # epilogue: the whole rows' sums, O / sum, and lse = (max + log2(sum)) · ln 2
         o_w = O.view("uint32")
