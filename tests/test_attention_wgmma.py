@@ -328,14 +328,24 @@ def test_gpu_matches_sdpa_and_float64(shape, dtype, causal):
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize(
+    "cfg",
+    [
+        WgmmaAttentionConfig(),
+        WgmmaAttentionConfig(pingpong=True),
+        WgmmaAttentionConfig(overlap=True),
+        WgmmaAttentionConfig(64, 3, pingpong=True, overlap=True),
+    ],
+    ids=["default", "pingpong", "overlap", "n64s3-both"],
+)
 @pytest.mark.parametrize("head_dim", [64, 128])
-def test_gpu_equals_the_simulator(head_dim):
+def test_gpu_equals_the_simulator(head_dim, cfg):
     """The same kernel on both targets: equal to within one rounding of the output."""
     if torch.cuda.get_device_capability() != (9, 0):
         pytest.skip("the wgmma kernel runs on sm_90 only")
     shape = (1, 2, 1, 200, 330, head_dim)
-    o_sim, lse_sim, q, k, v = _run(aw, shape, causal=True)
-    exe = tirx.compile(make_attention(*shape, "float16", True), target="cuda")
+    o_sim, lse_sim, q, k, v = _run(aw, shape, causal=True, cfg=cfg)
+    exe = tirx.compile(make_attention(*shape, "float16", True, cfg), target="cuda")
     o = torch.empty_like(q, device="cuda")
     lse = torch.empty(q.shape[:3], device="cuda")
     exe(q.cuda(), k.cuda(), v.cuda(), o, lse, 0.125)
