@@ -9,9 +9,12 @@ alike) the script checks, then times, the forward pass of attention over ``batch
 heads, ``heads = hidden / head_dim`` and ``batch = tokens / seq`` (16 heads of 128 or 32 of 64
 and 16 k tokens by default: thousands of query tiles at every length, enough to fill the GPU):
 
-* **tirx**: the kernel ``tirx.examples.attention.flash_attention`` launches (the mma.sync
-  kernel of ``tirx.examples.attention_mma``), timed as its compiled executable called on
-  preallocated outputs (the Python checks of ``flash_attention`` excluded);
+* **tirx**: the mma.sync kernel of ``tirx.examples.attention_mma`` (``flash_attention``'s
+  ``kernel="mma_sync"``), timed as its compiled executable called on preallocated outputs (the
+  Python checks of ``flash_attention`` excluded);
+* **tirx wgmma**: likewise the wgmma kernel of ``tirx.examples.attention_wgmma``
+  (``kernel="wgmma"``, FlashAttention-3's structure; ``flash_attention``'s default there), on an
+  sm_90 GPU only;
 * **SDPA**: ``torch.nn.functional.scaled_dot_product_attention`` with each backend forced by
   ``torch.nn.attention.sdpa_kernel``: cuDNN, flash and efficient (a backend that refuses a
   case is left out of it);
@@ -31,6 +34,7 @@ the previous one. Without a GPU the script says so and exits with status 2.
 from __future__ import annotations
 
 import argparse
+import functools
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -89,19 +93,21 @@ def problem_size(seq: int, head_dim: int, tokens: int, hidden: int) -> tuple[int
 def table(cells: list[Cell]) -> str:
     """TFLOP/s of every runner and the ratios to the fastest SDPA backend of the same case."""
     lines = [
-        "| dtype | d | mode | seq | batch × heads | tirx | SDPA cuDNN | SDPA flash | SDPA efficient "
-        "| Triton (config) | tirx / best SDPA | Triton / best SDPA |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| dtype | d | mode | seq | batch × heads | tirx | tirx wgmma | SDPA cuDNN | SDPA flash "
+        "| SDPA efficient | Triton (config) | tirx / best SDPA | tirx wgmma / best SDPA "
+        "| Triton / best SDPA |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for c in cells:
         sdpa = c.best("sdpa ")
         tr = c.best("triton ")
         cols = [c.dtype, str(c.head_dim), "causal" if c.causal else "full", str(c.seq)]
         cols.append(f"{c.batch} × {c.heads}")
-        cols.append(_tf(c, "tirx"))
+        cols += [_tf(c, "tirx"), _tf(c, "tirx wgmma")]
         cols += [_tf(c, f"sdpa {b}") for b in BACKENDS]
         cols.append(f"{c.tflops(tr):.1f} ({tr[7:]})" if tr else "–")
-        cols.append(f"{c.ms[sdpa] / c.ms['tirx']:.2f}" if sdpa and "tirx" in c.ms else "–")
+        for name in ("tirx", "tirx wgmma"):
+            cols.append(f"{c.ms[sdpa] / c.ms[name]:.2f}" if sdpa and name in c.ms else "–")
         cols.append(f"{c.ms[sdpa] / c.ms[tr]:.2f}" if sdpa and tr else "–")
         lines.append("| " + " | ".join(cols) + " |")
     return "\n".join(lines)
@@ -241,7 +247,7 @@ def measure(cell: Cell, reps: int) -> Cell:
     import torch
     from gemm_speed import time_runners
 
-    from tirx.examples.attention import attention_executable
+    from tirx.examples.attention import KERNELS, attention_executable
 
     tdtype = getattr(torch, cell.dtype)
     shape = (cell.batch, cell.heads, cell.seq, cell.head_dim)
@@ -262,12 +268,16 @@ def measure(cell: Cell, reps: int) -> Cell:
         runners[f"sdpa {backend}"] = run
     if want is None:
         want = _math_reference(q, k, v, cell.causal)
-    exe = attention_executable(q, k, v, causal=cell.causal)
-    o, lse = torch.empty_like(q), torch.empty(shape[:3], device="cuda")
     scale = cell.head_dim**-0.5
-    exe(q, k, v, o, lse, scale)
-    _close("tirx", o, want, cell.dtype)
-    runners["tirx"] = lambda: exe(q, k, v, o, lse, scale)
+    major, minor = torch.cuda.get_device_capability()
+    for name, kernel in (("tirx", "mma_sync"), ("tirx wgmma", "wgmma")):
+        if not KERNELS[kernel].runs_on(10 * major + minor):
+            continue
+        exe = attention_executable(q, k, v, causal=cell.causal, kernel=kernel)
+        o, lse = torch.empty_like(q), torch.empty(shape[:3], device="cuda")
+        exe(q, k, v, o, lse, scale)
+        _close(name, o, want, cell.dtype)
+        runners[name] = functools.partial(exe, q, k, v, o, lse, scale)
     for config in TRITON_CONFIGS if triton is not None else ():
         o_t, lse_t = torch.empty_like(q), torch.empty(shape[:3], device="cuda")
         run = triton_attention(q, k, v, o_t, lse_t, cell.causal, config)
@@ -304,8 +314,10 @@ def report_body(cells: list[Cell], reps: int) -> str:
             f"Median of {reps} samples per cell. Forward pass, `(batch, heads, seq, d)` "
             "tensors, as many keys as queries; TFLOP/s = 4·batch·heads·seq²·d / time, half "
             "that for causal. tirx: `tirx.examples.attention_mma` (mma.sync, its default "
-            "configuration per head dim), its executable called directly. Ratios: the fastest "
-            "SDPA backend's time / tirx's (or Triton's), above 1 is faster than SDPA.",
+            "configuration per head dim); tirx wgmma: `tirx.examples.attention_wgmma` "
+            "(FlashAttention-3's structure, sm_90 only); each executable called directly. "
+            "Ratios: the fastest SDPA backend's time / tirx's (or Triton's), above 1 is "
+            "faster than SDPA.",
             "",
             table(cells),
             "",

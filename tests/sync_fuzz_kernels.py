@@ -93,6 +93,25 @@ def _attention_inputs():
     return [q, k, v, o, lse, 0.125]
 
 
+def _attention_wgmma(**options):
+    def build():
+        from tirx.examples.attention_wgmma import WgmmaAttentionConfig, make_attention
+
+        cfg = WgmmaAttentionConfig(**options)
+        return _lowered(make_attention(1, 1, 1, 128, 384, 64, "float16", False, cfg))
+
+    return build
+
+
+def _attention_wgmma_inputs():
+    rng = np.random.default_rng(4)
+    q = rng.standard_normal((1, 1, 128, 64)).astype(np.float16)
+    k, v = (rng.standard_normal((1, 1, 384, 64)).astype(np.float16) for _ in range(2))
+    o = np.full((1, 1, 128, 64), np.nan, np.float16)
+    lse = np.full((1, 1, 128), np.nan, np.float32)
+    return [q, k, v, o, lse, 0.125]
+
+
 KERNELS: dict[str, Kernel] = {
     k.name: k
     for k in (
@@ -102,5 +121,6 @@ KERNELS: dict[str, Kernel] = {
         Kernel("gemm_wgmma.tma", _gemm_wgmma("tma"), _gemm_inputs(256, 128, 256)),
         Kernel("tma_pipeline", _tma_pipeline, _tma_inputs),
         Kernel("attention_mma", _attention, _attention_inputs),
+        Kernel("attention_wgmma", _attention_wgmma(), _attention_wgmma_inputs),
     )
 }

@@ -132,7 +132,7 @@ def test_bad_tensors_are_refused_naming_the_argument(change, error, message):
         ({"return_lse": "yes"}, "return_lse must be True or False"),
         ({"scale": float("nan")}, "scale must be a finite number"),
         ({"scale": torch.tensor(0.5)}, "scale must be a finite number"),
-        ({"kernel": "wgmma"}, r"kernel must be one of \['mma_sync'\]"),
+        ({"kernel": "tcgen05"}, r"kernel must be one of \['mma_sync', 'wgmma'\]"),
     ],
 )
 def test_bad_options_are_refused_naming_the_argument(kwargs, message):

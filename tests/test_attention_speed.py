@@ -41,6 +41,7 @@ def test_table_ratios_are_against_the_fastest_sdpa_backend():
     flops = cell.flops
     for name, tf in {
         "tirx": 200.0,
+        "tirx wgmma": 500.0,
         "sdpa cudnn": 400.0,
         "sdpa flash": 320.0,
         "triton 128x64/4w/3s": 250.0,
@@ -51,9 +52,15 @@ def test_table_ratios_are_against_the_fastest_sdpa_backend():
     assert len(lines) == 3
     cols = [c.strip() for c in lines[2].strip("|").split("|")]
     assert cols[:5] == ["bfloat16", "64", "causal", "2048", "8 × 32"]
-    assert cols[5:9] == ["200.0", "400.0", "320.0", "–"]  # efficient was not run
-    assert cols[9] == "300.0 (64x64/4w/3s)"
-    assert cols[10:] == ["0.50", "0.75"]
+    assert cols[5:10] == ["200.0", "500.0", "400.0", "320.0", "–"]  # efficient was not run
+    assert cols[10] == "300.0 (64x64/4w/3s)"
+    assert cols[11:] == ["0.50", "1.25", "0.75"]
+
+
+def test_a_cell_without_the_wgmma_kernel_shows_dashes():
+    cell = bench.Cell("float16", 64, False, 1024, 16, 32, {"tirx": 1.0, "sdpa flash": 1.0})
+    cols = [c.strip() for c in bench.table([cell]).splitlines()[2].strip("|").split("|")]
+    assert cols[6] == "–" and cols[12] == "–" and cols[11] == "1.00"
 
 
 def test_without_a_gpu_it_says_so_and_stops(monkeypatch, capsys):

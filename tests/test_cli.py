@@ -143,6 +143,7 @@ EXAMPLE_REFS = {
     "gemm_wgmma.py": (":make_gemm_wgmma(256, 128, 192)", "gemm_wgmma"),
     "softmax.py": (":make_softmax(4, 128)", "softmax"),
     "attention_mma.py": (":make_attention(1, 1, 1, 64, 64, 64)", "attention"),
+    "attention_wgmma.py": (":make_attention(1, 1, 1, 128, 128, 64)", "attention"),
     "gemm_config.py": None,  # the GEMMs' shared helpers: no kernel
     "softmax_backward.py": (":make_softmax_backward(4, 128)", "softmax_backward"),
     "attention.py": None,  # the torch-shaped entry: functions that compile kernels

@@ -17,7 +17,9 @@ seq_q)`` float32: the natural log of each row's sum of ``exp(q·k · scale)`` ov
 CUDA tensors run on the GPU, CPU tensors on tirx's simulator (slowly: a 256 x 256 head of
 dimension 64 takes about half a second; a run longer than the simulator's budget,
 ``$TIRX_SIM_BUDGET`` seconds, 20 by default, stops with a SimulationError). ``kernel=`` picks an implementation from :data:`KERNELS`
-by name; by default the first one that supports the GPU. Each kernel is compiled once per shape
+by name; by default the first one that supports the GPU: ``"wgmma"`` (FlashAttention-3's
+structure, attention_wgmma.py) on sm_90 (an H100 or H200), ``"mma_sync"`` (FlashAttention-2's,
+attention_mma.py) on every other GPU from sm_80 on, and ``"mma_sync"`` for CPU tensors. Each kernel is compiled once per shape
 class and kept: a second call with the same shapes costs one launch. tirx's tensor parameters
 have compile-time shapes, so the class includes the batch, head counts and both sequence
 lengths (the scale is a run-time argument). Forward only: no autograd.
@@ -32,26 +34,42 @@ from dataclasses import dataclass
 
 import tirx
 
+from . import attention_wgmma
 from .attention_mma import HEAD_DIMS, make_attention
 
-__all__ = ["flash_attention", "attention_executable", "KERNELS", "AttentionKernel"]
+__all__ = [
+    "flash_attention",
+    "attention_executable",
+    "KERNELS",
+    "AttentionKernel",
+    "SIMULATOR_KERNEL",
+]
 
 
 @dataclass(frozen=True)
 class AttentionKernel:
     """One implementation: ``build(batch, heads, kv_heads, seq_q, seq_k, head_dim, dtype,
     causal)`` makes the ``@T.function`` ``(Q, K, V, O, LSE, scale)``; ``min_arch`` is the
-    oldest GPU (``sm_XX`` as an int) it runs on."""
+    oldest GPU (``sm_XX`` as an int) it runs on, ``max_arch`` the newest (None: every later
+    one; 90 for a kernel of sm_90a's arch-specific instructions, which later GPUs lack)."""
 
     build: Callable
     min_arch: int
+    max_arch: int | None = None
+
+    def runs_on(self, arch: int) -> bool:
+        return self.min_arch <= arch and (self.max_arch is None or arch <= self.max_arch)
 
 
-# The implementations, in order of preference on a GPU that runs them all.
+# The implementations, in order of preference on a GPU that runs them all. CPU tensors run
+# SIMULATOR_KERNEL unless kernel= names another.
 KERNELS: dict[str, AttentionKernel] = {
+    # wgmma.mma_async and TMA with FlashAttention-3's structure (attention_wgmma.py): sm_90a
+    "wgmma": AttentionKernel(attention_wgmma.make_attention, 90, 90),
     # mma.sync.m16n8k16 with FlashAttention-2's structure (attention_mma.py)
     "mma_sync": AttentionKernel(make_attention, 80),
 }
+SIMULATOR_KERNEL = "mma_sync"
 
 
 @dataclass(frozen=True)
@@ -108,20 +126,21 @@ def _dispatch(kernel, device) -> tuple[str, str]:
     if kernel is not None and kernel not in KERNELS:
         raise ValueError(f"kernel must be one of {sorted(KERNELS)} or None, got {kernel!r}")
     if device.type == "cpu":
-        return (kernel or next(iter(KERNELS))), "sim"
+        return (kernel or SIMULATOR_KERNEL), "sim"
     import torch
 
     major, minor = torch.cuda.get_device_capability(device)
     arch = 10 * major + minor
     if kernel is not None:
-        if arch < KERNELS[kernel].min_arch:
-            raise ValueError(
-                f"kernel={kernel!r} needs sm_{KERNELS[kernel].min_arch} or later; "
-                f"{device} is sm_{arch}"
+        entry = KERNELS[kernel]
+        if not entry.runs_on(arch):
+            span = f"sm_{entry.min_arch}" + (
+                " or later" if entry.max_arch is None else f" to sm_{entry.max_arch}"
             )
+            raise ValueError(f"kernel={kernel!r} runs on {span}; {device} is sm_{arch}")
         return kernel, "cuda"
     for name, entry in KERNELS.items():
-        if arch >= entry.min_arch:
+        if entry.runs_on(arch):
             return name, "cuda"
     raise ValueError(f"no attention kernel runs on {device} (sm_{arch}); they need sm_80 or later")
 

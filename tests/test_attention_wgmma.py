@@ -1,0 +1,354 @@
+"""The wgmma attention kernel (tirx.examples.attention_wgmma, FlashAttention-3's structure).
+
+On the CPU: the kernel on the simulator against the float64 reference (head dims 64 and 128,
+causal and not, float16 and bfloat16, ragged lengths, grouped-query heads, a ring refilled
+more than once) with lse; ``flash_attention``'s dispatch (wgmma on sm_90 only, mma.sync on
+other GPUs and on the CPU unless named); the fragment identity, whose wrong view the contract
+check reports at the user's line; copies of the kernel with one synchronisation taken out (the
+producer's empty-barrier wait, a full-barrier parity flipped, the ``wgmma.wait_group`` before
+S is read, a consumer releasing its stage before its multiplies are done; with ping-pong the
+first turn never given; with the overlap O rescaled too early and too weak a wait), each
+reported by the simulator at the line concerned; the sm_90a builds with and without the
+options (no spills, HGMMA with a register A, UTMALDG, MUFU.EX2, setmaxnreg). On the GPU (marked ``gpu``): against
+``torch.nn.functional.scaled_dot_product_attention`` and the simulator.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+import tirx
+from tests.attention_reference import check, inputs
+from tirx.errors import ContractError, SimulationError
+from tirx.examples import attention as attn
+from tirx.examples import attention_wgmma as aw
+from tirx.examples.attention_wgmma import WgmmaAttentionConfig, make_attention
+
+EXAMPLE = Path(aw.__file__)
+F16, BF16 = torch.float16, torch.bfloat16
+
+
+def _run(module, shape, dtype=F16, causal=False, cfg=None, scale=0.125):
+    """Run ``module.make_attention`` on the simulator; (o, lse, q, k, v)."""
+    q, k, v = inputs(*shape, dtype)
+    name = str(dtype).removeprefix("torch.")
+    fn = module.make_attention(*shape, name, causal, cfg)
+    o = torch.full_like(q, float("nan"))
+    lse = torch.full(q.shape[:3], float("nan"))
+    tirx.compile(fn, target="sim")(q, k, v, o, lse, scale)
+    return o, lse, q, k, v
+
+
+# (batch, heads, kv_heads, seq_q, seq_k, head_dim), dtype, causal, cfg
+CASES = [
+    ((1, 1, 1, 128, 128, 64), F16, False, None),
+    ((1, 1, 1, 128, 256, 64), BF16, True, None),
+    ((1, 1, 1, 128, 128, 128), BF16, False, None),
+    ((1, 1, 1, 256, 256, 128), F16, True, None),  # two blocks, the diagonal in each
+    ((1, 2, 1, 100, 150, 64), F16, True, WgmmaAttentionConfig(block_n=64)),  # ragged, GQA
+    ((1, 1, 1, 70, 45, 128), BF16, True, None),  # seq_q > seq_k, both ragged
+    ((1, 1, 1, 128, 448, 64), F16, False, WgmmaAttentionConfig(block_n=64, stages=3)),
+    # the consumers taking turns (ping-pong)
+    ((1, 1, 1, 128, 384, 64), F16, False, WgmmaAttentionConfig(pingpong=True)),
+    ((1, 2, 1, 200, 330, 128), BF16, True, WgmmaAttentionConfig(pingpong=True)),
+    ((1, 1, 1, 256, 448, 64), BF16, True, WgmmaAttentionConfig(64, 3, pingpong=True)),
+    # each consumer's Q K_jᵀ issued with its P_(j-1) V_(j-1) (intra-warpgroup overlap)
+    ((1, 1, 1, 128, 384, 64), F16, False, WgmmaAttentionConfig(overlap=True)),
+    ((1, 1, 1, 128, 128, 128), BF16, False, WgmmaAttentionConfig(overlap=True)),  # one tile
+    ((1, 2, 1, 200, 330, 128), F16, True, WgmmaAttentionConfig(overlap=True)),
+    ((1, 1, 1, 256, 448, 64), BF16, True, WgmmaAttentionConfig(64, 3, True, True)),
+]
+
+
+def _id(case):
+    (b, h, hk, sq, sk, d), dtype, causal, cfg = case
+    n = ""
+    if cfg:
+        n = f"-n{cfg.block_n}s{cfg.stages}"
+        n += ("-pingpong" if cfg.pingpong else "") + ("-overlap" if cfg.overlap else "")
+    return f"{b}x{h}/{hk}-{sq}x{sk}-d{d}-{str(dtype)[6:]}{'-causal' if causal else ''}{n}"
+
+
+@pytest.mark.parametrize("case", CASES, ids=[_id(c) for c in CASES])
+def test_simulator_matches_float64(case):
+    shape, dtype, causal, cfg = case
+    o, lse, q, k, v = _run(aw, shape, dtype, causal, cfg)
+    check(o, lse, q, k, v, causal, scale=0.125)
+
+
+def test_flash_attention_runs_it_on_the_cpu_when_named():
+    q, k, v = inputs(1, 2, 1, 90, 100, 64, BF16)
+    exe = attn.attention_executable(q, k, v, causal=True, kernel="wgmma")
+    assert exe.target.kind == "sim" and exe is not attn.attention_executable(q, k, v, True)
+    o, lse = attn.flash_attention(q, k, v, causal=True, return_lse=True, kernel="wgmma")
+    check(o, lse, q, k, v, True)
+
+
+@pytest.mark.parametrize(
+    "arch, default", [(80, "mma_sync"), (89, "mma_sync"), (90, "wgmma"), (100, "mma_sync")]
+)
+def test_dispatch_picks_wgmma_on_sm_90_only(monkeypatch, arch, default):
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda d=None: divmod(arch, 10))
+    cuda = torch.device("cuda", 0)
+    assert attn._dispatch(None, cuda) == (default, "cuda")
+    assert attn._dispatch("mma_sync", cuda) == ("mma_sync", "cuda")
+    if arch == 90:
+        assert attn._dispatch("wgmma", cuda) == ("wgmma", "cuda")
+    else:
+        with pytest.raises(ValueError, match=r"kernel='wgmma' runs on sm_90 to sm_90; "):
+            attn._dispatch("wgmma", cuda)
+    assert attn._dispatch(None, torch.device("cpu")) == ("mma_sync", "sim")
+    assert attn._dispatch("wgmma", torch.device("cpu")) == ("wgmma", "sim")
+
+
+def _twin(tmp_path, old: str, new: str, name: str):
+    """The example's source with ``old`` (present exactly once) replaced by ``new``, imported
+    as a module of its own (its kernel's lines are that file's)."""
+    text = EXAMPLE.read_text()
+    assert text.count(old) == 1, old
+    path = tmp_path / f"{name}.py"
+    path.write_text(text.replace(old, new))
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def _line(module, text: str) -> int:
+    """The line of ``module``'s file that holds ``text`` (once)."""
+    lines = Path(module.__file__).read_text().splitlines()
+    hits = [i + 1 for i, line in enumerate(lines) if text in line]
+    assert len(hits) == 1, (text, hits)
+    return hits[0]
+
+
+THREE_TILES = (1, 1, 1, 128, 384, 64)  # 128-key tiles: stage 0 is refilled once
+EMPTY_WAIT = """                    if j >= STAGES:  # both consumers are done with the stage's last tile
+                        T.cuda.mbarrier_wait(empty[st], (j // STAGES - 1) % 2)
+"""
+FULL_WAIT = "T.cuda.mbarrier_wait(full[j % STAGES], (j // STAGES) % 2)"
+S_WAIT = """                T.ptx["wgmma.wait_group.sync.aligned"](0)
+                scale_scores(s, cs)"""
+RELEASE = """                T.ptx["wgmma.wait_group.sync.aligned"](0)
+                T.ptx[ARRIVE](empty[st])"""
+K_COPY = "T.cuda.tile.apply(T.ptx[tma], k_s[st,"
+V_COPY = "T.cuda.tile.apply(T.ptx[tma], v_s[st,"
+
+
+def test_the_twin_with_nothing_taken_out_runs_clean(tmp_path):
+    twin = _twin(tmp_path, EMPTY_WAIT, EMPTY_WAIT, "attn_wg_same")
+    o, lse, q, k, v = _run(twin, THREE_TILES)
+    check(o, lse, q, k, v, False, scale=0.125)
+
+
+def test_simulator_reports_a_refill_without_the_empty_barrier_wait(tmp_path):
+    """The producer refills stage 0 with tile 2 without waiting for the consumers: its tensor
+    copy lands on bytes the previous copy into them wrote and no consumer has let go of."""
+    twin = _twin(tmp_path, EMPTY_WAIT, "", "attn_wg_noempty")
+    with pytest.raises(SimulationError, match=r"shared-memory race: .* writes 'k_s'") as info:
+        _run(twin, THREE_TILES)
+    assert info.value.span.file == str(tmp_path / "attn_wg_noempty.py")
+    assert info.value.span.line == _line(twin, K_COPY)
+
+
+def test_simulator_reports_a_full_barrier_parity_flipped(tmp_path):
+    """Consumers waiting for the phase of the wrong parity wait for a phase no copy completes:
+    the simulator stops with the deadlock, naming the full barrier's wait."""
+    wrong = "T.cuda.mbarrier_wait(full[j % STAGES], (j // STAGES + 1) % 2)"
+    twin = _twin(tmp_path, FULL_WAIT, wrong, "attn_wg_parity")
+    with pytest.raises(SimulationError, match="deadlock") as info:
+        _run(twin, THREE_TILES)
+    line = _line(twin, wrong)
+    assert re.search(rf"mbarrier 'full' .* at line {line}: thread \d+ .* waits", str(info.value))
+
+
+def test_simulator_reports_s_read_before_its_wgmma_wait_group(tmp_path):
+    twin = _twin(tmp_path, S_WAIT, "                scale_scores(s, cs)", "attn_wg_nowait")
+    with pytest.raises(SimulationError, match=r"reads 's' slot .* in flight") as info:
+        _run(twin, THREE_TILES)
+    assert info.value.span.line == _line(twin, "s[i] = s[i] * cs")
+
+
+def test_simulator_reports_a_stage_released_before_its_multiplies_are_done(tmp_path):
+    """The consumers arrive on the empty barrier before their ``wgmma.wait_group``: the
+    producer's refill of V may land while the tensor cores still read the stage."""
+    early = """                T.ptx[ARRIVE](empty[st])
+                T.ptx["wgmma.wait_group.sync.aligned"](0)"""
+    twin = _twin(tmp_path, RELEASE, early, "attn_wg_early")
+    with pytest.raises(SimulationError, match=r"writes 'v_s' .* tensor core") as info:
+        _run(twin, THREE_TILES)
+    assert info.value.span.line == _line(twin, V_COPY)
+
+
+def test_simulator_reports_the_first_turn_never_given(tmp_path):
+    """Ping-pong without warpgroup 2's first arrive on warpgroup 1's turn: each waits for the
+    other, a deadlock naming the turn barrier's wait."""
+    first = "T.ptx[ARRIVE](turn[0])"
+    twin = _twin(tmp_path, first, "pass", "attn_wg_noturn")
+    with pytest.raises(SimulationError, match="deadlock") as info:
+        _run(twin, THREE_TILES, cfg=twin.WgmmaAttentionConfig(pingpong=True))
+    line = _line(twin, "T.cuda.mbarrier_wait(turn[cw], j % 2)")
+    assert re.search(rf"mbarrier 'turn' .* at line {line}: thread \d+ .* waits", str(info.value))
+
+
+OVERLAP_TAIL = """                T.ptx["wgmma.wait_group.sync.aligned"](0)  # P_(j-1) V_(j-1) is done too
+                T.ptx[ARRIVE](empty[sp])  # with tile j - 1's stage
+                rescale_and_round(o, p, s, alpha)"""
+
+
+def test_simulator_reports_o_rescaled_while_the_overlapped_p_v_runs(tmp_path):
+    """With the overlap, O's rescale moved before the ``wait_group 0`` that covers the
+    previous tile's ``P V``: O is read while that wgmma accumulates into it."""
+    early = """                rescale_and_round(o, p, s, alpha)
+                T.ptx["wgmma.wait_group.sync.aligned"](0)  # P_(j-1) V_(j-1) is done too
+                T.ptx[ARRIVE](empty[sp])  # with tile j - 1's stage"""
+    twin = _twin(tmp_path, OVERLAP_TAIL, early, "attn_wg_ov_early")
+    with pytest.raises(SimulationError, match=r"reads 'o' slot .* in flight") as info:
+        _run(twin, THREE_TILES, cfg=twin.WgmmaAttentionConfig(overlap=True))
+    assert info.value.span.line == _line(twin, "o[4 * dn + 2 * hf + e] = o[4 * dn")
+
+
+def test_simulator_reports_overlapped_s_read_under_too_weak_a_wait(tmp_path):
+    """``wait_group 2`` instead of 1 with Q Kᵀ and P V both pending covers neither group:
+    the scores are read while their wgmma is in flight."""
+    right = 'T.ptx["wgmma.wait_group.sync.aligned"](1)'
+    twin = _twin(tmp_path, right, right.replace("(1)", "(2)"), "attn_wg_ov_wait")
+    with pytest.raises(SimulationError, match=r"reads 's' slot .* in flight") as info:
+        _run(twin, THREE_TILES, cfg=twin.WgmmaAttentionConfig(overlap=True))
+    assert info.value.span.line == _line(twin, "s[i] = s[i] * cs")
+
+
+def test_a_wrong_view_of_p_is_a_contract_error_at_the_users_line(tmp_path):
+    """The two 8-key halves of each k16 slice of P's words interleaved ``(w two)``: word 1
+    of row 0 (keys 2 and 3), which the rs form's A reads from thread 1, would be in thread 0."""
+    right = '.rearrange("r (j w) -> j r w", w=8)'
+    wrong = '.rearrange("r (j two w) -> j r (w two)", two=2, w=4)'
+    twin = _twin(tmp_path, right, wrong, "attn_wg_wrong_p")
+    with pytest.raises(
+        ContractError, match=r"operand A: element \(0, 1\) belongs to thread 1 "
+    ) as info:
+        tirx.compile(twin.make_attention(*THREE_TILES), target="sim")
+    assert info.value.span.file == str(tmp_path / "attn_wg_wrong_p.py")
+    assert "p_a[kv]" in str(info.value)
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"head_dim": 96}, "head_dim must be one of"),
+        ({"dtype": "float32"}, "float16 or bfloat16"),
+        ({"kv_heads": 3}, "multiple of kv_heads"),
+        ({"seq_q": 0}, "must be positive"),
+        ({"cfg": WgmmaAttentionConfig(block_n=96)}, "cfg.block_n"),
+        ({"cfg": WgmmaAttentionConfig(stages=1)}, "cfg.stages"),
+    ],
+)
+def test_bad_sizes_are_refused(kwargs, message):
+    args = {"batch": 1, "heads": 4, "kv_heads": 2, "seq_q": 64, "seq_k": 64, "head_dim": 64}
+    args.update(kwargs)
+    with pytest.raises(ValueError, match=message):
+        make_attention(**args)
+
+
+# ------------------------------------------------------------------ NVRTC builds and SASS
+
+
+def _nvrtc():
+    try:
+        from tirx.backend.cuda.nvrtc import nvrtc_version
+
+        nvrtc_version()
+    except Exception as e:  # no NVRTC library on this machine
+        pytest.skip(f"NVRTC is not available: {e}")
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+@pytest.mark.parametrize("head_dim", [64, 128])
+@pytest.mark.parametrize(
+    "pingpong, overlap", [(False, False), (True, False), (False, True), (True, True)],
+    ids=["", "pingpong", "overlap", "both"],
+)  # fmt: skip
+def test_sm_90a_build_has_no_spills_and_the_fa3_instructions(head_dim, dtype, pingpong, overlap):
+    _nvrtc()
+    cfg = WgmmaAttentionConfig(pingpong=pingpong, overlap=overlap)
+    kernel = make_attention(2, 8, 8, 1024, 1024, head_dim, dtype, causal=True, cfg=cfg)
+    exe = tirx.compile(kernel, target="cuda -arch=sm_90a")
+    st = exe.stats
+    assert st["spill_stores"] == 0 and st["spill_loads"] == 0 and st["stack_bytes"] == 0
+    assert st["registers"] <= 168  # 65536 / 384: the launch's share before setmaxnreg
+    # the mbarriers: q_full, full and empty per stage, the two turns; 16-byte aligned arrays
+    assert exe.launch_dims[2] == cfg.shared_bytes(head_dim) + 64
+    sass = exe.sass
+    if sass is None:
+        pytest.skip("no disassembler (nvdisasm/cuobjdump) installed")
+    bf = r"\.BF16" if dtype == "bfloat16" else ""
+    # S = Q Kᵀ from two descriptors; O += P V with P in registers and V MN-major (.tnspB)
+    assert re.search(rf"HGMMA\.64x128x16\.F32{bf} R\d+, gdesc\[UR\d+\], R\d+", sass)
+    assert re.search(
+        rf"HGMMA\.64x{head_dim}x16\.F32{bf} R\d+, R\d+, gdesc\[UR\d+\]\.tnspB, R\d+", sass
+    )
+    for opcode in ("UTMALDG.4D", "MUFU.EX2", "SHFL.BFLY", "SYNCS.ARRIVE", "USETMAXREG"):
+        assert opcode in sass, opcode
+    assert "USETMAXREG.TRY_ALLOC.CTAPOOL UP0, 0xf0" in sass  # 240 for the consumers
+    assert "USETMAXREG.DEALLOC.CTAPOOL 0x18" in sass  # 24 for the producer
+    assert "STL" not in sass and "LDL" not in sass
+    if overlap:  # Q K_jᵀ and P_(j-1) V_(j-1) in flight together, then wait_group 1
+        assert "WARPGROUP.DEPBAR.LE gsb0, 0x1" in sass
+
+
+# ------------------------------------------------------------------------------- GPU
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [F16, BF16])
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize(
+    "shape",
+    [(2, 8, 8, 1024, 1024, 64), (1, 8, 2, 1000, 777, 128), (3, 4, 4, 77, 300, 64)],
+    ids=["1k-d64", "ragged-gqa-d128", "short"],
+)
+def test_gpu_matches_sdpa_and_float64(shape, dtype, causal):
+    from torch.nn.functional import scaled_dot_product_attention as sdpa
+
+    if torch.cuda.get_device_capability() != (9, 0):
+        pytest.skip("the wgmma kernel runs on sm_90 only")
+    q, k, v = inputs(*shape, dtype, device="cuda", seed=3)
+    o, lse = attn.flash_attention(q, k, v, causal=causal, return_lse=True, kernel="wgmma")
+    check(o, lse, q, k, v, causal)
+    want = sdpa(q, k, v, is_causal=causal, enable_gqa=True)
+    err = ((o.float() - want.float()).norm() / want.float().norm()).item()
+    assert err <= torch.finfo(dtype).eps, err
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize(
+    "cfg",
+    [
+        WgmmaAttentionConfig(),
+        WgmmaAttentionConfig(pingpong=True),
+        WgmmaAttentionConfig(overlap=True),
+        WgmmaAttentionConfig(64, 3, pingpong=True, overlap=True),
+    ],
+    ids=["default", "pingpong", "overlap", "n64s3-both"],
+)
+@pytest.mark.parametrize("head_dim", [64, 128])
+def test_gpu_equals_the_simulator(head_dim, cfg):
+    """The same kernel on both targets: equal to within one rounding of the output."""
+    if torch.cuda.get_device_capability() != (9, 0):
+        pytest.skip("the wgmma kernel runs on sm_90 only")
+    shape = (1, 2, 1, 200, 330, head_dim)
+    o_sim, lse_sim, q, k, v = _run(aw, shape, causal=True, cfg=cfg)
+    exe = tirx.compile(make_attention(*shape, "float16", True, cfg), target="cuda")
+    o = torch.empty_like(q, device="cuda")
+    lse = torch.empty(q.shape[:3], device="cuda")
+    exe(q.cuda(), k.cuda(), v.cuda(), o, lse, 0.125)
+    eps = torch.finfo(torch.float16).eps
+    assert ((o.cpu().float() - o_sim.float()).abs() <= eps * o_sim.float().abs() + 1e-3).all()
+    torch.testing.assert_close(lse.cpu(), lse_sim, rtol=1e-5, atol=1e-5)

@@ -1,0 +1,480 @@
+"""FlashAttention's forward pass on Hopper's ``wgmma.mma_async`` (sm_90a), FlashAttention-3's
+structure, for one shape class: ``O = softmax(Q Kᵀ · scale + mask) V`` and the per-row
+log-sum-exp ``LSE``. The arguments are those of :mod:`tirx.examples.attention_mma` (``Q``,
+``O``: ``(batch, heads, seq_q, head_dim)``; ``K``, ``V``: ``(batch, kv_heads, seq_k,
+head_dim)``; ``LSE``: ``(batch, heads, seq_q)`` float32; ``scale`` a run-time float32). The
+walk-through is docs/attention.md, "The Hopper kernel".
+
+One block of 384 threads (three warpgroups) owns ``BM = 128`` query rows of one head:
+
+* warpgroup 0 produces: it gives registers back (``setmaxnreg.dec`` to 24) and one of its
+  threads loads the block's Q tile once and streams the head's K and V tiles of ``block_n``
+  keys with TMA (``cp.async.bulk.tensor.4d``, the copy engine writing 128-byte swizzled
+  tiles; a head dimension of 128 is two boxes of 64 columns) into a ring of ``stages``
+  shared stages. Each stage has a ``full`` mbarrier (one arrival, armed with the stage's
+  bytes by ``expect_tx``) and an ``empty`` one (256 arrivals, every consumer thread); the
+  producer waits on ``empty`` with parity ``(n - 1) % 2`` before the ``n``-th refill of a
+  stage;
+* warpgroups 1 and 2 consume (``setmaxnreg.inc`` to 240: 24 + 240 + 240 = 504 = 3 x 168,
+  the 64K registers of the block), each 64 query rows: they wait on ``full`` with parity
+  ``n % 2``, compute ``S = Q Kᵀ`` with ``wgmma.mma_async`` m64n``block_n``k16, both operands
+  from shared memory through descriptors, f32 accumulation; the online softmax runs on the
+  accumulator fragment (row maximum and sum over the quad of lanes that holds a row, two
+  ``shfl.xor``; ``exp2`` with ``scale · log2(e)`` folded in; O rescaled); P is rounded to the
+  inputs' type into a buffer with S's accumulator layout, whose 32-bit view *is* the rs
+  form's register A operand of ``O += P V`` (wgmma m64n``head_dim``k16, V read from its
+  key-major tile as an MN-major B). ``wgmma.wait_group 0`` before the accumulators are read;
+  then every consumer thread arrives on the stage's ``empty`` barrier;
+* causal attention (top-left aligned, as torch's ``is_causal``) skips the key tiles right of
+  the block's last row and masks the tiles that cross a warpgroup's diagonal; rows and keys
+  past the sequence ends are zeros in the boxes (TMA fills outside the tensor with zeros):
+  keys past ``seq_k`` are masked, rows past ``seq_q`` are computed and not stored. Any
+  sequence lengths and grouped-query attention.
+
+With ``cfg.pingpong`` the two consumer warpgroups take turns to issue their ``S = Q Kᵀ``
+(FlashAttention-3's warp scheduler barrier, here two mbarriers ``turn`` of 128 arrivals, as
+CUTLASS's ordered sequence barrier): warpgroup ``c`` waits for its turn, issues its
+multiplies and hands the turn to the other before it waits for them, so one warpgroup's
+softmax runs while the other's ``Q Kᵀ`` occupies the tensor cores. Warpgroup 2 hands the
+first turn to warpgroup 1 before its loop. The turns order the issue only; no data passes.
+
+With ``cfg.overlap`` each consumer pipelines its own two products (FlashAttention-3's
+intra-warpgroup overlap): step ``j`` issues tile ``j``'s ``Q Kᵀ`` and tile ``j - 1``'s ``P V``
+as two commit groups, ``wait_group 1`` lets the scores land while ``P V`` runs on, the softmax
+of tile ``j`` keeps its exponentials in S's f32 registers, and only after ``wait_group 0`` are
+O rescaled, P rounded and tile ``j - 1``'s stage released.
+
+Both options are off by default (neither has been timed on a GPU). Not here
+(FlashAttention-3 has them): a persistent grid, separate K and V barriers, and an epilogue
+through shared memory and TMA.
+"""
+
+import math
+from dataclasses import dataclass
+
+from tirx import T
+from tirx.layout import ComposeLayout, S, TileLayout, laneid, wid_in_wg
+
+__all__ = [
+    "WgmmaAttentionConfig", "HEAD_DIMS", "DTYPES", "BM", "THREADS", "PRODUCER_REGISTERS",
+    "CONSUMER_REGISTERS", "default_config", "make_attention", "accumulator_layout",
+]  # fmt: skip
+
+HEAD_DIMS = (64, 128)
+DTYPES = ("float16", "bfloat16")
+BM = 128  # query rows per block: 64 per consumer warpgroup
+THREADS = 384  # a producer warpgroup and two consumers
+PRODUCER_REGISTERS, CONSUMER_REGISTERS = 24, 240
+LOG2E = math.log2(math.e)
+LN2 = math.log(2.0)
+COLS = 64  # head-dim columns per swizzled box: 128 bytes of 16-bit elements
+
+
+@dataclass(frozen=True)
+class WgmmaAttentionConfig:
+    """``block_n`` keys per K/V tile, ``stages`` shared stages of each; ``pingpong``: the two
+    consumer warpgroups take turns to issue ``S = Q Kᵀ``; ``overlap``: each consumer issues
+    tile ``j``'s ``Q Kᵀ`` with tile ``j - 1``'s ``P V`` (module doc)."""
+
+    block_n: int = 128
+    stages: int = 2
+    pingpong: bool = False
+    overlap: bool = False
+
+    def check(self) -> None:
+        if self.block_n not in (64, 128):
+            raise ValueError(f"cfg.block_n must be 64 or 128, got {self.block_n}")
+        if self.stages not in (2, 3):
+            raise ValueError(f"cfg.stages must be 2 or 3, got {self.stages}")
+
+    def shared_bytes(self, head_dim: int) -> int:
+        """Q's tile and ``stages`` stages of K and V, 16-bit elements (the mbarriers apart)."""
+        return (BM + 2 * self.stages * self.block_n) * head_dim * 2
+
+
+def default_config(head_dim: int) -> WgmmaAttentionConfig:
+    """128-key tiles, two stages (160 KB of shared memory at head_dim 128, 80 KB at 64)."""
+    return WgmmaAttentionConfig(block_n=128, stages=2)
+
+
+def accumulator_layout(n: int) -> TileLayout:
+    """The m64nNk16 f32 accumulator of a warpgroup as a layout of a (64, n) view: thread
+    ``32 w + 4 g + t`` holds row ``16 w + 8 h + g`` and column ``8 j + 2 t + e`` in its
+    register ``4 j + 2 h + e``."""
+    return TileLayout(S[(4, 2, 8, n // 8, 4, 2) : (1 @ wid_in_wg, 2, 4 @ laneid, 4, 1 @ laneid, 1)])
+
+
+def _boxes(*outer: int) -> ComposeLayout:
+    """``(*outer, 1, 1, rows, 64)`` 16-bit boxes, each row 128 bytes, 128-byte swizzled (the
+    16-byte chunk index XOR-ed with the row's low three bits), as TMA's swizzle 3 writes them
+    and wgmma's descriptors (swizzle mode 1) read them."""
+    return ComposeLayout(3, 3, 3, TileLayout(S[outer]))
+
+
+def make_attention(
+    batch: int,
+    heads: int,
+    kv_heads: int,
+    seq_q: int,
+    seq_k: int,
+    head_dim: int,
+    dtype: str = "float16",
+    causal: bool = False,
+    cfg: WgmmaAttentionConfig | None = None,
+):
+    """The kernel ``attention(Q, K, V, O, LSE, scale)`` for one shape class (module doc).
+
+    Launch grid: ``(ceil(seq_q / 128), batch · heads)``, 384 threads, sm_90a."""
+    cfg = cfg or default_config(head_dim)
+    if head_dim not in HEAD_DIMS:
+        raise ValueError(f"head_dim must be one of {HEAD_DIMS}, got {head_dim}")
+    if dtype not in DTYPES:
+        raise ValueError(f"dtype must be float16 or bfloat16, got {dtype!r}")
+    if min(batch, heads, kv_heads, seq_q, seq_k) <= 0 or heads % kv_heads:
+        raise ValueError(
+            f"batch, heads, kv_heads, seq_q, seq_k must be positive and heads a multiple of "
+            f"kv_heads; got {batch}, {heads}, {kv_heads}, {seq_q}, {seq_k}"
+        )
+    cfg.check()
+    ab = "f16" if dtype == "float16" else "bf16"
+    D, BN, STAGES, PINGPONG, OVERLAP = head_dim, cfg.block_n, cfg.stages, cfg.pingpong, cfg.overlap
+    KB = D // COLS  # 64-column boxes per row of Q, K or V
+    wgmma_s = f"wgmma.mma_async.sync.aligned.m64n{BN}k16.f32.{ab}.{ab}"
+    wgmma_o = f"wgmma.mma_async.sync.aligned.m64n{D}k16.f32.{ab}.{ab}"
+    tma = "cp.async.bulk.tensor.4d.shared::cta.global.tile.mbarrier::complete_tx::bytes"
+    DEC, INC = "setmaxnreg.dec.sync.aligned.u32", "setmaxnreg.inc.sync.aligned.u32"
+    INIT, ARRIVE = "mbarrier.init.shared::cta.b64", "mbarrier.arrive.shared::cta.b64"
+    EXPECT = "mbarrier.arrive.expect_tx.shared::cta.b64"
+    GROUP = heads // kv_heads
+    NQ = -(-seq_q // BM)  # query tiles
+    NKV = -(-seq_k // BN)  # key tiles
+    KQ = D // 16  # k16 slices of S = Q Kᵀ
+    KV = BN // 16  # k16 slices of O += P V
+    NS = BN // 8  # 8-column groups of S
+    DN = D // 8  # of O
+    RAGGED = seq_k % BN != 0
+    Q_BYTES, STAGE_BYTES = BM * D * 2, 2 * BN * D * 2  # Q; K and V of one stage
+    ACC_S = accumulator_layout(BN)
+    ACC_O = accumulator_layout(D)
+    Q_LAYOUT = _boxes(KB, 1, 1, BM, COLS)
+    KV_LAYOUT = _boxes(STAGES, KB, 1, 1, BN, COLS)
+
+    @T.macro
+    def issue_s(s_acc, q_s, k_s, st, cw):
+        """S = Q Kᵀ of stage st: d / 16 wgmma, both operands from shared memory, K key-major."""
+        for kq in T.unroll(KQ):
+            T.cuda.tile.apply(
+                T.ptx[wgmma_s],
+                s_acc,
+                q_s[kq // 4, 0, 0, 64 * cw : 64 * cw + 64, (kq % 4) * 16 : (kq % 4) * 16 + 16],
+                k_s[st, kq // 4, 0, 0, :, (kq % 4) * 16 : (kq % 4) * 16 + 16],
+                scope="warpgroup",
+                scale_d=kq,
+            )
+
+    @T.macro
+    def issue_pv(o_acc, p_a, v_s, st):
+        """O += P V of stage st: P from registers (rs), V key-major in shared memory (an
+        MN-major B: wgmma's N is the head dimension, contiguous)."""
+        for kv in T.unroll(KV):
+            T.cuda.tile.apply(
+                T.ptx[wgmma_o],
+                o_acc,
+                p_a[kv],
+                v_s[st, :, 0, 0, kv * 16 : kv * 16 + 16, :].rearrange("kb k c -> (kb c) k"),
+                scope="warpgroup",
+            )
+
+    @T.macro
+    def wait_full(full, j):
+        """Tile j's K and V have landed: the (j // STAGES)-th phase of its stage's barrier."""
+        T.cuda.mbarrier_wait(full[j % STAGES], (j // STAGES) % 2)
+
+    @T.macro
+    def take_turn(turn, cw, j):
+        """Ping-pong: this warpgroup's turn j (the other has issued its tile j - 1)."""
+        if PINGPONG:
+            T.cuda.mbarrier_wait(turn[cw], j % 2)
+
+    @T.macro
+    def give_turn(turn, cw):
+        """Ping-pong: the other warpgroup may issue while this one waits and exponentiates."""
+        if PINGPONG:
+            T.ptx[ARRIVE](turn[1 - cw])
+
+    @T.macro
+    def scale_scores(s, cs):
+        for i in T.unroll(BN // 2):
+            s[i] = s[i] * cs
+
+    @T.macro
+    def mask(s, j, w0, w, g, t):
+        """-inf for the keys past seq_k and (causal) right of the diagonal, in the tiles that
+        have any for this warpgroup."""
+        last_col = j * BN + BN - 1
+        if (RAGGED and last_col >= seq_k) or (causal and last_col > w0):
+            for ni in T.unroll(NS):
+                for e in T.unroll(4):
+                    col = j * BN + ni * 8 + 2 * t + e % 2
+                    row = w0 + 16 * w + g + 8 * (e // 2)
+                    if col >= seq_k or (causal and col > row):
+                        s[4 * ni + e] = -T.infinity(ty="float32")
+
+    @T.macro
+    def softmax_in_place(s, row_max, row_sum, alpha):
+        """Each row's new maximum over its quad, alpha = exp2(old - new), the exponentials
+        in S's registers and the row sums rescaled: no register of O or P is touched."""
+        for hf in T.unroll(2):
+            m = row_max[hf]
+            for ni in T.unroll(NS):
+                m = max(m, max(s[4 * ni + 2 * hf], s[4 * ni + 2 * hf + 1]))
+            m = max(m, T.cuda.__shfl_xor_sync(0xFFFFFFFF, m, 1))
+            m = max(m, T.cuda.__shfl_xor_sync(0xFFFFFFFF, m, 2))
+            alpha[hf] = T.exp2(row_max[hf] - m)
+            row_max[hf] = m
+            total = T.float32(0)
+            for ni in T.unroll(NS):
+                for e in T.unroll(2):
+                    x = T.exp2(s[4 * ni + 2 * hf + e] - m)
+                    total = total + x
+                    s[4 * ni + 2 * hf + e] = x
+            row_sum[hf] = row_sum[hf] * alpha[hf] + total
+
+    @T.macro
+    def rescale_and_round(o, p, s, alpha):
+        """O *= alpha row by row; P = the exponentials rounded to the inputs' type."""
+        for hf in T.unroll(2):
+            for dn in T.unroll(DN):
+                for e in T.unroll(2):
+                    o[4 * dn + 2 * hf + e] = o[4 * dn + 2 * hf + e] * alpha[hf]
+        for i in T.unroll(BN // 2):
+            p[i] = T.cast(s[i], dtype)
+
+    @T.macro
+    def consume(cw, tid, b, h, q0, n_kv, scale, q_s, k_s, v_s, q_full, full, empty, turn, O, LSE):
+        """Consumer warpgroup ``cw`` (0 or 1): query rows ``q0 + 64 cw ..`` of head ``(b, h)``."""
+        c = tid - 128  # the thread within the two consumer warpgroups
+        w = (c // 32) % 4  # its warp
+        lane = c % 32
+        g = lane // 4
+        t = lane % 4
+        w0 = q0 + 64 * cw  # the warpgroup's first row
+        s = T.alloc_local((BN // 2,), "float32")  # S of one key tile
+        p = T.alloc_local((BN // 2,), dtype)  # its exponentials, rounded
+        o = T.alloc_local((D // 2,), "float32")  # the output accumulator
+        row_max = T.alloc_local((2,), "float32")  # rows 16 w + g and 16 w + g + 8
+        row_sum = T.alloc_local((2,), "float32")  # this lane's columns only
+        alpha = T.alloc_local((2,), "float32")  # exp2(old max - new max) per row
+        pair = T.alloc_local((2,), dtype)
+        for i in T.unroll(D // 2):
+            o[i] = T.float32(0)
+        for i in T.unroll(2):
+            row_max[i] = -T.infinity(ty="float32")
+            row_sum[i] = T.float32(0)
+        cs = scale * LOG2E  # exp(x · scale) = exp2(x · cs)
+        s_acc = s.view(64, BN, layout=ACC_S)
+        o_acc = o.view(64, D, layout=ACC_O)
+        # P as the rs form's A: S's accumulator layout on P's slots, two keys per word,
+        # one k16 slice of keys per index (the fragment identity, docs/attention.md)
+        p_a = p.view(64, BN, layout=ACC_S).view("uint32").rearrange("r (j w) -> j r w", w=8)
+        T.cuda.mbarrier_wait(q_full[0], 0)
+        if PINGPONG:
+            if cw == 1:  # warpgroup 2 gives warpgroup 1 the first turn (phase 0)
+                T.ptx[ARRIVE](turn[0])
+
+        if not OVERLAP:
+            for j in range(n_kv):
+                st = j % STAGES
+                wait_full(full, j)
+                take_turn(turn, cw, j)
+                T.ptx["wgmma.fence.sync.aligned"]()
+                issue_s(s_acc, q_s, k_s, st, cw)
+                T.ptx["wgmma.commit_group.sync.aligned"]()
+                give_turn(turn, cw)
+                T.ptx["wgmma.wait_group.sync.aligned"](0)
+                scale_scores(s, cs)
+                mask(s, j, w0, w, g, t)
+                # online softmax on the fragment, then O rescaled and P rounded
+                softmax_in_place(s, row_max, row_sum, alpha)
+                rescale_and_round(o, p, s, alpha)
+                T.ptx["wgmma.fence.sync.aligned"]()
+                issue_pv(o_acc, p_a, v_s, st)
+                T.ptx["wgmma.commit_group.sync.aligned"]()
+                T.ptx["wgmma.wait_group.sync.aligned"](0)
+                T.ptx[ARRIVE](empty[st])  # this thread's multiplies are done with the stage
+        else:
+            # tile 0's scores and P; then per tile j: Q K_jᵀ and P_(j-1) V_(j-1) issued
+            # together, the softmax of tile j while P_(j-1) V_(j-1) runs
+            wait_full(full, 0)
+            take_turn(turn, cw, 0)
+            T.ptx["wgmma.fence.sync.aligned"]()
+            issue_s(s_acc, q_s, k_s, 0, cw)
+            T.ptx["wgmma.commit_group.sync.aligned"]()
+            give_turn(turn, cw)
+            T.ptx["wgmma.wait_group.sync.aligned"](0)
+            scale_scores(s, cs)
+            mask(s, 0, w0, w, g, t)
+            softmax_in_place(s, row_max, row_sum, alpha)
+            rescale_and_round(o, p, s, alpha)
+            for j in range(1, n_kv):
+                st = j % STAGES
+                sp = (j - 1) % STAGES  # the stage of tile j - 1
+                wait_full(full, j)
+                take_turn(turn, cw, j)
+                T.ptx["wgmma.fence.sync.aligned"]()
+                issue_s(s_acc, q_s, k_s, st, cw)
+                T.ptx["wgmma.commit_group.sync.aligned"]()
+                issue_pv(o_acc, p_a, v_s, sp)
+                T.ptx["wgmma.commit_group.sync.aligned"]()
+                give_turn(turn, cw)
+                T.ptx["wgmma.wait_group.sync.aligned"](1)  # S_j has landed; P V may run on
+                scale_scores(s, cs)
+                mask(s, j, w0, w, g, t)
+                softmax_in_place(s, row_max, row_sum, alpha)
+                T.ptx["wgmma.wait_group.sync.aligned"](0)  # P_(j-1) V_(j-1) is done too
+                T.ptx[ARRIVE](empty[sp])  # with tile j - 1's stage
+                rescale_and_round(o, p, s, alpha)
+            last = (n_kv - 1) % STAGES
+            T.ptx["wgmma.fence.sync.aligned"]()
+            issue_pv(o_acc, p_a, v_s, last)
+            T.ptx["wgmma.commit_group.sync.aligned"]()
+            T.ptx["wgmma.wait_group.sync.aligned"](0)
+            T.ptx[ARRIVE](empty[last])
+
+        # epilogue: the whole rows' sums, O / sum, and lse = (max + log2(sum)) · ln 2
+        o_w = O.view("uint32")
+        for hf in T.unroll(2):
+            total = row_sum[hf]
+            total = total + T.cuda.__shfl_xor_sync(0xFFFFFFFF, total, 1)
+            total = total + T.cuda.__shfl_xor_sync(0xFFFFFFFF, total, 2)
+            inv = T.float32(1) / total
+            row = w0 + 16 * w + g + 8 * hf
+            if row < seq_q:
+                for dn in T.unroll(DN):
+                    pair[0] = T.cast(o[4 * dn + 2 * hf] * inv, dtype)
+                    pair[1] = T.cast(o[4 * dn + 2 * hf + 1] * inv, dtype)
+                    o_w[b, h, row, dn * 4 + t] = pair.view("uint32")[0]
+                if t == 0:
+                    LSE[b, h, row] = (row_max[hf] + T.log2(total)) * LN2
+
+    @T.function
+    def attention(
+        Q: T.Tensor((batch, heads, seq_q, D), dtype),
+        K: T.Tensor((batch, kv_heads, seq_k, D), dtype),
+        V: T.Tensor((batch, kv_heads, seq_k, D), dtype),
+        O: T.Tensor((batch, heads, seq_q, D), dtype),
+        LSE: T.Tensor((batch, heads, seq_q), "float32"),
+        scale: T.float32,
+    ):
+        T.device_entry(launch=T.cuda.LaunchConfig(grid=(NQ, batch * heads), block=THREADS))
+        tid = T.cuda.thread_idx("x")
+        wg = T.cuda.warpgroup_id()
+        qt = NQ - 1 - T.cuda.block_idx("x") if causal else T.cuda.block_idx("x")
+        bh = T.cuda.block_idx("y")
+        b = bh // heads
+        h = bh % heads
+        hk = h // GROUP
+        q0 = qt * BM  # the block's first query row
+
+        # Q's tile and the stages of K and V: boxes of 64 columns, 128-byte swizzled
+        q_s = T.alloc_shared((KB, 1, 1, BM, COLS), dtype, layout=Q_LAYOUT, align=1024, scope="shared.dyn")  # fmt: skip
+        k_s = T.alloc_shared((STAGES, KB, 1, 1, BN, COLS), dtype, layout=KV_LAYOUT, align=1024, scope="shared.dyn")  # fmt: skip
+        v_s = T.alloc_shared((STAGES, KB, 1, 1, BN, COLS), dtype, layout=KV_LAYOUT, align=1024, scope="shared.dyn")  # fmt: skip
+        q_full = T.alloc_shared((1,), "uint64")
+        full = T.alloc_shared((STAGES,), "uint64")
+        empty = T.alloc_shared((STAGES,), "uint64")
+        # the consumers' turns to issue S = Q Kᵀ (ping-pong): 128 arrivals, the other's threads
+        # (16 bytes, allocated without ping-pong too, unused then)
+        turn = T.alloc_shared((2,), "uint64")
+        if tid == 0:
+            T.ptx[INIT](q_full[0], 1)
+            for st in range(STAGES):
+                T.ptx[INIT](full[st], 1)
+                T.ptx[INIT](empty[st], 256)
+            if PINGPONG:
+                T.ptx[INIT](turn[0], 128)
+                T.ptx[INIT](turn[1], 128)
+            T.ptx["fence.mbarrier_init.release.cluster"]()
+        T.cuda.cta_sync()
+
+        # the key tiles this block sees: all of them, or (causal) up to its last row's
+        n_kv = NKV
+        if causal:
+            n_kv = T.min(NKV, (T.min(q0 + BM, seq_q) - 1) // BN + 1)
+
+        if wg == 0:  # the producer
+            T.ptx[DEC](PRODUCER_REGISTERS)
+            if tid == 0:
+                T.ptx[EXPECT](q_full[0], Q_BYTES)
+                T.cuda.tile.apply(T.ptx[tma], q_s[:, :, :, :, :], Q[:, :, :, :], box=(1, 1, BM, COLS), coords=(b, h, q0, 0), coord_steps=((0, 0, 0, COLS),), swizzle=3, mbar=q_full[0], scope="thread")  # fmt: skip
+                for j in range(n_kv):
+                    st = j % STAGES
+                    if j >= STAGES:  # both consumers are done with the stage's last tile
+                        T.cuda.mbarrier_wait(empty[st], (j // STAGES - 1) % 2)
+                    T.ptx[EXPECT](full[st], STAGE_BYTES)
+                    T.cuda.tile.apply(T.ptx[tma], k_s[st, :, :, :, :, :], K[:, :, :, :], box=(1, 1, BN, COLS), coords=(b, hk, j * BN, 0), coord_steps=((0, 0, 0, COLS),), swizzle=3, mbar=full[st], scope="thread")  # fmt: skip
+                    T.cuda.tile.apply(T.ptx[tma], v_s[st, :, :, :, :, :], V[:, :, :, :], box=(1, 1, BN, COLS), coords=(b, hk, j * BN, 0), coord_steps=((0, 0, 0, COLS),), swizzle=3, mbar=full[st], scope="thread")  # fmt: skip
+        else:  # the consumers: 64 query rows each
+            T.ptx[INC](CONSUMER_REGISTERS)
+            if PINGPONG:
+                # each warpgroup in a branch of its own (its own strand in the simulator,
+                # which runs the threads of one branch in lockstep): they take turns
+                if wg == 1:
+                    consume(
+                        0,
+                        tid,
+                        b,
+                        h,
+                        q0,
+                        n_kv,
+                        scale,
+                        q_s,
+                        k_s,
+                        v_s,
+                        q_full,
+                        full,
+                        empty,
+                        turn,
+                        O,
+                        LSE,
+                    )
+                else:
+                    consume(
+                        1,
+                        tid,
+                        b,
+                        h,
+                        q0,
+                        n_kv,
+                        scale,
+                        q_s,
+                        k_s,
+                        v_s,
+                        q_full,
+                        full,
+                        empty,
+                        turn,
+                        O,
+                        LSE,
+                    )
+            else:
+                consume(
+                    wg - 1,
+                    tid,
+                    b,
+                    h,
+                    q0,
+                    n_kv,
+                    scale,
+                    q_s,
+                    k_s,
+                    v_s,
+                    q_full,
+                    full,
+                    empty,
+                    turn,
+                    O,
+                    LSE,
+                )
+
+    return attention
