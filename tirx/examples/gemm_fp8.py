@@ -17,7 +17,7 @@ What changes from the 16-bit kernel (the code is the same, :func:`gemm_hopper.bu
   thread from the two tensors) before rounding it to the output type, as ``_scaled_mm`` does.
 """
 
-from .gemm_hopper import GROUP_M, _check, build
+from .gemm_hopper import GROUP_M, build, check_arguments
 
 __all__ = ["make_gemm_fp8", "BK_FP8"]
 
@@ -41,7 +41,7 @@ def make_gemm_fp8(
     ``(A, B, scale_a, scale_b, Out)``."""
     if stages is None:
         stages = 4 if bn == 128 else 3
-    _check(
+    check_arguments(
         M, N, K, "float8_e4m3fn", out_dtype, stages, cluster, bn, BK_FP8,
         ("float8_e4m3fn",), ("bfloat16", "float16"),
     )  # fmt: skip

@@ -65,6 +65,8 @@ from .tile_scheduler import grouped_tile
 
 __all__ = [
     "make_gemm_hopper",
+    "build",
+    "check_arguments",
     "shared_bytes",
     "BM",
     "BK",
@@ -96,7 +98,9 @@ def shared_bytes(bn: int, stages: int, in_bytes: int, out_bytes: int, bk: int = 
     return stages * (BM + bn) * bk * in_bytes + 2 * 64 * bn * out_bytes
 
 
-def _check(M, N, K, dtype, out_dtype, stages, cluster, bn, bk, dtypes, out_dtypes):
+def check_arguments(M, N, K, dtype, out_dtype, stages, cluster, bn, bk, dtypes, out_dtypes):
+    """ValueError unless the sizes, types, stages, cluster and tile width make a kernel whose
+    shared memory fits a block (``dtypes``, ``out_dtypes``: the types the caller offers)."""
     if dtype not in dtypes:
         raise ValueError(f"dtype must be one of {dtypes}, got {dtype!r}")
     if out_dtype not in out_dtypes:
@@ -384,7 +388,7 @@ def make_gemm_hopper(
         bn = 128 if out_dtype == "float32" else 256
     if stages is None:
         stages = 4 if bn == 128 else 3
-    _check(
+    check_arguments(
         M, N, K, dtype, out_dtype, stages, cluster, bn, BK,
         ("float16", "bfloat16"), ("float32", "float16", "bfloat16"),
     )  # fmt: skip
