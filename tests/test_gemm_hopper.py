@@ -307,3 +307,67 @@ def test_gpu_equals_torch_matmul(dtype, out_dtype, bn, stages, cluster):
     torch.testing.assert_close(
         out.float(), want, rtol=1e-2 if out_dtype != "float32" else 1e-4, atol=1e-2
     )
+
+
+# -- the benchmark's additions (benchmarks/gemm_speed.py) ---------------------------------------
+
+
+def _speed():
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    import gemm_kernels
+    import gemm_speed
+
+    return gemm_speed, gemm_kernels
+
+
+def test_benchmark_has_the_hopper_variants():
+    _, kernels = _speed()
+    for name, out in [("hopper", "float32"), ("hopper-c2", "float32")]:
+        assert kernels.output_dtype(kernels.TIRX_VARIANTS[name](512, 512, 256, "bfloat16")) == out
+    for name in ("hopper-out16", "hopper-out16-c2"):
+        kernel = kernels.TIRX_VARIANTS[name](512, 512, 256, "bfloat16")
+        assert kernels.output_dtype(kernel) == "bfloat16"
+
+
+def test_benchmark_parses_fp8_sizes():
+    speed, _ = _speed()
+    assert speed.fp8_sizes(speed.FP8_SIZES) == [
+        (4096, 4096, 4096),
+        (8192, 8192, 8192),
+        (8192, 8192, 4096),
+    ]
+    with pytest.raises(ValueError, match="MxNxK"):
+        speed.fp8_sizes("4096x4096")
+    with pytest.raises(ValueError, match="multiples"):
+        speed.fp8_sizes("4096x4000x4096")
+
+
+def test_benchmark_tables_of_the_fp8_and_same_output_runners():
+    speed, _ = _speed()
+    flops = 2 * 4096**3
+    fp8 = speed.Fp8Cell(4096, 4096, 4096)
+    for name, tf in (("tirx fp8", 900.0), ("tirx fp8 c2", 1000.0), ("torch._scaled_mm", 1250.0)):
+        fp8.ms[name] = flops / (tf * 1e12) * 1e3
+    row = speed.fp8_table([fp8]).splitlines()[-1]
+    assert row == "| 4096 | 4096 | 4096 | 900.0 | 1000.0 | 1250.0 | 0.72 | 0.80 |"
+    cell = speed.Cell("bfloat16", 4096)
+    cell.out.update({"tirx": "float32", "hopper-out16": "bfloat16"})
+    for name, tf in (("tirx", 500.0), ("hopper-out16", 600.0), ("cublas", 750.0)):
+        cell.ms[name] = flops / (tf * 1e12) * 1e3
+    lines = speed.same_output_table([cell]).splitlines()
+    assert lines[0] == "| dtype | n | cuBLAS | hopper-out16 | hopper-out16 / cuBLAS |"
+    assert lines[2] == "| bfloat16 | 4096 | 750.0 | 600.0 | 0.80 |"
+    assert speed.same_output_table([speed.Cell("float16", 4096)]) == ""
+
+
+def test_benchmark_compiles_on_a_machine_without_a_gpu(capsys):
+    speed, _ = _speed()
+    if speed.gpu_visible():
+        pytest.skip("a GPU is visible: the script would time")
+    argv = ["--sizes", "512", "--dtypes", "bfloat16", "--variants", "hopper-out16-c2"]
+    assert speed.main([*argv, "--fp8", "also", "--fp8-sizes", "512x512x256"]) == 0
+    out = capsys.readouterr().out
+    assert "tirx fp8 c2 512x512x256: 168 registers" in out and "0 spill stores" in out
+    assert "bfloat16 hopper-out16-c2 n=512: 168 registers" in out
+    with pytest.raises(SystemExit):
+        speed.main(["--fp8", "only", "--fp8-sizes", "512x512"])
