@@ -192,8 +192,8 @@ def test_empty_handshake_of_one_block_only_lets_the_peer_overwrite_a_stage(tmp_p
         [
             ("EMPTY = 8 * CLUSTER", "EMPTY = 8"),
             (
-                "if CLUSTER > 1:\n                for r in range(CLUSTER):",
-                "if False:\n                for r in range(CLUSTER):",
+                'if CLUSTER > 1:\n                T.ptx["mapa',
+                'if False:\n                T.ptx["mapa',
             ),
         ],
         "gh_handshake",

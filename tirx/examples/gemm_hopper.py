@@ -46,8 +46,8 @@ The kernel, one block of 384 threads per multiprocessor (``grid="sms"``), block 
   the B box with ``.multicast::cluster`` (mask ``0b11``): both halves land in both blocks,
   each block's ``full`` barrier counting all the stage's bytes. A stage is now written by both
   producers into both blocks, so it may be refilled only when the consumers of *both* blocks
-  have released it: every consumer warp arrives (``.release.cluster``) on the ``empty``
-  barrier of each block of the cluster (``mapa`` gives the peer's address), ``empty`` counts
+  have released it: every consumer warp arrives on its own block's ``empty`` barrier and
+  (``.release.cluster``) on the peer's (``mapa`` gives the peer's address), ``empty`` counts
   16 arrivals, and the producers wait on it with ``.acquire.cluster``. A cluster barrier after
   the barriers' init (no copy or remote arrive before the peer's barriers exist) and one at
   the end (no block exits while its peer may still arrive on its barriers) complete it.
@@ -180,16 +180,16 @@ def build(M, N, K, dtype, out_dtype, stages, cluster, bn, group, scaled: bool):
         )
 
     @T.macro
-    def release(empty, s, lane, peer):
+    def release(empty, s, lane, peer, rank):
         """Lane 0 of a consumer warp frees stage s: the warp's multiplies that read it are
-        done (its wait_group). In a cluster, on the barrier of each block of the cluster."""
+        done (its wait_group). In a cluster also on the peer block's barrier, whose producer
+        multicasts into this block: ``.release.cluster`` (a fence at GPU scope in the SASS,
+        ``MEMBAR.ALL.GPU``) for that one only."""
         if lane == 0:
+            T.ptx[ARRIVE](empty[s])
             if CLUSTER > 1:
-                for r in range(CLUSTER):
-                    T.ptx["mapa.shared::cluster.u32"](peer[0], empty[s], r)
-                    T.ptx[ARRIVE_CLUSTER](peer[0])
-            else:
-                T.ptx[ARRIVE](empty[s])
+                T.ptx["mapa.shared::cluster.u32"](peer[0], empty[s], rank ^ 1)
+                T.ptx[ARRIVE_CLUSTER](peer[0])
 
     @T.macro
     def meet(bar, parity):
@@ -307,9 +307,9 @@ def build(M, N, K, dtype, out_dtype, stages, cluster, bn, group, scaled: bool):
                     T.ptx["wgmma.commit_group.sync.aligned"]()
                     T.ptx["wgmma.wait_group.sync.aligned"](1)
                     if kt > 0:  # the K tile before is multiplied: its stage is free
-                        release(empty, (it + STAGES - 1) % STAGES, lane, peer)
+                        release(empty, (it + STAGES - 1) % STAGES, lane, peer, rank)
                 T.ptx["wgmma.wait_group.sync.aligned"](0)
-                release(empty, (i * KT + KT - 1) % STAGES, lane, peer)
+                release(empty, (i * KT + KT - 1) % STAGES, lane, peer, rank)
                 # the epilogue: the staging tile's last stores have been read
                 if c == 0:
                     T.ptx["cp.async.bulk.wait_group.read"](0)
