@@ -89,6 +89,8 @@ CASES = [
     ("float16", "float32", 128, 2, 2, 512, 256, 256, 4),
     ("bfloat16", "bfloat16", 128, 4, 2, 512, 256, 192, 2),
     ("float16", "bfloat16", 256, 3, 2, 512, 512, 128, 4),
+    # the widest tile with a float32 output: 2 stages, 8 store boxes per consumer
+    ("bfloat16", "float32", 256, 2, 1, 256, 512, 128, 2),
     # one K tile per output tile: every stage is freed by the tile's last release
     ("float16", "float32", 128, 3, 1, 256, 256, 64, 2),
     ("bfloat16", "float32", 128, 2, 2, 512, 256, 64, 2),

@@ -79,6 +79,7 @@ __all__ = [
 BM, BK, THREADS = 128, 64, 384
 PRODUCER_REGISTERS, CONSUMER_REGISTERS = 40, 232
 SHARED_LIMIT = 227 * 1024  # dynamic shared memory of one sm_90 block
+BARRIER_BYTES = 128  # room kept for the mbarriers (2 per stage and 2 more, 16-byte aligned)
 GROUP_M = 8
 
 _BYTES = {"float16": 2, "bfloat16": 2, "float32": 4, "float8_e4m3fn": 1}
@@ -93,8 +94,8 @@ def _swizzled(shape, elem_bytes: int):
 
 
 def shared_bytes(bn: int, stages: int, in_bytes: int, out_bytes: int, bk: int = BK) -> int:
-    """Dynamic shared bytes of the stages and the two staging tiles (the barriers, a few
-    dozen bytes, are static)."""
+    """Shared bytes of the stages and the two staging tiles (the mbarriers take a few dozen
+    more: :data:`BARRIER_BYTES` are kept for them)."""
     return stages * (BM + bn) * bk * in_bytes + 2 * 64 * bn * out_bytes
 
 
@@ -119,7 +120,7 @@ def check_arguments(M, N, K, dtype, out_dtype, stages, cluster, bn, bk, dtypes, 
             f"M, N, K must be multiples of {BM * cluster}, {bn}, {bk} "
             f"(cluster={cluster}, bn={bn}); got {M}, {N}, {K}"
         )
-    need = shared_bytes(bn, stages, _BYTES[dtype], _BYTES[out_dtype], bk)
+    need = shared_bytes(bn, stages, _BYTES[dtype], _BYTES[out_dtype], bk) + BARRIER_BYTES
     if need > SHARED_LIMIT:
         raise ValueError(
             f"{stages} stages of bn={bn} and a {out_dtype} staging tile need {need} bytes of "
