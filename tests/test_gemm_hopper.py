@@ -214,7 +214,7 @@ def test_empty_handshake_of_one_block_only_lets_the_peer_overwrite_a_stage(tmp_p
 def test_staging_tile_rewritten_before_wait_group_read(tmp_path):
     err, text = _fault(tmp_path, [('T.ptx["cp.async.bulk.wait_group.read"](0)', "pass")], "gh_read")
     assert "writes 'o_s'" in str(err) and "not known to be done" in str(err)
-    assert err.span.line == _line(text, "o_s[g, col // CW,")
+    assert err.span.line == _line(text, "o_w[g, col // CW,")
 
 
 def test_staging_tile_stored_without_the_proxy_fence(tmp_path):

@@ -29,9 +29,10 @@ The kernel, one block of 384 threads per multiprocessor (``grid="sms"``), block 
   before are done, so that tile's stage is released (lane 0 of each warp arrives on ``empty``)
   while this tile's multiplies still run. After the last K tile, ``wait_group 0`` and the
   last release.
-* **The epilogue.** Each consumer converts its accumulator to the output type and writes it
-  into its own shared staging tile, laid out as the 128-byte swizzled image of ``64 x CW``
-  boxes (``CW`` = 128 bytes of output elements), executes ``fence.proxy.async.shared::cta``
+* **The epilogue.** Each consumer converts its accumulator to the output type and writes it,
+  a pair of adjacent columns per store (8 or 4 bytes), into its own shared staging tile, laid
+  out as the 128-byte swizzled image of ``64 x CW`` boxes (``CW`` = 128 bytes of output
+  elements), executes ``fence.proxy.async.shared::cta``
   (its generic stores must be visible to the copy engine), and the warpgroup meets at an
   mbarrier of 128 arrivals (tirx has no named barrier, ``bar.sync id, 128``; an mbarrier's
   arrive and parity wait is the same release/acquire meeting of one warpgroup). Then one
@@ -139,6 +140,7 @@ def build(M, N, K, dtype, out_dtype, stages, cluster, bn, group, scaled: bool):
     BN, STAGES, CLUSTER = bn, stages, cluster
     CW = 128 // OUT_BYTES  # output columns per store box (128 bytes)
     NBOX = BN // CW
+    PAIR = "uint64" if OUT_BYTES == 4 else "uint32"  # two output elements
     KT = K // BKK
     TILES_M, TILES_N = M // BM, N // BN
     CTILES_M = TILES_M // CLUSTER  # cluster tiles: CLUSTER vertically adjacent block tiles
@@ -291,6 +293,9 @@ def build(M, N, K, dtype, out_dtype, stages, cluster, bn, group, scaled: bool):
             c = tid - 128 * wg  # the thread in its warpgroup
             w = c // 32
             peer = T.alloc_local((1,), "uint32")
+            pair = T.alloc_local((2,), out_dtype)
+            pair_w = pair.view(PAIR)
+            o_w = o_s.view(PAIR)
             acc = T.alloc_local((BN // 2,), "float32")
             factor = scale_a[0] * scale_b[0] if scaled else None
             for i in range(count):
@@ -315,14 +320,14 @@ def build(M, N, K, dtype, out_dtype, stages, cluster, bn, group, scaled: bool):
                 if c == 0:
                     T.ptx["cp.async.bulk.wait_group.read"](0)
                 meet(staged[g], 0)
+                # each thread's two adjacent columns as one 2 x (output bytes) store
                 for j in T.unroll(BN // 8):
                     for h in T.unroll(2):
                         for e in T.unroll(2):
-                            col = 8 * j + 2 * (lane % 4) + e
                             v = acc[4 * j + 2 * h + e]
-                            o_s[g, col // CW, 16 * w + 8 * h + lane // 4, col % CW] = T.cast(
-                                v * factor if scaled else v, out_dtype
-                            )
+                            pair[e] = T.cast(v * factor if scaled else v, out_dtype)
+                        col = 8 * j + 2 * (lane % 4)
+                        o_w[g, col // CW, 16 * w + 8 * h + lane // 4, (col % CW) // 2] = pair_w[0]
                 T.ptx["fence.proxy.async.shared::cta"]()  # the copy engine reads them
                 meet(staged[g], 1)
                 if c == 0:
