@@ -2,7 +2,9 @@
 
 * ``TIRX_VARIANTS``: name -> ``factory(M, N, K, dtype)`` of a tirx GEMM (``Out = A @ B.T``,
   float32 out). ``"tirx"`` is the pipelined GEMM's default configuration, ``"wgmma"`` the
-  warpgroup GEMM of ``tirx.examples.gemm_wgmma`` fed by cp.async, ``"wgmma-tma"`` by TMA; the others are the steps of notebook 07 and
+  warpgroup GEMM of ``tirx.examples.gemm_wgmma`` fed by cp.async, ``"wgmma-tma"`` by TMA,
+  ``"hopper..."`` the warp-specialized persistent GEMM of ``tirx.examples.gemm_hopper`` (some
+  with their output in the inputs' dtype); the others are the steps of notebook 07 and
   the variants that show where the time goes.
 * ``triton_matmul``: a ``tl.dot`` matmul (the Triton tutorial's grouped-order kernel, no masks:
   sizes are multiples of the tile), float32 accumulate and float32 output.
@@ -18,6 +20,7 @@ from dataclasses import dataclass
 from tirx import T
 from tirx.examples import gemm_pipelined as gp
 from tirx.examples.gemm import make_gemm
+from tirx.examples.gemm_hopper import make_gemm_hopper
 from tirx.examples.gemm_staged import make_gemm_staged
 from tirx.examples.gemm_wgmma import make_gemm_wgmma
 from tirx.layout import S, TileLayout, laneid
@@ -115,6 +118,15 @@ TIRX_VARIANTS = {
     "wgmma-3": lambda M, N, K, dtype: make_gemm_wgmma(M, N, K, dtype, 3, loads="cp.async"),
     "wgmma-tma": lambda M, N, K, dtype: make_gemm_wgmma(M, N, K, dtype, loads="tma"),
     "wgmma-tma-3": lambda M, N, K, dtype: make_gemm_wgmma(M, N, K, dtype, 3, loads="tma"),
+    # the warp-specialized persistent GEMM (sm_90a): float32 out (128x128x64, 4 stages), or
+    # out in the inputs' dtype as cuBLAS writes it (128x256x64, 3 stages); -c2: clusters of two
+    # blocks sharing each B tile through multicast
+    "hopper": lambda M, N, K, dtype: make_gemm_hopper(M, N, K, dtype),
+    "hopper-c2": lambda M, N, K, dtype: make_gemm_hopper(M, N, K, dtype, cluster=2),
+    "hopper-out16": lambda M, N, K, dtype: make_gemm_hopper(M, N, K, dtype, out_dtype=dtype),
+    "hopper-out16-c2": lambda M, N, K, dtype: make_gemm_hopper(
+        M, N, K, dtype, out_dtype=dtype, cluster=2
+    ),
     "05-tiled": make_gemm,
     "staged-plain": _staged(gp.GemmConfig(bk=32, warps_n=4, stages=2, smem="plain")),
     "staged-pad": _staged(gp.GemmConfig(bk=32, warps_n=4, stages=2, smem="pad")),

@@ -3,6 +3,7 @@
     python benchmarks/gemm_speed.py [--sizes 2048,4096,8192] [--dtypes float16,bfloat16]
                                     [--variants NAME,...] [--reps 15] [--out FILE]
                                     [--sources DIR] [--warm-ms 50]
+                                    [--fp8 off|also|only] [--fp8-sizes MxNxK,...]
 
 For every dtype and size ``n`` (M = N = K = n, ``Out = A @ B.T`` with A ``(n, n)`` and B
 ``(n, n)`` N-major) the script times
@@ -31,6 +32,14 @@ ratios tirx/Triton (best and 128x128x64/8/4), tirx/cuBLAS and tirx/peak. Every k
 ``--sources DIR`` adds, for each file ``DIR/LABEL/<variant>-<dtype>-<n>.cu`` written by
 ``gemm_sources.py`` (with another build of tirx), a runner ``<variant>@LABEL`` that launches that
 CUDA source as this build launches the variant: an A/B of two compilers' code in one run.
+The warp-specialized GEMM of ``tirx.examples.gemm_hopper`` runs as the variants ``hopper``
+and ``hopper-c2`` (float32 out, against Triton) and ``hopper-out16`` / ``hopper-out16-c2``
+(output in the inputs' dtype, as cuBLAS writes it): a table compares every variant whose
+output is 16-bit with cuBLAS. ``--fp8 also`` (or ``only``) times the e4m3 GEMM of
+``tirx.examples.gemm_fp8`` (bfloat16 out, clusters of one and of two blocks) against
+``torch._scaled_mm(a, b.t(), scale_a, scale_b, out_dtype=torch.bfloat16)`` at the
+``--fp8-sizes`` (default 4096³, 8192³ and 8192 x 8192 x 4096), both checked against the
+float64 product first.
 The report goes to ``benchmarks/results/gemm_speed-<machine>.md`` (``benchmarks/report.py``:
 the command, date, machine and versions above the tables).
 
@@ -76,6 +85,7 @@ class Cell:
     dtype: str
     n: int
     ms: dict[str, float] = field(default_factory=dict)
+    out: dict[str, str] = field(default_factory=dict)  # a tirx runner's output dtype
 
     def tflops(self, name: str) -> float:
         return 2.0 * self.n**3 / (self.ms[name] * 1e-3) / 1e12
@@ -191,11 +201,11 @@ def measure(
             outputs[odt] = torch.empty((n, n), device="cuda", dtype=getattr(torch, odt))
         return outputs[odt].fill_(float("nan"))
 
-    runners = {}
+    runners, outputs_of = {}, {}
     for name in ["tirx", *variants]:
         factory = TIRX_VARIANTS[main if name == "tirx" else name]
         kernel = factory(n, n, n, dtype)
-        odt = output_dtype(kernel)
+        odt = outputs_of[name] = output_dtype(kernel)
         exe = tirx.compile(kernel, target="cuda")
         out = output(odt)
         exe(a, b, out)
@@ -217,7 +227,116 @@ def measure(
     bt = b.T
     _check("cublas", torch.matmul(a, bt), ref, 1e-2)
     runners["cublas"] = lambda: torch.matmul(a, bt)
-    return Cell(dtype, n, time_runners(runners, reps, torch))
+    return Cell(dtype, n, time_runners(runners, reps, torch), outputs_of)
+
+
+FP8_SIZES = "4096x4096x4096,8192x8192x8192,8192x8192x4096"
+FP8_RUNNERS = {"tirx fp8": 1, "tirx fp8 c2": 2}  # name: cluster
+
+
+def fp8_sizes(text: str) -> list[tuple[int, int, int]]:
+    """``MxNxK,...`` as (M, N, K) triples; ValueError for a malformed or unusable size."""
+    sizes = []
+    for item in (s.strip() for s in text.split(",")):
+        if not item:
+            continue
+        parts = item.lower().split("x")
+        if len(parts) != 3 or not all(p.isdigit() for p in parts):
+            raise ValueError(f"fp8 size {item!r} is not MxNxK")
+        M, N, K = map(int, parts)
+        if M % 256 or N % 256 or K % 128 or not K:
+            raise ValueError(f"fp8 size {item}: M and N must be multiples of 256, K of 128")
+        sizes.append((M, N, K))
+    return sizes
+
+
+def fp8_kernel(M: int, N: int, K: int, cluster: int):
+    from tirx.examples.gemm_fp8 import make_gemm_fp8
+
+    return make_gemm_fp8(M, N, K, "bfloat16", cluster=cluster)
+
+
+@dataclass
+class Fp8Cell:
+    """One fp8 size: milliseconds per call of the tirx kernels and of torch._scaled_mm."""
+
+    M: int
+    N: int
+    K: int
+    ms: dict[str, float] = field(default_factory=dict)
+
+    def tflops(self, name: str) -> float:
+        return 2.0 * self.M * self.N * self.K / (self.ms[name] * 1e-3) / 1e12
+
+
+def measure_fp8(M: int, N: int, K: int, reps: int, seed: int = 0) -> Fp8Cell:
+    """Check and time the fp8 runners at (M, N, K): e4m3 operands, per-tensor scales,
+    bfloat16 out."""
+    import torch
+
+    import tirx
+
+    gen = torch.Generator(device="cuda").manual_seed(seed + M + N + K)
+    a = torch.randn((M, K), device="cuda", generator=gen).to(torch.float8_e4m3fn)
+    b = torch.randn((N, K), device="cuda", generator=gen).to(torch.float8_e4m3fn)
+    sa = torch.tensor([0.75], device="cuda")
+    sb = torch.tensor([1.25], device="cuda")
+    ref = (a.double() @ b.double().T) * (0.75 * 1.25)
+    out = torch.empty((M, N), device="cuda", dtype=torch.bfloat16)
+    runners = {}
+    for name, cluster in FP8_RUNNERS.items():
+        exe = tirx.compile(fp8_kernel(M, N, K, cluster), target="cuda")
+        out.fill_(float("nan"))
+        exe(a, b, sa, sb, out)
+        _check(name, out, ref, 1e-2)
+        runners[name] = lambda exe=exe: exe(a, b, sa, sb, out)
+    bt = b.t()
+
+    def scaled_mm():
+        return torch._scaled_mm(a, bt, scale_a=sa, scale_b=sb, out_dtype=torch.bfloat16)
+
+    _check("torch._scaled_mm", scaled_mm(), ref, 1e-2)
+    runners["torch._scaled_mm"] = scaled_mm
+    return Fp8Cell(M, N, K, time_runners(runners, reps, torch))
+
+
+def fp8_table(cells: list[Fp8Cell]) -> str:
+    names = list(FP8_RUNNERS)
+    lines = [
+        "| M | N | K | "
+        + " | ".join(f"{k} TFLOP/s" for k in names)
+        + " | torch._scaled_mm TFLOP/s | "
+        + " | ".join(f"{k} / _scaled_mm" for k in names)
+        + " |",
+        "|---|---|---|" + "---|" * (2 * len(names) + 1),
+    ]
+    for c in cells:
+        ref = c.tflops("torch._scaled_mm")
+        lines.append(
+            f"| {c.M} | {c.N} | {c.K} | "
+            + " | ".join(f"{c.tflops(k):.1f}" for k in names)
+            + f" | {ref:.1f} | "
+            + " | ".join(f"{c.tflops(k) / ref:.2f}" for k in names)
+            + " |"
+        )
+    return "\n".join(lines)
+
+
+def same_output_table(cells: list[Cell]) -> str:
+    """Every tirx runner whose output is in the inputs' dtype, against cuBLAS (which writes
+    that dtype): TFLOP/s and the ratio. Empty when no such runner was timed."""
+    names = sorted({k for c in cells for k, odt in c.out.items() if odt == c.dtype})
+    if not names:
+        return ""
+    lines = [
+        "| dtype | n | cuBLAS | " + " | ".join(f"{k} | {k} / cuBLAS" for k in names) + " |",
+        "|---|---|---|" + "---|---|" * len(names),
+    ]
+    for c in cells:
+        cb = c.tflops("cublas")
+        row = [f"{c.tflops(k):.1f} | {c.tflops(k) / cb:.2f}" if k in c.ms else " | " for k in names]
+        lines.append(f"| {c.dtype} | {c.n} | {cb:.1f} | " + " | ".join(row) + " |")
+    return "\n".join(lines)
 
 
 def measure_peak(dtype: str, reps: int, operands: str = "constant") -> float:
@@ -300,7 +419,9 @@ def peak_table(cells: list[Cell], peak: dict[str, float], random_peak: dict[str,
     return "\n".join(lines)
 
 
-def markdown_report(cells, peak, variants, reps, main="tirx", random_peak=None) -> str:
+def markdown_report(
+    cells, peak, variants, reps, main="tirx", random_peak=None, fp8_cells=None
+) -> str:
     from tirx.examples.gemm_pipelined import DEFAULT
 
     what = {
@@ -353,14 +474,44 @@ def markdown_report(cells, peak, variants, reps, main="tirx", random_peak=None) 
         triton_table(cells),
         "",
     ]
+    same = same_output_table(cells)
+    if same:
+        parts += [
+            "## Output in the inputs' dtype, against cuBLAS (TFLOP/s)",
+            "",
+            "The tirx runners that write their output in A's dtype, as `torch.matmul` does.",
+            "",
+            same,
+            "",
+        ]
+    if fp8_cells:
+        parts += [
+            "## fp8 (e4m3) against torch._scaled_mm (TFLOP/s)",
+            "",
+            "`tirx.examples.gemm_fp8` (128x256x128 blocks, 3 stages, warp-specialized and "
+            "persistent; c2: clusters of two blocks sharing each B tile) and "
+            "`torch._scaled_mm(a, b.t(), scale_a, scale_b, out_dtype=torch.bfloat16)`, "
+            "per-tensor float32 scales, bfloat16 out; TFLOP/s = 2·M·N·K / time.",
+            "",
+            fp8_table(fp8_cells),
+            "",
+        ]
     return "\n".join(parts)
 
 
-def compile_only(sizes, dtypes, variants, main="tirx") -> int:
+def compile_only(sizes, dtypes, variants, main="tirx", fp8=()) -> int:
     import tirx
 
     print("no GPU visible: compiling only (no timings)")
-    for dtype in dtypes:
+    for M, N, K in fp8[:1]:
+        for name, cluster in FP8_RUNNERS.items():
+            exe = tirx.compile(fp8_kernel(M, N, K, cluster), target="cuda -arch=sm_90a")
+            st = exe.stats
+            print(
+                f"{name} {M}x{N}x{K}: {st.get('registers')} registers, "
+                f"{exe.lowered.shared_bytes} shared bytes, {st.get('spill_stores', 0)} spill stores"
+            )
+    for dtype in dtypes if sizes else ():
         for name in ["tirx", *variants]:
             n = sizes[0]
             factory = TIRX_VARIANTS[main if name == "tirx" else name]
@@ -368,7 +519,8 @@ def compile_only(sizes, dtypes, variants, main="tirx") -> int:
             st = exe.stats
             print(
                 f"{dtype} {name} n={n}: {st.get('registers')} registers, "
-                f"{st['shared_bytes']} shared bytes, {st.get('spill_stores', 0)} spill stores"
+                f"{exe.lowered.shared_bytes} shared bytes (static and dynamic), "
+                f"{st.get('spill_stores', 0)} spill stores"
             )
     return 0
 
@@ -388,6 +540,13 @@ def main(argv=None) -> int:
         default=WARM_MS,
         help="GPU ms of a runner's untimed calls before each of its samples (0: none)",
     )
+    ap.add_argument(
+        "--fp8",
+        choices=("off", "also", "only"),
+        default="off",
+        help="time the e4m3 GEMM against torch._scaled_mm too (also) or alone (only)",
+    )
+    ap.add_argument("--fp8-sizes", default=FP8_SIZES, help="comma list of MxNxK for --fp8")
     args = ap.parse_args(argv)
     globals()["WARM_MS"] = args.warm_ms  # every time_runners call of this run, the report's too
     sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
@@ -402,17 +561,26 @@ def main(argv=None) -> int:
     for d in dtypes:
         if d not in ("float16", "bfloat16"):
             ap.error(f"dtype {d!r}: choose float16 or bfloat16")
+    try:
+        fp8 = fp8_sizes(args.fp8_sizes) if args.fp8 != "off" else []
+    except ValueError as e:
+        ap.error(str(e))
+    if args.fp8 == "only":
+        sizes = []
     if not gpu_visible():
-        return compile_only(sizes, dtypes, variants, args.main)
+        return compile_only(sizes, dtypes, variants, args.main, fp8)
 
+    dtypes = dtypes if sizes else []  # --fp8 only: no square cells, no mma.sync peak
     peak = {d: measure_peak(d, args.reps) for d in dtypes}
     random_peak = {d: measure_peak(d, args.reps, "random") for d in dtypes}
-    print(
-        "mma.sync peak: "
-        + ", ".join(
-            f"{d} {p:.1f} TFLOP/s (random operands {random_peak[d]:.1f})" for d, p in peak.items()
+    if peak:
+        print(
+            "mma.sync peak: "
+            + ", ".join(
+                f"{d} {p:.1f} TFLOP/s (random operands {random_peak[d]:.1f})"
+                for d, p in peak.items()
+            )
         )
-    )
     cells = []
     for dtype in dtypes:
         for n in sizes:
@@ -427,7 +595,17 @@ def main(argv=None) -> int:
                 flush=True,
             )
             cells.append(cell)
-    text = markdown_report(cells, peak, variants, args.reps, args.main, random_peak)
+    fp8_cells = []
+    for M, N, K in fp8:
+        cell = measure_fp8(M, N, K, args.reps)
+        print(
+            f"fp8 {M}x{N}x{K}: "
+            + ", ".join(f"{k} {cell.tflops(k):.1f}" for k in cell.ms)
+            + " TFLOP/s",
+            flush=True,
+        )
+        fp8_cells.append(cell)
+    text = markdown_report(cells, peak, variants, args.reps, args.main, random_peak, fp8_cells)
     print()
     print(text)
     report.write_result("gemm_speed", text, args, __file__, argv, gpu=report.gpu_name())

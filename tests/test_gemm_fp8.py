@@ -1,0 +1,106 @@
+"""The e4m3 GEMM of ``tirx.examples.gemm_fp8`` (the warp-specialized kernel of gemm_hopper
+with k32 wgmma and per-tensor scales): its argument checks, the simulator against numpy on
+integer data (exact in e4m3, scales powers of two), its sm_90a build, and on the GPU
+``torch._scaled_mm``. The synchronisation is gemm_hopper's code, whose planted faults
+``tests/test_gemm_hopper.py`` checks."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import tirx
+from tirx.examples import gemm_fp8 as gf
+from tirx.examples import gemm_hopper as gh
+
+torch = pytest.importorskip("torch")
+
+
+def _operands(M, N, K, seed=0):
+    rng = np.random.default_rng(seed)
+    a = torch.from_numpy(rng.integers(-2, 3, size=(M, K)).astype(np.float32))
+    b = torch.from_numpy(rng.integers(-2, 3, size=(N, K)).astype(np.float32))
+    return a.to(torch.float8_e4m3fn), b.to(torch.float8_e4m3fn)
+
+
+def _want(a, b, sa, sb, out_dtype):
+    """The exact product sums, scaled (exactly: powers of two) and rounded once."""
+    exact = (a.double().numpy() @ b.double().numpy().T) * (sa * sb)
+    return torch.from_numpy(exact).to(getattr(torch, out_dtype)).double().numpy()
+
+
+def test_arguments_are_checked():
+    with pytest.raises(ValueError, match="multiples of 128, 256, 128"):
+        gf.make_gemm_fp8(128, 256, 64)
+    with pytest.raises(ValueError, match="multiples of 256, 256, 128"):
+        gf.make_gemm_fp8(128, 256, 128, cluster=2)
+    with pytest.raises(ValueError, match="out_dtype must be"):
+        gf.make_gemm_fp8(128, 256, 128, out_dtype="float32")
+    with pytest.raises(ValueError, match="bn must be 128 or 256"):
+        gf.make_gemm_fp8(128, 64, 128, bn=64)
+    with pytest.raises(ValueError, match="shared memory"):
+        gf.make_gemm_fp8(128, 256, 128, stages=4)
+
+
+# (out_dtype, bn, stages, cluster, M, N, K, sms)
+CASES = [
+    ("bfloat16", 128, 2, 1, 256, 256, 384, 2),
+    ("float16", 256, 3, 1, 256, 512, 256, 2),
+    ("bfloat16", 128, 4, 2, 512, 256, 256, 4),
+    ("float16", 256, 3, 2, 512, 256, 256, 2),
+]
+
+
+@pytest.mark.parametrize(("out_dtype", "bn", "stages", "cluster", "M", "N", "K", "sms"), CASES)
+def test_simulator_equals_numpy_on_integer_data(out_dtype, bn, stages, cluster, M, N, K, sms):
+    kernel = gf.make_gemm_fp8(M, N, K, out_dtype, stages, cluster, bn)
+    a, b = _operands(M, N, K)
+    sa, sb = 0.5, 0.25
+    out = torch.full((M, N), float("nan"), dtype=getattr(torch, out_dtype))
+    tirx.compile(kernel, target=f"sim -sms={sms}")(
+        a, b, torch.tensor([sa]), torch.tensor([sb]), out
+    )
+    np.testing.assert_array_equal(out.double().numpy(), _want(a, b, sa, sb, out_dtype))
+
+
+@pytest.mark.parametrize(
+    ("out_dtype", "bn", "stages", "cluster"),
+    [("bfloat16", 256, 3, 1), ("float16", 128, 4, 1), ("bfloat16", 256, 3, 2)],
+)
+def test_sm90a_build_has_no_spills(out_dtype, bn, stages, cluster):
+    exe = tirx.compile(
+        gf.make_gemm_fp8(4096, 4096, 4096, out_dtype, stages, cluster, bn),
+        target="cuda -arch=sm_90a",
+    )
+    stats = exe.nvrtc.stats
+    assert stats["registers"] == 168
+    assert stats["spill_stores"] == stats["spill_loads"] == stats["stack_bytes"] == 0
+    assert gh.shared_bytes(bn, stages, 1, 2, gf.BK_FP8) < exe.lowered.shared_bytes
+    assert exe.lowered.shared_bytes <= gh.SHARED_LIMIT
+    sass = exe.sass
+    if sass is None:
+        pytest.skip("no disassembler installed (the sass extra)")
+    assert sass.count(f"QGMMA.64x{bn}x32.F32.E4M3.E4M3") == 4  # 4 K steps of a 128-deep tile
+    assert sass.count("UTMALDG.2D.MULTICAST") == (cluster == 2)
+    assert "UTMASTG.2D" in sass
+    assert "STL" not in sass and "LDL" not in sass
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize(
+    ("out_dtype", "bn", "stages", "cluster"),
+    [("bfloat16", 256, 3, 1), ("float16", 128, 4, 1), ("bfloat16", 256, 3, 2)],
+)
+def test_gpu_equals_scaled_mm(out_dtype, bn, stages, cluster):
+    n = 2048
+    g = torch.Generator(device="cuda").manual_seed(stages)
+    a = torch.randn((n, n), device="cuda", generator=g).to(torch.float8_e4m3fn)
+    b = torch.randn((n, n), device="cuda", generator=g).to(torch.float8_e4m3fn)
+    sa = torch.tensor([0.5], device="cuda")
+    sb = torch.tensor([2.0], device="cuda")
+    odt = getattr(torch, out_dtype)
+    want = torch._scaled_mm(a, b.t(), scale_a=sa, scale_b=sb, out_dtype=odt)
+    out = torch.full((n, n), float("nan"), dtype=odt, device="cuda")
+    kernel = gf.make_gemm_fp8(n, n, n, out_dtype, stages, cluster, bn)
+    tirx.compile(kernel, target="cuda")(a, b, sa, sb, out)
+    torch.testing.assert_close(out.float(), want.float(), rtol=1e-2, atol=1e-2)
