@@ -49,7 +49,7 @@ lab:
 notebooks:  # re-execute the tutorials in place from clean kernels (the committed outputs)
 	$(PY) -m jupyter nbconvert --to notebook --execute --inplace \
 		--ExecutePreprocessor.timeout=600 --ExecutePreprocessor.store_widget_state=False --ExecutePreprocessor.record_timing=False \
-		notebooks/0*.ipynb notebooks/visualizer_demo.ipynb
+		notebooks/[0-9][0-9]_*.ipynb notebooks/visualizer_demo.ipynb
 	$(PY) -c "$$STATIC_VIEWS" notebooks/visualizer_demo.ipynb
 	$(PY) -c "$$RELATIVE_PATHS" notebooks/*.ipynb
 

@@ -20,7 +20,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = ROOT / "notebooks"
-TUTORIALS = sorted(NOTEBOOKS.glob("0*.ipynb"))
+TUTORIALS = sorted(NOTEBOOKS.glob("[0-9][0-9]_*.ipynb"))
 FAILED, PASSED = "✗ not yet", "✓ right!"
 
 

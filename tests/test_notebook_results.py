@@ -125,3 +125,21 @@ def test_committed_notebooks_carry_no_machine_paths(path):
     earlier run) does not end up in its outputs: a reader's clone has none of those paths."""
     found = sorted(set(MACHINE_PATH.findall(path.read_text())))
     assert not found, f"{path.name} carries machine paths {found}: re-run make notebooks"
+
+
+def test_notebook_10_shows_the_current_wgmma_result():
+    """Notebook 10's speed cell reads benchmarks/results/gemm_wgmma-h200.md by name; its saved
+    output is that file (re-execute the notebook after a new result)."""
+    name = "gemm_wgmma-h200.md"
+    notebook = ROOT / "notebooks" / "10_warp_specialized_gemm.ipynb"
+    cells = json.loads(notebook.read_text())["cells"]
+    (cell,) = [c for c in cells if f'RESULT = "benchmarks/results/{name}"' in "".join(c["source"])]
+    printed = "".join(
+        "".join(o.get("text", "")) for o in cell["outputs"] if o["output_type"] == "stream"
+    )
+    assert f"(read from benchmarks/results/{name})" in printed
+    (shown,) = [o for o in cell["outputs"] if "text/markdown" in o.get("data", {})]
+    current = ROOT / "benchmarks" / "results" / name
+    assert "".join(shown["data"]["text/markdown"]) == current.read_text(), (
+        f"notebook 10 shows another table than benchmarks/results/{name}: make notebooks"
+    )

@@ -19,7 +19,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = ROOT / "notebooks"
-TUTORIALS = sorted(NOTEBOOKS.glob("0*.ipynb"))
+TUTORIALS = sorted(NOTEBOOKS.glob("[0-9][0-9]_*.ipynb"))
 CHECKED = "# NBVAL_CHECK_OUTPUT"
 PASSED = "✓ right!"
 MAX_OUTPUT_CHARS = 20_000  # one output's text: code listings are excerpts, not dumps
