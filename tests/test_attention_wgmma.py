@@ -2,7 +2,7 @@
 
 On the CPU: the kernel on the simulator against the float64 reference (head dims 64 and 128,
 causal and not, float16 and bfloat16, ragged lengths, grouped-query heads, a ring refilled
-more than once) with lse; ``flash_attention``'s dispatch (wgmma on sm_90 only, mma.sync on
+more than once) with lse; ``flash_attention``'s dispatch (wgmma on sm_90 only, when asked for; mma.sync on
 other GPUs and on the CPU unless named); the fragment identity, whose wrong view the contract
 check reports at the user's line; copies of the kernel with one synchronisation taken out (the
 producer's empty-barrier wait, a full-barrier parity flipped, the ``wgmma.wait_group`` before
@@ -91,9 +91,9 @@ def test_flash_attention_runs_it_on_the_cpu_when_named():
 
 
 @pytest.mark.parametrize(
-    "arch, default", [(80, "mma_sync"), (89, "mma_sync"), (90, "wgmma"), (100, "mma_sync")]
+    "arch, default", [(80, "mma_sync"), (89, "mma_sync"), (90, "mma_sync"), (100, "mma_sync")]
 )
-def test_dispatch_picks_wgmma_on_sm_90_only(monkeypatch, arch, default):
+def test_dispatch_runs_wgmma_on_sm_90_only(monkeypatch, arch, default):
     monkeypatch.setattr(torch.cuda, "get_device_capability", lambda d=None: divmod(arch, 10))
     cuda = torch.device("cuda", 0)
     assert attn._dispatch(None, cuda) == (default, "cuda")
