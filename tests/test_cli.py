@@ -151,6 +151,8 @@ EXAMPLE_REFS = {
     "gemm_persistent.py": (":make_gemm_persistent(128, 128, 32)", "gemm_persistent"),
     "warp_specialized.py": (":make_warp_specialized(128, 128)", "warp_specialized"),
     "tile_scheduler.py": None,  # the grouped tile order: a macro and its Python twin
+    "gemm_hopper.py": (":make_gemm_hopper(128, 128, 64)", "gemm_hopper"),
+    "gemm_fp8.py": (":make_gemm_fp8(128, 256, 128)", "gemm_fp8"),
 }
 # what the message of a file without a kernel says of its functions
 NO_KERNEL_NAMES = {
