@@ -7,7 +7,9 @@ the block, warp, lane and the span of the statement being executed.
 
 from __future__ import annotations
 
-__all__ = ["Fault"]
+import numpy as np
+
+__all__ = ["Fault", "check_aligned"]
 
 
 class Fault(Exception):
@@ -16,3 +18,22 @@ class Fault(Exception):
         self.message = message
         self.tid = int(tid)
         self.hint = hint
+
+
+def check_aligned(
+    m, idx: np.ndarray, text: str, fix: str = "move it out of divergent code"
+) -> None:
+    """An ``.aligned`` instruction (``text``): each warp that executes it does so with every one
+    of its threads; the first warp that reaches it in part is a fault naming a missing lane."""
+    counts = np.bincount(idx >> 5, minlength=m.nwarps)
+    sizes = np.minimum(32, m.T - 32 * np.arange(m.nwarps))
+    bad = (counts > 0) & (counts != sizes)
+    if bad.any():
+        w = int(np.flatnonzero(bad)[0])
+        lane = int(np.setdiff1d(np.arange(32 * w, 32 * w + sizes[w]), idx)[0])
+        raise Fault(
+            f"{text} reached by {counts[w]} of {sizes[w]} threads of warp {w}; lane {lane % 32} "
+            "is elsewhere, and .aligned asks every thread of the warp to execute it together",
+            lane,
+            fix,
+        )

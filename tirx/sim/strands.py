@@ -57,6 +57,13 @@ def holds_wait(s: ir.Stmt, cache: dict) -> bool:
     return found
 
 
+_MBARRIER_HINT = (
+    "each phase needs as many arrivals as its mbarrier.init count (and its tx-count back at "
+    "zero) before its waiters go on: check the count, the parity waited for, and that the "
+    "arriving threads reach their arrive"
+)
+
+
 class _Cancelled(BaseException):
     """Ends a suspended strand when its block stops with a fault."""
 
@@ -166,7 +173,8 @@ class Strands:
 
     def wait_until(self, ready, describe=None) -> None:
         """Suspend the current strand until ``ready()``; ``describe()`` gives
-        ``(thread, text)`` for the deadlock report (None: not waiting on a barrier)."""
+        ``(thread, text)`` or ``(thread, text, hint)`` for the deadlock report (None: not
+        waiting on a barrier; the hint defaults to the mbarrier's)."""
         if ready():
             return
         s = self.current
@@ -213,14 +221,12 @@ class Strands:
         lines = [s.blocked[1]() for s in waits]
         tid = lines[0][0]
         self.m.span = waits[0].span
-        lines = [text for _, text in lines]
+        hint = lines[0][2] if len(lines[0]) > 2 else _MBARRIER_HINT
         return Fault(
             "deadlock: every thread that has not finished waits, and no arrive can come: "
-            + "; ".join(lines),
+            + "; ".join(line[1] for line in lines),
             tid,
-            "each phase needs as many arrivals as its mbarrier.init count (and its tx-count "
-            "back at zero) before its waiters go on: check the count, the parity waited for, "
-            "and that the arriving threads reach their arrive",
+            hint,
         )
 
 

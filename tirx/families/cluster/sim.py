@@ -26,7 +26,7 @@ import numpy as np
 from ...ir import nodes as ir
 from ...sim.calls import unknown_instruction
 from ...sim.cluster import cluster_address, cluster_of
-from ...sim.faults import Fault
+from ...sim.faults import Fault, check_aligned
 from ...sim.memory import as_index, first
 from ...sim.numeric import encode, storage_type
 from ...sim.shared import line_of
@@ -63,22 +63,6 @@ def compile_call(m, compiler, stmt: ir.PtxCall, text: str):
 # ------------------------------------------------------------------- barrier.cluster
 
 
-def _check_aligned(m, idx: np.ndarray, text: str) -> None:
-    """``.aligned``: each warp that executes it does so with every one of its threads."""
-    counts = np.bincount(idx >> 5, minlength=m.nwarps)
-    sizes = np.minimum(32, m.T - 32 * np.arange(m.nwarps))
-    bad = (counts > 0) & (counts != sizes)
-    if bad.any():
-        w = int(np.flatnonzero(bad)[0])
-        lane = int(np.setdiff1d(np.arange(32 * w, 32 * w + sizes[w]), idx)[0])
-        raise Fault(
-            f"{text} reached by {counts[w]} of {sizes[w]} threads of warp {w}; lane {lane % 32} "
-            "is elsewhere, and .aligned asks every thread of the warp to execute it together",
-            lane,
-            "move it out of divergent code, or drop .aligned",
-        )
-
-
 def _barrier(m, stmt: ir.PtxCall, action: str, aligned: bool):
     if stmt.operands:
         raise m.compiler.error(f"{stmt.instruction} takes no operands")
@@ -89,7 +73,7 @@ def _barrier(m, stmt: ir.PtxCall, action: str, aligned: bool):
         def arrive(idx):
             m.span = span
             if aligned:
-                _check_aligned(m, idx, text)
+                check_aligned(m, idx, text, "move it out of divergent code, or drop .aligned")
             cluster.arrive(m, idx)
 
         return arrive
@@ -102,7 +86,7 @@ def _barrier(m, stmt: ir.PtxCall, action: str, aligned: bool):
     def wait(idx):
         m.span = span
         if aligned:
-            _check_aligned(m, idx, text)
+            check_aligned(m, idx, text, "move it out of divergent code, or drop .aligned")
         phase = cluster.phase_of(m, idx)
         if not cluster.complete(phase):
             tid = int(idx[0])
