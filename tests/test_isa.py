@@ -122,7 +122,7 @@ def test_the_forms_the_brief_asks_for_are_there():
     others = (
         *("cp.async", "cp.reduce.async", "fence.proxy", "mbarrier", "fence.mbarrier_init"),
         *("wgmma", "movmatrix", "barrier.cluster", "mapa", "ld.shared::cluster"),
-        *("st.shared::cluster", "setmaxnreg"),
+        *("st.shared::cluster", "setmaxnreg", "bar"),  # bar: also barrier.*
     )
     assert len([t for t in forms if not t.startswith(others)]) == 36
 
@@ -190,6 +190,7 @@ _WGMMA = [t for t in isa.supported_forms() if t.startswith("wgmma.mma_async")]
             or "mbarrier" in t
             or "wgmma" in t
             or "setmaxnreg" in t
+            or t.split(".")[0] in ("bar", "barrier")  # named barriers: no fragments
         )
         and "cluster" not in t
         and not t.startswith("mapa")

@@ -145,6 +145,13 @@ ROWS: tuple[Row, ...] = (
         ptx=("barrier.cluster", "mapa", "ld.shared::cluster", "st.shared::cluster"),
         cuda_names=("cluster_sync",),
     ),  # fmt: skip
+    # the CTA's named barriers (bar.sync / bar.arrive with a thread count)
+    Row(
+        "named_barrier",
+        ("isa", "script", "cuda", "sim"),
+        ptx=("bar", "barrier"),
+        cuda_names=("warpgroup_sync",),
+    ),  # fmt: skip
     # construct families: calls of T and T.cuda with IR nodes of their own
     Row(
         "warp_collectives",
