@@ -334,7 +334,7 @@ MACHINE_CASES = [
         "T.alloc_shard",
         "T.alloc_shared",
     ),
-    ("typo-T.ptx", None, "    x = T.ptx.mma\n", SYN, "T.ptx.mma", 'T.ptx["'),
+    ("typo-T.ptx", None, "    T.ptx.bar.sink(1, 64)\n", CON, "T.ptx.bar.sink", "bar.sync"),
     ("typo-tile", None, "    T.cuda.tile.aply(ar)\n", SYN, "T.cuda.tile.aply", "T.cuda.tile.apply"),
     ("typo-method", None, "    v = a.permut(1, 0)\n", SYN, "a.permut", "permute"),
     ("typo-tensor-attr", None, "    x = a.shap\n", SYN, "a.shap", "`shape`"),
@@ -543,8 +543,10 @@ def test_typo_outside_a_kernel_names_the_closest():
         tirx.T.cuda.laneid  # noqa: B018
     with pytest.raises(AttributeError, match="`T.function`"):
         tirx.T.fucntion  # noqa: B018
-    with pytest.raises(AttributeError, match=r'T.ptx\["'):
-        tirx.T.ptx.mma  # noqa: B018
+    # T.ptx.<family>.<modifier>... is the real TIRx's chain: an instruction, called in kernels
+    assert tirx.T.ptx.bar.sync.text == "bar.sync"
+    with pytest.raises(tirx.TirxSyntaxError, match="only be called inside a kernel"):
+        tirx.T.ptx.bar.sync(1, 64)
     assert not hasattr(tirx.T.cuda, "laneid") and hasattr(tirx.T.cuda, "lane_id")
 
 

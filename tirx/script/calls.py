@@ -71,16 +71,17 @@ class Calls:
                 raise TirxSyntaxError(
                     "raw PTX calls take positional operands only", self.p.span(node)
                 )
+            text = ptx_text(f)
             ops, spans = [], []
             for a in node.args:
                 v = self.value(a)
                 items = [v]
                 if isinstance(v, ir.View):  # a family may take a tensor for several operands
-                    expand = _raw_operands(f.text)
+                    expand = _raw_operands(text)
                     items = expand(v) if expand is not None else items
                 ops += [ir.as_expr(self._as_scalar(x, a)) for x in items]
                 spans += [self.p.span(a)] * len(items)
-            self.b.emit(ir.RawPtx(f.text, tuple(ops), self.p.span(node), tuple(spans)))
+            self.b.emit(ir.RawPtx(text, tuple(ops), self.p.span(node), tuple(spans)))
             return None
         if f is builtins.min or f is builtins.max:
             args = [self.scalar(a) for a in node.args]
@@ -279,7 +280,7 @@ class Calls:
             else:
                 raise TirxSyntaxError(f"unexpected keyword argument {k.arg!r}", self.p.span(k))
         self.b.emit(
-            ir.TileOp(instr.text, tuple(operands), scope, span, tuple(spans), tuple(params))
+            ir.TileOp(ptx_text(instr), tuple(operands), scope, span, tuple(spans), tuple(params))
         )
         return None
 
@@ -334,3 +335,14 @@ def _raw_operands(text: str):
     operands (wgmma's accumulator: one operand per register), or None."""
     row = catalog.row_of_ptx(text)
     return catalog.rule(row, "script", "raw_operands") if row is not None else None
+
+
+def ptx_text(f: PtxInstruction) -> str:
+    """The instruction text of ``T.ptx["..."]`` as written, or of a ``T.ptx.bar.sync`` chain
+    with its modifiers in the order of the family's syntax line (the real TIRx's chains take
+    them in any order)."""
+    if not f.chain:
+        return f.text
+    from ..isa.registry import in_slot_order
+
+    return in_slot_order(f.text)

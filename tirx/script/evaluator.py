@@ -240,12 +240,6 @@ class Evaluator(Calls):
             return getattr(base, attr)
         except AttributeError:
             place = place_of(base)
-            if place == "T.ptx":
-                raise TirxSyntaxError(
-                    f"T.ptx has no attribute {attr!r}",
-                    self.p.span(node),
-                    hint='T.ptx names an instruction by its full text: T.ptx["mma.sync..."]',
-                ) from None
             err = checks.unknown_attribute(base, attr, place or kind_of(base), place)
             raise err.with_span(self.p.span(node)) from None
 

@@ -116,20 +116,34 @@ class ScalarType:
 
 @dataclass(frozen=True)
 class PtxInstruction:
-    """``T.ptx["mma.sync.aligned..."]``: an instruction named by its full PTX text."""
+    """``T.ptx["mma.sync.aligned..."]``: an instruction named by its full PTX text; or
+    ``T.ptx.bar.sync``, the real TIRx's attribute chain (``chain``): a token per dotted part,
+    a Python keyword with a trailing underscore (``global_``), ``::`` written ``__``
+    (``shared__cta``), the modifiers in any order (the parser puts them in the order of the
+    family's syntax line)."""
 
     text: str
+    chain: bool = False
 
     def __call__(self, *operands):
         raise TirxSyntaxError(f'T.ptx["{self.text}"](...) can only be called inside a kernel')
 
+    def __getattr__(self, token: str):
+        if token.startswith("_") or not self.chain:
+            raise AttributeError(token)
+        return PtxInstruction(f"{self.text}.{ptx_token(token)}", True)
+
+
+def ptx_token(name: str) -> str:
+    """One dotted part of an instruction text, from an attribute of a ``T.ptx`` chain."""
+    return name.removesuffix("_").replace("__", "::")
+
 
 class _Ptx:
     def __getattr__(self, name):
-        raise AttributeError(
-            f"T.ptx has no attribute {name!r}: name an instruction by its text, "
-            f'T.ptx["mma.sync.aligned..."]'
-        )
+        if name.startswith("_"):
+            raise AttributeError(name)
+        return PtxInstruction(ptx_token(name), True)
 
     def __getitem__(self, text) -> PtxInstruction:
         if not isinstance(text, str):
