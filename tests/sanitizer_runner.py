@@ -24,13 +24,14 @@ def main(name: str) -> int:
 
     from tests.async_kernels import BY_NAME as ASYNC
     from tests.bulk_kernels import BY_NAME as BULK
+    from tests.named_barrier_planted import BY_NAME as NAMED
     from tests.planted import BY_NAME
     from tests.wgmma_planted import BY_NAME as WGMMA
     from tirx.backend.cuda.codegen import generate
     from tirx.backend.cuda.executable import NVRTC_OPTIONS
     from tirx.backend.cuda.nvrtc import compile_cuda
 
-    case = {**BY_NAME, **BULK, **ASYNC, **WGMMA}[name]
+    case = {**BY_NAME, **BULK, **ASYNC, **WGMMA, **NAMED}[name]
     if case.kernel is not None:
         return _through_tirx(case)
     fn = case.build()

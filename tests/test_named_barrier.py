@@ -14,9 +14,11 @@ import pytest
 import torch
 
 import tirx
+from tests.named_barrier_planted import NAMED_BARRIER_CASES
 from tirx import isa
 from tirx.errors import ContractError, SimulationError, TirxSyntaxError
 from tirx.isa import Family
+from tirx.sim import run
 
 from .helpers import caret_line, define
 
@@ -240,6 +242,20 @@ def test_a_warp_that_reaches_it_in_part_is_a_fault(tmp_path):
     consumer = f"if tid % 32 < 16:\n            {SYNC}"
     with pytest.raises(SimulationError, match="reached by 16 of 32 threads of warp 4"):
         run_sim(handoff(tmp_path, consumer=consumer))
+
+
+@pytest.mark.parametrize("case", NAMED_BARRIER_CASES, ids=lambda c: c.name)
+def test_the_parity_kernels_verdicts_on_the_simulator(case):
+    """What tests/test_sanitizer_parity.py holds the sanitizer to: each plant a race, the twin
+    clean with the answer right."""
+    inputs = case.inputs()
+    if case.fault:
+        with pytest.raises(SimulationError, match=case.kind.pattern):
+            run(case.build(), inputs)
+        return
+    run(case.build(), inputs)
+    a, out = inputs
+    assert np.array_equal(out, (a * 3)[::-1])
 
 
 @pytest.mark.gpu

@@ -23,6 +23,7 @@ import pytest
 
 from tests.async_kernels import ASYNC_CASES
 from tests.bulk_kernels import BULK_CASES
+from tests.named_barrier_planted import NAMED_BARRIER_CASES
 from tests.planted import PLANTED, Kind, Planted, Tool, simulator_inputs
 from tests.wgmma_planted import WGMMA_CASES
 from tirx.errors import SimulationError
@@ -107,7 +108,9 @@ def sanitizer_verdict(path: str, tool: Tool, name: str) -> tuple[str, str]:
 
 
 @pytest.mark.parametrize(
-    "case", [*PLANTED, *BULK_CASES, *ASYNC_CASES, *WGMMA_CASES], ids=lambda c: c.name
+    "case",
+    [*PLANTED, *BULK_CASES, *ASYNC_CASES, *WGMMA_CASES, *NAMED_BARRIER_CASES],
+    ids=lambda c: c.name,
 )
 def test_simulator_and_sanitizer_agree(sanitizer, case):
     tool = case.kind.tool
