@@ -127,6 +127,16 @@ def test_without_the_barrier_the_read_is_a_race(tmp_path):
     with pytest.raises(SimulationError, match="shared-memory race") as info:
         run_sim(handoff(tmp_path, producer="pass", consumer="pass"))
     assert caret_line(str(info.value)).startswith("Out[tid - 128] = s[255 - tid]")
+    # two warpgroups: the hint names the barrier that fits warp roles too
+    assert 'T.ptx["bar.arrive"](1, n) after line' in info.value.hint
+
+
+def test_a_race_within_one_warpgroup_is_told_of_cta_sync_only(tmp_path):
+    source = PER_WARPGROUP.replace("MEET", "pass")
+    with pytest.raises(SimulationError, match="shared-memory race") as info:
+        out = np.zeros(384, np.int32)
+        tirx.compile(define(source, tmp_path, "rotate"), "sim")(np.arange(384, dtype=np.int32), out)
+    assert "T.cuda.cta_sync()" in info.value.hint and "bar.arrive" not in info.value.hint
 
 
 def test_an_arrive_before_the_stores_orders_nothing(tmp_path):

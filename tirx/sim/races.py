@@ -35,15 +35,24 @@ def line_of(span) -> str:
     return f"line {span.line}" if span is not None else "an unknown line"
 
 
-def race_hint(first, second, same_warp: bool) -> str:
-    """The fix for a race between the accesses at spans ``first`` (earlier) and ``second``."""
+def race_hint(first, second, same_warp: bool, warpgroups: bool = False) -> str:
+    """The fix for a race between the accesses at spans ``first`` (earlier) and ``second``;
+    ``warpgroups``: the two threads are in different warpgroups, which may be warp roles that
+    never reach one line together (a producer and a consumer)."""
     where = f"between {line_of(first)} and {line_of(second)}"
     if same_warp:
         return f"put T.cuda.cta_sync() (or T.cuda.warp_sync() within one warp) {where}"
-    return (
+    hint = (
         f"put T.cuda.cta_sync() {where} (the threads are in different warps, so "
         f"T.cuda.warp_sync() does not order them)"
     )
+    if warpgroups:
+        hint += (
+            f"; for warp roles that do not reach one line together, T.ptx[\"bar.arrive\"](1, n) "
+            f"after {line_of(first)} and T.ptx[\"bar.sync\"](1, n) before {line_of(second)} (n: "
+            "the threads of both roles), or an mbarrier arrive and wait"
+        )
+    return hint
 
 
 class Races:
@@ -132,11 +141,12 @@ class Races:
         mem = self.memory
         here, there = mem.where(), mem.sites[int(other_site)]
         same_warp = other_tid >= 0 and other_tid >> 5 == int(p[k]) >> 5
+        warpgroups = other_tid >= 0 and other_tid >> 7 != int(p[k]) >> 7
         return Fault(
             f"shared-memory race: {thread_name(int(p[k]))} {verb} {mem.describe(int(b[k]))} at "
             f"{line_of(here)}, which {other} at {line_of(there)} with no barrier in between",
             int(p[k]),
-            race_hint(there, here, same_warp),
+            race_hint(there, here, same_warp, warpgroups),
         )
 
     def _unobserved(self, b, p, k: int, verb: str, agent: int) -> Fault:
