@@ -34,8 +34,8 @@ The kernel, one block of 384 threads per multiprocessor (``grid="sms"``), block 
   out as the 128-byte swizzled image of ``64 x CW`` boxes (``CW`` = 128 bytes of output
   elements), executes ``fence.proxy.async.shared::cta``
   (its generic stores must be visible to the copy engine), and the warpgroup meets at an
-  mbarrier of 128 arrivals (tirx has no named barrier, ``bar.sync id, 128``; an mbarrier's
-  arrive and parity wait is the same release/acquire meeting of one warpgroup). Then one
+  mbarrier of 128 arrivals (its arrive and parity wait are the release/acquire meeting of one
+  warpgroup that a named barrier, ``T.cuda.warpgroup_sync``, also gives). Then one
   thread issues the tensor stores (``cp.async.bulk.tensor.2d.global.shared::cta.bulk_group``,
   one per box) and ``commit_group``. The stores drain while the next tile's multiplies run;
   before the staging tile is written again, that thread waits ``wait_group.read 0`` (the copy
