@@ -199,6 +199,95 @@ def test_lockstep_warps_complete_a_barrier_round_after_round(tmp_path):
     assert np.array_equal(out, rotate_model(a))
 
 
+# FlashAttention-3's turns: both consumer warpgroups run one branch, each waits at its own
+# barrier for its turn and hands the turn over with an arrive on the other's.
+TURNS = """
+@T.function
+def turns(A: T.Tensor((128,), "int32"), Out: T.Tensor((4, 256), "int32")):
+    T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=384))
+    h = T.alloc_shared((128,), "int32")
+    tid = T.cuda.thread_idx("x")
+    wg = T.cuda.warpgroup_id()
+    if wg == 0:
+        h[tid] = A[tid]
+    T.cuda.cta_sync()
+    if wg > 0:
+        c = wg - 1
+        i = tid % 128
+        if c == 1:
+            FIRST
+        for j in range(4):
+            T.ptx["bar.sync"](1 + c, 256)
+            UPDATE
+            Out[j, tid - 128] = h[i]
+            if j < 3 or c == 0:
+                T.ptx["bar.arrive"](2 - c, 256)
+"""
+FIRST = 'T.ptx["bar.arrive"](1, 256)'
+UPDATE = "h[i] = h[i] * 2 + c"
+
+
+def turns(tmp_path, first=FIRST, update=UPDATE):
+    return define(TURNS.replace("FIRST", first).replace("UPDATE", update), tmp_path, "turns")
+
+
+def run_turns(kernel):
+    a = np.arange(128, dtype=np.int32)
+    out = np.zeros((4, 256), np.int32)
+    tirx.compile(kernel, target="sim")(a, out)
+    return a, out
+
+
+def test_warpgroups_take_turns_inside_one_branch(tmp_path):
+    """A branch that holds a bar.sync runs one strand per warpgroup: warpgroup 1 waits at
+    barrier 1 while warpgroup 2, in the same branch, goes on to arrive there."""
+    a, out = run_turns(turns(tmp_path))
+    h, want = a.astype(np.int64), np.zeros((4, 256), np.int64)
+    for j in range(4):
+        for c in range(2):
+            h = h * 2 + c
+            want[j, 128 * c : 128 * c + 128] = h
+    assert np.array_equal(out, want)
+
+
+def test_a_branch_every_thread_takes_stays_whole(tmp_path):
+    """Only a branch that some threads skip is split by warpgroup: in one that every thread
+    takes, a cta_sync still finds the whole block."""
+    source = """
+    @T.function
+    def uniform(A: T.Tensor((256,), "int32"), Out: T.Tensor((256,), "int32")):
+        T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=256))
+        s = T.alloc_shared((256,), "int32")
+        tid = T.cuda.thread_idx("x")
+        if A[0] >= 0:
+            s[tid] = A[tid]
+            T.cuda.warpgroup_sync(1 + T.cuda.warpgroup_id())
+            Out[tid] = s[(tid // 128) * 128 + (tid + 1) % 128]
+            T.cuda.cta_sync()
+            s[tid] = 0
+    """
+    a, out = np.arange(256, dtype=np.int32), np.zeros(256, np.int32)
+    tirx.compile(define(source, tmp_path, "uniform"), target="sim")(a, out)
+    t = np.arange(256)
+    assert np.array_equal(out, a[(t // 128) * 128 + (t + 1) % 128])
+
+
+def test_a_turn_never_given_is_a_deadlock(tmp_path):
+    with pytest.raises(SimulationError, match="deadlock") as info:
+        run_turns(turns(tmp_path, first="pass"))
+    assert "waits at barrier 1, where" in str(info.value)
+
+
+def test_a_turn_handed_over_before_the_update_is_a_race(tmp_path):
+    early = 'T.ptx["bar.arrive"](2 - c, 256)\n            h[i] = h[i] * 2 + c'
+    source = TURNS.replace("FIRST", FIRST).replace("UPDATE", early)
+    source = source.replace(
+        '            if j < 3 or c == 0:\n                T.ptx["bar.arrive"](2 - c, 256)\n', ""
+    )
+    with pytest.raises(SimulationError, match="shared-memory race"):
+        run_turns(define(source, tmp_path, "turns"))
+
+
 def test_a_count_never_reached_is_a_deadlock_at_the_wait(tmp_path):
     with pytest.raises(SimulationError, match="deadlock") as info:
         run_sim(handoff(tmp_path, producer="pass"))
@@ -286,3 +375,13 @@ def test_the_gpu_equals_the_simulator(tmp_path):
         tirx.compile(kernel, target="cuda")(a.cuda(), gpu_out)
         torch.cuda.synchronize()
         assert torch.equal(gpu_out.cpu(), sim_out)
+
+
+@pytest.mark.gpu
+def test_the_gpu_takes_the_same_turns(tmp_path):
+    kernel = turns(tmp_path)
+    a, sim_out = run_turns(kernel)
+    gpu_out = torch.zeros(4, 256, dtype=torch.int32, device="cuda")
+    tirx.compile(kernel, target="cuda")(torch.from_numpy(a).cuda(), gpu_out)
+    torch.cuda.synchronize()
+    assert np.array_equal(gpu_out.cpu().numpy(), sim_out)

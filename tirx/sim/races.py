@@ -48,8 +48,8 @@ def race_hint(first, second, same_warp: bool, warpgroups: bool = False) -> str:
     )
     if warpgroups:
         hint += (
-            f"; for warp roles that do not reach one line together, T.ptx[\"bar.arrive\"](1, n) "
-            f"after {line_of(first)} and T.ptx[\"bar.sync\"](1, n) before {line_of(second)} (n: "
+            f'; for warp roles that do not reach one line together, T.ptx["bar.arrive"](1, n) '
+            f'after {line_of(first)} and T.ptx["bar.sync"](1, n) before {line_of(second)} (n: '
             "the threads of both roles), or an mbarrier arrive and wait"
         )
     return hint

@@ -4,7 +4,8 @@ The machine (:mod:`tirx.sim.machine`) runs a block's threads in lockstep, one br
 ``if`` after the other. That cannot run a consumer that waits on an mbarrier before the
 producer in the other branch has arrived. So in a kernel with an mbarrier wait, the block
 runs as *strands*: each branch of an ``if`` whose body holds a wait runs as its own strand (a
-set of threads in lockstep), and a strand that waits on an incomplete phase is suspended
+set of threads in lockstep; one per warpgroup for a branch that holds a per-warpgroup wait,
+a named barrier's ``bar.sync``), and a strand that waits on an incomplete phase is suspended
 while the others run — the warp scheduler's freedom on the GPU. Only one strand executes at a
 time (each is a Python thread handing a baton to the block's scheduler and back), so the
 machine's state needs no locking; a switch saves the strand's loop frames and span.
@@ -26,7 +27,7 @@ from .. import catalog
 from ..ir import nodes as ir
 from .faults import Fault
 
-__all__ = ["Strands", "holds_wait", "blocks"]
+__all__ = ["Strands", "holds_wait", "blocks", "per_warpgroup"]
 
 
 def blocks(text: str) -> bool:
@@ -37,23 +38,36 @@ def blocks(text: str) -> bool:
     return bool(blocking) and text.startswith(blocking)
 
 
-def holds_wait(s: ir.Stmt, cache: dict) -> bool:
-    """Whether ``s`` (a statement of the lowered IR) contains a blocking wait."""
-    hit = cache.get(id(s))
+def per_warpgroup(text: str) -> bool:
+    """Whether the instruction ``text`` waits per warpgroup: its family's simulator module
+    lists it in ``PER_WARPGROUP`` (a named barrier's ``bar.sync``, whose warpgroups may each
+    wait at a barrier of their own, one's turn coming from another's later arrive). A branch
+    that holds one runs one strand per warpgroup."""
+    row = catalog.row_of_ptx(text)
+    split = catalog.rule(row, "sim", "PER_WARPGROUP") if row is not None else None
+    return bool(split) and text.startswith(split)
+
+
+def holds_wait(s: ir.Stmt, cache: dict, test=None) -> bool:
+    """Whether ``s`` (a statement of the lowered IR) contains a blocking wait (or, with
+    ``test``, an instruction for which ``test(text)`` holds)."""
+    test = test or blocks
+    key = (id(s), test)
+    hit = cache.get(key)
     if hit is not None:
         return hit
     todo, found = [s], False
     while todo and not found:
         node = todo.pop()
         if isinstance(node, ir.PtxCall):
-            found = blocks(node.instruction)
+            found = test(node.instruction)
         elif isinstance(node, ir.Seq):
             todo.extend(node.stmts)
         elif isinstance(node, ir.If):
             todo.extend(x for x in (node.then_body, node.else_body) if x is not None)
         elif isinstance(node, (ir.For, ir.While)):
             todo.append(node.body)
-    cache[id(s)] = found
+    cache[key] = found
     return found
 
 
@@ -230,9 +244,21 @@ class Strands:
         )
 
 
-def forking_if(m, first):
+def _parts(m, fn, idx, split: set) -> list:
+    """``(fn, idx)``, or one part per warpgroup of ``idx`` when ``fn`` is a branch whose body
+    holds a per-warpgroup wait (``split``: the ids of such branches' run functions) and some
+    threads of the block take another branch (a branch every thread takes stays whole: a
+    ``cta_sync`` in it must find every thread at once)."""
+    if id(fn) not in split or idx.size == m.T:
+        return [(fn, idx)]
+    groups = idx >> 7
+    return [(fn, idx[groups == g]) for g in np.unique(groups).tolist()]
+
+
+def forking_if(m, first, split: set):
     """The run function of an ``if``/``elif`` chain (``first``: its link, as the machine's
-    ``_If`` builds it) whose branches hold an mbarrier wait: each branch a strand."""
+    ``_If`` builds it) whose branches hold an mbarrier wait: each branch a strand (one per
+    warpgroup for a branch whose run function's id is in ``split``)."""
 
     def run(idx):
         parts, link, rest_idx = [], first, idx
@@ -243,13 +269,13 @@ def forking_if(m, first):
             if np.ndim(c) == 0:
                 c = np.full(rest_idx.size, bool(c))
             if c.any():
-                parts.append((then, rest_idx[c]))
+                parts += _parts(m, then, rest_idx[c], split)
                 rest_idx = rest_idx[~c]
             if type(rest) is tuple:
                 link = rest
                 continue
             if rest_idx.size:
-                parts.append((rest, rest_idx))
+                parts += _parts(m, rest, rest_idx, split)
             break
         run_parts = [(f, i) for f, i in parts if f is not None]
         passed = [i for f, i in parts if f is None]

@@ -43,11 +43,14 @@ from ...sim.faults import Fault, check_aligned
 from ...sim.memory import as_index
 from ...sim.races import line_of
 
-__all__ = ["NamedBarriers", "compile_call", "FORMS", "BLOCKING"]
+__all__ = ["NamedBarriers", "compile_call", "FORMS", "BLOCKING", "PER_WARPGROUP"]
 
 FORMS = "bar[.cta].{sync,arrive}, barrier[.cta].{sync,arrive}.aligned"
 #: the statements that wait for other warps (tirx.sim.strands runs those meanwhile)
 BLOCKING = ("bar.sync", "bar.cta.sync", "barrier.sync", "barrier.cta.sync")
+#: a branch that holds one runs one strand per warpgroup: warpgroups that take turns through
+#: named barriers (each syncs on its own, the other's arrive comes later) must not wait as one
+PER_WARPGROUP = BLOCKING
 
 _FORM = re.compile(r"(bar|barrier)(\.cta)?\.(sync|arrive)(\.aligned)?")
 BARRIERS = 16
