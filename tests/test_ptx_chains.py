@@ -1,10 +1,10 @@
 """``T.ptx.bar.sync(...)``: the real TIRx's attribute chains for raw PTX, beside the exact-text
 form ``T.ptx["bar.sync"](...)``.
 
-A chain is the same instruction as its text: a token per dotted part, a Python keyword with a
-trailing underscore (``async_``, ``global_``), ``::`` written ``__`` (``shared__cta``), and the
-modifiers in any order (the parser puts them in the order of the family's syntax line). The
-seed kernel spelled with chains generates the same CUDA as the guide's text."""
+A chain is the same instruction as its text: a token per dotted part in the PTX order, a
+Python keyword with a trailing underscore (``async_``, ``global_``), ``::`` written ``__``
+(``shared__cta``). The seed kernel spelled with chains generates the same CUDA as the guide's
+text."""
 
 from __future__ import annotations
 
@@ -17,7 +17,6 @@ import pytest
 
 import tirx
 from tirx.errors import ContractError
-from tirx.isa.registry import in_slot_order
 
 from .helpers import caret_line, define
 
@@ -49,7 +48,7 @@ def test_the_seed_kernel_spelled_with_chains_generates_the_same_cuda(tmp_path):
     assert cuda_lines(mine) == cuda_lines(tirx.compile(warp_matmul, target=target))
 
 
-# keywords and :: in the tokens, modifiers out of the syntax line's order
+# keywords and :: in the tokens
 HANDOFF = """
 @T.function
 def handoff(A: T.Tensor((64,), "int32"), Out: T.Tensor((64,), "int32")):
@@ -66,10 +65,10 @@ def handoff(A: T.Tensor((64,), "int32"), Out: T.Tensor((64,), "int32")):
 """
 
 
-def test_keywords_scopes_and_modifier_order(tmp_path):
+def test_keywords_and_scopes(tmp_path):
     chained = define(
-        HANDOFF.replace("ARRIVE", "T.ptx.bar.arrive.cta").replace(
-            "SYNC", "T.ptx.barrier.aligned.sync"
+        HANDOFF.replace("ARRIVE", "T.ptx.bar.cta.arrive").replace(
+            "SYNC", "T.ptx.barrier.sync.aligned"
         ),
         tmp_path,
         "handoff",
@@ -91,21 +90,15 @@ def test_keywords_scopes_and_modifier_order(tmp_path):
     assert np.array_equal(out, a[::-1] + 1)
 
 
-@pytest.mark.parametrize(
-    ("text", "ordered"),
-    [
-        ("bar.sync", "bar.sync"),
-        ("bar.arrive.cta", "bar.cta.arrive"),
-        ("barrier.aligned.cta.sync", "barrier.cta.sync.aligned"),
-        ("mbarrier.b64.shared::cta.arrive", "mbarrier.arrive.shared::cta.b64"),
-        ("setmaxnreg.u32.aligned.sync.inc", "setmaxnreg.inc.sync.aligned.u32"),
-        ("bar.sink", "bar.sink"),  # not the family's modifiers: left for the error to name
-        ("bar.sync.sync.sync", "bar.sync.sync.sync"),
-        ("nothing.at.all", "nothing.at.all"),
-    ],
-)
-def test_modifiers_go_in_the_syntax_lines_order(text, ordered):
-    assert in_slot_order(text) == ordered
+def test_modifiers_out_of_the_ptx_order_are_refused_with_the_order(tmp_path):
+    """The real TIRx fills slots in any order; tirx reads the order, which carries meaning where
+    two slots take the same words (mma's A and B layouts), and names the forms in order."""
+    source = HANDOFF.replace("ARRIVE", "T.ptx.bar.arrive.cta").replace("SYNC", "T.ptx.bar.sync")
+    with pytest.raises(ContractError, match="'bar.arrive.cta'") as info:
+        tirx.compile(define(source, tmp_path, "handoff"), target="sim")
+    assert "bar.cta.arrive" in info.value.hint
+    with pytest.raises(ContractError, match="expected .row"):
+        tirx.instruction_contract("mma.sync.aligned.m16n8k16.col.row.f32.f16.f16.f32")
 
 
 def test_an_unknown_chain_is_named_at_the_users_line(tmp_path):
@@ -121,7 +114,7 @@ def test_a_chain_in_tile_apply(tmp_path):
     source = (EXAMPLES / "warp_matmul.py").read_text()
     chained = source.replace(
         'T.ptx["ldmatrix.sync.aligned.m8n8.x4.shared.b16"]',
-        "T.ptx.ldmatrix.shared.b16.sync.aligned.m8n8.x4",  # any order
+        "T.ptx.ldmatrix.sync.aligned.m8n8.x4.shared.b16",
     )
     path = tmp_path / "chained_ldmatrix.py"
     path.write_text(chained)

@@ -85,26 +85,6 @@ def family_of_text(text: str) -> FamilySpec | None:
     return spec_of(Family(mnemonic)) if mnemonic is not None else None
 
 
-def in_slot_order(text: str) -> str:
-    """``text`` with its modifiers in the order of its family's syntax line, when it is made of
-    the family's modifiers in another order (``bar.sync`` stays; ``ld.global.acquire.gpu.b32``
-    becomes the line's order); else ``text`` as it is. The real TIRx's attribute chains
-    (``T.ptx.setmaxnreg.inc.sync.aligned.u32``) fill the slots in any order."""
-    spec = family_of_text(text)
-    if spec is None or spec.parse(text)[0] is not None:
-        return text
-    rest = text[len(spec.mnemonic) + 1 :].split(".") if text != spec.mnemonic else []
-    mods = {}
-    for slot in spec.slots:
-        found = next((t for t in rest if t in slot.choices), None)
-        if found is not None:
-            rest.remove(found)
-        elif not slot.optional:
-            return text
-        mods[slot.name] = found
-    return spec.spell(mods) if not rest else text
-
-
 @functools.cache
 def supported_forms() -> tuple[str, ...]:
     """Every instruction text tirx checks, lowers and runs, family by family."""

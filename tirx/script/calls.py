@@ -71,7 +71,7 @@ class Calls:
                 raise TirxSyntaxError(
                     "raw PTX calls take positional operands only", self.p.span(node)
                 )
-            text = ptx_text(f)
+            text = f.text
             ops, spans = [], []
             for a in node.args:
                 v = self.value(a)
@@ -280,7 +280,7 @@ class Calls:
             else:
                 raise TirxSyntaxError(f"unexpected keyword argument {k.arg!r}", self.p.span(k))
         self.b.emit(
-            ir.TileOp(ptx_text(instr), tuple(operands), scope, span, tuple(spans), tuple(params))
+            ir.TileOp(instr.text, tuple(operands), scope, span, tuple(spans), tuple(params))
         )
         return None
 
@@ -335,14 +335,3 @@ def _raw_operands(text: str):
     operands (wgmma's accumulator: one operand per register), or None."""
     row = catalog.row_of_ptx(text)
     return catalog.rule(row, "script", "raw_operands") if row is not None else None
-
-
-def ptx_text(f: PtxInstruction) -> str:
-    """The instruction text of ``T.ptx["..."]`` as written, or of a ``T.ptx.bar.sync`` chain
-    with its modifiers in the order of the family's syntax line (the real TIRx's chains take
-    them in any order)."""
-    if not f.chain:
-        return f.text
-    from ..isa.registry import in_slot_order
-
-    return in_slot_order(f.text)

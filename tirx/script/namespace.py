@@ -117,10 +117,9 @@ class ScalarType:
 @dataclass(frozen=True)
 class PtxInstruction:
     """``T.ptx["mma.sync.aligned..."]``: an instruction named by its full PTX text; or
-    ``T.ptx.bar.sync``, the real TIRx's attribute chain (``chain``): a token per dotted part,
-    a Python keyword with a trailing underscore (``global_``), ``::`` written ``__``
-    (``shared__cta``), the modifiers in any order (the parser puts them in the order of the
-    family's syntax line)."""
+    ``T.ptx.bar.sync``, the real TIRx's attribute chain (``chain``): a token per dotted part
+    in the PTX order, a Python keyword with a trailing underscore (``global_``), ``::`` written
+    ``__`` (``shared__cta``)."""
 
     text: str
     chain: bool = False
