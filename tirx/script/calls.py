@@ -71,17 +71,16 @@ class Calls:
                 raise TirxSyntaxError(
                     "raw PTX calls take positional operands only", self.p.span(node)
                 )
-            text = f.text
             ops, spans = [], []
             for a in node.args:
                 v = self.value(a)
                 items = [v]
                 if isinstance(v, ir.View):  # a family may take a tensor for several operands
-                    expand = _raw_operands(text)
+                    expand = _raw_operands(f.text)
                     items = expand(v) if expand is not None else items
                 ops += [ir.as_expr(self._as_scalar(x, a)) for x in items]
                 spans += [self.p.span(a)] * len(items)
-            self.b.emit(ir.RawPtx(text, tuple(ops), self.p.span(node), tuple(spans)))
+            self.b.emit(ir.RawPtx(f.text, tuple(ops), self.p.span(node), tuple(spans)))
             return None
         if f is builtins.min or f is builtins.max:
             args = [self.scalar(a) for a in node.args]

@@ -11,7 +11,7 @@ from __future__ import annotations
 import operator
 import os
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from .. import catalog
 from ..dtypes import DTYPES, DType, dtype_of
@@ -122,7 +122,7 @@ class PtxInstruction:
     ``__`` (``shared__cta``)."""
 
     text: str
-    chain: bool = False
+    chain: bool = field(default=False, compare=False)  # made by attributes: takes more
 
     def __call__(self, *operands):
         raise TirxSyntaxError(f'T.ptx["{self.text}"](...) can only be called inside a kernel')
