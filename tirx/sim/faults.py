@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["Fault", "check_aligned"]
+__all__ = ["Fault", "check_aligned", "partial_warp"]
 
 
 class Fault(Exception):
@@ -20,19 +20,29 @@ class Fault(Exception):
         self.hint = hint
 
 
+def partial_warp(m, idx: np.ndarray):
+    """The first warp that threads ``idx`` reach in part, as ``(warp, reached, size, missing)``
+    (``missing``: the id of a thread of that warp outside ``idx``), or None."""
+    counts = np.bincount(idx >> 5, minlength=m.nwarps)
+    sizes = np.minimum(32, m.T - 32 * np.arange(m.nwarps))
+    bad = (counts > 0) & (counts != sizes)
+    if not bad.any():
+        return None
+    w = int(np.flatnonzero(bad)[0])
+    missing = int(np.setdiff1d(np.arange(32 * w, 32 * w + sizes[w]), idx)[0])
+    return w, int(counts[w]), int(sizes[w]), missing
+
+
 def check_aligned(
     m, idx: np.ndarray, text: str, fix: str = "move it out of divergent code"
 ) -> None:
     """An ``.aligned`` instruction (``text``): each warp that executes it does so with every one
     of its threads; the first warp that reaches it in part is a fault naming a missing lane."""
-    counts = np.bincount(idx >> 5, minlength=m.nwarps)
-    sizes = np.minimum(32, m.T - 32 * np.arange(m.nwarps))
-    bad = (counts > 0) & (counts != sizes)
-    if bad.any():
-        w = int(np.flatnonzero(bad)[0])
-        lane = int(np.setdiff1d(np.arange(32 * w, 32 * w + sizes[w]), idx)[0])
+    found = partial_warp(m, idx)
+    if found is not None:
+        w, reached, size, lane = found
         raise Fault(
-            f"{text} reached by {counts[w]} of {sizes[w]} threads of warp {w}; lane {lane % 32} "
+            f"{text} reached by {reached} of {size} threads of warp {w}; lane {lane % 32} "
             "is elsewhere, and .aligned asks every thread of the warp to execute it together",
             lane,
             fix,

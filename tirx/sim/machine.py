@@ -24,7 +24,7 @@ from ..ir import nodes as ir
 from .budget import Budget
 from .calls import compile_ptx
 from .expr import ExprCompiler, converted, to_bool
-from .faults import Fault
+from .faults import Fault, partial_warp
 from .memory import GlobalRegion, LocalArray, as_index
 from .numeric import constant, convert, encode
 from .printf import parse_format
@@ -161,6 +161,14 @@ class Machine:
         if found is None and make is not None:
             found = self.units[family] = make(self)
         return found
+
+    def use_strands(self) -> None:
+        """A statement that may wait for other warps was compiled: the block runs as strands
+        (:mod:`tirx.sim.strands`), so the other warps run while one waits."""
+        if self.strands is None:
+            from .strands import Strands
+
+            self.strands = Strands(self)
 
     def variable(self, v: ir.Var) -> np.ndarray:
         arr = self.variables.get(v)
@@ -534,20 +542,16 @@ class Machine:
 
         def warp(idx):
             m.span = span
-            warps = np.unique(idx >> 5)
-            counts = np.bincount(idx >> 5, minlength=m.nwarps)
-            sizes = np.minimum(32, T - 32 * np.arange(m.nwarps))
-            bad = (counts > 0) & (counts != sizes)
-            if bad.any():
-                w = int(np.flatnonzero(bad)[0])
-                missing = int(np.setdiff1d(np.arange(32 * w, 32 * w + sizes[w]), idx)[0])
+            found = partial_warp(m, idx)
+            if found is not None:
+                w, reached, size, missing = found
                 raise Fault(
-                    f"barrier (warp) reached by {counts[w]} of {sizes[w]} lanes of warp {w}; "
+                    f"barrier (warp) reached by {reached} of {size} lanes of warp {w}; "
                     f"lane {missing % 32} is elsewhere (divergent control flow)",
                     missing,
                     hint,
                 )
-            m.shared.warp_barrier(warps)
+            m.shared.warp_barrier(np.unique(idx >> 5))
             return idx
 
         return cta if s.scope == "cta" else warp

@@ -30,12 +30,18 @@ from .faults import Fault
 __all__ = ["Strands", "holds_wait", "blocks", "per_warpgroup"]
 
 
+def _listed(text: str, rule: str) -> bool:
+    """Whether the family of instruction ``text`` lists it (by prefix) in its simulator
+    module's ``rule``."""
+    row = catalog.row_of_ptx(text)
+    prefixes = catalog.rule(row, "sim", rule) if row is not None else None
+    return bool(prefixes) and text.startswith(prefixes)
+
+
 def blocks(text: str) -> bool:
     """Whether the instruction ``text`` may wait for other warps: its family's simulator module
     lists it in ``BLOCKING`` (instruction prefixes; the mbarrier waits)."""
-    row = catalog.row_of_ptx(text)
-    blocking = catalog.rule(row, "sim", "BLOCKING") if row is not None else None
-    return bool(blocking) and text.startswith(blocking)
+    return _listed(text, "BLOCKING")
 
 
 def per_warpgroup(text: str) -> bool:
@@ -43,9 +49,7 @@ def per_warpgroup(text: str) -> bool:
     lists it in ``PER_WARPGROUP`` (a named barrier's ``bar.sync``, whose warpgroups may each
     wait at a barrier of their own, one's turn coming from another's later arrive). A branch
     that holds one runs one strand per warpgroup."""
-    row = catalog.row_of_ptx(text)
-    split = catalog.rule(row, "sim", "PER_WARPGROUP") if row is not None else None
-    return bool(split) and text.startswith(split)
+    return _listed(text, "PER_WARPGROUP")
 
 
 def holds_wait(s: ir.Stmt, cache: dict, test=None) -> bool:

@@ -78,10 +78,7 @@ def _barrier(m, stmt: ir.PtxCall, action: str, aligned: bool):
 
         return arrive
 
-    if m.strands is None:  # a wait: the other warps (and blocks) run meanwhile
-        from ...sim.strands import Strands
-
-        m.strands = Strands(m)
+    m.use_strands()  # a wait: the other warps (and blocks) run meanwhile
 
     def wait(idx):
         m.span = span

@@ -106,10 +106,7 @@ def compile_call(m, compiler, stmt: ir.PtxCall, text: str):
     addr_f = compiler.compile(ops[0].address)
     value_f = compiler.compile(ops[1].value) if len(ops) > 1 else None
     if op in ("test_wait.parity", "try_wait.parity"):
-        if m.strands is None:  # a wait, or a test in a loop: other warps must run meanwhile
-            from ...sim.strands import Strands
-
-            m.strands = Strands(m)
+        m.use_strands()  # a wait, or a test in a loop: other warps must run meanwhile
         return _wait(m, stmt, addr_f, value_f, done, match.group(2) != "relaxed")
     noinc = match.group(5) is not None
     ordered = match.group(2) != "relaxed"  # .relaxed arrives release nothing

@@ -155,10 +155,8 @@ def compile_call(m, compiler, stmt: ir.PtxCall, text: str):
     waits = form.group(3) == "sync"
     fa = compiler.compile(stmt.operands[0].value)
     fb = compiler.compile(stmt.operands[1].value) if len(stmt.operands) > 1 else None
-    if waits and m.strands is None:  # a wait: the other warps run meanwhile
-        from ...sim.strands import Strands
-
-        m.strands = Strands(m)
+    if waits:  # the other warps run meanwhile
+        m.use_strands()
     span = stmt.span
 
     def run(idx):

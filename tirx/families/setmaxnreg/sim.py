@@ -159,10 +159,8 @@ def compile_call(m, compiler, stmt: ir.PtxCall, text: str):
     if m.fn.launch_registers is None:
         raise compiler.error(f"{text} in a kernel whose launch reserves no known register count")
     inc = text.startswith("setmaxnreg.inc")
-    if inc and m.strands is None:  # an .inc may wait: the other warps must run meanwhile
-        from ...sim.strands import Strands
-
-        m.strands = Strands(m)
+    if inc:  # an .inc may wait: the other warps must run meanwhile
+        m.use_strands()
     span = stmt.span
 
     def run(idx):
