@@ -13,8 +13,10 @@ and 16 k tokens by default: thousands of query tiles at every length, enough to 
   ``kernel="mma_sync"``), timed as its compiled executable called on preallocated outputs (the
   Python checks of ``flash_attention`` excluded);
 * **tirx wgmma**: likewise the wgmma kernel of ``tirx.examples.attention_wgmma``
-  (``kernel="wgmma"``, FlashAttention-3's structure; ``flash_attention``'s default there), on an
-  sm_90 GPU only;
+  (``kernel="wgmma"``, FlashAttention-3's structure), on an sm_90 GPU only; with
+  ``--wgmma-configs`` each named configuration (``BNxSTAGES`` plus ``-pp`` for the ping-pong,
+  ``-ov`` for the overlap of the two products, e.g. ``128x2-pp-ov``) is timed and the fastest
+  counts, its name printed beside it (the default: the kernel's default configuration);
 * **SDPA**: ``torch.nn.functional.scaled_dot_product_attention`` with each backend forced by
   ``torch.nn.attention.sdpa_kernel``: cuDNN, flash and efficient (a backend that refuses a
   case is left out of it);
@@ -35,6 +37,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+import re
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -48,6 +51,29 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 BACKENDS = ("cudnn", "flash", "efficient")  # SDPA backends, by their sdpa_kernel names
 # Triton block configurations: (BLOCK_M, BLOCK_N, warps, stages)
 TRITON_CONFIGS = ((128, 64, 4, 3), (128, 64, 8, 3), (128, 128, 8, 2), (64, 64, 4, 3))
+
+
+def wgmma_configs(text: str) -> list:
+    """``--wgmma-configs``: ``BNxSTAGES[-pp][-ov]`` names, comma separated, as configurations
+    of ``tirx.examples.attention_wgmma`` (an empty text: its default per head dim)."""
+    from tirx.examples.attention_wgmma import WgmmaAttentionConfig
+
+    out = []
+    for name in filter(None, (x.strip() for x in text.split(","))):
+        head, *flags = name.split("-")
+        m = re.fullmatch(r"(\d+)x(\d+)", head)
+        if not m or set(flags) - {"pp", "ov"}:
+            raise ValueError(f"wgmma config {name!r} is not BNxSTAGES[-pp][-ov]")
+        cfg = WgmmaAttentionConfig(
+            int(m[1]), int(m[2]), pingpong="pp" in flags, overlap="ov" in flags
+        )
+        cfg.check()
+        out.append((name, cfg))
+    return out
+
+
+def config_name(cfg) -> str:
+    return f"{cfg.block_n}x{cfg.stages}" + "-pp" * cfg.pingpong + "-ov" * cfg.overlap
 
 
 @dataclass
@@ -103,10 +129,11 @@ def table(cells: list[Cell]) -> str:
         tr = c.best("triton ")
         cols = [c.dtype, str(c.head_dim), "causal" if c.causal else "full", str(c.seq)]
         cols.append(f"{c.batch} × {c.heads}")
-        cols += [_tf(c, "tirx"), _tf(c, "tirx wgmma")]
+        wg = c.best("tirx wgmma")
+        cols += [_tf(c, "tirx"), f"{c.tflops(wg):.1f} ({wg[11:]})" if wg else "–"]
         cols += [_tf(c, f"sdpa {b}") for b in BACKENDS]
         cols.append(f"{c.tflops(tr):.1f} ({tr[7:]})" if tr else "–")
-        for name in ("tirx", "tirx wgmma"):
+        for name in ("tirx", wg):
             cols.append(f"{c.ms[sdpa] / c.ms[name]:.2f}" if sdpa and name in c.ms else "–")
         cols.append(f"{c.ms[sdpa] / c.ms[tr]:.2f}" if sdpa and tr else "–")
         lines.append("| " + " | ".join(cols) + " |")
@@ -243,11 +270,14 @@ def _close(name: str, got, want, dtype) -> None:
         raise AssertionError(f"{name}: relative error {err:.2e} from SDPA (tolerance {tol:g})")
 
 
-def measure(cell: Cell, reps: int) -> Cell:
+def measure(cell: Cell, reps: int, wgmma=()) -> Cell:
     import torch
     from gemm_speed import time_runners
 
+    import tirx
     from tirx.examples.attention import KERNELS, attention_executable
+    from tirx.examples.attention_wgmma import default_config
+    from tirx.examples.attention_wgmma import make_attention as make_wgmma_attention
 
     tdtype = getattr(torch, cell.dtype)
     shape = (cell.batch, cell.heads, cell.seq, cell.head_dim)
@@ -270,10 +300,17 @@ def measure(cell: Cell, reps: int) -> Cell:
         want = _math_reference(q, k, v, cell.causal)
     scale = cell.head_dim**-0.5
     major, minor = torch.cuda.get_device_capability()
-    for name, kernel in (("tirx", "mma_sync"), ("tirx wgmma", "wgmma")):
-        if not KERNELS[kernel].runs_on(10 * major + minor):
-            continue
-        exe = attention_executable(q, k, v, causal=cell.causal, kernel=kernel)
+    tirx_runs = [("tirx", "mma_sync", None)]
+    if KERNELS["wgmma"].runs_on(10 * major + minor):
+        cfgs = wgmma or [(config_name(default_config(cell.head_dim)), None)]
+        tirx_runs += [(f"tirx wgmma {n}", "wgmma", cfg) for n, cfg in cfgs]
+    for name, kernel, cfg in tirx_runs:
+        if cfg is None:
+            exe = attention_executable(q, k, v, causal=cell.causal, kernel=kernel)
+        else:
+            b, h, n, d = shape
+            fn = make_wgmma_attention(b, h, h, n, n, d, cell.dtype, cell.causal, cfg=cfg)
+            exe = tirx.compile(fn, target="cuda")
         o, lse = torch.empty_like(q), torch.empty(shape[:3], device="cuda")
         exe(q, k, v, o, lse, scale)
         _close(name, o, want, cell.dtype)
@@ -315,7 +352,9 @@ def report_body(cells: list[Cell], reps: int) -> str:
             "tensors, as many keys as queries; TFLOP/s = 4·batch·heads·seq²·d / time, half "
             "that for causal. tirx: `tirx.examples.attention_mma` (mma.sync, its default "
             "configuration per head dim); tirx wgmma: `tirx.examples.attention_wgmma` "
-            "(FlashAttention-3's structure, sm_90 only); each executable called directly. "
+            "(FlashAttention-3's structure, sm_90 only), the fastest of the configurations timed "
+            "(named in parentheses: BNxSTAGES, -pp ping-pong, -ov overlap); each executable "
+            "called directly. "
             "Ratios: the fastest SDPA backend's time / tirx's (or Triton's), above 1 is "
             "faster than SDPA.",
             "",
@@ -334,8 +373,15 @@ def main(argv=None) -> int:
     ap.add_argument("--tokens", type=int, default=16384, help="batch · seq of every case")
     ap.add_argument("--hidden", type=int, default=2048, help="heads · head_dim of every case")
     ap.add_argument("--reps", type=int, default=10)
+    ap.add_argument(
+        "--wgmma-configs",
+        default="",
+        help="configurations of the wgmma kernel to time, BNxSTAGES[-pp][-ov], comma separated "
+        "(default: its default per head dim); the fastest counts",
+    )
     report.add_output_arguments(ap, "attention_speed")
     args = ap.parse_args(argv)
+    wgmma = wgmma_configs(args.wgmma_configs)
     from gemm_speed import gpu_visible
 
     if not gpu_visible():
@@ -355,7 +401,7 @@ def main(argv=None) -> int:
                     batch, heads = problem_size(seq, d, args.tokens, args.hidden)
                     cell = Cell(dtype, d, mode == "causal", seq, batch, heads)
                     print(f"{dtype} d={d} {mode} seq={seq} ({batch} x {heads})", flush=True)
-                    cells.append(measure(cell, args.reps))
+                    cells.append(measure(cell, args.reps, wgmma))
                     torch.cuda.empty_cache()
     text = report_body(cells, args.reps)
     print(text)

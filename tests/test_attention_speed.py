@@ -41,7 +41,8 @@ def test_table_ratios_are_against_the_fastest_sdpa_backend():
     flops = cell.flops
     for name, tf in {
         "tirx": 200.0,
-        "tirx wgmma": 500.0,
+        "tirx wgmma 128x2": 450.0,
+        "tirx wgmma 128x2-pp-ov": 500.0,
         "sdpa cudnn": 400.0,
         "sdpa flash": 320.0,
         "triton 128x64/4w/3s": 250.0,
@@ -52,7 +53,8 @@ def test_table_ratios_are_against_the_fastest_sdpa_backend():
     assert len(lines) == 3
     cols = [c.strip() for c in lines[2].strip("|").split("|")]
     assert cols[:5] == ["bfloat16", "64", "causal", "2048", "8 × 32"]
-    assert cols[5:10] == ["200.0", "500.0", "400.0", "320.0", "–"]  # efficient was not run
+    # the fastest wgmma configuration counts, named; efficient was not run
+    assert cols[5:10] == ["200.0", "500.0 (128x2-pp-ov)", "400.0", "320.0", "–"]
     assert cols[10] == "300.0 (64x64/4w/3s)"
     assert cols[11:] == ["0.50", "1.25", "0.75"]
 
@@ -61,6 +63,23 @@ def test_a_cell_without_the_wgmma_kernel_shows_dashes():
     cell = bench.Cell("float16", 64, False, 1024, 16, 32, {"tirx": 1.0, "sdpa flash": 1.0})
     cols = [c.strip() for c in bench.table([cell]).splitlines()[2].strip("|").split("|")]
     assert cols[6] == "–" and cols[12] == "–" and cols[11] == "1.00"
+
+
+def test_wgmma_configs_parse_into_the_kernels_configurations():
+    from tirx.examples.attention_wgmma import WgmmaAttentionConfig
+
+    got = bench.wgmma_configs("128x2, 64x3-pp,128x2-pp-ov,")
+    assert got == [
+        ("128x2", WgmmaAttentionConfig(128, 2)),
+        ("64x3-pp", WgmmaAttentionConfig(64, 3, pingpong=True)),
+        ("128x2-pp-ov", WgmmaAttentionConfig(128, 2, pingpong=True, overlap=True)),
+    ]
+    assert [bench.config_name(c) for _, c in got] == ["128x2", "64x3-pp", "128x2-pp-ov"]
+    assert bench.wgmma_configs("") == []
+    with pytest.raises(ValueError, match="not BNxSTAGES"):
+        bench.wgmma_configs("128x2-fast")
+    with pytest.raises(ValueError, match="block_n must be 64 or 128"):
+        bench.wgmma_configs("96x2")
 
 
 def test_without_a_gpu_it_says_so_and_stops(monkeypatch, capsys):
