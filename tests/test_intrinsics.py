@@ -99,6 +99,22 @@ FLOAT_ROWS = [
     FloatRow("fma", M.FMA, "fmaf(", "fma(", _fma_exact, -4, 4, 3),
     FloatRow("max", M.FMAX, "tirx_fmax(", "tirx_fmax(", max, -4, 4, 2),
     FloatRow("min", M.FMIN, "tirx_fmin(", "tirx_fmin(", min, -4, 4, 2),
+    FloatRow("tan", M.TAN, "tanf(", "tan(", math.tan, -100, 100),
+    FloatRow("asin", M.ASIN, "asinf(", "asin(", math.asin, -1, 1),
+    FloatRow("acos", M.ACOS, "acosf(", "acos(", math.acos, -1, 1),
+    FloatRow("atan", M.ATAN, "atanf(", "atan(", math.atan, -100, 100),
+    FloatRow("sinh", M.SINH, "sinhf(", "sinh(", math.sinh, -88, 88),
+    FloatRow("cosh", M.COSH, "coshf(", "cosh(", math.cosh, -88, 88),
+    FloatRow("asinh", M.ASINH, "asinhf(", "asinh(", math.asinh, -1e6, 1e6),
+    FloatRow("acosh", M.ACOSH, "acoshf(", "acosh(", math.acosh, 0, 40, positive_log=True),
+    FloatRow("atanh", M.ATANH, "atanhf(", "atanh(", math.atanh, -0.999, 0.999),
+    FloatRow("log1p", M.LOG1P, "log1pf(", "log1p(", math.log1p, -0.999, 100),
+    FloatRow("atan2", M.ATAN2, "atan2f(", "atan2(", math.atan2, -10, 10, 2),
+    FloatRow("hypot", M.HYPOT, "hypotf(", "hypot(", math.hypot, -1e3, 1e3, 2),
+    FloatRow("fmod", M.FMOD, "fmodf(", "fmod(", math.fmod, -100, 100, 2),
+    FloatRow("copysign", M.COPYSIGN, "copysignf(", "copysign(", math.copysign, -100, 100, 2),
+    # the next value of the operands' own type (the simulator test steps in that type)
+    FloatRow("nextafter", M.NEXTAFTER, "nextafterf(", "nextafter(", np.nextafter, -4, 4, 2),
 ]
 
 
@@ -206,9 +222,12 @@ def test_float_intrinsics_simulator_semantics(float_kernels, in_dtype):
     tirx.compile(float_kernels[in_dtype], target="sim")(x, out)
     bits = 32 if in_dtype == "float32" else 64
     for k, row in enumerate(FLOAT_ROWS):
-        args = x[k, : row.arity].astype(np.float64)
-        values = [row.reference(*(float(a) for a in col)) for col in args.T]
-        want = np.array([_rounded(v, in_dtype) for v in values]).astype(in_dtype)
+        if row.op is M.NEXTAFTER:  # a step of float32 or float64, not of Python's float
+            want = np.nextafter(x[k, 0], x[k, 1])
+        else:
+            args = x[k, : row.arity].astype(np.float64)
+            values = [row.reference(*(float(a) for a in col)) for col in args.T]
+            want = np.array([_rounded(v, in_dtype) for v in values]).astype(in_dtype)
         d = ulp_distance(out[k], want)
         bound = ULP_BOUND[(row.op, bits)]
         allowed = 0 if bound == 0 else 1 if bits == 32 else bound  # numpy's float64: ~1 ulp
@@ -545,6 +564,8 @@ MISUSE = [
     ("O[i] = T.sqrt(I[i])", "T.sqrt takes a float value", "T.float32", "O[i] = T.sqrt(X[i])"),
     ("O[i] = T.pow(I[i], I[i])", "T.pow takes a float value", "T.float32",
      "O[i] = T.pow(X[i], X[i])"),
+    ("O[i] = T.ldexp(X[i], X[i])", "T.ldexp's exponent is an integer, not a float32 value",
+     r"T.ldexp\(x, T.int32\(n\)\)", "O[i] = T.ldexp(X[i], I[i])"),
     ("I[i] = T.clz(X[i])", "T.clz takes an integer value", "float_as_uint",
      "I[i] = T.clz(T.cuda.float_as_uint(X[i]))"),
     ("I[i] = T.clz(C[i])", "T.clz takes a 32-bit or 64-bit integer, not int8", "T.uint32",
@@ -698,6 +719,55 @@ def test_gpu_bit_intrinsics_equal_the_simulator(row, tmp_path):
     tirx.compile(k, target="sim")(a, b, sim)
     gpu = _cuda_run(k, a, b, np.zeros(N, np.int64))[2]
     np.testing.assert_array_equal(gpu, sim, err_msg=row.expr)
+
+
+_LDEXP = """
+@T.function
+def k(X: T.Tensor((64,), "float32"), N: T.Tensor((64,), "int32"), W: T.Tensor((64,), "int64"),
+      O: T.Tensor((3, 64), "float32"), D: T.Tensor((64,), "float64")):
+    T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=64))
+    i = T.cuda.thread_idx("x")
+    O[0, i] = T.ldexp(X[i], N[i])
+    O[1, i] = T.ldexp(X[i], 3)
+    O[2, i] = T.ldexp(X[i], W[i])
+    D[i] = T.ldexp(T.float64(X[i]), N[i] * 8)
+"""
+
+
+def _ldexp_inputs():
+    rng = np.random.default_rng(5)
+    x = rng.uniform(-4, 4, 64).astype(np.float32)
+    x[:4] = [np.inf, np.nan, -0.0, 1.5e-45]  # a subnormal
+    n = np.concatenate([np.arange(-160, 160, 10), rng.integers(-20, 20, 32)]).astype(np.int32)
+    w = n.astype(np.int64)
+    return x, n, w
+
+
+def test_ldexp_is_exact_and_takes_an_integer_exponent(tmp_path):
+    """``T.ldexp(x, n)`` = x · 2**n rounded once (CUDA's ldexpf is exact): subnormal results,
+    overflow to infinity and underflow to zero included; the exponent is C's int."""
+    k = define(_LDEXP, tmp_path, "k")
+    x, n, w = _ldexp_inputs()
+    o, d = np.zeros((3, 64), np.float32), np.zeros(64)
+    tirx.compile(k, target="sim")(x, n, w, o, d)
+    np.testing.assert_array_equal(o[0], np.ldexp(x, n))
+    np.testing.assert_array_equal(o[1], x * np.float32(8))
+    np.testing.assert_array_equal(o[2], o[0])
+    np.testing.assert_array_equal(d, np.ldexp(x.astype(np.float64), n * 8))
+    src = tirx.compile(k, target="cuda -arch=sm_90").source
+    assert "ldexpf(X[((int)threadIdx.x)], N[((int)threadIdx.x)])" in src
+    assert "ldexpf(X[((int)threadIdx.x)], 3)" in src and "ldexp(((double)(X[" in src
+
+
+@pytest.mark.gpu
+def test_gpu_ldexp_equals_the_simulator(tmp_path):
+    k = define(_LDEXP, tmp_path, "k")
+    x, n, w = _ldexp_inputs()
+    o, d = np.zeros((3, 64), np.float32), np.zeros(64)
+    tirx.compile(k, target="sim")(x, n, w, o, d)
+    got = _cuda_run(k, x, n, w, np.zeros_like(o), np.zeros_like(d))
+    assert (ulp_distance(got[3], o) == 0).all()
+    assert (ulp_distance(got[4], d) == 0).all()
 
 
 @pytest.mark.gpu

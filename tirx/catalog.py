@@ -95,6 +95,8 @@ _MATH = (
     *("max_value", "truncdiv", "truncmod", "floordiv", "floormod", "ceildiv", "bitwise_and"),
     *("bitwise_or", "bitwise_xor", "bitwise_not", "shift_left", "shift_right", "clz"),
     "popcount",
+    *("tan", "asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh", "log1p"),
+    *("atan2", "hypot", "fmod", "copysign", "nextafter", "ldexp"),
 )
 
 ROWS: tuple[Row, ...] = (

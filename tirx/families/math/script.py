@@ -114,6 +114,22 @@ def _float_fn(ev, name, op, args, spans):
     return ir.MathCall(op, tuple(ir.cast(x, d) for x in xs), d)
 
 
+def _ldexp(ev, name, op, args, spans):
+    """``T.ldexp(x, n)``: ``x · 2**n`` for a float ``x`` and an integer ``n`` (C's ``int``:
+    a wider integer is converted to int32, as C converts it)."""
+    (x, n), (sx, sn) = args, spans
+    e = _float(name, x, sx)
+    k = _expr(n)
+    if not is_float(k.dtype) and k.dtype.kind is not DTypeKind.BOOL:
+        d = _compute([e.dtype])
+        return ir.MathCall(op, (ir.cast(e, d), ir.cast(k, ir.I32)), d)
+    raise TirxSyntaxError(
+        f"T.ldexp's exponent is an integer, not {_a(f'{k.dtype} value')}",
+        sn,
+        hint="convert it: T.ldexp(x, T.int32(n)); for a float power of two write x * T.exp2(y)",
+    )
+
+
 def _predicate(ev, name, op, args, spans):
     (v,), (span,) = args, spans
     if is_static(v):
@@ -274,13 +290,16 @@ def _uint_as_float(ev, name, op, args, spans):
 
 _UNARY_FLOAT = (
     M.EXP, M.EXP2, M.EXP10, M.LOG, M.LOG2, M.LOG10, M.SQRT, M.RSQRT, M.TANH, M.SIGMOID,
-    M.SIN, M.COS, M.ERF, M.FABS, M.FLOOR, M.CEIL, M.NEARBYINT, M.TRUNC,
+    M.SIN, M.COS, M.ERF, M.FABS, M.FLOOR, M.CEIL, M.NEARBYINT, M.TRUNC, M.TAN, M.ASIN,
+    M.ACOS, M.ATAN, M.SINH, M.COSH, M.ASINH, M.ACOSH, M.ATANH, M.LOG1P,
 )  # fmt: skip
+_BINARY_FLOAT = (M.POW, M.ATAN2, M.HYPOT, M.FMOD, M.COPYSIGN, M.NEXTAFTER)
 
 FORMS: dict[str, Form] = {
     **{op.value: Form(1, _float_fn, op) for op in _UNARY_FLOAT},
     "round": Form(1, _float_fn, M.NEARBYINT),  # half to even, as the real TIRx emits it
-    "pow": Form(2, _float_fn, M.POW),
+    **{op.value: Form(2, _float_fn, op) for op in _BINARY_FLOAT},
+    "ldexp": Form(2, _ldexp, M.LDEXP),
     "fma": Form(3, _float_fn, M.FMA),
     "abs": Form(1, _abs),
     "max": Form(2, _minmax, M.FMAX),

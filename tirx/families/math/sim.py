@@ -6,7 +6,8 @@ and the CUDA Math API's integer intrinsics (``__clz``, ``__popc``, ``__ffs``): t
 none of tirx's code generator.
 
 * Functions CUDA documents as exact (0 ulp: ``sqrtf``, ``fmaf``, ``floorf``, ``ceilf``,
-  ``truncf``, ``nearbyintf``, ``fabsf``, ``fmaxf``) are computed exactly here: the result equals
+  ``truncf``, ``nearbyintf``, ``fabsf``, ``fmaxf``, ``fmodf``, ``copysignf``, ``nextafterf``,
+  ``ldexpf``) are computed exactly here: the result equals
   the GPU's bit for bit.
 * The others (``expf`` 2 ulp, ``logf`` 1 ulp, ...) are computed in float64 and rounded once to
   float32, which is within half an ulp of the exact value; the GPU is within the documented
@@ -38,6 +39,7 @@ ULP_BOUND: dict[tuple[ir.MathOp, int], int] = {
     **{(op, 64): 0 for op in (M.SQRT, M.FABS, M.FLOOR, M.CEIL, M.NEARBYINT, M.TRUNC, M.FMA)},
     **{(op, 32): 0 for op in (M.FMAX, M.FMIN)},
     **{(op, 64): 0 for op in (M.FMAX, M.FMIN)},
+    **{(op, w): 0 for op in (M.FMOD, M.COPYSIGN, M.NEXTAFTER, M.LDEXP) for w in (32, 64)},
     (M.EXP, 32): 2,
     (M.EXP2, 32): 2,
     (M.EXP10, 32): 2,
@@ -51,6 +53,18 @@ ULP_BOUND: dict[tuple[ir.MathOp, int], int] = {
     (M.ERF, 32): 2,
     (M.POW, 32): 4,
     (M.SIGMOID, 32): 6,
+    (M.TAN, 32): 4,
+    (M.ASIN, 32): 2,
+    (M.ACOS, 32): 2,
+    (M.ATAN, 32): 2,
+    (M.SINH, 32): 3,
+    (M.COSH, 32): 2,
+    (M.ASINH, 32): 3,
+    (M.ACOSH, 32): 4,
+    (M.ATANH, 32): 3,
+    (M.LOG1P, 32): 1,
+    (M.ATAN2, 32): 3,
+    (M.HYPOT, 32): 3,
     (M.EXP, 64): 1,
     (M.EXP2, 64): 1,
     (M.EXP10, 64): 1,
@@ -64,6 +78,18 @@ ULP_BOUND: dict[tuple[ir.MathOp, int], int] = {
     (M.ERF, 64): 2,
     (M.POW, 64): 2,
     (M.SIGMOID, 64): 6,
+    (M.TAN, 64): 2,
+    (M.ASIN, 64): 2,
+    (M.ACOS, 64): 2,
+    (M.ATAN, 64): 2,
+    (M.SINH, 64): 2,
+    (M.COSH, 64): 1,
+    (M.ASINH, 64): 3,
+    (M.ACOSH, 64): 3,
+    (M.ATANH, 64): 2,
+    (M.LOG1P, 64): 1,
+    (M.ATAN2, 64): 2,
+    (M.HYPOT, 64): 2,
 }
 
 
@@ -100,6 +126,21 @@ _REAL: dict[ir.MathOp, Callable] = {
     M.CEIL: np.ceil,
     M.NEARBYINT: np.rint,  # round half to even (the default rounding mode)
     M.TRUNC: np.trunc,
+    M.TAN: np.tan,
+    M.ASIN: np.arcsin,
+    M.ACOS: np.arccos,
+    M.ATAN: np.arctan,
+    M.SINH: np.sinh,
+    M.COSH: np.cosh,
+    M.ASINH: np.arcsinh,
+    M.ACOSH: np.arccosh,
+    M.ATANH: np.arctanh,
+    M.LOG1P: np.log1p,
+    M.ATAN2: np.arctan2,
+    M.HYPOT: np.hypot,
+    # exact: the remainder and the sign copy of float32 values are float32 values
+    M.FMOD: np.fmod,
+    M.COPYSIGN: np.copysign,
 }
 
 
@@ -209,6 +250,18 @@ def math_eval(e: ir.MathCall, first_tid) -> Callable:
         return f
     if op is M.FMA:
         return lambda idx, x, y, z: fma_exact(x, y, z, bits)
+    if op is M.NEXTAFTER:  # a step of the result's own type, not of float64
+        t = F32 if bits == 32 else F64
+        return lambda idx, x, y: np.nextafter(np.asarray(x, dtype=t), np.asarray(y, dtype=t))
+    if op is M.LDEXP:  # x * 2**n in float64 is exact for a float32 x: one rounding after it
+        t = F32 if bits == 32 else F64
+
+        def ldexp(idx, x, n):
+            n = np.clip(np.asarray(n, dtype=np.int64), -2200, 2200)  # beyond: 0 or inf alike
+            with np.errstate(all="ignore"):
+                return np.ldexp(np.asarray(x, dtype=F64), n).astype(t)
+
+        return ldexp
     if op in (M.FMAX, M.FMIN):
         g = _fmax if op is M.FMAX else _fmin
         return lambda idx, a, b: g(np.asarray(a), np.asarray(b))
