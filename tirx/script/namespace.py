@@ -114,6 +114,16 @@ class ScalarType:
         return f"T.{self.dtype.name}"
 
 
+#: ``T.f32`` is ``T.float32`` and so on, as in the real TIRx.
+DTYPE_ALIASES = {
+    **{f"i{b}": f"int{b}" for b in (8, 16, 32, 64)},
+    **{f"u{b}": f"uint{b}" for b in (8, 16, 32, 64)},
+    **{f"f{b}": f"float{b}" for b in (16, 32, 64)},
+    "bf16": "bfloat16",
+    "boolean": "bool",
+}
+
+
 @dataclass(frozen=True)
 class PtxInstruction:
     """``T.ptx["mma.sync.aligned..."]``: an instruction named by its full PTX text; or
@@ -397,6 +407,8 @@ class _Namespace(_Suggesting):
                 setattr(self, key, Intrinsic(key))
         for name, dt in DTYPES.items():
             setattr(self, name, ScalarType(dt))
+        for short, name in DTYPE_ALIASES.items():  # the real TIRx's short names
+            setattr(self, short, getattr(self, name))
         # T.function, T.macro and T.inline are set by tirx.script: the vocabulary does not
         # import the parser, which imports it
 
