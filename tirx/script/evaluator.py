@@ -318,9 +318,13 @@ class Evaluator(Calls):
         return v
 
     def ex_BoolOp(self, node):
-        is_and = isinstance(node.op, ast.And)
+        return self.logic(isinstance(node.op, ast.And), node.values)
+
+    def logic(self, is_and: bool, items):
+        """``a and b and ...`` (or ``or``) of the expressions ``items``: compile-time operands
+        fold, as Python's operators do; kernel values become one condition."""
         result, last = None, None
-        for item in node.values:
+        for item in items:
             v = self.value(item)
             if isinstance(v, ir.View):
                 raise TirxSyntaxError("a tensor is not a condition", self.p.span(item))

@@ -52,6 +52,13 @@ def call_form(ev, key: str, node: ast.Call, name_hint=None):
     if key in ("if_then_else", "Select"):
         cond, a, b = _conditional_args(ev, node)
         return _select(ev, cond, a, b, node)
+    if key == "select":
+        cond, a, b = ev._args(node, 3, 3, "condition", "true_value", "false_value")
+        return _select(ev, cond, a, b, node)
+    if key in ("logical_and", "logical_or", "logical_not", "likely"):
+        return _logical(ev, key, node, span)
+    if key == "static_assert":
+        return _static_assert(ev, node, span)
     if key == "meta_var":
         (value,) = ev._args(node, 1, 1, "value")
         return value
@@ -126,6 +133,38 @@ def _select(ev, cond, a, b, node):
     a, b = ir.as_expr(a), ir.as_expr(b)
     dtype = a.dtype if a.dtype == b.dtype else ir.promote(a.dtype, b.dtype)
     return ir.Select(c, ir.cast(a, dtype), ir.cast(b, dtype), dtype)
+
+
+def _logical(ev, key: str, node, span):
+    """``T.logical_and(a, b, ...)``, ``T.logical_or``, ``T.logical_not(x)`` and
+    ``T.likely(cond)`` (a branch hint: its condition)."""
+    if node.keywords:
+        raise TirxSyntaxError(f"T.{key} takes no keyword arguments", span)
+    if key in ("logical_and", "logical_or"):
+        if not node.args:
+            raise TirxSyntaxError(f"T.{key} takes one or more values", span)
+        return ev.logic(key == "logical_and", node.args)
+    if len(node.args) != 1:
+        raise TirxSyntaxError(f"T.{key} takes one value", span)
+    c = ev.condition(node.args[0])
+    if key == "likely":
+        return c
+    return (not c) if isinstance(c, bool) else ir.Not(c)
+
+
+def _static_assert(ev, node, span):
+    """``T.static_assert(cond, message="")``: checked while the kernel is read."""
+    cond, *rest = ev._args(node, 1, 2, "x", "message")
+    message = rest[0] if rest else ""
+    if isinstance(cond, ir.Expr) and not isinstance(cond, ir.Const):
+        raise TirxSyntaxError(
+            "T.static_assert needs a compile-time condition; this one depends on run-time values",
+            span,
+            hint="check run-time values with an if (and T.cuda.printf or T.cuda.trap)",
+        )
+    if not ev._as_condition(cond, node.args[0] if node.args else node):
+        raise TirxSyntaxError("T.static_assert failed" + (f": {message}" if message else ""), span)
+    return None
 
 
 # -------------------------------------------------------------------------- bindings

@@ -282,6 +282,12 @@ FORM_KEYS = frozenset(
     {
         "if_then_else",
         "Select",
+        "select",
+        "likely",
+        "logical_and",
+        "logical_or",
+        "logical_not",
+        "static_assert",
         "meta_var",
         "evaluate",
         "bind_",
