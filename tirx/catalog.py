@@ -90,13 +90,12 @@ class Row:
 
 _MATH = (
     *("exp", "exp2", "exp10", "log", "log2", "log10", "sqrt", "rsqrt", "tanh", "sigmoid"),
-    *("sin", "cos", "erf", "fabs", "floor", "ceil", "nearbyint", "trunc", "round", "pow"),
-    *("fma", "abs", "max", "min", "isnan", "isinf", "isfinite", "infinity", "min_value"),
-    *("max_value", "truncdiv", "truncmod", "floordiv", "floormod", "ceildiv", "bitwise_and"),
-    *("bitwise_or", "bitwise_xor", "bitwise_not", "shift_left", "shift_right", "clz"),
-    "popcount",
-    *("tan", "asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh", "log1p"),
-    *("atan2", "hypot", "fmod", "copysign", "nextafter", "ldexp"),
+    *("sin", "cos", "erf", "fabs", "floor", "ceil", "nearbyint", "trunc", "tan", "asin"),
+    *("acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh", "log1p", "round", "pow"),
+    *("atan2", "hypot", "fmod", "copysign", "nextafter", "ldexp", "fma", "abs", "max", "min"),
+    *("isnan", "isinf", "isfinite", "infinity", "min_value", "max_value", "truncdiv"),
+    *("truncmod", "floordiv", "floormod", "ceildiv", "bitwise_and", "bitwise_or"),
+    *("bitwise_xor", "bitwise_not", "shift_left", "shift_right", "clz", "popcount"),
 )
 
 ROWS: tuple[Row, ...] = (
