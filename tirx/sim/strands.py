@@ -25,9 +25,10 @@ import numpy as np
 
 from .. import catalog
 from ..ir import nodes as ir
+from ..ir.visitor import walk
 from .faults import Fault
 
-__all__ = ["Strands", "holds_wait", "blocks", "per_warpgroup"]
+__all__ = ["Strands", "holds_wait", "blocks", "per_warpgroup", "varying_vars", "varying_wait"]
 
 
 def _listed(text: str, rule: str) -> bool:
@@ -52,9 +53,85 @@ def per_warpgroup(text: str) -> bool:
     return _listed(text, "PER_WARPGROUP")
 
 
-def holds_wait(s: ir.Stmt, cache: dict, test=None) -> bool:
+#: thread-index values that differ between the threads of a block
+_PER_THREAD = (ir.Builtin.THREAD_IDX, ir.Builtin.LANE_ID, ir.Builtin.WARP_ID)
+
+
+def _reads_varying(e, varying: set) -> bool:
+    """Whether expression (or operand) ``e`` may differ between threads: it reads a thread
+    index, a variable in ``varying``, or memory."""
+    for n in walk(e):
+        if isinstance(n, ir.Special) and n.kind in _PER_THREAD:
+            return True
+        if isinstance(n, ir.Load) or (isinstance(n, ir.Var) and n in varying):
+            return True
+    return False
+
+
+def varying_vars(body: ir.Stmt) -> set:
+    """The variables of a kernel body whose values may differ between the threads that use
+    them: assigned a value that reads a thread index, memory or another such variable;
+    assigned in more than one place, one of them under a condition that differs between
+    threads (the values meet where the branches do); or the counter of a loop whose bounds
+    differ. A variable assigned in one place from uniform values is the same for every thread
+    that ran the assignment (a loop counter with uniform bounds too, inside a branch or not).
+    A fixpoint over the whole body: a later assignment can make an earlier use vary."""
+    sites: dict = {}  # var -> [(value or None for a loop counter, under a varying condition)]
+    loops: list = []  # (var, its bounds)
+
+    def collect(s, conds: tuple) -> None:
+        if isinstance(s, ir.Seq):
+            for x in s.stmts:
+                collect(x, conds)
+        elif isinstance(s, ir.Assign):
+            sites.setdefault(s.var, []).append((s.value, conds))
+        elif isinstance(s, ir.If):
+            for b in (s.then_body, s.else_body):
+                if b is not None:
+                    collect(b, (*conds, s.cond))
+        elif isinstance(s, ir.For):  # bounds that differ make the trip count differ
+            bounds = [x for x in (s.start, s.stop) if isinstance(x, ir.Expr)]
+            loops.append((s.var, bounds))
+            collect(s.body, (*conds, *bounds))
+        elif isinstance(s, ir.While):
+            collect(s.body, (*conds, s.cond))
+
+    collect(body, ())
+    varying: set = set()
+    changed = True
+    while changed:
+        changed = False
+        for var, bounds in loops:
+            if var not in varying and any(_reads_varying(x, varying) for x in bounds):
+                varying.add(var)
+                changed = True
+        for var, assigned in sites.items():
+            if var in varying:
+                continue
+            if any(_reads_varying(value, varying) for value, _ in assigned) or (
+                len(assigned) > 1
+                and any(_reads_varying(c, varying) for _, conds in assigned for c in conds)
+            ):
+                varying.add(var)
+                changed = True
+    return varying
+
+
+def varying_wait(varying: set):
+    """A :func:`holds_wait` node test: a blocking wait whose operands (the barrier, the
+    phase) may differ between the threads that run it, as in warpgroups that each wait on
+    a barrier of their own for their turn."""
+
+    def test(node: ir.PtxCall) -> bool:
+        return blocks(node.instruction) and any(_reads_varying(op, varying) for op in node.operands)
+
+    return test
+
+
+def holds_wait(s: ir.Stmt, cache: dict, test=None, on_node: bool = False) -> bool:
     """Whether ``s`` (a statement of the lowered IR) contains a blocking wait (or, with
-    ``test``, an instruction for which ``test(text)`` holds)."""
+    ``test``, an instruction for which ``test(text)`` holds; ``test(node)`` with
+    ``on_node``)."""
     test = test or blocks
     key = (id(s), test)
     hit = cache.get(key)
@@ -64,7 +141,7 @@ def holds_wait(s: ir.Stmt, cache: dict, test=None) -> bool:
     while todo and not found:
         node = todo.pop()
         if isinstance(node, ir.PtxCall):
-            found = test(node.instruction)
+            found = test(node) if on_node else test(node.instruction)
         elif isinstance(node, ir.Seq):
             todo.extend(node.stmts)
         elif isinstance(node, ir.If):

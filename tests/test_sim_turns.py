@@ -1,0 +1,130 @@
+"""Warpgroups that take turns through mbarriers inside one branch (CUTLASS's ordered sequence
+barrier, FlashAttention-3's scheduler written with mbarriers): a branch holding an mbarrier
+wait whose barrier or phase differs between threads runs one strand per warpgroup
+(tirx/sim/strands.py, ``varying_wait``), so warpgroup 1 waits on its barrier while
+warpgroup 2, in the same branch, goes on to arrive there. A wait every thread of the branch
+makes on the same barrier keeps the branch whole, as before."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import tirx
+from tests.helpers import define
+from tirx.errors import SimulationError
+from tirx.ir import nodes as ir
+from tirx.sim.strands import varying_vars
+
+TURNS = """
+@T.function
+def turns(A: T.Tensor((128,), "int32"), Out: T.Tensor((4, 256), "int32")):
+    T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=384))
+    h = T.alloc_shared((128,), "int32")
+    turn = T.alloc_shared((2,), "uint64")
+    tid = T.cuda.thread_idx("x")
+    wg = T.cuda.warpgroup_id()
+    if tid == 0:
+        T.ptx["mbarrier.init.shared::cta.b64"](turn[0], 128)
+        T.ptx["mbarrier.init.shared::cta.b64"](turn[1], 128)
+    if wg == 0:
+        h[tid] = A[tid]
+    T.cuda.cta_sync()
+    if wg > 0:
+        c = wg - 1
+        i = tid % 128
+        if c == 1:
+            FIRST
+        for j in range(4):
+            T.cuda.mbarrier_wait(turn[c], j % 2)
+            UPDATE
+            Out[j, tid - 128] = h[i]
+            if j < 3 or c == 0:
+                T.ptx["mbarrier.arrive.shared::cta.b64"](turn[1 - c])
+"""
+FIRST = 'T.ptx["mbarrier.arrive.shared::cta.b64"](turn[0])'
+UPDATE = "h[i] = h[i] * 2 + c"
+
+
+def turns(tmp_path, first=FIRST, update=UPDATE, source=TURNS):
+    return define(source.replace("FIRST", first).replace("UPDATE", update), tmp_path, "turns")
+
+
+def run(kernel):
+    a = np.arange(128, dtype=np.int32)
+    out = np.zeros((4, 256), np.int32)
+    tirx.compile(kernel, target="sim")(a, out)
+    return a, out
+
+
+def test_warpgroups_take_turns_through_mbarriers_inside_one_branch(tmp_path):
+    a, out = run(turns(tmp_path))
+    h, want = a.astype(np.int64), np.zeros((4, 256), np.int64)
+    for j in range(4):
+        for c in range(2):
+            h = h * 2 + c
+            want[j, 128 * c : 128 * c + 128] = h
+    assert np.array_equal(out, want)
+
+
+def test_a_turn_never_given_is_a_deadlock(tmp_path):
+    with pytest.raises(SimulationError, match="deadlock") as info:
+        run(turns(tmp_path, first="pass"))
+    assert "turn" in str(info.value)
+
+
+def test_a_turn_handed_over_before_the_update_is_a_race(tmp_path):
+    early = 'T.ptx["mbarrier.arrive.shared::cta.b64"](turn[1 - c])\n            h[i] = h[i] * 2 + c'
+    source = TURNS.replace(
+        '            if j < 3 or c == 0:\n                T.ptx["mbarrier.arrive.shared::cta.b64"](turn[1 - c])\n',
+        "",
+    )
+    with pytest.raises(SimulationError, match="shared-memory race"):
+        run(turns(tmp_path, update=early, source=source))
+
+
+def test_the_wrong_parity_is_reported_not_taken_for_a_turn(tmp_path):
+    source = TURNS.replace(
+        "T.cuda.mbarrier_wait(turn[c], j % 2)", "T.cuda.mbarrier_wait(turn[c], (j + 1) % 2)"
+    )
+    with pytest.raises(SimulationError):
+        run(turns(tmp_path, source=source))
+
+
+def test_which_variables_differ_between_threads():
+    """The analysis behind the split: thread indices, what is computed from them, what is
+    assigned under a condition that differs and the counter of a loop whose bounds differ;
+    not a loop counter with uniform bounds or a value computed from parameters."""
+    tid = ir.Special(ir.Builtin.THREAD_IDX)
+    n, a, b, c, d, j, k = (ir.Var(x) for x in "nabcdjk")
+    body = ir.Seq(
+        (
+            ir.Assign(a, tid // 128),  # a thread index
+            ir.Assign(b, n * 2),  # a parameter: the same everywhere
+            ir.If(
+                ir.cmp(ir.CmpOp.EQ, a, 1), ir.Assign(c, ir.as_expr(1)), ir.Assign(c, ir.as_expr(0))
+            ),
+            ir.For(j, ir.as_expr(0), ir.as_expr(4), 1, ir.Assign(d, j + b)),  # uniform loop
+            ir.For(k, ir.as_expr(0), c + 0, 1, ir.Assign(d, ir.as_expr(0))),  # bound varies
+        )
+    )
+    varying = varying_vars(body)
+    assert {a, c, k, d} <= varying
+    assert b not in varying and j not in varying and n not in varying
+
+
+@pytest.mark.parametrize("pingpong", [False, True])
+def test_a_wait_on_the_same_barrier_keeps_a_branch_whole(pingpong):
+    """The attention kernel's consumers wait on the stage's barrier with a phase every
+    consumer thread computes alike (and, with ping-pong, each warpgroup in a branch of its
+    own): no wait varies, so no branch is split and the simulator runs them as before."""
+    from tirx.examples import attention_wgmma as aw
+    from tirx.ir.visitor import walk
+    from tirx.sim.strands import blocks, varying_wait
+    from tirx.transform.lower import lower_function
+
+    cfg = aw.WgmmaAttentionConfig(pingpong=pingpong)
+    fn = lower_function(aw.make_attention(1, 1, 1, 128, 256, 64, "float16", True, cfg).ir, arch=90)
+    test = varying_wait(varying_vars(fn.body))
+    waits = [n for n in walk(fn.body) if isinstance(n, ir.PtxCall) and blocks(n.instruction)]
+    assert waits and not any(test(n) for n in waits)
