@@ -128,3 +128,19 @@ def test_a_wait_on_the_same_barrier_keeps_a_branch_whole(pingpong):
     test = varying_wait(varying_vars(fn.body))
     waits = [n for n in walk(fn.body) if isinstance(n, ir.PtxCall) and blocks(n.instruction)]
     assert waits and not any(test(n) for n in waits)
+
+
+def test_a_variable_is_judged_inside_a_branch_by_the_branchs_own_assignments():
+    """``st`` is assigned in both branches of ``if tid < 32``: after the branches meet it
+    differs between threads, but inside each branch it is one value (a producer's and the
+    consumers' stage index), so a wait on ``full[st]`` there splits nothing."""
+    tid = ir.Special(ir.Builtin.THREAD_IDX)
+    st, k, c = ir.Var("st"), ir.Var("k"), ir.Var("c")
+    producer = ir.Assign(st, ir.as_expr(k % 2))
+    consumer = ir.Seq((ir.Assign(c, tid - 32), ir.Assign(st, ir.as_expr(k % 2))))
+    body = ir.For(
+        k, ir.as_expr(0), ir.as_expr(4), 1, ir.If(ir.cmp(ir.CmpOp.LT, tid, 32), producer, consumer)
+    )
+    whole = varying_vars(body)
+    assert st in whole and c in whole and k not in whole
+    assert st not in varying_vars(consumer, whole) and c in varying_vars(consumer, whole)

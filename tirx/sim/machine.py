@@ -80,7 +80,7 @@ class Machine:
         self.barrier_traces = [] if trace else None
         self.trace_clock = 0  # the seq of the last trace record (tirx.sim.trace.stamp)
         self._holds_wait: dict = {}
-        self._varying_wait = None  # strands.varying_wait of this kernel, made at first need
+        self._splits = None  # strands.splits_by_warpgroup of this kernel, made at first need
         gx, gy, gz = fn.launch.grid
         bx, by, bz = fn.launch.block
         self.T = T = bx * by * bz
@@ -371,10 +371,12 @@ class Machine:
         first = self._if_links[id(s)] = (cond, then, s.span, rest)
         m = self
         if self.strands is not None:  # an mbarrier wait inside: its branches are strands
-            from .strands import forking_if, holds_wait
+            from .strands import forking_if, holds_wait, splits_by_warpgroup
 
             if holds_wait(s, self._holds_wait):
-                splits = self._splits_by_warpgroup()
+                if self._splits is None:
+                    self._splits = splits_by_warpgroup(self)
+                splits = self._splits
                 split, node, link = set(), s, first  # the chain's branches, link by link
                 while True:
                     branches = [(node.then_body, link[1])]
@@ -411,21 +413,6 @@ class Machine:
             return outs[0] if len(outs) == 1 else m._join(outs)
 
         return run
-
-    def _splits_by_warpgroup(self):
-        """Whether a branch's body runs one strand per warpgroup (when some threads skip it):
-        it holds a named barrier's ``bar.sync``, or an mbarrier wait whose barrier or phase
-        differs between threads (warpgroups that take turns through barriers of their own)."""
-        if self._varying_wait is None:
-            from .strands import varying_vars, varying_wait
-
-            self._varying_wait = varying_wait(varying_vars(self.fn.body))
-        from .strands import holds_wait, per_warpgroup
-
-        cache, test = self._holds_wait, self._varying_wait
-        return lambda body: (
-            holds_wait(body, cache, per_warpgroup) or holds_wait(body, cache, test, on_node=True)
-        )
 
     def _loop_body(self, body: ir.Stmt):
         self._loop_depth += 1

@@ -68,14 +68,18 @@ def _reads_varying(e, varying: set) -> bool:
     return False
 
 
-def varying_vars(body: ir.Stmt) -> set:
+def varying_vars(body: ir.Stmt, incoming: set | frozenset = frozenset()) -> set:
     """The variables of a kernel body whose values may differ between the threads that use
     them: assigned a value that reads a thread index, memory or another such variable;
     assigned in more than one place, one of them under a condition that differs between
     threads (the values meet where the branches do); or the counter of a loop whose bounds
     differ. A variable assigned in one place from uniform values is the same for every thread
     that ran the assignment (a loop counter with uniform bounds too, inside a branch or not).
-    A fixpoint over the whole body: a later assignment can make an earlier use vary."""
+    A fixpoint over the whole body: a later assignment can make an earlier use vary.
+
+    ``incoming``: what differs on entry to ``body`` (the analysis of the whole kernel, when
+    ``body`` is one branch of it); a variable ``body`` assigns is judged by its assignments
+    in ``body``, the one value it has for the threads that run them."""
     sites: dict = {}  # var -> [(value or None for a loop counter, under a varying condition)]
     loops: list = []  # (var, its bounds)
 
@@ -97,7 +101,8 @@ def varying_vars(body: ir.Stmt) -> set:
             collect(s.body, (*conds, s.cond))
 
     collect(body, ())
-    varying: set = set()
+    mine = set(sites) | {var for var, _ in loops}
+    varying: set = {v for v in incoming if v not in mine}
     changed = True
     while changed:
         changed = False
@@ -115,6 +120,22 @@ def varying_vars(body: ir.Stmt) -> set:
                 varying.add(var)
                 changed = True
     return varying
+
+
+def splits_by_warpgroup(m):
+    """``test(body)``: whether the branch ``body`` of machine ``m``'s kernel runs one strand
+    per warpgroup (when some threads skip it): it holds a named barrier's ``bar.sync``, or an
+    mbarrier wait whose barrier or phase differs between the threads that run the branch
+    (warpgroups that take turns through barriers of their own)."""
+    whole = varying_vars(m.fn.body)
+    cache = m._holds_wait
+
+    def test(body) -> bool:
+        if holds_wait(body, cache, per_warpgroup):
+            return True
+        return holds_wait(body, {}, varying_wait(varying_vars(body, whole)), on_node=True)
+
+    return test
 
 
 def varying_wait(varying: set):
