@@ -8,11 +8,12 @@ Each kernel is a ``@T.function`` from text (tests/helpers.py's ``define``: the p
 file), lowered for the simulator; the runner launches those with tensor maps through tirx's
 own CUDA path (``Planted.kernel``), which passes the hidden map parameters.
 
-The sanitizer's view is not measured yet for any of them (no GPU this session): the
-compute-sanitizer guide describes racecheck as checking threads' shared-memory accesses, and
-nothing about the async proxy, mbarrier phases or copies outliving a block; a report by the
-FlashAttention maintainers says racecheck attributes a tensor copy's writes to no thread.
-So the faults are ``blind`` until the GPU run says otherwise (then drop the entry's reason).
+The sanitizer sees none of them: measured on an H100 (docs/gpu-runs/sessions.md,
+2026-12-05), racecheck and memcheck stay silent on every planted fault here, as the
+compute-sanitizer guide leads one to expect (it describes racecheck as checking threads'
+shared-memory accesses, and nothing about the async proxy, mbarrier phases or copies
+outliving a block; a report by the FlashAttention maintainers says racecheck attributes a
+tensor copy's writes to no thread). So the faults are ``blind``, with that reason.
 """
 
 from __future__ import annotations
@@ -208,8 +209,7 @@ def _inputs(name):
 
 
 _BLIND = (
-    "not measured yet: the compute-sanitizer guide documents no check of {what}; the GPU run "
-    "decides (if the sanitizer sees it, drop this blind entry)"
+    "measured on an H100: compute-sanitizer stays silent; its guide documents no check of {what}"
 )
 _KIND = {
     "tma_read_before_observing": (Kind.ASYNC_VISIBILITY, "an mbarrier phase's observers"),

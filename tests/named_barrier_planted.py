@@ -3,7 +3,10 @@ producer warpgroup stores a tile to shared memory and a consumer warpgroup reads
 by ``bar.arrive 1, 256`` / ``bar.sync 1, 256`` in the corrected twins. Planted: no barrier at
 all, and the producer's arrive placed before its stores. The question they settle on the GPU
 is whether racecheck orders a producer's ``bar.arrive`` before a consumer's ``bar.sync`` as the
-simulator does (the ISA's producer/consumer pattern), and sees both plants.
+simulator does (the ISA's producer/consumer pattern), and sees both plants. Measured on an H100
+(docs/gpu-runs/sessions.md, 2026-12-05): racecheck reports the handoff without a barrier and
+is silent on the twin, but it is also silent on the arrive placed before the stores: it does
+not order the producer's stores by where its ``bar.arrive`` stands, so that plant is ``blind``.
 """
 
 from __future__ import annotations
@@ -55,10 +58,16 @@ def _inputs():
     return [np.arange(N, dtype=np.int32) - 40, np.zeros(N, np.int32)]
 
 
+_ARRIVE_FIRST = (
+    "measured on an H100: racecheck does not report stores a producer makes after its "
+    "bar.arrive and a consumer reads after its bar.sync (the simulator orders only what comes "
+    "before the arrive)"
+)
+
 NAMED_BARRIER_CASES: list[Planted] = [
     Planted("named_barrier_handoff_without_a_barrier", Kind.RACE, _build("none"), _inputs, True),
     Planted("named_barrier_arrive_before_the_stores", Kind.RACE, _build("arrive-first"), _inputs,
-            True),
+            True, _ARRIVE_FIRST),
     Planted("named_barrier_handoff.fixed", Kind.RACE, _build("arrive-sync"), _inputs, False),
 ]  # fmt: skip
 BY_NAME = {p.name: p for p in NAMED_BARRIER_CASES}

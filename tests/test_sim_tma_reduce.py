@@ -1,6 +1,6 @@
 """The simulator's TMA tensor reductions (tirx/families/tma/sim_reduce.py, through
 sim_store.py): every .redOp and element type of the PTX ISA's table against an exact model of
-the ISA's arithmetic (tests/tma_store_model.py), 16-bit adds rounded once, f32 adds flushing
+the ISA's arithmetic (tests/tma_store_model.py), 16-bit adds rounded once, f32 adds keeping
 subnormals, min/max of special values, a grid of blocks summing into one tile; and the same
 kernels on the GPU, bit-equal to the simulator."""
 
@@ -106,18 +106,21 @@ def test_sixteen_bit_nan_sums_are_the_canonical_nan(tmp_path, dtype):
     assert got == [0x7FFF, 0x7FFF, 0x7FFF, int(five_plus_one[0])]
 
 
-def test_f32_adds_flush_subnormals(tmp_path):
-    # tirx's reading (docs/simulator.md): subnormal inputs and results become zeros of their
-    # sign, as atom.add.f32 and cp.reduce.async.bulk's .add.f32 do
+def test_f32_adds_keep_subnormals(tmp_path):
+    # what an H100 does (docs/simulator.md, "TMA tensor stores"): subnormal inputs count and
+    # subnormal results are kept, unlike atom.add.f32's flush
     k, box = _reduce_kernel(tmp_path, "add", "float32", grid=1, coords=(0, 0))
     tiny = np.float32(2.0**-126)
+    sub = np.float32(2.0**-149)
     a = np.zeros((16, 32), dtype=np.float32)
     c = np.zeros((32, 32), dtype=np.float32)
     cases = [  # (tensor, box element, result)
-        (tiny / 2, tiny, tiny),  # a subnormal input counts as zero
-        (tiny * 1.5, -tiny, 0.0),  # a subnormal result is flushed ...
-        (-tiny * 1.5, tiny, -0.0),  # ... to a zero of its sign
-        (np.float32(1.0), tiny / 4, 1.0),
+        (tiny / 2, tiny, tiny * np.float32(1.5)),  # a subnormal input counts
+        (tiny * 1.5, -tiny, tiny / 2),  # a subnormal result is kept
+        (-tiny, sub, -(tiny - sub)),  # the GPU's 0x807fffff
+        (-tiny * 1.5, tiny * 1.5, 0.0),  # x + -x is +0
+        (np.float32(-0.0), np.float32(-0.0), -0.0),  # -0 + -0 is -0
+        (np.float32(1.0), tiny / 4, 1.0),  # below half an ulp of 1: rounded away
     ]
     for i, (x, y, _) in enumerate(cases):
         c[0, i], a[0, i] = x, y

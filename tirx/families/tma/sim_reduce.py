@@ -3,11 +3,12 @@
 the tensor becomes ``old redOp v``, ``v`` the box element from shared memory, both of the
 tensor map's element type.
 
-* ``.add``: integers wrap modulo 2^bits; ``.f32`` is the sum rounded to nearest even with
-  subnormal inputs and results flushed to sign-preserving zero, as the ISA has ``atom.add.f32``
-  and ``cp.reduce.async.bulk``'s ``.add.f32`` (whose ``.noftz`` sibling came later) do -- the
-  tensor section names no flush of its own, so this is tirx's reading, for the GPU test of
-  tiny values to confirm; ``.f16``/``.bf16`` the exact sum rounded once to nearest even, no
+* ``.add``: integers wrap modulo 2^bits; ``.f32`` is the sum rounded to nearest even,
+  subnormal inputs and results kept: the tensor section names no flush, and an H100 keeps
+  them (docs/gpu-runs/sessions.md, 2026-12-05: ``-2^-126 + 2^-149`` lands as the subnormal
+  ``0x807fffff``), unlike ``atom.add.f32``, which flushes (the float64 sum of two float32
+  values, rounded once to float32, is the correctly rounded sum); ``.f16``/``.bf16`` the
+  exact sum rounded once to nearest even, no
   flush (computed in float64, which holds the sum of two such values exactly or closer than
   any rounding of it to 16 bits can tell apart, then rounded straight to the 16-bit format);
   a NaN sum (a NaN operand, or infinities of opposite signs) is the canonical NaN 0x7fff,
@@ -62,14 +63,6 @@ def _to_bf16(x: np.ndarray) -> np.ndarray:
     return np.where(nan, np.uint32(0x7FC0), rounded).astype(np.uint16)
 
 
-_F32_TINY = 2.0**-126  # the smallest normal float32
-
-
-def _flush(x: np.ndarray) -> np.ndarray:
-    """Subnormal values to zero of the same sign."""
-    return np.where(np.abs(x) < _F32_TINY, np.copysign(0.0, x), x)
-
-
 def _floats(dtype: str, bits: np.ndarray) -> np.ndarray:
     return _bf16_values(bits) if dtype == "bfloat16" else bits.astype(np.float64)
 
@@ -104,8 +97,7 @@ def combine(redop: str, dtype: str, old: np.ndarray, v: np.ndarray) -> np.ndarra
     ``dtype``, the map's element type)."""
     if redop == "add":
         if dtype == "float32":
-            total = _flush(_flush(old.astype(np.float64)) + _flush(v.astype(np.float64)))
-            return _flush(total.astype(np.float32).astype(np.float64)).astype(np.float32)
+            return (old.astype(np.float64) + v.astype(np.float64)).astype(np.float32)
         if dtype in ("float16", "bfloat16"):
             total = _floats(dtype, old) + _floats(dtype, v)
             out = _from_floats(dtype, total)
