@@ -148,6 +148,15 @@ def lower_store(contract: Contract, op: ir.TileOp) -> list[ir.Stmt]:
     _check_reduce_type(contract, dst.dtype)
     out = []
     for shared, coords in plan.copies:
+        for axis, c in enumerate(coords):  # outer to inner, as the user wrote them
+            if isinstance(c, ir.Const) and c.value < 0:
+                raise ContractError(
+                    f"{text}: box coordinate {axis} is {c.value}, below 0: a tensor store or "
+                    "reduction whose box starts before the tensor stops the kernel with an "
+                    "illegal instruction (measured on an H100)",
+                    hint="start the box at 0 or above; a box past the tensor's far end is fine "
+                    "(its elements outside are not written)",
+                )
         operands = (
             ir.AddressOperand(ir.GlobalAddress(dst.buffer, plan.origin)),
             *plan.fields.immediates(),

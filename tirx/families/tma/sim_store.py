@@ -10,7 +10,9 @@ dense in row-major order (``c0``'s axis fastest), byte ``o`` of the image at ``s
 swz(o)`` with the map's swizzle (the permutation a tensor load writes, :func:`swizzled`);
 it writes each element whose coordinates ``c + i`` all lie in ``0 .. dim-1`` to the tensor
 (``origin + sum((c + i) * stride)``) and no other: box elements outside the tensor are not
-written. ``srcMem`` is 128-byte aligned (the simulator asks a swizzled one to start on its
+written. A negative coordinate is a fault: the ISA's bounding-box rules read as if a box could
+start before the tensor (a load's can), but an H100 stops a store that does with an illegal
+instruction (docs/gpu-runs/sessions.md, 2026-12-05). ``srcMem`` is 128-byte aligned (the simulator asks a swizzled one to start on its
 repeat, as tirx's lowering does).
 
 ``cp.reduce.async.bulk.tensor.Nd.global.shared::cta.redOp{.tile}.bulk_group``: the same box,
@@ -124,6 +126,18 @@ def compile_store(m, compiler, stmt: ir.PtxCall, text: str):
                 idx[j],
                 f"a tensor copy's shared box is 128-byte aligned, a swizzled one {unit}-byte",
             )
+        for a, c in enumerate(coords):
+            neg = c < 0
+            if neg.any():
+                j = int(np.flatnonzero(neg)[0])
+                raise Fault(  # numbered outer to inner, as coords= is written
+                    f"{text}: box coordinate {rank - 1 - a} is {int(c[j])}, below 0: a tensor store "
+                    "or reduction whose box starts before the tensor stops the kernel with an "
+                    "illegal instruction (measured on an H100)",
+                    idx[j],
+                    "start the box at 0 or above (a box past the tensor's far end is fine: "
+                    "its elements outside are not written)",
+                )
         sent = np.zeros(k, dtype=np.int64)
         for j, tid in enumerate(idx.tolist()):
             g = np.stack([coords[a][j] + grids[a] for a in range(rank)]).astype(np.int64)
