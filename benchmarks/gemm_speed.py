@@ -291,32 +291,42 @@ def measure_fp8(M: int, N: int, K: int, reps: int, seed: int = 0) -> Fp8Cell:
         _check(name, out, ref, 1e-2)
         runners[name] = lambda exe=exe: exe(a, b, sa, sb, out)
     bt = b.t()
+    for name, fast in FP8_BASELINES.items():
 
-    def scaled_mm():
-        return torch._scaled_mm(a, bt, scale_a=sa, scale_b=sb, out_dtype=torch.bfloat16)
+        def scaled_mm(fast=fast):
+            return torch._scaled_mm(
+                a, bt, scale_a=sa, scale_b=sb, out_dtype=torch.bfloat16, use_fast_accum=fast
+            )
 
-    _check("torch._scaled_mm", scaled_mm(), ref, 1e-2)
-    runners["torch._scaled_mm"] = scaled_mm
+        _check(name, scaled_mm(), ref, 1e-2)
+        runners[name] = scaled_mm
     return Fp8Cell(M, N, K, time_runners(runners, reps, torch))
+
+
+#: the cuBLAS baselines of the fp8 table: its default (partial sums moved into full float32
+#: every few K steps) and its fast accumulation (the wgmma accumulator throughout, as tirx's
+#: kernel: bit for bit the same product, benchmarks/results/fp8_accuracy-h100.md)
+FP8_BASELINES = {"torch._scaled_mm": False, "torch._scaled_mm fast": True}
 
 
 def fp8_table(cells: list[Fp8Cell]) -> str:
     names = list(FP8_RUNNERS)
+    bases = [b for b in FP8_BASELINES if any(b in c.ms for c in cells)]
+    short = {b: b.removeprefix("torch.") for b in bases}
     lines = [
         "| M | N | K | "
-        + " | ".join(f"{k} TFLOP/s" for k in names)
-        + " | torch._scaled_mm TFLOP/s | "
-        + " | ".join(f"{k} / _scaled_mm" for k in names)
+        + " | ".join(f"{k} TFLOP/s" for k in names + bases)
+        + " | "
+        + " | ".join(f"{k} / {short[b]}" for b in bases for k in names)
         + " |",
-        "|---|---|---|" + "---|" * (2 * len(names) + 1),
+        "|---|---|---|" + "---|" * (len(names) + len(bases) + len(names) * len(bases)),
     ]
     for c in cells:
-        ref = c.tflops("torch._scaled_mm")
         lines.append(
             f"| {c.M} | {c.N} | {c.K} | "
-            + " | ".join(f"{c.tflops(k):.1f}" for k in names)
-            + f" | {ref:.1f} | "
-            + " | ".join(f"{c.tflops(k) / ref:.2f}" for k in names)
+            + " | ".join(f"{c.tflops(k):.1f}" for k in names + bases)
+            + " | "
+            + " | ".join(f"{c.tflops(k) / c.tflops(b):.2f}" for b in bases for k in names)
             + " |"
         )
     return "\n".join(lines)
@@ -432,6 +442,7 @@ def markdown_report(
         "m64n128k16 from 128-byte-swizzled shared tiles, TMA tensor copies into 4 stages; sm_90a)",
     }.get(main, main)
 
+    out_text = "output in A's dtype" if "out16" in main else "float32 output"
     parts = [
         f"# GEMM speed: tirx against Triton, cuBLAS and the mma.sync peak, "
         f"{date.today().isoformat()}",
@@ -442,7 +453,8 @@ def markdown_report(
         "the clock it settles at), the runners alternating in a new order every round, every tirx and Triton runner "
         "writing the same output tensor (one per output dtype). "
         "M = N = K = n, `Out = A @ B.T`, TFLOP/s = 2·n³ / time. tirx: "
-        f"{what}, float32 output. Triton: a `tl.dot` "
+        f"{what}, {out_text}. "
+        "Triton: a `tl.dot` "
         "matmul in `benchmarks/gemm_kernels.py`, float32 accumulate and output, best of the "
         "configurations below (BMxBNxBK/warps/stages). cuBLAS: `torch.matmul(A, B.T)`, "
         "output in A's dtype. peak: `mma.sync.m16n8k16` from registers only "
@@ -491,7 +503,9 @@ def markdown_report(
             "`tirx.examples.gemm_fp8` (128x256x128 blocks, 3 stages, warp-specialized and "
             "persistent; c2: clusters of two blocks sharing each B tile) and "
             "`torch._scaled_mm(a, b.t(), scale_a, scale_b, out_dtype=torch.bfloat16)`, "
-            "per-tensor float32 scales, bfloat16 out; TFLOP/s = 2·M·N·K / time.",
+            "per-tensor float32 scales, bfloat16 out, in cuBLAS's default accumulation and "
+            "(fast) with `use_fast_accum=True`, whose product equals tirx's bit for bit "
+            "(benchmarks/fp8_accuracy.py); TFLOP/s = 2·M·N·K / time.",
             "",
             fp8_table(fp8_cells),
             "",

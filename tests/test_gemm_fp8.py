@@ -92,6 +92,11 @@ def test_sm90a_build_has_no_spills(out_dtype, bn, stages, cluster):
     [("bfloat16", 256, 3, 1), ("float16", 128, 4, 1), ("bfloat16", 256, 3, 2)],
 )
 def test_gpu_equals_scaled_mm(out_dtype, bn, stages, cluster):
+    """Bit for bit the product of cuBLAS's fp8 GEMM in its fast-accumulation mode, which
+    accumulates in the wgmma accumulator throughout, as this kernel does (measured on an
+    H100, benchmarks/results/fp8_accuracy-h100.md: every element equal). cuBLAS's default
+    mode moves partial sums into full float32 every few K steps and differs from both by an
+    ulp or two of the output in up to 1% of the elements at K = 2048."""
     n = 2048
     g = torch.Generator(device="cuda").manual_seed(stages)
     a = torch.randn((n, n), device="cuda", generator=g).to(torch.float8_e4m3fn)
@@ -99,8 +104,10 @@ def test_gpu_equals_scaled_mm(out_dtype, bn, stages, cluster):
     sa = torch.tensor([0.5], device="cuda")
     sb = torch.tensor([2.0], device="cuda")
     odt = getattr(torch, out_dtype)
-    want = torch._scaled_mm(a, b.t(), scale_a=sa, scale_b=sb, out_dtype=odt)
+    want = torch._scaled_mm(a, b.t(), scale_a=sa, scale_b=sb, out_dtype=odt, use_fast_accum=True)
     out = torch.full((n, n), float("nan"), dtype=odt, device="cuda")
     kernel = gf.make_gemm_fp8(n, n, n, out_dtype, stages, cluster, bn)
     tirx.compile(kernel, target="cuda")(a, b, sa, sb, out)
-    torch.testing.assert_close(out.float(), want.float(), rtol=1e-2, atol=1e-2)
+    assert torch.equal(out, want)
+    ref = (a.double() @ b.double().T) * (0.5 * 2.0)
+    assert ((out.double() - ref).norm() / ref.norm()).item() < 3e-3

@@ -360,6 +360,12 @@ def test_benchmark_tables_of_the_fp8_and_same_output_runners():
         fp8.ms[name] = flops / (tf * 1e12) * 1e3
     row = speed.fp8_table([fp8]).splitlines()[-1]
     assert row == "| 4096 | 4096 | 4096 | 900.0 | 1000.0 | 1250.0 | 0.72 | 0.80 |"
+    fp8.ms["torch._scaled_mm fast"] = flops / (1500.0 * 1e12) * 1e3
+    head, _, row = speed.fp8_table([fp8]).splitlines()
+    assert head.endswith("| tirx fp8 / _scaled_mm fast | tirx fp8 c2 / _scaled_mm fast |")
+    assert row == (
+        "| 4096 | 4096 | 4096 | 900.0 | 1000.0 | 1250.0 | 1500.0 | 0.72 | 0.80 | 0.60 | 0.67 |"
+    )
     cell = speed.Cell("bfloat16", 4096)
     cell.out.update({"tirx": "float32", "hopper-out16": "bfloat16"})
     for name, tf in (("tirx", 500.0), ("hopper-out16", 600.0), ("cublas", 750.0)):
