@@ -91,7 +91,7 @@ def test_flash_attention_runs_it_on_the_cpu_when_named():
 
 
 @pytest.mark.parametrize(
-    "arch, default", [(80, "mma_sync"), (89, "mma_sync"), (90, "mma_sync"), (100, "mma_sync")]
+    "arch, default", [(80, "mma_sync"), (89, "mma_sync"), (90, "wgmma"), (100, "mma_sync")]
 )
 def test_dispatch_runs_wgmma_on_sm_90_only(monkeypatch, arch, default):
     monkeypatch.setattr(torch.cuda, "get_device_capability", lambda d=None: divmod(arch, 10))

@@ -133,7 +133,7 @@ def test_results_holds_one_current_file_per_benchmark_and_machine():
     names = [p.name for p in _committed()]
     assert names, "benchmarks/results/ is empty"
     for name in names:
-        found = re.fullmatch(r"([a-z_]+)-([a-z0-9]+(?:-[a-z0-9]+)*)\.md", name)
+        found = re.fullmatch(r"([a-z][a-z0-9_]*)-([a-z0-9]+(?:-[a-z0-9]+)*)\.md", name)
         assert found, f"{name}: not <benchmark>-<machine>.md"
         benchmark, machine = found.groups()
         assert benchmark in SCRIPTS, f"{name}: no benchmarks/{benchmark}.py"

@@ -17,10 +17,9 @@ seq_q)`` float32: the natural log of each row's sum of ``exp(q·k · scale)`` ov
 CUDA tensors run on the GPU, CPU tensors on tirx's simulator (slowly: a 256 x 256 head of
 dimension 64 takes about half a second; a run longer than the simulator's budget,
 ``$TIRX_SIM_BUDGET`` seconds, 20 by default, stops with a SimulationError). ``kernel=`` picks an implementation from :data:`KERNELS`
-by name; by default the first one that supports the GPU: ``"mma_sync"`` (FlashAttention-2's
-structure, attention_mma.py) on every GPU from sm_80 on and for CPU tensors. ``"wgmma"``
-(FlashAttention-3's structure, attention_wgmma.py) runs on sm_90 (an H100 or H200) when asked
-for: it is verified on the simulator and built for sm_90a, not yet run on a GPU. Each kernel is compiled once per shape
+by name; by default the first one that supports the GPU: ``"wgmma"`` (FlashAttention-3's
+structure, attention_wgmma.py) on sm_90 (an H100 or H200), ``"mma_sync"`` (FlashAttention-2's
+structure, attention_mma.py) on every other GPU from sm_80 on and for CPU tensors. Each kernel is compiled once per shape
 class and kept: a second call with the same shapes costs one launch. tirx's tensor parameters
 have compile-time shapes, so the class includes the batch, head counts and both sequence
 lengths (the scale is a run-time argument). Forward only: no autograd.
@@ -65,11 +64,11 @@ class AttentionKernel:
 # The implementations, in order of preference on a GPU that runs them all. CPU tensors run
 # SIMULATOR_KERNEL unless kernel= names another.
 KERNELS: dict[str, AttentionKernel] = {
-    # mma.sync.m16n8k16 with FlashAttention-2's structure (attention_mma.py)
-    "mma_sync": AttentionKernel(make_attention, 80),
-    # wgmma.mma_async and TMA with FlashAttention-3's structure (attention_wgmma.py): sm_90a.
-    # Asked for by name (kernel="wgmma") until its GPU tests have run on an H100/H200.
+    # wgmma.mma_async and TMA with FlashAttention-3's structure (attention_wgmma.py): sm_90a,
+    # so an H100 or H200 only (its GPU tests passed on an H100, docs/gpu-runs/sessions.md)
     "wgmma": AttentionKernel(attention_wgmma.make_attention, 90, 90),
+    # mma.sync.m16n8k16 with FlashAttention-2's structure (attention_mma.py): sm_80 on
+    "mma_sync": AttentionKernel(make_attention, 80),
 }
 SIMULATOR_KERNEL = "mma_sync"
 
