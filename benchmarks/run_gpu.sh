@@ -33,16 +33,27 @@ export PATH=$PATH:/usr/local/cuda/bin
 TIRX_PARITY_OUT="$OUT/parity.md" python3 -m pytest -q -m gpu -p no:cacheprovider -rfE \
   $(python3 -c "import xdist" 2>/dev/null && echo "-n 8") tests/test_sanitizer_parity.py 2>&1 \
   | tee "$OUT/pytest_parity.log" | tail -3
+# under xdist each worker writes its own table: one file comes back instead of eight (the
+# device tool returns at most 8 files)
+if ls "$OUT"/parity.gw*.md >/dev/null 2>&1; then
+  { head -2 "$(ls "$OUT"/parity.gw*.md | head -1)"
+    for f in "$OUT"/parity.gw*.md; do tail -n +3 "$f"; done; } > "$OUT/parity.md"
+  rm -f "$OUT"/parity.gw*.md
+fi
 RES="$OUT/results"
 python3 benchmarks/launch.py --results-dir "$RES" > "$OUT/launch.log" 2>&1; tail -13 "$OUT/launch.log"
 python3 benchmarks/launch_parts.py --results-dir "$RES" > "$OUT/launch_parts.log" 2>&1; tail -23 "$OUT/launch_parts.log"
 python3 benchmarks/compile.py --results-dir "$RES" > "$OUT/compile.log" 2>&1; tail -13 "$OUT/compile.log"
-python3 benchmarks/gemm_speed.py --main wgmma-tma --variants wgmma,256x128x64-8w-3s-swizzle \
+python3 benchmarks/gemm_speed.py --main hopper-out16 \
+  --variants hopper,hopper-out16-c2,wgmma-tma,256x128x64-8w-3s-swizzle --fp8 also \
   --results-dir "$RES" > "$OUT/gemm_speed.log" 2>&1; sed -n '/^| dtype/,/^$/p' "$OUT/gemm_speed.log"
 python3 benchmarks/softmax_speed.py --dtypes float16,bfloat16 --results-dir "$RES" \
   > "$OUT/softmax_speed.log" 2>&1; tail -9 "$OUT/softmax_speed.log"
-python3 benchmarks/attention_speed.py --results-dir "$RES" > "$OUT/attention_speed.log" 2>&1
+python3 benchmarks/attention_speed.py --wgmma-configs 128x2,128x2-pp,128x2-pp-ov,64x3-pp-ov \
+  --results-dir "$RES" > "$OUT/attention_speed.log" 2>&1
 sed -n '/^| dtype/,/^$/p' "$OUT/attention_speed.log"
+python3 benchmarks/fp8_accuracy.py --results-dir "$RES" > "$OUT/fp8_accuracy.log" 2>&1
+grep '^|' "$OUT/fp8_accuracy.log"
 ls "$RES"
 # the tutorials with a GPU visible: target=None picks cuda (nbval options come from pyproject)
 python3 -m pytest -q -p no:cacheprovider --durations=10 notebooks/ 2>&1 \
