@@ -238,16 +238,21 @@ def run_turns(kernel):
     return a, out
 
 
-def test_warpgroups_take_turns_inside_one_branch(tmp_path):
-    """A branch that holds a bar.sync runs one strand per warpgroup: warpgroup 1 waits at
-    barrier 1 while warpgroup 2, in the same branch, goes on to arrive there."""
-    a, out = run_turns(turns(tmp_path))
+def turns_model(a: np.ndarray) -> np.ndarray:
+    """What the turns kernels write: four rounds, warpgroup 1's update then warpgroup 2's."""
     h, want = a.astype(np.int64), np.zeros((4, 256), np.int64)
     for j in range(4):
         for c in range(2):
             h = h * 2 + c
             want[j, 128 * c : 128 * c + 128] = h
-    assert np.array_equal(out, want)
+    return want
+
+
+def test_warpgroups_take_turns_inside_one_branch(tmp_path):
+    """A branch that holds a bar.sync runs one strand per warpgroup: warpgroup 1 waits at
+    barrier 1 while warpgroup 2, in the same branch, goes on to arrive there."""
+    a, out = run_turns(turns(tmp_path))
+    assert np.array_equal(out, turns_model(a))
 
 
 def test_a_branch_every_thread_takes_stays_whole(tmp_path):

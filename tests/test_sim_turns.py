@@ -10,8 +10,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-import tirx
 from tests.helpers import define
+from tests.test_named_barrier import run_turns as run
+from tests.test_named_barrier import turns_model
 from tirx.errors import SimulationError
 from tirx.ir import nodes as ir
 from tirx.sim.strands import varying_vars
@@ -50,21 +51,9 @@ def turns(tmp_path, first=FIRST, update=UPDATE, source=TURNS):
     return define(source.replace("FIRST", first).replace("UPDATE", update), tmp_path, "turns")
 
 
-def run(kernel):
-    a = np.arange(128, dtype=np.int32)
-    out = np.zeros((4, 256), np.int32)
-    tirx.compile(kernel, target="sim")(a, out)
-    return a, out
-
-
 def test_warpgroups_take_turns_through_mbarriers_inside_one_branch(tmp_path):
     a, out = run(turns(tmp_path))
-    h, want = a.astype(np.int64), np.zeros((4, 256), np.int64)
-    for j in range(4):
-        for c in range(2):
-            h = h * 2 + c
-            want[j, 128 * c : 128 * c + 128] = h
-    assert np.array_equal(out, want)
+    assert np.array_equal(out, turns_model(a))
 
 
 def test_a_turn_never_given_is_a_deadlock(tmp_path):
