@@ -44,7 +44,8 @@ as two commit groups, ``wait_group 1`` lets the scores land while ``P V`` runs o
 of tile ``j`` keeps its exponentials in S's f32 registers, and only after ``wait_group 0`` are
 O rescaled, P rounded and tile ``j - 1``'s stage released.
 
-Both options are off by default (neither has been timed on a GPU). Not here
+Both options are off by default: in the one H100 run (benchmarks/results/attention_speed-h100.md)
+the two together beat the default only at head dim 64, causal. Not here
 (FlashAttention-3 has them): a persistent grid, separate K and V barriers, and an epilogue
 through shared memory and TMA.
 """
@@ -417,8 +418,8 @@ def make_attention(
         else:  # the consumers: 64 query rows each
             T.ptx[INC](CONSUMER_REGISTERS)
             if PINGPONG:
-                # each warpgroup in a branch of its own (its own strand in the simulator,
-                # which runs the threads of one branch in lockstep): they take turns
+                # each warpgroup in a branch of its own, with its warpgroup index a constant:
+                # they take turns
                 if wg == 1:
                     consume(
                         0,
