@@ -205,7 +205,11 @@ first (its tensor map, as a load's `src`), then the shared view that holds the b
 a load's `dst`, with the same checks of shape, alignment and swizzled layout); `box`,
 `coords`, `coord_steps`, `swizzle` and `l2_promotion` as for the load, and a load and a store
 whose fields agree share one tensor map. The copy engine writes the box's elements that lie
-inside the region (the others are not written). It is a bulk async operation of the issuing
+inside the region (the others are not written). A box may run past the region's far end but
+not start before it: an H100 stops a store or reduction with a negative coordinate with an
+illegal instruction (which also poisons the process's CUDA context), so a compile-time
+negative coordinate is refused when the kernel is lowered and a run-time one stops the
+simulator at the statement. It is a bulk async operation of the issuing
 thread: `T.ptx["cp.async.bulk.commit_group"]()` closes its group,
 `T.ptx["cp.async.bulk.wait_group.read"](n)` lets the thread reuse the shared source and
 `T.ptx["cp.async.bulk.wait_group"](n)` makes the tensor's bytes its own (other threads: a
