@@ -371,24 +371,10 @@ class Machine:
         first = self._if_links[id(s)] = (cond, then, s.span, rest)
         m = self
         if self.strands is not None:  # an mbarrier wait inside: its branches are strands
-            from .strands import forking_if, holds_wait, splits_by_warpgroup
+            from .strands import forking_if, holds_wait
 
             if holds_wait(s, self._holds_wait):
-                if self._splits is None:
-                    self._splits = splits_by_warpgroup(self)
-                splits = self._splits
-                split, node, link = set(), s, first  # the chain's branches, link by link
-                while True:
-                    branches = [(node.then_body, link[1])]
-                    if not isinstance(node.else_body, ir.If):
-                        branches.append((node.else_body, link[3]))
-                    for body, fn in branches:
-                        if body is not None and splits(body):
-                            split.add(id(fn))
-                    if not isinstance(node.else_body, ir.If):
-                        break
-                    node, link = node.else_body, link[3]
-                return forking_if(self, first, split)
+                return forking_if(self, s, first)
 
         def run(idx):
             outs = []

@@ -80,8 +80,8 @@ def varying_vars(body: ir.Stmt, incoming: set | frozenset = frozenset()) -> set:
     ``incoming``: what differs on entry to ``body`` (the analysis of the whole kernel, when
     ``body`` is one branch of it); a variable ``body`` assigns is judged by its assignments
     in ``body``, the one value it has for the threads that run them."""
-    sites: dict = {}  # var -> [(value or None for a loop counter, under a varying condition)]
-    loops: list = []  # (var, its bounds)
+    sites: dict = {}  # var -> [(assigned value, the conditions and loop bounds around it)]
+    loops: list = []  # (loop counter, its bounds)
 
     def collect(s, conds: tuple) -> None:
         if isinstance(s, ir.Seq):
@@ -131,11 +131,19 @@ def splits_by_warpgroup(m):
     cache = m._holds_wait
 
     def test(body) -> bool:
-        if holds_wait(body, cache, per_warpgroup):
-            return True
-        return holds_wait(body, {}, varying_wait(varying_vars(body, whole)), on_node=True)
+        return holds_wait(body, cache, _waits_per_warpgroup) or holds_wait(
+            body, None, varying_wait(varying_vars(body, whole))
+        )
 
     return test
+
+
+def _blocking(node: ir.PtxCall) -> bool:
+    return blocks(node.instruction)
+
+
+def _waits_per_warpgroup(node: ir.PtxCall) -> bool:
+    return per_warpgroup(node.instruction)
 
 
 def varying_wait(varying: set):
@@ -149,27 +157,27 @@ def varying_wait(varying: set):
     return test
 
 
-def holds_wait(s: ir.Stmt, cache: dict, test=None, on_node: bool = False) -> bool:
+def holds_wait(s: ir.Stmt, cache: dict | None, test=_blocking) -> bool:
     """Whether ``s`` (a statement of the lowered IR) contains a blocking wait (or, with
-    ``test``, an instruction for which ``test(text)`` holds; ``test(node)`` with
-    ``on_node``)."""
-    test = test or blocks
+    ``test``, a ``PtxCall`` for which ``test(node)`` holds); ``cache`` (None: none) keeps
+    the answers by statement and test."""
     key = (id(s), test)
-    hit = cache.get(key)
+    hit = cache.get(key) if cache is not None else None
     if hit is not None:
         return hit
     todo, found = [s], False
     while todo and not found:
         node = todo.pop()
         if isinstance(node, ir.PtxCall):
-            found = test(node) if on_node else test(node.instruction)
+            found = test(node)
         elif isinstance(node, ir.Seq):
             todo.extend(node.stmts)
         elif isinstance(node, ir.If):
             todo.extend(x for x in (node.then_body, node.else_body) if x is not None)
         elif isinstance(node, (ir.For, ir.While)):
             todo.append(node.body)
-    cache[key] = found
+    if cache is not None:
+        cache[key] = found
     return found
 
 
@@ -357,10 +365,21 @@ def _parts(m, fn, idx, split: set) -> list:
     return [(fn, idx[groups == g]) for g in np.unique(groups).tolist()]
 
 
-def forking_if(m, first, split: set):
-    """The run function of an ``if``/``elif`` chain (``first``: its link, as the machine's
-    ``_If`` builds it) whose branches hold an mbarrier wait: each branch a strand (one per
-    warpgroup for a branch whose run function's id is in ``split``)."""
+def forking_if(m, s: ir.If, first):
+    """The run function of the ``if``/``elif`` chain ``s`` (``first``: its link, as the
+    machine's ``_If`` builds it) whose branches hold an mbarrier wait: each branch a strand,
+    one per warpgroup for a branch that :func:`splits_by_warpgroup`."""
+    if m._splits is None:
+        m._splits = splits_by_warpgroup(m)
+    split, node, link = set(), s, first  # the ids of the splitting branches' run functions
+    while True:
+        branches = [(node.then_body, link[1])]
+        if not isinstance(node.else_body, ir.If):
+            branches.append((node.else_body, link[3]))
+        split.update(id(fn) for body, fn in branches if body is not None and m._splits(body))
+        if not isinstance(node.else_body, ir.If):
+            break
+        node, link = node.else_body, link[3]
 
     def run(idx):
         parts, link, rest_idx = [], first, idx
