@@ -49,11 +49,8 @@ def call_form(ev, key: str, node: ast.Call, name_hint=None):
         if node.args or node.keywords:
             raise TirxSyntaxError(f"T.{key}() takes no arguments", span, hint=f"write T.{key}()")
         return thread_helper(key, ev.b.launch)
-    if key in ("if_then_else", "Select"):
+    if key in ("if_then_else", "Select", "select"):
         cond, a, b = _conditional_args(ev, node)
-        return _select(ev, cond, a, b, node)
-    if key == "select":
-        cond, a, b = ev._args(node, 3, 3, "condition", "true_value", "false_value")
         return _select(ev, cond, a, b, node)
     if key in ("logical_and", "logical_or", "logical_not", "likely"):
         return _logical(ev, key, node, span)
@@ -113,7 +110,7 @@ def thread_helper(key: str, launch: ir.LaunchConfig) -> ir.Expr:
 
 def _conditional_args(ev, node):
     names = ("cond", "true_value", "false_value")
-    if node.keywords and node.keywords[0].arg == "condition":  # T.Select's own spelling
+    if node.keywords and node.keywords[0].arg == "condition":  # T.Select's and T.select's
         names = ("condition", "true_value", "false_value")
     return ev._args(node, 3, 3, *names)
 
