@@ -31,6 +31,7 @@ from . import nodes as ir
 from .visitor import walk
 
 __all__ = [
+    "store_start_below_zero",
     "SWIZZLE_SPAN", "TensorMapFields", "TensorMap", "tensor_map_of", "tensor_maps", "map_position",
 ]  # fmt: skip
 
@@ -81,6 +82,20 @@ class TensorMap:
     buffer: ir.Buffer
     origin: int
     fields: TensorMapFields
+
+
+def store_start_below_zero(text: str, axis: int, value: int) -> tuple[str, str]:
+    """(message, hint) for a tensor store or reduction ``text`` whose box coordinate ``axis``
+    (outer to inner, as ``coords=`` is written) is ``value`` < 0: an H100 runs it as an
+    illegal instruction (docs/gpu-runs/sessions.md, 2026-12-05). The lowering refuses a
+    compile-time one, the simulator a run-time one."""
+    return (
+        f"{text}: box coordinate {axis} is {value}, below 0: a tensor store or reduction whose "
+        "box starts before the tensor stops the kernel with an illegal instruction (measured "
+        "on an H100)",
+        "start the box at 0 or above; a box past the tensor's far end is fine (its elements "
+        "outside are not written)",
+    )
 
 
 def fields_count(rank: int) -> int:

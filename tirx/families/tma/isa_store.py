@@ -41,6 +41,7 @@ from __future__ import annotations
 
 from ...errors import ContractError, TirxSyntaxError
 from ...ir import nodes as ir
+from ...ir.tensor_map import store_start_below_zero
 from ...isa.core import Contract, Family, FamilySpec, ModifierSlot, OperandSpec, Role
 from .isa_operands import STORE
 from .isa_params import geometry
@@ -150,13 +151,8 @@ def lower_store(contract: Contract, op: ir.TileOp) -> list[ir.Stmt]:
     for shared, coords in plan.copies:
         for axis, c in enumerate(coords):  # outer to inner, as the user wrote them
             if isinstance(c, ir.Const) and c.value < 0:
-                raise ContractError(
-                    f"{text}: box coordinate {axis} is {c.value}, below 0: a tensor store or "
-                    "reduction whose box starts before the tensor stops the kernel with an "
-                    "illegal instruction (measured on an H100)",
-                    hint="start the box at 0 or above; a box past the tensor's far end is fine "
-                    "(its elements outside are not written)",
-                )
+                message, hint = store_start_below_zero(text, axis, c.value)
+                raise ContractError(message, hint=hint)
         operands = (
             ir.AddressOperand(ir.GlobalAddress(dst.buffer, plan.origin)),
             *plan.fields.immediates(),

@@ -50,7 +50,7 @@ import numpy as np
 
 from ...ir import nodes as ir
 from ...ir.aligned_access import copy_access
-from ...ir.tensor_map import fields_count, tensor_map_of
+from ...ir.tensor_map import fields_count, store_start_below_zero, tensor_map_of
 from ...sim.bulk_groups import BulkOperation, bulk_groups, byte_runs
 from ...sim.faults import Fault
 from ...sim.memory import as_index
@@ -130,14 +130,8 @@ def compile_store(m, compiler, stmt: ir.PtxCall, text: str):
             neg = c < 0
             if neg.any():
                 j = int(np.flatnonzero(neg)[0])
-                raise Fault(  # numbered outer to inner, as coords= is written
-                    f"{text}: box coordinate {rank - 1 - a} is {int(c[j])}, below 0: a tensor store "
-                    "or reduction whose box starts before the tensor stops the kernel with an "
-                    "illegal instruction (measured on an H100)",
-                    idx[j],
-                    "start the box at 0 or above (a box past the tensor's far end is fine: "
-                    "its elements outside are not written)",
-                )
+                message, hint = store_start_below_zero(text, rank - 1 - a, int(c[j]))
+                raise Fault(message, idx[j], hint)
         sent = np.zeros(k, dtype=np.int64)
         for j, tid in enumerate(idx.tolist()):
             g = np.stack([coords[a][j] + grids[a] for a in range(rank)]).astype(np.int64)
