@@ -13,7 +13,8 @@ and 16 k tokens by default: thousands of query tiles at every length, enough to 
   ``kernel="mma_sync"``), timed as its compiled executable called on preallocated outputs (the
   Python checks of ``flash_attention`` excluded);
 * **tirx wgmma**: likewise the wgmma kernel of ``tirx.examples.attention_wgmma``
-  (``kernel="wgmma"``, FlashAttention-3's structure), on an sm_90 GPU only; with
+  (``kernel="wgmma"``, FlashAttention-3's structure; ``flash_attention``'s default there), on
+  an sm_90 GPU only; with
   ``--wgmma-configs`` each named configuration (``BNxSTAGES`` plus ``-pp`` for the ping-pong,
   ``-ov`` for the overlap of the two products, e.g. ``128x2-pp-ov``) is timed and the fastest
   counts, its name printed beside it (the default: the kernel's default configuration);
