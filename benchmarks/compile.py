@@ -14,7 +14,8 @@ and the primary context on a GPU machine, as any program already using torch CUD
 * cold: an empty ``TIRX_CACHE_DIR``; the clock runs from defining the seed kernel
   (``@T.function`` parses it) to ``tirx.compile`` returning a loaded executable (without a GPU:
   to the CUBIN). It includes what tirx loads lazily on first use (its CUDA backend modules,
-  libnvrtc). Goal: at most 1.3 x NVRTC alone.
+  libnvrtc, loaded in a background thread while the kernel lowers). Goal: at most 1.1 x
+  NVRTC alone.
 * warm disk: the same in a second process with the same ``TIRX_CACHE_DIR`` (a disk hit: the
   front-end cache gives the lowered IR and the generated source without a parse, the CUBIN
   cache the binary). Goal: at most 10 ms. The "libraries preloaded" row is the same with tirx's CUDA backend
@@ -45,7 +46,7 @@ from datetime import date
 
 from machine import cpu_name  # benchmarks/machine.py (scripts run from this folder)
 
-GOAL_COLD_RATIO = 1.3
+GOAL_COLD_RATIO = 1.1
 GOAL_WARM_MS = 10.0
 GOAL_REPEAT_MS = 0.2
 
@@ -83,7 +84,10 @@ def child_tirx(target: str, preload: bool) -> dict:
     split = {"define": (t1 - t0) * 1e3, **exe.timings}
     staged = sum(v for k, v in exe.timings.items() if k not in ("parse", "other"))
     split["other"] = (t2 - t1) * 1e3 - staged  # tirx's own "other" and the call's way in
-    return {"ms": (t2 - t0) * 1e3, "cache": exe.cache, "timings": split, "loaded": "load" in split}
+    from tirx.backend.cuda import nvrtc
+
+    return {"ms": (t2 - t0) * 1e3, "cache": exe.cache, "timings": split, "loaded": "load" in split,
+            "compile_ms": exe.nvrtc.nvrtc_ms, "preloaded": bool(nvrtc.preloaded)}  # fmt: skip
 
 
 def child_call(target: str) -> dict:
@@ -104,15 +108,17 @@ def child_call(target: str) -> dict:
 
 def child_nvrtc(source_file: str, arch: str) -> dict:
     from tirx.backend.cuda.executable import NVRTC_OPTIONS
-    from tirx.backend.cuda.nvrtc import compile_cuda
+    from tirx.backend.cuda.nvrtc import _nvrtc, compile_cuda
 
     _init_driver()
     with open(source_file) as f:
         source = f.read()
     t0 = time.perf_counter()
+    _nvrtc()  # what compile_cuda's first call does first: import the bindings, load the library
+    t1 = time.perf_counter()
     out = compile_cuda(source, arch=arch, filename="warp_matmul.cu", options=NVRTC_OPTIONS)
-    ms = (time.perf_counter() - t0) * 1e3
-    return {"ms": ms, "cubin_bytes": len(out.cubin)}
+    t2 = time.perf_counter()
+    return {"ms": (t2 - t0) * 1e3, "load_ms": (t1 - t0) * 1e3, "cubin_bytes": len(out.cubin)}
 
 
 def child_import() -> dict:
@@ -265,7 +271,7 @@ def main(argv=None) -> None:
         # (which changes from second to second) weighs on both sides of the ratio alike
         nvrtc, cold = [], []
         for i in range(runs):
-            nvrtc.append(_spawn(["nvrtc", src, args.arch], unused, pyc)["ms"])
+            nvrtc.append(_spawn(["nvrtc", src, args.arch], unused, pyc))
             cold.append(_spawn(["tirx", target, "full"], os.path.join(tmp, f"cold{i}"), pyc))
         warm_dir = os.path.join(tmp, "cold0")  # filled by the first cold run
         warm = [_spawn(["tirx", target, "full"], warm_dir, pyc) for _ in range(runs)]
@@ -278,7 +284,10 @@ def main(argv=None) -> None:
     assert all(r["cache"] == "hit" for r in warm + warm_pre + call)
     repeat = _repeat_ms(target, args.repeat_calls)
 
-    nv = statistics.median(nvrtc)
+    nv = statistics.median(r["ms"] for r in nvrtc)
+    nv_load = statistics.median(r["load_ms"] for r in nvrtc)
+    own = statistics.median(r["ms"] - r["compile_ms"] for r in cold)
+    preloaded = sum(r["preloaded"] for r in cold)
     cold_ms = statistics.median(r["ms"] for r in cold)
     warm_ms = statistics.median(r["ms"] for r in warm)
     warm_pre_ms = statistics.median(r["ms"] for r in warm_pre)
@@ -321,6 +330,10 @@ def main(argv=None) -> None:
         *(f"| {w} | {ms:.3f} | {r} | {g} | {ok} |" for w, ms, r, g, ok in rows),
         "",
         f"Split of the cold run (ms, medians): {split(cold)}",
+        f"tirx's own share of the cold run (its time less the NVRTC compile call's, median): "
+        f"{own:.2f} ms; NVRTC alone spent {nv_load:.2f} ms (median) of its time importing the "
+        f"bindings and loading the library, which the cold run does in a background thread while "
+        f"the kernel lowers (it did in {preloaded} of {runs} processes).",
         f"Split of the warm-disk run (ms, medians): {split(warm)}",
         f"Split of the preloaded warm run (ms, medians): {split(warm_pre)}",
         f"The call alone: its stage timings add up to {call_reported:.3f} ms of the "

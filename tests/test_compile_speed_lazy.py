@@ -84,3 +84,57 @@ def test_definitions_are_found_at_first_use_and_per_lowering():
     other = ir.Seq((ir.Assign(col, (i % 8) * 4),))  # another kernel: its own definitions
     with shared_rows.known_definitions(_function(other)):
         assert shared_rows.residue(col + 16, 8) is None
+
+
+_LOADED_NVRTC = """
+    import json, os
+    {before}
+    import tirx
+    from tirx.backend.cuda import nvrtc
+    from tirx.examples.warp_matmul import warp_matmul
+
+    exe = tirx.compile(warp_matmul, target="cuda -arch=sm_90")
+    from cuda.pathfinder import load_nvidia_dynamic_lib
+
+    maps = {{line.split()[-1] for line in open("/proc/self/maps") if "libnvrtc" in line}}
+    print(json.dumps({{"preloaded": nvrtc.preloaded, "cubin": len(exe.cubin),
+                      "pathfinder": load_nvidia_dynamic_lib("nvrtc").abs_path,
+                      "maps": sorted(maps)}}))
+"""
+
+
+def _cold(tmp_path, before: str = "") -> dict:
+    import os
+
+    env = dict(os.environ, TIRX_CACHE_DIR=str(tmp_path / "cache"))
+    out = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(_LOADED_NVRTC.format(before=before))],
+        cwd=ROOT, env=env, capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def test_a_cold_compile_loads_nvrtc_while_the_kernel_lowers(tmp_path):
+    """The background load maps the very file cuda-bindings then uses (cuda.pathfinder's),
+    with the builtins beside it, and the process holds no second copy."""
+    import os
+
+    got = _cold(tmp_path)
+    assert got["cubin"] > 0
+    library = os.path.realpath(got["pathfinder"])
+    assert [os.path.realpath(f) for f in got["preloaded"]][:1] == [library]
+    assert all(os.path.dirname(os.path.realpath(f)) == os.path.dirname(library)
+               for f in got["preloaded"])  # fmt: skip
+    assert {os.path.realpath(f) for f in got["maps"]} == {
+        os.path.realpath(f) for f in got["preloaded"]
+    }
+
+
+def test_without_pathfinders_search_nvrtc_loads_as_before(tmp_path):
+    """The search is cuda.pathfinder's private function: when it is not there (another
+    version), nothing is loaded ahead and the compile is the same."""
+    hide = "import cuda.pathfinder._dynamic_libs.search_steps as s\n    del s.run_find_steps"
+    got = _cold(tmp_path, before=hide)
+    assert got["preloaded"] == []
+    assert got["cubin"] > 0
+    assert any("libnvrtc.so" in f for f in got["maps"])

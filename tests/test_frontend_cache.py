@@ -324,6 +324,32 @@ def test_failed_kernels_are_never_stored(cache_dir, tmp_path):
     assert entries(cache_dir) == []
 
 
+def test_the_entry_encoded_during_a_failed_nvrtc_compile_is_not_stored(
+    cache_dir, tmp_path, monkeypatch
+):
+    """The entry is encoded while NVRTC compiles (a thread) and written only after it
+    succeeded; the next compile of the kernel stores the encoding it kept."""
+    from tirx.backend.cuda import executable
+    from tirx.errors import CompileError
+
+    kernel = run_file(write_kernel(tmp_path), N=3, L=layout(ROW_MAJOR))
+    real = executable.compile_cuda
+
+    def failing(*args, **kwargs):
+        raise CompileError("NVRTC compile failed (as the test asks)")
+
+    monkeypatch.setattr(executable, "compile_cuda", failing)
+    with pytest.raises(CompileError, match="as the test asks"):
+        tirx.compile(kernel, TARGET)
+    assert entries(cache_dir) == []
+    assert set(kernel.frontend.prepared) == {90}  # encoded beside the compile, kept in memory
+    monkeypatch.setattr(executable, "compile_cuda", real)
+    tirx.compile(kernel, TARGET)
+    assert kernel.frontend.prepared == {}
+    assert len(entries(cache_dir)) == 1
+    assert run_file(write_kernel(tmp_path), N=3, L=layout(ROW_MAJOR)).frontend.found
+
+
 def test_a_replaced_contract_table_neither_reads_nor_writes(cache_dir, tmp_path, monkeypatch):
     """Tests redefine instruction contracts; IR lowered with those must not reach the disk."""
     from tirx.isa import registry

@@ -18,6 +18,7 @@ and generated source come from there (``timings["frontend"]``; parse, lower and 
 
 from __future__ import annotations
 
+import functools
 import time
 import weakref
 from dataclasses import dataclass, field, replace
@@ -99,6 +100,10 @@ def compile(func, target=None, *, sms: int | None = None) -> Executable:  # noqa
         timings["lower"] = 0.0
     else:
         if lowered is None:
+            if target.kind == "cuda":
+                from .backend.cuda.nvrtc import start_loading
+
+                start_loading()  # NVRTC's library loads while the kernel lowers
             lowered = memo.lowered[arch] = lower_function(func.ir, arch=arch)
         timings["lower"] = (time.perf_counter() - t1) * 1e3
     if target.kind == "sim":
@@ -106,7 +111,11 @@ def compile(func, target=None, *, sms: int | None = None) -> Executable:  # noqa
     else:
         from .backend.cuda.executable import build
 
-        exe = build(func, lowered, target, timings, source=stored[1] if stored else None)
+        if stored is None:
+            encode = functools.partial(frontend_cache.prepare, func, arch, lowered)
+            exe = build(func, lowered, target, timings, meanwhile=encode)
+        else:
+            exe = build(func, lowered, target, timings, source=stored[1])
         if stored is None:
             frontend_cache.store(func, arch, lowered, exe.source)
     _close(timings, t0)

@@ -94,7 +94,8 @@ from .isa import registry
 from .script import parser as _parser
 from .version import __version__
 
-__all__ = ["Record", "lookup", "remember", "load", "store", "clear", "code_stamp", "fingerprint"]
+__all__ = ["Record", "lookup", "remember", "load", "prepare", "store", "clear", "code_stamp",
+           "fingerprint"]  # fmt: skip
 
 _SUBDIR = "frontend"
 _SUFFIX = ".entry"
@@ -122,7 +123,7 @@ class Record:
     """
 
     __slots__ = ("key", "names", "macros", "digest", "name", "source", "payloads", "found",
-                 "generation", "snapshots")  # fmt: skip
+                 "generation", "snapshots", "prepared")  # fmt: skip
 
     def __init__(self, key, names=None, digest=None, name=None, source=None, payloads=None,
                  found=False, macros=()):  # fmt: skip
@@ -132,6 +133,7 @@ class Record:
         self.found = found
         self.generation = _generation
         self.snapshots: dict[int, tuple] = {}
+        self.prepared: dict[int, tuple[bytes, str]] = {}  # arch -> a payload not yet stored
 
 
 def _usable() -> bool:
@@ -277,6 +279,26 @@ def load(kernel, arch: int) -> tuple[ir.Function, str] | None:
     return None
 
 
+def prepare(kernel, arch: int, lowered: ir.Function, source: str) -> None:
+    """Encode what :func:`store` will write, ahead of it: ``tirx.compile`` calls this in a
+    thread while NVRTC compiles (which releases the GIL), so the encoding costs no wall time;
+    the entry is written only after the compile succeeded."""
+    record = kernel.frontend
+    if record is None or arch in record.payloads or not _usable():
+        return
+    payload = _payload(lowered, source)
+    if payload is not None:
+        record.prepared[arch] = payload
+
+
+def _payload(lowered: ir.Function, source: str) -> tuple[bytes, str] | None:
+    try:
+        blob = serial.dumps((lowered, source))
+    except (TypeError, ValueError, RecursionError):  # not IR alone; marshal's limits
+        return None
+    return blob, sha256(blob).hexdigest()
+
+
 def store(kernel, arch: int, lowered: ir.Function, source: str) -> None:
     """After a successful cuda compile of ``kernel``: add ``(lowered, source)`` for arch number
     ``arch`` to its variant on disk (atomically; the other variants, and archs another
@@ -288,11 +310,10 @@ def store(kernel, arch: int, lowered: ir.Function, source: str) -> None:
         record.payloads, record.generation = {}, _generation
     if arch in record.payloads:
         return
-    try:
-        blob = serial.dumps((lowered, source))
-    except (TypeError, ValueError, RecursionError):  # not IR alone; marshal's limits
+    payload = record.prepared.pop(arch, None) or _payload(lowered, source)
+    if payload is None:
         return
-    record.payloads[arch] = (blob, sha256(blob).hexdigest())
+    record.payloads[arch] = payload
 
     directory = config.cache_dir() / _SUBDIR
     final = directory / (record.key + _SUFFIX)

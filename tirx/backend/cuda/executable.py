@@ -92,10 +92,16 @@ NVRTC_OPTIONS = ("--fmad=false",)
 _ORDINAL = 0
 
 
-def build(kernel, lowered: ir.Function, target, timings: dict, source=None) -> CudaExecutable:
+def build(
+    kernel, lowered: ir.Function, target, timings: dict, source=None, meanwhile=None
+) -> CudaExecutable:
     """Generate (unless ``source``, what codegen made of ``lowered`` before, is given: the
     front-end cache keeps it), compile (through the cache) and load when the target's arch came
-    from the GPU (``target.arch_given``: left to the first launch, see :meth:`CudaExecutable.load`)."""
+    from the GPU (``target.arch_given``: left to the first launch, see :meth:`CudaExecutable.load`).
+
+    ``meanwhile(source)``, if given, runs in a thread during the compile: NVRTC releases the
+    GIL, so Python work that does not feed it (the front-end cache's encoding) costs no wall
+    time there. It must not raise."""
     t0 = time.perf_counter()
     if source is None:
         from .codegen import generate  # not imported when the front-end cache has the source
@@ -109,9 +115,19 @@ def build(kernel, lowered: ir.Function, target, timings: dict, source=None) -> C
     arch = nvrtc_arch(lowered, target.arch)
     command = command_line(arch, NVRTC_OPTIONS)  # what runs is what the key hashes
     key = cache_key(source, command, arch, nvrtc_version(), CODEGEN_VERSION)
-    out, state = default_cache().get_or_compile(
-        key, lambda: compile_cuda(source, arch=arch, filename=filename, command=command)
-    )
+    beside = None
+    if meanwhile is not None:
+        import threading
+
+        beside = threading.Thread(target=meanwhile, args=(source,), name="tirx-beside-nvrtc")
+        beside.start()
+    try:
+        out, state = default_cache().get_or_compile(
+            key, lambda: compile_cuda(source, arch=arch, filename=filename, command=command)
+        )
+    finally:
+        if beside is not None:
+            beside.join()
     t2 = time.perf_counter()
     timings["nvrtc"] = (t2 - t1) * 1e3
     exe = CudaExecutable(kernel, lowered, target, timings, source, out)

@@ -166,9 +166,72 @@ def parse_diagnostics(log: str) -> list[Diagnostic]:  # noqa: F821 - see __getat
 
 
 def _nvrtc():
+    if _loader is not None:
+        _loader.join()  # NVRTC must not start before the builtins it loads are in
     from cuda.bindings import nvrtc
 
     return nvrtc
+
+
+# ------------------------------------------------------------- loading NVRTC in the background
+
+_loader = None  # the thread start_loading() started, if any
+preloaded: list[str] = []  # the files it loaded (read by the tests and benchmarks/compile.py)
+
+
+def start_loading() -> None:
+    """Begin loading the NVRTC library in a background thread, if it is not loaded yet.
+
+    ``tirx.compile`` calls this when it is about to lower a kernel for the cuda target: the
+    library (about 100 MB, most of ten milliseconds to load and relocate) is then mapped while
+    tirx parses and lowers, instead of after. ctypes holds the GIL while it loads a library, so
+    the thread calls libc's ``dlopen`` itself (a foreign call releases the GIL); it loads the
+    file cuda-bindings would load (``cuda.pathfinder``'s own search), so when cuda-bindings
+    loads it next, the dynamic loader hands back the mapped library. Anything unexpected (no
+    such file, another pathfinder) leaves the library to cuda-bindings, as without this call."""
+    global _loader
+    if _loader is not None or "cuda.bindings.nvrtc" in sys.modules:
+        return
+    import threading
+
+    _loader = threading.Thread(target=_preload, name="tirx-nvrtc-load", daemon=True)
+    _loader.start()
+
+
+def _preload() -> None:
+    try:
+        import ctypes
+        import glob
+
+        from cuda.pathfinder._dynamic_libs.lib_descriptor import LIB_DESCRIPTORS
+        from cuda.pathfinder._dynamic_libs.search_steps import (
+            EARLY_FIND_STEPS,
+            SearchContext,
+            run_find_steps,
+        )
+
+        found = run_find_steps(SearchContext(LIB_DESCRIPTORS["nvrtc"]), EARLY_FIND_STEPS)
+        if found is None:
+            return
+        library = str(found.abs_path)
+        # NVRTC finds its builtins library beside it only when that is loaded first (what
+        # cuda.pathfinder does after loading NVRTC itself)
+        builtins = [
+            f
+            for f in glob.glob(os.path.join(os.path.dirname(os.path.realpath(library)),
+                                            "libnvrtc-builtins.so.*"))
+            if ".alt." not in f
+        ]  # fmt: skip
+        if len(builtins) > 1:
+            return  # which one NVRTC wants is cuda.pathfinder's to say
+        dlopen = ctypes.CDLL(None).dlopen
+        dlopen.restype, dlopen.argtypes = ctypes.c_void_p, (ctypes.c_char_p, ctypes.c_int)
+        for f in (library, *builtins):
+            if not dlopen(f.encode(), os.RTLD_NOW | os.RTLD_GLOBAL):
+                return
+            preloaded.append(f)
+    except Exception:  # noqa: BLE001 - an optimization: cuda-bindings loads it otherwise
+        return
 
 
 @functools.cache
