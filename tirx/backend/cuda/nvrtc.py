@@ -183,55 +183,63 @@ def start_loading() -> None:
     """Begin loading the NVRTC library in a background thread, if it is not loaded yet.
 
     ``tirx.compile`` calls this when it is about to lower a kernel for the cuda target: the
-    library (about 100 MB, most of ten milliseconds to load and relocate) is then mapped while
-    tirx parses and lowers, instead of after. ctypes holds the GIL while it loads a library, so
-    the thread calls libc's ``dlopen`` itself (a foreign call releases the GIL); it loads the
-    file cuda-bindings would load (``cuda.pathfinder``'s own search), so when cuda-bindings
-    loads it next, the dynamic loader hands back the mapped library. Anything unexpected (no
-    such file, another pathfinder) leaves the library to cuda-bindings, as without this call."""
+    library (about 100 MB, most of ten milliseconds to map and relocate) then loads while tirx
+    lowers the kernel, instead of after. ctypes holds the GIL while it loads a library, so the
+    thread calls libc's ``dlopen`` itself (a foreign call releases the GIL), and does nothing
+    else: which files to load is found here, before it starts. They are the files cuda-bindings
+    would load (``cuda.pathfinder``'s own search, and the builtins library beside NVRTC, which
+    cuda.pathfinder loads after it), so when cuda-bindings loads NVRTC next, the dynamic loader
+    hands back the mapped library. Anything unexpected (no such file, another version of
+    cuda.pathfinder) leaves the library to cuda-bindings, as without this call."""
     global _loader
     if _loader is not None or "cuda.bindings.nvrtc" in sys.modules:
         return
-    import threading
+    try:
+        files = _nvrtc_files()
+        if not files:
+            return
+        import ctypes
+        import threading
 
-    _loader = threading.Thread(target=_preload, name="tirx-nvrtc-load", daemon=True)
+        dlopen = ctypes.CDLL(None).dlopen
+        dlopen.restype, dlopen.argtypes = ctypes.c_void_p, (ctypes.c_char_p, ctypes.c_int)
+    except Exception:  # noqa: BLE001 - an optimization: cuda-bindings loads it otherwise
+        return
+    _loader = threading.Thread(
+        target=_load, args=(dlopen, files), name="tirx-nvrtc-load", daemon=True
+    )
     _loader.start()
 
 
-def _preload() -> None:
-    try:
-        import ctypes
-        import glob
+def _nvrtc_files() -> list[str]:
+    """NVRTC's library as cuda.pathfinder finds it, and the one builtins library beside it."""
+    from cuda.pathfinder._dynamic_libs.lib_descriptor import LIB_DESCRIPTORS
+    from cuda.pathfinder._dynamic_libs.search_steps import (
+        EARLY_FIND_STEPS,
+        SearchContext,
+        run_find_steps,
+    )
 
-        from cuda.pathfinder._dynamic_libs.lib_descriptor import LIB_DESCRIPTORS
-        from cuda.pathfinder._dynamic_libs.search_steps import (
-            EARLY_FIND_STEPS,
-            SearchContext,
-            run_find_steps,
-        )
+    found = run_find_steps(SearchContext(LIB_DESCRIPTORS["nvrtc"]), EARLY_FIND_STEPS)
+    if found is None:
+        return []
+    library = str(found.abs_path)
+    folder = os.path.dirname(os.path.realpath(library))
+    builtins = [
+        os.path.join(folder, name)
+        for name in os.listdir(folder)
+        if name.startswith("libnvrtc-builtins.so.") and ".alt." not in name
+    ]
+    if len(builtins) > 1:
+        return []  # which one NVRTC wants is cuda.pathfinder's to say
+    return [library, *builtins]
 
-        found = run_find_steps(SearchContext(LIB_DESCRIPTORS["nvrtc"]), EARLY_FIND_STEPS)
-        if found is None:
+
+def _load(dlopen, files: list[str]) -> None:
+    for f in files:
+        if not dlopen(f.encode(), os.RTLD_NOW | os.RTLD_GLOBAL):
             return
-        library = str(found.abs_path)
-        # NVRTC finds its builtins library beside it only when that is loaded first (what
-        # cuda.pathfinder does after loading NVRTC itself)
-        builtins = [
-            f
-            for f in glob.glob(os.path.join(os.path.dirname(os.path.realpath(library)),
-                                            "libnvrtc-builtins.so.*"))
-            if ".alt." not in f
-        ]  # fmt: skip
-        if len(builtins) > 1:
-            return  # which one NVRTC wants is cuda.pathfinder's to say
-        dlopen = ctypes.CDLL(None).dlopen
-        dlopen.restype, dlopen.argtypes = ctypes.c_void_p, (ctypes.c_char_p, ctypes.c_int)
-        for f in (library, *builtins):
-            if not dlopen(f.encode(), os.RTLD_NOW | os.RTLD_GLOBAL):
-                return
-            preloaded.append(f)
-    except Exception:  # noqa: BLE001 - an optimization: cuda-bindings loads it otherwise
-        return
+        preloaded.append(f)
 
 
 @functools.cache
