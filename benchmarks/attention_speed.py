@@ -16,7 +16,8 @@ and 16 k tokens by default: thousands of query tiles at every length, enough to 
   (``kernel="wgmma"``, FlashAttention-3's structure; ``flash_attention``'s default there), on
   an sm_90 GPU only; with
   ``--wgmma-configs`` each named configuration (``BNxSTAGES`` plus ``-pp`` for the ping-pong,
-  ``-ov`` for the overlap of the two products, e.g. ``128x2-pp-ov``) is timed and the fastest
+  ``-ov`` for the overlap of the two products, ``-ax`` for the approx softmax, e.g.
+  ``128x2-pp-ov``) is timed and the fastest
   counts, its name printed beside it (the default: the kernel's default configuration);
 * **SDPA**: ``torch.nn.functional.scaled_dot_product_attention`` with each backend forced by
   ``torch.nn.attention.sdpa_kernel``: cuDNN, flash and efficient (a backend that refuses a
@@ -55,7 +56,7 @@ TRITON_CONFIGS = ((128, 64, 4, 3), (128, 64, 8, 3), (128, 128, 8, 2), (64, 64, 4
 
 
 def wgmma_configs(text: str) -> list:
-    """``--wgmma-configs``: ``BNxSTAGES[-pp][-ov]`` names, comma separated, as configurations
+    """``--wgmma-configs``: ``BNxSTAGES[-pp][-ov][-ax]`` names, comma separated, as configurations
     of ``tirx.examples.attention_wgmma`` (an empty text: its default per head dim)."""
     from tirx.examples.attention_wgmma import WgmmaAttentionConfig
 
@@ -63,18 +64,20 @@ def wgmma_configs(text: str) -> list:
     for name in filter(None, (x.strip() for x in text.split(","))):
         head, *flags = name.split("-")
         m = re.fullmatch(r"(\d+)x(\d+)", head)
-        if not m or set(flags) - {"pp", "ov"}:
-            raise ValueError(f"wgmma config {name!r} is not BNxSTAGES[-pp][-ov]")
+        if not m or set(flags) - {"pp", "ov", "ax"}:
+            raise ValueError(f"wgmma config {name!r} is not BNxSTAGES[-pp][-ov][-ax]")
         cfg = WgmmaAttentionConfig(
-            int(m[1]), int(m[2]), pingpong="pp" in flags, overlap="ov" in flags
-        )
+            int(m[1]), int(m[2]), pingpong="pp" in flags, overlap="ov" in flags,
+            approx="ax" in flags,
+        )  # fmt: skip
         cfg.check()
         out.append((name, cfg))
     return out
 
 
 def config_name(cfg) -> str:
-    return f"{cfg.block_n}x{cfg.stages}" + "-pp" * cfg.pingpong + "-ov" * cfg.overlap
+    flags = "-pp" * cfg.pingpong + "-ov" * cfg.overlap + "-ax" * cfg.approx
+    return f"{cfg.block_n}x{cfg.stages}{flags}"
 
 
 @dataclass
@@ -139,6 +142,21 @@ def table(cells: list[Cell]) -> str:
         cols.append(f"{c.ms[sdpa] / c.ms[tr]:.2f}" if sdpa and tr else "–")
         lines.append("| " + " | ".join(cols) + " |")
     return "\n".join(lines)
+
+
+def config_table(cells: list[Cell]) -> str:
+    """TFLOP/s of each wgmma configuration timed (when more than one was), per case: the A/B
+    behind the main table's fastest."""
+    names = sorted({n for c in cells for n in c.ms if n.startswith("tirx wgmma ")})
+    if len(names) < 2:
+        return ""
+    head = "| dtype | d | mode | seq | " + " | ".join(n[11:] for n in names) + " |"
+    lines = [head, "|---|---|---|---|" + "---|" * len(names)]
+    for c in cells:
+        cols = [c.dtype, str(c.head_dim), "causal" if c.causal else "full", str(c.seq)]
+        cols += [_tf(c, n) for n in names]
+        lines.append("| " + " | ".join(cols) + " |")
+    return "\n".join(["TFLOP/s of each wgmma configuration:", "", *lines])
 
 
 def _tf(cell: Cell, name: str) -> str:
@@ -354,13 +372,14 @@ def report_body(cells: list[Cell], reps: int) -> str:
             "that for causal. tirx: `tirx.examples.attention_mma` (mma.sync, its default "
             "configuration per head dim); tirx wgmma: `tirx.examples.attention_wgmma` "
             "(FlashAttention-3's structure, sm_90 only), the fastest of the configurations timed "
-            "(named in parentheses: BNxSTAGES, -pp ping-pong, -ov overlap); each executable "
+            "(named in parentheses: BNxSTAGES, -pp ping-pong, -ov overlap, -ax the approx softmax); each executable "
             "called directly. "
             "Ratios: the fastest SDPA backend's time / tirx's (or Triton's), above 1 is "
             "faster than SDPA.",
             "",
             table(cells),
             "",
+            config_table(cells),
         ]
     )
 
@@ -377,7 +396,7 @@ def main(argv=None) -> int:
     ap.add_argument(
         "--wgmma-configs",
         default="",
-        help="configurations of the wgmma kernel to time, BNxSTAGES[-pp][-ov], comma separated "
+        help="configurations of the wgmma kernel to time, BNxSTAGES[-pp][-ov][-ax], comma separated "
         "(default: its default per head dim); the fastest counts",
     )
     report.add_output_arguments(ap, "attention_speed")

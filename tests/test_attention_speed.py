@@ -88,3 +88,22 @@ def test_without_a_gpu_it_says_so_and_stops(monkeypatch, capsys):
     monkeypatch.setattr(gemm_speed, "gpu_visible", lambda: False)
     assert bench.main(["--seqs", "1024"]) == 2
     assert "no NVIDIA GPU is visible" in capsys.readouterr().err
+
+
+def test_each_wgmma_configuration_gets_a_column_when_several_were_timed():
+    cell = bench.Cell("bfloat16", 128, False, 4096, 4, 16)
+    cell.ms = {"tirx wgmma 128x2": 2.0, "tirx wgmma 128x2-ax": 1.0, "sdpa cudnn": 1.5}
+    lines = bench.config_table([cell]).splitlines()
+    assert lines[2] == "| dtype | d | mode | seq | 128x2 | 128x2-ax |"
+    tf = cell.flops / 1e-3 / 1e12
+    assert lines[4] == f"| bfloat16 | 128 | full | 4096 | {tf / 2:.1f} | {tf:.1f} |"
+    del cell.ms["tirx wgmma 128x2-ax"]
+    assert bench.config_table([cell]) == ""  # one configuration: the main table says it all
+
+
+def test_the_approx_flag_names_round_trip():
+    ((name, cfg),) = bench.wgmma_configs("64x3-pp-ov-ax")
+    assert cfg.approx and cfg.pingpong and cfg.overlap and (cfg.block_n, cfg.stages) == (64, 3)
+    assert bench.config_name(cfg) == name
+    with pytest.raises(ValueError, match=r"BNxSTAGES\[-pp\]\[-ov\]\[-ax\]"):
+        bench.wgmma_configs("128x2-fast")

@@ -163,7 +163,10 @@ def fma_exact(x, y, z, bits: int) -> np.ndarray:
     """``x * y + z`` rounded once (IEEE fusedMultiplyAdd), in float32 or float64."""
     x, y, z = (np.asarray(v, dtype=F64) for v in (x, y, z))
     if bits == 32:  # the float32 product is exact in float64 (48 significand bits)
-        return _round_to_odd_sum(x * y, z).astype(F32)
+        # IEEE's NaN and infinities come out as they should (inf · 0, inf - inf: NaN; the
+        # two-sum's error term of an infinite sum is NaN and unused): numpy need not warn
+        with np.errstate(invalid="ignore", over="ignore"):
+            return _round_to_odd_sum(x * y, z).astype(F32)
     from fractions import Fraction
 
     def one(a, b, c):
