@@ -399,6 +399,33 @@ def test_a_wrong_function_is_outside_the_bound():
     assert not within_bound("tanh", x[:1], np.float32([NAN]), np.tanh(x[:1]), False).all()
 
 
+def test_raw_calls_in_an_unrolled_loop(tmp_path):
+    kernel = define(UNROLLED, tmp_path, "k")
+    src = tirx.compile(kernel, "cuda -arch=sm_90").source
+    for j in range(4):
+        assert f'asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(s[{j}]) : "f"(s[{j}]));' in src
+    x = np.random.default_rng(3).normal(0, 4, (4, 32)).astype(np.float32)
+    out = np.zeros((4, 32), np.float32)
+    tirx.compile(kernel, "sim")(x, out)
+    for j in range(4):
+        assert (ulps(out[j], model("ex2.approx.ftz.f32", x[j], x[j])) <= 1).all()
+
+
+UNROLLED = """
+@T.function
+def k(X: T.Tensor((4, 32), "float32"), O: T.Tensor((4, 32), "float32")):
+    T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=32))
+    i = T.cuda.thread_idx("x")
+    s = T.alloc_local((4,), "float32")
+    for j in T.unroll(4):
+        s[j] = X[j, i]
+    for j in T.unroll(4):
+        T.ptx["ex2.approx.ftz.f32"](s[j], s[j])
+    for j in T.unroll(4):
+        O[j, i] = s[j]
+"""
+
+
 # -------------------------------------------------------------------------- misuse
 
 MISUSE = """
@@ -432,7 +459,7 @@ def k(X: T.Tensor((64,), "float32")):
         ('T.ptx["rcp.approx.f32"](s[0], T.float64(X[i]))', "a is float64",
          "T.float64(X[i])", "rounding"),
         ('T.ptx["max.f32"](s[i % 2], s[1], 2.0)', "not known at compile time", "s[i % 2]",
-         "a constant"),
+         "T.unroll"),
         ('T.ptx["tanh.approx.ftz.f32"](s[0], X[i])', "has no .ftz",
          'T.ptx["tanh.approx.ftz.f32"](s[0], X[i])', "tanh.approx.f32"),
         ('T.ptx.max.xorsign.abs.f32(s[0], X[i], X[i])', "unknown or unsupported",

@@ -16,8 +16,9 @@ The forms tirx has, as the ISA spells them::
 
 Raw calls only, in either spelling: ``T.ptx["ex2.approx.ftz.f32"](s[i], x)`` or the real
 TIRx's ``T.ptx.ex2.approx.ftz.f32(s[i], x)``. ``d`` is written: an element of a local
-``float32`` array (a register) at a compile-time index; ``a`` and ``b`` are ``float32`` values
-(a register, a load, an expression, a number). ``d`` may be ``a`` or ``b``
+``float32`` array (a register) at a compile-time index (a constant, or the variable of a
+``T.unroll`` loop); ``a`` and ``b`` are ``float32`` values (a register, a load, an expression, a
+number). ``d`` may be ``a`` or ``b``
 (``T.ptx["ex2.approx.ftz.f32"](s[i], s[i])``): the instruction reads its operands before it
 writes.
 """
@@ -136,7 +137,8 @@ def _destination(text: str, e, span, address) -> ir.RegVector:
         raise ContractError(
             f"{text}: d's index into {name!r} is not known at compile time; the instruction "
             "names its register",
-            hint="index it with a constant (a loop's variable is a run-time value)",
+            hint="index with a constant, or loop with T.unroll(n) (each copy of its body then "
+            "has its own index)",
         ).with_span(span)
     return ir.RegVector((ir.LocalReg(buf, slot, e.dtype),), True)
 
@@ -188,9 +190,10 @@ Register-only `.f32` instructions beyond what CUDA's math library gives without
 `--use_fast_math` (tirx compiles without it: `T.exp2` is `exp2f`, within 2 ulp, several
 instructions): the special function unit's approximations `ex2`, `lg2`, `sin`, `cos`, `tanh`,
 `rcp`, `rsqrt`, and `max`/`min` with the `.ftz` and `.NaN` modifiers (plain `max.f32` is
-`fmaxf`'s own instruction, here too). Raw calls, `T.ptx["ex2.approx.ftz.f32"](s[0], x)` or
-the real TIRx's `T.ptx.ex2.approx.ftz.f32(s[0], x)`: `d` an element of a local float32 array
-at a compile-time index, `a` (and `b`) float32 values; `d` may be an input (`(s[0], s[0])`).
+`fmaxf`'s own instruction, here too). Raw calls, `T.ptx["ex2.approx.ftz.f32"](s[i], x)` or
+the real TIRx's `T.ptx.ex2.approx.ftz.f32(s[i], x)`: `d` an element of a local float32 array
+at a compile-time index (a constant, or the variable of a `T.unroll` loop), `a` (and `b`)
+float32 values; `d` may be an input (`(s[i], s[i])`).
 Checked when lowering, a `ContractError` at the operand: the operand count, a `d` that is not
 a local float32 element or whose index is not known, an input of another dtype
 (`T.float32(x)` converts), the arch (`tanh` sm_75, `.NaN` sm_80; the others are the ISA's "all
