@@ -233,8 +233,9 @@ MINMAX_NOTES = """
 - `.ftz` flushes subnormal operands to zero of the same sign first, so `max.ftz(1e-40, -0)`
   is +0 and `min.ftz(-1e-40, +0)` is -0; the result, an operand, is then never subnormal.
 
-Not here: `.xorsign.abs` (sm_86), the three-operand form (sm_100), `.f64` (`T.max` on
-float64 values is `fmax`).
+Not here: `.xorsign.abs` (sm_86), the three-operand form (sm_100), `.f64`. `T.max(a, b)` on
+floats is another thing: the real TIRx's select `a if a > b or a != a else b`, NaN when either
+operand is NaN (as with `.NaN`), but of two zeros the second.
 """
 
 _NO_PICTURE = "each thread computes on its own scalar registers; there is no fragment"
