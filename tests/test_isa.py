@@ -111,6 +111,9 @@ def test_the_supported_forms_parse_back_to_themselves():
         assert spec.spell(dict(c.modifiers)) == text
 
 
+_FLOAT_OPS = ("ex2", "lg2", "sin", "cos", "tanh", "rcp", "rsqrt", "max", "min")
+
+
 def test_the_forms_the_brief_asks_for_are_there():
     forms = set(isa.supported_forms())
     for k, ab in [(8, "tf32"), (4, "tf32")]:
@@ -123,6 +126,7 @@ def test_the_forms_the_brief_asks_for_are_there():
         *("cp.async", "cp.reduce.async", "fence.proxy", "mbarrier", "fence.mbarrier_init"),
         *("wgmma", "movmatrix", "barrier.cluster", "mapa", "ld.shared::cluster"),
         *("st.shared::cluster", "setmaxnreg", "bar"),  # bar: also barrier.*
+        *(f"{m}." for m in _FLOAT_OPS),
     )
     assert len([t for t in forms if not t.startswith(others)]) == 36
 
@@ -191,6 +195,7 @@ _WGMMA = [t for t in isa.supported_forms() if t.startswith("wgmma.mma_async")]
             or "wgmma" in t
             or "setmaxnreg" in t
             or t.split(".")[0] in ("bar", "barrier")  # named barriers: no fragments
+            or t.split(".")[0] in _FLOAT_OPS  # scalar registers: no fragments
         )
         and "cluster" not in t
         and not t.startswith("mapa")

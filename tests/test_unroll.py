@@ -104,3 +104,37 @@ def test_a_contract_error_in_a_copy_is_at_the_users_line():
         tirx.compile(make_sliced(unroll=True, a_layout=WRONG_A), target="sim")
     assert "ar.view(1, 2, 16, 8, layout=a_layout)[:, kq : kq + 1, :, :]" in str(info.value)
     assert info.value.span.file == __file__
+
+
+def make_raw(loop):
+    """Each of four registers through a raw call in a loop over them."""
+
+    @T.function
+    def raw(X: T.Tensor((4, 32), "float32"), Out: T.Tensor((4, 32), "float32")):
+        T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=32))
+        lane = T.cuda.lane_id()
+        s = T.alloc_local((4,), "float32")
+        for j in T.unroll(4):
+            s[j] = X[j, lane]
+        for j in loop(4):
+            T.ptx["max.f32"](s[j], s[j], 0.0)
+        for j in T.unroll(4):
+            Out[j, lane] = s[j]
+
+    return raw
+
+
+def test_a_raw_call_that_picks_registers_is_unrolled_too():
+    """``T.ptx["max.f32"](s[j], s[j], 0.0)`` names registers by ``j``: its T.unroll loop is
+    expanded (four calls, one per register); the loops without a raw call stay loops."""
+    x = _ints(4, 32, seed=2).float()
+    out = torch.zeros(4, 32)
+    exe = tirx.compile(make_raw(T.unroll), target="sim")
+    exe(x, out)
+    assert torch.equal(out, x.clamp(min=0))
+    calls = [n for n in walk(exe.lowered.body) if isinstance(n, ir.PtxCall)]
+    assert [c.operands[0].regs[0].slot for c in calls] == [0, 1, 2, 3]
+    loops = [n for n in walk(exe.lowered.body) if isinstance(n, ir.For)]
+    assert len(loops) == 2
+    with pytest.raises(ContractError, match="not known at compile time"):
+        tirx.compile(make_raw(T.serial), target="sim")

@@ -153,6 +153,13 @@ ROWS: tuple[Row, ...] = (
         ptx=("bar", "barrier"),
         cuda_names=("warpgroup_sync",),
     ),  # fmt: skip
+    # register-only float instructions CUDA's library gives only under fast math: the .approx
+    # functions of the special function unit, and max/min with .ftz and .NaN
+    Row(
+        "float_ops",
+        ("isa", "cuda", "sim"),
+        ptx=("ex2", "lg2", "sin", "cos", "tanh", "rcp", "rsqrt", "max", "min"),
+    ),  # fmt: skip
     # construct families: calls of T and T.cuda with IR nodes of their own
     Row(
         "warp_collectives",

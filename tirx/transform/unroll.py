@@ -1,4 +1,5 @@
-"""Unrolling the ``T.unroll`` loops whose tile operations pick registers by the loop variable.
+"""Unrolling the ``T.unroll`` loops whose tile operations (or raw ``T.ptx`` calls) pick
+registers by the loop variable.
 
 An instruction names its registers at compile time, so a register operand of a tile operation
 must start at a compile-time slot (tirx/isa/operands.py). In
@@ -6,7 +7,8 @@ must start at a compile-time slot (tirx/isa/operands.py). In
     for kq in T.unroll(KQ):
         T.cuda.tile.apply(T.ptx[mma], acc_view, q.view(1, KQ, 16, 8, layout=L)[:, kq : kq + 1], ...)
 
-the slot depends on ``kq``, which is a compile-time value in each copy of an unrolled loop.
+the slot depends on ``kq``, which is a compile-time value in each copy of an unrolled loop (as
+does the register of ``T.ptx["ex2.approx.ftz.f32"](s[j], s[j])`` in a loop over ``j``).
 Such a loop is expanded before it is lowered: one copy of its body per iteration, the loop
 variable replaced by the iteration's value (folded), so every copy's register views start at
 a known slot. Only these loops are expanded; any other ``T.unroll`` loop stays a loop in the
@@ -26,20 +28,31 @@ __all__ = ["picks_registers", "unrolled"]
 
 def picks_registers(loop: ir.For) -> bool:
     """Whether ``loop`` is a ``T.unroll`` loop with a tile operation in its body whose
-    register operand's first slot depends on the loop variable."""
+    register operand's first slot depends on the loop variable, or a raw ``T.ptx`` call whose
+    register operand (an element of a local array) is indexed by it."""
     if loop.kind is not ir.LoopKind.UNROLL:
         return False
+
+    def uses_var(e) -> bool:
+        return isinstance(e, ir.Expr) and any(n is loop.var for n in walk(e))
+
     for node in walk(loop.body):
-        if not isinstance(node, ir.TileOp):
-            continue
-        for v in node.operands:
-            if (
-                isinstance(v, ir.View)
-                and v.buffer.scope is ir.Scope.LOCAL
-                and isinstance(v.elem_offset, ir.Expr)
-                and any(n is loop.var for n in walk(v.elem_offset))
-            ):
-                return True
+        if isinstance(node, ir.TileOp):
+            for v in node.operands:
+                if (
+                    isinstance(v, ir.View)
+                    and v.buffer.scope is ir.Scope.LOCAL
+                    and uses_var(v.elem_offset)
+                ):
+                    return True
+        elif isinstance(node, ir.RawPtx):
+            for e in node.operands:
+                if (
+                    isinstance(e, ir.ElemLoad)
+                    and e.view.buffer.scope is ir.Scope.LOCAL
+                    and (uses_var(e.view.elem_offset) or any(map(uses_var, e.indices)))
+                ):
+                    return True
     return False
 
 
