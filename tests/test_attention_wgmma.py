@@ -63,6 +63,10 @@ CASES = [
     ((1, 1, 1, 128, 128, 128), BF16, False, WgmmaAttentionConfig(overlap=True)),  # one tile
     ((1, 2, 1, 200, 330, 128), F16, True, WgmmaAttentionConfig(overlap=True)),
     ((1, 1, 1, 256, 448, 64), BF16, True, WgmmaAttentionConfig(64, 3, True, True)),
+    # the softmax as FlashAttention-3 writes it (max.f32, fma, ex2.approx.ftz)
+    ((1, 2, 1, 200, 330, 128), BF16, True, WgmmaAttentionConfig(approx=True)),
+    ((1, 1, 1, 128, 384, 64), F16, False, WgmmaAttentionConfig(approx=True)),
+    ((1, 1, 1, 256, 448, 64), F16, True, WgmmaAttentionConfig(64, 3, True, True, True)),
 ]
 
 
@@ -72,6 +76,7 @@ def _id(case):
     if cfg:
         n = f"-n{cfg.block_n}s{cfg.stages}"
         n += ("-pingpong" if cfg.pingpong else "") + ("-overlap" if cfg.overlap else "")
+        n += "-approx" if cfg.approx else ""
     return f"{b}x{h}/{hk}-{sq}x{sk}-d{d}-{str(dtype)[6:]}{'-causal' if causal else ''}{n}"
 
 
@@ -303,6 +308,27 @@ def test_sm_90a_build_has_no_spills_and_the_fa3_instructions(head_dim, dtype, pi
         assert "WARPGROUP.DEPBAR.LE gsb0, 0x1" in sass
 
 
+@pytest.mark.parametrize("head_dim", [64, 128])
+def test_the_approx_softmax_is_fewer_instructions(head_dim):
+    """max.f32 is one FMNMX, and the scale folded into each exponent's fma leaves no pass that
+    scales the scores: the approx build's SASS is shorter, without spills."""
+    _nvrtc()
+    counts = {}
+    for approx in (False, True):
+        cfg = WgmmaAttentionConfig(approx=approx)
+        kernel = make_attention(2, 8, 8, 1024, 1024, head_dim, "bfloat16", True, cfg)
+        exe = tirx.compile(kernel, target="cuda -arch=sm_90a")
+        st = exe.stats
+        assert st["spill_stores"] == 0 and st["spill_loads"] == 0 and st["stack_bytes"] == 0
+        sass = exe.sass
+        if sass is None:
+            pytest.skip("no disassembler (nvdisasm/cuobjdump) installed")
+        ops = re.findall(r"^\s+/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]*)", sass, re.M)
+        counts[approx] = (len(ops), sum(o.startswith("FMNMX") for o in ops))
+    assert counts[True][1] > 0 and counts[False][1] == 0, counts
+    assert counts[True][0] < counts[False][0], counts
+
+
 # ------------------------------------------------------------------------------- GPU
 
 
@@ -335,8 +361,10 @@ def test_gpu_matches_sdpa_and_float64(shape, dtype, causal):
         WgmmaAttentionConfig(pingpong=True),
         WgmmaAttentionConfig(overlap=True),
         WgmmaAttentionConfig(64, 3, pingpong=True, overlap=True),
+        WgmmaAttentionConfig(approx=True),
+        WgmmaAttentionConfig(64, 3, pingpong=True, overlap=True, approx=True),
     ],
-    ids=["default", "pingpong", "overlap", "n64s3-both"],
+    ids=["default", "pingpong", "overlap", "n64s3-both", "approx", "n64s3-both-approx"],
 )
 @pytest.mark.parametrize("head_dim", [64, 128])
 def test_gpu_equals_the_simulator(head_dim, cfg):

@@ -44,7 +44,15 @@ as two commit groups, ``wait_group 1`` lets the scores land while ``P V`` runs o
 of tile ``j`` keeps its exponentials in S's f32 registers, and only after ``wait_group 0`` are
 O rescaled, P rounded and tile ``j - 1``'s stage released.
 
-Both options are off by default: in the one H100 run (benchmarks/results/attention_speed-h100.md)
+With ``cfg.approx`` the softmax is written with FlashAttention-3's instructions: the row
+maxima of the unscaled scores through ``max.f32`` (one ``FMNMX`` each; for ``scale > 0`` the
+maximum of the scaled scores is ``scale`` times theirs), and each exponential as one fma
+``s · cs - max · cs`` and ``ex2.approx.ftz.f32`` (one ``MUFU.EX2``; the ISA bounds its
+relative error, docs/instructions.md), where the exact form scales every score first, takes
+``T.max`` (which propagates NaN: a compare and two selects) and calls ``exp2f`` (a range
+reduction around ``MUFU.EX2``). ``flash_attention`` uses it only for a positive scale.
+
+Both scheduling options are off by default: in the one H100 run (benchmarks/results/attention_speed-h100.md)
 the two together beat the default only at head dim 64, causal. Not here
 (FlashAttention-3 has them): a persistent grid, separate K and V barriers, and an epilogue
 through shared memory and TMA.
@@ -75,12 +83,14 @@ COLS = 64  # head-dim columns per swizzled box: 128 bytes of 16-bit elements
 class WgmmaAttentionConfig:
     """``block_n`` keys per K/V tile, ``stages`` shared stages of each; ``pingpong``: the two
     consumer warpgroups take turns to issue ``S = Q Kᵀ``; ``overlap``: each consumer issues
-    tile ``j``'s ``Q Kᵀ`` with tile ``j - 1``'s ``P V`` (module doc)."""
+    tile ``j``'s ``Q Kᵀ`` with tile ``j - 1``'s ``P V``; ``approx``: the softmax's
+    instructions as FlashAttention-3 writes them, for a positive ``scale`` only (module doc)."""
 
     block_n: int = 128
     stages: int = 2
     pingpong: bool = False
     overlap: bool = False
+    approx: bool = False
 
     def check(self) -> None:
         if self.block_n not in (64, 128):
@@ -139,6 +149,7 @@ def make_attention(
     cfg.check()
     ab = "f16" if dtype == "float16" else "bf16"
     D, BN, STAGES, PINGPONG, OVERLAP = head_dim, cfg.block_n, cfg.stages, cfg.pingpong, cfg.overlap
+    APPROX = cfg.approx
     KB = D // COLS  # 64-column boxes per row of Q, K or V
     wgmma_s = f"wgmma.mma_async.sync.aligned.m64n{BN}k16.f32.{ab}.{ab}"
     wgmma_o = f"wgmma.mma_async.sync.aligned.m64n{D}k16.f32.{ab}.{ab}"
@@ -205,8 +216,10 @@ def make_attention(
 
     @T.macro
     def scale_scores(s, cs):
-        for i in T.unroll(BN // 2):
-            s[i] = s[i] * cs
+        """S · scale · log2(e) (with ``approx`` the scale is folded into the exponent's fma)."""
+        if not APPROX:
+            for i in T.unroll(BN // 2):
+                s[i] = s[i] * cs
 
     @T.macro
     def mask(s, j, w0, w, g, t):
@@ -222,9 +235,31 @@ def make_attention(
                         s[4 * ni + e] = -T.infinity(ty="float32")
 
     @T.macro
-    def softmax_in_place(s, row_max, row_sum, alpha):
-        """Each row's new maximum over its quad, alpha = exp2(old - new), the exponentials
-        in S's registers and the row sums rescaled: no register of O or P is touched."""
+    def softmax_approx(s, row_max, row_sum, alpha, cs, mx):
+        """The same on unscaled scores (their maximum is the scaled one's for scale > 0):
+        ``max.f32`` for the maxima, one fma ``s · cs - max · cs`` and ``ex2.approx.ftz`` per
+        score."""
+        for hf in T.unroll(2):
+            mx[0] = row_max[hf]
+            for ni in T.unroll(NS):
+                T.ptx["max.f32"](mx[1], s[4 * ni + 2 * hf], s[4 * ni + 2 * hf + 1])
+                T.ptx["max.f32"](mx[0], mx[0], mx[1])
+            T.ptx["max.f32"](mx[0], mx[0], T.cuda.__shfl_xor_sync(0xFFFFFFFF, mx[0], 1))
+            T.ptx["max.f32"](mx[0], mx[0], T.cuda.__shfl_xor_sync(0xFFFFFFFF, mx[0], 2))
+            mc = mx[0] * cs
+            T.ptx["ex2.approx.ftz.f32"](alpha[hf], row_max[hf] * cs - mc)
+            row_max[hf] = mx[0]
+            total = T.float32(0)
+            for ni in T.unroll(NS):
+                for e in T.unroll(2):
+                    x = T.fma(s[4 * ni + 2 * hf + e], cs, -mc)
+                    T.ptx["ex2.approx.ftz.f32"](s[4 * ni + 2 * hf + e], x)
+                    total = total + s[4 * ni + 2 * hf + e]
+            row_sum[hf] = row_sum[hf] * alpha[hf] + total
+
+    @T.macro
+    def softmax_exact(s, row_max, row_sum, alpha):
+        """On scores already scaled: T.max (NaN-propagating) and exp2f (2 ulp)."""
         for hf in T.unroll(2):
             m = row_max[hf]
             for ni in T.unroll(NS):
@@ -240,6 +275,15 @@ def make_attention(
                     total = total + x
                     s[4 * ni + 2 * hf + e] = x
             row_sum[hf] = row_sum[hf] * alpha[hf] + total
+
+    @T.macro
+    def softmax_in_place(s, row_max, row_sum, alpha, cs, mx):
+        """Each row's new maximum over its quad, alpha = exp2(old - new), the exponentials
+        in S's registers and the row sums rescaled: no register of O or P is touched."""
+        if APPROX:
+            softmax_approx(s, row_max, row_sum, alpha, cs, mx)
+        else:
+            softmax_exact(s, row_max, row_sum, alpha)
 
     @T.macro
     def rescale_and_round(o, p, s, alpha):
@@ -266,6 +310,7 @@ def make_attention(
         row_max = T.alloc_local((2,), "float32")  # rows 16 w + g and 16 w + g + 8
         row_sum = T.alloc_local((2,), "float32")  # this lane's columns only
         alpha = T.alloc_local((2,), "float32")  # exp2(old max - new max) per row
+        mx = T.alloc_local((2,), "float32")  # approx: a running maximum and a pair's
         pair = T.alloc_local((2,), dtype)
         for i in T.unroll(D // 2):
             o[i] = T.float32(0)
@@ -296,7 +341,7 @@ def make_attention(
                 scale_scores(s, cs)
                 mask(s, j, w0, w, g, t)
                 # online softmax on the fragment, then O rescaled and P rounded
-                softmax_in_place(s, row_max, row_sum, alpha)
+                softmax_in_place(s, row_max, row_sum, alpha, cs, mx)
                 rescale_and_round(o, p, s, alpha)
                 T.ptx["wgmma.fence.sync.aligned"]()
                 issue_pv(o_acc, p_a, v_s, st)
@@ -315,7 +360,7 @@ def make_attention(
             T.ptx["wgmma.wait_group.sync.aligned"](0)
             scale_scores(s, cs)
             mask(s, 0, w0, w, g, t)
-            softmax_in_place(s, row_max, row_sum, alpha)
+            softmax_in_place(s, row_max, row_sum, alpha, cs, mx)
             rescale_and_round(o, p, s, alpha)
             for j in range(1, n_kv):
                 st = j % STAGES
@@ -331,7 +376,7 @@ def make_attention(
                 T.ptx["wgmma.wait_group.sync.aligned"](1)  # S_j has landed; P V may run on
                 scale_scores(s, cs)
                 mask(s, j, w0, w, g, t)
-                softmax_in_place(s, row_max, row_sum, alpha)
+                softmax_in_place(s, row_max, row_sum, alpha, cs, mx)
                 T.ptx["wgmma.wait_group.sync.aligned"](0)  # P_(j-1) V_(j-1) is done too
                 T.ptx[ARRIVE](empty[sp])  # with tile j - 1's stage
                 rescale_and_round(o, p, s, alpha)
@@ -356,7 +401,10 @@ def make_attention(
                     pair[1] = T.cast(o[4 * dn + 2 * hf + 1] * inv, dtype)
                     o_w[b, h, row, dn * 4 + t] = pair.view("uint32")[0]
                 if t == 0:
-                    LSE[b, h, row] = (row_max[hf] + T.log2(total)) * LN2
+                    if APPROX:  # the maximum of unscaled scores
+                        LSE[b, h, row] = (row_max[hf] * cs + T.log2(total)) * LN2
+                    else:
+                        LSE[b, h, row] = (row_max[hf] + T.log2(total)) * LN2
 
     @T.function
     def attention(
