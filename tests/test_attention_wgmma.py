@@ -323,7 +323,9 @@ def test_the_approx_softmax_is_fewer_instructions(head_dim):
         sass = exe.sass
         if sass is None:
             pytest.skip("no disassembler (nvdisasm/cuobjdump) installed")
-        ops = re.findall(r"^\s+/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]*)", sass, re.M)
+        ops = re.findall(
+            r"^\s+/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]*)", sass, re.M
+        )
         counts[approx] = (len(ops), sum(o.startswith("FMNMX") for o in ops))
     assert counts[True][1] > 0 and counts[False][1] == 0, counts
     assert counts[True][0] < counts[False][0], counts
