@@ -50,10 +50,13 @@ maximum of the scaled scores is ``scale`` times theirs), and each exponential as
 ``s · cs - max · cs`` and ``ex2.approx.ftz.f32`` (one ``MUFU.EX2``; the ISA bounds its
 relative error, docs/instructions.md), where the exact form scales every score first, takes
 ``T.max`` (which propagates NaN: a compare and two selects) and calls ``exp2f`` (a range
-reduction around ``MUFU.EX2``). ``flash_attention`` uses it only for a positive scale.
+reduction around ``MUFU.EX2``). It is the default configuration. For a scale that is not
+positive the kernel takes the exact form (a branch on the run-time scale, the same in every
+thread), so its results are right for any scale.
 
-Both scheduling options are off by default: in the one H100 run (benchmarks/results/attention_speed-h100.md)
-the two together beat the default only at head dim 64, causal. Not here
+Both scheduling options are off by default: in the H100 run of
+benchmarks/results/attention_speed-h100.md the default (with the approx softmax) beat the two
+together (also with it) in all eight cases timed. Not here
 (FlashAttention-3 has them): a persistent grid, separate K and V barriers, and an epilogue
 through shared memory and TMA.
 """
@@ -84,7 +87,7 @@ class WgmmaAttentionConfig:
     """``block_n`` keys per K/V tile, ``stages`` shared stages of each; ``pingpong``: the two
     consumer warpgroups take turns to issue ``S = Q Kᵀ``; ``overlap``: each consumer issues
     tile ``j``'s ``Q Kᵀ`` with tile ``j - 1``'s ``P V``; ``approx``: the softmax's
-    instructions as FlashAttention-3 writes them, for a positive ``scale`` only (module doc)."""
+    instructions as FlashAttention-3 writes them, for a positive ``scale`` (module doc)."""
 
     block_n: int = 128
     stages: int = 2
@@ -104,8 +107,10 @@ class WgmmaAttentionConfig:
 
 
 def default_config(head_dim: int) -> WgmmaAttentionConfig:
-    """128-key tiles, two stages (160 KB of shared memory at head_dim 128, 80 KB at 64)."""
-    return WgmmaAttentionConfig(block_n=128, stages=2)
+    """128-key tiles, two stages (160 KB of shared memory at head_dim 128, 80 KB at 64), the
+    approx softmax: the fastest in benchmarks/results/attention_speed-h100.md at both head
+    dims."""
+    return WgmmaAttentionConfig(block_n=128, stages=2, approx=True)
 
 
 def accumulator_layout(n: int) -> TileLayout:
@@ -215,11 +220,19 @@ def make_attention(
             T.ptx[ARRIVE](turn[1 - cw])
 
     @T.macro
+    def scale_all(s, cs):
+        for i in T.unroll(BN // 2):
+            s[i] = s[i] * cs
+
+    @T.macro
     def scale_scores(s, cs):
-        """S · scale · log2(e) (with ``approx`` the scale is folded into the exponent's fma)."""
-        if not APPROX:
-            for i in T.unroll(BN // 2):
-                s[i] = s[i] * cs
+        """S · scale · log2(e); with ``approx`` and a positive scale the scale is folded into
+        the exponent's fma instead (``cs``, the same in every thread: a uniform branch)."""
+        if APPROX:
+            if cs <= T.float32(0):
+                scale_all(s, cs)
+        else:
+            scale_all(s, cs)
 
     @T.macro
     def mask(s, j, w0, w, g, t):
@@ -281,7 +294,10 @@ def make_attention(
         """Each row's new maximum over its quad, alpha = exp2(old - new), the exponentials
         in S's registers and the row sums rescaled: no register of O or P is touched."""
         if APPROX:
-            softmax_approx(s, row_max, row_sum, alpha, cs, mx)
+            if cs > T.float32(0):  # the maximum of unscaled scores is the scaled ones'
+                softmax_approx(s, row_max, row_sum, alpha, cs, mx)
+            else:
+                softmax_exact(s, row_max, row_sum, alpha)
         else:
             softmax_exact(s, row_max, row_sum, alpha)
 
@@ -401,8 +417,11 @@ def make_attention(
                     pair[1] = T.cast(o[4 * dn + 2 * hf + 1] * inv, dtype)
                     o_w[b, h, row, dn * 4 + t] = pair.view("uint32")[0]
                 if t == 0:
-                    if APPROX:  # the maximum of unscaled scores
-                        LSE[b, h, row] = (row_max[hf] * cs + T.log2(total)) * LN2
+                    if APPROX:
+                        if cs > T.float32(0):  # the maximum of unscaled scores
+                            LSE[b, h, row] = (row_max[hf] * cs + T.log2(total)) * LN2
+                        else:
+                            LSE[b, h, row] = (row_max[hf] + T.log2(total)) * LN2
                     else:
                         LSE[b, h, row] = (row_max[hf] + T.log2(total)) * LN2
 
