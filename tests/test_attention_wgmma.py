@@ -90,8 +90,9 @@ def test_simulator_matches_float64(case):
 @pytest.mark.parametrize("scale", [-0.125, 0.0])
 @pytest.mark.parametrize("approx", [True, False])
 def test_any_scale_is_right(approx, scale):
-    """The approx softmax folds a positive scale into its fma; for any other scale the kernel
-    takes the exact form (a branch on the run-time scale), so both are right for every scale."""
+    """The approx softmax folds a positive scale into its fma; for any other scale the
+    consumers run the exact form (one branch on the run-time scale around their code), so both
+    configurations are right for every scale."""
     shape = (1, 1, 1, 128, 200, 64)
     cfg = WgmmaAttentionConfig(approx=approx)
     o, lse, q, k, v = _run(aw, shape, BF16, True, cfg, scale=scale)
@@ -151,7 +152,7 @@ EMPTY_WAIT = """                    if j >= STAGES:  # both consumers are done w
 """
 FULL_WAIT = "T.cuda.mbarrier_wait(full[j % STAGES], (j // STAGES) % 2)"
 S_WAIT = """                T.ptx["wgmma.wait_group.sync.aligned"](0)
-                scale_scores(s, cs)"""
+                scale_scores(s, cs, ax)"""
 RELEASE = """                T.ptx["wgmma.wait_group.sync.aligned"](0)
                 T.ptx[ARRIVE](empty[st])"""
 K_COPY = "T.cuda.tile.apply(T.ptx[tma], k_s[st,"
@@ -191,7 +192,7 @@ def test_simulator_reports_a_full_barrier_parity_flipped(tmp_path):
     ids=["approx", "exact"],
 )
 def test_simulator_reports_s_read_before_its_wgmma_wait_group(tmp_path, approx, first_read):
-    twin = _twin(tmp_path, S_WAIT, "                scale_scores(s, cs)", "attn_wg_nowait")
+    twin = _twin(tmp_path, S_WAIT, "                scale_scores(s, cs, ax)", "attn_wg_nowait")
     with pytest.raises(SimulationError, match=r"reads 's' slot .* in flight") as info:
         _run(twin, THREE_TILES, cfg=twin.WgmmaAttentionConfig(approx=approx))
     assert info.value.span.line == _line(twin, first_read)  # the scores' first read

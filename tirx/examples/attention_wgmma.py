@@ -51,8 +51,9 @@ maximum of the scaled scores is ``scale`` times theirs), and each exponential as
 relative error, docs/instructions.md), where the exact form scales every score first, takes
 ``T.max`` (which propagates NaN: a compare and two selects) and calls ``exp2f`` (a range
 reduction around ``MUFU.EX2``). It is the default configuration. For a scale that is not
-positive the kernel takes the exact form (a branch on the run-time scale, the same in every
-thread), so its results are right for any scale.
+positive the consumers run the exact form: one branch on the run-time scale, the same in every
+thread, around their whole code (which the kernel then holds twice), so their loops have no
+branch and the results are right for any scale.
 
 Both scheduling options are off by default: in the H100 run of
 benchmarks/results/attention_speed-h100.md the default (with the approx softmax) beat the two
@@ -225,13 +226,9 @@ def make_attention(
             s[i] = s[i] * cs
 
     @T.macro
-    def scale_scores(s, cs):
-        """S · scale · log2(e); with ``approx`` and a positive scale the scale is folded into
-        the exponent's fma instead (``cs``, the same in every thread: a uniform branch)."""
-        if APPROX:
-            if cs <= T.float32(0):
-                scale_all(s, cs)
-        else:
+    def scale_scores(s, cs, ax):
+        """S · scale · log2(e) (the approx softmax, ``ax``, folds it into its fma instead)."""
+        if not ax:
             scale_all(s, cs)
 
     @T.macro
@@ -290,14 +287,11 @@ def make_attention(
             row_sum[hf] = row_sum[hf] * alpha[hf] + total
 
     @T.macro
-    def softmax_in_place(s, row_max, row_sum, alpha, cs, mx):
+    def softmax_in_place(s, row_max, row_sum, alpha, cs, mx, ax):
         """Each row's new maximum over its quad, alpha = exp2(old - new), the exponentials
         in S's registers and the row sums rescaled: no register of O or P is touched."""
-        if APPROX:
-            if cs > T.float32(0):  # the maximum of unscaled scores is the scaled ones'
-                softmax_approx(s, row_max, row_sum, alpha, cs, mx)
-            else:
-                softmax_exact(s, row_max, row_sum, alpha)
+        if ax:
+            softmax_approx(s, row_max, row_sum, alpha, cs, mx)
         else:
             softmax_exact(s, row_max, row_sum, alpha)
 
@@ -312,8 +306,11 @@ def make_attention(
             p[i] = T.cast(s[i], dtype)
 
     @T.macro
-    def consume(cw, tid, b, h, q0, n_kv, scale, q_s, k_s, v_s, q_full, full, empty, turn, O, LSE):
-        """Consumer warpgroup ``cw`` (0 or 1): query rows ``q0 + 64 cw ..`` of head ``(b, h)``."""
+    def consume(
+        cw, tid, b, h, q0, n_kv, scale, q_s, k_s, v_s, q_full, full, empty, turn, O, LSE, ax
+    ):
+        """Consumer warpgroup ``cw`` (0 or 1): query rows ``q0 + 64 cw ..`` of head ``(b, h)``,
+        with the approx softmax when ``ax`` (a compile-time bool)."""
         c = tid - 128  # the thread within the two consumer warpgroups
         w = (c // 32) % 4  # its warp
         lane = c % 32
@@ -354,10 +351,10 @@ def make_attention(
                 T.ptx["wgmma.commit_group.sync.aligned"]()
                 give_turn(turn, cw)
                 T.ptx["wgmma.wait_group.sync.aligned"](0)
-                scale_scores(s, cs)
+                scale_scores(s, cs, ax)
                 mask(s, j, w0, w, g, t)
                 # online softmax on the fragment, then O rescaled and P rounded
-                softmax_in_place(s, row_max, row_sum, alpha, cs, mx)
+                softmax_in_place(s, row_max, row_sum, alpha, cs, mx, ax)
                 rescale_and_round(o, p, s, alpha)
                 T.ptx["wgmma.fence.sync.aligned"]()
                 issue_pv(o_acc, p_a, v_s, st)
@@ -374,9 +371,9 @@ def make_attention(
             T.ptx["wgmma.commit_group.sync.aligned"]()
             give_turn(turn, cw)
             T.ptx["wgmma.wait_group.sync.aligned"](0)
-            scale_scores(s, cs)
+            scale_scores(s, cs, ax)
             mask(s, 0, w0, w, g, t)
-            softmax_in_place(s, row_max, row_sum, alpha, cs, mx)
+            softmax_in_place(s, row_max, row_sum, alpha, cs, mx, ax)
             rescale_and_round(o, p, s, alpha)
             for j in range(1, n_kv):
                 st = j % STAGES
@@ -390,9 +387,9 @@ def make_attention(
                 T.ptx["wgmma.commit_group.sync.aligned"]()
                 give_turn(turn, cw)
                 T.ptx["wgmma.wait_group.sync.aligned"](1)  # S_j has landed; P V may run on
-                scale_scores(s, cs)
+                scale_scores(s, cs, ax)
                 mask(s, j, w0, w, g, t)
-                softmax_in_place(s, row_max, row_sum, alpha, cs, mx)
+                softmax_in_place(s, row_max, row_sum, alpha, cs, mx, ax)
                 T.ptx["wgmma.wait_group.sync.aligned"](0)  # P_(j-1) V_(j-1) is done too
                 T.ptx[ARRIVE](empty[sp])  # with tile j - 1's stage
                 rescale_and_round(o, p, s, alpha)
@@ -417,13 +414,24 @@ def make_attention(
                     pair[1] = T.cast(o[4 * dn + 2 * hf + 1] * inv, dtype)
                     o_w[b, h, row, dn * 4 + t] = pair.view("uint32")[0]
                 if t == 0:
-                    if APPROX:
-                        if cs > T.float32(0):  # the maximum of unscaled scores
-                            LSE[b, h, row] = (row_max[hf] * cs + T.log2(total)) * LN2
-                        else:
-                            LSE[b, h, row] = (row_max[hf] + T.log2(total)) * LN2
+                    if ax:  # the maximum of unscaled scores
+                        LSE[b, h, row] = (row_max[hf] * cs + T.log2(total)) * LN2
                     else:
                         LSE[b, h, row] = (row_max[hf] + T.log2(total)) * LN2
+
+    @T.macro
+    def consumers(tid, b, h, q0, n_kv, scale, q_s, k_s, v_s, q_full, full, empty, turn, O, LSE, ax):
+        """Both consumer warpgroups (``wg`` 1 and 2)."""
+        wg = T.cuda.warpgroup_id()
+        if PINGPONG:
+            # each warpgroup in a branch of its own, with its warpgroup index a constant:
+            # they take turns
+            if wg == 1:
+                consume(0, tid, b, h, q0, n_kv, scale, q_s, k_s, v_s, q_full, full, empty, turn, O, LSE, ax)  # fmt: skip
+            else:
+                consume(1, tid, b, h, q0, n_kv, scale, q_s, k_s, v_s, q_full, full, empty, turn, O, LSE, ax)  # fmt: skip
+        else:
+            consume(wg - 1, tid, b, h, q0, n_kv, scale, q_s, k_s, v_s, q_full, full, empty, turn, O, LSE, ax)  # fmt: skip
 
     @T.function
     def attention(
@@ -484,65 +492,15 @@ def make_attention(
                     T.cuda.tile.apply(T.ptx[tma], v_s[st, :, :, :, :, :], V[:, :, :, :], box=(1, 1, BN, COLS), coords=(b, hk, j * BN, 0), coord_steps=((0, 0, 0, COLS),), swizzle=3, mbar=full[st], scope="thread")  # fmt: skip
         else:  # the consumers: 64 query rows each
             T.ptx[INC](CONSUMER_REGISTERS)
-            if PINGPONG:
-                # each warpgroup in a branch of its own, with its warpgroup index a constant:
-                # they take turns
-                if wg == 1:
-                    consume(
-                        0,
-                        tid,
-                        b,
-                        h,
-                        q0,
-                        n_kv,
-                        scale,
-                        q_s,
-                        k_s,
-                        v_s,
-                        q_full,
-                        full,
-                        empty,
-                        turn,
-                        O,
-                        LSE,
-                    )
+            if APPROX:
+                # its fma folds a positive scale (the maximum of unscaled scores is then the
+                # scaled ones'); any other takes the exact form. One branch, the same in every
+                # thread, around the consumers' whole code: their loops have none
+                if scale > T.float32(0):
+                    consumers(tid, b, h, q0, n_kv, scale, q_s, k_s, v_s, q_full, full, empty, turn, O, LSE, True)  # fmt: skip
                 else:
-                    consume(
-                        1,
-                        tid,
-                        b,
-                        h,
-                        q0,
-                        n_kv,
-                        scale,
-                        q_s,
-                        k_s,
-                        v_s,
-                        q_full,
-                        full,
-                        empty,
-                        turn,
-                        O,
-                        LSE,
-                    )
+                    consumers(tid, b, h, q0, n_kv, scale, q_s, k_s, v_s, q_full, full, empty, turn, O, LSE, False)  # fmt: skip
             else:
-                consume(
-                    wg - 1,
-                    tid,
-                    b,
-                    h,
-                    q0,
-                    n_kv,
-                    scale,
-                    q_s,
-                    k_s,
-                    v_s,
-                    q_full,
-                    full,
-                    empty,
-                    turn,
-                    O,
-                    LSE,
-                )
+                consumers(tid, b, h, q0, n_kv, scale, q_s, k_s, v_s, q_full, full, empty, turn, O, LSE, False)  # fmt: skip
 
     return attention
