@@ -55,9 +55,9 @@ positive the consumers run the exact form: one branch on the run-time scale, the
 thread, around their whole code (which the kernel then holds twice), so their loops have no
 branch and the results are right for any scale.
 
-Both scheduling options are off by default: in the H100 run of
-benchmarks/results/attention_speed-h100.md the default (with the approx softmax) beat the two
-together (also with it) in all eight cases timed. Not here
+Both scheduling options are off by default: in one H100 run (docs/gpu-runs/sessions.md,
+2026-12-05 from 16:15 UTC, run 2) the default (with the approx softmax) beat the two together
+(also with it) in all eight cases timed. Not here
 (FlashAttention-3 has them): a persistent grid, separate K and V barriers, and an epilogue
 through shared memory and TMA.
 """
