@@ -155,3 +155,38 @@ def evaluate(e, env):
         ir.Op.SHR: lambda: a >> b,
         ir.Op.SHL: lambda: a << b,
     }[e.op]()
+
+
+_REFERENCE_CUDA = r"""
+import importlib.util, sys
+from tvm_tirx.tirx import compile
+spec = importlib.util.spec_from_file_location("ref_kernel", sys.argv[1])
+module = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(module)
+ex = compile(getattr(module, sys.argv[2]), target={"kind": "cuda", "arch": "sm_90"})
+print(ex.mod.imports[0].inspect_source("cuda"))
+"""
+
+
+def reference_cuda(path: Path, kernel: str) -> str:
+    """The CUDA the real TIRx generates for ``kernel``, a ``@T.function`` of the file ``path``
+    (written with ``from tvm_tirx.script import tirx as T``), compiled for sm_90 under
+    ``TIRX_REFERENCE_PYTHON`` (skips the test without it; fails it if the real TIRx does)."""
+    import os
+    import shutil
+    import subprocess
+
+    import pytest
+
+    reference = os.environ.get("TIRX_REFERENCE_PYTHON", "")
+    if not reference:
+        pytest.skip("set TIRX_REFERENCE_PYTHON to a python with apache-tvm-tirx==0.1.0a4")
+    nvcc = shutil.which("nvcc") or "/usr/local/cuda/bin/nvcc"
+    env = dict(os.environ, CUDA_PATH=os.path.dirname(os.path.dirname(nvcc)))
+    out = subprocess.run(
+        [reference, "-c", _REFERENCE_CUDA, str(path), kernel],
+        capture_output=True, text=True, env=env, timeout=600, check=False,
+    )  # fmt: skip
+    if out.returncode:
+        pytest.fail(f"the real TIRx failed:\n{out.stderr[-3000:]}")
+    return out.stdout

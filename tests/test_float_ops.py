@@ -11,10 +11,7 @@ the ISA's maximum error for the approximations, bit for bit for max and min.
 from __future__ import annotations
 
 import math
-import os
 import re
-import shutil
-import subprocess
 
 import numpy as np
 import pytest
@@ -25,7 +22,7 @@ from tirx.errors import ContractError
 from tirx.families.float_ops.sim_values import BOUNDS, within_bound
 from tirx.isa import Family, Role
 
-from .helpers import caret_text, define
+from .helpers import caret_text, define, reference_cuda
 
 INF, NAN = math.inf, math.nan
 FUNCTIONS = ("ex2", "lg2", "sin", "cos", "tanh", "rcp", "rsqrt")
@@ -490,15 +487,6 @@ def test_numbers_are_float32_operands(tmp_path):
 
 # -------------------------------------------------------------------------- the real TIRx
 
-_REFERENCE = r"""
-import importlib.util, sys
-from tvm_tirx.tirx import compile
-spec = importlib.util.spec_from_file_location("ref_kernel", sys.argv[1])
-module = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(module)
-ex = compile(module.k, target={"kind": "cuda", "arch": "sm_90"})
-print(ex.mod.imports[0].inspect_source("cuda"))
-"""
 _ASM = re.compile(r'asm(?: volatile)?\("([^"]+)"')
 
 
@@ -507,24 +495,14 @@ def test_the_real_tirx_takes_the_same_spelling_and_instructions(tmp_path):
     """The same kernel, spelled with chains (``T.ptx.ex2.approx.ftz.f32(s[0], X[i])``), is
     accepted by the real TIRx, and its asm strings are ours (opt-in: ``TIRX_REFERENCE_PYTHON``
     names a python with apache-tvm-tirx==0.1.0a4)."""
-    reference = os.environ.get("TIRX_REFERENCE_PYTHON", "")
-    if not reference:
-        pytest.skip("set TIRX_REFERENCE_PYTHON to a python with apache-tvm-tirx==0.1.0a4")
-    ours = tirx.compile(forms_kernel(tmp_path, chains=True), "cuda -arch=sm_90").source
     path = tmp_path / "ref_kernel.py"
     path.write_text("from tvm_tirx.script import tirx as T\n\n" + forms_source(chains=True))
-    nvcc = shutil.which("nvcc") or "/usr/local/cuda/bin/nvcc"
-    env = dict(os.environ, CUDA_PATH=os.path.dirname(os.path.dirname(nvcc)))
-    out = subprocess.run(
-        [reference, "-c", _REFERENCE, str(path)],
-        capture_output=True, text=True, env=env, timeout=600, check=False,
-    )  # fmt: skip
-    if out.returncode:
-        pytest.fail(f"the real TIRx failed:\n{out.stderr[-3000:]}")
+    theirs = reference_cuda(path, "k")
+    ours = tirx.compile(forms_kernel(tmp_path, chains=True), "cuda -arch=sm_90").source
     want = {
         f"{t} %0, %1, %2;" if t.split(".")[0] in ("max", "min") else f"{t} %0, %1;" for t in FORMS
     }
-    assert {s for s in _ASM.findall(out.stdout) if s.split(" ")[0] in FORMS} == want
+    assert {s for s in _ASM.findall(theirs) if s.split(" ")[0] in FORMS} == want
     assert {s for s in _ASM.findall(ours) if s.split(" ")[0] in FORMS} == want
 
 

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 import tirx
-from tests.helpers import caret_line, define
+from tests.helpers import caret_line, define, reference_cuda
 from tirx.errors import ContractError, TirxError
 from tirx.families.math.sim import ULP_BOUND
 from tirx.ir.math_ops import MathOp as M
@@ -805,15 +805,6 @@ def test_gpu_max_min_nan_and_predicates_equal_the_simulator(tmp_path):
 
 # ------------------------------------------------------------------- against the real TIRx
 
-_REFERENCE_SCRIPT = r"""
-import importlib.util, sys
-from tvm_tirx.tirx import compile
-spec = importlib.util.spec_from_file_location("ref_kernel", sys.argv[1])
-module = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(module)
-ex = compile(module.kernel, target={"kind": "cuda", "arch": "sm_90"})
-print(ex.mod.imports[0].inspect_source("cuda"))
-"""
 # the rows whose C the real TIRx 0.1.0a4 spells as tirx does (it has no CUDA for T.fma; its
 # T.max/T.min are inline selects, the same expression as tirx's helper)
 _SAME_C = [r for r in FLOAT_ROWS if r.op not in (M.FMA, M.FMAX, M.FMIN)]
@@ -823,13 +814,6 @@ _SAME_C = [r for r in FLOAT_ROWS if r.op not in (M.FMA, M.FMAX, M.FMIN)]
 def test_the_real_tirx_calls_the_same_cuda_functions(tmp_path):
     """The CUDA function each float32 intrinsic calls is the one the real TIRx calls (opt-in:
     ``TIRX_REFERENCE_PYTHON`` names a python with apache-tvm-tirx==0.1.0a4)."""
-    import os
-    import shutil
-    import subprocess
-
-    reference = os.environ.get("TIRX_REFERENCE_PYTHON", "")
-    if not reference:
-        pytest.skip("set TIRX_REFERENCE_PYTHON to a python with apache-tvm-tirx==0.1.0a4")
     lines = "\n".join(
         f"    O[{k}, i] = T.{r.name}({', '.join(f'X[{k}, {j}, i]' for j in range(r.arity))})"
         for k, r in enumerate(_SAME_C)
@@ -842,15 +826,7 @@ def test_the_real_tirx_calls_the_same_cuda_functions(tmp_path):
         f"    T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block={N}))\n"
         f'    i = T.cuda.thread_idx("x")\n{lines}\n'
     )
-    nvcc = shutil.which("nvcc")
-    env = dict(os.environ, CUDA_PATH=os.path.dirname(os.path.dirname(nvcc)) if nvcc else "")
-    out = subprocess.run(
-        [reference, "-c", _REFERENCE_SCRIPT, str(path)],
-        capture_output=True, text=True, env=env, timeout=600, check=False,
-    )  # fmt: skip
-    if out.returncode:
-        pytest.fail(f"the real TIRx failed:\n{out.stderr[-3000:]}")
-    theirs = out.stdout
+    theirs = reference_cuda(path, "kernel")
     for r in _SAME_C:
         name = r.c32.split("(")[0] if r.op is not M.SIGMOID else "expf"
         assert f"{name}(" in theirs, (r.name, name)
