@@ -138,3 +138,50 @@ def test_a_raw_call_that_picks_registers_is_unrolled_too():
     assert len(loops) == 2
     with pytest.raises(ContractError, match="not known at compile time"):
         tirx.compile(make_raw(T.serial), target="sim")
+
+
+def make_indexed(twice: bool = False):
+    """``s[i] = max(X[t, i], 0)`` through a raw call, ``i = 2 a + e`` assigned in the body of
+    two T.unroll loops (assigned again after the call when ``twice``); ``Last`` gets ``i``
+    after the loops."""
+
+    @T.function
+    def indexed(
+        X: T.Tensor((32, 8), "float32"), O: T.Tensor((32, 8), "float32"),
+        Last: T.Tensor((32,), "int32"),
+    ):  # fmt: skip
+        T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=32))
+        t = T.cuda.thread_idx("x")
+        s = T.alloc_local((8,), "float32")
+        i = 0
+        for a in T.unroll(4):
+            for e in T.unroll(2):
+                i = 2 * a + e
+                s[i] = X[t, i]
+                T.ptx["max.f32"](s[i], s[i], 0.0)
+                O[t, i] = s[i]
+                if twice:
+                    i = i + 0
+        Last[t] = i
+
+    return indexed
+
+
+def test_a_register_indexed_by_a_variable_assigned_from_the_loop_variables():
+    """``i = 2 * a + e`` then ``s[i]``: in each copy ``i`` is a constant after its assignment,
+    so the call names its register; ``i`` keeps its last value after the loops."""
+    x = _ints(32, 8, seed=3).float()
+    out, last = torch.zeros(32, 8), torch.zeros(32, dtype=torch.int32)
+    exe = tirx.compile(make_indexed(), target="sim")
+    exe(x, out, last)
+    assert torch.equal(out, x.clamp(min=0))
+    assert (last == 7).all()
+    calls = [n for n in walk(exe.lowered.body) if isinstance(n, ir.PtxCall)]
+    assert [c.operands[0].regs[0].slot for c in calls] == list(range(8))
+    src = tirx.compile(make_indexed(), target="cuda -arch=sm_90").source
+    assert src.count('asm("max.f32 %0, %1, %2;"') == 8
+
+
+def test_a_variable_assigned_twice_in_the_body_is_not_taken_for_a_constant():
+    with pytest.raises(ContractError, match="not known at compile time"):
+        tirx.compile(make_indexed(twice=True), target="sim")

@@ -32,9 +32,10 @@ def picks_registers(loop: ir.For) -> bool:
     register operand (an element of a local array) is indexed by it."""
     if loop.kind is not ir.LoopKind.UNROLL:
         return False
+    varying = _varying(loop)
 
     def uses_var(e) -> bool:
-        return isinstance(e, ir.Expr) and any(n is loop.var for n in walk(e))
+        return isinstance(e, ir.Expr) and any(n in varying for n in walk(e))
 
     for node in walk(loop.body):
         if isinstance(node, ir.TileOp):
@@ -56,15 +57,61 @@ def picks_registers(loop: ir.For) -> bool:
     return False
 
 
+def _varying(loop: ir.For) -> set:
+    """The loop variable and the variables the body assigns from it (``i = 4 * ni + e``),
+    directly or through one another."""
+    varying = {loop.var}
+    assigns = [n for n in walk(loop.body) if isinstance(n, ir.Assign)]
+    grew = True
+    while grew:
+        grew = False
+        for a in assigns:
+            if a.var not in varying and any(n in varying for n in walk(a.value)):
+                varying.add(a.var)
+                grew = True
+    return varying
+
+
 def unrolled(loop: ir.For) -> ir.Seq:
     """The copies of ``loop``'s body, one per iteration, the variable replaced by its value
-    (``T.unroll`` bounds are compile-time: the parser checks them)."""
+    (``T.unroll`` bounds are compile-time: the parser checks them). In each copy, a variable
+    the body assigns once, at its top level, from what is then a constant (``i = 2 * a + e``)
+    is replaced by that constant in the statements after it, so a register it indexes is
+    known too (the assignment stays, for a use after the loop)."""
     start, stop = static_value(loop.start), static_value(loop.stop)
     values = range(start, stop, loop.step)
+    counts: dict = {}
+    for n in walk(loop.body):
+        if isinstance(n, ir.Assign):
+            counts[n.var] = counts.get(n.var, 0) + 1
+    once = {v for v, c in counts.items() if c == 1}
     copies = tuple(
-        _Substitute(loop.var, ir.const(i, loop.var.dtype)).visit(loop.body) for i in values
+        _fold_once_assigned(
+            _Substitute(loop.var, ir.const(i, loop.var.dtype)).visit(loop.body), once
+        )
+        for i in values
     )
     return ir.Seq(copies, loop.span)
+
+
+def _fold_once_assigned(body: ir.Stmt, once: set) -> ir.Stmt:
+    """``body`` with each variable of ``once`` that its top level assigns a constant replaced
+    by the constant in the statements after the assignment."""
+    if not isinstance(body, ir.Seq):
+        return body
+    known: list[tuple[ir.Var, ir.Const]] = []
+    out = []
+    for st in body.stmts:
+        for var, value in known:
+            st = _Substitute(var, value).visit(st)
+        if isinstance(st, ir.Assign) and st.var in once:
+            v = static_value(st.value)
+            if v is not None:
+                known.append((st.var, ir.const(v, st.var.dtype)))
+        out.append(st)
+    if all(a is b for a, b in zip(out, body.stmts)):
+        return body
+    return ir.Seq(tuple(out), body.span)
 
 
 class _Substitute(Transformer):

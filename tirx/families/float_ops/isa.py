@@ -16,8 +16,8 @@ The forms tirx has, as the ISA spells them::
 
 Raw calls only, in either spelling: ``T.ptx["ex2.approx.ftz.f32"](s[i], x)`` or the real
 TIRx's ``T.ptx.ex2.approx.ftz.f32(s[i], x)``. ``d`` is written: an element of a local
-``float32`` array (a register) at a compile-time index (a constant, or the variable of a
-``T.unroll`` loop); ``a`` and ``b`` are ``float32`` values (a register, a load, an expression, a
+``float32`` array (a register) at a compile-time index (a constant, the variable of a
+``T.unroll`` loop, or a variable its body assigns once from them); ``a`` and ``b`` are ``float32`` values (a register, a load, an expression, a
 number). ``d`` may be ``a`` or ``b``
 (``T.ptx["ex2.approx.ftz.f32"](s[i], s[i])``): the instruction reads its operands before it
 writes.
@@ -192,7 +192,8 @@ instructions): the special function unit's approximations `ex2`, `lg2`, `sin`, `
 `rcp`, `rsqrt`, and `max`/`min` with the `.ftz` and `.NaN` modifiers (plain `max.f32` is
 `fmaxf`'s own instruction, here too). Raw calls, `T.ptx["ex2.approx.ftz.f32"](s[i], x)` or
 the real TIRx's `T.ptx.ex2.approx.ftz.f32(s[i], x)`: `d` an element of a local float32 array
-at a compile-time index (a constant, or the variable of a `T.unroll` loop), `a` (and `b`)
+at a compile-time index (a constant, the variable of a `T.unroll` loop, or a variable its
+body assigns once from them: `i = 4 * ni + e`), `a` (and `b`)
 float32 values; `d` may be an input (`(s[i], s[i])`).
 Checked when lowering, a `ContractError` at the operand: the operand count, a `d` that is not
 a local float32 element or whose index is not known, an input of another dtype
