@@ -11,7 +11,9 @@ the slot depends on ``kq``, which is a compile-time value in each copy of an unr
 does the register of ``T.ptx["ex2.approx.ftz.f32"](s[j], s[j])`` in a loop over ``j``).
 Such a loop is expanded before it is lowered: one copy of its body per iteration, the loop
 variable replaced by the iteration's value (folded), so every copy's register views start at
-a known slot. Only these loops are expanded; any other ``T.unroll`` loop stays a loop in the
+a known slot. A variable the body assigns once from the loop variables (``i = 4 * ni + e``,
+then ``s[i]``) counts as they do: in each copy it is a constant after its assignment, and is
+folded there. Only these loops are expanded; any other ``T.unroll`` loop stays a loop in the
 IR (``#pragma unroll`` in CUDA), as before.
 """
 
