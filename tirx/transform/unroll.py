@@ -89,7 +89,7 @@ def unrolled(loop: ir.For) -> ir.Seq:
     once = {v for v, c in counts.items() if c == 1}
     copies = tuple(
         _fold_once_assigned(
-            _Substitute(loop.var, ir.const(i, loop.var.dtype)).visit(loop.body), once
+            _Substitute({loop.var: ir.const(i, loop.var.dtype)}).visit(loop.body), once
         )
         for i in values
     )
@@ -101,15 +101,15 @@ def _fold_once_assigned(body: ir.Stmt, once: set) -> ir.Stmt:
     by the constant in the statements after the assignment."""
     if not isinstance(body, ir.Seq):
         return body
-    known: list[tuple[ir.Var, ir.Const]] = []
+    known: dict = {}  # var -> the constant it holds from here on
     out = []
     for st in body.stmts:
-        for var, value in known:
-            st = _Substitute(var, value).visit(st)
+        if known:
+            st = _Substitute(known).visit(st)
         if isinstance(st, ir.Assign) and st.var in once:
             v = static_value(st.value)
             if v is not None:
-                known.append((st.var, ir.const(v, st.var.dtype)))
+                known = {**known, st.var: ir.const(v, st.var.dtype)}
         out.append(st)
     if all(a is b for a, b in zip(out, body.stmts)):
         return body
@@ -117,12 +117,13 @@ def _fold_once_assigned(body: ir.Stmt, once: set) -> ir.Stmt:
 
 
 class _Substitute(Transformer):
-    """Every node rebuilt with ``var`` replaced by ``value``; arithmetic refolded."""
+    """Every node rebuilt with each variable of ``values`` replaced by its constant;
+    arithmetic refolded."""
 
     pass_name = "unrolling"
 
-    def __init__(self, var: ir.Var, value: ir.Const):
-        self.var, self.value = var, value
+    def __init__(self, values: dict):
+        self.values = values
 
     def _default(self, cls):
         if cls in (ir.Buffer, ir.Const, ir.Special):
@@ -130,7 +131,7 @@ class _Substitute(Transformer):
         return (None, _rebuild)
 
     def enter_Var(self, e):
-        return self.value if e is self.var else e
+        return self.values.get(e, e)
 
     def leave_BinOp(self, e, a, b):
         return e if a is e.a and b is e.b else ir.binop(e.op, a, b)
