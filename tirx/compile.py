@@ -114,10 +114,9 @@ def compile(func, target=None, *, sms: int | None = None) -> Executable:  # noqa
         if stored is None:
             encode = functools.partial(frontend_cache.prepare, func, arch, lowered)
             exe = build(func, lowered, target, timings, meanwhile=encode)
+            frontend_cache.store(func, arch, lowered, exe.source)
         else:
             exe = build(func, lowered, target, timings, source=stored[1])
-        if stored is None:
-            frontend_cache.store(func, arch, lowered, exe.source)
     _close(timings, t0)
     exe.compile_kernel = compile
     memo.executables[target] = exe.twin(None, exe.cache, dict(timings))
