@@ -1,6 +1,6 @@
 """What the raw forms of several families share: calls without operands or with a wait count,
-the contract of a group instruction, operands that must not read memory, byte offsets of
-copies' repeats, and the address of an mbarrier operand."""
+the contract of a group instruction, operands that must not read memory, the register a local
+element names, byte offsets of copies' repeats, and the address of an mbarrier operand."""
 
 from __future__ import annotations
 
@@ -14,11 +14,19 @@ from .core import Contract, Family, OperandSpec, Role
 from .shared_rows import element_offset, residue
 
 __all__ = [
-    "reads_memory", "byte_offset", "repeat_offsets", "group_contract", "no_operands",
+    "reads_memory", "local_register", "byte_offset", "repeat_offsets", "group_contract", "no_operands",
     "no_tile_form", "wait_count", "barrier_address", "BARRIER_BYTES", "cluster_address",
 ]  # fmt: skip
 
 BARRIER_BYTES = 8  # an mbarrier object is 8 bytes, 8-byte aligned (PTX ISA, mbarrier)
+
+
+def local_register(e: ir.ElemLoad, address) -> ir.LocalReg | None:
+    """The register that ``e``, an element of a local array, names; None when its index is not
+    known at compile time (the family says why that is refused)."""
+    buf, index = address(e.view, e.indices)
+    slot = static_value(index)
+    return None if slot is None else ir.LocalReg(buf, slot, e.dtype)
 
 
 def reads_memory(e) -> bool:

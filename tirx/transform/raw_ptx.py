@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from ..errors import ContractError, TirxSyntaxError
 from ..ir import nodes as ir
-from ..ir.simplify import static_value
 from ..isa import Role, lookup
 from ..isa.registry import check_arch, spec_of
 
@@ -67,11 +66,12 @@ def _operand(contract, spec, e, address):
         return ir.SharedAddress(buf, index * e.dtype.bytes)
     is_reg = isinstance(e, ir.ElemLoad) and e.view.buffer.scope is ir.Scope.LOCAL
     if is_reg and e.dtype.name == spec.dtype:
-        buf, index = address(e.view, e.indices)
-        slot = static_value(index)
-        if slot is None:
+        from ..isa.raw_forms import local_register  # loads with the first such operand
+
+        reg = local_register(e, address)
+        if reg is None:
             raise ContractError(f"{where}: a register operand needs a compile-time index")
-        return ir.LocalReg(buf, slot, e.dtype)
+        return reg
     if spec.role is Role.REG_OUT:
         raise ContractError(
             f"{where} must be an element of a local {spec.dtype} buffer (it is written), "

@@ -24,9 +24,8 @@ from __future__ import annotations
 from ...dtypes import dtype_of
 from ...errors import ContractError
 from ...ir import nodes as ir
-from ...ir.simplify import static_value
 from ...isa.core import Contract, Family, FamilySpec, ModifierSlot, OperandSpec, Role
-from ...isa.raw_forms import cluster_address, no_operands, no_tile_form
+from ...isa.raw_forms import cluster_address, local_register, no_operands, no_tile_form
 
 __all__ = ["SPECS", "TYPES", "MIN_ARCH", "NOTES"]
 
@@ -156,11 +155,10 @@ def _register(text: str, e, span, address, dtypes: tuple[str, ...]) -> ir.RegVec
             f"tensor (it is written), got {got}",
             hint=f'd = T.alloc_local((1,), "{dtypes[0]}"); pass d[0]',
         ).with_span(span)
-    buf, index = address(e.view, e.indices)
-    slot = static_value(index)
-    if slot is None:
+    reg = local_register(e, address)
+    if reg is None:
         raise ContractError(f"{text}: the destination needs a compile-time index").with_span(span)
-    return ir.RegVector((ir.LocalReg(buf, slot, e.dtype),), True)
+    return ir.RegVector((reg,), True)
 
 
 def _value(text: str, e, span, dtypes: tuple[str, ...]) -> ir.ScalarOperand:

@@ -27,9 +27,8 @@ from __future__ import annotations
 
 from ...errors import ContractError
 from ...ir import nodes as ir
-from ...ir.simplify import static_value
 from ...isa.core import Contract, Family, FamilySpec, ModifierSlot, OperandSpec, Role
-from ...isa.raw_forms import no_tile_form
+from ...isa.raw_forms import local_register, no_tile_form
 
 __all__ = ["SPECS", "NOTES", "APPROX", "MIN_ARCH"]
 
@@ -131,16 +130,15 @@ def _destination(text: str, e, span, address) -> ir.RegVector:
             "register",
             hint=f'allocate {name} as float32: T.alloc_local(..., "float32")',
         ).with_span(span)
-    buf, index = address(e.view, e.indices)
-    slot = static_value(index)
-    if slot is None:
+    reg = local_register(e, address)
+    if reg is None:
         raise ContractError(
             f"{text}: d's index into {name!r} is not known at compile time; the instruction "
             "names its register",
             hint="index with a constant, or loop with T.unroll(n) (each copy of its body then "
             "has its own index)",
         ).with_span(span)
-    return ir.RegVector((ir.LocalReg(buf, slot, e.dtype),), True)
+    return ir.RegVector((reg,), True)
 
 
 def _source(text: str, name: str, e, span, address) -> ir.RegVector:
@@ -155,10 +153,9 @@ def _source(text: str, name: str, e, span, address) -> ir.RegVector:
             + (" (a rounding to float32)" if e.dtype.name == "float64" else ""),
         ).with_span(span)
     if isinstance(e, ir.ElemLoad) and e.view.buffer.scope is ir.Scope.LOCAL:
-        buf, index = address(e.view, e.indices)
-        slot = static_value(index)
-        if slot is not None:
-            return ir.RegVector((ir.LocalReg(buf, slot, e.dtype),), False)
+        reg = local_register(e, address)
+        if reg is not None:
+            return ir.RegVector((reg,), False)
     return ir.RegVector((ir.ValueReg(e),), False)
 
 

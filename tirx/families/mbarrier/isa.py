@@ -38,6 +38,7 @@ from ...isa.core import Contract, Family, FamilySpec, ModifierSlot, OperandSpec,
 from ...isa.raw_forms import (
     barrier_address,
     cluster_address,
+    local_register,
     no_operands,
     no_tile_form,
     reads_memory,
@@ -189,11 +190,10 @@ def _done_register(text: str, e, span, address) -> ir.RegVector:
             hint='done = T.alloc_local((1,), "uint32"); pass done[0]; or leave it out to wait '
             "until the phase completes",
         ).with_span(span)
-    buf, index = address(e.view, e.indices)
-    slot = static_value(index)
-    if slot is None:
+    reg = local_register(e, address)
+    if reg is None:
         raise ContractError(f"{text}: the result needs a compile-time index").with_span(span)
-    return ir.RegVector((ir.LocalReg(buf, slot, e.dtype),), True)
+    return ir.RegVector((reg,), True)
 
 
 def lower_raw(contract: Contract, op: ir.RawPtx, address, arch: int) -> ir.PtxCall:
