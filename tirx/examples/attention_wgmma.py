@@ -262,9 +262,9 @@ def make_attention(
             total = T.float32(0)
             for ni in T.unroll(NS):
                 for e in T.unroll(2):
-                    x = T.fma(s[4 * ni + 2 * hf + e], cs, -mc)
-                    T.ptx["ex2.approx.ftz.f32"](s[4 * ni + 2 * hf + e], x)
-                    total = total + s[4 * ni + 2 * hf + e]
+                    i = 4 * ni + 2 * hf + e
+                    T.ptx["ex2.approx.ftz.f32"](s[i], T.fma(s[i], cs, -mc))
+                    total = total + s[i]
             row_sum[hf] = row_sum[hf] * alpha[hf] + total
 
     @T.macro
