@@ -291,6 +291,18 @@ def _nvrtc():
         pytest.skip(f"NVRTC is not available: {e}")
 
 
+def _sm_90a_build(head_dim, dtype, cfg):
+    """The 1k x 1k causal kernel of ``cfg`` built for sm_90a, checked to spill nothing and to
+    fit the launch's registers."""
+    _nvrtc()
+    kernel = make_attention(2, 8, 8, 1024, 1024, head_dim, dtype, causal=True, cfg=cfg)
+    exe = tirx.compile(kernel, target="cuda -arch=sm_90a")
+    st = exe.stats
+    assert st["spill_stores"] == 0 and st["spill_loads"] == 0 and st["stack_bytes"] == 0
+    assert st["registers"] <= 168  # 65536 / 384: the launch's share before setmaxnreg
+    return exe
+
+
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 @pytest.mark.parametrize("head_dim", [64, 128])
 @pytest.mark.parametrize(
@@ -298,13 +310,8 @@ def _nvrtc():
     ids=["", "pingpong", "overlap", "both"],
 )  # fmt: skip
 def test_sm_90a_build_has_no_spills_and_the_fa3_instructions(head_dim, dtype, pingpong, overlap):
-    _nvrtc()
     cfg = WgmmaAttentionConfig(pingpong=pingpong, overlap=overlap)
-    kernel = make_attention(2, 8, 8, 1024, 1024, head_dim, dtype, causal=True, cfg=cfg)
-    exe = tirx.compile(kernel, target="cuda -arch=sm_90a")
-    st = exe.stats
-    assert st["spill_stores"] == 0 and st["spill_loads"] == 0 and st["stack_bytes"] == 0
-    assert st["registers"] <= 168  # 65536 / 384: the launch's share before setmaxnreg
+    exe = _sm_90a_build(head_dim, dtype, cfg)
     # the mbarriers: q_full, full and empty per stage, the two turns; 16-byte aligned arrays
     assert exe.launch_dims[2] == cfg.shared_bytes(head_dim) + 64
     sass = exe.sass
@@ -330,16 +337,9 @@ def test_the_approx_softmax_has_fmnmx_and_no_spills(head_dim):
     """max.f32 compiles to FMNMX (the exact form's NaN-propagating T.max to compares and
     selects); the approx build holds both forms (the exact one for a scale that is not
     positive) and still fits the consumers' registers without spills."""
-    _nvrtc()
     fmnmx = {}
     for approx in (False, True):
-        cfg = WgmmaAttentionConfig(approx=approx)
-        kernel = make_attention(2, 8, 8, 1024, 1024, head_dim, "bfloat16", True, cfg)
-        exe = tirx.compile(kernel, target="cuda -arch=sm_90a")
-        st = exe.stats
-        assert st["spill_stores"] == 0 and st["spill_loads"] == 0 and st["stack_bytes"] == 0
-        assert st["registers"] <= 168
-        sass = exe.sass
+        sass = _sm_90a_build(head_dim, "bfloat16", WgmmaAttentionConfig(approx=approx)).sass
         if sass is None:
             pytest.skip("no disassembler (nvdisasm/cuobjdump) installed")
         fmnmx[approx] = len(re.findall(r"\bFMNMX\b", sass))

@@ -323,7 +323,7 @@ def test_max_min_nan_and_signed_zero_rules(tmp_path):
             (0.0, -SUB),
             (INF, -INF),
             (2.0, 2.0),
-        ],  # noqa: E501
+        ],
         ".NaN": [
             (NAN, NAN),
             (NAN, NAN),
@@ -333,7 +333,7 @@ def test_max_min_nan_and_signed_zero_rules(tmp_path):
             (0.0, -SUB),
             (INF, -INF),
             (NAN, NAN),
-        ],  # noqa: E501
+        ],
         ".ftz": [
             (1.0, 1.0),
             (NAN, NAN),
@@ -343,7 +343,7 @@ def test_max_min_nan_and_signed_zero_rules(tmp_path):
             (0.0, -0.0),
             (INF, -INF),
             (2.0, 2.0),
-        ],  # noqa: E501
+        ],
     }
     for k, text in enumerate(BINARY):
         op, mods = text.split(".")[0], text.split(".")[1:-1]
