@@ -310,6 +310,33 @@ def test_a_tirx_code_stamp_change_is_a_miss(cache_dir, tmp_path, monkeypatch):
     assert not run_file(path).frontend.found
 
 
+def test_entries_of_other_tirx_code_are_replaced_not_merged(cache_dir, tmp_path, monkeypatch):
+    path = write_kernel(tmp_path)
+    tirx.compile(run_file(path, N=3, L=layout(ROW_MAJOR)), TARGET)
+    monkeypatch.setattr(frontend, "code_stamp", lambda: "e" * 64)  # tirx edited since
+    tirx.compile(run_file(path, N=4, L=layout(ROW_MAJOR)), TARGET)
+    (entry,) = entries(cache_dir)
+    code, variants = frontend.decode(entry.stem, entry.read_bytes())
+    assert code == "e" * 64 and len(variants) == 1  # the old code's variant is gone
+    assert run_file(path, N=4, L=layout(ROW_MAJOR)).frontend.found
+    assert not run_file(path, N=3, L=layout(ROW_MAJOR)).frontend.found
+
+
+def test_a_miss_computes_no_code_stamp_until_the_compile(cache_dir, tmp_path, monkeypatch):
+    """The stamp (a stat of every tirx file) is read only from an entry found, or written
+    after NVRTC ran: a kernel no process stored costs its decoration no stamp."""
+    calls = []
+    real = frontend.code_stamp
+    monkeypatch.setattr(frontend, "code_stamp", lambda: calls.append(1) or real())
+    kernel = run_file(write_kernel(tmp_path), N=3, L=layout(ROW_MAJOR))
+    assert kernel.frontend is not None and not kernel.frontend.found and calls == []
+    tirx.compile(kernel, TARGET)
+    assert calls and entries(cache_dir)
+    calls.clear()
+    assert run_file(write_kernel(tmp_path), N=3, L=layout(ROW_MAJOR)).frontend.found
+    assert calls  # a found entry is checked against this code
+
+
 def test_failed_kernels_are_never_stored(cache_dir, tmp_path):
     bad_contract = KERNEL.replace(
         "T.cuda.cta_sync()",

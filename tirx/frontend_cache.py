@@ -33,8 +33,11 @@ the CUBIN cache.
   contributes only that it is one, and which macros are one object (``==`` on macros is
   identity) is in the fingerprint.
 * the parameter annotations Python evaluated, and the decorator's options: fingerprinted too.
-* tirx's own code: the key holds :func:`code_stamp` (version, and the path,
-  size and mtime of every .py file of the package), so editing tirx invalidates every entry.
+* tirx's own code: an entry's header holds the :func:`code_stamp` (version, and the path,
+  size and mtime of every .py file of the package) of the code that wrote it, and an entry
+  with another stamp is a miss (and is replaced at the next write), so editing tirx
+  invalidates every entry. The stamp is not in the key: a process computes it (a few hundred
+  file stats) only when it finds an entry, or while NVRTC compiles a kernel it will store.
 * the Python version (the ast module, the marshal format).
 
 Parsing, lowering and code generation are deterministic functions of these (they read no
@@ -175,7 +178,6 @@ def _key(pyfunc, lines: list[str], options) -> str:
         (
             "tirx-frontend",
             FORMAT_VERSION,
-            code_stamp(),
             sys.version,
             code.co_filename,
             "".join(lines),
@@ -286,6 +288,7 @@ def prepare(kernel, arch: int, lowered: ir.Function, source: str) -> None:
     record = kernel.frontend
     if record is None or arch in record.payloads or not _usable():
         return
+    code_stamp()  # what store() writes in the header, computed here beside NVRTC too
     payload = _payload(lowered, source)
     if payload is not None:
         record.prepared[arch] = payload
@@ -403,12 +406,19 @@ def _read(key: str) -> list[Record]:
 
 
 def _decode(key: str, data: bytes | None) -> list[Record]:
-    return [Record(key, n, d, name, src, p, True, m) for n, m, d, name, src, p in decode(key, data)]
+    """The variants of the entry ``data``; [] unless other checks pass and this tirx code wrote
+    it (the code stamp is computed only then)."""
+    code, variants = decode(key, data)
+    if not variants or code != code_stamp():
+        return []
+    return [Record(key, n, d, name, src, p, True, m) for n, m, d, name, src, p in variants]
 
 
 def _encode(key: str, records: list[Record]) -> bytes:
     return encode(
-        key, [(r.names, r.macros, r.digest, r.name, r.source, r.payloads) for r in records]
+        key,
+        code_stamp(),
+        [(r.names, r.macros, r.digest, r.name, r.source, r.payloads) for r in records],
     )
 
 

@@ -4,8 +4,8 @@ back, knowing nothing of where entries live or what a variant means.
 ``$TIRX_CACHE_DIR/frontend/<key>.entry`` holds up to eight variants of one kernel, newest
 first: each a tuple ``(names, macros, digest, name, source, payloads)`` of tuples of strings
 and ints, and ``payloads`` a dict ``arch number -> (blob, sha256 hex digest of the blob)``.
-The file is a header (magic, format version, key, sha256 and length of the metadata, length of
-the payloads), the metadata (the variants without their blobs, in :mod:`marshal`'s format: the
+The file is a header (magic, format version, key, the stamp of the tirx code that wrote it,
+sha256 and length of the metadata, length of the payloads), the metadata (the variants without their blobs, in :mod:`marshal`'s format: the
 Python version is in the key, and reading it costs microseconds), then the blobs, each checked
 against its own sha256 (in the metadata) by the reader before it is used.
 
@@ -24,12 +24,13 @@ from .files import sha256
 __all__ = ["MAGIC", "FORMAT_VERSION", "encode", "decode", "stamp"]
 
 MAGIC = b"TIRXFRNT"
-FORMAT_VERSION = 2  # 2: each variant holds the names its macros resolved
-HEADER = struct.Struct("<8sI64s32sQQ")  # magic, version, key, sha256(meta), 2 lengths
+FORMAT_VERSION = 3  # 2: each variant holds the names its macros resolved; 3: the code stamp
+HEADER = struct.Struct("<8sI64s64s32sQQ")  # magic, version, key, code, sha256(meta), 2 lengths
 
 
-def encode(key: str, variants) -> bytes:
-    """The bytes of an entry of ``key`` holding ``variants`` (tuples as the module says)."""
+def encode(key: str, code: str, variants) -> bytes:
+    """The bytes of an entry of ``key`` holding ``variants`` (tuples as the module says),
+    written by tirx code ``code`` (a 64-character stamp)."""
     metas, blobs, at = [], [], 0
     for names, macros, digest, name, source, payloads in variants:
         index = []
@@ -39,16 +40,18 @@ def encode(key: str, variants) -> bytes:
             at += len(blob)
         metas.append((names, macros, digest, name, source, tuple(index)))
     meta = marshal.dumps(tuple(metas))
-    header = HEADER.pack(MAGIC, FORMAT_VERSION, key.encode(), sha256(meta).digest(), len(meta), at)
+    header = HEADER.pack(
+        MAGIC, FORMAT_VERSION, key.encode(), code.encode(), sha256(meta).digest(), len(meta), at
+    )
     return header + meta + b"".join(blobs)
 
 
-def decode(key: str, data: bytes | None) -> list[tuple]:
-    """The variants ``data`` holds; [] unless it is a whole, valid entry of ``key``. (The blobs'
-    own digests are checked when a blob is used.)"""
+def decode(key: str, data: bytes | None) -> tuple[str | None, list[tuple]]:
+    """``(code stamp, variants)`` of the entry ``data``; ``(None, [])`` unless it is a whole,
+    valid entry of ``key``. (The blobs' own digests are checked when a blob is used.)"""
     if data is None or len(data) < HEADER.size:
-        return []
-    magic, version, k, checksum, n_meta, n_payloads = HEADER.unpack_from(data)
+        return None, []
+    magic, version, k, code, checksum, n_meta, n_payloads = HEADER.unpack_from(data)
     start = HEADER.size
     if (
         magic != MAGIC
@@ -56,20 +59,20 @@ def decode(key: str, data: bytes | None) -> list[tuple]:
         or k != key.encode()
         or len(data) != start + n_meta + n_payloads
     ):
-        return []
+        return None, []
     meta = data[start : start + n_meta]
     if sha256(meta).digest() != checksum:
-        return []
+        return None, []
     base = start + n_meta
     try:
-        return [
+        return code.rstrip(b"\0").decode(errors="replace"), [
             (names, macros, digest, name, source, {
                 arch: (data[base + at : base + at + size], sha) for arch, at, size, sha in index
             })
             for names, macros, digest, name, source, index in marshal.loads(meta)
         ]  # fmt: skip
     except (ValueError, TypeError, EOFError):
-        return []
+        return None, []
 
 
 def stamp(data: bytes | None) -> bytes | None:

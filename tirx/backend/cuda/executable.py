@@ -115,19 +115,14 @@ def build(
     arch = nvrtc_arch(lowered, target.arch)
     command = command_line(arch, NVRTC_OPTIONS)  # what runs is what the key hashes
     key = cache_key(source, command, arch, nvrtc_version(), CODEGEN_VERSION)
-    beside = None
-    if meanwhile is not None:
-        import threading
-
-        beside = threading.Thread(target=meanwhile, args=(source,), name="tirx-beside-nvrtc")
-        beside.start()
+    done = None if meanwhile is None else _beside(meanwhile, source)
     try:
         out, state = default_cache().get_or_compile(
             key, lambda: compile_cuda(source, arch=arch, filename=filename, command=command)
         )
     finally:
-        if beside is not None:
-            beside.join()
+        if done is not None:
+            done.acquire()
     t2 = time.perf_counter()
     timings["nvrtc"] = (t2 - t1) * 1e3
     exe = CudaExecutable(kernel, lowered, target, timings, source, out)
@@ -139,6 +134,28 @@ def build(
         exe.load()
         timings["load"] = (time.perf_counter() - t2) * 1e3
     return exe
+
+
+def _beside(fn, *args):
+    """Run ``fn(*args)`` in a new thread; the lock returned is released when it is done.
+
+    Not ``threading.Thread.start``: that waits until the new thread runs, and the new thread
+    then keeps the GIL (for up to the switch interval, 5 ms) while this one wants it back to
+    call NVRTC, so ``fn`` would run before the compile instead of beside it. Started bare, the
+    thread gets the GIL when this one lets it go: in NVRTC's compile."""
+    import _thread
+
+    done = _thread.allocate_lock()
+    done.acquire()
+
+    def run():
+        try:
+            fn(*args)
+        finally:
+            done.release()
+
+    _thread.start_new_thread(run, ())
+    return done
 
 
 def nvrtc_arch(lowered: ir.Function, arch: str) -> str:
