@@ -94,15 +94,18 @@ def _spec(cls: type) -> tuple[tuple[str, bool], ...]:
     """``(field name, holds a tuple)`` for each child field of node class ``cls``."""
     if cls not in node_classes():
         raise UnknownNodeError(cls, "the IR visitor")
-    out = []
-    for f in dataclasses.fields(cls):
-        t = _annotation(f.type)
-        if typing.get_origin(t) is tuple:
-            if any(_holds_node(a) for a in typing.get_args(t) if a is not Ellipsis):
-                out.append((f.name, True))
-        elif _holds_node(t):
-            out.append((f.name, False))
-    return tuple(out)
+    return tuple((f.name, many) for f in dataclasses.fields(cls)
+                 for holds, many in (_field_kind(f.type),) if holds)  # fmt: skip
+
+
+@functools.cache
+def _field_kind(annotation) -> tuple[bool, bool]:
+    """``(holds nodes, in a tuple)`` for a field annotated ``annotation`` (a few dozen distinct
+    texts among all the node classes' fields)."""
+    t = _annotation(annotation)
+    if typing.get_origin(t) is tuple:
+        return any(_holds_node(a) for a in typing.get_args(t) if a is not Ellipsis), True
+    return _holds_node(t), False
 
 
 @functools.cache
