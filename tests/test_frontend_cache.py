@@ -370,11 +370,63 @@ def test_the_entry_encoded_during_a_failed_nvrtc_compile_is_not_stored(
         tirx.compile(kernel, TARGET)
     assert entries(cache_dir) == []
     assert set(kernel.frontend.prepared) == {90}  # encoded beside the compile, kept in memory
+    assert list((cache_dir / "frontend").iterdir()) == []  # its file beside the entry removed
     monkeypatch.setattr(executable, "compile_cuda", real)
     tirx.compile(kernel, TARGET)
     assert kernel.frontend.prepared == {}
     assert len(entries(cache_dir)) == 1
     assert run_file(write_kernel(tmp_path), N=3, L=layout(ROW_MAJOR)).frontend.found
+
+
+def test_the_entry_is_written_beside_the_compile(cache_dir, tmp_path, monkeypatch):
+    """The merge and the write happen in the thread beside NVRTC; after the compile the main
+    thread only renames the file into place."""
+    import threading
+
+    writers = []
+    real = frontend.write_temporary
+
+    def spy(*args):
+        writers.append(threading.get_ident())
+        return real(*args)
+
+    monkeypatch.setattr(frontend, "write_temporary", spy)
+    tirx.compile(run_file(write_kernel(tmp_path), N=3, L=layout(ROW_MAJOR)), TARGET)
+    assert len(writers) == 1 and writers[0] != threading.get_ident()
+    assert len(entries(cache_dir)) == 1
+    assert run_file(write_kernel(tmp_path), N=3, L=layout(ROW_MAJOR)).frontend.found
+
+
+def test_an_entry_replaced_during_the_compile_is_merged_again(cache_dir, tmp_path, monkeypatch):
+    """Another process stores a variant between the write beside NVRTC and the rename: the
+    store merges with it, and both variants are kept."""
+    import time
+
+    from tirx.backend.cuda import executable
+
+    path = write_kernel(tmp_path)
+    tirx.compile(run_file(path, N=4, L=layout(ROW_MAJOR)), TARGET)
+    (entry,) = entries(cache_dir)
+    theirs = entry.read_bytes()
+    entry.unlink()
+    kernel = run_file(path, N=3, L=layout(ROW_MAJOR))
+    real = executable.compile_cuda
+
+    def compile_while_another_process_stores(*args, **kwargs):
+        out = real(*args, **kwargs)
+        deadline = time.monotonic() + 10
+        while 90 not in kernel.frontend.staged and time.monotonic() < deadline:
+            time.sleep(0.001)  # the staging thread's merge, with no entry on disk yet
+        assert 90 in kernel.frontend.staged
+        entry.write_bytes(theirs)
+        return out
+
+    monkeypatch.setattr(executable, "compile_cuda", compile_while_another_process_stores)
+    tirx.compile(kernel, TARGET)
+    assert len(frontend._read(entry.stem)) == 2
+    assert [p.name for p in (cache_dir / "frontend").iterdir()] == [entry.name]  # no stray file
+    assert run_file(path, N=3, L=layout(ROW_MAJOR)).frontend.found
+    assert run_file(path, N=4, L=layout(ROW_MAJOR)).frontend.found
 
 
 def test_a_replaced_contract_table_neither_reads_nor_writes(cache_dir, tmp_path, monkeypatch):

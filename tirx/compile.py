@@ -112,8 +112,12 @@ def compile(func, target=None, *, sms: int | None = None) -> Executable:  # noqa
         from .backend.cuda.executable import build
 
         if stored is None:
-            encode = functools.partial(frontend_cache.prepare, func, arch, lowered)
-            exe = build(func, lowered, target, timings, meanwhile=encode)
+            stage = functools.partial(frontend_cache.prepare, func, arch, lowered)
+            try:
+                exe = build(func, lowered, target, timings, meanwhile=stage)
+            except BaseException:
+                frontend_cache.discard(func, arch)
+                raise
             frontend_cache.store(func, arch, lowered, exe.source)
         else:
             exe = build(func, lowered, target, timings, source=stored[1])

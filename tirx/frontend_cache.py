@@ -97,7 +97,7 @@ from .isa import registry
 from .script import parser as _parser
 from .version import __version__
 
-__all__ = ["Record", "lookup", "remember", "load", "prepare", "store", "clear", "code_stamp",
+__all__ = ["Record", "lookup", "remember", "load", "prepare", "store", "discard", "clear", "code_stamp",
            "fingerprint"]  # fmt: skip
 
 _SUBDIR = "frontend"
@@ -126,7 +126,7 @@ class Record:
     """
 
     __slots__ = ("key", "names", "macros", "digest", "name", "source", "payloads", "found",
-                 "generation", "snapshots", "prepared")  # fmt: skip
+                 "generation", "snapshots", "prepared", "staged")  # fmt: skip
 
     def __init__(self, key, names=None, digest=None, name=None, source=None, payloads=None,
                  found=False, macros=()):  # fmt: skip
@@ -137,6 +137,7 @@ class Record:
         self.generation = _generation
         self.snapshots: dict[int, tuple] = {}
         self.prepared: dict[int, tuple[bytes, str]] = {}  # arch -> a payload not yet stored
+        self.staged: dict[int, tuple] = {}  # arch -> (what _write_merged wrote, generation)
 
 
 def _usable() -> bool:
@@ -282,16 +283,36 @@ def load(kernel, arch: int) -> tuple[ir.Function, str] | None:
 
 
 def prepare(kernel, arch: int, lowered: ir.Function, source: str) -> None:
-    """Encode what :func:`store` will write, ahead of it: ``tirx.compile`` calls this in a
-    thread while NVRTC compiles (which releases the GIL), so the encoding costs no wall time;
-    the entry is written only after the compile succeeded."""
+    """Do what :func:`store` will do, ahead of it, short of the rename that puts the entry in
+    place: encode the payload, merge the variant with the entry on disk as it is now and write
+    the result to a temporary file beside it (``record.staged``). ``tirx.compile`` calls this in
+    a thread while NVRTC compiles (which releases the GIL), so none of it costs wall time; the
+    entry is replaced only after the compile succeeded (:func:`store`), and :func:`discard`
+    removes the temporary file of a compile that failed."""
     record = kernel.frontend
     if record is None or arch in record.payloads or not _usable():
         return
-    code_stamp()  # what store() writes in the header, computed here beside NVRTC too
     payload = _payload(lowered, source)
-    if payload is not None:
-        record.prepared[arch] = payload
+    if payload is None:
+        return
+    record.prepared[arch] = payload
+    with contextlib.suppress(OSError):  # store() writes it again
+        final = _entry_path(record.key, create=True)
+        record.staged[arch] = (_write_merged(record, {arch: payload}, final), _generation)
+
+
+def discard(kernel, arch: int) -> None:
+    """After a failed compile: remove what :func:`prepare` wrote beside the entry (the encoded
+    payload stays in memory for the next try)."""
+    record = kernel.frontend
+    if record is not None:
+        _remove(record.staged.pop(arch, None))
+
+
+def _remove(staged) -> None:
+    if staged is not None:
+        with contextlib.suppress(OSError):
+            os.unlink(staged[0][0])
 
 
 def _payload(lowered: ir.Function, source: str) -> tuple[bytes, str] | None:
@@ -307,52 +328,78 @@ def store(kernel, arch: int, lowered: ir.Function, source: str) -> None:
     ``arch`` to its variant on disk (atomically; the other variants, and archs another
     process stored meanwhile, are kept). Nothing for a kernel that cannot be cached."""
     record = kernel.frontend
-    if record is None or not _usable():
+    if record is None:
+        return
+    staged = record.staged.pop(arch, None)
+    if not _usable():
+        _remove(staged)
         return
     if record.generation != _generation:  # cleared since: what it held is gone from disk
         record.payloads, record.generation = {}, _generation
     if arch in record.payloads:
+        _remove(staged)
         return
     payload = record.prepared.pop(arch, None) or _payload(lowered, source)
     if payload is None:
+        _remove(staged)
         return
+    lock = config.cache_dir() / _LOCK
+    if staged is not None:
+        (tmp, seen, merged), generation = staged
+        if generation == _generation and _replace(tmp, _entry_path(record.key), seen, lock):
+            record.payloads = merged
+            return
     record.payloads[arch] = payload
-
-    directory = config.cache_dir() / _SUBDIR
-    final = directory / (record.key + _SUFFIX)
     try:
-        directory.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        directory.mkdir(mode=0o700, exist_ok=True)
+        final = _entry_path(record.key, create=True)
         for _ in range(_MERGES):
-            if _merge_and_replace(record, final, directory.parent / _LOCK):
+            tmp, seen, merged = _write_merged(record, {}, final)
+            if _replace(tmp, final, seen, lock):
+                record.payloads = merged
                 return
     except OSError:
         pass  # the disk is an optimization (the CUBIN cache, in the same directory, warns)
 
 
-def _merge_and_replace(record: Record, final, lock) -> bool:
-    """One try at storing ``record``'s variant: merge it with the entry as it is now, write the
-    result beside it, and rename it over the entry, under the writers' lock, if no other writer
-    replaced the entry since it was read (else False: merge again). True when done: stored, or
-    given up on because the lock was not had in :data:`LOCK_WAIT` seconds.
+def _entry_path(key: str, create: bool = False):
+    directory = config.cache_dir() / _SUBDIR
+    if create:
+        directory.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        directory.mkdir(mode=0o700, exist_ok=True)
+    return directory / (key + _SUFFIX)
+
+
+def _write_merged(record: Record, extra: dict, final) -> tuple[str, bytes | None, dict]:
+    """Merge ``record``'s variant (its payloads and ``extra``) with the entry ``final`` as it
+    is now, and write the result beside it: ``(the temporary file, the header it was merged
+    with, the variant's payloads as merged)``, for :func:`_replace`."""
+    data = read_regular(final)
+    payloads, others = {**record.payloads, **extra}, []
+    for variant in _decode(record.key, data):
+        if variant.digest == record.digest:
+            payloads = {**variant.payloads, **payloads}
+        else:
+            others.append(variant)
+    mine = Record(record.key, record.names, record.digest, record.name, record.source,
+                  payloads, macros=record.macros)  # fmt: skip
+    tmp = write_temporary(final, _encode(record.key, [mine, *others][:_VARIANTS]))
+    return tmp, stamp(data), payloads
+
+
+def _replace(tmp: str, final, seen, lock) -> bool:
+    """Rename ``tmp`` over the entry ``final`` under the writers' lock, if the entry's header is
+    still ``seen`` (else False, and ``tmp`` is removed: merge again). True when done: stored,
+    or given up on because the lock was not had in :data:`LOCK_WAIT` seconds.
 
     The lock is held for a header read and a rename only; the merge and the write happen
     before, so a writer stopped at any point blocks the others for no longer than their wait,
     and one stopped while it holds the lock costs them their stores, never their compiles."""
-    data = read_regular(final)
-    others = []
-    for variant in _decode(record.key, data):
-        if variant.digest == record.digest:
-            record.payloads = {**variant.payloads, **record.payloads}
-        else:
-            others.append(variant)
-    tmp = write_temporary(final, _encode(record.key, [record, *others][:_VARIANTS]))
     try:
         with exclusive_lock(lock, LOCK_WAIT) as held:
             if held is False:
                 _lock_busy(lock)
                 return True
-            if stamp(read_regular(final, head=STAMP_BYTES)) != stamp(data):
+            if stamp(read_regular(final, head=STAMP_BYTES)) != seen:
                 return False  # another writer replaced it meanwhile: merge with theirs
             os.replace(tmp, final)
             tmp = None
