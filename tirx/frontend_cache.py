@@ -71,7 +71,9 @@ A writer merges its variant with the entry as it is, writes the result to a temp
 beside it, and renames that over the entry while it holds an exclusive lock on
 ``frontend.lock`` (in the cache directory), if the entry's header is still the one it merged
 with (else it merges again): concurrent writers never lose each other's variants or archs,
-and the lock is held for a header read and a rename only. A writer waits at most
+and the lock is held for a header read and a rename only. The merge and the write of a kernel
+being compiled happen while NVRTC compiles it (:func:`prepare`); the rename, after it succeeded
+(:func:`store`). A writer waits at most
 :data:`LOCK_WAIT` seconds for it: a process stopped while it holds the lock (``kill -STOP``, a
 debugger) makes the others skip their stores, with one warning per process naming the lock
 and its holder's pid, and never stops a compile. Only a successful cuda compile writes, so a
