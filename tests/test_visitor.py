@@ -168,6 +168,25 @@ def new_nodes(monkeypatch):
     visitor._RULES.clear()
 
 
+@pytest.mark.parametrize("cls", _all_node_classes(), ids=lambda c: c.__name__)
+def test_every_node_class_has_the_dataclass_repr(cls):
+    """Node classes share one ``__repr__`` (nodes._Repr) instead of a generated one each; it
+    writes what dataclass would, and no class falls back to object's."""
+    assert cls.__repr__ is not object.__repr__
+    if not cls.__dataclass_params__.repr:
+        assert issubclass(cls, ir._Repr)
+
+
+def test_the_shared_repr_writes_what_dataclass_would():
+    assert repr(ir.Var("a", I32)) == f"Var(name='a', dtype={I32!r})"
+    assert repr(ir.Seq((ir.Break(),))) == "Seq(stmts=(Break(span=None),), span=None)"
+    hidden = dataclasses.make_dataclass(
+        "Hidden", [("shown", int), ("secret", int, dataclasses.field(repr=False))],
+        bases=(ir._Repr,), frozen=True, eq=False, repr=False,
+    )  # fmt: skip
+    assert repr(hidden(1, 2)) == "Hidden(shown=1)"
+
+
 def test_a_new_node_class_needs_no_visitor_code(new_nodes):
     x, y = ir.Var("x"), ir.Var("y")
     e = Fma(x, y, 3, (x,))

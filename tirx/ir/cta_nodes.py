@@ -35,7 +35,7 @@ class AtomicKind(StrKind):
     CAS = "cas"  # operands (compare, value): the element becomes value when old == compare
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(frozen=True, eq=False, repr=False)
 class ElemAtomic(Stmt):
     """Script level: an atomic update of ``view[indices]``; ``result`` (or None when the value
     is dropped) receives the element's old value."""
@@ -48,7 +48,7 @@ class ElemAtomic(Stmt):
     span: Span | None = None
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(frozen=True, eq=False, repr=False)
 class Atomic(Stmt):
     """Lowered: an atomic update of ``((dtype*)buffer)[index]`` (global or shared)."""
 
@@ -61,7 +61,7 @@ class Atomic(Stmt):
     span: Span | None = None
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(frozen=True, eq=False, repr=False)
 class ThreadFence(Stmt):
     """``__threadfence()`` (``fence.sc.gpu``): this thread's memory accesses before it are
     seen by every thread of the GPU before its accesses after it."""
@@ -74,7 +74,7 @@ class VoteKind(StrKind):
     OR = "or"  # __syncthreads_or: nonzero when it holds in any thread
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(frozen=True, eq=False, repr=False)
 class VotingBarrier(Stmt):
     """``__syncthreads_and`` / ``_or``: a CTA barrier whose ``result`` (int32) is the vote."""
 
@@ -90,7 +90,7 @@ class ReduceKind(StrKind):
     MIN = "min"
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(frozen=True, eq=False, repr=False)
 class CtaReduce(Stmt):
     """``T.cuda.cta_reduce(value, op, num_warps, scratch)``: every thread of the CTA gets the
     reduction of ``value`` over all threads. Script level: ``scratch`` is a shared View;
@@ -106,7 +106,7 @@ class CtaReduce(Stmt):
     span: Span | None = None
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(frozen=True, eq=False, repr=False)
 class ElemSharedAddress(Expr):
     """Script level: ``T.cuda.cvta_generic_to_shared`` of ``view[indices]``; lowered to a
     :class:`SharedAddress`."""

@@ -22,7 +22,7 @@ division and yields a float. See docs/semantics.md.
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 
 from ..dtypes import DType, StrKind, dtype_of
 from ..errors import Span
@@ -64,7 +64,18 @@ class CmpOp(enum.Enum):
     GE = ">="
 
 
-class Expr:
+class _Repr:
+    """The repr a dataclass writes, ``Name(field=value, ...)``, once for every node class:
+    ``dataclass`` would compile one ``__repr__`` per class, a good part of ``import tirx``."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        inner = ", ".join(f"{f.name}={getattr(self, f.name)!r}" for f in fields(self) if f.repr)
+        return f"{type(self).__qualname__}({inner})"
+
+
+class Expr(_Repr):
     """Base of all expressions. Every expression has a ``dtype``."""
 
     dtype: DType
@@ -143,13 +154,13 @@ class Expr:
         raise TypeError("an IR expression has no truth value at compile time")
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(frozen=True, eq=False, repr=False)
 class Const(Expr):
     value: int | float | bool
     dtype: DType = I32
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(frozen=True, eq=False, repr=False)
 class Var(Expr):
     """A scalar: a kernel parameter, a loop variable or a local variable."""
 
@@ -170,7 +181,7 @@ class Builtin(enum.Enum):
     CLUSTER_SIZE = "cluster_nctarank"  # (their sets: expr_nodes.py)
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(frozen=True, eq=False, repr=False)
 class Special(Expr):
     """A thread-index value: ``kind`` is a :class:`Builtin`, ``dim`` 0/1/2 for x/y/z.
 
@@ -183,7 +194,7 @@ class Special(Expr):
     dtype: DType = I32
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(frozen=True, eq=False, repr=False)
 class BinOp(Expr):
     op: Op
     a: Expr
@@ -191,7 +202,7 @@ class BinOp(Expr):
     dtype: DType
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(frozen=True, eq=False, repr=False)
 class Cmp(Expr):
     op: CmpOp
     a: Expr
@@ -199,7 +210,7 @@ class Cmp(Expr):
     dtype: DType = BOOL
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(frozen=True, eq=False, repr=False)
 class Logic(Expr):
     """``and`` / ``or`` (short-circuit is not observable: operands have no side effects)."""
 
@@ -209,13 +220,13 @@ class Logic(Expr):
     dtype: DType = BOOL
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(frozen=True, eq=False, repr=False)
 class Not(Expr):
     a: Expr
     dtype: DType = BOOL
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(frozen=True, eq=False, repr=False)
 class Select(Expr):
     cond: Expr
     a: Expr
@@ -223,7 +234,7 @@ class Select(Expr):
     dtype: DType
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(frozen=True, eq=False, repr=False)
 class Cast(Expr):
     """Value conversion to ``dtype`` (C semantics; float→int truncates toward zero)."""
 
@@ -240,8 +251,8 @@ class Scope(enum.Enum):
     LOCAL = "local"
 
 
-@dataclass(frozen=True, eq=False)
-class Buffer:
+@dataclass(frozen=True, eq=False, repr=False)
+class Buffer(_Repr):
     """Storage: a global tensor parameter, a shared allocation or a per-thread local array.
 
     ``layout`` maps the logical ``shape`` to storage (memory axis ``m``, in elements of
@@ -263,8 +274,8 @@ class Buffer:
         return self.elements * self.dtype.bytes
 
 
-@dataclass(frozen=True, eq=False)
-class View:
+@dataclass(frozen=True, eq=False, repr=False)
+class View(_Repr):
     """A tensor seen through (dtype, shape, layout, elem_offset) over a buffer.
 
     ``elem_offset`` is in elements of ``dtype`` from the buffer's start; the address of
@@ -279,7 +290,7 @@ class View:
     name: str = ""
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(frozen=True, eq=False, repr=False)
 class ElemLoad(Expr):
     """Script level: ``view[indices]``."""
 
@@ -288,7 +299,7 @@ class ElemLoad(Expr):
     dtype: DType
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(frozen=True, eq=False, repr=False)
 class Load(Expr):
     """Lowered: ``((dtype*)buffer)[index]``."""
 
@@ -297,7 +308,7 @@ class Load(Expr):
     dtype: DType
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(frozen=True, eq=False, repr=False)
 class SharedAddress(Expr):
     """Lowered: the 32-bit shared-window address of byte ``byte_offset`` of a shared buffer."""
 
@@ -309,24 +320,24 @@ class SharedAddress(Expr):
 # --------------------------------------------------------------------------- statements
 
 
-class Stmt:
+class Stmt(_Repr):
     span: Span | None
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(frozen=True, eq=False, repr=False)
 class Seq(Stmt):
     stmts: tuple[Stmt, ...]
     span: Span | None = None
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(frozen=True, eq=False, repr=False)
 class Assign(Stmt):
     var: Var
     value: Expr
     span: Span | None = None
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(frozen=True, eq=False, repr=False)
 class ElemStore(Stmt):
     """Script level: ``view[indices] = value``."""
 
@@ -336,7 +347,7 @@ class ElemStore(Stmt):
     span: Span | None = None
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(frozen=True, eq=False, repr=False)
 class Store(Stmt):
     """Lowered: ``((dtype*)buffer)[index] = value`` (value already of ``dtype``)."""
 
@@ -353,7 +364,7 @@ class LoopKind(enum.Enum):
     VECTORIZED = "vectorized"  # T.vectorized: see tirx/transform/vectorize.py
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(frozen=True, eq=False, repr=False)
 class For(Stmt):
     """``for var in range(start, stop, step)``; ``step`` is a nonzero compile-time int."""
 
@@ -366,14 +377,14 @@ class For(Stmt):
     span: Span | None = None
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(frozen=True, eq=False, repr=False)
 class While(Stmt):
     cond: Expr
     body: Stmt
     span: Span | None = None
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(frozen=True, eq=False, repr=False)
 class If(Stmt):
     cond: Expr
     then_body: Stmt
@@ -381,12 +392,12 @@ class If(Stmt):
     span: Span | None = None
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(frozen=True, eq=False, repr=False)
 class Break(Stmt):
     span: Span | None = None
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(frozen=True, eq=False, repr=False)
 class Continue(Stmt):
     span: Span | None = None
 
@@ -398,7 +409,7 @@ class BarrierScope(StrKind):
     WARP = "warp"  # __syncwarp
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(frozen=True, eq=False, repr=False)
 class Barrier(Stmt):
     """``scope`` is :attr:`BarrierScope.CTA` (``__syncthreads``) or ``WARP`` (``__syncwarp``)."""
 
@@ -409,7 +420,7 @@ class Barrier(Stmt):
         object.__setattr__(self, "scope", BarrierScope(self.scope))  # "cta" works too
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(frozen=True, eq=False, repr=False)
 class Printf(Stmt):
     fmt: str
     args: tuple[Expr, ...]
@@ -426,7 +437,7 @@ class ExecScope(StrKind):
     CLUSTER = "cluster"
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(frozen=True, eq=False, repr=False)
 class TileOp(Stmt):
     """Script level: ``T.cuda.tile.apply(instruction, *operands, scope=...)``.
 
@@ -446,7 +457,7 @@ class TileOp(Stmt):
         object.__setattr__(self, "scope", ExecScope(self.scope))  # "warp" works too
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(frozen=True, eq=False, repr=False)
 class RawPtx(Stmt):
     """Script level: ``T.ptx["..."](*operands)`` with scalar operands in PTX order.
 
@@ -463,8 +474,8 @@ class RawPtx(Stmt):
 # PTX call operands (lowered level) ------------------------------------------------------
 
 
-@dataclass(frozen=True, eq=False)
-class LocalReg:
+@dataclass(frozen=True, eq=False, repr=False)
+class LocalReg(_Repr):
     """Register ``slot`` of a local buffer, read as ``dtype`` (slot in units of dtype)."""
 
     buffer: Buffer
@@ -472,8 +483,8 @@ class LocalReg:
     dtype: DType
 
 
-@dataclass(frozen=True, eq=False)
-class ValueReg:
+@dataclass(frozen=True, eq=False, repr=False)
+class ValueReg(_Repr):
     """An input register given by a value (e.g. the constant C of an mma)."""
 
     value: Expr
@@ -486,22 +497,22 @@ class ValueReg:
 Reg = LocalReg | ValueReg
 
 
-@dataclass(frozen=True, eq=False)
-class RegVector:
+@dataclass(frozen=True, eq=False, repr=False)
+class RegVector(_Repr):
     """A braced register list ``{%0, %1, ...}`` (or one register when ``len == 1``)."""
 
     regs: tuple[Reg, ...]
     is_output: bool
 
 
-@dataclass(frozen=True, eq=False)
-class AddressOperand:
+@dataclass(frozen=True, eq=False, repr=False)
+class AddressOperand(_Repr):
     """A ``[addr]`` operand: a 32-bit shared-window address expression."""
 
     address: Expr
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(frozen=True, eq=False, repr=False)
 class GlobalAddress(Expr):
     """Lowered: the 64-bit generic address of byte ``byte_offset`` of a global tensor."""
 
@@ -510,15 +521,15 @@ class GlobalAddress(Expr):
     dtype: DType = U64
 
 
-@dataclass(frozen=True, eq=False)
-class Immediate:
+@dataclass(frozen=True, eq=False, repr=False)
+class Immediate(_Repr):
     """An integer immediate operand, printed literally (cp.async's cp-size, wait_group's N)."""
 
     value: int
 
 
-@dataclass(frozen=True, eq=False)
-class ScalarOperand:
+@dataclass(frozen=True, eq=False, repr=False)
+class ScalarOperand(_Repr):
     """One scalar input register printed without braces (cp.async's src-size)."""
 
     value: Expr
@@ -527,7 +538,7 @@ class ScalarOperand:
 PtxOperand = RegVector | AddressOperand | Immediate | ScalarOperand
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(frozen=True, eq=False, repr=False)
 class PtxCall(Stmt):
     """Lowered: one PTX instruction executed by every active thread.
 
@@ -547,8 +558,8 @@ class PtxCall(Stmt):
 Param = Buffer | Var
 
 
-@dataclass(frozen=True, eq=False)
-class Function:
+@dataclass(frozen=True, eq=False, repr=False)
+class Function(_Repr):
     """A kernel. ``allocations`` are its shared and local buffers, ``variables`` its scalar
     locals (declared once at the top of the kernel). After lowering, ``shared_offsets`` gives
     each shared buffer's byte offset in the block's shared memory and ``shared_bytes`` the total.
