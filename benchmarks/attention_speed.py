@@ -11,7 +11,10 @@ and 16 k tokens by default: thousands of query tiles at every length, enough to 
 
 * **tirx**: the mma.sync kernel of ``tirx.examples.attention_mma`` (``flash_attention``'s
   ``kernel="mma_sync"``), timed as its compiled executable called on preallocated outputs (the
-  Python checks of ``flash_attention`` excluded);
+  Python checks of ``flash_attention`` excluded); with ``--mma-configs`` each named
+  configuration (``WwMmBN``: warps, 16-row tiles per warp, keys per tile, plus ``-ax`` for the
+  approx softmax, e.g. ``4w1m64-ax``) is timed and the fastest counts, named beside it (the
+  default: the kernel's default configuration);
 * **tirx wgmma**: likewise the wgmma kernel of ``tirx.examples.attention_wgmma``
   (``kernel="wgmma"``, FlashAttention-3's structure; ``flash_attention``'s default there), on
   an sm_90 GPU only; with
@@ -75,6 +78,27 @@ def wgmma_configs(text: str) -> list:
     return out
 
 
+def mma_configs(text: str) -> list:
+    """``--mma-configs``: ``WwMmBN[-ax]`` names, comma separated, as configurations of
+    ``tirx.examples.attention_mma`` (an empty text: its default per head dim)."""
+    from tirx.examples.attention_mma import AttentionConfig
+
+    out = []
+    for name in filter(None, (x.strip() for x in text.split(","))):
+        head, *flags = name.split("-")
+        m = re.fullmatch(r"(\d+)w(\d+)m(\d+)", head)
+        if not m or set(flags) - {"ax"}:
+            raise ValueError(f"mma config {name!r} is not WwMmBN[-ax]")
+        cfg = AttentionConfig(int(m[1]), int(m[2]), int(m[3]), approx="ax" in flags)
+        cfg.check()
+        out.append((name, cfg))
+    return out
+
+
+def mma_config_name(cfg) -> str:
+    return f"{cfg.warps}w{cfg.m_tiles}m{cfg.block_n}" + "-ax" * cfg.approx
+
+
 def config_name(cfg) -> str:
     flags = "-pp" * cfg.pingpong + "-ov" * cfg.overlap + "-ax" * cfg.approx
     return f"{cfg.block_n}x{cfg.stages}{flags}"
@@ -133,11 +157,12 @@ def table(cells: list[Cell]) -> str:
         tr = c.best("triton ")
         cols = [c.dtype, str(c.head_dim), "causal" if c.causal else "full", str(c.seq)]
         cols.append(f"{c.batch} × {c.heads}")
-        wg = c.best("tirx wgmma")
-        cols += [_tf(c, "tirx"), f"{c.tflops(wg):.1f} ({wg[11:]})" if wg else "–"]
+        mm, wg = c.best("tirx mma"), c.best("tirx wgmma")
+        cols.append(f"{c.tflops(mm):.1f} ({mm[9:]})" if mm else _tf(c, "tirx"))
+        cols.append(f"{c.tflops(wg):.1f} ({wg[11:]})" if wg else "–")
         cols += [_tf(c, f"sdpa {b}") for b in BACKENDS]
         cols.append(f"{c.tflops(tr):.1f} ({tr[7:]})" if tr else "–")
-        for name in ("tirx", wg):
+        for name in (mm or "tirx", wg):
             cols.append(f"{c.ms[sdpa] / c.ms[name]:.2f}" if sdpa and name in c.ms else "–")
         cols.append(f"{c.ms[sdpa] / c.ms[tr]:.2f}" if sdpa and tr else "–")
         lines.append("| " + " | ".join(cols) + " |")
@@ -145,18 +170,21 @@ def table(cells: list[Cell]) -> str:
 
 
 def config_table(cells: list[Cell]) -> str:
-    """TFLOP/s of each wgmma configuration timed (when more than one was), per case: the A/B
-    behind the main table's fastest."""
-    names = sorted({n for c in cells for n in c.ms if n.startswith("tirx wgmma ")})
-    if len(names) < 2:
+    """TFLOP/s of each configuration timed of a kernel of which more than one was, per case:
+    the A/B behind the main table's fastest."""
+    names = []
+    for prefix in ("tirx mma ", "tirx wgmma "):
+        timed = sorted({n for c in cells for n in c.ms if n.startswith(prefix)})
+        names += timed if len(timed) > 1 else []
+    if not names:
         return ""
-    head = "| dtype | d | mode | seq | " + " | ".join(n[11:] for n in names) + " |"
+    head = "| dtype | d | mode | seq | " + " | ".join(n[5:] for n in names) + " |"
     lines = [head, "|---|---|---|---|" + "---|" * len(names)]
     for c in cells:
         cols = [c.dtype, str(c.head_dim), "causal" if c.causal else "full", str(c.seq)]
         cols += [_tf(c, n) for n in names]
         lines.append("| " + " | ".join(cols) + " |")
-    return "\n".join(["TFLOP/s of each wgmma configuration:", "", *lines])
+    return "\n".join(["TFLOP/s of each configuration:", "", *lines])
 
 
 def _tf(cell: Cell, name: str) -> str:
@@ -289,12 +317,14 @@ def _close(name: str, got, want, dtype) -> None:
         raise AssertionError(f"{name}: relative error {err:.2e} from SDPA (tolerance {tol:g})")
 
 
-def measure(cell: Cell, reps: int, wgmma=()) -> Cell:
+def measure(cell: Cell, reps: int, wgmma=(), mma=()) -> Cell:
     import torch
     from gemm_speed import time_runners
 
     import tirx
     from tirx.examples.attention import KERNELS, attention_executable
+    from tirx.examples.attention_mma import default_config as mma_default
+    from tirx.examples.attention_mma import make_attention as make_mma_attention
     from tirx.examples.attention_wgmma import default_config
     from tirx.examples.attention_wgmma import make_attention as make_wgmma_attention
 
@@ -319,7 +349,8 @@ def measure(cell: Cell, reps: int, wgmma=()) -> Cell:
         want = _math_reference(q, k, v, cell.causal)
     scale = cell.head_dim**-0.5
     major, minor = torch.cuda.get_device_capability()
-    tirx_runs = [("tirx", "mma_sync", None)]
+    cfgs = mma or [(mma_config_name(mma_default(cell.head_dim)), None)]
+    tirx_runs = [(f"tirx mma {n}", "mma_sync", cfg) for n, cfg in cfgs]
     if KERNELS["wgmma"].runs_on(10 * major + minor):
         cfgs = wgmma or [(config_name(default_config(cell.head_dim)), None)]
         tirx_runs += [(f"tirx wgmma {n}", "wgmma", cfg) for n, cfg in cfgs]
@@ -328,7 +359,8 @@ def measure(cell: Cell, reps: int, wgmma=()) -> Cell:
             exe = attention_executable(q, k, v, causal=cell.causal, kernel=kernel)
         else:
             b, h, n, d = shape
-            fn = make_wgmma_attention(b, h, h, n, n, d, cell.dtype, cell.causal, cfg=cfg)
+            make = make_wgmma_attention if kernel == "wgmma" else make_mma_attention
+            fn = make(b, h, h, n, n, d, cell.dtype, cell.causal, cfg=cfg)
             exe = tirx.compile(fn, target="cuda")
         o, lse = torch.empty_like(q), torch.empty(shape[:3], device="cuda")
         exe(q, k, v, o, lse, scale)
@@ -369,8 +401,8 @@ def report_body(cells: list[Cell], reps: int) -> str:
             "",
             f"Median of {reps} samples per cell. Forward pass, `(batch, heads, seq, d)` "
             "tensors, as many keys as queries; TFLOP/s = 4·batch·heads·seq²·d / time, half "
-            "that for causal. tirx: `tirx.examples.attention_mma` (mma.sync, its default "
-            "configuration per head dim); tirx wgmma: `tirx.examples.attention_wgmma` "
+            "that for causal. tirx: `tirx.examples.attention_mma` (mma.sync), the fastest of the "
+            "configurations timed (named in parentheses: WwMmBN, -ax the approx softmax); tirx wgmma: `tirx.examples.attention_wgmma` "
             "(FlashAttention-3's structure, sm_90 only), the fastest of the configurations timed "
             "(named in parentheses: BNxSTAGES, -pp ping-pong, -ov overlap, -ax the approx softmax); each executable "
             "called directly. "
@@ -394,6 +426,12 @@ def main(argv=None) -> int:
     ap.add_argument("--hidden", type=int, default=2048, help="heads · head_dim of every case")
     ap.add_argument("--reps", type=int, default=10)
     ap.add_argument(
+        "--mma-configs",
+        default="",
+        help="configurations of the mma.sync kernel to time, WwMmBN[-ax], comma separated "
+        "(default: its default per head dim); the fastest counts",
+    )
+    ap.add_argument(
         "--wgmma-configs",
         default="",
         help="configurations of the wgmma kernel to time, BNxSTAGES[-pp][-ov][-ax], comma separated "
@@ -402,6 +440,7 @@ def main(argv=None) -> int:
     report.add_output_arguments(ap, "attention_speed")
     args = ap.parse_args(argv)
     wgmma = wgmma_configs(args.wgmma_configs)
+    mma = mma_configs(args.mma_configs)
     from gemm_speed import gpu_visible
 
     if not gpu_visible():
@@ -421,7 +460,7 @@ def main(argv=None) -> int:
                     batch, heads = problem_size(seq, d, args.tokens, args.hidden)
                     cell = Cell(dtype, d, mode == "causal", seq, batch, heads)
                     print(f"{dtype} d={d} {mode} seq={seq} ({batch} x {heads})", flush=True)
-                    cells.append(measure(cell, args.reps, wgmma))
+                    cells.append(measure(cell, args.reps, wgmma, mma))
                     torch.cuda.empty_cache()
     text = report_body(cells, args.reps)
     print(text)

@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import importlib.util
 import itertools
+import re
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -64,6 +66,26 @@ def test_scale_is_a_run_time_argument():
         o, lse = torch.empty_like(q), torch.empty(q.shape[:3])
         exe(q, k, v, o, lse, scale)
         check(o, lse, q, k, v, False, scale=scale)
+
+
+@pytest.mark.parametrize(
+    "shape, causal, cfg",
+    [
+        ((1, 2, 1, 50, 90, 64), True, AttentionConfig(warps=2, block_n=32, approx=True)),
+        ((1, 1, 1, 40, 200, 64), False, AttentionConfig(warps=4, block_n=128, approx=True)),
+        ((1, 1, 1, 70, 45, 128), True, AttentionConfig(warps=1, m_tiles=2, approx=True)),
+    ],
+    ids=["2w-32keys-causal", "128keys", "1w-2tiles-causal-d128"],
+)
+def test_the_approx_softmax_matches_float64_for_any_scale(shape, causal, cfg):
+    """max.f32 on unscaled scores, fma and ex2.approx for a positive scale; the exact form for
+    a negative one or zero (the branch around the loop): all within the reference's bound."""
+    q, k, v = inputs(*shape, torch.float16)
+    exe = tirx.compile(make_attention(*shape, "float16", causal, cfg), target="sim")
+    for scale in (0.125, -0.05, 0.0):
+        o, lse = torch.full_like(q, float("nan")), torch.full(q.shape[:3], float("nan"))
+        exe(q, k, v, o, lse, scale)
+        check(o, lse, q, k, v, causal, scale=scale)
 
 
 def _p_words(mt: int, nt: int):
@@ -239,17 +261,42 @@ def test_builds_without_spills_and_its_loop_is_hmma_ldsm_ex2(arch, head_dim):
     assert "STL" not in sass and "LDL" not in sass
 
 
+@pytest.mark.parametrize("head_dim", [64, 128])
+def test_the_approx_build_takes_fmnmx_and_one_ex2_per_score(head_dim):
+    """The approx form's maxima are FMNMX (the exact form's NaN-propagating T.max is compares
+    and selects), and it adds no spill; the kernel holds both forms (the branch on the
+    scale's sign), so it has twice the exact build's HMMAs."""
+    _nvrtc()
+    counts = {}
+    for approx in (False, True):
+        cfg = replace(am.default_config(head_dim), approx=approx)
+        kernel = make_attention(2, 8, 8, 1024, 1024, head_dim, "float16", causal=True, cfg=cfg)
+        exe = tirx.compile(kernel, target="cuda -arch=sm_80")
+        st = exe.stats
+        assert st["spill_stores"] == 0 and st["spill_loads"] == 0 and st["registers"] <= 255
+        if exe.sass is None:
+            pytest.skip("no disassembler (nvdisasm/cuobjdump) installed")
+        counts[approx] = {op: len(re.findall(rf"\b{re.escape(op)}\b", exe.sass))
+                          for op in ("FMNMX", "HMMA.16816.F32", "MUFU.EX2")}  # fmt: skip
+    assert counts[False]["FMNMX"] == 0 and counts[True]["FMNMX"] > 0
+    assert counts[True]["HMMA.16816.F32"] == 2 * counts[False]["HMMA.16816.F32"]
+    assert counts[True]["MUFU.EX2"] == 2 * counts[False]["MUFU.EX2"]
+
+
 # ------------------------------------------------------------------------------- GPU
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("approx", [False, True], ids=["exact", "approx"])
 @pytest.mark.parametrize("head_dim", [64, 128])
-def test_gpu_equals_the_simulator(head_dim):
+def test_gpu_equals_the_simulator(head_dim, approx):
     """The same kernel on both targets: equal to within one rounding of the output (the
-    GPU's ex2 and the simulator's exp2 may differ in the last float32 bit)."""
+    GPU's ex2 and the simulator's exp2 may differ in the last float32 bit; the approx form's
+    ex2.approx by the ISA's bound, which the simulator models)."""
     shape = (1, 2, 1, 100, 130, head_dim)
-    o_sim, lse_sim, q, k, v = _run(am, shape, causal=True)
-    exe = tirx.compile(make_attention(*shape, "float16", True), target="cuda")
+    cfg = replace(am.default_config(head_dim), approx=approx)
+    o_sim, lse_sim, q, k, v = _run(am, shape, causal=True, cfg=cfg)
+    exe = tirx.compile(make_attention(*shape, "float16", True, cfg), target="cuda")
     o = torch.empty_like(q, device="cuda")
     lse = torch.empty(q.shape[:3], device="cuda")
     exe(q.cuda(), k.cuda(), v.cuda(), o, lse, 0.125)

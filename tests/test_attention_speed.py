@@ -90,15 +90,39 @@ def test_without_a_gpu_it_says_so_and_stops(monkeypatch, capsys):
     assert "no NVIDIA GPU is visible" in capsys.readouterr().err
 
 
-def test_each_wgmma_configuration_gets_a_column_when_several_were_timed():
+def test_each_configuration_gets_a_column_when_several_of_its_kernel_were_timed():
     cell = bench.Cell("bfloat16", 128, False, 4096, 4, 16)
-    cell.ms = {"tirx wgmma 128x2": 2.0, "tirx wgmma 128x2-ax": 1.0, "sdpa cudnn": 1.5}
+    cell.ms = {"tirx wgmma 128x2": 2.0, "tirx wgmma 128x2-ax": 1.0, "sdpa cudnn": 1.5,
+               "tirx mma 4w1m64": 4.0}  # fmt: skip
     lines = bench.config_table([cell]).splitlines()
-    assert lines[2] == "| dtype | d | mode | seq | 128x2 | 128x2-ax |"
+    assert lines[2] == "| dtype | d | mode | seq | wgmma 128x2 | wgmma 128x2-ax |"
     tf = cell.flops / 1e-3 / 1e12
     assert lines[4] == f"| bfloat16 | 128 | full | 4096 | {tf / 2:.1f} | {tf:.1f} |"
-    del cell.ms["tirx wgmma 128x2-ax"]
-    assert bench.config_table([cell]) == ""  # one configuration: the main table says it all
+    cell.ms["tirx mma 4w1m64-ax"] = 2.0  # two of each kernel: both kernels' columns
+    assert bench.config_table([cell]).splitlines()[2] == (
+        "| dtype | d | mode | seq | mma 4w1m64 | mma 4w1m64-ax | wgmma 128x2 | wgmma 128x2-ax |"
+    )
+    for name in ("tirx wgmma 128x2-ax", "tirx mma 4w1m64-ax"):
+        del cell.ms[name]
+    assert bench.config_table([cell]) == ""  # one configuration each: the main table says it
+
+
+def test_mma_configs_parse_and_the_fastest_counts_named():
+    from tirx.examples.attention_mma import AttentionConfig
+
+    got = bench.mma_configs("4w1m64, 4w2m64-ax,")
+    assert [c for _, c in got] == [AttentionConfig(4, 1, 64), AttentionConfig(4, 2, 64, True)]
+    assert [bench.mma_config_name(c) for _, c in got] == ["4w1m64", "4w2m64-ax"]
+    assert bench.mma_configs("") == []
+    with pytest.raises(ValueError, match=r"WwMmBN\[-ax\]"):
+        bench.mma_configs("4w1m64-pp")
+    with pytest.raises(ValueError, match="cfg.block_n"):
+        bench.mma_configs("4w1m48")
+    cell = bench.Cell("float16", 64, False, 1024, 16, 32)
+    cell.ms = {"tirx mma 4w2m64": 2.0, "tirx mma 4w2m64-ax": 1.0, "sdpa cudnn": 1.0}
+    cols = [c.strip() for c in bench.table([cell]).splitlines()[2].strip("|").split("|")]
+    assert cols[5] == f"{cell.tflops('tirx mma 4w2m64-ax'):.1f} (4w2m64-ax)"
+    assert cols[11] == "1.00"  # the fastest configuration's ratio to SDPA
 
 
 def test_the_approx_flag_names_round_trip():

@@ -22,6 +22,12 @@ rows per warp, and streams the head's keys and values past them in tiles of ``cf
   ``scale · log2(e)`` (so ``exp`` is one ``exp2``), the row maximum and (at the end) the row
   sum are combined over the four lanes that hold a row with two ``__shfl_xor_sync``, and the
   output accumulator is rescaled by ``exp2(old max - new max)`` when the maximum grows;
+* with ``cfg.approx`` the softmax is written as FlashAttention-2 writes it: the row maxima of
+  the unscaled scores with ``max.f32`` (for ``scale > 0`` they are the scaled scores'
+  maxima), then one fma ``s · c - max · c`` and one ``ex2.approx.ftz.f32`` per score (the ISA
+  bounds its error by 2 ulp); the exact form scales first, takes ``T.max`` (NaN-propagating)
+  and calls ``exp2f``. A scale that is not positive takes the exact form: one branch, the
+  same in every thread, around the whole loop over key tiles;
 * ``P`` is rounded to the inputs' type in registers, in a buffer with the S accumulator's
   layout, and that buffer's ``uint32`` view, regrouped, *is* the A operand of ``P V``: tirx's
   contract check verifies that every element of it sits in the lane mma.sync reads it from
@@ -57,11 +63,13 @@ P_AS_A = "mi (kv two) row w -> mi kv row (two w)"
 @dataclass(frozen=True)
 class AttentionConfig:
     """The block's shape: ``warps`` warps of ``16 · m_tiles`` query rows each, key/value tiles
-    of ``block_n`` keys (two shared stages of each)."""
+    of ``block_n`` keys (two shared stages of each); ``approx``: the softmax's maxima and
+    exponentials with ``max.f32`` and ``ex2.approx.ftz.f32`` (module doc)."""
 
     warps: int = 4
     m_tiles: int = 1
     block_n: int = 64
+    approx: bool = False
 
     @property
     def block_m(self) -> int:
@@ -173,6 +181,7 @@ def make_attention(
     RSTEP = THREADS // CPR  # rows between one thread's chunks
     Q_CH, KV_CH = BM // RSTEP, BN // RSTEP  # chunks per thread per tile
     RAGGED = seq_k % BN != 0
+    APPROX = cfg.approx
     where = "shared.dyn" if cfg.shared_bytes(D) > 48 * 1024 else "shared"
 
     ACC_S = score_layout(MR, NS)
@@ -202,41 +211,12 @@ def make_attention(
                 src_size=T.if_then_else(r < limit, 16, 0),
             )
 
-    @T.function
-    def attention(
-        Q: T.Tensor((batch, heads, seq_q, D), dtype),
-        K: T.Tensor((batch, kv_heads, seq_k, D), dtype),
-        V: T.Tensor((batch, kv_heads, seq_k, D), dtype),
-        O: T.Tensor((batch, heads, seq_q, D), dtype),
-        LSE: T.Tensor((batch, heads, seq_q), "float32"),
-        scale: T.float32,
-    ):
-        T.device_entry(launch=T.cuda.LaunchConfig(grid=(NQ, batch * heads), block=THREADS))
-        tid = T.cuda.thread_idx("x")
-        lane = T.cuda.lane_id()
-        warp = T.cuda.warp_id()
-        qt = NQ - 1 - T.cuda.block_idx("x") if causal else T.cuda.block_idx("x")
-        bh = T.cuda.block_idx("y")
-        b = bh // heads
-        h = bh % heads
-        hk = h // GROUP
-        q0 = qt * BM  # the block's first query row
-        w0 = q0 + warp * 16 * MR  # the warp's
-        g = lane // 4
-        t = lane % 4
-        r0 = tid // CPR
-        c0 = tid % CPR
-
-        q_s = T.alloc_shared((BM, D), dtype, layout=QS_LAYOUT, align=128, scope=where)
-        k_s = T.alloc_shared((2, BN, D), dtype, layout=KV_LAYOUT, align=128, scope=where)
-        v_s = T.alloc_shared((2, BN, D), dtype, layout=KV_LAYOUT, align=128, scope=where)
-        q_w = q_s.view("uint32")
+    @T.macro
+    def key_tiles(ax, n_kv, scale, b, h, hk, r0, c0, t, g, w0, K, V, O, LSE, k_s, v_s, qf, kf, vf):
+        """The loop over the key tiles and the epilogue, for the warp's rows (module doc);
+        ``ax``: the approx softmax (a compile-time bool)."""
         k_w = k_s.view("uint32")
         v_w = v_s.view("uint32")
-
-        qf = T.alloc_local((4 * MR * KQ,), "uint32")  # Q, every head-dim slice
-        kf = T.alloc_local((2 * NS,), "uint32")  # K, one head-dim slice
-        vf = T.alloc_local((2 * DN,), "uint32")  # V, one 16-key slice
         s = T.alloc_local((4 * MR * NS,), "float32")  # scores of one key tile
         p = T.alloc_local((4 * MR * NS,), dtype)  # their exponentials, rounded
         # P as mma.sync's A operand: the S accumulator's layout on P's slots, in uint32 words
@@ -246,33 +226,13 @@ def make_attention(
         row_max = T.alloc_local((2 * MR,), "float32")  # rows g and g + 8 of each m tile
         row_sum = T.alloc_local((2 * MR,), "float32")  # this lane's columns only
         pair = T.alloc_local((2,), dtype)
+        mx = T.alloc_local((2,), "float32")  # approx: a running maximum, a pair's; alpha
         for i in T.unroll(4 * MR * DN):
             o[i] = T.float32(0)
         for i in T.unroll(2 * MR):
             row_max[i] = -T.infinity(ty="float32")
             row_sum[i] = T.float32(0)
         c = scale * LOG2E  # exp(x · scale) = exp2(x · c)
-
-        # the key tiles this block sees: all of them, or (causal) up to its last row's
-        n_kv = NKV
-        if causal:
-            n_kv = T.min(NKV, (T.min(q0 + BM, seq_q) - 1) // BN + 1)
-
-        # prologue: Q, then key/value tile 0 into stage 0, one commit group each
-        copy_rows(q_s, Q, b, h, q0, BM, Q_CH, seq_q, r0, c0)
-        T.ptx["cp.async.commit_group"]()
-        copy_rows(k_s[0], K, b, hk, 0, BN, KV_CH, seq_k, r0, c0)
-        copy_rows(v_s[0], V, b, hk, 0, BN, KV_CH, seq_k, r0, c0)
-        T.ptx["cp.async.commit_group"]()
-        T.ptx["cp.async.wait_group"](1)  # Q has landed
-        T.cuda.cta_sync()
-        T.cuda.tile.apply(
-            T.ptx[ldsm],
-            qf.view(MR * KQ, 4, 8, 4, layout=Q_LOAD),
-            q_w[warp * 16 * MR : warp * 16 * MR + 16 * MR, :].rearrange(
-                Q_PAT, mi=MR, half=2, chunk=2, w=4
-            ),
-        )
 
         for j in range(n_kv):
             st = j % 2
@@ -301,8 +261,9 @@ def make_attention(
                     kf.view(NS, 1, 8, 8, layout=K_MMA),
                     s.view(MR, NS, 16, 8, layout=ACC_S),
                 )
-            for i in T.unroll(4 * MR * NS):
-                s[i] = s[i] * c
+            if not ax:  # the approx softmax folds c into its fma
+                for i in T.unroll(4 * MR * NS):
+                    s[i] = s[i] * c
 
             # mask the keys past seq_k and (causal) right of the diagonal, in the tiles
             # that have any for this warp
@@ -322,21 +283,43 @@ def make_attention(
             for mi in T.unroll(MR):
                 for hf in T.unroll(2):
                     r = 2 * mi + hf
-                    m = row_max[r]
-                    for ni in T.unroll(NS):
-                        i = 4 * NS * mi + 4 * ni + 2 * hf
-                        m = max(m, max(s[i], s[i + 1]))
-                    m = max(m, T.cuda.__shfl_xor_sync(0xFFFFFFFF, m, 1))
-                    m = max(m, T.cuda.__shfl_xor_sync(0xFFFFFFFF, m, 2))
-                    alpha = T.exp2(row_max[r] - m)
-                    row_max[r] = m
-                    total = T.float32(0)
-                    for ni in T.unroll(NS):
-                        for e in T.unroll(2):
-                            i = 4 * NS * mi + 4 * ni + 2 * hf + e
-                            x = T.exp2(s[i] - m)
-                            total = total + x
-                            p[i] = T.cast(x, dtype)
+                    if ax:  # on unscaled scores: max.f32, one fma and ex2.approx per score
+                        mx[0] = row_max[r]
+                        for ni in T.unroll(NS):
+                            lo = 4 * NS * mi + 4 * ni + 2 * hf
+                            T.ptx["max.f32"](mx[1], s[lo], s[lo + 1])
+                            T.ptx["max.f32"](mx[0], mx[0], mx[1])
+                        quad = T.cuda.__shfl_xor_sync(0xFFFFFFFF, mx[0], 1)
+                        T.ptx["max.f32"](mx[0], mx[0], quad)
+                        quad = T.cuda.__shfl_xor_sync(0xFFFFFFFF, mx[0], 2)
+                        T.ptx["max.f32"](mx[0], mx[0], quad)
+                        mc = mx[0] * c
+                        T.ptx["ex2.approx.ftz.f32"](mx[1], row_max[r] * c - mc)
+                        alpha = mx[1]
+                        row_max[r] = mx[0]
+                        total = T.float32(0)
+                        for ni in T.unroll(NS):
+                            for e in T.unroll(2):
+                                i = 4 * NS * mi + 4 * ni + 2 * hf + e
+                                T.ptx["ex2.approx.ftz.f32"](s[i], T.fma(s[i], c, -mc))
+                                total = total + s[i]
+                                p[i] = T.cast(s[i], dtype)
+                    else:  # on scaled scores: T.max (NaN-propagating) and exp2f
+                        m = row_max[r]
+                        for ni in T.unroll(NS):
+                            i = 4 * NS * mi + 4 * ni + 2 * hf
+                            m = max(m, max(s[i], s[i + 1]))
+                        m = max(m, T.cuda.__shfl_xor_sync(0xFFFFFFFF, m, 1))
+                        m = max(m, T.cuda.__shfl_xor_sync(0xFFFFFFFF, m, 2))
+                        alpha = T.exp2(row_max[r] - m)
+                        row_max[r] = m
+                        total = T.float32(0)
+                        for ni in T.unroll(NS):
+                            for e in T.unroll(2):
+                                i = 4 * NS * mi + 4 * ni + 2 * hf + e
+                                x = T.exp2(s[i] - m)
+                                total = total + x
+                                p[i] = T.cast(x, dtype)
                     row_sum[r] = row_sum[r] * alpha + total
                     for dn in T.unroll(DN):
                         for e in T.unroll(2):
@@ -376,6 +359,74 @@ def make_attention(
                         pair[1] = T.cast(o[i + 1] * inv, dtype)
                         o_w[b, h, row, dn * 4 + t] = pair.view("uint32")[0]
                     if t == 0:
-                        LSE[b, h, row] = (row_max[r] + T.log2(total)) * LN2
+                        # the approx form's maxima are of unscaled scores
+                        top = row_max[r] * c if ax else row_max[r]
+                        LSE[b, h, row] = (top + T.log2(total)) * LN2
+
+    @T.function
+    def attention(
+        Q: T.Tensor((batch, heads, seq_q, D), dtype),
+        K: T.Tensor((batch, kv_heads, seq_k, D), dtype),
+        V: T.Tensor((batch, kv_heads, seq_k, D), dtype),
+        O: T.Tensor((batch, heads, seq_q, D), dtype),
+        LSE: T.Tensor((batch, heads, seq_q), "float32"),
+        scale: T.float32,
+    ):
+        T.device_entry(launch=T.cuda.LaunchConfig(grid=(NQ, batch * heads), block=THREADS))
+        tid = T.cuda.thread_idx("x")
+        lane = T.cuda.lane_id()
+        warp = T.cuda.warp_id()
+        qt = NQ - 1 - T.cuda.block_idx("x") if causal else T.cuda.block_idx("x")
+        bh = T.cuda.block_idx("y")
+        b = bh // heads
+        h = bh % heads
+        hk = h // GROUP
+        q0 = qt * BM  # the block's first query row
+        w0 = q0 + warp * 16 * MR  # the warp's
+        g = lane // 4
+        t = lane % 4
+        r0 = tid // CPR
+        c0 = tid % CPR
+
+        q_s = T.alloc_shared((BM, D), dtype, layout=QS_LAYOUT, align=128, scope=where)
+        k_s = T.alloc_shared((2, BN, D), dtype, layout=KV_LAYOUT, align=128, scope=where)
+        v_s = T.alloc_shared((2, BN, D), dtype, layout=KV_LAYOUT, align=128, scope=where)
+        q_w = q_s.view("uint32")
+
+        qf = T.alloc_local((4 * MR * KQ,), "uint32")  # Q, every head-dim slice
+        kf = T.alloc_local((2 * NS,), "uint32")  # K, one head-dim slice
+        vf = T.alloc_local((2 * DN,), "uint32")  # V, one 16-key slice
+
+        # the key tiles this block sees: all of them, or (causal) up to its last row's
+        n_kv = NKV
+        if causal:
+            n_kv = T.min(NKV, (T.min(q0 + BM, seq_q) - 1) // BN + 1)
+
+        # prologue: Q, then key/value tile 0 into stage 0, one commit group each
+        copy_rows(q_s, Q, b, h, q0, BM, Q_CH, seq_q, r0, c0)
+        T.ptx["cp.async.commit_group"]()
+        copy_rows(k_s[0], K, b, hk, 0, BN, KV_CH, seq_k, r0, c0)
+        copy_rows(v_s[0], V, b, hk, 0, BN, KV_CH, seq_k, r0, c0)
+        T.ptx["cp.async.commit_group"]()
+        T.ptx["cp.async.wait_group"](1)  # Q has landed
+        T.cuda.cta_sync()
+        T.cuda.tile.apply(
+            T.ptx[ldsm],
+            qf.view(MR * KQ, 4, 8, 4, layout=Q_LOAD),
+            q_w[warp * 16 * MR : warp * 16 * MR + 16 * MR, :].rearrange(
+                Q_PAT, mi=MR, half=2, chunk=2, w=4
+            ),
+        )
+
+        if APPROX:
+            # its fma folds a positive scale (the maximum of unscaled scores is then the scaled
+            # ones'); any other takes the exact form. One branch, the same in every thread,
+            # around the whole loop: the loop has none
+            if scale > T.float32(0):
+                key_tiles(True, n_kv, scale, b, h, hk, r0, c0, t, g, w0, K, V, O, LSE, k_s, v_s, qf, kf, vf)  # fmt: skip
+            else:
+                key_tiles(False, n_kv, scale, b, h, hk, r0, c0, t, g, w0, K, V, O, LSE, k_s, v_s, qf, kf, vf)  # fmt: skip
+        else:
+            key_tiles(False, n_kv, scale, b, h, hk, r0, c0, t, g, w0, K, V, O, LSE, k_s, v_s, qf, kf, vf)  # fmt: skip
 
     return attention
