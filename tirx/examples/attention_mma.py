@@ -22,12 +22,12 @@ rows per warp, and streams the head's keys and values past them in tiles of ``cf
   ``scale · log2(e)`` (so ``exp`` is one ``exp2``), the row maximum and (at the end) the row
   sum are combined over the four lanes that hold a row with two ``__shfl_xor_sync``, and the
   output accumulator is rescaled by ``exp2(old max - new max)`` when the maximum grows;
-* with ``cfg.approx`` the softmax is written as FlashAttention-2 writes it: the row maxima of
-  the unscaled scores with ``max.f32`` (for ``scale > 0`` they are the scaled scores'
-  maxima), then one fma ``s · c - max · c`` and one ``ex2.approx.ftz.f32`` per score (the ISA
-  bounds its error by 2 ulp); the exact form scales first, takes ``T.max`` (NaN-propagating)
-  and calls ``exp2f``. A scale that is not positive takes the exact form: one branch, the
-  same in every thread, around the whole loop over key tiles;
+* with ``cfg.approx`` (the default) the softmax is written as FlashAttention-2 writes it: the
+  row maxima of the unscaled scores with ``max.f32`` (for ``scale > 0`` they are the scaled
+  scores' maxima), then one fma ``s · c - max · c`` and one ``ex2.approx.ftz.f32`` per score
+  (the ISA bounds its error by 2 ulp); the exact form scales first, takes ``T.max``
+  (NaN-propagating) and calls ``exp2f``. A scale that is not positive takes the exact form:
+  one branch, the same in every thread, around the whole loop over key tiles;
 * ``P`` is rounded to the inputs' type in registers, in a buffer with the S accumulator's
   layout, and that buffer's ``uint32`` view, regrouped, *is* the A operand of ``P V``: tirx's
   contract check verifies that every element of it sits in the lane mma.sync reads it from
@@ -99,8 +99,9 @@ class AttentionConfig:
 def default_config(head_dim: int) -> AttentionConfig:
     """4 warps and 64-key tiles; 32 query rows per warp for head_dim 64 (each K and V
     fragment feeds two mma.sync), 16 for head_dim 128 (32 would not fit in 255 registers
-    without spilling). Registers: docs/attention.md."""
-    return AttentionConfig(warps=4, m_tiles=2 if head_dim == 64 else 1, block_n=64)
+    without spilling); the approx softmax, the faster at both head dims in
+    benchmarks/results/attention_speed-h100.md. Registers: docs/attention.md."""
+    return AttentionConfig(warps=4, m_tiles=2 if head_dim == 64 else 1, block_n=64, approx=True)
 
 
 def _swizzled(shape: tuple[int, ...], head_dim: int):
