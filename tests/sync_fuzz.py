@@ -291,12 +291,16 @@ def benign() -> dict[str, str]:
     return out
 
 
-def _run(fn: ir.Function, inputs: Callable[[], list]) -> list[np.ndarray]:
+def _run(fn: ir.Function, input_sets: tuple[Callable[[], list], ...]) -> list[np.ndarray]:
+    """The outputs of ``fn`` run with each of ``input_sets``, one after the other."""
     from tirx.sim import run
 
-    args = inputs()
-    run(fn, args, stdout=None, budget=BUDGET)
-    return [np.array(a, copy=True) for a in args]
+    out = []
+    for inputs in input_sets:
+        args = inputs()
+        run(fn, args, stdout=None, budget=BUDGET)
+        out += [np.array(a, copy=True) for a in args]
+    return out
 
 
 def _same(a: list[np.ndarray], b: list[np.ndarray]) -> bool:
@@ -330,12 +334,12 @@ def fuzz(name: str, sample: int | None = None, seed: int = 0) -> list[Outcome]:
     """Run every edit of kernel ``name`` (or a seeded sample of ``sample`` of them)."""
     kernel = KERNELS[name]
     fn = kernel.build()
-    expected = _run(fn, kernel.inputs)
+    expected = _run(fn, kernel.input_sets())
     todo = edits(fn)
     if sample is not None and sample < len(todo):
         todo = random.Random(f"{seed}:{name}").sample(todo, sample)
     reviewed = benign()
-    return [try_edit(name, fn, e, kernel.inputs, expected, reviewed) for e in todo]
+    return [try_edit(name, fn, e, kernel.input_sets(), expected, reviewed) for e in todo]
 
 
 def main(argv=None) -> int:

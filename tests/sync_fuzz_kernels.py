@@ -24,6 +24,11 @@ class Kernel:
     name: str
     build: Callable[[], ir.Function]
     inputs: Callable[[], list]
+    #: more runs, each edit is run with each: the other side of a branch on an argument
+    also: tuple[Callable[[], list], ...] = ()
+
+    def input_sets(self) -> tuple[Callable[[], list], ...]:
+        return (self.inputs, *self.also)
 
 
 def _ints(shape, seed, dtype=np.float16):
@@ -84,13 +89,19 @@ def _attention():
     return _lowered(make_attention(1, 1, 1, 64, 192, 64, "float16", causal=False))
 
 
-def _attention_inputs():
-    rng = np.random.default_rng(3)
-    q = rng.standard_normal((1, 1, 64, 64)).astype(np.float16)
-    k, v = (rng.standard_normal((1, 1, 192, 64)).astype(np.float16) for _ in range(2))
-    o = np.full((1, 1, 64, 64), np.nan, np.float16)
-    lse = np.full((1, 1, 64), np.nan, np.float32)
-    return [q, k, v, o, lse, 0.125]
+def _attention_inputs(scale: float):
+    """Q, K, V, O, LSE and ``scale``: the default configuration's loop is a macro expanded
+    twice, the approx softmax's (a positive scale) and the exact one's (any other)."""
+
+    def inputs():
+        rng = np.random.default_rng(3)
+        q = rng.standard_normal((1, 1, 64, 64)).astype(np.float16)
+        k, v = (rng.standard_normal((1, 1, 192, 64)).astype(np.float16) for _ in range(2))
+        o = np.full((1, 1, 64, 64), np.nan, np.float16)
+        lse = np.full((1, 1, 64), np.nan, np.float32)
+        return [q, k, v, o, lse, scale]
+
+    return inputs
 
 
 def _attention_wgmma(**options):
@@ -120,7 +131,7 @@ KERNELS: dict[str, Kernel] = {
         Kernel("gemm_wgmma.cp_async", _gemm_wgmma("cp.async"), _gemm_inputs(256, 128, 256)),
         Kernel("gemm_wgmma.tma", _gemm_wgmma("tma"), _gemm_inputs(256, 128, 256)),
         Kernel("tma_pipeline", _tma_pipeline, _tma_inputs),
-        Kernel("attention_mma", _attention, _attention_inputs),
+        Kernel("attention_mma", _attention, _attention_inputs(0.125), (_attention_inputs(-0.125),)),
         Kernel("attention_wgmma", _attention_wgmma(), _attention_wgmma_inputs),
     )
 }

@@ -114,4 +114,4 @@ def test_hazards_a_lockstep_run_computes_right_are_reported(name, kind, text, pa
     fn = kernel.build()
     edit = _edit(fn, kind, text)
     with pytest.raises(SimulationError, match=pattern):
-        run(dataclasses.replace(fn, body=edit.body), kernel.inputs())
+        run(dataclasses.replace(fn, body=edit.body), kernel.inputs())  # the first input set
