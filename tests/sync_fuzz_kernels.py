@@ -89,16 +89,15 @@ def _attention():
     return _lowered(make_attention(1, 1, 1, 64, 192, 64, "float16", causal=False))
 
 
-def _attention_inputs(scale: float):
-    """Q, K, V, O, LSE and ``scale``: the default configuration's loop is a macro expanded
-    twice, the approx softmax's (a positive scale) and the exact one's (any other)."""
+def _attention_inputs(seq_q: int, seq_k: int, seed: int, scale: float = 0.125):
+    """Q, K, V (one head of 64), O and LSE pre-filled with NaN, and ``scale``."""
 
     def inputs():
-        rng = np.random.default_rng(3)
-        q = rng.standard_normal((1, 1, 64, 64)).astype(np.float16)
-        k, v = (rng.standard_normal((1, 1, 192, 64)).astype(np.float16) for _ in range(2))
-        o = np.full((1, 1, 64, 64), np.nan, np.float16)
-        lse = np.full((1, 1, 64), np.nan, np.float32)
+        rng = np.random.default_rng(seed)
+        q = rng.standard_normal((1, 1, seq_q, 64)).astype(np.float16)
+        k, v = (rng.standard_normal((1, 1, seq_k, 64)).astype(np.float16) for _ in range(2))
+        o = np.full((1, 1, seq_q, 64), np.nan, np.float16)
+        lse = np.full((1, 1, seq_q), np.nan, np.float32)
         return [q, k, v, o, lse, scale]
 
     return inputs
@@ -114,15 +113,6 @@ def _attention_wgmma(**options):
     return build
 
 
-def _attention_wgmma_inputs():
-    rng = np.random.default_rng(4)
-    q = rng.standard_normal((1, 1, 128, 64)).astype(np.float16)
-    k, v = (rng.standard_normal((1, 1, 384, 64)).astype(np.float16) for _ in range(2))
-    o = np.full((1, 1, 128, 64), np.nan, np.float16)
-    lse = np.full((1, 1, 128), np.nan, np.float32)
-    return [q, k, v, o, lse, 0.125]
-
-
 KERNELS: dict[str, Kernel] = {
     k.name: k
     for k in (
@@ -131,7 +121,14 @@ KERNELS: dict[str, Kernel] = {
         Kernel("gemm_wgmma.cp_async", _gemm_wgmma("cp.async"), _gemm_inputs(256, 128, 256)),
         Kernel("gemm_wgmma.tma", _gemm_wgmma("tma"), _gemm_inputs(256, 128, 256)),
         Kernel("tma_pipeline", _tma_pipeline, _tma_inputs),
-        Kernel("attention_mma", _attention, _attention_inputs(0.125), (_attention_inputs(-0.125),)),
-        Kernel("attention_wgmma", _attention_wgmma(), _attention_wgmma_inputs),
+        # the default configuration's key loop is a macro expanded twice: the approx softmax's
+        # (a positive scale) and the exact one's (any other); each edit runs with both
+        Kernel(
+            "attention_mma",
+            _attention,
+            _attention_inputs(64, 192, 3),
+            (_attention_inputs(64, 192, 3, scale=-0.125),),
+        ),
+        Kernel("attention_wgmma", _attention_wgmma(), _attention_inputs(128, 384, 4)),
     )
 }
