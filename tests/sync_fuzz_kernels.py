@@ -103,14 +103,10 @@ def _attention_inputs(seq_q: int, seq_k: int, seed: int, scale: float = 0.125):
     return inputs
 
 
-def _attention_wgmma(**options):
-    def build():
-        from tirx.examples.attention_wgmma import WgmmaAttentionConfig, make_attention
+def _attention_wgmma():
+    from tirx.examples.attention_wgmma import default_config, make_attention
 
-        cfg = WgmmaAttentionConfig(**options)
-        return _lowered(make_attention(1, 1, 1, 128, 384, 64, "float16", False, cfg))
-
-    return build
+    return _lowered(make_attention(1, 1, 1, 128, 384, 64, "float16", False, default_config(64)))
 
 
 KERNELS: dict[str, Kernel] = {
@@ -121,14 +117,20 @@ KERNELS: dict[str, Kernel] = {
         Kernel("gemm_wgmma.cp_async", _gemm_wgmma("cp.async"), _gemm_inputs(256, 128, 256)),
         Kernel("gemm_wgmma.tma", _gemm_wgmma("tma"), _gemm_inputs(256, 128, 256)),
         Kernel("tma_pipeline", _tma_pipeline, _tma_inputs),
-        # the default configuration's key loop is a macro expanded twice: the approx softmax's
-        # (a positive scale) and the exact one's (any other); each edit runs with both
+        # the attention kernels' default configurations expand their softmax loops twice: the
+        # approx softmax's (a positive scale) and the exact one's (any other); each edit runs
+        # with both
         Kernel(
             "attention_mma",
             _attention,
             _attention_inputs(64, 192, 3),
             (_attention_inputs(64, 192, 3, scale=-0.125),),
         ),
-        Kernel("attention_wgmma", _attention_wgmma(), _attention_inputs(128, 384, 4)),
+        Kernel(
+            "attention_wgmma",
+            _attention_wgmma,
+            _attention_inputs(128, 384, 4),
+            (_attention_inputs(128, 384, 4, scale=-0.125),),
+        ),
     )
 }
