@@ -139,7 +139,8 @@ class Record:
         self.generation = _generation
         self.snapshots: dict[int, tuple] = {}
         self.prepared: dict[int, tuple[bytes, str]] = {}  # arch -> a payload not yet stored
-        self.staged: dict[int, tuple] = {}  # arch -> (what _write_merged wrote, generation)
+        # arch -> (temporary file, header merged with, payloads merged, generation), prepare's
+        self.staged: dict[int, tuple] = {}
 
 
 def _usable() -> bool:
@@ -300,21 +301,21 @@ def prepare(kernel, arch: int, lowered: ir.Function, source: str) -> None:
     record.prepared[arch] = payload
     with contextlib.suppress(OSError):  # store() writes it again
         final = _entry_path(record.key, create=True)
-        record.staged[arch] = (_write_merged(record, {arch: payload}, final), _generation)
+        record.staged[arch] = (*_write_merged(record, {arch: payload}, final), _generation)
 
 
 def discard(kernel, arch: int) -> None:
     """After a failed compile: remove what :func:`prepare` wrote beside the entry (the encoded
     payload stays in memory for the next try)."""
     record = kernel.frontend
-    if record is not None:
-        _remove(record.staged.pop(arch, None))
-
-
-def _remove(staged) -> None:
+    staged = None if record is None else record.staged.pop(arch, None)
     if staged is not None:
-        with contextlib.suppress(OSError):
-            os.unlink(staged[0][0])
+        _remove(staged[0])
+
+
+def _remove(tmp: str) -> None:
+    with contextlib.suppress(OSError):
+        os.unlink(tmp)
 
 
 def _payload(lowered: ir.Function, source: str) -> tuple[bytes, str] | None:
@@ -333,24 +334,17 @@ def store(kernel, arch: int, lowered: ir.Function, source: str) -> None:
     if record is None:
         return
     staged = record.staged.pop(arch, None)
-    if not _usable():
-        _remove(staged)
-        return
-    if record.generation != _generation:  # cleared since: what it held is gone from disk
-        record.payloads, record.generation = {}, _generation
-    if arch in record.payloads:
-        _remove(staged)
-        return
-    payload = record.prepared.pop(arch, None) or _payload(lowered, source)
-    if payload is None:
-        _remove(staged)
-        return
+    payload = _to_store(record, arch, lowered, source)
     lock = config.cache_dir() / _LOCK
     if staged is not None:
-        (tmp, seen, merged), generation = staged
-        if generation == _generation and _replace(tmp, _entry_path(record.key), seen, lock):
+        tmp, seen, merged, generation = staged
+        if payload is None or generation != _generation:
+            _remove(tmp)
+        elif _replace(tmp, _entry_path(record.key), seen, lock):
             record.payloads = merged
             return
+    if payload is None:
+        return
     record.payloads[arch] = payload
     try:
         final = _entry_path(record.key, create=True)
@@ -361,6 +355,18 @@ def store(kernel, arch: int, lowered: ir.Function, source: str) -> None:
                 return
     except OSError:
         pass  # the disk is an optimization (the CUBIN cache, in the same directory, warns)
+
+
+def _to_store(record: Record, arch: int, lowered: ir.Function, source: str):
+    """The payload for arch ``arch`` that :func:`store` adds to ``record``'s variant; None when
+    there is none to add (the cache is off, the arch is stored, the IR cannot be encoded)."""
+    if not _usable():
+        return None
+    if record.generation != _generation:  # cleared since: what it held is gone from disk
+        record.payloads, record.generation = {}, _generation
+    if arch in record.payloads:
+        return None
+    return record.prepared.pop(arch, None) or _payload(lowered, source)
 
 
 def _entry_path(key: str, create: bool = False):

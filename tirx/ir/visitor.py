@@ -94,8 +94,12 @@ def _spec(cls: type) -> tuple[tuple[str, bool], ...]:
     """``(field name, holds a tuple)`` for each child field of node class ``cls``."""
     if cls not in node_classes():
         raise UnknownNodeError(cls, "the IR visitor")
-    return tuple((f.name, many) for f in dataclasses.fields(cls)
-                 for holds, many in (_field_kind(f.type),) if holds)  # fmt: skip
+    out = []
+    for f in dataclasses.fields(cls):
+        holds, many = _field_kind(f.type)
+        if holds:
+            out.append((f.name, many))
+    return tuple(out)
 
 
 @functools.cache
