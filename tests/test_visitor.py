@@ -15,6 +15,7 @@ import tirx
 from tirx.dtypes import DType, DTypeKind, dtype_of
 from tirx.errors import Span, TirxSyntaxError
 from tirx.executable import CacheState
+from tirx.frozen import Frozen
 from tirx.ir import nodes as ir
 from tirx.ir import serial, simplify, visitor
 from tirx.ir.nodes import Expr, Stmt
@@ -170,11 +171,11 @@ def new_nodes(monkeypatch):
 
 @pytest.mark.parametrize("cls", _all_node_classes(), ids=lambda c: c.__name__)
 def test_every_node_class_has_the_dataclass_repr(cls):
-    """Node classes share one ``__repr__`` (nodes._Repr) instead of a generated one each; it
+    """Node classes share one ``__repr__`` (tirx.frozen.Frozen) instead of a generated one each; it
     writes what dataclass would, and no class falls back to object's."""
     assert cls.__repr__ is not object.__repr__
     if not cls.__dataclass_params__.repr:
-        assert issubclass(cls, ir._Repr)
+        assert issubclass(cls, Frozen)
 
 
 def test_the_shared_repr_writes_what_dataclass_would():
@@ -182,9 +183,28 @@ def test_the_shared_repr_writes_what_dataclass_would():
     assert repr(ir.Seq((ir.Break(),))) == "Seq(stmts=(Break(span=None),), span=None)"
     hidden = dataclasses.make_dataclass(
         "Hidden", [("shown", int), ("secret", int, dataclasses.field(repr=False))],
-        bases=(ir._Repr,), frozen=True, eq=False, repr=False,
+        bases=(Frozen,), frozen=True, eq=False, repr=False,
     )  # fmt: skip
     assert repr(hidden(1, 2)) == "Hidden(shown=1)"
+
+
+def test_a_node_cannot_be_changed_and_copies_as_a_dataclass():
+    import copy
+    import pickle
+
+    x = ir.Var("x", I32)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        x.name = "y"
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        del x.name
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        x.other = 1  # not even a new attribute
+    with pytest.raises(TypeError):
+        ir.Var()  # a missing argument is refused as dataclass refuses it
+    y = dataclasses.replace(x, name="y")
+    assert (y.name, y.dtype, x.name) == ("y", I32, "x")
+    for twin in (copy.copy(x), copy.deepcopy(x), pickle.loads(pickle.dumps(x))):
+        assert (twin.name, twin.dtype) == ("x", I32) and twin is not x
 
 
 def test_a_new_node_class_needs_no_visitor_code(new_nodes):

@@ -38,8 +38,9 @@ from __future__ import annotations
 import enum
 import functools
 import importlib
-from dataclasses import dataclass
 from types import ModuleType
+
+from .frozen import Frozen, frozen
 
 __all__ = [
     "Row",
@@ -60,8 +61,8 @@ __all__ = [
 STAGES = ("isa", "script", "lower", "cuda", "sim")
 
 
-@dataclass(frozen=True)
-class Row:
+@frozen
+class Row(Frozen):
     """One family: its folder, the PTX mnemonics it implements (each a :class:`Family` member;
     a mnemonic may contain dots, and a text belongs to the longest mnemonic that is a dotted
     prefix of it), the ``T.<name>`` and ``T.cuda.<name>`` calls it parses (a name with a dot

@@ -10,7 +10,8 @@ from float32, never computed on.
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
+
+from .frozen import Frozen, frozen
 
 __all__ = [
     "StrKind",
@@ -50,8 +51,8 @@ class DTypeKind(StrKind):
     BOOL = "bool"
 
 
-@dataclass(frozen=True)
-class DType:
+@frozen
+class DType(Frozen):
     name: str
     bits: int
     kind: DTypeKind

@@ -10,7 +10,8 @@ from __future__ import annotations
 import ast
 import linecache
 import sys
-from dataclasses import dataclass
+
+from .frozen import Frozen, frozen
 
 __all__ = [
     "Span",
@@ -29,8 +30,8 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True)
-class Span:
+@frozen
+class Span(Frozen):
     """A place in user source: file name, 1-based line, 0-based columns ``[col, end_col)``."""
 
     file: str

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import field
 
 from .dtypes import StrKind
 from .errors import TirxError
+from .frozen import Frozen, frozen
 
 __all__ = ["Target", "TargetKind", "SIM_SMS"]
 
@@ -24,8 +25,8 @@ class TargetKind(StrKind):
     SIM = "sim"
 
 
-@dataclass(frozen=True)
-class Target:
+@frozen
+class Target(Frozen):
     """Where a kernel runs. ``kind`` is a :class:`TargetKind` (equal to "cuda" or "sim");
     ``arch`` like "sm_90" (cuda only).
 

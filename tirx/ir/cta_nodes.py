@@ -9,11 +9,9 @@ is the whole statement or the whole right side of an assignment.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from ..dtypes import DType, StrKind
 from ..errors import Span
-from .nodes import U32, Buffer, Expr, Stmt, Var, View
+from .nodes import U32, Buffer, Expr, Stmt, Var, View, node
 
 __all__ = [
     "AtomicKind",
@@ -35,7 +33,7 @@ class AtomicKind(StrKind):
     CAS = "cas"  # operands (compare, value): the element becomes value when old == compare
 
 
-@dataclass(frozen=True, eq=False, repr=False)
+@node
 class ElemAtomic(Stmt):
     """Script level: an atomic update of ``view[indices]``; ``result`` (or None when the value
     is dropped) receives the element's old value."""
@@ -48,7 +46,7 @@ class ElemAtomic(Stmt):
     span: Span | None = None
 
 
-@dataclass(frozen=True, eq=False, repr=False)
+@node
 class Atomic(Stmt):
     """Lowered: an atomic update of ``((dtype*)buffer)[index]`` (global or shared)."""
 
@@ -61,7 +59,7 @@ class Atomic(Stmt):
     span: Span | None = None
 
 
-@dataclass(frozen=True, eq=False, repr=False)
+@node
 class ThreadFence(Stmt):
     """``__threadfence()`` (``fence.sc.gpu``): this thread's memory accesses before it are
     seen by every thread of the GPU before its accesses after it."""
@@ -74,7 +72,7 @@ class VoteKind(StrKind):
     OR = "or"  # __syncthreads_or: nonzero when it holds in any thread
 
 
-@dataclass(frozen=True, eq=False, repr=False)
+@node
 class VotingBarrier(Stmt):
     """``__syncthreads_and`` / ``_or``: a CTA barrier whose ``result`` (int32) is the vote."""
 
@@ -90,7 +88,7 @@ class ReduceKind(StrKind):
     MIN = "min"
 
 
-@dataclass(frozen=True, eq=False, repr=False)
+@node
 class CtaReduce(Stmt):
     """``T.cuda.cta_reduce(value, op, num_warps, scratch)``: every thread of the CTA gets the
     reduction of ``value`` over all threads. Script level: ``scratch`` is a shared View;
@@ -106,7 +104,7 @@ class CtaReduce(Stmt):
     span: Span | None = None
 
 
-@dataclass(frozen=True, eq=False, repr=False)
+@node
 class ElemSharedAddress(Expr):
     """Script level: ``T.cuda.cvta_generic_to_shared`` of ``view[indices]``; lowered to a
     :class:`SharedAddress`."""

@@ -6,12 +6,10 @@ and the warp collectives (shuffles, votes, warp reductions; tirx/families/warp_c
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from ..dtypes import DType, StrKind
 from ..errors import Span
 from .math_ops import MathOp
-from .nodes import Builtin, Expr, View
+from .nodes import Builtin, Expr, View, node
 
 __all__ = [
     "MathOp", "MathCall", "Reinterpret", "AddressOf", "WarpOp", "WarpCollective",
@@ -30,7 +28,7 @@ UNDIMENSIONED = frozenset(
 # ------------------------------------------------- math and bit intrinsics (T.exp, T.clz, ...)
 
 
-@dataclass(frozen=True, eq=False, repr=False)
+@node
 class MathCall(Expr):
     """``op(*args)``: a math or bit intrinsic on scalar values; ``dtype`` is the result's
     (float32 for 16-bit float operands, which compute as float32)."""
@@ -43,7 +41,7 @@ class MathCall(Expr):
 # ------------------------------------------------------ language forms (T.reinterpret, ...)
 
 
-@dataclass(frozen=True, eq=False, repr=False)
+@node
 class Reinterpret(Expr):
     """``T.reinterpret(value, ty=dtype)``: the bits of ``value`` read as ``dtype``, a type of
     the same width (both levels; C: ``__float_as_uint`` and the like, simulator: a numpy view)."""
@@ -52,7 +50,7 @@ class Reinterpret(Expr):
     dtype: DType
 
 
-@dataclass(frozen=True, eq=False, repr=False)
+@node
 class AddressOf(Expr):
     """Script level: ``T.address_of(view[indices])``. Lowering makes it a
     :class:`SharedAddress` (``dtype`` uint32) or a :class:`GlobalAddress` (uint64)."""
@@ -74,7 +72,7 @@ class WarpOp(StrKind):  # by the PTX instruction each T.cuda spelling is
     REDUX_ADD, REDUX_MIN = "redux.add", "redux.min"  # redux.sync.{add,min}.u32
 
 
-@dataclass(frozen=True, eq=False, repr=False)
+@node
 class WarpCollective(Expr):
     """Operands by op, None where it has none: shuffles all four (``lane``: source lane,
     delta or lane mask); ballot/any mask and predicate (``value``); elect mask; warp_reduce

@@ -4,13 +4,13 @@ multiprocessor count at launch."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from ..frozen import Frozen, frozen
 
 __all__ = ["LaunchConfig"]
 
 
-@dataclass(frozen=True)
-class LaunchConfig:
+@frozen
+class LaunchConfig(Frozen):
     """The launch shape. ``sms_grid``: the grid's x is the device's multiprocessor count,
     known only when the kernel is launched (``T.cuda.LaunchConfig(grid="sms")``); ``grid[0]``
     is then 0 until :meth:`resolved` puts the count there (with clusters: the largest

@@ -22,10 +22,11 @@ division and yields a float. See docs/semantics.md.
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass, field, fields
+from dataclasses import field
 
 from ..dtypes import DType, StrKind, dtype_of
 from ..errors import Span
+from ..frozen import Frozen, frozen
 from .launch import LaunchConfig
 
 I32 = dtype_of("int32")
@@ -64,18 +65,13 @@ class CmpOp(enum.Enum):
     GE = ">="
 
 
-class _Repr:
-    """The repr a dataclass writes, ``Name(field=value, ...)``, once for every node class:
-    ``dataclass`` would compile one ``__repr__`` per class, a good part of ``import tirx``."""
-
-    __slots__ = ()
-
-    def __repr__(self) -> str:
-        inner = ", ".join(f"{f.name}={getattr(self, f.name)!r}" for f in fields(self) if f.repr)
-        return f"{type(self).__qualname__}({inner})"
+def node(cls):
+    """``@dataclass(frozen=True, eq=False, repr=False)`` for an IR node class (nodes compare by
+    identity), made by :func:`tirx.frozen.frozen` at a fraction of the cost."""
+    return frozen(cls, eq=False)
 
 
-class Expr(_Repr):
+class Expr(Frozen):
     """Base of all expressions. Every expression has a ``dtype``."""
 
     dtype: DType
@@ -154,13 +150,13 @@ class Expr(_Repr):
         raise TypeError("an IR expression has no truth value at compile time")
 
 
-@dataclass(frozen=True, eq=False, repr=False)
+@node
 class Const(Expr):
     value: int | float | bool
     dtype: DType = I32
 
 
-@dataclass(frozen=True, eq=False, repr=False)
+@node
 class Var(Expr):
     """A scalar: a kernel parameter, a loop variable or a local variable."""
 
@@ -181,7 +177,7 @@ class Builtin(enum.Enum):
     CLUSTER_SIZE = "cluster_nctarank"  # (their sets: expr_nodes.py)
 
 
-@dataclass(frozen=True, eq=False, repr=False)
+@node
 class Special(Expr):
     """A thread-index value: ``kind`` is a :class:`Builtin`, ``dim`` 0/1/2 for x/y/z.
 
@@ -194,7 +190,7 @@ class Special(Expr):
     dtype: DType = I32
 
 
-@dataclass(frozen=True, eq=False, repr=False)
+@node
 class BinOp(Expr):
     op: Op
     a: Expr
@@ -202,7 +198,7 @@ class BinOp(Expr):
     dtype: DType
 
 
-@dataclass(frozen=True, eq=False, repr=False)
+@node
 class Cmp(Expr):
     op: CmpOp
     a: Expr
@@ -210,7 +206,7 @@ class Cmp(Expr):
     dtype: DType = BOOL
 
 
-@dataclass(frozen=True, eq=False, repr=False)
+@node
 class Logic(Expr):
     """``and`` / ``or`` (short-circuit is not observable: operands have no side effects)."""
 
@@ -220,13 +216,13 @@ class Logic(Expr):
     dtype: DType = BOOL
 
 
-@dataclass(frozen=True, eq=False, repr=False)
+@node
 class Not(Expr):
     a: Expr
     dtype: DType = BOOL
 
 
-@dataclass(frozen=True, eq=False, repr=False)
+@node
 class Select(Expr):
     cond: Expr
     a: Expr
@@ -234,7 +230,7 @@ class Select(Expr):
     dtype: DType
 
 
-@dataclass(frozen=True, eq=False, repr=False)
+@node
 class Cast(Expr):
     """Value conversion to ``dtype`` (C semantics; float→int truncates toward zero)."""
 
@@ -251,8 +247,8 @@ class Scope(enum.Enum):
     LOCAL = "local"
 
 
-@dataclass(frozen=True, eq=False, repr=False)
-class Buffer(_Repr):
+@node
+class Buffer(Frozen):
     """Storage: a global tensor parameter, a shared allocation or a per-thread local array.
 
     ``layout`` maps the logical ``shape`` to storage (memory axis ``m``, in elements of
@@ -274,8 +270,8 @@ class Buffer(_Repr):
         return self.elements * self.dtype.bytes
 
 
-@dataclass(frozen=True, eq=False, repr=False)
-class View(_Repr):
+@node
+class View(Frozen):
     """A tensor seen through (dtype, shape, layout, elem_offset) over a buffer.
 
     ``elem_offset`` is in elements of ``dtype`` from the buffer's start; the address of
@@ -290,7 +286,7 @@ class View(_Repr):
     name: str = ""
 
 
-@dataclass(frozen=True, eq=False, repr=False)
+@node
 class ElemLoad(Expr):
     """Script level: ``view[indices]``."""
 
@@ -299,7 +295,7 @@ class ElemLoad(Expr):
     dtype: DType
 
 
-@dataclass(frozen=True, eq=False, repr=False)
+@node
 class Load(Expr):
     """Lowered: ``((dtype*)buffer)[index]``."""
 
@@ -308,7 +304,7 @@ class Load(Expr):
     dtype: DType
 
 
-@dataclass(frozen=True, eq=False, repr=False)
+@node
 class SharedAddress(Expr):
     """Lowered: the 32-bit shared-window address of byte ``byte_offset`` of a shared buffer."""
 
@@ -320,24 +316,24 @@ class SharedAddress(Expr):
 # --------------------------------------------------------------------------- statements
 
 
-class Stmt(_Repr):
+class Stmt(Frozen):
     span: Span | None
 
 
-@dataclass(frozen=True, eq=False, repr=False)
+@node
 class Seq(Stmt):
     stmts: tuple[Stmt, ...]
     span: Span | None = None
 
 
-@dataclass(frozen=True, eq=False, repr=False)
+@node
 class Assign(Stmt):
     var: Var
     value: Expr
     span: Span | None = None
 
 
-@dataclass(frozen=True, eq=False, repr=False)
+@node
 class ElemStore(Stmt):
     """Script level: ``view[indices] = value``."""
 
@@ -347,7 +343,7 @@ class ElemStore(Stmt):
     span: Span | None = None
 
 
-@dataclass(frozen=True, eq=False, repr=False)
+@node
 class Store(Stmt):
     """Lowered: ``((dtype*)buffer)[index] = value`` (value already of ``dtype``)."""
 
@@ -364,7 +360,7 @@ class LoopKind(enum.Enum):
     VECTORIZED = "vectorized"  # T.vectorized: see tirx/transform/vectorize.py
 
 
-@dataclass(frozen=True, eq=False, repr=False)
+@node
 class For(Stmt):
     """``for var in range(start, stop, step)``; ``step`` is a nonzero compile-time int."""
 
@@ -377,14 +373,14 @@ class For(Stmt):
     span: Span | None = None
 
 
-@dataclass(frozen=True, eq=False, repr=False)
+@node
 class While(Stmt):
     cond: Expr
     body: Stmt
     span: Span | None = None
 
 
-@dataclass(frozen=True, eq=False, repr=False)
+@node
 class If(Stmt):
     cond: Expr
     then_body: Stmt
@@ -392,12 +388,12 @@ class If(Stmt):
     span: Span | None = None
 
 
-@dataclass(frozen=True, eq=False, repr=False)
+@node
 class Break(Stmt):
     span: Span | None = None
 
 
-@dataclass(frozen=True, eq=False, repr=False)
+@node
 class Continue(Stmt):
     span: Span | None = None
 
@@ -409,7 +405,7 @@ class BarrierScope(StrKind):
     WARP = "warp"  # __syncwarp
 
 
-@dataclass(frozen=True, eq=False, repr=False)
+@node
 class Barrier(Stmt):
     """``scope`` is :attr:`BarrierScope.CTA` (``__syncthreads``) or ``WARP`` (``__syncwarp``)."""
 
@@ -420,7 +416,7 @@ class Barrier(Stmt):
         object.__setattr__(self, "scope", BarrierScope(self.scope))  # "cta" works too
 
 
-@dataclass(frozen=True, eq=False, repr=False)
+@node
 class Printf(Stmt):
     fmt: str
     args: tuple[Expr, ...]
@@ -437,7 +433,7 @@ class ExecScope(StrKind):
     CLUSTER = "cluster"
 
 
-@dataclass(frozen=True, eq=False, repr=False)
+@node
 class TileOp(Stmt):
     """Script level: ``T.cuda.tile.apply(instruction, *operands, scope=...)``.
 
@@ -457,7 +453,7 @@ class TileOp(Stmt):
         object.__setattr__(self, "scope", ExecScope(self.scope))  # "warp" works too
 
 
-@dataclass(frozen=True, eq=False, repr=False)
+@node
 class RawPtx(Stmt):
     """Script level: ``T.ptx["..."](*operands)`` with scalar operands in PTX order.
 
@@ -474,8 +470,8 @@ class RawPtx(Stmt):
 # PTX call operands (lowered level) ------------------------------------------------------
 
 
-@dataclass(frozen=True, eq=False, repr=False)
-class LocalReg(_Repr):
+@node
+class LocalReg(Frozen):
     """Register ``slot`` of a local buffer, read as ``dtype`` (slot in units of dtype)."""
 
     buffer: Buffer
@@ -483,8 +479,8 @@ class LocalReg(_Repr):
     dtype: DType
 
 
-@dataclass(frozen=True, eq=False, repr=False)
-class ValueReg(_Repr):
+@node
+class ValueReg(Frozen):
     """An input register given by a value (e.g. the constant C of an mma)."""
 
     value: Expr
@@ -497,22 +493,22 @@ class ValueReg(_Repr):
 Reg = LocalReg | ValueReg
 
 
-@dataclass(frozen=True, eq=False, repr=False)
-class RegVector(_Repr):
+@node
+class RegVector(Frozen):
     """A braced register list ``{%0, %1, ...}`` (or one register when ``len == 1``)."""
 
     regs: tuple[Reg, ...]
     is_output: bool
 
 
-@dataclass(frozen=True, eq=False, repr=False)
-class AddressOperand(_Repr):
+@node
+class AddressOperand(Frozen):
     """A ``[addr]`` operand: a 32-bit shared-window address expression."""
 
     address: Expr
 
 
-@dataclass(frozen=True, eq=False, repr=False)
+@node
 class GlobalAddress(Expr):
     """Lowered: the 64-bit generic address of byte ``byte_offset`` of a global tensor."""
 
@@ -521,15 +517,15 @@ class GlobalAddress(Expr):
     dtype: DType = U64
 
 
-@dataclass(frozen=True, eq=False, repr=False)
-class Immediate(_Repr):
+@node
+class Immediate(Frozen):
     """An integer immediate operand, printed literally (cp.async's cp-size, wait_group's N)."""
 
     value: int
 
 
-@dataclass(frozen=True, eq=False, repr=False)
-class ScalarOperand(_Repr):
+@node
+class ScalarOperand(Frozen):
     """One scalar input register printed without braces (cp.async's src-size)."""
 
     value: Expr
@@ -538,7 +534,7 @@ class ScalarOperand(_Repr):
 PtxOperand = RegVector | AddressOperand | Immediate | ScalarOperand
 
 
-@dataclass(frozen=True, eq=False, repr=False)
+@node
 class PtxCall(Stmt):
     """Lowered: one PTX instruction executed by every active thread.
 
@@ -558,8 +554,8 @@ class PtxCall(Stmt):
 Param = Buffer | Var
 
 
-@dataclass(frozen=True, eq=False, repr=False)
-class Function(_Repr):
+@node
+class Function(Frozen):
     """A kernel. ``allocations`` are its shared and local buffers, ``variables`` its scalar
     locals (declared once at the top of the kernel). After lowering, ``shared_offsets`` gives
     each shared buffer's byte offset in the block's shared memory and ``shared_bytes`` the total.

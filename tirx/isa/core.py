@@ -16,10 +16,10 @@ from __future__ import annotations
 import enum
 import itertools
 from collections.abc import Callable
-from dataclasses import dataclass
 from functools import cached_property
 
 from ..catalog import Family
+from ..frozen import Frozen, frozen
 from ..ir.nodes import ExecScope
 
 __all__ = ["Family", "Role", "ModifierSlot", "OperandSpec", "Contract", "FamilySpec"]
@@ -46,8 +46,8 @@ class Role(enum.Enum):
     GLOBAL_TENSOR_OUT = "a global tensor region written (its tensor map)"  # their destination
 
 
-@dataclass(frozen=True)
-class ModifierSlot:
+@frozen
+class ModifierSlot(Frozen):
     """One position of a PTX syntax line: ``.name`` takes one of ``choices`` (or is absent when
     ``optional``). The PTX ISA spells a form as the mnemonic followed by its slots in order."""
 
@@ -56,8 +56,8 @@ class ModifierSlot:
     optional: bool = False
 
 
-@dataclass(frozen=True)
-class OperandSpec:
+@frozen
+class OperandSpec(Frozen):
     """One operand in PTX order. A register operand's view is in 32-bit words (its ``dtype``),
     or, where ``element_dtype`` is set, in the elements the words pack; ``owner`` maps an atom
     coordinate (in words) to (lane, native register) as the ISA's fragment tables say;
@@ -97,8 +97,8 @@ class OperandSpec:
         return tuple((c, self.owner(c)) for c in itertools.product(*(range(e) for e in self.atom)))
 
 
-@dataclass(frozen=True)
-class Contract:
+@frozen
+class Contract(Frozen):
     """One instruction form: its text, family, operands in PTX order, minimum ``sm_`` number and
     the chosen modifiers (slot name -> token, ``None`` for an absent optional slot)."""
 
@@ -130,8 +130,8 @@ class Contract:
         raise KeyError(name)
 
 
-@dataclass(frozen=True)
-class FamilySpec:
+@frozen
+class FamilySpec(Frozen):
     """What a family module declares: the syntax line(s) as modifier slots after ``mnemonic``;
         ``reject(mods)`` says why a combination is not an instruction the ISA has (None: it is);
         ``build(text, mods)`` gives its contract; ``lower(contract, op)`` its per-lane PTX calls

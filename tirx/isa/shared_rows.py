@@ -21,9 +21,9 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import itertools
-from dataclasses import dataclass
 
 from ..errors import ContractError
+from ..frozen import Frozen, frozen
 from ..ir import nodes as ir
 from ..ir.simplify import linear_form, static_value
 from ..ir.simplify_index import simplify_index
@@ -229,8 +229,8 @@ def residue(e, n: int) -> int | None:
     return c % n
 
 
-@dataclass(frozen=True)
-class RowCheck:
+@frozen
+class RowCheck(Frozen):
     """What one instruction needs of its rows: ``row_bytes`` contiguous bytes per row, each
     starting at a multiple of ``align_bytes``; ``where`` names the operand in messages."""
 

@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import enum
 import operator
-from dataclasses import dataclass
 
 from ..errors import LayoutError
+from ..frozen import Frozen, frozen
 
 __all__ = [
     "AxisKind",
@@ -68,8 +68,8 @@ def as_int(value: object, what: str) -> int:
     return operator.index(value)
 
 
-@dataclass(frozen=True, eq=False)
-class Axis:
+@frozen(eq=False)
+class Axis(Frozen):
     """A named output coordinate of a layout. Only the fixed set of axes exists.
 
     An axis equals (and hashes like) its name, so ``{m: 1}["m"]`` and ``axis == "laneid"``
@@ -130,8 +130,8 @@ class Axis:
         return self.name
 
 
-@dataclass(frozen=True)
-class AxisTerm:
+@frozen
+class AxisTerm(Frozen):
     """``value @ axis``: a stride on ``axis`` inside a spec, or an offset term after ``+``."""
 
     value: int

@@ -14,16 +14,15 @@ turns into a layout. Examples::
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from ..errors import LayoutError
+from ..frozen import Frozen, frozen
 from .axes import Axis, AxisTerm, as_axis, as_int, m
 
 __all__ = ["Iter", "LayoutSpec", "S", "R", "format_spec", "merge_offsets"]
 
 
-@dataclass(frozen=True)
-class Iter:
+@frozen
+class Iter(Frozen):
     """One factor of a layout: ``extent`` positions, each ``stride`` apart on ``axis``.
 
     ``extent >= 1`` and ``stride`` are integers; ``axis`` is an :class:`Axis` or its name. A
@@ -66,8 +65,8 @@ def merge_offsets(*parts: Offsets | dict) -> Offsets:
     return tuple(sorted(total.items(), key=lambda kv: kv[0].name))
 
 
-@dataclass(frozen=True)
-class LayoutSpec:
+@frozen
+class LayoutSpec(Frozen):
     """What ``S[...] + R[...] + offsets`` evaluates to; ``TileLayout(spec)`` builds the layout.
 
     ``shard`` is None when the expression has no ``S[...]`` term.

@@ -17,17 +17,16 @@ bijections of each aligned block of ``2**(p+a+s)`` elements.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from ..errors import LayoutError
+from ..frozen import Frozen, frozen
 from .axes import as_axis, as_int, m
 from .tile import TileLayout
 
 __all__ = ["ComposeLayout"]
 
 
-@dataclass(frozen=True, eq=False, repr=False)
-class ComposeLayout:
+@frozen(eq=False)  # its own __eq__, __hash__ and __repr__
+class ComposeLayout(Frozen):
     """``ComposeLayout(per_element, swizzle_len, atom_len, tile_layout, swizzle_inner=True)``."""
 
     per_element: int

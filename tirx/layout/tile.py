@@ -16,10 +16,10 @@ from __future__ import annotations
 
 import itertools
 import math
-from dataclasses import dataclass
 from functools import cached_property, lru_cache
 
 from ..errors import LayoutError
+from ..frozen import Frozen, frozen
 from .algebra import (
     canonical_replica,
     canonical_shard,
@@ -37,8 +37,8 @@ __all__ = ["TileLayout", "transpose"]
 Iters = tuple[Iter, ...]
 
 
-@dataclass(frozen=True, eq=False, init=False, repr=False)
-class TileLayout:
+@frozen(eq=False)  # its own __init__, __eq__, __hash__ and __repr__
+class TileLayout(Frozen):
     """A layout ``(shard, replica, offset)``; build it with ``TileLayout(S[...] + ...)``.
 
     ``shard`` and ``replica`` are tuples of :class:`Iter`; ``offset`` is a tuple of

@@ -11,11 +11,12 @@ from __future__ import annotations
 import operator
 import os
 import sys
-from dataclasses import dataclass, field
+from dataclasses import field
 
 from .. import catalog
 from ..dtypes import DTYPES, DType, dtype_of
 from ..errors import Span, TirxSyntaxError, did_you_mean
+from ..frozen import Frozen, frozen
 from ..layout import R, S, TileLayout
 from ..layout.swizzle import ComposeLayout
 
@@ -42,8 +43,8 @@ class Intrinsic:
         return f"<tirx intrinsic T.{self.key}>"
 
 
-@dataclass(frozen=True)
-class TensorAnnotation:
+@frozen
+class TensorAnnotation(Frozen):
     """``T.Tensor(shape, dtype)``: a global-memory tensor parameter (row-major, contiguous)."""
 
     shape: tuple[int, ...]
@@ -124,8 +125,8 @@ DTYPE_ALIASES = {
 }
 
 
-@dataclass(frozen=True)
-class PtxInstruction:
+@frozen
+class PtxInstruction(Frozen):
     """``T.ptx["mma.sync.aligned..."]``: an instruction named by its full PTX text; or
     ``T.ptx.bar.sync``, the real TIRx's attribute chain (``chain``): a token per dotted part
     in the PTX order, a Python keyword with a trailing underscore (``global_``), ``::`` written
@@ -162,8 +163,8 @@ class _Ptx:
         return PtxInstruction(" ".join(text.split()))
 
 
-@dataclass(frozen=True)
-class LaunchSpec:
+@frozen
+class LaunchSpec(Frozen):
     """``T.cuda.LaunchConfig(grid=..., block=..., dynamic_smem_bytes=0, cluster=None)``;
     ``cluster``: the blocks of a thread-block cluster (x, y, z), or None for no cluster.
     ``sms_grid``: the grid's x is ``"sms"``, the GPU's multiprocessor count, known at launch

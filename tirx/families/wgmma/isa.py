@@ -23,9 +23,8 @@ or 1; the rs form has no trans-a); wait_group ``(Immediate(n),)``; the others ``
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from ...errors import ContractError, TirxSyntaxError
+from ...frozen import frozen
 from ...ir import nodes as ir
 from ...isa.core import Contract, Family, FamilySpec, OperandSpec, Role
 from ...isa.raw_forms import no_tile_form
@@ -119,7 +118,7 @@ def build(text: str, mods: dict) -> Contract:
     )
 
 
-@dataclass(frozen=True)
+@frozen
 class _Spec(FamilySpec):
     """The family's spec: its parse names what is wrong with an m64nNkK shape, and its forms
     are enumerated line by line (the slots allow half a million combinations)."""
