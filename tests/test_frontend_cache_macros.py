@@ -432,3 +432,40 @@ def test_a_macro_has_a_fingerprint_only_with_the_names_its_body_read(tmp_path):
     one = make_add(1)
     same = fingerprints.fingerprint((one, one), fingerprints.MacroNames(table))
     assert same != fingerprints.fingerprint((one, make_add(1)), fingerprints.MacroNames(table))
+
+
+def _namespace_objects(obj, place):
+    """``T``'s parts and members, found by walking it: ``(place, object)``."""
+    from tirx.script import namespace
+
+    yield place, obj
+    for name, value in vars(obj).items():
+        if type(value).__module__ == namespace.__name__ and not isinstance(value, type):
+            yield from _namespace_objects(value, f"{place}.{name}")
+
+
+def test_every_namespace_object_has_a_fingerprint_by_its_place():
+    from tirx.layout import R, S
+    from tirx.script.namespace import T
+
+    found = list(_namespace_objects(T, "T"))
+    assert len(found) > 150
+    for place, obj in [*found, ("S", S), ("R", R)]:
+        fp = fingerprints.fingerprint(obj)
+        assert fp is not None and fp[0] == "T", place
+        # its own place, or the canonical name of an alias (T.f32 is T.float32)
+        assert fp[1] == place or eval(fp[1], {"T": T}) is obj, place  # noqa: S307
+
+
+def test_an_object_claiming_a_namespace_place_has_no_fingerprint():
+    from tirx.script.namespace import LetType, T
+
+    class Impostor:  # as if defined beside T's parts
+        _place = "T.cuda"
+
+    Impostor.__module__ = "tirx.script.namespace"
+
+    assert fingerprints.fingerprint(Impostor()) is None
+    assert fingerprints.fingerprint(T.let[T.int32]) is None  # a T.let[...] is made per use
+    assert fingerprints.fingerprint(LetType()) is None
+    assert fingerprints.fingerprint(T.let) == ("T", "T.let")

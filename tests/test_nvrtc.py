@@ -186,7 +186,7 @@ def test_missing_header_is_a_compile_error():
         compile_cuda('#include "cuda_fp16.h"\n__global__ void k() {}\n')
 
 
-@pytest.mark.parametrize("arch", ["sm80", "90", "sm_", "compute_9x"])
+@pytest.mark.parametrize("arch", ["sm80", "90", "sm_", "compute_9x", "sm_90b", "SM_90", "sm_1000"])
 def test_bad_arch(arch):
     with pytest.raises(CompileError, match="unknown CUDA architecture"):
         compile_cuda("__global__ void k() {}", arch=arch)

@@ -99,3 +99,33 @@ def test_disassemble_rejects_garbage_without_hanging():
 
 def test_find_tool_missing():
     assert tools.find_tool("no-such-cuda-tool-xyz") is None
+
+
+@pytest.mark.parametrize(
+    ("line", "report"),
+    [
+        ("ptxas info    : Used 32 registers", True),
+        ("ptxas         .     0 bytes stack frame", True),
+        ("ptxas info\t: tab", True),
+        ("ptxas fatal   : Unresolved extern function 'f'", False),  # an error stays in the log
+        ("ptxas info:", False),
+        ("ptxas .", False),
+        ("ptxasinfo : x", False),
+        ("kernel.cu(3): warning: ptxas info", False),
+    ],
+)
+def test_ptxas_report_lines_are_told_from_the_rest(line, report):
+    assert tools.is_ptxas_info(line) is report
+
+
+def test_parse_ptxas_log_ignores_lines_that_only_look_like_a_report():
+    log = (
+        "ptxas info    : Compiling entry function '' for 'sm_90'\n"  # no name
+        "ptxas info    : Compiling entry function 'k' for 'sm_90'\n"
+        "ptxas info    : Function properties for k\n"
+        "    x bytes stack frame, 0 bytes spill stores, 0 bytes spill loads\n"  # no number
+        "    8 bytes stack frame, 4 bytes spill stores\n"  # a part missing
+        "ptxas info    : Reused 12 registers\n"  # not "Used N registers"
+        "ptxas info    : Used 12 registers, 1024 bytes smem\n"
+    )
+    assert tools.parse_ptxas_info(log)["kernels"] == {"k": {"registers": 12, "shared_bytes": 1024}}

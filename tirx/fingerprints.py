@@ -36,6 +36,8 @@ import sys
 import types
 
 from .files import sha256
+from .layout.spec import R, S
+from .script import namespace
 from .script.evaluator import BUILTINS
 from .script.macros import Macro
 from .script.source import source_lines
@@ -50,6 +52,7 @@ class _Unfit(Exception):
 
 
 _ATOMS = frozenset({type(None), bool, int, float, str})
+_NAMESPACE = namespace.__name__
 
 
 class MacroNames:
@@ -99,9 +102,10 @@ def fingerprint(value, macros: MacroNames | None = None) -> tuple | None:
                     *[fp(getattr(v, f), False, True) for f in fields],
                 )  # fmt: skip
             return known
-        place = _singletons().get(id(v))
-        if place is not None and place[1] is v:
-            return ("T", place[0])
+        if t.__module__ == _NAMESPACE or v is S or v is R:
+            place = _place(v)
+            if place is not None:
+                return ("T", place)
         if isinstance(v, enum.Enum) and _is_tirx(t.__module__):
             return ("enum", t.__module__, t.__qualname__, v.name)
         if isinstance(v, type) or t is types.FunctionType:
@@ -189,23 +193,26 @@ def _frozen_fields(cls) -> tuple[str, ...] | None:
     return tuple(f.name for f in dataclasses.fields(cls))
 
 
-@functools.cache
-def _singletons() -> dict[int, tuple[str, object]]:
-    """tirx's namespace objects by id, with their place: ``T``, its parts (``T.cuda``,
-    ``T.cuda.tile``, ``T.ptx``) and members (intrinsics, scalar types), ``S`` and ``R``."""
-    from .layout.spec import R, S
-    from .script import namespace
-
-    table = {id(S): ("S", S), id(R): ("R", R)}
-
-    def walk(obj, place):
-        table[id(obj)] = (place, obj)
-        for name, value in vars(obj).items():
-            if type(value).__module__ == namespace.__name__ and not isinstance(value, type):
-                walk(value, f"{place}.{name}")
-
-    walk(namespace.T, "T")
-    return table
+def _place(v) -> str | None:
+    """Where ``v`` lives when it is one of tirx's namespace objects: ``T``, its parts
+    (``T.cuda``, ``T.cuda.tile``, ``T.ptx``) and members (intrinsics, scalar types), ``S`` and
+    ``R``; checked (the place names ``v`` itself), else None. Each object says its own place
+    (a table of them all would cost a cold compile its making)."""
+    if v is S or v is R:
+        return "S" if v is S else "R"
+    if isinstance(v, namespace.Intrinsic):
+        place = f"T.{v.key}"
+    elif isinstance(v, namespace.ScalarType):
+        place = f"T.{v.dtype.name}"
+    else:
+        place = getattr(v, "_place", None)
+        if not isinstance(place, str):
+            return None
+    head, *parts = place.split(".")
+    obj = namespace.T if head == "T" else None
+    for part in parts:
+        obj = getattr(obj, part, None)
+    return place if obj is v else None
 
 
 def resolved(names: tuple[str, ...], scope: dict) -> tuple:

@@ -19,7 +19,7 @@ replace one (tests/test_independence.py) and see the checker or the simulator ob
 
 from __future__ import annotations
 
-from typing import NamedTuple
+import collections
 
 __all__ = ["WordTile", "mma_tile", "a_words", "b_words", "accumulator_words", "matrix_words"]
 
@@ -62,12 +62,10 @@ def matrix_words(coord):
     return 4 * row + word, i
 
 
-class WordTile(NamedTuple):  # not a dataclass: made at first use, where one costs 0.5 ms
-    """One mma operand of one instruction, in 32-bit words."""
-
-    atom: tuple[int, int]  # (rows, words)
-    registers: int
-    elements_per_word: int
+# A plain namedtuple, not a dataclass or typing.NamedTuple: see MmaLine in families/mma/isa.py.
+WordTile = collections.namedtuple("WordTile", "atom registers elements_per_word")
+WordTile.__doc__ = """One mma operand of one instruction, in 32-bit words: ``atom`` (rows, words),
+``registers`` and ``elements_per_word``."""
 
 
 def mma_tile(operand: str, k: int, bits: int) -> WordTile:

@@ -150,6 +150,8 @@ def ptx_token(name: str) -> str:
 
 
 class _Ptx:
+    _place = "T.ptx"  # read by tirx.fingerprints
+
     def __getattr__(self, name):
         if name.startswith("_"):
             raise AttributeError(name)
@@ -306,6 +308,8 @@ FORM_KEYS = frozenset(
 
 class LetType:
     """``T.let`` and ``T.let[T.int32]``: the annotation of an immutable named binding."""
+
+    _place = "T.let"  # read by tirx.fingerprints (only T.let itself is found there)
 
     def __init__(self, dtype: DType | None = None):
         self.dtype = dtype

@@ -81,7 +81,7 @@ from ...ir import nodes as ir
 from . import driver
 from .abi import CODEGEN_VERSION, param_kinds, uses_dynamic_shared
 from .cache import cache_key, default_cache
-from .nvrtc import command_line, compile_cuda, nvrtc_version
+from .nvrtc import beside, command_line, compile_cuda, nvrtc_version
 
 __all__ = ["CudaExecutable", "build", "make_runner", "make_runners", "native_runner", "nvrtc_arch"]
 
@@ -115,7 +115,7 @@ def build(
     arch = nvrtc_arch(lowered, target.arch)
     command = command_line(arch, NVRTC_OPTIONS)  # what runs is what the key hashes
     key = cache_key(source, command, arch, nvrtc_version(), CODEGEN_VERSION)
-    done = None if meanwhile is None else _beside(meanwhile, source)
+    done = None if meanwhile is None else beside(meanwhile, source)
     try:
         out, state = default_cache().get_or_compile(
             key, lambda: compile_cuda(source, arch=arch, filename=filename, command=command)
@@ -134,28 +134,6 @@ def build(
         exe.load()
         timings["load"] = (time.perf_counter() - t2) * 1e3
     return exe
-
-
-def _beside(fn, *args):
-    """Run ``fn(*args)`` in a new thread; the lock returned is released when it is done.
-
-    Not ``threading.Thread.start``: that waits until the new thread runs, and the new thread
-    then keeps the GIL (for up to the switch interval, 5 ms) while this one wants it back to
-    call NVRTC, so ``fn`` would run before the compile instead of beside it. Started bare, the
-    thread gets the GIL when this one lets it go: in NVRTC's compile."""
-    import _thread
-
-    done = _thread.allocate_lock()
-    done.acquire()
-
-    def run():
-        try:
-            fn(*args)
-        finally:
-            done.release()
-
-    _thread.start_new_thread(run, ())
-    return done
 
 
 def nvrtc_arch(lowered: ir.Function, arch: str) -> str:

@@ -28,7 +28,7 @@ from typing import NamedTuple
 
 from tirx.errors import CompileError, Span
 
-from .tools import LazyPattern, parse_ptxas_info, ptxas_stats
+from .tools import LazyPattern, is_ptxas_info, parse_ptxas_info, ptxas_stats
 
 __all__ = [
     "NvrtcOutput",
@@ -46,7 +46,6 @@ __all__ = [
 # without it (measured in docs/notebook.md, "Line information costs nothing at run time").
 DEFAULT_OPTIONS = ("--std=c++17", "-default-device", "--generate-line-info")
 _VERBOSE = "--ptxas-options=-v"
-_ARCH = LazyPattern(r"^(sm|compute)_\d{2,3}[af]?$")
 _LOG_LINES = 40
 
 
@@ -144,7 +143,6 @@ _PTX_DIAG = LazyPattern(
     r"^ptxas application ptx input, line (?P<line>\d+); (?P<sev>\w+)\s*: (?P<msg>.*)$"
 )
 _NVRTC_DIAG = LazyPattern(r"^nvrtc: (?P<sev>error|warning)\s*: (?P<msg>.*)$")
-_PTXAS_INFO = LazyPattern(r"^ptxas(?: info|\s+\.)\s")
 _LINE_DIRECTIVE = LazyPattern(r'^\s*#\s*line\s+\d+\s+"([^"]+)"', re.MULTILINE)
 _PTX_FILE = LazyPattern(r'^\s*\.file\s+(\d+)\s+"([^"]*)"')
 _PTX_LOC = LazyPattern(r"^\s*\.loc\s+(\d+)\s+(\d+)\s+(\d+)")
@@ -179,6 +177,29 @@ _loader = None  # the thread start_loading() started, if any
 preloaded: list[str] = []  # the files it loaded (read by the tests and benchmarks/compile.py)
 
 
+def beside(fn, *args):
+    """Run ``fn(*args)`` in a new thread; the lock returned is held until it is done.
+
+    Not ``threading.Thread.start``: that waits until the new thread runs (a quarter of a
+    millisecond the first time in a process), and the new thread then keeps the GIL (for up to
+    the switch interval, 5 ms) while this one wants it back. Started bare, the thread gets the
+    GIL when this one lets it go: in NVRTC's compile, for work that must not delay it. ``fn``
+    must not raise (what it raises is printed and dropped)."""
+    import _thread
+
+    done = _thread.allocate_lock()
+    done.acquire()
+
+    def run():
+        try:
+            fn(*args)
+        finally:
+            done.release()
+
+    _thread.start_new_thread(run, ())
+    return done
+
+
 def start_loading() -> None:
     """Begin loading the NVRTC library in a background thread, if it is not loaded yet.
 
@@ -205,6 +226,8 @@ def start_loading() -> None:
         dlopen.restype, dlopen.argtypes = ctypes.c_void_p, (ctypes.c_char_p, ctypes.c_int)
     except Exception:  # noqa: BLE001 - an optimization: cuda-bindings loads it otherwise
         return
+    # a threading.Thread, not beside(): its start waits until the thread runs, so the load
+    # begins now, not when the lowering next lets the GIL go (the switch interval, 5 ms)
     _loader = threading.Thread(
         target=_load, args=(dlopen, files), name="tirx-nvrtc-load", daemon=True
     )
@@ -259,8 +282,11 @@ def nvrtc_version() -> tuple[int, int]:
     except Exception as e:  # the library could not be loaded at all
         raise _missing(e) from e
     version = (int(major), int(minor))
-    if memo is not None:
-        _write_version_memo(memo, version)
+    if memo is not None:  # not needed for this compile: written beside it, waited for at exit
+        import atexit
+
+        written = beside(_write_version_memo, memo, version)
+        atexit.register(lambda: written.acquire())
     return version
 
 
@@ -377,7 +403,7 @@ def command_line(arch: str, options: tuple[str, ...] = ()) -> tuple[str, ...]:
     """Every option NVRTC gets to compile for ``arch``: the architecture, the defaults, ptxas'
     resource report for a real arch, then ``options``. The one place the command line is
     made: :func:`compile_cuda` runs it and the compile cache's key hashes it."""
-    if not _ARCH.match(arch):
+    if not _known_arch(arch):
         raise CompileError(
             f"unknown CUDA architecture {arch!r}",
             hint="write it as NVRTC does: 'sm_80', 'sm_90', 'sm_90a' or 'compute_90'",
@@ -385,6 +411,20 @@ def command_line(arch: str, options: tuple[str, ...] = ()) -> tuple[str, ...]:
     real = arch.startswith("sm_")
     return (f"--gpu-architecture={arch}", *DEFAULT_OPTIONS, *((_VERBOSE,) if real else ()),
             *options)  # fmt: skip
+
+
+def _known_arch(arch: str) -> bool:
+    """``sm_XX``/``compute_XX`` with two or three digits and an optional ``a`` or ``f`` (string
+    tests: a regular expression costs the cold compile its compile)."""
+    kind, sep, number = arch.partition("_")
+    if number[-1:] in ("a", "f"):
+        number = number[:-1]
+    return (
+        kind in ("sm", "compute")
+        and 2 <= len(number) <= 3
+        and number.isdigit()
+        and number.isascii()
+    )
 
 
 def compile_cuda(
@@ -417,7 +457,7 @@ def compile_cuda(
         prog.close()
     ms = (time.perf_counter() - t0) * 1e3
     stats = parse_ptxas_info(prog.log) or None  # None: ptxas -v when first asked for
-    log = "\n".join(ln for ln in prog.log.splitlines() if not _PTXAS_INFO.match(ln)).strip()
+    log = "\n".join(ln for ln in prog.log.splitlines() if not is_ptxas_info(ln)).strip()
     return NvrtcOutput(ptx, cubin, log, opts, ms, stats=stats if real else {}, arch=arch)
 
 

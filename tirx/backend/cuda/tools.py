@@ -10,7 +10,10 @@ import functools
 import os
 import re
 
-__all__ = ["find_tool", "disassemble", "ptxas_stats", "parse_ptxas_info", "STAT_KEYS", "c_string"]
+__all__ = [
+    "find_tool", "disassemble", "ptxas_stats", "parse_ptxas_info", "is_ptxas_info", "STAT_KEYS",
+    "c_string",
+]  # fmt: skip
 
 
 class LazyPattern:
@@ -113,13 +116,6 @@ def ptxas_stats(ptx: str, arch: str) -> dict:
     return parse_ptxas_info(done.stdout + done.stderr)
 
 
-_ENTRY = LazyPattern(r"Compiling entry function '([^']+)'")
-_PROPS = LazyPattern(r"Function properties for (\S+)")
-_FRAME = LazyPattern(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads")
-_USED = LazyPattern(r"Used (\d+) registers")
-_SMEM = LazyPattern(r"(\d+) bytes smem")
-
-
 def parse_ptxas_info(log: str) -> dict:
     """Parse ``ptxas -v`` output (standalone or inside an NVRTC log).
 
@@ -127,28 +123,69 @@ def parse_ptxas_info(log: str) -> dict:
     the worst (largest) value over all functions, and ``"kernels"``: ``{name: {key: value}}``
     per function ptxas reported on (device functions that were not inlined report only their
     stack frame and spills).
+
+    String searches, not regular expressions: every cold compile parses one log, and compiling
+    the five patterns cost it about a third of a millisecond.
     """
     kernels: dict[str, dict[str, int]] = {}
     entry = current = None
     for line in log.splitlines():
-        if m := _ENTRY.search(line):
-            entry = current = m.group(1)
+        if (name := _quoted_after(line, "Compiling entry function '")) is not None:
+            entry = current = name
             kernels.setdefault(entry, {})
-        elif m := _PROPS.search(line):
-            current = m.group(1)
+        elif (i := line.find("Function properties for ")) >= 0 and (
+            name := line[i + 24 :].split(maxsplit=1)
+        ):
+            current = name[0]
             kernels.setdefault(current, {})
-        elif (m := _FRAME.search(line)) and current is not None:
-            stack, stores, loads = (int(g) for g in m.groups())
+        elif current is not None and None not in (
+            frame := [_number_before(line, words) for words in _FRAME_WORDS]
+        ):
+            stack, stores, loads = frame
             kernels[current].update(stack_bytes=stack, spill_stores=stores, spill_loads=loads)
-        elif (m := _USED.search(line)) and entry is not None:
-            kernels[entry]["registers"] = int(m.group(1))
-            s = _SMEM.search(line)
-            kernels[entry]["shared_bytes"] = int(s.group(1)) if s else 0
+        elif entry is not None and (regs := _number_before(line, "registers", "Used ")) is not None:
+            kernels[entry]["registers"] = regs
+            kernels[entry]["shared_bytes"] = _number_before(line, "bytes smem") or 0
     if not kernels:
         return {}
     stats: dict = {k: max((v.get(k, 0) for v in kernels.values()), default=0) for k in STAT_KEYS}
     stats["kernels"] = kernels
     return stats
+
+
+_FRAME_WORDS = ("bytes stack frame, ", "bytes spill stores, ", "bytes spill loads")
+
+
+def _number_before(line: str, words: str, lead: str = "") -> int | None:
+    """The decimal number written as ``{lead}N {words}`` in ``line`` (its first ``words``),
+    or None."""
+    end = line.find(" " + words)
+    start = end
+    while start > 0 and "0" <= line[start - 1] <= "9":
+        start -= 1
+    if start == end or start < len(lead) or not line.startswith(lead, start - len(lead)):
+        return None
+    return int(line[start:end])
+
+
+def _quoted_after(line: str, head: str) -> str | None:
+    """The non-empty text between ``head`` (which ends in a quote) and the next quote."""
+    i = line.find(head)
+    if i < 0:
+        return None
+    name, quote, _ = line[i + len(head) :].partition("'")
+    return name if name and quote else None
+
+
+def is_ptxas_info(line: str) -> bool:
+    """Whether ``line`` of an NVRTC log is one of ptxas' ``-v`` report lines (``ptxas info
+    :`` or ``ptxas   .``), which :func:`parse_ptxas_info` reads and the log shown omits."""
+    if line.startswith("ptxas info"):
+        return line[10:11].isspace()
+    if not line.startswith("ptxas"):
+        return False
+    rest = line[5:].lstrip()
+    return len(rest) < len(line) - 5 and rest[:1] == "." and rest[1:2].isspace()
 
 
 def c_string(s: str) -> str:

@@ -14,9 +14,9 @@ f32-style D layout over ``float16`` registers is an ``.f16`` accumulator as it s
 
 from __future__ import annotations
 
+import collections
 import itertools
 import struct
-from typing import NamedTuple
 
 from ...errors import ContractError
 from ...ir import nodes as ir
@@ -28,14 +28,17 @@ from ...isa.operands import check_register_operand, operand_view, registers
 __all__ = ["SPEC", "LINES", "MmaLine"]
 
 
-class MmaLine(NamedTuple):  # not a dataclass: made at first use, where one costs 0.5 ms
-    """One syntax line of the ISA's mma section, as far as tirx supports it."""
+# A plain namedtuple: a dataclass costs about 0.5 ms to create, and typing.NamedTuple about as
+# much at a process's first use (it compiles each postponed annotation); this module loads when
+# a kernel first uses mma, inside the cold compile.
+MmaLine = collections.namedtuple(
+    "MmaLine", "shapes ab_types accumulators min_arch satfinite", defaults=(False,)
+)
+MmaLine.__doc__ = """One syntax line of the ISA's mma section, as far as tirx supports it.
 
-    shapes: tuple[str, ...]
-    ab_types: tuple[str, ...]  # .atype and .btype each from this set
-    accumulators: tuple[tuple[str, str], ...]  # allowed (.dtype, .ctype) pairs
-    min_arch: tuple[tuple[str, int], ...]  # shape -> sm number (ISA "Target ISA notes")
-    satfinite: bool = False
+``shapes`` (tuple of str); ``ab_types``: .atype and .btype each from this set; ``accumulators``:
+the allowed (.dtype, .ctype) pairs; ``min_arch``: (shape, sm number) pairs (the ISA's "Target
+ISA notes"); ``satfinite`` (bool, default False)."""
 
 
 LINES = (
