@@ -107,16 +107,17 @@ def child_call(target: str) -> dict:
 
 
 def child_nvrtc(source_file: str, arch: str) -> dict:
-    from tirx.backend.cuda.executable import NVRTC_OPTIONS
+    from tirx.backend.cuda.executable import nvrtc_options
     from tirx.backend.cuda.nvrtc import _nvrtc, compile_cuda
 
     _init_driver()
     with open(source_file) as f:
         source = f.read()
     t0 = time.perf_counter()
-    _nvrtc().nvrtcVersion()  # import the bindings and load the library (as a first compile)
+    _, major, minor = _nvrtc().nvrtcVersion()  # import the bindings, load the library
     t1 = time.perf_counter()
-    out = compile_cuda(source, arch=arch, filename="warp_matmul.cu", options=NVRTC_OPTIONS)
+    options = nvrtc_options((int(major), int(minor)))  # tirx's own command line
+    out = compile_cuda(source, arch=arch, filename="warp_matmul.cu", options=options)
     t2 = time.perf_counter()
     return {"ms": (t2 - t0) * 1e3, "load_ms": (t1 - t0) * 1e3, "cubin_bytes": len(out.cubin)}
 
