@@ -188,6 +188,27 @@ def test_the_shared_repr_writes_what_dataclass_would():
     assert repr(hidden(1, 2)) == "Hidden(shown=1)"
 
 
+def test_field_kinds_read_from_the_text_agree_with_the_evaluated_annotations():
+    """The visitor reads most field annotations without eval (names, unions, tuple[...] of
+    them); what it reads must be what the evaluated annotation says, and the rest is left to
+    eval (None)."""
+    fast = 0
+    for cls in visitor.node_classes():
+        for f in dataclasses.fields(cls):
+            t = visitor._annotation(f.type)
+            if typing.get_origin(t) is tuple:
+                args = [a for a in typing.get_args(t) if a is not Ellipsis]
+                evaluated = (any(visitor._holds_node(a) for a in args), True)
+            else:
+                evaluated = (visitor._holds_node(t), False)
+            read = visitor._text_kind(f.type)
+            assert read in (None, evaluated), (cls.__name__, f.name, f.type)
+            fast += read is not None
+    assert fast > 150
+    for text in ("tuple[tuple[Expr, Expr], ...]", "tuple[Expr, ...] | None", "list[Expr]", "Nope"):
+        assert visitor._text_kind(text) is None, text
+
+
 def test_a_node_cannot_be_changed_and_copies_as_a_dataclass():
     import copy
     import pickle

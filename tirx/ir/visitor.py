@@ -106,10 +106,40 @@ def _spec(cls: type) -> tuple[tuple[str, bool], ...]:
 def _field_kind(annotation) -> tuple[bool, bool]:
     """``(holds nodes, in a tuple)`` for a field annotated ``annotation`` (a few dozen distinct
     texts among all the node classes' fields)."""
+    if isinstance(annotation, str):
+        kind = _text_kind(annotation)
+        if kind is not None:
+            return kind
     t = _annotation(annotation)
     if typing.get_origin(t) is tuple:
         return any(_holds_node(a) for a in typing.get_args(t) if a is not Ellipsis), True
     return _holds_node(t), False
+
+
+def _text_kind(text: str) -> tuple[bool, bool] | None:
+    """:func:`_field_kind` read from the text without evaluating it (``eval`` of a
+    ``tuple[...]`` text cost a cold compile about 40 us each), for the two common shapes:
+    names joined by ``|``, and ``tuple[...]`` of those (and ``...``). None for anything else,
+    or a name ``eval`` would not find in :mod:`tirx.ir.nodes` or the builtins."""
+    many = text.startswith("tuple[") and text.endswith("]")
+    inner = text[6:-1] if many else text
+    if "[" in inner or "]" in inner:
+        return None
+    holds, scope = False, vars(ir)
+    for part in inner.split(", ") if many else (inner,):
+        if part == "..." and many:
+            continue
+        for name in part.split(" | "):
+            if name == "None":
+                continue
+            value = scope[name] if name in scope else vars(builtins).get(name, _NOWHERE)
+            if value is _NOWHERE or not name.isidentifier():
+                return None
+            holds = holds or _holds_node(value)
+    return holds, many
+
+
+_NOWHERE = object()
 
 
 @functools.cache
