@@ -266,3 +266,39 @@ def test_row_residues_see_through_long_definitions():
     with _little_stack(), shared_rows.known_definitions(fn):
         assert shared_rows.residue(col + 4, 8) == 4
         assert shared_rows.residue(col + LANE, 8) is None
+
+
+def _row_view(offset, row_stride: int, rows: int = 4):
+    """A float16 view of ``rows`` rows of 8 elements, ``row_stride`` apart, at ``offset``."""
+    from tirx.layout import S, TileLayout
+
+    buf = ir.Buffer("s", dtype_of("float16"), ir.Scope.SHARED, (64, 64), None, 16)
+    layout = TileLayout(S[(rows, 8) : (row_stride, 1)])
+    return ir.View(buf, dtype_of("float16"), (rows, 8), layout, offset)
+
+
+@pytest.mark.parametrize(
+    ("offset", "row_stride", "error"),
+    [
+        (LANE * 64, 64, None),  # every row 16-byte aligned, at a run-time start
+        (LANE * 64 + 8, 64, None),
+        (LANE * 64, 68, "row (1,) starts at 8 bytes past a multiple of 16"),  # the stride breaks it
+        (LANE * 64 + 2, 64, "row (0,) starts at 4 bytes past a multiple of 16"),
+        (LANE * 4, 64, None),  # the start's alignment is not known: left to run time
+    ],
+)
+def test_rows_at_a_run_time_start_are_checked_as_each_row_alone_would_be(offset, row_stride, error):
+    """check_rows proves the run-time start's remainder once and adds each row's constant
+    offset; the verdict is the one the row-by-row analysis gives."""
+    from tirx.errors import ContractError
+
+    need = shared_rows.RowCheck("ldmatrix", 16, 16)
+    view = _row_view(offset, row_stride)
+    per_row = [shared_rows.residue(offset + i * row_stride, 8) for i in range(4)]
+    if error is None:
+        shared_rows.check_rows(view, need)
+        assert all(r in (0, None) for r in per_row)
+    else:
+        with pytest.raises(ContractError, match=re.escape(error)):
+            shared_rows.check_rows(view, need)
+        assert any(r not in (0, None) for r in per_row)

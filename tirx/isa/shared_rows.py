@@ -267,6 +267,11 @@ def check_rows(view: ir.View, need: RowCheck) -> None:
     points = [m for (m,) in tile.table(("m",))]
     align = max(need.align_bytes // nbytes, 1)
     base = static_value(view.elem_offset)
+    # A run-time start: its remainder is proven once, and each row's follows by adding the
+    # row's constant offset (e + m = r + m mod align); only when it is not proven is each
+    # row's start analysed on its own (the simplifier's run per row was most of a large
+    # kernel's row checks).
+    start = None if base is not None else residue(ir.as_expr(view.elem_offset), align)
     for i, coord in enumerate(_rows(view)):
         ms = points[per_row * i : per_row * (i + 1)]
         if base is not None:
@@ -278,7 +283,10 @@ def check_rows(view: ir.View, need: RowCheck) -> None:
             _check_row(need, coord, addrs, addrs[0] % align, nbytes, swizzled)
             continue
         _check_row(need, coord, ms, None, nbytes, False)
-        rem = residue(ir.as_expr(view.elem_offset) + ms[0], align)
+        if start is not None:
+            rem = (start + ms[0]) % align
+        else:
+            rem = residue(ir.as_expr(view.elem_offset) + ms[0], align)
         if rem is not None and rem:
             _misaligned(need, coord, f"{rem * nbytes} bytes past a multiple of {align * nbytes}")
         if swizzled:
