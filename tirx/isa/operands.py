@@ -111,9 +111,29 @@ def check_register_operand(contract: Contract, spec: OperandSpec, v: ir.View):
     32-bit words. A view of the elements a word packs (``spec.element_dtype``) is checked
     element by element: each element must be in its lane, in the part of a word the ISA gives
     it (the element at ``col % per == j`` in part ``j``, counting from the low bits), and the
-    word it lands in is the register's slot."""
+    word it lands in is the register's slot.
+
+    A view that passed is remembered by what the check reads (the contract and operand, the
+    view's layout, start, shape, dtype and buffer size): a kernel's unrolled tiles check the
+    same fragments again and again (a quarter of the checks' time was repeats)."""
     where = f"{contract.text}: operand {spec.name}"
     layout, base, capacity = register_view(where, v, "warp-scope", ("laneid",))
+    key = (contract, spec, layout, base, capacity, v.shape, v.dtype)
+    known = _PASSED.get(key)
+    if known is None:
+        known = _PASSED[key] = _check_register_slots(
+            where, contract, spec, v, layout, base, capacity
+        )
+        if len(_PASSED) > _PASSED_MAX:
+            del _PASSED[next(iter(_PASSED))]  # the oldest
+    return dict(known)
+
+
+_PASSED: dict[tuple, dict] = {}  # what check_register_operand found for views that passed
+_PASSED_MAX = 512
+
+
+def _check_register_slots(where, contract, spec, v, layout, base, capacity) -> dict:
     per = spec.elements_per_word if v.dtype.name == spec.element_dtype else 1
     items = _element_items(spec) if per > 1 else _word_items(spec)
     nat = len(spec.atom)
