@@ -316,20 +316,26 @@ def test_a_raw_ptx_call_takes_the_forms_scalar_registers(text, acc):
         tirx.compile(raw_wrong, target="cuda -arch=sm_90")
 
 
-def test_a_register_operand_that_passed_is_remembered_and_one_that_failed_is_not(tmp_path):
+def test_a_register_operand_that_passed_is_remembered_and_one_that_failed_is_not(
+    tmp_path, monkeypatch
+):
     """check_register_operand remembers views that passed by what it reads; a wrong layout
     raises every time."""
     from tirx.isa import operands
 
+    monkeypatch.setattr(operands, "_PASSED", {})
     kernel = define(K_SOURCE, tmp_path, "int8_matmul")
     tirx.transform.lower.lower_function(kernel.ir, arch=90)
     remembered = len(operands._PASSED)
-    assert remembered >= 3  # the mma's A, B and D
+    assert remembered == 5  # the two ldmatrix destinations, the mma's A, B and D
     again = define(K_SOURCE, tmp_path, "int8_matmul")
     tirx.transform.lower.lower_function(again.ir, arch=90)
     assert len(operands._PASSED) == remembered  # the same views: nothing new to check
-    (key, mapping), *_ = operands._PASSED.items()
-    assert mapping and all(isinstance(slot, int) for slot in mapping.values())
+    mappings = [
+        m for k, m in operands._PASSED.items() if k[0] == "slots" and "m16n8k32" in k[1].text
+    ]
+    assert len(mappings) == 3  # A, B and D of the mma
+    assert all(m and all(isinstance(slot, int) for slot in m.values()) for m in mappings)
     bad = K_SOURCE.replace(
         "(4, 4, 2, 4 @ laneid, 1 @ laneid, 1)", "(4, 4, 2, 1 @ laneid, 4 @ laneid, 1)"
     )

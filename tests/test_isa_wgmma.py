@@ -627,3 +627,27 @@ def test_the_widgets_draw_wgmma_and_say_the_probes_do_not_run_it():
     require_fragment(contract)  # no reason to refuse: the notebook layer draws it
     with pytest.raises(TirxError, match="probes do not run"):
         require_probed(contract)
+
+
+def test_operand_checks_are_remembered_and_a_bad_operand_still_raises_each_time(
+    tmp_path, monkeypatch
+):
+    """The descriptor's layout part and the accumulator's register slots are checked once per
+    distinct operand: lowering the kernel again checks nothing new. A layout that fails is
+    reported every time, and the start (not part of what is remembered) is checked per view."""
+    from tirx.isa import operands
+    from tirx.transform.lower import lower_function
+
+    monkeypatch.setattr(operands, "_PASSED", {})
+    lower_function(_kernel(tmp_path).ir, arch=90)
+    kinds = sorted(k[0] for k in operands._PASSED)
+    assert kinds.count("descriptor") >= 1 and kinds.count("warpgroup") == 1
+    lower_function(_kernel(tmp_path).ir, arch=90)
+    assert sorted(k[0] for k in operands._PASSED) == kinds
+    bad = dict(a_layout="TileLayout(S[(64, 64)])", align=16)  # not a descriptor's layout
+    for _ in range(2):
+        with pytest.raises(ContractError, match=re.escape("element (1, 0) lies 128 bytes")):
+            lower_function(_kernel(tmp_path, **bad).ir, arch=90)
+    for _ in range(2):  # the remembered layout, at a start a descriptor cannot take
+        with pytest.raises(ContractError, match="starts at 2 bytes past a multiple of 16"):
+            lower_function(_kernel(tmp_path, a="As[:, 16 * kk + 1 : 16 * kk + 17]").ir, arch=90)

@@ -118,19 +118,29 @@ def check_register_operand(contract: Contract, spec: OperandSpec, v: ir.View):
     same fragments again and again (a quarter of the checks' time was repeats)."""
     where = f"{contract.text}: operand {spec.name}"
     layout, base, capacity = register_view(where, v, "warp-scope", ("laneid",))
-    key = (contract, spec, layout, base, capacity, v.shape, v.dtype)
-    known = _PASSED.get(key)
-    if known is None:
-        known = _PASSED[key] = _check_register_slots(
-            where, contract, spec, v, layout, base, capacity
-        )
+    key = ("slots", contract, spec, layout, base, capacity, v.shape, v.dtype)
+    check = functools.partial(
+        _check_register_slots, where, contract, spec, v, layout, base, capacity
+    )
+    return dict(passed(key, check))
+
+
+_PASSED: dict[tuple, object] = {}  # what the checks found for operands that passed
+_PASSED_MAX = 1024
+
+
+def passed(key: tuple, check):
+    """``check()``, remembered under ``key`` (what the check reads of an operand) once it has
+    returned: a kernel's unrolled tiles check the same operands again and again. A check that
+    raises is not remembered (a bad operand is reported at every use, with its own words).
+    The caller copies a result it hands on; at most ``_PASSED_MAX`` are kept, the oldest
+    dropped."""
+    known = _PASSED.get(key, _PASSED)
+    if known is _PASSED:
+        known = _PASSED[key] = check()
         if len(_PASSED) > _PASSED_MAX:
-            del _PASSED[next(iter(_PASSED))]  # the oldest
-    return dict(known)
-
-
-_PASSED: dict[tuple, dict] = {}  # what check_register_operand found for views that passed
-_PASSED_MAX = 512
+            del _PASSED[next(iter(_PASSED))]
+    return known
 
 
 def _check_register_slots(where, contract, spec, v, layout, base, capacity) -> dict:

@@ -51,6 +51,7 @@ from dataclasses import dataclass
 from ...errors import ContractError
 from ...ir import nodes as ir
 from ...ir.simplify_index import simplify_index
+from ...isa.operands import passed
 from ...isa.shared_rows import residue
 from ...layout.swizzle import ComposeLayout
 
@@ -193,10 +194,21 @@ def derive(view: ir.View, where: str, trans_ok: bool = True) -> Descriptor:
             "through descriptors: stage the tile in a T.alloc_shared buffer",
         )
     eb = view.dtype.bytes
-    layout = view.layout
+    rows, cols = view.shape
+    key = ("descriptor", view.layout, eb, rows, cols, trans_ok)
+    mode, origin, lbo, sbo, mn_major = passed(
+        key, lambda: _geometry(view.layout, eb, rows, cols, trans_ok, where)
+    )
+    start = simplify_index(simplify_index(ir.as_expr(view.elem_offset) + origin) * eb)
+    _check_start(where, buf, start, mode)
+    return Descriptor(buf, start, lbo, sbo, mode, mn_major)
+
+
+def _geometry(layout, eb: int, rows: int, cols: int, trans_ok: bool, where: str):
+    """What the layout alone decides of a descriptor: ``(mode, origin, LBO, SBO,
+    mn_major)``, every element checked against it (``origin``: the first element's offset)."""
     mode = _mode_of(layout, eb, where)
     tile = layout.tile_layout if isinstance(layout, ComposeLayout) else layout
-    rows, cols = view.shape
     table = [m for (m,) in tile.table(("m",))]
     origin = table[0]
     offsets = [(m - origin) * eb for m in table]  # bytes from the view's origin, unswizzled
@@ -250,9 +262,7 @@ def derive(view: ir.View, where: str, trans_ok: bool = True) -> Descriptor:
                     "(rows, 64) f16 tile under ComposeLayout(3, 3, 3, ...), sliced 16 columns "
                     "at a time)",
                 )
-    start = simplify_index(simplify_index(ir.as_expr(view.elem_offset) + origin) * eb)
-    _check_start(where, buf, start, mode)
-    return Descriptor(buf, start, lbo, sbo, mode, mn_major)
+    return mode, origin, lbo, sbo, mn_major
 
 
 def _check_start(where: str, buf: ir.Buffer, start, mode: Swizzle) -> None:

@@ -25,7 +25,7 @@ from __future__ import annotations
 from ...errors import ContractError
 from ...ir import nodes as ir
 from ...isa.core import Contract, OperandSpec
-from ...isa.operands import register_view
+from ...isa.operands import passed, register_view
 
 __all__ = [
     "accumulator_owner", "accumulator_words", "a_words", "warpgroup_registers",
@@ -81,6 +81,11 @@ def warpgroup_registers(contract: Contract, spec: OperandSpec, v, layout_hint: s
             "thread" + (' (.view("uint32") first for 16- or 8-bit values)' if words else ""),
         )
     layout, base, capacity = register_view(where, v, "warpgroup", AXES)
+    key = ("warpgroup", contract, spec, layout, base, capacity, v.dtype, layout_hint)
+    return list(passed(key, lambda: _slots(where, spec, v, layout, base, capacity, layout_hint)))
+
+
+def _slots(where, spec, v, layout, base, capacity, layout_hint) -> list[int]:
     slots: dict[int, set] = {}
     points = iter(layout.table((*AXES, "m")))
     for coord, (thread, reg) in spec.owner_items:
