@@ -357,3 +357,21 @@ def test_the_c_runner_launches_memo_hits_and_hands_misses_to_python(tmp_path):
         assert len(python.calls) == 2 and encodes[-1] == b.data_ptr()
     finally:
         _launch.set_record(0, 0)
+
+
+def test_a_box_image_is_checked_once_and_a_wrong_one_every_time(tmp_path, monkeypatch):
+    """The box image check reads only the layout and the shapes, so it runs once per distinct
+    destination; a layout the copy engine would scramble is reported at every compile."""
+    from tirx.isa import operands
+    from tirx.transform.lower import lower_function
+
+    monkeypatch.setattr(operands, "_PASSED", {})
+    lower_function(_checked(tmp_path, dict(swizzle=3)).ir, arch=90)
+    images = [k for k in operands._PASSED if k[0] == "tma image"]
+    assert len(images) == 1
+    lower_function(_checked(tmp_path, dict(swizzle=3)).ir, arch=90)
+    assert [k for k in operands._PASSED if k[0] == "tma image"] == images
+    broken, _, words = CHECKS["plain layout with swizzle=3"]
+    for _ in range(2):
+        with pytest.raises(TirxError, match=re.escape(words)):
+            lower_function(_checked(tmp_path, broken).ir, arch=90)

@@ -19,6 +19,7 @@ from ...errors import ContractError
 from ...ir import nodes as ir
 from ...ir.simplify import static_value
 from ...ir.tensor_map import SWIZZLE_SPAN
+from ...isa.operands import passed
 from ...isa.raw_forms import byte_offset
 from ...isa.shared_rows import element_offset, residue
 from ...layout.swizzle import ComposeLayout
@@ -179,7 +180,9 @@ def check_shared_box(
             f"{where} starts at {at}; it must start at a multiple of {period} bytes ({kind})",
             hint=f"start {way.shared_role} on a whole stage/tile of the allocation",
         )
-    bases = _check_image(where, v, box, dtype.bytes, swizzle, reps)
+    # the image check reads only the layout and the shapes: once per distinct operand
+    key = ("tma image", v.layout, tuple(v.shape), box, dtype.bytes, swizzle, reps)
+    bases = passed(key, lambda: _check_image(where, v, box, dtype.bytes, swizzle, reps))
     return [(rep, _plus(start, base)) for rep, base in bases]
 
 
