@@ -342,3 +342,26 @@ def test_a_register_operand_that_passed_is_remembered_and_one_that_failed_is_not
     for _ in range(2):
         with pytest.raises(tirx.ContractError, match="belongs to lane"):
             tirx.transform.lower.lower_function(define(bad, tmp_path, "int8_matmul").ir, arch=90)
+
+
+def test_the_operand_memo_is_bounded_and_remembers_only_what_returned(monkeypatch):
+    from tirx.isa import operands
+
+    monkeypatch.setattr(operands, "_PASSED", {})
+    monkeypatch.setattr(operands, "_PASSED_MAX", 2)
+    calls = []
+
+    def check(value):
+        calls.append(value)
+        if value < 0:
+            raise ValueError(value)
+        return value * 10
+
+    assert [operands.passed(("k", v), lambda v=v: check(v)) for v in (1, 2, 1)] == [10, 20, 10]
+    assert calls == [1, 2]  # the second (k, 1) was remembered
+    assert operands.passed(("k", 3), lambda: check(3)) == 30  # past the bound: started again
+    assert len(operands._PASSED) <= 2
+    for _ in range(2):
+        with pytest.raises(ValueError):
+            operands.passed(("k", -1), lambda: check(-1))
+    assert calls[-2:] == [-1, -1]

@@ -133,13 +133,14 @@ def passed(key: tuple, check):
     """``check()``, remembered under ``key`` (what the check reads of an operand) once it has
     returned: a kernel's unrolled tiles check the same operands again and again. A check that
     raises is not remembered (a bad operand is reported at every use, with its own words).
-    The caller copies a result it hands on; at most ``_PASSED_MAX`` are kept, the oldest
-    dropped."""
+    The caller copies a result it hands on. Past ``_PASSED_MAX`` entries the memo starts
+    again empty (a clear is safe against another thread's compile; dropping one entry
+    while another thread adds could fail)."""
     known = _PASSED.get(key, _PASSED)
     if known is _PASSED:
+        if len(_PASSED) >= _PASSED_MAX:
+            _PASSED.clear()
         known = _PASSED[key] = check()
-        if len(_PASSED) > _PASSED_MAX:
-            del _PASSED[next(iter(_PASSED))]
     return known
 
 
