@@ -109,3 +109,21 @@ BAD = [
 def test_bad_compose_raises_layout_error(make):
     with pytest.raises(LayoutError):
         make()
+
+
+@pytest.mark.parametrize("inner", [True, False])
+@pytest.mark.parametrize("bits", [(0, 0, 0), (3, 3, 3), (2, 3, 4), (1, 2, 3)])
+def test_swizzle_ints_is_swizzle_over_a_list(bits, inner):
+    c = ComposeLayout(*bits, TileLayout(S[(64, 64)]), swizzle_inner=inner)
+    addrs = list(range(0, 4096, 3)) + [1 << 20, (1 << 20) + 77]
+    assert c.swizzle_ints(addrs) == [c.swizzle(a) for a in addrs]
+
+
+@pytest.mark.parametrize("swizzle", [0, 1, 2, 3])
+@pytest.mark.parametrize("nbytes", [1, 2, 4])
+def test_tma_swizzle_offsets_over_a_range_are_the_single_ones(swizzle, nbytes):
+    from tirx.families.tma.isa_operands import swizzle_byte_offset, swizzle_byte_offsets
+
+    assert swizzle_byte_offsets(3000, nbytes, swizzle) == [
+        swizzle_byte_offset(f * nbytes, swizzle) for f in range(3000)
+    ]

@@ -40,6 +40,12 @@ def swizzle_byte_offset(offset: int, swizzle: int) -> int:
     return offset ^ ((offset >> 3) & (((1 << swizzle) - 1) << 4))
 
 
+def swizzle_byte_offsets(count: int, nbytes: int, swizzle: int) -> list[int]:
+    """``swizzle_byte_offset(f * nbytes, swizzle)`` for ``f`` in ``range(count)``, in one pass."""
+    mask = ((1 << swizzle) - 1) << 4
+    return [o ^ ((o >> 3) & mask) for o in range(0, count * nbytes, nbytes)]
+
+
 @dataclass(frozen=True)
 class Direction:
     """How messages name a copy's operands: the shared box view and the global region (their
@@ -220,9 +226,14 @@ def _check_image(where: str, v, box, nbytes: int, swizzle: int, reps: int = 0):
 
 
 def _check_box(where, layout, table, base: int, box, nbytes: int, swizzle: int) -> None:
-    for f, (m,) in enumerate(table):
-        got = layout.swizzle(m) if isinstance(layout, ComposeLayout) else m
-        want = base + swizzle_byte_offset(f * nbytes, swizzle)
+    # every element of the box, so in whole-list passes (a tile holds tens of thousands)
+    ms = [m for (m,) in table]
+    gots = layout.swizzle_ints(ms) if isinstance(layout, ComposeLayout) else ms
+    wants = swizzle_byte_offsets(len(ms), nbytes, swizzle)
+    if [g * nbytes - base for g in gots] == wants:
+        return
+    for f, (got, want) in enumerate(zip(gots, wants)):  # the first element out of place
+        want += base
         if got * nbytes != want:
             coord = _unflatten(f, box)
             detail = f"byte {got * nbytes} of the stage, where the box image has byte {want}"
