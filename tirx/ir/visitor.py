@@ -33,7 +33,6 @@ from __future__ import annotations
 import builtins
 import dataclasses
 import functools
-import operator
 import types
 import typing
 
@@ -144,23 +143,11 @@ _NOWHERE = object()
 
 @functools.cache
 def _annotation(text):
-    """A field's annotation as a type: the node modules postpone theirs (strings), which are
-    evaluated in :mod:`tirx.ir.nodes`' namespace once per distinct text (a few dozen in all;
-    ``typing.get_type_hints`` per class costs a cold compile milliseconds). A name, or names
-    joined by ``|``, is looked up as ``eval`` would (the namespace, then the builtins) without
-    compiling the text; anything else is evaluated."""
+    """A field's annotation as a type, for the texts :func:`_text_kind` does not read (nested
+    or unioned ``tuple[...]``): evaluated in :mod:`tirx.ir.nodes`' namespace once per distinct
+    text (``typing.get_type_hints`` per class cost a cold compile milliseconds)."""
     if not isinstance(text, str):
         return text
-    names = text.split(" | ")
-    if all(n.isidentifier() for n in names):
-        scope = vars(ir)
-        try:
-            values = [None if n == "None" else scope[n] if n in scope else getattr(builtins, n)
-                      for n in names]  # fmt: skip
-        except AttributeError:  # not a name eval would find either: let it say so
-            pass
-        else:
-            return functools.reduce(operator.or_, values)
     return eval(text, vars(ir))  # noqa: S307 - our own source
 
 

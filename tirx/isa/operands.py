@@ -119,10 +119,9 @@ def check_register_operand(contract: Contract, spec: OperandSpec, v: ir.View):
     where = f"{contract.text}: operand {spec.name}"
     layout, base, capacity = register_view(where, v, "warp-scope", ("laneid",))
     key = ("slots", contract, spec, layout, base, capacity, v.shape, v.dtype)
-    check = functools.partial(
-        _check_register_slots, where, contract, spec, v, layout, base, capacity
+    return dict(
+        passed(key, lambda: _check_register_slots(where, contract, spec, v, layout, base, capacity))
     )
-    return dict(passed(key, check))
 
 
 _PASSED: dict[tuple, object] = {}  # what the checks found for operands that passed

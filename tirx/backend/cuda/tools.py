@@ -133,9 +133,7 @@ def parse_ptxas_info(log: str) -> dict:
         if (name := _quoted_after(line, "Compiling entry function '")) is not None:
             entry = current = name
             kernels.setdefault(entry, {})
-        elif (i := line.find("Function properties for ")) >= 0 and (
-            name := line[i + 24 :].split(maxsplit=1)
-        ):
+        elif (i := line.find(_PROPS)) >= 0 and (name := line[i + len(_PROPS) :].split(maxsplit=1)):
             current = name[0]
             kernels.setdefault(current, {})
         elif current is not None and None not in (
@@ -153,6 +151,7 @@ def parse_ptxas_info(log: str) -> dict:
     return stats
 
 
+_PROPS = "Function properties for "
 _FRAME_WORDS = ("bytes stack frame, ", "bytes spill stores, ", "bytes spill loads")
 
 
