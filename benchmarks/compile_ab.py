@@ -110,28 +110,16 @@ def main(argv=None) -> None:
             for s in stages
         ]
         lines.append(
-            f"| {name} | {_commit(tree)} | {imp:.1f} | {cold:.1f} | {imp + cold:.1f} | "
+            f"| {name} | {report.tree_commit(tree)} | {imp:.1f} | {cold:.1f} | {imp + cold:.1f} | "
             f"{cold / nvrtc:.2f} | " + " | ".join(cells) + " |"
         )
     lines.append(f"| NVRTC alone | | | {nvrtc:.1f} | | 1.00 |" + " |" * len(stages))
     text = "\n".join(lines)
     print(text)
     # the command as written, each tree named by its commit, not by this machine's path
-    names = {tree: f"<tree at {_commit(tree)}>" for tree in trees.values()}
+    names = {tree: f"<tree at {report.tree_commit(tree)}>" for tree in trees.values()}
     shown = [names.get(os.path.abspath(a), a) for a in (sys.argv[1:] if argv is None else argv)]
     report.write_result("compile_ab", text, args, __file__, shown, gpu=report.gpu_name())
-
-
-def _commit(tree: str) -> str:
-    out = subprocess.run(
-        ["git", "-C", tree, "rev-parse", "--short", "HEAD"], capture_output=True, text=True
-    )
-    dirty = subprocess.run(
-        ["git", "-C", tree, "status", "--porcelain", "-uno"], capture_output=True, text=True
-    )
-    return (
-        out.stdout.strip() + ("+" if dirty.stdout.strip() else "") if out.returncode == 0 else "?"
-    )
 
 
 def _stages(results) -> list[str]:

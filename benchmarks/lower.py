@@ -86,18 +86,6 @@ def _child(tree: str, kernel, nvrtc: bool, tmp: str) -> dict:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def _commit(tree: str) -> str:
-    def git(*a):
-        return subprocess.run(["git", "-C", tree, *a], capture_output=True, text=True)
-
-    head = git("rev-parse", "--short", "HEAD")
-    if head.returncode != 0:
-        return "?"
-    return head.stdout.strip() + (
-        "+" if git("status", "--porcelain", "-uno").stdout.strip() else ""
-    )
-
-
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("trees", nargs="*", help="source trees (default: this checkout)")
@@ -118,7 +106,7 @@ def main(argv=None) -> None:
                 for tree in trees:
                     got[tree].append(_child(tree, kernel, tree == trees[-1], tmp))
             rows.append((kernel[0], got))
-    names = [f"`{_commit(t)}`" for t in trees]
+    names = [f"`{report.tree_commit(t)}`" for t in trees]
     head = "| kernel |" + (" tree |" if len(trees) > 1 else "")
     head += " define ms | lower ms | codegen ms | NVRTC ms | tirx / NVRTC |"
     if len(trees) > 1:
@@ -155,7 +143,10 @@ def main(argv=None) -> None:
     print(text)
     # the command as written, each tree named by its commit, not by this machine's path
     given = sys.argv[1:] if argv is None else argv
-    shown = [f"<tree at {_commit(os.path.abspath(a))}>" if os.path.isdir(a) else a for a in given]
+    shown = [
+        f"<tree at {report.tree_commit(os.path.abspath(a))}>" if os.path.isdir(a) else a
+        for a in given
+    ]
     report.write_result("lower", text, args, __file__, shown, gpu=report.gpu_name())
 
 

@@ -136,6 +136,20 @@ def _commit() -> str | None:
     return head.group(1) + (" with uncommitted changes" if changed else "")
 
 
+def tree_commit(tree: str) -> str:
+    """The short commit of the checkout at ``tree``, with ``+`` when tracked files differ from
+    it (how the two-tree benchmarks name their trees), or ``?``."""
+    out = subprocess.run(
+        ["git", "-C", tree, "rev-parse", "--short", "HEAD"], capture_output=True, text=True
+    )
+    dirty = subprocess.run(
+        ["git", "-C", tree, "status", "--porcelain", "-uno"], capture_output=True, text=True
+    )
+    return (
+        out.stdout.strip() + ("+" if dirty.stdout.strip() else "") if out.returncode == 0 else "?"
+    )
+
+
 def _version(dist: str) -> str | None:
     try:
         return importlib.metadata.version(dist)
