@@ -2,10 +2,11 @@
 
     python benchmarks/compile_ab.py BEFORE_TREE AFTER_TREE [--runs N] [--arch sm_90]
 
-Each tree's own ``benchmarks/compile.py`` child runs (``--child tirx``: an empty cache, the
-clock from defining the seed kernel to ``tirx.compile`` returning), with ``PYTHONPATH`` set to
-that tree, the two trees taking turns so that the load of a shared machine weighs on both alike;
-NVRTC alone (the after tree's child) takes its turn too. Prints the medians and each stage's
+The after tree's ``benchmarks/compile.py`` child runs (``--child tirx``: an empty cache, the
+clock from defining the seed kernel to ``tirx.compile`` returning; the CUDA driver initialized
+before the clock only where there is a GPU) with ``PYTHONPATH`` set to each tree in turn, so
+that both trees are measured by the same code and the load of a shared machine weighs on both
+alike; NVRTC alone (``--child nvrtc``) takes its turn too. Prints the medians and each stage's
 median (``define`` = the kernel module's import and ``@T.function``'s parse; ``other`` = what
 ``tirx.compile`` spent outside its stages), and the ratio of each cold compile to NVRTC alone.
 For comparing a change that must not slow the cold compile down (a restructure); the current
@@ -17,6 +18,7 @@ commit.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import statistics
@@ -25,7 +27,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
 
 import report  # noqa: E402
 
@@ -33,13 +36,13 @@ import report  # noqa: E402
 def _child(tree: str, args: list[str], tmp: str, tag: str) -> dict:
     env = dict(os.environ, PYTHONPATH=tree, TIRX_CACHE_DIR=tempfile.mkdtemp(dir=tmp))
     env["PYTHONPYCACHEPREFIX"] = os.path.join(tmp, f"pycache-{tag}")
+    env["TIRX_BENCH_GPU"] = "1" if _has_gpu() else "0"
     env.pop("TIRX_CACHE", None)
     env.pop("PYTHONDONTWRITEBYTECODE", None)
-    script = os.path.join(tree, "benchmarks", "compile.py")
     out = subprocess.run(
-        [sys.executable, script, "--child", *args],
+        [sys.executable, str(HERE / "compile.py"), "--child", *args],
         env=env,
-        cwd=os.path.join(tree, "benchmarks"),
+        cwd=str(HERE),
         capture_output=True,
         text=True,
         check=False,
@@ -49,19 +52,20 @@ def _child(tree: str, args: list[str], tmp: str, tag: str) -> dict:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
+@functools.cache
+def _has_gpu() -> bool:
+    from tirx.backend.cuda import driver
+
+    return driver.gpu_count() > 0
+
+
 def _source(tree: str, arch: str, tmp: str) -> str:
-    code = (
-        "import tirx, sys\n"
-        "from tirx.examples.warp_matmul import warp_matmul\n"
-        f"print(tirx.compile(warp_matmul, 'cuda -arch={arch}').source)\n"
-    )
-    env = dict(os.environ, PYTHONPATH=tree, TIRX_CACHE_DIR=tempfile.mkdtemp(dir=tmp))
-    text = subprocess.run(
-        [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
-    ).stdout
+    """The seed's CUDA source from ``tree`` and its NVRTC command line beside it (the files
+    ``compile.py``'s NVRTC-alone child reads)."""
     path = os.path.join(tmp, "warp_matmul.cu")
-    with open(path, "w") as f:
-        f.write(text)
+    code = f"from compile import _write_seed_source; _write_seed_source({arch!r}, {path!r})"
+    env = dict(os.environ, PYTHONPATH=tree, TIRX_CACHE_DIR=tempfile.mkdtemp(dir=tmp))
+    subprocess.run([sys.executable, "-c", code], env=env, cwd=str(HERE), check=True)
     return path
 
 
@@ -71,9 +75,13 @@ def main(argv=None) -> None:
     ap.add_argument("after")
     ap.add_argument("--runs", type=int, default=15)
     ap.add_argument("--arch", default="sm_90")
+    ap.add_argument("--names", nargs=2, metavar=("BEFORE", "AFTER"),
+                    help="the trees' commits, where their checkouts cannot say (a copy of a "
+                         "tree without its git history, as on the GPU machine)")  # fmt: skip
     report.add_output_arguments(ap, "compile_ab")
     args = ap.parse_args(argv)
     trees = {"before": os.path.abspath(args.before), "after": os.path.abspath(args.after)}
+    commits = dict(zip(trees, args.names or [report.tree_commit(t) for t in trees.values()]))
     target = f"cuda -arch={args.arch}"
     with tempfile.TemporaryDirectory(prefix="tirx-ab-") as tmp:
         src = _source(trees["after"], args.arch, tmp)
@@ -102,7 +110,7 @@ def main(argv=None) -> None:
         + " |",
         "|---|---|---|---|---|---|" + "---|" * len(stages),
     ]
-    for name, tree in trees.items():
+    for name in trees:
         cold = statistics.median(r["ms"] for r in results[name])
         imp = statistics.median(imports[name])
         cells = [
@@ -110,14 +118,14 @@ def main(argv=None) -> None:
             for s in stages
         ]
         lines.append(
-            f"| {name} | {report.tree_commit(tree)} | {imp:.1f} | {cold:.1f} | {imp + cold:.1f} | "
+            f"| {name} | {commits[name]} | {imp:.1f} | {cold:.1f} | {imp + cold:.1f} | "
             f"{cold / nvrtc:.2f} | " + " | ".join(cells) + " |"
         )
     lines.append(f"| NVRTC alone | | | {nvrtc:.1f} | | 1.00 |" + " |" * len(stages))
     text = "\n".join(lines)
     print(text)
     # the command as written, each tree named by its commit, not by this machine's path
-    names = {tree: f"<tree at {report.tree_commit(tree)}>" for tree in trees.values()}
+    names = {tree: f"<tree at {commits[name]}>" for name, tree in trees.items()}
     shown = [names.get(os.path.abspath(a), a) for a in (sys.argv[1:] if argv is None else argv)]
     report.write_result("compile_ab", text, args, __file__, shown, gpu=report.gpu_name())
 

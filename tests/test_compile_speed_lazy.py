@@ -11,6 +11,8 @@ import textwrap
 import types
 from pathlib import Path
 
+import pytest
+
 from tirx.ir import nodes as ir
 from tirx.isa import shared_rows
 
@@ -87,19 +89,21 @@ def test_definitions_are_found_at_first_use_and_per_lowering():
 
 
 _LOADED_NVRTC = """
-    import json, os
+    import json, os, sys
     {before}
     import tirx
     from tirx.backend.cuda import nvrtc
     from tirx.examples.warp_matmul import warp_matmul
 
     exe = tirx.compile(warp_matmul, target="cuda -arch=sm_90")
+    imported = [m for m in ("cuda.pathfinder", "cuda.bindings.nvrtc", "threading")
+                if m in sys.modules]
     from cuda.pathfinder import load_nvidia_dynamic_lib
 
     maps = {{line.split()[-1] for line in open("/proc/self/maps") if "libnvrtc" in line}}
     print(json.dumps({{"preloaded": nvrtc.preloaded, "cubin": len(exe.cubin),
                       "pathfinder": load_nvidia_dynamic_lib("nvrtc").abs_path,
-                      "maps": sorted(maps)}}))
+                      "imported": imported, "maps": sorted(maps)}}))
 """
 
 
@@ -115,14 +119,18 @@ def _cold(tmp_path, before: str = "") -> dict:
 
 
 def test_a_cold_compile_loads_nvrtc_while_the_kernel_lowers(tmp_path):
-    """The background load maps the very file cuda-bindings then uses (cuda.pathfinder's),
-    with the builtins beside it, and the process holds no second copy."""
+    """The background load maps the very file cuda.pathfinder would choose (cuda-bindings'
+    search), with the builtins beside it, and the process holds no second copy; the compile
+    imports neither cuda.pathfinder nor cuda-bindings' nvrtc module (tens of milliseconds)
+    nor threading."""
     import os
 
     got = _cold(tmp_path)
     assert got["cubin"] > 0
+    assert got["imported"] == []
     library = os.path.realpath(got["pathfinder"])
     assert [os.path.realpath(f) for f in got["preloaded"]][:1] == [library]
+    assert len(got["preloaded"]) == 2
     assert all(os.path.dirname(os.path.realpath(f)) == os.path.dirname(library)
                for f in got["preloaded"])  # fmt: skip
     assert {os.path.realpath(f) for f in got["maps"]} == {
@@ -130,11 +138,34 @@ def test_a_cold_compile_loads_nvrtc_while_the_kernel_lowers(tmp_path):
     }
 
 
-def test_without_pathfinders_search_nvrtc_loads_as_before(tmp_path):
-    """The search is cuda.pathfinder's private function: when it is not there (another
-    version), nothing is loaded ahead and the compile is the same."""
-    hide = "import cuda.pathfinder._dynamic_libs.search_steps as s\n    del s.run_find_steps"
+def test_without_a_wheel_nvrtc_comes_from_pathfinders_search(tmp_path):
+    """No NVRTC wheel on sys.path (a conda or system CUDA): nothing is loaded ahead, and the
+    library is the one cuda.pathfinder finds."""
+    hide = "import tirx.backend.cuda.nvrtc as n\n    n._WHEEL_FILES = ('no/such/libnvrtc.so',)"
     got = _cold(tmp_path, before=hide)
     assert got["preloaded"] == []
     assert got["cubin"] > 0
+    assert "cuda.pathfinder" in got["imported"]
+    assert "cuda.bindings.nvrtc" not in got["imported"]
     assert any("libnvrtc.so" in f for f in got["maps"])
+
+
+def test_no_nvrtc_anywhere_is_a_compile_error_with_the_fix(monkeypatch):
+    import cuda.pathfinder
+
+    from tirx.backend.cuda import nvrtc
+    from tirx.errors import CompileError
+
+    def not_found(name):
+        raise RuntimeError(f"no {name} library found")
+
+    monkeypatch.setattr(nvrtc, "_WHEEL_FILES", ("no/such/libnvrtc.so",))
+    monkeypatch.setattr(cuda.pathfinder, "load_nvidia_dynamic_lib", not_found)
+    nvrtc.library_file.cache_clear()
+    try:
+        with pytest.raises(CompileError, match="NVRTC library could not be loaded") as e:
+            nvrtc.library_file()
+        assert "no nvrtc library found" in str(e.value)
+        assert "pip install nvidia-cuda-nvrtc" in e.value.hint
+    finally:
+        nvrtc.library_file.cache_clear()

@@ -13,7 +13,6 @@ Without a driver or a GPU, :func:`gpu_count` answers 0 and loading raises :class
 
 from __future__ import annotations
 
-import ctypes
 import functools
 import struct
 from collections.abc import Sequence
@@ -294,6 +293,9 @@ class Kernel:
         return f"Kernel({self.name!r})"
 
 
+_addressof = None  # ctypes.addressof, once the first ArgPacker has imported ctypes
+
+
 class ArgPacker:
     """``packer(*values) -> (block, params)``: a kernel's arguments laid out for the driver.
 
@@ -315,6 +317,10 @@ class ArgPacker:
         sizes = [struct.calcsize("<" + c) for c in codes]
         self._offsets = tuple(sum(sizes[:i]) for i in range(n))
         self._words = sum(sizes) // 8
+        global _addressof
+        import ctypes  # here, not at the top: a compile the disk cache answers never packs
+
+        _addressof = ctypes.addressof
         self._array = ctypes.c_uint64 * (self._words + n)
         self._pack = struct.Struct("<" + "".join(codes) + "Q" * n).pack_into
 
@@ -325,7 +331,7 @@ class ArgPacker:
                 raise struct.error(f"expected 0 values, got {len(values)}")
             return None, 0
         block = self._array()
-        base = ctypes.addressof(block)
+        base = _addressof(block)
         if self._words == n:  # 8-byte slots only: the pointers are every 8 bytes
             self._pack(block, 0, *values, *range(base, base + 8 * n, 8))
         else:

@@ -163,17 +163,140 @@ def parse_diagnostics(log: str) -> list[Diagnostic]:  # noqa: F821 - see __getat
     return out
 
 
-def _nvrtc():
-    if _loader is not None:
-        _loader.join()  # NVRTC must not start before the builtins it loads are in
-    from cuda.bindings import nvrtc
+# ------------------------------------------------------------- the library and its C API
+#
+# tirx calls NVRTC's C API through ctypes rather than through cuda-bindings' ``nvrtc`` module.
+# That module finds the library with cuda.pathfinder, whose import (about seventy modules,
+# ``subprocess``, ``platform`` and ``inspect`` among them) costs a fresh process 25-55 ms: more
+# than tirx's whole share of a cold compile. The dozen calls below are NVRTC's stable C
+# interface; each one lets the GIL go while NVRTC works, as cuda-bindings' do.
 
-    return nvrtc
+# Where pip's NVRTC wheels put the library, below a folder on sys.path: nvidia-cuda-nvrtc 13
+# (tirx's pin), then the CUDA 12 wheel. The first such file wins, as cuda.pathfinder's first
+# search step (the site-packages folders) would choose it.
+_WHEEL_FILES = (
+    os.path.join("nvidia", "cu13", "lib", "libnvrtc.so.13"),
+    os.path.join("nvidia", "cuda_nvrtc", "lib", "libnvrtc.so.12"),
+)
+
+
+def _wheel_file() -> str | None:
+    """The library of an NVRTC wheel on ``sys.path``, found with a few ``stat`` calls."""
+    if not sys.platform.startswith("linux"):
+        return None
+    for relative in _WHEEL_FILES:
+        for folder in sys.path:
+            if folder and os.path.isfile(path := os.path.join(folder, relative)):
+                return os.path.abspath(path)
+    return None
+
+
+@functools.cache
+def library_file() -> str:
+    """The NVRTC library tirx compiles with: the wheel's (a dependency of tirx) where pip put
+    it, else wherever ``cuda.pathfinder`` finds one (conda, ``CUDA_HOME``, the system's loader
+    path), which costs its import only where there is no wheel. Raises CompileError when there
+    is none."""
+    path = _wheel_file()
+    if path is not None:
+        return path
+    try:
+        from cuda.pathfinder import load_nvidia_dynamic_lib
+
+        path = load_nvidia_dynamic_lib("nvrtc").abs_path
+    except Exception as e:  # noqa: BLE001 - not installed, not found, or no such package
+        raise _missing(e) from e
+    if not path:
+        raise _missing(OSError("cuda.pathfinder loaded NVRTC but names no file for it"))
+    return path
+
+
+class _Api:
+    """NVRTC's C functions on one loaded library (ctypes; each call releases the GIL)."""
+
+    def __init__(self, path: str):
+        import ctypes as C
+
+        lib = C.CDLL(path)
+        ptr, num, size = C.c_void_p, C.c_int, C.c_size_t
+        strings = C.POINTER(C.c_char_p)
+
+        def fn(name, *argtypes, restype=C.c_int):
+            f = getattr(lib, name)
+            f.argtypes, f.restype = argtypes, restype
+            return f
+
+        self.path = path
+        self.version = fn("nvrtcVersion", C.POINTER(num), C.POINTER(num))
+        self.create = fn("nvrtcCreateProgram", C.POINTER(ptr), C.c_char_p, C.c_char_p, num,
+                         strings, strings)  # fmt: skip
+        self.compile = fn("nvrtcCompileProgram", ptr, num, strings)
+        self.destroy = fn("nvrtcDestroyProgram", C.POINTER(ptr))
+        self.log_size = fn("nvrtcGetProgramLogSize", ptr, C.POINTER(size))
+        self.log = fn("nvrtcGetProgramLog", ptr, C.c_char_p)
+        self.ptx_size = fn("nvrtcGetPTXSize", ptr, C.POINTER(size))
+        self.ptx = fn("nvrtcGetPTX", ptr, C.c_char_p)
+        self.cubin_size = fn("nvrtcGetCUBINSize", ptr, C.POINTER(size))
+        self.cubin = fn("nvrtcGetCUBIN", ptr, C.c_char_p)
+        self.archs_count = fn("nvrtcGetNumSupportedArchs", C.POINTER(num))
+        self.archs = fn("nvrtcGetSupportedArchs", C.POINTER(num))
+        self.error_string = fn("nvrtcGetErrorString", num, restype=C.c_char_p)
+        self.ctypes = C
+        # NVRTC opens its builtins library by name at its first compile, which the dynamic
+        # loader finds only where something loaded it already (or on its search path): the
+        # file of NVRTC's own version beside the library, as cuda.pathfinder loads it too
+        major, minor = self.get_version()
+        folder = os.path.dirname(os.path.realpath(path))
+        builtins = os.path.join(folder, f"libnvrtc-builtins.so.{major}.{minor}")
+        self.builtins = C.CDLL(builtins) if os.path.isfile(builtins) else None
+
+    def error_name(self, result: int) -> str:
+        """NVRTC's name of a result code, such as ``NVRTC_ERROR_COMPILATION``."""
+        name = self.error_string(result)
+        return name.decode(errors="replace") if name else f"NVRTC result {result}"
+
+    def check(self, result: int, what: str) -> None:
+        if result != 0:
+            raise CompileError(f"NVRTC {what} failed: {self.error_name(result)}")
+
+    def get_version(self) -> tuple[int, int]:
+        C = self.ctypes
+        major, minor = C.c_int(), C.c_int()
+        self.check(self.version(C.byref(major), C.byref(minor)), "nvrtcVersion")
+        return major.value, minor.value
+
+    def supported_archs(self) -> list[int]:
+        """The ``sm_XX`` numbers this NVRTC compiles for, ascending."""
+        C = self.ctypes
+        count = C.c_int()
+        self.check(self.archs_count(C.byref(count)), "nvrtcGetNumSupportedArchs")
+        out = (C.c_int * count.value)()
+        self.check(self.archs(out), "nvrtcGetSupportedArchs")
+        return list(out)
+
+
+_api_loaded: _Api | None = None
+
+
+def api() -> _Api:
+    """NVRTC's C API, the library loaded at the first call (after the background load, if one
+    runs). Raises CompileError, with the fix, when no NVRTC library can be loaded."""
+    global _api_loaded
+    if _api_loaded is None:
+        if _loader is not None:
+            with _loader:  # held until the load is done: NVRTC must not start before the
+                pass  # builtins it loads are in
+        path = library_file()
+        try:
+            _api_loaded = _Api(path)
+        except (OSError, AttributeError) as e:  # not loadable, or not an NVRTC of 11.2 or later
+            raise _missing(e) from e
+    return _api_loaded
 
 
 # ------------------------------------------------------------- loading NVRTC in the background
 
-_loader = None  # the thread start_loading() started, if any
+_loader = None  # held while the thread start_loading() started loads, if one did
 preloaded: list[str] = []  # the files it loaded (read by the tests and benchmarks/compile.py)
 
 
@@ -207,54 +330,57 @@ def start_loading() -> None:
     library (about 100 MB, most of ten milliseconds to map and relocate) then loads while tirx
     lowers the kernel, instead of after. ctypes holds the GIL while it loads a library, so the
     thread calls libc's ``dlopen`` itself (a foreign call releases the GIL), and does nothing
-    else: which files to load is found here, before it starts. They are the files cuda-bindings
-    would load (``cuda.pathfinder``'s own search, and the builtins library beside NVRTC, which
-    cuda.pathfinder loads after it), so when cuda-bindings loads NVRTC next, the dynamic loader
-    hands back the mapped library. Anything unexpected (no such file, another version of
-    cuda.pathfinder) leaves the library to cuda-bindings, as without this call."""
+    else: which files to load is found here, before it starts. They are the wheel's library
+    and the one builtins library beside it (which NVRTC loads at its first compile), so when
+    :func:`api` loads the library next, the dynamic loader hands back the mapped one. Without a
+    wheel on ``sys.path`` nothing is loaded ahead: :func:`api` finds and loads the library."""
     global _loader
-    if _loader is not None or "cuda.bindings.nvrtc" in sys.modules:
+    if _loader is not None or _api_loaded is not None:
         return
     try:
-        files = _nvrtc_files()
+        files = _preload_files()
         if not files:
             return
-        import ctypes
-        import threading
+        import ctypes  # api() needs it next
 
         dlopen = ctypes.CDLL(None).dlopen
         dlopen.restype, dlopen.argtypes = ctypes.c_void_p, (ctypes.c_char_p, ctypes.c_int)
-    except Exception:  # noqa: BLE001 - an optimization: cuda-bindings loads it otherwise
+    except Exception:  # noqa: BLE001 - an optimization: api() loads the library otherwise
         return
-    # a threading.Thread, not beside(): its start waits until the thread runs, so the load
-    # begins now, not when the lowering next lets the GIL go (the switch interval, 5 ms)
-    _loader = threading.Thread(
-        target=_load, args=(dlopen, files), name="tirx-nvrtc-load", daemon=True
-    )
-    _loader.start()
+    # Unlike beside(), this waits until the new thread runs (as threading.Thread.start does,
+    # without importing threading): the load begins now, not when the lowering next lets the
+    # GIL go (the switch interval, 5 ms)
+    import _thread
+
+    started = _thread.allocate_lock()
+    started.acquire()
+    _loader = _thread.allocate_lock()
+    _loader.acquire()
+
+    def run():
+        started.release()
+        try:
+            _load(dlopen, files)
+        finally:
+            _loader.release()
+
+    _thread.start_new_thread(run, ())
+    started.acquire()
 
 
-def _nvrtc_files() -> list[str]:
-    """NVRTC's library as cuda.pathfinder finds it, and the one builtins library beside it."""
-    from cuda.pathfinder._dynamic_libs.lib_descriptor import LIB_DESCRIPTORS
-    from cuda.pathfinder._dynamic_libs.search_steps import (
-        EARLY_FIND_STEPS,
-        SearchContext,
-        run_find_steps,
-    )
-
-    found = run_find_steps(SearchContext(LIB_DESCRIPTORS["nvrtc"]), EARLY_FIND_STEPS)
-    if found is None:
+def _preload_files() -> list[str]:
+    """The wheel's NVRTC library and the one builtins library beside it ([] if not both)."""
+    library = _wheel_file()
+    if library is None:
         return []
-    library = str(found.abs_path)
     folder = os.path.dirname(os.path.realpath(library))
     builtins = [
         os.path.join(folder, name)
         for name in os.listdir(folder)
         if name.startswith("libnvrtc-builtins.so.") and ".alt." not in name
     ]
-    if len(builtins) > 1:
-        return []  # which one NVRTC wants is cuda.pathfinder's to say
+    if len(builtins) != 1:
+        return []  # which one NVRTC wants is NVRTC's to say
     return [library, *builtins]
 
 
@@ -277,11 +403,7 @@ def nvrtc_version() -> tuple[int, int]:
     known = _read_version_memo(memo) if memo is not None else None
     if known is not None:
         return known
-    try:
-        _, major, minor = _nvrtc().nvrtcVersion()
-    except Exception as e:  # the library could not be loaded at all
-        raise _missing(e) from e
-    version = (int(major), int(minor))
+    version = api().get_version()
     if memo is not None:  # not needed for this compile: written beside it, waited for at exit
         import atexit
 
@@ -320,9 +442,7 @@ def _read_version_memo(path) -> tuple[int, int] | None:
 
 def _write_version_memo(path, version) -> None:
     try:
-        from cuda.pathfinder import load_nvidia_dynamic_lib
-
-        library = load_nvidia_dynamic_lib("nvrtc").abs_path  # already loaded: a lookup
+        library = api().path  # loaded: the file the version was read from
         st = os.stat(library)
         # a Python literal (not JSON): reading it back needs only ast, which tirx has loaded
         text = repr(
@@ -343,59 +463,56 @@ def _missing(e: Exception) -> CompileError:
     )
 
 
-def _check(result, what: str) -> None:
-    if int(result) != 0:
-        name = getattr(result, "name", str(result))
-        raise CompileError(f"NVRTC {what} failed: {name}")
-
-
 class _Program:
     """One NVRTC program: compile once, then read the log, PTX and CUBIN."""
 
     def __init__(self, source: bytes, filename: bytes, options: list[bytes]):
-        self.nvrtc = nv = _nvrtc()
+        self.api = nv = api()
+        C = nv.ctypes
+        handle = C.c_void_p()
+        nv.check(nv.create(C.byref(handle), source, filename, 0, None, None), "nvrtcCreateProgram")
+        self.prog = handle
         try:
-            err, self.prog = nv.nvrtcCreateProgram(source, filename, 0, [], [])
-        except Exception as e:
-            raise _missing(e) from e
-        _check(err, "nvrtcCreateProgram")
-        try:
-            (self.result,) = nv.nvrtcCompileProgram(self.prog, len(options), options)
-            self.log = self._read(nv.nvrtcGetProgramLogSize, nv.nvrtcGetProgramLog).decode(
-                errors="replace"
-            )
+            argv = (C.c_char_p * len(options))(*options)
+            self.result = nv.compile(handle, len(options), argv)
+            self.log = self._read(nv.log_size, nv.log, "log").decode(errors="replace")
         except BaseException:
             self.close()
             raise
 
     @property
     def ok(self) -> bool:
-        return int(self.result) == 0
+        return self.result == 0
 
-    def _read(self, size_fn, get_fn) -> bytes:
-        err, n = size_fn(self.prog)
-        _check(err, size_fn.__name__)
-        buf = bytearray(n)
-        if n:
-            _check(get_fn(self.prog, buf)[0], get_fn.__name__)
-        return bytes(buf).rstrip(b"\0")
+    @property
+    def result_name(self) -> str:
+        return self.api.error_name(self.result)
+
+    def _read(self, size_fn, get_fn, what: str) -> bytes:
+        C = self.api.ctypes
+        n = C.c_size_t()
+        self.api.check(size_fn(self.prog, C.byref(n)), f"reading the {what} size")
+        if not n.value:
+            return b""
+        buf = C.create_string_buffer(n.value)
+        self.api.check(get_fn(self.prog, buf), f"reading the {what}")
+        return buf.raw.rstrip(b"\0")
 
     def ptx(self) -> str:
-        nv = self.nvrtc
-        return self._read(nv.nvrtcGetPTXSize, nv.nvrtcGetPTX).decode(errors="replace")
+        return self._read(self.api.ptx_size, self.api.ptx, "PTX").decode(errors="replace")
 
     def cubin(self) -> bytes:
-        nv = self.nvrtc
-        err, n = nv.nvrtcGetCUBINSize(self.prog)
-        if int(err) != 0 or n == 0:
+        C, nv = self.api.ctypes, self.api
+        n = C.c_size_t()
+        if nv.cubin_size(self.prog, C.byref(n)) != 0 or not n.value:
             return b""
-        buf = bytearray(n)
-        _check(nv.nvrtcGetCUBIN(self.prog, buf)[0], "nvrtcGetCUBIN")
-        return bytes(buf)
+        buf = C.create_string_buffer(n.value)
+        nv.check(nv.cubin(self.prog, buf), "reading the CUBIN")
+        return buf.raw
 
     def close(self) -> None:
         if getattr(self, "prog", None) is not None:
-            self.nvrtc.nvrtcDestroyProgram(self.prog)
+            self.api.destroy(self.api.ctypes.byref(self.prog))
             self.prog = None
 
 
@@ -471,7 +588,7 @@ def _failure(prog: _Program, source, filename, arch, opts) -> CompileError:
     errors = [d for d in parse_diagnostics(log) if "error" in d.severity or d.severity == "fatal"]
     head = f"NVRTC could not compile {filename} for {arch}"
     if not errors:
-        return CompileError(f"{head} ({getattr(prog.result, 'name', prog.result)})\n{_trim(log)}")
+        return CompileError(f"{head} ({prog.result_name})\n{_trim(log)}")
     first = errors[0]
     if first.file == "<nvrtc>":
         return CompileError(
