@@ -124,7 +124,8 @@ def _compile_input(source_file: str) -> tuple[str, list[str]]:
 
 
 def child_nvrtc(source_file: str, arch: str) -> dict:
-    from tirx.backend.cuda.nvrtc import api, compile_cuda
+    from tirx.backend.cuda.libnvrtc import api
+    from tirx.backend.cuda.nvrtc import compile_cuda
 
     _init_driver()
     source, command = _compile_input(source_file)

@@ -92,7 +92,7 @@ _LOADED_NVRTC = """
     import json, os, sys
     {before}
     import tirx
-    from tirx.backend.cuda import nvrtc
+    from tirx.backend.cuda import libnvrtc
     from tirx.examples.warp_matmul import warp_matmul
 
     exe = tirx.compile(warp_matmul, target="cuda -arch=sm_90")
@@ -101,7 +101,7 @@ _LOADED_NVRTC = """
     from cuda.pathfinder import load_nvidia_dynamic_lib
 
     maps = {{line.split()[-1] for line in open("/proc/self/maps") if "libnvrtc" in line}}
-    print(json.dumps({{"preloaded": nvrtc.preloaded, "cubin": len(exe.cubin),
+    print(json.dumps({{"preloaded": libnvrtc.preloaded, "cubin": len(exe.cubin),
                       "pathfinder": load_nvidia_dynamic_lib("nvrtc").abs_path,
                       "imported": imported, "maps": sorted(maps)}}))
 """
@@ -141,7 +141,7 @@ def test_a_cold_compile_loads_nvrtc_while_the_kernel_lowers(tmp_path):
 def test_without_a_wheel_nvrtc_comes_from_pathfinders_search(tmp_path):
     """No NVRTC wheel on sys.path (a conda or system CUDA): nothing is loaded ahead, and the
     library is the one cuda.pathfinder finds."""
-    hide = "import tirx.backend.cuda.nvrtc as n\n    n._WHEEL_FILES = ('no/such/libnvrtc.so',)"
+    hide = "import tirx.backend.cuda.libnvrtc as n\n    n._WHEEL_FILES = ('no/such/libnvrtc.so',)"
     got = _cold(tmp_path, before=hide)
     assert got["preloaded"] == []
     assert got["cubin"] > 0
@@ -153,7 +153,7 @@ def test_without_a_wheel_nvrtc_comes_from_pathfinders_search(tmp_path):
 def test_no_nvrtc_anywhere_is_a_compile_error_with_the_fix(monkeypatch):
     import cuda.pathfinder
 
-    from tirx.backend.cuda import nvrtc
+    from tirx.backend.cuda import libnvrtc as nvrtc
     from tirx.errors import CompileError
 
     def not_found(name):

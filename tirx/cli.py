@@ -65,7 +65,7 @@ def _check_arch(target) -> None:
     if not on_gpu(target) or not target.arch_given:
         return
     try:
-        from .backend.cuda.nvrtc import api
+        from .backend.cuda.libnvrtc import api
 
         archs = api().supported_archs()
     except Exception:  # noqa: BLE001 - no NVRTC library: the compile says what is missing

@@ -101,7 +101,7 @@ def compile(func, target=None, *, sms: int | None = None) -> Executable:  # noqa
     else:
         if lowered is None:
             if target.kind == "cuda":
-                from .backend.cuda.nvrtc import start_loading
+                from .backend.cuda.libnvrtc import start_loading
 
                 start_loading()  # NVRTC's library loads while the kernel lowers
             lowered = memo.lowered[arch] = lower_function(func.ir, arch=arch)
