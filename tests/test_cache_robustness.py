@@ -281,3 +281,42 @@ def test_an_entry_replaced_while_merging_is_merged_again(tmp_path, monkeypatch):
     assert len(frontend._read(entry.stem)) == 2
     assert len(calls) == 3  # ours, theirs, ours again after the merge
     assert not list((tmp_path / "frontend").glob(".*.tmp"))
+
+
+def test_a_temporary_file_is_private_new_and_beside_its_target(tmp_path, monkeypatch):
+    """write_temporary makes its file as tempfile.mkstemp would: a fresh random name beside
+    the target, created exclusively (never an existing file, nor through a link), mode 0600;
+    a name already taken is passed over."""
+    import stat
+
+    from tirx import files
+
+    final = tmp_path / "entry.bin"
+    a = files.write_temporary(final, b"one")
+    b = files.write_temporary(final, b"two")
+    assert a != b
+    for path, data in ((a, b"one"), (b, b"two")):
+        assert os.path.dirname(path) == str(tmp_path)
+        assert os.path.basename(path).startswith(".entry.bin-") and path.endswith(".tmp")
+        assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
+        assert open(path, "rb").read() == data
+    # a name that exists (here a link to a file elsewhere) is never opened: the next is taken
+    outside = tmp_path / "outside"
+    outside.write_bytes(b"keep")
+    draws = iter([bytes(6), bytes(6), b"\x01" * 6])
+    os.symlink(outside, tmp_path / f".entry.bin-{bytes(6).hex()}.tmp")
+    monkeypatch.setattr(files.os, "urandom", lambda n: next(draws))
+    c = files.write_temporary(final, b"three")
+    assert c.endswith("-" + "01" * 6 + ".tmp") and open(c, "rb").read() == b"three"
+    assert outside.read_bytes() == b"keep"
+
+
+def test_writing_a_cache_entry_imports_no_tempfile(tmp_path):
+    code = (
+        "import sys\nfrom pathlib import Path\nfrom tirx.files import write_atomic\n"
+        f"write_atomic(Path({str(tmp_path / 'x')!r}), b'data')\n"
+        "print(sorted({'tempfile', 'shutil', 'random'} & set(sys.modules)))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+    assert (tmp_path / "x").read_bytes() == b"data"
