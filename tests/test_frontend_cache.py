@@ -362,7 +362,9 @@ def test_the_entry_encoded_during_a_failed_nvrtc_compile_is_not_stored(
     kernel = run_file(write_kernel(tmp_path), N=3, L=layout(ROW_MAJOR))
     real = executable.compile_cuda
 
-    def failing(*args, **kwargs):
+    def failing(*args, meanwhile=None, **kwargs):
+        if meanwhile is not None:  # as compile_cuda runs it, beside NVRTC's compile
+            meanwhile()
         raise CompileError("NVRTC compile failed (as the test asks)")
 
     monkeypatch.setattr(executable, "compile_cuda", failing)
@@ -395,6 +397,37 @@ def test_the_entry_is_written_beside_the_compile(cache_dir, tmp_path, monkeypatc
     assert len(writers) == 1 and writers[0] != threading.get_ident()
     assert len(entries(cache_dir)) == 1
     assert run_file(write_kernel(tmp_path), N=3, L=layout(ROW_MAJOR)).frontend.found
+
+
+def test_the_writing_thread_starts_after_the_cache_lookup_beside_nvrtcs_compile(
+    cache_dir, tmp_path, monkeypatch
+):
+    """The thread starts once NVRTC's program exists, just before its compile call: started
+    before the CUBIN cache's lookup, it took the GIL at the lookup's file I/O and held it for up
+    to the switch interval while the main thread waited to compile."""
+    from tirx.backend.cuda import cache, libnvrtc, nvrtc
+
+    events = []
+    real_get, real_beside = cache.CompileCache.get, libnvrtc.beside
+    monkeypatch.setattr(cache.CompileCache, "get",
+                        lambda self, key: events.append("lookup") or real_get(self, key))  # fmt: skip
+    monkeypatch.setattr(nvrtc, "beside",
+                        lambda fn, *a: events.append("thread") or real_beside(fn, *a))  # fmt: skip
+    tirx.compile(run_file(write_kernel(tmp_path), N=3, L=layout(ROW_MAJOR)), TARGET)
+    assert events == ["lookup", "thread"]
+    assert len(entries(cache_dir)) == 1
+
+
+def test_with_a_cached_cubin_the_entry_is_still_stored(cache_dir, tmp_path):
+    """No compile to run beside: the entry is encoded and written before the call returns."""
+    path = write_kernel(tmp_path)
+    tirx.compile(run_file(path, N=3, L=layout(ROW_MAJOR)), TARGET)
+    for entry in entries(cache_dir):
+        entry.unlink()  # the front-end entry gone, the CUBIN kept
+    exe = tirx.compile(run_file(path, N=3, L=layout(ROW_MAJOR)), TARGET)
+    assert exe.cache == "hit"
+    assert len(entries(cache_dir)) == 1
+    assert run_file(path, N=3, L=layout(ROW_MAJOR)).frontend.found
 
 
 def test_an_entry_replaced_during_the_compile_is_merged_again(cache_dir, tmp_path, monkeypatch):

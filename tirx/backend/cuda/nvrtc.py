@@ -163,16 +163,24 @@ def parse_diagnostics(log: str) -> list[Diagnostic]:  # noqa: F821 - see __getat
 
 
 class _Program:
-    """One NVRTC program: compile once, then read the log, PTX and CUBIN."""
+    """One NVRTC program: compile once, then read the log, PTX and CUBIN.
 
-    def __init__(self, source: bytes, filename: bytes, options: list[bytes]):
+    ``meanwhile()``, if given, runs in a thread started just before NVRTC's compile call, so
+    that it gets the GIL while NVRTC compiles, not while this thread still needs it (the cache
+    lookup's file I/O lets the GIL go too, and a thread holding it keeps it for up to the
+    switch interval). :meth:`close` waits for it."""
+
+    def __init__(self, source: bytes, filename: bytes, options: list[bytes], meanwhile=None):
         self.api = nv = api()
         C = nv.ctypes
         handle = C.c_void_p()
         nv.check(nv.create(C.byref(handle), source, filename, 0, None, None), "nvrtcCreateProgram")
         self.prog = handle
+        self._meanwhile = None
         try:
             argv = (C.c_char_p * len(options))(*options)
+            if meanwhile is not None:
+                self._meanwhile = beside(meanwhile)
             self.result = nv.compile(handle, len(options), argv)
             self.log = self._read(nv.log_size, nv.log, "log").decode(errors="replace")
         except BaseException:
@@ -213,6 +221,9 @@ class _Program:
         if getattr(self, "prog", None) is not None:
             self.api.destroy(self.api.ctypes.byref(self.prog))
             self.prog = None
+        if getattr(self, "_meanwhile", None) is not None:
+            self._meanwhile.acquire()
+            self._meanwhile = None
 
 
 def command_line(arch: str, options: tuple[str, ...] = ()) -> tuple[str, ...]:
@@ -250,10 +261,13 @@ def compile_cuda(
     filename: str = "kernel.cu",
     options: tuple[str, ...] = (),
     command: tuple[str, ...] | None = None,
+    meanwhile=None,
 ) -> NvrtcOutput:
     """Compile CUDA C++ ``source`` for ``arch`` (``sm_XX[a]`` → PTX and CUBIN, ``compute_XX`` →
     PTX only) with ``command``, a :func:`command_line` for ``arch`` (default: the one with
     ``options`` appended to :data:`DEFAULT_OPTIONS`). ``NvrtcOutput.options`` is that line.
+    ``meanwhile()``, if given, runs in a thread while NVRTC compiles (it must not raise); the
+    call returns after it.
 
     Raises :class:`CompileError` on failure: its message holds the first error and the log,
     its span the user's line when the error's file is a real file or a :mod:`linecache` entry.
@@ -264,7 +278,7 @@ def compile_cuda(
     real = arch.startswith("sm_")
     src, fname = source.encode(), filename.encode()
     t0 = time.perf_counter()
-    prog = _Program(src, fname, [o.encode() for o in opts])
+    prog = _Program(src, fname, [o.encode() for o in opts], meanwhile)
     try:
         if not prog.ok:
             raise _failure(prog, source, filename, arch, [o.encode() for o in opts])
