@@ -169,3 +169,21 @@ def test_no_nvrtc_anywhere_is_a_compile_error_with_the_fix(monkeypatch):
         assert "pip install nvidia-cuda-nvrtc" in e.value.hint
     finally:
         nvrtc.library_file.cache_clear()
+
+
+def test_no_thread_for_the_load_leaves_it_to_the_compile(monkeypatch):
+    """A process that cannot start a thread (its limit reached) loads NVRTC when the compile
+    needs it, instead of waiting for a load that never began."""
+    import _thread
+
+    from tirx.backend.cuda import libnvrtc
+
+    def no_thread(*args):
+        raise RuntimeError("can't start new thread")
+
+    monkeypatch.setattr(libnvrtc, "_loader", None)
+    monkeypatch.setattr(libnvrtc, "_api_loaded", None)
+    monkeypatch.setattr(_thread, "start_new_thread", no_thread)
+    libnvrtc.start_loading()
+    assert libnvrtc._loader is None
+    assert libnvrtc.api().get_version() >= (12, 0)  # loaded here, nothing waited for

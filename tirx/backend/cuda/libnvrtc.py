@@ -210,7 +210,11 @@ def start_loading() -> None:
         finally:
             _loader.release()
 
-    _thread.start_new_thread(run, ())
+    try:
+        _thread.start_new_thread(run, ())
+    except RuntimeError:  # no thread to be had: api() loads the library when it needs it
+        _loader = None
+        return
     started.acquire()
 
 
