@@ -187,3 +187,18 @@ def test_no_thread_for_the_load_leaves_it_to_the_compile(monkeypatch):
     libnvrtc.start_loading()
     assert libnvrtc._loader is None
     assert libnvrtc.api().get_version() >= (12, 0)  # loaded here, nothing waited for
+
+
+def test_work_beside_the_compile_runs_in_place_without_a_thread(monkeypatch):
+    import _thread
+
+    from tirx.backend.cuda import libnvrtc
+
+    def no_thread(*args):
+        raise RuntimeError("can't start new thread")
+
+    monkeypatch.setattr(_thread, "start_new_thread", no_thread)
+    ran = []
+    done = libnvrtc.beside(ran.append, 7)
+    assert ran == [7]
+    assert done.acquire(blocking=False)  # already released: nothing to wait for

@@ -153,7 +153,8 @@ def beside(fn, *args):
     millisecond the first time in a process), and the new thread then keeps the GIL (for up to
     the switch interval, 5 ms) while this one wants it back. Started bare, the thread gets the
     GIL when this one lets it go: in NVRTC's compile, for work that must not delay it. ``fn``
-    must not raise (what it raises is printed and dropped)."""
+    must not raise (what it raises is printed and dropped). Where no thread can start, ``fn``
+    runs here."""
     import _thread
 
     done = _thread.allocate_lock()
@@ -165,7 +166,10 @@ def beside(fn, *args):
         finally:
             done.release()
 
-    _thread.start_new_thread(run, ())
+    try:
+        _thread.start_new_thread(run, ())
+    except RuntimeError:  # no thread to be had: the work is done here, before the compile
+        run()
     return done
 
 
