@@ -8,7 +8,9 @@ Every "fresh process" figure is the median over ``--runs`` new Python processes 
 NVRTC alone and of the cold compile alternate, so that a shared machine's load weighs on both
 alike); each one imports tirx and, on a machine with a GPU, initializes the CUDA driver before
 its clock starts (cuInit and the primary context, as any program already using torch CUDA has;
-where there is no GPU there is no driver to initialize, and nothing CUDA is imported). Rows:
+where there is no GPU there is no driver to initialize, and nothing CUDA is imported). On a GPU
+machine this matters: NVRTC's first compile in a process waits for the driver's initialization
+(about 175 ms on an H100) when nothing did it before. Rows:
 
 * NVRTC alone: ``compile_cuda`` (what tirx calls: NVRTC's C API through ctypes) on the seed's
   generated CUDA source with tirx's command line, first compile in the process (it loads
@@ -148,6 +150,7 @@ def child_bindings(source_file: str) -> dict:
     t1 = time.perf_counter()
     options = [o.encode() for o in command]
     err, prog = nvrtc.nvrtcCreateProgram(source.encode(), b"warp_matmul.cu", 0, [], [])
+    assert int(err) == 0, err
     (err,) = nvrtc.nvrtcCompileProgram(prog, len(options), options)
     assert int(err) == 0, err
     err, n = nvrtc.nvrtcGetCUBINSize(prog)
