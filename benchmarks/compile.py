@@ -10,7 +10,7 @@ alike); each one imports tirx and, on a machine with a GPU, initializes the CUDA
 its clock starts (cuInit and the primary context, as any program already using torch CUDA has;
 where there is no GPU there is no driver to initialize, and nothing CUDA is imported). On a GPU
 machine this matters: NVRTC's first compile in a process waits for the driver's initialization
-(about 175 ms on an H100) when nothing did it before. Rows:
+when nothing did it before. Rows:
 
 * NVRTC alone: ``compile_cuda`` (what tirx calls: NVRTC's C API through ctypes) on the seed's
   generated CUDA source with tirx's command line, first compile in the process (it loads
