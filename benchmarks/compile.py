@@ -31,6 +31,9 @@ when nothing did it before. Rows:
   driver (as a script compiling for a named arch, or any machine without a GPU), timed around
   the ``tirx.compile(k, "cuda -arch=sm_90")`` call itself. Goal: at most 10 ms, without
   importing the driver bindings (the module loads at the first launch).
+* no CUDA driver initialized (a GPU machine only): NVRTC alone and the cold compile in
+  processes that leave the driver alone before the clock, as a script or ``tirx compile`` for a
+  named arch does; NVRTC's first compile then waits for the driver's initialization itself.
 * repeat: ``tirx.compile`` of the same kernel object for the same target again in one
   process. Goal: at most 0.2 ms.
 * lower: lowering alone (tile contracts checked) in a fresh process, seed and 128^3 GEMM.
@@ -75,11 +78,14 @@ def _init_driver() -> int:
     return n
 
 
-def child_tirx(target: str, preload: bool) -> dict:
+def child_tirx(target: str, mode: str) -> dict:
+    """``mode``: "full" (the cold or warm run), "preload" (libraries loaded before the clock),
+    "nodriver" (as "full", the CUDA driver left alone before the clock)."""
     import tirx
 
-    _init_driver()
-    if preload:
+    if mode != "nodriver":
+        _init_driver()
+    if mode == "preload":
         import tirx.backend.cuda.executable  # noqa: F401
         from tirx.backend.cuda.nvrtc import nvrtc_version
 
@@ -125,11 +131,12 @@ def _compile_input(source_file: str) -> tuple[str, list[str]]:
         return source, json.load(f)
 
 
-def child_nvrtc(source_file: str, arch: str) -> dict:
+def child_nvrtc(source_file: str, arch: str, mode: str = "") -> dict:
     from tirx.backend.cuda.libnvrtc import api
     from tirx.backend.cuda.nvrtc import compile_cuda
 
-    _init_driver()
+    if mode != "nodriver":
+        _init_driver()
     source, command = _compile_input(source_file)
     t0 = time.perf_counter()
     api().get_version()  # load the library
@@ -245,6 +252,21 @@ def _repeat_ms(target: str, calls: int) -> float:
     return statistics.median(times) * 1e3
 
 
+def _no_driver_rows(nvrtc: list[dict], cold: list[dict], end: str) -> list[tuple]:
+    """On a GPU machine, NVRTC alone and the cold compile in processes that initialized no CUDA
+    driver before the clock (a script or ``tirx compile`` for a named arch): NVRTC's first
+    compile then waits for the driver's initialization itself. Ratio: to NVRTC alone there."""
+    if not nvrtc:
+        return []
+    nv = statistics.median(r["ms"] for r in nvrtc)
+    ms = statistics.median(r["ms"] for r in cold)
+    return [
+        ("NVRTC alone, no CUDA driver initialized before the clock", nv, "1.00", "", ""),
+        (f"cold: parse -> {end}, no CUDA driver initialized before the clock", ms,
+         f"{ms / nv:.2f}", "", ""),
+    ]  # fmt: skip
+
+
 def _median_split(results: list[dict]) -> dict:
     keys = results[0]["timings"].keys()
     return {k: statistics.median(r["timings"].get(k, 0.0) for r in results) for k in keys}
@@ -296,11 +318,11 @@ def main(argv=None) -> None:
     if args.child:
         kind, *rest = args.child
         if kind == "tirx":
-            result = child_tirx(rest[0], rest[1] == "preload")
+            result = child_tirx(rest[0], rest[1])
         elif kind == "call":
             result = child_call(rest[0])
         elif kind == "nvrtc":
-            result = child_nvrtc(rest[0], rest[1])
+            result = child_nvrtc(*rest)
         elif kind == "bindings":
             result = child_bindings(rest[0])
         elif kind == "import":
@@ -325,11 +347,15 @@ def main(argv=None) -> None:
             _spawn(kind, os.path.join(tmp, "warmup"), pyc)  # writes the bytecode
         # NVRTC alone and the cold compile take turns, so that the load of a shared machine
         # (which changes from second to second) weighs on both sides of the ratio alike
-        nvrtc, bindings, cold = [], [], []
+        nvrtc, bindings, cold, nvrtc_nd, cold_nd = [], [], [], [], []
         for i in range(runs):
             nvrtc.append(_spawn(["nvrtc", src, args.arch], unused, pyc))
             cold.append(_spawn(["tirx", target, "full"], os.path.join(tmp, f"cold{i}"), pyc))
             bindings.append(_spawn(["bindings", src], unused, pyc))
+            if _has_gpu():  # without a GPU the rows above have no driver initialized already
+                nvrtc_nd.append(_spawn(["nvrtc", src, args.arch, "nodriver"], unused, pyc))
+                cold_nd.append(_spawn(["tirx", target, "nodriver"],
+                                      os.path.join(tmp, f"cold-nd{i}"), pyc))  # fmt: skip
         warm_dir = os.path.join(tmp, "cold0")  # filled by the first cold run
         warm = [_spawn(["tirx", target, "full"], warm_dir, pyc) for _ in range(runs)]
         warm_pre = [_spawn(["tirx", target, "preload"], warm_dir, pyc) for _ in range(runs)]
@@ -377,6 +403,7 @@ def main(argv=None) -> None:
          "yes" if call_ms <= GOAL_WARM_MS and not call_driver else "NO"),
         ("repeat tirx.compile, same process", repeat, f"{repeat / nv:.4f}",
          f"<= {GOAL_REPEAT_MS:g} ms", "yes" if repeat <= GOAL_REPEAT_MS else "NO"),
+        *_no_driver_rows(nvrtc_nd, cold_nd, end),
         ("lower seed, fresh process", statistics.median(r["seed"] for r in lower), "", "", ""),
         ("lower gemm 128^3, fresh process", statistics.median(r["gemm"] for r in lower), "", "",
          ""),
