@@ -13,6 +13,8 @@ user's lines. Errors ptxas finds in inline PTX name a line of the PTX; those are
 compiling once more with ``-lineinfo`` and reading the ``.loc`` directive above that line.
 
 NVRTC is pinned to 13.0 (see ENV.md): it emits PTX 9.0, which the GPU machine's driver loads.
+The library is found, loaded and called through :mod:`tirx.backend.cuda.libnvrtc` (its C API
+through ctypes).
 """
 
 from __future__ import annotations
