@@ -18,7 +18,6 @@ commit.
 from __future__ import annotations
 
 import argparse
-import functools
 import json
 import os
 import statistics
@@ -31,6 +30,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 import report  # noqa: E402
+from compile import _has_gpu  # noqa: E402 - the GPU question compile.py's children are told
 
 
 def _child(tree: str, args: list[str], tmp: str, tag: str) -> dict:
@@ -50,13 +50,6 @@ def _child(tree: str, args: list[str], tmp: str, tag: str) -> dict:
     if out.returncode != 0:
         raise SystemExit(f"{tree}: child {args} failed:\n{out.stderr}")
     return json.loads(out.stdout.strip().splitlines()[-1])
-
-
-@functools.cache
-def _has_gpu() -> bool:
-    from tirx.backend.cuda import driver
-
-    return driver.gpu_count() > 0
 
 
 def _source(tree: str, arch: str, tmp: str) -> str:

@@ -293,9 +293,6 @@ class Kernel:
         return f"Kernel({self.name!r})"
 
 
-_addressof = None  # ctypes.addressof, once the first ArgPacker has imported ctypes
-
-
 class ArgPacker:
     """``packer(*values) -> (block, params)``: a kernel's arguments laid out for the driver.
 
@@ -308,7 +305,7 @@ class ArgPacker:
     checked). Wrong values raise :class:`struct.error`.
     """
 
-    __slots__ = ("param_types", "_n", "_array", "_pack", "_offsets", "_words")
+    __slots__ = ("param_types", "_n", "_array", "_pack", "_offsets", "_words", "_addressof")
 
     def __init__(self, param_types: Sequence[str]):
         self.param_types = tuple(param_types)
@@ -317,10 +314,9 @@ class ArgPacker:
         sizes = [struct.calcsize("<" + c) for c in codes]
         self._offsets = tuple(sum(sizes[:i]) for i in range(n))
         self._words = sum(sizes) // 8
-        global _addressof
         import ctypes  # here, not at the top: a compile the disk cache answers never packs
 
-        _addressof = ctypes.addressof
+        self._addressof = ctypes.addressof
         self._array = ctypes.c_uint64 * (self._words + n)
         self._pack = struct.Struct("<" + "".join(codes) + "Q" * n).pack_into
 
@@ -331,7 +327,7 @@ class ArgPacker:
                 raise struct.error(f"expected 0 values, got {len(values)}")
             return None, 0
         block = self._array()
-        base = _addressof(block)
+        base = self._addressof(block)
         if self._words == n:  # 8-byte slots only: the pointers are every 8 bytes
             self._pack(block, 0, *values, *range(base, base + 8 * n, 8))
         else:

@@ -132,19 +132,14 @@ def build(
     version = nvrtc_version()
     command = command_line(arch, nvrtc_options(version))  # what runs is what the key hashes
     key = cache_key(source, command, arch, version, CODEGEN_VERSION)
-    ran = []  # meanwhile, once started beside NVRTC's compile
-
-    def during_compile():
-        ran.append(True)
-        meanwhile(source)
-
+    during = None if meanwhile is None else functools.partial(meanwhile, source)
     out, state = default_cache().get_or_compile(
         key,
         lambda: compile_cuda(source, arch=arch, filename=filename, command=command,
-                             meanwhile=None if meanwhile is None else during_compile),
+                             meanwhile=during),
     )  # fmt: skip
-    if meanwhile is not None and not ran:  # a cached CUBIN: no compile to run it beside
-        meanwhile(source)
+    if during is not None and state == "hit":  # a cached CUBIN: no compile to run it beside
+        during()
     t2 = time.perf_counter()
     timings["nvrtc"] = (t2 - t1) * 1e3
     exe = CudaExecutable(kernel, lowered, target, timings, source, out)

@@ -91,7 +91,7 @@ class _Api:
         # NVRTC opens its builtins library by name at its first compile, which the dynamic
         # loader finds only where something loaded it already (or on its search path): the
         # file of NVRTC's own version beside the library, as cuda.pathfinder loads it too
-        major, minor = self.get_version()
+        self.release = major, minor = self.get_version()  # (major, minor), asked once
         folder = os.path.dirname(os.path.realpath(path))
         builtins = os.path.join(folder, f"libnvrtc-builtins.so.{major}.{minor}")
         self.builtins = C.CDLL(builtins) if os.path.isfile(builtins) else None
@@ -257,7 +257,7 @@ def nvrtc_version() -> tuple[int, int]:
     known = _read_version_memo(memo) if memo is not None else None
     if known is not None:
         return known
-    version = api().get_version()
+    version = api().release
     if memo is not None:  # not needed for this compile: written beside it, waited for at exit
         import atexit
 

@@ -28,7 +28,7 @@ from typing import NamedTuple
 
 from tirx.errors import CompileError, Span
 
-from .libnvrtc import api, beside, nvrtc_version, preloaded, start_loading  # noqa: F401
+from .libnvrtc import api, beside, nvrtc_version, preloaded  # noqa: F401 - the last two re-exported
 from .tools import LazyPattern, is_ptxas_info, parse_ptxas_info, ptxas_stats
 
 __all__ = [
