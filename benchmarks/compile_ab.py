@@ -1,6 +1,6 @@
 """The cold compile of the seed kernel from two source trees, in alternating fresh processes.
 
-    python benchmarks/compile_ab.py BEFORE_TREE AFTER_TREE [--runs N] [--arch sm_90]
+    python benchmarks/compile_ab.py BEFORE_TREE AFTER_TREE [--runs N] [--arch sm_90] [--no-driver]
 
 The after tree's ``benchmarks/compile.py`` child runs (``--child tirx``: an empty cache, the
 clock from defining the seed kernel to ``tirx.compile`` returning; the CUDA driver initialized
@@ -13,6 +13,10 @@ For comparing a change that must not slow the cold compile down (a restructure);
 figures of the compile itself are ``benchmarks/compile.py``'s. The table goes to
 ``benchmarks/results/compile_ab-<machine>.md`` (``benchmarks/report.py``), each tree named by its
 commit.
+
+``--no-driver`` (a GPU machine): every child, NVRTC alone included, leaves the CUDA driver alone
+before its clock, as a script or ``tirx compile`` for a named arch does (NVRTC's first compile
+then initializes the driver itself); the table goes to ``compile_ab-<machine>-nodriver.md``.
 """
 
 from __future__ import annotations
@@ -71,21 +75,30 @@ def main(argv=None) -> None:
     ap.add_argument("--names", nargs=2, metavar=("BEFORE", "AFTER"),
                     help="the trees' commits, where their checkouts cannot say (a copy of a "
                          "tree without its git history, as on the GPU machine)")  # fmt: skip
+    ap.add_argument(
+        "--no-driver",
+        action="store_true",
+        help="leave the CUDA driver alone before every clock (see above)",
+    )
     report.add_output_arguments(ap, "compile_ab")
     args = ap.parse_args(argv)
+    mode = "nodriver" if args.no_driver else "full"
+    nvrtc_mode = ["nodriver"] if args.no_driver else []
     trees = {"before": os.path.abspath(args.before), "after": os.path.abspath(args.after)}
     commits = dict(zip(trees, args.names or [report.tree_commit(t) for t in trees.values()]))
     target = f"cuda -arch={args.arch}"
     with tempfile.TemporaryDirectory(prefix="tirx-ab-") as tmp:
         src = _source(trees["after"], args.arch, tmp)
         for name, tree in trees.items():  # warm each tree's bytecode
-            _child(tree, ["tirx", target, "full"], tmp, name)
+            _child(tree, ["tirx", target, mode], tmp, name)
         results = {"before": [], "after": [], "nvrtc": []}
         imports = {"before": [], "after": []}
         for _ in range(args.runs):
-            results["nvrtc"].append(_child(trees["after"], ["nvrtc", src, args.arch], tmp, "after"))
+            results["nvrtc"].append(
+                _child(trees["after"], ["nvrtc", src, args.arch, *nvrtc_mode], tmp, "after")
+            )
             for name, tree in trees.items():
-                results[name].append(_child(tree, ["tirx", target, "full"], tmp, name))
+                results[name].append(_child(tree, ["tirx", target, mode], tmp, name))
                 imports[name].append(_child(tree, ["import"], tmp, name)["ms"])
     nvrtc = statistics.median(r["ms"] for r in results["nvrtc"])
     stages = _stages(results)
@@ -94,7 +107,13 @@ def main(argv=None) -> None:
         "alternating runs",
         "",
         "cold ms: from defining the kernel to `tirx.compile` returning, `import tirx` done "
-        "before the clock; `import tirx` ms: the import alone, in its own fresh process (a "
+        "before the clock"
+        + (
+            ", the CUDA driver left alone before it (NVRTC's first compile initializes it)"
+            if args.no_driver
+            else ""
+        )
+        + "; `import tirx` ms: the import alone, in its own fresh process (a "
         "tree that loads modules at first use moves their cost from the import to the compile: "
         "the sum is what a fresh process waits).",
         "",
@@ -120,7 +139,10 @@ def main(argv=None) -> None:
     # the command as written, each tree named by its commit, not by this machine's path
     names = {tree: f"<tree at {commits[name]}>" for name, tree in trees.items()}
     shown = [names.get(os.path.abspath(a), a) for a in (sys.argv[1:] if argv is None else argv)]
-    report.write_result("compile_ab", text, args, __file__, shown, gpu=report.gpu_name())
+    report.write_result(
+        "compile_ab", text, args, __file__, shown, gpu=report.gpu_name(),
+        suffix="-nodriver" if args.no_driver else "",
+    )  # fmt: skip
 
 
 def _stages(results) -> list[str]:

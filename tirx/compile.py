@@ -103,7 +103,9 @@ def compile(func, target=None, *, sms: int | None = None) -> Executable:  # noqa
             if target.kind == "cuda":
                 from .backend.cuda.libnvrtc import start_loading
 
-                start_loading()  # NVRTC's library loads while the kernel lowers
+                # NVRTC's library loads while the kernel lowers; for a named arch, the CUDA
+                # driver initializes meanwhile too (NVRTC's first compile would wait for it)
+                start_loading(init_driver=target.arch_given)
             lowered = memo.lowered[arch] = lower_function(func.ir, arch=arch)
         timings["lower"] = (time.perf_counter() - t1) * 1e3
     if target.kind == "sim":

@@ -21,6 +21,7 @@ from tirx.errors import LaunchError
 
 __all__ = [
     "gpu_count",
+    "driver_probed",
     "device_arch",
     "multiprocessor_count",
     "current_torch_stream",
@@ -107,6 +108,11 @@ def _probe() -> tuple[int, str]:
         return (int(n), "") if int(err) == 0 else (0, _result_name(err))
     except Exception as e:  # no libcuda: cuda.pathfinder raises on the first call
         return 0, str(e).splitlines()[0] if str(e) else type(e).__name__
+
+
+def driver_probed() -> bool:
+    """Whether this process asked the driver for its devices already (:func:`gpu_count`)."""
+    return _probe.cache_info().currsize > 0
 
 
 def gpu_count() -> int:

@@ -173,8 +173,9 @@ def beside(fn, *args):
     return done
 
 
-def start_loading() -> None:
-    """Begin loading the NVRTC library in a background thread, if it is not loaded yet.
+def start_loading(init_driver: bool = False) -> None:
+    """Begin loading the NVRTC library in a background thread, if it is not loaded yet, and
+    with ``init_driver`` the CUDA driver's initialization in another (:func:`_start_driver_init`).
 
     ``tirx.compile`` calls this when it is about to lower a kernel for the cuda target: the
     library (about 100 MB, most of ten milliseconds to map and relocate) then loads while tirx
@@ -185,41 +186,55 @@ def start_loading() -> None:
     :func:`api` loads the library next, the dynamic loader hands back the mapped one. Without a
     wheel on ``sys.path`` nothing is loaded ahead: :func:`api` finds and loads the library."""
     global _loader
+    if init_driver:
+        _start_driver_init()
     if _loader is not None or _api_loaded is not None:
         return
     try:
         files = _preload_files()
         if not files:
             return
-        import ctypes  # api() needs it next
-
-        dlopen = ctypes.CDLL(None).dlopen
-        dlopen.restype, dlopen.argtypes = ctypes.c_void_p, (ctypes.c_char_p, ctypes.c_int)
+        dlopen = _libc().dlopen
     except Exception:  # noqa: BLE001 - an optimization: api() loads the library otherwise
         return
-    # Unlike beside(), this waits until the new thread runs (as threading.Thread.start does,
-    # without importing threading): the load begins now, not when the lowering next lets the
-    # GIL go (the switch interval, 5 ms)
+    _loader = _started(_load, dlopen, files)
+
+
+def _libc():
+    """libc through ctypes, with ``dlopen`` typed (ctypes is imported here: the compile needs
+    it next, for :class:`_Api`)."""
+    import ctypes
+
+    libc = ctypes.CDLL(None)
+    libc.dlopen.restype, libc.dlopen.argtypes = ctypes.c_void_p, (ctypes.c_char_p, ctypes.c_int)
+    return libc
+
+
+def _started(fn, *args):
+    """Run ``fn(*args)`` in a new thread, and return once it runs (as
+    ``threading.Thread.start`` does, without importing threading), so that its work begins now,
+    not when this thread next lets the GIL go (the switch interval, 5 ms). The lock returned is
+    held until ``fn`` is done; None where no thread can start (nothing ran)."""
     import _thread
 
     started = _thread.allocate_lock()
     started.acquire()
-    _loader = _thread.allocate_lock()
-    _loader.acquire()
+    done = _thread.allocate_lock()
+    done.acquire()
 
     def run():
         started.release()
         try:
-            _load(dlopen, files)
+            fn(*args)
         finally:
-            _loader.release()
+            done.release()
 
     try:
         _thread.start_new_thread(run, ())
-    except RuntimeError:  # no thread to be had: api() loads the library when it needs it
-        _loader = None
-        return
+    except RuntimeError:  # no thread to be had: the caller does without
+        return None
     started.acquire()
+    return done
 
 
 def _preload_files() -> list[str]:
@@ -243,6 +258,65 @@ def _load(dlopen, files: list[str]) -> None:
         if not dlopen(f.encode(), os.RTLD_NOW | os.RTLD_GLOBAL):
             return
         preloaded.append(f)
+
+
+# ------------------------------------------------- the CUDA driver's initialization, beside it
+
+_driver_init = None  # held while the thread _start_driver_init() started runs cuInit
+_DRIVER_LIBRARY = b"libcuda.so.1"  # the driver's name, as every CUDA program loads it
+_EXIT_WAIT_S = 30.0  # the longest an exiting process waits for that thread
+
+
+def _start_driver_init() -> None:
+    """Begin the CUDA driver's initialization (``cuInit``) in a background thread, once per
+    process.
+
+    On a machine with a GPU driver, NVRTC's first compile in a process initializes the driver
+    itself and waits for it: about 12 ms where another process holds the GPU, about 180 ms where
+    none does (NVRTC 13.0 on an H100, docs/gpu-runs/launch-and-compile.md). A compile for a
+    named arch has not touched the driver when it lowers (a target without one asked the GPU
+    for its arch, which initialized it), so ``tirx.compile`` starts the initialization here,
+    beside the lowering, and NVRTC finds it done or under way. The process is then as NVRTC
+    would leave it: the driver initialized (a child forked later cannot use CUDA, as after any
+    compile). Without a driver (no ``libcuda.so.1``) the thread finds nothing and ends. A
+    process that exits while the call runs waits for it (at most :data:`_EXIT_WAIT_S`): a
+    library torn down while one of its threads is inside it may crash."""
+    global _driver_init
+    if _driver_init is not None or not sys.platform.startswith("linux"):
+        return
+    driver = sys.modules.get("tirx.backend.cuda.driver")
+    if driver is not None and driver.driver_probed():
+        return  # tirx initialized the driver already (or found none)
+    try:
+        import ctypes
+
+        dlopen = _libc().dlopen
+    except Exception:  # noqa: BLE001 - an optimization: NVRTC initializes the driver otherwise
+        return
+
+    def init():
+        # dlopen through libc (ctypes' own loading holds the GIL); the symbol is then looked
+        # up without letting the GIL go, and the call lets it go while the driver works
+        handle = dlopen(_DRIVER_LIBRARY, os.RTLD_NOW)
+        if not handle:
+            return  # no driver here
+        try:
+            cu_init = ctypes.CDLL(_DRIVER_LIBRARY.decode(), handle=handle).cuInit
+        except AttributeError:
+            return  # not a CUDA driver
+        cu_init.argtypes, cu_init.restype = (ctypes.c_uint,), ctypes.c_int
+        cu_init(0)
+
+    _driver_init = _started(init) or False  # False: no thread, and none tried again
+    if _driver_init:
+        import atexit
+
+        atexit.register(_wait, _driver_init, _EXIT_WAIT_S)
+
+
+def _wait(lock, seconds: float) -> None:
+    if lock.acquire(True, seconds):
+        lock.release()
 
 
 @functools.cache
