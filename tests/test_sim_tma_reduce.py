@@ -176,10 +176,30 @@ def test_sixteen_bit_min_and_max_of_special_values(tmp_path, op):
 @pytest.mark.gpu
 @pytest.mark.parametrize("op, dtype", COMBOS)
 def test_gpu_reductions_equal_the_simulator(tmp_path, op, dtype):
+    """Two blocks reduce into one tile. The simulator runs block 0 first; on the GPU either
+    block's reduction may reach an element first, and for a float add (the rounding) and for
+    inc and dec (the wrap at the bound) the order decides the result: each element must be
+    what one of the two orders gives (the ISA's model); for the other operations the orders
+    agree."""
     k, box = _reduce_kernel(tmp_path, op, dtype, grid=2)
     a, c = _values(dtype, (2 * box[0], box[1]), 1), _values(dtype, (32, box[1]), 2)
     (_, sim_c), (_, gpu_c) = on_gpu_and_sim(k, a, c)
-    assert np.array_equal(bits(gpu_c), bits(sim_c))
+    tiles = [storage(a)[b * box[0] : (b + 1) * box[0]] for b in range(2)]
+
+    def reduced(order):
+        out = storage(c).copy()
+        for b in order:
+            out = expected_store(out, tiles[b], (8, 0), op, dtype)
+        return bits(out)
+
+    first, second = reduced((0, 1)), reduced((1, 0))
+    assert np.array_equal(bits(sim_c), first)
+    got = bits(gpu_c)
+    assert np.all((got == first) | (got == second))
+    if op in ("inc", "dec") or (op == "add" and dtype.startswith(("float", "bfloat"))):
+        assert not np.array_equal(first, second)  # the data tells the two orders apart
+    else:
+        assert np.array_equal(first, second)
 
 
 @pytest.mark.gpu
