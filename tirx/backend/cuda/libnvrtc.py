@@ -155,21 +155,12 @@ def beside(fn, *args):
     GIL when this one lets it go: in NVRTC's compile, for work that must not delay it. ``fn``
     must not raise (what it raises is printed and dropped). Where no thread can start, ``fn``
     runs here."""
-    import _thread
+    done = _started(fn, *args, wait=False)
+    if done is None:  # no thread to be had: the work is done here, before the compile
+        import _thread
 
-    done = _thread.allocate_lock()
-    done.acquire()
-
-    def run():
-        try:
-            fn(*args)
-        finally:
-            done.release()
-
-    try:
-        _thread.start_new_thread(run, ())
-    except RuntimeError:  # no thread to be had: the work is done here, before the compile
-        run()
+        fn(*args)
+        done = _thread.allocate_lock()  # not held: nothing to wait for
     return done
 
 
@@ -210,11 +201,12 @@ def _libc():
     return libc
 
 
-def _started(fn, *args):
-    """Run ``fn(*args)`` in a new thread, and return once it runs (as
+def _started(fn, *args, wait: bool = True):
+    """Run ``fn(*args)`` in a new thread; the lock returned is held until ``fn`` is done (None
+    where no thread can start: nothing ran). With ``wait``, return once the thread runs (as
     ``threading.Thread.start`` does, without importing threading), so that its work begins now,
-    not when this thread next lets the GIL go (the switch interval, 5 ms). The lock returned is
-    held until ``fn`` is done; None where no thread can start (nothing ran)."""
+    not when this thread next lets the GIL go (the switch interval, 5 ms); without, see
+    :func:`beside`."""
     import _thread
 
     started = _thread.allocate_lock()
@@ -233,7 +225,8 @@ def _started(fn, *args):
         _thread.start_new_thread(run, ())
     except RuntimeError:  # no thread to be had: the caller does without
         return None
-    started.acquire()
+    if wait:
+        started.acquire()
     return done
 
 
