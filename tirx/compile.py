@@ -70,8 +70,10 @@ def compile(func, target=None, *, sms: int | None = None) -> Executable:  # noqa
     spent inside this call (``frontend``, ``lower``, ``codegen``, ``nvrtc``, ``load``, or
     ``memo`` for a repeat) and they add up to its wall time, ``other`` being the rest.
 
-    An explicit arch (``"cuda -arch=sm_90"``) touches no GPU driver here: the module loads at
-    the first launch (see :class:`~tirx.Target`)."""
+    An explicit arch (``"cuda -arch=sm_90"``) asks the GPU nothing and imports no driver
+    bindings here: the module loads at the first launch (see :class:`~tirx.Target`). On a GPU
+    machine NVRTC's first compile in a process initializes the CUDA driver itself; a cold
+    compile starts that initialization in a thread beside its lowering."""
     t0 = time.perf_counter()
     if not isinstance(func, KernelFunction):
         raise TirxError(

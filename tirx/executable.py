@@ -379,7 +379,7 @@ class SimExecutable(Executable):
     def cuda_build(self) -> Executable:
         """The kernel compiled for ``cuda -arch=<the simulator's arch>``: what ``tirx.compile``
         returns for that target (it shares this executable's lowering, and its memo and disk
-        cache make a second call a lookup). A named arch touches no GPU driver."""
+        cache make a second call a lookup). A named arch loads no module and asks the GPU nothing."""
         from .target import Target, TargetKind
 
         if self.compile_kernel is None:

@@ -34,8 +34,9 @@ class Target(Frozen):
     is visible, otherwise the simulator.
 
     ``arch_given`` records that the caller named the arch (``"cuda -arch=sm_90"``, or a Target
-    made directly): such a compile never touches the CUDA driver, and its module is loaded at
-    the first launch. Without it the arch came from probing the GPU, and a visible GPU loads the
+    made directly): such a compile asks the GPU nothing and imports no driver bindings, and its
+    module is loaded at the first launch (on a GPU machine NVRTC's first compile initializes the
+    CUDA driver, which a cold compile starts beside its lowering). Without it the arch came from probing the GPU, and a visible GPU loads the
     module at compile time. (Not part of equality: both name the same code.)
 
     ``sms`` is the multiprocessor count a ``grid="sms"`` kernel is launched for (``-sms=N``, or
