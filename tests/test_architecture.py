@@ -229,10 +229,12 @@ def test_widgets_use_only_public_tirx_names():
 
 @pytest.mark.parametrize("module", ["tirx", "tirx.cli"])
 def test_importing_tirx_is_light(module):
+    # typing and difflib too: what needs them (rare annotations, an error's suggestions)
+    # imports them when it runs
     code = (
         f"import sys, {module}\n"
         "heavy = [m for m in ('torch', 'cuda', 'cuda.bindings', 'matplotlib', 'IPython',"
-        " 'ipywidgets', 'numpy', 'widgets') if m in sys.modules]\n"
+        " 'ipywidgets', 'numpy', 'widgets', 'typing', 'difflib') if m in sys.modules]\n"
         "print(','.join(heavy))\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

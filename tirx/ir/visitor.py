@@ -33,8 +33,8 @@ from __future__ import annotations
 import builtins
 import dataclasses
 import functools
+import sys
 import types
-import typing
 
 from .. import catalog
 from . import nodes as ir
@@ -83,7 +83,10 @@ def node_classes() -> tuple[type, ...]:
 
 
 def _holds_node(t) -> bool:
-    if isinstance(t, types.UnionType) or typing.get_origin(t) is typing.Union:
+    if isinstance(t, types.UnionType):  # X | Y
+        return any(_holds_node(a) for a in t.__args__)
+    typing = sys.modules.get("typing")  # typing.Union/Optional exist only once it is imported
+    if typing is not None and typing.get_origin(t) is typing.Union:
         return any(_holds_node(a) for a in typing.get_args(t))
     return isinstance(t, type) and (issubclass(t, (ir.Expr, ir.Stmt)) or t in node_classes())
 
@@ -110,8 +113,8 @@ def _field_kind(annotation) -> tuple[bool, bool]:
         if kind is not None:
             return kind
     t = _annotation(annotation)
-    if typing.get_origin(t) is tuple:
-        return any(_holds_node(a) for a in typing.get_args(t) if a is not Ellipsis), True
+    if getattr(t, "__origin__", None) is tuple:  # tuple[...] (or typing.Tuple[...])
+        return any(_holds_node(a) for a in t.__args__ if a is not Ellipsis), True
     return _holds_node(t), False
 
 

@@ -10,7 +10,6 @@ declares fails loudly instead of falling into another's branch.
 
 from __future__ import annotations
 
-import difflib
 import functools
 
 from .. import catalog
@@ -134,6 +133,8 @@ def check_arch(contract: Contract, arch: int) -> None:
 
 
 def _unknown(text: str, why: str, prefix: str | None = None) -> ContractError:
+    import difflib  # an error's suggestions only
+
     near = difflib.get_close_matches(text, supported_forms(), n=3, cutoff=0.6)
     hint = ("nearest supported: " + ", ".join(near) + "; ") if near else ""
     hint += "every form: docs/instructions.md or tirx.isa.supported_forms()"

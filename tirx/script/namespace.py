@@ -384,8 +384,8 @@ class _Cuda(_Suggesting):
             for name in row.cuda_names:
                 *parts, leaf = name.split(".")
                 place = self
-                for part in parts:
-                    if not isinstance(getattr(place, part, None), _Part):
+                for part in parts:  # (not getattr: a missing part would ask for suggestions)
+                    if not isinstance(vars(place).get(part), _Part):
                         setattr(place, part, _Part(f"{place._place}.{part}"))
                     place = getattr(place, part)
                 setattr(place, leaf, Intrinsic(f"cuda.{name}"))

@@ -24,7 +24,6 @@ import linecache
 import os
 import re
 import time
-from typing import NamedTuple
 
 from tirx.errors import CompileError, Span
 
@@ -115,7 +114,8 @@ class NvrtcOutput:
 def _diagnostic_class() -> type:
     """:class:`Diagnostic`, made when first needed: only a failed compile reads its log's
     diagnostics, and making a ``NamedTuple`` class costs a successful cold compile about a
-    millisecond (its annotations are compiled one by one)."""
+    millisecond (its annotations are compiled one by one), and importing ``typing`` more."""
+    from typing import NamedTuple
 
     class Diagnostic(NamedTuple):
         """One diagnostic of a compile log. ``file`` is ``"<ptx>"`` for ptxas' lines about
