@@ -1,4 +1,6 @@
-"""The NVRTC library: where it is, loading it in the background, its C API, its version.
+"""The NVRTC library: where it is, loading it in the background (and beside it, for a named
+arch, the CUDA driver's initialization its first compile would wait for), its C API, its
+version.
 
 tirx calls NVRTC's C API through ctypes rather than through cuda-bindings' ``nvrtc`` module.
 That module finds the library with cuda.pathfinder, whose import (about seventy modules,
