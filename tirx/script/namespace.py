@@ -335,11 +335,23 @@ class _Suggesting:
     def __getattr__(self, name):
         if name.startswith("__"):
             raise AttributeError(name)
-        known = [n for n in dir(self) if not n.startswith("_")]
-        hint = did_you_mean(name, known, f"{self._place}.")
-        raise AttributeError(
-            f"{self._place} has no attribute {name!r}" + (f"; {hint}" if hint else "")
-        )
+        raise _NoAttribute(self, name)
+
+
+class _NoAttribute(AttributeError):
+    """``part`` has no attribute ``name``. The message, with the closest known names, is made
+    when it is read: ``getattr(part, name, None)`` and ``hasattr`` read none, so they look
+    nothing up (building ``T`` asks for parts that do not exist yet at every ``import tirx``)."""
+
+    def __init__(self, part: _Suggesting, name: str):
+        super().__init__()
+        self.part, self.attribute = part, name
+
+    def __str__(self) -> str:
+        known = [n for n in dir(self.part) if not n.startswith("_")]
+        hint = did_you_mean(self.attribute, known, f"{self.part._place}.")
+        head = f"{self.part._place} has no attribute {self.attribute!r}"
+        return head + (f"; {hint}" if hint else "")
 
 
 class _Tile(_Suggesting):
@@ -384,8 +396,8 @@ class _Cuda(_Suggesting):
             for name in row.cuda_names:
                 *parts, leaf = name.split(".")
                 place = self
-                for part in parts:  # (not getattr: a missing part would ask for suggestions)
-                    if not isinstance(vars(place).get(part), _Part):
+                for part in parts:
+                    if not isinstance(getattr(place, part, None), _Part):
                         setattr(place, part, _Part(f"{place._place}.{part}"))
                     place = getattr(place, part)
                 setattr(place, leaf, Intrinsic(f"cuda.{name}"))
