@@ -133,7 +133,7 @@ def _compile_input(source_file: str) -> tuple[str, list[str]]:
         return source, json.load(f)
 
 
-def child_nvrtc(source_file: str, arch: str, mode: str = "") -> dict:
+def child_nvrtc(source_file: str, arch: str, mode: str = "full") -> dict:
     from tirx.backend.cuda.libnvrtc import api
     from tirx.backend.cuda.nvrtc import compile_cuda
 

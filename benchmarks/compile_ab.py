@@ -82,8 +82,7 @@ def main(argv=None) -> None:
     )
     report.add_output_arguments(ap, "compile_ab")
     args = ap.parse_args(argv)
-    mode = "nodriver" if args.no_driver else "full"
-    nvrtc_mode = ["nodriver"] if args.no_driver else []
+    mode = "nodriver" if args.no_driver else "full"  # compile.py's children take it alike
     trees = {"before": os.path.abspath(args.before), "after": os.path.abspath(args.after)}
     commits = dict(zip(trees, args.names or [report.tree_commit(t) for t in trees.values()]))
     target = f"cuda -arch={args.arch}"
@@ -95,7 +94,7 @@ def main(argv=None) -> None:
         imports = {"before": [], "after": []}
         for _ in range(args.runs):
             results["nvrtc"].append(
-                _child(trees["after"], ["nvrtc", src, args.arch, *nvrtc_mode], tmp, "after")
+                _child(trees["after"], ["nvrtc", src, args.arch, mode], tmp, "after")
             )
             for name, tree in trees.items():
                 results[name].append(_child(tree, ["tirx", target, mode], tmp, name))

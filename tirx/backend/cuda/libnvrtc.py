@@ -193,9 +193,10 @@ def start_loading(init_driver: bool = False) -> None:
     _loader = _started(_load, dlopen, files)
 
 
+@functools.cache
 def _libc():
-    """libc through ctypes, with ``dlopen`` typed (ctypes is imported here: the compile needs
-    it next, for :class:`_Api`)."""
+    """libc through ctypes, with ``dlopen`` typed, once per process (ctypes is imported here:
+    the compile needs it next, for :class:`_Api`)."""
     import ctypes
 
     libc = ctypes.CDLL(None)
