@@ -23,7 +23,7 @@ import time
 import weakref
 from dataclasses import dataclass, field, replace
 
-from . import frontend_cache
+from . import collector, frontend_cache
 from .errors import TirxError
 from .executable import Executable, SimExecutable
 from .ir import nodes as ir
@@ -91,6 +91,13 @@ def compile(func, target=None, *, sms: int | None = None) -> Executable:  # noqa
         timings["parse"] = func.parse_ms
         timings["memo"] = (time.perf_counter() - t0) * 1e3
         return known.twin(func, "hit", _close(timings, t0))
+    with collector.paused():
+        return _build(func, target, memo, t0)
+
+
+def _build(func: KernelFunction, target: Target, memo: _Memo, t0: float) -> Executable:
+    """The compile past the memo: lower (or find the front end's work on disk), then the
+    simulator's executable or the CUDA build."""
     timings = {"parse": func.parse_ms}
     t1 = time.perf_counter()
     arch = target.arch_number

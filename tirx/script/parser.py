@@ -16,6 +16,7 @@ import inspect
 import textwrap
 import time
 
+from .. import collector
 from ..errors import Span, TirxSyntaxError
 from ..ir import nodes as ir
 from .evaluator import BUILTINS  # noqa: F401 - re-exported (it used to live here)
@@ -108,6 +109,11 @@ def function(pyfunc=None, **options):
     annotations = {
         k: v for k, v in getattr(pyfunc, "__annotations__", {}).items() if not isinstance(v, str)
     }
+    with collector.paused():
+        return _parse(pyfunc, filename, scope, annotations, options)
+
+
+def _parse(pyfunc, filename: str, scope: dict, annotations: dict, options: dict):
     t0 = time.perf_counter()
     lines = source_lines(pyfunc)
     cache = frontend_cache if lines is not None else None

@@ -1,0 +1,103 @@
+"""The cyclic garbage collector is off while tirx parses, lowers and generates a kernel
+(tirx/collector.py) and as it was before once the call returns, whatever happens in it."""
+
+from __future__ import annotations
+
+import gc
+import sys
+from pathlib import Path
+
+import pytest
+
+import tirx
+from tirx import T, collector
+from tirx.errors import TirxError
+from tirx.transform import lower
+
+ROOT = Path(__file__).resolve().parents[1]
+_COMPILE = sys.modules["tirx.compile"]  # the module (``tirx.compile`` is the function)
+
+
+def _kernel():
+    @T.function
+    def doubled(X: T.Tensor((32,), "int32"), Out: T.Tensor((32,), "int32")):
+        T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=32))
+        i = T.cuda.thread_idx("x")
+        Out[i] = X[i] * 2
+
+    return doubled
+
+
+@pytest.fixture
+def collector_on():
+    was = gc.isenabled()
+    gc.enable()
+    yield
+    if not was:
+        gc.disable()
+
+
+def test_paused_turns_the_collector_off_and_back_on(collector_on):
+    with collector.paused():
+        assert not gc.isenabled()
+        with collector.paused():  # nested: the inner one leaves it to the outer
+            assert not gc.isenabled()
+        assert not gc.isenabled()
+    assert gc.isenabled()
+
+
+def test_paused_leaves_a_collector_that_was_off_off(collector_on):
+    gc.disable()
+    with collector.paused():
+        assert not gc.isenabled()
+    assert not gc.isenabled()
+
+
+def test_paused_turns_it_back_on_when_the_block_raises(collector_on):
+    with pytest.raises(ValueError), collector.paused():
+        raise ValueError("inside")
+    assert gc.isenabled()
+
+
+def test_the_parse_and_the_lowering_run_with_the_collector_off(collector_on, monkeypatch):
+    seen = []
+    real = lower.lower_function
+
+    def spying(func, **kw):
+        seen.append(("lower", gc.isenabled()))
+        return real(func, **kw)
+
+    monkeypatch.setattr(_COMPILE, "lower_function", spying)
+    real_parse = tirx.script.statements.Parser.parse
+
+    def parse(self, fdef):
+        seen.append(("parse", gc.isenabled()))
+        return real_parse(self, fdef)
+
+    monkeypatch.setattr(tirx.script.statements.Parser, "parse", parse)
+    kernel = _kernel()
+    tirx.compile(kernel, target="sim")
+    assert seen == [("parse", False), ("lower", False)]
+    assert gc.isenabled()
+
+
+def test_a_failed_compile_turns_the_collector_back_on(collector_on, monkeypatch):
+    def failing(func, **kw):
+        assert not gc.isenabled()
+        raise TirxError("lowering failed")
+
+    monkeypatch.setattr(_COMPILE, "lower_function", failing)
+    with pytest.raises(TirxError, match="lowering failed"):
+        tirx.compile(_kernel(), target="sim")
+    assert gc.isenabled()
+
+
+def test_a_failed_parse_turns_the_collector_back_on(collector_on):
+    with pytest.raises(TirxError):
+
+        @T.function
+        def bad(X: T.Tensor((32,), "int32")):
+            T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=32))
+            X[0] = undefined_name  # noqa: F821
+
+    assert gc.isenabled()
