@@ -88,6 +88,7 @@ def child_tirx(target: str, mode: str) -> dict:
     if mode != "nodriver":
         _init_driver()
     if mode == "preload":
+        import tirx.backend.cuda.build  # noqa: F401
         import tirx.backend.cuda.executable  # noqa: F401
         from tirx.backend.cuda.nvrtc import nvrtc_version
 
@@ -226,8 +227,8 @@ def _has_gpu() -> bool:
 
 def _write_seed_source(arch: str, path: str) -> None:
     """The seed's generated CUDA at ``path`` and tirx's NVRTC command line beside it."""
+    from tirx.backend.cuda.build import nvrtc_options
     from tirx.backend.cuda.codegen import generate
-    from tirx.backend.cuda.executable import nvrtc_options
     from tirx.backend.cuda.nvrtc import command_line, nvrtc_version
     from tirx.examples.warp_matmul import warp_matmul
     from tirx.target import Target

@@ -167,7 +167,7 @@ def other_builds(sources: str | None, n: int, dtype: str) -> list[tuple[str, str
 
 def _with_source(exe, source: str):
     """``exe``'s kernel and launch, compiled from ``source`` (another build's code for it)."""
-    from tirx.backend.cuda.executable import build
+    from tirx.backend.cuda.build import build
 
     return build(exe.kernel, exe.lowered, exe.target, {}, source=source)
 

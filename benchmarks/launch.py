@@ -192,7 +192,7 @@ def cupy_launcher(exe, a, b, out):
     import cupy
     import torch
 
-    from tirx.backend.cuda.executable import NVRTC_OPTIONS
+    from tirx.backend.cuda.build import NVRTC_OPTIONS
     from tirx.backend.cuda.nvrtc import DEFAULT_OPTIONS
 
     kernel = cupy.RawKernel(

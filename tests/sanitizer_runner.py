@@ -27,8 +27,8 @@ def main(name: str) -> int:
     from tests.named_barrier_planted import BY_NAME as NAMED
     from tests.planted import BY_NAME
     from tests.wgmma_planted import BY_NAME as WGMMA
+    from tirx.backend.cuda.build import NVRTC_OPTIONS
     from tirx.backend.cuda.codegen import generate
-    from tirx.backend.cuda.executable import NVRTC_OPTIONS
     from tirx.backend.cuda.nvrtc import compile_cuda
 
     case = {**BY_NAME, **BULK, **ASYNC, **WGMMA, **NAMED}[name]

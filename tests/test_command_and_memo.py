@@ -9,7 +9,7 @@ import sys
 import pytest
 
 import tirx
-from tirx.backend.cuda import executable, nvrtc, runner_text
+from tirx.backend.cuda import build, executable, nvrtc, runner_text
 from tirx.examples.warp_matmul import warp_matmul
 
 from .helpers import attach_recorder, seed_cpu_args
@@ -17,13 +17,13 @@ from .helpers import attach_recorder, seed_cpu_args
 
 def _recording_keys(monkeypatch):
     seen = []
-    real = executable.cache_key
+    real = build.cache_key
 
     def key(source, options, *rest):
         seen.append(tuple(options))
         return real(source, options, *rest)
 
-    monkeypatch.setattr(executable, "cache_key", key)
+    monkeypatch.setattr(build, "cache_key", key)
     return seen
 
 
@@ -46,8 +46,8 @@ def test_generated_code_compiles_minimal_where_nvrtc_has_it(cache_dir, monkeypat
         full = [o for o in exe.nvrtc.options if o != "-minimal"]
         plain = compile_cuda(exe.source, arch="sm_90", filename="warp_matmul.cu", command=full)
         assert (plain.ptx, plain.cubin) == (exe.ptx, exe.cubin)
-    assert executable.nvrtc_options((12, 3)) == executable.NVRTC_OPTIONS
-    assert command_line("sm_90", executable.nvrtc_options((12, 4)))[-1] == "-minimal"
+    assert build.nvrtc_options((12, 3)) == build.NVRTC_OPTIONS
+    assert command_line("sm_90", build.nvrtc_options((12, 4)))[-1] == "-minimal"
 
 
 def test_a_changed_default_option_changes_the_key_and_the_compile(cache_dir, monkeypatch):

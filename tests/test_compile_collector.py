@@ -1,10 +1,14 @@
 """The cyclic garbage collector is off while tirx parses, lowers and generates a kernel
-(tirx/collector.py) and as it was before once the call returns, whatever happens in it."""
+(tirx/collector.py) and as it was before once the call returns, whatever happens in it; and
+a cold CUDA compile imports the executable's module while NVRTC compiles, not before."""
 
 from __future__ import annotations
 
 import gc
+import json
+import subprocess
 import sys
+import textwrap
 from pathlib import Path
 
 import pytest
@@ -101,3 +105,43 @@ def test_a_failed_parse_turns_the_collector_back_on(collector_on):
             X[0] = undefined_name  # noqa: F821
 
     assert gc.isenabled()
+
+
+_IMPORTED_WHERE = """
+import json, os, sys, tempfile, threading
+os.environ["TIRX_CACHE_DIR"] = tempfile.mkdtemp()
+import tirx
+from tirx.backend.cuda import nvrtc
+
+where = {}
+
+class Spy:  # records which thread imports the executable's module, finds nothing itself
+    def find_spec(self, name, path=None, target=None):
+        if name == "tirx.backend.cuda.executable":
+            where["thread"] = threading.get_ident()
+            where["compiling"] = compiling[0]
+        return None
+
+compiling = [False]
+real = nvrtc._Program.__init__
+def init(self, *args):
+    compiling[0] = True
+    try:
+        real(self, *args)
+    finally:
+        compiling[0] = False
+nvrtc._Program.__init__ = init
+sys.meta_path.insert(0, Spy())
+from tirx.examples.warp_matmul import warp_matmul
+exe = tirx.compile(warp_matmul, target="cuda -arch=sm_90")
+print(json.dumps({"main": where.get("thread") == threading.main_thread().ident,
+                  "compiling": where.get("compiling"), "cache": exe.cache,
+                  "type": type(exe).__name__}))
+"""
+
+
+def test_a_cold_compile_imports_the_executable_while_nvrtc_compiles():
+    out = subprocess.run([sys.executable, "-c", textwrap.dedent(_IMPORTED_WHERE)], cwd=ROOT,
+                         capture_output=True, text=True, check=True)  # fmt: skip
+    got = json.loads(out.stdout.strip().splitlines()[-1])
+    assert got == {"main": False, "compiling": True, "cache": "miss", "type": "CudaExecutable"}

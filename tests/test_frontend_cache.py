@@ -356,24 +356,24 @@ def test_the_entry_encoded_during_a_failed_nvrtc_compile_is_not_stored(
 ):
     """The entry is encoded while NVRTC compiles (a thread) and written only after it
     succeeded; the next compile of the kernel stores the encoding it kept."""
-    from tirx.backend.cuda import executable
+    from tirx.backend.cuda import build
     from tirx.errors import CompileError
 
     kernel = run_file(write_kernel(tmp_path), N=3, L=layout(ROW_MAJOR))
-    real = executable.compile_cuda
+    real = build.compile_cuda
 
     def failing(*args, meanwhile=None, **kwargs):
         if meanwhile is not None:  # as compile_cuda runs it, beside NVRTC's compile
             meanwhile()
         raise CompileError("NVRTC compile failed (as the test asks)")
 
-    monkeypatch.setattr(executable, "compile_cuda", failing)
+    monkeypatch.setattr(build, "compile_cuda", failing)
     with pytest.raises(CompileError, match="as the test asks"):
         tirx.compile(kernel, TARGET)
     assert entries(cache_dir) == []
     assert set(kernel.frontend.prepared) == {90}  # encoded beside the compile, kept in memory
     assert list((cache_dir / "frontend").iterdir()) == []  # its file beside the entry removed
-    monkeypatch.setattr(executable, "compile_cuda", real)
+    monkeypatch.setattr(build, "compile_cuda", real)
     tirx.compile(kernel, TARGET)
     assert kernel.frontend.prepared == {}
     assert len(entries(cache_dir)) == 1
@@ -435,7 +435,7 @@ def test_an_entry_replaced_during_the_compile_is_merged_again(cache_dir, tmp_pat
     store merges with it, and both variants are kept."""
     import time
 
-    from tirx.backend.cuda import executable
+    from tirx.backend.cuda import build
 
     path = write_kernel(tmp_path)
     tirx.compile(run_file(path, N=4, L=layout(ROW_MAJOR)), TARGET)
@@ -443,7 +443,7 @@ def test_an_entry_replaced_during_the_compile_is_merged_again(cache_dir, tmp_pat
     theirs = entry.read_bytes()
     entry.unlink()
     kernel = run_file(path, N=3, L=layout(ROW_MAJOR))
-    real = executable.compile_cuda
+    real = build.compile_cuda
 
     def compile_while_another_process_stores(*args, **kwargs):
         out = real(*args, **kwargs)
@@ -454,7 +454,7 @@ def test_an_entry_replaced_during_the_compile_is_merged_again(cache_dir, tmp_pat
         entry.write_bytes(theirs)
         return out
 
-    monkeypatch.setattr(executable, "compile_cuda", compile_while_another_process_stores)
+    monkeypatch.setattr(build, "compile_cuda", compile_while_another_process_stores)
     tirx.compile(kernel, TARGET)
     assert len(frontend._read(entry.stem)) == 2
     assert [p.name for p in (cache_dir / "frontend").iterdir()] == [entry.name]  # no stray file

@@ -241,13 +241,13 @@ def test_archs_other_than_sm_90_are_refused_naming_sm_90a(tmp_path, arch):
 
 def test_sm_90_builds_for_sm_90a_and_the_cache_key_follows(tmp_path):
     _nvrtc()
-    from tirx.backend.cuda import executable
+    from tirx.backend.cuda import build
     from tirx.backend.cuda.nvrtc import command_line, nvrtc_version
 
     exe = tirx.compile(_kernel(tmp_path), target="cuda -arch=sm_90")
     assert exe.arch == "sm_90a" and exe.target.arch == "sm_90"
     assert exe.nvrtc.options[0] == "--gpu-architecture=sm_90a"
-    options = executable.nvrtc_options(nvrtc_version())
+    options = build.nvrtc_options(nvrtc_version())
     assert tuple(exe.nvrtc.options) == command_line("sm_90a", options)
     plain = tirx.compile(descriptor_kernel(), target="cuda -arch=sm_90")  # no wgmma: sm_90
     assert plain.arch == "sm_90" and plain.nvrtc.options[0] == "--gpu-architecture=sm_90"

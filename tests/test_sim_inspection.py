@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import tirx
 from tirx import T
-from tirx.backend.cuda import executable as cuda_executable
+from tirx.backend.cuda import build as cuda_build
 
 
 @T.function
@@ -18,13 +18,13 @@ def doubled(X: T.Tensor((32,), "int32"), Out: T.Tensor((32,), "int32")):
 
 def test_the_code_is_built_on_first_read_only(cache_dir, monkeypatch):
     builds = []
-    real_build = cuda_executable.build
+    real_build = cuda_build.build
 
     def counting_build(*args, **kw):
         builds.append(args[2])  # the target
         return real_build(*args, **kw)
 
-    monkeypatch.setattr(cuda_executable, "build", counting_build)
+    monkeypatch.setattr(cuda_build, "build", counting_build)
     exe = tirx.compile(doubled, target="sim")
     assert builds == [] and "nvrtc" not in exe.timings and "codegen" not in exe.timings
     source = exe.source

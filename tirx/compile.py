@@ -120,7 +120,7 @@ def _build(func: KernelFunction, target: Target, memo: _Memo, t0: float) -> Exec
     if target.kind == "sim":
         exe = SimExecutable(func, lowered, target, timings)
     else:
-        from .backend.cuda.executable import build
+        from .backend.cuda.build import build
 
         if stored is None:
             stage = functools.partial(frontend_cache.prepare, func, arch, lowered)

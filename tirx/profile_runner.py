@@ -23,7 +23,7 @@ def main(argv: list[str]) -> int:
     folder = Path(argv[0])
     import torch
 
-    from .backend.cuda.executable import build
+    from .backend.cuda.build import build
     from .ir import serial
     from .target import Target, TargetKind
 
