@@ -6,8 +6,8 @@ For each example kernel, in fresh processes (``--runs`` of them, medians), after
 tirx``: ``define`` (importing the kernel's module and making the kernel: its factory and
 ``@T.function``'s parse), ``lower`` (``lower_function``: the tile
 operations checked against their contracts, indices simplified), ``codegen`` (these two with
-the garbage collector paused, as ``tirx.compile`` runs them, in a tree that has
-``tirx.collector``) and NVRTC's
+the garbage collector paused, as ``tirx.compile`` runs them, in a tree whose ``tirx.compile``
+does so) and NVRTC's
 compile of the generated source with tirx's command line (the first in the process, as in a
 cold compile). The ratio is tirx's work (define + lower + codegen) over NVRTC's. With two
 source trees (``TREE``: a checkout; default this one), each kernel's processes alternate
@@ -48,7 +48,7 @@ KERNELS = [
 ]  # fmt: skip
 
 _CHILD = """
-import json, time
+import json, sys, time
 import tirx
 t1 = time.perf_counter()
 {imp}
@@ -57,9 +57,9 @@ fn = kernel.ir
 t2 = time.perf_counter()
 from tirx.transform.lower import lower_function
 from tirx.backend.cuda.codegen import generate
-try:  # as tirx.compile runs them: with the garbage collector paused, in a tree that does so
+if "tirx.collector" in sys.modules:  # as this tree's tirx.compile runs them: collector paused
     from tirx.collector import paused
-except ImportError:
+else:  # (not an import attempt: an editable install would find the module in another tree)
     from contextlib import nullcontext as paused
 with paused():
     low = lower_function(fn, arch={arch})
@@ -68,10 +68,10 @@ with paused():
     t4 = time.perf_counter()
 out = dict(define=(t2 - t1) * 1e3, lower=(t3 - t2) * 1e3, codegen=(t4 - t3) * 1e3)
 if {nvrtc}:
-    try:
-        from tirx.backend.cuda.build import nvrtc_arch, nvrtc_options
-    except ImportError:  # a tree from before build.py
-        from tirx.backend.cuda.executable import nvrtc_arch, nvrtc_options
+    from tirx.backend.cuda import executable as build
+    if not hasattr(build, "nvrtc_options"):  # a tree from after build.py was split out
+        from tirx.backend.cuda import build
+    nvrtc_arch, nvrtc_options = build.nvrtc_arch, build.nvrtc_options
     from tirx.backend.cuda.nvrtc import command_line, compile_cuda, nvrtc_version
     arch = nvrtc_arch(low, "sm_{arch}")
     command = command_line(arch, nvrtc_options(nvrtc_version()))
