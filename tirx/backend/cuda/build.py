@@ -3,7 +3,7 @@ the executable (tirx/backend/cuda/executable.py).
 
 What the compile needs is imported here; the executable's module (its launch machinery and
 the driver module) is imported in a thread while NVRTC compiles, which releases the GIL: a
-cold compile waits for NVRTC, not for those imports (about 1 ms on the CPU machine)."""
+cold compile waits for NVRTC, not for those imports."""
 
 from __future__ import annotations
 
