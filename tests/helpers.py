@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import itertools
+import json
 import linecache
+import subprocess
+import sys
 import textwrap
 from pathlib import Path
 
@@ -190,3 +193,16 @@ def reference_cuda(path: Path, kernel: str) -> str:
     if out.returncode:
         pytest.fail(f"the real TIRx failed:\n{out.stderr[-3000:]}")
     return out.stdout
+
+
+def fresh_process_json(code: str) -> dict:
+    """Run ``code`` (dedented) in a fresh interpreter from the repository root; the value of
+    the JSON line it prints last."""
+    out = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)],
+        cwd=Path(__file__).resolve().parents[1],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return json.loads(out.stdout.strip().splitlines()[-1])

@@ -5,11 +5,7 @@ a cold CUDA compile imports the executable's module while NVRTC compiles, not be
 from __future__ import annotations
 
 import gc
-import json
-import subprocess
 import sys
-import textwrap
-from pathlib import Path
 
 import pytest
 
@@ -18,7 +14,8 @@ from tirx import T, collector
 from tirx.errors import TirxError
 from tirx.transform import lower
 
-ROOT = Path(__file__).resolve().parents[1]
+from .helpers import fresh_process_json
+
 _COMPILE = sys.modules["tirx.compile"]  # the module (``tirx.compile`` is the function)
 
 
@@ -141,7 +138,5 @@ print(json.dumps({"main": where.get("thread") == threading.main_thread().ident,
 
 
 def test_a_cold_compile_imports_the_executable_while_nvrtc_compiles():
-    out = subprocess.run([sys.executable, "-c", textwrap.dedent(_IMPORTED_WHERE)], cwd=ROOT,
-                         capture_output=True, text=True, check=True)  # fmt: skip
-    got = json.loads(out.stdout.strip().splitlines()[-1])
+    got = fresh_process_json(_IMPORTED_WHERE)
     assert got == {"main": False, "compiling": True, "cache": "miss", "type": "CudaExecutable"}

@@ -16,23 +16,13 @@ import pytest
 from tirx.ir import nodes as ir
 from tirx.isa import shared_rows
 
+from .helpers import fresh_process_json
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def _fresh(code: str) -> dict:
-    """Run ``code`` in a fresh interpreter (which prints one JSON line) and return its value."""
-    out = subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(code)],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    return json.loads(out.stdout.strip().splitlines()[-1])
-
-
 def test_a_compile_that_succeeds_makes_no_diagnostic_type():
-    got = _fresh(
+    got = fresh_process_json(
         """
         import json
         import tirx
