@@ -29,7 +29,7 @@ t0 = time.perf_counter()
 exe = tirx.compile(warp_matmul, target=sys.argv[1])
 wall = (time.perf_counter() - t0) * 1e3
 tirx_driver = sys.modules.get("tirx.backend.cuda.driver")
-probed = tirx_driver is not None and tirx_driver._probe.cache_info().currsize > 0
+probed = tirx_driver is not None and tirx_driver.driver_probed()
 print(json.dumps({"wall": wall, "timings": exe.timings, "cache": exe.cache,
                   "driver": "cuda.bindings.driver" in sys.modules, "probed": probed}))
 """

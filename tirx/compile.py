@@ -92,10 +92,10 @@ def compile(func, target=None, *, sms: int | None = None) -> Executable:  # noqa
         timings["memo"] = (time.perf_counter() - t0) * 1e3
         return known.twin(func, "hit", _close(timings, t0))
     with collector.paused():
-        return _build(func, target, memo, t0)
+        return _compile_anew(func, target, memo, t0)
 
 
-def _build(func: KernelFunction, target: Target, memo: _Memo, t0: float) -> Executable:
+def _compile_anew(func: KernelFunction, target: Target, memo: _Memo, t0: float) -> Executable:
     """The compile past the memo: lower (or find the front end's work on disk), then the
     simulator's executable or the CUDA build."""
     timings = {"parse": func.parse_ms}
