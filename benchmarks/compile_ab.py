@@ -106,14 +106,8 @@ def main(argv=None) -> None:
         "alternating runs",
         "",
         "cold ms: from defining the kernel to `tirx.compile` returning, `import tirx` done "
-        "before the clock"
-        + (
-            ", the CUDA driver left alone before it (NVRTC's first compile initializes it)"
-            if args.no_driver
-            else ""
-        )
-        + "; `import tirx` ms: the import alone, in its own fresh process (a "
-        "tree that loads modules at first use moves their cost from the import to the compile: "
+        f"before the clock{_NO_DRIVER_NOTE if args.no_driver else ''}; `import tirx` ms: the "
+        "import alone, in its own fresh process (a tree that loads modules at first use moves their cost from the import to the compile: "
         "the sum is what a fresh process waits); tirx's share: the cold compile less NVRTC's "
         "compile call (what the goal bounds; the library's load is not in it where tirx hides "
         "it behind the lowering).",
@@ -144,6 +138,9 @@ def main(argv=None) -> None:
         "compile_ab", text, args, __file__, shown, gpu=report.gpu_name(),
         suffix="-nodriver" if args.no_driver else "",
     )  # fmt: skip
+
+
+_NO_DRIVER_NOTE = ", the CUDA driver left alone before it (NVRTC's first compile initializes it)"
 
 
 def _stages(results) -> list[str]:
