@@ -63,6 +63,21 @@ class DType(Frozen):
     def __post_init__(self):
         object.__setattr__(self, "kind", DTypeKind(self.kind))
 
+    # A dataclass's ``__eq__`` builds a tuple of the fields on each side, and dtypes are
+    # compared at nearly every node the lowering builds; the table's rows are the ones met, so
+    # the same object answers first. Equal fields stay equal (a dtype read back from a cache).
+    def __eq__(self, other) -> bool:
+        if self is other:
+            return True
+        if other.__class__ is not DType:
+            return NotImplemented
+        return (self.name, self.bits, self.kind, self.c_type, self.numpy, self.torch_name) == (
+            other.name, other.bits, other.kind, other.c_type, other.numpy, other.torch_name
+        )  # fmt: skip
+
+    def __hash__(self) -> int:
+        return hash(self.name)
+
     @property
     def bytes(self) -> int:
         return max(self.bits // 8, 1)

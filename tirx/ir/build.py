@@ -79,12 +79,18 @@ def _is_const(e, value=None) -> bool:
 
 def binop(op: Op, a, b) -> Expr:
     """Build ``a op b`` with dtype promotion and light folding (x+0, x*1, x//1, consts)."""
-    a, b = as_expr(a), as_expr(b)
-    _no_fp8_arithmetic(op.value, a, b)
-    dtype = F32 if op is Op.DIV and not is_float(promote(a.dtype, b.dtype)) else None
-    dtype = dtype or promote(a.dtype, b.dtype)
-    if op in (Op.SHL, Op.SHR, Op.BITAND, Op.BITOR, Op.BITXOR) and is_float(dtype):
-        raise TypeError(f"bitwise {op.value} needs integer operands, not {dtype}")
+    if not isinstance(a, Expr):
+        a = as_expr(a)
+    if not isinstance(b, Expr):
+        b = as_expr(b)
+    dtype = a.dtype
+    if dtype is not b.dtype or dtype.kind is DTypeKind.FLOAT or dtype.bits < 32 or op is Op.DIV:
+        # (the common case skipped: one 32- or 64-bit integer dtype, promoted to itself)
+        _no_fp8_arithmetic(op, a, b)
+        dtype = F32 if op is Op.DIV and not is_float(promote(a.dtype, b.dtype)) else None
+        dtype = dtype or promote(a.dtype, b.dtype)
+        if op in (Op.SHL, Op.SHR, Op.BITAND, Op.BITOR, Op.BITXOR) and is_float(dtype):
+            raise TypeError(f"bitwise {op.value} needs integer operands, not {dtype}")
     if _is_const(a) and _is_const(b):
         if op in (Op.FLOORDIV, Op.FLOORMOD, Op.DIV) and b.value == 0:
             raise ZeroDivisionError("division by a constant zero")
@@ -120,11 +126,12 @@ def _retype(e: Expr, dtype: DType) -> Expr:
     return e if e.dtype == dtype else Cast(e, dtype)
 
 
-def _no_fp8_arithmetic(what: str, a: Expr, b: Expr) -> None:
+def _no_fp8_arithmetic(op: Op | CmpOp, a: Expr, b: Expr) -> None:
     """8-bit floats are storage types (as in the real TIRx, whose CUDA codegen has no
     arithmetic on them): operators refuse them; conversions are the way in and out."""
     for e in (a, b):
         if is_fp8(e.dtype):
+            what = op.value
             raise TirxSyntaxError(
                 f"{what!r} does not compute on {e.dtype}: 8-bit floats are storage types",
                 hint=f"convert first, T.float32(x) {what} ..., and back when storing, "
@@ -134,7 +141,7 @@ def _no_fp8_arithmetic(what: str, a: Expr, b: Expr) -> None:
 
 def cmp(op: CmpOp, a, b) -> Expr:
     a, b = as_expr(a), as_expr(b)
-    _no_fp8_arithmetic(op.value, a, b)
+    _no_fp8_arithmetic(op, a, b)
     if _is_const(a) and _is_const(b):
         common = promote(a.dtype, b.dtype)
         x, y = _as_type(a.value, common), _as_type(b.value, common)

@@ -40,7 +40,15 @@ BOOL = dtype_of("bool")
 # --------------------------------------------------------------------------- expressions
 
 
-class Op(enum.Enum):
+class _Enum(enum.Enum):
+    """An enum hashed as the object it is: members are singletons compared by identity, and
+    ``Enum.__hash__`` (a Python call hashing the name) ran for every operator of every
+    structural key the index simplifier builds."""
+
+    __hash__ = object.__hash__
+
+
+class Op(_Enum):
     ADD = "+"
     SUB = "-"
     MUL = "*"
@@ -56,7 +64,7 @@ class Op(enum.Enum):
     BITXOR = "^"
 
 
-class CmpOp(enum.Enum):
+class CmpOp(_Enum):
     EQ = "=="
     NE = "!="
     LT = "<"
@@ -164,7 +172,7 @@ class Var(Expr):
     dtype: DType = I32
 
 
-class Builtin(enum.Enum):
+class Builtin(_Enum):
     LANE_ID = "lane_id"
     WARP_ID = "warp_id"
     THREAD_IDX = "thread_idx"
@@ -241,7 +249,7 @@ class Cast(Expr):
 # ------------------------------------------------------------------------------ buffers
 
 
-class Scope(enum.Enum):
+class Scope(_Enum):
     GLOBAL = "global"
     SHARED = "shared"
     LOCAL = "local"
@@ -354,7 +362,7 @@ class Store(Stmt):
     span: Span | None = None
 
 
-class LoopKind(enum.Enum):
+class LoopKind(_Enum):
     SERIAL = "serial"
     UNROLL = "unroll"
     VECTORIZED = "vectorized"  # T.vectorized: see tirx/transform/vectorize.py
