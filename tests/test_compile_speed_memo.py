@@ -100,3 +100,89 @@ def test_owner_table_is_computed_once_and_handed_out_as_a_copy():
     table = spec.owner_table()
     table.clear()
     assert spec.owner_table() == dict(spec.owner_items) and spec.owner_table()
+
+
+def _swizzled(x, shift: int = 4, mask: int = 7):
+    """``x ^ ((x >> shift) & mask)`` with one object ``x`` read twice, as layouts build it."""
+    g = ir.binop(ir.Op.BITAND, ir.binop(ir.Op.SHR, x, shift), mask)
+    return ir.binop(ir.Op.BITXOR, x, g)
+
+
+def _corpus():
+    """Expressions of every shape the keys and ranges below are checked on: the shared-subtree
+    ones, swizzles, casts, floats and a sum deeper than either recursion goes."""
+    x = I * 64 + (LANE // 8) * 8 + LANE % 8
+    deep = LANE % 8
+    for k in range(80):
+        deep = deep + (I % (k + 2))
+    return [*_exprs(), _swizzled(x), _swizzled(x) * 4 + J, ir.cast(I, ir.F32) * 2.0, deep]
+
+
+def test_keys_by_recursion_are_the_stack_keys(monkeypatch):
+    from tirx.ir import simplify
+    from tirx.ir.visitor import walk
+
+    nodes = [n for e in _corpus() for n in walk(e) if isinstance(n, ir.Expr)]
+    fast = [structural_key(n) for n in nodes]  # the deep sum's top falls back to the stack
+    monkeypatch.setattr(simplify, "_RECURSE", 0)  # every key over the explicit stack
+    assert [structural_key(n) for n in nodes] == fast
+    monkeypatch.setattr(simplify, "_RECURSE", 2)  # recursion handing over at every depth
+    memo: dict = {}
+    assert [structural_key(n, memo) for n in nodes] == fast
+
+
+def test_ranges_by_recursion_are_the_visitors(monkeypatch):
+    from tirx.ir import simplify_index as si
+    from tirx.ir.visitor import walk
+
+    ranges = {I: (0, 9), J: (-3, 3)}
+    nodes = [n for e in _corpus() for n in walk(e) if isinstance(n, ir.Expr)]
+    visitor = si._Range(ranges)
+    want = [visitor.visit(n) for n in nodes]
+    assert any(w is not None for w in want) and None in want
+    for depth in (si._DEPTH, 2):  # 2: the deep ones handed to the visitor
+        monkeypatch.setattr(si, "_DEPTH", depth)
+        simplifier = si._Simplifier(ranges)  # one memo of bounds over all of them
+        assert [simplifier.range(n) for n in nodes] == want
+
+
+def test_a_swizzles_operand_is_simplified_once(monkeypatch):
+    from tirx.ir import simplify_index as si
+
+    x = I * 64 + (LANE // 8) * 8 + LANE % 8
+    seen = []
+    original = si._Simplifier._run
+    monkeypatch.setattr(si._Simplifier, "_run", lambda self, e: seen.append(e) or original(self, e))
+    got = simplify_index(_swizzled(x), {I: (0, 3)})
+    assert sum(e is x for e in seen) == 1
+    twin = I * 64 + (LANE // 8) * 8 + LANE % 8  # the same value built twice: same result
+    g = ir.binop(ir.Op.BITAND, ir.binop(ir.Op.SHR, twin, 4), 7)
+    assert print_expr(simplify_index(ir.binop(ir.Op.BITXOR, x, g), {I: (0, 3)})) == print_expr(got)
+    for lane, i in itertools.product(range(32), range(4)):
+        env = {"lane": lane, "i": i}
+        assert evaluate(got, env) == evaluate(_swizzled(x), env)
+
+
+def test_dtypes_equal_by_fields_whatever_the_object():
+    import copy
+    import pickle
+
+    for d in (ir.I32, ir.U32, ir.F32, ir.BOOL):
+        for twin in (copy.deepcopy(d), pickle.loads(pickle.dumps(d))):
+            assert twin == d and hash(twin) == hash(d) and not (twin != d)
+            # an expression over the twin builds what one over the table's row builds
+            built = ir.binop(ir.Op.ADD, ir.Var("a", twin), ir.Var("b", d))
+            assert built.dtype == ir.binop(ir.Op.ADD, ir.Var("a", d), ir.Var("b", d)).dtype
+    assert ir.I32 != ir.U32 and ir.I32 != "int32"
+    renamed = type(ir.I32)("int32", 32, ir.I32.kind, "int", "int32", "int32")
+    assert renamed == ir.I32
+    assert type(ir.I32)("int32", 64, ir.I32.kind, "int", "int32", "int32") != ir.I32
+
+
+def test_ir_enums_hash_as_themselves():
+    import pickle
+
+    for member in (ir.Op.ADD, ir.CmpOp.LT, ir.Builtin.LANE_ID, ir.Scope.SHARED):
+        back = pickle.loads(pickle.dumps(member))
+        assert back is member and hash(back) == hash(member)
+        assert {member: 1}[back] == 1

@@ -11,7 +11,7 @@ from __future__ import annotations
 import enum
 
 from ..dtypes import DType, DTypeKind, is_float
-from .nodes import Const, Expr, Load, Op, Var
+from .nodes import BinOp, Const, Expr, Load, Op, Var
 from .visitor import DESCEND, Visitor
 
 __all__ = ["static_value", "linear_form", "is_nonnegative", "structural_key"]
@@ -111,6 +111,10 @@ def structural_key(e, memo: dict | None = None) -> tuple:
         known = memo.get(id(e))
         if known is not None and known[0] is e:
             return known[1]
+    try:
+        return _key(e, kind, memo, _RECURSE)
+    except (_TooDeep, RecursionError):  # (the latter where the caller is deep already)
+        pass  # keyed over the stack below (what the recursion memoized is kept)
     out: list = []  # keys of finished nodes, in the order their parents read them
     todo: list = [e]  # nodes to key; (node, its field values, how many are Expr) once its
     # children's keys are on out
@@ -143,6 +147,72 @@ def structural_key(e, memo: dict | None = None) -> tuple:
 
 
 _CONST, _OBJECT, _LOAD = "const", "object", "load"
+_RECURSE = 48  # the levels :func:`_key` recurses before the explicit stack takes over
+
+
+class _TooDeep(Exception):
+    pass
+
+
+def _key(x, kind, memo: dict | None, depth: int) -> tuple:
+    """:func:`structural_key` of compound node ``x`` (of ``kind``) by recursion, the same key
+    as the explicit stack's, in a fraction of its time for the small trees of an index; raises
+    :class:`_TooDeep` past ``depth`` levels."""
+    if depth == 0:
+        raise _TooDeep
+    if type(x) is BinOp:  # most nodes of an index: the parts the loop below would make
+        a, b = _child_key(x.a, memo, depth), _child_key(x.b, memo, depth)
+        key = ("BinOp", x.op, a, b, x.dtype.name)
+    elif kind is _LOAD:
+        i = x.index
+        if isinstance(i, Expr):
+            index = _child_key(i, memo, depth)
+        else:
+            index = structural_key(as_expr_key(i))
+        key = ("load", id(x.buffer), x.dtype.name, index)
+    else:
+        parts: list = [type(x).__name__]
+        for name in kind:
+            v = getattr(x, name)
+            t = type(v)
+            if t in _PLAIN:
+                parts.append(v)
+            elif isinstance(v, Expr):
+                parts.append(_child_key(v, memo, depth))
+            elif t is DType:
+                parts.append(v.name)
+            else:
+                parts.append(_field_key(v, t))
+        key = tuple(parts)
+    if memo is not None:
+        memo[id(x)] = (x, key)
+    return key
+
+
+def _child_key(v, memo: dict | None, depth: int) -> tuple:
+    kind = _KINDS.get(type(v)) or _kind(type(v))
+    if kind is _CONST:
+        return ("const", v.value, v.dtype.name)
+    if kind is _OBJECT:
+        return ("obj", id(v))
+    if memo is not None:
+        known = memo.get(id(v))
+        if known is not None and known[0] is v:
+            return known[1]
+    return _key(v, kind, memo, depth - 1)
+
+
+def _field_key(v, t):
+    """The key part of a field value that is neither plain nor an expression."""
+    if t is DType:
+        return v.name
+    if isinstance(v, (int, float, bool, str)):
+        return v
+    if hasattr(v, "name") and hasattr(v, "bits"):  # a DType
+        return v.name
+    return ("obj", id(v)) if not isinstance(v, enum.Enum) else v
+
+
 _KINDS: dict[type, object] = {}  # class -> _CONST, _OBJECT, _LOAD or its field names
 
 
@@ -180,14 +250,8 @@ def _assembled(item: tuple, out: list) -> tuple:
         elif isinstance(v, Expr):
             parts.append(out[at])
             at += 1
-        elif t is DType:
-            parts.append(v.name)
-        elif isinstance(v, (int, float, bool, str)):
-            parts.append(v)
-        elif hasattr(v, "name") and hasattr(v, "bits"):  # a DType
-            parts.append(v.name)
         else:
-            parts.append(("obj", id(v)) if not isinstance(v, enum.Enum) else v)
+            parts.append(_field_key(v, t))
     if count:
         del out[-count:]
     return tuple(parts)

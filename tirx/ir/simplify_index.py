@@ -88,8 +88,20 @@ class _Simplifier:
         # structural_key's memo (node id -> (node, key)): this run's, or the caller's
         self.keys: dict = {} if keys is None else keys
         self._range: _Range | None = None
+        # run's results by node id (beside the node, so the id is not reused): a swizzle
+        # reads its operand twice, x ^ ((x >> a) & mask), one object simplified once
+        self._runs: dict[int, tuple] = {}
+        self._bounds: dict[int, tuple] = {}  # range's answers by node id, as _runs
 
     def run(self, e):
+        known = self._runs.get(id(e))
+        if known is not None and known[0] is e:
+            return known[1]
+        out = self._run(e)
+        self._runs[id(e)] = (e, out)
+        return out
+
+    def _run(self, e):
         if not isinstance(e, ir.BinOp) or is_float(e.dtype):
             if isinstance(e, ir.Cast) and not is_float(e.dtype):
                 return ir.cast(self.run(e.value), e.dtype)
@@ -311,9 +323,49 @@ class _Simplifier:
     # ----------------------------------------------------------------- ranges
 
     def range(self, e) -> tuple[int, int] | None:
+        try:
+            return _bounds(e, self.ranges, self._bounds, _DEPTH)
+        except (_TooDeep, RecursionError):  # (the latter where the caller is deep already)
+            pass
         if self._range is None:
             self._range = _Range(self.ranges)  # no state but the ranges: one per run
         return self._range.visit(e)
+
+
+_DEPTH = 48  # the levels _bounds recurses before the range visitor takes the expression
+
+
+class _TooDeep(Exception):
+    pass
+
+
+def _bounds(e, ranges: dict, memo: dict, depth: int):
+    """:class:`_Range`'s answer for ``e`` by direct recursion (the classes it has rules for,
+    matched exactly as its rules are), with the bounds of compound nodes remembered in ``memo``
+    by id for the simplifier's run: the rules ask for the range of one subtree again and again.
+    Raises :class:`_TooDeep` past ``depth`` levels."""
+    t = type(e)
+    if t is ir.BinOp:
+        if is_float(e.dtype):
+            return None
+        known = memo.get(id(e))
+        if known is not None and known[0] is e:
+            return known[1]
+        if depth == 0:
+            raise _TooDeep
+        ra = _bounds(e.a, ranges, memo, depth - 1)
+        out = _combine(e, ra, _bounds(e.b, ranges, memo, depth - 1))
+        memo[id(e)] = (e, out)
+        return out
+    if t is ir.Const:
+        return None if is_float(e.dtype) else (int(e.value), int(e.value))
+    if t is ir.Var:
+        return ranges.get(e)
+    if t is ir.Special:
+        return _special_bounds(e)
+    if isinstance(e, ir.Expr):
+        return None
+    return e, e  # an int, float, bool or None in a child field (the visitor's leaf)
 
 
 class _Range(Visitor):
@@ -332,9 +384,7 @@ class _Range(Visitor):
         return None if is_float(e.dtype) else (int(e.value), int(e.value))
 
     def enter_Special(self, e):
-        if e.kind is ir.Builtin.LANE_ID:
-            return 0, 31
-        return (0, None) if e.kind is not ir.Builtin.WARP_ID else (0, 31)
+        return _special_bounds(e)
 
     def enter_Var(self, e):
         return self.ranges.get(e)
@@ -343,26 +393,37 @@ class _Range(Visitor):
         return None if is_float(e.dtype) else DESCEND
 
     def leave_BinOp(self, e, ra, rb):
-        if e.op is ir.Op.FLOORMOD and rb is not None and rb[0] == rb[1] and rb[0] > 0:
-            return ra if _within(ra, rb[0]) else (0, rb[0] - 1)
-        if ra is None or rb is None or None in ra or None in rb:
-            return None
-        if e.op is ir.Op.ADD:
-            return ra[0] + rb[0], ra[1] + rb[1]
-        if e.op is ir.Op.SUB:
-            return ra[0] - rb[1], ra[1] - rb[0]
-        if e.op is ir.Op.MUL:
-            products = [x * y for x in ra for y in rb]
-            return min(products), max(products)
-        if e.op is ir.Op.FLOORDIV and rb[0] == rb[1] and rb[0] > 0:
-            return ra[0] // rb[0], ra[1] // rb[0]
-        return None
+        return _combine(e, ra, rb)
 
     def _unknown(self, e):
         return None
 
     def _default(self, cls):
         return (_Range._unknown, None) if issubclass(cls, ir.Expr) else None
+
+
+def _special_bounds(e):
+    if e.kind is ir.Builtin.LANE_ID:
+        return 0, 31
+    return (0, None) if e.kind is not ir.Builtin.WARP_ID else (0, 31)
+
+
+def _combine(e, ra, rb):
+    """The bounds of integer BinOp ``e`` from those of its operands (None: unknown)."""
+    if e.op is ir.Op.FLOORMOD and rb is not None and rb[0] == rb[1] and rb[0] > 0:
+        return ra if _within(ra, rb[0]) else (0, rb[0] - 1)
+    if ra is None or rb is None or None in ra or None in rb:
+        return None
+    if e.op is ir.Op.ADD:
+        return ra[0] + rb[0], ra[1] + rb[1]
+    if e.op is ir.Op.SUB:
+        return ra[0] - rb[1], ra[1] - rb[0]
+    if e.op is ir.Op.MUL:
+        products = [x * y for x in ra for y in rb]
+        return min(products), max(products)
+    if e.op is ir.Op.FLOORDIV and rb[0] == rb[1] and rb[0] > 0:
+        return ra[0] // rb[0], ra[1] // rb[0]
+    return None
 
 
 def _swizzle_period(x, g, keys: dict | None = None) -> int | None:
@@ -380,7 +441,9 @@ def _swizzle_period(x, g, keys: dict | None = None) -> int | None:
         shift, mask = c, d
     else:
         return None
-    if shift < 0 or mask <= 0 or structural_key(inner.a, keys) != structural_key(x, keys):
+    if shift < 0 or mask <= 0:
+        return None
+    if inner.a is not x and structural_key(inner.a, keys) != structural_key(x, keys):
         return None
     return 1 << (mask << shift).bit_length()
 
