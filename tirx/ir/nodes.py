@@ -41,9 +41,8 @@ BOOL = dtype_of("bool")
 
 
 class _Enum(enum.Enum):
-    """An enum hashed as the object it is: members are singletons compared by identity, and
-    ``Enum.__hash__`` (a Python call hashing the name) ran for every operator of every
-    structural key the index simplifier builds."""
+    """Hashed as the object (members are singletons compared by identity): ``Enum.__hash__``
+    is a Python call, and the index simplifier's structural keys hash every operator."""
 
     __hash__ = object.__hash__
 
