@@ -172,7 +172,8 @@ def start_loading(init_driver: bool = False) -> None:
 
     ``tirx.compile`` calls this when it is about to lower a kernel for the cuda target: the
     library (about 100 MB, most of ten milliseconds to map and relocate) then loads while tirx
-    lowers the kernel, instead of after. ctypes holds the GIL while it loads a library, so the
+    lowers the kernel, instead of after. ctypes holds the GIL while it loads a library (its
+    ``_ctypes.dlopen`` beside the seed's lowering slowed the lowering by half), so the
     thread calls libc's ``dlopen`` itself (a foreign call releases the GIL), and does nothing
     else: which files to load is found here, before it starts. They are the wheel's library
     and the one builtins library beside it (which NVRTC loads at its first compile), so when
