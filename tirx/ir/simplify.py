@@ -95,24 +95,16 @@ def structural_key(e, memo: dict | None = None) -> tuple:
     """A hashable key equal for expressions that compute the same value by the same tree
     (``lane % 8`` built twice has one key). Variables, buffers and loads are keyed by the
     object: two loads of one address are the same value within one expression, which has no
-    side effects. Built over an explicit stack (children's keys first), so a sum of thousands
-    of terms needs no recursion.
+    side effects. Built by recursion for a tree up to 48 levels deep, and over an explicit
+    stack (children's keys first) for a deeper one, so a sum of thousands of terms needs no
+    deep recursion.
 
     ``memo`` (a dict the caller owns, for one pass) remembers the key of every compound node
     met, by ``id``: a node is immutable, and the memo holds the node itself beside its key, so
     the id is not reused while the entry lives. A pass that keys many trees sharing subtrees
     (the index simplifier) then walks each subtree once."""
-    kind = _KINDS.get(type(e)) or _kind(type(e))
-    if kind is _CONST:
-        return ("const", e.value, e.dtype.name)
-    if kind is _OBJECT:
-        return ("obj", id(e))
-    if memo is not None:
-        known = memo.get(id(e))
-        if known is not None and known[0] is e:
-            return known[1]
     try:
-        return _key(e, kind, memo, _RECURSE)
+        return _child_key(e, memo, _RECURSE + 1)
     except (_TooDeep, RecursionError):  # (the latter where the caller is deep already)
         pass  # keyed over the stack below (what the recursion memoized is kept)
     out: list = []  # keys of finished nodes, in the order their parents read them
@@ -190,6 +182,8 @@ def _key(x, kind, memo: dict | None, depth: int) -> tuple:
 
 
 def _child_key(v, memo: dict | None, depth: int) -> tuple:
+    """The key of ``v``: a constant's or an object's at once, a compound node's from ``memo``
+    or by :func:`_key` with ``depth - 1`` levels left."""
     kind = _KINDS.get(type(v)) or _kind(type(v))
     if kind is _CONST:
         return ("const", v.value, v.dtype.name)
