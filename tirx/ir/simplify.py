@@ -105,7 +105,7 @@ def structural_key(e, memo: dict | None = None) -> tuple:
     (the index simplifier) then walks each subtree once."""
     try:
         return _child_key(e, memo, _RECURSE + 1)
-    except (_TooDeep, RecursionError):  # (the latter where the caller is deep already)
+    except (TooDeep, RecursionError):  # (the latter where the caller is deep already)
         pass  # keyed over the stack below (what the recursion memoized is kept)
     out: list = []  # keys of finished nodes, in the order their parents read them
     todo: list = [e]  # nodes to key; (node, its field values, how many are Expr) once its
@@ -120,16 +120,10 @@ def structural_key(e, memo: dict | None = None) -> tuple:
                 memo[id(x[0])] = (x[0], key)
             continue
         kind = kinds.get(type(x)) or _kind(type(x))
-        if kind is _CONST:
-            out.append(("const", x.value, x.dtype.name))
-        elif kind is _OBJECT:
-            out.append(("obj", id(x)))
+        known = _known_key(x, kind, memo)
+        if known is not None:
+            out.append(known)
         else:
-            if memo is not None:
-                known = memo.get(id(x))
-                if known is not None and known[0] is x:
-                    out.append(known[1])
-                    continue
             values = [x.index] if kind is _LOAD else [getattr(x, n) for n in kind]
             below = [v for v in values if isinstance(v, Expr)]
             push((x, values, len(below)))
@@ -142,16 +136,17 @@ _CONST, _OBJECT, _LOAD = "const", "object", "load"
 _RECURSE = 48  # the levels :func:`_key` recurses before the explicit stack takes over
 
 
-class _TooDeep(Exception):
-    pass
+class TooDeep(Exception):
+    """Raised by an analysis that recurses (structural keys here, index ranges in
+    :mod:`~tirx.ir.simplify_index`) past its depth: the caller takes its work-stack way."""
 
 
 def _key(x, kind, memo: dict | None, depth: int) -> tuple:
     """:func:`structural_key` of compound node ``x`` (of ``kind``) by recursion, the same key
     as the explicit stack's, in a fraction of its time for the small trees of an index; raises
-    :class:`_TooDeep` past ``depth`` levels."""
+    :class:`TooDeep` past ``depth`` levels."""
     if depth == 0:
-        raise _TooDeep
+        raise TooDeep
     if type(x) is BinOp:  # most nodes of an index: the parts the loop below would make
         a, b = _child_key(x.a, memo, depth), _child_key(x.b, memo, depth)
         key = ("BinOp", x.op, a, b, x.dtype.name)
@@ -166,15 +161,7 @@ def _key(x, kind, memo: dict | None, depth: int) -> tuple:
         parts: list = [type(x).__name__]
         for name in kind:
             v = getattr(x, name)
-            t = type(v)
-            if t in _PLAIN:
-                parts.append(v)
-            elif isinstance(v, Expr):
-                parts.append(_child_key(v, memo, depth))
-            elif t is DType:
-                parts.append(v.name)
-            else:
-                parts.append(_field_key(v, t))
+            parts.append(_child_key(v, memo, depth) if isinstance(v, Expr) else _field_key(v))
         key = tuple(parts)
     if memo is not None:
         memo[id(x)] = (x, key)
@@ -185,19 +172,29 @@ def _child_key(v, memo: dict | None, depth: int) -> tuple:
     """The key of ``v``: a constant's or an object's at once, a compound node's from ``memo``
     or by :func:`_key` with ``depth - 1`` levels left."""
     kind = _KINDS.get(type(v)) or _kind(type(v))
+    known = _known_key(v, kind, memo)
+    return known if known is not None else _key(v, kind, memo, depth - 1)
+
+
+def _known_key(x, kind, memo: dict | None) -> tuple | None:
+    """The key of ``x`` (of ``kind``) found without looking below it: a constant's, an
+    object's, or a compound node's in ``memo``; None otherwise."""
     if kind is _CONST:
-        return ("const", v.value, v.dtype.name)
+        return ("const", x.value, x.dtype.name)
     if kind is _OBJECT:
-        return ("obj", id(v))
+        return ("obj", id(x))
     if memo is not None:
-        known = memo.get(id(v))
-        if known is not None and known[0] is v:
+        known = memo.get(id(x))
+        if known is not None and known[0] is x:
             return known[1]
-    return _key(v, kind, memo, depth - 1)
+    return None
 
 
-def _field_key(v, t):
-    """The key part of a field value that is neither plain nor an expression."""
+def _field_key(v):
+    """The key part of a field value that is not an expression."""
+    t = type(v)
+    if t in _PLAIN:
+        return v
     if t is DType:
         return v.name
     if isinstance(v, (int, float, bool, str)):
@@ -238,14 +235,11 @@ def _assembled(item: tuple, out: list) -> tuple:
     at = len(out) - count
     parts: list = [type(x).__name__]
     for v in values:
-        t = type(v)
-        if t in _PLAIN:
-            parts.append(v)
-        elif isinstance(v, Expr):
+        if isinstance(v, Expr):
             parts.append(out[at])
             at += 1
         else:
-            parts.append(_field_key(v, t))
+            parts.append(_field_key(v))
     if count:
         del out[-count:]
     return tuple(parts)

@@ -34,7 +34,7 @@ import math
 
 from ..dtypes import is_float
 from . import nodes as ir
-from .simplify import structural_key
+from .simplify import TooDeep, structural_key
 from .visitor import DESCEND, Visitor
 
 __all__ = ["simplify_index", "value_range"]
@@ -94,6 +94,8 @@ class _Simplifier:
         self._bounds: dict[int, tuple] = {}  # range's answers by node id, as _runs
 
     def run(self, e):
+        if not isinstance(e, ir.BinOp):  # a leaf or a cast: nothing worth remembering
+            return self._run(e)
         known = self._runs.get(id(e))
         if known is not None and known[0] is e:
             return known[1]
@@ -325,7 +327,7 @@ class _Simplifier:
     def range(self, e) -> tuple[int, int] | None:
         try:
             return _bounds(e, self.ranges, self._bounds, _DEPTH)
-        except (_TooDeep, RecursionError):  # (the latter where the caller is deep already)
+        except (TooDeep, RecursionError):  # (the latter where the caller is deep already)
             pass
         if self._range is None:
             self._range = _Range(self.ranges)  # no state but the ranges: one per run
@@ -335,15 +337,11 @@ class _Simplifier:
 _DEPTH = 48  # the levels _bounds recurses before the range visitor takes the expression
 
 
-class _TooDeep(Exception):
-    pass
-
-
 def _bounds(e, ranges: dict, memo: dict, depth: int):
     """:class:`_Range`'s answer for ``e`` by direct recursion (the classes it has rules for,
     matched exactly as its rules are), with the bounds of compound nodes remembered in ``memo``
     by id for the simplifier's run: the rules ask for the range of one subtree again and again.
-    Raises :class:`_TooDeep` past ``depth`` levels."""
+    Raises :class:`TooDeep` past ``depth`` levels."""
     t = type(e)
     if t is ir.BinOp:
         if is_float(e.dtype):
@@ -352,7 +350,7 @@ def _bounds(e, ranges: dict, memo: dict, depth: int):
         if known is not None and known[0] is e:
             return known[1]
         if depth == 0:
-            raise _TooDeep
+            raise TooDeep
         ra = _bounds(e.a, ranges, memo, depth - 1)
         out = _combine(e, ra, _bounds(e.b, ranges, memo, depth - 1))
         memo[id(e)] = (e, out)
