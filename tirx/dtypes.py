@@ -10,6 +10,7 @@ from float32, never computed on.
 from __future__ import annotations
 
 import enum
+from dataclasses import fields
 
 from .frozen import Frozen, frozen
 
@@ -71,9 +72,7 @@ class DType(Frozen):
             return True
         if other.__class__ is not DType:
             return NotImplemented
-        return (self.name, self.bits, self.kind, self.c_type, self.numpy, self.torch_name) == (
-            other.name, other.bits, other.kind, other.c_type, other.numpy, other.torch_name
-        )  # fmt: skip
+        return all(getattr(self, f.name) == getattr(other, f.name) for f in fields(DType))
 
     def __hash__(self) -> int:
         return hash(self.name)
