@@ -11,14 +11,18 @@ __all__ = ["source_lines", "lookup_def", "is_docstring", "assigned_names", "muta
 
 # Source lookup without inspect.getsourcelines, whose inspect.getblock runs the pure-Python
 # tokenizer (and compiles tokenize's large regular expressions on first use): several
-# milliseconds per process. Instead the whole file (as linecache holds it, which includes
-# notebook cells) is parsed once with ast.parse, and the tree is kept per file name while
-# linecache still returns the very same list of lines (a re-read, after checkcache sees the
-# file changed, is a new list). Line and column numbers in that tree are the file's own, so
-# the def node goes to the Parser as it is. The Parser only reads the AST: one memoized tree
-# serves every kernel of the file, and the same kernel made twice by a factory function.
+# milliseconds per process. Instead the def's own lines (as linecache holds them, which
+# includes notebook cells) are parsed with ast.parse, placed at their own line and column
+# numbers: the lines before them are left blank, and an indented def (a method, a def in a
+# function) is put under an ``if 1:`` on the line above it. The Parser then gets the node as
+# it is. Where the def's lines cannot be told that way (see _def_lines) the whole file is
+# parsed, and its tree kept per file name while linecache still returns the very same list of
+# lines (a re-read, after checkcache sees the file changed, is a new list). The Parser only
+# reads the AST: one memoized node serves the same kernel made twice by a factory function.
 _TREES: dict[str, tuple[list, ast.Module | None]] = {}
 _TREES_MAX = 16  # files remembered (notebooks make a new "file" per cell run)
+_DEFS: dict[tuple[str, int], tuple[list, ast.FunctionDef]] = {}
+_DEFS_MAX = 256  # defs remembered
 
 
 def source_lines(pyfunc) -> list[str] | None:
@@ -38,11 +42,80 @@ def source_lines(pyfunc) -> list[str] | None:
 
 
 def lookup_def(pyfunc, lines: list[str]):
-    """``(FunctionDef node, source text)`` of ``pyfunc`` from the AST of its whole file
-    (``lines``, from :func:`source_lines`), or None when it cannot be placed there (a file
-    that does not parse, a file edited since the function was compiled, code from an exec
-    string)."""
+    """``(FunctionDef node, source text)`` of ``pyfunc`` from ``lines`` (its file's, from
+    :func:`source_lines`), or None when it cannot be placed there (a file that does not parse,
+    a file edited since the function was compiled, code from an exec string)."""
     code = pyfunc.__code__
+    first = code.co_firstlineno  # the first decorator's line when there are decorators
+    key = (code.co_filename, first)
+    memo = _DEFS.get(key)
+    if memo is not None and memo[0] is lines and memo[1].name == pyfunc.__name__:
+        fdef = memo[1]
+    else:
+        fdef = _parse_def(code, pyfunc.__name__, lines)
+        if fdef is None:
+            fdef = _file_def(code, pyfunc.__name__, lines)
+        if fdef is not None:
+            _remember(_DEFS, key, (lines, fdef), _DEFS_MAX)
+    if fdef is None:
+        return None
+    return fdef, "".join(lines[first - 1 : fdef.end_lineno])
+
+
+def _parse_def(code, name: str, lines: list[str]):
+    """The ``def`` that starts at ``code``'s first line, parsed from its own lines (see
+    :func:`_def_lines`) at their line and column numbers; None where those lines do not parse
+    to exactly that def."""
+    span = _def_lines(code, lines)
+    if span is None:
+        return None
+    first, end, indented = span
+    if indented:  # under an ``if 1:`` on the line above, which is blank then
+        text = "\n" * (first - 2) + "if 1:\n" + "".join(lines[first - 1 : end])
+    else:
+        text = "\n" * (first - 1) + "".join(lines[first - 1 : end])
+    try:
+        tree = ast.parse(text, code.co_filename)
+    except (SyntaxError, ValueError):  # lines not told right (or a file that does not parse)
+        return None
+    body = tree.body[0].body if indented and len(tree.body) == 1 else tree.body
+    if len(body) != 1 or not isinstance(body[0], ast.FunctionDef):
+        return None
+    fdef = body[0]
+    start = fdef.decorator_list[0].lineno if fdef.decorator_list else fdef.lineno
+    return fdef if fdef.name == name and start == first else None
+
+
+def _def_lines(code, lines: list[str]):
+    """``(first, end, indented)``: the def of ``code`` spans lines ``first..end`` (1-based,
+    inclusive) of ``lines``, told without tokenizing. It runs to the last line the body has
+    code on (``co_lines``), then on over the lines deeper than the def's own, blank lines and
+    comments: the rest of that last statement, and nested defs (whose code is in their own
+    code objects). A line that breaks this (a string running on at a shallower indent) ends
+    the span early; the parse then fails and the caller parses the whole file."""
+    first = code.co_firstlineno
+    if not 1 <= first <= len(lines):
+        return None
+    head = lines[first - 1]
+    indent = len(head) - len(head.lstrip(" \t"))
+    if indent and first < 2:
+        return None
+    end = max((line for *_, line in code.co_lines() if line is not None), default=first)
+    end = max(end, first)
+    if end > len(lines):
+        return None
+    while end < len(lines):
+        text = lines[end]
+        stripped = text.lstrip(" \t")
+        deeper = len(text) - len(stripped) > indent
+        if stripped.strip() and not stripped.startswith("#") and not deeper:
+            break
+        end += 1
+    return first, end, bool(indent)
+
+
+def _file_def(code, name: str, lines: list[str]):
+    """The def from the AST of the whole file (``lines``), kept per file name."""
     filename = code.co_filename
     memo = _TREES.get(filename)
     if memo is None or memo[0] is not lines:
@@ -50,18 +123,18 @@ def lookup_def(pyfunc, lines: list[str]):
             tree = ast.parse("".join(lines), filename)
         except (SyntaxError, ValueError):  # ValueError: null bytes in the source
             tree = None
-        _TREES.pop(filename, None)
-        for name in list(_TREES)[: len(_TREES) - _TREES_MAX + 1]:  # the oldest first
-            _TREES.pop(name, None)
-        _TREES[filename] = memo = (lines, tree)
+        _remember(_TREES, filename, (lines, tree), _TREES_MAX)
+        memo = _TREES[filename]
     tree = memo[1]
-    if tree is None:
-        return None
-    first = code.co_firstlineno  # the first decorator's line when there are decorators
-    fdef = _find_def(tree, pyfunc.__name__, first)
-    if fdef is None:
-        return None
-    return fdef, "".join(lines[first - 1 : fdef.end_lineno])
+    return None if tree is None else _find_def(tree, name, code.co_firstlineno)
+
+
+def _remember(memo: dict, key, value, most: int) -> None:
+    """``memo[key] = value``, as the newest entry, dropping the oldest beyond ``most``."""
+    memo.pop(key, None)
+    for old in list(memo)[: len(memo) - most + 1]:  # the oldest first
+        memo.pop(old, None)
+    memo[key] = value
 
 
 def _find_def(tree: ast.Module, name: str, first: int):
