@@ -134,7 +134,9 @@ def api() -> _Api:
         if _loader is not None:
             with _loader:  # held until the load is done: NVRTC must not start before the
                 pass  # builtins it loads are in
-        path = library_file()
+        # the background load's library, found already (library_file() would search
+        # sys.path for it again)
+        path = preloaded[0] if preloaded else library_file()
         try:
             _api_loaded = _Api(path)
         except (OSError, AttributeError) as e:  # not loadable, or not an NVRTC of 11.2 or later
