@@ -9,7 +9,6 @@ import itertools
 
 from ..errors import ContractError
 from ..ir import nodes as ir
-from ..ir.simplify_index import simplify_index
 from . import fragments
 from .core import Contract, Family, ModifierSlot, OperandSpec, Role
 from .operands import check_register_operand, check_shared_rows, operand_view, registers
@@ -86,7 +85,9 @@ def lower(contract: Contract, op: ir.TileOp) -> list[ir.Stmt]:
     out = []
     for rep in itertools.product(*(range(e) for e in regs.shape[:-3])):
         words = ir.as_expr(element_offset(shared, (*rep, mat, row, 0)))
-        addr = ir.AddressOperand(ir.SharedAddress(shared.buffer, simplify_index(words * 4)))
+        # simplified once, by the index pass that rewrites every address of the lowered
+        # body knowing its loops' ranges (tirx/transform/inline_indices.py)
+        addr = ir.AddressOperand(ir.SharedAddress(shared.buffer, words * 4))
         rv = registers(regs, rmap, rep, count, load)
         operands = (rv, addr) if load else (addr, rv)
         out.append(ir.PtxCall(contract.text, operands, op.span))
