@@ -23,6 +23,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from ..ir import nodes as ir
+from ..ir.simplify import structural_key
 from ..ir.simplify_index import simplify_index
 from ..ir.visitor import DESCEND, Transformer, UnknownNodeError, Visitor
 
@@ -76,6 +77,11 @@ class _Statements:
 
     def __init__(self, counts: dict, params: set):
         self.counts, self.params = counts, params
+        # for the whole pass: the structural keys of the subtrees met (the substituted values
+        # are shared by every address that reads them), and each address simplified under
+        # its ranges (the same address recurs: in the branches of an if, in unrolled copies)
+        self.keys: dict = {}
+        self.simplified: dict = {}
 
     def run(self, body):
         out: list = []
@@ -235,13 +241,23 @@ class _Expressions(Transformer):
     kept = frozenset({"Const", "Var", "Special", "Buffer", "LocalReg", "Immediate"})
 
     def __init__(self, statements: _Statements, env: dict, ranges: dict):
+        self.statements = statements
         self.substitution = _Substitution(statements, env, ranges)
         self.bounds = {v: r for v, r in ranges.items() if r is not None}
+        self.bounds_key = tuple(self.bounds.items())
 
     def index(self, e):
         """An address whose parts are rewritten already: substituted, then simplified."""
         full = self.substitution.visit(e) if isinstance(e, ir.Expr) else None
-        return simplify_index(full if full is not None else e, self.bounds)
+        e = full if full is not None else e
+        if not isinstance(e, ir.Expr):
+            return e
+        known = self.statements
+        key = (structural_key(e, known.keys), self.bounds_key)
+        out = known.simplified.get(key)
+        if out is None:
+            out = known.simplified[key] = simplify_index(e, self.bounds, known.keys)
+        return out
 
     def leave_Load(self, e, buffer, index):
         return replace(e, index=self.index(index))
