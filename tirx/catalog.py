@@ -11,7 +11,8 @@ stage they serve:
                the scalar operands a raw ``T.ptx`` call takes for one argument
 ``lower.py``   lowering rules for the family's IR node classes (``enter_X``/``leave_X`` of
                :mod:`tirx.transform.lower`), and optionally ``check(body, arch)``, run once
-               over a lowered body that holds one of them, and ``finish_kernel(fn, arch)``,
+               over the body as written (before lowering) of a kernel whose lowering met
+               one of them, and ``finish_kernel(fn, arch)``,
                run once over a lowered kernel that holds one of them or one of the family's
                PTX instructions: it returns the kernel with what the family decides about it
                as a whole (setmaxnreg: the registers its launch reserves)

@@ -28,8 +28,9 @@ from .unroll import picks_registers, unrolled
 
 # The families' lowering rules for their own node classes (atomics, warp collectives, ...)
 # are in tirx/families/<family>/lower.py, found through the catalog at the first such node;
-# a family's check(body, arch) runs once over a body that holds one of its nodes, and its
-# finish_kernel(fn, arch) once over a kernel that holds one of its nodes or instructions.
+# a family's check(body, arch) runs once over the body as written (before lowering) of a
+# kernel whose lowering met one of its nodes, and its finish_kernel(fn, arch) once over a
+# kernel that holds one of its nodes or instructions.
 
 __all__ = ["lower_function"]
 
@@ -51,7 +52,7 @@ def lower_function(fn: ir.Function, arch: int = 80) -> ir.Function:
     for row in lowerer.families:  # the families whose nodes the body holds
         check = catalog.rule(row, "lower", "check")
         if check is not None:
-            check(body, arch)
+            check(fn.body, arch)  # as written: a fraction of the lowered body's nodes
     contracts = [lookup(t) for t in lowerer.instructions]
     lowered = replace(
         fn, body=body, lowered=True, shared_offsets=offsets, shared_bytes=total,

@@ -17,8 +17,9 @@ ELECT_MIN_ARCH = 90
 
 
 def check(body: ir.Stmt, arch: int) -> None:
-    """Raise :class:`~tirx.errors.ContractError` (as for any instruction the target lacks) at the user's call when ``body`` uses a warp
-    collective that the target ``sm_<arch>`` lacks."""
+    """Raise :class:`~tirx.errors.ContractError` (as for any instruction the target lacks) at
+    the user's call when ``body`` (the kernel as written: only the script makes these nodes)
+    uses a warp collective that the target ``sm_<arch>`` lacks."""
     if arch >= ELECT_MIN_ARCH:
         return
     for node in walk(body):
