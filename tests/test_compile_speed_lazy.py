@@ -85,9 +85,10 @@ _LOADED_NVRTC = """
     from tirx.backend.cuda import libnvrtc
     from tirx.examples.warp_matmul import warp_matmul
 
+    before = set(sys.modules)  # a site's .pth file may import threading at startup
     exe = tirx.compile(warp_matmul, target="cuda -arch=sm_90")
     imported = [m for m in ("cuda.pathfinder", "cuda.bindings.nvrtc", "threading")
-                if m in sys.modules]
+                if m in sys.modules and m not in before]
     from cuda.pathfinder import load_nvidia_dynamic_lib
 
     maps = {{line.split()[-1] for line in open("/proc/self/maps") if "libnvrtc" in line}}
