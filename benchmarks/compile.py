@@ -104,10 +104,12 @@ def child_tirx(target: str, mode: str) -> dict:
     split = {"define": (t1 - t0) * 1e3, **exe.timings}
     staged = sum(v for k, v in exe.timings.items() if k not in ("parse", "other"))
     split["other"] = (t2 - t1) * 1e3 - staged  # tirx's own "other" and the call's way in
-    from tirx.backend.cuda import nvrtc
+    from tirx.backend.cuda import libnvrtc
 
+    waited = getattr(libnvrtc, "load_waited_ms", None)  # (compile_ab.py runs older trees too)
     return {"ms": (t2 - t0) * 1e3, "cache": exe.cache, "timings": split, "loaded": "load" in split,
-            "compile_ms": exe.nvrtc.nvrtc_ms, "preloaded": bool(nvrtc.preloaded)}  # fmt: skip
+            "compile_ms": exe.nvrtc.nvrtc_ms, "preloaded": bool(libnvrtc.preloaded),
+            "waited_ms": waited}  # fmt: skip
 
 
 def child_call(target: str) -> dict:
@@ -379,6 +381,8 @@ def main(argv=None) -> None:
     nv_bindings_load = statistics.median(r["load_ms"] for r in bindings)
     own = statistics.median(r["ms"] - r["compile_ms"] for r in cold)
     preloaded = sum(r["preloaded"] for r in cold)
+    waits = [r["waited_ms"] for r in cold if r["waited_ms"] is not None and r["waited_ms"] > 0.1]
+    waited = f", waiting {statistics.median(waits):.2f} ms (median of those)" if waits else ""
     cold_ms = statistics.median(r["ms"] for r in cold)
     warm_ms = statistics.median(r["ms"] for r in warm)
     warm_pre_ms = statistics.median(r["ms"] for r in warm_pre)
@@ -430,7 +434,8 @@ def main(argv=None) -> None:
         f"compiled, {nv_bindings_load:.2f} ms through cuda-bindings (their import, "
         f"cuda.pathfinder's and its search included); the cold run loads the library in a "
         f"background thread while the kernel lowers (it did in {preloaded} of {runs} "
-        f"processes).",
+        f"processes); the compile reached NVRTC before that load was done in {len(waits)} of "
+        f"them{waited} (elsewhere tirx's own work was the longer of the two paths).",
         f"Split of the warm-disk run (ms, medians): {split(warm)}",
         f"Split of the preloaded warm run (ms, medians): {split(warm_pre)}",
         f"The call alone: its stage timings add up to {call_reported:.3f} ms of the "

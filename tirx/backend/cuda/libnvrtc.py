@@ -16,6 +16,7 @@ import ast
 import functools
 import os
 import sys
+import time
 
 from tirx.errors import CompileError
 
@@ -129,11 +130,13 @@ _api_loaded: _Api | None = None
 def api() -> _Api:
     """NVRTC's C API, the library loaded at the first call (after the background load, if one
     runs). Raises CompileError, with the fix, when no NVRTC library can be loaded."""
-    global _api_loaded
+    global _api_loaded, load_waited_ms
     if _api_loaded is None:
         if _loader is not None:
+            t0 = time.perf_counter()
             with _loader:  # held until the load is done: NVRTC must not start before the
                 pass  # builtins it loads are in
+            load_waited_ms = (time.perf_counter() - t0) * 1e3
         # the background load's library, found already (library_file() would search
         # sys.path for it again)
         path = preloaded[0] if preloaded else library_file()
@@ -148,6 +151,7 @@ def api() -> _Api:
 
 _loader = None  # held while the thread start_loading() started loads, if one did
 preloaded: list[str] = []  # the files it loaded (read by the tests and benchmarks/compile.py)
+load_waited_ms: float | None = None  # how long api() waited for that load (the benchmark's)
 
 
 def beside(fn, *args):
