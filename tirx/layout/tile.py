@@ -31,6 +31,7 @@ from .algebra import (
 from .axes import Axis, as_axis, as_int, m
 from .index import add, coordinate, flatten, is_zero, scale, split
 from .spec import Iter, LayoutSpec, Offsets, format_spec, merge_offsets
+from .table import element_table
 
 __all__ = ["TileLayout", "transpose"]
 
@@ -195,7 +196,7 @@ class TileLayout(Frozen):
         """``apply`` of every flat index ``0 .. size()-1``, in order, as tuples of the values
         on ``axes`` (the base copy; offsets included). One pass over the shard iters instead
         of one ``apply`` per element: the enumeration behind contract checks and pictures."""
-        return _table(self, tuple(as_axis(a).name for a in axes))
+        return element_table(self, tuple(as_axis(a).name for a in axes))
 
     @cached_property
     def _result_axes(self) -> tuple[str, ...]:
@@ -383,17 +384,3 @@ def _scale_offset(offset: Offsets, n: int, divide: bool) -> Offsets:
             value *= n
         out.append((axis, value))
     return tuple(out)
-
-
-@lru_cache(maxsize=1024)
-def _table(layout: TileLayout, axes: tuple[str, ...]) -> tuple[tuple[int, ...], ...]:
-    # The shard iters are the digits of the flat index, outermost first: enumerating the
-    # digits in row-major order is splitting each index as apply does.
-    columns = [[0] for _ in axes]
-    for it in layout.shard:
-        for k, name in enumerate(axes):
-            step = it.stride if it.axis.name == name else 0
-            columns[k] = [x + d * step for x in columns[k] for d in range(it.extent)]
-    offsets = layout.offsets()
-    shifted = [[x + offsets.get(name, 0) for x in col] for name, col in zip(axes, columns)]
-    return tuple(zip(*shifted))
