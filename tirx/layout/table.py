@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-__all__ = ["element_table"]
+__all__ = ["element_table", "element_columns"]
 
 
 @lru_cache(maxsize=1024)
@@ -14,6 +14,13 @@ def element_table(layout, axes: tuple[str, ...]) -> tuple[tuple[int, ...], ...]:
     """The values on ``axes`` (names) of every element of ``layout`` (a TileLayout), flat index
     ``0 .. size()-1`` in order, offsets included: :meth:`TileLayout.table`, remembered per
     layout (layouts are immutable; a kernel's checks table the same few again and again)."""
+    return tuple(zip(*element_columns(layout, axes)))
+
+
+@lru_cache(maxsize=1024)
+def element_columns(layout, axes: tuple[str, ...]) -> tuple[tuple[int, ...], ...]:
+    """:func:`element_table` by axis: one tuple per name of ``axes``, the values of every
+    element on it (:meth:`TileLayout.column`)."""
     # The shard iters are the digits of the flat index, outermost first: enumerating the
     # digits in row-major order is splitting each index as apply does. The iters are cut into
     # an outer and an inner run of about the square root of the size each; an axis's column
@@ -37,8 +44,8 @@ def element_table(layout, axes: tuple[str, ...]) -> tuple[tuple[int, ...], ...]:
             column = [x for x in outer_values for _ in inner_values]
         else:
             column = [x + y for x in outer_values for y in inner_values]
-        columns.append(column)
-    return tuple(zip(*columns))
+        columns.append(tuple(column))
+    return tuple(columns)
 
 
 def _digit_values(iters, name: str, start: int) -> list[int]:

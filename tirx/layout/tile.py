@@ -31,7 +31,7 @@ from .algebra import (
 from .axes import Axis, as_axis, as_int, m
 from .index import add, coordinate, flatten, is_zero, scale, split
 from .spec import Iter, LayoutSpec, Offsets, format_spec, merge_offsets
-from .table import element_table
+from .table import element_columns, element_table
 
 __all__ = ["TileLayout", "transpose"]
 
@@ -197,6 +197,10 @@ class TileLayout(Frozen):
         on ``axes`` (the base copy; offsets included). One pass over the shard iters instead
         of one ``apply`` per element: the enumeration behind contract checks and pictures."""
         return element_table(self, tuple(as_axis(a).name for a in axes))
+
+    def column(self, axis="m") -> tuple[int, ...]:
+        """:meth:`table` on one axis, as a flat tuple (no 1-tuples to unpack)."""
+        return element_columns(self, (as_axis(axis).name,))[0]
 
     @cached_property
     def _result_axes(self) -> tuple[str, ...]:

@@ -11,6 +11,7 @@ legal operand when every element's address through its layout is where the image
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 from dataclasses import dataclass
@@ -42,6 +43,12 @@ def swizzle_byte_offset(offset: int, swizzle: int) -> int:
 
 def swizzle_byte_offsets(count: int, nbytes: int, swizzle: int) -> list[int]:
     """``swizzle_byte_offset(f * nbytes, swizzle)`` for ``f`` in ``range(count)``, in one pass."""
+    return list(_byte_offsets(count, nbytes, swizzle))
+
+
+@functools.lru_cache(maxsize=64)
+def _byte_offsets(count: int, nbytes: int, swizzle: int) -> list[int]:
+    # remembered: a kernel's boxes share a few sizes (never mutated: compared and zipped)
     mask = ((1 << swizzle) - 1) << 4
     return [o ^ ((o >> 3) & mask) for o in range(0, count * nbytes, nbytes)]
 
@@ -208,12 +215,12 @@ def _check_image(where: str, v, box, nbytes: int, swizzle: int, reps: int = 0):
         tile = layout
     if tile.replica or set(tile.axes()) - {"m"}:
         raise ContractError(f"{where}: the layout must use only the memory axis m, got {layout!r}")
-    table = tile.table()
+    column = tile.column("m")
     size = math.prod(box)
     period = 128 << swizzle if swizzle else ALIGN_UNSWIZZLED
     out = []
     for r, rep in enumerate(itertools.product(*(range(e) for e in v.shape[:reps]))):
-        base = table[r * size][0] * nbytes
+        base = column[r * size] * nbytes
         if base % period:
             raise ContractError(
                 f"{where}: repeat {rep} starts at byte {base}, not a multiple of {period}",
@@ -221,15 +228,15 @@ def _check_image(where: str, v, box, nbytes: int, swizzle: int, reps: int = 0):
                 "unswizzled): lay the repeats out one after another",
             )
         out.append((rep, base))
-        _check_box(where, layout, table[r * size : (r + 1) * size], base, box, nbytes, swizzle)
+        _check_box(where, layout, column[r * size : (r + 1) * size], base, box, nbytes, swizzle)
     return out
 
 
-def _check_box(where, layout, table, base: int, box, nbytes: int, swizzle: int) -> None:
-    # every element of the box, so in whole-list passes (a tile holds tens of thousands)
-    ms = [m for (m,) in table]
-    gots = layout.swizzle_ints(ms) if isinstance(layout, ComposeLayout) else ms
-    wants = swizzle_byte_offsets(len(ms), nbytes, swizzle)
+def _check_box(where, layout, ms, base: int, box, nbytes: int, swizzle: int) -> None:
+    # every element of the box (``ms``: their m values), so in whole-list passes (a tile holds
+    # tens of thousands)
+    gots = layout.swizzle_ints(ms) if isinstance(layout, ComposeLayout) else list(ms)
+    wants = _byte_offsets(len(ms), nbytes, swizzle)
     if [g * nbytes - base for g in gots] == wants:
         return
     for f, (got, want) in enumerate(zip(gots, wants)):  # the first element out of place
