@@ -651,3 +651,21 @@ def test_operand_checks_are_remembered_and_a_bad_operand_still_raises_each_time(
     for _ in range(2):  # the remembered layout, at a start a descriptor cannot take
         with pytest.raises(ContractError, match="starts at 2 bytes past a multiple of 16"):
             lower_function(_kernel(tmp_path, a="As[:, 16 * kk + 1 : 16 * kk + 17]").ir, arch=90)
+
+
+def test_a_descriptors_byte_offset_is_a_row_term_plus_a_k_term():
+    """The descriptor check compares a whole tile in one pass on this: where a descriptor
+    reads element (row, k) is place(row, 0) + place(0, k), for every swizzle mode, both
+    majors and every element size."""
+    from tirx.families.wgmma import isa_descriptor as d
+
+    for place in (d._k_major, d._mn_major):
+        for mode in d.Swizzle:
+            for eb in (1, 2, 4):
+                for lbo, sbo in ((16, 256), (1024, 128), (2048, 4096)):
+                    for r in range(0, 256, 3):
+                        for k in range(0, 128, 5):
+                            got = place(mode, lbo, sbo, r, k, eb)
+                            assert got == place(mode, lbo, sbo, r, 0, eb) + place(
+                                mode, lbo, sbo, 0, k, eb
+                            ), (place.__name__, mode, eb, lbo, sbo, r, k)

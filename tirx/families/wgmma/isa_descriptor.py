@@ -142,6 +142,10 @@ def _mode_of(layout, ebytes: int, where: str) -> Swizzle:
     )
 
 
+# Where a descriptor reads element (row or MN index, K index): each is a term of the first
+# index plus a term of the second, both 0 at 0 (_geometry compares whole tiles on that).
+
+
 def _k_major(mode: Swizzle, lbo: int, sbo: int, row: int, k: int, ebytes: int) -> int:
     lead = lbo if mode is Swizzle.NONE else CHUNK
     kb = k * ebytes
@@ -209,9 +213,9 @@ def _geometry(layout, eb: int, rows: int, cols: int, trans_ok: bool, where: str)
     mn_major)``, every element checked against it (``origin``: the first element's offset)."""
     mode = _mode_of(layout, eb, where)
     tile = layout.tile_layout if isinstance(layout, ComposeLayout) else layout
-    table = [m for (m,) in tile.table(("m",))]
-    origin = table[0]
-    offsets = [(m - origin) * eb for m in table]  # bytes from the view's origin, unswizzled
+    column = tile.column("m")
+    origin = column[0]
+    offsets = [(m - origin) * eb for m in column]  # bytes from the view's origin, unswizzled
 
     def at(r, k):
         return offsets[r * cols + k]
@@ -249,6 +253,12 @@ def _geometry(layout, eb: int, rows: int, cols: int, trans_ok: bool, where: str)
                 f"(a multiple of 16 bytes, 0 .. {16 * (FIELD_LIMIT - 1)}) cannot hold",
                 hint=_describe(mode, mn_major),
             )
+    # place(r, k) is a term of r plus a term of k (see _k_major, _mn_major), so every element
+    # is compared in one pass; the loop below finds the first one out of place
+    by_row = [place(mode, lbo, sbo, r, 0, eb) for r in range(rows)]
+    by_col = [place(mode, lbo, sbo, 0, k, eb) for k in range(cols)]
+    if offsets == [a + b for a in by_row for b in by_col]:
+        return mode, origin, lbo, sbo, mn_major
     for r in range(rows):
         for k in range(cols):
             want = place(mode, lbo, sbo, r, k, eb)
