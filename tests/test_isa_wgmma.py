@@ -669,3 +669,31 @@ def test_a_descriptors_byte_offset_is_a_row_term_plus_a_k_term():
                             assert got == place(mode, lbo, sbo, r, 0, eb) + place(
                                 mode, lbo, sbo, 0, k, eb
                             ), (place.__name__, mode, eb, lbo, sbo, r, k)
+
+
+def test_register_slots_in_list_passes_are_the_element_by_element_ones(monkeypatch):
+    """The accumulator and A-fragment check compares whole fragments in list passes and falls
+    back to the element loop only to report; both give the same slots, in the examples'
+    kernels (f16 and fp8) and the m64n64 kernel of these tests."""
+    from tirx.examples.gemm_fp8 import make_gemm_fp8
+    from tirx.examples.gemm_wgmma import make_gemm_wgmma
+    from tirx.families.wgmma import isa_fragments as frag
+    from tirx.isa import operands
+    from tirx.transform.lower import lower_function
+
+    compared = []
+    fast = frag._slots
+
+    def both(*args):
+        got = fast(*args)
+        assert got == frag._slots_checked(*args)
+        compared.append(args[1].name)
+        return got
+
+    monkeypatch.setattr(frag, "_slots", both)
+    monkeypatch.setattr(operands, "_PASSED", {})  # checked here, not remembered from before
+    for kernel in (make_gemm_wgmma(256, 128, 256), make_gemm_fp8(256, 256, 256)):
+        lower_function(kernel.ir, arch=90)
+    kernel = wgmma_kernel(64)
+    lower_function(kernel.ir, arch=90)
+    assert len(compared) >= 3

@@ -202,6 +202,10 @@ class TileLayout(Frozen):
         """:meth:`table` on one axis, as a flat tuple (no 1-tuples to unpack)."""
         return element_columns(self, (as_axis(axis).name,))[0]
 
+    def columns(self, axes=("m",)) -> tuple[tuple[int, ...], ...]:
+        """:meth:`table` by axis: one flat tuple per axis."""
+        return element_columns(self, tuple(as_axis(a).name for a in axes))
+
     @cached_property
     def _result_axes(self) -> tuple[str, ...]:
         return ("m",) + tuple(sorted(self.axes() - {"m"}))

@@ -26,6 +26,7 @@ from ...errors import ContractError
 from ...ir import nodes as ir
 from ...isa.core import Contract, OperandSpec
 from ...isa.operands import passed, register_view
+from ...layout.tile import TileLayout
 
 __all__ = [
     "accumulator_owner", "accumulator_words", "a_words", "warpgroup_registers",
@@ -86,6 +87,26 @@ def warpgroup_registers(contract: Contract, spec: OperandSpec, v, layout_hint: s
 
 
 def _slots(where, spec, v, layout, base, capacity, layout_hint) -> list[int]:
+    """Each register's slot: the whole fragment compared in list passes; where anything is
+    off, :func:`_slots_checked` goes element by element and reports the first."""
+    if not isinstance(layout, TileLayout):  # (another kind of layout: element by element)
+        return _slots_checked(where, spec, v, layout, base, capacity, layout_hint)
+    tids, wids, lanes, ms = layout.columns((*AXES, "m"))
+    threads = [thread for _, (thread, _) in spec.owner_items]
+    regs = [reg for _, (_, reg) in spec.owner_items]
+    if [t + 32 * w + n for t, w, n in zip(tids, wids, lanes)] == threads and max(lanes) < 32:
+        pairs = set(zip(regs, ms))  # (register, m): one per register where the slots agree
+        slot_of = dict(pairs)
+        out = [slot_of.get(reg) for reg in range(spec.registers)]
+        if len(pairs) == spec.registers and None not in out:
+            out = [m + base for m in out]
+            in_range = all(0 <= slot < capacity for slot in out)
+            if in_range and (spec.role.name == "REG_IN" or len(set(out)) == len(out)):
+                return out
+    return _slots_checked(where, spec, v, layout, base, capacity, layout_hint)
+
+
+def _slots_checked(where, spec, v, layout, base, capacity, layout_hint) -> list[int]:
     slots: dict[int, set] = {}
     points = iter(layout.table((*AXES, "m")))
     for coord, (thread, reg) in spec.owner_items:
