@@ -59,15 +59,15 @@ def _inputs():
 
 
 _ARRIVE_FIRST = (
-    "measured on an H100: racecheck does not report stores a producer makes after its "
-    "bar.arrive and a consumer reads after its bar.sync (the simulator orders only what comes "
-    "before the arrive)"
+    "measured on H100s: racecheck reports the stores a producer makes after its bar.arrive "
+    "and a consumer reads after its bar.sync in some runs and not in others (the simulator "
+    "orders only what comes before the arrive, and reports the race every time)"
 )
 
 NAMED_BARRIER_CASES: list[Planted] = [
     Planted("named_barrier_handoff_without_a_barrier", Kind.RACE, _build("none"), _inputs, True),
     Planted("named_barrier_arrive_before_the_stores", Kind.RACE, _build("arrive-first"), _inputs,
-            True, _ARRIVE_FIRST),
+            True, _ARRIVE_FIRST, seen_sometimes=True),
     Planted("named_barrier_handoff.fixed", Kind.RACE, _build("arrive-sync"), _inputs, False),
 ]  # fmt: skip
 BY_NAME = {p.name: p for p in NAMED_BARRIER_CASES}
