@@ -697,3 +697,25 @@ def test_register_slots_in_list_passes_are_the_element_by_element_ones(monkeypat
     kernel = wgmma_kernel(64)
     lower_function(kernel.ir, arch=90)
     assert len(compared) >= 3
+
+
+def test_separable_owner_columns_are_the_owner_table():
+    """Every operand marked owner_separable (its owner a row term plus a column term) builds
+    the same owner columns from a row and a column as element by element, in the wgmma forms
+    of N = 8, 64 and 256 of every type the registry knows."""
+    from tirx.isa import lookup, supported_forms
+
+    checked = 0
+    for text in supported_forms():
+        if not text.startswith("wgmma.mma_async") or not re.search(r"m64n(8|64|256)k", text):
+            continue
+        for spec in lookup(text).operands:
+            if not spec.owner_separable:
+                continue
+            items = spec.owner_items
+            assert spec.owner_columns == (
+                tuple(lane for _, (lane, _) in items),
+                tuple(reg for _, (_, reg) in items),
+            ), (text, spec.name)
+            checked += 1
+    assert checked > 10

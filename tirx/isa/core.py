@@ -79,6 +79,9 @@ class OperandSpec(Frozen):
     # words (mma's .f16 accumulator as float16 elements): its atom is ``atom`` with the last
     # axis times ``elements_per_word``, checked element by element (isa/operands.py)
     element_dtype: str = ""
+    # a 2-D atom whose owner is a term of the row plus a term of the column, in both lane and
+    # register (both 0 at (0, 0)): its owner columns are then built from two short lists
+    owner_separable: bool = False
 
     @property
     def in_tile(self) -> bool:
@@ -95,6 +98,20 @@ class OperandSpec(Frozen):
         """:meth:`owner_table`'s items, in row-major order of the atom, computed once per
         operand (the spec is immutable; a kernel checks one operand at many tile ops)."""
         return tuple((c, self.owner(c)) for c in itertools.product(*(range(e) for e in self.atom)))
+
+    @cached_property
+    def owner_columns(self) -> tuple[tuple[int, ...], tuple[int, ...]]:
+        """Every atom element's lane (or thread) and register, row-major, as two tuples: from
+        a row and a column of owners where :attr:`owner_separable`, else from
+        :attr:`owner_items`."""
+        if self.owner_separable and len(self.atom) == 2:
+            rows, cols = self.atom
+            by_row = [self.owner((r, 0)) for r in range(rows)]
+            by_col = [self.owner((0, c)) for c in range(cols)]
+            lanes = tuple(a + b for a, _ in by_row for b, _ in by_col)
+            return lanes, tuple(a + b for _, a in by_row for _, b in by_col)
+        items = self.owner_items
+        return tuple(lane for _, (lane, _) in items), tuple(reg for _, (_, reg) in items)
 
 
 @frozen

@@ -69,12 +69,13 @@ def _accumulator(n: int, acc: str) -> OperandSpec:
         return OperandSpec(
             "D", Role.ACCUM_INOUT, dtype, (64, n), n // 2, accumulator_owner,
             about=f"the 64x{n} .{acc} accumulator, {n // 2} registers per thread of the warpgroup",
-            formula=FORMULA_D32, ptx_type=ptx,
+            formula=FORMULA_D32, ptx_type=ptx, owner_separable=True,
         )  # fmt: skip
     return OperandSpec(
         "D", Role.ACCUM_INOUT, dtype, (64, n // 2), n // 4, accumulator_words,
         about=f"the 64x{n} .f16 accumulator as 64x{n // 2} u32 words of two halves, {n // 4} "
         "registers per thread", formula=FORMULA_WORDS, ptx_type=ptx, elements_per_word=2,
+        owner_separable=True,
     )  # fmt: skip
 
 
@@ -107,7 +108,7 @@ def build(text: str, mods: dict) -> Contract:
     registers = OperandSpec(
         "A", Role.REG_IN, "uint32", (64, 8), 4, a_words, ("M", "K"),
         about=f"the 64x{k} {a} tile as 64x8 u32 words, 4 registers per thread",
-        formula=FORMULA_WORDS, elements_per_word=32 // ELEMENT_BITS[a],
+        formula=FORMULA_WORDS, elements_per_word=32 // ELEMENT_BITS[a], owner_separable=True,
     )  # fmt: skip
     params = (
         ("n", n), ("k", k), ("line", form.name), ("a_type", a), ("b_type", b),

@@ -92,9 +92,8 @@ def _slots(where, spec, v, layout, base, capacity, layout_hint) -> list[int]:
     if not isinstance(layout, TileLayout):  # (another kind of layout: element by element)
         return _slots_checked(where, spec, v, layout, base, capacity, layout_hint)
     tids, wids, lanes, ms = layout.columns((*AXES, "m"))
-    threads = [thread for _, (thread, _) in spec.owner_items]
-    regs = [reg for _, (_, reg) in spec.owner_items]
-    if [t + 32 * w + n for t, w, n in zip(tids, wids, lanes)] == threads and max(lanes) < 32:
+    threads, regs = spec.owner_columns
+    if tuple(t + 32 * w + n for t, w, n in zip(tids, wids, lanes)) == threads and max(lanes) < 32:
         pairs = set(zip(regs, ms))  # (register, m): one per register where the slots agree
         slot_of = dict(pairs)
         out = [slot_of.get(reg) for reg in range(spec.registers)]
