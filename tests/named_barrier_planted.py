@@ -59,9 +59,10 @@ def _inputs():
 
 
 _ARRIVE_FIRST = (
-    "measured on H100s: racecheck reports the stores a producer makes after its bar.arrive "
-    "and a consumer reads after its bar.sync in some runs and not in others (the simulator "
-    "orders only what comes before the arrive, and reports the race every time)"
+    "measured on H100s and an H200: racecheck reports the stores a producer makes after its "
+    "bar.arrive and a consumer reads after its bar.sync on some machines and runs and not on "
+    "others (the simulator orders only what comes before the arrive, and reports the race "
+    "every time)"
 )
 
 NAMED_BARRIER_CASES: list[Planted] = [

@@ -88,7 +88,8 @@ class Planted:
     # the @T.function, for a kernel the runner launches through tirx's CUDA path (one with
     # TMA tensor maps, which travel as hidden parameters)
     kernel: Callable[[], object] | None = None
-    # the sanitizer reports this fault in some runs and not in others (``blind`` says when):
+    # the sanitizer reports this fault on some machines or runs and not on others (``blind``
+    # says where it was measured):
     # either verdict is accepted, and a report must name the simulator's kind
     seen_sometimes: bool = False
 
