@@ -118,7 +118,8 @@ def test_simulator_and_sanitizer_agree(sanitizer, case):
     sim = simulator_verdict(case)
     assert (sim != "clean") == case.fault, (case.name, sim)
     san, finding = sanitizer_verdict(sanitizer, tool, case.name)
-    if case.blind and case.seen_sometimes and san != "clean":
+    seen = case.blind and case.seen_sometimes and san != "clean"  # a blind spot, seen this time
+    if seen:
         agreement = "agree (seen this time)" if san == sim else "DISAGREE"
     elif case.blind:
         agreement = "expected divergence: " + case.blind if case.fault else "clean/clean"
@@ -127,7 +128,7 @@ def test_simulator_and_sanitizer_agree(sanitizer, case):
     _ROWS.append(
         (case.name, tool.value, san if not finding else f"{san} ({finding[:80]})", sim, agreement)
     )
-    if case.blind and case.seen_sometimes and san != "clean":
+    if seen:
         assert san == sim, f"{case.name}: sanitizer {san!r} ({finding}), simulator {sim!r}"
         return
     if case.blind:

@@ -12,10 +12,10 @@ stage they serve:
 ``lower.py``   lowering rules for the family's IR node classes (``enter_X``/``leave_X`` of
                :mod:`tirx.transform.lower`), and optionally ``check(body, arch)``, run once
                over the body as written (before lowering) of a kernel whose lowering met
-               one of them, and ``finish_kernel(fn, arch)``,
-               run once over a lowered kernel that holds one of them or one of the family's
-               PTX instructions: it returns the kernel with what the family decides about it
-               as a whole (setmaxnreg: the registers its launch reserves)
+               one of them, and ``finish_kernel(fn, arch)``, run once over a lowered kernel
+               that holds one of them or one of the family's PTX instructions: it returns
+               the kernel with what the family decides about it as a whole (setmaxnreg:
+               the registers its launch reserves)
 ``cuda.py``    the CUDA of the family's PTX calls (``emit(gen, call)``), codegen rules for its
                node classes (``leave_X`` for expressions, ``visit_X`` for statements) and
                optionally ``PRELUDE``, helper functions its C calls

@@ -200,7 +200,7 @@ class TileLayout(Frozen):
 
     def column(self, axis="m") -> tuple[int, ...]:
         """:meth:`table` on one axis, as a flat tuple (no 1-tuples to unpack)."""
-        return element_columns(self, (as_axis(axis).name,))[0]
+        return self.columns((axis,))[0]
 
     def columns(self, axes=("m",)) -> tuple[tuple[int, ...], ...]:
         """:meth:`table` by axis: one flat tuple per axis."""

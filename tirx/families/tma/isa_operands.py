@@ -235,7 +235,7 @@ def _check_image(where: str, v, box, nbytes: int, swizzle: int, reps: int = 0):
 def _check_box(where, layout, ms, base: int, box, nbytes: int, swizzle: int) -> None:
     # every element of the box (``ms``: their m values), so in whole-list passes (a tile holds
     # tens of thousands)
-    gots = layout.swizzle_ints(ms) if isinstance(layout, ComposeLayout) else list(ms)
+    gots = layout.swizzle_ints(ms) if isinstance(layout, ComposeLayout) else ms
     wants = _byte_offsets(len(ms), nbytes, swizzle)
     if [g * nbytes - base for g in gots] == wants:
         return
