@@ -195,6 +195,92 @@ def test_uninitialized_register_read():
     run(ok, [])
 
 
+def test_registers_named_by_a_constant_slot_fault_as_by_a_computed_one():
+    """``x[3]`` (a constant index: the simulator's fixed-slot path) and ``x[i]`` (a computed
+    one) give the same faults: a slot read before this thread wrote it, a slot past the
+    buffer's end on a read and on a write; the same values where nothing faults."""
+    b = lbuf("b", 2, "uint32")
+    Out = gbuf("Out", (32,), "uint32")
+    two = ir.Load(b, 1, U32)  # the constant slot 1
+    i = var("i")
+    computed = ir.Load(b, i, U32)  # slot 1 again, through a variable
+    for read in (two, computed):
+        body = seq(
+            ir.Assign(i, ir.const(1)),
+            ir.Store(b, 0, ir.const(5, U32), U32, span=span(3)),
+            ir.Store(Out, LANE, read, U32, span=span(4)),
+        )
+        fn = function("u", (Out,), body, allocs=(b,), variables=(i,))
+        expect_fault(
+            fn,
+            [np.zeros(32, np.uint32)],
+            "read of local 'b' slot 1 as uint32, which this thread never wrote",
+            lane=0,
+            line=4,
+        )
+    for index, what in ((ir.const(2), "read of"), (ir.const(-1), "read of")):
+        body = seq(ir.Store(Out, LANE, ir.Load(b, index, U32), U32, span=span(2)))
+        expect_fault(
+            function("o", (Out,), body, allocs=(b,)),
+            [np.zeros(32, np.uint32)],
+            f"out-of-bounds {what} local 'b': slot {index.value} as uint32",
+            lane=0,
+            line=2,
+        )
+    body = seq(ir.Store(b, 2, ir.const(1, U32), U32, span=span(2)))
+    expect_fault(
+        function("o", (Out,), body, allocs=(b,)),
+        [np.zeros(32, np.uint32)],
+        "out-of-bounds write to local 'b': slot 2 as uint32 \\(bytes 8..11\\) but it holds 8 bytes",
+        lane=0,
+        line=2,
+    )
+    body = seq(
+        ir.Assign(i, ir.const(1)),
+        ir.Store(b, 0, LANE * 3, U32),
+        ir.Store(b, 1, LANE + 7, U32),
+        ir.Store(Out, LANE, ir.Load(b, 0, U32) + ir.Load(b, i, U32) * 100, U32),
+    )
+    out = np.zeros(32, np.uint32)
+    run(function("v", (Out,), body, allocs=(b,), variables=(i,)), [out])
+    lanes = np.arange(32, dtype=np.uint32)
+    assert (out == lanes * 3 + (lanes + 7) * 100).all()
+
+
+def test_the_fixed_slot_path_is_the_index_array_path():
+    """``LocalArray.load_slot``/``store_slot`` give what ``load``/``store`` give with every
+    thread's index the same slot: values, the written mask, and the fault with its thread."""
+    from tirx.sim.faults import Fault
+    from tirx.sim.memory import LocalArray
+    from tirx.sim.numeric import storage_type
+
+    def fixed(arr, slot, bits, d, rows, tids):
+        arr.store_slot(slot, bits, d, rows, rows)
+        return arr.load_slot(slot, d, tids, tids)
+
+    def indexed(arr, slot, bits, d, rows, tids):
+        arr.store(np.full(rows.size, slot, np.int64), bits, d, rows, rows)
+        return arr.load(np.full(tids.size, slot, np.int64), d, tids, tids)
+
+    rng = np.random.default_rng(0)
+    tids = np.arange(64)
+    for d in (U32, F32, F16, ir.dtype_of("int8")):
+        arrays = LocalArray("x", 16, 64), LocalArray("x", 16, 64)
+        for slot in range(-1, 16 // d.bytes + 1):
+            rows = np.sort(rng.choice(64, 40, replace=False))
+            bits = rng.integers(0, 100, rows.size).astype(storage_type(d))
+            results = []
+            for arr, path in zip(arrays, (fixed, indexed)):
+                try:
+                    results.append(("ok", path(arr, slot, bits, d, rows, tids).tobytes()))
+                except Fault as f:
+                    results.append(("fault", f.message, f.tid))
+            assert results[0] == results[1], (d, slot, results)
+            assert results[0][0] == "fault"  # 24 of 64 threads never wrote the slot
+        assert (arrays[0].data == arrays[1].data).all()
+        assert (arrays[0].written == arrays[1].written).all()
+
+
 # ------------------------------------------------------------------------------- races
 
 

@@ -23,7 +23,7 @@ from ..ir import nodes as ir
 from ..ir.visitor import UnknownNodeError, child_fields
 from . import deep
 from .faults import Fault
-from .memory import as_index
+from .memory import as_index, constant_slot
 from .numeric import compute_type, constant, convert, decode
 
 __all__ = ["ExprCompiler", "Eval", "converted", "to_bool", "first_tid"]
@@ -388,7 +388,13 @@ class ExprCompiler:
         region = self.m.region(e.buffer, self)
         fi = self.compile(e.index)
         d = e.dtype
-        if e.buffer.scope is ir.Scope.LOCAL:
+        slot = constant_slot(e.index) if e.buffer.scope is ir.Scope.LOCAL else None
+        if slot is not None:  # a register named by its slot (x[3])
+
+            def f(idx):
+                return decode(region.load_slot(slot, d, idx, idx), d)
+
+        elif e.buffer.scope is ir.Scope.LOCAL:
 
             def f(idx):
                 return decode(region.load(as_index(fi(idx), idx.size), d, idx, idx), d)

@@ -25,7 +25,7 @@ from .budget import Budget
 from .calls import compile_ptx
 from .expr import ExprCompiler, converted, to_bool
 from .faults import Fault, partial_warp
-from .memory import GlobalRegion, LocalArray, as_index
+from .memory import GlobalRegion, LocalArray, as_index, constant_slot
 from .numeric import constant, convert, encode
 from .printf import parse_format
 from .shared import SharedBuffer, SharedMemory
@@ -344,6 +344,15 @@ class Machine:
         fv = converted(self.compiler.compile(s.value), s.value.dtype, s.dtype)
         d, span, m = s.dtype, s.span, self
         local = s.buffer.scope is ir.Scope.LOCAL
+        slot = constant_slot(s.index) if local else None
+        if slot is not None:  # a register named by its slot (x[3] = ...)
+
+            def run_slot(idx):
+                m.span = span
+                region.store_slot(slot, encode(fv(idx), d), d, idx, idx)
+                return idx
+
+            return run_slot
 
         def run(idx):
             m.span = span

@@ -17,10 +17,11 @@ from __future__ import annotations
 import numpy as np
 
 from ..dtypes import DType
+from ..ir import nodes as ir
 from .faults import Fault
-from .numeric import storage_type
+from .numeric import constant, storage_type
 
-__all__ = ["GlobalRegion", "LocalArray", "as_index"]
+__all__ = ["GlobalRegion", "LocalArray", "as_index", "constant_slot"]
 
 UINT = {
     1: np.dtype(np.uint8),
@@ -40,6 +41,18 @@ def as_index(values, n: int) -> np.ndarray:
     if v.ndim == 0:
         v = np.broadcast_to(v, (n,))
     return v
+
+
+def constant_slot(index) -> int | None:
+    """The slot a local access with a constant index names, as the general path computes it
+    (the constant converted to its dtype, C rules; it reads :meth:`LocalArray.load_slot`
+    then); None for an index that is not an integer constant (or lies beyond int64)."""
+    if isinstance(index, int) and not isinstance(index, bool):
+        index = ir.const(index)
+    if not isinstance(index, ir.Const) or index.dtype.kind not in ("int", "uint"):
+        return None
+    slot = int(constant(index.value, index.dtype))
+    return slot if -(2**63) <= slot < 2**63 else None
 
 
 def first(mask: np.ndarray) -> int:
@@ -152,12 +165,27 @@ class LocalArray:
         ok = written[rows, index] == ONES[dt.itemsize]
         if not ok.all():
             k = first(~ok)
-            raise Fault(
-                f"read of local '{self.name}' slot {index[k]} as {d}, which this thread never "
-                f"wrote (a register holding garbage on the GPU)",
-                tids[k],
-            )
+            raise self._unwritten(index[k], d, tids[k])
         return data[rows, index]
+
+    def load_slot(self, slot: int, d: DType, tids: np.ndarray, rows) -> np.ndarray:
+        """:meth:`load` of one slot, the same for every thread (a register operand, ``x[3]``):
+        the same checks and faults, without an index array."""
+        dt = storage_type(d)
+        if self.guard is not None or not 0 <= slot < self.nbytes // dt.itemsize:
+            return self.load(np.full(tids.size, slot, np.int64), d, tids, rows)
+        data, written = self.views(dt)
+        ok = written[rows, slot] == ONES[dt.itemsize]
+        if not ok.all():
+            raise self._unwritten(slot, d, tids[first(~ok)])
+        return data[rows, slot]
+
+    def _unwritten(self, slot, d: DType, tid) -> Fault:
+        return Fault(
+            f"read of local '{self.name}' slot {slot} as {d}, which this thread never wrote "
+            f"(a register holding garbage on the GPU)",
+            tid,
+        )
 
     def store(self, index: np.ndarray, bits, d: DType, tids: np.ndarray, rows) -> None:
         self._check(index, d, tids, "write to")
@@ -167,6 +195,16 @@ class LocalArray:
         data, written = self.views(dt)
         data[rows, index] = bits
         written[rows, index] = ONES[dt.itemsize]
+
+    def store_slot(self, slot: int, bits, d: DType, tids: np.ndarray, rows) -> None:
+        """:meth:`store` to one slot, the same for every thread."""
+        dt = storage_type(d)
+        if self.guard is not None or not 0 <= slot < self.nbytes // dt.itemsize:
+            self.store(np.full(tids.size, slot, np.int64), bits, d, tids, rows)
+            return
+        data, written = self.views(dt)
+        data[rows, slot] = bits
+        written[rows, slot] = ONES[dt.itemsize]
 
     def peek(self, index: int, dt: np.dtype, tids: np.ndarray) -> np.ndarray:
         """Raw contents without checks (for traces of output registers)."""

@@ -19,7 +19,6 @@ import numpy as np
 
 from ..ir import nodes as ir
 from .faults import Fault
-from .memory import as_index
 from .numeric import convert, storage_type
 from .trace import PtxTrace, RegisterTrace, as_float, stamp
 
@@ -77,8 +76,7 @@ class Register:
         n = idx.size
         if self.array is None:
             return np.broadcast_to(self.value(idx), (n,)).astype(np.uint32)
-        slot = as_index(self.reg.slot, n)
-        return self.array.load(slot, self.dtype, idx, idx).view(np.uint32)
+        return self.array.load_slot(self.reg.slot, self.dtype, idx, idx).view(np.uint32)
 
     def peek(self, idx: np.ndarray) -> np.ndarray:
         if self.array is None:
@@ -89,8 +87,7 @@ class Register:
         return self.array.peek(slot, self.storage, idx).view(np.uint32)
 
     def write(self, idx: np.ndarray, bits: np.ndarray) -> None:
-        slot = as_index(self.reg.slot, idx.size)
-        self.array.store(slot, bits.view(self.storage), self.dtype, idx, idx)
+        self.array.store_slot(self.reg.slot, bits.view(self.storage), self.dtype, idx, idx)
 
 
 class RegisterVector:
