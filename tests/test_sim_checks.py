@@ -281,6 +281,44 @@ def test_the_fixed_slot_path_is_the_index_array_path():
         assert (arrays[0].written == arrays[1].written).all()
 
 
+def test_a_register_vector_reads_and_writes_as_its_registers_one_by_one():
+    """``load_slots``/``store_slots`` (an mma's or ldmatrix's register vector at once) give
+    what the slots one after another give: values, written masks, and the first fault
+    (the first register in order, its first thread), with slots repeated, out of range,
+    partly written."""
+    from tirx.sim.faults import Fault
+    from tirx.sim.memory import LocalArray
+    from tirx.sim.numeric import storage_type
+
+    def at_once(arr, slots, bits, d, rows, tids):
+        arr.store_slots(slots, bits, d, rows, rows)
+        return arr.load_slots(slots, d, tids, tids)
+
+    def one_by_one(arr, slots, bits, d, rows, tids):
+        for j, s in enumerate(slots):
+            arr.store_slot(s, np.ascontiguousarray(bits[:, j]), d, rows, rows)
+        return np.stack([arr.load_slot(s, d, tids, tids) for s in slots], axis=-1)
+
+    rng = np.random.default_rng(1)
+    tids = np.arange(64)
+    cases = [(0, 1, 2, 3), (3, 1), (2, 2, 0), (1, 4), (-1, 0), (0,)]
+    for d in (U32, F32, ir.dtype_of("int32")):
+        arrays = LocalArray("v", 16, 64), LocalArray("v", 16, 64)
+        for slots in cases:
+            for written_by in (64, 50):  # every thread, or some threads only
+                rows = np.sort(rng.choice(64, written_by, replace=False))
+                bits = rng.integers(0, 100, (rows.size, len(slots))).astype(storage_type(d))
+                results = []
+                for arr, path in zip(arrays, (at_once, one_by_one)):
+                    try:
+                        results.append(("ok", path(arr, slots, bits, d, rows, tids).tobytes()))
+                    except Fault as f:
+                        results.append(("fault", f.message, f.tid))
+                assert results[0] == results[1], (d, slots, written_by, results)
+        assert (arrays[0].data == arrays[1].data).all()
+        assert (arrays[0].written == arrays[1].written).all()
+
+
 # ------------------------------------------------------------------------------- races
 
 

@@ -180,6 +180,20 @@ class LocalArray:
             raise self._unwritten(slot, d, tids[first(~ok)])
         return data[rows, slot]
 
+    def load_slots(self, slots: tuple[int, ...], d: DType, tids: np.ndarray, rows) -> np.ndarray:
+        """:meth:`load_slot` of each of ``slots``, a column each (a register vector): one
+        gather for all, and the fault that reading them one after another would raise first."""
+        dt = storage_type(d)
+        if self.guard is not None or not 0 <= min(slots) <= max(slots) < self.nbytes // dt.itemsize:
+            return np.stack([self.load_slot(s, d, tids, rows) for s in slots], axis=-1)
+        data, written = self.views(dt)
+        at = (rows[:, None], np.array(slots))
+        bad = written[at] != ONES[dt.itemsize]
+        if bad.any():
+            j = first(bad.any(axis=0))
+            raise self._unwritten(slots[j], d, tids[first(bad[:, j])])
+        return data[at]
+
     def _unwritten(self, slot, d: DType, tid) -> Fault:
         return Fault(
             f"read of local '{self.name}' slot {slot} as {d}, which this thread never wrote "
@@ -205,6 +219,24 @@ class LocalArray:
         data, written = self.views(dt)
         data[rows, slot] = bits
         written[rows, slot] = ONES[dt.itemsize]
+
+    def store_slots(self, slots: tuple[int, ...], bits: np.ndarray, d: DType, tids, rows) -> None:
+        """:meth:`store_slot` of column ``j`` of ``bits`` to ``slots[j]``, for every ``j``, in
+        one scatter (one after another where a slot repeats or faults)."""
+        dt = storage_type(d)
+        limit = self.nbytes // dt.itemsize
+        if (
+            self.guard is not None
+            or not 0 <= min(slots) <= max(slots) < limit
+            or len(set(slots)) < len(slots)
+        ):
+            for j, s in enumerate(slots):
+                self.store_slot(s, np.ascontiguousarray(bits[:, j]), d, tids, rows)
+            return
+        data, written = self.views(dt)
+        at = (rows[:, None], np.array(slots))
+        data[at] = bits
+        written[at] = ONES[dt.itemsize]
 
     def peek(self, index: int, dt: np.dtype, tids: np.ndarray) -> np.ndarray:
         """Raw contents without checks (for traces of output registers)."""

@@ -102,8 +102,20 @@ class RegisterVector:
         self.role = role
         self.output = output
         self.regs = [Register(machine, compiler, r, kind, output) for r in operand.regs]
+        # registers that are all slots of one local array, in one dtype: read and written
+        # as one (LocalArray.load_slots/store_slots), else register by register
+        first = self.regs[0] if self.regs else None
+        self.slots = None
+        if first is not None and first.array is not None:
+            same = (r.array is first.array and r.dtype == first.dtype for r in self.regs)
+            if all(same):
+                self.slots = tuple(r.reg.slot for r in self.regs)
 
     def read(self, idx: np.ndarray, w: int) -> np.ndarray:
+        if self.slots is not None:
+            first = self.regs[0]
+            bits = first.array.load_slots(self.slots, first.dtype, idx, idx)
+            return bits.view(np.uint32).reshape(w, 32, -1)
         return np.stack([r.read(idx) for r in self.regs], axis=-1).reshape(w, 32, -1)
 
     def peek(self, idx: np.ndarray, w: int) -> np.ndarray:
@@ -111,6 +123,11 @@ class RegisterVector:
 
     def write(self, idx: np.ndarray, values: np.ndarray) -> None:
         flat = values.reshape(idx.size, -1)
+        if self.slots is not None:
+            first = self.regs[0]
+            bits = flat.view(first.storage)
+            first.array.store_slots(self.slots, bits, first.dtype, idx, idx)
+            return
         for i, r in enumerate(self.regs):
             r.write(idx, np.ascontiguousarray(flat[:, i]))
 
