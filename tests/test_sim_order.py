@@ -318,3 +318,57 @@ def test_a_relaxed_arrive_releases_nothing(sem):
     else:
         run(fn, [result])
         np.testing.assert_array_equal(result, (31 - np.arange(32)) * 5)
+
+
+def test_accesses_record_each_slot_and_byte_as_pair_by_pair(monkeypatch):
+    """``Accesses.record`` keeps a step whose repeated bytes come from different warps as it
+    is (each (warp, byte) pair once) and merges pairs only where lanes of one warp repeat a
+    byte; the records (mask, time, lane, site) are those of merging every step, over random
+    steps of three kinds (lanes of a warp on the same bytes, one lane per warp on the same
+    bytes, random bytes), an agent's reads among them."""
+    from tirx.sim import accesses as acc
+    from tirx.sim.order import Order
+
+    merges = []
+    per_pair = acc._per_pair
+    monkeypatch.setattr(acc, "_per_pair", lambda *a: merges.append(a) or per_pair(*a))
+
+    class Unmatched:  # a pair scratch that never reads back what was written
+        def __setitem__(self, at, order):
+            pass
+
+        def __getitem__(self, at):
+            return np.full(len(at), -1)
+
+    class Always(acc.Accesses):  # every step with a repeated byte merged pair by pair
+        def _pair_scratch(self):
+            return Unmatched()
+
+    rng = np.random.default_rng(3)
+    order = Order(256)
+    fast, merged = acc.Accesses(512, order), Always(512, order)
+    counts = {}
+    for step in range(60):
+        order.now = step + 1
+        kind = step % 3
+        if kind == 0:  # four lanes of each of 12 warps' threads... on 8 shared bytes
+            p = np.repeat(rng.choice(256, 12, replace=False), 4 * 8)
+            b = np.tile(rng.integers(0, 512, 8), p.size // 8)
+        elif kind == 1:  # one lane of each warp, all on the same 8 bytes
+            p = np.repeat(32 * np.arange(8) + rng.integers(0, 32, 8), 8)
+            b = np.tile(rng.integers(0, 512, 8), 8)
+        else:
+            p = np.repeat(rng.choice(256, 48, replace=False), 8)
+            b = rng.integers(0, 512, p.size)
+        for r in (fast, merged):
+            before = len(merges)
+            r.record(b.astype(np.int64), p.astype(np.int64), step)
+            counts.setdefault((r is fast, kind), []).append(len(merges) - before)
+            if step % 7 == 0:
+                r.record_agent(np.unique(b)[:5].astype(np.int64), 256 + step % 2, step)
+            if step % 13 == 0:
+                r.clear()
+    for name in ("mask", "time", "lane", "site"):
+        assert (getattr(fast, name) == getattr(merged, name)).all(), name
+    assert sum(counts[(True, 1)]) == 0 and sum(counts[(False, 1)]) == 20  # kept as they are
+    assert sum(counts[(True, 0)]) == 20  # lanes of one warp on one byte: merged

@@ -40,6 +40,7 @@ class Accesses:
         self.agent_cols: list[int] = []  # slot nwarps + i -> agent column
         self.dirty = False
         self.scratch = np.zeros(size, dtype=np.int64)
+        self._pairs: np.ndarray | None = None  # made at the first step with repeated bytes
 
     def clear(self) -> None:
         if self.dirty:
@@ -76,19 +77,32 @@ class Accesses:
         order = np.arange(n)
         self.scratch[b] = order
         several = not (self.scratch[b] == order).all()  # a byte accessed by several threads
-        if several:
-            b, slot, lane = _per_pair(b, slot, lane, self.time.shape[0])
+        size = self.mask.size
+        at = slot * size + b  # (slot, byte) in the flat records
+        if several:  # by several warps only (each pair once), or by lanes of one warp too
+            pairs = self._pair_scratch()
+            pairs[at] = order
+            if not (pairs[at] == order).all():
+                b, slot, lane = _per_pair(b, slot, lane, self.time.shape[0])
+                at = slot * size + b
         bits = np.left_shift(np.uint64(1), slot.astype(np.uint64))
         old = self.mask[b]
         had = (old & bits) != 0
-        prev = self.lane[slot, b]
-        self.lane[slot, b] = np.where(had & (prev != lane), np.int8(SEVERAL), lane)
-        self.time[slot, b] = self.order.now
-        self.site[slot, b] = site
+        lanes = self.lane.reshape(-1)
+        prev = lanes[at]
+        lanes[at] = np.where(had & (prev != lane), np.int8(SEVERAL), lane)
+        self.time.reshape(-1)[at] = self.order.now
+        self.site.reshape(-1)[at] = site
         if several:  # a byte may still come once per warp
             np.bitwise_or.at(self.mask, b, bits)
         else:
             self.mask[b] = old | bits
+
+    def _pair_scratch(self) -> np.ndarray:
+        """A scratch entry per (slot, byte), for telling repeated pairs (as ``scratch``)."""
+        if self._pairs is None or self._pairs.size != self.time.size:
+            self._pairs = np.zeros(self.time.size, dtype=np.int64)
+        return self._pairs
 
     def record_agent(self, b: np.ndarray, agent: int, site: int) -> None:
         """Agent ``agent`` (an asynchronous reader) accessed the distinct bytes ``b`` now."""
