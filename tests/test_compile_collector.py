@@ -140,3 +140,41 @@ print(json.dumps({"main": where.get("thread") == threading.main_thread().ident,
 def test_a_cold_compile_imports_the_executable_while_nvrtc_compiles():
     got = fresh_process_json(_IMPORTED_WHERE)
     assert got == {"main": False, "compiling": True, "cache": "miss", "type": "CudaExecutable"}
+
+
+def test_a_simulator_run_compiles_and_executes_with_the_collector_off(collector_on, monkeypatch):
+    """``tirx.sim.run`` (every call of a ``target="sim"`` executable) holds the collector off
+    while it builds the machine and runs it, and turns it back on after, a fault included."""
+    import numpy as np
+
+    from tirx.errors import SimulationError
+    from tirx.sim import machine
+
+    seen = []
+    real_init, real_run = machine.Machine.__init__, machine.Machine.run
+
+    def init(self, *a, **kw):
+        seen.append(("compile", gc.isenabled()))
+        real_init(self, *a, **kw)
+
+    def run(self):
+        seen.append(("run", gc.isenabled()))
+        return real_run(self)
+
+    monkeypatch.setattr(machine.Machine, "__init__", init)
+    monkeypatch.setattr(machine.Machine, "run", run)
+    exe = tirx.compile(_kernel(), target="sim")
+    out = np.zeros(32, np.int32)
+    exe(np.arange(32, dtype=np.int32), out)
+    assert (out == 2 * np.arange(32)).all()
+    assert seen == [("compile", False), ("run", False)] and gc.isenabled()
+
+    @T.function
+    def past_the_end(X: T.Tensor((32,), "int32"), Out: T.Tensor((32,), "int32")):
+        T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=32))
+        i = T.cuda.thread_idx("x")
+        Out[i] = X[i + 1]
+
+    with pytest.raises(SimulationError, match="out-of-bounds"):
+        tirx.compile(past_the_end, target="sim")(np.zeros(32, np.int32), out)
+    assert gc.isenabled()
