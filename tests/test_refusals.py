@@ -250,3 +250,21 @@ def test_compile_time_only_operators_work_on_compile_time_values(tmp_path):
     out = torch.zeros(4, dtype=torch.int32)
     tirx.compile(k, target="sim")(out)
     assert out.tolist() == [9, 32, 1, 0]
+
+
+def test_tuple_unpacking_names_the_target_and_the_one_value_per_statement_form(tmp_path):
+    source = """
+    @T.function
+    def k(A: T.Tensor((32,), "float32"), B: T.Tensor((32,), "float32")):
+        T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=32))
+        lane = T.cuda.lane_id()
+        x, y = A[lane], A[lane]
+        B[lane] = x + y
+    """
+    with pytest.raises(tirx.TirxSyntaxError) as info:
+        define(source, tmp_path, "k")
+    assert "no tuple unpacking" in info.value.message
+    assert "one value per statement" in info.value.hint
+    assert caret_text(str(info.value)).startswith("x, y")
+    fixed = source.replace("x, y = A[lane], A[lane]", "x = A[lane]\n        y = A[lane]")
+    define(fixed, tmp_path, "k")

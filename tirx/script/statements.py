@@ -255,6 +255,7 @@ class Parser:
             raise TirxSyntaxError(
                 "only names and tensor elements can be assigned (no tuple unpacking)",
                 self.span(target),
+                hint="assign one value per statement: x = a, then y = b on the next line",
             )
 
     def stmt_AnnAssign(self, node):
