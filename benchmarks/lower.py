@@ -151,13 +151,9 @@ def main(argv=None) -> None:
             lines.append("| " + " | ".join(cells) + " |")
     text = "\n".join(lines)
     print(text)
-    # the command as written, each tree named by its commit, not by this machine's path
-    given = sys.argv[1:] if argv is None else argv
-    shown = [
-        f"<tree at {report.tree_commit(os.path.abspath(a))}>" if os.path.isdir(a) else a
-        for a in given
-    ]
-    report.write_result("lower", text, args, __file__, shown, gpu=report.gpu_name())
+    report.write_result(
+        "lower", text, args, __file__, report.trees_by_commit(argv), gpu=report.gpu_name()
+    )
 
 
 if __name__ == "__main__":

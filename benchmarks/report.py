@@ -150,6 +150,16 @@ def tree_commit(tree: str) -> str:
     )
 
 
+def trees_by_commit(argv: list[str] | None) -> list[str]:
+    """The command's arguments (``sys.argv[1:]`` where ``argv`` is None) with each source tree
+    named by its commit, ``<tree at abc1234>``, not by this machine's path (the two-tree
+    benchmarks' command lines)."""
+    given = sys.argv[1:] if argv is None else argv
+    return [
+        f"<tree at {tree_commit(os.path.abspath(a))}>" if os.path.isdir(a) else a for a in given
+    ]
+
+
 def _version(dist: str) -> str | None:
     try:
         return importlib.metadata.version(dist)

@@ -114,12 +114,9 @@ def main(argv=None) -> None:
         lines.append(f"| {name} | {b:.1f} | {a:.1f} | {a / b:.2f} |")
     text = "\n".join(lines)
     print(text)
-    given = sys.argv[1:] if argv is None else argv
-    shown = [
-        f"<tree at {report.tree_commit(os.path.abspath(a))}>" if os.path.isdir(a) else a
-        for a in given
-    ]
-    report.write_result("sim_ab", text, args, __file__, shown, gpu=report.gpu_name())
+    report.write_result(
+        "sim_ab", text, args, __file__, report.trees_by_commit(argv), gpu=report.gpu_name()
+    )
 
 
 if __name__ == "__main__":

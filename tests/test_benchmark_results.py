@@ -154,3 +154,11 @@ def test_each_result_says_how_when_and_where_it_was_made(path):
     else:  # the GPU's label, then any suffix naming the run's kind ("h100-nodriver")
         assert machine.split("-")[0].upper() in text.upper(), "the GPU"
     assert not re.search(r"/root/|/tmp/|/home/|/work/", text), "a machine's own path"
+
+
+def test_two_tree_commands_name_each_tree_by_its_commit(tmp_path):
+    """``lower.py``, ``sim_ab.py``: the command line in the results file names the trees
+    compared by their commits, not by this machine's paths; other arguments stay."""
+    shown = report.trees_by_commit([str(ROOT), str(tmp_path), "--runs", "3"])
+    assert shown[0] == f"<tree at {report.tree_commit(str(ROOT))}>" and "?" not in shown[0]
+    assert shown[1:] == ["<tree at ?>", "--runs", "3"]  # a folder that is no checkout
