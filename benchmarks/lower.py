@@ -19,10 +19,8 @@ the same). The table goes to ``benchmarks/results/lower-<machine>.md`` (``benchm
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -84,16 +82,8 @@ print(json.dumps(out))
 
 def _child(tree: str, kernel, nvrtc: bool, tmp: str) -> dict:
     _, imp, call, arch = kernel
-    env = dict(os.environ, PYTHONPATH=tree, TIRX_CACHE_DIR=tempfile.mkdtemp(dir=tmp))
-    env.pop("PYTHONDONTWRITEBYTECODE", None)  # bytecode cached, as after an install
-    env["PYTHONPYCACHEPREFIX"] = os.path.join(tmp, "pycache-" + str(abs(hash(tree))))
     code = _CHILD.format(imp=imp, call=call, arch=arch, nvrtc=nvrtc)
-    done = subprocess.run(
-        [sys.executable, "-c", code], env=env, cwd=tmp, capture_output=True, text=True
-    )
-    if done.returncode != 0:
-        raise SystemExit(f"{tree}: {kernel[0]} failed:\n{done.stderr}")
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    return report.run_in_tree(tree, code, tmp, kernel[0])
 
 
 def main(argv=None) -> None:

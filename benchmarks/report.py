@@ -18,12 +18,14 @@ from __future__ import annotations
 
 import argparse
 import importlib.metadata
+import json
 import os
 import platform
 import re
 import shlex
 import subprocess
 import sys
+import tempfile
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -148,6 +150,21 @@ def tree_commit(tree: str) -> str:
     return (
         out.stdout.strip() + ("+" if dirty.stdout.strip() else "") if out.returncode == 0 else "?"
     )
+
+
+def run_in_tree(tree: str, code: str, tmp: str, what: str, **env_extra: str):
+    """Run Python ``code`` in a fresh process that imports tirx from ``tree`` (its own empty
+    cache, bytecode cached in ``tmp`` as after an install) and return the JSON value its last
+    line prints; a failed child ends the benchmark, naming ``what`` and its stderr."""
+    env = dict(os.environ, PYTHONPATH=tree, TIRX_CACHE_DIR=tempfile.mkdtemp(dir=tmp), **env_extra)
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    env["PYTHONPYCACHEPREFIX"] = os.path.join(tmp, "pycache-" + str(abs(hash(tree))))
+    done = subprocess.run(
+        [sys.executable, "-c", code], env=env, cwd=tmp, capture_output=True, text=True
+    )
+    if done.returncode != 0:
+        raise SystemExit(f"{tree}: {what} failed:\n{done.stderr}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 def trees_by_commit(argv: list[str] | None) -> list[str]:

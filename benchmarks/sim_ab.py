@@ -16,11 +16,8 @@ after tree's over the before tree's. The current figures of the simulator itself
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
-import subprocess
-import sys
 import tempfile
 
 import report  # benchmarks/report.py (scripts run from this folder)
@@ -68,17 +65,8 @@ print(json.dumps(min(times) * 1e3))
 
 
 def _child(tree: str, work: str, repeat: int, tmp: str) -> float:
-    env = dict(os.environ, PYTHONPATH=tree, TIRX_CACHE_DIR=tempfile.mkdtemp(dir=tmp))
-    env.pop("PYTHONDONTWRITEBYTECODE", None)  # bytecode cached, as after an install
-    env["PYTHONPYCACHEPREFIX"] = os.path.join(tmp, "pycache-" + str(abs(hash(tree))))
-    env["TIRX_SIM_BUDGET"] = "0"  # no run is cut short
     code = _CHILD.format(work=work, repeat=repeat)
-    done = subprocess.run(
-        [sys.executable, "-c", code], env=env, cwd=tmp, capture_output=True, text=True
-    )
-    if done.returncode != 0:
-        raise SystemExit(f"{tree}: {work} failed:\n{done.stderr}")
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    return report.run_in_tree(tree, code, tmp, work, TIRX_SIM_BUDGET="0")  # no run cut short
 
 
 def main(argv=None) -> None:

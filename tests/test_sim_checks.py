@@ -247,10 +247,20 @@ def test_registers_named_by_a_constant_slot_fault_as_by_a_computed_one():
     assert (out == lanes * 3 + (lanes + 7) * 100).all()
 
 
+def _outcome(path, *args):
+    """What ``path(*args)`` gives: ``("ok", the bytes it returned)`` or ``("fault", message,
+    thread)`` for the simulator fault it raised."""
+    from tirx.sim.faults import Fault
+
+    try:
+        return ("ok", path(*args).tobytes())
+    except Fault as f:
+        return ("fault", f.message, f.tid)
+
+
 def test_the_fixed_slot_path_is_the_index_array_path():
     """``LocalArray.load_slot``/``store_slot`` give what ``load``/``store`` give with every
     thread's index the same slot: values, the written mask, and the fault with its thread."""
-    from tirx.sim.faults import Fault
     from tirx.sim.memory import LocalArray
     from tirx.sim.numeric import storage_type
 
@@ -269,12 +279,10 @@ def test_the_fixed_slot_path_is_the_index_array_path():
         for slot in range(-1, 16 // d.bytes + 1):
             rows = np.sort(rng.choice(64, 40, replace=False))
             bits = rng.integers(0, 100, rows.size).astype(storage_type(d))
-            results = []
-            for arr, path in zip(arrays, (fixed, indexed)):
-                try:
-                    results.append(("ok", path(arr, slot, bits, d, rows, tids).tobytes()))
-                except Fault as f:
-                    results.append(("fault", f.message, f.tid))
+            results = [
+                _outcome(path, arr, slot, bits, d, rows, tids)
+                for arr, path in zip(arrays, (fixed, indexed))
+            ]
             assert results[0] == results[1], (d, slot, results)
             assert results[0][0] == "fault"  # 24 of 64 threads never wrote the slot
         assert (arrays[0].data == arrays[1].data).all()
@@ -286,7 +294,6 @@ def test_a_register_vector_reads_and_writes_as_its_registers_one_by_one():
     what the slots one after another give: values, written masks, and the first fault
     (the first register in order, its first thread), with slots repeated, out of range,
     partly written."""
-    from tirx.sim.faults import Fault
     from tirx.sim.memory import LocalArray
     from tirx.sim.numeric import storage_type
 
@@ -308,12 +315,10 @@ def test_a_register_vector_reads_and_writes_as_its_registers_one_by_one():
             for written_by in (64, 50):  # every thread, or some threads only
                 rows = np.sort(rng.choice(64, written_by, replace=False))
                 bits = rng.integers(0, 100, (rows.size, len(slots))).astype(storage_type(d))
-                results = []
-                for arr, path in zip(arrays, (at_once, one_by_one)):
-                    try:
-                        results.append(("ok", path(arr, slots, bits, d, rows, tids).tobytes()))
-                    except Fault as f:
-                        results.append(("fault", f.message, f.tid))
+                results = [
+                    _outcome(path, arr, slots, bits, d, rows, tids)
+                    for arr, path in zip(arrays, (at_once, one_by_one))
+                ]
                 assert results[0] == results[1], (d, slots, written_by, results)
         assert (arrays[0].data == arrays[1].data).all()
         assert (arrays[0].written == arrays[1].written).all()
