@@ -340,7 +340,6 @@ class Machine:
 
     def _Store(self, s: ir.Store):
         region = self.region(s.buffer, self.compiler)
-        fi = self.compiler.compile(s.index)
         fv = converted(self.compiler.compile(s.value), s.value.dtype, s.dtype)
         d, span, m = s.dtype, s.span, self
         local = s.buffer.scope is ir.Scope.LOCAL
@@ -353,6 +352,7 @@ class Machine:
                 return idx
 
             return run_slot
+        fi = self.compiler.compile(s.index)
 
         def run(idx):
             m.span = span

@@ -172,7 +172,7 @@ class LocalArray:
         """:meth:`load` of one slot, the same for every thread (a register operand, ``x[3]``):
         the same checks and faults, without an index array."""
         dt = storage_type(d)
-        if self.guard is not None or not 0 <= slot < self.nbytes // dt.itemsize:
+        if not self._direct(dt, slot, slot):
             return self.load(np.full(tids.size, slot, np.int64), d, tids, rows)
         data, written = self.views(dt)
         ok = written[rows, slot] == ONES[dt.itemsize]
@@ -184,7 +184,7 @@ class LocalArray:
         """:meth:`load_slot` of each of ``slots``, a column each (a register vector): one
         gather for all, and the fault that reading them one after another would raise first."""
         dt = storage_type(d)
-        if self.guard is not None or not 0 <= min(slots) <= max(slots) < self.nbytes // dt.itemsize:
+        if not self._direct(dt, min(slots), max(slots)):
             return np.stack([self.load_slot(s, d, tids, rows) for s in slots], axis=-1)
         data, written = self.views(dt)
         at = (rows[:, None], np.array(slots))
@@ -193,6 +193,11 @@ class LocalArray:
             j = first(bad.any(axis=0))
             raise self._unwritten(slots[j], d, tids[first(bad[:, j])])
         return data[at]
+
+    def _direct(self, dt: np.dtype, lo: int, hi: int) -> bool:
+        """Whether slots ``lo .. hi`` of ``dt`` take the fixed-slot paths: inside the array, and
+        no guard watching it (else the general path raises or checks what it must)."""
+        return self.guard is None and 0 <= lo <= hi < self.nbytes // dt.itemsize
 
     def _unwritten(self, slot, d: DType, tid) -> Fault:
         return Fault(
@@ -213,7 +218,7 @@ class LocalArray:
     def store_slot(self, slot: int, bits, d: DType, tids: np.ndarray, rows) -> None:
         """:meth:`store` to one slot, the same for every thread."""
         dt = storage_type(d)
-        if self.guard is not None or not 0 <= slot < self.nbytes // dt.itemsize:
+        if not self._direct(dt, slot, slot):
             self.store(np.full(tids.size, slot, np.int64), bits, d, tids, rows)
             return
         data, written = self.views(dt)
@@ -224,12 +229,7 @@ class LocalArray:
         """:meth:`store_slot` of column ``j`` of ``bits`` to ``slots[j]``, for every ``j``, in
         one scatter (one after another where a slot repeats or faults)."""
         dt = storage_type(d)
-        limit = self.nbytes // dt.itemsize
-        if (
-            self.guard is not None
-            or not 0 <= min(slots) <= max(slots) < limit
-            or len(set(slots)) < len(slots)
-        ):
+        if not self._direct(dt, min(slots), max(slots)) or len(set(slots)) < len(slots):
             for j, s in enumerate(slots):
                 self.store_slot(s, np.ascontiguousarray(bits[:, j]), d, tids, rows)
             return
