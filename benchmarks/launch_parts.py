@@ -70,6 +70,7 @@ def _cuda_scope():
     out = torch.zeros((16, 8), device="cuda")
     exe(a, b, out)
     exe_py = tirx.compile(warp_matmul, target="cuda")  # a twin: its own runner, Python only
+    exe_py.load()  # (an executable loads its module at its first launch; this one has none)
     exe_py._build_runner(native=False)
     fn = exe._module.function(exe.lowered.name).handle
     values = (ctypes.c_void_p * 3)(a.data_ptr(), b.data_ptr(), out.data_ptr())
