@@ -1,4 +1,5 @@
-"""Float constants in generated CUDA: subnormals, which NVRTC refuses as literals."""
+"""Float constants in generated CUDA: subnormals, which NVRTC refuses as literals, and values
+the constant's type cannot hold exactly."""
 
 import numpy as np
 import pytest
@@ -42,4 +43,45 @@ def test_gpu_writes_the_subnormal_constants_bit_for_bit(value, dtype):
     out = torch.zeros(32, dtype=getattr(torch, dtype), device="cuda")
     tirx.compile(_kernel(value, dtype), target="cuda")(out)
     expect = np.array(value, dtype=dtype)
+    assert (out.cpu().numpy().view(np.uint8) == np.full(32, expect).view(np.uint8)).all()
+
+
+INEXACT = [
+    (0.1, "float32"),
+    (1.4426950408889634, "float32"),  # log2(e), as the attention kernels scale by it
+    (-0.6931471805599453, "float32"),
+    (3.40282346e38, "float32"),  # rounds to float32's largest finite value
+    (1e39, "float32"),  # past float32's range: infinity
+    (0.1, "float16"),
+    (0.1, "float64"),
+]
+
+
+@pytest.mark.parametrize("value,dtype", INEXACT)
+def test_inexact_constants_compile_without_warnings_to_the_simulators_value(value, dtype):
+    """A constant that its type cannot hold exactly is written as the value of that type (for
+    32-bit and narrower floats, the float32 it rounds to): NVRTC has nothing to round, says
+    nothing about it, and the kernel writes the bits the simulator writes."""
+    exe = tirx.compile(_kernel(value, dtype), "cuda -arch=sm_90")
+    assert "#1046" not in exe.nvrtc.log and "out of range" not in exe.nvrtc.log, exe.nvrtc.log
+    out = np.zeros(32, dtype=dtype)
+    with np.errstate(over="ignore"):
+        expect = np.array(value, dtype=dtype)
+        tirx.compile(_kernel(value, dtype), target="sim")(out)
+    assert (out.view(np.uint8) == np.full(32, expect).view(np.uint8)).all()
+    with np.errstate(over="ignore"):
+        literal = float(np.float32(value)) if dtype != "float64" else value
+    if np.isfinite(literal) and dtype == "float32":
+        assert f"{literal.hex()}f" in exe.source
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("value,dtype", INEXACT)
+def test_gpu_writes_the_inexact_constants_as_the_simulator_does(value, dtype):
+    import torch
+
+    out = torch.zeros(32, dtype=getattr(torch, dtype), device="cuda")
+    tirx.compile(_kernel(value, dtype), target="cuda")(out)
+    with np.errstate(over="ignore"):
+        expect = np.array(value, dtype=dtype)
     assert (out.cpu().numpy().view(np.uint8) == np.full(32, expect).view(np.uint8)).all()

@@ -95,6 +95,12 @@ def _float_literal(v: float, d: DType) -> str:
         if suffix:
             return f"__int_as_float({struct.unpack('<i', struct.pack('<f', v))[0]})"
         return f"__longlong_as_double({struct.unpack('<q', struct.pack('<d', v))[0]}LL)"
+    if suffix:  # the float32 value itself: exact, so NVRTC rounds nothing (and does not warn
+        # "#1046-D: floating-point value cannot be represented exactly")
+        try:
+            v = struct.unpack("<f", struct.pack("<f", v))[0]
+        except OverflowError:  # past float32's range: the infinity it rounds to
+            return _float_literal(math.copysign(math.inf, v), d)
     return f"{float(v).hex()}{suffix}"
 
 
