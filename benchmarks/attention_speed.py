@@ -19,8 +19,9 @@ and 16 k tokens by default: thousands of query tiles at every length, enough to 
   (``kernel="wgmma"``, FlashAttention-3's structure; ``flash_attention``'s default there), on
   an sm_90 GPU only; with
   ``--wgmma-configs`` each named configuration (``BNxSTAGES`` plus ``-pp`` for the ping-pong,
-  ``-ov`` for the overlap of the two products, ``-ax`` for the approx softmax, e.g.
-  ``128x2-pp-ov``) is timed and the fastest
+  ``-ov`` for the overlap of the two products, ``-ax`` for the approx softmax, ``-c3`` for
+  three consumer warpgroups, timed at head dim 64 only, e.g. ``128x2-pp-ov``) is timed and
+  the fastest
   counts, its name printed beside it (the default: the kernel's default configuration);
 * **SDPA**: ``torch.nn.functional.scaled_dot_product_attention`` with each backend forced by
   ``torch.nn.attention.sdpa_kernel``: cuDNN, flash and efficient (a backend that refuses a
@@ -59,19 +60,20 @@ TRITON_CONFIGS = ((128, 64, 4, 3), (128, 64, 8, 3), (128, 128, 8, 2), (64, 64, 4
 
 
 def wgmma_configs(text: str) -> list:
-    """``--wgmma-configs``: ``BNxSTAGES[-pp][-ov][-ax]`` names, comma separated, as configurations
-    of ``tirx.examples.attention_wgmma`` (an empty text: its default per head dim)."""
+    """``--wgmma-configs``: ``BNxSTAGES[-pp][-ov][-ax][-c3]`` names, comma separated, as
+    configurations of ``tirx.examples.attention_wgmma`` (``-c3``: three consumer warpgroups;
+    an empty text: its default per head dim)."""
     from tirx.examples.attention_wgmma import WgmmaAttentionConfig
 
     out = []
     for name in filter(None, (x.strip() for x in text.split(","))):
         head, *flags = name.split("-")
         m = re.fullmatch(r"(\d+)x(\d+)", head)
-        if not m or set(flags) - {"pp", "ov", "ax"}:
-            raise ValueError(f"wgmma config {name!r} is not BNxSTAGES[-pp][-ov][-ax]")
+        if not m or set(flags) - {"pp", "ov", "ax", "c3"}:
+            raise ValueError(f"wgmma config {name!r} is not BNxSTAGES[-pp][-ov][-ax][-c3]")
         cfg = WgmmaAttentionConfig(
             int(m[1]), int(m[2]), pingpong="pp" in flags, overlap="ov" in flags,
-            approx="ax" in flags,
+            approx="ax" in flags, consumers=3 if "c3" in flags else 2,
         )  # fmt: skip
         cfg.check()
         out.append((name, cfg))
@@ -101,7 +103,7 @@ def mma_config_name(cfg) -> str:
 
 def config_name(cfg) -> str:
     flags = "-pp" * cfg.pingpong + "-ov" * cfg.overlap + "-ax" * cfg.approx
-    return f"{cfg.block_n}x{cfg.stages}{flags}"
+    return f"{cfg.block_n}x{cfg.stages}{flags}" + "-c3" * (cfg.consumers == 3)
 
 
 @dataclass
@@ -355,6 +357,8 @@ def measure(cell: Cell, reps: int, wgmma=(), mma=()) -> Cell:
         cfgs = wgmma or [(config_name(default_config(cell.head_dim)), None)]
         tirx_runs += [(f"tirx wgmma {n}", "wgmma", cfg) for n, cfg in cfgs]
     for name, kernel, cfg in tirx_runs:
+        if getattr(cfg, "consumers", 2) == 3 and cell.head_dim != 64:
+            continue  # three consumer warpgroups hold head dim 64 only ("–" in the table)
         if cfg is None:
             exe = attention_executable(q, k, v, causal=cell.causal, kernel=kernel)
         else:
@@ -404,7 +408,7 @@ def report_body(cells: list[Cell], reps: int) -> str:
             "that for causal. tirx: `tirx.examples.attention_mma` (mma.sync), the fastest of the "
             "configurations timed (named in parentheses: WwMmBN, -ax the approx softmax); tirx wgmma: `tirx.examples.attention_wgmma` "
             "(FlashAttention-3's structure, sm_90 only), the fastest of the configurations timed "
-            "(named in parentheses: BNxSTAGES, -pp ping-pong, -ov overlap, -ax the approx softmax); each executable "
+            "(named in parentheses: BNxSTAGES, -pp ping-pong, -ov overlap, -ax the approx softmax, -c3 three consumer warpgroups, head dim 64 only); each executable "
             "called directly. "
             "Ratios: the fastest SDPA backend's time / tirx's (or Triton's), above 1 is "
             "faster than SDPA.",
@@ -434,7 +438,7 @@ def main(argv=None) -> int:
     ap.add_argument(
         "--wgmma-configs",
         default="",
-        help="configurations of the wgmma kernel to time, BNxSTAGES[-pp][-ov][-ax], comma separated "
+        help="configurations of the wgmma kernel to time, BNxSTAGES[-pp][-ov][-ax][-c3], comma separated "
         "(default: its default per head dim); the fastest counts",
     )
     report.add_output_arguments(ap, "attention_speed")

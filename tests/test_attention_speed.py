@@ -68,16 +68,20 @@ def test_a_cell_without_the_wgmma_kernel_shows_dashes():
 def test_wgmma_configs_parse_into_the_kernels_configurations():
     from tirx.examples.attention_wgmma import WgmmaAttentionConfig
 
-    got = bench.wgmma_configs("128x2, 64x3-pp,128x2-pp-ov,")
+    got = bench.wgmma_configs("128x2, 64x3-pp,128x2-pp-ov,128x2-ax-c3,")
     assert got == [
         ("128x2", WgmmaAttentionConfig(128, 2)),
         ("64x3-pp", WgmmaAttentionConfig(64, 3, pingpong=True)),
         ("128x2-pp-ov", WgmmaAttentionConfig(128, 2, pingpong=True, overlap=True)),
+        ("128x2-ax-c3", WgmmaAttentionConfig(128, 2, approx=True, consumers=3)),
     ]
-    assert [bench.config_name(c) for _, c in got] == ["128x2", "64x3-pp", "128x2-pp-ov"]
+    names = [bench.config_name(c) for _, c in got]
+    assert names == ["128x2", "64x3-pp", "128x2-pp-ov", "128x2-ax-c3"]
     assert bench.wgmma_configs("") == []
     with pytest.raises(ValueError, match="not BNxSTAGES"):
         bench.wgmma_configs("128x2-fast")
+    with pytest.raises(ValueError, match="two consumer warpgroups"):
+        bench.wgmma_configs("128x2-pp-c3")
     with pytest.raises(ValueError, match="block_n must be 64 or 128"):
         bench.wgmma_configs("96x2")
 

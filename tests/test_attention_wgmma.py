@@ -67,6 +67,10 @@ CASES = [
     ((1, 2, 1, 200, 330, 128), BF16, True, WgmmaAttentionConfig(approx=True)),
     ((1, 1, 1, 128, 384, 64), F16, False, WgmmaAttentionConfig(approx=True)),
     ((1, 1, 1, 256, 448, 64), F16, True, WgmmaAttentionConfig(64, 3, True, True, True)),
+    # three consumer warpgroups (192 query rows per block), head dim 64
+    ((1, 1, 1, 192, 256, 64), F16, False, WgmmaAttentionConfig(consumers=3)),
+    ((1, 2, 1, 200, 330, 64), BF16, True, WgmmaAttentionConfig(approx=True, consumers=3)),
+    ((1, 1, 1, 384, 448, 64), F16, True, WgmmaAttentionConfig(64, 3, False, True, True, 3)),
 ]
 
 
@@ -77,6 +81,7 @@ def _id(case):
         n = f"-n{cfg.block_n}s{cfg.stages}"
         n += ("-pingpong" if cfg.pingpong else "") + ("-overlap" if cfg.overlap else "")
         n += "-approx" if cfg.approx else ""
+        n += "-c3" if cfg.consumers == 3 else ""
     return f"{b}x{h}/{hk}-{sq}x{sk}-d{d}-{str(dtype)[6:]}{'-causal' if causal else ''}{n}"
 
 
@@ -147,7 +152,7 @@ def _line(module, text: str) -> int:
 
 
 THREE_TILES = (1, 1, 1, 128, 384, 64)  # 128-key tiles: stage 0 is refilled once
-EMPTY_WAIT = """                    if j >= STAGES:  # both consumers are done with the stage's last tile
+EMPTY_WAIT = """                    if j >= STAGES:  # every consumer is done with the stage's last tile
                         T.cuda.mbarrier_wait(empty[st], (j // STAGES - 1) % 2)
 """
 FULL_WAIT = "T.cuda.mbarrier_wait(full[j % STAGES], (j // STAGES) % 2)"
@@ -270,6 +275,9 @@ def test_a_wrong_view_of_p_is_a_contract_error_at_the_users_line(tmp_path):
         ({"seq_q": 0}, "must be positive"),
         ({"cfg": WgmmaAttentionConfig(block_n=96)}, "cfg.block_n"),
         ({"cfg": WgmmaAttentionConfig(stages=1)}, "cfg.stages"),
+        ({"cfg": WgmmaAttentionConfig(consumers=4)}, "cfg.consumers"),
+        ({"cfg": WgmmaAttentionConfig(pingpong=True, consumers=3)}, "two consumer warpgroups"),
+        ({"cfg": WgmmaAttentionConfig(consumers=3), "head_dim": 128}, "head dim 64 only"),
     ],
 )
 def test_bad_sizes_are_refused(kwargs, message):
@@ -299,7 +307,8 @@ def _sm_90a_build(head_dim, dtype, cfg):
     exe = tirx.compile(kernel, target="cuda -arch=sm_90a")
     st = exe.stats
     assert st["spill_stores"] == 0 and st["spill_loads"] == 0 and st["stack_bytes"] == 0
-    assert st["registers"] <= 168  # 65536 / 384: the launch's share before setmaxnreg
+    # the launch's share before setmaxnreg: 65536 / 384 = 168 (three consumers: / 512, 128)
+    assert st["registers"] <= 65536 // cfg.threads
     return exe
 
 
@@ -330,6 +339,24 @@ def test_sm_90a_build_has_no_spills_and_the_fa3_instructions(head_dim, dtype, pi
     assert "STL" not in sass and "LDL" not in sass
     if overlap:  # Q K_jᵀ and P_(j-1) V_(j-1) in flight together, then wait_group 1
         assert "WARPGROUP.DEPBAR.LE gsb0, 0x1" in sass
+
+
+@pytest.mark.parametrize("overlap", [False, True])
+def test_three_consumers_fit_their_160_registers(overlap):
+    """512 threads: 128 registers each at launch; setmaxnreg gives the producer's back to the
+    three consumers (24 + 3 x 160 per thread of a warpgroup), whose code at head dim 64 stays
+    below R160, with no local memory."""
+    cfg = WgmmaAttentionConfig(approx=True, overlap=overlap, consumers=3)
+    exe = _sm_90a_build(64, "float16", cfg)
+    assert exe.launch_dims[1] == (512, 1, 1) and exe.launch_dims[0][0] == -(-1024 // 192)
+    assert exe.launch_dims[2] == cfg.shared_bytes(64) + 64
+    sass = exe.sass
+    if sass is None:
+        pytest.skip("no disassembler (nvdisasm/cuobjdump) installed")
+    assert "USETMAXREG.TRY_ALLOC.CTAPOOL UP0, 0xa0" in sass  # 160 for the consumers
+    assert "USETMAXREG.DEALLOC.CTAPOOL 0x18" in sass
+    assert max(int(r) for r in re.findall(r"\bR(\d+)\b", sass)) < 160
+    assert "STL" not in sass and "LDL" not in sass
 
 
 @pytest.mark.parametrize("head_dim", [64, 128])
@@ -386,6 +413,24 @@ def test_gpu_matches_sdpa_and_float64(shape, dtype, causal):
 @pytest.mark.parametrize("head_dim", [64, 128])
 def test_gpu_equals_the_simulator(head_dim, cfg):
     """The same kernel on both targets: equal to within one rounding of the output."""
+    _gpu_equals_the_simulator(head_dim, cfg)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize(
+    "cfg",
+    [
+        WgmmaAttentionConfig(approx=True, consumers=3),
+        WgmmaAttentionConfig(overlap=True, approx=True, consumers=3),
+        WgmmaAttentionConfig(64, 3, consumers=3),
+    ],
+    ids=["approx", "overlap-approx", "n64s3"],
+)
+def test_gpu_equals_the_simulator_with_three_consumers(cfg):
+    _gpu_equals_the_simulator(64, cfg)
+
+
+def _gpu_equals_the_simulator(head_dim, cfg):
     if torch.cuda.get_device_capability() != (9, 0):
         pytest.skip("the wgmma kernel runs on sm_90 only")
     shape = (1, 2, 1, 200, 330, head_dim)

@@ -5,18 +5,20 @@ log-sum-exp ``LSE``. The arguments are those of :mod:`tirx.examples.attention_mm
 head_dim)``; ``LSE``: ``(batch, heads, seq_q)`` float32; ``scale`` a run-time float32). The
 walk-through is docs/attention.md, "The Hopper kernel".
 
-One block of 384 threads (three warpgroups) owns ``BM = 128`` query rows of one head:
+One block of 384 threads (three warpgroups) owns ``BM = 128`` query rows of one head (with
+``cfg.consumers = 3``, head dim 64 only: 512 threads, four warpgroups, 192 rows):
 
 * warpgroup 0 produces: it gives registers back (``setmaxnreg.dec`` to 24) and one of its
   threads loads the block's Q tile once and streams the head's K and V tiles of ``block_n``
   keys with TMA (``cp.async.bulk.tensor.4d``, the copy engine writing 128-byte swizzled
   tiles; a head dimension of 128 is two boxes of 64 columns) into a ring of ``stages``
   shared stages. Each stage has a ``full`` mbarrier (one arrival, armed with the stage's
-  bytes by ``expect_tx``) and an ``empty`` one (256 arrivals, every consumer thread); the
+  bytes by ``expect_tx``) and an ``empty`` one (an arrival from every consumer thread); the
   producer waits on ``empty`` with parity ``(n - 1) % 2`` before the ``n``-th refill of a
   stage;
 * warpgroups 1 and 2 consume (``setmaxnreg.inc`` to 240: 24 + 240 + 240 = 504 = 3 x 168,
-  the 64K registers of the block), each 64 query rows: they wait on ``full`` with parity
+  the 64K registers of the block; three consumers get 160 each, 24 + 3 x 160 <= 4 x 128),
+  each 64 query rows: they wait on ``full`` with parity
   ``n % 2``, compute ``S = Q Kᵀ`` with ``wgmma.mma_async`` m64n``block_n``k16, both operands
   from shared memory through descriptors, f32 accumulation; the online softmax runs on the
   accumulator fragment (row maximum and sum over the quad of lanes that holds a row, two
@@ -75,9 +77,9 @@ __all__ = [
 
 HEAD_DIMS = (64, 128)
 DTYPES = ("float16", "bfloat16")
-BM = 128  # query rows per block: 64 per consumer warpgroup
-THREADS = 384  # a producer warpgroup and two consumers
-PRODUCER_REGISTERS, CONSUMER_REGISTERS = 24, 240
+BM = 128  # query rows per block: 64 per consumer warpgroup (two; three: 192)
+THREADS = 384  # a producer warpgroup and two consumers (three: 512)
+PRODUCER_REGISTERS, CONSUMER_REGISTERS = 24, 240  # (three consumers: 24, 160)
 LOG2E = math.log2(math.e)
 LN2 = math.log(2.0)
 COLS = 64  # head-dim columns per swizzled box: 128 bytes of 16-bit elements
@@ -88,23 +90,53 @@ class WgmmaAttentionConfig:
     """``block_n`` keys per K/V tile, ``stages`` shared stages of each; ``pingpong``: the two
     consumer warpgroups take turns to issue ``S = Q Kᵀ``; ``overlap``: each consumer issues
     tile ``j``'s ``Q Kᵀ`` with tile ``j - 1``'s ``P V``; ``approx``: the softmax's
-    instructions as FlashAttention-3 writes them, for a positive ``scale`` (module doc)."""
+    instructions as FlashAttention-3 writes them, for a positive ``scale`` (module doc);
+    ``consumers``: consumer warpgroups per block, 64 query rows each (3: head dim 64 only,
+    without ping-pong, 160 registers per consumer thread)."""
 
     block_n: int = 128
     stages: int = 2
     pingpong: bool = False
     overlap: bool = False
     approx: bool = False
+    consumers: int = 2
 
-    def check(self) -> None:
+    def check(self, head_dim: int | None = None) -> None:
         if self.block_n not in (64, 128):
             raise ValueError(f"cfg.block_n must be 64 or 128, got {self.block_n}")
         if self.stages not in (2, 3):
             raise ValueError(f"cfg.stages must be 2 or 3, got {self.stages}")
+        if self.consumers not in (2, 3):
+            raise ValueError(f"cfg.consumers must be 2 or 3, got {self.consumers}")
+        if self.consumers == 3 and self.pingpong:
+            raise ValueError("cfg.pingpong takes two consumer warpgroups, not three")
+        if self.consumers == 3 and head_dim is not None and head_dim != 64:
+            raise ValueError(
+                f"three consumer warpgroups hold head dim 64 only: {self.consumer_registers} "
+                f"registers per thread are too few for S, P and O at head dim {head_dim}"
+            )
+
+    @property
+    def block_m(self) -> int:
+        """Query rows per block: 64 per consumer warpgroup."""
+        return 64 * self.consumers
+
+    @property
+    def threads(self) -> int:
+        """The producer warpgroup and the consumers."""
+        return 128 * (self.consumers + 1)
+
+    @property
+    def consumer_registers(self) -> int:
+        """What ``setmaxnreg.inc`` gives a consumer thread: the block's 64K registers less the
+        producer's :data:`PRODUCER_REGISTERS`, shared out in multiples of 8 (240 for two
+        consumers, 160 for three)."""
+        per = (65536 // 128 - PRODUCER_REGISTERS) // self.consumers
+        return per - per % 8
 
     def shared_bytes(self, head_dim: int) -> int:
         """Q's tile and ``stages`` stages of K and V, 16-bit elements (the mbarriers apart)."""
-        return (BM + 2 * self.stages * self.block_n) * head_dim * 2
+        return (self.block_m + 2 * self.stages * self.block_n) * head_dim * 2
 
 
 def default_config(head_dim: int) -> WgmmaAttentionConfig:
@@ -141,7 +173,8 @@ def make_attention(
 ):
     """The kernel ``attention(Q, K, V, O, LSE, scale)`` for one shape class (module doc).
 
-    Launch grid: ``(ceil(seq_q / 128), batch · heads)``, 384 threads, sm_90a."""
+    Launch grid: ``(ceil(seq_q / cfg.block_m), batch · heads)`` (128 rows per block with two
+    consumer warpgroups, 192 with three), ``cfg.threads`` threads (384, 512), sm_90a."""
     cfg = cfg or default_config(head_dim)
     if head_dim not in HEAD_DIMS:
         raise ValueError(f"head_dim must be one of {HEAD_DIMS}, got {head_dim}")
@@ -152,10 +185,11 @@ def make_attention(
             f"batch, heads, kv_heads, seq_q, seq_k must be positive and heads a multiple of "
             f"kv_heads; got {batch}, {heads}, {kv_heads}, {seq_q}, {seq_k}"
         )
-    cfg.check()
+    cfg.check(head_dim)
     ab = "f16" if dtype == "float16" else "bf16"
     D, BN, STAGES, PINGPONG, OVERLAP = head_dim, cfg.block_n, cfg.stages, cfg.pingpong, cfg.overlap
     APPROX = cfg.approx
+    BM, CONSUMERS, THREADS = cfg.block_m, cfg.consumers, cfg.threads  # rows, warpgroups, threads
     KB = D // COLS  # 64-column boxes per row of Q, K or V
     wgmma_s = f"wgmma.mma_async.sync.aligned.m64n{BN}k16.f32.{ab}.{ab}"
     wgmma_o = f"wgmma.mma_async.sync.aligned.m64n{D}k16.f32.{ab}.{ab}"
@@ -309,9 +343,9 @@ def make_attention(
     def consume(
         cw, tid, b, h, q0, n_kv, scale, q_s, k_s, v_s, q_full, full, empty, turn, O, LSE, ax
     ):
-        """Consumer warpgroup ``cw`` (0 or 1): query rows ``q0 + 64 cw ..`` of head ``(b, h)``,
-        with the approx softmax when ``ax`` (a compile-time bool)."""
-        c = tid - 128  # the thread within the two consumer warpgroups
+        """Consumer warpgroup ``cw`` (0 .. CONSUMERS - 1): query rows ``q0 + 64 cw ..`` of head
+        ``(b, h)``, with the approx softmax when ``ax`` (a compile-time bool)."""
+        c = tid - 128  # the thread within the consumer warpgroups
         w = (c // 32) % 4  # its warp
         lane = c % 32
         g = lane // 4
@@ -421,7 +455,7 @@ def make_attention(
 
     @T.macro
     def consumers(tid, b, h, q0, n_kv, scale, q_s, k_s, v_s, q_full, full, empty, turn, O, LSE, ax):
-        """Both consumer warpgroups (``wg`` 1 and 2)."""
+        """The consumer warpgroups (``wg`` 1 .. CONSUMERS)."""
         wg = T.cuda.warpgroup_id()
         if PINGPONG:
             # each warpgroup in a branch of its own, with its warpgroup index a constant:
@@ -466,7 +500,7 @@ def make_attention(
             T.ptx[INIT](q_full[0], 1)
             for st in range(STAGES):
                 T.ptx[INIT](full[st], 1)
-                T.ptx[INIT](empty[st], 256)
+                T.ptx[INIT](empty[st], 128 * CONSUMERS)
             if PINGPONG:
                 T.ptx[INIT](turn[0], 128)
                 T.ptx[INIT](turn[1], 128)
@@ -485,13 +519,13 @@ def make_attention(
                 T.cuda.tile.apply(T.ptx[tma], q_s[:, :, :, :, :], Q[:, :, :, :], box=(1, 1, BM, COLS), coords=(b, h, q0, 0), coord_steps=((0, 0, 0, COLS),), swizzle=3, mbar=q_full[0], scope="thread")  # fmt: skip
                 for j in range(n_kv):
                     st = j % STAGES
-                    if j >= STAGES:  # both consumers are done with the stage's last tile
+                    if j >= STAGES:  # every consumer is done with the stage's last tile
                         T.cuda.mbarrier_wait(empty[st], (j // STAGES - 1) % 2)
                     T.ptx[EXPECT](full[st], STAGE_BYTES)
                     T.cuda.tile.apply(T.ptx[tma], k_s[st, :, :, :, :, :], K[:, :, :, :], box=(1, 1, BN, COLS), coords=(b, hk, j * BN, 0), coord_steps=((0, 0, 0, COLS),), swizzle=3, mbar=full[st], scope="thread")  # fmt: skip
                     T.cuda.tile.apply(T.ptx[tma], v_s[st, :, :, :, :, :], V[:, :, :, :], box=(1, 1, BN, COLS), coords=(b, hk, j * BN, 0), coord_steps=((0, 0, 0, COLS),), swizzle=3, mbar=full[st], scope="thread")  # fmt: skip
         else:  # the consumers: 64 query rows each
-            T.ptx[INC](CONSUMER_REGISTERS)
+            T.ptx[INC](cfg.consumer_registers)
             if APPROX:
                 # its fma folds a positive scale (the maximum of unscaled scores is then the
                 # scaled ones'); any other takes the exact form. One branch, the same in every
