@@ -57,9 +57,13 @@ positive the consumers run the exact form: one branch on the run-time scale, the
 thread, around their whole code (which the kernel then holds twice), so their loops have no
 branch and the results are right for any scale.
 
-Both scheduling options are off by default: in one H100 run (docs/gpu-runs/sessions.md,
-2026-12-05 from 16:15 UTC, run 2) the default (with the approx softmax) beat the two together
-(also with it) in all eight cases timed. Not here
+With ``cfg.consumers = 3`` (the default at head dim 64, as FlashAttention-3 splits it) a third
+consumer warpgroup takes rows 128 .. 191: 160 registers per consumer thread, enough for S, P
+and O at head dim 64 only; more warps hide more of each one's softmax behind the others'
+multiplies.
+
+Both scheduling options are off by default: neither, alone or together, was clearly faster
+than the plain loop on the H100 (docs/attention.md, "Speed"). Not here
 (FlashAttention-3 has them): a persistent grid, separate K and V barriers, and an epilogue
 through shared memory and TMA.
 """
