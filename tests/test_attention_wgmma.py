@@ -71,6 +71,11 @@ CASES = [
     ((1, 1, 1, 192, 256, 64), F16, False, WgmmaAttentionConfig(consumers=3)),
     ((1, 2, 1, 200, 330, 64), BF16, True, WgmmaAttentionConfig(approx=True, consumers=3)),
     ((1, 1, 1, 384, 448, 64), F16, True, WgmmaAttentionConfig(64, 3, False, True, True, 3)),
+    # key tiles of 176 and 192 keys (wgmma m64n176k16, m64n192k16; eleven and twelve k16 slices)
+    ((1, 2, 1, 200, 500, 128), BF16, True, WgmmaAttentionConfig(176, approx=True)),
+    ((1, 1, 1, 128, 400, 128), F16, False, WgmmaAttentionConfig(176, pingpong=True)),
+    ((1, 1, 1, 128, 600, 128), F16, False, WgmmaAttentionConfig(192, approx=True)),
+    ((1, 1, 1, 192, 400, 64), BF16, True, WgmmaAttentionConfig(176, approx=True, consumers=3)),
 ]
 
 
@@ -278,6 +283,7 @@ def test_a_wrong_view_of_p_is_a_contract_error_at_the_users_line(tmp_path):
         ({"cfg": WgmmaAttentionConfig(consumers=4)}, "cfg.consumers"),
         ({"cfg": WgmmaAttentionConfig(pingpong=True, consumers=3)}, "two consumer warpgroups"),
         ({"cfg": WgmmaAttentionConfig(consumers=3), "head_dim": 128}, "head dim 64 only"),
+        ({"cfg": WgmmaAttentionConfig(192, consumers=3)}, "at most 176 keys"),
     ],
 )
 def test_bad_sizes_are_refused(kwargs, message):
@@ -339,6 +345,29 @@ def test_sm_90a_build_has_no_spills_and_the_fa3_instructions(head_dim, dtype, pi
     assert "STL" not in sass and "LDL" not in sass
     if overlap:  # Q K_jᵀ and P_(j-1) V_(j-1) in flight together, then wait_group 1
         assert "WARPGROUP.DEPBAR.LE gsb0, 0x1" in sass
+
+
+@pytest.mark.parametrize(
+    "cfg",
+    [
+        WgmmaAttentionConfig(176, approx=True),
+        WgmmaAttentionConfig(176, approx=True, pingpong=True),
+        WgmmaAttentionConfig(176, approx=True, overlap=True),
+        WgmmaAttentionConfig(192, approx=True),
+    ],
+    ids=["176", "176-pingpong", "176-overlap", "192"],
+)
+def test_wide_key_tiles_fit_the_consumers_registers_at_head_dim_128(cfg):
+    """S of 176 or 192 keys (88 or 96 registers), P and O of head dim 128: the consumer's code
+    stays below R240, with no local memory; S = Q Kᵀ is one m64nNk16 per k16 slice."""
+    exe = _sm_90a_build(128, "bfloat16", cfg)
+    assert exe.launch_dims[2] == cfg.shared_bytes(128) + 64
+    sass = exe.sass
+    if sass is None:
+        pytest.skip("no disassembler (nvdisasm/cuobjdump) installed")
+    assert re.search(rf"HGMMA\.64x{cfg.block_n}x16\.F32\.BF16 R\d+, gdesc", sass)
+    assert max(int(r) for r in re.findall(r"\bR(\d+)\b", sass)) < 240
+    assert "STL" not in sass and "LDL" not in sass
 
 
 @pytest.mark.parametrize("overlap", [False, True])
@@ -423,11 +452,26 @@ def test_gpu_equals_the_simulator(head_dim, cfg):
         WgmmaAttentionConfig(approx=True, consumers=3),
         WgmmaAttentionConfig(overlap=True, approx=True, consumers=3),
         WgmmaAttentionConfig(64, 3, consumers=3),
+        WgmmaAttentionConfig(176, approx=True, consumers=3),
     ],
-    ids=["approx", "overlap-approx", "n64s3"],
+    ids=["approx", "overlap-approx", "n64s3", "n176-approx"],
 )
 def test_gpu_equals_the_simulator_with_three_consumers(cfg):
     _gpu_equals_the_simulator(64, cfg)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize(
+    "cfg",
+    [
+        WgmmaAttentionConfig(176, approx=True),
+        WgmmaAttentionConfig(176, approx=True, pingpong=True),
+        WgmmaAttentionConfig(192, approx=True),
+    ],
+    ids=["n176-approx", "n176-pingpong-approx", "n192-approx"],
+)
+def test_gpu_equals_the_simulator_with_wide_key_tiles(cfg):
+    _gpu_equals_the_simulator(128, cfg)
 
 
 def _gpu_equals_the_simulator(head_dim, cfg):

@@ -75,7 +75,7 @@ from tirx import T
 from tirx.layout import ComposeLayout, S, TileLayout, laneid, wid_in_wg
 
 __all__ = [
-    "WgmmaAttentionConfig", "HEAD_DIMS", "DTYPES", "BM", "THREADS", "PRODUCER_REGISTERS",
+    "WgmmaAttentionConfig", "HEAD_DIMS", "DTYPES", "BLOCK_NS", "BM", "THREADS", "PRODUCER_REGISTERS",
     "CONSUMER_REGISTERS", "default_config", "make_attention", "accumulator_layout",
 ]  # fmt: skip
 
@@ -87,6 +87,9 @@ PRODUCER_REGISTERS, CONSUMER_REGISTERS = 24, 240  # (three consumers: 24, 160)
 LOG2E = math.log2(math.e)
 LN2 = math.log(2.0)
 COLS = 64  # head-dim columns per swizzled box: 128 bytes of 16-bit elements
+# keys per K/V tile: wgmma's N for S = Q Kᵀ, a multiple of 16 (P V's k16 slices); 176 and 192
+# hold S (88 or 96 registers) and P beside O at head dim 128 within a consumer's 240
+BLOCK_NS = (64, 128, 176, 192)
 
 
 @dataclass(frozen=True)
@@ -106,14 +109,19 @@ class WgmmaAttentionConfig:
     consumers: int = 2
 
     def check(self, head_dim: int | None = None) -> None:
-        if self.block_n not in (64, 128):
-            raise ValueError(f"cfg.block_n must be 64 or 128, got {self.block_n}")
+        if self.block_n not in BLOCK_NS:
+            raise ValueError(f"cfg.block_n must be one of {BLOCK_NS}, got {self.block_n}")
         if self.stages not in (2, 3):
             raise ValueError(f"cfg.stages must be 2 or 3, got {self.stages}")
         if self.consumers not in (2, 3):
             raise ValueError(f"cfg.consumers must be 2 or 3, got {self.consumers}")
         if self.consumers == 3 and self.pingpong:
             raise ValueError("cfg.pingpong takes two consumer warpgroups, not three")
+        if self.consumers == 3 and self.block_n > 176:
+            raise ValueError(
+                f"three consumer warpgroups take key tiles of at most 176 keys: the scores of "
+                f"{self.block_n} do not fit {self.consumer_registers} registers per thread"
+            )
         if self.consumers == 3 and head_dim is not None and head_dim != 64:
             raise ValueError(
                 f"three consumer warpgroups hold head dim 64 only: {self.consumer_registers} "
