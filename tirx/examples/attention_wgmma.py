@@ -154,8 +154,9 @@ class WgmmaAttentionConfig:
 def default_config(head_dim: int) -> WgmmaAttentionConfig:
     """128-key tiles, two stages, the approx softmax; at head dim 64 three consumer warpgroups
     (88 KB of shared memory; 160 KB at head dim 128 with two): of the configurations in
-    benchmarks/results/attention_speed-h100.md (three stages, ping-pong, the overlap, three
-    consumers) the fastest or within a few per cent of it in every case."""
+    benchmarks/results/attention_speed-h100.md and the runs before it (three stages, ping-pong,
+    the overlap, 176- and 192-key tiles, three consumers) none was faster in more than one or
+    two of the four cases of a head dim."""
     return WgmmaAttentionConfig(
         block_n=128, stages=2, approx=True, consumers=3 if head_dim == 64 else 2
     )
