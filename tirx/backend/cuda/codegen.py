@@ -8,9 +8,7 @@ to the kernel's own source line, so NVRTC diagnostics point at the user's code.
 
 from __future__ import annotations
 
-import math
 import re
-import struct
 import sys
 
 from ... import catalog
@@ -19,7 +17,7 @@ from ...ir import nodes as ir
 from ...ir.simplify import is_nonnegative
 from ...ir.visitor import UnknownNodeError, Visitor, Walker
 from .abi import CODEGEN_VERSION, param_kinds, uses_dynamic_shared
-from .tools import LazyPattern, c_string
+from .tools import LazyPattern, c_string, float_literal
 from .writes import assigns as _assigns
 from .writes import nonneg_vars as _nonneg_vars
 
@@ -77,31 +75,6 @@ def _scalar_param_ctype(d: DType) -> str:
         "uint8": "unsigned int",
         "uint16": "unsigned int",
     }.get(d.name, d.c_type)
-
-
-def _float_literal(v: float, d: DType) -> str:
-    suffix = "f" if d.name != "float64" else ""
-    if math.isnan(v):
-        return (
-            "__int_as_float(0x7fffffff)" if suffix else "__longlong_as_double(0x7ff8000000000000LL)"
-        )
-    if math.isinf(v):
-        s = "-" if v < 0 else ""
-        return f"({s}1.0{suffix} / 0.0{suffix})"
-    if v.is_integer() and abs(v) < 2**24:
-        return f"{v:.1f}{suffix}"
-    tiny = 2.0**-126 if suffix else sys.float_info.min
-    if v != 0 and abs(v) < tiny:  # a subnormal: NVRTC calls its literal "out of range"
-        if suffix:
-            return f"__int_as_float({struct.unpack('<i', struct.pack('<f', v))[0]})"
-        return f"__longlong_as_double({struct.unpack('<q', struct.pack('<d', v))[0]}LL)"
-    if suffix:  # the float32 value itself: exact, so NVRTC rounds nothing (and does not warn
-        # "#1046-D: floating-point value cannot be represented exactly")
-        try:
-            v = struct.unpack("<f", struct.pack("<f", v))[0]
-        except OverflowError:  # past float32's range: the infinity it rounds to
-            return _float_literal(math.copysign(math.inf, v), d)
-    return f"{float(v).hex()}{suffix}"
 
 
 # The families' C lives in tirx/families/<family>/cuda.py (the PTX calls a family writes itself,
@@ -225,7 +198,7 @@ class _Emitter(Walker):
         if d.kind is DTypeKind.BOOL:
             return "true" if c.value else "false"
         if d.kind is DTypeKind.FLOAT:
-            return _float_literal(float(c.value), d)
+            return float_literal(float(c.value), d.name == "float64")
         v = int(c.value)
         if d.name == "int64":
             return f"{v}LL"

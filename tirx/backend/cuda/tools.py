@@ -1,4 +1,5 @@
-"""The CUDA command-line tools tirx can use when they are installed: nvdisasm/cuobjdump, ptxas.
+"""The CUDA command-line tools tirx can use when they are installed: nvdisasm/cuobjdump, ptxas;
+and the C literals the code generator writes (strings, floats).
 
 None of them is required. Each function answers None (or an empty dict) when its tool is
 missing, and every subprocess runs under a timeout so a broken tool cannot hang a notebook.
@@ -7,12 +8,15 @@ missing, and every subprocess runs under a timeout so a broken tool cannot hang 
 from __future__ import annotations
 
 import functools
+import math
 import os
 import re
+import struct
+import sys
 
 __all__ = [
     "find_tool", "disassemble", "ptxas_stats", "parse_ptxas_info", "is_ptxas_info", "STAT_KEYS",
-    "c_string",
+    "c_string", "float_literal",
 ]  # fmt: skip
 
 
@@ -202,3 +206,30 @@ def c_string(s: str) -> str:
         else:
             out.extend(f"\\{b:03o}" for b in ch.encode())
     return '"' + "".join(out) + '"'
+
+
+def float_literal(v: float, double: bool = False) -> str:
+    """``v`` as a C literal of a ``float`` (``double``: of a ``double``), exact: a float is the
+    float32 value ``v`` rounds to, so NVRTC has nothing to round (and does not warn "#1046-D:
+    floating-point value cannot be represented exactly"); a value past float32's range is the
+    infinity it rounds to. NaN, infinities and subnormals (whose literals NVRTC calls "out of
+    range") are written through their bits or a division."""
+    suffix = "" if double else "f"
+    if not double and math.isfinite(v):
+        try:
+            v = struct.unpack("<f", struct.pack("<f", v))[0]
+        except OverflowError:
+            v = math.copysign(math.inf, v)
+    if math.isnan(v):
+        return (
+            "__longlong_as_double(0x7ff8000000000000LL)" if double else "__int_as_float(0x7fffffff)"
+        )
+    if math.isinf(v):
+        return f"({'-' if v < 0 else ''}1.0{suffix} / 0.0{suffix})"
+    if v.is_integer() and abs(v) < 2**24:
+        return f"{v:.1f}{suffix}"
+    if v != 0 and abs(v) < (sys.float_info.min if double else 2.0**-126):  # a subnormal
+        if double:
+            return f"__longlong_as_double({struct.unpack('<q', struct.pack('<d', v))[0]}LL)"
+        return f"__int_as_float({struct.unpack('<i', struct.pack('<f', v))[0]})"
+    return f"{v.hex()}{suffix}"
