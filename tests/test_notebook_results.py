@@ -127,11 +127,17 @@ def test_committed_notebooks_carry_no_machine_paths(path):
     assert not found, f"{path.name} carries machine paths {found}: re-run make notebooks"
 
 
-def test_notebook_10_shows_the_current_wgmma_result():
-    """Notebook 10's speed cell reads benchmarks/results/gemm_wgmma-h200.md by name; its saved
-    output is that file (re-execute the notebook after a new result)."""
-    name = "gemm_wgmma-h200.md"
-    notebook = ROOT / "notebooks" / "10_warp_specialized_gemm.ipynb"
+@pytest.mark.parametrize(
+    "notebook, name",
+    [
+        ("09_attention", "attention_speed-h100.md"),
+        ("10_warp_specialized_gemm", "gemm_wgmma-h200.md"),
+    ],
+)
+def test_notebooks_show_the_current_result_they_name(notebook, name):
+    """Notebook 9's and 10's speed cells read a results file by name; the saved output is that
+    file (re-execute the notebook after a new result: make notebooks)."""
+    notebook = ROOT / "notebooks" / f"{notebook}.ipynb"
     cells = json.loads(notebook.read_text())["cells"]
     (cell,) = [c for c in cells if f'RESULT = "benchmarks/results/{name}"' in "".join(c["source"])]
     printed = "".join(
@@ -141,5 +147,5 @@ def test_notebook_10_shows_the_current_wgmma_result():
     (shown,) = [o for o in cell["outputs"] if "text/markdown" in o.get("data", {})]
     current = ROOT / "benchmarks" / "results" / name
     assert "".join(shown["data"]["text/markdown"]) == current.read_text(), (
-        f"notebook 10 shows another table than benchmarks/results/{name}: make notebooks"
+        f"{notebook.name} shows another table than benchmarks/results/{name}: make notebooks"
     )
