@@ -357,8 +357,11 @@ def measure(cell: Cell, reps: int, wgmma=(), mma=()) -> Cell:
         cfgs = wgmma or [(config_name(default_config(cell.head_dim)), None)]
         tirx_runs += [(f"tirx wgmma {n}", "wgmma", cfg) for n, cfg in cfgs]
     for name, kernel, cfg in tirx_runs:
-        if getattr(cfg, "consumers", 2) == 3 and cell.head_dim != 64:
-            continue  # three consumer warpgroups hold head dim 64 only ("–" in the table)
+        if kernel == "wgmma" and cfg is not None:
+            try:
+                cfg.check(cell.head_dim)  # the kernel's own rule (three consumers: d 64 only)
+            except ValueError:
+                continue  # not a configuration of this head dim ("–" in the table)
         if cfg is None:
             exe = attention_executable(q, k, v, causal=cell.causal, kernel=kernel)
         else:
