@@ -105,18 +105,25 @@ def child_tirx(target: str, mode: str, copy: str | None = None) -> dict:
 
     t1 = time.perf_counter()
     exe = tirx.compile(warp_matmul, target=target)
-    t2 = time.perf_counter()
-    # define: importing the module that holds the kernel (source read + @T.function's parse);
-    # other: what tirx.compile spent outside its stages (first-use imports, target, lookup)
-    split = {"define": (t1 - t0) * 1e3, **exe.timings}
-    staged = sum(v for k, v in exe.timings.items() if k not in ("parse", "other"))
-    split["other"] = (t2 - t1) * 1e3 - staged  # tirx's own "other" and the call's way in
+    result = _timed(exe, t0, t1, time.perf_counter())
     from tirx.backend.cuda import libnvrtc
 
     waited = getattr(libnvrtc, "load_waited_ms", None)  # (compile_ab.py runs older trees too)
-    return {"ms": (t2 - t0) * 1e3, "cache": exe.cache, "timings": split, "loaded": "load" in split,
-            "compile_ms": exe.nvrtc.nvrtc_ms, "preloaded": bool(libnvrtc.preloaded),
-            "waited_ms": waited, "second": copy and _second_kernel(target, copy)}  # fmt: skip
+    return {**result, "loaded": "load" in result["timings"],
+            "preloaded": bool(libnvrtc.preloaded), "waited_ms": waited,
+            "second": copy and _second_kernel(target, copy)}  # fmt: skip
+
+
+def _timed(exe, t0: float, t1: float, t2: float) -> dict:
+    """One define (``t0``..``t1``: importing the module that holds the kernel, its source read
+    and @T.function's parse) and compile (``t1``..``t2``) of ``exe``: total ms, the cache's
+    answer, NVRTC's compile call and the stage split, where "other" is what tirx.compile spent
+    outside its stages (first-use imports, target, lookup) and the call's way in."""
+    split = {"define": (t1 - t0) * 1e3, **exe.timings}
+    staged = sum(v for k, v in exe.timings.items() if k not in ("parse", "other"))
+    split["other"] = (t2 - t1) * 1e3 - staged
+    return {"ms": (t2 - t0) * 1e3, "cache": exe.cache, "timings": split,
+            "compile_ms": exe.nvrtc.nvrtc_ms}  # fmt: skip
 
 
 def _second_kernel(target: str, copy: str) -> dict:
@@ -133,12 +140,7 @@ def _second_kernel(target: str, copy: str) -> dict:
     spec.loader.exec_module(module)
     t1 = time.perf_counter()
     exe = tirx.compile(module.warp_matmul_copy, target=target)
-    t2 = time.perf_counter()
-    split = {"define": (t1 - t0) * 1e3, **exe.timings}
-    staged = sum(v for k, v in exe.timings.items() if k not in ("parse", "other"))
-    split["other"] = (t2 - t1) * 1e3 - staged
-    return {"ms": (t2 - t0) * 1e3, "cache": exe.cache, "timings": split,
-            "compile_ms": exe.nvrtc.nvrtc_ms}  # fmt: skip
+    return _timed(exe, t0, t1, time.perf_counter())
 
 
 def child_call(target: str) -> dict:
