@@ -22,7 +22,6 @@ then initializes the driver itself); the table goes to ``compile_ab-<machine>-no
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import subprocess
@@ -37,23 +36,11 @@ import report  # noqa: E402
 from compile import _has_gpu  # noqa: E402 - the GPU question compile.py's children are told
 
 
-def _child(tree: str, args: list[str], tmp: str, tag: str) -> dict:
-    env = dict(os.environ, PYTHONPATH=tree, TIRX_CACHE_DIR=tempfile.mkdtemp(dir=tmp))
-    env["PYTHONPYCACHEPREFIX"] = os.path.join(tmp, f"pycache-{tag}")
-    env["TIRX_BENCH_GPU"] = "1" if _has_gpu() else "0"
-    env.pop("TIRX_CACHE", None)
-    env.pop("PYTHONDONTWRITEBYTECODE", None)
-    out = subprocess.run(
-        [sys.executable, str(HERE / "compile.py"), "--child", *args],
-        env=env,
-        cwd=str(HERE),
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    if out.returncode != 0:
-        raise SystemExit(f"{tree}: child {args} failed:\n{out.stderr}")
-    return json.loads(out.stdout.strip().splitlines()[-1])
+def _child(tree: str, args: list[str], tmp: str) -> dict:
+    return report.run_in_tree(
+        tree, [str(HERE / "compile.py"), "--child", *args], tmp, f"child {args}", cwd=str(HERE),
+        TIRX_BENCH_GPU="1" if _has_gpu() else "0",
+    )  # fmt: skip
 
 
 def _source(tree: str, arch: str, tmp: str) -> str:
@@ -88,17 +75,15 @@ def main(argv=None) -> None:
     target = f"cuda -arch={args.arch}"
     with tempfile.TemporaryDirectory(prefix="tirx-ab-") as tmp:
         src = _source(trees["after"], args.arch, tmp)
-        for name, tree in trees.items():  # warm each tree's bytecode
-            _child(tree, ["tirx", target, mode], tmp, name)
+        for tree in trees.values():  # warm each tree's bytecode
+            _child(tree, ["tirx", target, mode], tmp)
         results = {"before": [], "after": [], "nvrtc": []}
         imports = {"before": [], "after": []}
         for _ in range(args.runs):
-            results["nvrtc"].append(
-                _child(trees["after"], ["nvrtc", src, args.arch, mode], tmp, "after")
-            )
+            results["nvrtc"].append(_child(trees["after"], ["nvrtc", src, args.arch, mode], tmp))
             for name, tree in trees.items():
-                results[name].append(_child(tree, ["tirx", target, mode], tmp, name))
-                imports[name].append(_child(tree, ["import"], tmp, name)["ms"])
+                results[name].append(_child(tree, ["tirx", target, mode], tmp))
+                imports[name].append(_child(tree, ["import"], tmp)["ms"])
     nvrtc = statistics.median(r["ms"] for r in results["nvrtc"])
     stages = _stages(results)
     lines = [

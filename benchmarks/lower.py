@@ -83,7 +83,7 @@ print(json.dumps(out))
 def _child(tree: str, kernel, nvrtc: bool, tmp: str) -> dict:
     _, imp, call, arch = kernel
     code = _CHILD.format(imp=imp, call=call, arch=arch, nvrtc=nvrtc)
-    return report.run_in_tree(tree, code, tmp, kernel[0])
+    return report.run_in_tree(tree, ["-c", code], tmp, kernel[0])
 
 
 def main(argv=None) -> None:

@@ -152,15 +152,17 @@ def tree_commit(tree: str) -> str:
     )
 
 
-def run_in_tree(tree: str, code: str, tmp: str, what: str, **env_extra: str):
-    """Run Python ``code`` in a fresh process that imports tirx from ``tree`` (its own empty
-    cache, bytecode cached in ``tmp`` as after an install) and return the JSON value its last
-    line prints; a failed child ends the benchmark, naming ``what`` and its stderr."""
+def run_in_tree(tree: str, args: list[str], tmp: str, what: str, cwd=None, **env_extra: str):
+    """Run Python with ``args`` (``["-c", code]``, or a script and its arguments) in a fresh
+    process that imports tirx from ``tree`` (its own empty cache, the disk cache on, bytecode
+    cached in ``tmp`` as after an install; in ``cwd``, else ``tmp``) and return the JSON value
+    its last line prints; a failed child ends the benchmark, naming ``what`` and its stderr."""
     env = dict(os.environ, PYTHONPATH=tree, TIRX_CACHE_DIR=tempfile.mkdtemp(dir=tmp), **env_extra)
     env.pop("PYTHONDONTWRITEBYTECODE", None)
+    env.pop("TIRX_CACHE", None)
     env["PYTHONPYCACHEPREFIX"] = os.path.join(tmp, "pycache-" + str(abs(hash(tree))))
     done = subprocess.run(
-        [sys.executable, "-c", code], env=env, cwd=tmp, capture_output=True, text=True
+        [sys.executable, *args], env=env, cwd=cwd or tmp, capture_output=True, text=True
     )
     if done.returncode != 0:
         raise SystemExit(f"{tree}: {what} failed:\n{done.stderr}")

@@ -66,7 +66,9 @@ print(json.dumps(min(times) * 1e3))
 
 def _child(tree: str, work: str, repeat: int, tmp: str) -> float:
     code = _CHILD.format(work=work, repeat=repeat)
-    return report.run_in_tree(tree, code, tmp, work, TIRX_SIM_BUDGET="0")  # no run cut short
+    return report.run_in_tree(
+        tree, ["-c", code], tmp, work, TIRX_SIM_BUDGET="0"
+    )  # no run cut short
 
 
 def main(argv=None) -> None:
