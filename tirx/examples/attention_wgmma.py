@@ -81,9 +81,7 @@ __all__ = [
 
 HEAD_DIMS = (64, 128)
 DTYPES = ("float16", "bfloat16")
-BM = 128  # query rows per block: 64 per consumer warpgroup (two; three: 192)
-THREADS = 384  # a producer warpgroup and two consumers (three: 512)
-PRODUCER_REGISTERS, CONSUMER_REGISTERS = 24, 240  # (three consumers: 24, 160)
+PRODUCER_REGISTERS = 24  # what setmaxnreg.dec leaves the producer warpgroup's threads
 LOG2E = math.log2(math.e)
 LN2 = math.log(2.0)
 COLS = 64  # head-dim columns per swizzled box: 128 bytes of 16-bit elements
@@ -149,6 +147,12 @@ class WgmmaAttentionConfig:
     def shared_bytes(self, head_dim: int) -> int:
         """Q's tile and ``stages`` stages of K and V, 16-bit elements (the mbarriers apart)."""
         return (self.block_m + 2 * self.stages * self.block_n) * head_dim * 2
+
+
+# the two-consumer block's figures (three consumers: cfg.block_m 192, cfg.threads 512, 160)
+BM = WgmmaAttentionConfig().block_m  # query rows per block: 64 per consumer warpgroup
+THREADS = WgmmaAttentionConfig().threads  # a producer warpgroup and two consumers
+CONSUMER_REGISTERS = WgmmaAttentionConfig().consumer_registers  # what setmaxnreg.inc gives
 
 
 def default_config(head_dim: int) -> WgmmaAttentionConfig:
