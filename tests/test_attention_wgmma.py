@@ -311,6 +311,7 @@ def _sm_90a_build(head_dim, dtype, cfg):
     _nvrtc()
     kernel = make_attention(2, 8, 8, 1024, 1024, head_dim, dtype, causal=True, cfg=cfg)
     exe = tirx.compile(kernel, target="cuda -arch=sm_90a")
+    assert exe.nvrtc.log == "", exe.nvrtc.log
     st = exe.stats
     assert st["spill_stores"] == 0 and st["spill_loads"] == 0 and st["stack_bytes"] == 0
     # the launch's share before setmaxnreg: 65536 / 384 = 168 (three consumers: / 512, 128)

@@ -129,3 +129,40 @@ def test_parse_ptxas_log_ignores_lines_that_only_look_like_a_report():
         "ptxas info    : Used 12 registers, 1024 bytes smem\n"
     )
     assert tools.parse_ptxas_info(log)["kernels"] == {"k": {"registers": 12, "shared_bytes": 1024}}
+
+
+def test_names_in_tells_reads_from_assignments():
+    body = (
+        'cr[0] = a[i] + b;\n  asm("mov.b32 %0, %1;" : "=f"(d[j]), "=r"(e) : "r"(f));\n'
+        "  g = (h == 1);\n  p += 1;\n  q <= r;\n  x = threadIdx.x;\n  k = k + 1;"
+    )
+    named, read = tools.names_in(body)
+    assert {"cr", "d", "e", "g", "x"} <= named - read  # only ever assigned
+    assert {"a", "i", "b", "j", "f", "h", "p", "q", "r", "k"} <= read
+    assert "threadIdx" in read and "x" not in read  # a member is no read of x
+
+
+def test_generated_code_marks_what_it_never_reads():
+    """A variable or buffer the body only assigns, or never names, is ``[[maybe_unused]]``
+    (NVRTC would warn #177-D or #550-D); a shared buffer written through is used."""
+    import tirx
+    from tirx import T
+
+    @T.function
+    def k(Out: T.Tensor((32,), "float32")):
+        T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=32))
+        s = T.alloc_shared((32,), "float32", layout="default")
+        idle = T.alloc_shared((32,), "float32", layout="default")  # noqa: F841
+        r = T.alloc_local((2,), "float32")
+        lane = T.cuda.lane_id()
+        dead = lane * 2  # noqa: F841
+        r[0] = T.float32(1)
+        s[lane] = T.float32(2)
+        Out[lane] = s[lane]
+
+    exe = tirx.compile(k, target="cuda -arch=sm_90")
+    assert exe.nvrtc.log == "", exe.nvrtc.log
+    for line in ("  [[maybe_unused]] float* idle = ", "  float* s = ",  # idle: never named
+                 "  [[maybe_unused]] __align__(16) float r[2];",  # only assigned
+                 "  [[maybe_unused]] int dead;", "  int lane;"):  # fmt: skip
+        assert f"\n{line}" in exe.source, line
