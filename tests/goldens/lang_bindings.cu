@@ -1,9 +1,9 @@
 extern "C" __global__ void __launch_bounds__(32) bindings(int* __restrict__ A, int* __restrict__ B) {
   const int tirx_tid = (int)threadIdx.x;
   int lane;
-  int base;
+  [[maybe_unused]] int base;
   int off;
-  int width;
+  [[maybe_unused]] int width;
   int acc;
   int k;
   (void)tirx_tid;

@@ -3,7 +3,7 @@ extern "C" __global__ void __launch_bounds__(32) macros(int* __restrict__ A, int
   int lane;
   int tmp;
   int j;
-  int j_2;
+  [[maybe_unused]] int j_2;
   int tmp_2;
   (void)tirx_tid;
 #line 125

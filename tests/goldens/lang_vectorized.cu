@@ -1,8 +1,8 @@
 extern "C" __global__ void __launch_bounds__(64) vector_loops(float* __restrict__ A, float* __restrict__ B, unsigned short* __restrict__ H, unsigned short* __restrict__ G) {
   const int tirx_tid = (int)threadIdx.x;
   int t;
-  int r;
-  int c;
+  [[maybe_unused]] int r;
+  [[maybe_unused]] int c;
   int v;
   int v_2;
   int v_3;
