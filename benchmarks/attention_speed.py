@@ -20,7 +20,8 @@ and 16 k tokens by default: thousands of query tiles at every length, enough to 
   an sm_90 GPU only; with
   ``--wgmma-configs`` each named configuration (``BNxSTAGES`` plus ``-pp`` for the ping-pong,
   ``-ov`` for the overlap of the two products, ``-ax`` for the approx softmax, ``-c3`` for
-  three consumer warpgroups, timed at head dim 64 only, e.g. ``128x2-pp-ov``) is timed and
+  three consumer warpgroups, timed at head dim 64 only, ``-ps`` for a persistent grid, e.g.
+  ``128x2-pp-ov``) is timed and
   the fastest
   counts, its name printed beside it (the default: the kernel's default configuration);
 * **SDPA**: ``torch.nn.functional.scaled_dot_product_attention`` with each backend forced by
@@ -60,8 +61,9 @@ TRITON_CONFIGS = ((128, 64, 4, 3), (128, 64, 8, 3), (128, 128, 8, 2), (64, 64, 4
 
 
 def wgmma_configs(text: str) -> list:
-    """``--wgmma-configs``: ``BNxSTAGES[-pp][-ov][-ax][-c3]`` names, comma separated, as
+    """``--wgmma-configs``: ``BNxSTAGES[-pp][-ov][-ax][-c3][-ps]`` names, comma separated, as
     configurations of ``tirx.examples.attention_wgmma`` (``-c3``: three consumer warpgroups;
+    ``-ps``: a persistent grid;
     an empty text: its default per head dim)."""
     from tirx.examples.attention_wgmma import WgmmaAttentionConfig
 
@@ -69,11 +71,11 @@ def wgmma_configs(text: str) -> list:
     for name in filter(None, (x.strip() for x in text.split(","))):
         head, *flags = name.split("-")
         m = re.fullmatch(r"(\d+)x(\d+)", head)
-        if not m or set(flags) - {"pp", "ov", "ax", "c3"}:
-            raise ValueError(f"wgmma config {name!r} is not BNxSTAGES[-pp][-ov][-ax][-c3]")
+        if not m or set(flags) - {"pp", "ov", "ax", "c3", "ps"}:
+            raise ValueError(f"wgmma config {name!r} is not BNxSTAGES[-pp][-ov][-ax][-c3][-ps]")
         cfg = WgmmaAttentionConfig(
             int(m[1]), int(m[2]), pingpong="pp" in flags, overlap="ov" in flags,
-            approx="ax" in flags, consumers=3 if "c3" in flags else 2,
+            approx="ax" in flags, consumers=3 if "c3" in flags else 2, persistent="ps" in flags,
         )  # fmt: skip
         cfg.check()
         out.append((name, cfg))
@@ -103,7 +105,9 @@ def mma_config_name(cfg) -> str:
 
 def config_name(cfg) -> str:
     flags = "-pp" * cfg.pingpong + "-ov" * cfg.overlap + "-ax" * cfg.approx
-    return f"{cfg.block_n}x{cfg.stages}{flags}" + "-c3" * (cfg.consumers == 3)
+    return (
+        f"{cfg.block_n}x{cfg.stages}{flags}" + "-c3" * (cfg.consumers == 3) + "-ps" * cfg.persistent
+    )
 
 
 @dataclass
@@ -411,7 +415,7 @@ def report_body(cells: list[Cell], reps: int) -> str:
             "that for causal. tirx: `tirx.examples.attention_mma` (mma.sync), the fastest of the "
             "configurations timed (named in parentheses: WwMmBN, -ax the approx softmax); tirx wgmma: `tirx.examples.attention_wgmma` "
             "(FlashAttention-3's structure, sm_90 only), the fastest of the configurations timed "
-            "(named in parentheses: BNxSTAGES, -pp ping-pong, -ov overlap, -ax the approx softmax, -c3 three consumer warpgroups, head dim 64 only); each executable "
+            "(named in parentheses: BNxSTAGES, -pp ping-pong, -ov overlap, -ax the approx softmax, -c3 three consumer warpgroups, head dim 64 only, -ps a persistent grid); each executable "
             "called directly. "
             "Ratios: the fastest SDPA backend's time / tirx's (or Triton's), above 1 is "
             "faster than SDPA.",
@@ -441,7 +445,7 @@ def main(argv=None) -> int:
     ap.add_argument(
         "--wgmma-configs",
         default="",
-        help="configurations of the wgmma kernel to time, BNxSTAGES[-pp][-ov][-ax][-c3], comma separated "
+        help="configurations of the wgmma kernel to time, BNxSTAGES[-pp][-ov][-ax][-c3][-ps], comma separated "
         "(default: its default per head dim); the fastest counts",
     )
     report.add_output_arguments(ap, "attention_speed")

@@ -68,15 +68,16 @@ def test_a_cell_without_the_wgmma_kernel_shows_dashes():
 def test_wgmma_configs_parse_into_the_kernels_configurations():
     from tirx.examples.attention_wgmma import WgmmaAttentionConfig
 
-    got = bench.wgmma_configs("128x2, 64x3-pp,128x2-pp-ov,128x2-ax-c3,")
+    got = bench.wgmma_configs("128x2, 64x3-pp,128x2-pp-ov,128x2-ax-c3,128x2-ax-ps,")
     assert got == [
         ("128x2", WgmmaAttentionConfig(128, 2)),
         ("64x3-pp", WgmmaAttentionConfig(64, 3, pingpong=True)),
         ("128x2-pp-ov", WgmmaAttentionConfig(128, 2, pingpong=True, overlap=True)),
         ("128x2-ax-c3", WgmmaAttentionConfig(128, 2, approx=True, consumers=3)),
+        ("128x2-ax-ps", WgmmaAttentionConfig(128, 2, approx=True, persistent=True)),
     ]
     names = [bench.config_name(c) for _, c in got]
-    assert names == ["128x2", "64x3-pp", "128x2-pp-ov", "128x2-ax-c3"]
+    assert names == ["128x2", "64x3-pp", "128x2-pp-ov", "128x2-ax-c3", "128x2-ax-ps"]
     assert bench.wgmma_configs("") == []
     with pytest.raises(ValueError, match="not BNxSTAGES"):
         bench.wgmma_configs("128x2-fast")

@@ -34,14 +34,15 @@ EXAMPLE = Path(aw.__file__)
 F16, BF16 = torch.float16, torch.bfloat16
 
 
-def _run(module, shape, dtype=F16, causal=False, cfg=None, scale=0.125):
-    """Run ``module.make_attention`` on the simulator; (o, lse, q, k, v)."""
+def _run(module, shape, dtype=F16, causal=False, cfg=None, scale=0.125, sms=None):
+    """Run ``module.make_attention`` on the simulator (a persistent kernel on ``sms``
+    multiprocessors); (o, lse, q, k, v)."""
     q, k, v = inputs(*shape, dtype)
     name = str(dtype).removeprefix("torch.")
     fn = module.make_attention(*shape, name, causal, cfg)
     o = torch.full_like(q, float("nan"))
     lse = torch.full(q.shape[:3], float("nan"))
-    tirx.compile(fn, target="sim")(q, k, v, o, lse, scale)
+    tirx.compile(fn, target="sim", sms=sms)(q, k, v, o, lse, scale)
     return o, lse, q, k, v
 
 
@@ -87,6 +88,7 @@ def _id(case):
         n += ("-pingpong" if cfg.pingpong else "") + ("-overlap" if cfg.overlap else "")
         n += "-approx" if cfg.approx else ""
         n += "-c3" if cfg.consumers == 3 else ""
+        n += "-persistent" if cfg.persistent else ""
     return f"{b}x{h}/{hk}-{sq}x{sk}-d{d}-{str(dtype)[6:]}{'-causal' if causal else ''}{n}"
 
 
@@ -95,6 +97,60 @@ def test_simulator_matches_float64(case):
     shape, dtype, causal, cfg = case
     o, lse, q, k, v = _run(aw, shape, dtype, causal, cfg)
     check(o, lse, q, k, v, causal, scale=0.125)
+
+
+def _persistent(**kw):
+    return WgmmaAttentionConfig(persistent=True, **kw)
+
+
+# a persistent grid of ``sms`` blocks, each walking over two or more query tiles: the ring's
+# stages and phases, Q's hand-over and (causal) each tile's own key count carry from tile to tile
+PERSISTENT_CASES = [
+    ((2, 2, 2, 128, 384, 64), F16, False, _persistent(), 3),
+    ((1, 2, 1, 200, 330, 128), BF16, True, _persistent(approx=True), 2),  # GQA, ragged
+    ((1, 3, 1, 256, 448, 64), F16, True, _persistent(block_n=64, stages=3), 2),
+    ((2, 1, 1, 128, 384, 64), BF16, False, _persistent(pingpong=True), 1),  # one block
+    ((1, 2, 1, 200, 330, 128), F16, True, _persistent(overlap=True, approx=True), 3),
+    ((1, 2, 2, 256, 330, 64), BF16, True, _persistent(pingpong=True, overlap=True), 2),
+    ((1, 2, 1, 384, 448, 64), F16, True, _persistent(approx=True, consumers=3), 2),
+]
+
+
+@pytest.mark.parametrize(
+    "case", PERSISTENT_CASES, ids=[f"{_id(c[:4])}-sms{c[4]}" for c in PERSISTENT_CASES]
+)
+def test_persistent_simulator_matches_float64(case):
+    shape, dtype, causal, cfg, sms = case
+    o, lse, q, k, v = _run(aw, shape, dtype, causal, cfg, sms=sms)
+    check(o, lse, q, k, v, causal, scale=0.125)
+
+
+Q_FREE_WAIT = """                    if i > 0:  # every consumer is done with the last tile's Q
+                        T.cuda.mbarrier_wait(q_free[0], (i - 1) % 2)
+"""
+
+
+def test_simulator_reports_q_reloaded_without_the_q_free_wait(tmp_path):
+    """A persistent block's producer loads the next tile's Q without waiting for the
+    consumers to be done with the last one's: the copy lands on Q while their Q Kᵀ reads it."""
+    twin = _twin(tmp_path, Q_FREE_WAIT, "", "attn_wg_noqfree")
+    with pytest.raises(SimulationError, match=r"writes .q_s. .* tensor core") as info:
+        _run(twin, (2, 1, 1, 128, 384, 64), cfg=twin.WgmmaAttentionConfig(persistent=True), sms=1)
+    assert info.value.span.line == _line(twin, "T.cuda.tile.apply(T.ptx[tma], q_s[")
+
+
+def test_simulator_reports_q_freed_before_the_last_scores_land(tmp_path):
+    """The consumers free Q as soon as it has landed, not after their last ``wait_group``:
+    the next tile's Q lands while the tensor cores still read this one's."""
+    wait = "            T.cuda.mbarrier_wait(q_full[0], i % 2)\n"
+    free = """            if PERSISTENT:  # this thread's multiplies are done with Q: the next tile's may land
+                T.ptx[ARRIVE](q_free[0])
+"""
+    early = wait + "            T.ptx[ARRIVE](q_free[0])\n"
+    twin = _twin(tmp_path, wait, early, "attn_wg_early_qfree", (free, ""))
+    with pytest.raises(SimulationError, match=r"writes .q_s. .* tensor core") as info:
+        _run(twin, (2, 1, 1, 128, 384, 64), cfg=twin.WgmmaAttentionConfig(persistent=True), sms=1)
+    assert info.value.span.line == _line(twin, "T.cuda.tile.apply(T.ptx[tma], q_s[")
 
 
 @pytest.mark.parametrize("scale", [-0.125, 0.0])
@@ -134,13 +190,16 @@ def test_dispatch_runs_wgmma_on_sm_90_only(monkeypatch, arch, default):
     assert attn._dispatch("wgmma", torch.device("cpu")) == ("wgmma", "sim")
 
 
-def _twin(tmp_path, old: str, new: str, name: str):
-    """The example's source with ``old`` (present exactly once) replaced by ``new``, imported
-    as a module of its own (its kernel's lines are that file's)."""
+def _twin(tmp_path, old: str, new: str, name: str, *more: tuple[str, str]):
+    """The example's source with ``old`` (present exactly once) replaced by ``new`` (and each
+    further ``(old, new)`` pair), imported as a module of its own (its kernel's lines are that
+    file's)."""
     text = EXAMPLE.read_text()
-    assert text.count(old) == 1, old
+    for was, now in ((old, new), *more):
+        assert text.count(was) == 1, was
+        text = text.replace(was, now)
     path = tmp_path / f"{name}.py"
-    path.write_text(text.replace(old, new))
+    path.write_text(text)
     spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
@@ -157,14 +216,14 @@ def _line(module, text: str) -> int:
 
 
 THREE_TILES = (1, 1, 1, 128, 384, 64)  # 128-key tiles: stage 0 is refilled once
-EMPTY_WAIT = """                    if j >= STAGES:  # every consumer is done with the stage's last tile
-                        T.cuda.mbarrier_wait(empty[st], (j // STAGES - 1) % 2)
+EMPTY_WAIT = """                        if n >= STAGES:  # every consumer is done with the stage's last tile
+                            T.cuda.mbarrier_wait(empty[st], (n // STAGES - 1) % 2)
 """
-FULL_WAIT = "T.cuda.mbarrier_wait(full[j % STAGES], (j // STAGES) % 2)"
-S_WAIT = """                T.ptx["wgmma.wait_group.sync.aligned"](0)
-                scale_scores(s, cs, ax)"""
-RELEASE = """                T.ptx["wgmma.wait_group.sync.aligned"](0)
-                T.ptx[ARRIVE](empty[st])"""
+FULL_WAIT = "T.cuda.mbarrier_wait(full[n % STAGES], (n // STAGES) % 2)"
+S_WAIT = """                    T.ptx["wgmma.wait_group.sync.aligned"](0)
+                    scale_scores(s, cs, ax)"""
+RELEASE = """                    T.ptx["wgmma.wait_group.sync.aligned"](0)
+                    T.ptx[ARRIVE](empty[st])"""
 K_COPY = "T.cuda.tile.apply(T.ptx[tma], k_s[st,"
 V_COPY = "T.cuda.tile.apply(T.ptx[tma], v_s[st,"
 
@@ -188,7 +247,7 @@ def test_simulator_reports_a_refill_without_the_empty_barrier_wait(tmp_path):
 def test_simulator_reports_a_full_barrier_parity_flipped(tmp_path):
     """Consumers waiting for the phase of the wrong parity wait for a phase no copy completes:
     the simulator stops with the deadlock, naming the full barrier's wait."""
-    wrong = "T.cuda.mbarrier_wait(full[j % STAGES], (j // STAGES + 1) % 2)"
+    wrong = "T.cuda.mbarrier_wait(full[n % STAGES], (n // STAGES + 1) % 2)"
     twin = _twin(tmp_path, FULL_WAIT, wrong, "attn_wg_parity")
     with pytest.raises(SimulationError, match="deadlock") as info:
         _run(twin, THREE_TILES)
@@ -202,7 +261,7 @@ def test_simulator_reports_a_full_barrier_parity_flipped(tmp_path):
     ids=["approx", "exact"],
 )
 def test_simulator_reports_s_read_before_its_wgmma_wait_group(tmp_path, approx, first_read):
-    twin = _twin(tmp_path, S_WAIT, "                scale_scores(s, cs, ax)", "attn_wg_nowait")
+    twin = _twin(tmp_path, S_WAIT, "                    scale_scores(s, cs, ax)", "attn_wg_nowait")
     with pytest.raises(SimulationError, match=r"reads 's' slot .* in flight") as info:
         _run(twin, THREE_TILES, cfg=twin.WgmmaAttentionConfig(approx=approx))
     assert info.value.span.line == _line(twin, first_read)  # the scores' first read
@@ -211,8 +270,8 @@ def test_simulator_reports_s_read_before_its_wgmma_wait_group(tmp_path, approx, 
 def test_simulator_reports_a_stage_released_before_its_multiplies_are_done(tmp_path):
     """The consumers arrive on the empty barrier before their ``wgmma.wait_group``: the
     producer's refill of V may land while the tensor cores still read the stage."""
-    early = """                T.ptx[ARRIVE](empty[st])
-                T.ptx["wgmma.wait_group.sync.aligned"](0)"""
+    early = """                    T.ptx[ARRIVE](empty[st])
+                    T.ptx["wgmma.wait_group.sync.aligned"](0)"""
     twin = _twin(tmp_path, RELEASE, early, "attn_wg_early")
     with pytest.raises(SimulationError, match=r"writes 'v_s' .* tensor core") as info:
         _run(twin, THREE_TILES)
@@ -226,21 +285,21 @@ def test_simulator_reports_the_first_turn_never_given(tmp_path):
     twin = _twin(tmp_path, first, "pass", "attn_wg_noturn")
     with pytest.raises(SimulationError, match="deadlock") as info:
         _run(twin, THREE_TILES, cfg=twin.WgmmaAttentionConfig(pingpong=True))
-    line = _line(twin, "T.cuda.mbarrier_wait(turn[cw], j % 2)")
+    line = _line(twin, "T.cuda.mbarrier_wait(turn[cw], n % 2)")
     assert re.search(rf"mbarrier 'turn' .* at line {line}: thread \d+ .* waits", str(info.value))
 
 
-OVERLAP_TAIL = """                T.ptx["wgmma.wait_group.sync.aligned"](0)  # P_(j-1) V_(j-1) is done too
-                T.ptx[ARRIVE](empty[sp])  # with tile j - 1's stage
-                rescale_and_round(o, p, s, alpha)"""
+OVERLAP_TAIL = """                    T.ptx["wgmma.wait_group.sync.aligned"](0)  # P_(j-1) V_(j-1) is done too
+                    T.ptx[ARRIVE](empty[sp])  # with tile j - 1's stage
+                    rescale_and_round(o, p, s, alpha)"""
 
 
 def test_simulator_reports_o_rescaled_while_the_overlapped_p_v_runs(tmp_path):
     """With the overlap, O's rescale moved before the ``wait_group 0`` that covers the
     previous tile's ``P V``: O is read while that wgmma accumulates into it."""
-    early = """                rescale_and_round(o, p, s, alpha)
-                T.ptx["wgmma.wait_group.sync.aligned"](0)  # P_(j-1) V_(j-1) is done too
-                T.ptx[ARRIVE](empty[sp])  # with tile j - 1's stage"""
+    early = """                    rescale_and_round(o, p, s, alpha)
+                    T.ptx["wgmma.wait_group.sync.aligned"](0)  # P_(j-1) V_(j-1) is done too
+                    T.ptx[ARRIVE](empty[sp])  # with tile j - 1's stage"""
     twin = _twin(tmp_path, OVERLAP_TAIL, early, "attn_wg_ov_early")
     with pytest.raises(SimulationError, match=r"reads 'o' slot .* in flight") as info:
         _run(twin, THREE_TILES, cfg=twin.WgmmaAttentionConfig(overlap=True))
@@ -328,8 +387,8 @@ def _sm_90a_build(head_dim, dtype, cfg):
 def test_sm_90a_build_has_no_spills_and_the_fa3_instructions(head_dim, dtype, pingpong, overlap):
     cfg = WgmmaAttentionConfig(pingpong=pingpong, overlap=overlap)
     exe = _sm_90a_build(head_dim, dtype, cfg)
-    # the mbarriers: q_full, full and empty per stage, the two turns; 16-byte aligned arrays
-    assert exe.launch_dims[2] == cfg.shared_bytes(head_dim) + 64
+    # the mbarriers: q_full, q_free, full and empty per stage, the two turns; 16-byte aligned
+    assert exe.launch_dims[2] == cfg.shared_bytes(head_dim) + 80
     sass = exe.sass
     if sass is None:
         pytest.skip("no disassembler (nvdisasm/cuobjdump) installed")
@@ -362,12 +421,32 @@ def test_wide_key_tiles_fit_the_consumers_registers_at_head_dim_128(cfg):
     """S of 176 or 192 keys (88 or 96 registers), P and O of head dim 128: the consumer's code
     stays below R240, with no local memory; S = Q Kᵀ is one m64nNk16 per k16 slice."""
     exe = _sm_90a_build(128, "bfloat16", cfg)
-    assert exe.launch_dims[2] == cfg.shared_bytes(128) + 64
+    assert exe.launch_dims[2] == cfg.shared_bytes(128) + 80
     sass = exe.sass
     if sass is None:
         pytest.skip("no disassembler (nvdisasm/cuobjdump) installed")
     assert re.search(rf"HGMMA\.64x{cfg.block_n}x16\.F32\.BF16 R\d+, gdesc", sass)
     assert max(int(r) for r in re.findall(r"\bR(\d+)\b", sass)) < 240
+    assert "STL" not in sass and "LDL" not in sass
+
+
+@pytest.mark.parametrize(
+    "head_dim, cfg",
+    [
+        (128, _persistent(approx=True)),
+        (128, _persistent(approx=True, overlap=True, pingpong=True)),
+        (128, _persistent(block_n=176, approx=True)),
+        (64, _persistent(approx=True, consumers=3)),
+    ],
+    ids=["d128", "d128-both", "d128-n176", "d64-c3"],
+)
+def test_persistent_builds_fit_the_consumers_registers(head_dim, cfg):
+    """The tile loop around the consumers' code costs them no local memory."""
+    exe = _sm_90a_build(head_dim, "bfloat16", cfg)
+    sass = exe.sass
+    if sass is None:
+        pytest.skip("no disassembler (nvdisasm/cuobjdump) installed")
+    assert max(int(r) for r in re.findall(r"\bR(\d+)\b", sass)) < cfg.consumer_registers
     assert "STL" not in sass and "LDL" not in sass
 
 
@@ -379,7 +458,7 @@ def test_three_consumers_fit_their_160_registers(overlap):
     cfg = WgmmaAttentionConfig(approx=True, overlap=overlap, consumers=3)
     exe = _sm_90a_build(64, "float16", cfg)
     assert exe.launch_dims[1] == (512, 1, 1) and exe.launch_dims[0][0] == -(-1024 // 192)
-    assert exe.launch_dims[2] == cfg.shared_bytes(64) + 64
+    assert exe.launch_dims[2] == cfg.shared_bytes(64) + 80
     sass = exe.sass
     if sass is None:
         pytest.skip("no disassembler (nvdisasm/cuobjdump) installed")
@@ -475,12 +554,28 @@ def test_gpu_equals_the_simulator_with_wide_key_tiles(cfg):
     _gpu_equals_the_simulator(128, cfg)
 
 
-def _gpu_equals_the_simulator(head_dim, cfg):
+@pytest.mark.gpu
+@pytest.mark.parametrize(
+    "head_dim, cfg",
+    [
+        (128, _persistent(approx=True)),
+        (128, _persistent(overlap=True, approx=True)),
+        (64, _persistent(pingpong=True)),
+        (64, _persistent(approx=True, consumers=3)),
+    ],
+    ids=["d128-approx", "d128-overlap-approx", "d64-pingpong", "d64-c3-approx"],
+)
+def test_gpu_equals_the_simulator_persistent(head_dim, cfg):
+    """Two blocks walk over the four query tiles on both targets."""
+    _gpu_equals_the_simulator(head_dim, cfg, sms=2)
+
+
+def _gpu_equals_the_simulator(head_dim, cfg, sms=None):
     if torch.cuda.get_device_capability() != (9, 0):
         pytest.skip("the wgmma kernel runs on sm_90 only")
     shape = (1, 2, 1, 200, 330, head_dim)
-    o_sim, lse_sim, q, k, v = _run(aw, shape, causal=True, cfg=cfg)
-    exe = tirx.compile(make_attention(*shape, "float16", True, cfg), target="cuda")
+    o_sim, lse_sim, q, k, v = _run(aw, shape, causal=True, cfg=cfg, sms=sms)
+    exe = tirx.compile(make_attention(*shape, "float16", True, cfg), target="cuda", sms=sms)
     o = torch.empty_like(q, device="cuda")
     lse = torch.empty(q.shape[:3], device="cuda")
     exe(q.cuda(), k.cuda(), v.cuda(), o, lse, 0.125)

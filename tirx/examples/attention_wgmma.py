@@ -62,10 +62,15 @@ consumer warpgroup takes rows 128 .. 191: 160 registers per consumer thread, eno
 and O at head dim 64 only; more warps hide more of each one's softmax behind the others'
 multiplies.
 
+With ``cfg.persistent`` the grid is one block per multiprocessor (``grid="sms"``) and block
+``bx`` walks over query tiles ``bx``, ``bx + grid``, ... (head after head): the ring of stages
+runs on from tile to tile, so the producer loads the next tile's keys while the consumers
+finish a tile, and a ``q_free`` mbarrier (an arrival from every consumer thread once its last
+``Q Kᵀ`` is done) lets it load the next tile's Q during their epilogue.
+
 Both scheduling options are off by default: neither, alone or together, was clearly faster
-than the plain loop on the H100 (docs/attention.md, "Speed"). Not here
-(FlashAttention-3 has them): a persistent grid, separate K and V barriers, and an epilogue
-through shared memory and TMA.
+than the plain loop on the H100 (docs/attention.md, "Speed"). Not here (FlashAttention-3 has
+them): separate K and V barriers and an epilogue through shared memory and TMA.
 """
 
 import math
@@ -97,7 +102,8 @@ class WgmmaAttentionConfig:
     tile ``j``'s ``Q Kᵀ`` with tile ``j - 1``'s ``P V``; ``approx``: the softmax's
     instructions as FlashAttention-3 writes them, for a positive ``scale`` (module doc);
     ``consumers``: consumer warpgroups per block, 64 query rows each (3: head dim 64 only,
-    without ping-pong, 160 registers per consumer thread)."""
+    without ping-pong, 160 registers per consumer thread); ``persistent``: one block per
+    multiprocessor walks over the query tiles (module doc)."""
 
     block_n: int = 128
     stages: int = 2
@@ -105,6 +111,7 @@ class WgmmaAttentionConfig:
     overlap: bool = False
     approx: bool = False
     consumers: int = 2
+    persistent: bool = False
 
     def check(self, head_dim: int | None = None) -> None:
         if self.block_n not in BLOCK_NS:
@@ -208,7 +215,7 @@ def make_attention(
     cfg.check(head_dim)
     ab = "f16" if dtype == "float16" else "bf16"
     D, BN, STAGES, PINGPONG, OVERLAP = head_dim, cfg.block_n, cfg.stages, cfg.pingpong, cfg.overlap
-    APPROX = cfg.approx
+    APPROX, PERSISTENT = cfg.approx, cfg.persistent
     BM, CONSUMERS, THREADS = cfg.block_m, cfg.consumers, cfg.threads  # rows, warpgroups, threads
     KB = D // COLS  # 64-column boxes per row of Q, K or V
     wgmma_s = f"wgmma.mma_async.sync.aligned.m64n{BN}k16.f32.{ab}.{ab}"
@@ -220,6 +227,8 @@ def make_attention(
     GROUP = heads // kv_heads
     NQ = -(-seq_q // BM)  # query tiles
     NKV = -(-seq_k // BN)  # key tiles
+    TILES = NQ * batch * heads  # query tiles, head after head
+    GRID = "sms" if PERSISTENT else (NQ, batch * heads)
     KQ = D // 16  # k16 slices of S = Q Kᵀ
     KV = BN // 16  # k16 slices of O += P V
     NS = BN // 8  # 8-column groups of S
@@ -230,6 +239,18 @@ def make_attention(
     ACC_O = accumulator_layout(D)
     Q_LAYOUT = _boxes(KB, 1, 1, BM, COLS)
     KV_LAYOUT = _boxes(STAGES, KB, 1, 1, BN, COLS)
+
+    @T.macro
+    def tile_of(t):
+        """Query tile ``t``: its batch, head, K/V head, first row and key tiles (head after
+        head, each head's tiles in order; causal: its longest, last, tile first)."""
+        qt = NQ - 1 - t % NQ if causal else t % NQ
+        bh = t // NQ
+        q0 = qt * BM
+        n_kv = NKV  # all key tiles, or (causal) up to the tile's last row's
+        if causal:
+            n_kv = T.min(NKV, (T.min(q0 + BM, seq_q) - 1) // BN + 1)
+        return bh // heads, bh % heads, bh % heads // GROUP, q0, n_kv
 
     @T.macro
     def issue_s(s_acc, q_s, k_s, st, cw):
@@ -258,15 +279,16 @@ def make_attention(
             )
 
     @T.macro
-    def wait_full(full, j):
-        """Tile j's K and V have landed: the (j // STAGES)-th phase of its stage's barrier."""
-        T.cuda.mbarrier_wait(full[j % STAGES], (j // STAGES) % 2)
+    def wait_full(full, n):
+        """The ring's n-th K and V tiles have landed: the (n // STAGES)-th phase of their
+        stage's barrier."""
+        T.cuda.mbarrier_wait(full[n % STAGES], (n // STAGES) % 2)
 
     @T.macro
-    def take_turn(turn, cw, j):
-        """Ping-pong: this warpgroup's turn j (the other has issued its tile j - 1)."""
+    def take_turn(turn, cw, n):
+        """Ping-pong: this warpgroup's turn n (the other has issued its step n - 1)."""
         if PINGPONG:
-            T.cuda.mbarrier_wait(turn[cw], j % 2)
+            T.cuda.mbarrier_wait(turn[cw], n % 2)
 
     @T.macro
     def give_turn(turn, cw):
@@ -360,17 +382,16 @@ def make_attention(
             p[i] = T.cast(s[i], dtype)
 
     @T.macro
-    def consume(
-        cw, tid, b, h, q0, n_kv, scale, q_s, k_s, v_s, q_full, full, empty, turn, O, LSE, ax
-    ):
-        """Consumer warpgroup ``cw`` (0 .. CONSUMERS - 1): query rows ``q0 + 64 cw ..`` of head
-        ``(b, h)``, with the approx softmax when ``ax`` (a compile-time bool)."""
+    def consume(cw, tid, first, step, count, scale, bufs, O, LSE, ax):
+        """Consumer warpgroup ``cw`` (0 .. CONSUMERS - 1): query rows ``q0 + 64 cw ..`` of the
+        block's ``count`` tiles ``first``, ``first + step``, ..., with the approx softmax when
+        ``ax`` (a compile-time bool); ``bufs``: the shared buffers and barriers."""
+        q_s, k_s, v_s, q_full, q_free, full, empty, turn = T.meta_var(bufs)
         c = tid - 128  # the thread within the consumer warpgroups
         w = (c // 32) % 4  # its warp
         lane = c % 32
         g = lane // 4
         t = lane % 4
-        w0 = q0 + 64 * cw  # the warpgroup's first row
         s = T.alloc_local((BN // 2,), "float32")  # S of one key tile
         p = T.alloc_local((BN // 2,), dtype)  # its exponentials, rounded
         o = T.alloc_local((D // 2,), "float32")  # the output accumulator
@@ -379,113 +400,122 @@ def make_attention(
         alpha = T.alloc_local((2,), "float32")  # exp2(old max - new max) per row
         mx = T.alloc_local((2,), "float32")  # approx: a running maximum and a pair's
         pair = T.alloc_local((2,), dtype)
-        for i in T.unroll(D // 2):
-            o[i] = T.float32(0)
-        for i in T.unroll(2):
-            row_max[i] = -T.infinity(ty="float32")
-            row_sum[i] = T.float32(0)
+        ring = T.alloc_local((1,), "int32")  # the ring's steps of the block's earlier tiles
         cs = scale * LOG2E  # exp(x · scale) = exp2(x · cs)
         s_acc = s.view(64, BN, layout=ACC_S)
         o_acc = o.view(64, D, layout=ACC_O)
         # P as the rs form's A: S's accumulator layout on P's slots, two keys per word,
         # one k16 slice of keys per index (the fragment identity, docs/attention.md)
         p_a = p.view(64, BN, layout=ACC_S).view("uint32").rearrange("r (j w) -> j r w", w=8)
-        T.cuda.mbarrier_wait(q_full[0], 0)
+        ring[0] = 0
         if PINGPONG:
             if cw == 1:  # warpgroup 2 gives warpgroup 1 the first turn (phase 0)
                 T.ptx[ARRIVE](turn[0])
-
-        if not OVERLAP:
-            for j in range(n_kv):
-                st = j % STAGES
-                wait_full(full, j)
-                take_turn(turn, cw, j)
+        for i in range(count):
+            b, h, hk, q0, n_kv = T.meta_var(tile_of(first + i * step))
+            w0 = q0 + 64 * cw  # the warpgroup's first row
+            base = ring[0]  # the ring's step of this tile's first key tile
+            for k in T.unroll(D // 2):
+                o[k] = T.float32(0)
+            for k in T.unroll(2):
+                row_max[k] = -T.infinity(ty="float32")
+                row_sum[k] = T.float32(0)
+            T.cuda.mbarrier_wait(q_full[0], i % 2)
+            if not OVERLAP:
+                for j in range(n_kv):
+                    st = (base + j) % STAGES
+                    wait_full(full, base + j)
+                    take_turn(turn, cw, base + j)
+                    T.ptx["wgmma.fence.sync.aligned"]()
+                    issue_s(s_acc, q_s, k_s, st, cw)
+                    T.ptx["wgmma.commit_group.sync.aligned"]()
+                    give_turn(turn, cw)
+                    T.ptx["wgmma.wait_group.sync.aligned"](0)
+                    scale_scores(s, cs, ax)
+                    mask(s, j, w0, w, g, t)
+                    # online softmax on the fragment, then O rescaled and P rounded
+                    softmax_in_place(s, row_max, row_sum, alpha, cs, mx, ax)
+                    rescale_and_round(o, p, s, alpha)
+                    T.ptx["wgmma.fence.sync.aligned"]()
+                    issue_pv(o_acc, p_a, v_s, st)
+                    T.ptx["wgmma.commit_group.sync.aligned"]()
+                    T.ptx["wgmma.wait_group.sync.aligned"](0)
+                    T.ptx[ARRIVE](empty[st])  # this thread's multiplies are done with the stage
+            else:
+                # tile 0's scores and P; then per tile j: Q K_jᵀ and P_(j-1) V_(j-1) issued
+                # together, the softmax of tile j while P_(j-1) V_(j-1) runs
+                wait_full(full, base)
+                take_turn(turn, cw, base)
                 T.ptx["wgmma.fence.sync.aligned"]()
-                issue_s(s_acc, q_s, k_s, st, cw)
+                issue_s(s_acc, q_s, k_s, base % STAGES, cw)
                 T.ptx["wgmma.commit_group.sync.aligned"]()
                 give_turn(turn, cw)
                 T.ptx["wgmma.wait_group.sync.aligned"](0)
                 scale_scores(s, cs, ax)
-                mask(s, j, w0, w, g, t)
-                # online softmax on the fragment, then O rescaled and P rounded
+                mask(s, 0, w0, w, g, t)
                 softmax_in_place(s, row_max, row_sum, alpha, cs, mx, ax)
                 rescale_and_round(o, p, s, alpha)
+                for j in range(1, n_kv):
+                    st = (base + j) % STAGES
+                    sp = (base + j - 1) % STAGES  # the stage of tile j - 1
+                    wait_full(full, base + j)
+                    take_turn(turn, cw, base + j)
+                    T.ptx["wgmma.fence.sync.aligned"]()
+                    issue_s(s_acc, q_s, k_s, st, cw)
+                    T.ptx["wgmma.commit_group.sync.aligned"]()
+                    issue_pv(o_acc, p_a, v_s, sp)
+                    T.ptx["wgmma.commit_group.sync.aligned"]()
+                    give_turn(turn, cw)
+                    T.ptx["wgmma.wait_group.sync.aligned"](1)  # S_j has landed; P V may run on
+                    scale_scores(s, cs, ax)
+                    mask(s, j, w0, w, g, t)
+                    softmax_in_place(s, row_max, row_sum, alpha, cs, mx, ax)
+                    T.ptx["wgmma.wait_group.sync.aligned"](0)  # P_(j-1) V_(j-1) is done too
+                    T.ptx[ARRIVE](empty[sp])  # with tile j - 1's stage
+                    rescale_and_round(o, p, s, alpha)
+                last = (base + n_kv - 1) % STAGES
                 T.ptx["wgmma.fence.sync.aligned"]()
-                issue_pv(o_acc, p_a, v_s, st)
+                issue_pv(o_acc, p_a, v_s, last)
                 T.ptx["wgmma.commit_group.sync.aligned"]()
                 T.ptx["wgmma.wait_group.sync.aligned"](0)
-                T.ptx[ARRIVE](empty[st])  # this thread's multiplies are done with the stage
-        else:
-            # tile 0's scores and P; then per tile j: Q K_jᵀ and P_(j-1) V_(j-1) issued
-            # together, the softmax of tile j while P_(j-1) V_(j-1) runs
-            wait_full(full, 0)
-            take_turn(turn, cw, 0)
-            T.ptx["wgmma.fence.sync.aligned"]()
-            issue_s(s_acc, q_s, k_s, 0, cw)
-            T.ptx["wgmma.commit_group.sync.aligned"]()
-            give_turn(turn, cw)
-            T.ptx["wgmma.wait_group.sync.aligned"](0)
-            scale_scores(s, cs, ax)
-            mask(s, 0, w0, w, g, t)
-            softmax_in_place(s, row_max, row_sum, alpha, cs, mx, ax)
-            rescale_and_round(o, p, s, alpha)
-            for j in range(1, n_kv):
-                st = j % STAGES
-                sp = (j - 1) % STAGES  # the stage of tile j - 1
-                wait_full(full, j)
-                take_turn(turn, cw, j)
-                T.ptx["wgmma.fence.sync.aligned"]()
-                issue_s(s_acc, q_s, k_s, st, cw)
-                T.ptx["wgmma.commit_group.sync.aligned"]()
-                issue_pv(o_acc, p_a, v_s, sp)
-                T.ptx["wgmma.commit_group.sync.aligned"]()
-                give_turn(turn, cw)
-                T.ptx["wgmma.wait_group.sync.aligned"](1)  # S_j has landed; P V may run on
-                scale_scores(s, cs, ax)
-                mask(s, j, w0, w, g, t)
-                softmax_in_place(s, row_max, row_sum, alpha, cs, mx, ax)
-                T.ptx["wgmma.wait_group.sync.aligned"](0)  # P_(j-1) V_(j-1) is done too
-                T.ptx[ARRIVE](empty[sp])  # with tile j - 1's stage
-                rescale_and_round(o, p, s, alpha)
-            last = (n_kv - 1) % STAGES
-            T.ptx["wgmma.fence.sync.aligned"]()
-            issue_pv(o_acc, p_a, v_s, last)
-            T.ptx["wgmma.commit_group.sync.aligned"]()
-            T.ptx["wgmma.wait_group.sync.aligned"](0)
-            T.ptx[ARRIVE](empty[last])
+                T.ptx[ARRIVE](empty[last])
+            ring[0] = base + n_kv
+            if PERSISTENT:  # this thread's multiplies are done with Q: the next tile's may land
+                T.ptx[ARRIVE](q_free[0])
 
-        # epilogue: the whole rows' sums, O / sum, and lse = (max + log2(sum)) · ln 2
-        o_w = O.view("uint32")
-        for hf in T.unroll(2):
-            total = row_sum[hf]
-            total = total + T.cuda.__shfl_xor_sync(0xFFFFFFFF, total, 1)
-            total = total + T.cuda.__shfl_xor_sync(0xFFFFFFFF, total, 2)
-            inv = T.float32(1) / total
-            row = w0 + 16 * w + g + 8 * hf
-            if row < seq_q:
-                for dn in T.unroll(DN):
-                    pair[0] = T.cast(o[4 * dn + 2 * hf] * inv, dtype)
-                    pair[1] = T.cast(o[4 * dn + 2 * hf + 1] * inv, dtype)
-                    o_w[b, h, row, dn * 4 + t] = pair.view("uint32")[0]
-                if t == 0:
-                    if ax:  # the maximum of unscaled scores
-                        LSE[b, h, row] = (row_max[hf] * cs + T.log2(total)) * LN2
-                    else:
-                        LSE[b, h, row] = (row_max[hf] + T.log2(total)) * LN2
+            # epilogue: the whole rows' sums, O / sum, and lse = (max + log2(sum)) · ln 2
+            o_w = O.view("uint32")
+            for hf in T.unroll(2):
+                total = row_sum[hf]
+                total = total + T.cuda.__shfl_xor_sync(0xFFFFFFFF, total, 1)
+                total = total + T.cuda.__shfl_xor_sync(0xFFFFFFFF, total, 2)
+                inv = T.float32(1) / total
+                row = w0 + 16 * w + g + 8 * hf
+                if row < seq_q:
+                    for dn in T.unroll(DN):
+                        pair[0] = T.cast(o[4 * dn + 2 * hf] * inv, dtype)
+                        pair[1] = T.cast(o[4 * dn + 2 * hf + 1] * inv, dtype)
+                        o_w[b, h, row, dn * 4 + t] = pair.view("uint32")[0]
+                    if t == 0:
+                        if ax:  # the maximum of unscaled scores
+                            LSE[b, h, row] = (row_max[hf] * cs + T.log2(total)) * LN2
+                        else:
+                            LSE[b, h, row] = (row_max[hf] + T.log2(total)) * LN2
 
     @T.macro
-    def consumers(tid, b, h, q0, n_kv, scale, q_s, k_s, v_s, q_full, full, empty, turn, O, LSE, ax):
-        """The consumer warpgroups (``wg`` 1 .. CONSUMERS)."""
+    def consumers(tid, first, step, count, scale, bufs, O, LSE, ax):
+        """The consumer warpgroups (``wg`` 1 .. CONSUMERS); ``bufs``: the shared buffers and
+        barriers."""
         wg = T.cuda.warpgroup_id()
         if PINGPONG:
             # each warpgroup in a branch of its own, with its warpgroup index a constant:
             # they take turns
             if wg == 1:
-                consume(0, tid, b, h, q0, n_kv, scale, q_s, k_s, v_s, q_full, full, empty, turn, O, LSE, ax)  # fmt: skip
+                consume(0, tid, first, step, count, scale, bufs, O, LSE, ax)
             else:
-                consume(1, tid, b, h, q0, n_kv, scale, q_s, k_s, v_s, q_full, full, empty, turn, O, LSE, ax)  # fmt: skip
+                consume(1, tid, first, step, count, scale, bufs, O, LSE, ax)
         else:
-            consume(wg - 1, tid, b, h, q0, n_kv, scale, q_s, k_s, v_s, q_full, full, empty, turn, O, LSE, ax)  # fmt: skip
+            consume(wg - 1, tid, first, step, count, scale, bufs, O, LSE, ax)
 
     @T.function
     def attention(
@@ -496,21 +526,20 @@ def make_attention(
         LSE: T.Tensor((batch, heads, seq_q), "float32"),
         scale: T.float32,
     ):
-        T.device_entry(launch=T.cuda.LaunchConfig(grid=(NQ, batch * heads), block=THREADS))
+        T.device_entry(launch=T.cuda.LaunchConfig(grid=GRID, block=THREADS))
         tid = T.cuda.thread_idx("x")
         wg = T.cuda.warpgroup_id()
-        qt = NQ - 1 - T.cuda.block_idx("x") if causal else T.cuda.block_idx("x")
-        bh = T.cuda.block_idx("y")
-        b = bh // heads
-        h = bh % heads
-        hk = h // GROUP
-        q0 = qt * BM  # the block's first query row
+        # the block's query tiles: first, first + step, ... (count of them)
+        first = T.cuda.block_idx("x") if PERSISTENT else T.cuda.block_idx("y") * NQ + T.cuda.block_idx("x")  # fmt: skip
+        step = T.cuda.grid_dim("x") if PERSISTENT else 1
+        count = T.ceildiv(TILES - first, step) if PERSISTENT else 1
 
         # Q's tile and the stages of K and V: boxes of 64 columns, 128-byte swizzled
         q_s = T.alloc_shared((KB, 1, 1, BM, COLS), dtype, layout=Q_LAYOUT, align=1024, scope="shared.dyn")  # fmt: skip
         k_s = T.alloc_shared((STAGES, KB, 1, 1, BN, COLS), dtype, layout=KV_LAYOUT, align=1024, scope="shared.dyn")  # fmt: skip
         v_s = T.alloc_shared((STAGES, KB, 1, 1, BN, COLS), dtype, layout=KV_LAYOUT, align=1024, scope="shared.dyn")  # fmt: skip
         q_full = T.alloc_shared((1,), "uint64")
+        q_free = T.alloc_shared((1,), "uint64")  # (persistent) every consumer is done with Q
         full = T.alloc_shared((STAGES,), "uint64")
         empty = T.alloc_shared((STAGES,), "uint64")
         # the consumers' turns to issue S = Q Kᵀ (ping-pong): 128 arrivals, the other's threads
@@ -518,6 +547,8 @@ def make_attention(
         turn = T.alloc_shared((2,), "uint64")
         if tid == 0:
             T.ptx[INIT](q_full[0], 1)
+            if PERSISTENT:
+                T.ptx[INIT](q_free[0], 128 * CONSUMERS)
             for st in range(STAGES):
                 T.ptx[INIT](full[st], 1)
                 T.ptx[INIT](empty[st], 128 * CONSUMERS)
@@ -527,34 +558,38 @@ def make_attention(
             T.ptx["fence.mbarrier_init.release.cluster"]()
         T.cuda.cta_sync()
 
-        # the key tiles this block sees: all of them, or (causal) up to its last row's
-        n_kv = NKV
-        if causal:
-            n_kv = T.min(NKV, (T.min(q0 + BM, seq_q) - 1) // BN + 1)
-
         if wg == 0:  # the producer
             T.ptx[DEC](PRODUCER_REGISTERS)
             if tid == 0:
-                T.ptx[EXPECT](q_full[0], Q_BYTES)
-                T.cuda.tile.apply(T.ptx[tma], q_s[:, :, :, :, :], Q[:, :, :, :], box=(1, 1, BM, COLS), coords=(b, h, q0, 0), coord_steps=((0, 0, 0, COLS),), swizzle=3, mbar=q_full[0], scope="thread")  # fmt: skip
-                for j in range(n_kv):
-                    st = j % STAGES
-                    if j >= STAGES:  # every consumer is done with the stage's last tile
-                        T.cuda.mbarrier_wait(empty[st], (j // STAGES - 1) % 2)
-                    T.ptx[EXPECT](full[st], STAGE_BYTES)
-                    T.cuda.tile.apply(T.ptx[tma], k_s[st, :, :, :, :, :], K[:, :, :, :], box=(1, 1, BN, COLS), coords=(b, hk, j * BN, 0), coord_steps=((0, 0, 0, COLS),), swizzle=3, mbar=full[st], scope="thread")  # fmt: skip
-                    T.cuda.tile.apply(T.ptx[tma], v_s[st, :, :, :, :, :], V[:, :, :, :], box=(1, 1, BN, COLS), coords=(b, hk, j * BN, 0), coord_steps=((0, 0, 0, COLS),), swizzle=3, mbar=full[st], scope="thread")  # fmt: skip
+                ring = T.alloc_local((1,), "int32")  # the ring's steps of earlier tiles
+                ring[0] = 0
+                for i in range(count):
+                    b, h, hk, q0, n_kv = T.meta_var(tile_of(first + i * step))
+                    if i > 0:  # every consumer is done with the last tile's Q
+                        T.cuda.mbarrier_wait(q_free[0], (i - 1) % 2)
+                    T.ptx[EXPECT](q_full[0], Q_BYTES)
+                    T.cuda.tile.apply(T.ptx[tma], q_s[:, :, :, :, :], Q[:, :, :, :], box=(1, 1, BM, COLS), coords=(b, h, q0, 0), coord_steps=((0, 0, 0, COLS),), swizzle=3, mbar=q_full[0], scope="thread")  # fmt: skip
+                    for j in range(n_kv):
+                        n = ring[0] + j  # the ring's step
+                        st = n % STAGES
+                        if n >= STAGES:  # every consumer is done with the stage's last tile
+                            T.cuda.mbarrier_wait(empty[st], (n // STAGES - 1) % 2)
+                        T.ptx[EXPECT](full[st], STAGE_BYTES)
+                        T.cuda.tile.apply(T.ptx[tma], k_s[st, :, :, :, :, :], K[:, :, :, :], box=(1, 1, BN, COLS), coords=(b, hk, j * BN, 0), coord_steps=((0, 0, 0, COLS),), swizzle=3, mbar=full[st], scope="thread")  # fmt: skip
+                        T.cuda.tile.apply(T.ptx[tma], v_s[st, :, :, :, :, :], V[:, :, :, :], box=(1, 1, BN, COLS), coords=(b, hk, j * BN, 0), coord_steps=((0, 0, 0, COLS),), swizzle=3, mbar=full[st], scope="thread")  # fmt: skip
+                    ring[0] = ring[0] + n_kv
         else:  # the consumers: 64 query rows each
             T.ptx[INC](cfg.consumer_registers)
+            bufs = T.meta_var((q_s, k_s, v_s, q_full, q_free, full, empty, turn))
             if APPROX:
                 # its fma folds a positive scale (the maximum of unscaled scores is then the
                 # scaled ones'); any other takes the exact form. One branch, the same in every
                 # thread, around the consumers' whole code: their loops have none
                 if scale > T.float32(0):
-                    consumers(tid, b, h, q0, n_kv, scale, q_s, k_s, v_s, q_full, full, empty, turn, O, LSE, True)  # fmt: skip
+                    consumers(tid, first, step, count, scale, bufs, O, LSE, True)
                 else:
-                    consumers(tid, b, h, q0, n_kv, scale, q_s, k_s, v_s, q_full, full, empty, turn, O, LSE, False)  # fmt: skip
+                    consumers(tid, first, step, count, scale, bufs, O, LSE, False)
             else:
-                consumers(tid, b, h, q0, n_kv, scale, q_s, k_s, v_s, q_full, full, empty, turn, O, LSE, False)  # fmt: skip
+                consumers(tid, first, step, count, scale, bufs, O, LSE, False)
 
     return attention
