@@ -102,21 +102,32 @@ def test_which_variables_differ_between_threads():
     assert b not in varying and j not in varying and n not in varying
 
 
+@pytest.mark.parametrize("persistent", [False, True])
 @pytest.mark.parametrize("pingpong", [False, True])
-def test_a_wait_on_the_same_barrier_keeps_a_branch_whole(pingpong):
+def test_a_wait_on_the_same_barrier_keeps_a_branch_whole(pingpong, persistent):
     """The attention kernel's consumers wait on the stage's barrier with a phase every
     consumer thread computes alike (and, with ping-pong, each warpgroup in a branch of its
-    own): no wait varies, so no branch is split and the simulator runs them as before."""
+    own): judged as the simulator judges a branch (by the branch's own assignments: the
+    producer and the consumers each count the ring's steps and the tiles' key counts), no
+    branch that holds a wait is split, and the simulator runs them as before."""
+    from types import SimpleNamespace
+
     from tirx.examples import attention_wgmma as aw
     from tirx.ir.visitor import walk
-    from tirx.sim.strands import blocks, varying_wait
+    from tirx.sim.strands import holds_wait, splits_by_warpgroup
     from tirx.transform.lower import lower_function
 
-    cfg = aw.WgmmaAttentionConfig(pingpong=pingpong)
+    cfg = aw.WgmmaAttentionConfig(pingpong=pingpong, persistent=persistent)
     fn = lower_function(aw.make_attention(1, 1, 1, 128, 256, 64, "float16", True, cfg).ir, arch=90)
-    test = varying_wait(varying_vars(fn.body))
-    waits = [n for n in walk(fn.body) if isinstance(n, ir.PtxCall) and blocks(n.instruction)]
-    assert waits and not any(test(n) for n in waits)
+    splits = splits_by_warpgroup(SimpleNamespace(fn=fn, _holds_wait={}))
+    branches = [
+        b
+        for n in walk(fn.body)
+        if isinstance(n, ir.If)
+        for b in (n.then_body, n.else_body)
+        if b is not None and holds_wait(b, None)
+    ]
+    assert branches and not any(splits(b) for b in branches)
 
 
 def test_a_variable_is_judged_inside_a_branch_by_the_branchs_own_assignments():
@@ -133,3 +144,23 @@ def test_a_variable_is_judged_inside_a_branch_by_the_branchs_own_assignments():
     whole = varying_vars(body)
     assert st in whole and c in whole and k not in whole
     assert st not in varying_vars(consumer, whole) and c in varying_vars(consumer, whole)
+
+
+def test_a_variable_every_assignment_of_which_one_branch_holds_is_one_value():
+    """``ring`` is set to 0 and counted up in a loop, both inside ``if tid == 0`` (a
+    persistent kernel's producer): the branch's condition differs between threads, but every
+    thread that has ``ring`` took it, so ``ring`` is one value; ``x``, set under ``tid == 0``
+    and again under ``tid == 1``, is not."""
+    tid = ir.Special(ir.Builtin.THREAD_IDX)
+    ring, i, n, x = ir.Var("ring"), ir.Var("i"), ir.Var("n"), ir.Var("x")
+    count = ir.For(i, ir.as_expr(0), ir.as_expr(4), 1, ir.Assign(ring, ir.as_expr(ring + n)))
+    body = ir.Seq(
+        (
+            ir.Assign(n, ir.as_expr(3)),
+            ir.If(ir.cmp(ir.CmpOp.EQ, tid, 0), ir.Seq((ir.Assign(ring, ir.as_expr(0)), count))),
+            ir.If(ir.cmp(ir.CmpOp.EQ, tid, 0), ir.Assign(x, ir.as_expr(0))),
+            ir.If(ir.cmp(ir.CmpOp.EQ, tid, 1), ir.Assign(x, ir.as_expr(1))),
+        )
+    )
+    varying = varying_vars(body)
+    assert ring not in varying and n not in varying and x in varying

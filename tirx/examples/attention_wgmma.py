@@ -62,11 +62,11 @@ consumer warpgroup takes rows 128 .. 191: 160 registers per consumer thread, eno
 and O at head dim 64 only; more warps hide more of each one's softmax behind the others'
 multiplies.
 
-With ``cfg.persistent`` the grid is one block per multiprocessor (``grid="sms"``) and block
-``bx`` walks over query tiles ``bx``, ``bx + grid``, ... (head after head): the ring of stages
-runs on from tile to tile, so the producer loads the next tile's keys while the consumers
-finish a tile, and a ``q_free`` mbarrier (an arrival from every consumer thread once its last
-``Q Kᵀ`` is done) lets it load the next tile's Q during their epilogue.
+With ``cfg.persistent`` one block per multiprocessor (``grid="sms"``) walks over the query
+tiles in rounds of ``grid``, the odd rounds in reverse (evening out causal tiles' lengths); the
+ring runs on across tiles, so the producer loads the next tile's keys while the consumers
+finish one, and a ``q_free`` mbarrier (every consumer thread arrives once its last ``Q Kᵀ`` is
+done) lets it load the next Q during their epilogue.
 
 Both scheduling options are off by default: neither, alone or together, was clearly faster
 than the plain loop on the H100 (docs/attention.md, "Speed"). Not here (FlashAttention-3 has
@@ -227,8 +227,7 @@ def make_attention(
     GROUP = heads // kv_heads
     NQ = -(-seq_q // BM)  # query tiles
     NKV = -(-seq_k // BN)  # key tiles
-    TILES = NQ * batch * heads  # query tiles, head after head
-    GRID = "sms" if PERSISTENT else (NQ, batch * heads)
+    TILES, GRID = NQ * batch * heads, "sms" if PERSISTENT else (NQ, batch * heads)
     KQ = D // 16  # k16 slices of S = Q Kᵀ
     KV = BN // 16  # k16 slices of O += P V
     NS = BN // 8  # 8-column groups of S
@@ -239,6 +238,12 @@ def make_attention(
     ACC_O = accumulator_layout(D)
     Q_LAYOUT = _boxes(KB, 1, 1, BM, COLS)
     KV_LAYOUT = _boxes(STAGES, KB, 1, 1, BN, COLS)
+
+    @T.macro
+    def nth_tile(bx, grid, i):
+        """Persistent: the block's i-th tile, i·grid + bx, or in odd rounds i·grid + grid - 1 - bx
+        (after a long causal tile a short one); else the block's own, bx."""
+        return i * grid + T.if_then_else(i % 2 == 0, bx, grid - 1 - bx) if PERSISTENT else bx
 
     @T.macro
     def tile_of(t):
@@ -400,21 +405,20 @@ def make_attention(
         alpha = T.alloc_local((2,), "float32")  # exp2(old max - new max) per row
         mx = T.alloc_local((2,), "float32")  # approx: a running maximum and a pair's
         pair = T.alloc_local((2,), dtype)
-        ring = T.alloc_local((1,), "int32")  # the ring's steps of the block's earlier tiles
         cs = scale * LOG2E  # exp(x · scale) = exp2(x · cs)
         s_acc = s.view(64, BN, layout=ACC_S)
         o_acc = o.view(64, D, layout=ACC_O)
         # P as the rs form's A: S's accumulator layout on P's slots, two keys per word,
         # one k16 slice of keys per index (the fragment identity, docs/attention.md)
         p_a = p.view(64, BN, layout=ACC_S).view("uint32").rearrange("r (j w) -> j r w", w=8)
-        ring[0] = 0
+        ring = 0  # the ring's steps of the block's earlier tiles
         if PINGPONG:
             if cw == 1:  # warpgroup 2 gives warpgroup 1 the first turn (phase 0)
                 T.ptx[ARRIVE](turn[0])
         for i in range(count):
-            b, h, hk, q0, n_kv = T.meta_var(tile_of(first + i * step))
+            b, h, hk, q0, n_kv = T.meta_var(tile_of(nth_tile(first, step, i)))
             w0 = q0 + 64 * cw  # the warpgroup's first row
-            base = ring[0]  # the ring's step of this tile's first key tile
+            base = ring  # the ring's step of this tile's first key tile
             for k in T.unroll(D // 2):
                 o[k] = T.float32(0)
             for k in T.unroll(2):
@@ -479,7 +483,7 @@ def make_attention(
                 T.ptx["wgmma.commit_group.sync.aligned"]()
                 T.ptx["wgmma.wait_group.sync.aligned"](0)
                 T.ptx[ARRIVE](empty[last])
-            ring[0] = base + n_kv
+            ring = base + n_kv
             if PERSISTENT:  # this thread's multiplies are done with Q: the next tile's may land
                 T.ptx[ARRIVE](q_free[0])
 
@@ -529,10 +533,11 @@ def make_attention(
         T.device_entry(launch=T.cuda.LaunchConfig(grid=GRID, block=THREADS))
         tid = T.cuda.thread_idx("x")
         wg = T.cuda.warpgroup_id()
-        # the block's query tiles: first, first + step, ... (count of them)
+        # the block's count query tiles: nth_tile(first, step, i) for i < count
         first = T.cuda.block_idx("x") if PERSISTENT else T.cuda.block_idx("y") * NQ + T.cuda.block_idx("x")  # fmt: skip
         step = T.cuda.grid_dim("x") if PERSISTENT else 1
-        count = T.ceildiv(TILES - first, step) if PERSISTENT else 1
+        last = T.meta_var(nth_tile(first, step, TILES // step))  # in the last, partial, round
+        count = TILES // step + T.if_then_else(last < TILES, 1, 0) if PERSISTENT else 1
 
         # Q's tile and the stages of K and V: boxes of 64 columns, 128-byte swizzled
         q_s = T.alloc_shared((KB, 1, 1, BM, COLS), dtype, layout=Q_LAYOUT, align=1024, scope="shared.dyn")  # fmt: skip
@@ -542,9 +547,7 @@ def make_attention(
         q_free = T.alloc_shared((1,), "uint64")  # (persistent) every consumer is done with Q
         full = T.alloc_shared((STAGES,), "uint64")
         empty = T.alloc_shared((STAGES,), "uint64")
-        # the consumers' turns to issue S = Q Kᵀ (ping-pong): 128 arrivals, the other's threads
-        # (16 bytes, allocated without ping-pong too, unused then)
-        turn = T.alloc_shared((2,), "uint64")
+        turn = T.alloc_shared((2,), "uint64")  # ping-pong's turns (128 arrivals; else unused)
         if tid == 0:
             T.ptx[INIT](q_full[0], 1)
             if PERSISTENT:
@@ -561,23 +564,22 @@ def make_attention(
         if wg == 0:  # the producer
             T.ptx[DEC](PRODUCER_REGISTERS)
             if tid == 0:
-                ring = T.alloc_local((1,), "int32")  # the ring's steps of earlier tiles
-                ring[0] = 0
+                ring = 0  # the ring's steps of earlier tiles
                 for i in range(count):
-                    b, h, hk, q0, n_kv = T.meta_var(tile_of(first + i * step))
+                    b, h, hk, q0, n_kv = T.meta_var(tile_of(nth_tile(first, step, i)))
                     if i > 0:  # every consumer is done with the last tile's Q
                         T.cuda.mbarrier_wait(q_free[0], (i - 1) % 2)
                     T.ptx[EXPECT](q_full[0], Q_BYTES)
                     T.cuda.tile.apply(T.ptx[tma], q_s[:, :, :, :, :], Q[:, :, :, :], box=(1, 1, BM, COLS), coords=(b, h, q0, 0), coord_steps=((0, 0, 0, COLS),), swizzle=3, mbar=q_full[0], scope="thread")  # fmt: skip
                     for j in range(n_kv):
-                        n = ring[0] + j  # the ring's step
+                        n = ring + j  # the ring's step
                         st = n % STAGES
                         if n >= STAGES:  # every consumer is done with the stage's last tile
                             T.cuda.mbarrier_wait(empty[st], (n // STAGES - 1) % 2)
                         T.ptx[EXPECT](full[st], STAGE_BYTES)
                         T.cuda.tile.apply(T.ptx[tma], k_s[st, :, :, :, :, :], K[:, :, :, :], box=(1, 1, BN, COLS), coords=(b, hk, j * BN, 0), coord_steps=((0, 0, 0, COLS),), swizzle=3, mbar=full[st], scope="thread")  # fmt: skip
                         T.cuda.tile.apply(T.ptx[tma], v_s[st, :, :, :, :, :], V[:, :, :, :], box=(1, 1, BN, COLS), coords=(b, hk, j * BN, 0), coord_steps=((0, 0, 0, COLS),), swizzle=3, mbar=full[st], scope="thread")  # fmt: skip
-                    ring[0] = ring[0] + n_kv
+                    ring = ring + n_kv
         else:  # the consumers: 64 query rows each
             T.ptx[INC](cfg.consumer_registers)
             bufs = T.meta_var((q_s, k_s, v_s, q_full, q_free, full, empty, turn))

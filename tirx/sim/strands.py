@@ -72,7 +72,8 @@ def varying_vars(body: ir.Stmt, incoming: set | frozenset = frozenset()) -> set:
     """The variables of a kernel body whose values may differ between the threads that use
     them: assigned a value that reads a thread index, memory or another such variable;
     assigned in more than one place, one of them under a condition that differs between
-    threads (the values meet where the branches do); or the counter of a loop whose bounds
+    threads and does not hold all of them (the values meet where the branches do); or the
+    counter of a loop whose bounds
     differ. A variable assigned in one place from uniform values is the same for every thread
     that ran the assignment (a loop counter with uniform bounds too, inside a branch or not).
     A fixpoint over the whole body: a later assignment can make an earlier use vary.
@@ -83,24 +84,26 @@ def varying_vars(body: ir.Stmt, incoming: set | frozenset = frozenset()) -> set:
     sites: dict = {}  # var -> [(assigned value, the conditions and loop bounds around it)]
     loops: list = []  # (loop counter, its bounds)
 
-    def collect(s, conds: tuple) -> None:
+    def collect(s, conds: tuple, path: tuple) -> None:
+        # path: the bodies around s (a branch's side apart from the other's), each with how
+        # many of conds it brought
         if isinstance(s, ir.Seq):
             for x in s.stmts:
-                collect(x, conds)
+                collect(x, conds, path)
         elif isinstance(s, ir.Assign):
-            sites.setdefault(s.var, []).append((s.value, conds))
+            sites.setdefault(s.var, []).append((s.value, conds, path))
         elif isinstance(s, ir.If):
             for b in (s.then_body, s.else_body):
                 if b is not None:
-                    collect(b, (*conds, s.cond))
+                    collect(b, (*conds, s.cond), (*path, (id(b), 1)))
         elif isinstance(s, ir.For):  # bounds that differ make the trip count differ
             bounds = [x for x in (s.start, s.stop) if isinstance(x, ir.Expr)]
             loops.append((s.var, bounds))
-            collect(s.body, (*conds, *bounds))
+            collect(s.body, (*conds, *bounds), (*path, (id(s.body), len(bounds))))
         elif isinstance(s, ir.While):
-            collect(s.body, (*conds, s.cond))
+            collect(s.body, (*conds, s.cond), (*path, (id(s.body), 1)))
 
-    collect(body, ())
+    collect(body, (), ())
     mine = set(sites) | {var for var, _ in loops}
     varying: set = {v for v in incoming if v not in mine}
     changed = True
@@ -113,13 +116,28 @@ def varying_vars(body: ir.Stmt, incoming: set | frozenset = frozenset()) -> set:
         for var, assigned in sites.items():
             if var in varying:
                 continue
-            if any(_reads_varying(value, varying) for value, _ in assigned) or (
+            shared = _shared_conditions([path for _, _, path in assigned])
+            if any(_reads_varying(value, varying) for value, _, _ in assigned) or (
                 len(assigned) > 1
-                and any(_reads_varying(c, varying) for _, conds in assigned for c in conds)
+                and any(
+                    _reads_varying(c, varying) for _, conds, _ in assigned for c in conds[shared:]
+                )
             ):
                 varying.add(var)
                 changed = True
     return varying
+
+
+def _shared_conditions(paths: list) -> int:
+    """How many of the outermost conditions the bodies around every site of a variable have
+    in common (``collect``'s paths): a branch that holds every assignment of a variable makes
+    no difference between the threads that have it, whatever its condition."""
+    count = 0
+    for level in zip(*paths):
+        if any(p != level[0] for p in level):
+            break
+        count += level[0][1]
+    return count
 
 
 def splits_by_warpgroup(m):
