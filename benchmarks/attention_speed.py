@@ -358,7 +358,7 @@ def measure(cell: Cell, reps: int, wgmma=(), mma=()) -> Cell:
     cfgs = mma or [(mma_config_name(mma_default(cell.head_dim)), None)]
     tirx_runs = [(f"tirx mma {n}", "mma_sync", cfg) for n, cfg in cfgs]
     if KERNELS["wgmma"].runs_on(10 * major + minor):
-        cfgs = wgmma or [(config_name(default_config(cell.head_dim)), None)]
+        cfgs = wgmma or [(config_name(default_config(cell.head_dim, cell.causal)), None)]
         tirx_runs += [(f"tirx wgmma {n}", "wgmma", cfg) for n, cfg in cfgs]
     for name, kernel, cfg in tirx_runs:
         if kernel == "wgmma" and cfg is not None:

@@ -104,9 +104,14 @@ def _attention_inputs(seq_q: int, seq_k: int, seed: int, scale: float = 0.125):
 
 
 def _attention_wgmma():
+    from dataclasses import replace
+
     from tirx.examples.attention_wgmma import default_config, make_attention
 
-    return _lowered(make_attention(1, 1, 1, 128, 384, 64, "float16", False, default_config(64)))
+    # the plain grid (the default for causal attention): one tile, as the suite has reviewed
+    # its edits; the persistent grid's Q hand-over has planted faults of its own
+    cfg = replace(default_config(64), persistent=False)
+    return _lowered(make_attention(1, 1, 1, 128, 384, 64, "float16", False, cfg))
 
 
 KERNELS: dict[str, Kernel] = {

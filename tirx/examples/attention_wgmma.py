@@ -62,11 +62,11 @@ consumer warpgroup takes rows 128 .. 191: 160 registers per consumer thread, eno
 and O at head dim 64 only; more warps hide more of each one's softmax behind the others'
 multiplies.
 
-With ``cfg.persistent`` one block per multiprocessor (``grid="sms"``) walks over the query
-tiles in rounds of ``grid``, the odd rounds in reverse (evening out causal tiles' lengths); the
-ring runs on across tiles, so the producer loads the next tile's keys while the consumers
-finish one, and a ``q_free`` mbarrier (every consumer thread arrives once its last ``Q Kᵀ`` is
-done) lets it load the next Q during their epilogue.
+With ``cfg.persistent`` (the default on full attention) one block per multiprocessor walks
+over the query tiles in rounds of ``grid``, the odd rounds in reverse (evening out causal
+tiles' lengths); the ring runs on across tiles, so the producer loads the next tile's keys
+while the consumers finish one, and a ``q_free`` mbarrier (every consumer thread arrives once
+its last ``Q Kᵀ`` is done) lets it load the next Q during their epilogue.
 
 Both scheduling options are off by default: neither, alone or together, was clearly faster
 than the plain loop on the H100 (docs/attention.md, "Speed"). Not here (FlashAttention-3 has
@@ -162,15 +162,17 @@ THREADS = WgmmaAttentionConfig().threads  # a producer warpgroup and two consume
 CONSUMER_REGISTERS = WgmmaAttentionConfig().consumer_registers  # what setmaxnreg.inc gives
 
 
-def default_config(head_dim: int) -> WgmmaAttentionConfig:
+def default_config(head_dim: int, causal: bool = False) -> WgmmaAttentionConfig:
     """128-key tiles, two stages, the approx softmax; at head dim 64 three consumer warpgroups
-    (88 KB of shared memory; 160 KB at head dim 128 with two): of the configurations in
-    benchmarks/results/attention_speed-h100.md and the runs before it (three stages, ping-pong,
-    the overlap, 176- and 192-key tiles, three consumers) none was faster in more than one or
-    two of the four cases of a head dim."""
+    (88 KB of shared memory; 160 KB at head dim 128 with two); a persistent grid for full
+    attention, not causal (benchmarks/results/attention_speed-h100.md: as fast or faster in
+    all four full cases, slower in the causal ones of 16k tokens). Three stages, ping-pong, the
+    overlap and 176- or 192-key tiles won no more than one or two of a head dim's four cases
+    in the runs before it."""
     return WgmmaAttentionConfig(
-        block_n=128, stages=2, approx=True, consumers=3 if head_dim == 64 else 2
-    )
+        block_n=128, stages=2, approx=True, consumers=3 if head_dim == 64 else 2,
+        persistent=not causal,
+    )  # fmt: skip
 
 
 def accumulator_layout(n: int) -> TileLayout:
@@ -202,7 +204,7 @@ def make_attention(
 
     Launch grid: ``(ceil(seq_q / cfg.block_m), batch · heads)`` (128 rows per block with two
     consumer warpgroups, 192 with three), ``cfg.threads`` threads (384, 512), sm_90a."""
-    cfg = cfg or default_config(head_dim)
+    cfg = cfg or default_config(head_dim, causal)
     if head_dim not in HEAD_DIMS:
         raise ValueError(f"head_dim must be one of {HEAD_DIMS}, got {head_dim}")
     if dtype not in DTYPES:
@@ -418,7 +420,7 @@ def make_attention(
         for i in range(count):
             b, h, hk, q0, n_kv = T.meta_var(tile_of(nth_tile(first, step, i)))
             w0 = q0 + 64 * cw  # the warpgroup's first row
-            base = ring  # the ring's step of this tile's first key tile
+            base = ring if PERSISTENT else 0  # the ring's step of the tile's first key tile
             for k in T.unroll(D // 2):
                 o[k] = T.float32(0)
             for k in T.unroll(2):
@@ -572,7 +574,7 @@ def make_attention(
                     T.ptx[EXPECT](q_full[0], Q_BYTES)
                     T.cuda.tile.apply(T.ptx[tma], q_s[:, :, :, :, :], Q[:, :, :, :], box=(1, 1, BM, COLS), coords=(b, h, q0, 0), coord_steps=((0, 0, 0, COLS),), swizzle=3, mbar=q_full[0], scope="thread")  # fmt: skip
                     for j in range(n_kv):
-                        n = ring + j  # the ring's step
+                        n = ring + j if PERSISTENT else j  # the ring's step
                         st = n % STAGES
                         if n >= STAGES:  # every consumer is done with the stage's last tile
                             T.cuda.mbarrier_wait(empty[st], (n // STAGES - 1) % 2)
