@@ -203,7 +203,7 @@ def make_attention(
     """The kernel ``attention(Q, K, V, O, LSE, scale)`` for one shape class (module doc).
 
     Launch grid: ``(ceil(seq_q / cfg.block_m), batch · heads)`` (128 rows per block with two
-    consumer warpgroups, 192 with three), ``cfg.threads`` threads (384, 512), sm_90a."""
+    consumers, 192 with three; persistent: ``"sms"``), ``cfg.threads`` threads, sm_90a."""
     cfg = cfg or default_config(head_dim, causal)
     if head_dim not in HEAD_DIMS:
         raise ValueError(f"head_dim must be one of {HEAD_DIMS}, got {head_dim}")
