@@ -17,7 +17,7 @@ from ...ir import nodes as ir
 from ...ir.simplify import is_nonnegative
 from ...ir.visitor import UnknownNodeError, Visitor, Walker
 from .abi import CODEGEN_VERSION, param_kinds, uses_dynamic_shared
-from .tools import LazyPattern, c_string, float_literal, names_in
+from .tools import LazyPattern, c_string, float_literal
 from .writes import assigns as _assigns
 from .writes import nonneg_vars as _nonneg_vars
 
@@ -107,6 +107,7 @@ class _CExprs(Visitor):
         return self.em.const(c)
 
     def enter_Var(self, v):
+        self.em.read.add(v.name)
         return v.name
 
     def enter_Special(self, s):
@@ -187,6 +188,10 @@ class _Emitter(Walker):
         self.grid = fn.launch.grid
         self.loops = 0
         self.exprs = _CExprs(self)
+        # the names the C reads, and the buffers it names (read or written): a declaration
+        # of a name outside them is [[maybe_unused]], and NVRTC says nothing about it
+        self.read: set[str] = set()
+        self.named: set[str] = set()
 
     # ---------------------------------------------------------------- expressions
 
@@ -275,11 +280,15 @@ class _Emitter(Walker):
             return f"(({inner}) != 0)"
         return f"(({ctype(d)})({inner}))"
 
-    def ref(self, buf: ir.Buffer, index, dtype: DType) -> str:
-        """An lvalue for element ``index`` (in units of ``dtype``) of ``buf``."""
-        return self.ref_code(buf, self.e(index), dtype)
+    def ref(self, buf: ir.Buffer, index, dtype: DType, write: bool = False) -> str:
+        """An lvalue for element ``index`` (in units of ``dtype``) of ``buf``; ``write``: the
+        element is only written there."""
+        return self.ref_code(buf, self.e(index), dtype, write)
 
-    def ref_code(self, buf: ir.Buffer, idx: str, dtype: DType) -> str:
+    def ref_code(self, buf: ir.Buffer, idx: str, dtype: DType, write: bool = False) -> str:
+        self.named.add(buf.name)
+        if not write:
+            self.read.add(buf.name)
         if dtype.name == buf.dtype.name or (dtype.c_type == buf.dtype.c_type):
             return f"{buf.name}[{idx}]"
         return f"reinterpret_cast<{dtype.c_type}*>({buf.name})[{idx}]"
@@ -371,6 +380,7 @@ class _Emitter(Walker):
         v = st.var.name
         cmp = "<" if st.step > 0 else ">"
         if isinstance(st.stop, ir.Const) and not _assigns(st.body, st.var):
+            self.read.add(v)  # the loop's test reads it
             step = f"{v} += {st.step}" if st.step != 1 else f"++{v}"
             self.line(f"for ({v} = {self.e(st.start)}; {v} {cmp} {self.e(st.stop)}; {step}) {{")
             return self.body(st.body)
@@ -386,7 +396,7 @@ class _Emitter(Walker):
         return self.body(st.body)
 
     def store(self, st: ir.Store) -> None:
-        ref = self.ref(st.buffer, st.index, st.dtype)
+        ref = self.ref(st.buffer, st.index, st.dtype, write=True)
         v = st.value
         if st.dtype.name in ("float16", "bfloat16") or is_fp8(st.dtype):
             if isinstance(v, ir.Load) and v.dtype.name == st.dtype.name:
@@ -440,7 +450,7 @@ class _Emitter(Walker):
             for reg in op.regs:
                 con = _CONSTRAINT[reg.dtype.name]
                 if isinstance(reg, ir.LocalReg):
-                    code = self.ref(reg.buffer, reg.slot, reg.dtype)
+                    code = self.ref(reg.buffer, reg.slot, reg.dtype, write=op.is_output)
                 else:
                     code = self.operand(reg.value, reg.dtype)
                 if op.is_output:
@@ -531,7 +541,7 @@ def generate(fn: ir.Function) -> str:
     if by > 1 or bz > 1:
         tid = f"(int)(threadIdx.x + {bx} * (threadIdx.y + {by} * threadIdx.z))"
     em.run(fn.body)
-    named, read = names_in("\n".join(em.lines))
+    named, read = em.named, em.read
 
     def unread(name: str, pointer: bool = False) -> str:
         # a name the body never reads (a shared buffer only asm addresses, a variable whose

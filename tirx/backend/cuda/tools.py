@@ -16,7 +16,7 @@ import sys
 
 __all__ = [
     "find_tool", "disassemble", "ptxas_stats", "parse_ptxas_info", "is_ptxas_info", "STAT_KEYS",
-    "c_string", "float_literal", "names_in",
+    "c_string", "float_literal",
 ]  # fmt: skip
 
 
@@ -233,18 +233,3 @@ def float_literal(v: float, double: bool = False) -> str:
             return f"__longlong_as_double({struct.unpack('<q', struct.pack('<d', v))[0]}LL)"
         return f"__int_as_float({struct.unpack('<i', struct.pack('<f', v))[0]})"
     return f"{v.hex()}{suffix}"
-
-
-def names_in(body: str) -> tuple[set[str], set[str]]:
-    """The identifiers generated C ``body`` names, and those it reads: named other than as the target of
-    a plain assignment (``x = ...``, ``x[i] = ...``) or of an asm output (``"=r"(x)``,
-    ``"=f"(x[0])``). A member (``threadIdx.x``) is no name."""
-    named, read = set(), set()
-    for m in _NAMES.finditer(body):
-        named.add(m[1] or m[2])
-        if m[2] and not m[3]:
-            read.add(m[2])
-    return named, read
-
-
-_NAMES = LazyPattern(r'"=\w+"\((\w+)|(?<!\.)\b([A-Za-z_]\w*)\b(?=(\s*(?:\[[^\[\]]*\])*\s*=(?!=))|)')

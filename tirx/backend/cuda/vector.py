@@ -20,7 +20,7 @@ def emit_vector_copy(em, loop: ir.For) -> bool:
         return False
     t = _VECTOR_TYPE[copy.nbytes]
     v = loop.var.name
-    dst = em.ref(copy.store.buffer, copy.store.index, copy.store.dtype)
+    dst = em.ref(copy.store.buffer, copy.store.index, copy.store.dtype, write=True)
     src = em.ref(copy.load.buffer, copy.load.index, copy.load.dtype)
     em.line(f"{v} = {em.e(loop.start)};")
     em.line(f"*reinterpret_cast<{t}*>(&{dst}) = *reinterpret_cast<const {t}*>(&{src});")
