@@ -153,6 +153,19 @@ def test_simulator_reports_q_freed_before_the_last_scores_land(tmp_path):
     assert info.value.span.line == _line(twin, "T.cuda.tile.apply(T.ptx[tma], q_s[")
 
 
+@pytest.mark.parametrize("head_dim", [64, 128])
+def test_the_default_grid_is_persistent_for_full_attention_only(head_dim):
+    """Full attention walks its tiles on one block per multiprocessor; causal attention, whose
+    tiles' lengths differ most, keeps a block per tile (docs/attention.md, "Speed")."""
+    assert aw.default_config(head_dim).persistent
+    assert not aw.default_config(head_dim, causal=True).persistent
+    shape = (2, 4, 4, 1024, 1024, head_dim)
+    full = make_attention(*shape, "bfloat16", False).ir.launch
+    causal = make_attention(*shape, "bfloat16", True).ir.launch
+    assert full.sms_grid and not causal.sms_grid
+    assert causal.grid == (-(-1024 // aw.default_config(head_dim).block_m), 8, 1)
+
+
 @pytest.mark.parametrize("scale", [-0.125, 0.0])
 @pytest.mark.parametrize("approx", [True, False])
 def test_any_scale_is_right(approx, scale):
