@@ -73,37 +73,35 @@ def varying_vars(body: ir.Stmt, incoming: set | frozenset = frozenset()) -> set:
     them: assigned a value that reads a thread index, memory or another such variable;
     assigned in more than one place, one of them under a condition that differs between
     threads and does not hold all of them (the values meet where the branches do); or the
-    counter of a loop whose bounds
-    differ. A variable assigned in one place from uniform values is the same for every thread
+    counter of a loop whose bounds differ. A variable assigned in one place from uniform values is the same for every thread
     that ran the assignment (a loop counter with uniform bounds too, inside a branch or not).
     A fixpoint over the whole body: a later assignment can make an earlier use vary.
 
     ``incoming``: what differs on entry to ``body`` (the analysis of the whole kernel, when
     ``body`` is one branch of it); a variable ``body`` assigns is judged by its assignments
     in ``body``, the one value it has for the threads that run them."""
-    sites: dict = {}  # var -> [(assigned value, the conditions and loop bounds around it)]
+    sites: dict = {}  # var -> [(assigned value, the bodies around it: (id, their conditions))]
     loops: list = []  # (loop counter, its bounds)
 
-    def collect(s, conds: tuple, path: tuple) -> None:
-        # path: the bodies around s (a branch's side apart from the other's), each with how
-        # many of conds it brought
+    def collect(s, path: tuple) -> None:
         if isinstance(s, ir.Seq):
             for x in s.stmts:
-                collect(x, conds, path)
+                collect(x, path)
         elif isinstance(s, ir.Assign):
-            sites.setdefault(s.var, []).append((s.value, conds, path))
-        elif isinstance(s, ir.If):
+            sites.setdefault(s.var, []).append((s.value, path))
+        elif isinstance(s, ir.If):  # each side a body of its own
             for b in (s.then_body, s.else_body):
                 if b is not None:
-                    collect(b, (*conds, s.cond), (*path, (id(b), 1)))
+                    collect(b, (*path, (id(b), (s.cond,))))
         elif isinstance(s, ir.For):  # bounds that differ make the trip count differ
-            bounds = [x for x in (s.start, s.stop) if isinstance(x, ir.Expr)]
+            bounds = tuple(x for x in (s.start, s.stop) if isinstance(x, ir.Expr))
             loops.append((s.var, bounds))
-            collect(s.body, (*conds, *bounds), (*path, (id(s.body), len(bounds))))
+            collect(s.body, (*path, (id(s.body), bounds)))
         elif isinstance(s, ir.While):
-            collect(s.body, (*conds, s.cond), (*path, (id(s.body), 1)))
+            collect(s.body, (*path, (id(s.body), (s.cond,))))
 
-    collect(body, (), ())
+    collect(body, ())
+    apart = {v: _apart([p for _, p in a]) for v, a in sites.items() if len(a) > 1}
     mine = set(sites) | {var for var, _ in loops}
     varying: set = {v for v in incoming if v not in mine}
     changed = True
@@ -116,28 +114,24 @@ def varying_vars(body: ir.Stmt, incoming: set | frozenset = frozenset()) -> set:
         for var, assigned in sites.items():
             if var in varying:
                 continue
-            shared = _shared_conditions([path for _, _, path in assigned])
-            if any(_reads_varying(value, varying) for value, _, _ in assigned) or (
-                len(assigned) > 1
-                and any(
-                    _reads_varying(c, varying) for _, conds, _ in assigned for c in conds[shared:]
-                )
+            if any(_reads_varying(value, varying) for value, _ in assigned) or any(
+                _reads_varying(c, varying) for c in apart.get(var, ())
             ):
                 varying.add(var)
                 changed = True
     return varying
 
 
-def _shared_conditions(paths: list) -> int:
-    """How many of the outermost conditions the bodies around every site of a variable have
-    in common (``collect``'s paths): a branch that holds every assignment of a variable makes
-    no difference between the threads that have it, whatever its condition."""
-    count = 0
+def _apart(paths: list) -> list:
+    """The conditions that tell the sites of one variable apart (``collect``'s paths): those
+    around a site that not every site shares. A branch that holds every assignment of a
+    variable makes no difference between the threads that have it, whatever its condition."""
+    shared = 0
     for level in zip(*paths):
-        if any(p != level[0] for p in level):
+        if any(body != level[0][0] for body, _ in level):
             break
-        count += level[0][1]
-    return count
+        shared += 1
+    return [c for path in paths for _, conds in path[shared:] for c in conds]
 
 
 def splits_by_warpgroup(m):
