@@ -569,19 +569,20 @@ def make_attention(
                 ring = 0  # the ring's steps of earlier tiles
                 for i in range(count):
                     b, h, hk, q0, n_kv = T.meta_var(tile_of(nth_tile(first, step, i)))
+                    base = ring if PERSISTENT else 0  # the ring's step of the tile's first
                     if i > 0:  # every consumer is done with the last tile's Q
                         T.cuda.mbarrier_wait(q_free[0], (i - 1) % 2)
                     T.ptx[EXPECT](q_full[0], Q_BYTES)
                     T.cuda.tile.apply(T.ptx[tma], q_s[:, :, :, :, :], Q[:, :, :, :], box=(1, 1, BM, COLS), coords=(b, h, q0, 0), coord_steps=((0, 0, 0, COLS),), swizzle=3, mbar=q_full[0], scope="thread")  # fmt: skip
                     for j in range(n_kv):
-                        n = ring + j if PERSISTENT else j  # the ring's step
+                        n = base + j  # the ring's step
                         st = n % STAGES
                         if n >= STAGES:  # every consumer is done with the stage's last tile
                             T.cuda.mbarrier_wait(empty[st], (n // STAGES - 1) % 2)
                         T.ptx[EXPECT](full[st], STAGE_BYTES)
                         T.cuda.tile.apply(T.ptx[tma], k_s[st, :, :, :, :, :], K[:, :, :, :], box=(1, 1, BN, COLS), coords=(b, hk, j * BN, 0), coord_steps=((0, 0, 0, COLS),), swizzle=3, mbar=full[st], scope="thread")  # fmt: skip
                         T.cuda.tile.apply(T.ptx[tma], v_s[st, :, :, :, :, :], V[:, :, :, :], box=(1, 1, BN, COLS), coords=(b, hk, j * BN, 0), coord_steps=((0, 0, 0, COLS),), swizzle=3, mbar=full[st], scope="thread")  # fmt: skip
-                    ring = ring + n_kv
+                    ring = base + n_kv
         else:  # the consumers: 64 query rows each
             T.ptx[INC](cfg.consumer_registers)
             bufs = T.meta_var((q_s, k_s, v_s, q_full, q_free, full, empty, turn))
