@@ -114,6 +114,19 @@ def _attention_wgmma():
     return _lowered(make_attention(1, 1, 1, 128, 384, 64, "float16", False, cfg))
 
 
+def _attention_wgmma_persistent():
+    import tirx
+    from tirx.examples.attention_wgmma import default_config, make_attention
+
+    # the persistent grid (the default on full attention) on one block walking two query tiles:
+    # the ring's steps run on across the tiles, and the producer loads the second tile's Q once
+    # the consumers have freed the first's (q_free)
+    cfg = default_config(64)
+    assert cfg.persistent
+    kernel = make_attention(1, 1, 1, 2 * cfg.block_m, 384, 64, "float16", False, cfg)
+    return tirx.compile(kernel, target="sim", sms=1).lowered
+
+
 KERNELS: dict[str, Kernel] = {
     k.name: k
     for k in (
@@ -136,6 +149,12 @@ KERNELS: dict[str, Kernel] = {
             _attention_wgmma,
             _attention_inputs(128, 384, 4),
             (_attention_inputs(128, 384, 4, scale=-0.125),),
+        ),
+        Kernel(
+            "attention_wgmma.persistent",
+            _attention_wgmma_persistent,
+            _attention_inputs(384, 384, 5),
+            (_attention_inputs(384, 384, 5, scale=-0.125),),
         ),
     )
 }
