@@ -108,8 +108,7 @@ def _attention_wgmma():
 
     from tirx.examples.attention_wgmma import default_config, make_attention
 
-    # the plain grid (the default for causal attention): one tile, as the suite has reviewed
-    # its edits; the persistent grid's Q hand-over has planted faults of its own
+    # the plain grid (the default for causal attention): one block, one tile
     cfg = replace(default_config(64), persistent=False)
     return _lowered(make_attention(1, 1, 1, 128, 384, 64, "float16", False, cfg))
 
