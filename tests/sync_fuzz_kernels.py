@@ -126,6 +126,20 @@ def _attention_wgmma_persistent():
     return tirx.compile(kernel, target="sim", sms=1).lowered
 
 
+def _attention_wgmma_pingpong():
+    from dataclasses import replace
+
+    import tirx
+    from tirx.examples.attention_wgmma import default_config, make_attention
+
+    # every option of the consumers' schedule at once: two warpgroups taking turns (ping-pong),
+    # each overlapping its softmax with the last tile's P V, on the persistent grid (one block,
+    # two query tiles)
+    cfg = replace(default_config(64), consumers=2, pingpong=True, overlap=True)
+    kernel = make_attention(1, 1, 1, 2 * cfg.block_m, 384, 64, "float16", False, cfg)
+    return tirx.compile(kernel, target="sim", sms=1).lowered
+
+
 KERNELS: dict[str, Kernel] = {
     k.name: k
     for k in (
@@ -154,6 +168,12 @@ KERNELS: dict[str, Kernel] = {
             _attention_wgmma_persistent,
             _attention_inputs(384, 384, 5),
             (_attention_inputs(384, 384, 5, scale=-0.125),),
+        ),
+        Kernel(
+            "attention_wgmma.pingpong",
+            _attention_wgmma_pingpong,
+            _attention_inputs(256, 384, 6),
+            (_attention_inputs(256, 384, 6, scale=-0.125),),
         ),
     )
 }
