@@ -113,32 +113,35 @@ def _attention_wgmma():
     return _lowered(make_attention(1, 1, 1, 128, 384, 64, "float16", False, cfg))
 
 
-def _attention_wgmma_persistent():
-    import tirx
-    from tirx.examples.attention_wgmma import default_config, make_attention
+def _wgmma_persistent(**changes):
+    """The wgmma attention's default configuration at head dim 64 (with ``changes``) on the
+    persistent grid, one block walking two query tiles: the ring's steps run on across the
+    tiles, and the producer loads the second tile's Q once the consumers have freed the first's
+    (q_free)."""
 
-    # the persistent grid (the default on full attention) on one block walking two query tiles:
-    # the ring's steps run on across the tiles, and the producer loads the second tile's Q once
-    # the consumers have freed the first's (q_free)
-    cfg = default_config(64)
-    assert cfg.persistent
-    kernel = make_attention(1, 1, 1, 2 * cfg.block_m, 384, 64, "float16", False, cfg)
-    return tirx.compile(kernel, target="sim", sms=1).lowered
+    def build():
+        from dataclasses import replace
+
+        import tirx
+        from tirx.examples.attention_wgmma import default_config, make_attention
+
+        cfg = replace(default_config(64), **changes)
+        assert cfg.persistent
+        kernel = make_attention(1, 1, 1, 2 * cfg.block_m, 384, 64, "float16", False, cfg)
+        return tirx.compile(kernel, target="sim", sms=1).lowered
+
+    return build
 
 
-def _attention_wgmma_pingpong():
-    from dataclasses import replace
+def _attention_kernel(name: str, build, seq_q: int, seq_k: int, seed: int) -> Kernel:
+    """An attention kernel run at a positive and at a negative scale: the default
+    configurations expand their softmax loops twice, the approx softmax's (a positive scale)
+    and the exact one's (any other), and each edit meets both."""
+    inputs = _attention_inputs(seq_q, seq_k, seed)
+    return Kernel(name, build, inputs, (_attention_inputs(seq_q, seq_k, seed, scale=-0.125),))
 
-    import tirx
-    from tirx.examples.attention_wgmma import default_config, make_attention
 
-    # every option of the consumers' schedule at once: two warpgroups taking turns (ping-pong),
-    # each overlapping its softmax with the last tile's P V, on the persistent grid (one block,
-    # two query tiles)
-    cfg = replace(default_config(64), consumers=2, pingpong=True, overlap=True)
-    kernel = make_attention(1, 1, 1, 2 * cfg.block_m, 384, 64, "float16", False, cfg)
-    return tirx.compile(kernel, target="sim", sms=1).lowered
-
+_PINGPONG = _wgmma_persistent(consumers=2, pingpong=True, overlap=True)
 
 KERNELS: dict[str, Kernel] = {
     k.name: k
@@ -148,32 +151,12 @@ KERNELS: dict[str, Kernel] = {
         Kernel("gemm_wgmma.cp_async", _gemm_wgmma("cp.async"), _gemm_inputs(256, 128, 256)),
         Kernel("gemm_wgmma.tma", _gemm_wgmma("tma"), _gemm_inputs(256, 128, 256)),
         Kernel("tma_pipeline", _tma_pipeline, _tma_inputs),
-        # the attention kernels' default configurations expand their softmax loops twice: the
-        # approx softmax's (a positive scale) and the exact one's (any other); each edit runs
-        # with both
-        Kernel(
-            "attention_mma",
-            _attention,
-            _attention_inputs(64, 192, 3),
-            (_attention_inputs(64, 192, 3, scale=-0.125),),
-        ),
-        Kernel(
-            "attention_wgmma",
-            _attention_wgmma,
-            _attention_inputs(128, 384, 4),
-            (_attention_inputs(128, 384, 4, scale=-0.125),),
-        ),
-        Kernel(
-            "attention_wgmma.persistent",
-            _attention_wgmma_persistent,
-            _attention_inputs(384, 384, 5),
-            (_attention_inputs(384, 384, 5, scale=-0.125),),
-        ),
-        Kernel(
-            "attention_wgmma.pingpong",
-            _attention_wgmma_pingpong,
-            _attention_inputs(256, 384, 6),
-            (_attention_inputs(256, 384, 6, scale=-0.125),),
-        ),
+        _attention_kernel("attention_mma", _attention, 64, 192, 3),
+        _attention_kernel("attention_wgmma", _attention_wgmma, 128, 384, 4),
+        # the default (three consumers), and every option of the consumers' schedule at once:
+        # two warpgroups taking turns (ping-pong), each overlapping its softmax with the last
+        # key tile's P V
+        _attention_kernel("attention_wgmma.persistent", _wgmma_persistent(), 384, 384, 5),
+        _attention_kernel("attention_wgmma.pingpong", _PINGPONG, 256, 384, 6),
     )
 }
