@@ -83,6 +83,20 @@ def _tma_inputs():
     return [a, np.full((128, 16), np.nan, np.float32)]
 
 
+def _warp_specialized():
+    import tirx
+    from tirx.examples.warp_specialized import make_warp_specialized
+
+    # one block walking six 64 x 64 tiles through two stages: the ring wraps three times
+    return tirx.compile(make_warp_specialized(128, 192), target="sim", sms=1).lowered
+
+
+def _warp_specialized_inputs():
+    rng = np.random.default_rng(7)
+    a = rng.integers(-8, 9, size=(128, 192)).astype(np.float32)
+    return [a, np.full((128, 192), np.nan, np.float32)]
+
+
 def _attention():
     from tirx.examples.attention_mma import make_attention
 
@@ -151,6 +165,7 @@ KERNELS: dict[str, Kernel] = {
         Kernel("gemm_wgmma.cp_async", _gemm_wgmma("cp.async"), _gemm_inputs(256, 128, 256)),
         Kernel("gemm_wgmma.tma", _gemm_wgmma("tma"), _gemm_inputs(256, 128, 256)),
         Kernel("tma_pipeline", _tma_pipeline, _tma_inputs),
+        Kernel("warp_specialized", _warp_specialized, _warp_specialized_inputs),
         _attention_kernel("attention_mma", _attention, 64, 192, 3),
         _attention_kernel("attention_wgmma", _attention_wgmma, 128, 384, 4),
         # the default (three consumers), and every option of the consumers' schedule at once:
