@@ -43,10 +43,11 @@ def _gemm_inputs(M, N, K):
     return inputs
 
 
-def _lowered(kernel) -> ir.Function:
+def _lowered(kernel, sms: int | None = None) -> ir.Function:
+    """``kernel`` lowered for the simulator (a ``grid="sms"`` kernel on ``sms`` blocks)."""
     import tirx
 
-    return tirx.compile(kernel, target="sim").lowered
+    return tirx.compile(kernel, target="sim", sms=sms).lowered
 
 
 def _gemm_pipelined():
@@ -84,11 +85,10 @@ def _tma_inputs():
 
 
 def _warp_specialized():
-    import tirx
     from tirx.examples.warp_specialized import make_warp_specialized
 
     # one block walking six 64 x 64 tiles through two stages: the ring wraps three times
-    return tirx.compile(make_warp_specialized(128, 192), target="sim", sms=1).lowered
+    return _lowered(make_warp_specialized(128, 192), sms=1)
 
 
 def _warp_specialized_inputs():
@@ -136,13 +136,12 @@ def _wgmma_persistent(**changes):
     def build():
         from dataclasses import replace
 
-        import tirx
         from tirx.examples.attention_wgmma import default_config, make_attention
 
         cfg = replace(default_config(64), **changes)
         assert cfg.persistent
         kernel = make_attention(1, 1, 1, 2 * cfg.block_m, 384, 64, "float16", False, cfg)
-        return tirx.compile(kernel, target="sim", sms=1).lowered
+        return _lowered(kernel, sms=1)
 
     return build
 

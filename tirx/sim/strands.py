@@ -73,8 +73,9 @@ def varying_vars(body: ir.Stmt, incoming: set | frozenset = frozenset()) -> set:
     them: assigned a value that reads a thread index, memory or another such variable;
     assigned in more than one place, one of them under a condition that differs between
     threads and does not hold all of them (the values meet where the branches do); or the
-    counter of a loop whose bounds differ. A variable assigned in one place from uniform values is the same for every thread
-    that ran the assignment (a loop counter with uniform bounds too, inside a branch or not).
+    counter of a loop whose bounds differ. A variable assigned in one place from uniform
+    values is the same for every thread that ran the assignment (a loop counter with uniform
+    bounds too, inside a branch or not).
     A fixpoint over the whole body: a later assignment can make an earlier use vary.
 
     ``incoming``: what differs on entry to ``body`` (the analysis of the whole kernel, when
