@@ -260,7 +260,7 @@ def test_a_remote_arrive_before_the_peers_init_is_ordered_is_a_race(tmp_path):
     )
     msg = _fault(k, np.zeros(64, np.int32))
     assert "distributed shared-memory race" in msg and "'bars' byte 0" in msg
-    assert "block (1, 0, 0) thread 0 (warp 0, lane 0) reads block (0, 0, 0)'s" in msg
+    assert "block (1, 0, 0) thread 0 (warp 0, lane 0) arrives on block (0, 0, 0)'s" in msg
 
 
 def test_single_block_kernels_take_no_cluster_path(tmp_path):

@@ -24,8 +24,11 @@ counts the thread into the next phase (a second arrive before its wait is a faul
 phase (an exited thread counts as arrived, as the ISA's "all non-exited threads" says). An
 arrive releases the thread's earlier accesses and a wait acquires them, cluster-wide: an access
 by thread p after ``A`` arrivals is ordered before an access by thread q of another block iff q
-has waited for a phase after ``A`` (``waits(q) > A``). The simulator reads ``.relaxed`` as
-``.release`` (it reports no race that only ``.relaxed`` would let through).
+has waited for a phase after ``A`` (``waits(q) > A``). A ``.relaxed`` arrive releases none of
+its thread's earlier accesses: they wait for its next arrive (:mod:`tirx.sim.distributed`),
+except the ``mbarrier.init`` operations a ``fence.mbarrier_init.release.cluster`` released.
+Within a block, a wait that the whole block passes still orders the block's own accesses as a
+CTA barrier does, ``.relaxed`` or not.
 
 **Exit.** A block's shared memory goes away when the block exits: an access by another block
 must be ordered before the exit by a cluster barrier (the thread arrives after its access, the
@@ -170,8 +173,9 @@ class Cluster:
 
     # -------------------------------------------------------------- barrier.cluster
 
-    def arrive(self, m, idx: np.ndarray) -> None:
-        """Threads ``idx`` of ``m``'s block arrive at the cluster barrier."""
+    def arrive(self, m, idx: np.ndarray, relaxed: bool = False) -> None:
+        """Threads ``idx`` of ``m``'s block arrive at the cluster barrier (``relaxed``: with
+        ``.relaxed``, which releases none of their earlier accesses)."""
         arrived, waited = self.arrived[m.rank], self.waited[m.rank]
         again = arrived[idx] > waited[idx]
         if again.any():
@@ -183,6 +187,8 @@ class Cluster:
                 "each thread arrives once per phase: barrier.cluster.wait before the next "
                 "barrier.cluster.arrive (T.cuda.cluster_sync() does both)",
             )
+        if relaxed and self.shared is not None:
+            self.shared.relaxed_arrive(m.rank, idx, self.shared.site(m.span))
         arrived[idx] += 1
         self.version += 1
 
@@ -234,15 +240,21 @@ class Cluster:
             self.shared.check_exit(rank, waits, span)
 
     def exit_fault(self, rank: int, access: tuple, exit_span) -> SimulationError:
-        """The error for ``access`` = (accessor rank, thread, line, verb, what) of the shared
-        memory of the block of ``rank``, which exits at ``exit_span`` with no cluster barrier
-        after the access."""
-        a_rank, tid, span, verb, what = access
+        """The error for ``access`` = (accessor rank, thread, line, verb, what, the line of a
+        ``.relaxed`` arrive that did not order it or None) of the shared memory of the block of
+        ``rank``, which exits at ``exit_span`` with no cluster barrier after the access."""
+        a_rank, tid, span, verb, what, relaxed = access
+        why = ""
+        if relaxed is not None:
+            why = (
+                f" (the accessing thread's arrive at {line_of(relaxed)} is .relaxed, which "
+                "orders none of its accesses)"
+            )
         return SimulationError(
             f"{self.who(a_rank, tid)} {verb} {what} of block {self.coords(rank)} at "
             f"{line_of(span)}, but that block may exit before it: it ends at "
             f"{line_of(exit_span)} with no cluster barrier that orders the access before its "
-            f"exit [block {self.coords(a_rank)}, warp {tid // 32}, lane {tid % 32}]",
+            f"exit{why} [block {self.coords(a_rank)}, warp {tid // 32}, lane {tid % 32}]",
             span,
             EXIT_HINT,
         )

@@ -13,6 +13,14 @@ waited for a phase after it (``waits(q) <= A``) and one of the two writes: a fau
 blocks, threads and lines. Accesses within one block are the block's own race checks'
 (:mod:`tirx.sim.shared`).
 
+A ``.relaxed`` arrive at the cluster barrier releases nothing (the ISA: "no memory ordering and
+visibility guarantees ... for the memory accesses performed prior to" it): the records of its
+thread's accesses since its last arrive move on to the next arrive, which must release them
+(:meth:`Distributed.relaxed_arrive`). The one exception is what the ISA's light-weight fence is
+for: an ``mbarrier.init`` followed by the thread's ``fence.mbarrier_init.release.cluster`` is
+released by the ``.relaxed`` arrive after the fence. A race whose record a ``.relaxed`` arrive
+held back names that arrive and the fix.
+
 An mbarrier phase orders across blocks too: the arrivals of a peer's threads (``mbarrier.
 arrive.release.cluster.shared::cluster``) are acquired by a waiter of the barrier's block, which
 clears the records those threads made before their arrive (:meth:`Distributed.acquire`), as a
@@ -36,6 +44,15 @@ RACE_HINT = (
     "of the cluster) between {first} and {second}, or order them through an mbarrier of the "
     "reading block (mbarrier.arrive.release.cluster.shared::cluster by the writers, a wait by "
     "the readers)"
+)
+RELAXED_HINT = (
+    "arrive with release semantics at {arrive} (barrier.cluster.arrive, the default, as "
+    "T.cuda.cluster_sync() does)"
+)
+INIT_HINT = (
+    'put T.ptx["fence.mbarrier_init.release.cluster"]() after the init, before the .relaxed '
+    "arrive at {arrive} (the fence releases the thread's inits at its next arrive), or arrive "
+    "with release semantics there"
 )
 
 
@@ -71,6 +88,11 @@ class Distributed:
         self.r_tid = np.zeros((n, n, size), dtype=np.int32)
         self.r_site = np.zeros((n, n, size), dtype=np.int32)
         self.r_seq = np.zeros((n, n, size), dtype=np.int64)
+        # the site of the .relaxed arrive that held a record back (0: none), and the inits
+        self.w_held = np.zeros((n, size), dtype=np.int32)
+        self.r_held = np.zeros((n, n, size), dtype=np.int32)
+        self.w_init = np.zeros((n, size), dtype=bool)
+        self.init_fence = np.zeros((n, cluster.threads), dtype=np.int64)  # seq of the last
         self.seq = 0  # counts accesses: an arrive acquires what its thread did before it
         self.sites: list = [None]
         self.site_ids: dict = {}
@@ -81,6 +103,7 @@ class Distributed:
     def reset(self) -> None:
         self.w_rank.fill(-1)
         self.r_arr.fill(-1)
+        self.init_fence.fill(0)
         self.peers = [None] * len(self.peers)
 
     def site(self, span) -> int:
@@ -107,6 +130,7 @@ class Distributed:
         if bad.any():
             k = first(bad)
             other = (int(wr[k]), int(self.w_tid[target, b[k]]), int(self.w_site[target, b[k]]))
+            other += (int(self.w_held[target, b[k]]), bool(self.w_init[target, b[k]]))
             raise self._race(target, b[k], rank, int(p[k]), write, "wrote", other, verb)
         if write:
             for r in range(c.size):
@@ -116,7 +140,8 @@ class Distributed:
                 bad = (ra >= 0) & (waits <= ra)
                 if bad.any():
                     k = first(bad)
-                    other = (r, int(self.r_tid[target, r, b[k]]), int(self.r_site[target, r, b[k]]))
+                    other = (r, int(self.r_tid[target, r, b[k]]), int(self.r_site[target, r, b[k]]),
+                             int(self.r_held[target, r, b[k]]), False)  # fmt: skip
                     raise self._race(target, b[k], rank, int(p[k]), True, "read", other, verb)
             if not record:
                 return
@@ -125,6 +150,8 @@ class Distributed:
             self.w_arr[target, b] = c.arrived[rank, p]
             self.w_site[target, b] = site
             self.w_seq[target, b] = self.seq
+            self.w_held[target, b] = 0
+            self.w_init[target, b] = False
             self.r_arr[target, :, b] = -1
             return
         arr = c.arrived[rank, p]
@@ -134,21 +161,64 @@ class Distributed:
         self.r_tid[target, rank, at] = p[newer]
         self.r_site[target, rank, at] = site
         self.r_seq[target, rank, at] = self.seq
+        self.r_held[target, rank, at] = 0
 
     def _race(self, target, byte, rank, tid, write, did, other, verb) -> Fault:
         c = self.cluster
-        o_rank, o_tid, o_site = other
+        o_rank, o_tid, o_site, held, init = other
+        did = "initialized (mbarrier.init)" if init else did
         where = self.machines[target].shared.describe(int(byte))
         owner = "its own" if target == rank else f"block {c.coords(target)}'s"
         here, there = self.machines[rank].span, self.sites[o_site]
         verb = verb or ("writes" if write else "reads")
+        between = "with no cluster barrier in between"
+        hint = RACE_HINT.format(first=line_of(there), second=line_of(here))
+        if held:
+            arrive = line_of(self.sites[held])
+            between = (
+                f"with no cluster barrier in between that releases it: its thread's arrive at "
+                f"{arrive} is .relaxed, which orders none of the accesses before it"
+            )
+            hint = (INIT_HINT if init else RELAXED_HINT).format(arrive=arrive)
         return Fault(
             f"distributed shared-memory race: {c.who(rank, tid)} {verb} {owner} {where} at "
-            f"{line_of(here)}, which {c.who(o_rank, o_tid)} {did} at {line_of(there)} with no "
-            "cluster barrier in between",
+            f"{line_of(here)}, which {c.who(o_rank, o_tid)} {did} at {line_of(there)} {between}",
             tid,
-            RACE_HINT.format(first=line_of(there), second=line_of(here)),
+            hint,
         )
+
+    # ------------------------------------------------------ .relaxed arrives, inits
+
+    def mark_init(self, rank: int, b) -> None:
+        """Bytes ``b`` of the block of ``rank`` were just written by ``mbarrier.init``."""
+        self.w_init[rank, b] = True
+
+    def fence_init(self, rank: int, idx) -> None:
+        """Threads ``idx`` of ``rank`` executed ``fence.mbarrier_init.release.cluster``: their
+        earlier inits are released by their next arrive, ``.relaxed`` or not."""
+        self.init_fence[rank, idx] = self.seq
+
+    def relaxed_arrive(self, rank: int, idx, site: int) -> None:
+        """Threads ``idx`` of ``rank`` arrive ``.relaxed`` (before their count goes up): the
+        records of their accesses since their last arrive are not released by it, so they move
+        on to the next arrive, except the inits a ``fence.mbarrier_init`` has released."""
+        c = self.cluster
+        arrived = c.arrived[rank]
+        mine = np.zeros(c.threads, dtype=bool)
+        mine[idx] = True
+        tid = self.w_tid
+        held = (self.w_rank == rank) & mine[tid] & (self.w_arr == arrived[tid])
+        held &= ~(self.w_init & (self.w_seq <= self.init_fence[rank][tid]))
+        self.w_arr[held] += 1
+        self.w_held[held] = site
+        tid = self.r_tid[:, rank]
+        held = (self.r_arr[:, rank] >= 0) & mine[tid] & (self.r_arr[:, rank] == arrived[tid])
+        self.r_arr[:, rank][held] += 1
+        self.r_held[:, rank][held] = site
+        for target, access in enumerate(self.peers):  # the peer accesses an exit must follow
+            if access is not None and access[1] == rank and mine[access[2]]:
+                if access[0] == arrived[access[2]]:  # (and the .relaxed arrive's line)
+                    self.peers[target] = (access[0] + 1, *access[1:-1], self.sites[site])
 
     def acquire(self, arrivals) -> None:
         """A waiter passed an mbarrier phase that threads of other blocks arrived at:
@@ -171,7 +241,7 @@ class Distributed:
         c = self.cluster
         arr = c.arrived[rank, p]
         k = int(np.argmax(arr))
-        access = (int(arr[k]), rank, int(p[k]), span, verb, what)
+        access = (int(arr[k]), rank, int(p[k]), span, verb, what, None)
         gone = c.exits[target]
         if gone is not None:
             waits, exit_span = gone

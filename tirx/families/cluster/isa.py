@@ -210,7 +210,9 @@ Thread-block clusters (sm_90): the blocks of a cluster (`T.cuda.LaunchConfig(...
 `barrier.cluster.wait` (`.release` / `.relaxed` on the arrive, `.acquire` on the wait, both the
 defaults, and `.aligned` when every thread of the warp executes it) synchronize every thread of
 every block of the cluster: a wait passes once every thread that has not exited has arrived;
-`T.cuda.cluster_sync()` is the aligned arrive and wait. `T.ptx["mapa.shared::cluster.u32"](d[0],
+`T.cuda.cluster_sync()` is the aligned arrive and wait. A `.relaxed` arrive orders none of the
+thread's earlier accesses for the other blocks, except the `mbarrier.init` operations a
+`fence.mbarrier_init.release.cluster` of the thread released (init, fence, relaxed arrive, wait). `T.ptx["mapa.shared::cluster.u32"](d[0],
 s[i], rank)` writes to the local uint32 `d[0]` the address of `s[i]` in the block of `rank`
 (the same allocation at the same offset), which `ld.shared::cluster` and `st.shared::cluster`
 (`.b16/.u16/.s16/.b32/.u32/.s32/.f32/.b64/.u64/.s64/.f64`) read and write:

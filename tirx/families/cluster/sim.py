@@ -4,7 +4,9 @@ counts, the shared::cluster window, the order of accesses across blocks -- is
 :mod:`tirx.sim.cluster`'s and :mod:`tirx.sim.distributed`'s.
 
 * ``barrier.cluster.arrive{.release,.relaxed}{.aligned}``: the thread arrives at the current
-  phase of the cluster barrier (a second arrive before its wait is a fault).
+  phase of the cluster barrier (a second arrive before its wait is a fault); ``.relaxed``
+  releases none of its earlier accesses to the other blocks, but the ``mbarrier.init``
+  operations a ``fence.mbarrier_init.release.cluster`` of the thread released.
 * ``barrier.cluster.wait{.acquire}{.aligned}``: the thread waits until every non-exited thread
   of the cluster has arrived at the phase it arrived at (other blocks run meanwhile: the wait is
   a blocking statement); a wait without an arrive is a fault. ``.aligned``: every thread of
@@ -51,7 +53,8 @@ def compile_call(m, compiler, stmt: ir.PtxCall, text: str):
     """The closure executing one cluster statement for a set of threads."""
     barrier = _BARRIER.fullmatch(text)
     if barrier is not None:
-        return _barrier(m, stmt, barrier.group(1), barrier.group(3) is not None)
+        relaxed = barrier.group(2) == "relaxed"
+        return _barrier(m, stmt, barrier.group(1), barrier.group(3) is not None, relaxed)
     if text == "mapa.shared::cluster.u32":
         return _mapa(m, compiler, stmt)
     access = _ACCESS.fullmatch(text)
@@ -63,7 +66,7 @@ def compile_call(m, compiler, stmt: ir.PtxCall, text: str):
 # ------------------------------------------------------------------- barrier.cluster
 
 
-def _barrier(m, stmt: ir.PtxCall, action: str, aligned: bool):
+def _barrier(m, stmt: ir.PtxCall, action: str, aligned: bool, relaxed: bool):
     if stmt.operands:
         raise m.compiler.error(f"{stmt.instruction} takes no operands")
     text, span = stmt.instruction, stmt.span
@@ -74,7 +77,7 @@ def _barrier(m, stmt: ir.PtxCall, action: str, aligned: bool):
             m.span = span
             if aligned:
                 check_aligned(m, idx, text, "move it out of divergent code, or drop .aligned")
-            cluster.arrive(m, idx)
+            cluster.arrive(m, idx, relaxed)
 
         return arrive
 

@@ -303,7 +303,9 @@ until it has; `T.cuda.mbarrier_wait(bars[0], parity)` (the real TIRx's spelling;
 too) is the same call. `.release.cta` on arrive and
 `.acquire.cta` on the waits (sm_90) are spelled as the ISA does; without them the orders are the
 same (release and acquire at CTA scope are the defaults). `mbarrier.inval` ends a barrier's
-life; `fence.mbarrier_init.release.cluster` (sm_90) orders inits for other CTAs' observers.
+life; `fence.mbarrier_init.release.cluster` (sm_90) releases the thread's earlier inits at
+cluster scope, so that a `.relaxed` cluster arrive after it publishes them to the other blocks
+(an arrive with release semantics publishes them without it).
 `T.ptx["cp.async.mbarrier.arrive.shared::cta.b64"](bars[0])` (sm_80) makes the barrier receive
 an arrive once all of the thread's earlier `cp.async` have completed; the ISA increments the
 pending count first, so the arrive does not count against the expected count, while `.noinc`

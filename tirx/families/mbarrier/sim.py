@@ -90,8 +90,14 @@ def compile_call(m, compiler, stmt: ir.PtxCall, text: str):
     match = _OPS.fullmatch(text)
     if match is None:
         raise unknown_instruction(stmt, text, FORMS)
-    if text.startswith("fence."):
-        return lambda idx: None  # one CTA at a time: nothing for another CTA to observe
+    if text.startswith("fence."):  # fence.mbarrier_init: what the cluster's blocks observe
+
+        def fence(idx):
+            hook = m.shared.cluster  # a block of a cluster of several (tirx.sim.distributed)
+            if hook is not None:
+                hook.shared.fence_init(hook.rank, idx)
+
+        return fence
     op = "cp.async.arrive" if text.startswith("cp.") else match.group(1)
     if match.group(4) == "::cluster":  # an arrive on a barrier of any block of the cluster
         from .sim_cluster import compile_remote_arrive
@@ -125,6 +131,9 @@ def compile_call(m, compiler, stmt: ir.PtxCall, text: str):
                     bars.deliver(a, site, issuer, "cp.async")
         if op in ("init", "inval"):
             m.shared.track_write(addr, 8, idx)
+            hook = m.shared.cluster
+            if op == "init" and hook is not None:  # its release: tirx.sim.distributed
+                hook.shared.mark_init(hook.rank, (addr[:, None] + np.arange(8)).ravel())
         else:
             m.shared.track_read(addr, 8, idx)
         for tid, a, v in zip(idx.tolist(), addr.tolist(), vals.tolist()):

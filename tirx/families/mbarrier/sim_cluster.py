@@ -51,7 +51,7 @@ def compile_remote_arrive(m, compiler, stmt: ir.PtxCall, op: str, releases: bool
             else:
                 d = cluster.shared
                 b = (offs[:, None] + np.arange(8)).ravel()
-                d.access(r, b, m.rank, np.repeat(tids, 8), False, d.site(span))
+                d.access(r, b, m.rank, np.repeat(tids, 8), False, d.site(span), "arrives on")
                 d.note_peer(r, m.rank, tids, span, "arrives on", peer.shared.describe(int(offs[0])))
             bars = peer.unit("mbarrier", barriers)
             for tid, a, v in zip(tids.tolist(), offs.tolist(), vals[at].tolist()):

@@ -11,7 +11,8 @@ at ``dstMem``'s offset, pending until a thread of that block waited for the phas
 barrier at ``mbar``'s offset, which receives the complete-tx of the box's bytes. A peer's
 delivery is an access across blocks (:mod:`tirx.sim.distributed`): the copy writes the peer's
 bytes, so the peer's earlier accesses of them must be ordered before the issue (a stage reused
-too early across blocks is a race), and the peer must not exit before it. A mask bit past the
+too early across blocks is a race), its complete-tx reads the peer's barrier word, which the
+peer's ``mbarrier.init`` must be ordered before, and the peer must not exit before it. A mask bit past the
 cluster's blocks, or an empty mask, is a fault.
 """
 
@@ -69,6 +70,10 @@ def multicast(m, mask, addr, byte_cols, data, bar: int, nbytes: int, tid: int, t
                  record=False)  # fmt: skip
         d.note_peer(r, m.rank, np.array([tid]), m.span, "multicasts a tensor copy into",
                     sh.describe(int(chunks[0])), lasting=False)  # fmt: skip
+        # the complete-tx updates the peer's barrier: ordered after its init, as an arrive is
+        word = bar + np.arange(8, dtype=np.int64)
+        d.access(r, word, m.rank, np.full(8, tid), False, d.site(m.span),
+                 "signals a multicast tensor copy's bytes on")  # fmt: skip
         site = sh.site(m.span)
         sh.pend_tid[b] = p
         sh.pend_site[b] = site
