@@ -170,3 +170,27 @@ def test_a_release_last_arrive_does(tmp_path):
     out = np.zeros_like(a)
     tirx.compile(exchange_kernel(tmp_path, G=2, C=2, sync2=_sync(ARRIVE)), target="sim")(a, out)
     assert np.array_equal(out, exchange_expected(a, 2))
+
+
+# -------------------------------------------------------------------------------- GPU
+
+
+def _gpu(kernel, *arrays):
+    import torch
+
+    exe = tirx.compile(kernel, target="cuda")
+    gpus = [torch.from_numpy(a.copy()).cuda() for a in arrays]
+    exe(*gpus)
+    torch.cuda.synchronize()
+    return [g.cpu().numpy() for g in gpus]
+
+
+@pytest.mark.gpu
+def test_gpu_the_fenced_inits_and_relaxed_arrives_equal_the_simulator(tmp_path):
+    a = _rows()
+    _, out = _gpu(_remote_arrive(tmp_path, fence=True), a, np.zeros(64, np.int32))
+    assert np.array_equal(out, a[1])
+    tile = _tile()
+    sync = f"if tid == 0:\n        {FENCE}\n    {_sync(RELAXED)}"
+    _, out = _gpu(_multicast(tmp_path, sync), tile, np.zeros((2, 128), np.float32))
+    assert np.array_equal(out, multicast_expected(tile, 2))
