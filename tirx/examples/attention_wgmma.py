@@ -63,14 +63,13 @@ and O at head dim 64 only; more warps hide more of each one's softmax behind the
 multiplies.
 
 With ``cfg.persistent`` (the default on full attention) one block per multiprocessor walks
-over the query tiles in rounds of ``grid``, the odd rounds in reverse (evening out causal
-tiles' lengths); the ring runs on across tiles, so the producer loads the next tile's keys
-while the consumers finish one, and a ``q_free`` mbarrier (every consumer thread arrives once
-its last ``Q Kᵀ`` is done) lets it load the next Q during their epilogue.
+over the query tiles in rounds of ``grid``, the odd rounds in reverse (causal tiles go longest
+first across heads, so a round's tiles are alike); the ring runs on across tiles, so the
+producer loads the next tile's keys while the consumers finish one, and a ``q_free``
+mbarrier (every consumer's last ``Q Kᵀ`` done) lets it load the next Q during their epilogue.
 
-Both scheduling options are off by default: neither, alone or together, was clearly faster
-than the plain loop on the H100 (docs/attention.md, "Speed"). Not here (FlashAttention-3 has
-them): separate K and V barriers and an epilogue through shared memory and TMA.
+Ping-pong and the overlap are off by default (docs/attention.md, "Speed"). Not here (as in
+FlashAttention-3): separate K and V barriers, an epilogue through shared memory and TMA.
 """
 
 import math
@@ -229,7 +228,8 @@ def make_attention(
     GROUP = heads // kv_heads
     NQ = -(-seq_q // BM)  # query tiles
     NKV = -(-seq_k // BN)  # key tiles
-    TILES, GRID = NQ * batch * heads, "sms" if PERSISTENT else (NQ, batch * heads)
+    BH = batch * heads
+    TILES, GRID = NQ * BH, "sms" if PERSISTENT else (NQ, BH)
     KQ = D // 16  # k16 slices of S = Q Kᵀ
     KV = BN // 16  # k16 slices of O += P V
     NS = BN // 8  # 8-column groups of S
@@ -249,10 +249,10 @@ def make_attention(
 
     @T.macro
     def tile_of(t):
-        """Query tile ``t``: its batch, head, K/V head, first row and key tiles (head after
-        head, each head's tiles in order; causal: its longest, last, tile first)."""
-        qt = NQ - 1 - t % NQ if causal else t % NQ
-        bh = t // NQ
+        """Query tile ``t``: batch, head, K/V head, first row, key tiles (head after head;
+        causal: longest first, on a persistent grid every head's longest before any next)."""
+        qt = (NQ - 1 - t // BH if PERSISTENT else NQ - 1 - t % NQ) if causal else t % NQ
+        bh = t % BH if causal and PERSISTENT else t // NQ
         q0 = qt * BM
         n_kv = NKV  # all key tiles, or (causal) up to the tile's last row's
         if causal:
