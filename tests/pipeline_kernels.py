@@ -4,7 +4,9 @@ each stage's ``full`` mbarrier armed with its bytes; the four consumer warps wai
 add its elements into their sums and arrive on the stage's ``empty`` barrier, which the
 producer waits on before it refills the stage. ``planted`` leaves one wait out: ``"full"``
 (the consumers read a stage whose copy may not have landed) or ``"empty"`` (the producer
-refills a stage the consumers may still read)."""
+refills a stage the consumers may still read); ``"arm"`` arms a stage's ``full`` barrier before
+the ``empty`` wait (its last copy may not have landed, so the arrive may count toward the phase
+that copy completes)."""
 
 from __future__ import annotations
 
@@ -62,6 +64,11 @@ def ring_kernel(tmp_path, K: int = 4, planted: str | None = None):
         wait_full="pass" if planted == "full" else WAIT_FULL,
         wait_empty="pass" if planted == "empty" else WAIT_EMPTY,
     )  # fmt: skip
+    if planted == "arm":
+        arm = '                T.ptx["mbarrier.arrive.expect_tx.shared::cta.b64"](full[st], 4096)\n'
+        guard = f"                if k >= 2:\n                    {WAIT_EMPTY}\n"
+        assert guard + arm in source
+        source = source.replace(guard + arm, arm + guard)
     layout = ComposeLayout(3, 3, 3, TileLayout(S[(2, 32, 64)]))
     return define(source, tmp_path, "ring", LAYOUT=layout, TEXT=TMA)
 

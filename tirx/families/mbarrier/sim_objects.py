@@ -59,7 +59,8 @@ class BarrierTrace:
 class _Barrier:
     __slots__ = (
         "name", "expected", "pending", "tx", "phase", "arrivers", "released", "seen",
-        "landings", "agent", "deliveries", "observed", "remote", "seen_remote",
+        "landings", "agent", "deliveries", "observed", "remote", "seen_remote", "done_by",
+        "saw",
     )  # fmt: skip
 
     def __init__(self, name: str, count: int, agent: int):
@@ -77,6 +78,11 @@ class _Barrier:
         # thread, and when: tirx/sim/distributed.py), this phase's and the last completed one's
         self.remote: list = []
         self.seen_remote: list = []
+        # the last completed phase, when a copy completed it (an asynchronous completion):
+        # (the agent's stamp at the completion, the copy's delivery), and the threads that
+        # observed it themselves; an arrive for the next phase must come after it
+        self.done_by = None
+        self.saw: set[int] = set()
 
     def state(self) -> str:
         return (
@@ -179,8 +185,35 @@ class Barriers:
         self.changed()
         self.record(BarrierEvent.INIT, b, (tid,))
 
+    def check_armed(self, b: _Barrier, tid: int, what: str, noun: str) -> None:
+        """``tid`` changes ``b``'s current phase (an arrive, an expect-tx): a fault if a copy
+        completed the phase before it and ``tid`` is not ordered after that completion (its
+        own wait, or a release/acquire chain from a thread that waited). On the GPU the copy
+        may still be in flight, so the phase is still the earlier one, whose arrivals are in:
+        the arrive would be counted there (an over-arrival) and its bytes expected there."""
+        done = b.done_by
+        if done is None or tid in b.saw:
+            return
+        stamp, (_, site, issuer, name) = done
+        if self.m.shared.order.vc[tid, b.agent] >= stamp:
+            return
+        phase = b.phase - 1
+        sh = self.m.shared
+        raise Fault(
+            f"mbarrier {b.name}: {thread_name(tid)} {what} at {line_of(self.m.span)} for phase "
+            f"{b.phase}, but has not observed phase {phase} complete, which the {name} at "
+            f"{line_of(sh.sites[site])} issued by {thread_name(issuer)} completes when its bytes "
+            f"land: on the GPU that copy may still be in flight, and the {noun} would count "
+            f"toward phase {phase}, whose arrivals are all in",
+            tid,
+            f"arm the barrier again only after phase {phase} completed for this thread: its own "
+            f"wait (T.cuda.mbarrier_wait(bar, {phase & 1})), or the wait on a barrier that the "
+            "threads which waited for it arrive on afterwards (a stage's empty barrier)",
+        )
+
     def expect_tx(self, addr: int, tx: int, tid: int) -> _Barrier:
         b = self.get(addr, tid)
+        self.check_armed(b, tid, "expects bytes", "expect-tx")
         if not -MAX_TX <= b.tx + tx <= MAX_TX:
             raise Fault(
                 f"mbarrier {b.name}: tx-count {b.tx} + {tx} leaves the ISA's range "
@@ -201,6 +234,8 @@ class Barriers:
         not hold (tirx/sim/distributed.py orders it)."""
         b = self.get(addr, tid)
         check_count(count, tid, "mbarrier.arrive's count")
+        if remote is None:
+            self.check_armed(b, tid, "arrives", "arrive")
         if count > b.pending:
             raise Fault(
                 f"over-arrival on mbarrier {b.name}: an arrive of {count} when {b.state()}",
@@ -253,6 +288,9 @@ class Barriers:
         seen = order.merge(seen, order.empty())
         seen[b.agent] = order.stamp()  # the copies done so far are done for the observers
         b.seen, b.released = seen, None
+        copies = [d for d in b.deliveries if d[0] == b.phase]
+        b.done_by = (seen[b.agent], copies[-1]) if copies else None
+        b.saw = set()
         threads, b.arrivers = b.arrivers, []
         b.seen_remote, b.remote = b.remote, []
         b.phase += 1
@@ -274,6 +312,8 @@ class Barriers:
         if acquire and b.seen_remote:  # other blocks' arrivals (tirx/sim/distributed.py)
             self.m.cluster.shared.acquire(b.seen_remote)
         b.observed = max(b.observed, b.phase - 1)
+        if b.done_by is not None:
+            b.saw.update(int(t) for t in threads)
         if b.deliveries:
             b.deliveries = [d for d in b.deliveries if d[0] > b.observed]
 
