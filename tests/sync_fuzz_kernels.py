@@ -73,6 +73,19 @@ def _gemm_wgmma(loads: str):
     return build
 
 
+def _gemm_hopper(cluster: int):
+    def build():
+        from tirx.examples.gemm_hopper import make_gemm_hopper
+
+        # bn=128, two stages, four K tiles: one block (one cluster of two) walks the output
+        # tiles, so the ring wraps in every tile and runs on across them, and each tile's
+        # staging tile is met, written and stored again after the last tile's stores
+        k = make_gemm_hopper(256, 256, 256, "float16", "float32", 2, cluster, bn=128)
+        return _lowered(k, sms=cluster)
+
+    return build
+
+
 def _tma_pipeline():
     from tests.tma_kernels import pipeline_kernel
 
@@ -163,6 +176,8 @@ KERNELS: dict[str, Kernel] = {
         Kernel("gemm_pipelined.bulk", _gemm_pipelined_bulk, _gemm_inputs(128, 128, 256)),
         Kernel("gemm_wgmma.cp_async", _gemm_wgmma("cp.async"), _gemm_inputs(256, 128, 256)),
         Kernel("gemm_wgmma.tma", _gemm_wgmma("tma"), _gemm_inputs(256, 128, 256)),
+        Kernel("gemm_hopper", _gemm_hopper(1), _gemm_inputs(256, 256, 256)),
+        Kernel("gemm_hopper.cluster", _gemm_hopper(2), _gemm_inputs(256, 256, 256)),
         Kernel("tma_pipeline", _tma_pipeline, _tma_inputs),
         Kernel("warp_specialized", _warp_specialized, _warp_specialized_inputs),
         _attention_kernel("attention_mma", _attention, 64, 192, 3),
