@@ -237,8 +237,8 @@ S_WAIT = """                    T.ptx["wgmma.wait_group.sync.aligned"](0)
                     scale_scores(s, cs, ax)"""
 RELEASE = """                    T.ptx["wgmma.wait_group.sync.aligned"](0)
                     T.ptx[ARRIVE](empty[st])"""
-K_COPY = "T.cuda.tile.apply(T.ptx[tma], k_s[st,"
 V_COPY = "T.cuda.tile.apply(T.ptx[tma], v_s[st,"
+ARM = "T.ptx[EXPECT](full[st], STAGE_BYTES)"
 
 
 def test_the_twin_with_nothing_taken_out_runs_clean(tmp_path):
@@ -248,13 +248,17 @@ def test_the_twin_with_nothing_taken_out_runs_clean(tmp_path):
 
 
 def test_simulator_reports_a_refill_without_the_empty_barrier_wait(tmp_path):
-    """The producer refills stage 0 with tile 2 without waiting for the consumers: its tensor
-    copy lands on bytes the previous copy into them wrote and no consumer has let go of."""
+    """The producer refills stage 0 with tile 2 without waiting for the consumers: it arms the
+    stage's full barrier before it observed the phase the stage's last copy completes (and
+    its copy would land on bytes no consumer has let go of)."""
     twin = _twin(tmp_path, EMPTY_WAIT, "", "attn_wg_noempty")
-    with pytest.raises(SimulationError, match=r"shared-memory race: .* writes 'k_s'") as info:
+    with pytest.raises(
+        SimulationError, match=r"mbarrier 'full' .* has not observed phase 0"
+    ) as info:
         _run(twin, THREE_TILES)
+    assert "the tensor copy" in str(info.value) and "expect-tx would count" in str(info.value)
     assert info.value.span.file == str(tmp_path / "attn_wg_noempty.py")
-    assert info.value.span.line == _line(twin, K_COPY)
+    assert info.value.span.line == _line(twin, ARM)
 
 
 def test_simulator_reports_a_full_barrier_parity_flipped(tmp_path):
