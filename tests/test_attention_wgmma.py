@@ -113,6 +113,8 @@ PERSISTENT_CASES = [
     ((1, 2, 1, 200, 330, 128), F16, True, _persistent(overlap=True, approx=True), 3),
     ((1, 2, 2, 256, 330, 64), BF16, True, _persistent(pingpong=True, overlap=True), 2),
     ((1, 2, 1, 384, 448, 64), F16, True, _persistent(approx=True, consumers=3), 2),
+    # 17 heads: the causal order's groups of 16 heads and the group of one left over
+    ((1, 17, 1, 256, 256, 64), F16, True, _persistent(), 5),
 ]
 
 

@@ -37,8 +37,8 @@ With ``cfg.pingpong`` the two consumer warpgroups take turns to issue their ``S 
 (FlashAttention-3's warp scheduler barrier, here two mbarriers ``turn`` of 128 arrivals, as
 CUTLASS's ordered sequence barrier): warpgroup ``c`` waits for its turn, issues its
 multiplies and hands the turn to the other before it waits for them, so one warpgroup's
-softmax runs while the other's ``Q Kᵀ`` occupies the tensor cores. Warpgroup 2 hands the
-first turn to warpgroup 1 before its loop. The turns order the issue only; no data passes.
+softmax runs while the other's ``Q Kᵀ`` occupies the tensor cores (warpgroup 2 hands the
+first turn to warpgroup 1 before its loop). The turns order the issue; no data passes.
 
 With ``cfg.overlap`` each consumer pipelines its own two products (FlashAttention-3's
 intra-warpgroup overlap): step ``j`` issues tile ``j``'s ``Q Kᵀ`` and tile ``j - 1``'s ``P V``
@@ -59,17 +59,16 @@ branch and the results are right for any scale.
 
 With ``cfg.consumers = 3`` (the default at head dim 64, as FlashAttention-3 splits it) a third
 consumer warpgroup takes rows 128 .. 191: 160 registers per consumer thread, enough for S, P
-and O at head dim 64 only; more warps hide more of each one's softmax behind the others'
-multiplies.
+and O at head dim 64 only; more warps hide more softmax behind the others' multiplies.
 
 With ``cfg.persistent`` (the default on full attention) one block per multiprocessor walks
-over the query tiles in rounds of ``grid``, the odd rounds in reverse (causal tiles go longest
-first across heads, so a round's tiles are alike); the ring runs on across tiles, so the
-producer loads the next tile's keys while the consumers finish one, and a ``q_free``
-mbarrier (every consumer's last ``Q Kᵀ`` done) lets it load the next Q during their epilogue.
+over the query tiles in rounds of ``grid``, the odd rounds in reverse; causal tiles go longest
+first across groups of 16 heads (a round's tiles alike, few heads' keys in L2 at once). The
+ring runs on across tiles, and a ``q_free`` mbarrier (every consumer's last ``Q Kᵀ`` done)
+lets the producer load the next Q during the consumers' epilogue.
 
-Ping-pong and the overlap are off by default (docs/attention.md, "Speed"). Not here (as in
-FlashAttention-3): separate K and V barriers, an epilogue through shared memory and TMA.
+Ping-pong and the overlap are off by default (docs/attention.md, "Speed"). Not here: separate
+K and V barriers, an epilogue through shared memory and TMA (FlashAttention-3 has both).
 """
 
 import math
@@ -165,9 +164,9 @@ def default_config(head_dim: int, causal: bool = False) -> WgmmaAttentionConfig:
     """128-key tiles, two stages, the approx softmax; at head dim 64 three consumer warpgroups
     (88 KB of shared memory; 160 KB at head dim 128 with two); a persistent grid for full
     attention, not causal (benchmarks/results/attention_speed-h100.md: as fast or faster in
-    all four full cases, slower in the causal ones of 16k tokens). Three stages, ping-pong, the
-    overlap and 176- or 192-key tiles won no more than one or two of a head dim's four cases
-    in the runs before it."""
+    all four full cases; on causal ones slower than the plain grid, docs/attention.md). Three
+    stages, ping-pong, the overlap and 176- or 192-key tiles won no more than one or two of a
+    head dim's four cases in the runs before it."""
     return WgmmaAttentionConfig(
         block_n=128, stages=2, approx=True, consumers=3 if head_dim == 64 else 2,
         persistent=not causal,
@@ -228,7 +227,7 @@ def make_attention(
     GROUP = heads // kv_heads
     NQ = -(-seq_q // BM)  # query tiles
     NKV = -(-seq_k // BN)  # key tiles
-    BH = batch * heads
+    BH, HG = batch * heads, min(batch * heads, 16)  # HG: a group's heads (causal persistent)
     TILES, GRID = NQ * BH, "sms" if PERSISTENT else (NQ, BH)
     KQ = D // 16  # k16 slices of S = Q Kᵀ
     KV = BN // 16  # k16 slices of O += P V
@@ -250,9 +249,11 @@ def make_attention(
     @T.macro
     def tile_of(t):
         """Query tile ``t``: batch, head, K/V head, first row, key tiles (head after head;
-        causal: longest first, on a persistent grid every head's longest before any next)."""
-        qt = (NQ - 1 - t // BH if PERSISTENT else NQ - 1 - t % NQ) if causal else t % NQ
-        bh = t % BH if causal and PERSISTENT else t // NQ
+        causal: longest first, on a persistent grid longest first within each group of HG)."""
+        g, u = T.meta_var((t // (HG * NQ), t % (HG * NQ)))  # (causal, persistent) t's group
+        n = T.meta_var(T.min(HG, BH - g * HG))  # and its heads
+        qt = (NQ - 1 - u // n if PERSISTENT else NQ - 1 - t % NQ) if causal else t % NQ
+        bh = g * HG + u % n if causal and PERSISTENT else t // NQ
         q0 = qt * BM
         n_kv = NKV  # all key tiles, or (causal) up to the tile's last row's
         if causal:
@@ -410,8 +411,7 @@ def make_attention(
         cs = scale * LOG2E  # exp(x · scale) = exp2(x · cs)
         s_acc = s.view(64, BN, layout=ACC_S)
         o_acc = o.view(64, D, layout=ACC_O)
-        # P as the rs form's A: S's accumulator layout on P's slots, two keys per word,
-        # one k16 slice of keys per index (the fragment identity, docs/attention.md)
+        # P as the rs form's A, S's layout on P's slots (2 keys a word, a k16 slice an index)
         p_a = p.view(64, BN, layout=ACC_S).view("uint32").rearrange("r (j w) -> j r w", w=8)
         ring = 0  # the ring's steps of the block's earlier tiles
         if PINGPONG:
