@@ -150,6 +150,20 @@ def test_a_multicast_after_the_fenced_inits_and_a_relaxed_arrive_is_exact(tmp_pa
     assert np.array_equal(out, multicast_expected(tile, 2))
 
 
+def test_a_multicast_onto_a_barrier_initialized_after_the_cluster_barrier_is_a_race(tmp_path):
+    # the cluster barrier comes before the inits: the peer's init, although it ran first here,
+    # is not ordered before the copy's complete-tx on it
+    source = MULTICAST.format(C=2, mask="0b11", init_sync="T.cuda.cta_sync()").replace(
+        '    if tid == 0:\n        T.ptx["mbarrier.init',
+        f'    {SYNC}\n    if tid == 0:\n        T.ptx["mbarrier.init',
+        1,
+    )
+    msg = _fault(define(source, tmp_path, "kernel", MC=MC), _tile(), np.zeros((2, 128), np.float32))
+    init = _line(tmp_path, "mbarrier.init")
+    assert "signals a multicast tensor copy's bytes on block (1, 0, 0)'s 'bars'" in msg
+    assert f"initialized (mbarrier.init) at line {init} with no cluster barrier in between" in msg
+
+
 # ------------------------------------------------------------------------------ exits
 
 
