@@ -78,6 +78,35 @@ def test_a_later_release_arrive_releases_what_a_relaxed_one_held_back(tmp_path):
     assert np.array_equal(out, push_expected(a))
 
 
+LOCAL = """
+@T.function
+def kernel(Out: T.Tensor((64,), "int32")):
+    T.device_entry(launch=T.cuda.LaunchConfig(grid=2, block=64, cluster=2))
+    s = T.alloc_shared((64,), "int32")
+    tid = T.cuda.thread_idx("x")
+    s[tid] = tid
+    {sync}
+    Out[tid] = s[63 - tid]
+    T.cuda.cluster_sync()
+"""
+
+
+def test_within_a_block_a_relaxed_phase_does_not_order_the_stores_either(tmp_path):
+    k = define(LOCAL.format(sync=_sync(RELAXED)), tmp_path, "kernel")
+    msg = _fault(k, np.zeros(64, np.int32))
+    store, read = _line(tmp_path, "s[tid] = tid"), _line(tmp_path, "Out[tid] = s[63 - tid]")
+    arrive = _line(tmp_path, "arrive.relaxed")
+    assert "shared-memory race" in msg and f"wrote at line {store}" in msg
+    assert f"at line {read}" in msg
+    assert f"if the cluster barrier whose arrive is at line {arrive} should order them" in msg
+
+
+def test_within_a_block_the_release_phase_orders_them(tmp_path):
+    out = np.zeros(64, np.int32)
+    tirx.compile(define(LOCAL.format(sync=_sync(ARRIVE)), tmp_path, "kernel"), target="sim")(out)
+    assert np.array_equal(out, np.arange(63, -1, -1))
+
+
 # ------------------------------------------------------------------ the barriers' inits
 
 
@@ -129,7 +158,9 @@ def _tile():
 
 
 def test_a_multicast_onto_a_barrier_whose_init_a_relaxed_arrive_held_back_is_a_race(tmp_path):
-    msg = _fault(_multicast(tmp_path, _sync(RELAXED)), _tile(), np.zeros((2, 128), np.float32))
+    # (a cta_sync orders the init for the block's own threads: the peer's copy is the race)
+    sync = f"T.cuda.cta_sync()\n    {_sync(RELAXED)}"
+    msg = _fault(_multicast(tmp_path, sync), _tile(), np.zeros((2, 128), np.float32))
     init, issue = _line(tmp_path, "mbarrier.init"), _line(tmp_path, "T.cuda.tile.apply")
     assert (
         "block (0, 0, 0) thread 0 (warp 0, lane 0) signals a multicast tensor copy's bytes on"

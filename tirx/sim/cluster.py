@@ -27,8 +27,11 @@ by thread p after ``A`` arrivals is ordered before an access by thread q of anot
 has waited for a phase after ``A`` (``waits(q) > A``). A ``.relaxed`` arrive releases none of
 its thread's earlier accesses: they wait for its next arrive (:mod:`tirx.sim.distributed`),
 except the ``mbarrier.init`` operations a ``fence.mbarrier_init.release.cluster`` released.
-Within a block, a wait that the whole block passes still orders the block's own accesses as a
-CTA barrier does, ``.relaxed`` or not.
+Within a block the same holds: a wait that the whole block passes orders the block's own
+accesses as a CTA barrier does, but when some thread arrived at that phase ``.relaxed``, the
+waiters acquire only what the releasing arrivals released (and, for a ``.relaxed`` arrive,
+what the thread's ``fence.mbarrier_init`` before it released: all its accesses, which is more
+than the fence's inits, so the simulator reports less there, never more).
 
 **Exit.** A block's shared memory goes away when the block exits: an access by another block
 must be ordered before the exit by a cluster barrier (the thread arrives after its access, the
@@ -119,6 +122,12 @@ class Cluster:
         self.version = 0  # bumped by every arrive and exit (a stalled block may go on)
         self.scheduler = None  # tirx.sim.cluster_run: the blocks' scheduler (None: one block)
         self.shared = None  # tirx.sim.distributed.Distributed, for more than one block
+        # within each block, for the phases some thread arrived at .relaxed: what the block's
+        # releasing arrivals released (rank -> phase -> a clock snapshot of tirx.sim.order),
+        # and the release a thread's fence.mbarrier_init made for its next arrive
+        self.relaxed: list[dict] = [{} for _ in range(self.size)]
+        self.released: list[dict] = [{} for _ in range(self.size)]
+        self.fenced: dict = {}
 
     def reset(self) -> None:
         """A new cluster of blocks (or, for a cluster of one, a new block) starts."""
@@ -126,6 +135,9 @@ class Cluster:
         self.waited.fill(0)
         self.exits = [None] * self.size
         self.version += 1
+        self.relaxed = [{} for _ in range(self.size)]
+        self.released = [{} for _ in range(self.size)]
+        self.fenced = {}
         if self.shared is not None:
             self.shared.reset()
 
@@ -189,8 +201,33 @@ class Cluster:
             )
         if relaxed and self.shared is not None:
             self.shared.relaxed_arrive(m.rank, idx, self.shared.site(m.span))
+        self._release(m, idx, relaxed)
         arrived[idx] += 1
         self.version += 1
+
+    def _release(self, m, idx: np.ndarray, relaxed: bool) -> None:
+        """Within the block: what threads ``idx`` release into the phase they arrive at (all
+        their accesses, or with ``.relaxed`` only what a fence of theirs released)."""
+        order, rank = m.shared.order, m.rank
+        phase = int(self.arrived[rank, idx].max()) + 1
+        released = self.released[rank]
+        if relaxed:
+            self.relaxed[rank][phase] = m.span  # (the arrive's line, for a race's hint)
+            snaps = [self.fenced.pop((rank, t)) for t in idx.tolist() if (rank, t) in self.fenced]
+        else:
+            snaps = [order.release(idx)]
+        for snap in snaps:
+            released[phase] = order.merge(released.get(phase), snap)
+
+    def fence(self, m, idx: np.ndarray) -> None:
+        """Threads ``idx`` executed ``fence.mbarrier_init.release.cluster``: within the block,
+        their next (``.relaxed``) arrive releases their accesses so far (the fence releases
+        their inits only; the simulator orders more, never less, than that)."""
+        snap = m.shared.order.release(idx)
+        for t in idx.tolist():
+            self.fenced[(m.rank, t)] = snap
+        if self.shared is not None:
+            self.shared.fence_init(m.rank, idx)
 
     def phase_of(self, m, idx: np.ndarray) -> int:
         """The phase threads ``idx`` wait for (a fault when one has not arrived at it)."""
@@ -223,10 +260,24 @@ class Cluster:
     def waited_for(self, m, idx: np.ndarray) -> None:
         """Threads ``idx`` of ``m``'s block passed the wait: their waits count one more; when
         the whole block passed it at once, it also orders the block's own accesses as a CTA
-        barrier does (every thread released them before any passed)."""
-        self.waited[m.rank, idx] += 1
-        if idx.size == m.T:
+        barrier does (every thread released them before any passed), unless some thread
+        arrived at the phase ``.relaxed``: then the waiters acquire what the releasing
+        arrivals (and the fences before relaxed ones) released, nothing more."""
+        rank = m.rank
+        self.waited[rank, idx] += 1
+        phase = int(self.waited[rank, idx].max())
+        released = self.released[rank]
+        relaxed = self.relaxed[rank].get(phase)
+        if relaxed is not None:
+            m.shared.relaxed_span = relaxed
+            snap = released.get(phase)
+            if snap is not None:
+                m.shared.order.acquire(idx, snap)
+        elif idx.size == m.T:
             m.shared.barrier()
+        if int(self.waited[rank].min()) >= phase:  # every thread passed it: forget the phase
+            released.pop(phase, None)
+            self.relaxed[rank].pop(phase, None)
 
     # ------------------------------------------------------------------------ exit
 

@@ -142,11 +142,19 @@ class Races:
         here, there = mem.where(), mem.sites[int(other_site)]
         same_warp = other_tid >= 0 and other_tid >> 5 == int(p[k]) >> 5
         warpgroups = other_tid >= 0 and other_tid >> 7 != int(p[k]) >> 7
+        hint = race_hint(there, here, same_warp, warpgroups)
+        relaxed = mem.relaxed_span  # the arrive of a .relaxed cluster phase the block passed
+        if relaxed is not None:
+            hint += (
+                f"; if the cluster barrier whose arrive is at {line_of(relaxed)} should order "
+                "them: that arrive is .relaxed, which orders none of the accesses before it "
+                "(arrive with release semantics, as T.cuda.cluster_sync() does)"
+            )
         return Fault(
             f"shared-memory race: {thread_name(int(p[k]))} {verb} {mem.describe(int(b[k]))} at "
             f"{line_of(here)}, which {other} at {line_of(there)} with no barrier in between",
             int(p[k]),
-            race_hint(there, here, same_warp, warpgroups),
+            hint,
         )
 
     def _unobserved(self, b, p, k: int, verb: str, agent: int) -> Fault:

@@ -36,6 +36,7 @@ class SharedMemory:
     """The shared memory of the block being run, with initialization and race tracking."""
 
     recorder = None  # a profiling run's tirx.sim.recorder.Recorder (None: not profiling)
+    relaxed_span = None  # the arrive of a .relaxed cluster phase the block passed (race hints)
 
     def __init__(self, allocations: list[tuple[int, int, str]], total: int, threads: int):
         self.allocs = sorted(allocations)
@@ -72,6 +73,7 @@ class SharedMemory:
         self.races.reset()
         self.pend_tid.fill(-1)
         self.in_flight = 0
+        self.relaxed_span = None
         if self.proxy is not None:
             self.proxy.reset()
 

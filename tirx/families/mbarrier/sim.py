@@ -93,9 +93,8 @@ def compile_call(m, compiler, stmt: ir.PtxCall, text: str):
     if text.startswith("fence."):  # fence.mbarrier_init: what the cluster's blocks observe
 
         def fence(idx):
-            hook = m.shared.cluster  # a block of a cluster of several (tirx.sim.distributed)
-            if hook is not None:
-                hook.shared.fence_init(hook.rank, idx)
+            if m.cluster is not None:  # the kernel uses the cluster barrier (tirx.sim.cluster)
+                m.cluster.fence(m, idx)
 
         return fence
     op = "cp.async.arrive" if text.startswith("cp.") else match.group(1)
