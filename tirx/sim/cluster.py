@@ -122,12 +122,7 @@ class Cluster:
         self.version = 0  # bumped by every arrive and exit (a stalled block may go on)
         self.scheduler = None  # tirx.sim.cluster_run: the blocks' scheduler (None: one block)
         self.shared = None  # tirx.sim.distributed.Distributed, for more than one block
-        # within each block, for the phases some thread arrived at .relaxed: what the block's
-        # releasing arrivals released (rank -> phase -> a clock snapshot of tirx.sim.order),
-        # and the release a thread's fence.mbarrier_init made for its next arrive
-        self.relaxed: list[dict] = [{} for _ in range(self.size)]
-        self.released: list[dict] = [{} for _ in range(self.size)]
-        self.fenced: dict = {}
+        self._forget_phases()
 
     def reset(self) -> None:
         """A new cluster of blocks (or, for a cluster of one, a new block) starts."""
@@ -135,11 +130,18 @@ class Cluster:
         self.waited.fill(0)
         self.exits = [None] * self.size
         self.version += 1
-        self.relaxed = [{} for _ in range(self.size)]
-        self.released = [{} for _ in range(self.size)]
-        self.fenced = {}
+        self._forget_phases()
         if self.shared is not None:
             self.shared.reset()
+
+    def _forget_phases(self) -> None:
+        """Within each block, for the phases some thread arrived at ``.relaxed`` (rank -> phase
+        -> the arrive's line): what the block's releasing arrivals released (rank -> phase -> a
+        clock snapshot of :mod:`tirx.sim.order`), and the release a thread's
+        ``fence.mbarrier_init`` made for its next arrive ((rank, thread) -> snapshot)."""
+        self.relaxed: list[dict] = [{} for _ in range(self.size)]
+        self.released: list[dict] = [{} for _ in range(self.size)]
+        self.fenced: dict = {}
 
     def finish_block(self) -> None:
         """A machine unit's end of block (a cluster of one): nothing is left to check."""

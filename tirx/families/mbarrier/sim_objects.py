@@ -78,9 +78,9 @@ class _Barrier:
         # thread, and when: tirx/sim/distributed.py), this phase's and the last completed one's
         self.remote: list = []
         self.seen_remote: list = []
-        # the last completed phase, when a copy completed it (an asynchronous completion):
-        # (the agent's stamp at the completion, the copy's delivery), and the threads that
-        # observed it themselves; an arrive for the next phase must come after it
+        # the delivery of a copy that completed the last completed phase (an asynchronous
+        # completion, at the stamp ``seen[agent]``), and the threads that observed it
+        # themselves; an arrive for the next phase must come after it
         self.done_by = None
         self.saw: set[int] = set()
 
@@ -191,12 +191,11 @@ class Barriers:
         own wait, or a release/acquire chain from a thread that waited). On the GPU the copy
         may still be in flight, so the phase is still the earlier one, whose arrivals are in:
         the arrive would be counted there (an over-arrival) and its bytes expected there."""
-        done = b.done_by
-        if done is None or tid in b.saw:
+        if b.done_by is None or tid in b.saw:
             return
-        stamp, (_, site, issuer, name) = done
-        if self.m.shared.order.vc[tid, b.agent] >= stamp:
+        if self.m.shared.order.vc[tid, b.agent] >= b.seen[b.agent]:
             return
+        _, site, issuer, name = b.done_by
         phase = b.phase - 1
         sh = self.m.shared
         raise Fault(
@@ -288,8 +287,7 @@ class Barriers:
         seen = order.merge(seen, order.empty())
         seen[b.agent] = order.stamp()  # the copies done so far are done for the observers
         b.seen, b.released = seen, None
-        copies = [d for d in b.deliveries if d[0] == b.phase]
-        b.done_by = (seen[b.agent], copies[-1]) if copies else None
+        b.done_by = next((d for d in reversed(b.deliveries) if d[0] == b.phase), None)
         b.saw = set()
         threads, b.arrivers = b.arrivers, []
         b.seen_remote, b.remote = b.remote, []

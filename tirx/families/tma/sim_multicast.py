@@ -12,8 +12,8 @@ barrier at ``mbar``'s offset, which receives the complete-tx of the box's bytes.
 delivery is an access across blocks (:mod:`tirx.sim.distributed`): the copy writes the peer's
 bytes, so the peer's earlier accesses of them must be ordered before the issue (a stage reused
 too early across blocks is a race), its complete-tx reads the peer's barrier word, which the
-peer's ``mbarrier.init`` must be ordered before, and the peer must not exit before it. A mask bit past the
-cluster's blocks, or an empty mask, is a fault.
+peer's ``mbarrier.init`` must be ordered before, and the peer must not exit before it. A mask
+bit past the cluster's blocks, or an empty mask, is a fault.
 """
 
 from __future__ import annotations
