@@ -1,14 +1,43 @@
 """Kernels of the thread-block cluster tests (tests/test_cluster.py, test_sim_cluster.py,
-test_sim_cluster_tma.py): each is text with fields, so a test can break one piece and keep its
-corrected twin beside it."""
+test_sim_cluster_tma.py, test_sim_cluster_relaxed.py): each is text with fields, so a test can
+break one piece and keep its corrected twin beside it; and the helpers those tests share."""
 
 from __future__ import annotations
 
 import numpy as np
+import pytest
+
+import tirx
+from tirx.errors import SimulationError
 
 from .helpers import define
 
 SYNC = "T.cuda.cluster_sync()"
+
+
+def rows(g: int = 4, seed: int = 0) -> np.ndarray:
+    """``g`` rows of 64 int32 values, a row per block."""
+    return np.random.default_rng(seed).integers(-1000, 1000, size=(g, 64)).astype(np.int32)
+
+
+def tile(seed: int = 0) -> np.ndarray:
+    """A 64 x 64 float16 tile of small integers: every float32 sum is exact, whatever the
+    order."""
+    return np.random.default_rng(seed).integers(-8, 8, size=(64, 64)).astype(np.float16)
+
+
+def sim_fault(kernel, *args) -> str:
+    """The message of the SimulationError that running ``kernel`` on the simulator raises."""
+    with pytest.raises(SimulationError) as e:
+        tirx.compile(kernel, target="sim")(*args)
+    return str(e.value)
+
+
+def kernel_line(tmp_path, text: str) -> int:
+    """The line of the newest kernel file in ``tmp_path`` that holds ``text`` (first one)."""
+    path = max(tmp_path.glob("kernel_*.py"), key=lambda p: int(p.stem.split("_")[1]))
+    return next(i for i, ln in enumerate(path.read_text().splitlines(), 1) if text in ln)
+
 
 # Every block writes its row of A into its shared memory, the cluster synchronizes, and every
 # block reads the row of the next block of its cluster (rank r + 1 mod n) through mapa and

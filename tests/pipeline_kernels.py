@@ -58,19 +58,31 @@ WAIT_FULL = "T.cuda.mbarrier_wait(full[st], (k // 2) % 2)"
 WAIT_EMPTY = "T.cuda.mbarrier_wait(empty[st], (k // 2 - 1) % 2)"
 
 
-def ring_kernel(tmp_path, K: int = 4, planted: str | None = None):
+# the producer's arming of a stage, and the empty wait before it (from the second round on)
+ARM = '                T.ptx["mbarrier.arrive.expect_tx.shared::cta.b64"](full[st], 4096)\n'
+GUARDED_WAIT = f"                if k >= 2:\n                    {WAIT_EMPTY}\n"
+
+
+def ring_source(K: int = 4, planted: str | None = None) -> str:
     source = SOURCE.format(
         K=K, K32=K * 32,
         wait_full="pass" if planted == "full" else WAIT_FULL,
         wait_empty="pass" if planted == "empty" else WAIT_EMPTY,
     )  # fmt: skip
     if planted == "arm":
-        arm = '                T.ptx["mbarrier.arrive.expect_tx.shared::cta.b64"](full[st], 4096)\n'
-        guard = f"                if k >= 2:\n                    {WAIT_EMPTY}\n"
-        assert guard + arm in source
-        source = source.replace(guard + arm, arm + guard)
+        assert GUARDED_WAIT + ARM in source
+        source = source.replace(GUARDED_WAIT + ARM, ARM + GUARDED_WAIT)
+    return source
+
+
+def define_ring(tmp_path, source: str):
+    """The ring kernel of ``source`` (:func:`ring_source`, edited or not)."""
     layout = ComposeLayout(3, 3, 3, TileLayout(S[(2, 32, 64)]))
     return define(source, tmp_path, "ring", LAYOUT=layout, TEXT=TMA)
+
+
+def ring_kernel(tmp_path, K: int = 4, planted: str | None = None):
+    return define_ring(tmp_path, ring_source(K, planted))
 
 
 def ring_inputs(K: int = 4):

@@ -11,7 +11,6 @@ import numpy as np
 import pytest
 
 import tirx
-from tirx.errors import SimulationError
 
 from .cluster_kernels import (
     SYNC,
@@ -23,27 +22,20 @@ from .cluster_kernels import (
     registers_kernel,
     remote_arrive_kernel,
 )
+from .cluster_kernels import (
+    kernel_line as _line,
+)
+from .cluster_kernels import (
+    rows as _rows,
+)
+from .cluster_kernels import (
+    sim_fault as _fault,
+)
 from .helpers import define
-
-
-def _rows(g=4, seed=0):
-    return np.random.default_rng(seed).integers(-1000, 1000, size=(g, 64)).astype(np.int32)
 
 
 def _run(kernel, *args):
     tirx.compile(kernel, target="sim")(*args)
-
-
-def _fault(kernel, *args) -> str:
-    with pytest.raises(SimulationError) as e:
-        _run(kernel, *args)
-    return str(e.value)
-
-
-def _line(tmp_path, text: str) -> int:
-    """The line of the newest kernel file in ``tmp_path`` that holds ``text`` (first one)."""
-    path = max(tmp_path.glob("kernel_*.py"), key=lambda p: int(p.stem.split("_")[1]))
-    return next(i for i, ln in enumerate(path.read_text().splitlines(), 1) if text in ln)
 
 
 # ----------------------------------------------------------------------- registers

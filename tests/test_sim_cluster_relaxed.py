@@ -10,7 +10,6 @@ import numpy as np
 import pytest
 
 import tirx
-from tirx.errors import SimulationError
 
 from .cluster_kernels import (
     MC,
@@ -20,6 +19,14 @@ from .cluster_kernels import (
     multicast_expected,
     push_expected,
     push_kernel,
+    rows,
+    tile,
+)
+from .cluster_kernels import (
+    kernel_line as _line,
+)
+from .cluster_kernels import (
+    sim_fault as _fault,
 )
 from .helpers import define
 
@@ -29,31 +36,16 @@ WAIT = 'T.ptx["barrier.cluster.wait.aligned"]()'
 FENCE = 'T.ptx["fence.mbarrier_init.release.cluster"]()'
 
 
-def _sync(arrive: str, indent: int = 4) -> str:
-    """An arrive and a wait in place of ``T.cuda.cluster_sync()``, at ``indent`` spaces."""
-    return f"{arrive}\n{' ' * indent}{WAIT}"
-
-
-def _rows(g=2, seed=0):
-    return np.random.default_rng(seed).integers(-1000, 1000, size=(g, 64)).astype(np.int32)
-
-
-def _fault(kernel, *args) -> str:
-    with pytest.raises(SimulationError) as e:
-        tirx.compile(kernel, target="sim")(*args)
-    return str(e.value)
-
-
-def _line(tmp_path, text: str) -> int:
-    path = max(tmp_path.glob("kernel_*.py"), key=lambda p: int(p.stem.split("_")[1]))
-    return next(i for i, ln in enumerate(path.read_text().splitlines(), 1) if text in ln)
+def _sync(arrive: str) -> str:
+    """An arrive and a wait in place of ``T.cuda.cluster_sync()`` (at 4 spaces)."""
+    return f"{arrive}\n    {WAIT}"
 
 
 # ------------------------------------------------------------- data across blocks
 
 
 def test_a_relaxed_arrive_does_not_release_the_remote_store(tmp_path):
-    msg = _fault(push_kernel(tmp_path, sync=_sync(RELAXED)), _rows(), np.zeros((2, 64), np.int32))
+    msg = _fault(push_kernel(tmp_path, sync=_sync(RELAXED)), rows(2), np.zeros((2, 64), np.int32))
     store, arrive = _line(tmp_path, "st.shared::cluster"), _line(tmp_path, "arrive.relaxed")
     assert "distributed shared-memory race" in msg
     assert f"wrote at line {store} with no cluster barrier in between that releases it" in msg
@@ -63,7 +55,7 @@ def test_a_relaxed_arrive_does_not_release_the_remote_store(tmp_path):
 
 @pytest.mark.parametrize("arrive", [ARRIVE, 'T.ptx["barrier.cluster.arrive.release.aligned"]()'])
 def test_the_release_arrive_orders_it(tmp_path, arrive):
-    a = _rows(4)
+    a = rows(4)
     out = np.zeros_like(a)
     tirx.compile(push_kernel(tmp_path, G=4, sync=_sync(arrive)), target="sim")(a, out)
     assert np.array_equal(out, push_expected(a))
@@ -71,7 +63,7 @@ def test_the_release_arrive_orders_it(tmp_path, arrive):
 
 def test_a_later_release_arrive_releases_what_a_relaxed_one_held_back(tmp_path):
     # store, a relaxed phase, then a full one before the read: the second arrive releases it
-    a = _rows(2)
+    a = rows(2)
     out = np.zeros_like(a)
     sync = f"{_sync(RELAXED)}\n    {SYNC}"
     tirx.compile(push_kernel(tmp_path, sync=sync), target="sim")(a, out)
@@ -121,14 +113,14 @@ def _remote_arrive(tmp_path, fence: bool, arrive: str = RELAXED):
 
 
 def test_the_init_fence_lets_a_relaxed_arrive_publish_the_barrier(tmp_path):
-    a = _rows()
+    a = rows(2)
     out = np.zeros(64, np.int32)
     tirx.compile(_remote_arrive(tmp_path, fence=True), target="sim")(a, out)
     assert np.array_equal(out, a[1])
 
 
 def test_a_relaxed_arrive_without_the_init_fence_is_a_race_on_the_barrier(tmp_path):
-    msg = _fault(_remote_arrive(tmp_path, fence=False), _rows(), np.zeros(64, np.int32))
+    msg = _fault(_remote_arrive(tmp_path, fence=False), rows(2), np.zeros(64, np.int32))
     init, arrive = _line(tmp_path, "mbarrier.init"), _line(tmp_path, "arrive.relaxed")
     remote = _line(tmp_path, "mbarrier.arrive.release.cluster")
     assert (
@@ -142,7 +134,7 @@ def test_a_relaxed_arrive_without_the_init_fence_is_a_race_on_the_barrier(tmp_pa
 
 def test_without_the_init_fence_a_release_arrive_publishes_the_barrier(tmp_path):
     # the fence is the light-weight release of the inits; the default arrive releases them too
-    a = _rows()
+    a = rows(2)
     out = np.zeros(64, np.int32)
     tirx.compile(_remote_arrive(tmp_path, fence=False, arrive=ARRIVE), target="sim")(a, out)
     assert np.array_equal(out, a[1])
@@ -153,14 +145,10 @@ def _multicast(tmp_path, init_sync: str):
     return define(source, tmp_path, "kernel", MC=MC)
 
 
-def _tile():
-    return np.random.default_rng(3).standard_normal((64, 64)).astype(np.float16)
-
-
 def test_a_multicast_onto_a_barrier_whose_init_a_relaxed_arrive_held_back_is_a_race(tmp_path):
     # (a cta_sync orders the init for the block's own threads: the peer's copy is the race)
     sync = f"T.cuda.cta_sync()\n    {_sync(RELAXED)}"
-    msg = _fault(_multicast(tmp_path, sync), _tile(), np.zeros((2, 128), np.float32))
+    msg = _fault(_multicast(tmp_path, sync), tile(), np.zeros((2, 128), np.float32))
     init, issue = _line(tmp_path, "mbarrier.init"), _line(tmp_path, "T.cuda.tile.apply")
     assert (
         "block (0, 0, 0) thread 0 (warp 0, lane 0) signals a multicast tensor copy's bytes on"
@@ -175,10 +163,10 @@ def test_a_multicast_onto_a_barrier_whose_init_a_relaxed_arrive_held_back_is_a_r
 
 def test_a_multicast_after_the_fenced_inits_and_a_relaxed_arrive_is_exact(tmp_path):
     sync = f"if tid == 0:\n        {FENCE}\n    {_sync(RELAXED)}"
-    tile = _tile()
+    t = tile()
     out = np.zeros((2, 128), np.float32)
-    tirx.compile(_multicast(tmp_path, sync), target="sim")(tile, out)
-    assert np.array_equal(out, multicast_expected(tile, 2))
+    tirx.compile(_multicast(tmp_path, sync), target="sim")(t, out)
+    assert np.array_equal(out, multicast_expected(t, 2))
 
 
 def test_a_multicast_onto_a_barrier_initialized_after_the_cluster_barrier_is_a_race(tmp_path):
@@ -189,7 +177,7 @@ def test_a_multicast_onto_a_barrier_initialized_after_the_cluster_barrier_is_a_r
         f'    {SYNC}\n    if tid == 0:\n        T.ptx["mbarrier.init',
         1,
     )
-    msg = _fault(define(source, tmp_path, "kernel", MC=MC), _tile(), np.zeros((2, 128), np.float32))
+    msg = _fault(define(source, tmp_path, "kernel", MC=MC), tile(), np.zeros((2, 128), np.float32))
     init = _line(tmp_path, "mbarrier.init")
     assert "signals a multicast tensor copy's bytes on block (1, 0, 0)'s 'bars'" in msg
     assert f"initialized (mbarrier.init) at line {init} with no cluster barrier in between" in msg
@@ -202,7 +190,7 @@ def test_a_relaxed_last_arrive_does_not_order_a_peer_read_before_the_exit(tmp_pa
     from .cluster_kernels import exchange_kernel
 
     k = exchange_kernel(tmp_path, G=2, C=2, sync2=_sync(RELAXED))
-    msg = _fault(k, _rows(), np.zeros((2, 64), np.int32))
+    msg = _fault(k, rows(2), np.zeros((2, 64), np.int32))
     read, arrive = _line(tmp_path, "ld.shared::cluster"), _line(tmp_path, "arrive.relaxed")
     assert f"at line {read}, but that block may exit before it" in msg
     assert f"(the accessing thread's arrive at line {arrive} is .relaxed" in msg
@@ -211,7 +199,7 @@ def test_a_relaxed_last_arrive_does_not_order_a_peer_read_before_the_exit(tmp_pa
 def test_a_release_last_arrive_does(tmp_path):
     from .cluster_kernels import exchange_expected, exchange_kernel
 
-    a = _rows()
+    a = rows(2)
     out = np.zeros_like(a)
     tirx.compile(exchange_kernel(tmp_path, G=2, C=2, sync2=_sync(ARRIVE)), target="sim")(a, out)
     assert np.array_equal(out, exchange_expected(a, 2))
@@ -232,10 +220,10 @@ def _gpu(kernel, *arrays):
 
 @pytest.mark.gpu
 def test_gpu_the_fenced_inits_and_relaxed_arrives_equal_the_simulator(tmp_path):
-    a = _rows()
+    a = rows(2)
     _, out = _gpu(_remote_arrive(tmp_path, fence=True), a, np.zeros(64, np.int32))
     assert np.array_equal(out, a[1])
-    tile = _tile()
+    t = tile()
     sync = f"if tid == 0:\n        {FENCE}\n    {_sync(RELAXED)}"
-    _, out = _gpu(_multicast(tmp_path, sync), tile, np.zeros((2, 128), np.float32))
-    assert np.array_equal(out, multicast_expected(tile, 2))
+    _, out = _gpu(_multicast(tmp_path, sync), t, np.zeros((2, 128), np.float32))
+    assert np.array_equal(out, multicast_expected(t, 2))

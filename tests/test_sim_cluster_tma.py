@@ -11,16 +11,11 @@ import pytest
 import tirx
 from tirx.errors import SimulationError
 
-from .cluster_kernels import multicast_expected, multicast_kernel
-
-
-def _tile(seed=0):
-    # small integers: every float32 sum is exact, whatever the order
-    return np.random.default_rng(seed).integers(-8, 8, size=(64, 64)).astype(np.float16)
+from .cluster_kernels import multicast_expected, multicast_kernel, tile
 
 
 def _run(kernel, C):
-    a = _tile()
+    a = tile()
     out = np.full((C, 128), np.nan, dtype=np.float32)
     tirx.compile(kernel, target="sim")(a, out)
     return a, out
@@ -86,7 +81,7 @@ def test_a_traced_run_records_every_blocks_barrier_events_in_one_order(tmp_path)
 
     fn = tirx.compile(multicast_kernel(tmp_path), target="sim").lowered
     out = np.zeros((2, 128), np.float32)
-    result = sim.run(fn, [_tile(), out], trace=True, profile=True)
+    result = sim.run(fn, [tile(), out], trace=True, profile=True)
     blocks = {t.block for t in result.barriers}
     assert blocks == {(0, 0, 0), (1, 0, 0)} and len(result.copies) == 1
     seqs = [t.seq for t in result.barriers] + [c.seq for c in result.copies]

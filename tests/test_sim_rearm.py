@@ -11,11 +11,14 @@ import pytest
 import tirx
 from tirx.errors import SimulationError
 
-from .pipeline_kernels import ring_inputs, ring_kernel
-
-
-def _line(kernel_source: str, text: str) -> int:
-    return next(i for i, ln in enumerate(kernel_source.splitlines(), 1) if text in ln)
+from .pipeline_kernels import (
+    ARM,
+    GUARDED_WAIT,
+    define_ring,
+    ring_inputs,
+    ring_kernel,
+    ring_source,
+)
 
 
 def test_arming_a_stage_before_its_empty_wait_is_a_fault_at_the_arrive(tmp_path):
@@ -41,18 +44,10 @@ def test_the_stage_armed_after_its_empty_wait_is_exact(tmp_path):
 
 def test_the_producers_own_wait_on_the_phase_orders_the_arrive(tmp_path):
     # arming early is fine once the producer has waited for the phase itself
-    from .helpers import define
-    from .pipeline_kernels import SOURCE, TMA, WAIT_EMPTY, WAIT_FULL
-
-    arm = '                T.ptx["mbarrier.arrive.expect_tx.shared::cta.b64"](full[st], 4096)\n'
-    guard = f"                if k >= 2:\n                    {WAIT_EMPTY}\n"
     own = "                if k >= 2:\n                    T.cuda.mbarrier_wait(full[st], (k // 2 - 1) % 2)\n"
-    source = SOURCE.format(K=4, K32=128, wait_full=WAIT_FULL, wait_empty=WAIT_EMPTY)
-    source = source.replace(guard + arm, own + arm + guard)
-    from tirx.layout import ComposeLayout, S, TileLayout
-
-    layout = ComposeLayout(3, 3, 3, TileLayout(S[(2, 32, 64)]))
-    kernel = define(source, tmp_path, "ring", LAYOUT=layout, TEXT=TMA)
+    source = ring_source().replace(GUARDED_WAIT + ARM, own + ARM + GUARDED_WAIT)
+    assert own + ARM in source
+    kernel = define_ring(tmp_path, source)
     a, out, want = ring_inputs()
     tirx.compile(kernel, target="sim")(a, out)
     assert np.array_equal(out, want)
