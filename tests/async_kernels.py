@@ -2,18 +2,22 @@
 sanitizer parity suite (tests/test_sanitizer_parity.py, tests/planted.py): bytes an
 asynchronous unit delivered read by a thread that never observed the completion, a proxy
 fence placed after the barrier that publishes the stores, a block that ends with copies in
-flight; and, clean, a block that ends with an mbarrier phase nobody completes.
+flight, an mbarrier armed for its next phase before the copy completing the current one landed;
+and, clean, a block that ends with an mbarrier phase nobody completes.
 
 Each kernel is a ``@T.function`` from text (tests/helpers.py's ``define``: the parser reads a
 file), lowered for the simulator; the runner launches those with tensor maps through tirx's
 own CUDA path (``Planted.kernel``), which passes the hidden map parameters.
 
-The sanitizer sees none of them: measured on an H100 (docs/gpu-runs/sessions.md,
-2026-12-05), racecheck and memcheck stay silent on every planted fault here, as the
+The sanitizer sees none of the first three: measured on an H100 (docs/gpu-runs/sessions.md,
+2026-12-05), racecheck and memcheck stay silent on every such planted fault here, as the
 compute-sanitizer guide leads one to expect (it describes racecheck as checking threads'
 shared-memory accesses, and nothing about the async proxy, mbarrier phases or copies
 outliving a block; a report by the FlashAttention maintainers says racecheck attributes a
-tensor copy's writes to no thread). So the faults are ``blind``, with that reason.
+tensor copy's writes to no thread). So those faults are ``blind``, with that reason. An
+early-armed barrier is not blind: the GPU itself traps (an unspecified launch failure, which
+memcheck reports as the run's error; racecheck and synccheck stay silent, and under them the
+ring ran right in the runs measured, 2026-12-07).
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from pathlib import Path
 import numpy as np
 
 from tests.helpers import define
+from tests.pipeline_kernels import ring_inputs, ring_kernel
 from tests.planted import Kind, Planted
 
 __all__ = ["ASYNC_CASES", "BY_NAME", "SOURCES"]
@@ -246,7 +251,45 @@ def _cases() -> list[Planted]:
             kernel=functools.partial(kernel, name, None),
         )
     )
+    for name, planted in _RINGS.items():
+        for fault in (True, False):
+            cases.append(
+                Planted(
+                    name if fault else name + ".fixed",
+                    Kind.EARLY_ARM,
+                    functools.partial(_lowered_ring, planted if fault else None),
+                    _ring_inputs,
+                    fault,
+                    kernel=functools.partial(ring, planted if fault else None),
+                )
+            )
     return cases
+
+
+# the ring of tests/pipeline_kernels.py over 64 tiles, its producer arming a stage's full
+# barrier before the wait on its empty barrier, or with no such wait: the GPU traps
+# (measured on an H100, docs/gpu-runs/sessions.md, 2026-12-07); the twin is the ring as written
+_RINGS = {
+    "stage_armed_before_its_empty_wait": "arm",
+    "stage_refilled_without_its_empty_wait": "empty",
+}
+RING_TILES = 64
+
+
+@functools.cache
+def ring(planted: str | None):
+    return ring_kernel(_dir(), RING_TILES, planted=planted)
+
+
+def _lowered_ring(planted):
+    import tirx
+
+    return tirx.compile(ring(planted), target="sim").lowered
+
+
+def _ring_inputs():
+    a, out, _ = ring_inputs(RING_TILES)
+    return [a, out]
 
 
 ASYNC_CASES: list[Planted] = _cases()

@@ -56,6 +56,10 @@ class Kind(enum.Enum):
     PROXY_ORDER = (Tool.RACECHECK, "may read stale bytes")
     # a block that ends while an asynchronous copy may still write its shared memory
     EXIT_IN_FLIGHT = (Tool.MEMCHECK, "the block exits while")
+    # an mbarrier armed for its next phase before the copy completing the current one landed:
+    # the arrive counts toward the earlier phase, and the GPU traps (memcheck's report is the
+    # launch failure alone, no access of its own)
+    EARLY_ARM = (Tool.MEMCHECK, "has not observed phase \\d+ complete")
     RACE = (Tool.RACECHECK, "shared-memory race")
     OUT_OF_BOUNDS = (Tool.MEMCHECK, "out-of-bounds|outside every shared allocation")
     MISALIGNED = (Tool.MEMCHECK, "misaligned|not 16-byte aligned")

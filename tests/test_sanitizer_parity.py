@@ -98,6 +98,9 @@ def sanitizer_verdict(path: str, tool: Tool, name: str) -> tuple[str, str]:
     if int(m.group(1)) == 0:
         return "clean", ""
     if tool is Tool.MEMCHECK:
+        trap = re.search(r"=+ Unknown Error\n=+\s+at (\S+ in \S+:\d+)", text)
+        if trap and not re.search(r"Invalid __", text):  # the GPU trapped; no access reported
+            return "fault: trap", f"trap at {trap.group(1)}"
         kind = "misaligned" if re.search(r"misaligned", text, re.I) else "out_of_bounds"
         return f"fault: {kind}", finding
     kinds = {
@@ -124,7 +127,7 @@ def test_simulator_and_sanitizer_agree(sanitizer, case):
     elif case.blind:
         agreement = "expected divergence: " + case.blind if case.fault else "clean/clean"
     else:
-        agreement = "agree" if san == sim or (san == "fault: hang" and case.fault) else "DISAGREE"
+        agreement = "agree" if _agree(case, san, sim) else "DISAGREE"
     _ROWS.append(
         (case.name, tool.value, san if not finding else f"{san} ({finding[:80]})", sim, agreement)
     )
@@ -135,6 +138,21 @@ def test_simulator_and_sanitizer_agree(sanitizer, case):
         # the stated reason must hold: the sanitizer does not see this fault (nor the twin's)
         assert san == "clean", f"{case.name}: the sanitizer sees it after all: {finding}"
         return
-    if san == "fault: hang" and case.fault and case.kind is Kind.DIVERGENT_BARRIER:
-        return
-    assert san == sim, f"{case.name}: sanitizer {san!r} ({finding}), simulator {sim!r}"
+    assert _agree(case, san, sim), f"{case.name}: sanitizer {san!r} ({finding}), simulator {sim!r}"
+    if san == "fault: trap":  # at the line the simulator names
+        with pytest.raises(SimulationError) as e:
+            run(case.build(), simulator_inputs(case))
+        assert finding.endswith(f":{e.value.span.line}"), (finding, e.value.span)
+
+
+def _agree(case: Planted, san: str, sim: str) -> bool:
+    """The same verdict, or the GPU's own way of failing a fault of this kind: a barrier
+    nobody completes hangs; an early-armed mbarrier traps (memcheck reports the trap's line,
+    no access)."""
+    if san == sim:
+        return True
+    if not case.fault:
+        return False
+    if case.kind is Kind.DIVERGENT_BARRIER:
+        return san == "fault: hang"
+    return case.kind is Kind.EARLY_ARM and san == "fault: trap"
