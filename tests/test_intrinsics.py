@@ -513,6 +513,55 @@ def test_float_bits_reinterpretation(tmp_path):
     assert "__float_as_uint(A[" in source and "__uint_as_float(" in source
 
 
+HALVES_SOURCE = """
+@T.function
+def k(H: T.Tensor((8,), "float16"), B: T.Tensor((8,), "bfloat16"), W: T.Tensor((8,), "uint64"),
+      O: T.Tensor((2, 8), "float32"), L: T.Tensor((8,), "uint32")):
+    T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=8))
+    i = T.cuda.thread_idx("x")
+    O[0, i] = T.cuda.half2float(H[i])
+    O[1, i] = T.cuda.bfloat162float(B[i])
+    L[i] = T.cuda.smem_addr_from_uint64(W[i])
+"""
+
+
+def _halves_inputs():
+    h = np.array([0.0, -0.0, 1.5, -65504.0, 6e-8, np.inf, np.nan, 0.1], np.float16)
+    b16 = (np.array([0.0, -1.0, 3.0e38, 1e-40, -np.inf, np.nan, 0.1, 7.0], np.float32)
+           .view(np.uint32) >> 16).astype(np.uint16)  # fmt: skip
+    w = np.array([0, 1, 0xFFFFFFFF, 1 << 32, (1 << 32) + 5, 0x12345678_9ABCDEF0,
+                  (1 << 64) - 1, 0x400], np.uint64)  # fmt: skip
+    return [h, b16, w, np.zeros((2, 8), np.float32), np.zeros(8, np.uint32)]
+
+
+def test_half_and_bfloat16_to_float_and_the_low_word_of_an_address(tmp_path):
+    """The real TIRx's T.cuda.half2float / bfloat162float / smem_addr_from_uint64: exact
+    conversions and the low 32 bits, on the simulator, and the CUDA tirx writes for them."""
+    k = define(HALVES_SOURCE, tmp_path, "k")
+    h, b16, w, o, low = _halves_inputs()
+    tirx.compile(k, target="sim")(h, b16, w, o, low)
+    np.testing.assert_array_equal(o[0].view(np.uint32), h.astype(np.float32).view(np.uint32))
+    np.testing.assert_array_equal(o[1].view(np.uint32), b16.astype(np.uint32) << 16)
+    np.testing.assert_array_equal(low, (w & np.uint64(0xFFFFFFFF)).astype(np.uint32))
+    source = tirx.compile(k, target="cuda -arch=sm_90").source
+    assert "tirx_h2f(H[" in source and "tirx_b2f(B[" in source
+    assert "((unsigned int)(W[" in source
+
+
+@pytest.mark.gpu
+def test_gpu_half_and_bfloat16_to_float_equal_the_simulator(tmp_path):
+    k = define(HALVES_SOURCE, tmp_path, "k")
+    sim = _halves_inputs()
+    tirx.compile(k, target="sim")(*sim)
+    arrays = _halves_inputs()
+    arrays[1] = arrays[1].view(np.int16)  # (torch has no uint16 tensors on every version)
+    arrays[2] = arrays[2].view(np.int64)
+    arrays[4] = arrays[4].view(np.int32)
+    gpu = _cuda_run(k, *arrays)
+    np.testing.assert_array_equal(gpu[3].view(np.uint32), sim[3].view(np.uint32))
+    np.testing.assert_array_equal(gpu[4].view(np.uint32), sim[4])
+
+
 def test_truncdiv_by_zero_at_run_time_is_a_simulation_error(tmp_path):
     k = define(
         """
@@ -596,6 +645,13 @@ MISUSE = [
      "O[i] = T.float32(F[i]) + 1.0"),
     ("O[i] = T.max(F[i], X[i])", "T.max does not compute on float8_e4m3fn", "T.float32",
      "O[i] = T.max(T.float32(F[i]), X[i])"),
+    ("O[i] = T.cuda.half2float(X[i])", "T.cuda.half2float takes a float16 value, not a float32",
+     r"T.float32\(T.float16\(x\)\)", "O[i] = T.cuda.half2float(T.float16(X[i]))"),
+    ("O[i] = T.cuda.bfloat162float(T.float16(X[i]))",
+     "T.cuda.bfloat162float takes a bfloat16 value, not a float16", "T.bfloat16",
+     "O[i] = T.cuda.bfloat162float(T.bfloat16(X[i]))"),
+    ("I[i] = T.cuda.smem_addr_from_uint64(X[i])", "takes an integer value, not a float32",
+     "T.int32", "I[i] = T.cuda.smem_addr_from_uint64(T.uint64(I[i]))"),
 ]  # fmt: skip
 
 

@@ -194,7 +194,10 @@ ROWS: tuple[Row, ...] = (
         "math",
         ("script", "cuda", "sim"),
         t_names=_MATH,
-        cuda_names=("ffs_u32", "float_as_uint", "uint_as_float"),
+        cuda_names=(
+            *("ffs_u32", "float_as_uint", "uint_as_float", "half2float", "bfloat162float"),
+            "smem_addr_from_uint64",
+        ),
         nodes=("MathCall",),
     ),  # fmt: skip
 )

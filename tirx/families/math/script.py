@@ -288,6 +288,31 @@ def _uint_as_float(ev, name, op, args, spans):
     return ir.Reinterpret(ir.cast(e, ir.U32), ir.F32)
 
 
+def _to_float32(ev, name, op, args, spans):
+    """``T.cuda.half2float(h)`` / ``T.cuda.bfloat162float(b)``: the 16-bit float's value as
+    float32 (exact). The C helper's parameter is the 16-bit type, so a wider value would be
+    rounded to it first; that is refused rather than done silently."""
+    (v,), (span,) = args, spans
+    want = "float16" if name == "cuda.half2float" else "bfloat16"
+    e = _float(name, v, span)
+    if e.dtype.name != want:
+        what = "a Python float" if is_number(v) else _a(f"{e.dtype} value")
+        raise TirxSyntaxError(
+            f"T.{name} takes a {want} value, not {what}",
+            span,
+            hint=f"a {e.dtype} value needs no conversion; to round it through {want} first, "
+            f"write T.float32(T.{want}(x))",
+        )
+    return ir.cast(e, ir.F32)
+
+
+def _low_word(ev, name, op, args, spans):
+    """``T.cuda.smem_addr_from_uint64(a)``: the low 32 bits of a 64-bit address (a shared
+    window address fits them), as the C helper's ``static_cast<unsigned int>``."""
+    (v,), (span,) = args, spans
+    return ir.cast(_int(name, v, span), ir.U32)
+
+
 _UNARY_FLOAT = (
     M.EXP, M.EXP2, M.EXP10, M.LOG, M.LOG2, M.LOG10, M.SQRT, M.RSQRT, M.TANH, M.SIGMOID,
     M.SIN, M.COS, M.ERF, M.FABS, M.FLOOR, M.CEIL, M.NEARBYINT, M.TRUNC, M.TAN, M.ASIN,
@@ -326,6 +351,9 @@ FORMS: dict[str, Form] = {
     "cuda.ffs_u32": Form(1, _ffs, M.FFS),
     "cuda.float_as_uint": Form(1, _float_as_uint),
     "cuda.uint_as_float": Form(1, _uint_as_float),
+    "cuda.half2float": Form(1, _to_float32),
+    "cuda.bfloat162float": Form(1, _to_float32),
+    "cuda.smem_addr_from_uint64": Form(1, _low_word),
 }
 MATH_NAMES = tuple(k for k in FORMS if not k.startswith("cuda."))
 CUDA_NAMES = tuple(k.split(".", 1)[1] for k in FORMS if k.startswith("cuda."))
