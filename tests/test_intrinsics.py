@@ -562,6 +562,107 @@ def test_gpu_half_and_bfloat16_to_float_equal_the_simulator(tmp_path):
     np.testing.assert_array_equal(gpu[4].view(np.uint32), sim[4])
 
 
+BF16X2_SOURCE = """
+@T.function
+def k(A: T.Tensor((64,), "uint32"), B: T.Tensor((64,), "uint32"), X: T.Tensor((64,), "float32"),
+      Y: T.Tensor((64,), "float32"), W: T.Tensor((64,), "uint64"), O: T.Tensor((4, 64), "uint32"),
+      F: T.Tensor((64,), "uint64")):
+    T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=64))
+    i = T.cuda.thread_idx("x")
+    O[0, i] = T.cuda.hmax2(A[i], B[i])
+    O[1, i] = T.cuda.hmin2(A[i], B[i])
+    O[2, i] = T.cuda.float22bfloat162_rn(X[i], Y[i])
+    O[3, i] = T.cuda.float22bfloat162_rn_from_float2(W[i])
+    F[i] = T.cuda.bfloat1622float2(A[i])
+"""
+
+# bfloat16 bit patterns: zeros, ones, infinities, the largest and smallest, NaNs (quiet,
+# signalling, negative), a subnormal
+_BF16_SPECIALS = [0x0000, 0x8000, 0x3F80, 0xBF80, 0x7F80, 0xFF80, 0x7F7F, 0x0080, 0x7FC0,
+                  0x7F81, 0xFFC1, 0x0001, 0x4049, 0xC049, 0x4048, 0x3F81]  # fmt: skip
+
+
+def _bf16x2_inputs():
+    rng = np.random.default_rng(7)
+    sp = np.array(_BF16_SPECIALS, np.uint32)
+    lo, hi = np.meshgrid(sp, sp[::-1])
+    a = (lo.ravel()[:64] | (hi.ravel()[:64] << 16)).astype(np.uint32)
+    b = a[rng.permutation(64)]
+    b[:8] = a[:8] ^ np.uint32(0x80008000)  # the same magnitudes, other signs (+0 against -0)
+    # float32 values at bfloat16 rounding ties (even and odd), NaNs, infinities, overflow
+    ties = np.array([0x3F808000, 0x3F818000, 0x3F80C000, 0x7F7FFFFF, 0x7FC00001, 0xFF800000,
+                     0x80000001, 0x7F800001], np.uint32).view(np.float32)  # fmt: skip
+    x = np.concatenate([ties, rng.standard_normal(56).astype(np.float32)])
+    y = np.concatenate([ties[::-1], rng.standard_normal(56).astype(np.float32) * 1e30])
+    w = x.view(np.uint32).astype(np.uint64) | (y.view(np.uint32).astype(np.uint64) << 32)
+    return [a, b, x, y, w, np.zeros((4, 64), np.uint32), np.zeros(64, np.uint64)]
+
+
+def _bf16_model(h: int) -> float:
+    return float(np.uint32(h << 16).view(np.float32))
+
+
+def _hmax_model(a: int, b: int, is_max: bool) -> int:
+    """max.bf16x2 / min.bf16x2 on one half, from the PTX ISA: a NaN loses to a number, two
+    NaNs give 0x7FFF, +0 is above -0."""
+    x, y = _bf16_model(a), _bf16_model(b)
+    if x != x and y != y:
+        return 0x7FFF
+    if x != x or y != y:
+        return b if x != x else a
+    if x == y:  # equal values: the zeros by their sign
+        return (a if not a & 0x8000 else b) if is_max else (a if a & 0x8000 else b)
+    return a if (x > y) == is_max else b
+
+
+def _round_bf16_model(f: np.float32) -> int:
+    """float32 -> bfloat16 to nearest even; a NaN keeps its sign and top bits, quieted."""
+    u = int(np.float32(f).view(np.uint32))
+    if (u & 0x7FFFFFFF) > 0x7F800000:
+        return (u >> 16) | 0x40
+    return ((u + 0x7FFF + ((u >> 16) & 1)) >> 16) & 0xFFFF
+
+
+def test_packed_bfloat16_pairs_follow_the_isa(tmp_path):
+    """T.cuda.hmax2 / hmin2 / float22bfloat162_rn(_from_float2) / bfloat1622float2 (the real
+    TIRx's names, on bfloat16 pairs in 32-bit words): the simulator against models written
+    from the PTX ISA, and the one-instruction CUDA tirx writes."""
+    k = define(BF16X2_SOURCE, tmp_path, "k")
+    a, b, x, y, w, o, f = _bf16x2_inputs()
+    tirx.compile(k, target="sim")(a, b, x, y, w, o, f)
+    for i in range(64):
+        for shift in (0, 16):
+            ha, hb = int(a[i] >> shift) & 0xFFFF, int(b[i] >> shift) & 0xFFFF
+            assert int(o[0, i] >> shift) & 0xFFFF == _hmax_model(ha, hb, True), (i, ha, hb)
+            assert int(o[1, i] >> shift) & 0xFFFF == _hmax_model(ha, hb, False), (i, ha, hb)
+        want = _round_bf16_model(x[i]) | (_round_bf16_model(y[i]) << 16)
+        assert int(o[2, i]) == want == int(o[3, i]), (i, x[i], y[i])
+        lo, hi = int(a[i]) & 0xFFFF, int(a[i]) >> 16
+        assert int(f[i]) == (lo << 16) | (hi << 48), i
+    source = tirx.compile(k, target="cuda -arch=sm_90").source
+    assert 'asm("max.bf16x2 %0, %1, %2;"' in source and 'asm("min.bf16x2' in source
+    assert '"cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(d) : "f"(y), "f"(x)' in source
+    assert source.count("tirx_pack_bf16x2(") == 3  # its definition and two calls
+
+
+def test_kernels_without_packed_pairs_get_no_packed_helpers(tmp_path):
+    k = _misuse_kernel("O[i] = T.max(X[i], 1.0)", tmp_path)
+    source = tirx.compile(k, target="cuda -arch=sm_90").source
+    assert "tirx_fmax" in source and "tirx_hmax2" not in source
+
+
+@pytest.mark.gpu
+def test_gpu_packed_bfloat16_pairs_equal_the_simulator(tmp_path):
+    k = define(BF16X2_SOURCE, tmp_path, "k")
+    sim = _bf16x2_inputs()
+    tirx.compile(k, target="sim")(*sim)
+    signed = {np.dtype(np.uint32): np.int32, np.dtype(np.uint64): np.int64}
+    arrays = [v.view(signed.get(v.dtype, v.dtype)) for v in _bf16x2_inputs()]
+    gpu = _cuda_run(k, *arrays)
+    np.testing.assert_array_equal(gpu[5].view(np.uint32), sim[5])
+    np.testing.assert_array_equal(gpu[6].view(np.uint64), sim[6])
+
+
 def test_truncdiv_by_zero_at_run_time_is_a_simulation_error(tmp_path):
     k = define(
         """
@@ -652,6 +753,13 @@ MISUSE = [
      "O[i] = T.cuda.bfloat162float(T.bfloat16(X[i]))"),
     ("I[i] = T.cuda.smem_addr_from_uint64(X[i])", "takes an integer value, not a float32",
      "T.int32", "I[i] = T.cuda.smem_addr_from_uint64(T.uint64(I[i]))"),
+    ("I[i] = T.cuda.hmax2(X[i], I[i])", "T.cuda.hmax2 takes an integer value, not a float32",
+     "float_as_uint", "I[i] = T.cuda.hmax2(I[i], I[i])"),
+    ("I[i] = T.cuda.float22bfloat162_rn(I[i], X[i])",
+     "T.cuda.float22bfloat162_rn takes a float value, not an int32", "T.float32",
+     "I[i] = T.cuda.float22bfloat162_rn(X[i], X[i])"),
+    ("I[i] = T.cuda.bfloat1622float2(C[i])", "takes a 32-bit integer, not int8", "T.uint32",
+     "I[i] = T.cuda.bfloat1622float2(T.uint32(C[i]))"),
 ]  # fmt: skip
 
 

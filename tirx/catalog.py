@@ -18,7 +18,8 @@ stage they serve:
                the registers its launch reserves)
 ``cuda.py``    the CUDA of the family's PTX calls (``emit(gen, call)``), codegen rules for its
                node classes (``leave_X`` for expressions, ``visit_X`` for statements) and
-               optionally ``PRELUDE``, helper functions its C calls
+               optionally ``PRELUDE``, helper functions its C calls (or ``PRELUDES``,
+               several, each emitted only where the C calls one of its helpers)
 ``sim.py``     the simulator's semantics, written from the PTX ISA: ``compile_call(machine,
                compiler, call, text)`` for its PTX calls, ``compile_X(machine, node)`` for its
                statements and ``eval_X(compiler, node)`` for its expressions
@@ -196,7 +197,8 @@ ROWS: tuple[Row, ...] = (
         t_names=_MATH,
         cuda_names=(
             *("ffs_u32", "float_as_uint", "uint_as_float", "half2float", "bfloat162float"),
-            "smem_addr_from_uint64",
+            *("smem_addr_from_uint64", "hmax2", "hmin2", "float22bfloat162_rn"),
+            *("float22bfloat162_rn_from_float2", "bfloat1622float2"),
         ),
         nodes=("MathCall",),
     ),  # fmt: skip

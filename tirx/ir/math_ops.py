@@ -57,6 +57,9 @@ class MathOp(enum.Enum):
     CLZ = "clz"
     POPCOUNT = "popcount"
     FFS = "ffs"
+    HMAX2 = "hmax2"  # two bfloat16 pairs packed in uint32 words: max.bf16x2
+    HMIN2 = "hmin2"
+    PACK_BF16X2 = "pack_bf16x2"  # two float32 rounded to bfloat16, packed: cvt.rn.bf16x2.f32
 
     @property
     def script_name(self) -> str:
@@ -68,4 +71,7 @@ _SCRIPT_NAMES = {
     MathOp.FMAX: "max",
     MathOp.FMIN: "min",
     MathOp.FFS: "cuda.ffs_u32",
+    MathOp.HMAX2: "cuda.hmax2",
+    MathOp.HMIN2: "cuda.hmin2",
+    MathOp.PACK_BF16X2: "cuda.float22bfloat162_rn",
 }

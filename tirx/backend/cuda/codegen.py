@@ -510,9 +510,10 @@ def _optional_preludes():
     """The preludes whose helpers only their own module's C calls (a family's, the fp8
     conversions). A module not imported in this process has written no call to them."""
     for module in catalog.loaded("cuda"):
-        prelude = getattr(module, "PRELUDE", None)
-        if prelude is not None:
-            yield prelude
+        # a module's PRELUDES: preludes each emitted only where the code calls its helpers
+        for prelude in getattr(module, "PRELUDES", (getattr(module, "PRELUDE", None),)):
+            if prelude is not None:
+                yield prelude
     for name in ("fp8", "cluster_ids"):
         module = sys.modules.get(f"{__package__}.{name}")
         if module is not None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from ...ir import nodes as ir
 
-__all__ = ["PRELUDE", "c_math", "leave_MathCall"]
+__all__ = ["PRELUDE", "PRELUDE_BF16X2", "PRELUDES", "c_math", "leave_MathCall"]
 
 M = ir.MathOp
 
@@ -21,6 +21,15 @@ M = ir.MathOp
 PRELUDE = r"""template <typename T> TIRX_DEVICE T tirx_fmax(T a, T b) { return (a > b || a != a) ? a : b; }
 template <typename T> TIRX_DEVICE T tirx_fmin(T a, T b) { return (a < b || a != a) ? a : b; }
 """
+#: bfloat16 pairs in 32-bit words (sm_80), without CUDA's bf16 header: ``T.cuda.hmax2`` / ``hmin2``
+#: are PTX's ``max``/``min.bf16x2`` (CUDA's ``__hmax2`` on ``__nv_bfloat162``), and
+#: ``T.cuda.float22bfloat162_rn`` is ``cvt.rn.bf16x2.f32``, whose first source is the high half
+#: (emitted only where called)
+PRELUDE_BF16X2 = r"""TIRX_DEVICE unsigned int tirx_hmax2(unsigned int a, unsigned int b) { unsigned int d; asm("max.bf16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b)); return d; }
+TIRX_DEVICE unsigned int tirx_hmin2(unsigned int a, unsigned int b) { unsigned int d; asm("min.bf16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b)); return d; }
+TIRX_DEVICE unsigned int tirx_pack_bf16x2(float x, float y) { unsigned int d; asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(d) : "f"(y), "f"(x)); return d; }
+"""
+PRELUDES = (PRELUDE, PRELUDE_BF16X2)
 
 # the float32 function names; the float64 ones drop the trailing "f"
 _FLOAT_FNS = {
@@ -89,6 +98,8 @@ def c_math(e: ir.MathCall, args: tuple[str, ...]) -> str:
         return f"(({ctype})__popc((unsigned int)({args[0]})))"
     if op is M.FFS:
         return f"__ffs((int)({args[0]}))"
+    if op in (M.HMAX2, M.HMIN2, M.PACK_BF16X2):
+        return f"tirx_{op.value}({args[0]}, {args[1]})"
     raise NotImplementedError(f"codegen has no C for T.{op.value}")
 
 

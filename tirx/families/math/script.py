@@ -313,6 +313,40 @@ def _low_word(ev, name, op, args, spans):
     return ir.cast(_int(name, v, span), ir.U32)
 
 
+_U64 = dtype_of("uint64")
+
+
+def _bf16x2_minmax(ev, name, op, args, spans):
+    """``T.cuda.hmax2(a, b)`` / ``hmin2``: two bfloat16 pairs, each packed in a 32-bit word
+    (the first of a pair in the low half), and their elementwise max (min), packed alike."""
+    a, b = (ir.cast(_int(name, v, s, bits=(32,)), ir.U32) for v, s in zip(args, spans))
+    return ir.MathCall(op, (a, b), ir.U32)
+
+
+def _pack_bf16x2(ev, name, op, args, spans):
+    """``T.cuda.float22bfloat162_rn(x, y)``: x and y rounded to bfloat16 (to nearest even)
+    and packed in a uint32, x in the low half; ``..._from_float2(w)``: the same of the float2
+    whose bits a uint64 holds (x its low word)."""
+    if name.endswith("_from_float2"):
+        (v,), (span,) = args, spans
+        w = ir.cast(_int(name, v, span, bits=(64,)), _U64)
+        words = (ir.cast(w, ir.U32), ir.cast(ir.binop(Op.SHR, w, 32), ir.U32))
+        xs = tuple(ir.Reinterpret(x, ir.F32) for x in words)
+    else:
+        xs = tuple(ir.cast(_float(name, v, s), ir.F32) for v, s in zip(args, spans))
+    return ir.MathCall(M.PACK_BF16X2, xs, ir.U32)
+
+
+def _unpack_bf16x2(ev, name, op, args, spans):
+    """``T.cuda.bfloat1622float2(w)``: the two bfloat16 of a uint32 as the float2 whose bits a
+    uint64 holds (the low half's value in the low word); exact, as bfloat16 to float32 is."""
+    (v,), (span,) = args, spans
+    w = ir.cast(_int(name, v, span, bits=(32,)), ir.U32)
+    x = ir.binop(Op.SHL, ir.binop(Op.BITAND, w, ir.const(0xFFFF, ir.U32)), 16)
+    y = ir.binop(Op.BITAND, w, ir.const(0xFFFF0000, ir.U32))
+    return ir.binop(Op.BITOR, ir.binop(Op.SHL, ir.cast(y, _U64), 32), ir.cast(x, _U64))
+
+
 _UNARY_FLOAT = (
     M.EXP, M.EXP2, M.EXP10, M.LOG, M.LOG2, M.LOG10, M.SQRT, M.RSQRT, M.TANH, M.SIGMOID,
     M.SIN, M.COS, M.ERF, M.FABS, M.FLOOR, M.CEIL, M.NEARBYINT, M.TRUNC, M.TAN, M.ASIN,
@@ -354,6 +388,11 @@ FORMS: dict[str, Form] = {
     "cuda.half2float": Form(1, _to_float32),
     "cuda.bfloat162float": Form(1, _to_float32),
     "cuda.smem_addr_from_uint64": Form(1, _low_word),
+    "cuda.hmax2": Form(2, _bf16x2_minmax, M.HMAX2),
+    "cuda.hmin2": Form(2, _bf16x2_minmax, M.HMIN2),
+    "cuda.float22bfloat162_rn": Form(2, _pack_bf16x2),
+    "cuda.float22bfloat162_rn_from_float2": Form(1, _pack_bf16x2),
+    "cuda.bfloat1622float2": Form(1, _unpack_bf16x2),
 }
 MATH_NAMES = tuple(k for k in FORMS if not k.startswith("cuda."))
 CUDA_NAMES = tuple(k.split(".", 1)[1] for k in FORMS if k.startswith("cuda."))

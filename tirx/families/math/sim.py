@@ -25,6 +25,7 @@ import numpy as np
 from ...ir import nodes as ir
 from ...sim.expr import first_tid
 from ...sim.faults import Fault
+from ...sim.numeric import f32_to_bf16_bits
 
 __all__ = ["ULP_BOUND", "math_eval", "fma_exact", "eval_MathCall"]
 
@@ -220,6 +221,29 @@ def _ffs(x: np.ndarray) -> np.ndarray:
     return pos
 
 
+def _bf16x2_minmax(op: ir.MathOp, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """PTX ``max.bf16x2`` / ``min.bf16x2`` (ISA 9.7.4, "Half Precision Floating Point
+    Instructions: max, min") on uint32 words, each half separately: the larger (smaller)
+    operand, +0 above -0; a NaN loses to a number; two NaNs give the canonical NaN 0x7FFF.
+    The result is one operand's bits (nothing is rounded)."""
+    a, b = np.asarray(a, dtype=np.uint32), np.asarray(b, dtype=np.uint32)
+    out = np.zeros(np.broadcast(a, b).shape, dtype=np.uint32)
+    for shift in (0, 16):
+        ha = (a >> np.uint32(shift)) & np.uint32(0xFFFF)
+        hb = (b >> np.uint32(shift)) & np.uint32(0xFFFF)
+        x, y = (np.asarray(h << np.uint32(16), dtype=np.uint32).view(F32) for h in (ha, hb))
+        with np.errstate(invalid="ignore"):
+            if op is M.HMAX2:
+                take_a = (x > y) | ((x == y) & ~np.signbit(x))
+            else:
+                take_a = (x < y) | ((x == y) & np.signbit(x))
+        nx, ny = np.isnan(x), np.isnan(y)
+        take_a = (take_a & ~nx) | ny  # a NaN loses to a number
+        h = np.where(nx & ny, np.uint32(0x7FFF), np.where(take_a, ha, hb))
+        out |= h.astype(np.uint32) << np.uint32(shift)
+    return out
+
+
 def _trunc_division(op: ir.MathOp, first_tid) -> Callable:
     def f(idx, x, y):
         zero = y == 0
@@ -282,6 +306,13 @@ def math_eval(e: ir.MathCall, first_tid) -> Callable:
         return lambda idx, x: _popcount(np.asarray(x))
     if op is M.FFS:
         return lambda idx, x: _ffs(np.asarray(x))
+    if op in (M.HMAX2, M.HMIN2):
+        return lambda idx, a, b: _bf16x2_minmax(op, a, b)
+    if op is M.PACK_BF16X2:  # each rounded as a float32 -> bfloat16 conversion, x the low half
+        return lambda idx, x, y: (
+            f32_to_bf16_bits(x).astype(np.uint32)
+            | (f32_to_bf16_bits(y).astype(np.uint32) << np.uint32(16))
+        )
     raise NotImplementedError(f"no simulator semantics for T.{op.value}")
 
 
