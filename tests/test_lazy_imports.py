@@ -82,6 +82,21 @@ def kernel(A: T.Tensor((32,), "int32"), B: T.Tensor((1,), "int32")):
             "tirx.families.cta_ops.cuda",
         ],
     ),
+    "clock64": (
+        """\
+def kernel(B: T.Tensor((32,), "int32")):
+    T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=32))
+    T.cuda.nano_sleep(100)
+    t = T.cuda.clock64()
+    T.cuda.trap_when_assert_failed(t > T.uint64(0))
+    B[T.cuda.lane_id()] = T.int32(t)
+""",
+        [
+            "tirx.families.thread_ops.script",
+            "tirx.families.thread_ops.cuda",
+            "tirx.families.thread_ops.sim",
+        ],
+    ),
     "vectorized": (
         """\
 def kernel(A: T.Tensor((32, 4), "float32"), B: T.Tensor((32, 4), "float32")):
@@ -173,6 +188,7 @@ def test_the_catalogs_call_names_agree_with_the_families_parsers():
     from tirx import catalog
     from tirx.families.cta_ops import script as cta_ops
     from tirx.families.math import script as math
+    from tirx.families.thread_ops import script as thread_ops
     from tirx.families.warp_collectives import script as warp
 
     rows = {row.folder: row for row in catalog.ROWS}
@@ -185,6 +201,8 @@ def test_the_catalogs_call_names_agree_with_the_families_parsers():
     assert rows["cta_ops"].t_names == cta_ops.T_NAMES
     assert rows["cta_ops"].cuda_names == cta_ops.CUDA_NAMES
     assert frozenset(rows["cta_ops"].keys) == cta_ops.KEYS
+    assert rows["thread_ops"].cuda_names == thread_ops.CUDA_NAMES
+    assert frozenset(rows["thread_ops"].keys) == thread_ops.KEYS
 
 
 def test_a_family_rule_is_found_by_its_node_class_and_an_unknown_class_raises():

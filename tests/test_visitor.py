@@ -29,7 +29,7 @@ I32 = ir.I32
 def _all_node_classes():
     """Read from nodes.py itself (its classes and those of the tirx.ir node-family modules it
     imports, like cta_nodes.py, and the launch shape), not from the visitor's registry."""
-    family = ("tirx.ir.cta_nodes", "tirx.ir.expr_nodes", "tirx.ir.launch")
+    family = ("tirx.ir.cta_nodes", "tirx.ir.thread_nodes", "tirx.ir.expr_nodes", "tirx.ir.launch")
     return [
         v
         for v in vars(ir).values()

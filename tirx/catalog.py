@@ -191,6 +191,13 @@ ROWS: tuple[Row, ...] = (
             *("Atomic", "ThreadFence", "VotingBarrier"),
         ),
     ),  # fmt: skip
+    # one thread's own operations: a sleep, the cycle counter, a device-side assert
+    Row(
+        "thread_ops",
+        ("script", "cuda", "sim"),
+        cuda_names=("nano_sleep", "clock64", "trap_when_assert_failed"),
+        nodes=("NanoSleep", "Clock", "AssertTrap"),
+    ),  # fmt: skip
     Row(
         "math",
         ("script", "cuda", "sim"),

@@ -592,9 +592,9 @@ class Function(Frozen):
 # Builders live in build.py; re-exported here so ``nodes.binop`` etc. keep working.
 from .build import as_expr, binop, cast, cmp, const, promote  # noqa: E402,F401
 
-# CTA operations and atomics (families/cta_ops/script.py): their node classes, in cta_nodes.py
+# The node classes of the CTA operations and atomics (families/cta_ops), of the expressions of
+# the math intrinsics, the language forms and the warp collectives, and of the single-thread
+# operations (families/thread_ops): in cta_nodes.py, expr_nodes.py and thread_nodes.py
 from .cta_nodes import *  # noqa: E402,F401,F403
-
-# The expressions of the math intrinsics, the language forms and the warp collectives, in
-# expr_nodes.py
 from .expr_nodes import *  # noqa: E402,F401,F403
+from .thread_nodes import *  # noqa: E402,F401,F403

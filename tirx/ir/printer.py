@@ -272,6 +272,16 @@ class _Printer(Walker):
         value = print_expr(s.value)
         self._result(s, f'T.cuda.cta_reduce({value}, "{s.kind}", {s.num_warps}, {scratch})')
 
+    # single-thread operations (families/thread_ops/script.py)
+    def visit_NanoSleep(self, s):
+        self.line(f"T.cuda.nano_sleep({print_expr(s.duration)})")
+
+    def visit_Clock(self, s):
+        self._result(s, "T.cuda.clock64()")
+
+    def visit_AssertTrap(self, s):
+        self.line(f"T.cuda.trap_when_assert_failed({print_expr(s.cond)})")
+
     def visit_PtxCall(self, s):
         parts = ", ".join(print_expr(op) for op in s.operands)
         self.line(f'ptx("{s.instruction}", {parts})')

@@ -72,7 +72,8 @@ class UnknownNodeError(TypeError):
 @functools.cache
 def node_classes() -> tuple[type, ...]:
     """Every dataclass of :mod:`tirx.ir.nodes`, in definition order: its own and those of the
-    node-family modules of ``tirx.ir`` it imports (cta_nodes.py, expr_nodes.py, launch.py)."""
+    node-family modules of ``tirx.ir`` it imports (cta_nodes.py, thread_nodes.py, expr_nodes.py,
+    launch.py)."""
     return tuple(
         v
         for v in vars(ir).values()

@@ -132,6 +132,8 @@ class _Assignments(Walker):
         leaves = ("Store", "ElemStore", "Break", "Continue", "Barrier", "Printf", "TileOp")
         # (the CTA statements assign only their fresh result variables, which no Assign sets)
         leaves += ("ElemAtomic", "Atomic", "ThreadFence", "VotingBarrier", "CtaReduce")
+        # (a clock read assigns only its fresh result; a sleep and an assert assign nothing)
+        leaves += ("NanoSleep", "Clock", "AssertTrap")
         if cls.__name__ in (*leaves, "RawPtx", "PtxCall"):
             return (_Assignments._no_assignment,)
         return None

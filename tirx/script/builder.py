@@ -80,6 +80,7 @@ _C_RESERVED = {
     # names the generated code itself uses
     "TIRX_DEVICE",
     "printf",
+    "clock64",
     "floorf",
     "isinf",
     "isnan",

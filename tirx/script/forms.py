@@ -64,7 +64,7 @@ def call_form(ev, key: str, node: ast.Call, name_hint=None):
         if isinstance(value, ir.View):
             raise TirxSyntaxError("T.evaluate takes a value, not a tensor", span)
         # Kernel expressions have no side effects: evaluating one for nothing emits nothing,
-        # and a call that acts (T.ptx[...](...), printf, an atomic, which script/cta_ops.py
+        # and a call that acts (T.ptx[...](...), printf, an atomic, which script/effects.py
         # accepts inside this statement) has emitted itself already.
         return None
     if key == "bind_":

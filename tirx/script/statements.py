@@ -214,7 +214,7 @@ class Parser:
         handler = getattr(self, "stmt_" + type(node).__name__, None)
         if handler is None:
             raise refusal(node, self.span(node))
-        self.statement = node  # the simple statement being parsed (see script/cta_ops.py)
+        self.statement = node  # the simple statement being parsed (see script/effects.py)
         try:
             handler(node)
         except TirxError as e:

@@ -9,7 +9,8 @@ something, holding
   accesses by space (``ld.global``, ``st.shared``, ...), ``int``/``float`` arithmetic,
   ``convert``, ``barrier``, ``printf``, each PTX instruction family by its mnemonic (``mma``,
   ``ldmatrix``, ``cp.async``, ...) and each family of calls by its folder
-  (``warp_collectives``: shuffles, votes and reductions; ``math``; ``cta_ops``);
+  (``warp_collectives``: shuffles, votes and reductions; ``math``; ``cta_ops``;
+  ``thread_ops``: sleeps, clock reads, device asserts);
 * ``memory``: per (space, load or store) a :class:`~tirx.sim.access_cost.Cost`: global
   requests and the 32-byte sectors they touch against the fewest possible, shared requests
   and the wavefronts the 32 banks need against one per request part (the rest are

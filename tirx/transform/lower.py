@@ -114,6 +114,8 @@ class _Lowerer(Transformer):
             "View",
             "ScalarOperand",
             "VotingBarrier",
+            "NanoSleep",
+            "AssertTrap",
         }
     )
     # already lowered (or leaves): returned as they are
@@ -133,6 +135,7 @@ class _Lowerer(Transformer):
             "Immediate",
             "Atomic",
             "ThreadFence",
+            "Clock",
         }
     )
 

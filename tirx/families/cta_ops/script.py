@@ -11,17 +11,19 @@ writes it into a fresh variable and returns that variable. So that the action ha
 once, where it is written, such a call must be the whole statement (bare, or wrapped in
 ``T.evaluate(...)`` as the real TIRx writes a call whose value it drops) or the whole right
 side of an assignment (``old = T.cuda.atomic_add(...)``), not part of a larger expression
-(which an ``a if c else b`` or ``and`` would evaluate on both sides).
+(which an ``a if c else b`` or ``and`` would evaluate on both sides): the rule of
+:mod:`tirx.script.effects`.
 """
 
 from __future__ import annotations
 
 import ast
 
-from ...errors import TirxError, TirxSyntaxError
+from ...errors import TirxSyntaxError
 from ...ir import nodes as ir
 from ...script import checks
 from ...script.addresses import element_address
+from ...script.effects import statement_position
 
 __all__ = ["T_NAMES", "CUDA_NAMES", "KEYS", "parse_call"]
 
@@ -49,7 +51,7 @@ def parse_call(ev, key: str, node: ast.Call, name_hint=None):
     name = key.removeprefix("cuda.")
     if name == "cvta_generic_to_shared":
         return _cvta(ev, node)
-    dropped = _statement_position(ev, key, node)
+    dropped = statement_position(ev, key, node)
     if name == "thread_fence":
         _positional(ev, node, key, 0)
         ev.b.emit(ir.ThreadFence(ev.p.span(node)))
@@ -65,49 +67,6 @@ def parse_call(ev, key: str, node: ast.Call, name_hint=None):
 
 
 # ----------------------------------------------------------------------------- helpers
-
-
-def _statement_position(ev, key: str, node) -> bool:
-    """Refuse the call anywhere but as a statement (bare or wrapped in ``T.evaluate``) or a
-    whole right side; True when its value is dropped (an expression statement)."""
-    stmt = getattr(ev.p, "statement", None)
-    if isinstance(stmt, (ast.Assign, ast.AnnAssign)) and stmt.value is node:
-        return False
-    if isinstance(stmt, ast.Expr) and _unwrap_evaluate(ev, stmt.value) is node:
-        return True
-    raise TirxSyntaxError(
-        f"T.{key}(...) acts when it runs, so it must be a statement of its own (bare or in "
-        "T.evaluate(...)) or the whole right side of an assignment",
-        ev.p.span(node),
-        hint=f"assign it first, e.g. r = T.{key}(...), then use r in the expression",
-    )
-
-
-def _unwrap_evaluate(ev, expr):
-    """The expression that a statement ``T.evaluate(x)`` (or ``T.evaluate(T.evaluate(x))``)
-    evaluates: ``x``; any other expression itself. The real TIRx writes an atomic whose old
-    value it discards as ``T.evaluate(T.cuda.atomic_add(...))``, which acts once, where it
-    stands, exactly as the bare call does."""
-    while isinstance(expr, ast.Call) and _is_evaluate(ev, expr.func):
-        if len(expr.args) + len(expr.keywords) != 1 or any(k.arg != "value" for k in expr.keywords):
-            break  # a wrong call: T.evaluate's own argument check reports it
-        expr = expr.args[0] if expr.args else expr.keywords[0].value
-    return expr
-
-
-def _is_evaluate(ev, func) -> bool:
-    from ...script.forms import (
-        dotted_name,  # (both import the namespace, which imports this module)
-    )
-    from ...script.namespace import Intrinsic
-
-    if not dotted_name(func):
-        return False
-    try:
-        f = ev.const(func)
-    except TirxError:  # not a compile-time name: not T.evaluate
-        return False
-    return isinstance(f, Intrinsic) and f.key == "evaluate"
 
 
 def _positional(ev, node, key: str, n: int, names=()):

@@ -1,0 +1,33 @@
+"""CUDA C++ for the single-thread operations (the statements this family's script module builds).
+
+No header is needed: ``__nanosleep`` (sm_70+, every architecture tirx targets) and ``clock64``
+are NVRTC builtins, and the assert's ``trap`` is inline PTX. The ``asm`` is ``volatile`` so
+that the compiler neither drops it (it has no outputs) nor moves it out of its ``if``.
+"""
+
+from __future__ import annotations
+
+from ...ir import nodes as ir
+
+__all__ = ["visit_NanoSleep", "visit_Clock", "visit_AssertTrap"]
+
+
+def _emit_nano_sleep(em, st: ir.NanoSleep) -> None:
+    em.mark(st.span)
+    em.line(f"__nanosleep({em.operand(st.duration, ir.U32)});")
+
+
+def _emit_clock(em, st: ir.Clock) -> None:
+    em.mark(st.span)
+    em.line(f"{st.result.name} = clock64();" if st.result is not None else "(void)clock64();")
+
+
+def _emit_assert_trap(em, st: ir.AssertTrap) -> None:
+    em.mark(st.span)
+    em.line(f'if (!({em.e(st.cond)})) asm volatile("trap;");')
+
+
+# the codegen emitter's rules for the statements (the clock writes only its ``result``)
+visit_NanoSleep = _emit_nano_sleep
+visit_Clock = _emit_clock
+visit_AssertTrap = _emit_assert_trap

@@ -1,0 +1,99 @@
+"""The script side of the single-thread operations: ``T.cuda.nano_sleep(time)``,
+``T.cuda.clock64()`` and ``T.cuda.trap_when_assert_failed(cond)``, with the real TIRx's
+spelling (its parameter names are accepted as keywords).
+
+Each call emits a statement (:mod:`tirx.ir.thread_nodes`); ``clock64`` writes its value into
+a fresh uint64 variable and returns that variable. A sleep, a clock read and an assert all act
+when they run (two clock reads differ), so each must be a statement of its own or the whole
+right side of an assignment, the rule of :mod:`tirx.script.effects`.
+
+``nano_sleep`` takes an integer count of nanoseconds. The real TIRx declares it uint64, but
+CUDA's ``__nanosleep`` takes ``unsigned`` (32 bits), to which C converts the value; tirx makes
+that conversion in the IR (a run-time value wraps modulo 2**32, as C does) and refuses a
+constant outside uint32, which C would wrap silently. A float is refused rather than
+truncated.
+"""
+
+from __future__ import annotations
+
+import ast
+
+from ...errors import TirxSyntaxError
+from ...ir import nodes as ir
+from ...script.effects import statement_position
+
+__all__ = ["CUDA_NAMES", "KEYS", "parse_call"]
+
+CUDA_NAMES = ("nano_sleep", "clock64", "trap_when_assert_failed")
+KEYS = frozenset(f"cuda.{n}" for n in CUDA_NAMES)
+
+# each call's parameters, as the real TIRx names them
+_PARAMS = {"nano_sleep": ("time",), "clock64": (), "trap_when_assert_failed": ("cond",)}
+_UINT32_MAX = 2**32 - 1
+
+
+def parse_call(ev, key: str, node: ast.Call, name_hint=None):
+    """The value of the call ``node`` of intrinsic ``key`` (one of :data:`KEYS`): the clock's
+    result variable (None when its value is dropped), else None."""
+    name = key.removeprefix("cuda.")
+    dropped = statement_position(ev, key, node)
+    args = _arguments(ev, node, name)
+    span = ev.p.span(node)
+    if name != "clock64" and not dropped:
+        raise TirxSyntaxError(
+            f"T.cuda.{name}(...) has no value to assign",
+            span,
+            hint=f"write it as a statement of its own: T.cuda.{name}(...)",
+        )
+    if name == "nano_sleep":
+        ev.b.emit(ir.NanoSleep(_duration(ev, args[0]), span))
+        return None
+    if name == "trap_when_assert_failed":
+        ev.b.emit(ir.AssertTrap(ev.to_bool(ir.as_expr(ev.scalar(args[0]))), span))
+        return None
+    result = None if dropped else ev.b.new_var("clock", "uint64")
+    ev.b.emit(ir.Clock(result, span))
+    return result
+
+
+def _arguments(ev, node: ast.Call, name: str) -> list:
+    """The call's arguments as AST nodes, one per parameter (positional, or by the real
+    TIRx's parameter name)."""
+    params = _PARAMS[name]
+    args = list(node.args)
+    for k in node.keywords:
+        if k.arg not in params or params.index(k.arg) < len(node.args):
+            raise TirxSyntaxError(
+                f"T.cuda.{name} got an unexpected keyword argument {k.arg!r}", ev.p.span(k)
+            )
+        args.append(k.value)
+    if len(args) != len(params):
+        takes = "no arguments" if not params else f"{len(params)} argument ({', '.join(params)})"
+        raise TirxSyntaxError(
+            f"T.cuda.{name} takes {takes}, got {len(args)}",
+            ev.p.span(node),
+            hint=f"write T.cuda.{name}({', '.join(params)})",
+        )
+    return args
+
+
+def _duration(ev, arg) -> ir.Expr:
+    """``nano_sleep``'s argument as the uint32 that ``__nanosleep`` takes."""
+    v = ev.scalar(arg)
+    e = ir.as_expr(v)
+    if isinstance(v, (bool, float)) or e.dtype.kind in ("float", "bool"):
+        raise TirxSyntaxError(
+            f"T.cuda.nano_sleep takes an integer count of nanoseconds, got {e.dtype}",
+            ev.p.span(arg),
+            hint="convert it explicitly, e.g. T.uint32(x), or write the count as an integer "
+            "(T.cuda.nano_sleep(1000) sleeps about a microsecond)",
+        )
+    if isinstance(e, ir.Const) and not 0 <= int(e.value) <= _UINT32_MAX:
+        raise TirxSyntaxError(
+            f"T.cuda.nano_sleep({int(e.value)}): __nanosleep takes an unsigned 32-bit count "
+            f"(0 to {_UINT32_MAX})",
+            ev.p.span(arg),
+            hint="the GPU sleeps at most about a millisecond per call anyway; sleep in a loop "
+            "for longer",
+        )
+    return ir.cast(e, ir.U32)

@@ -1,0 +1,98 @@
+"""The simulator's single-thread operations, written from the CUDA Programming Guide ("Time
+Function", "Nanosleep Function", "Assertion") and the PTX ISA ("nanosleep", "trap").
+
+* ``nano_sleep``: suspends the thread for a while, a scheduling hint with no effect on what a
+  kernel computes. The simulator evaluates the duration (its loads are checked as the GPU's
+  would run) and goes on at once.
+* ``clock64``: on the GPU the SM's cycle counter, which no two runs read alike. The simulator
+  has no cycles; it gives a deterministic count that has the property kernels rely on, that
+  two reads by one thread never go backwards: the number of clock reads plus the number of
+  loop iterations this block's machine has executed so far in the run (the count goes on
+  from block to block, as an SM's counter does). Every thread of one execution of a read
+  gets the same value; a later read is larger by at least one, and by more when loops ran
+  between. It measures nothing: elapsed "time" between two reads says how much looping lay
+  between them, not how long it took.
+* ``trap_when_assert_failed``: a thread whose condition is false executes ``trap``, which on
+  the GPU stops the kernel (the launch fails with "unspecified launch failure"). The
+  simulator stops with a :class:`~tirx.errors.SimulationError` at the assert's line naming
+  the first thread (lowest linear id among those executing it) whose condition is false.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ...ir import nodes as ir
+from ...sim.expr import to_bool
+from ...sim.faults import Fault
+
+__all__ = ["compile_NanoSleep", "compile_Clock", "compile_AssertTrap"]
+
+_HINT = (
+    "on the GPU that thread executes trap and the launch fails (unspecified launch failure); "
+    "print the condition's inputs with T.cuda.printf before the assert to see why it fails"
+)
+
+
+class _Clock:
+    """The machine's clock-read count (a unit of the machine, ``thread_ops``): it is not reset
+    when a new block starts, so reads never go backwards within a run."""
+
+    def __init__(self, machine):
+        self.reads = 0
+
+    def reset(self) -> None:
+        pass
+
+    def finish_block(self) -> None:
+        pass
+
+
+def compile_NanoSleep(machine, s: ir.NanoSleep):
+    duration = machine.compiler.compile(s.duration)
+    span, m = s.span, machine
+
+    def run(idx):
+        m.span = span
+        duration(idx)  # evaluated as the GPU does (a load in it is checked), then no wait
+        return idx
+
+    return run
+
+
+def compile_Clock(machine, s: ir.Clock):
+    out = machine.variable(s.result) if s.result is not None else None
+    span, m = s.span, machine
+
+    def run(idx):
+        m.span = span
+        clock = m.unit("thread_ops", _Clock)
+        clock.reads += 1
+        if out is not None:
+            out[idx] = np.uint64(m.iterations + clock.reads)
+        return idx
+
+    return run
+
+
+def compile_AssertTrap(machine, s: ir.AssertTrap):
+    cond = to_bool(machine.compiler.compile(s.cond), s.cond.dtype)
+    span, m = s.span, machine
+
+    def run(idx):
+        m.span = span
+        holds = np.broadcast_to(cond(idx), (idx.size,))
+        if not holds.all():
+            failing = idx[~holds]
+            first = int(failing[0])
+            more = failing.size - 1
+            others = f" (and in {more} more of the {idx.size} threads executing it)" if more else ""
+            raise Fault(
+                f"trap_when_assert_failed: the condition is false in thread {first}{others}, "
+                "so it traps",
+                first,
+                _HINT,
+            )
+        return idx
+
+    return run

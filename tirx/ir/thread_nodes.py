@@ -1,0 +1,48 @@
+"""IR nodes of the single-thread operations (tirx/families/thread_ops/script.py):
+``T.cuda.nano_sleep``, ``T.cuda.clock64`` and ``T.cuda.trap_when_assert_failed``.
+:mod:`tirx.ir.nodes` imports them, so they are node classes like its own (the visitor walks
+them).
+
+Each one is a statement that concerns only the thread that executes it: no other thread waits
+for it or sees it. ``Clock``'s ``result`` is a fresh variable written by nothing else; the call
+is the whole statement or the whole right side of an assignment, as the CTA operations' are
+(:mod:`tirx.ir.cta_nodes`).
+"""
+
+from __future__ import annotations
+
+from ..errors import Span
+from .nodes import Expr, Stmt, Var, node
+
+__all__ = ["NanoSleep", "Clock", "AssertTrap"]
+
+
+@node
+class NanoSleep(Stmt):
+    """``__nanosleep(duration)`` (PTX ``nanosleep.u32``, sm_70+): the thread is suspended for
+    about ``duration`` nanoseconds (uint32; the GPU picks a time in ``[0, 2 * duration]``, at
+    most about a millisecond). A scheduling hint for spin-wait loops: nothing a kernel computes
+    depends on it."""
+
+    duration: Expr
+    span: Span | None = None
+
+
+@node
+class Clock(Stmt):
+    """``clock64()``: ``result`` (uint64, or None when the value is dropped) receives the
+    SM's 64-bit cycle counter as this thread reads it. On the GPU, two reads by one thread
+    never go backwards; reads by threads of different SMs are not comparable."""
+
+    result: Var | None = None
+    span: Span | None = None
+
+
+@node
+class AssertTrap(Stmt):
+    """``if (!(cond)) asm volatile("trap;");``: a device-side assert. A thread whose ``cond``
+    (bool) is false executes ``trap``, which stops the whole kernel with an error (the launch
+    fails with "unspecified launch failure", and the CUDA context is unusable afterwards)."""
+
+    cond: Expr
+    span: Span | None = None
