@@ -244,6 +244,15 @@ def _bf16x2_minmax(op: ir.MathOp, a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return out
 
 
+def _pack_bf16x2(x: np.ndarray) -> np.ndarray:
+    """One half of ``cvt.rn.bf16x2.f32``: float32 to bfloat16, to nearest even; every NaN
+    becomes the canonical 0x7FFF (measured on an H100: the packed conversion does not keep
+    a NaN's sign or payload)."""
+    x = np.asarray(x, dtype=F32)
+    bits = f32_to_bf16_bits(x).astype(np.uint32)
+    return np.where(np.isnan(x), np.uint32(0x7FFF), bits).astype(np.uint32)
+
+
 def _trunc_division(op: ir.MathOp, first_tid) -> Callable:
     def f(idx, x, y):
         zero = y == 0
@@ -308,11 +317,8 @@ def math_eval(e: ir.MathCall, first_tid) -> Callable:
         return lambda idx, x: _ffs(np.asarray(x))
     if op in (M.HMAX2, M.HMIN2):
         return lambda idx, a, b: _bf16x2_minmax(op, a, b)
-    if op is M.PACK_BF16X2:  # each rounded as a float32 -> bfloat16 conversion, x the low half
-        return lambda idx, x, y: (
-            f32_to_bf16_bits(x).astype(np.uint32)
-            | (f32_to_bf16_bits(y).astype(np.uint32) << np.uint32(16))
-        )
+    if op is M.PACK_BF16X2:
+        return lambda idx, x, y: _pack_bf16x2(x) | (_pack_bf16x2(y) << np.uint32(16))
     raise NotImplementedError(f"no simulator semantics for T.{op.value}")
 
 
