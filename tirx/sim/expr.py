@@ -385,26 +385,21 @@ class ExprCompiler:
     # ---------------------------------------------------------------------- memory
 
     def _Load(self, e: ir.Load) -> Eval:
+        bits, d = self.load_bits(e), e.dtype
+        return lambda idx: decode(bits(idx), d)
+
+    def load_bits(self, e: ir.Load) -> Eval:
+        """The memory contents ``e`` reads (``storage_type`` of its dtype), not decoded: what a
+        store of the same 16- or 8-bit float type copies as they are, as the generated C does."""
         region = self.m.region(e.buffer, self)
         fi = self.compile(e.index)
         d = e.dtype
         slot = constant_slot(e.index) if e.buffer.scope is ir.Scope.LOCAL else None
         if slot is not None:  # a register named by its slot (x[3])
-
-            def f(idx):
-                return decode(region.load_slot(slot, d, idx, idx), d)
-
-        elif e.buffer.scope is ir.Scope.LOCAL:
-
-            def f(idx):
-                return decode(region.load(as_index(fi(idx), idx.size), d, idx, idx), d)
-
-        else:
-
-            def f(idx):
-                return decode(region.load(as_index(fi(idx), idx.size), d, idx), d)
-
-        return f
+            return lambda idx: region.load_slot(slot, d, idx, idx)
+        if e.buffer.scope is ir.Scope.LOCAL:
+            return lambda idx: region.load(as_index(fi(idx), idx.size), d, idx, idx)
+        return lambda idx: region.load(as_index(fi(idx), idx.size), d, idx)
 
     def _SharedAddress(self, e: ir.SharedAddress) -> Eval:
         base = self.m.shared_base(e.buffer, self)

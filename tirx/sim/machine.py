@@ -340,15 +340,20 @@ class Machine:
 
     def _Store(self, s: ir.Store):
         region = self.region(s.buffer, self.compiler)
-        fv = converted(self.compiler.compile(s.value), s.value.dtype, s.dtype)
-        d, span, m = s.dtype, s.span, self
+        d, span, m, v = s.dtype, s.span, self, s.value
+        if isinstance(v, ir.Load) and v.dtype == d and d.kind == "float" and d.bits < 32:
+            # a 16- or 8-bit float copied into its own type: the bits as they are (a NaN's
+            # payload too), as the generated C copies them
+            fv, enc = self.compiler.load_bits(v), _as_they_are
+        else:
+            fv, enc = converted(self.compiler.compile(v), v.dtype, d), encode
         local = s.buffer.scope is ir.Scope.LOCAL
         slot = constant_slot(s.index) if local else None
         if slot is not None:  # a register named by its slot (x[3] = ...)
 
             def run_slot(idx):
                 m.span = span
-                region.store_slot(slot, encode(fv(idx), d), d, idx, idx)
+                region.store_slot(slot, enc(fv(idx), d), d, idx, idx)
                 return idx
 
             return run_slot
@@ -357,7 +362,7 @@ class Machine:
         def run(idx):
             m.span = span
             index = as_index(fi(idx), idx.size)
-            bits = encode(fv(idx), d)
+            bits = enc(fv(idx), d)
             if local:
                 region.store(index, bits, d, idx, idx)
             else:
@@ -586,3 +591,8 @@ class Machine:
             return idx
 
         return run
+
+
+def _as_they_are(bits, d):
+    """A store's ``encode`` for bits copied from memory of the same type."""
+    return bits

@@ -32,6 +32,7 @@ F32 = np.dtype(np.float32)
 F64 = np.dtype(np.float64)
 U16 = np.dtype(np.uint16)
 U32 = np.dtype(np.uint32)
+_CANONICAL_F32 = np.uint32(0x7FFFFFFF).view(F32)
 
 
 def compute_type(d: DType) -> np.dtype:
@@ -100,10 +101,21 @@ def _to_bf16_values(x: np.ndarray) -> np.ndarray:
     return bf16_bits_to_f32(f32_to_bf16_bits(x))
 
 
+def half_to_f32(h: np.ndarray) -> np.ndarray:
+    """float16 values as float32, as ``cvt.f32.f16`` gives them: exact, and a NaN of any sign
+    and payload the canonical NaN ``0x7fffffff`` (measured on an H100 for ``0x7e00``; numpy
+    would keep the sign and payload)."""
+    x = np.asarray(h).astype(F32)
+    nan = np.isnan(x)
+    if nan.any():
+        x = np.where(nan, _CANONICAL_F32, x)
+    return x
+
+
 def decode(bits: np.ndarray, d: DType) -> np.ndarray:
     """Values (compute type) from memory contents read as ``storage_type(d)``."""
     if d.name == "float16":
-        return bits.astype(F32)
+        return half_to_f32(bits)
     if d.name == "bfloat16":
         return bf16_bits_to_f32(bits)
     if is_fp8(d):
