@@ -513,6 +513,62 @@ def test_float_bits_reinterpretation(tmp_path):
     assert "__float_as_uint(A[" in source and "__uint_as_float(" in source
 
 
+BITS16_SOURCE = """
+@T.function
+def k(H: T.Tensor((8,), "float16"), B: T.Tensor((8,), "bfloat16"), R: T.Tensor((2, 8), "uint16"),
+      C: T.Tensor((8,), "float16"), O: T.Tensor((8,), "float32")):
+    T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=8))
+    i = T.cuda.thread_idx("x")
+    R[0, i] = T.reinterpret(H[i], ty="uint16")
+    R[1, i] = T.reinterpret(B[i], ty="uint16")
+    C[i] = H[i]
+    O[i] = T.float32(H[i])
+"""
+# float16 NaNs (quiet, signalling, negative, with payloads), then numbers; bfloat16 alike
+_H_BITS = [0x7E00, 0x7C01, 0xFE00, 0x7D55, 0x3C00, 0x8000, 0x7C00, 0x0001]
+_B_BITS = [0x7FC0, 0x7F81, 0xFFC0, 0x7FA5, 0x3F80, 0x8000, 0x7F80, 0x0001]
+
+
+def _bits16_inputs():
+    h = np.array(_H_BITS, np.uint16).view(np.float16)
+    return [h, np.array(_B_BITS, np.uint16), np.zeros((2, 8), np.uint16),
+            np.zeros(8, np.float16), np.zeros(8, np.float32)]  # fmt: skip
+
+
+def test_16_bit_floats_from_memory_keep_their_bits_where_the_c_keeps_them(tmp_path):
+    """T.reinterpret of a 16-bit float load and a copy into the same type move the bits as
+    stored (a NaN's payload too), in the generated C and in the simulator alike; converting
+    a float16 NaN to float32 gives the canonical NaN, as cvt.f32.f16 does."""
+    k = define(BITS16_SOURCE, tmp_path, "k")
+    h, b, r, c, o = _bits16_inputs()
+    tirx.compile(k, target="sim")(h, b, r, c, o)
+    np.testing.assert_array_equal(r[0], _H_BITS)
+    np.testing.assert_array_equal(r[1], _B_BITS)
+    np.testing.assert_array_equal(c.view(np.uint16), _H_BITS)
+    want = np.where(np.isnan(h), np.uint32(0x7FFFFFFF), h.astype(np.float32).view(np.uint32))
+    np.testing.assert_array_equal(o.view(np.uint32), want)
+    source = tirx.compile(k, target="cuda -arch=sm_90").source
+    assert "((unsigned short)(H[((int)threadIdx.x)]))" in source
+    assert "((unsigned short)(B[((int)threadIdx.x)]))" in source
+    body = source.split('extern "C"')[1]
+    assert "tirx_f2h(" not in body and "tirx_f2b(" not in body
+
+
+@pytest.mark.gpu
+def test_gpu_16_bit_floats_from_memory_keep_their_bits(tmp_path):
+    import torch
+
+    k = define(BITS16_SOURCE, tmp_path, "k")
+    sim = _bits16_inputs()
+    tirx.compile(k, target="sim")(*sim)
+    tensors = [torch.from_numpy(a).cuda() for a in _bits16_inputs()]
+    tensors[1] = tensors[1].view(torch.bfloat16)
+    tirx.compile(k, target="cuda -arch=sm_90")(*tensors)
+    torch.cuda.synchronize()
+    for got, want in zip(tensors[2:], sim[2:]):
+        np.testing.assert_array_equal(got.cpu().numpy().view(want.dtype), want)
+
+
 HALVES_SOURCE = """
 @T.function
 def k(H: T.Tensor((8,), "float16"), B: T.Tensor((8,), "bfloat16"), W: T.Tensor((8,), "uint64"),

@@ -24,7 +24,7 @@ from ..ir.visitor import UnknownNodeError, child_fields
 from . import deep
 from .faults import Fault
 from .memory import as_index, constant_slot
-from .numeric import compute_type, constant, convert, decode
+from .numeric import compute_type, constant, convert, decode, storage_type
 
 __all__ = ["ExprCompiler", "Eval", "converted", "to_bool", "first_tid"]
 
@@ -372,7 +372,12 @@ class ExprCompiler:
     def _Reinterpret(self, e: ir.Reinterpret) -> Eval:  # T.reinterpret
         from .reinterpret import reinterpret  # loaded by the first kernel that has one
 
-        fa, src, d = self.compile(e.value), e.value.dtype, e.dtype
+        src, d = e.value.dtype, e.dtype
+        if isinstance(e.value, ir.Load) and src.kind == "float" and src.bits == 16:
+            # straight from memory: the bits as stored (codegen's C does not widen them)
+            bits, as_dst = self.load_bits(e.value), storage_type(d)
+            return lambda idx: decode(np.asarray(bits(idx)).view(as_dst), d)
+        fa = self.compile(e.value)
         return lambda idx: reinterpret(fa(idx), src, d)
 
     def _Cast(self, e: ir.Cast) -> Eval:

@@ -2,12 +2,16 @@
 
 Values of 16-bit float types are held as ``float`` in generated expressions (codegen.py), so
 their bits are the value rounded back to 16 bits (exact: the value is representable) and a
-16-bit pattern read as a 16-bit float is widened with the same helpers loads use.
+16-bit pattern read as a 16-bit float is widened with the same helpers loads use. A 16-bit
+float reinterpreted straight from memory takes the bits as stored instead (no conversion to
+float and back: one instruction less each way, and a NaN keeps its payload, which
+``cvt.f32.f16`` would make canonical).
 """
 
 from __future__ import annotations
 
 from ...dtypes import DType
+from ...ir import nodes as ir
 
 __all__ = ["reinterpret_code", "leave_reinterpret"]
 
@@ -28,7 +32,10 @@ def _bits(code: str, src: DType) -> str:
 
 def reinterpret_code(code: str, src: DType, dst: DType) -> str:
     """C for the value ``code`` of dtype ``src`` reinterpreted as ``dst`` (same width)."""
-    bits = _bits(code, src)
+    return _from_bits(_bits(code, src), dst)
+
+
+def _from_bits(bits: str, dst: DType) -> str:
     if dst.name == "float16":
         return f"tirx_h2f({bits})"
     if dst.name == "bfloat16":
@@ -40,6 +47,14 @@ def reinterpret_code(code: str, src: DType, dst: DType) -> str:
     return f"(({dst.c_type})({bits}))"
 
 
+#: how codegen's loads widen a 16-bit float's bits (``_Expr.leave_Load``)
+_WIDENED = {"float16": "tirx_h2f(", "bfloat16": "tirx_b2f("}
+
+
 def leave_reinterpret(cexprs, x, inner: str) -> str:
     """The codegen expression visitor's rule for :class:`~tirx.ir.nodes.Reinterpret`."""
-    return reinterpret_code(inner, x.value.dtype, x.dtype)
+    src = x.value.dtype
+    widened = _WIDENED.get(src.name)
+    if isinstance(x.value, ir.Load) and widened and inner.startswith(widened):
+        return _from_bits(inner[len(widened) : -1], x.dtype)  # the load's bits, as stored
+    return reinterpret_code(inner, src, x.dtype)
