@@ -16,9 +16,19 @@ from .shared_rows import element_offset, residue
 __all__ = [
     "reads_memory", "local_register", "byte_offset", "repeat_offsets", "group_contract", "no_operands",
     "no_tile_form", "wait_count", "barrier_address", "BARRIER_BYTES", "cluster_address",
+    "shared_element",
 ]  # fmt: skip
 
 BARRIER_BYTES = 8  # an mbarrier object is 8 bytes, 8-byte aligned (PTX ISA, mbarrier)
+
+
+def shared_element(e):
+    """``e`` as the element an address operand names: ``T.address_of(t[i])`` of a shared
+    tensor (the real TIRx's spelling of a barrier or buffer operand) is the element ``t[i]``,
+    as tirx's own spelling passes it; anything else as it is."""
+    if isinstance(e, ir.AddressOf) and e.view.buffer.scope is ir.Scope.SHARED:
+        return ir.ElemLoad(e.view, e.indices, e.view.dtype)
+    return e
 
 
 def local_register(e: ir.ElemLoad, address) -> ir.LocalReg | None:
@@ -122,6 +132,7 @@ def wait_count(text: str, op: ir.RawPtx, groups: str, example: str) -> ir.PtxCal
 def barrier_address(text: str, e, span, address) -> ir.AddressOperand:
     """The shared address of the barrier element ``e`` (a ContractError at ``span`` when it is
     not an 8-byte element of a shared tensor, 8-byte aligned)."""
+    e = shared_element(e)
     if not (isinstance(e, ir.ElemLoad) and e.view.buffer.scope is ir.Scope.SHARED):
         got = f"{e.view.buffer.scope.value} tensor" if isinstance(e, ir.ElemLoad) else "value"
         raise ContractError(

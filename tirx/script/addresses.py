@@ -40,6 +40,10 @@ def element_address(ev, arg, what: str):
                 view = ev.value(arg.args[0].value)
                 if isinstance(view, ir.View):
                     return _checked(ev, view, ev.indices(arg.args[0].slice), arg)
+            if len(arg.args) == 1 and not arg.keywords and isinstance(arg.args[0], ast.Name):
+                cell = ev.value(arg.args[0])  # a name that stands for an element (T.shared_scalar)
+                if isinstance(cell, ir.ElemLoad):
+                    return _checked(ev, cell.view, list(cell.indices), arg)
     raise TirxSyntaxError(
         f"{what} must be the address of one tensor element",
         ev.p.span(arg),

@@ -123,6 +123,7 @@ class FunctionBuilder:
         self.loop_depth = 0
         self.launch: ir.LaunchConfig | None = None
         self.mutable_names: frozenset[str] = frozenset()
+        self.cells: set = set()  # the buffers of T.shared_scalar cells (a name that stands for one)
         self._c_names: set[str] = set()
 
     # ------------------------------------------------------------------ names
@@ -209,6 +210,9 @@ class FunctionBuilder:
 
     def assign(self, name: str, value, span, force_var=False) -> None:
         current = self._lookup_or_none(name)
+        if isinstance(current, ir.ElemLoad) and current.view.buffer in self.cells:
+            self.store(current.view, current.indices, value, span)  # x = v into x's cell
+            return
         numeric = isinstance(value, (bool, int, float)) and not isinstance(value, ir.View)
         runtime = isinstance(value, ir.Expr) or (
             numeric and (force_var or name in self.mutable_names or isinstance(current, ir.Var))

@@ -36,7 +36,7 @@ __all__ = [
 ]
 
 # The forms that bind the name they are assigned to (see assign_form).
-_BINDING_KEYS = ("meta_var", "bind_", "local_scalar")
+_BINDING_KEYS = ("meta_var", "bind_", "local_scalar", "shared_scalar")
 
 
 # ------------------------------------------------------------------------------ calls
@@ -74,6 +74,12 @@ def call_form(ev, key: str, node: ast.Call, name_hint=None):
 
     if key == "local_scalar":
         return storage.local_scalar(ev, node, name_hint or "scalar")
+    if key == "shared_scalar":
+        raise TirxSyntaxError(
+            "T.shared_scalar(...) names a shared cell: assign it to a name of its own",
+            span,
+            hint='bar = T.shared_scalar("uint64"), then use bar',
+        )
     if key == "reinterpret":
         return storage.reinterpret(ev, node, span)
     if key == "address_of":
@@ -189,7 +195,8 @@ def assign_form(parser, node: ast.Assign) -> bool:
     """``x = T.meta_var(v)`` binds ``x`` to ``v`` itself, in Python (an IR expression is
     inlined at every use, a tuple may be unpacked: ``a, b = T.meta_var((l, r))``);
     ``x = T.bind_(v)`` binds an immutable kernel variable; ``x = T.local_scalar(...)`` and
-    ``x = T.bind_(T.local_scalar(...))`` a mutable one of the given dtype. False when the
+    ``x = T.bind_(T.local_scalar(...))`` a mutable one of the given dtype;
+    ``x = T.shared_scalar(dtype)`` the element of a one-element shared tensor. False when the
     assignment is none of these."""
     ev, b, span = parser.ev, parser.b, parser.span(node)
     key = _form_key(ev, node.value)
@@ -212,6 +219,11 @@ def assign_form(parser, node: ast.Assign) -> bool:
 
         var = local_scalar(ev, node_value, target.id)
         b.frames[b.base][target.id] = var
+        return True
+    if key == "shared_scalar":
+        from .storage import shared_scalar
+
+        b.frames[b.base][target.id] = shared_scalar(ev, node_value, target.id)
         return True
     value = ev.value(node_value)
     if isinstance(value, ir.View) or not (is_number(value) or isinstance(value, ir.Expr)):

@@ -295,6 +295,7 @@ FORM_KEYS = frozenset(
         "evaluate",
         "bind_",
         "local_scalar",
+        "shared_scalar",
         "reinterpret",
         "address_of",
         "alloc_tensor",

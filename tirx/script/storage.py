@@ -1,4 +1,4 @@
-"""The storage forms of TIRx: ``T.local_scalar``, ``T.reinterpret``, ``T.address_of``,
+"""The storage forms of TIRx: ``T.local_scalar``, ``T.shared_scalar``, ``T.reinterpret``, ``T.address_of``,
 ``T.alloc_tensor`` and ``T.decl_tensor`` (called from :mod:`tirx.script.forms`; their meaning
 on each target is in docs/semantics.md, "Language forms of TIRx")."""
 
@@ -11,7 +11,10 @@ from . import tensor as tensor_ops
 from .namespace import ScalarType
 from .values import is_number, is_static, kind_of
 
-__all__ = ["local_scalar", "reinterpret", "address_of", "alloc_tensor", "decl_tensor", "dtype_arg"]
+__all__ = [
+    "local_scalar", "shared_scalar", "reinterpret", "address_of", "alloc_tensor", "decl_tensor",
+    "dtype_arg",
+]  # fmt: skip
 
 
 def dtype_arg(v, span) -> DType:
@@ -45,6 +48,24 @@ def local_scalar(ev, node, name: str) -> ir.Var:
     var = ev.b.new_var(name, dtype)
     ev.b.emit(ir.Assign(var, ir.cast(init, dtype), span))
     return var
+
+
+def shared_scalar(ev, node, name: str) -> ir.ElemLoad:
+    """``x = T.shared_scalar(dtype)``: a one-element shared tensor that the name ``x`` stands
+    for, as the real TIRx's mutable scalar cell: reading ``x`` loads the element, ``x = v``
+    stores into it, and ``x`` (or ``T.address_of(x)``) where an instruction takes a shared
+    address is the element's (``bar = T.shared_scalar("uint64")`` is an mbarrier). Not
+    initialized, as any shared memory."""
+    span = ev.p.span(node)
+    vals = ev._args(node, 0, 1, "dtype")
+    dtype = dtype_arg(vals[0] if vals else "float32", span)
+    if dtype.name == "bool":
+        raise TirxSyntaxError(
+            "a bool shared scalar is not supported", span, hint='use "int32" (0 or 1)'
+        )
+    view = ev.b.alloc(name, (1,), dtype, ir.Scope.SHARED, "default", max(16, dtype.bytes), span)
+    ev.b.cells.add(view.buffer)
+    return ir.ElemLoad(view, (0,), view.dtype)
 
 
 def reinterpret(ev, node, span) -> ir.Expr:

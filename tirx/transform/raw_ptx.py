@@ -60,6 +60,9 @@ def lower_raw_ptx(op: ir.RawPtx, arch: int, address) -> ir.PtxCall:
 def _operand(contract, spec, e, address):
     where = f"{contract.text}: operand {spec.name}"
     if spec.role is Role.SHARED:
+        from ..isa.raw_forms import shared_element
+
+        e = shared_element(e)
         if not (isinstance(e, ir.ElemLoad) and e.view.buffer.scope is ir.Scope.SHARED):
             raise ContractError(f"{where} must be an element of a shared tensor (its address)")
         buf, index = address(e.view, e.indices)
