@@ -554,19 +554,29 @@ def test_16_bit_floats_from_memory_keep_their_bits_where_the_c_keeps_them(tmp_pa
     assert "tirx_f2h(" not in body and "tirx_f2b(" not in body
 
 
-@pytest.mark.gpu
-def test_gpu_16_bit_floats_from_memory_keep_their_bits(tmp_path):
+def _sim_and_gpu(source: str, inputs, tmp_path, bfloat16=(1,)):
+    """Kernel ``source`` on the simulator and on the GPU, each on fresh ``inputs()``: the
+    simulator's arrays and the GPU's tensors (the arguments at ``bfloat16``, uint16 bits
+    here, travel as torch bfloat16: numpy has no such type)."""
     import torch
 
-    k = define(BITS16_SOURCE, tmp_path, "k")
-    sim = _bits16_inputs()
+    k = define(source, tmp_path, "k")
+    sim = inputs()
     tirx.compile(k, target="sim")(*sim)
-    tensors = [torch.from_numpy(a).cuda() for a in _bits16_inputs()]
-    tensors[1] = tensors[1].view(torch.bfloat16)
+    tensors = [torch.from_numpy(a).cuda() for a in inputs()]
+    for i in bfloat16:
+        tensors[i] = tensors[i].view(torch.bfloat16)
     tirx.compile(k, target="cuda -arch=sm_90")(*tensors)
     torch.cuda.synchronize()
-    for got, want in zip(tensors[2:], sim[2:]):
-        np.testing.assert_array_equal(got.cpu().numpy().view(want.dtype), want)
+    return sim, tensors
+
+
+@pytest.mark.gpu
+def test_gpu_16_bit_floats_from_memory_keep_their_bits(tmp_path):
+    sim, gpu = _sim_and_gpu(BITS16_SOURCE, _bits16_inputs, tmp_path)
+    for got, want in zip(gpu[2:], sim[2:]):  # bit for bit (NaN payloads included)
+        bits = f"u{want.itemsize}"
+        np.testing.assert_array_equal(got.cpu().numpy().view(bits), want.view(bits))
 
 
 HALVES_SOURCE = """
@@ -608,17 +618,9 @@ def test_half_and_bfloat16_to_float_and_the_low_word_of_an_address(tmp_path):
 
 @pytest.mark.gpu
 def test_gpu_half_and_bfloat16_to_float_equal_the_simulator(tmp_path):
-    k = define(HALVES_SOURCE, tmp_path, "k")
-    sim = _halves_inputs()
-    tirx.compile(k, target="sim")(*sim)
-    import torch
-
-    tensors = [torch.from_numpy(a).cuda() for a in _halves_inputs()]
-    tensors[1] = tensors[1].view(torch.bfloat16)  # numpy has no bfloat16: its bits travel
-    tirx.compile(k, target="cuda -arch=sm_90")(*tensors)
-    torch.cuda.synchronize()
-    np.testing.assert_array_equal(tensors[3].cpu().numpy().view(np.uint32), sim[3].view(np.uint32))
-    np.testing.assert_array_equal(tensors[4].cpu().numpy(), sim[4])
+    sim, gpu = _sim_and_gpu(HALVES_SOURCE, _halves_inputs, tmp_path)
+    np.testing.assert_array_equal(gpu[3].cpu().numpy().view(np.uint32), sim[3].view(np.uint32))
+    np.testing.assert_array_equal(gpu[4].cpu().numpy(), sim[4])
 
 
 BF16X2_SOURCE = """
