@@ -998,3 +998,13 @@ def test_gpu_parameter_copies_and_unicode_names_match_the_simulator(tmp_path):
     tirx.compile(k, target="cuda")(got, 5)
     torch.cuda.synchronize()
     assert torch.equal(got.cpu(), want) and torch.equal(want, torch.arange(32) * 2 + 7)
+
+
+def test_an_unknown_name_in_a_sub_namespace_is_named_by_its_place(tmp_path):
+    """``T.cuda.wgmma.<unknown>`` says ``T.cuda.wgmma``, not the namespace object's repr."""
+    k = HEAD + "    T.cuda.wgmma.noop_barrier(dr[0])\n"
+    with pytest.raises(SYN) as e:
+        define(k, tmp_path, "k")
+    assert "T.cuda.wgmma has no attribute 'noop_barrier'" in str(e.value)
+    assert " at 0x" not in str(e.value)
+    assert caret_line(str(e.value)) == "T.cuda.wgmma.noop_barrier(dr[0])"

@@ -401,3 +401,44 @@ def test_a_macro_recursion_without_end_names_its_cycle(tmp_path):
     assert "calls itself without end" in err.message
     assert "ping -> pong -> ping" in err.message or "pong -> ping -> pong" in err.message
     assert caret_line(str(err)) in ("ping(dst, i)", "pong(dst, i)")
+
+
+def test_a_bare_annotation_declares_a_zeroed_variable_and_t_cast_takes_the_ir_order(tmp_path):
+    """The real TIRx's ``phase: T.int32`` (declared, assigned later) and ``T.Cast(dtype,
+    value)`` (its IR class's argument order; ``T.cast`` is ``(value, dtype)``)."""
+    k = define(
+        """
+        @T.function
+        def k(O: T.Tensor((32,), "float32")):
+            T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=32))
+            tid = T.cuda.thread_idx("x")
+            phase: T.int32
+            if tid % 2 == 0:
+                phase = tid + 1
+            O[tid] = T.Cast("float32", phase) + T.cast(T.Cast("float16", 0.25), "float32")
+        """,
+        tmp_path,
+        "k",
+    )
+    out = np.zeros(32, np.float32)
+    tirx.compile(k, target="sim")(out)
+    want = np.where(np.arange(32) % 2 == 0, np.arange(32) + 1, 0) + 0.25
+    np.testing.assert_array_equal(out, want.astype(np.float32))
+    tirx.compile(k, target="cuda -arch=sm_90")  # NVRTC compiles it
+
+
+def test_t_cast_misuse_names_its_arguments(tmp_path):
+    with pytest.raises(
+        tirx.TirxSyntaxError, match=r"T.Cast takes 2 arguments \(dtype, value\)"
+    ) as e:
+        define(
+            """
+            @T.function
+            def k(O: T.Tensor((32,), "float32")):
+                T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=32))
+                O[0] = T.Cast("float32")
+            """,
+            tmp_path,
+            "k",
+        )
+    assert caret_line(str(e.value)) == 'O[0] = T.Cast("float32")'

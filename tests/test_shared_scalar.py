@@ -103,7 +103,10 @@ def test_a_cell_is_shared_memory_with_its_races(tmp_path):
     [
         ('x = T.shared_scalar("bool")', "a bool shared scalar is not supported"),
         ('x = T.shared_scalar("int32") + 1', "assign it to a name of its own"),
-        ('x = T.shared_scalar("int32", 3)', "expected 0 to 1 arguments"),
+        (
+            'x = T.shared_scalar("int32", 3)',
+            "T.shared_scalar takes 0 to 1 arguments \\(dtype\\), got 2",
+        ),
     ],
 )
 def test_shared_scalar_misuse_at_the_users_line(tmp_path, line, message):

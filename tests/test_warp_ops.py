@@ -399,7 +399,7 @@ MISUSE = [  # (call, what the error says, the corrected twin)
     ("warp_sum(A[tid] > 3)", "needs a number, not a bool", "warp_sum(T.int32(A[tid] > 3))"),
     ("reduce_add_sync_u32(0xFFFFFFFF, T.float32(A[tid]))", "32-bit integers",
      "reduce_add_sync_u32(0xFFFFFFFF, A[tid])"),
-    ("ballot_sync(0xFFFFFFFF)", "expected 2 to 2 arguments", "ballot_sync(0xFFFFFFFF, lane > 3)"),
+    ("ballot_sync(0xFFFFFFFF)", "T.cuda.ballot_sync takes 2 arguments", "ballot_sync(0xFFFFFFFF, lane > 3)"),
     ("elect_sync(0)", "mask of elect_sync is 0", "elect_sync(0xFFFFFFFF)"),
 ]  # fmt: skip
 

@@ -134,8 +134,12 @@ class Calls:
                 raise TirxSyntaxError(f"argument {k.arg!r} given twice", self.p.span(k))
             vals[i] = self.value(k.value)
         if not lo <= len(vals) <= hi or any(v is _MISSING for v in vals[:lo]):
+            count = f"{lo}" if lo == hi else f"{lo} to {hi}"
+            given = len(node.args) + len(node.keywords)
             raise TirxSyntaxError(
-                f"expected {lo} to {hi} arguments ({', '.join(names)})", self.p.span(node)
+                f"{ast.unparse(node.func)} takes {count} argument{'' if (lo, hi) == (1, 1) else 's'} "
+                f"({', '.join(names)}), got {given}",
+                self.p.span(node),
             )
         return vals
 
@@ -228,8 +232,10 @@ class Calls:
             scope = ir.Scope.SHARED if key == "alloc_shared" else ir.Scope.LOCAL
             dynamic = _dynamic_scope(key, where, span)
             return b.alloc(name_hint, shape, dtype, scope, layout, align, span, dynamic)
-        if key == "cast":
-            value, dtype = self._args(node, 2, 2, "value", "dtype")
+        if key in ("cast", "Cast"):  # T.Cast(dtype, value): the IR class's argument order
+            names = ("value", "dtype") if key == "cast" else ("dtype", "value")
+            args = dict(zip(names, self._args(node, 2, 2, *names)))
+            value, dtype = args["value"], args["dtype"]
             if isinstance(dtype, ScalarType):
                 dtype = dtype.dtype
             return ir.cast(checks.int_literal(self._number(value, span)), dtype_of(dtype))

@@ -419,6 +419,7 @@ class _Namespace(_Suggesting):
             "serial",
             "unroll",
             "cast",
+            "Cast",
             "min",
             "max",
         ):

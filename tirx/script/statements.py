@@ -261,15 +261,17 @@ class Parser:
     def stmt_AnnAssign(self, node):
         if forms.let_form(self, node):  # x: T.let = ...
             return
-        if not isinstance(node.target, ast.Name) or node.value is None:
-            raise TirxSyntaxError("annotated assignment needs a name and a value", self.span(node))
+        if not isinstance(node.target, ast.Name):
+            raise TirxSyntaxError("annotated assignment needs a name", self.span(node))
         ann = self.ev.const(node.annotation)
         if not isinstance(ann, ScalarType):
             raise TirxSyntaxError(
                 "annotate local variables with a scalar type, e.g. x: T.int32",
                 self.span(node.annotation),
             )
-        value = ir.cast(self.ev.value(node.value), ann.dtype)
+        # ``x: T.int32`` alone declares the variable; it starts at zero (the real TIRx leaves
+        # it unset), so that both targets read the same value before the first assignment
+        value = ir.cast(self.ev.value(node.value) if node.value is not None else 0, ann.dtype)
         self.b.assign(node.target.id, value, self.span(node), force_var=True)
 
     def stmt_AugAssign(self, node):

@@ -37,11 +37,15 @@ def compile_time_callable(f) -> bool:
 
 
 def place_of(v) -> str | None:
-    """``"T"``, ``"T.cuda"``, ``"T.cuda.tile"`` or ``"T.ptx"`` for those namespace objects."""
-    from .namespace import T
+    """``"T"``, ``"T.cuda"``, ``"T.cuda.tile"``, ``"T.ptx"`` or a sub-namespace's own place
+    (``"T.cuda.wgmma"``) for those namespace objects."""
+    from .namespace import T, _Suggesting
 
     places = {id(T): "T", id(T.cuda): "T.cuda", id(T.cuda.tile): "T.cuda.tile", id(T.ptx): "T.ptx"}
-    return places.get(id(v))
+    found = places.get(id(v))
+    if found is None and isinstance(v, _Suggesting):
+        return v._place
+    return found
 
 
 def kind_of(v) -> str:
