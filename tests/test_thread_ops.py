@@ -6,6 +6,7 @@ naming a thread), misuse caught at the user's line, and the GPU (marked ``gpu``)
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -324,4 +325,6 @@ def test_gpu_a_failing_assert_fails_the_launch(tmp_path):
     out = done.stdout + done.stderr
     assert done.returncode == 0, out
     assert "CLEAN RUN" in out and "RAISED" in out
-    assert "launch failure" in out.lower(), out
+    # (the trap's error as CUDA words it: "unspecified launch failure" where measured for
+    # other traps; "illegal instruction" is accepted too until a GPU run says which)
+    assert re.search(r"launch failure|illegal instruction", out.lower()), out
