@@ -22,7 +22,7 @@ from ..layout.swizzle import ComposeLayout
 
 __all__ = [
     "T", "Intrinsic", "TensorAnnotation", "ScalarType", "PtxInstruction", "LaunchSpec", "LetType",
-    "FORM_KEYS", "THREAD_HELPERS",
+    "FORM_KEYS", "THREAD_HELPERS", "part_place",
 ]  # fmt: skip
 
 
@@ -360,6 +360,11 @@ class _Tile(_Suggesting):
 
     def __init__(self):
         self.apply = Intrinsic("cuda.tile.apply", "Apply a PTX instruction to tile operands.")
+
+
+def part_place(v) -> str | None:
+    """Where a namespace part sits (``"T.cuda.wgmma"``), for a message; None for anything else."""
+    return v._place if isinstance(v, _Suggesting) else None
 
 
 class _Part(_Suggesting):

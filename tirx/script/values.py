@@ -39,13 +39,10 @@ def compile_time_callable(f) -> bool:
 def place_of(v) -> str | None:
     """``"T"``, ``"T.cuda"``, ``"T.cuda.tile"``, ``"T.ptx"`` or a sub-namespace's own place
     (``"T.cuda.wgmma"``) for those namespace objects."""
-    from .namespace import T, _Suggesting
+    from .namespace import T, part_place
 
     places = {id(T): "T", id(T.cuda): "T.cuda", id(T.cuda.tile): "T.cuda.tile", id(T.ptx): "T.ptx"}
-    found = places.get(id(v))
-    if found is None and isinstance(v, _Suggesting):
-        return v._place
-    return found
+    return places.get(id(v)) or part_place(v)
 
 
 def kind_of(v) -> str:
