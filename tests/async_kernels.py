@@ -188,10 +188,11 @@ def kernel(name: str, fault: bool | None):
     return define(source, _dir(), "kernel", TMA=TMA)
 
 
-def _lowered(name, fault):
+def _lowered(define_kernel, *args):
+    """The simulator's lowered form of ``define_kernel(*args)`` (a ``@T.function``)."""
     import tirx
 
-    return tirx.compile(kernel(name, fault), target="sim").lowered
+    return tirx.compile(define_kernel(*args), target="sim").lowered
 
 
 def _inputs(name):
@@ -233,7 +234,7 @@ def _cases() -> list[Planted]:
                 Planted(
                     name if fault else name + ".fixed",
                     kind,
-                    functools.partial(_lowered, name, fault),
+                    functools.partial(_lowered, kernel, name, fault),
                     _inputs(name),
                     fault,
                     _BLIND.format(what=what),
@@ -245,7 +246,7 @@ def _cases() -> list[Planted]:
         Planted(
             name,
             Kind.EXIT_IN_FLIGHT,
-            functools.partial(_lowered, name, None),
+            functools.partial(_lowered, kernel, name, None),
             _inputs(name),
             False,
             kernel=functools.partial(kernel, name, None),
@@ -257,7 +258,7 @@ def _cases() -> list[Planted]:
                 Planted(
                     name if fault else name + ".fixed",
                     Kind.EARLY_ARM,
-                    functools.partial(_lowered_ring, planted if fault else None),
+                    functools.partial(_lowered, ring, planted if fault else None),
                     _ring_inputs,
                     fault,
                     kernel=functools.partial(ring, planted if fault else None),
@@ -279,12 +280,6 @@ RING_TILES = 64
 @functools.cache
 def ring(planted: str | None):
     return ring_kernel(_dir(), RING_TILES, planted=planted)
-
-
-def _lowered_ring(planted):
-    import tirx
-
-    return tirx.compile(ring(planted), target="sim").lowered
 
 
 def _ring_inputs():

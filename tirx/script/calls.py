@@ -234,8 +234,8 @@ class Calls:
             return b.alloc(name_hint, shape, dtype, scope, layout, align, span, dynamic)
         if key in ("cast", "Cast"):  # T.Cast(dtype, value): the IR class's argument order
             names = ("value", "dtype") if key == "cast" else ("dtype", "value")
-            args = dict(zip(names, self._args(node, 2, 2, *names)))
-            value, dtype = args["value"], args["dtype"]
+            a, b = self._args(node, 2, 2, *names)
+            value, dtype = (a, b) if key == "cast" else (b, a)
             if isinstance(dtype, ScalarType):
                 dtype = dtype.dtype
             return ir.cast(checks.int_literal(self._number(value, span)), dtype_of(dtype))

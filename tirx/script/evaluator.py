@@ -21,9 +21,9 @@ from . import tensor as tensor_ops
 from .calls import Calls
 from .chains import CHAINED, evaluate_chain
 from .macros import Macro
-from .namespace import Intrinsic
+from .namespace import Intrinsic, place_of
 from .refusals import constant_kind, operator_hint, operator_name, refusal, undefined_name
-from .values import VIEW_METHODS, is_number, is_static, kind_of, place_of
+from .values import VIEW_METHODS, is_number, is_static, kind_of
 
 __all__ = ["Evaluator"]
 

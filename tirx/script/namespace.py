@@ -22,7 +22,7 @@ from ..layout.swizzle import ComposeLayout
 
 __all__ = [
     "T", "Intrinsic", "TensorAnnotation", "ScalarType", "PtxInstruction", "LaunchSpec", "LetType",
-    "FORM_KEYS", "THREAD_HELPERS", "part_place",
+    "FORM_KEYS", "THREAD_HELPERS", "place_of",
 ]  # fmt: skip
 
 
@@ -362,9 +362,10 @@ class _Tile(_Suggesting):
         self.apply = Intrinsic("cuda.tile.apply", "Apply a PTX instruction to tile operands.")
 
 
-def part_place(v) -> str | None:
-    """Where a namespace part sits (``"T.cuda.wgmma"``), for a message; None for anything else."""
-    return v._place if isinstance(v, _Suggesting) else None
+def place_of(v) -> str | None:
+    """Where a namespace object sits, for a message: ``"T"``, ``"T.cuda"``, ``"T.cuda.tile"``,
+    a sub-namespace's own (``"T.cuda.wgmma"``) or ``"T.ptx"``; None for anything else."""
+    return v._place if isinstance(v, (_Suggesting, _Ptx)) else None
 
 
 class _Part(_Suggesting):

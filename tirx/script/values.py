@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from ..ir import nodes as ir
 
-__all__ = ["is_number", "is_static", "compile_time_callable", "kind_of", "place_of", "VIEW_METHODS"]
+__all__ = ["is_number", "is_static", "compile_time_callable", "kind_of", "VIEW_METHODS"]
 
 # what a tensor view answers as an attribute or a method (for "did you mean" hints)
 VIEW_METHODS = ("view", "rearrange", "permute", "shape", "dtype", "layout")
@@ -34,15 +34,6 @@ def compile_time_callable(f) -> bool:
     if owner is not None:
         mod = type(owner).__module__ if not isinstance(owner, type) else owner.__module__
     return mod.startswith("tirx.layout") or mod.startswith("tirx.script.namespace")
-
-
-def place_of(v) -> str | None:
-    """``"T"``, ``"T.cuda"``, ``"T.cuda.tile"``, ``"T.ptx"`` or a sub-namespace's own place
-    (``"T.cuda.wgmma"``) for those namespace objects."""
-    from .namespace import T, part_place
-
-    places = {id(T): "T", id(T.cuda): "T.cuda", id(T.cuda.tile): "T.cuda.tile", id(T.ptx): "T.ptx"}
-    return places.get(id(v)) or part_place(v)
 
 
 def kind_of(v) -> str:

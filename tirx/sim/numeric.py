@@ -112,6 +112,20 @@ def half_to_f32(h: np.ndarray) -> np.ndarray:
     return x
 
 
+def min_max_choice(op: str, a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """PTX's float ``min``/``max`` without ``.NaN`` (ISA, "min", "max"; the bulk reductions'
+    ``.min``/``.max`` alike) on the values ``a`` and ``b``: per element, whether the result is
+    ``a`` (else ``b``) and whether both are NaN (the result is then the type's canonical NaN).
+    The smaller (larger) value, ``-0`` below ``+0``, a NaN losing to a number."""
+    with np.errstate(invalid="ignore"):
+        if op == "max":  # a when a > b, or a is +0 and b -0 (or +0: the same bits)
+            take_a = (a > b) | ((a == b) & ~np.signbit(a))
+        else:
+            take_a = (a < b) | ((a == b) & np.signbit(a))
+    a_nan, b_nan = np.isnan(a), np.isnan(b)
+    return (take_a & ~a_nan) | b_nan, a_nan & b_nan
+
+
 def decode(bits: np.ndarray, d: DType) -> np.ndarray:
     """Values (compute type) from memory contents read as ``storage_type(d)``."""
     if d.name == "float16":

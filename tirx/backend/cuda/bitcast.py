@@ -47,14 +47,10 @@ def _from_bits(bits: str, dst: DType) -> str:
     return f"(({dst.c_type})({bits}))"
 
 
-#: how codegen's loads widen a 16-bit float's bits (``_Expr.leave_Load``)
-_WIDENED = {"float16": "tirx_h2f(", "bfloat16": "tirx_b2f("}
-
-
 def leave_reinterpret(cexprs, x, inner: str) -> str:
     """The codegen expression visitor's rule for :class:`~tirx.ir.nodes.Reinterpret`."""
-    src = x.value.dtype
-    widened = _WIDENED.get(src.name)
-    if isinstance(x.value, ir.Load) and widened and inner.startswith(widened):
-        return _from_bits(inner[len(widened) : -1], x.dtype)  # the load's bits, as stored
-    return reinterpret_code(inner, src, x.dtype)
+    v = x.value
+    if isinstance(v, ir.Load) and v.dtype.name in ("float16", "bfloat16"):
+        # the load's bits as stored, not ``inner``'s widened value
+        return _from_bits(cexprs.em.ref_code(v.buffer, cexprs.em.e(v.index), v.dtype), x.dtype)
+    return reinterpret_code(inner, v.dtype, x.dtype)

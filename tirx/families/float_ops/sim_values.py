@@ -24,6 +24,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ...sim.numeric import min_max_choice
+
 __all__ = [
     "CANONICAL_NAN", "flush", "approx", "minmax", "SPECIAL", "ErrorBound", "BOUNDS",
     "within_bound", "ulp_distance",
@@ -56,18 +58,9 @@ def minmax(op: str, a: np.ndarray, b: np.ndarray, ftz: bool, nan: bool) -> np.nd
     """``max``/``min{.ftz}{.NaN}.f32 d, a, b`` on float32 arrays (PTX ISA 9.7.3.11-12)."""
     a, b = np.asarray(a, dtype=F32), np.asarray(b, dtype=F32)
     a, b = np.broadcast_arrays(flush(a) if ftz else a, flush(b) if ftz else b)
-    with np.errstate(invalid="ignore"):
-        if op == "max":  # a when a > b, or a is +0 and b -0 (or +0: the same bits)
-            take_a = (a > b) | ((a == b) & ~np.signbit(a))
-        else:
-            take_a = (a < b) | ((a == b) & np.signbit(a))
+    take_a, both_nan = min_max_choice(op, a, b)  # a NaN operand loses to a number
     out = np.where(take_a, a, b)
-    a_nan, b_nan = np.isnan(a), np.isnan(b)
-    if nan:
-        out = np.where(a_nan | b_nan, NAN, out)
-    else:  # a NaN operand loses to a number
-        out = np.where(a_nan & ~b_nan, b, np.where(b_nan & ~a_nan, a, out))
-        out = np.where(a_nan & b_nan, NAN, out)
+    out = np.where(np.isnan(a) | np.isnan(b) if nan else both_nan, NAN, out)
     return _canonical(out.astype(F32))
 
 

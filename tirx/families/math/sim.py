@@ -25,7 +25,7 @@ import numpy as np
 from ...ir import nodes as ir
 from ...sim.expr import first_tid
 from ...sim.faults import Fault
-from ...sim.numeric import f32_to_bf16_bits
+from ...sim.numeric import f32_to_bf16_bits, min_max_choice
 
 __all__ = ["ULP_BOUND", "math_eval", "fma_exact", "eval_MathCall"]
 
@@ -232,14 +232,8 @@ def _bf16x2_minmax(op: ir.MathOp, a: np.ndarray, b: np.ndarray) -> np.ndarray:
         ha = (a >> np.uint32(shift)) & np.uint32(0xFFFF)
         hb = (b >> np.uint32(shift)) & np.uint32(0xFFFF)
         x, y = (np.asarray(h << np.uint32(16), dtype=np.uint32).view(F32) for h in (ha, hb))
-        with np.errstate(invalid="ignore"):
-            if op is M.HMAX2:
-                take_a = (x > y) | ((x == y) & ~np.signbit(x))
-            else:
-                take_a = (x < y) | ((x == y) & np.signbit(x))
-        nx, ny = np.isnan(x), np.isnan(y)
-        take_a = (take_a & ~nx) | ny  # a NaN loses to a number
-        h = np.where(nx & ny, np.uint32(0x7FFF), np.where(take_a, ha, hb))
+        take_a, both_nan = min_max_choice("max" if op is M.HMAX2 else "min", x, y)
+        h = np.where(both_nan, np.uint32(0x7FFF), np.where(take_a, ha, hb))
         out |= h.astype(np.uint32) << np.uint32(shift)
     return out
 

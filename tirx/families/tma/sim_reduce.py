@@ -26,6 +26,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from ...sim.numeric import min_max_choice
+
 __all__ = ["REDUCTIONS", "storage", "combine"]
 
 REDUCTIONS = ("add", "min", "max", "inc", "dec", "and", "or", "xor")
@@ -76,16 +78,8 @@ def _from_floats(dtype: str, x: np.ndarray) -> np.ndarray:
 def _min_max(redop: str, dtype: str, old: np.ndarray, v: np.ndarray) -> np.ndarray:
     if dtype not in ("float16", "bfloat16"):
         return np.minimum(old, v) if redop == "min" else np.maximum(old, v)
-    a, b = _floats(dtype, old), _floats(dtype, v)
-    pick_b = (b < a) if redop == "min" else (b > a)
-    zeros = (a == 0) & (b == 0)  # -0 is below +0
-    neg_b = np.signbit(b) & ~np.signbit(a)
-    neg_a = np.signbit(a) & ~np.signbit(b)
-    pick_b = np.where(zeros, neg_b if redop == "min" else neg_a, pick_b)
-    pick_b = np.where(np.isnan(a) & ~np.isnan(b), True, pick_b)
-    pick_b = np.where(np.isnan(b), False, pick_b)
-    out = np.where(pick_b, v, old)
-    both = np.isnan(a) & np.isnan(b)
+    take_old, both = min_max_choice(redop, _floats(dtype, old), _floats(dtype, v))
+    out = np.where(take_old, old, v)
     if both.any():
         nan = np.array(_CANONICAL_NAN[dtype], dtype=np.uint16).view(out.dtype)
         out = np.where(both, nan, out)
