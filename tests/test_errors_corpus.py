@@ -1002,9 +1002,9 @@ def test_gpu_parameter_copies_and_unicode_names_match_the_simulator(tmp_path):
 
 def test_an_unknown_name_in_a_sub_namespace_is_named_by_its_place(tmp_path):
     """``T.cuda.wgmma.<unknown>`` says ``T.cuda.wgmma``, not the namespace object's repr."""
-    k = HEAD + "    T.cuda.wgmma.noop_barrier(dr[0])\n"
+    k = HEAD + "    T.cuda.wgmma.no_such_call(dr[0])\n"
     with pytest.raises(SYN) as e:
         define(k, tmp_path, "k")
-    assert "T.cuda.wgmma has no attribute 'noop_barrier'" in str(e.value)
+    assert "T.cuda.wgmma has no attribute 'no_such_call'" in str(e.value)
     assert " at 0x" not in str(e.value)
-    assert caret_line(str(e.value)) == "T.cuda.wgmma.noop_barrier(dr[0])"
+    assert caret_line(str(e.value)) == "T.cuda.wgmma.no_such_call(dr[0])"

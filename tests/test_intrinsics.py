@@ -579,6 +579,53 @@ def test_gpu_16_bit_floats_from_memory_keep_their_bits(tmp_path):
         np.testing.assert_array_equal(got.cpu().numpy().view(bits), want.view(bits))
 
 
+NAN_SOURCE = """
+@T.function
+def k(X: T.Tensor((8,), "float32"), B: T.Tensor((8,), "bfloat16"), H: T.Tensor((8,), "float16"),
+      Xh: T.Tensor((8,), "float16"), Xb: T.Tensor((8,), "bfloat16"), Bh: T.Tensor((8,), "float16"),
+      Hb: T.Tensor((8,), "bfloat16"), O: T.Tensor((4, 8), "float32")):
+    T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=8))
+    i = T.cuda.thread_idx("x")
+    Xh[i] = X[i]
+    Xb[i] = X[i]
+    Bh[i] = B[i]
+    Hb[i] = H[i]
+    O[0, i] = T.float32(B[i])
+    O[1, i] = X[i] + T.float32(1)
+    O[2, i] = X[i] * X[i]
+    O[3, i] = X[i] - X[i]
+"""
+# float32 NaNs (quiet, signalling, negative, with payloads) and numbers; bfloat16 and float16 alike
+_X_BITS = [0x7FC00000, 0x7F800001, 0xFFC00000, 0x7FA5A5A5, 0xFFFFFFFF, 0x3F800000, 0x7F800000, 0x1]
+
+
+def _nan_inputs():
+    x = np.array(_X_BITS, np.uint32).view(np.float32)
+    h = np.array(_H_BITS, np.uint16).view(np.float16)
+    return [x, np.array(_B_BITS, np.uint16), h, np.zeros(8, np.float16),
+            np.zeros(8, np.uint16), np.zeros(8, np.float16), np.zeros(8, np.uint16),
+            np.zeros((4, 8), np.float32)]  # fmt: skip
+
+
+@pytest.mark.gpu
+def test_gpu_nan_bits_of_conversions_and_arithmetic_equal_the_simulator(tmp_path):
+    """Every float conversion a store or a cast makes, and float arithmetic, on NaNs with
+    signs and payloads: the GPU's bits are the simulator's."""
+    sim, gpu = _sim_and_gpu(NAN_SOURCE, _nan_inputs, tmp_path, bfloat16=(1, 4, 6))
+    import torch
+
+    names = ["Xh", "Xb", "Bh", "Hb", "O"]
+    differ = []
+    for name, got, want in zip(names, gpu[3:], sim[3:]):
+        ints = {2: torch.int16, 4: torch.int32}[want.itemsize]
+        got = got.cpu().view(ints).numpy().view(f"u{want.itemsize}")
+        want = want.view(f"u{want.itemsize}")
+        if not np.array_equal(got, want):  # every difference, in hex, not just the first
+            differ.append(f"{name}: GPU {[hex(v) for v in got.ravel()]}")
+            differ.append(f"{name}: sim {[hex(v) for v in want.ravel()]}")
+    assert not differ, "\n".join(differ)
+
+
 HALVES_SOURCE = """
 @T.function
 def k(H: T.Tensor((8,), "float16"), B: T.Tensor((8,), "bfloat16"), W: T.Tensor((8,), "uint64"),

@@ -1,7 +1,9 @@
-"""The single-thread operations ``T.cuda.nano_sleep``, ``clock64`` and ``trap_when_assert_failed``
-(tirx/families/thread_ops): golden CUDA excerpts, NVRTC, the simulator's semantics (a sleep
-changes no result; clock reads never go backwards; a failing assert stops the run at its line
-naming a thread), misuse caught at the user's line, and the GPU (marked ``gpu``)."""
+"""The single-thread operations ``T.cuda.nano_sleep``, ``clock64``, ``trap_when_assert_failed``
+and the register fence ``T.cuda.wgmma.noop_barrier`` (tirx/families/thread_ops): golden CUDA
+excerpts, NVRTC, the simulator's semantics (a sleep changes no result; clock reads never go
+backwards; a failing assert stops the run at its line naming a thread; a fence on an
+accumulator a wgmma still writes reads nothing), misuse caught at the user's line, and the GPU
+(marked ``gpu``)."""
 
 from __future__ import annotations
 
@@ -63,6 +65,64 @@ def kernel(Y: T.Tensor((32,), "int32")):
     T.cuda.trap_when_assert_failed(T.cuda.lane_id())
     Y[T.cuda.lane_id()] = 1
 """
+
+# the register fence on a wgmma's accumulator, as Hopper GEMMs place it: before the wgmma
+# fence, while the group is in flight (after its commit) and after the wait; and on a scalar
+FENCED = """
+@T.function
+def kernel(A: T.Tensor((64, 64), "float16"), B: T.Tensor((8, 64), "float16"),
+           Out: T.Tensor((64, 8), "float32")):
+    T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=128))
+    As = T.alloc_shared((64, 64), "float16", layout=la, align=1024)
+    Bs = T.alloc_shared((8, 64), "float16", layout=lb, align=1024)
+    acc = T.alloc_local((4,), "float32")
+    tid = T.cuda.thread_idx("x")
+    for i in range(32):
+        f = tid + 128 * i
+        As[f // 64, f % 64] = A[f // 64, f % 64]
+    for i in range(4):
+        f = tid + 128 * i
+        Bs[f // 64, f % 64] = B[f // 64, f % 64]
+    T.ptx["fence.proxy.async.shared::cta"]()
+    T.cuda.cta_sync()
+    D = acc.view(64, 8, layout=ld)
+    for r in T.unroll(4):
+        T.cuda.wgmma.noop_barrier(acc[r])
+    T.ptx["wgmma.fence.sync.aligned"]()
+    for kk in T.unroll(4):
+        T.cuda.tile.apply(
+            T.ptx["wgmma.mma_async.sync.aligned.m64n8k16.f32.f16.f16"], D,
+            As[:, 16 * kk : 16 * kk + 16], Bs[:, 16 * kk : 16 * kk + 16],
+            scope="warpgroup", scale_d=kk,
+        )
+    T.ptx["wgmma.commit_group.sync.aligned"]()
+    for r in T.unroll(4):
+        T.cuda.wgmma_noop_barrier(acc[r])
+    T.ptx["wgmma.wait_group.sync.aligned"](0)
+    for r in T.unroll(4):
+        T.cuda.wgmma.noop_barrier(reg=acc[r])
+    w = tid // 32
+    lane = tid % 32
+    scale = T.float32(1)
+    T.cuda.wgmma.noop_barrier(scale)
+    for h in range(2):
+        for e in range(2):
+            Out[16 * w + lane // 4 + 8 * h, 2 * (lane % 4) + e] = acc[2 * h + e] * scale
+"""
+
+
+def _fenced(tmp_path):
+    from tests.wgmma_kernels import d_layout, tile_layout
+
+    la, lb, ld = tile_layout(64, True), tile_layout(8, True), d_layout(8)
+    return define(FENCED, tmp_path, "kernel", la=la, lb=lb, ld=ld)
+
+
+def _fenced_inputs():
+    rng = np.random.default_rng(3)
+    a = rng.integers(-3, 4, (64, 64)).astype(np.float16)
+    b = rng.integers(-3, 4, (8, 64)).astype(np.float16)
+    return a, b, np.zeros((64, 8), np.float32)
 
 
 def _kernel(tmp_path, source):
@@ -129,7 +189,36 @@ def test_the_clock_is_a_fresh_uint64_variable(tmp_path):
     assert [s.duration.dtype.name for s in sleeps] == ["uint32"] * 3
 
 
+def test_register_fence_is_an_empty_asm_on_the_register(tmp_path):
+    exe = tirx.compile(_fenced(tmp_path), target="cuda -arch=sm_90a")
+    fences = re.findall(r'asm volatile\(""[^;]*;', exe.source)
+    assert len(fences) == 4  # three unrolled loops over the accumulator, and the scalar
+    for r in ("r", "r_2", "r_3"):
+        assert (
+            f'#pragma unroll\n  for ({r} = 0; {r} < 4; ++{r}) {{\n    asm volatile("" : "+f"(acc[{r}]) :: "memory");'
+            in re.sub(r"#line .*\n", "", exe.source)
+        )
+    assert 'asm volatile("" : "+f"(scale) :: "memory");' in exe.source
+    # nothing of it in the PTX, and the accumulator stays in registers (no local array)
+    assert ".entry kernel" in exe.ptx and "wgmma.mma_async" in exe.ptx
+    assert ".local" not in exe.ptx
+    text = tirx.compile(_fenced(tmp_path), target="sim").script()
+    assert "T.cuda.wgmma.noop_barrier(acc[r])" in text  # the script as written (unrolled later)
+    assert "T.cuda.wgmma.noop_barrier(scale)" in text
+    src = _source(tmp_path, MISUSE.format(line="w = T.alloc_local((1,), \"uint32\")\n    "
+                                          "w[0] = T.uint32(tx)\n    T.cuda.wgmma.noop_barrier(w[0])"))  # fmt: skip
+    assert 'asm volatile("" : "+r"(w[0]) :: "memory");' in src
+
+
 # ------------------------------------------------------------- simulator semantics
+
+
+def test_sim_fences_on_an_accumulator_in_flight_read_nothing(tmp_path):
+    """A fence between the commit and the wait names registers the wgmma still writes: it is
+    no read of them (the GPU executes nothing for it), so the run is clean and exact."""
+    a, b, out = _fenced_inputs()
+    tirx.compile(_fenced(tmp_path), target="sim")(a, b, out)
+    np.testing.assert_array_equal(out, a.astype(np.float32) @ b.astype(np.float32).T)
 
 
 def test_sim_sleeps_and_writes(tmp_path):
@@ -229,6 +318,25 @@ def kernel(A: T.Tensor((64,), "int32"), F: T.Tensor((64,), "float32")):
         ),
         ("x = T.cuda.nano_sleep(10)", "has no value to assign", "a statement of its own"),
         ("ok = T.cuda.trap_when_assert_failed(tx < 64)", "has no value to assign", None),
+        ("T.cuda.wgmma.noop_barrier(F[tx])", "'F' is a global tensor", "T.alloc_local"),
+        ("T.cuda.wgmma.noop_barrier(F[tx] + 1.0)", "not an expression", "(acc[i])"),
+        ("T.cuda.wgmma_noop_barrier(tx + 1)", "not an expression", None),
+        ("T.cuda.wgmma.noop_barrier()", "takes 1 argument (reg), got 0", None),
+        (
+            'h = T.alloc_local((2,), "float16")\n    T.cuda.wgmma.noop_barrier(h[0])',
+            "32-bit register (float32, uint32 or int32), not a float16 one",
+            "uint32 view",
+        ),
+        (
+            'd = T.alloc_local((1,), "uint64")\n    T.cuda.wgmma.noop_barrier(d[0])',
+            "not a uint64 one",
+            "two registers",
+        ),
+        (
+            'q = T.alloc_local((1,), "float32")\n    x = T.cuda.wgmma.noop_barrier(q[0])',
+            "has no value to assign",
+            None,
+        ),
     ],
 )
 def test_misuse(tmp_path, line, words, hint):
@@ -236,7 +344,7 @@ def test_misuse(tmp_path, line, words, hint):
         tirx.compile(_kernel(tmp_path, MISUSE.format(line=line)), target="sim")
     msg = str(e.value)
     assert words in msg
-    assert caret_line(msg) == line.strip()
+    assert caret_line(msg) == line.splitlines()[-1].strip()
     if hint is not None:
         assert hint in (e.value.hint or "")
 
@@ -328,3 +436,18 @@ def test_gpu_a_failing_assert_fails_the_launch(tmp_path):
     # (the trap's error as CUDA words it: "unspecified launch failure" where measured for
     # other traps; "illegal instruction" is accepted too until a GPU run says which)
     assert re.search(r"launch failure|illegal instruction", out.lower()), out
+
+
+@pytest.mark.gpu
+def test_gpu_fenced_wgmma_equals_the_simulator(tmp_path):
+    import torch
+
+    if torch.cuda.get_device_capability() < (9, 0):
+        pytest.skip("wgmma needs sm_90a")
+    a, b, out = _fenced_inputs()
+    tirx.compile(_fenced(tmp_path), target="sim")(a, b, out)
+    ga, gb = torch.from_numpy(a).cuda(), torch.from_numpy(b).cuda()
+    got = torch.zeros(64, 8, device="cuda")
+    tirx.compile(_fenced(tmp_path), target="cuda")(ga, gb, got)
+    torch.cuda.synchronize()
+    np.testing.assert_array_equal(got.cpu().numpy(), out)

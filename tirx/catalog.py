@@ -191,12 +191,16 @@ ROWS: tuple[Row, ...] = (
             *("Atomic", "ThreadFence", "VotingBarrier"),
         ),
     ),  # fmt: skip
-    # one thread's own operations: a sleep, the cycle counter, a device-side assert
+    # one thread's own operations: a sleep, the cycle counter, a device-side assert, a register
+    # fence for the compiler
     Row(
         "thread_ops",
         ("script", "cuda", "sim"),
-        cuda_names=("nano_sleep", "clock64", "trap_when_assert_failed"),
-        nodes=("NanoSleep", "Clock", "AssertTrap"),
+        cuda_names=(
+            *("nano_sleep", "clock64", "trap_when_assert_failed"),
+            *("wgmma.noop_barrier", "wgmma_noop_barrier"),
+        ),
+        nodes=("NanoSleep", "Clock", "AssertTrap", "RegisterFence"),
     ),  # fmt: skip
     Row(
         "math",

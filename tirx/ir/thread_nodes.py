@@ -1,5 +1,6 @@
 """IR nodes of the single-thread operations (tirx/families/thread_ops/script.py):
-``T.cuda.nano_sleep``, ``T.cuda.clock64`` and ``T.cuda.trap_when_assert_failed``.
+``T.cuda.nano_sleep``, ``T.cuda.clock64``, ``T.cuda.trap_when_assert_failed`` and
+``T.cuda.wgmma.noop_barrier``.
 :mod:`tirx.ir.nodes` imports them, so they are node classes like its own (the visitor walks
 them).
 
@@ -14,7 +15,7 @@ from __future__ import annotations
 from ..errors import Span
 from .nodes import Expr, Stmt, Var, node
 
-__all__ = ["NanoSleep", "Clock", "AssertTrap"]
+__all__ = ["NanoSleep", "Clock", "AssertTrap", "RegisterFence"]
 
 
 @node
@@ -45,4 +46,18 @@ class AssertTrap(Stmt):
     fails with "unspecified launch failure", and the CUDA context is unusable afterwards)."""
 
     cond: Expr
+    span: Span | None = None
+
+
+@node
+class RegisterFence(Stmt):
+    """``asm volatile("" : "+r"(x) :: "memory")`` (``"+f"`` for a float32): an empty asm
+    that, for the compiler, reads and writes the register ``target`` (a 32-bit element of a
+    local tensor, an ``ElemLoad`` naming it, or a scalar variable) and touches memory. No
+    instruction is emitted; the compiler may not move the register's other uses, nor memory
+    accesses, across it. Wgmma kernels put one on each accumulator register beside
+    ``wgmma.fence`` / ``wgmma.wait_group``, so that no use of a register an ``mma_async``
+    writes is moved into the instruction's flight. ``target`` is not read at run time."""
+
+    target: Expr
     span: Span | None = None

@@ -132,8 +132,9 @@ class _Assignments(Walker):
         leaves = ("Store", "ElemStore", "Break", "Continue", "Barrier", "Printf", "TileOp")
         # (the CTA statements assign only their fresh result variables, which no Assign sets)
         leaves += ("ElemAtomic", "Atomic", "ThreadFence", "VotingBarrier", "CtaReduce")
-        # (a clock read assigns only its fresh result; a sleep and an assert assign nothing)
-        leaves += ("NanoSleep", "Clock", "AssertTrap")
+        # (a clock read assigns only its fresh result; a sleep, an assert and a register fence
+        # assign nothing the program sees)
+        leaves += ("NanoSleep", "Clock", "AssertTrap", "RegisterFence")
         if cls.__name__ in (*leaves, "RawPtx", "PtxCall"):
             return (_Assignments._no_assignment,)
         return None

@@ -36,8 +36,9 @@ _PLAIN = (ir.Break, ir.Continue, ir.Barrier, ir.Printf)
 # atomics, votes, CTA reductions: their addresses are left as lowered; their result variables
 # are assigned by no Assign, so no use of them is substituted
 _PLAIN += (ir.Atomic, ir.ThreadFence, ir.VotingBarrier, ir.CtaReduce)
-# a sleep, a clock read, an assert: no address; the clock's result is assigned by no Assign
-_PLAIN += (ir.NanoSleep, ir.Clock, ir.AssertTrap)
+# a sleep, a clock read, an assert: no address; the clock's result is assigned by no Assign;
+# a register fence: a local register's own index, left as it is
+_PLAIN += (ir.NanoSleep, ir.Clock, ir.AssertTrap, ir.RegisterFence)
 
 
 def inline_indices(fn: ir.Function, body: ir.Stmt) -> ir.Stmt:

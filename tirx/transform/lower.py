@@ -116,6 +116,7 @@ class _Lowerer(Transformer):
             "VotingBarrier",
             "NanoSleep",
             "AssertTrap",
+            "RegisterFence",
         }
     )
     # already lowered (or leaves): returned as they are

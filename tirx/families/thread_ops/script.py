@@ -1,6 +1,7 @@
 """The script side of the single-thread operations: ``T.cuda.nano_sleep(time)``,
-``T.cuda.clock64()`` and ``T.cuda.trap_when_assert_failed(cond)``, with the real TIRx's
-spelling (its parameter names are accepted as keywords).
+``T.cuda.clock64()``, ``T.cuda.trap_when_assert_failed(cond)`` and the register fence
+``T.cuda.wgmma.noop_barrier(reg)`` (also spelled ``T.cuda.wgmma_noop_barrier``), with the real
+TIRx's spelling (its parameter names are accepted as keywords).
 
 Each call emits a statement (:mod:`tirx.ir.thread_nodes`); ``clock64`` writes its value into
 a fresh uint64 variable and returns that variable. A sleep, a clock read and an assert all act
@@ -12,6 +13,11 @@ CUDA's ``__nanosleep`` takes ``unsigned`` (32 bits), to which C converts the val
 that conversion in the IR (a run-time value wraps modulo 2**32, as C does) and refuses a
 constant outside uint32, which C would wrap silently. A float is refused rather than
 truncated.
+
+``noop_barrier``'s register is a 32-bit value that lives in a register: an element of a local
+tensor (``acc[i]``) or a scalar variable, of dtype float32, uint32 or int32 (the real TIRx takes
+float32 and uint32). A shared or global element, a wider or narrower type, or an expression
+(no register to pin) is refused at its line.
 """
 
 from __future__ import annotations
@@ -24,11 +30,21 @@ from ...script.effects import statement_position
 
 __all__ = ["CUDA_NAMES", "KEYS", "parse_call"]
 
-CUDA_NAMES = ("nano_sleep", "clock64", "trap_when_assert_failed")
+CUDA_NAMES = (
+    *("nano_sleep", "clock64", "trap_when_assert_failed"),
+    *("wgmma.noop_barrier", "wgmma_noop_barrier"),
+)
 KEYS = frozenset(f"cuda.{n}" for n in CUDA_NAMES)
 
 # each call's parameters, as the real TIRx names them
-_PARAMS = {"nano_sleep": ("time",), "clock64": (), "trap_when_assert_failed": ("cond",)}
+_PARAMS = {
+    "nano_sleep": ("time",),
+    "clock64": (),
+    "trap_when_assert_failed": ("cond",),
+    "wgmma.noop_barrier": ("reg",),
+    "wgmma_noop_barrier": ("reg",),
+}
+_FENCED = ("float32", "uint32", "int32")
 _UINT32_MAX = 2**32 - 1
 
 
@@ -50,6 +66,9 @@ def parse_call(ev, key: str, node: ast.Call, name_hint=None):
         return None
     if name == "trap_when_assert_failed":
         ev.b.emit(ir.AssertTrap(ev.to_bool(ir.as_expr(ev.scalar(args[0]))), span))
+        return None
+    if name != "clock64":  # the register fence
+        ev.b.emit(ir.RegisterFence(_register(ev, name, args[0]), span))
         return None
     result = None if dropped else ev.b.new_var("clock", "uint64")
     ev.b.emit(ir.Clock(result, span))
@@ -97,3 +116,35 @@ def _duration(ev, arg) -> ir.Expr:
             "for longer",
         )
     return ir.cast(e, ir.U32)
+
+
+def _register(ev, name: str, arg) -> ir.Expr:
+    """The register ``noop_barrier`` pins: a local tensor's element or a scalar variable, of a
+    32-bit type."""
+    v = ev.value(arg)
+    if isinstance(v, ir.ElemLoad):
+        scope = v.view.buffer.scope
+        if scope is not ir.Scope.LOCAL:
+            raise TirxSyntaxError(
+                f"T.cuda.{name} pins a register, but {v.view.buffer.name!r} is a "
+                f"{scope.value} tensor: its elements live in memory",
+                ev.p.span(arg),
+                hint="pass an element of a local tensor (T.alloc_local), such as an "
+                "accumulator register acc[i]",
+            )
+    elif not isinstance(v, ir.Var):
+        raise TirxSyntaxError(
+            f"T.cuda.{name} takes one register: an element of a local tensor or a scalar "
+            "variable, not an expression",
+            ev.p.span(arg),
+            hint=f"pass the register itself: T.cuda.{name}(acc[i])",
+        )
+    if v.dtype.name not in _FENCED:
+        raise TirxSyntaxError(
+            f"T.cuda.{name} takes a 32-bit register (float32, uint32 or int32), not a "
+            f"{v.dtype} one",
+            ev.p.span(arg),
+            hint="fence the 32-bit words: a 64-bit value is two registers, and 16-bit values "
+            "travel in pairs (a uint32 view of the tensor)",
+        )
+    return v

@@ -16,6 +16,9 @@ Function", "Nanosleep Function", "Assertion") and the PTX ISA ("nanosleep", "tra
   the GPU stops the kernel (the launch fails with "unspecified launch failure"). The
   simulator stops with a :class:`~tirx.errors.SimulationError` at the assert's line naming
   the first thread (lowest linear id among those executing it) whose condition is false.
+* ``wgmma.noop_barrier``: an empty asm; it constrains the compiler, not the GPU, which
+  executes nothing for it. The simulator does nothing either: the register is not read (a
+  fence on an accumulator a wgmma still writes is no read of it).
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ from ...ir import nodes as ir
 from ...sim.expr import to_bool
 from ...sim.faults import Fault
 
-__all__ = ["compile_NanoSleep", "compile_Clock", "compile_AssertTrap"]
+__all__ = ["compile_NanoSleep", "compile_Clock", "compile_AssertTrap", "compile_RegisterFence"]
 
 _HINT = (
     "on the GPU that thread executes trap and the launch fails (unspecified launch failure); "
@@ -93,6 +96,16 @@ def compile_AssertTrap(machine, s: ir.AssertTrap):
                 first,
                 _HINT,
             )
+        return idx
+
+    return run
+
+
+def compile_RegisterFence(machine, s: ir.RegisterFence):
+    span, m = s.span, machine
+
+    def run(idx):
+        m.span = span
         return idx
 
     return run
