@@ -209,7 +209,8 @@ ROWS: tuple[Row, ...] = (
         cuda_names=(
             *("ffs_u32", "float_as_uint", "uint_as_float", "half2float", "bfloat162float"),
             *("smem_addr_from_uint64", "hmax2", "hmin2", "float22bfloat162_rn"),
-            *("float22bfloat162_rn_from_float2", "bfloat1622float2"),
+            *("float22bfloat162_rn_from_float2", "bfloat1622float2", "fdividef"),
+            *("make_float2", "float2_x", "float2_y", "fadd2_rn", "fmul2_rn"),
         ),
         nodes=("MathCall",),
     ),  # fmt: skip

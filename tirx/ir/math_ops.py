@@ -60,6 +60,7 @@ class MathOp(enum.Enum):
     HMAX2 = "hmax2"  # two bfloat16 pairs packed in uint32 words: max.bf16x2
     HMIN2 = "hmin2"
     PACK_BF16X2 = "pack_bf16x2"  # two float32 rounded to bfloat16, packed: cvt.rn.bf16x2.f32
+    FDIVIDEF = "fdividef"  # x / y approximated: div.approx.f32 (CUDA's __fdividef)
 
     @property
     def script_name(self) -> str:
@@ -74,4 +75,5 @@ _SCRIPT_NAMES = {
     MathOp.HMAX2: "cuda.hmax2",
     MathOp.HMIN2: "cuda.hmin2",
     MathOp.PACK_BF16X2: "cuda.float22bfloat162_rn",
+    MathOp.FDIVIDEF: "cuda.fdividef",
 }

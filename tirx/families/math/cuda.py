@@ -98,6 +98,8 @@ def c_math(e: ir.MathCall, args: tuple[str, ...]) -> str:
         return f"(({ctype})__popc((unsigned int)({args[0]})))"
     if op is M.FFS:
         return f"__ffs((int)({args[0]}))"
+    if op is M.FDIVIDEF:
+        return f"__fdividef({args[0]}, {args[1]})"
     if op in (M.HMAX2, M.HMIN2, M.PACK_BF16X2):
         return f"tirx_{op.value}({args[0]}, {args[1]})"
     raise NotImplementedError(f"codegen has no C for T.{op.value}")

@@ -347,6 +347,47 @@ def _unpack_bf16x2(ev, name, op, args, spans):
     return ir.binop(Op.BITOR, ir.binop(Op.SHL, ir.cast(y, _U64), 32), ir.cast(x, _U64))
 
 
+def _fdividef(ev, name, op, args, spans):
+    """``T.cuda.fdividef(x, y)``: CUDA's ``__fdividef``, the fast approximate float32 division
+    (PTX ``div.approx.f32``); float32 operands (a wider float is rounded to float32, as the C
+    helper's parameters round it)."""
+    x, y = (ir.cast(_float(name, v, s), ir.F32) for v, s in zip(args, spans))
+    return ir.MathCall(M.FDIVIDEF, (x, y), ir.F32)
+
+
+def _float2_word(w: ir.Expr, high: bool) -> ir.Expr:
+    """The float32 whose bits are the low (or high) word of the uint64 ``w``."""
+    word = ir.binop(Op.SHR, w, 32) if high else w
+    return ir.Reinterpret(ir.cast(word, ir.U32), ir.F32)
+
+
+def _float2_bits(x: ir.Expr, y: ir.Expr) -> ir.Expr:
+    """The uint64 holding the bits of the float2 (x, y): x the low word, as in memory."""
+    lo, hi = (ir.cast(ir.Reinterpret(v, ir.U32), _U64) for v in (x, y))
+    return ir.binop(Op.BITOR, ir.binop(Op.SHL, hi, 32), lo)
+
+
+def _make_float2(ev, name, op, args, spans):
+    """``T.cuda.make_float2(x, y)``: the float2 (x, y) as the uint64 holding its bits."""
+    return _float2_bits(*(ir.cast(_float(name, v, s), ir.F32) for v, s in zip(args, spans)))
+
+
+def _float2_part(ev, name, op, args, spans):
+    """``T.cuda.float2_x(w)`` / ``float2_y(w)``: one float32 of the float2 a uint64 holds."""
+    (v,), (span,) = args, spans
+    w = ir.cast(_int(name, v, span, bits=(64,)), _U64)
+    return _float2_word(w, name.endswith("_y"))
+
+
+def _float2_arith(ev, name, op, args, spans):
+    """``T.cuda.fadd2_rn(a, b)`` / ``fmul2_rn``: two float2 (each the bits of a uint64) added
+    (multiplied) lane by lane, each lane one float32 operation rounded to nearest even (never
+    contracted with another: tirx compiles with ``--fmad=false``)."""
+    a, b = (ir.cast(_int(name, v, s, bits=(64,)), _U64) for v, s in zip(args, spans))
+    lanes = (ir.binop(op, _float2_word(a, h), _float2_word(b, h)) for h in (False, True))
+    return _float2_bits(*lanes)
+
+
 _UNARY_FLOAT = (
     M.EXP, M.EXP2, M.EXP10, M.LOG, M.LOG2, M.LOG10, M.SQRT, M.RSQRT, M.TANH, M.SIGMOID,
     M.SIN, M.COS, M.ERF, M.FABS, M.FLOOR, M.CEIL, M.NEARBYINT, M.TRUNC, M.TAN, M.ASIN,
@@ -393,6 +434,12 @@ FORMS: dict[str, Form] = {
     "cuda.float22bfloat162_rn": Form(2, _pack_bf16x2),
     "cuda.float22bfloat162_rn_from_float2": Form(1, _pack_bf16x2),
     "cuda.bfloat1622float2": Form(1, _unpack_bf16x2),
+    "cuda.fdividef": Form(2, _fdividef),
+    "cuda.make_float2": Form(2, _make_float2),
+    "cuda.float2_x": Form(1, _float2_part),
+    "cuda.float2_y": Form(1, _float2_part),
+    "cuda.fadd2_rn": Form(2, _float2_arith, Op.ADD),
+    "cuda.fmul2_rn": Form(2, _float2_arith, Op.MUL),
 }
 MATH_NAMES = tuple(k for k in FORMS if not k.startswith("cuda."))
 CUDA_NAMES = tuple(k.split(".", 1)[1] for k in FORMS if k.startswith("cuda."))

@@ -66,6 +66,8 @@ ULP_BOUND: dict[tuple[ir.MathOp, int], int] = {
     (M.LOG1P, 32): 1,
     (M.ATAN2, 32): 3,
     (M.HYPOT, 32): 3,
+    # __fdividef, for 2**-126 <= |y| <= 2**126 (elsewhere: 0, or NaN for an infinite x)
+    (M.FDIVIDEF, 32): 2,
     (M.EXP, 64): 1,
     (M.EXP2, 64): 1,
     (M.EXP10, 64): 1,
@@ -247,6 +249,30 @@ def _pack_bf16x2(x: np.ndarray) -> np.ndarray:
     return np.where(np.isnan(x), np.uint32(0x7FFF), bits).astype(np.uint32)
 
 
+_TINY = np.float32(2.0**-126)  # the smallest normal float32
+_CANONICAL = np.uint32(0x7FFFFFFF).view(F32)
+
+
+def _flush(x: np.ndarray) -> np.ndarray:
+    """float32 subnormals to zero of the same sign."""
+    return np.where(np.abs(x) < _TINY, np.copysign(F32.type(0), x), x).astype(F32)
+
+
+def _fdividef(x, y) -> np.ndarray:
+    """CUDA's ``__fdividef(x, y)``, PTX ``div.approx.f32``, computed as the ISA says, ``x *
+    (1/y)``: the reciprocal as the GPU's approximate one is (subnormal inputs and results
+    flushed to zero), but correctly rounded, then one float32 multiplication. That gives the
+    documented special cases: for 2**126 < |y| < 2**128 the reciprocal is flushed, so the
+    result is 0 (NaN for an infinite x); y = 0 gives an infinite reciprocal. Within the ISA's
+    2 ulp of x / y elsewhere (the GPU's reciprocal is not correctly rounded, so the two may
+    differ by a few ulp); a NaN result is the canonical NaN, as the GPU writes it."""
+    x, y = np.asarray(x, dtype=F32), np.asarray(y, dtype=F32)
+    with np.errstate(all="ignore"):
+        r = _flush((1.0 / _flush(y).astype(F64)).astype(F32))
+        d = np.asarray(x * r, dtype=F32)
+    return np.where(np.isnan(d), _CANONICAL, d)
+
+
 def _trunc_division(op: ir.MathOp, first_tid) -> Callable:
     def f(idx, x, y):
         zero = y == 0
@@ -311,6 +337,8 @@ def math_eval(e: ir.MathCall, first_tid) -> Callable:
         return lambda idx, x: _ffs(np.asarray(x))
     if op in (M.HMAX2, M.HMIN2):
         return lambda idx, a, b: _bf16x2_minmax(op, a, b)
+    if op is M.FDIVIDEF:
+        return lambda idx, x, y: _fdividef(x, y)
     if op is M.PACK_BF16X2:
         return lambda idx, x, y: _pack_bf16x2(x) | (_pack_bf16x2(y) << np.uint32(16))
     raise NotImplementedError(f"no simulator semantics for T.{op.value}")
