@@ -188,6 +188,76 @@ def test_fp8_scalar_parameters_are_refused_at_their_annotation(fmt, tmp_path):
     assert tirx.compile(fixed, target="cuda -arch=sm_90").source
 
 
+def _reinterpret_kernel(fmt: str, tmp):
+    """T.reinterpret between fp8 and uint8, both ways: of a value computed in the kernel (held
+    as a float in the C) and of one read from memory (its stored bits)."""
+    return define(
+        f"""
+        @T.function
+        def k(F: T.Tensor(({N},), "{fmt}"), X: T.Tensor(({N},), "float32"),
+              U: T.Tensor((2, {N}), "uint8"), B: T.Tensor(({N},), "uint8"),
+              G: T.Tensor((2, {N}), "{fmt}")):
+            T.device_entry(launch=T.cuda.LaunchConfig(grid=2, block=128))
+            i = T.cuda.block_idx("x") * 128 + T.cuda.thread_idx("x")
+            U[0, i] = T.reinterpret(T.{fmt}(X[i]), ty="uint8")
+            U[1, i] = T.reinterpret(F[i], ty="uint8")
+            G[0, i] = T.reinterpret(B[i], ty="{fmt}")
+            G[1, i] = T.reinterpret(T.uint8(B[i] ^ 1), ty="{fmt}")
+        """,
+        tmp,
+        "k",
+    )
+
+
+def _reinterpret_inputs(fmt: str):
+    dt = getattr(torch, fmt)
+    pattern = torch.arange(N, dtype=torch.int32).to(torch.uint8)
+    return [pattern.view(dt), torch.from_numpy(_values()), torch.zeros((2, N), dtype=torch.uint8),
+            pattern.clone(), torch.zeros((2, N), dtype=dt)]  # fmt: skip
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_fp8_reinterpret_moves_bits(fmt, tmp_path):
+    """The bits, not the value: reinterpreting 1.0 gives its pattern (0x38 in e4m3), and a
+    pattern read as fp8 is that pattern (the C encodes the float it holds back to fp8; a value
+    cast of 1.0 to unsigned char would give 1)."""
+    f, x, u, b, g = _reinterpret_inputs(fmt)
+    tirx.compile(_reinterpret_kernel(fmt, tmp_path), target="sim")(f, x, u, b, g)
+    finite = np.isfinite(x.numpy())
+    want = _bits(x.to(getattr(torch, fmt)))  # in range, torch rounds as CUDA does
+    inside = finite & (np.abs(x.numpy()) <= (448 if fmt == "float8_e4m3fn" else 57344))
+    np.testing.assert_array_equal(u[0].numpy()[inside], want[inside])
+    np.testing.assert_array_equal(u[1].numpy(), np.arange(N, dtype=np.uint8))
+    # stored back as fp8 values (a saturating conversion): every finite pattern as it was
+    finite = f.float().isfinite().numpy()
+    for row, flip in ((g[0], 0), (g[1], 1)):
+        keep = finite[np.arange(N) ^ flip]
+        np.testing.assert_array_equal(_bits(row)[keep], (np.arange(N, dtype=np.uint8) ^ flip)[keep])
+    src = tirx.compile(_reinterpret_kernel(fmt, tmp_path), target="cuda -arch=sm_90").source
+    short = "e4m3" if fmt == "float8_e4m3fn" else "e5m2"
+    body = src.split('extern "C"')[1]
+    assert f"((unsigned char)(tirx_f2{short}((float)(tirx_{short}2f(tirx_f2{short}(" in body
+    assert "+ 256)] = ((unsigned char)(F[(" in body  # the stored bits
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_gpu_fp8_reinterpret_equals_the_simulator(fmt, tmp_path):
+    k = _reinterpret_kernel(fmt, tmp_path)
+    sim = _reinterpret_inputs(fmt)
+    tirx.compile(k, target="sim")(*sim)
+    gpu = [t.cuda() for t in _reinterpret_inputs(fmt)]
+    tirx.compile(k, target="cuda")(*gpu)
+    torch.cuda.synchronize()
+    nan_in = np.isnan(sim[1].numpy())
+    _assert_same_bits(gpu[2][0].cpu().numpy(), sim[2][0].numpy(), nan_in, getattr(torch, fmt))
+    np.testing.assert_array_equal(gpu[2][1].cpu().numpy(), sim[2][1].numpy())
+    nan = sim[0].float().isnan().numpy()
+    for row in (0, 1):
+        nan_in = nan[np.arange(N) ^ row]
+        _assert_same_bits(_bits(gpu[4].cpu())[row], _bits(sim[4])[row], nan_in, sim[0].dtype)
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("fmt", FORMATS)
 def test_gpu_fp8_conversions_equal_the_simulator(fmt, tmp_path):

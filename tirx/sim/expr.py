@@ -373,7 +373,7 @@ class ExprCompiler:
         from .reinterpret import reinterpret  # loaded by the first kernel that has one
 
         src, d = e.value.dtype, e.dtype
-        if isinstance(e.value, ir.Load) and src.kind == "float" and src.bits == 16:
+        if isinstance(e.value, ir.Load) and src.kind == "float" and src.bits in (8, 16):
             # straight from memory: the bits as stored (codegen's C does not widen them)
             bits, as_dst = self.load_bits(e.value), storage_type(d)
             return lambda idx: decode(np.asarray(bits(idx)).view(as_dst), d)
