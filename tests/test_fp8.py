@@ -311,3 +311,55 @@ extern "C" __global__ void conv(const unsigned char* f, const float* x, float* o
     dt = getattr(torch, fmt)
     np.testing.assert_array_equal(cupy.asnumpy(o), torch.from_numpy(f).view(dt).float().numpy())
     _assert_same_bits(cupy.asnumpy(g), _saturating(x, fmt), np.isnan(x), dt)
+
+
+FP8X4 = """
+@T.function
+def k(X: T.Tensor((4, 256), "float32"), U: T.Tensor((256,), "uint32")):
+    T.device_entry(launch=T.cuda.LaunchConfig(grid=2, block=128))
+    i = T.cuda.block_idx("x") * 128 + T.cuda.thread_idx("x")
+    U[i] = T.cuda.fp8x4_e4m3_from_float4(X[0, i], X[1, i], X[2, i], X[3, i])
+"""
+
+
+def _fp8x4_inputs():
+    x = np.stack([np.roll(_values(), 7 * k) for k in range(4)])
+    return torch.from_numpy(x), torch.zeros(N, dtype=torch.int32).view(torch.uint32)
+
+
+def test_fp8x4_e4m3_from_float4_packs_four_saturating_conversions(tmp_path):
+    """Each lane as a store to a float8_e4m3fn tensor rounds it (nearest even, saturating),
+    x in the lowest byte: torch's conversion of the clamped values, byte by byte."""
+    x, u = _fp8x4_inputs()
+    k = define(FP8X4, tmp_path, "k")
+    tirx.compile(k, target="sim")(x, u)
+    lanes = _bits(x.clamp(-448, 448).to(torch.float8_e4m3fn)).astype(np.uint32)
+    want = lanes[0] | lanes[1] << 8 | lanes[2] << 16 | lanes[3] << 24
+    nan = np.isnan(x.numpy()).any(axis=0)
+    np.testing.assert_array_equal(u.numpy().view(np.uint32)[~nan], want[~nan])
+    got = u.numpy().view(np.uint32)[nan]
+    assert ((got >> 8 * np.arange(4)[:, None]) & 0x7F == 0x7F).any(axis=0).all()  # a NaN byte
+    src = tirx.compile(k, target="cuda -arch=sm_90").source
+    body = src.split('extern "C"')[1]
+    assert body.count("tirx_f2e4m3(") == 8 and "<< ((unsigned int)24)" in body
+
+
+def test_fp8x4_e4m3_from_float4_takes_four_floats(tmp_path):
+    bad = FP8X4.replace("X[3, i])", "i)")
+    with pytest.raises(TirxError) as e:
+        define(bad, tmp_path, "k")
+    assert "T.cuda.fp8x4_e4m3_from_float4 takes a float value, not an int32 value" in str(e.value)
+    assert "fp8x4_e4m3_from_float4(" in caret_line(str(e.value))
+
+
+@pytest.mark.gpu
+def test_gpu_fp8x4_e4m3_from_float4_equals_the_simulator(tmp_path):
+    k = define(FP8X4, tmp_path, "k")
+    x, u = _fp8x4_inputs()
+    tirx.compile(k, target="sim")(x, u)
+    gu = torch.zeros(N, dtype=torch.int32, device="cuda").view(torch.uint32)
+    tirx.compile(k, target="cuda")(x.cuda(), gu)
+    torch.cuda.synchronize()
+    got, want = gu.cpu().numpy().view(np.uint32), u.numpy().view(np.uint32)
+    nan = np.isnan(x.numpy()).any(axis=0)
+    np.testing.assert_array_equal(got[~nan], want[~nan])

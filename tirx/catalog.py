@@ -211,6 +211,7 @@ ROWS: tuple[Row, ...] = (
             *("smem_addr_from_uint64", "hmax2", "hmin2", "float22bfloat162_rn"),
             *("float22bfloat162_rn_from_float2", "bfloat1622float2", "fdividef"),
             *("make_float2", "float2_x", "float2_y", "fadd2_rn", "fmul2_rn"),
+            "fp8x4_e4m3_from_float4",
         ),
         nodes=("MathCall",),
     ),  # fmt: skip

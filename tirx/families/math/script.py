@@ -388,6 +388,23 @@ def _float2_arith(ev, name, op, args, spans):
     return _float2_bits(*lanes)
 
 
+_E4M3, _U8 = dtype_of("float8_e4m3fn"), dtype_of("uint8")
+
+
+def _fp8x4(ev, name, op, args, spans):
+    """``T.cuda.fp8x4_e4m3_from_float4(x, y, z, w)``: the four values rounded to
+    float8_e4m3fn as a store to such a tensor rounds them (to nearest even, saturating to
+    +-448), their bytes packed in a uint32, x the lowest (CUDA's ``__nv_fp8x4_e4m3`` of a
+    float4)."""
+    word = None
+    for k, (v, s) in enumerate(zip(args, spans)):
+        byte = ir.Reinterpret(ir.cast(ir.cast(_float(name, v, s), ir.F32), _E4M3), _U8)
+        lane = ir.cast(byte, ir.U32)
+        lane = ir.binop(Op.SHL, lane, 8 * k) if k else lane
+        word = lane if word is None else ir.binop(Op.BITOR, word, lane)
+    return word
+
+
 _UNARY_FLOAT = (
     M.EXP, M.EXP2, M.EXP10, M.LOG, M.LOG2, M.LOG10, M.SQRT, M.RSQRT, M.TANH, M.SIGMOID,
     M.SIN, M.COS, M.ERF, M.FABS, M.FLOOR, M.CEIL, M.NEARBYINT, M.TRUNC, M.TAN, M.ASIN,
@@ -440,6 +457,7 @@ FORMS: dict[str, Form] = {
     "cuda.float2_y": Form(1, _float2_part),
     "cuda.fadd2_rn": Form(2, _float2_arith, Op.ADD),
     "cuda.fmul2_rn": Form(2, _float2_arith, Op.MUL),
+    "cuda.fp8x4_e4m3_from_float4": Form(4, _fp8x4),
 }
 MATH_NAMES = tuple(k for k in FORMS if not k.startswith("cuda."))
 CUDA_NAMES = tuple(k.split(".", 1)[1] for k in FORMS if k.startswith("cuda."))
