@@ -1,5 +1,6 @@
 """The single-thread operations ``T.cuda.nano_sleep``, ``clock64``, ``trap_when_assert_failed``
-and the register fence ``T.cuda.wgmma.noop_barrier`` (tirx/families/thread_ops): golden CUDA
+the compiler hint ``T.assume`` and the register fence ``T.cuda.wgmma.noop_barrier``
+(tirx/families/thread_ops): golden CUDA
 excerpts, NVRTC, the simulator's semantics (a sleep changes no result; clock reads never go
 backwards; a failing assert stops the run at its line naming a thread; a fence on an
 accumulator a wgmma still writes reads nothing), misuse caught at the user's line, and the GPU
@@ -210,6 +211,36 @@ def test_register_fence_is_an_empty_asm_on_the_register(tmp_path):
     assert 'asm volatile("" : "+r"(w[0]) :: "memory");' in src
 
 
+ASSUMED = """
+@T.function
+def kernel(A: T.Tensor((64,), "int32")):
+    T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=64))
+    tx = T.cuda.thread_idx("x")
+    T.assume(tx < 64)
+    T.evaluate(T.assume(A[tx] >= 0))
+    A[tx] = A[tx] // 4
+"""
+
+
+def test_assume_is_a_hint_to_the_compiler_that_the_simulator_checks(tmp_path):
+    exe = tirx.compile(_kernel(tmp_path, ASSUMED), target="cuda -arch=sm_90")
+    assert "__builtin_assume((tx < 64));" in exe.source
+    assert "__builtin_assume((A[tx] >= 0));" in exe.source
+    assert "warning" not in exe.nvrtc.log.lower()
+    assert "T.assume(A[tx] >= 0)" in tirx.compile(_kernel(tmp_path, ASSUMED), "sim").script()
+    a = np.arange(64, dtype=np.int32)
+    tirx.compile(_kernel(tmp_path, ASSUMED), target="sim")(a)
+    np.testing.assert_array_equal(a, np.arange(64) // 4)
+    a = np.arange(64, dtype=np.int32) - 3  # false in threads 0, 1, 2: undefined on the GPU
+    with pytest.raises(SimulationError) as e:
+        tirx.compile(_kernel(tmp_path, ASSUMED), target="sim")(a)
+    msg = str(e.value)
+    assert "T.assume: the condition is false in thread 0 (and in 2 more of the 64 threads " in msg
+    assert "though the compiler was told it holds" in msg
+    assert caret_line(msg) == "T.evaluate(T.assume(A[tx] >= 0))"
+    assert "undefined results" in e.value.hint
+
+
 # ------------------------------------------------------------- simulator semantics
 
 
@@ -318,6 +349,8 @@ def kernel(A: T.Tensor((64,), "int32"), F: T.Tensor((64,), "float32")):
         ),
         ("x = T.cuda.nano_sleep(10)", "has no value to assign", "a statement of its own"),
         ("ok = T.cuda.trap_when_assert_failed(tx < 64)", "has no value to assign", None),
+        ("T.assume()", "T.assume takes 1 argument (cond), got 0", "T.assume(cond)"),
+        ("ok = T.assume(tx < 64)", "T.assume(...) has no value to assign", None),
         ("T.cuda.wgmma.noop_barrier(F[tx])", "'F' is a global tensor", "T.alloc_local"),
         ("T.cuda.wgmma.noop_barrier(F[tx] + 1.0)", "not an expression", "(acc[i])"),
         ("T.cuda.wgmma_noop_barrier(tx + 1)", "not an expression", None),

@@ -196,11 +196,12 @@ ROWS: tuple[Row, ...] = (
     Row(
         "thread_ops",
         ("script", "cuda", "sim"),
+        t_names=("assume",),
         cuda_names=(
             *("nano_sleep", "clock64", "trap_when_assert_failed"),
             *("wgmma.noop_barrier", "wgmma_noop_barrier"),
         ),
-        nodes=("NanoSleep", "Clock", "AssertTrap", "RegisterFence"),
+        nodes=("NanoSleep", "Clock", "AssertTrap", "Assume", "RegisterFence"),
     ),  # fmt: skip
     Row(
         "math",

@@ -282,6 +282,9 @@ class _Printer(Walker):
     def visit_AssertTrap(self, s):
         self.line(f"T.cuda.trap_when_assert_failed({print_expr(s.cond)})")
 
+    def visit_Assume(self, s):
+        self.line(f"T.assume({print_expr(s.cond)})")
+
     def visit_RegisterFence(self, s):
         self.line(f"T.cuda.wgmma.noop_barrier({print_expr(s.target)})")
 

@@ -1,6 +1,6 @@
 """IR nodes of the single-thread operations (tirx/families/thread_ops/script.py):
-``T.cuda.nano_sleep``, ``T.cuda.clock64``, ``T.cuda.trap_when_assert_failed`` and
-``T.cuda.wgmma.noop_barrier``.
+``T.cuda.nano_sleep``, ``T.cuda.clock64``, ``T.cuda.trap_when_assert_failed``, ``T.assume``
+and ``T.cuda.wgmma.noop_barrier``.
 :mod:`tirx.ir.nodes` imports them, so they are node classes like its own (the visitor walks
 them).
 
@@ -15,7 +15,7 @@ from __future__ import annotations
 from ..errors import Span
 from .nodes import Expr, Stmt, Var, node
 
-__all__ = ["NanoSleep", "Clock", "AssertTrap", "RegisterFence"]
+__all__ = ["NanoSleep", "Clock", "AssertTrap", "Assume", "RegisterFence"]
 
 
 @node
@@ -44,6 +44,16 @@ class AssertTrap(Stmt):
     """``if (!(cond)) asm volatile("trap;");``: a device-side assert. A thread whose ``cond``
     (bool) is false executes ``trap``, which stops the whole kernel with an error (the launch
     fails with "unspecified launch failure", and the CUDA context is unusable afterwards)."""
+
+    cond: Expr
+    span: Span | None = None
+
+
+@node
+class Assume(Stmt):
+    """``__builtin_assume(cond)`` (``T.assume``): the compiler may take ``cond`` (bool) as true
+    here and optimize on it; where it is false, what the thread does next is undefined. Nothing
+    is executed for it on the GPU."""
 
     cond: Expr
     span: Span | None = None

@@ -134,7 +134,7 @@ class _Assignments(Walker):
         leaves += ("ElemAtomic", "Atomic", "ThreadFence", "VotingBarrier", "CtaReduce")
         # (a clock read assigns only its fresh result; a sleep, an assert and a register fence
         # assign nothing the program sees)
-        leaves += ("NanoSleep", "Clock", "AssertTrap", "RegisterFence")
+        leaves += ("NanoSleep", "Clock", "AssertTrap", "Assume", "RegisterFence")
         if cls.__name__ in (*leaves, "RawPtx", "PtxCall"):
             return (_Assignments._no_assignment,)
         return None

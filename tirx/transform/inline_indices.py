@@ -38,7 +38,7 @@ _PLAIN = (ir.Break, ir.Continue, ir.Barrier, ir.Printf)
 _PLAIN += (ir.Atomic, ir.ThreadFence, ir.VotingBarrier, ir.CtaReduce)
 # a sleep, a clock read, an assert: no address; the clock's result is assigned by no Assign;
 # a register fence: a local register's own index, left as it is
-_PLAIN += (ir.NanoSleep, ir.Clock, ir.AssertTrap, ir.RegisterFence)
+_PLAIN += (ir.NanoSleep, ir.Clock, ir.AssertTrap, ir.Assume, ir.RegisterFence)
 
 
 def inline_indices(fn: ir.Function, body: ir.Stmt) -> ir.Stmt:

@@ -117,6 +117,7 @@ class _Lowerer(Transformer):
             "NanoSleep",
             "AssertTrap",
             "RegisterFence",
+            "Assume",
         }
     )
     # already lowered (or leaves): returned as they are

@@ -9,7 +9,13 @@ from __future__ import annotations
 
 from ...ir import nodes as ir
 
-__all__ = ["visit_NanoSleep", "visit_Clock", "visit_AssertTrap", "visit_RegisterFence"]
+__all__ = [
+    "visit_NanoSleep",
+    "visit_Clock",
+    "visit_AssertTrap",
+    "visit_Assume",
+    "visit_RegisterFence",
+]
 
 
 def _emit_nano_sleep(em, st: ir.NanoSleep) -> None:
@@ -27,6 +33,11 @@ def _emit_assert_trap(em, st: ir.AssertTrap) -> None:
     em.line(f'if (!({em.e(st.cond)})) asm volatile("trap;");')
 
 
+def _emit_assume(em, st: ir.Assume) -> None:
+    em.mark(st.span)
+    em.line(f"__builtin_assume({em.e(st.cond)});")
+
+
 def _emit_register_fence(em, st: ir.RegisterFence) -> None:
     em.mark(st.span)
     constraint = "+f" if st.target.dtype.name == "float32" else "+r"
@@ -37,4 +48,5 @@ def _emit_register_fence(em, st: ir.RegisterFence) -> None:
 visit_NanoSleep = _emit_nano_sleep
 visit_Clock = _emit_clock
 visit_AssertTrap = _emit_assert_trap
+visit_Assume = _emit_assume
 visit_RegisterFence = _emit_register_fence

@@ -1,5 +1,6 @@
 """The script side of the single-thread operations: ``T.cuda.nano_sleep(time)``,
-``T.cuda.clock64()``, ``T.cuda.trap_when_assert_failed(cond)`` and the register fence
+``T.cuda.clock64()``, ``T.cuda.trap_when_assert_failed(cond)``, the compiler hint
+``T.assume(cond)`` and the register fence
 ``T.cuda.wgmma.noop_barrier(reg)`` (also spelled ``T.cuda.wgmma_noop_barrier``), with the real
 TIRx's spelling (its parameter names are accepted as keywords).
 
@@ -28,19 +29,21 @@ from ...errors import TirxSyntaxError
 from ...ir import nodes as ir
 from ...script.effects import statement_position
 
-__all__ = ["CUDA_NAMES", "KEYS", "parse_call"]
+__all__ = ["T_NAMES", "CUDA_NAMES", "KEYS", "parse_call"]
 
+T_NAMES = ("assume",)
 CUDA_NAMES = (
     *("nano_sleep", "clock64", "trap_when_assert_failed"),
     *("wgmma.noop_barrier", "wgmma_noop_barrier"),
 )
-KEYS = frozenset(f"cuda.{n}" for n in CUDA_NAMES)
+KEYS = frozenset(T_NAMES) | frozenset(f"cuda.{n}" for n in CUDA_NAMES)
 
 # each call's parameters, as the real TIRx names them
 _PARAMS = {
     "nano_sleep": ("time",),
     "clock64": (),
     "trap_when_assert_failed": ("cond",),
+    "assume": ("cond",),
     "wgmma.noop_barrier": ("reg",),
     "wgmma_noop_barrier": ("reg",),
 }
@@ -55,17 +58,19 @@ def parse_call(ev, key: str, node: ast.Call, name_hint=None):
     dropped = statement_position(ev, key, node)
     args = _arguments(ev, node, name)
     span = ev.p.span(node)
+    label = f"T.{key}"
     if name != "clock64" and not dropped:
         raise TirxSyntaxError(
-            f"T.cuda.{name}(...) has no value to assign",
+            f"{label}(...) has no value to assign",
             span,
-            hint=f"write it as a statement of its own: T.cuda.{name}(...)",
+            hint=f"write it as a statement of its own: {label}(...)",
         )
     if name == "nano_sleep":
         ev.b.emit(ir.NanoSleep(_duration(ev, args[0]), span))
         return None
-    if name == "trap_when_assert_failed":
-        ev.b.emit(ir.AssertTrap(ev.to_bool(ir.as_expr(ev.scalar(args[0]))), span))
+    if name in ("trap_when_assert_failed", "assume"):
+        cond = ev.to_bool(ir.as_expr(ev.scalar(args[0])))
+        ev.b.emit((ir.AssertTrap if name != "assume" else ir.Assume)(cond, span))
         return None
     if name != "clock64":  # the register fence
         ev.b.emit(ir.RegisterFence(_register(ev, name, args[0]), span))
@@ -79,19 +84,20 @@ def _arguments(ev, node: ast.Call, name: str) -> list:
     """The call's arguments as AST nodes, one per parameter (positional, or by the real
     TIRx's parameter name)."""
     params = _PARAMS[name]
+    label = f"T.{name}" if name in T_NAMES else f"T.cuda.{name}"
     args = list(node.args)
     for k in node.keywords:
         if k.arg not in params or params.index(k.arg) < len(node.args):
             raise TirxSyntaxError(
-                f"T.cuda.{name} got an unexpected keyword argument {k.arg!r}", ev.p.span(k)
+                f"{label} got an unexpected keyword argument {k.arg!r}", ev.p.span(k)
             )
         args.append(k.value)
     if len(args) != len(params):
         takes = "no arguments" if not params else f"{len(params)} argument ({', '.join(params)})"
         raise TirxSyntaxError(
-            f"T.cuda.{name} takes {takes}, got {len(args)}",
+            f"{label} takes {takes}, got {len(args)}",
             ev.p.span(node),
-            hint=f"write T.cuda.{name}({', '.join(params)})",
+            hint=f"write {label}({', '.join(params)})",
         )
     return args
 

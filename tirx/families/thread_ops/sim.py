@@ -16,6 +16,10 @@ Function", "Nanosleep Function", "Assertion") and the PTX ISA ("nanosleep", "tra
   the GPU stops the kernel (the launch fails with "unspecified launch failure"). The
   simulator stops with a :class:`~tirx.errors.SimulationError` at the assert's line naming
   the first thread (lowest linear id among those executing it) whose condition is false.
+* ``T.assume``: on the GPU the compiler takes the condition as true and may optimize on it;
+  where it is false, what follows is undefined behaviour, with no error at run time. The
+  simulator checks it, as the assert above, and stops at its line naming the first thread
+  where it is false (nothing a test on the GPU would ever show).
 * ``wgmma.noop_barrier``: an empty asm; it constrains the compiler, not the GPU, which
   executes nothing for it. The simulator does nothing either: the register is not read (a
   fence on an accumulator a wgmma still writes is no read of it).
@@ -29,8 +33,18 @@ from ...ir import nodes as ir
 from ...sim.expr import to_bool
 from ...sim.faults import Fault
 
-__all__ = ["compile_NanoSleep", "compile_Clock", "compile_AssertTrap", "compile_RegisterFence"]
+__all__ = [
+    "compile_NanoSleep",
+    "compile_Clock",
+    "compile_AssertTrap",
+    "compile_Assume",
+    "compile_RegisterFence",
+]
 
+_ASSUME_HINT = (
+    "the GPU runs on as if it held, with undefined results (no error): fix the code that "
+    "breaks the assumption, or drop the T.assume"
+)
 _HINT = (
     "on the GPU that thread executes trap and the launch fails (unspecified launch failure); "
     "print the condition's inputs with T.cuda.printf before the assert to see why it fails"
@@ -79,6 +93,16 @@ def compile_Clock(machine, s: ir.Clock):
 
 
 def compile_AssertTrap(machine, s: ir.AssertTrap):
+    return _checked(machine, s, "trap_when_assert_failed", "so it traps", _HINT)
+
+
+def compile_Assume(machine, s: ir.Assume):
+    return _checked(machine, s, "T.assume", "though the compiler was told it holds",
+                    _ASSUME_HINT)  # fmt: skip
+
+
+def _checked(machine, s, what: str, so: str, hint: str):
+    """A statement whose condition must hold in every thread that executes it."""
     cond = to_bool(machine.compiler.compile(s.cond), s.cond.dtype)
     span, m = s.span, machine
 
@@ -90,12 +114,8 @@ def compile_AssertTrap(machine, s: ir.AssertTrap):
             first = int(failing[0])
             more = failing.size - 1
             others = f" (and in {more} more of the {idx.size} threads executing it)" if more else ""
-            raise Fault(
-                f"trap_when_assert_failed: the condition is false in thread {first}{others}, "
-                "so it traps",
-                first,
-                _HINT,
-            )
+            raise Fault(f"{what}: the condition is false in thread {first}{others}, {so}",
+                        first, hint)  # fmt: skip
         return idx
 
     return run
