@@ -89,6 +89,26 @@ def test_launch_dynamic_bytes_checked_against_the_maximum(tmp_path):
         tirx.compile(kernel(tmp_path, 64, launch=too_much), "cuda -arch=sm_80")
 
 
+def test_smem_is_the_real_tirxs_short_spelling_of_alloc_shared(tmp_path):
+    """``T.smem(shape, dtype, ...)``: the same allocation, static or dynamic, same C."""
+    import numpy as np
+
+    text = KERNEL.format(n=64, scope=', scope="shared.dyn"', launch="")
+    short = define(text.replace("T.alloc_shared(", "T.smem("), tmp_path, "kernel")
+    long = define(text, tmp_path, "kernel")
+    for target in ("cuda -arch=sm_90", "sim"):
+        a, b = tirx.compile(short, target), tirx.compile(long, target)
+        assert a.lowered.shared_bytes == b.lowered.shared_bytes
+
+    def body(k):  # the kernel's C without its #line directives (two files)
+        return re.sub(r"#line .*\n", "", tirx.compile(k, "cuda -arch=sm_90").source)
+
+    assert "extern __shared__" in body(short) and body(short) == body(long)
+    out = np.zeros(32, np.float32)
+    tirx.compile(short, "sim")(out)
+    assert np.array_equal(out, np.arange(32, dtype=np.float32))
+
+
 def test_bad_scope_is_a_syntax_error(tmp_path):
     with pytest.raises(TirxSyntaxError, match='scope must be "shared" or "shared.dyn"'):
         tirx.compile(kernel(tmp_path, 64, ', scope="global"'), "sim")

@@ -224,7 +224,8 @@ class Calls:
             return None
         if key == "cuda.tile.apply":
             return self._tile_apply(node, span)
-        if key in ("alloc_shared", "alloc_local"):
+        if key in ("alloc_shared", "alloc_local", "smem"):
+            key = "alloc_shared" if key == "smem" else key  # the real TIRx's short spelling
             vals = self._args(node, 2, 5, "shape", "dtype", "layout", "align", "scope")
             shape, dtype, layout, align, where = vals + [_MISSING] * (5 - len(vals))
             layout = "default" if layout is _MISSING else layout

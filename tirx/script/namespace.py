@@ -422,6 +422,7 @@ class _Namespace(_Suggesting):
             "device_entry",
             "alloc_shared",
             "alloc_local",
+            "smem",
             "serial",
             "unroll",
             "cast",
