@@ -1,4 +1,5 @@
-"""``T.shared_scalar``: a one-element shared tensor that a name stands for, and
+"""``T.shared_scalar``: a one-element shared tensor that a name stands for (and
+``T.alloc_scalar(dtype, scope)``, shared or local), and
 ``T.address_of(t[i])`` accepted wherever an instruction takes the shared element ``t[i]``
 (docs/semantics.md, "Language forms of TIRx"), as the real TIRx's kernels write an mbarrier:
 ``bar = T.shared_scalar("uint64")`` ... ``T.cuda.mbarrier_wait(T.address_of(bar), 0)``."""
@@ -98,6 +99,23 @@ def test_a_cell_is_shared_memory_with_its_races(tmp_path):
         tirx.compile(k, target="sim")(np.zeros(64, np.int32))
 
 
+def test_alloc_scalar_is_a_shared_cell_or_a_local_variable(tmp_path):
+    """``T.alloc_scalar(dtype, scope)``: "shared" is the shared cell (the same kernel as with
+    T.shared_scalar), "local" a variable of each thread that starts at zero."""
+    text = CELLS.format(arrive="T.address_of(bar)", wait="T.address_of(bar)")
+    text = text.replace('T.shared_scalar("uint64")', 'T.alloc_scalar("uint64", "shared")')
+    text = text.replace('T.shared_scalar("int32")', 'T.alloc_scalar("int32", scope="shared")')
+    text = text.replace("    O[tid] = count", "    mine = T.alloc_scalar(\"int32\", \"local\")\n"
+                        "    mine += tid\n    O[tid] = mine - T.int32(tid) + count")  # fmt: skip
+    out = np.zeros(64, np.int32)
+    exe = tirx.compile(define(text, tmp_path, "k"), target="sim")
+    exe(out)
+    np.testing.assert_array_equal(out, np.full(64, 1000) + np.arange(64))
+    assert exe.lowered.shared_bytes == tirx.compile(_cells(tmp_path), "sim").lowered.shared_bytes
+    src = tirx.compile(define(text, tmp_path, "k"), target="cuda -arch=sm_90").source
+    assert "int mine;" in src and "mine = 0;" in src
+
+
 @pytest.mark.parametrize(
     "line, message",
     [
@@ -107,6 +125,11 @@ def test_a_cell_is_shared_memory_with_its_races(tmp_path):
             'x = T.shared_scalar("int32", 3)',
             "T.shared_scalar takes 0 to 1 arguments \\(dtype\\), got 2",
         ),
+        ('x = T.alloc_scalar("int32")', 'scope must be "shared" or "local", got \'global\' \\(the'),
+        ('x = T.alloc_scalar("int32", "global")', "global memory comes in as a tensor"),
+        ('x = T.alloc_scalar("bool", "shared")', "a bool shared scalar is not supported"),
+        ('x = T.alloc_scalar("float16", "local")', "float16 local scalar is not supported"),
+        ('x = T.alloc_scalar("int32", "local") * 2', "assign it to a name of its own"),
     ],
 )
 def test_shared_scalar_misuse_at_the_users_line(tmp_path, line, message):

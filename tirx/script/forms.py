@@ -36,7 +36,7 @@ __all__ = [
 ]
 
 # The forms that bind the name they are assigned to (see assign_form).
-_BINDING_KEYS = ("meta_var", "bind_", "local_scalar", "shared_scalar")
+_BINDING_KEYS = ("meta_var", "bind_", "local_scalar", "shared_scalar", "alloc_scalar")
 
 
 # ------------------------------------------------------------------------------ calls
@@ -74,11 +74,11 @@ def call_form(ev, key: str, node: ast.Call, name_hint=None):
 
     if key == "local_scalar":
         return storage.local_scalar(ev, node, name_hint or "scalar")
-    if key == "shared_scalar":
+    if key in ("shared_scalar", "alloc_scalar"):
         raise TirxSyntaxError(
-            "T.shared_scalar(...) names a shared cell: assign it to a name of its own",
+            f"T.{key}(...) names a scalar: assign it to a name of its own",
             span,
-            hint='bar = T.shared_scalar("uint64"), then use bar',
+            hint=f'bar = T.{key}("uint64"{", scope=" + repr("shared") if key == "alloc_scalar" else ""}), then use bar',
         )
     if key == "reinterpret":
         return storage.reinterpret(ev, node, span)
@@ -224,6 +224,11 @@ def assign_form(parser, node: ast.Assign) -> bool:
         from .storage import shared_scalar
 
         b.frames[b.base][target.id] = shared_scalar(ev, node_value, target.id)
+        return True
+    if key == "alloc_scalar":
+        from .storage import alloc_scalar
+
+        b.frames[b.base][target.id] = alloc_scalar(ev, node_value, target.id)
         return True
     value = ev.value(node_value)
     if isinstance(value, ir.View) or not (is_number(value) or isinstance(value, ir.Expr)):

@@ -296,6 +296,7 @@ FORM_KEYS = frozenset(
         "bind_",
         "local_scalar",
         "shared_scalar",
+        "alloc_scalar",
         "reinterpret",
         "address_of",
         "alloc_tensor",

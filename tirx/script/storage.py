@@ -36,13 +36,17 @@ def local_scalar(ev, node, name: str) -> ir.Var:
     span = ev.p.span(node)
     vals = ev._args(node, 0, 2, "dtype", "init")
     dtype = dtype_arg(vals[0] if vals else "float32", span)
+    init = vals[1] if len(vals) > 1 and vals[1] is not None else 0
+    return _local_scalar(ev, name, dtype, init, span, "local_scalar")
+
+
+def _local_scalar(ev, name: str, dtype, init, span, key: str) -> ir.Var:
     if dtype.name in ("float16", "bfloat16"):
         raise TirxSyntaxError(
             f"a {dtype.name} local scalar is not supported: scalars compute in float32",
             span,
-            hint='use T.local_scalar("float32", ...) and convert when storing',
+            hint=f'use T.{key}("float32", ...) and convert when storing',
         )
-    init = vals[1] if len(vals) > 1 and vals[1] is not None else 0
     if isinstance(init, ir.View) or not (is_number(init) or isinstance(init, ir.Expr)):
         raise TirxSyntaxError(f"the initial value must be a number, got {kind_of(init)}", span)
     var = ev.b.new_var(name, dtype)
@@ -58,7 +62,10 @@ def shared_scalar(ev, node, name: str) -> ir.ElemLoad:
     initialized, as any shared memory."""
     span = ev.p.span(node)
     vals = ev._args(node, 0, 1, "dtype")
-    dtype = dtype_arg(vals[0] if vals else "float32", span)
+    return _shared_cell(ev, name, dtype_arg(vals[0] if vals else "float32", span), span)
+
+
+def _shared_cell(ev, name: str, dtype, span) -> ir.ElemLoad:
     if dtype.name == "bool":
         raise TirxSyntaxError(
             "a bool shared scalar is not supported", span, hint='use "int32" (0 or 1)'
@@ -66,6 +73,30 @@ def shared_scalar(ev, node, name: str) -> ir.ElemLoad:
     view = ev.b.alloc(name, (1,), dtype, ir.Scope.SHARED, "default", max(16, dtype.bytes), span)
     ev.b.cells.add(view.buffer)
     return ir.ElemLoad(view, (0,), view.dtype)
+
+
+def alloc_scalar(ev, node, name: str):
+    """``x = T.alloc_scalar(dtype, scope)``, the real TIRx's scalar of a memory scope:
+    ``"shared"`` is ``T.shared_scalar(dtype)`` (a shared cell, not initialized), ``"local"``
+    ``T.local_scalar(dtype)`` (a kernel variable, zero until written). The real TIRx's default
+    scope, ``"global"``, would be a global allocation made inside the kernel, which tirx has
+    not: global memory comes in through the kernel's tensor parameters."""
+    span = ev.p.span(node)
+    vals = ev._args(node, 0, 2, "dtype", "scope")
+    dtype = dtype_arg(vals[0] if vals else "float32", span)
+    scope = vals[1] if len(vals) > 1 else "global"
+    if scope == "shared":
+        return _shared_cell(ev, name, dtype, span)
+    if scope == "local":
+        return _local_scalar(ev, name, dtype, 0, span, "alloc_scalar")
+    raise TirxSyntaxError(
+        f'T.alloc_scalar\'s scope must be "shared" or "local", got {scope!r}'
+        + (" (the default)" if len(vals) < 2 else ""),
+        span,
+        hint=f'T.alloc_scalar("{dtype.name}", "shared") for a cell every thread of the block '
+        f'sees, "local" for a variable of each thread; global memory comes in as a tensor '
+        "parameter",
+    )
 
 
 def reinterpret(ev, node, span) -> ir.Expr:
