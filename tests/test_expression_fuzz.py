@@ -1,0 +1,250 @@
+"""Random scalar expressions, the simulator against the GPU: a seeded generator writes kernels
+whose lanes each compute a dozen expressions over integer, float32, float16, bfloat16 and fp8
+values (arithmetic, bitwise operations and shifts, comparisons and selects, conversions both
+ways, bit reinterpretation, min/max, the exact math functions) and store them.
+
+Every expression is defined behaviour in C (no signed overflow: signed products take a small
+constant; shift counts are masked; divisors are odd), so the GPU's result is the one answer the
+simulator must give: integers bit for bit, floats bit for bit except that a NaN need only be a
+NaN (a NaN result's payload is not modelled, docs/simulator.md). Without a GPU the same kernels
+must compile with NVRTC and simulate (no internal error, no refusal); the GPU test compares.
+"""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+
+import tirx
+from tests.helpers import define
+
+LANES = 64
+KERNELS_CPU = 6  # compiled and simulated in every run
+KERNELS_GPU = 40  # compared on the GPU
+PER_KERNEL = 12
+
+# the inputs: name -> dtype; each lane reads element i
+INPUTS = {"A": "int32", "B": "uint32", "L": "int64", "F": "float32", "H": "float16",
+          "G": "bfloat16", "E": "float8_e4m3fn"}  # fmt: skip
+LEAVES = {"int": ["A[i]", "T.int32(i) - 32"], "uint": ["B[i]"], "int64": ["L[i]"],
+          "float": ["F[i]", "H[i]", "G[i]", "T.float32(E[i])"]}  # fmt: skip
+
+
+class _Gen:
+    """Expressions as source text of a kind: "int" (int32), "uint" (uint32), "int64",
+    "float" (float32 or narrower, computing as float32)."""
+
+    def __init__(self, rng: random.Random):
+        self.r = rng
+
+    def expr(self, kind: str, depth: int) -> str:
+        r = self.r
+        if depth == 0 or r.random() < 0.25:
+            return self.leaf(kind)
+        return getattr(self, f"_{kind}")(depth - 1)
+
+    def leaf(self, kind: str) -> str:
+        r = self.r
+        if r.random() < 0.2:
+            return {"int": str(r.randint(-9, 9)), "uint": f"T.uint32({r.randint(0, 2**32 - 1)})",
+                    "int64": f"T.int64({r.randint(-(2**40), 2**40)})",
+                    "float": repr(r.choice([0.5, -1.25, 3.0, 1e-3, 65504.0, 1e30, -0.0]))}[kind]  # fmt: skip
+        return r.choice(LEAVES[kind])
+
+    def _int(self, d: int) -> str:
+        r, e = self.r, self.expr
+        k = r.randrange(10)
+        if k == 0:
+            return f"({e('int', d)} + {e('int', d)})"
+        if k == 1:
+            return f"({e('int', d)} - {e('int', d)})"
+        if k == 2:
+            return f"({e('int', d)} * {r.randint(-7, 7)})"
+        if k == 3:
+            return f"({e('int', d)} {r.choice(['&', '|', '^'])} {e('int', d)})"
+        if k == 4:
+            return f"({e('int', d)} >> ({e('int', d)} & 31))"
+        if k == 5:
+            op = r.choice(["//", "%"])
+            return f"({e('int', d)} {op} ({e('int', d)} | 1))"
+        if k == 6:
+            f = r.choice(["T.truncdiv", "T.truncmod"])
+            return f"{f}({e('int', d)}, ({e('int', d)} | 1))"
+        if k == 7:
+            return f"T.{r.choice(['min', 'max'])}({e('int', d)}, {e('int', d)})"
+        if k == 8:
+            return f"T.int32({e('float', d)})"  # truncates, saturating (cvt.rzi.s32.f32)
+        return f"T.if_then_else({self.cond(d)}, {e('int', d)}, {e('int', d)})"
+
+    def _uint(self, d: int) -> str:
+        r, e = self.r, self.expr
+        k = r.randrange(8)
+        if k == 0:
+            return f"({e('uint', d)} {r.choice(['+', '-', '*'])} {e('uint', d)})"
+        if k == 1:
+            return f"({e('uint', d)} {r.choice(['&', '|', '^'])} {e('uint', d)})"
+        if k == 2:
+            return f"({e('uint', d)} {r.choice(['<<', '>>'])} ({e('uint', d)} & T.uint32(31)))"
+        if k == 3:
+            return f"({e('uint', d)} {r.choice(['//', '%'])} ({e('uint', d)} | T.uint32(1)))"
+        if k == 4:
+            return f"T.cast({e('int', d)}, \"uint32\")"
+        if k == 5:
+            return f'T.reinterpret({self._f32(d)}, ty="uint32")'
+        if k == 6:
+            return f"T.uint32(T.reinterpret(T.{r.choice(['float16', 'bfloat16'])}({e('float', d)}), ty=\"uint16\"))"  # fmt: skip
+        return f"T.uint32({e('float', d)})"  # cvt.rzi.u32.f32, saturating
+
+    def _int64(self, d: int) -> str:
+        r, e = self.r, self.expr
+        k = r.randrange(5)
+        if k == 0:
+            return f"({e('int64', d)} {r.choice(['+', '-'])} T.int64({e('int', d)}))"
+        if k == 1:
+            return f"({e('int64', d)} {r.choice(['&', '|', '^'])} {e('int64', d)})"
+        if k == 2:
+            return f"({e('int64', d)} >> (T.int64({e('int', d)}) & T.int64(63)))"
+        if k == 3:
+            return f"T.int64({e('uint', d)})"
+        return f"T.int64({e('float', d)})"
+
+    def _f32(self, d: int) -> str:
+        return f"T.float32({self.expr('float', d)})"
+
+    def _float(self, d: int) -> str:
+        r, e = self.r, self.expr
+        k = r.randrange(11)
+        if k == 0:
+            return f"({e('float', d)} {r.choice(['+', '-', '*', '/'])} {e('float', d)})"
+        if k == 1:
+            fn = r.choice(["T.sqrt", "T.fabs", "T.floor", "T.ceil", "T.trunc"])
+            return f"{fn}({self._f32(d)})"
+        if k == 2:
+            return f"T.fma({self._f32(d)}, {self._f32(d)}, {self._f32(d)})"
+        if k == 3:
+            return f"T.{r.choice(['min', 'max'])}({self._f32(d)}, {self._f32(d)})"
+        if k == 4:
+            t = r.choice(["float16", "bfloat16", "float8_e4m3fn", "float8_e5m2"])
+            cast = f"T.{t}({e('float', d)})"
+            return f"T.float32({cast})" if t.startswith("float8") else cast  # fp8 only stores
+        if k == 5:
+            return f"T.float32({e(r.choice(['int', 'uint', 'int64']), d)})"
+        if k == 6:
+            return f'T.reinterpret({e("uint", d)}, ty="float32")'
+        if k == 7:
+            return f"T.float32(T.reinterpret(T.uint16({e('uint', d)} & T.uint32(65535)), ty=\"{r.choice(['float16', 'bfloat16'])}\"))"  # fmt: skip
+        if k == 8:
+            return f"T.if_then_else({self.cond(d)}, {self._f32(d)}, {self._f32(d)})"
+        if k == 9:
+            return f"T.float32(T.float64({e('float', d)}) * T.float64({e('float', d)}))"
+        return f"(-{e('float', d)})"
+
+    def cond(self, d: int) -> str:
+        r = self.r
+        kind = r.choice(["int", "uint", "float"])
+        op = r.choice(["<", "<=", "==", "!=", ">", ">="])
+        c = f"({self.expr(kind, d)} {op} {self.expr(kind, d)})"
+        if r.random() < 0.3:
+            c = f"({c} {r.choice(['and', 'or'])} ({self.expr('int', d)} > 0))"
+        return c
+
+
+def _kernel_source(seed: int) -> tuple[str, list[str]]:
+    gen = _Gen(random.Random(seed))
+    lines, kinds = [], []
+    for n in range(PER_KERNEL):
+        kind = ["int", "uint", "int64", "float"][n % 4]
+        e = gen.expr(kind, 3)
+        if kind == "float":
+            lines.append(f"    Of[{n // 4}, i] = T.float32({e})")
+        else:
+            lines.append(f"    Oi[{n // 4 * 3 + n % 4}, i] = T.int64({e})")
+        kinds.append(kind)
+    params = ", ".join(f'{k}: T.Tensor(({LANES},), "{d}")' for k, d in INPUTS.items())
+    text = (
+        "@T.function\n"
+        f'def k({params}, Oi: T.Tensor(({PER_KERNEL // 4 * 3}, {LANES}), "int64"), '
+        f'Of: T.Tensor(({PER_KERNEL // 4}, {LANES}), "float32")):\n'
+        f"    T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block={LANES}))\n"
+        '    i = T.cuda.thread_idx("x")\n' + "\n".join(lines) + "\n"
+    )
+    return text, lines
+
+
+def _inputs(seed: int):
+    """Numpy arrays (bfloat16 and fp8 as their bits: uint16, uint8) and the two outputs."""
+    rng = np.random.default_rng(seed)
+    a = rng.integers(-1000, 1000, LANES).astype(np.int32)
+    a[:4] = [0, -1, 2**31 - 1, -(2**31)]
+    b = rng.integers(0, 2**32, LANES, dtype=np.uint64).astype(np.uint32)
+    b[:3] = [0, 1, 2**32 - 1]
+    long = rng.integers(-(2**40), 2**40, LANES).astype(np.int64)
+    f = (rng.standard_normal(LANES) * 10.0 ** rng.integers(-6, 7, LANES)).astype(np.float32)
+    f[:8] = [0.0, -0.0, np.inf, -np.inf, np.nan, 1e-40, 3e38, 0.5]
+    h = (rng.standard_normal(LANES) * 100).astype(np.float16)
+    h[:3] = [np.inf, np.nan, 6e-8]
+    g = (f.view(np.uint32) >> 16).astype(np.uint16)  # bfloat16 bits of f, truncated
+    e = rng.integers(0, 256, LANES).astype(np.uint8)
+    return [a, b, long, f, h, g, e, np.zeros((PER_KERNEL // 4 * 3, LANES), np.int64),
+            np.zeros((PER_KERNEL // 4, LANES), np.float32)]  # fmt: skip
+
+
+def _kernel(seed: int, tmp_path):
+    text, _ = _kernel_source(seed)
+    return define(text, tmp_path, "k")
+
+
+def _simulate(k, seed: int):
+    args = _inputs(seed)
+    tirx.compile(k, target="sim")(*args)
+    return args[-2], args[-1]
+
+
+@pytest.mark.parametrize("seed", range(KERNELS_CPU))
+def test_random_expressions_compile_and_simulate(seed, tmp_path):
+    k = _kernel(seed, tmp_path)
+    oi, of = _simulate(k, seed)
+    assert oi.shape == (PER_KERNEL // 4 * 3, LANES) and of.shape == (PER_KERNEL // 4, LANES)
+    exe = tirx.compile(k, target="cuda -arch=sm_90")
+    assert ".entry k" in exe.ptx
+
+
+def _torch_inputs(seed: int):
+    import torch
+
+    arrays = _inputs(seed)
+    out = [torch.from_numpy(a).cuda() for a in arrays]
+    out[5] = out[5].view(torch.bfloat16)
+    out[6] = out[6].view(torch.float8_e4m3fn)
+    return out
+
+
+@pytest.mark.gpu
+def test_gpu_random_expressions_equal_the_simulator(tmp_path):
+    """Each differing expression is listed with its lanes' values, GPU and simulator."""
+    import torch
+
+    differ = []
+    for seed in range(KERNELS_GPU):
+        k = _kernel(seed, tmp_path)
+        oi, of = _simulate(k, seed)
+        args = _torch_inputs(seed)
+        tirx.compile(k, target="cuda")(*args)
+        torch.cuda.synchronize()
+        gi, gf = args[-2].cpu().numpy(), args[-1].cpu().numpy()
+        _, lines = _kernel_source(seed)
+        for n, line in enumerate(lines):
+            if n % 4 == 3:
+                got, want = gf[n // 4], of[n // 4]
+                nan = np.isnan(got) & np.isnan(want)
+                bad = ~nan & (got.view(np.uint32) != want.view(np.uint32))
+            else:
+                got, want = gi[n // 4 * 3 + n % 4], oi[n // 4 * 3 + n % 4]
+                bad = got != want
+            if bad.any():
+                lane = int(np.argmax(bad))
+                differ.append(f"seed {seed}: {line.strip()}\n  lane {lane}: GPU {got[lane]!r} "
+                              f"sim {want[lane]!r} ({int(bad.sum())} lanes differ)")  # fmt: skip
+    assert not differ, "\n".join(differ)
