@@ -1008,3 +1008,23 @@ def test_an_unknown_name_in_a_sub_namespace_is_named_by_its_place(tmp_path):
     assert "T.cuda.wgmma has no attribute 'no_such_call'" in str(e.value)
     assert " at 0x" not in str(e.value)
     assert caret_line(str(e.value)) == "T.cuda.wgmma.no_such_call(dr[0])"
+
+
+@pytest.mark.parametrize(
+    ("line", "python"),
+    [
+        ("Out[lane, 0] = 0.5 % -0.0", "float modulo"),
+        ("Out[lane, 0] = T.float32(1.0) / T.float32(0.0)", "1.0 / 0.0"),
+        ("Out[lane, 0] = T.float32(7 // 0)", "integer division or modulo by zero"),
+    ],
+)
+def test_a_constant_divided_by_zero_is_named_with_the_fix(line, python, tmp_path):
+    """Not Python's bare "float modulo": what happened, where, and what to write instead."""
+    with pytest.raises(tirx.TirxError) as e:
+        tirx.compile(define(HEAD + "    " + line + "\n", tmp_path, "k"), target="sim")
+    msg = str(e.value)
+    assert f"division by zero in a constant expression ({python})" in msg
+    assert caret_line(msg) == line
+    assert "take the value from a tensor" in e.value.hint
+    fixed = line.replace("0.0", "T.float32(n)").replace("// 0", "// (n + 1)").replace("-T", "T")
+    tirx.compile(define(HEAD + "    " + fixed + "\n", tmp_path, "k"), target="sim")

@@ -3,8 +3,9 @@ whose lanes each compute a dozen expressions over integer, float32, float16, bfl
 values (arithmetic, bitwise operations and shifts, comparisons and selects, conversions both
 ways, bit reinterpretation, min/max, the exact math functions) and store them.
 
-Every expression is defined behaviour in C (no signed overflow: signed products take a small
-constant; shift counts are masked; divisors are odd), so the GPU's result is the one answer the
+Every expression is defined behaviour in C (no signed overflow: signed sums and products take
+operands shifted right first, products a small constant; shift counts are masked; signed
+divisors are at least 2 in magnitude, unsigned ones odd), so the GPU's result is the one answer the
 simulator must give: integers bit for bit, floats bit for bit except that a NaN need only be a
 NaN (a NaN result's payload is not modelled, docs/simulator.md). Without a GPU the same kernels
 must compile with NVRTC and simulate (no internal error, no refusal); the GPU test compares.
@@ -55,23 +56,29 @@ class _Gen:
 
     def _int(self, d: int) -> str:
         r, e = self.r, self.expr
+
+        def small(bits: int) -> str:  # |x >> bits| < 2**(31 - bits): no signed overflow
+            return f"({e('int', d)} >> {bits})"
+
+        def divisor() -> str:  # never 0, 1 or -1 (INT_MIN / -1 overflows)
+            y = f"(({e('int', d)} & 511) | 2)"
+            return y if r.random() < 0.5 else f"(-{y})"
+
         k = r.randrange(10)
         if k == 0:
-            return f"({e('int', d)} + {e('int', d)})"
+            return f"({small(2)} + {small(2)})"
         if k == 1:
-            return f"({e('int', d)} - {e('int', d)})"
+            return f"({small(2)} - {small(2)})"
         if k == 2:
-            return f"({e('int', d)} * {r.randint(-7, 7)})"
+            return f"({small(4)} * {r.randint(-7, 7)})"
         if k == 3:
             return f"({e('int', d)} {r.choice(['&', '|', '^'])} {e('int', d)})"
         if k == 4:
             return f"({e('int', d)} >> ({e('int', d)} & 31))"
         if k == 5:
-            op = r.choice(["//", "%"])
-            return f"({e('int', d)} {op} ({e('int', d)} | 1))"
+            return f"({e('int', d)} {r.choice(['//', '%'])} {divisor()})"
         if k == 6:
-            f = r.choice(["T.truncdiv", "T.truncmod"])
-            return f"{f}({e('int', d)}, ({e('int', d)} | 1))"
+            return f"{r.choice(['T.truncdiv', 'T.truncmod'])}({e('int', d)}, {divisor()})"
         if k == 7:
             return f"T.{r.choice(['min', 'max'])}({e('int', d)}, {e('int', d)})"
         if k == 8:
@@ -90,7 +97,7 @@ class _Gen:
         if k == 3:
             return f"({e('uint', d)} {r.choice(['//', '%'])} ({e('uint', d)} | T.uint32(1)))"
         if k == 4:
-            return f"T.cast({e('int', d)}, \"uint32\")"
+            return f'T.cast({e("int", d)}, "uint32")'
         if k == 5:
             return f'T.reinterpret({self._f32(d)}, ty="uint32")'
         if k == 6:
@@ -117,7 +124,10 @@ class _Gen:
         r, e = self.r, self.expr
         k = r.randrange(11)
         if k == 0:
-            return f"({e('float', d)} {r.choice(['+', '-', '*', '/'])} {e('float', d)})"
+            op, rhs = r.choice(["+", "-", "*", "/", "//", "%"]), e("float", d)
+            if op in ("/", "//", "%") and rhs.lstrip("-")[:1].isdigit():
+                rhs = "F[i]"  # not a literal: a constant zero divisor is refused, by design
+            return f"({e('float', d)} {op} {rhs})"
         if k == 1:
             fn = r.choice(["T.sqrt", "T.fabs", "T.floor", "T.ceil", "T.trunc"])
             return f"{fn}({self._f32(d)})"
@@ -248,3 +258,54 @@ def test_gpu_random_expressions_equal_the_simulator(tmp_path):
                 differ.append(f"seed {seed}: {line.strip()}\n  lane {lane}: GPU {got[lane]!r} "
                               f"sim {want[lane]!r} ({int(bad.sum())} lanes differ)")  # fmt: skip
     assert not differ, "\n".join(differ)
+
+
+# ----------------------------------------------------------- folding keeps the run-time value
+
+# (template, constants): each expression computed once from literals (folded when the kernel
+# is built) and once from the same values read from a tensor (computed as the kernel runs)
+FOLDED = [
+    ("T.float32({0}) + T.float32({1}) + T.float32({1})", (16777216.0, 1.0)),
+    ("T.float32({0}) * T.float32({1}) - T.float32({0})", (1.0000001, 3.0)),
+    ("T.float32({0}) // T.float32({1})", (1.0, 0.1)),
+    ("T.float32({0}) % T.float32({1})", (1.0, 0.1)),
+    ("T.float32({0}) % T.float32({1})", (-7.5, 2.0)),
+    ("T.float32({0}) / T.float32({1})", (1.0, 3.0)),
+    ("T.float32(T.int32(T.float32({0})))", (1e30,)),
+    ("T.float32(T.int32(T.float32({0})))", (-3e9,)),
+    ("T.float32(T.uint32(T.float32({0})))", (-2.5,)),
+    ("T.float32(T.uint8(T.float32({0})))", (300.0,)),
+    ("T.float32(T.int64(T.float32({0})))", (1e30,)),
+    ("T.float32(T.float16(T.float32({0})))", (0.1,)),
+    ("T.float32(T.float16(T.float32({0})))", (1e6,)),
+    ("T.float32(T.float64(T.float32({0})) * T.float64(T.float32({1})))", (0.1, 0.2)),
+]
+
+
+def test_constant_folding_gives_the_run_time_value(tmp_path):
+    """Folding a constant expression when the kernel is built gives what the same operations
+    compute at run time (float32 rounding at each step, C's float floor division, saturating
+    float-to-integer conversion), on both targets: the simulator runs both forms, and the C of
+    the folded form holds the constant."""
+    n = len(FOLDED)
+    folded = "\n".join(
+        f"    O[0, {k}] = {t.format(*map(repr, c))}" for k, (t, c) in enumerate(FOLDED)
+    )
+    loaded = "\n".join(
+        f"    O[1, {k}] = {t.format(*(f'V[{k}, {j}]' for j in range(len(c))))}"
+        for k, (t, c) in enumerate(FOLDED)
+    )  # fmt: skip
+    text = (f'@T.function\ndef k(V: T.Tensor(({n}, 2), "float32"), O: T.Tensor((2, {n}), "float32")):\n'
+            "    T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=1))\n"
+            f"{folded}\n{loaded}\n")  # fmt: skip
+    k = define(text, tmp_path, "k")
+    v = np.zeros((n, 2), np.float32)
+    for i, (_, c) in enumerate(FOLDED):
+        v[i, : len(c)] = c
+    o = np.zeros((2, n), np.float32)
+    tirx.compile(k, target="sim")(v, o)
+    np.testing.assert_array_equal(o[0].view(np.uint32), o[1].view(np.uint32))
+    assert o[0, 0] == 16777216.0 and o[0, 2] == 10.0 and o[0, 3] == 0.0
+    assert o[0, 6] == 2**31 - 1 and o[0, 8] == 0.0 and o[0, 9] == 255.0
+    body = tirx.compile(k, target="cuda -arch=sm_90").source.split('extern "C"')[1]
+    assert "O[0] = 0x1.0000000000000p+24f;" in body and "O[2] = 10.0f;" in body  # folded

@@ -1,6 +1,16 @@
-"""Building expressions: dtype promotion and light constant folding (x+0, x*1, x//1, consts)."""
+"""Building expressions: dtype promotion and light constant folding (x+0, x*1, x//1, consts).
+
+A folded constant is the value the operation gives at run time: float32 operations round to
+float32 (each one, operands first), float ``//`` and ``%`` are C's ``floor(a / b)`` and
+``a - floor(a / b) * b`` (what the generated code and the simulator compute), and a float
+converted to an integer type truncates and saturates, NaN giving 0 (PTX's ``cvt.rzi``).
+Constants of the types without a cheap exact rounding here (bfloat16, fp8) are not folded
+into float arithmetic: the operation stays and both targets compute it.
+"""
 
 from __future__ import annotations
+
+import math
 
 from ..dtypes import DType, DTypeKind, dtype_of, is_float, is_fp8
 from ..errors import TirxSyntaxError
@@ -73,6 +83,36 @@ def _fold(op: Op, x, y):
     return x ^ y
 
 
+def _float_value(v, dtype: DType) -> float:
+    """``v`` as a value of the float type ``dtype`` holds it: float64 as it is, float16 and
+    float32 rounded to nearest even (overflowing to an infinity); an integer type's value
+    as a float. bfloat16 and fp8 are not rounded here (see :func:`_unfoldable`)."""
+    v = float(v)
+    if not is_float(dtype) or dtype.bits == 64 or dtype.name == "bfloat16" or is_fp8(dtype):
+        return v
+    import numpy as np
+
+    with np.errstate(over="ignore"):
+        return float(np.float16(v) if dtype.bits == 16 else np.float32(v))
+
+
+def _unfoldable(*consts) -> bool:
+    return any(c.dtype.name == "bfloat16" or is_fp8(c.dtype) for c in consts)
+
+
+def _fold_float(op: Op, x: float, y: float, dtype: DType) -> float:
+    """``x op y`` in float ``dtype`` (float32 or float64), rounded as the GPU rounds it."""
+    if op in (Op.MIN, Op.MAX):
+        return _fold(op, x, y)
+    if op not in (Op.DIV, Op.FLOORDIV, Op.FLOORMOD):
+        return _float_value(_fold(op, x, y), dtype)
+    q = _float_value(x / y, dtype)  # (a constant zero divisor was refused before)
+    if op is Op.DIV:
+        return q
+    f = float(math.floor(q)) if math.isfinite(q) else q
+    return f if op is Op.FLOORDIV else _float_value(x - _float_value(f * y, dtype), dtype)
+
+
 def _is_const(e, value=None) -> bool:
     return isinstance(e, Const) and (value is None or e.value == value)
 
@@ -91,16 +131,16 @@ def binop(op: Op, a, b) -> Expr:
         dtype = dtype or promote(a.dtype, b.dtype)
         if op in (Op.SHL, Op.SHR, Op.BITAND, Op.BITOR, Op.BITXOR) and is_float(dtype):
             raise TypeError(f"bitwise {op.value} needs integer operands, not {dtype}")
-    if _is_const(a) and _is_const(b):
+    if _is_const(a) and _is_const(b) and not (is_float(dtype) and _unfoldable(a, b)):
         if op in (Op.FLOORDIV, Op.FLOORMOD, Op.DIV) and b.value == 0:
-            raise ZeroDivisionError("division by a constant zero")
+            raise ZeroDivisionError(f"{a.value} {op.value} {b.value}")
+        if is_float(dtype):
+            x, y = (_float_value(_float_value(c.value, c.dtype), dtype) for c in (a, b))
+            return Const(_fold_float(op, x, y, dtype), dtype)
         x, y = _as_type(a.value, dtype), b.value
         if op not in (Op.SHL, Op.SHR):
             y = _as_type(y, dtype)
-        value = _fold(op, x, y)
-        if not is_float(dtype):
-            value = _wrap_int(int(value), dtype)
-        return Const(value, dtype)
+        return Const(_wrap_int(int(_fold(op, x, y)), dtype), dtype)
     if op is Op.ADD:
         if _is_const(b, 0):
             return _retype(a, dtype)
@@ -163,13 +203,35 @@ def cast(value, dtype: DType | str) -> Expr:
     if value.dtype == dtype:
         return value
     if isinstance(value, Const):
-        v = value.value
+        v, src = value.value, value.dtype
+        if is_float(src) and _unfoldable(value) and dtype.kind is not DTypeKind.BOOL:
+            return Cast(value, dtype)  # (the conversion computes the narrow value)
         if is_float(dtype):
-            return Const(float(v), dtype)
+            v = _float_value(v, src) if is_float(src) else v
+            return Const(_float_value(v, dtype) if dtype.bits >= 32 else float(v), dtype)
         if dtype.kind is DTypeKind.BOOL:
             return Const(bool(v), dtype)
+        if is_float(src):
+            return Const(_saturated(_float_value(v, src), dtype), dtype)
         return Const(_wrap_int(int(v), dtype), dtype)
     return Cast(value, dtype)
+
+
+def _saturated(v: float, dtype: DType) -> int:
+    """A float converted to an integer type as ``cvt.rzi`` converts it: toward zero, clamped
+    to the type's range, NaN to 0."""
+    if v != v:
+        return 0
+    lo, hi = (
+        (-(1 << (dtype.bits - 1)), (1 << (dtype.bits - 1)) - 1)
+        if dtype.kind is DTypeKind.INT
+        else (0, (1 << dtype.bits) - 1)
+    )
+    if v >= hi:
+        return hi
+    if v <= lo:
+        return lo
+    return int(v)
 
 
 def _wrap_int(v: int, dtype: DType) -> int:
@@ -183,5 +245,5 @@ def _wrap_int(v: int, dtype: DType) -> int:
 def _as_type(v, dtype: DType):
     """A folded constant as C sees it after conversion to ``dtype``."""
     if is_float(dtype):
-        return float(v)
+        return _float_value(v, dtype)
     return _wrap_int(int(v), dtype)

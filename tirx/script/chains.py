@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import ast
 
-from ..errors import TirxError, TirxSyntaxError
+from ..errors import TirxError
+from .refusals import python_failure
 
 __all__ = ["CHAINED", "evaluate_chain"]
 
@@ -38,7 +39,7 @@ def evaluate_chain(ev, root):
         except TirxError as e:
             raise e.with_span(ev.p.span(node)) from None
         except (TypeError, ValueError, ZeroDivisionError, OverflowError) as e:
-            raise TirxSyntaxError(str(e), ev.p.span(node)) from None
+            raise python_failure(e, ev.p.span(node)) from None
         if isinstance(child, CHAINED):
             stack.append((child, getattr(ev, "ex_" + type(child).__name__)(child)))
             sent = None

@@ -22,7 +22,14 @@ from .calls import Calls
 from .chains import CHAINED, evaluate_chain
 from .macros import Macro
 from .namespace import Intrinsic, place_of
-from .refusals import constant_kind, operator_hint, operator_name, refusal, undefined_name
+from .refusals import (
+    constant_kind,
+    operator_hint,
+    operator_name,
+    python_failure,
+    refusal,
+    undefined_name,
+)
 from .values import VIEW_METHODS, is_number, is_static, kind_of
 
 __all__ = ["Evaluator"]
@@ -100,7 +107,7 @@ class Evaluator(Calls):
         except TirxError as e:
             raise e.with_span(self.p.span(node)) from None
         except (TypeError, ValueError, ZeroDivisionError, OverflowError) as e:
-            raise TirxSyntaxError(str(e), self.p.span(node)) from None
+            raise python_failure(e, self.p.span(node)) from None
 
     def const(self, node):
         v = self.value(node)

@@ -18,6 +18,7 @@ import builtins
 from ..errors import Span, TirxSyntaxError, did_you_mean
 
 __all__ = [
+    "python_failure",
     "CONSTRUCTS",
     "OPERATORS",
     "DOUBLE_STAR",
@@ -200,3 +201,17 @@ def undefined_name(name: str, span: Span | None, known) -> TirxSyntaxError:
         return TirxSyntaxError(builtin[0], span, hint=builtin[1])
     hint = did_you_mean(name, [n for n in known if not n.startswith("_")])
     return TirxSyntaxError(f"name {name!r} is not defined", span, hint=hint)
+
+
+def python_failure(e: Exception, span) -> TirxSyntaxError:
+    """The error for a Python exception raised while evaluating the user's expression (a
+    compile-time computation on Python values, or a bad operand type), at its ``span``."""
+    if isinstance(e, ZeroDivisionError):
+        return TirxSyntaxError(
+            f"division by zero in a constant expression ({e})",
+            span,
+            hint="the divisor is a constant zero here; guard it, or take the value from a "
+            "tensor so that the kernel computes it (a float divided by zero is then an "
+            "infinity or NaN, as on the GPU)",
+        )
+    return TirxSyntaxError(str(e), span)

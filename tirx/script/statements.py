@@ -18,7 +18,7 @@ from . import forms, loops
 from .builder import FunctionBuilder
 from .evaluator import Evaluator
 from .namespace import LaunchSpec, ScalarType, TensorAnnotation
-from .refusals import refusal
+from .refusals import python_failure, refusal
 from .source import assigned_names, is_docstring, mutable_names
 
 __all__ = ["Parser"]
@@ -191,7 +191,7 @@ class Parser:
                 except TirxError as e:
                     raise e.with_span(self.span(node)) from None
                 except (TypeError, ValueError, ZeroDivisionError, OverflowError) as e:
-                    raise TirxSyntaxError(str(e), self.span(node)) from None
+                    raise python_failure(e, self.span(node)) from None
                 if inner is None:
                     stack.pop()
                 else:

@@ -117,6 +117,20 @@ def to_bool(f: Eval, src: DType) -> Eval:
     return lambda idx: np.not_equal(f(idx), 0)
 
 
+def _float_floordiv(a, b):
+    """Float ``//`` as the generated C computes it: ``floor(a / b)``, the quotient rounded
+    first (numpy's floor_divide floors the exact quotient: 1 // 0.1f is 9 there, 10 here)."""
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        return np.floor(np.true_divide(a, b))
+
+
+def _float_floormod(a, b):
+    """Float ``%`` as the generated C computes it: ``a - floor(a / b) * b``, each operation
+    rounded (no fused multiply-add: tirx compiles with --fmad=false)."""
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        return a - np.floor(np.true_divide(a, b)) * b
+
+
 class ExprCompiler:
     """Compiles expressions against one machine (its thread arrays, variables and memory);
     a family's expression classes (a warp collective, a math intrinsic) are compiled by its
@@ -253,10 +267,10 @@ class ExprCompiler:
                 raise self.error(f"bitwise {op.value} on {d} operands")
             f = lambda idx: uf(fa(idx), fb(idx))  # noqa: E731
         elif is_float(d):
-            uf = {
+            uf = {  # C's floor(a / b) and a - floor(a / b) * b, each operation rounded
                 ir.Op.DIV: np.true_divide,
-                ir.Op.FLOORDIV: np.floor_divide,
-                ir.Op.FLOORMOD: np.remainder,
+                ir.Op.FLOORDIV: _float_floordiv,
+                ir.Op.FLOORMOD: _float_floormod,
             }.get(op)
             if uf is None:
                 raise self.error(f"{op.value} needs integer operands, not {d}")

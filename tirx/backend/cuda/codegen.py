@@ -245,10 +245,11 @@ class _Emitter(Walker):
                 return f"({a} {'/' if b.op is ir.Op.FLOORDIV else '%'} {c})"
             fname = "tirx_floordiv" if b.op is ir.Op.FLOORDIV else "tirx_floormod"
             return f"{fname}<{t}>({a}, {c})"
+        floor = "floor" if b.dtype.bits == 64 else "floorf"  # (a float, computing as float32)
         if b.op is ir.Op.FLOORDIV:  # unsigned or float
-            return f"({a} / {c})" if kind is DTypeKind.UINT else f"floorf({a} / {c})"
+            return f"({a} / {c})" if kind is DTypeKind.UINT else f"{floor}({a} / {c})"
         if b.op is ir.Op.FLOORMOD:
-            return f"({a} % {c})" if kind is DTypeKind.UINT else f"({a} - floorf({a} / {c}) * {c})"
+            return f"({a} % {c})" if kind is DTypeKind.UINT else f"({a} - {floor}({a} / {c}) * {c})"
         if b.op in (ir.Op.MIN, ir.Op.MAX):
             return f"tirx_{b.op.value}<{t}>({a}, {c})"
         left = b.a
