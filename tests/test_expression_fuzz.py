@@ -99,7 +99,9 @@ class _Gen:
         if k == 4:
             return f'T.cast({e("int", d)}, "uint32")'
         if k == 5:
-            return f'T.reinterpret({self._f32(d)}, ty="uint32")'
+            # of a value read or converted, not computed: a computed NaN's payload is the one
+            # thing the simulator does not model (docs/simulator.md)
+            return f'T.reinterpret(T.float32({r.choice(LEAVES["float"])}), ty="uint32")'
         if k == 6:
             return f"T.uint32(T.reinterpret(T.{r.choice(['float16', 'bfloat16'])}({e('float', d)}), ty=\"uint16\"))"  # fmt: skip
         return f"T.uint32({e('float', d)})"  # cvt.rzi.u32.f32, saturating

@@ -96,6 +96,24 @@ def _float_value(v, dtype: DType) -> float:
         return float(np.float16(v) if dtype.bits == 16 else np.float32(v))
 
 
+def _exact_in(v: float, dtype: DType) -> bool:
+    """Whether the 16- or 8-bit float type ``dtype`` holds ``v`` exactly (so that a constant
+    of that type may hold it as a float: the generated C writes it as a float literal)."""
+    import numpy as np
+
+    if v != v:
+        return False  # (a NaN's bits are the conversion's to give)
+    if v in (math.inf, -math.inf):
+        return dtype.name in ("float16", "bfloat16")
+    if dtype.name == "float16":
+        with np.errstate(over="ignore"):
+            return float(np.float16(v)) == v
+    if dtype.name == "bfloat16":
+        f = np.float32(v)
+        return float(f) == v and int(f.view(np.uint32)) & 0xFFFF == 0
+    return v == 0.0  # fp8: zero only (the rest is left to the saturating conversion)
+
+
 def _unfoldable(*consts) -> bool:
     return any(c.dtype.name == "bfloat16" or is_fp8(c.dtype) for c in consts)
 
@@ -208,7 +226,9 @@ def cast(value, dtype: DType | str) -> Expr:
             return Cast(value, dtype)  # (the conversion computes the narrow value)
         if is_float(dtype):
             v = _float_value(v, src) if is_float(src) else v
-            return Const(_float_value(v, dtype) if dtype.bits >= 32 else float(v), dtype)
+            if dtype.bits < 32 and not _exact_in(float(v), dtype):
+                return Cast(value, dtype)  # rounded (and saturated, fp8) by the conversion
+            return Const(_float_value(v, dtype), dtype)
         if dtype.kind is DTypeKind.BOOL:
             return Const(bool(v), dtype)
         if is_float(src):
@@ -219,9 +239,9 @@ def cast(value, dtype: DType | str) -> Expr:
 
 def _saturated(v: float, dtype: DType) -> int:
     """A float converted to an integer type as ``cvt.rzi`` converts it: toward zero, clamped
-    to the type's range, NaN to 0."""
+    to the type's range, NaN to 0 (to -2**63 for int64, as the GPU gives it)."""
     if v != v:
-        return 0
+        return -(1 << 63) if dtype.kind is DTypeKind.INT and dtype.bits == 64 else 0
     lo, hi = (
         (-(1 << (dtype.bits - 1)), (1 << (dtype.bits - 1)) - 1)
         if dtype.kind is DTypeKind.INT

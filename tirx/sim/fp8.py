@@ -61,7 +61,9 @@ def fp8_decode(bits: np.ndarray, name: str) -> np.ndarray:
         value = np.where(top & (m == 0), sign * np.inf, np.where(top, np.nan, value))
     else:  # e4m3fn: only the all-ones pattern is NaN
         value = np.where(top & (m == (1 << f.mantissa_bits) - 1), np.nan, value)
-    return value.astype(np.float32)
+    out = value.astype(np.float32)
+    nan = np.isnan(out)  # the canonical NaN, as the GPU's conversion gives it (measured)
+    return np.where(nan, np.uint32(0x7FFFFFFF).view(np.float32), out) if nan.any() else out
 
 
 def fp8_encode(values: np.ndarray, name: str) -> np.ndarray:

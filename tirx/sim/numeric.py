@@ -33,6 +33,7 @@ F64 = np.dtype(np.float64)
 U16 = np.dtype(np.uint16)
 U32 = np.dtype(np.uint32)
 _CANONICAL_F32 = np.uint32(0x7FFFFFFF).view(F32)
+_CANONICAL_F16 = np.uint16(0x7FFF).view(np.float16)
 
 
 def compute_type(d: DType) -> np.dtype:
@@ -68,12 +69,23 @@ def constant(value, d: DType) -> np.ndarray:
 
 
 def f32_to_bf16_bits(x: np.ndarray) -> np.ndarray:
-    """Round float32 values to bfloat16 (nearest even) and return the uint16 bits."""
+    """Round float32 values to bfloat16 (nearest even) and return the uint16 bits; a NaN of
+    any sign and payload gives the canonical ``0x7fff``, as ``cvt.rn.bf16.f32`` does (measured
+    on an H100)."""
     u = np.asarray(x, dtype=F32).view(U32)
     rounded = (u + np.uint32(0x7FFF) + ((u >> np.uint32(16)) & np.uint32(1))) >> np.uint32(16)
     nan = (u & np.uint32(0x7FFFFFFF)) > np.uint32(0x7F800000)
-    quiet = (u >> np.uint32(16)) | np.uint32(0x0040)
-    return np.where(nan, quiet, rounded).astype(U16)
+    return np.where(nan, np.uint32(0x7FFF), rounded).astype(U16)
+
+
+def f32_to_half(x: np.ndarray) -> np.ndarray:
+    """float32 values rounded to float16 (nearest even), as ``cvt.rn.f16.f32`` does: a NaN of
+    any sign and payload gives the canonical ``0x7fff`` (measured on an H100)."""
+    h = np.asarray(x).astype(np.float16)
+    nan = np.isnan(h)
+    if nan.any():
+        h = np.where(nan, _CANONICAL_F16, h)
+    return h
 
 
 def bf16_bits_to_f32(bits: np.ndarray) -> np.ndarray:
@@ -144,7 +156,7 @@ def decode(bits: np.ndarray, d: DType) -> np.ndarray:
 def encode(values: np.ndarray, d: DType) -> np.ndarray:
     """Memory contents (``storage_type(d)``) for values already in ``d``'s compute type."""
     if d.name == "float16":
-        return np.asarray(values).astype(np.float16)
+        return f32_to_half(values)
     if d.name == "bfloat16":
         return f32_to_bf16_bits(values)
     if is_fp8(d):
@@ -158,9 +170,12 @@ def encode(values: np.ndarray, d: DType) -> np.ndarray:
 
 
 def _float_to_int(x: np.ndarray, target: np.dtype) -> np.ndarray:
+    """``cvt.rzi``: toward zero, saturating; a NaN gives 0, but -2**63 for int64 (measured on
+    an H100: the 64-bit conversion gives its "integer indefinite")."""
     info = np.iinfo(target)
     t = np.trunc(x.astype(F64))
-    t = np.where(np.isnan(t), 0.0, t)
+    nan = np.isnan(t)
+    t = np.where(nan, float(info.min) if target == np.int64 else 0.0, t)
     # float64 cannot hold 2**63 - 1 exactly: compare in floats, then place the bounds as ints.
     high = t >= float(info.max)
     low = t <= float(info.min)
@@ -174,10 +189,10 @@ def convert(x: np.ndarray, d: DType) -> np.ndarray:
     src = x.dtype
     if d.kind == "bool":
         return x if src == np.bool_ else x != 0
-    if d.name == "float16":
+    if d.name == "float16":  # rounded, then read back as cvt.f32.f16 does (a NaN canonical)
         if src == np.bool_:
             x = x.astype(F32)
-        return x.astype(np.float16).astype(F32)
+        return half_to_f32(x.astype(np.float16))
     if d.name == "bfloat16":
         if src.kind in "biu":
             x = x.astype(F64)
