@@ -3,9 +3,11 @@
 A folded constant is the value the operation gives at run time: float32 operations round to
 float32 (each one, operands first), float ``//`` and ``%`` are C's ``floor(a / b)`` and
 ``a - floor(a / b) * b`` (what the generated code and the simulator compute), and a float
-converted to an integer type truncates and saturates, NaN giving 0 (PTX's ``cvt.rzi``).
-Constants of the types without a cheap exact rounding here (bfloat16, fp8) are not folded
-into float arithmetic: the operation stays and both targets compute it.
+converted to an integer type truncates and saturates, NaN giving 0 (-2**63 for int64), as
+PTX's ``cvt.rzi`` does on the GPU. Constants of the types without a cheap exact rounding here
+(bfloat16, fp8) are not folded into float arithmetic, and a constant converted to a 16- or
+8-bit float type is folded only where that type holds it exactly: otherwise the operation
+stays and both targets compute it.
 """
 
 from __future__ import annotations
