@@ -221,13 +221,17 @@ def cast(value, dtype: DType | str) -> Expr:
     dtype = dtype_of(dtype)
     value = as_expr(value)
     if value.dtype == dtype:
+        if isinstance(value, Const) and dtype == F32:  # T.float32(0.1): the float32 value
+            r = _float_value(value.value, dtype)
+            return Const(r, dtype) if r == r and r != value.value else value
         return value
     if isinstance(value, Const):
+        # (a float32 constant's value is its own: a Python literal, 0.1, converts to float64
+        # as 0.1 is, T.float32(0.1) as the float32 it rounded to)
         v, src = value.value, value.dtype
         if is_float(src) and _unfoldable(value) and dtype.kind is not DTypeKind.BOOL:
             return Cast(value, dtype)  # (the conversion computes the narrow value)
         if is_float(dtype):
-            v = _float_value(v, src) if is_float(src) else v
             if dtype.bits < 32 and not _exact_in(float(v), dtype):
                 return Cast(value, dtype)  # rounded (and saturated, fp8) by the conversion
             return Const(_float_value(v, dtype), dtype)
