@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -240,6 +241,24 @@ def test_importing_tirx_is_light(module):
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "", f"import {module} pulled in: {out.stdout.strip()}"
+
+
+def test_a_cold_compile_for_a_named_arch_stays_light(tmp_path):
+    """Defining the seed and compiling it to a CUBIN in a fresh process imports no numpy,
+    torch or CUDA bindings (numpy's import alone is several times tirx's own share of a cold
+    compile, benchmarks/compile.py): the front end's constant folding rounds with struct."""
+    code = (
+        "import sys, tirx\n"
+        "from tirx.examples.warp_matmul import warp_matmul\n"
+        "assert tirx.compile(warp_matmul, target='cuda -arch=sm_90').cubin\n"
+        "heavy = [m for m in ('torch', 'cuda.bindings', 'matplotlib', 'numpy', 'widgets',"
+        " 'difflib') if m in sys.modules]\n"
+        "print(','.join(heavy))\n"
+    )
+    env = {**os.environ, "TIRX_CACHE_DIR": str(tmp_path)}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         env=env)  # fmt: skip
+    assert out.stdout.strip() == "", f"a cold compile pulled in: {out.stdout.strip()}"
 
 
 def test_modules_stay_small():

@@ -13,6 +13,7 @@ stays and both targets compute it.
 from __future__ import annotations
 
 import math
+import struct
 
 from ..dtypes import DType, DTypeKind, dtype_of, is_float, is_fp8
 from ..errors import TirxSyntaxError
@@ -88,31 +89,34 @@ def _fold(op: Op, x, y):
 def _float_value(v, dtype: DType) -> float:
     """``v`` as a value of the float type ``dtype`` holds it: float64 as it is, float16 and
     float32 rounded to nearest even (overflowing to an infinity); an integer type's value
-    as a float. bfloat16 and fp8 are not rounded here (see :func:`_unfoldable`)."""
+    as a float. bfloat16 and fp8 are not rounded here (see :func:`_unfoldable`). (``struct``,
+    not numpy: the kernel's builder must not pay numpy's import.)"""
     v = float(v)
     if not is_float(dtype) or dtype.bits == 64 or dtype.name == "bfloat16" or is_fp8(dtype):
         return v
-    import numpy as np
+    return _rounded(v, "<e" if dtype.bits == 16 else "<f")
 
-    with np.errstate(over="ignore"):
-        return float(np.float16(v) if dtype.bits == 16 else np.float32(v))
+
+def _rounded(v: float, fmt: str) -> float:
+    """``v`` rounded to nearest even to the IEEE format ``fmt`` of :mod:`struct`."""
+    try:
+        return struct.unpack(fmt, struct.pack(fmt, v))[0]
+    except OverflowError:  # it rounds past the largest finite value
+        return math.copysign(math.inf, v)
 
 
 def _exact_in(v: float, dtype: DType) -> bool:
     """Whether the 16- or 8-bit float type ``dtype`` holds ``v`` exactly (so that a constant
     of that type may hold it as a float: the generated C writes it as a float literal)."""
-    import numpy as np
-
     if v != v:
         return False  # (a NaN's bits are the conversion's to give)
     if v in (math.inf, -math.inf):
         return dtype.name in ("float16", "bfloat16")
     if dtype.name == "float16":
-        with np.errstate(over="ignore"):
-            return float(np.float16(v)) == v
+        return _rounded(v, "<e") == v
     if dtype.name == "bfloat16":
-        f = np.float32(v)
-        return float(f) == v and int(f.view(np.uint32)) & 0xFFFF == 0
+        bits = struct.unpack("<I", struct.pack("<f", _rounded(v, "<f")))[0]
+        return _rounded(v, "<f") == v and bits & 0xFFFF == 0
     return v == 0.0  # fp8: zero only (the rest is left to the saturating conversion)
 
 
