@@ -85,3 +85,20 @@ def test_gpu_writes_the_inexact_constants_as_the_simulator_does(value, dtype):
     with np.errstate(over="ignore"):
         expect = np.array(value, dtype=dtype)
     assert (out.cpu().numpy().view(np.uint8) == np.full(32, expect).view(np.uint8)).all()
+
+
+def test_a_literal_keeps_its_value_to_float64_and_a_float32_constant_its_float32_value():
+    @T.function
+    def k(O: T.Tensor((4,), "float64")):
+        T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=1))
+        O[0] = T.float64(0.1)
+        O[1] = T.float64(T.float32(0.1))
+        O[2] = T.float64(T.float32(0.1) + T.float32(0.2))  # float32 arithmetic, folded
+        O[3] = T.float64(T.float32(16777216.0) + 1.0 + 1.0)
+
+    out = np.zeros(4)
+    tirx.compile(k, target="sim")(out)
+    f32 = np.float32
+    assert out.tolist() == [0.1, float(f32(0.1)), float(f32(0.1) + f32(0.2)), 16777216.0]
+    src = tirx.compile(k, "cuda -arch=sm_90").source
+    assert "O[0] = 0x1.999999999999ap-4;" in src and "O[1] = 0x1.99999a0000000p-4;" in src
