@@ -54,6 +54,7 @@ class _Gen:
                     "float": repr(r.choice([0.5, -1.25, 3.0, 1e-3, 65504.0, 1e30, -0.0]))}[kind]  # fmt: skip
         return r.choice(LEAVES[kind])
 
+    # each kind's productions: one is drawn (r.choice), then it draws its own operands
     def _int(self, d: int) -> str:
         r, e = self.r, self.expr
 
@@ -64,94 +65,76 @@ class _Gen:
             y = f"(({e('int', d)} & 511) | 2)"
             return y if r.random() < 0.5 else f"(-{y})"
 
-        k = r.randrange(10)
-        if k == 0:
-            return f"({small(2)} + {small(2)})"
-        if k == 1:
-            return f"({small(2)} - {small(2)})"
-        if k == 2:
-            return f"({small(4)} * {r.randint(-7, 7)})"
-        if k == 3:
-            return f"({e('int', d)} {r.choice(['&', '|', '^'])} {e('int', d)})"
-        if k == 4:
-            return f"({e('int', d)} >> ({e('int', d)} & 31))"
-        if k == 5:
-            return f"({e('int', d)} {r.choice(['//', '%'])} {divisor()})"
-        if k == 6:
-            return f"{r.choice(['T.truncdiv', 'T.truncmod'])}({e('int', d)}, {divisor()})"
-        if k == 7:
-            return f"T.{r.choice(['min', 'max'])}({e('int', d)}, {e('int', d)})"
-        if k == 8:
-            return f"T.int32({e('float', d)})"  # truncates, saturating (cvt.rzi.s32.f32)
-        return f"T.if_then_else({self.cond(d)}, {e('int', d)}, {e('int', d)})"
+        return r.choice([
+            lambda: f"({small(2)} + {small(2)})",
+            lambda: f"({small(2)} - {small(2)})",
+            lambda: f"({small(4)} * {r.randint(-7, 7)})",
+            lambda: f"({e('int', d)} {r.choice(['&', '|', '^'])} {e('int', d)})",
+            lambda: f"({e('int', d)} >> ({e('int', d)} & 31))",
+            lambda: f"({e('int', d)} {r.choice(['//', '%'])} {divisor()})",
+            lambda: f"{r.choice(['T.truncdiv', 'T.truncmod'])}({e('int', d)}, {divisor()})",
+            lambda: f"T.{r.choice(['min', 'max'])}({e('int', d)}, {e('int', d)})",
+            lambda: f"T.int32({e('float', d)})",  # truncates, saturating (cvt.rzi.s32.f32)
+            lambda: f"T.if_then_else({self.cond(d)}, {e('int', d)}, {e('int', d)})",
+        ])()  # fmt: skip
 
     def _uint(self, d: int) -> str:
         r, e = self.r, self.expr
-        k = r.randrange(8)
-        if k == 0:
-            return f"({e('uint', d)} {r.choice(['+', '-', '*'])} {e('uint', d)})"
-        if k == 1:
-            return f"({e('uint', d)} {r.choice(['&', '|', '^'])} {e('uint', d)})"
-        if k == 2:
-            return f"({e('uint', d)} {r.choice(['<<', '>>'])} ({e('uint', d)} & T.uint32(31)))"
-        if k == 3:
-            return f"({e('uint', d)} {r.choice(['//', '%'])} ({e('uint', d)} | T.uint32(1)))"
-        if k == 4:
-            return f'T.cast({e("int", d)}, "uint32")'
-        if k == 5:
+        u = "T.uint32"
+        return r.choice([
+            lambda: f"({e('uint', d)} {r.choice(['+', '-', '*'])} {e('uint', d)})",
+            lambda: f"({e('uint', d)} {r.choice(['&', '|', '^'])} {e('uint', d)})",
+            lambda: f"({e('uint', d)} {r.choice(['<<', '>>'])} ({e('uint', d)} & {u}(31)))",
+            lambda: f"({e('uint', d)} {r.choice(['//', '%'])} ({e('uint', d)} | {u}(1)))",
+            lambda: f'T.cast({e("int", d)}, "uint32")',
             # of a value read or converted, not computed: a computed NaN's payload is the one
             # thing the simulator does not model (docs/simulator.md)
-            return f'T.reinterpret(T.float32({r.choice(LEAVES["float"])}), ty="uint32")'
-        if k == 6:
-            return f"T.uint32(T.reinterpret(T.{r.choice(['float16', 'bfloat16'])}({e('float', d)}), ty=\"uint16\"))"  # fmt: skip
-        return f"T.uint32({e('float', d)})"  # cvt.rzi.u32.f32, saturating
+            lambda: f'T.reinterpret(T.float32({r.choice(LEAVES["float"])}), ty="uint32")',
+            lambda: f"{u}(T.reinterpret(T.{r.choice(['float16', 'bfloat16'])}({e('float', d)}), ty=\"uint16\"))",
+            lambda: f"{u}({e('float', d)})",  # cvt.rzi.u32.f32, saturating
+        ])()  # fmt: skip
 
     def _int64(self, d: int) -> str:
         r, e = self.r, self.expr
-        k = r.randrange(5)
-        if k == 0:
-            return f"({e('int64', d)} {r.choice(['+', '-'])} T.int64({e('int', d)}))"
-        if k == 1:
-            return f"({e('int64', d)} {r.choice(['&', '|', '^'])} {e('int64', d)})"
-        if k == 2:
-            return f"({e('int64', d)} >> (T.int64({e('int', d)}) & T.int64(63)))"
-        if k == 3:
-            return f"T.int64({e('uint', d)})"
-        return f"T.int64({e('float', d)})"
+        return r.choice([
+            lambda: f"({e('int64', d)} {r.choice(['+', '-'])} T.int64({e('int', d)}))",
+            lambda: f"({e('int64', d)} {r.choice(['&', '|', '^'])} {e('int64', d)})",
+            lambda: f"({e('int64', d)} >> (T.int64({e('int', d)}) & T.int64(63)))",
+            lambda: f"T.int64({e('uint', d)})",
+            lambda: f"T.int64({e('float', d)})",
+        ])()  # fmt: skip
 
     def _f32(self, d: int) -> str:
         return f"T.float32({self.expr('float', d)})"
 
-    def _float(self, d: int) -> str:
+    def _arith(self, d: int) -> str:
         r, e = self.r, self.expr
-        k = r.randrange(11)
-        if k == 0:
-            op, rhs = r.choice(["+", "-", "*", "/", "//", "%"]), e("float", d)
-            if op in ("/", "//", "%") and rhs.lstrip("-")[:1].isdigit():
-                rhs = "F[i]"  # not a literal: a constant zero divisor is refused, by design
-            return f"({e('float', d)} {op} {rhs})"
-        if k == 1:
-            fn = r.choice(["T.sqrt", "T.fabs", "T.floor", "T.ceil", "T.trunc"])
-            return f"{fn}({self._f32(d)})"
-        if k == 2:
-            return f"T.fma({self._f32(d)}, {self._f32(d)}, {self._f32(d)})"
-        if k == 3:
-            return f"T.{r.choice(['min', 'max'])}({self._f32(d)}, {self._f32(d)})"
-        if k == 4:
-            t = r.choice(["float16", "bfloat16", "float8_e4m3fn", "float8_e5m2"])
-            cast = f"T.{t}({e('float', d)})"
-            return f"T.float32({cast})" if t.startswith("float8") else cast  # fp8 only stores
-        if k == 5:
-            return f"T.float32({e(r.choice(['int', 'uint', 'int64']), d)})"
-        if k == 6:
-            return f'T.reinterpret({e("uint", d)}, ty="float32")'
-        if k == 7:
-            return f"T.float32(T.reinterpret(T.uint16({e('uint', d)} & T.uint32(65535)), ty=\"{r.choice(['float16', 'bfloat16'])}\"))"  # fmt: skip
-        if k == 8:
-            return f"T.if_then_else({self.cond(d)}, {self._f32(d)}, {self._f32(d)})"
-        if k == 9:
-            return f"T.float32(T.float64({e('float', d)}) * T.float64({e('float', d)}))"
-        return f"(-{e('float', d)})"
+        op, rhs = r.choice(["+", "-", "*", "/", "//", "%"]), e("float", d)
+        if op in ("/", "//", "%") and rhs.lstrip("-")[:1].isdigit():
+            rhs = "F[i]"  # not a literal: a constant zero divisor is refused, by design
+        return f"({e('float', d)} {op} {rhs})"
+
+    def _narrow(self, d: int) -> str:
+        t = self.r.choice(["float16", "bfloat16", "float8_e4m3fn", "float8_e5m2"])
+        cast = f"T.{t}({self.expr('float', d)})"
+        return f"T.float32({cast})" if t.startswith("float8") else cast  # fp8 only stores
+
+    def _float(self, d: int) -> str:
+        r, e, f = self.r, self.expr, self._f32
+        bits16 = "T.uint16({0} & T.uint32(65535))"
+        return r.choice([
+            lambda: self._arith(d),
+            lambda: f"{r.choice(['T.sqrt', 'T.fabs', 'T.floor', 'T.ceil', 'T.trunc'])}({f(d)})",
+            lambda: f"T.fma({f(d)}, {f(d)}, {f(d)})",
+            lambda: f"T.{r.choice(['min', 'max'])}({f(d)}, {f(d)})",
+            lambda: self._narrow(d),
+            lambda: f"T.float32({e(r.choice(['int', 'uint', 'int64']), d)})",
+            lambda: f'T.reinterpret({e("uint", d)}, ty="float32")',
+            lambda: f"T.float32(T.reinterpret({bits16.format(e('uint', d))}, ty=\"{r.choice(['float16', 'bfloat16'])}\"))",
+            lambda: f"T.if_then_else({self.cond(d)}, {f(d)}, {f(d)})",
+            lambda: f"T.float32(T.float64({e('float', d)}) * T.float64({e('float', d)}))",
+            lambda: f"(-{e('float', d)})",
+        ])()  # fmt: skip
 
     def cond(self, d: int) -> str:
         r = self.r
