@@ -75,6 +75,7 @@ class _Gen:
             lambda: f"{r.choice(['T.truncdiv', 'T.truncmod'])}({e('int', d)}, {divisor()})",
             lambda: f"T.{r.choice(['min', 'max'])}({e('int', d)}, {e('int', d)})",
             lambda: f"T.int32({e('float', d)})",  # truncates, saturating (cvt.rzi.s32.f32)
+            lambda: f"T.int32(T.cast({e(r.choice(['float', 'int']), d)}, \"{r.choice(['int8', 'uint8', 'int16', 'uint16'])}\"))",
             lambda: f"T.if_then_else({self.cond(d)}, {e('int', d)}, {e('int', d)})",
         ])()  # fmt: skip
 
@@ -291,7 +292,7 @@ def test_constant_folding_gives_the_run_time_value(tmp_path):
     tirx.compile(k, target="sim")(v, o)
     np.testing.assert_array_equal(o[0].view(np.uint32), o[1].view(np.uint32))
     assert o[0, 0] == 16777216.0 and o[0, 2] == 10.0 and o[0, 3] == 0.0
-    assert o[0, 6] == 2**31 - 1 and o[0, 8] == 0.0 and o[0, 9] == 255.0
+    assert o[0, 6] == 2**31 - 1 and o[0, 8] == 0.0 and o[0, 9] == 300 % 256  # via 32 bits
     body = tirx.compile(k, target="cuda -arch=sm_90").source.split('extern "C"')[1]
     assert "O[0] = 0x1.0000000000000p+24f;" in body and "O[2] = 10.0f;" in body  # folded
 
@@ -349,3 +350,31 @@ def test_folding_a_random_expression_gives_its_run_time_value(seed, tmp_path):
             assert out[0] == want and np.signbit(out[0]) == np.signbit(want), (line, out[0], want)
         checked += 1
     assert checked >= PER_KERNEL // 2
+
+
+def test_a_float_to_8_or_16_bits_goes_through_32_bits_in_the_ptx(tmp_path):
+    """The rule the simulator and the folder follow, read from NVRTC's PTX: a float stored as
+    uint8 (int16) is converted by ``cvt.rzi.u32.f32`` (``cvt.rzi.s32.f32``), saturating at 32
+    bits, and its low bits are stored: 300.0 becomes 44 in a uint8, 1e10 255, -200.0 0."""
+    k = define(
+        """
+        @T.function
+        def k(F: T.Tensor((8,), "float32"), U: T.Tensor((8,), "uint8"),
+              S: T.Tensor((8,), "int16")):
+            T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=8))
+            i = T.cuda.thread_idx("x")
+            U[i] = T.uint8(F[i])
+            S[i] = T.int16(F[i])
+        """,
+        tmp_path,
+        "k",
+    )
+    ptx = tirx.compile(k, target="cuda -arch=sm_90").ptx
+    assert "cvt.rzi.u32.f32" in ptx and "st.global.u8" in ptx
+    assert "cvt.rzi.s32.f32" in ptx and "st.global.u16" in ptx
+    assert ".sat" not in ptx and "cvt.rzi.u8" not in ptx and "cvt.rzi.s16" not in ptx
+    f = np.array([300, -5, 1e10, np.nan, 127.9, -200, 70000, -70000], np.float32)
+    u, s = np.zeros(8, np.uint8), np.zeros(8, np.int16)
+    tirx.compile(k, target="sim")(f, u, s)
+    np.testing.assert_array_equal(u, [44, 0, 255, 0, 127, 0, 70000 % 256, 0])
+    np.testing.assert_array_equal(s, [300, -5, -1, 0, 127, -200, 4464, -4464])

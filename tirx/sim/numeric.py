@@ -170,17 +170,24 @@ def encode(values: np.ndarray, d: DType) -> np.ndarray:
 
 
 def _float_to_int(x: np.ndarray, target: np.dtype) -> np.ndarray:
-    """``cvt.rzi``: toward zero, saturating; a NaN gives 0, but -2**63 for int64 (measured on
-    an H100: the 64-bit conversion gives its "integer indefinite")."""
-    info = np.iinfo(target)
+    """A float converted to an integer type as the generated C converts it: ``cvt.rzi``
+    toward zero, saturating, to a 32- or 64-bit integer of the target's signedness (a NaN
+    gives 0, but -2**63 for int64: measured on an H100); a narrower target then takes the low
+    bits (NVCC converts to 8 and 16 bits through 32: ``cvt.rzi.s32.f32`` then ``cvt.s32.s8``,
+    so 300.0 becomes 44 in a uint8, not 255)."""
+    wide = (
+        target if target.itemsize >= 4 else np.dtype(np.int32 if target.kind == "i" else np.uint32)
+    )
+    info = np.iinfo(wide)
     t = np.trunc(x.astype(F64))
     nan = np.isnan(t)
-    t = np.where(nan, float(info.min) if target == np.int64 else 0.0, t)
+    t = np.where(nan, float(info.min) if wide == np.int64 else 0.0, t)
     # float64 cannot hold 2**63 - 1 exactly: compare in floats, then place the bounds as ints.
     high = t >= float(info.max)
     low = t <= float(info.min)
-    mid = np.where(high | low, 0.0, t).astype(target)
-    return np.where(high, info.max, np.where(low, info.min, mid)).astype(target)
+    mid = np.where(high | low, 0.0, t).astype(wide)
+    out = np.where(high, info.max, np.where(low, info.min, mid)).astype(wide)
+    return out if wide == target else out.astype(target)  # the low bits (numpy wraps)
 
 
 def convert(x: np.ndarray, d: DType) -> np.ndarray:
