@@ -103,6 +103,8 @@ class _Gen:
             lambda: f"({e('int64', d)} >> (T.int64({e('int', d)}) & T.int64(63)))",
             lambda: f"T.int64({e('uint', d)})",
             lambda: f"T.int64({e('float', d)})",
+            lambda: f'T.int64(T.cast({e("float", d)}, "uint64"))',  # (a NaN: unmeasured yet)
+            lambda: f'T.int64(T.cast(T.float64({e("float", d)}) * 1e10, "int64"))',
         ])()  # fmt: skip
 
     def _f32(self, d: int) -> str:
