@@ -119,7 +119,7 @@ class _Gen:
 
     def _narrow(self, d: int) -> str:
         t = self.r.choice(["float16", "bfloat16", "float8_e4m3fn", "float8_e5m2"])
-        cast = f"T.{t}({self.expr('float', d)})"
+        cast = f"T.{t}({self.expr(self.r.choice(['float', 'float', 'int', 'uint']), d)})"
         return f"T.float32({cast})" if t.startswith("float8") else cast  # fp8 only stores
 
     def _float(self, d: int) -> str:

@@ -161,6 +161,34 @@ def test_bfloat16_rounding_matches_torch():
     np.testing.assert_array_equal(got, want)
 
 
+def test_bfloat16_from_an_integer_rounds_through_float32_as_the_c_does(tmp_path):
+    """The C converts an integer to bfloat16 as tirx_f2b((float)(x)): two roundings. 2**24 +
+    2**16 + 1 is just above a bfloat16 tie, but its float32 is the tie itself, which rounds to
+    even (down); a float64 of the same value rounds once (up), through tirx_d2b."""
+    import tirx
+    from tests.helpers import define
+
+    k = define(
+        """
+        @T.function
+        def k(A: T.Tensor((2,), "int32"), D: T.Tensor((2,), "float64"),
+              B: T.Tensor((2, 2), "bfloat16")):
+            T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=2))
+            i = T.cuda.thread_idx("x")
+            B[0, i] = A[i]
+            B[1, i] = D[i]
+        """,
+        tmp_path,
+        "k",
+    )
+    a = np.array([2**24 + 2**16 + 1, -(2**24 + 2**16 + 1)], np.int32)
+    b = np.zeros((2, 2), np.uint16)
+    tirx.compile(k, target="sim")(a, a.astype(np.float64), b)
+    np.testing.assert_array_equal(b, [[0x4B80, 0xCB80], [0x4B81, 0xCB81]])
+    src = tirx.compile(k, target="cuda -arch=sm_90").source
+    assert "tirx_f2b((float)(A[" in src and "tirx_d2b((double)(D[" in src
+
+
 def test_bfloat16_from_float64_rounds_once():
     # 1 + 2^-8 + 2^-40 is above the bf16 halfway point; rounding through float32 first
     # would land exactly on the tie and round down to 1.0.

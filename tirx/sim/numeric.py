@@ -200,9 +200,9 @@ def convert(x: np.ndarray, d: DType) -> np.ndarray:
         if src == np.bool_:
             x = x.astype(F32)
         return half_to_f32(x.astype(np.float16))
-    if d.name == "bfloat16":
+    if d.name == "bfloat16":  # an integer as the C converts it: to float32 first (rounded)
         if src.kind in "biu":
-            x = x.astype(F64)
+            x = x.astype(F32)
         return _to_bf16_values(x)
     if is_fp8(d):  # round to nearest even, saturating (tirx/sim/fp8.py)
         from .fp8 import fp8_decode, fp8_encode
