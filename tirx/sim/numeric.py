@@ -34,6 +34,7 @@ U16 = np.dtype(np.uint16)
 U32 = np.dtype(np.uint32)
 _CANONICAL_F32 = np.uint32(0x7FFFFFFF).view(F32)
 _CANONICAL_F16 = np.uint16(0x7FFF).view(np.float16)
+_SIGN, _EXPONENT, _MANTISSA = np.uint32(0x80000000), np.uint32(0x7F800000), np.uint32(0x7FFFFF)
 
 
 def compute_type(d: DType) -> np.dtype:
@@ -78,14 +79,26 @@ def f32_to_bf16_bits(x: np.ndarray) -> np.ndarray:
     return np.where(nan, np.uint32(0x7FFF), rounded).astype(U16)
 
 
+def canonical_nan(x: np.ndarray, nan=_CANONICAL_F32) -> np.ndarray:
+    """``x`` with every NaN replaced by ``nan``, by default float32's canonical NaN
+    ``0x7fffffff``, which the GPU writes wherever it makes a NaN (conversions, the approximate
+    functions); ``x`` itself where it holds none."""
+    x = np.asarray(x)
+    found = np.isnan(x)
+    return np.where(found, nan, x) if found.any() else x
+
+
+def flush(x: np.ndarray) -> np.ndarray:
+    """``.ftz``: each subnormal of the float32 array ``x`` replaced by zero of its sign."""
+    bits = np.asarray(x, dtype=F32).view(U32)
+    subnormal = ((bits & _EXPONENT) == 0) & ((bits & _MANTISSA) != 0)
+    return np.where(subnormal, bits & _SIGN, bits).astype(U32).view(F32)
+
+
 def f32_to_half(x: np.ndarray) -> np.ndarray:
     """float32 values rounded to float16 (nearest even), as ``cvt.rn.f16.f32`` does: a NaN of
     any sign and payload gives the canonical ``0x7fff`` (measured on an H100)."""
-    h = np.asarray(x).astype(np.float16)
-    nan = np.isnan(h)
-    if nan.any():
-        h = np.where(nan, _CANONICAL_F16, h)
-    return h
+    return canonical_nan(np.asarray(x).astype(np.float16), _CANONICAL_F16)
 
 
 def bf16_bits_to_f32(bits: np.ndarray) -> np.ndarray:
@@ -117,11 +130,7 @@ def half_to_f32(h: np.ndarray) -> np.ndarray:
     """float16 values as float32, as ``cvt.f32.f16`` gives them: exact, and a NaN of any sign
     and payload the canonical NaN ``0x7fffffff`` (measured on an H100 for ``0x7e00``; numpy
     would keep the sign and payload)."""
-    x = np.asarray(h).astype(F32)
-    nan = np.isnan(x)
-    if nan.any():
-        x = np.where(nan, _CANONICAL_F32, x)
-    return x
+    return canonical_nan(np.asarray(h).astype(F32))
 
 
 def min_max_choice(op: str, a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -24,31 +24,16 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ...sim.numeric import min_max_choice
+from ...sim.numeric import canonical_nan, flush, min_max_choice
 
 __all__ = [
-    "CANONICAL_NAN", "flush", "approx", "minmax", "SPECIAL", "ErrorBound", "BOUNDS",
+    "flush", "approx", "minmax", "SPECIAL", "ErrorBound", "BOUNDS",
     "within_bound", "ulp_distance",
 ]  # fmt: skip
 
 F32, F64, U32 = np.dtype(np.float32), np.dtype(np.float64), np.dtype(np.uint32)
-CANONICAL_NAN = np.uint32(0x7FFFFFFF)
-_SIGN, _EXPONENT, _MANTISSA = np.uint32(0x80000000), np.uint32(0x7F800000), np.uint32(0x7FFFFF)
 INF = float("inf")
 NAN = float("nan")
-
-
-def flush(x: np.ndarray) -> np.ndarray:
-    """``.ftz``: each subnormal of the float32 array ``x`` replaced by zero of its sign."""
-    bits = np.asarray(x, dtype=F32).view(U32)
-    subnormal = ((bits & _EXPONENT) == 0) & ((bits & _MANTISSA) != 0)
-    return np.where(subnormal, bits & _SIGN, bits).astype(U32).view(F32)
-
-
-def _canonical(x: np.ndarray) -> np.ndarray:
-    """``x`` (float32) with every NaN the canonical NaN."""
-    bits = np.asarray(x, dtype=F32).view(U32)
-    return np.where(np.isnan(x), CANONICAL_NAN, bits).astype(U32).view(F32)
 
 
 # ----------------------------------------------------------------------------- max, min
@@ -61,7 +46,7 @@ def minmax(op: str, a: np.ndarray, b: np.ndarray, ftz: bool, nan: bool) -> np.nd
     take_a, both_nan = min_max_choice(op, a, b)  # a NaN operand loses to a number
     out = np.where(take_a, a, b)
     out = np.where(np.isnan(a) | np.isnan(b) if nan else both_nan, NAN, out)
-    return _canonical(out.astype(F32))
+    return canonical_nan(out.astype(F32))
 
 
 # ------------------------------------------------------------------- .approx functions
@@ -122,7 +107,7 @@ def approx(op: str, a: np.ndarray, ftz: bool) -> np.ndarray:
     y = out.astype(F32)  # one rounding, to nearest even
     if ftz:
         y = flush(y)
-    return _canonical(y)
+    return canonical_nan(y)
 
 
 # ------------------------------------------------------------------------------ bounds

@@ -25,7 +25,7 @@ import numpy as np
 from ...ir import nodes as ir
 from ...sim.expr import first_tid
 from ...sim.faults import Fault
-from ...sim.numeric import f32_to_bf16_bits, min_max_choice
+from ...sim.numeric import canonical_nan, f32_to_bf16_bits, flush, min_max_choice
 
 __all__ = ["ULP_BOUND", "math_eval", "fma_exact", "eval_MathCall"]
 
@@ -249,15 +249,6 @@ def _pack_bf16x2(x: np.ndarray) -> np.ndarray:
     return np.where(np.isnan(x), np.uint32(0x7FFF), bits).astype(np.uint32)
 
 
-_TINY = np.float32(2.0**-126)  # the smallest normal float32
-_CANONICAL = np.uint32(0x7FFFFFFF).view(F32)
-
-
-def _flush(x: np.ndarray) -> np.ndarray:
-    """float32 subnormals to zero of the same sign."""
-    return np.where(np.abs(x) < _TINY, np.copysign(F32.type(0), x), x).astype(F32)
-
-
 def _fdividef(x, y) -> np.ndarray:
     """CUDA's ``__fdividef(x, y)``, PTX ``div.approx.f32``, computed as the ISA says, ``x *
     (1/y)``: the reciprocal as the GPU's approximate one is (subnormal inputs and results
@@ -268,9 +259,8 @@ def _fdividef(x, y) -> np.ndarray:
     differ by a few ulp); a NaN result is the canonical NaN, as the GPU writes it."""
     x, y = np.asarray(x, dtype=F32), np.asarray(y, dtype=F32)
     with np.errstate(all="ignore"):
-        r = _flush((1.0 / _flush(y).astype(F64)).astype(F32))
-        d = np.asarray(x * r, dtype=F32)
-    return np.where(np.isnan(d), _CANONICAL, d)
+        r = flush((1.0 / flush(y).astype(F64)).astype(F32))
+        return canonical_nan(np.asarray(x * r, dtype=F32))
 
 
 def _trunc_division(op: ir.MathOp, first_tid) -> Callable:
