@@ -10,6 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import tirx
+from tests.helpers import define
 from tests.test_sim_kernels import (
     LANE,
     TX,
@@ -165,9 +167,6 @@ def test_bfloat16_from_an_integer_rounds_through_float32_as_the_c_does(tmp_path)
     """The C converts an integer to bfloat16 as tirx_f2b((float)(x)): two roundings. 2**24 +
     2**16 + 1 is just above a bfloat16 tie, but its float32 is the tie itself, which rounds to
     even (down); a float64 of the same value rounds once (up), through tirx_d2b."""
-    import tirx
-    from tests.helpers import define
-
     k = define(
         """
         @T.function

@@ -114,9 +114,8 @@ def _exact_in(v: float, dtype: DType) -> bool:
         return dtype.name in ("float16", "bfloat16")
     if dtype.name == "float16":
         return _rounded(v, "<e") == v
-    if dtype.name == "bfloat16":
-        bits = struct.unpack("<I", struct.pack("<f", _rounded(v, "<f")))[0]
-        return _rounded(v, "<f") == v and bits & 0xFFFF == 0
+    if dtype.name == "bfloat16":  # a float32 whose low 16 bits are zero
+        return _rounded(v, "<f") == v and struct.unpack("<I", struct.pack("<f", v))[0] & 0xFFFF == 0
     return v == 0.0  # fp8: zero only (the rest is left to the saturating conversion)
 
 

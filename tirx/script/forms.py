@@ -37,6 +37,10 @@ __all__ = [
 
 # The forms that bind the name they are assigned to (see assign_form).
 _BINDING_KEYS = ("meta_var", "bind_", "local_scalar", "shared_scalar", "alloc_scalar")
+_SCALAR_EXAMPLE = {
+    "shared_scalar": 'T.shared_scalar("uint64")',
+    "alloc_scalar": 'T.alloc_scalar("uint64", scope="shared")',
+}
 
 
 # ------------------------------------------------------------------------------ calls
@@ -78,7 +82,7 @@ def call_form(ev, key: str, node: ast.Call, name_hint=None):
         raise TirxSyntaxError(
             f"T.{key}(...) names a scalar: assign it to a name of its own",
             span,
-            hint=f'bar = T.{key}("uint64"{", scope=" + repr("shared") if key == "alloc_scalar" else ""}), then use bar',
+            hint=f"bar = {_SCALAR_EXAMPLE[key]}, then use bar",
         )
     if key == "reinterpret":
         return storage.reinterpret(ev, node, span)
