@@ -120,10 +120,17 @@ def _f64_to_f32_round_odd(x: np.ndarray) -> np.ndarray:
     return bits.view(F32)
 
 
-def _to_bf16_values(x: np.ndarray) -> np.ndarray:
+def to_bf16_bits(x: np.ndarray) -> np.ndarray:
+    """float32 or float64 values rounded once to bfloat16 (nearest even), as uint16 bits; a
+    NaN the canonical ``0x7fff``."""
+    x = np.asarray(x)
     if x.dtype != F32:
         x = _f64_to_f32_round_odd(np.asarray(x, dtype=F64))
-    return bf16_bits_to_f32(f32_to_bf16_bits(x))
+    return f32_to_bf16_bits(x)
+
+
+def _to_bf16_values(x: np.ndarray) -> np.ndarray:
+    return bf16_bits_to_f32(to_bf16_bits(x))
 
 
 def half_to_f32(h: np.ndarray) -> np.ndarray:

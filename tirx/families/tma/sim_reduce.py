@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...sim.numeric import min_max_choice
+from ...sim.numeric import f32_to_half, min_max_choice, to_bf16_bits
 
 __all__ = ["REDUCTIONS", "storage", "combine"]
 
@@ -49,30 +49,14 @@ def _bf16_values(bits: np.ndarray) -> np.ndarray:
     return (bits.astype(np.uint32) << np.uint32(16)).view(np.float32).astype(np.float64)
 
 
-def _to_bf16(x: np.ndarray) -> np.ndarray:
-    """float64 values rounded once to bfloat16 (nearest even), as bits; NaN stays a NaN."""
-    f32 = x.astype(np.float32)
-    back = f32.astype(np.float64)
-    # to float32 rounding to odd (an inexact result keeps a sticky low bit), so that rounding
-    # that once more to bfloat16 is rounding x once
-    u = f32.view(np.uint32).copy()
-    inexact = np.isfinite(x) & (back != x)
-    toward_zero = inexact & (np.abs(back) > np.abs(x))
-    u = np.where(toward_zero, u - np.uint32(1), u)
-    u = np.where(inexact, u | np.uint32(1), u)
-    nan = (u & np.uint32(0x7FFFFFFF)) > np.uint32(0x7F800000)
-    rounded = (u + np.uint32(0x7FFF) + ((u >> np.uint32(16)) & np.uint32(1))) >> np.uint32(16)
-    return np.where(nan, np.uint32(0x7FC0), rounded).astype(np.uint16)
-
-
 def _floats(dtype: str, bits: np.ndarray) -> np.ndarray:
     return _bf16_values(bits) if dtype == "bfloat16" else bits.astype(np.float64)
 
 
 def _from_floats(dtype: str, x: np.ndarray) -> np.ndarray:
-    if dtype == "bfloat16":
-        return _to_bf16(x)
-    return x.astype(_STORAGE[dtype])
+    """The float64 values ``x`` rounded once to the 16-bit ``dtype``, as its storage bits (a
+    NaN the canonical 0x7fff)."""
+    return to_bf16_bits(x) if dtype == "bfloat16" else f32_to_half(x)
 
 
 def _min_max(redop: str, dtype: str, old: np.ndarray, v: np.ndarray) -> np.ndarray:
@@ -93,12 +77,8 @@ def combine(redop: str, dtype: str, old: np.ndarray, v: np.ndarray) -> np.ndarra
         if dtype == "float32":
             return (old.astype(np.float64) + v.astype(np.float64)).astype(np.float32)
         if dtype in ("float16", "bfloat16"):
-            total = _floats(dtype, old) + _floats(dtype, v)
-            out = _from_floats(dtype, total)
-            nan = np.isnan(total)
-            if nan.any():  # any NaN sum is the canonical NaN (the H200 writes 0x7fff)
-                out = np.where(nan, np.array(_CANONICAL_NAN[dtype], np.uint16).view(out.dtype), out)
-            return out
+            # any NaN sum is the canonical NaN (the H200 writes 0x7fff), as the conversions give it
+            return _from_floats(dtype, _floats(dtype, old) + _floats(dtype, v))
         return (old + v).astype(old.dtype)  # numpy's integer arithmetic wraps
     if redop in ("min", "max"):
         return _min_max(redop, dtype, old, v)
