@@ -240,15 +240,6 @@ def _bf16x2_minmax(op: ir.MathOp, a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return out
 
 
-def _pack_bf16x2(x: np.ndarray) -> np.ndarray:
-    """One half of ``cvt.rn.bf16x2.f32``: float32 to bfloat16, to nearest even; every NaN
-    becomes the canonical 0x7FFF (measured on an H100: the packed conversion does not keep
-    a NaN's sign or payload)."""
-    x = np.asarray(x, dtype=F32)
-    bits = f32_to_bf16_bits(x).astype(np.uint32)
-    return np.where(np.isnan(x), np.uint32(0x7FFF), bits).astype(np.uint32)
-
-
 def _fdividef(x, y) -> np.ndarray:
     """CUDA's ``__fdividef(x, y)``, PTX ``div.approx.f32``, computed as the ISA says, ``x *
     (1/y)``: the reciprocal as the GPU's approximate one is (subnormal inputs and results
@@ -261,6 +252,10 @@ def _fdividef(x, y) -> np.ndarray:
     with np.errstate(all="ignore"):
         r = flush((1.0 / flush(y).astype(F64)).astype(F32))
         return canonical_nan(np.asarray(x * r, dtype=F32))
+
+
+def _bf16_word(x) -> np.ndarray:
+    return f32_to_bf16_bits(np.asarray(x, dtype=F32)).astype(np.uint32)
 
 
 def _trunc_division(op: ir.MathOp, first_tid) -> Callable:
@@ -330,7 +325,9 @@ def math_eval(e: ir.MathCall, first_tid) -> Callable:
     if op is M.FDIVIDEF:
         return lambda idx, x, y: _fdividef(x, y)
     if op is M.PACK_BF16X2:
-        return lambda idx, x, y: _pack_bf16x2(x) | (_pack_bf16x2(y) << np.uint32(16))
+        # each half as the scalar conversion (cvt.rn.bf16.f32; a NaN 0x7fff, as measured
+        # for the packed one too), x the low half
+        return lambda idx, x, y: _bf16_word(x) | (_bf16_word(y) << np.uint32(16))
     raise NotImplementedError(f"no simulator semantics for T.{op.value}")
 
 
