@@ -18,6 +18,7 @@ import pytest
 import tirx
 from tests.helpers import caret_line, define, reference_cuda
 from tirx.errors import ContractError, TirxError
+from tirx.families.math.script import FORMS
 from tirx.families.math.sim import ULP_BOUND
 from tirx.ir.math_ops import MathOp as M
 
@@ -723,6 +724,28 @@ def test_fdividef_and_float2_misuse(call, words, tmp_path):
     with pytest.raises(TirxError) as e:
         define(src, tmp_path, "k")
     assert words in str(e.value)
+    assert call in caret_line(str(e.value))
+
+
+@pytest.mark.parametrize(
+    "key", [k for k in FORMS if k not in ("infinity", "min_value", "max_value")]
+)
+def test_every_intrinsic_names_its_count_when_given_one_value_too_many(key, tmp_path):
+    # a form of any arity (fp8x4_e4m3_from_float4 takes four) is told in words, with a hint
+    # that spells its values, never an exception from inside tirx
+    arity = FORMS[key].arity
+    call = f"T.{key}({', '.join(['X[i]'] * (arity + 1))})"
+    src = f"""
+    @T.function
+    def k(X: T.Tensor((8,), "float32")):
+        T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=8))
+        i = T.cuda.thread_idx("x")
+        X[i] = T.float32({call})
+    """
+    with pytest.raises(TirxError) as e:
+        define(src, tmp_path, "k")
+    assert f"takes {'' if arity else 'no values'}" in str(e.value)
+    assert f"got {arity + 1}" in str(e.value)
     assert call in caret_line(str(e.value))
 
 

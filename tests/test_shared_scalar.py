@@ -130,6 +130,8 @@ def test_alloc_scalar_is_a_shared_cell_or_a_local_variable(tmp_path):
         ('x = T.alloc_scalar("bool", "shared")', "a bool shared scalar is not supported"),
         ('x = T.alloc_scalar("float16", "local")', "float16 local scalar is not supported"),
         ('x = T.alloc_scalar("int32", "local") * 2', "assign it to a name of its own"),
+        ('x = T.alloc_scalar("float33", "shared")', "unknown dtype 'float33'; known dtypes: bool"),
+        ("x = T.local_scalar(3)", "expected a dtype, got"),
     ],
 )
 def test_shared_scalar_misuse_at_the_users_line(tmp_path, line, message):

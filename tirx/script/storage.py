@@ -24,10 +24,10 @@ def dtype_arg(v, span) -> DType:
         return v
     try:
         return dtype_of(v)
-    except (ValueError, TypeError, KeyError):
-        raise TirxSyntaxError(
-            f"expected a dtype, got {kind_of(v)}", span, hint='write a name such as "int32"'
-        ) from None
+    except (ValueError, TypeError, KeyError) as e:
+        # a misspelt name is told with the names there are (dtype_of's message)
+        what = str(e) if isinstance(v, str) else f"expected a dtype, got {kind_of(v)}"
+        raise TirxSyntaxError(what, span, hint='write a name such as "int32"') from None
 
 
 def local_scalar(ev, node, name: str) -> ir.Var:

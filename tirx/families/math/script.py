@@ -492,7 +492,7 @@ def parse_call(evaluator, key: str, node, name_hint=None):
         raise TirxSyntaxError(
             f"{label} takes {_arity_text(form.arity)}, got {len(args_nodes)}",
             span,
-            hint=f"write {label}({', '.join('xyz'[i] for i in range(form.arity))})"
+            hint=f"write {label}({', '.join('xyzw'[i] for i in range(form.arity))})"
             if form.arity
             else f'write {label}(ty="float32")',
         )
@@ -512,4 +512,5 @@ def parse_call(evaluator, key: str, node, name_hint=None):
 
 
 def _arity_text(n: int) -> str:
-    return {0: "no values", 1: "one value", 2: "two values", 3: "three values"}[n]
+    words = {0: "no", 1: "one", 2: "two", 3: "three", 4: "four"}
+    return f"{words.get(n, n)} value{'' if n == 1 else 's'}"
