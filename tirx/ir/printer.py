@@ -283,7 +283,13 @@ class _Printer(Walker):
         self.line(f"T.cuda.trap_when_assert_failed({print_expr(s.cond)})")
 
     def visit_Assume(self, s):
-        self.line(f"T.assume({print_expr(s.cond)})")
+        address = s.cond.a.a if s.aligned else None  # (address & (n - 1)) == 0
+        whole = isinstance(address, ir.AddressOf) and address.view.elem_offset == 0
+        if whole:  # as written (a view at an offset, or lowered: the condition)
+            self.line(f"T.assume_aligned({address.view.name or address.view.buffer.name}, "
+                      f"{s.aligned})")  # fmt: skip
+        else:
+            self.line(f"T.assume({print_expr(s.cond)})")
 
     def visit_RegisterFence(self, s):
         self.line(f"T.cuda.wgmma.noop_barrier({print_expr(s.target)})")

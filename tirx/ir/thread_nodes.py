@@ -57,6 +57,9 @@ class Assume(Stmt):
 
     cond: Expr
     span: Span | None = None
+    #: ``T.assume_aligned(tensor, n)``: ``n`` (bytes), and ``cond`` is ``(address & (n - 1))
+    #: == 0`` of the tensor's first element's address; 0 for a plain ``T.assume``
+    aligned: int = 0
 
 
 @node

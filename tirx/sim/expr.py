@@ -420,6 +420,18 @@ class ExprCompiler:
             return lambda idx: region.load(as_index(fi(idx), idx.size), d, idx, idx)
         return lambda idx: region.load(as_index(fi(idx), idx.size), d, idx)
 
+    def _GlobalAddress(self, e: ir.GlobalAddress) -> Eval:
+        """A global tensor's byte as an address: the simulator's tensor is the caller's array,
+        so this is where that array's byte is in this process (on the GPU the device's); its
+        alignment is the array's."""
+        base = np.uint64(self.m.region(e.buffer, self).address)
+        fo = self.compile(e.byte_offset)
+
+        def f(idx):
+            return np.asarray(fo(idx)).astype(np.uint64) + base
+
+        return f if e.dtype == ir.U64 else converted(f, ir.U64, e.dtype)
+
     def _SharedAddress(self, e: ir.SharedAddress) -> Eval:
         base = self.m.shared_base(e.buffer, self)
         fo = self.compile(e.byte_offset)

@@ -1,6 +1,6 @@
 """The script side of the single-thread operations: ``T.cuda.nano_sleep(time)``,
-``T.cuda.clock64()``, ``T.cuda.trap_when_assert_failed(cond)``, the compiler hint
-``T.assume(cond)`` and the register fence
+``T.cuda.clock64()``, ``T.cuda.trap_when_assert_failed(cond)``, the compiler hints
+``T.assume(cond)`` and ``T.assume_aligned(tensor, alignment_bytes)``, and the register fence
 ``T.cuda.wgmma.noop_barrier(reg)`` (also spelled ``T.cuda.wgmma_noop_barrier``), with the real
 TIRx's spelling (its parameter names are accepted as keywords).
 
@@ -14,6 +14,11 @@ CUDA's ``__nanosleep`` takes ``unsigned`` (32 bits), to which C converts the val
 that conversion in the IR (a run-time value wraps modulo 2**32, as C does) and refuses a
 constant outside uint32, which C would wrap silently. A float is refused rather than
 truncated.
+
+``assume_aligned`` is ``T.assume`` of "the address of the tensor's first element is a multiple
+of ``alignment_bytes``" (a power of two from 1 to 2**27, a constant), for a global or shared
+tensor, whole or a view: the C is ``__builtin_assume`` of that, the simulator checks it where
+it runs (the real TIRx checks nothing). A local array has no address to assume about.
 
 ``noop_barrier``'s register is a 32-bit value that lives in a register: an element of a local
 tensor (``acc[i]``) or a scalar variable, of dtype float32, uint32 or int32 (the real TIRx takes
@@ -31,7 +36,7 @@ from ...script.effects import statement_position
 
 __all__ = ["T_NAMES", "CUDA_NAMES", "KEYS", "parse_call"]
 
-T_NAMES = ("assume",)
+T_NAMES = ("assume", "assume_aligned")
 CUDA_NAMES = (
     *("nano_sleep", "clock64", "trap_when_assert_failed"),
     *("wgmma.noop_barrier", "wgmma_noop_barrier"),
@@ -44,6 +49,7 @@ _PARAMS = {
     "clock64": (),
     "trap_when_assert_failed": ("cond",),
     "assume": ("cond",),
+    "assume_aligned": ("tensor", "alignment_bytes"),
     "wgmma.noop_barrier": ("reg",),
     "wgmma_noop_barrier": ("reg",),
 }
@@ -67,6 +73,9 @@ def parse_call(ev, key: str, node: ast.Call, name_hint=None):
         )
     if name == "nano_sleep":
         ev.b.emit(ir.NanoSleep(_duration(ev, args[0]), span))
+        return None
+    if name == "assume_aligned":
+        ev.b.emit(_aligned(ev, args, span))
         return None
     if name in ("trap_when_assert_failed", "assume"):
         cond = ev.to_bool(ir.as_expr(ev.scalar(args[0])))
@@ -93,13 +102,62 @@ def _arguments(ev, node: ast.Call, name: str) -> list:
             )
         args.append(k.value)
     if len(args) != len(params):
-        takes = "no arguments" if not params else f"{len(params)} argument ({', '.join(params)})"
+        n = len(params)
+        takes = (
+            f"{n} argument{'s' if n != 1 else ''} ({', '.join(params)})" if n else "no arguments"
+        )
         raise TirxSyntaxError(
             f"{label} takes {takes}, got {len(args)}",
             ev.p.span(node),
             hint=f"write {label}({', '.join(params)})",
         )
     return args
+
+
+_MOST_ALIGNED = 2**27  # the real TIRx's bound
+
+
+def _aligned(ev, args, span) -> ir.Assume:
+    """``T.assume_aligned(tensor, alignment_bytes)``: an :class:`~tirx.ir.nodes.Assume` that the
+    address of the tensor's first element is a multiple of ``alignment_bytes``."""
+    from ...script.storage import address_of
+    from ...script.values import kind_of
+
+    view = ev.value(args[0])
+    if not isinstance(view, ir.View):
+        raise TirxSyntaxError(
+            f"T.assume_aligned takes a tensor, got {kind_of(view)}",
+            ev.p.span(args[0]),
+            hint="name the tensor itself: T.assume_aligned(A, 16)",
+        )
+    name = view.name or view.buffer.name
+    if view.buffer.scope is ir.Scope.LOCAL:
+        raise TirxSyntaxError(
+            f"{name!r} is a local (register) array: it has no address to be aligned",
+            ev.p.span(args[0]),
+            hint="T.assume_aligned is about a global or shared tensor's address",
+        )
+    n = ev.value(args[1])
+    if isinstance(n, ir.Const) and n.dtype.kind == "int":
+        n = int(n.value)
+    if isinstance(n, bool) or not isinstance(n, int):
+        raise TirxSyntaxError(
+            f"T.assume_aligned's alignment must be a constant number of bytes, got {kind_of(n)}",
+            ev.p.span(args[1]),
+            hint="write the alignment as an integer constant, e.g. T.assume_aligned(A, 16)",
+        )
+    if not (1 <= n <= _MOST_ALIGNED and n & (n - 1) == 0):
+        raise TirxSyntaxError(
+            f"T.assume_aligned({name}, {n}): the alignment must be a power of two from 1 to "
+            f"2**27 bytes",
+            ev.p.span(args[1]),
+            hint="16 for a 16-byte vector access, 128 or 1024 for swizzled shared tiles",
+        )
+    zeros = tuple(0 for _ in view.shape)
+    address = address_of(ir.ElemLoad(view, zeros, view.dtype), span)
+    low = ir.BinOp(ir.Op.BITAND, address, ir.const(n - 1, address.dtype), address.dtype)
+    cond = ir.Cmp(ir.CmpOp.EQ, low, ir.const(0, address.dtype))
+    return ir.Assume(cond, span, aligned=n)
 
 
 def _duration(ev, arg) -> ir.Expr:

@@ -20,6 +20,10 @@ Function", "Nanosleep Function", "Assertion") and the PTX ISA ("nanosleep", "tra
   where it is false, what follows is undefined behaviour, with no error at run time. The
   simulator checks it, as the assert above, and stops at its line naming the first thread
   where it is false (nothing a test on the GPU would ever show).
+* ``T.assume_aligned(tensor, n)``: the same check of "the address of the tensor's first
+  element is a multiple of n", told with the address the simulator's tensor has (the caller's
+  array, at its address in this process: a slice of an array at an odd offset fails here as
+  on the GPU).
 * ``wgmma.noop_barrier``: an empty asm; it constrains the compiler, not the GPU, which
   executes nothing for it. The simulator does nothing either: the register is not read (a
   fence on an accumulator a wgmma still writes is no read of it).
@@ -97,8 +101,52 @@ def compile_AssertTrap(machine, s: ir.AssertTrap):
 
 
 def compile_Assume(machine, s: ir.Assume):
+    if s.aligned:
+        return _aligned(machine, s)
     return _checked(machine, s, "T.assume", "though the compiler was told it holds",
                     _ASSUME_HINT)  # fmt: skip
+
+
+def _aligned(machine, s: ir.Assume):
+    """``T.assume_aligned``: the address of the tensor's first element (``cond`` is ``(address
+    & (n - 1)) == 0``, families/thread_ops/script.py) must be a multiple of ``n``. A shared
+    tensor's address is only known modulo the shared array's own alignment (the largest
+    buffer alignment, at least 128: backend/cuda/codegen.py), where the simulator's array
+    starts at 0: beyond it the assumption is not known to hold, and is refused."""
+    target, n = s.cond.a.a, s.aligned  # lowered: a GlobalAddress or a SharedAddress
+    address = machine.compiler.compile(target)
+    name = target.buffer.name
+    if isinstance(target, ir.SharedAddress):
+        known = max([128, *(b.align for b in machine.fn.shared_offsets)])
+        hint = (f"allocate the tensor with align={n} (T.alloc_shared(..., align={n})) and take "
+                f"a view at a multiple of {n} bytes, or drop the T.assume_aligned")  # fmt: skip
+    else:
+        known = None
+        hint = ("the GPU runs on as if it were aligned, with undefined results (no error): pass "
+                "a tensor whose storage starts aligned (a fresh allocation or a copy, not a "
+                "slice at an odd offset), or drop the T.assume_aligned")  # fmt: skip
+    span, m = s.span, machine
+
+    def run(idx):
+        m.span = span
+        at = np.broadcast_to(address(idx), (idx.size,)).astype(np.int64)
+        if known is not None and n > known:
+            raise Fault(f"T.assume_aligned: '{name}' is in shared memory, which is aligned to "
+                        f"{known} bytes, so its start is not known to be a multiple of {n}",
+                        int(idx[0]), hint)  # fmt: skip
+        off = at % n != 0
+        if off.any():
+            where = (
+                f"{int(at[off][0])} bytes into the shared memory"
+                if known
+                else (f"at {int(at[off][0]):#x}")
+            )
+            raise Fault(f"T.assume_aligned: '{name}' starts {where}, not a multiple of {n} "
+                        f"bytes, though the compiler was told it is",
+                        int(idx[off][0]), hint)  # fmt: skip
+        return idx
+
+    return run
 
 
 def _checked(machine, s, what: str, so: str, hint: str):
