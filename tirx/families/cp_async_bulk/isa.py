@@ -306,7 +306,7 @@ copy inside its tensors when that is known; the waits' `n` a compile-time int >=
 newer. `.L2::cache_hint`, `.cp_mask`, the copies into shared memory (`.shared::cluster`
 destinations) and the mbarrier completion are refused with the supported form as the hint.
 
-The simulator (`tirx/sim/bulkcopy.py`, `bulkcalls.py`): a copy reads its source at issue and its bytes land in
+The simulator (`tirx/families/cp_async_bulk/sim.py`, `sim_copies.py`): a copy reads its source at issue and its bytes land in
 global memory at the full wait that covers it, or at the end of the block. Faults, each naming
 the lines involved and the block, warp and lane: a size or address the ISA refuses at run
 time, a copy outside its tensor or shared allocation; source bytes stored through the generic
