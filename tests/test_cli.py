@@ -4,6 +4,7 @@ mistake."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -283,7 +284,29 @@ def test_python_errors_in_the_file_quote_the_files_own_lines(capsys, tmp_path):
         (["compile", str(EXAMPLES)], "is a folder: name a Python file in it"),
         (["compile", str(EXAMPLES / "gemm.py"), "--arch", "sm_999"], "unknown arch sm_999: NVRTC"),
         (["compile", str(SEED), "-t", "cuda -arch=sm_86a"], "unknown arch sm_86a"),
-        (["compile", str(SEED), "--arch", "sm90"], "unknown cuda target option '-arch=sm90'"),
+        (["compile", str(SEED), "--arch", "sm90"], "--arch 'sm90' is not a CUDA architecture"),
+        (["compile", str(SEED), "--arch", ""], "--arch is empty: name an arch"),
+        (["compile", str(SEED), "--arch", "sm_90", "-t", "cuda -arch=sm_80"], "both say which"),
+        (["compile", str(SEED), "-t", "cuda -arch=sm_90 -arch=sm_80"], "names two archs"),
+        (["compile", str(SEED), "-t", "cuda -arch=90"], "'90' is not a CUDA architecture"),
+        (["compile", str(SEED), "--out", "k.tirx", "-o", "x.cu"], "-o prints what the compiler"),
+        (["compile", str(SEED), "--out", "k.tirx", "--emit", "ptx"], "give one of them"),
+        (["compile", str(SEED), "--out", "/no/such/dir/k.tirx"], "there is no folder /no/such/"),
+        (["compile", str(SEED), "--out", str(EXAMPLES)], "it is a folder (name a file in it)"),
+        (["compile", str(SEED), "--out", ""], "--out is empty: name the file to write"),
+        (["compile", str(SEED), "-o", ""], "-o is empty: name the file to write"),
+        (["compile", "/dev/null"], "/dev/null is not a regular file"),
+        (["run", "tirx.examples.softmax:make_softmax(10**9, 1024)", "--sim"], "cannot make a"),
+        (
+            ["run", str(SEED), "--sim", "--arg", "A=torch.ones(16, 16, device='meta')"],
+            "a meta tensor has no data to run on",
+        ),
+        (
+            ["run", str(SEED), "--sim", "--arg", "Out=torch.zeros(16, 8, requires_grad=True)"],
+            "the tensor requires grad",
+        ),
+        (["run", str(SEED), "--sim", "--arg", "Q=1", "--arg", "Q=2"], "no parameter 'Q'"),
+        (["run", str(SEED), "--sim", "--arg", "Out=0", "--arg", "Out=1"], "given twice"),
         (["compile", str(SEED), "-o", "/no/such/dir/seed.cu"], "cannot write /no/such/dir/seed"),
         (["compile", f"{SEED}:a_load_layout"], "is a TileLayout, not a @T.function kernel"),
         (["compile", "tirx.examples.gemm:make_gemm"], "call it to make one: tirx.examples.gemm:"),
@@ -465,3 +488,46 @@ def test_a_bad_layout_is_a_command_line_mistake(capsys):
     assert rc == 2 and out == ""
     assert err.startswith("tirx layout: error: cannot evaluate") and "nowhere" in err
     assert "(use S, R, TileLayout" in err  # the hint, on the same line
+
+
+def test_an_output_over_the_kernels_own_source_is_refused(capsys, tmp_path):
+    # -o / --out naming the Python file the kernel is in would replace the user's code
+    src = tmp_path / "k.py"
+    src.write_text(SEED.read_text())
+    for argv in (["-o", str(src)], ["--out", str(src)], ["-o", str(tmp_path / "." / "k.py")]):
+        rc, out, err = tirx_cli(capsys, "compile", str(src), "--arch", "sm_90", *argv)
+        assert rc == 2, err
+        assert "is the kernel's own source file" in err
+    assert src.read_text() == SEED.read_text()
+
+
+def test_odd_files_are_told_for_what_they_are(capsys, tmp_path, monkeypatch):
+    nul = tmp_path / "bin.py"
+    nul.write_bytes(b"x = 1\0\n")
+    rc, _, err = tirx_cli(capsys, "compile", str(nul))
+    assert rc == 2 and "not a Python file (it holds NUL bytes)" in err
+    saved = tmp_path / "k.tirx"
+    saved.write_bytes(b"PK")
+    rc, _, err = tirx_cli(capsys, "run", str(saved))
+    assert rc == 2 and "a saved kernel, not a Python file: it loads with tirx.load" in err
+    fifo = tmp_path / "fifo.py"
+    os.mkfifo(fifo)
+    rc, _, err = tirx_cli(capsys, "compile", str(fifo))
+    assert rc == 2 and "is not a regular file" in err
+    # a folder whose name holds a colon, which is also a module name's shape ("co")
+    (tmp_path / "co:lon").mkdir()
+    (tmp_path / "co:lon" / "k.py").write_text(SEED.read_text())
+    monkeypatch.chdir(tmp_path)
+    rc, out, err = tirx_cli(capsys, "compile", "co:lon/k.py:warp_matmul", "--arch", "sm_90")
+    assert rc == 0, err
+    assert "warp_matmul" in out
+
+
+def test_an_error_at_import_quotes_the_file_not_importlib(capsys, tmp_path, monkeypatch):
+    (tmp_path / "raises.py").write_text('raise RuntimeError("boom at import")\n')
+    monkeypatch.chdir(tmp_path)  # the frozen frames' "<frozen ...>" names are not in this folder
+    rc, _, err = tirx_cli(capsys, "compile", "raises.py")
+    assert rc == 1
+    assert "RuntimeError: boom at import" in err
+    assert "raises.py, line 1" in err
+    assert "frozen" not in err

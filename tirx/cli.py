@@ -46,8 +46,18 @@ def _target(args, default: str | None):
     text = getattr(args, "target", None) or default
     if getattr(args, "sim", False):
         text = "sim"
-    if args.arch:
+    if args.arch is not None:
+        if not args.arch.strip():
+            raise UsageError("--arch is empty: name an arch, e.g. --arch sm_90")
+        from .target import _ARCH
+
+        if not _ARCH.match(args.arch):
+            raise UsageError(f"--arch {args.arch!r} is not a CUDA architecture: write it as "
+                             "sm_80, sm_90 or sm_90a")  # fmt: skip
         if text not in (None, "cuda"):
+            if str(text).startswith("cuda"):
+                raise UsageError(f"--arch {args.arch} and the target {text!r} both say which "
+                                 "arch: give one of them")  # fmt: skip
             raise UsageError(f"--arch {args.arch} goes with the cuda target, not {text!r}")
         text = f"cuda -arch={args.arch}"
     try:
@@ -84,12 +94,14 @@ def _check_arch(target) -> None:
 def cmd_compile(args) -> int:
     import tirx
 
-    if args.out:
+    if args.out is not None:
         return save_compiled(args)
+    args.emit = args.emit or "cuda"
     target = _target(args, "cuda")
     if args.emit in ("cuda", "ptx", "sass") and not on_gpu(target):
         raise UsageError(f"--emit {args.emit} needs the cuda target (NVRTC compiles without a GPU)")
     kernel = load_kernel(args.kernel)
+    _not_the_source(args.output, "-o", args.kernel, kernel)
     exe = tirx.compile(kernel, target)
     if args.emit == "ir":
         text = exe.script()
@@ -102,6 +114,8 @@ def cmd_compile(args) -> int:
                 "no SASS: the disassembler (nvdisasm) is not installed",
                 hint="pip install 'tirx[sass]', or --emit ptx",
             )
+    if args.output not in (None, "-"):
+        _writable(args.output, "-o")
     _write(text, args.output)
     if args.stats:
         print(compile_summary(exe), file=sys.stderr)
@@ -114,13 +128,53 @@ def save_compiled(args) -> int:
     (tirx/artifact.py) for ``tirx.load``, instead of printing what ``--emit`` names."""
     import tirx
 
+    if args.output is not None or args.emit is not None:
+        given = "-o" if args.output is not None else "--emit"
+        raise UsageError(f"--out saves the compiled kernel; {given} prints what the compiler "
+                         "made: give one of them")  # fmt: skip
+    _writable(args.out, "--out")
     target = _target(args, "cuda")
     if not on_gpu(target):
         raise UsageError("--out saves GPU code: it needs the cuda target (--arch sm_90)")
-    exe = tirx.compile(load_kernel(args.kernel), target)
+    kernel = load_kernel(args.kernel)
+    _not_the_source(args.out, "--out", args.kernel, kernel)
+    exe = tirx.compile(kernel, target)
     path = exe.save(args.out)
     print(f"{path}: {exe.name} for {exe.arch}, {path.stat().st_size} bytes")
+    if args.stats:
+        print(compile_summary(exe), file=sys.stderr)
     return 0
+
+
+def _writable(path: str, option: str) -> None:
+    """Refuse, as a command-line mistake, an output path that cannot be a file: empty, a
+    folder, or in a folder that does not exist."""
+    if not path:
+        raise UsageError(f"{option} is empty: name the file to write")
+    if os.path.isdir(path):
+        raise UsageError(f"cannot write {path}: it is a folder (name a file in it)")
+    folder = os.path.dirname(path) or "."
+    if not os.path.isdir(folder):
+        raise UsageError(f"cannot write {path}: there is no folder {folder}")
+
+
+def _not_the_source(output: str | None, option: str, ref: str, kernel) -> None:
+    """Refuse to write the output over the Python file the kernel came from (the file named on
+    the command line, or the kernel's own): the user's source would be lost."""
+    if output in (None, "-"):
+        return
+    from .cli_load import _split_ref
+
+    code = getattr(getattr(kernel, "pyfunc", None), "__code__", None)
+    sources = {_split_ref(ref)[0], code.co_filename if code is not None else None}
+    for source in sources - {None}:
+        try:
+            same = os.path.samefile(output, source)
+        except OSError:
+            continue
+        if same:
+            raise UsageError(f"{option} {output} is the kernel's own source file: writing there "
+                             "would replace your code; name another file")  # fmt: skip
 
 
 def compile_summary(exe) -> str:
@@ -289,9 +343,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help='"cuda" (default), "cuda -arch=sm_90" or "sim" (ir/lowered only)')  # fmt: skip
     c.add_argument("-a", "--arch", default=None, help="CUDA architecture, e.g. sm_90 "
                    "(default: the GPU's, else sm_80)")  # fmt: skip
-    c.add_argument(
-        "-e", "--emit", choices=EMITS, default="cuda", help="what to print (default cuda)"
-    )
+    c.add_argument("-e", "--emit", choices=EMITS, default=None, help="what to print (default cuda)")
     c.add_argument("-o", "--output", metavar="OUT", help="write to this file instead of stdout")
     c.add_argument("--out", metavar="FILE.tirx", help="save the compiled kernel (cubin, PTX, "
                    "signature, launch) for tirx.load, instead of printing")  # fmt: skip

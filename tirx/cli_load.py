@@ -39,9 +39,12 @@ def _split_ref(text: str) -> tuple[str, str | None]:
     existing file or a module name ends FILE, so KERNEL may hold colons of its own."""
     if os.path.isfile(text):
         return text, None
-    for i, ch in enumerate(text):
-        if ch == ":" and (os.path.isfile(text[:i]) or _is_module_name(text[:i])):
-            return text[:i], text[i + 1 :] or None
+    colons = [i for i, ch in enumerate(text) if ch == ":"]
+    # a file first (a path may hold colons: "co:lon/k.py:kernel"), then a module name
+    for found in (os.path.isfile, _is_module_name):
+        for i in colons:
+            if found(text[:i]):
+                return text[:i], text[i + 1 :] or None
     return text, None
 
 
@@ -89,7 +92,13 @@ def _load_namespace(where: str) -> tuple[dict, str | None]:
         except OSError as e:
             raise UsageError(f"cannot read {where}: {e.strerror}") from None
         if not path.endswith(".py"):
+            if path.endswith(".tirx"):
+                raise UsageError(f"{where}: a saved kernel, not a Python file: it loads with "
+                                 "tirx.load(path) in Python")  # fmt: skip
             raise UsageError(f"{where}: not a Python file (name a .py file or a module)")
+        with open(path, "rb") as f:
+            if b"\0" in f.read():
+                raise UsageError(f"{where}: not a Python file (it holds NUL bytes)")
         found = package_module(path)
         module = _import_in_package(path, *found) if found else _run_file(path)
         return vars(module), path
@@ -102,6 +111,8 @@ def _load_namespace(where: str) -> tuple[dict, str | None]:
             path = found.origin
             module = _run_user_code(lambda: importlib.import_module(where), path)
             return vars(module), path
+    if os.path.exists(where):  # a FIFO, a device
+        raise UsageError(f"{where} is not a regular file: name a Python file (or a module)")
     raise UsageError(f"no such file or module: {where}")
 
 
@@ -178,7 +189,10 @@ def python_error(err: BaseException, path: str | None) -> str:
 
 
 def _in_folder(filename: str, folder: str | None) -> bool:
-    return folder is not None and os.path.dirname(os.path.abspath(filename)) == folder
+    # "<frozen importlib._bootstrap>", "<string>": no file (abspath would put it in the cwd)
+    if folder is None or filename.startswith("<"):
+        return False
+    return os.path.dirname(os.path.abspath(filename)) == folder
 
 
 def _functions(namespace: dict) -> list[str]:

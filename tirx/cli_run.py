@@ -56,7 +56,7 @@ def run(args, load_kernel, target_of) -> int:
             raise UsageError(f"parameter {p.name!r} is a scalar ({p.dtype}): give its value "
                              f"with --arg {p.name}=VALUE")  # fmt: skip
         else:
-            values.append(random_value(p, generator).to(device))
+            values.append(_random(p, generator, device))
             origin.append("random")
     for name, _ in checks:
         if name is not None and name not in names:
@@ -114,6 +114,20 @@ def parse_check(text: str) -> tuple[str | None, str]:
     raise UsageError(f"--check {text!r}: write one expression, or NAME = EXPR")
 
 
+def _random(param, generator, device: str):
+    """:func:`random_value` on ``device``; a shape too large for this machine is the command
+    line's mistake (a factory's arguments), not a traceback."""
+    from .cli_load import UsageError
+
+    try:
+        return random_value(param, generator).to(device)
+    except (RuntimeError, MemoryError) as e:
+        first = str(e).splitlines()[0] if str(e) else type(e).__name__
+        raise UsageError(f"cannot make a random {param.dtype} input {param.name!r} of shape "
+                         f"{tuple(param.shape)} here ({first}): a smaller shape, or give "
+                         f"it with --arg {param.name}=...") from None  # fmt: skip
+
+
 def random_value(param, generator):
     """A seeded random CPU tensor for a buffer parameter: standard normal floats, integers in
     [-8, 8) ([0, 16) unsigned), random booleans."""
@@ -121,7 +135,7 @@ def random_value(param, generator):
 
     dtype = getattr(torch, param.dtype.torch_name)
     shape = tuple(param.shape)
-    if dtype.is_floating_point:
+    if dtype.is_floating_point:  # drawn in float32 (seeded alike for every float dtype)
         return torch.randn(shape, generator=generator).to(dtype)
     if dtype == torch.bool:
         return torch.randint(0, 2, shape, generator=generator).bool()
@@ -164,6 +178,8 @@ def _given(pairs: list[str], names: list[str]) -> dict:
         if name not in names:
             raise UsageError(f"--arg {name}: the kernel has no parameter {name!r} "
                              f"(its parameters: {', '.join(names)})")  # fmt: skip
+        if name in values:
+            raise UsageError(f"--arg {name} is given twice: give each parameter once")
         values[name] = _value(name, text.strip())
     return values
 
@@ -184,6 +200,13 @@ def _value(name: str, text: str):
         raise UsageError(f"--arg {name}={text}: {type(e).__name__}: {e}") from None
     if isinstance(value, np.ndarray):
         value = torch.from_numpy(value)
+    if isinstance(value, torch.Tensor):
+        if value.is_meta:
+            raise UsageError(f"--arg {name}={text}: a meta tensor has no data to run on; make "
+                             "it on the CPU (or the GPU)")  # fmt: skip
+        if value.requires_grad:  # data on the command line: no autograd graph to keep
+            raise UsageError(f"--arg {name}={text}: the tensor requires grad, which a kernel "
+                             "does not track; write it without requires_grad=True")  # fmt: skip
     return value
 
 

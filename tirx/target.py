@@ -111,9 +111,16 @@ class Target(Frozen):
             return Target(TargetKind.SIM, "sm_90", auto, sms=sms)
         arch, given = None, True
         for w in rest:  # (string tests: a regex compiled here costs 0.2 ms per process)
-            if not w.startswith("-arch=") or not _ARCH.match(w[len("-arch=") :]):
+            if not w.startswith("-arch="):
                 raise TirxError(f"unknown cuda target option {w!r}", hint="e.g. -arch=sm_90")
-            arch = w[len("-arch=") :]
+            value = w[len("-arch=") :]
+            if not _ARCH.match(value):
+                raise TirxError(f"{w!r}: {value!r} is not a CUDA architecture",
+                                hint="write it as sm_80, sm_90 or sm_90a")  # fmt: skip
+            if arch is not None:
+                raise TirxError(f"the target {spec!r} names two archs: give one -arch=",
+                                hint=f'e.g. "cuda -arch={value}"')  # fmt: skip
+            arch = value
         if arch is None:
             from .backend.cuda.driver import device_arch, gpu_count
 
