@@ -225,3 +225,32 @@ def test_a_progress_bar_when_asked(cache_dir, capsys):
                           timer=lambda exe, args: 1.0)  # fmt: skip
     quiet(*_args())  # not a terminal, not a notebook: no bar
     assert "tuning" not in capsys.readouterr().err
+
+
+def test_a_timer_that_gives_no_time_skips_the_configuration_and_nan_never_wins(cache_dir):
+    # a NaN first would have won every comparison (nan < x is false, but best_ms started at it)
+    times = {1: float("nan"), 2: 2.0, 4: 1.0}
+    tuner = tirx.autotune(softmax_factory, configs=[WARPS[0], WARPS[2], WARPS[3]],
+                          timer=_timer(times, []))  # fmt: skip
+    x, y = _args()
+    with pytest.warns(TuningWarning, match=r"\{'warps': 1\} skipped: has no time: .*nan"):
+        tuner(x, y)
+    assert tuner.report(x, y).config == {"warps": 4}
+
+
+@pytest.mark.parametrize("answer", ["fast", None])
+def test_a_timer_that_returns_no_number_is_named(cache_dir, answer):
+    tuner = tirx.autotune(softmax_factory, configs=WARPS[:1], timer=lambda exe, args: answer)
+    with pytest.raises(TypeError, match=rf"the timer returned {answer!r} for \{{'warps': 1\}}"):
+        tuner(*_args())
+
+
+def test_a_call_the_factory_cannot_take_is_told_once(cache_dir):
+    tuner = tirx.autotune(softmax_factory, configs=WARPS, timer=_timer({}, []))
+    x, y = _args()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # not one warning per configuration
+        with pytest.raises(TypeError, match=r"called with 1 argument\(s\), which the factory"):
+            tuner(x)
+        with pytest.raises(TypeError, match="too many positional"):
+            tuner(x, y, y)

@@ -33,6 +33,7 @@ configuration changes the hash, and the space is tuned anew.
 from __future__ import annotations
 
 import json
+import math
 import sys
 import threading
 import warnings
@@ -185,6 +186,7 @@ class Autotuner:
             timer, method = self._bench, "timed"
         elif timer is None:
             method = "first-compiles"
+        self._check_call(args)
         trials, best, best_ms = [], None, None
         for i, config in enumerate(self._bar(device)):
             try:
@@ -200,9 +202,12 @@ class Autotuner:
                 best = i
                 break
             try:
-                ms = float(timer(exe, args))
+                ms = _milliseconds(timer(exe, args), self.name, config)
             except (LaunchError, TirxError) as err:
                 trials.append(self._skip(config, "does not run", err))
+                continue
+            if not 0 <= ms < math.inf:  # a NaN would win every comparison it came first in
+                trials.append(self._skip(config, "has no time", ValueError(f"the timer gave {ms}")))
                 continue
             trials.append(Trial(config, ms))
             if best_ms is None or ms < best_ms:
@@ -212,6 +217,23 @@ class Autotuner:
             raise TuningError(f"tirx.autotune({self.name}): no configuration compiled and ran "
                               f"for {k}: {notes}")  # fmt: skip
         return TuningReport(k, device, method, best, self.configs[best], tuple(trials))
+
+    def _check_call(self, args) -> None:
+        """A call whose arguments the factory cannot take is the caller's mistake, told once,
+        rather than every configuration failing to compile."""
+        import inspect
+
+        try:
+            signature = inspect.signature(self.factory)
+        except (TypeError, ValueError):  # no signature to read: the sweep will tell
+            return
+        specs = tuple(spec_of(a) for a in args)
+        try:
+            signature.bind(*specs, **self.configs[0])
+        except TypeError as e:
+            if "missing" in str(e) or "too many positional" in str(e):
+                raise TypeError(f"tirx.autotune({self.name}): called with {len(args)} "
+                                f"argument(s), which the factory does not take: {e}") from None  # fmt: skip
 
     def _skip(self, config, why, err) -> Trial:
         text = f"skipped: {why}: {type(err).__name__}: {str(err).splitlines()[0]}"
@@ -246,6 +268,15 @@ class Autotuner:
 
         return tqdm(self.configs, desc=f"tuning {self.name.rsplit('.', 1)[-1]} on {device}",
                     unit="config", leave=False)  # fmt: skip
+
+
+def _milliseconds(value, name: str, config) -> float:
+    """A timer's answer as a float, or a TypeError that names the timer."""
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        raise TypeError(f"tirx.autotune({name}): the timer returned {value!r} for {config}; it "
+                        "must return the time in milliseconds (a number)") from None  # fmt: skip
 
 
 def _check_configs(configs) -> list[dict]:
