@@ -188,6 +188,8 @@ def test_a_function_that_launches_kernels_with_its_own_fake():
 def test_mistakes_are_named():
     with pytest.raises(ValueError, match="namespace::op"):
         tirx.torch_op(warp_matmul, name="warp_matmul")
+    with pytest.raises(ValueError, match="torch's own namespace 'aten': use a namespace"):
+        tirx.torch_op(warp_matmul, name="aten::mm")
     with pytest.raises(TypeError, match="list of parameter names"):
         tirx.torch_op(warp_matmul, name="tirx_test::bad", outputs="Out")
     with pytest.raises(ValueError, match="'C' is not a tensor parameter"):
@@ -204,6 +206,12 @@ def test_mistakes_are_named():
 
     with pytest.raises(TypeError, match="annotated 'str'"):
         tirx.torch_op(make, name="tirx_test::bad", outputs=["Y"])
+
+    def unannotated(X, warps=4):  # a slip: warps would be a Tensor with an int default
+        return make_softmax(*X.shape, warps=warps)
+
+    with pytest.raises(TypeError, match=r"'warps'.*no annotation.*annotate it \(warps: int = 4\)"):
+        tirx.torch_op(unannotated, name="tirx_test::bad", outputs=["Y"])
     with pytest.raises(ValueError, match="one device"):
         ops.gemm(_half(64, 16), _half(64, 16).to("meta"))
 

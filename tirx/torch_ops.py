@@ -103,6 +103,12 @@ def _check_name(name) -> None:
     ns, op = name.split("::")
     if not (ns.isidentifier() and op.isidentifier()):
         raise ValueError(f"torch_op: name {name!r}: namespace and op must be identifiers")
+    if ns in _TORCH_NAMESPACES:  # its operators are torch's own: none can be replaced
+        raise ValueError(f"torch_op: name {name!r} is in torch's own namespace {ns!r}: use a "
+                         f"namespace of your own, e.g. 'mylib::{op}'")  # fmt: skip
+
+
+_TORCH_NAMESPACES = frozenset({"aten", "prim", "prims", "_quantized", "quantized", "torch"})
 
 
 def compile_for(kernel, device):
@@ -319,6 +325,11 @@ def _factory_params(make):
 def _annotation_type(p) -> str:
     ann = p.annotation
     if ann is p.empty:
+        if p.default is not p.empty and p.default is not None:
+            kind = type(p.default).__name__
+            raise TypeError(f"torch_op: parameter {p.name!r} of the factory has no annotation, "
+                            f"so it is a tensor, but its default {p.default!r} is a {kind}: "
+                            f"annotate it ({p.name}: {kind} = {p.default!r})")  # fmt: skip
         return "Tensor"
     text = ann if isinstance(ann, str) else getattr(ann, "__name__", str(ann))
     text = text.rsplit(".", 1)[-1]
