@@ -384,3 +384,40 @@ def test_keyword_arguments_are_refused_by_name_on_every_path(exe):
     sim = tirx.compile(warp_matmul, target="sim")
     with pytest.raises(TypeError, match=want):
         sim(b, A=a, Out=out)
+
+
+def test_arguments_that_are_fine_for_what_the_kernel_does_are_taken(tmp_path):
+    # a read-only array the kernel only reads, a torch.Tensor subclass, numpy scalars: taken;
+    # a read-only array the kernel writes: refused with the fix
+    k = define(
+        """
+@T.function
+def axpy(X: T.Tensor((32,), "float32"), Y: T.Tensor((32,), "float32"), a: T.float32,
+         n: T.int32):
+    T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=32))
+    i = T.cuda.lane_id()
+    if i < n:
+        Y[i] = a * X[i] + Y[i]
+""",
+        tmp_path,
+        "axpy",
+    )
+    exe = tirx.compile(k, target="sim")
+    x = np.arange(32, dtype=np.float32)
+    x.flags.writeable = False
+    y = np.ones(32, np.float32)
+    exe(x, y, np.float32(2.0), np.int64(16))
+    np.testing.assert_array_equal(y, np.where(np.arange(32) < 16, 2 * np.arange(32) + 1, 1))
+
+    class Sub(torch.Tensor):
+        pass
+
+    ys = torch.zeros(32).as_subclass(Sub)
+    exe(torch.ones(32).as_subclass(Sub), ys, 1.0, 32)
+    assert ys.tolist() == [1.0] * 32
+    frozen = np.ones(32, np.float32)
+    frozen.flags.writeable = False
+    with pytest.raises(ValueError, match=r"'Y' is a read-only array, and the kernel writes it"):
+        exe(x, frozen, 1.0, 32)
+    with pytest.raises(TypeError, match=r"'n' expects an int \(int32\), got ndarray"):
+        exe(x, y, 1.0, np.array(4))

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import copy
 import functools
+import numbers
 import sys
 
 from .dtypes import DTypeKind, StrKind
@@ -86,15 +87,17 @@ class ArgChecker:
         if isinstance(value, bool) and kind is not DTypeKind.BOOL:
             raise TypeError(f"parameter {p.name!r} expects {p.dtype}, got bool")
         if kind is DTypeKind.FLOAT:
-            if not isinstance(value, (int, float)):
+            if not isinstance(value, (int, float)) and not _number(value, numbers.Real):
                 raise TypeError(
                     f"parameter {p.name!r} expects a number ({p.dtype}), got {type(value).__name__}"
                 )
             return float(value)
         if not isinstance(value, int):
-            raise TypeError(
-                f"parameter {p.name!r} expects an int ({p.dtype}), got {type(value).__name__}"
-            )
+            if not _number(value, numbers.Integral):
+                raise TypeError(
+                    f"parameter {p.name!r} expects an int ({p.dtype}), got {type(value).__name__}"
+                )
+            value = int(value)  # a numpy integer (np.int64(4)), as Python's int
         lo, hi = int_range(p.dtype)
         if not lo <= value <= hi:
             raise ValueError(f"parameter {p.name!r}: {value} does not fit in {p.dtype}")
@@ -104,6 +107,10 @@ class ArgChecker:
         """Validate a tensor argument; returns it (torch; for the simulator detached from
         autograd, over the same memory) or the numpy array."""
         mod = type(t).__module__
+        torch = sys.modules.get("torch")
+        if not mod.startswith("torch") and torch is not None and isinstance(t, torch.Tensor):
+            t = t.as_subclass(torch.Tensor)  # a subclass's: a plain tensor over the same memory
+            mod = "torch"
         if mod.startswith("torch"):
             _torch_kind(p, t)
             want = self.torch_dtypes()[i]
@@ -148,8 +155,12 @@ class ArgChecker:
                 raise ValueError(
                     f"parameter {p.name!r} expects shape {p.shape}, got {tuple(t.shape)}"
                 )
-            if not t.flags["C_CONTIGUOUS"] or not t.flags["WRITEABLE"]:
-                raise ValueError(f"parameter {p.name!r} must be a writeable C-contiguous array")
+            if not t.flags["C_CONTIGUOUS"]:
+                raise ValueError(f"parameter {p.name!r} must be a C-contiguous array "
+                                 "(np.ascontiguousarray(x))")  # fmt: skip
+            if not t.flags["WRITEABLE"] and i in self.written():
+                raise ValueError(f"parameter {p.name!r} is a read-only array, and the kernel "
+                                 "writes it: pass a writeable one (x.copy())")  # fmt: skip
             return t
         raise TypeError(f"parameter {p.name!r} expects a tensor, got {type(t).__name__}")
 
@@ -238,6 +249,12 @@ def _writable_by_autograd(p: ir.Buffer, t) -> None:
             f"torch.empty_like({p.name})), or call the kernel under `with torch.no_grad():` if "
             f"the write is meant (as an optimizer step's is)",
         )
+
+
+def _number(value, kind) -> bool:
+    """A number of ``kind`` (numbers.Integral, numbers.Real) that is no array: a numpy scalar
+    such as ``np.int64(4)`` or ``np.float32(0.5)`` (a 0-d array is not a number here)."""
+    return isinstance(value, kind) and getattr(value, "shape", ()) == ()
 
 
 def _torch_kind(p: ir.Buffer, t) -> None:
