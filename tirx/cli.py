@@ -49,9 +49,9 @@ def _target(args, default: str | None):
     if args.arch is not None:
         if not args.arch.strip():
             raise UsageError("--arch is empty: name an arch, e.g. --arch sm_90")
-        from .target import _ARCH
+        from .target import is_arch
 
-        if not _ARCH.match(args.arch):
+        if not is_arch(args.arch):
             raise UsageError(f"--arch {args.arch!r} is not a CUDA architecture: write it as "
                              "sm_80, sm_90 or sm_90a")  # fmt: skip
         if text not in (None, "cuda"):
@@ -163,10 +163,10 @@ def _not_the_source(output: str | None, option: str, ref: str, kernel) -> None:
     the command line, or the kernel's own): the user's source would be lost."""
     if output in (None, "-"):
         return
-    from .cli_load import _split_ref
+    from .cli_load import split_ref
 
     code = getattr(getattr(kernel, "pyfunc", None), "__code__", None)
-    sources = {_split_ref(ref)[0], code.co_filename if code is not None else None}
+    sources = {split_ref(ref)[0], code.co_filename if code is not None else None}
     for source in sources - {None}:
         try:
             same = os.path.samefile(output, source)

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from .errors import TirxError
 
-__all__ = ["on_gpu", "UsageError", "UserCodeError", "load_kernel", "package_module"]
+__all__ = ["on_gpu", "UsageError", "UserCodeError", "load_kernel", "package_module", "split_ref"]
 
 
 class UsageError(Exception):
@@ -34,7 +34,7 @@ class UserCodeError(Exception):
     """A Python error raised by the user's file, already reduced to the file's own lines."""
 
 
-def _split_ref(text: str) -> tuple[str, str | None]:
+def split_ref(text: str) -> tuple[str, str | None]:
     """``FILE[:KERNEL]`` -> (FILE, KERNEL or None). The first ``:`` whose left side is an
     existing file or a module name ends FILE, so KERNEL may hold colons of its own."""
     if os.path.isfile(text):
@@ -246,7 +246,7 @@ def load_kernel(ref: str):
     kernel definition raised."""
     import tirx
 
-    where, name = _split_ref(ref)
+    where, name = split_ref(ref)
     namespace, path = _load_namespace(where)
     if name is None:
         kernels = list(

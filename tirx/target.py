@@ -9,9 +9,15 @@ from .dtypes import StrKind
 from .errors import TirxError
 from .frozen import Frozen, frozen
 
-__all__ = ["Target", "TargetKind", "SIM_SMS"]
+__all__ = ["Target", "TargetKind", "SIM_SMS", "is_arch"]
 
 _ARCH = re.compile(r"^sm_(\d+)a?$")
+
+
+def is_arch(text: str) -> bool:
+    """Whether ``text`` is spelt as a CUDA architecture: ``sm_90``, ``sm_90a``."""
+    return bool(_ARCH.match(text))
+
 
 #: the multiprocessors the simulator gives a ``grid="sms"`` kernel unless told otherwise: the
 #: H200's 132, the GPU this project measures on (docs/semantics.md, "Launch")
