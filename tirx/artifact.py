@@ -20,12 +20,17 @@ its description); nothing in it is executable Python and nothing is unpickled:
 ``kernel.cu``
     the generated CUDA C++ (for reading; loading never compiles it).
 
+Saving writes the file atomically with the mode a new file gets (0666 less the umask) or the
+mode of the file it replaces, and through a symbolic link to its target (the link stays):
+:func:`tirx.files.write_atomic` with ``shared=True``. A loaded kernel is saved with every
+image it holds unless ``archs`` says otherwise.
+
 Loading (``tirx.load``: :func:`tirx.backend.cuda.stored.load`, which reads the file through
 :func:`read`) checks the format, the tirx version (a file from another version is refused: the
 launcher's conventions may differ) and every blob's checksum, then picks the image for the
-visible GPU (an arch the file lacks is an :class:`ArtifactError` naming what it has) or, with
-no GPU, the first image: its metadata and PTX can be read, and a launch raises the
-``LaunchError`` that says a GPU is needed.
+visible GPU or the ``arch`` asked for (spelled as ``archs`` is; an arch the file lacks is an
+:class:`ArtifactError` naming what it has) or, with no GPU, the first image: its metadata and
+PTX can be read, and a launch raises the ``LaunchError`` that says a GPU is needed.
 """
 
 from __future__ import annotations
@@ -40,11 +45,14 @@ from pathlib import Path
 
 from .errors import TirxError
 
-__all__ = ["save", "read", "ArtifactError", "FORMAT", "FORMAT_VERSION", "sha256_hex"]
+__all__ = [
+    "save", "read", "ArtifactError", "FORMAT", "FORMAT_VERSION", "sha256_hex", "check_arch",
+    "sm_number",
+]  # fmt: skip
 
 FORMAT = "tirx-kernel"
 FORMAT_VERSION = 1
-_ARCH = re.compile(r"^sm_\d{2,3}a?$")
+_ARCH = re.compile(r"^sm_(\d{2,3})(a?)$")
 _MAX_MEMBER = 1 << 28  # bytes: larger members are not a kernel
 
 
@@ -57,12 +65,17 @@ class ArtifactError(TirxError):
 
 def save(exe, path, archs=None) -> Path:
     """Write ``exe`` (a cuda executable) to ``path`` with cubin and PTX for each of ``archs``
-    (default: the arch it was compiled for); returns the path."""
+    (default: the arch it was compiled for; a loaded kernel's: every arch it holds); returns
+    the path."""
     if exe.target.kind != "cuda":
         raise TypeError(
             f"save: {exe!r} runs on the simulator; a saved kernel is GPU code: compile it "
             f'with tirx.compile(kernel, "cuda -arch=sm_90") (NVRTC compiles without a GPU)'
         )
+    text = os.fspath(path)
+    if not text:
+        raise ArtifactError("save: the path is empty", hint="name the file to write, like "
+                            "exe.save('kernel.tirx')")  # fmt: skip
     images = _images(exe, _archs(exe, archs))
     manifest = _manifest(exe, images)
     buffer = io.BytesIO()
@@ -73,27 +86,43 @@ def save(exe, path, archs=None) -> Path:
             z.writestr(f"{arch}.ptx", ptx)
         if exe.source:
             z.writestr("kernel.cu", exe.source)
-    path = Path(os.fspath(path))
+    path = Path(text)
     from .files import write_atomic
 
-    try:
-        write_atomic(path, buffer.getvalue())
+    try:  # the umask's mode, or the replaced file's; through a link to its target
+        write_atomic(path, buffer.getvalue(), shared=True)
     except OSError as e:
-        raise ArtifactError(f"cannot write {path}: {e.strerror or e}") from None
+        link = f" (a link to {os.path.realpath(path)})" if os.path.islink(path) else ""
+        raise ArtifactError(f"cannot write {path}{link}: {e.strerror or e}") from None
     return path
 
 
+def check_arch(arch, what: str) -> str:
+    """``arch`` when it names a real architecture tirx compiles for: ``sm_XX`` (80 or newer)
+    or ``sm_XXa`` (90 or newer: the arch-specific features); else a ValueError naming it
+    (``what`` says which argument, as in "save: archs")."""
+    m = _ARCH.match(arch) if isinstance(arch, str) else None
+    if m is None or int(m[1]) < 80 or (m[2] and int(m[1]) < 90):
+        like = f"'sm_{arch}'" if str(arch).isdigit() else "'sm_90'"
+        raise ValueError(f"{what} must name real architectures, sm_80 or newer (with an 'a', "
+                         f"sm_90a or newer), like {like}, got {arch!r}")  # fmt: skip
+    return arch
+
+
+def sm_number(arch: str) -> str:
+    """``arch`` without the arch-specific suffix: sm_90a -> sm_90 (one trailing 'a' only)."""
+    return arch[:-1] if arch.endswith("a") else arch
+
+
 def _archs(exe, archs) -> list[str]:
-    if archs is None:
-        return [exe.arch]
+    if archs is None:  # a loaded kernel: every image it holds, in the file's order
+        stored = getattr(exe, "images", None)
+        return list(stored) if stored else [exe.arch]
     if isinstance(archs, str):
         archs = [archs]
     out = []
     for a in archs:
-        if not isinstance(a, str) or not _ARCH.match(a) or int(a[3:].rstrip("a")) < 80:
-            raise ValueError(f"save: archs must name real architectures sm_80 or newer, like "
-                             f"'sm_90', got {a!r}")  # fmt: skip
-        if a not in out:
+        if check_arch(a, "save: archs") not in out:
             out.append(a)
     if not out:
         raise ValueError("save: archs is empty")
@@ -115,12 +144,28 @@ def _images(exe, archs) -> dict:
                 f"save: this kernel was loaded with images for {', '.join(have)} and no "
                 f"source to compile {a} from", hint="save it from the kernel's source instead",
             )  # fmt: skip
-        other = exe.compile_kernel(exe.kernel, f"cuda -arch={a}")
+        try:
+            other = exe.compile_kernel(exe.kernel, f"cuda -arch={a}")
+        except TirxError as e:
+            _unknown_arch(e, a, exe.arch)
+            raise
         if other.signature != exe.signature or other.launch_dims != exe.launch_dims:
             raise ArtifactError(f"save: kernel {exe.name!r} compiles to another signature or "
                                 f"launch for {a}; save the archs separately")  # fmt: skip
         images[other.arch] = (other.ptx, other.cubin, _stats(other))
     return images
+
+
+def _unknown_arch(error, arch: str, compiled: str) -> None:
+    """A ValueError when ``error`` is NVRTC refusing ``arch`` itself (an arch-shaped name,
+    like sm_999, that this NVRTC does not know), not the kernel: ``archs`` is what is wrong.
+    (The list of archs NVRTC knows is the CUDA backend's, which this module does not import.)"""
+    text = getattr(error, "message", str(error))
+    if f" for {arch}" in text and ("--gpu-architecture" in text or "nv_arch" in text):
+        said = [ln for ln in text.splitlines() if "--gpu-architecture" in ln or "nv_arch" in ln]
+        raise ValueError(f"save: archs names {arch}, which this NVRTC does not compile for "
+                         f"(NVRTC: {said[-1].split('error: ', 1)[-1].strip()}); name an arch "
+                         f"it knows, like {compiled}") from None  # fmt: skip
 
 
 def _stats(exe) -> dict:
@@ -188,6 +233,9 @@ def sha256_hex(data: bytes) -> str:
 def read(path) -> tuple[dict, dict]:
     from .files import read_regular
 
+    if not os.fspath(path):
+        raise ArtifactError("load: the path is empty", hint="name the saved file, like "
+                            "tirx.load('kernel.tirx')")  # fmt: skip
     data = read_regular(os.fspath(path), limit=1 << 30)
     if data is None:
         raise ArtifactError(f"cannot read {path}: not a regular file, or missing")

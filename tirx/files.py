@@ -1,11 +1,13 @@
 """Files and digests that every cache of tirx uses (the compile cache, NVRTC's version probe,
-the front-end cache): reading a file only when it is a regular one, writing one atomically, and
+the front-end cache, the tuning store) and saved kernels: reading a file only when it is a
+regular one, writing one atomically (private for a cache, shared for a saved kernel), and
 sha256 without loading OpenSSL for small inputs, and an exclusive lock that is given up after a
 bounded wait. Nothing here knows what it stores."""
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import functools
 import os
 import stat
@@ -91,11 +93,19 @@ def read_regular(
         os.close(fd)
 
 
-def write_atomic(final: Path, data: bytes) -> None:
+def write_atomic(final: Path, data: bytes, *, shared: bool = False) -> None:
     """Write ``data`` to ``final`` (in an existing directory) through a temporary file in the
     same directory renamed over it: readers see the old file, the new one, or none. The
-    temporary file is removed if the write fails; OSError propagates."""
-    tmp = write_temporary(final, data)
+    temporary file is removed if the write fails; OSError propagates.
+
+    By default the file is private (mode 0600), as a cache entry is. ``shared=True`` writes a
+    file the user makes for others to read (a saved kernel): it gets the mode of the file it
+    replaces, or, when new, the mode ``open`` gives (0666 less the umask); and when ``final``
+    is a symbolic link, the link's target is replaced and the link stays."""
+    mode = 0o600
+    if shared:
+        final, mode = _shared_target(Path(final))
+    tmp = write_temporary(final, data, mode)
     try:
         os.replace(tmp, final)
     except BaseException:
@@ -104,13 +114,28 @@ def write_atomic(final: Path, data: bytes) -> None:
         raise
 
 
-def write_temporary(final: Path, data: bytes) -> str:
-    """A new file holding ``data`` beside ``final`` (``.<name prefix>-*.tmp``, readable by the
-    user only), for the caller to rename over ``final`` (or remove); its path. Nothing is left
-    behind when the write fails; OSError propagates.
+def _shared_target(final: Path) -> tuple[Path, int | None]:
+    """The file to replace for ``final`` (the end of its chain of links) and the mode to keep
+    (None: a new file, which gets the umask's). A loop of links is an OSError (ELOOP)."""
+    if os.path.islink(final):
+        final = Path(os.path.realpath(final))
+        if os.path.islink(final):  # realpath stops where the links loop
+            raise OSError(errno.ELOOP, os.strerror(errno.ELOOP), str(final))
+    try:
+        st = os.stat(final)
+    except FileNotFoundError:
+        return final, None
+    return final, (stat.S_IMODE(st.st_mode) if stat.S_ISREG(st.st_mode) else None)
+
+
+def write_temporary(final: Path, data: bytes, mode: int | None = 0o600) -> str:
+    """A new file holding ``data`` beside ``final`` (``.<name prefix>-*.tmp``), for the caller
+    to rename over ``final`` (or remove); its path. Nothing is left behind when the write
+    fails; OSError propagates. ``mode``: the file's permission bits (default 0600, readable by
+    the user only); None: those ``open`` gives a new file (0666 less the umask).
 
     The file is made as ``tempfile.mkstemp`` makes one (a random name, created exclusively,
-    not through a symbolic link, mode 0600), without importing ``tempfile``: its imports
+    not through a symbolic link, mode 0600 unless ``mode`` says otherwise), without importing ``tempfile``: its imports
     (``shutil``, ``random``, ``bz2``, ``lzma``) cost a cold compile's writing thread several
     milliseconds of CPU while NVRTC compiles beside it."""
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL
@@ -119,7 +144,7 @@ def write_temporary(final: Path, data: bytes) -> str:
     for _ in range(100):
         tmp = f"{prefix}{os.urandom(6).hex()}.tmp"
         try:
-            fd = os.open(tmp, flags, 0o600)
+            fd = os.open(tmp, flags, 0o666 if mode is None else 0o600)
             break
         except FileExistsError:
             continue
@@ -128,6 +153,8 @@ def write_temporary(final: Path, data: bytes) -> str:
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
+            if mode not in (None, 0o600):  # exact bits, whatever the umask
+                os.chmod(f.fileno() if os.chmod in os.supports_fd else tmp, mode)
     except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(tmp)

@@ -10,7 +10,9 @@ file; :func:`load` is ``tirx.load``)."""
 
 from __future__ import annotations
 
-from ...artifact import ArtifactError, read, sha256_hex
+import json
+
+from ...artifact import ArtifactError, check_arch, read, sha256_hex, sm_number
 from ...errors import LaunchError, TirxError
 from ...executable import CacheState
 from ...ir import nodes as ir
@@ -81,49 +83,105 @@ class StoredExecutable(CudaExecutable):
 
 def load(path, arch: str | None = None):
     """The kernel saved in ``path``, ready to launch (see the module docstring). ``arch``
-    picks an image (default: the visible GPU's, or the first without a GPU)."""
+    picks an image (default: the visible GPU's, or the first without a GPU): ``"sm_90"``,
+    or ``"sm_90a"``, as ``exe.save(archs=)`` names archs (a ValueError for anything else)."""
+    if arch is not None:
+        check_arch(arch, "load: arch")
     manifest, blobs = read(path)
     from ...signature import Signature
     from ...target import Target, TargetKind
 
     try:
         sig = Signature.from_json(manifest["signature"])
-        images = {}
-        for img in manifest["images"]:
-            ptx, cubin = blobs[img["ptx"]], blobs[img["cubin"]]
-            if (
-                sha256_hex(cubin) != img["sha256"]["cubin"]
-                or sha256_hex(ptx) != img["sha256"]["ptx"]
-            ):
-                raise ArtifactError(f"{path}: the {img['arch']} image is damaged (checksum)")
-            images[str(img["arch"])] = (ptx.decode(), cubin, dict(img.get("stats") or {}))
+        images = _images(path, manifest, blobs)
+        _check_launch(path, manifest["launch"])
         stub, maps, requirements = _parts(manifest, sig)
     except (KeyError, TypeError, ValueError, UnicodeDecodeError) as e:
         raise ArtifactError(f"{path}: the manifest is not a saved kernel's ({e!r})") from None
     chosen = _choose(path, images, arch, driver.device_arch(0) if driver.gpu_count() else None)
     written = [i for i, p in enumerate(sig.params) if p.writes]
     source = blobs.get("kernel.cu", b"").decode() or None
-    target = Target(TargetKind.CUDA, chosen.rstrip("a"))
+    target = Target(TargetKind.CUDA, sm_number(chosen))
     exe = StoredExecutable(stub, target, images, chosen, requirements, maps, written, source)
     exe.signature = sig  # the saved one (the stub has no body to read it from)
     exe.manifest = manifest
     return exe
 
 
-def _choose(path, images: dict, arch, device) -> str:
-    def sm(a: str) -> str:
-        return a.rstrip("a")
+_DAMAGED = "the file is damaged or was edited: save the kernel again"
 
-    have = ", ".join(images) or "none"
+
+def _images(path, manifest: dict, blobs: dict) -> dict:
+    """arch -> (ptx, cubin, stats) of every image the manifest lists, each member present and
+    its checksum right; an ArtifactError naming what is not."""
+    listed = manifest["images"]
+    if not isinstance(listed, list) or not listed:
+        raise ArtifactError(f"{path}: the manifest lists no images (\"images\": "
+                            f"{json.dumps(listed)}), so the file holds no code",
+                            hint=_DAMAGED)  # fmt: skip
+    images = {}
+    for img in listed:
+        arch = img["arch"]
+        try:
+            check_arch(arch, "an image's arch")
+        except ValueError:
+            raise ArtifactError(f"{path}: the manifest lists an image for {arch!r}, which is "
+                                "not an arch", hint=_DAMAGED) from None  # fmt: skip
+        missing = [img[k] for k in ("ptx", "cubin") if img[k] not in blobs]
+        if missing:
+            which = "member {} is" if len(missing) == 1 else "members {} are"
+            raise ArtifactError(f"{path}: the {arch} image's "
+                                f"{which.format(' and '.join(map(str, missing)))} missing from "
+                                "the file", hint=_DAMAGED)  # fmt: skip
+        ptx, cubin = blobs[img["ptx"]], blobs[img["cubin"]]
+        if sha256_hex(cubin) != img["sha256"]["cubin"] or sha256_hex(ptx) != img["sha256"]["ptx"]:
+            raise ArtifactError(f"{path}: the {arch} image is damaged (checksum)")
+        images[arch] = (ptx.decode(), cubin, dict(img.get("stats") or {}))
+    return images
+
+
+def _check_launch(path, launch: dict) -> None:
+    """An ArtifactError naming the first field of the manifest's ``launch`` that is not what
+    a launch needs: grid, block and cluster three positive ints (a ``sms_grid`` kernel's grid
+    x is 0: it is set where the kernel is loaded), the shared bytes ints of 0 or more."""
+
+    def count(v, low=0) -> bool:
+        return isinstance(v, int) and not isinstance(v, bool) and v >= low
+
+    def dims(v, low=(1, 1, 1)) -> bool:
+        return isinstance(v, list) and len(v) == 3 and all(map(count, v, low))
+
+    sms = launch.get("sms_grid") is True
+    three = "three positive integers"
+    checks = {
+        "grid": (lambda v: dims(v, (0, 1, 1) if sms else (1, 1, 1)), three),
+        "block": (dims, three),
+        "dynamic_shared_bytes": (count, "an integer of 0 or more"),
+        "shared_bytes": (count, "an integer of 0 or more"),
+        "cluster": (lambda v: v is None or dims(v), three),  # absent: no clusters
+        "sms_grid": (lambda v: isinstance(v, bool), "true or false"),  # absent: a fixed grid
+    }
+    for field, (ok, want) in checks.items():
+        if field not in launch:
+            if field in ("cluster", "sms_grid"):
+                continue
+            raise ArtifactError(f"{path}: the manifest's launch has no {field}", hint=_DAMAGED)
+        if not ok(launch[field]):
+            raise ArtifactError(f"{path}: the manifest's launch {field} is "
+                                f"{json.dumps(launch[field])}, not {want}", hint=_DAMAGED)  # fmt: skip
+
+
+def _choose(path, images: dict, arch, device) -> str:
+    have = ", ".join(images)
     want = arch or device
     if want is None:  # no GPU: the first image, for reading
         return next(iter(images))
-    found = next((a for a in images if sm(a) == sm(want)), None)
+    found = next((a for a in images if sm_number(a) == sm_number(want)), None)
     if found is None:
         why = "this GPU is" if arch is None else "asked for"
         raise ArtifactError(f"{path} holds code for {have}; {why} {want}",
                             hint=f"save it with archs=[{want!r}, ...] (or tirx compile "
-                            f"--arch {sm(want)} --out)")  # fmt: skip
+                            f"--arch {sm_number(want)} --out)")  # fmt: skip
     return found
 
 
