@@ -113,7 +113,13 @@ TOP_LEVEL = {
         "tirx.script",
         *NEUTRAL,
     ],
-    "target.py": ["tirx.config", "tirx.backend.cuda.driver", *NEUTRAL],
+    # a target asks the driver for the GPU's arch, and NVRTC which archs it compiles for
+    "target.py": [
+        "tirx.config",
+        "tirx.backend.cuda.driver",
+        "tirx.backend.cuda.libnvrtc",
+        *NEUTRAL,
+    ],  # fmt: skip
     "executable.py": [
         "tirx.ir",
         "tirx.target",

@@ -70,22 +70,10 @@ def _target(args, default: str | None):
 
 def _check_arch(target) -> None:
     """Refuse a named arch that this NVRTC cannot compile for, as a command-line mistake
-    (else the compile fails later, exit 1, as if the kernel were wrong). Without NVRTC
-    nothing is checked here: the compile says what is missing."""
-    if not on_gpu(target) or not target.arch_given:
-        return
-    try:
-        from .backend.cuda.libnvrtc import api
-
-        archs = api().supported_archs()
-    except Exception:  # noqa: BLE001 - no NVRTC library: the compile says what is missing
-        return
-    number, specific = target.arch_number, target.arch.endswith("a")
-    if number in archs and (number >= 90 or not specific):
-        return
-    known = ", ".join(f"sm_{n}" for n in archs if n >= 80)
-    raise UsageError(f"unknown arch {target.arch}: NVRTC here compiles for {known} (and, with "
-                     "an 'a' for arch-specific features, sm_90a and newer)")  # fmt: skip
+    (else the compile fails later, exit 1, as if the kernel were wrong)."""
+    why = target.unsupported() if on_gpu(target) else None
+    if why is not None:
+        raise UsageError(why)
 
 
 # ------------------------------------------------------------------------ the commands

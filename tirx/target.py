@@ -67,6 +67,25 @@ class Target(Frozen):
                 "then runs 4 blocks",
             )
 
+    def unsupported(self) -> str | None:
+        """Why the installed NVRTC cannot compile for this target's named arch, in a sentence;
+        None where it can, where no arch was named (or it is the simulator), and where there
+        is no NVRTC to ask (the compile then says what is missing)."""
+        if self.kind is not TargetKind.CUDA or not self.arch_given:
+            return None
+        try:
+            from .backend.cuda.libnvrtc import api
+
+            archs = api().supported_archs()
+        except Exception:  # noqa: BLE001 - no NVRTC library: the compile says what is missing
+            return None
+        number, specific = self.arch_number, self.arch.endswith("a")
+        if number in archs and (number >= 90 or not specific):
+            return None
+        known = ", ".join(f"sm_{n}" for n in archs if n >= 80)
+        return (f"unknown arch {self.arch}: NVRTC here compiles for {known} (and, with an 'a' "
+                "for arch-specific features, sm_90a and newer)")  # fmt: skip
+
     @property
     def arch_number(self) -> int:
         return int(_ARCH.match(self.arch).group(1))
