@@ -161,6 +161,8 @@ def test_python_errors_keep_only_the_cell_frames(ip):
         ("-s cuda,flops", "unknown section 'flops'"),
         ("--check 'a'", "--check needs --run"),
         ("--arch sm_70", "sm_80 or newer"),
+        ("-a banana", "--arch 'banana' is not a CUDA architecture: write it as sm_80"),
+        ("-a ''", "--arch is empty"),
         ("-k nothing_here", "no kernel named 'nothing_here'"),
     ],
 )
@@ -309,3 +311,138 @@ def test_cells_run_again_get_names_of_their_own(ip):
     assert first.success and second.success
     kernel = ip.user_ns["hello"]
     assert "has" in kernel.source and kernel.ir.span.file.startswith("<tirx-cell-")
+
+
+# ------------------------------------------------------------------ in place, options, messages
+
+ABS_CELL = """\
+@T.function
+def abs_inplace(X: T.Tensor((32,), "float32")):
+    T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=32))
+    i = T.cuda.lane_id()
+    X[i] = T.if_then_else(X[i] < T.float32(0), -X[i], X[i])
+"""
+ACC_CELL = """\
+@T.function
+def accumulate(X: T.Tensor((32,), "float32"), C: T.Tensor((32,), "float32")):
+    T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=32))
+    i = T.cuda.lane_id()
+    C[i] = C[i] + X[i]
+"""
+
+
+def test_check_reads_the_arguments_as_they_were_before_the_run(ip):
+    """A kernel that updates an argument in place is checked against the old value, as
+    `tirx run` checks it: an abs kernel standing in for relu fails, an accumulator passes."""
+    torch = ip.user_ns["torch"]
+    ip.user_ns["xs"] = torch.linspace(-1, 1, 32)
+    result, _ = run(ip, '-q -t sim --run "xs" --check "torch.relu(xs)"', ABS_CELL)
+    assert result.success and ip.user_ns["_tirx"][0].run.passed is False
+    ip.user_ns["xs"], ip.user_ns["cs"] = torch.ones(32), torch.full((32,), 10.0)
+    result, _ = run(ip, '-q -t sim --run "xs, cs" --check "cs + xs"', ACC_CELL)
+    assert result.success and ip.user_ns["_tirx"][0].run.passed is True
+    assert ip.user_ns["cs"].tolist() == [11.0] * 32
+    # an expression that gives the argument itself is kept as a copy, not read after the run
+    result, _ = run(ip, '-q -t sim --run "xs, cs" --check "cs"', ACC_CELL)
+    assert result.success and ip.user_ns["_tirx"][0].run.passed is False
+
+
+def test_quiet_still_says_a_failed_check(ip):
+    result, cap = run(ip, '-q --run "a, b, out" --check "a.float() @ b.float().T + 1"', SEED_CELL)
+    assert result.success  # as without -q: the verdict is shown, the cell does not fail
+    assert not cap.outputs
+    (line,) = [ln for ln in cap.stdout.splitlines() if "FAIL" in ln]
+    assert line.startswith("warp_matmul: ran on ") and "max |out - ref|" in line
+    result, cap = run(ip, '-q --run "a, b, out" --check "a.float() @ b.float().T"', SEED_CELL)
+    assert result.success and "PASS" not in cap.stdout and "FAIL" not in cap.stdout
+
+
+@pytest.mark.parametrize(
+    "line, words",
+    [
+        ('--run "a, b, out', "not closed"),
+        ('--run "a, b, out" --check "a" --atol inf', "inf is not a finite number >= 0"),
+        ('--run "a, b, out" --check "a" --atol nan', "nan is not a finite number >= 0"),
+        ('--run "a, b, out" --check "a" --rtol -1', "-1 is not a finite number >= 0"),
+        ('--run "a, b, out" --check "a" --atol abc', "'abc' is not a number"),
+    ],
+)
+def test_unclosed_quotes_and_bad_tolerances_are_usage_errors(ip, line, words):
+    result, cap = run(ip, line, SEED_CELL)
+    err = result.error_in_exec
+    assert isinstance(err, UsageError), err
+    assert words in str(err) and "usage: %%tirx [-t TARGET]" in str(err)
+    assert "Traceback" not in cap.stdout + cap.stderr
+    assert not cap.outputs  # refused before anything compiled or ran
+
+
+def test_every_option_value_may_be_quoted(ip):
+    line = '-t "sim" -s "ir,lowered" -k "warp_matmul" --heat "sectors" --atol "0.01"'
+    result, cap = run(ip, line + ' --run "a, b, out" --check "a.float() @ b.float().T"', SEED_CELL)
+    assert result.success, cap.stdout
+    (panel,) = ip.user_ns["_tirx"]
+    assert panel.exe.target.kind == "sim" and panel.sections == ("ir", "lowered")
+    assert panel.heat == "sectors" and panel.run.passed is True and "atol 0.01" in panel.run.note
+    result, _ = run(ip, "-q -a 'sm_90' -s 'ptx'", SEED_CELL)
+    assert result.success and ip.user_ns["_tirx"][0].code.target.arch == "sm_90"
+
+
+@pytest.mark.parametrize("flags", ["", "-q"])
+def test_a_cell_without_a_kernel_says_what_it_must_hold(ip, flags):
+    result, cap = run(ip, flags, "x_plain = 1\n")
+    assert result.success and not cap.outputs and ip.user_ns["_tirx"] == []
+    (line,) = cap.stdout.splitlines()
+    assert "no kernel" in line and "@T.function" in line
+    result, _ = run(ip, '--run "x_plain"', "x_plain = 1\n")
+    assert isinstance(result.error_in_exec, UsageError)
+    assert "no kernel" in str(result.error_in_exec)
+
+
+def test_a_kernel_bound_by_an_assignment_is_named(ip):
+    cell = "from tirx.examples.softmax import make_softmax\nsoft = make_softmax(8, 256)\n"
+    result, cap = run(ip, "-s none", cell)
+    assert result.success and not cap.outputs
+    (line,) = cap.stdout.splitlines()
+    assert "no kernel" in line and "soft is a kernel bound by an assignment" in line
+
+
+@pytest.mark.parametrize(
+    "line, words",
+    [
+        ('--run "a, b, nowhere"', "--run 'a, b, nowhere': NameError"),
+        ('--run "a, b,, out"', "--run 'a, b,, out': SyntaxError"),
+        ('--run "a, b, out" --check "a @@ b"', "--check 'a @@ b': SyntaxError"),
+        ('--run "a, b, out" --check "nowhere"', "--check 'nowhere': NameError"),
+        ('--run "a, b, out" --check "a" --out "nowhere"', "--out 'nowhere': NameError"),
+        (
+            '--run "a, b, out" --check "\'hello\'"',
+            "--check must give a tensor or an array (got str",
+        ),
+        ('--run "a, b, out" --check None', "--check must give a tensor or an array (got NoneType"),
+    ],
+)
+def test_option_expressions_name_their_option(ip, line, words):
+    ip.user_ns["out"].zero_()
+    result, cap = run(ip, line, SEED_CELL)
+    err = result.error_in_exec
+    assert isinstance(err, UsageError), err
+    assert words in str(err)
+    assert "Traceback" not in cap.stdout + cap.stderr
+    assert not cap.outputs and not ip.user_ns["out"].any()  # refused before the kernel ran
+
+
+def test_an_arch_nvrtc_cannot_compile_for_is_refused_up_front(ip):
+    pytest.importorskip("cuda.bindings.nvrtc")
+    from cuda.bindings import nvrtc
+
+    err, archs = nvrtc.nvrtcGetSupportedArchs()
+    if err != nvrtc.nvrtcResult.NVRTC_SUCCESS:
+        pytest.skip("no NVRTC library here")
+    result, cap = run(ip, "-a sm_999", SEED_CELL)
+    assert isinstance(result.error_in_exec, UsageError)
+    assert "unknown arch sm_999: NVRTC here compiles for" in str(result.error_in_exec)
+    assert f"sm_{max(archs)}" in str(result.error_in_exec) and not cap.outputs
+    result, _ = run(ip, "-q -a sm_80a", SEED_CELL)  # an 'a' arch only from sm_90a on
+    assert isinstance(result.error_in_exec, UsageError)
+    result, _ = run(ip, "-q -s none -a sm_90a", SEED_CELL)
+    assert result.success

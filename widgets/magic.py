@@ -7,12 +7,18 @@ from the cell text itself and every error or traceback quotes the cell's own lin
 are the cell's as the notebook shows them (the ``%%tirx`` line is line 1), and errors name the
 cell as IPython does, ``Cell In[N]``. Errors show compactly (message, the line, a caret, a
 hint) instead of a long traceback.
+
+``--check`` follows ``tirx run``'s rule (tirx/cli_run.py): the reference is evaluated over the
+arguments as they were before the run, and a copy of it is kept, so a kernel that updates an
+argument in place is checked against what it should have made of the old value.
 """
 
 from __future__ import annotations
 
+import argparse
 import ast
 import linecache
+import re
 import sys
 import time
 import traceback
@@ -105,6 +111,25 @@ def _compact(err: BaseException, filename: str) -> str:
     return "\n".join(lines)
 
 
+def _unquote(text):
+    """IPython's argument splitter keeps quotes around a value; drop one matching pair."""
+    if text and len(text) >= 2 and text[0] == text[-1] and text[0] in "'\"":
+        return text[1:-1]
+    return text
+
+
+def _tolerance(text: str) -> float:
+    """An argparse type for --atol/--rtol: a finite number >= 0 (as ``tirx run`` asks)."""
+    text = _unquote(text)
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not 0 <= value < float("inf"):
+        raise argparse.ArgumentTypeError(f"{text} is not a finite number >= 0")
+    return value
+
+
 @magics_class
 class TirxMagics(Magics):
     """The ``%%tirx`` cell magic."""
@@ -122,8 +147,8 @@ class TirxMagics(Magics):
               help="compare the output with this torch expression (needs --run)")  # fmt: skip
     @argument("--out", default=None, metavar="EXPR", help="the output to compare "
               "(default: the last argument)")  # fmt: skip
-    @argument("--atol", type=float, default=1e-3, help="absolute tolerance of --check")
-    @argument("--rtol", type=float, default=1e-3, help="relative tolerance of --check")
+    @argument("--atol", type=_tolerance, default=1e-3, help="absolute tolerance of --check")
+    @argument("--rtol", type=_tolerance, default=1e-3, help="relative tolerance of --check")
     @argument("--profile", action="store_true", help="profile the run (needs --run): on the "
               "simulator per source line, shown as a heat column beside the kernel's Python; "
               "on the GPU with Nsight Compute (ncu), a table and a roofline")  # fmt: skip
@@ -151,10 +176,19 @@ class TirxMagics(Magics):
         except Exception as err:
             raise CellError(_compact(err, filename), err) from None
         kernels = self._kernels(cell, ns, opts.kernel)
+        if not kernels:
+            ns["_tirx"] = []
+            note = _no_kernel(cell, ns)
+            if opts.run:
+                raise UsageError(f"%%tirx: --run needs a kernel: {note}")
+            print(f"%%tirx: nothing to show: {note}")
+            return
         if opts.run and len(kernels) != 1:
-            names = ", ".join(k.name for k in kernels) or "none"
+            names = ", ".join(k.name for k in kernels)
             raise UsageError(f"--run needs exactly one kernel; the cell defines {names}: "
                              "choose one with -k NAME")  # fmt: skip
+        # the arguments and the reference, before anything runs (tirx run's rule)
+        inputs = self._inputs(opts, ns) if opts.run else None
         panels = []
         for kernel in kernels:
             panel = self._panel(kernel, opts, filename)
@@ -162,11 +196,15 @@ class TirxMagics(Magics):
             panel.heat = opts.heat
             if opts.run:
                 try:
-                    panel.run, panel.profile = self._run(panel.exe, opts, ns)
+                    panel.run, panel.profile = self._run(panel.exe, opts, ns, *inputs)
                 except Exception as err:
                     if not opts.quiet:
                         display(panel)
+                    if isinstance(err, UsageError):  # --out, read after the run
+                        raise
                     raise CellError(_compact(err, filename), err) from None
+                if opts.quiet and panel.run.passed is False:  # no panel, but never a silent FAIL
+                    print(f"{panel.name}: {panel.run.text()}")
             if not opts.quiet:
                 display(panel)
                 wrong = getattr(panel.run, "mismatch", None)
@@ -181,14 +219,16 @@ class TirxMagics(Magics):
             opts = parse_argstring(self.tirx, line)
         except UsageError as e:
             raise UsageError(f"%%tirx: {e}\n{self._usage()}") from None
+        except ValueError as e:  # shlex: "No closing quotation"
+            raise UsageError(f"%%tirx: a quote in the options is not closed ({e}): close it\n"
+                             f"{self._usage()}") from None  # fmt: skip
+        for key in ("target", "arch", "sections", "kernel", "run", "check", "out", "heat"):
+            setattr(opts, key, _unquote(getattr(opts, key)))
         if opts.target not in ("auto", "cuda", "sim"):
             raise UsageError(f"%%tirx: unknown target {opts.target!r} (auto, cuda or sim)\n"
                              f"{self._usage()}")  # fmt: skip
         if opts.arch is not None:
-            try:
-                tirx.Target.parse(f"cuda -arch={opts.arch}")
-            except TirxError as e:
-                raise UsageError(f"%%tirx: --arch {opts.arch}: {e.message}") from None
+            _check_arch(opts.arch)
         words = [w.strip() for w in opts.sections.split(",") if w.strip()]
         if words == ["all"]:
             words = list(ALL_SECTIONS)
@@ -199,8 +239,6 @@ class TirxMagics(Magics):
             raise UsageError(f"%%tirx: unknown section {bad[0]!r}; choose from "
                              f"{', '.join(ALL_SECTIONS)}, all or none")  # fmt: skip
         opts.sections = tuple(words)
-        for key in ("run", "check", "out"):
-            setattr(opts, key, _unquote(getattr(opts, key)))
         if opts.check and not opts.run:
             raise UsageError("%%tirx: --check needs --run ARGS (the inputs to run on)")
         if opts.profile and not opts.run:
@@ -244,10 +282,22 @@ class TirxMagics(Magics):
 
     # ------------------------------------------------------------------ run
 
-    def _run(self, exe, opts, ns):
-        """Run (and with --profile profile) the kernel: ``(RunReport, profile or None)``."""
-        args = eval(opts.run, ns)  # noqa: S307 - the user's own expression
+    @staticmethod
+    def _inputs(opts, ns) -> tuple[tuple, object]:
+        """``(the --run arguments, a copy of the --check reference or None)``, evaluated before
+        the run: the reference sees the arguments as they were, as ``tirx run``'s does."""
+        args = _evaluate("--run", opts.run, ns)
         args = tuple(args) if isinstance(args, (tuple, list)) else (args,)
+        if not opts.check:
+            return args, None
+        value = _evaluate("--check", opts.check, ns)
+        if opts.out:  # a mistake in it is refused now too; its value is read after the run
+            _evaluate("--out", opts.out, ns)
+        return args, _reference(value, opts.check)
+
+    def _run(self, exe, opts, ns, args, ref):
+        """Run (and with --profile profile) the kernel on ``args``: ``(RunReport, profile or
+        None)``; with --check the output is compared with ``ref``."""
         device = "cuda" if exe.target.kind == "cuda" else "cpu"
         if device == "cuda" and not tirx.gpu_available():
             raise tirx.LaunchError(
@@ -278,8 +328,7 @@ class TirxMagics(Magics):
         where = "the GPU" if device == "cuda" else "the simulator"
         report = RunReport(where, ms)
         if opts.check:
-            out = eval(opts.out, ns) if opts.out else args[-1]  # noqa: S307
-            ref = eval(opts.check, ns)  # noqa: S307
+            out = _evaluate("--out", opts.out, ns) if opts.out else args[-1]
             report.max_error, report.passed, report.note = _compare(out, ref, opts.atol, opts.rtol)
             if report.passed is False and report.max_error is not None:  # where it is wrong
                 from .mismatch import mismatch
@@ -289,10 +338,65 @@ class TirxMagics(Magics):
         return report, profile
 
 
-def _unquote(text):
-    """IPython's argument splitter keeps quotes around a value; drop one matching pair."""
-    if text and len(text) >= 2 and text[0] == text[-1] and text[0] in "'\"":
-        return text[1:-1]
+def _evaluate(option: str, text: str, ns: dict):
+    """The value of an option's expression; a mistake in it is a UsageError naming it."""
+    try:
+        return eval(text, ns)  # noqa: S307 - the user's own expression
+    except Exception as err:
+        detail = err.msg if isinstance(err, SyntaxError) else str(err)
+        raise UsageError(f"%%tirx: {option} {text!r}: {type(err).__name__}: {detail}") from None
+
+
+def _reference(value, text: str):
+    """A copy of the --check value as a tensor (the expression may give an argument itself,
+    which the kernel then overwrites)."""
+    import torch
+
+    try:
+        if value is None or isinstance(value, (str, bytes)):
+            raise TypeError
+        ref = torch.as_tensor(value)
+    except Exception:
+        raise UsageError(f"%%tirx: --check must give a tensor or an array (got "
+                         f"{type(value).__name__} from {text!r})") from None  # fmt: skip
+    return ref.detach().clone()
+
+
+def _check_arch(arch: str) -> None:
+    """Refuse ``-a ARCH`` as ``tirx compile --arch`` does: an arch tirx does not take, or one
+    this NVRTC cannot compile for (sm_XXa only from sm_90a). Without NVRTC nothing more is
+    checked here: the panel says what is missing."""
+    if not arch.strip():
+        raise UsageError("%%tirx: --arch is empty: name an arch, e.g. -a sm_90")
+    if not re.fullmatch(r"sm_\d+a?", arch):  # the spelling tirx.Target takes
+        raise UsageError(f"%%tirx: --arch {arch!r} is not a CUDA architecture: write it as "
+                         "sm_80, sm_90 or sm_90a")  # fmt: skip
+    try:
+        target = tirx.Target.parse(f"cuda -arch={arch}")
+    except TirxError as e:
+        raise UsageError(f"%%tirx: --arch {arch}: {e.message}") from None
+    why = target.unsupported()  # as tirx compile --arch refuses it
+    if why is not None:
+        raise UsageError(f"%%tirx: {why}")
+
+
+def _no_kernel(cell: str, ns: dict) -> str:
+    """Why a cell shows no panel, and what it must hold."""
+    bound = []
+    for node in ast.parse(cell).body:
+        if isinstance(node, ast.Assign):
+            targets = node.targets
+        else:
+            targets = [node.target] if isinstance(node, ast.AnnAssign) else []
+        for target in targets:
+            bound += [n.id for n in ast.walk(target)
+                      if isinstance(n, ast.Name) and _is_kernel(ns.get(n.id))]  # fmt: skip
+    text = ("the cell defines no kernel at top level (write one there: @T.function, then "
+            "def NAME(...))")  # fmt: skip
+    if bound:
+        names = list(dict.fromkeys(bound))
+        text += (f"; {', '.join(names)} {'is a kernel' if len(names) == 1 else 'are kernels'} "
+                 "bound by an assignment, which %%tirx does not show")  # fmt: skip
     return text
 
 
