@@ -332,7 +332,8 @@ class Executable:
     def save(self, path, archs=None):
         """Write this kernel as a self-contained file that ``tirx.load`` reads without its
         source or NVRTC: cubin and PTX for each of ``archs`` (default: the arch it was compiled
-        for), signature, launch configuration (tirx/artifact.py). Returns the path."""
+        for; a loaded kernel's, every arch it holds), signature, launch configuration
+        (tirx/artifact.py). Returns the path."""
         from .artifact import save
 
         return save(self, path, archs)
