@@ -243,23 +243,25 @@ class _Program:
             _, j, start, stop, step, _form, body = s
             for value in range(start, self._expr(stop, env), step):
                 env[j] = value
-                try:
-                    self._block(body, env)
-                except _Continue:
-                    continue
-                except _Break:
+                if not self._iteration(body, env):
                     break
         elif op == "while":
             _, w, test, body = s
             env[w] = 0
             while self._expr(test, env):
                 env[w] += 1
-                try:
-                    self._block(body, env)
-                except _Continue:
-                    continue
-                except _Break:
+                if not self._iteration(body, env):
                     break
+
+    def _iteration(self, body, env) -> bool:
+        """One pass of a loop's body; False when it breaks out of the loop."""
+        try:
+            self._block(body, env)
+        except _Continue:
+            pass
+        except _Break:
+            return False
+        return True
 
     def _expr(self, e, env) -> int:
         op = e[0]
