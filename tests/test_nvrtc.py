@@ -192,6 +192,13 @@ def test_bad_arch(arch):
         compile_cuda("__global__ void k() {}", arch=arch)
 
 
+def test_an_arch_nvrtc_does_not_know_is_answered_with_the_ones_it_does():
+    with pytest.raises(CompileError, match="invalid value for --gpu-architecture") as info:
+        compile_cuda("__global__ void k() {}", arch="sm_999")
+    assert "this NVRTC compiles for sm_80, " in info.value.hint
+    assert "sm_90" in info.value.hint and "sm_999" not in info.value.hint
+
+
 def test_bad_option():
     with pytest.raises(CompileError, match="unrecognized option --bogus") as info:
         compile_cuda("__global__ void k() {}", options=("--bogus",))

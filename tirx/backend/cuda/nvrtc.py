@@ -306,9 +306,11 @@ def _failure(prog: _Program, source, filename, arch, opts) -> CompileError:
         return CompileError(f"{head} ({prog.result_name})\n{_trim(log)}")
     first = errors[0]
     if first.file == "<nvrtc>":
-        return CompileError(
-            f"{head}: {first.message}\n{_trim(log)}", hint="check the NVRTC options and the arch"
-        )
+        hint = "check the NVRTC options and the arch"
+        if "--gpu-architecture" in first.message:  # the arch itself: say which ones it knows
+            known = ", ".join(f"sm_{n}" for n in prog.api.supported_archs() if n >= 80)
+            hint = f"this NVRTC compiles for {known} (sm_90a and newer with an 'a')"
+        return CompileError(f"{head}: {first.message}\n{_trim(log)}", hint=hint)
     if first.file != "<ptx>":
         span = Span(first.file, first.line) if _known_file(first.file) else None
         return CompileError(f"{head}: {first.message}\n{_trim(log)}", span=span)
