@@ -63,6 +63,31 @@ def test_a_second_call_of_a_shape_class_compiles_nothing(monkeypatch):
     assert other is not first and len(built) == 1  # another key length is another class
 
 
+@pytest.mark.parametrize("limit", ["bytes", "grid"])
+def test_a_batch_too_large_for_one_launch_runs_in_several(monkeypatch, limit):
+    # each launch's tensors must stay under 2 GiB (32-bit offsets) and its grid's batch x heads
+    # rows within 65535: shrunk here so that 5 batch entries need launches of 2, 2 and 1
+    q, k, v = inputs(5, 2, 1, 20, 36, 64, F16)
+    whole = flash_attention(q, k, v, causal=True, return_lse=True)
+    per_entry = q[0].numel() * q.element_size()  # the largest tensor of one entry
+    if limit == "bytes":
+        monkeypatch.setattr(attn, "MOST_TENSOR_BYTES", 2 * per_entry + 1)
+    else:
+        monkeypatch.setattr(attn, "MOST_GRID_Y", 2 * 2 + 1)  # two entries of 2 heads
+    launched = []
+    real = attn._executable
+
+    def spy(name, target, shapes, causal):
+        launched.append(shapes.batch)
+        return real(name, target, shapes, causal)
+
+    monkeypatch.setattr(attn, "_executable", spy)
+    o, lse = flash_attention(q, k, v, causal=True, return_lse=True)
+    assert launched == [2, 2, 1]
+    assert torch.equal(o, whole[0]) and torch.equal(lse, whole[1])  # the same sums, bit for bit
+    assert attention_executable(q, k, v, causal=True).lowered.params[0].shape[0] == 2
+
+
 def test_no_query_rows_give_empty_outputs():
     q, k, v = inputs(1, 2, 1, 0, 5, 64, F16)
     o, lse = flash_attention(q, k, v, return_lse=True)

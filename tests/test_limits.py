@@ -160,3 +160,24 @@ def test_a_warp_tile_operation_in_a_partial_warp_is_refused(tmp_path):
         tirx.compile(k, target="cuda -arch=sm_90")
     assert "ldmatrix is a warp-collective instruction" in str(info.value)
     assert caret_line(str(info.value)).startswith("T.cuda.tile.apply(")
+
+
+@pytest.mark.parametrize("target", ["sim", "cuda -arch=sm_90"])
+def test_a_global_tensor_of_2_gib_or_more_is_refused_at_its_parameter(tmp_path, target):
+    # 32-bit offsets: 2**30 float16 elements (2 GiB) would wrap; one element fewer fits
+    src = """
+@T.function
+def k(X: T.Tensor(({n},), "float16"), Y: T.Tensor((32,), "float32")):
+    T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=32))
+    i = T.cuda.lane_id()
+    Y[i] = T.float32(X[{n} - 1 - i])
+"""
+    fits = define(src.format(n=2**30 - 1), tmp_path, "k")
+    tirx.compile(fits, target=target)
+    with pytest.raises(tirx.CompileError) as e:
+        tirx.compile(define(src.format(n=2**30), tmp_path, "k"), target=target)
+    msg = str(e.value)
+    assert "tensor 'X' (1073741824,) float16 holds 2147483648 bytes (2.0 GiB)" in msg
+    assert "32-bit offsets, so each must be smaller than 2 GiB" in msg
+    assert caret_line(msg).startswith("def k(X: T.Tensor(")
+    assert "slices" in e.value.hint

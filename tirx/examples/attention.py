@@ -30,7 +30,7 @@ import functools
 import math
 import numbers
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import tirx
 
@@ -73,6 +73,15 @@ KERNELS: dict[str, AttentionKernel] = {
 SIMULATOR_KERNEL = "mma_sync"
 
 
+# One launch takes as many batch entries as keep every tensor it sees under 2 GiB (tirx
+# addresses a global tensor with 32-bit offsets: tirx/transform/limits.py) and its grid's
+# batch x heads rows within the hardware's 65535 (grid y); a larger batch runs in launches of
+# that many entries each, on slices of the tensors (a batch's slice of a contiguous 4-D tensor
+# is contiguous).
+MOST_TENSOR_BYTES = 2**31 - 1
+MOST_GRID_Y = 65535
+
+
 @dataclass(frozen=True)
 class _Shapes:
     batch: int
@@ -96,21 +105,36 @@ def flash_attention(q, k, v, causal=False, scale=None, return_lse=False, kernel=
     o = torch.empty_like(q)
     lse = torch.empty(q.shape[:3], dtype=torch.float32, device=q.device)
     if q.numel():  # no query rows (batch, heads or seq_q 0): nothing to compute
-        exe = _executable(*_dispatch(kernel, q.device), shapes, causal)
+        name, target = _dispatch(kernel, q.device)
+        step = _batches(q, k, v, shapes)
         on_cuda = q.device.type == "cuda"
         with torch.cuda.device(q.device) if on_cuda else contextlib.nullcontext():
-            exe(q, k, v, o, lse, scale)
+            for b0 in range(0, shapes.batch, step):
+                b1 = min(shapes.batch, b0 + step)
+                exe = _executable(name, target, replace(shapes, batch=b1 - b0), causal)
+                exe(q[b0:b1], k[b0:b1], v[b0:b1], o[b0:b1], lse[b0:b1], scale)
     return (o, lse) if return_lse else o
+
+
+def _batches(q, k, v, shapes: _Shapes) -> int:
+    """Batch entries per launch (see MOST_TENSOR_BYTES): all of them unless a tensor would
+    reach 2 GiB or the grid's rows 65535; at least one (a single entry that is too large is
+    refused when its kernel compiles, naming the tensor)."""
+    per_entry = max(t[0].numel() * t.element_size() for t in (q, k, v))  # o is q's size
+    fit = min(MOST_TENSOR_BYTES // max(per_entry, 1), MOST_GRID_Y // shapes.heads)
+    return max(1, min(shapes.batch, fit))
 
 
 def attention_executable(q, k, v, causal=False, kernel=None):
     """The compiled kernel (a :class:`tirx.Executable`: ``.stats``, ``.sass``, ``.source``)
-    that :func:`flash_attention` launches for these inputs; the same object for every call of
-    the same shape class (kernel, target, shapes, dtype, causal)."""
+    that :func:`flash_attention` launches for these inputs (the first launch's, where a large
+    batch runs in several); the same object for every call of the same shape class (kernel,
+    target, shapes, dtype, causal)."""
     shapes = _check(q, k, v, causal)
     if not q.numel():
         raise ValueError("q has no rows (batch, heads or seq_q is 0): no kernel runs")
-    return _executable(*_dispatch(kernel, q.device), shapes, causal)
+    first = replace(shapes, batch=_batches(q, k, v, shapes))  # the first launch's, if several
+    return _executable(*_dispatch(kernel, q.device), first, causal)
 
 
 @functools.lru_cache(maxsize=64)

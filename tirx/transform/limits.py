@@ -19,12 +19,18 @@ refused here, after lowering and before either backend sees the program:
   with an 800 000-byte local array compiles, reporting that stack frame), so without this
   check such a kernel would compile for both targets and fail only when the GPU launches it.
 
+* **global tensors of 2 GiB or more.** The generated code computes a global element's
+  index and a copy's byte offset in 32-bit ``int`` (docs/semantics.md: index arithmetic is
+  assumed not to overflow), which is exact for every in-bounds access of a tensor smaller
+  than 2**31 bytes and wraps for a larger one: reads and writes at wrong, even negative,
+  offsets, with no error on the GPU. Such a tensor parameter is refused.
+
 Grid and block shapes are checked where they are written (``T.cuda.LaunchConfig``).
 """
 
 from __future__ import annotations
 
-from ..errors import LaunchError
+from ..errors import CompileError, LaunchError
 from ..ir import nodes as ir
 from ..ir.visitor import walk
 from ..isa.registry import family_of_text
@@ -33,10 +39,12 @@ __all__ = [
     "check_limits",
     "MachineLimitError",
     "LOCAL_BYTES_PER_THREAD",
+    "GLOBAL_TENSOR_BYTES",
     "warp_collective_opcode",
 ]
 
 LOCAL_BYTES_PER_THREAD = 512 * 1024
+GLOBAL_TENSOR_BYTES = 2**31  # a global tensor must be smaller: 32-bit offsets
 WARP_SIZE = 32
 WARPGROUP_SIZE = 128  # four consecutive warps (wgmma's warpgroup)
 
@@ -60,6 +68,7 @@ def check_limits(fn: ir.Function) -> None:
     """Raise :class:`MachineLimitError` at the user's line when ``fn`` (lowered) breaks a
     machine limit; return None otherwise."""
     _check_local_bytes(fn)
+    _check_tensor_bytes(fn)
     block = fn.launch.block
     threads = block[0] * block[1] * block[2]
     if threads % WARPGROUP_SIZE:
@@ -115,3 +124,18 @@ def _ptx_calls(body):
     """Every PtxCall of a statement tree, in program order (the IR visitor's walk: no
     recursion, and a node class it does not know raises)."""
     return (node for node in walk(body) if isinstance(node, ir.PtxCall))
+
+
+def _check_tensor_bytes(fn: ir.Function) -> None:
+    """A global tensor parameter of 2 GiB or more: its offsets would wrap in 32 bits."""
+    for p in fn.params:
+        if isinstance(p, ir.Buffer) and p.scope is ir.Scope.GLOBAL:
+            if p.nbytes >= GLOBAL_TENSOR_BYTES:
+                raise CompileError(
+                    f"tensor {p.name!r} {p.shape} {p.dtype} holds {p.nbytes} bytes "
+                    f"({p.nbytes / 2**30:.1f} GiB): tirx addresses a global tensor with 32-bit "
+                    "offsets, so each must be smaller than 2 GiB",
+                    p.span or fn.span,
+                    hint="launch the kernel on slices of the data (a batch, a block of rows at "
+                    "a time), each tensor under 2 GiB",
+                )
