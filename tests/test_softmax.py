@@ -63,6 +63,8 @@ def test_wide_rows_spread_over_a_block():
     [
         (dict(rows=4, cols=100), "multiple of 128"),
         (dict(rows=4, cols=128, dtype="float32"), "float16 or bfloat16"),
+        (dict(rows=4, cols=128, dtype="int16"), "float16 or bfloat16"),
+        (dict(rows=4, cols=128, dtype="bf16"), "unknown dtype 'bf16'"),
         (dict(rows=4, cols=128, warps=3), "powers of two"),
         (dict(rows=4, cols=256, warps_per_row=4), "multiple of 512"),
     ],

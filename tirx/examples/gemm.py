@@ -10,6 +10,7 @@ issues 2x4 ``mma.sync.m16n8k16`` that accumulate into the same registers across 
 from __future__ import annotations
 
 from tirx import T
+from tirx.dtypes import dtype_of
 from tirx.layout import S, TileLayout, laneid
 
 BM, BN, BK = 64, 64, 16
@@ -27,6 +28,9 @@ def make_gemm(M: int, N: int, K: int, dtype: str = "float16"):
     """A kernel for fixed sizes (M, N multiples of 64; K a multiple of 16)."""
     if M % BM or N % BN or K % BK:
         raise ValueError(f"M and N must be multiples of 64 and K of 16, got {M}, {N}, {K}")
+    dtype = dtype_of(dtype).name  # "half" is float16
+    if dtype not in ("float16", "bfloat16"):
+        raise ValueError(f"make_gemm multiplies float16 or bfloat16 matrices, not {dtype}")
     ab = "f16" if dtype == "float16" else "bf16"
     mma = f"mma.sync.aligned.m16n8k16.row.col.f32.{ab}.{ab}.f32"
 

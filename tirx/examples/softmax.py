@@ -19,6 +19,7 @@ both targets).
 import math
 
 from tirx import T
+from tirx.dtypes import dtype_of
 
 __all__ = ["make_softmax", "default_warps_per_row", "CHUNK"]
 
@@ -42,6 +43,7 @@ def make_softmax(
     of ``128 * W`` (four elements per thread and load step). ``None`` picks
     :func:`default_warps_per_row`.
     """
+    dtype = dtype_of(dtype).name  # "half" is float16
     if dtype not in ("float16", "bfloat16"):
         raise ValueError(f"softmax takes float16 or bfloat16 rows, not {dtype}")
     W = default_warps_per_row(cols) if warps_per_row is None else warps_per_row
