@@ -3,6 +3,7 @@ real."""
 
 from __future__ import annotations
 
+import re
 import statistics
 
 import pytest
@@ -92,6 +93,26 @@ def test_bad_arguments_are_named():
         measure(clock.call, clock, min_samples=0)
     with pytest.raises(TypeError, match="fn must be"):
         tirx.bench(42)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "words"),
+    [
+        (dict(warmup=float("nan")), "warmup must be a finite number of milliseconds >= 0, got nan"),
+        (dict(rep=float("inf")), "rep must be a finite number"),
+        (dict(rep=True), "rep must be a finite number"),
+        (dict(min_samples=None), "min_samples must be an int, got None"),
+        (dict(min_samples=2.5), "min_samples must be an int, got 2.5"),
+        (dict(max_samples="9"), "max_samples must be an int"),
+    ],
+)
+def test_counts_that_are_not_numbers_are_refused_before_any_call(kwargs, words):
+    clock = VirtualClock([1.0])
+    with pytest.raises(ValueError, match=re.escape(words)):
+        measure(clock.call, clock, **kwargs)
+    assert clock.log == []  # nothing ran
+    with pytest.raises(ValueError, match=re.escape(words)):  # before the GPU is asked
+        tirx.bench(lambda: None, **kwargs)
 
 
 def test_the_simulator_cannot_time():

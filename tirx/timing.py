@@ -126,11 +126,7 @@ def measure(call, timer, *, warmup: float = 25.0, rep: float = 100.0, min_sample
     """Time ``call()`` with ``timer`` (a :class:`CudaTimer`, or any object with ``flush()``,
     ``event()``, ``elapsed(start, end) -> ms`` and ``synchronize()``) by the method of the
     module docstring; ``warmup`` and ``rep`` in milliseconds."""
-    for arg, value in (("warmup", warmup), ("rep", rep)):
-        if not isinstance(value, (int, float)) or value < 0:
-            raise ValueError(f"{arg} must be a number of milliseconds >= 0, got {value!r}")
-    if not 1 <= min_samples <= max_samples:
-        raise ValueError(f"need 1 <= min_samples <= max_samples, got {min_samples}, {max_samples}")
+    _check_counts(warmup, rep, min_samples, max_samples)
     call()
     timer.synchronize()
     start = timer.event()
@@ -155,12 +151,26 @@ def measure(call, timer, *, warmup: float = 25.0, rep: float = 100.0, min_sample
     return BenchResult(name, samples, n_warmup, flushed)
 
 
+def _check_counts(warmup, rep, min_samples, max_samples) -> None:
+    """The arguments of :func:`measure` and :func:`bench`, checked before anything runs."""
+    for arg, value in (("warmup", warmup), ("rep", rep)):
+        ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+        if not ok or not 0 <= value < math.inf:  # NaN and infinity too
+            raise ValueError(f"{arg} must be a finite number of milliseconds >= 0, got {value!r}")
+    for arg, value in (("min_samples", min_samples), ("max_samples", max_samples)):
+        if not isinstance(value, int) or isinstance(value, bool):
+            raise ValueError(f"{arg} must be an int, got {value!r}")
+    if not 1 <= min_samples <= max_samples:
+        raise ValueError(f"need 1 <= min_samples <= max_samples, got {min_samples}, {max_samples}")
+
+
 def bench(fn, *args, warmup: float = 25.0, rep: float = 100.0, flush_l2: bool = True,
           min_samples: int = 10, max_samples: int = 1000) -> BenchResult:  # fmt: skip
     """Time ``fn(*args)`` on the GPU (a cuda executable, a loaded kernel, a torch op or any
     function that launches on torch's current stream): see the module docstring."""
     if not callable(fn):
         raise TypeError(f"bench: fn must be a kernel or a function, got {type(fn).__name__}")
+    _check_counts(warmup, rep, min_samples, max_samples)  # before a GPU is asked anything
     target = getattr(fn, "target", None)
     if target is not None and getattr(target, "kind", None) == "sim":
         raise TimingError(
