@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from tests.test_sim_checks import expect_fault
 from tests.test_sim_kernels import TX, function, gbuf, sbuf, seq, span
@@ -52,6 +53,54 @@ def test_long_runs_report_progress(monkeypatch, capsys):
 def test_budget_setting_is_read_from_the_environment(monkeypatch):
     from tirx import config
 
-    for raw, value in (("", None), ("12.5", 12.5), ("0", 0.0), ("off", 0.0), ("soon", None)):
+    for raw, value in (("", None), ("12.5", 12.5), ("0", 0.0), ("off", 0.0)):
         monkeypatch.setenv("TIRX_SIM_BUDGET", raw)
         assert config.sim_budget() == value, raw
+    config._warn_once.cache_clear()
+    monkeypatch.setenv("TIRX_SIM_BUDGET", "soon")
+    with pytest.warns(RuntimeWarning, match="keeps its default budget"):
+        assert config.sim_budget() is None
+
+
+def test_a_budget_that_is_not_seconds_is_refused_before_the_run():
+    for bad, kind, words in (("x", TypeError, "got 'x'"), (True, TypeError, "got True"),
+                             (-1, ValueError, ">= 0 (0: no limit), got -1"),
+                             (float("nan"), ValueError, "got nan")):  # fmt: skip
+        with pytest.raises(kind, match="budget must be a number of seconds") as e:
+            run(_spin(), [], budget=bad)
+        assert words in str(e.value)
+
+
+def test_an_unreadable_environment_budget_warns_once(monkeypatch):
+    import warnings
+
+    from tirx import config
+
+    config._warn_once.cache_clear()
+    monkeypatch.setenv("TIRX_SIM_BUDGET", "abc")
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        assert config.sim_budget() is None and config.sim_budget() is None
+    assert len(seen) == 1
+    assert "TIRX_SIM_BUDGET='abc' is not a number of seconds" in str(seen[0].message)
+
+
+def test_a_compiled_kernel_takes_a_budget_per_call(tmp_path):
+    import tirx
+    from tests.helpers import define
+    from tirx.errors import SimulationError
+
+    k = define(
+        """
+@T.function
+def spin(A: T.Tensor((32,), "int32")):
+    T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=32))
+    i = T.cuda.lane_id()
+    while A[i] >= 0:
+        A[i] = A[i] + 1 - 1
+""",
+        tmp_path,
+        "spin",
+    )
+    with pytest.raises(SimulationError, match="used its budget of 0.3 s"):
+        tirx.compile(k, target="sim")(np.zeros(32, np.int32), budget=0.3)

@@ -24,6 +24,7 @@ can change the environment and see the change at once.
 
 from __future__ import annotations
 
+import functools
 import os
 from pathlib import Path
 
@@ -79,8 +80,19 @@ def sim_budget() -> float | None:
     try:
         seconds = float(value)
     except ValueError:
-        return None
-    return seconds if seconds >= 0 else None
+        seconds = -1.0
+    if seconds >= 0:
+        return seconds
+    _warn_once(f"TIRX_SIM_BUDGET={os.environ['TIRX_SIM_BUDGET']!r} is not a number of seconds "
+               ">= 0 (or off); the simulator keeps its default budget")  # fmt: skip
+    return None
+
+
+@functools.cache
+def _warn_once(message: str) -> None:
+    import warnings
+
+    warnings.warn(f"tirx: {message}", RuntimeWarning, stacklevel=4)
 
 
 def ncu_command() -> str | None:

@@ -404,11 +404,14 @@ class SimExecutable(Executable):
             raise TirxError("this executable was not made by tirx.compile: it has no CUDA build")
         return self.compile_kernel(self.kernel, Target(TargetKind.CUDA, self.target.arch))
 
-    def __call__(self, *args, trace: bool = False, stdout=None, **kw):
+    def __call__(self, *args, trace: bool = False, stdout=None, budget=None, **kw):
+        """Run on the simulator (writing the outputs in place); ``trace=True`` returns what
+        the run did; ``budget``: seconds of wall-clock time it may take (``tirx.sim.run``)."""
         from . import sim
 
         values = self._checked(args, kw)
-        result = sim.run(self.lowered, values, trace=trace, stdout=stdout or sys.stdout)
+        result = sim.run(self.lowered, values, trace=trace, stdout=stdout or sys.stdout,
+                         budget=budget)  # fmt: skip
         self.last_run = result
         return result if trace else None
 

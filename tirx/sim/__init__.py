@@ -19,7 +19,7 @@ import numpy as np
 from .. import collector, config
 from ..errors import SimulationError
 from ..ir import nodes as ir
-from .budget import DEFAULT_SECONDS
+from .budget import DEFAULT_SECONDS, check_budget
 from .trace import CopyTrace, PtxTrace, RegisterTrace, RunResult
 
 __all__ = ["run", "RunResult", "PtxTrace", "RegisterTrace", "CopyTrace"]
@@ -90,6 +90,7 @@ def run(
             bound.append(a)
     from .machine import Machine
 
+    check_budget(budget)
     start = time.perf_counter()
     # the cyclic collector off while the run compiles its closures and executes (the run's
     # objects are freed by reference counting; the pauses cost a run about 6 %)

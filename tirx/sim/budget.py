@@ -15,7 +15,7 @@ import time
 
 from .faults import Fault
 
-__all__ = ["Budget", "DEFAULT_SECONDS", "PROGRESS_SECONDS"]
+__all__ = ["Budget", "DEFAULT_SECONDS", "PROGRESS_SECONDS", "check_budget"]
 
 #: The default budget of one run, in seconds of wall-clock time.
 DEFAULT_SECONDS = 20.0
@@ -27,6 +27,16 @@ _HINT = (
     "raise the budget: tirx.sim.run(..., budget=seconds) or TIRX_SIM_BUDGET=seconds "
     "(0: no limit)"
 )
+
+
+def check_budget(seconds) -> None:
+    """Refuse a budget that is not None or a number of seconds >= 0 (infinity: no limit, as 0)."""
+    if seconds is None:
+        return
+    if isinstance(seconds, bool) or not isinstance(seconds, (int, float)):
+        raise TypeError(f"budget must be a number of seconds (0: no limit), got {seconds!r}")
+    if not seconds >= 0:  # negative, or NaN
+        raise ValueError(f"budget must be a number of seconds >= 0 (0: no limit), got {seconds!r}")
 
 
 class Budget:
