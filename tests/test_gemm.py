@@ -8,6 +8,7 @@ import pytest
 
 import tirx
 from tirx.examples.gemm import make_gemm
+from tirx.examples.gemm_config import positive_int
 
 
 def test_make_gemm_takes_the_dtype_names_tirx_takes_and_refuses_the_rest():
@@ -23,3 +24,50 @@ def test_make_gemm_takes_the_dtype_names_tirx_takes_and_refuses_the_rest():
     for dtype in ("int16", "uint16", "float32", "int8"):
         with pytest.raises(ValueError, match=f"float16 or bfloat16 matrices, not {dtype}"):
             make_gemm(64, 64, 16, dtype)
+
+
+@pytest.mark.parametrize(
+    "value, error, message",
+    [
+        (0, ValueError, "x must be a positive int, got 0"),
+        (-3, ValueError, "x must be a positive int, got -3"),
+        (True, TypeError, "x must be an int, not a bool"),
+        (np.True_, TypeError, "x must be an int"),
+        (2.0, TypeError, "x must be an int, got 2.0"),
+        (np.float64(2.0), TypeError, "x must be an int"),
+        ("2", TypeError, "x must be an int, got '2'"),
+        (None, TypeError, "x must be an int, got None"),
+    ],
+)
+def test_the_examples_integer_check_refuses_what_is_not_a_positive_int(value, error, message):
+    with pytest.raises(error, match=message):
+        positive_int("x", value)
+
+
+def test_the_examples_integer_check_takes_numpy_integers_and_a_lower_bound():
+    assert positive_int("x", np.int64(3)) == 3 and type(positive_int("x", np.int16(3))) is int
+    assert positive_int("x", 0, 0) == 0
+    with pytest.raises(ValueError, match=r"x must be an int of at least 2 \(note\), got 1"):
+        positive_int("x", 1, 2, " (note)")
+
+
+@pytest.mark.parametrize(
+    "args, error, message",
+    [
+        ((0, 64, 16), ValueError, "M must be a positive int, got 0"),
+        ((64, -64, 16), ValueError, "N must be a positive int, got -64"),
+        ((64, 64, 0), ValueError, "K must be a positive int, got 0"),
+        (("64", 64, 16), TypeError, "M must be an int"),
+        ((None, 64, 16), TypeError, "M must be an int"),
+        ((64, 64.0, 16), TypeError, "N must be an int"),
+        ((64, 64, True), TypeError, "K must be an int, not a bool"),
+    ],
+)
+def test_make_gemm_refuses_sizes_that_are_not_positive_ints(args, error, message):
+    with pytest.raises(error, match=message):
+        make_gemm(*args)
+
+
+def test_make_gemm_takes_numpy_integers():
+    want = str(make_gemm(64, 128, 32).ir)
+    assert str(make_gemm(np.int64(64), np.int32(128), np.int64(32)).ir) == want

@@ -42,6 +42,28 @@ def test_arguments_are_checked():
         gf.make_gemm_fp8(128, 256, 128, stages=4)
 
 
+@pytest.mark.parametrize(
+    "args, kwargs, error, message",
+    [
+        ((0, 256, 128), {}, ValueError, "M must be a positive int, got 0"),
+        ((128, 256, None), {}, TypeError, "K must be an int"),
+        ((128, 256, 128), {"stages": 2.0}, TypeError, "stages must be an int"),
+        ((128, 256, 128), {"group": 0}, ValueError, "group must be a positive int, got 0"),
+        ((128, 256, 128), {"group": -1}, ValueError, "group must be a positive int"),
+        ((128, 256, 128), {"group": 2.5}, TypeError, "group must be an int"),
+    ],
+)
+def test_arguments_that_are_not_ints_are_refused_by_name(args, kwargs, error, message):
+    with pytest.raises(error, match=message):
+        gf.make_gemm_fp8(*args, **kwargs)
+
+
+def test_numpy_integers_are_taken():
+    want = str(gf.make_gemm_fp8(256, 256, 128, group=2).ir)
+    got = gf.make_gemm_fp8(np.int64(256), np.int32(256), np.int64(128), group=np.int64(2))
+    assert str(got.ir) == want
+
+
 # (out_dtype, bn, stages, cluster, M, N, K, sms)
 CASES = [
     ("bfloat16", 128, 2, 1, 256, 256, 384, 2),

@@ -200,6 +200,48 @@ def test_bad_sizes_are_refused(kwargs, message):
         gp.make_gemm_pipelined(args["M"], args["N"], args["K"], args["dtype"], args["cfg"])
 
 
+@pytest.mark.parametrize(
+    "kwargs, error, message",
+    [
+        ({"M": 0}, ValueError, "M must be a positive int, got 0"),
+        ({"N": 0}, ValueError, "N must be a positive int, got 0"),
+        ({"M": -256}, ValueError, "M must be a positive int, got -256"),
+        ({"K": "128"}, TypeError, "K must be an int"),
+        ({"M": None}, TypeError, "M must be an int"),
+        ({"M": True}, TypeError, "M must be an int, not a bool"),
+        ({"N": 128.0}, TypeError, "N must be an int"),
+        ({"cfg": gp.GemmConfig(bm=0)}, ValueError, "bm must be a positive int"),
+        ({"cfg": gp.GemmConfig(bn=0)}, ValueError, "bn must be a positive int"),
+        ({"cfg": gp.GemmConfig(warps_m=0)}, ValueError, "warps_m must be a positive int"),
+        ({"cfg": gp.GemmConfig(warps_n=0)}, ValueError, "warps_n must be a positive int"),
+        ({"cfg": gp.GemmConfig(group_m=0)}, ValueError, "group_m must be a positive int"),
+        ({"cfg": gp.GemmConfig(group_m=-1)}, ValueError, "group_m must be a positive int"),
+        ({"cfg": gp.GemmConfig(group_m=2.5)}, TypeError, "group_m must be an int"),
+        ({"cfg": gp.GemmConfig(bk=32.0)}, TypeError, "bk must be an int"),
+        ({"cfg": gp.GemmConfig(stages=None)}, TypeError, "stages must be an int"),
+        ({"cfg": gp.GemmConfig(persistent="1")}, TypeError, "persistent must be an int"),
+        ({"cfg": {"bm": 128}}, TypeError, r"cfg must be a GemmConfig, e.g. GemmConfig\(bm=128\)"),
+        ({"cfg": gp.GemmConfig(persistent=1), "sms": "4"}, TypeError, "sms must be an int"),
+        ({"cfg": gp.GemmConfig(persistent=1), "sms": 0}, ValueError, "sms must be a positive"),
+    ],
+)
+def test_arguments_that_are_not_ints_are_refused_by_name(kwargs, error, message):
+    """Before any kernel is built, and not as a ZeroDivisionError, an AttributeError or a
+    comparison's TypeError from inside the factory (or a division by zero at run time)."""
+    args = {"M": 512, "N": 256, "K": 128, "dtype": "float16", "cfg": gp.GemmConfig(), **kwargs}
+    with pytest.raises(error, match=message):
+        gp.make_gemm_pipelined(**args)
+
+
+def test_numpy_integers_are_taken_for_sizes_and_configuration():
+    want = str(gp.make_gemm_pipelined(512, 256, 128, cfg=gp.GemmConfig(persistent=1), sms=2).ir)
+    cfg = gp.GemmConfig(bm=np.int64(128), group_m=np.int32(8), persistent=np.int64(1))
+    assert cfg == gp.GemmConfig(persistent=1) and type(cfg.bm) is int
+    got = gp.make_gemm_pipelined(np.int64(512), np.int32(256), np.int64(128), cfg=cfg,
+                                 sms=np.int64(2))  # fmt: skip
+    assert str(got.ir) == want
+
+
 def test_bulk_store_epilogue_shape():
     """One bulk copy per row of a round, issued by threads 0 .. rows-1 after a proxy fence;
     a persistent kernel's staging buffer is counted in its shared memory; the block waits for

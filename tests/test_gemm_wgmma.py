@@ -51,6 +51,31 @@ def test_sizes_are_checked():
 
 
 @pytest.mark.parametrize(
+    "args, kwargs, error, message",
+    [
+        ((0, 128, 256), {}, ValueError, "M must be a positive int, got 0"),
+        ((256, 0, 256), {}, ValueError, "N must be a positive int, got 0"),
+        ((256, 128, -64), {}, ValueError, "K must be a positive int, got -64"),
+        ((256.0, 128, 256), {}, TypeError, "M must be an int"),
+        ((256, "128", 256), {}, TypeError, "N must be an int"),
+        ((256, 128, 256), {"stages": None}, TypeError, "stages must be an int"),
+        ((256, 128, 256), {"stages": 3.0}, TypeError, "stages must be an int"),
+        ((256, 128, 256), {"stages": True}, TypeError, "stages must be an int, not a bool"),
+        ((256, 128, 256), {"stages": 0}, ValueError, "stages must be a positive int"),
+    ],
+)
+def test_arguments_that_are_not_ints_are_refused_by_name(args, kwargs, error, message):
+    with pytest.raises(error, match=message):
+        gw.make_gemm_wgmma(*args, **kwargs)
+
+
+def test_numpy_integers_are_taken():
+    want = str(gw.make_gemm_wgmma(256, 128, 256, stages=3).ir)
+    got = gw.make_gemm_wgmma(np.int64(256), np.int32(128), np.int64(256), stages=np.int64(3))
+    assert str(got.ir) == want
+
+
+@pytest.mark.parametrize(
     ("dtype", "stages", "K"), [("float16", 4, 192), ("bfloat16", 4, 128), ("float16", 3, 128)]
 )
 def test_simulator_equals_numpy_on_integer_data(dtype, stages, K):
@@ -74,9 +99,7 @@ def _twin(tmp_path, old: str, new: str, name: str):
     text = EXAMPLE.read_text()
     assert text.count(old) == 1, old
     path = tmp_path / f"{name}.py"
-    path.write_text(
-        text.replace(old, new).replace("from .gemm_config", "from tirx.examples.gemm_config")
-    )
+    path.write_text(text.replace(old, new).replace("\nfrom .", "\nfrom tirx.examples."))
     spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
 
@@ -72,6 +73,33 @@ def test_wide_rows_spread_over_a_block():
 def test_bad_shapes_are_refused(bad, match):
     with pytest.raises(ValueError, match=match):
         make_softmax(**bad)
+
+
+@pytest.mark.parametrize(
+    "bad, error, match",
+    [
+        (dict(rows=None, cols=128), TypeError, "rows must be an int, got None"),
+        (dict(rows="4", cols=128), TypeError, "rows must be an int, got '4'"),
+        (dict(rows=0, cols=128), ValueError, "rows must be a positive int, got 0"),
+        (dict(rows=-4, cols=128), ValueError, "rows must be a positive int, got -4"),
+        (dict(rows=4, cols=0), ValueError, "cols must be a positive int, got 0"),
+        (dict(rows=4, cols=128.0), TypeError, "cols must be an int"),
+        (dict(rows=True, cols=128), TypeError, "rows must be an int, not a bool"),
+        (dict(rows=4, cols=128, warps=4.0), TypeError, "warps must be an int"),
+        (dict(rows=4, cols=128, warps_per_row="1"), TypeError, "warps_per_row must be an int"),
+        (dict(rows=4, cols=256, warps_per_row=True), TypeError, "warps_per_row must be an int"),
+    ],
+)
+def test_arguments_that_are_not_ints_are_refused_by_name(bad, error, match):
+    with pytest.raises(error, match=match):
+        make_softmax(**bad)
+
+
+def test_numpy_integers_are_taken():
+    want = str(make_softmax(6, 256, warps=2).ir)
+    assert str(make_softmax(np.int64(6), np.int32(256), warps=np.int64(2)).ir) == want
+    want = str(make_softmax(3, 1024, warps_per_row=2).ir)
+    assert str(make_softmax(3, np.int64(1024), warps_per_row=np.int64(2)).ir) == want
 
 
 @pytest.mark.gpu

@@ -51,6 +51,42 @@ def test_the_tiles_of_each_block_cover_the_grid_once():
         assert all(t % grid == bx for bx in range(grid) for t in tiles_of_block(bx, tiles, grid))
 
 
+@pytest.mark.parametrize(
+    "call, error, message",
+    [
+        (lambda: tile_order(0, 7, 5, 0), ValueError, "group must be a positive int, got 0"),
+        (lambda: tile_order(0, 7, 5, -2), ValueError, "group must be a positive int"),
+        (lambda: tile_order(3, 7, 5, 2.5), TypeError, "group must be an int, got 2.5"),
+        (lambda: tile_order(3.0, 7, 5, 2), TypeError, "t must be an int"),
+        (lambda: tile_order(True, 7, 5, 2), TypeError, "t must be an int, not a bool"),
+        (lambda: tile_order(-1, 7, 5, 2), ValueError, "t must be an int of at least 0"),
+        (lambda: tile_order(35, 7, 5, 2), ValueError, r"tile 35 of 7 x 5 tiles \(group 2\)"),
+        (lambda: tile_order(0, 0, 5, 2), ValueError, "tiles_m must be a positive int"),
+        (lambda: tile_order(0, 7, None, 2), TypeError, "tiles_n must be an int"),
+        (lambda: tiles_of_block(0, 10, 0), ValueError, "grid must be a positive int, got 0"),
+        (lambda: tiles_of_block(-1, 10, 4), ValueError, "bx must be an int of at least 0"),
+        (lambda: tiles_of_block(4, 10, 4), ValueError, r"bx must be a block of the grid, 0 .. 3"),
+        (lambda: tiles_of_block(0, -1, 4), ValueError, "tiles must be an int of at least 0"),
+        (lambda: tiles_of_block(0, 10, 4.0), TypeError, "grid must be an int"),
+        (lambda: make_gemm_persistent(64, 64, 16, group=0), ValueError, "group must be a positive"),
+        (lambda: make_gemm_persistent(64, 64, 16, group=2.5), TypeError, "group must be an int"),
+        (lambda: make_gemm_persistent(0, 64, 16), ValueError, "M must be a positive int"),
+    ],
+)
+def test_arguments_that_are_not_ints_are_refused_by_name(call, error, message):
+    with pytest.raises(error, match=message):
+        call()
+
+
+def test_numpy_integers_are_taken():
+    m, n = tile_order(np.int64(17), np.int32(7), np.int64(5), np.int64(3))
+    assert (m, n) == tile_order(17, 7, 5, 3) and type(m) is int and type(n) is int
+    assert tiles_of_block(np.int64(1), np.int64(10), np.int32(4)) == [1, 5, 9]
+    assert tiles_of_block(3, 0, 4) == []  # no tiles: nothing to do
+    want = str(make_gemm_persistent(128, 64, 16, group=2).ir)
+    assert str(make_gemm_persistent(np.int64(128), 64, np.int64(16), group=np.int64(2)).ir) == want
+
+
 RECORD = """
 from tirx.examples.tile_scheduler import grouped_tile
 

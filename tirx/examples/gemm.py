@@ -13,6 +13,8 @@ from tirx import T
 from tirx.dtypes import dtype_of
 from tirx.layout import S, TileLayout, laneid
 
+from .gemm_config import positive_int
+
 BM, BN, BK = 64, 64, 16
 MR, NR = 2, 4  # per warp: 2 m16 tiles x 4 n8 tiles = 32 x 32
 
@@ -25,7 +27,8 @@ B_LOAD = TileLayout(S[(NR, 2, 8, 4) : (2, 1, 4 @ laneid, 1 @ laneid)])
 
 
 def make_gemm(M: int, N: int, K: int, dtype: str = "float16"):
-    """A kernel for fixed sizes (M, N multiples of 64; K a multiple of 16)."""
+    """A kernel for fixed sizes (M, N positive multiples of 64; K a positive multiple of 16)."""
+    M, N, K = (positive_int(name, v) for name, v in zip("MNK", (M, N, K)))
     if M % BM or N % BN or K % BK:
         raise ValueError(f"M and N must be multiples of 64 and K of 16, got {M}, {N}, {K}")
     dtype = dtype_of(dtype).name  # "half" is float16

@@ -1,13 +1,39 @@
 """The configuration of :mod:`tirx.examples.gemm_pipelined`: block and warp tiles, pipeline
-stages, the shared layouts of the stages, the register fragments, and the size checks."""
+stages, the shared layouts of the stages, the register fragments, and the size checks; and
+:func:`positive_int`, the check of an integer argument every example factory uses (a size, a
+tile count, a group), so that a bad one is refused by name before any kernel is built."""
 
+import operator
 from dataclasses import dataclass
 
 from tirx.layout import ComposeLayout, S, TileLayout, laneid
 
 __all__ = [
     "GemmConfig", "DEFAULT", "shared_layout", "fragment_layouts", "check_sizes", "multiprocessors",
+    "positive_int",
 ]  # fmt: skip
+
+
+def positive_int(name: str, value, least: int = 1, note: str = "") -> int:
+    """``value`` as a Python int, if it is an integer of at least ``least`` (1: positive).
+
+    Any integer passes (an ``int``, a numpy integer: whatever ``operator.index`` takes) but a
+    bool; ``TypeError`` for anything else (a float, a string, ``None``, a bool), ``ValueError``
+    for an integer below ``least``. Both name the argument; ``note`` (say ``" (0: off)"``)
+    follows the rule in the ValueError's message."""
+    if isinstance(value, bool):
+        raise TypeError(f"{name} must be an int, not a bool ({value!r})")
+    try:
+        number = operator.index(value)
+    except TypeError:
+        raise TypeError(f"{name} must be an int, got {value!r}") from None
+    if number < least:
+        rule = "a positive int" if least == 1 else f"an int of at least {least}"
+        raise ValueError(f"{name} must be {rule}{note}, got {number}")
+    return number
+
+
+_INT_FIELDS = ("bm", "bn", "bk", "warps_m", "warps_n", "stages", "group_m", "persistent")
 
 
 @dataclass(frozen=True)
@@ -17,17 +43,17 @@ class GemmConfig:
     ``bm x bn``: the block tile; ``warps_m x warps_n``: the warp grid; ``bk``: the K depth of
     one stage (two 16-wide mma slices); ``stages``: shared stages (2 or more); ``smem``: the
     shared layout, ``"swizzle"``, ``"pad"`` or ``"plain"``; ``double_buffer``: load the next
-    slice's fragments before the current slice's mma; ``group_m``: block rows per raster group;
-    ``persistent``: 0 launches one block per output tile; ``n > 0`` launches ``n`` blocks per
-    multiprocessor (as many as fit at once), each taking every grid-th tile, its pipeline
-    running on from one tile into the next (no fill and drain per tile); ``stage_output``: the
-    epilogue passes the tile through shared memory so that every store writes whole 128-byte
-    lines (one-tile-per-block kernels only: a persistent block's stages are busy with the next
-    tile's copies by then, so it stores from registers); ``bulk_store``: the staged tile leaves
-    shared memory through ``cp.async.bulk`` (sm_90's bulk copy engine, one row per copy), so no
-    warp waits for its stores; a persistent kernel then stages through a buffer of its own
-    (its stages hold the next tile's K tiles) and its stores drain while the next tile's
-    mma.sync run.
+    slice's fragments before the current slice's mma; ``group_m``: block rows per raster group
+    (1 or more); ``persistent``: 0 launches one block per output tile; ``n > 0`` launches ``n``
+    blocks per multiprocessor (as many as fit at once), each taking every grid-th tile, its
+    pipeline running on from one tile into the next (no fill and drain per tile);
+    ``stage_output``: the epilogue passes the tile through shared memory so that every store
+    writes whole 128-byte lines (one-tile-per-block kernels only: a persistent block's stages
+    are busy with the next tile's copies by then, so it stores from registers); ``bulk_store``:
+    the staged tile leaves shared memory through ``cp.async.bulk`` (sm_90's bulk copy engine,
+    one row per copy), so no warp waits for its stores; a persistent kernel then stages through
+    a buffer of its own (its stages hold the next tile's K tiles) and its stores drain while
+    the next tile's mma.sync run.
     """
 
     bm: int = 128
@@ -42,6 +68,17 @@ class GemmConfig:
     persistent: int = 0
     stage_output: bool = True
     bulk_store: bool = False
+
+    def __post_init__(self):
+        # numpy integers become Python ints (the kernel's launch and shapes take those);
+        # anything else stays as given for check() to refuse by name
+        for name in _INT_FIELDS:
+            value = getattr(self, name)
+            if not isinstance(value, (int, float, str)):
+                try:
+                    object.__setattr__(self, name, operator.index(value))
+                except TypeError:
+                    pass
 
     @property
     def threads(self) -> int:
@@ -86,14 +123,16 @@ class GemmConfig:
         return max(fits, default=0)
 
     def check(self) -> None:
+        """ValueError (TypeError for a field that is not an int) unless the fields make a
+        kernel: every tile size, warp count, stage count and ``group_m`` a positive int,
+        ``persistent`` an int of at least 0."""
+        for name in _INT_FIELDS[:-1]:
+            positive_int(name, getattr(self, name))
+        positive_int("persistent", self.persistent, 0, " (blocks per multiprocessor; 0: off)")
         if self.bk not in (32, 64):
             raise ValueError(f"bk must be 32 or 64 (2 or 4 16-wide mma slices), got {self.bk}")
         if self.smem not in ("swizzle", "pad", "plain"):
             raise ValueError(f"smem must be 'swizzle', 'pad' or 'plain', got {self.smem!r}")
-        if self.persistent < 0:
-            raise ValueError(
-                f"persistent is blocks per multiprocessor (0: off), got {self.persistent}"
-            )
         if self.stages < 2:
             raise ValueError("a pipeline needs at least 2 stages")
         if self.wtm % 16 or self.wtn % 16 or self.wtm * self.warps_m != self.bm:
@@ -142,7 +181,15 @@ def fragment_layouts(mr: int, nr: int):
     )
 
 
-def check_sizes(M: int, N: int, K: int, dtype: str, cfg: GemmConfig) -> None:
+def check_sizes(M: int, N: int, K: int, dtype: str, cfg: GemmConfig) -> tuple[int, int, int]:
+    """ValueError (TypeError for an argument of the wrong type) unless ``cfg`` is a valid
+    :class:`GemmConfig` whose tiles divide the positive ints M, N and K; returns them as
+    Python ints (numpy integers are taken too)."""
+    if not isinstance(cfg, GemmConfig):
+        raise TypeError(
+            f"cfg must be a GemmConfig, e.g. GemmConfig(bm=128), not {type(cfg).__name__} {cfg!r}"
+        )
+    M, N, K = (positive_int(name, v) for name, v in zip("MNK", (M, N, K)))
     cfg.check()
     if M % cfg.bm or N % cfg.bn or K % cfg.bk:
         raise ValueError(
@@ -155,6 +202,7 @@ def check_sizes(M: int, N: int, K: int, dtype: str, cfg: GemmConfig) -> None:
         )
     if dtype not in ("float16", "bfloat16"):
         raise ValueError(f"dtype must be float16 or bfloat16, got {dtype!r}")
+    return M, N, K
 
 
 def multiprocessors() -> int:

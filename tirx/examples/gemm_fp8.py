@@ -41,8 +41,8 @@ def make_gemm_fp8(
     ``(A, B, scale_a, scale_b, Out)``."""
     if stages is None:
         stages = 4 if bn == 128 else 3
-    check_arguments(
+    M, N, K, stages, cluster, bn, group = check_arguments(
         M, N, K, "float8_e4m3fn", out_dtype, stages, cluster, bn, BK_FP8,
-        ("float8_e4m3fn",), ("bfloat16", "float16"),
+        ("float8_e4m3fn",), ("bfloat16", "float16"), group,
     )  # fmt: skip
     return build(M, N, K, "float8_e4m3fn", out_dtype, stages, cluster, bn, group, scaled=True)

@@ -61,6 +61,7 @@ of an sm_90 block allow are checked.
 from tirx import T
 from tirx.layout import ComposeLayout, S, TileLayout
 
+from .gemm_config import positive_int
 from .gemm_wgmma import accumulator_layout
 from .tile_scheduler import grouped_tile
 
@@ -100,33 +101,46 @@ def shared_bytes(bn: int, stages: int, in_bytes: int, out_bytes: int, bk: int = 
     return stages * (BM + bn) * bk * in_bytes + 2 * 64 * bn * out_bytes
 
 
-def check_arguments(M, N, K, dtype, out_dtype, stages, cluster, bn, bk, dtypes, out_dtypes):
-    """ValueError unless the sizes, types, stages, cluster and tile width make a kernel whose
-    shared memory fits a block (``dtypes``, ``out_dtypes``: the types the caller offers)."""
+def check_arguments(
+    M, N, K, dtype, out_dtype, stages, cluster, bn, bk, dtypes, out_dtypes, group=GROUP_M
+):
+    """ValueError unless the sizes, types, stages, cluster, tile width and group make a kernel
+    whose shared memory fits a block (``dtypes``, ``out_dtypes``: the types the caller offers);
+    TypeError where an integer argument is not an int (a bool, a float, a string, None).
+    Returns ``(M, N, K, stages, cluster, bn, group)`` as Python ints (numpy integers pass)."""
     if dtype not in dtypes:
         raise ValueError(f"dtype must be one of {dtypes}, got {dtype!r}")
     if out_dtype not in out_dtypes:
         raise ValueError(f"out_dtype must be one of {out_dtypes}, got {out_dtype!r}")
+    cluster = positive_int("cluster", cluster)
     if cluster not in (1, 2):
         raise ValueError(f"cluster must be 1 or 2 (blocks sharing the B tile), got {cluster!r}")
+    bn = positive_int("bn", bn)
     if bn not in (128, 256):
         raise ValueError(f"bn must be 128 or 256, got {bn!r}")
-    if not isinstance(stages, int) or stages < 2:
-        raise ValueError(f"stages must be an int of at least 2, got {stages!r}")
-    for name, v in (("M", M), ("N", N), ("K", K)):
-        if not isinstance(v, int) or v <= 0:
-            raise ValueError(f"{name} must be a positive int, got {v!r}")
+    stages = positive_int("stages", stages, 2)
+    M, N, K = (positive_int(name, v) for name, v in zip("MNK", (M, N, K)))
+    group = positive_int("group", group)
     if M % (BM * cluster) or N % bn or K % bk:
         raise ValueError(
             f"M, N, K must be multiples of {BM * cluster}, {bn}, {bk} "
             f"(cluster={cluster}, bn={bn}); got {M}, {N}, {K}"
         )
-    need = shared_bytes(bn, stages, _BYTES[dtype], _BYTES[out_dtype], bk) + BARRIER_BYTES
+    in_bytes, out_bytes = _BYTES[dtype], _BYTES[out_dtype]
+    need = shared_bytes(bn, stages, in_bytes, out_bytes, bk) + BARRIER_BYTES
     if need > SHARED_LIMIT:
+        # only the changes that make it fit: fewer stages (2 at least), a narrower tile
+        room = SHARED_LIMIT - BARRIER_BYTES
+        most = (room - shared_bytes(bn, 0, in_bytes, out_bytes, bk)) // ((BM + bn) * bk * in_bytes)
+        fixes = [f"at most {most} stages"] if most >= 2 else []
+        if bn == 256 and shared_bytes(128, stages, in_bytes, out_bytes, bk) <= room:
+            fixes.append("bn=128")
         raise ValueError(
             f"{stages} stages of bn={bn} and a {out_dtype} staging tile need {need} bytes of "
-            f"shared memory, more than the {SHARED_LIMIT} of a block: use fewer stages or bn=128"
+            f"shared memory, more than the {SHARED_LIMIT} of a block"
+            + (f": use {' or '.join(fixes)}" if fixes else "")
         )
+    return M, N, K, stages, cluster, bn, group
 
 
 def build(M, N, K, dtype, out_dtype, stages, cluster, bn, group, scaled: bool):
@@ -145,7 +159,7 @@ def build(M, N, K, dtype, out_dtype, stages, cluster, bn, group, scaled: bool):
     TILES_M, TILES_N = M // BM, N // BN
     CTILES_M = TILES_M // CLUSTER  # cluster tiles: CLUSTER vertically adjacent block tiles
     CTILES = CTILES_M * TILES_N
-    GROUP = max(1, min(group, CTILES_M))
+    GROUP = min(group, CTILES_M)  # a band of more rows than there are is all of them
     HALF = BN // CLUSTER  # rows of the B box each block of the cluster loads
     STAGE_BYTES = (BM + BN) * BKK * IN_BYTES
     EMPTY = 8 * CLUSTER  # arrivals that free a stage: every consumer warp of the cluster
@@ -389,13 +403,16 @@ def make_gemm_hopper(
     ``bn=128``, 3 with ``bn=256``); ``cluster``: 1, or 2 for clusters of two blocks that share
     each B tile through multicast; ``bn``: the block tile's columns, 128 or 256 (default 256
     for a 16-bit output, 128 for float32, whose staging tile is twice as large); ``group``:
-    tile rows (pairs of rows in a cluster) per band of the grouped order."""
+    tile rows (pairs of rows in a cluster) per band of the grouped order, an int of at least 1
+    (more than the tile rows: one band). M, N, K, ``stages``, ``cluster``, ``bn`` and ``group``
+    are ints (numpy integers too; not bools): a wrong type is a TypeError, a wrong value a
+    ValueError naming the argument, raised before a kernel is built."""
     if bn is None:
         bn = 128 if out_dtype == "float32" else 256
     if stages is None:
         stages = 4 if bn == 128 else 3
-    check_arguments(
+    M, N, K, stages, cluster, bn, group = check_arguments(
         M, N, K, dtype, out_dtype, stages, cluster, bn, BK,
-        ("float16", "bfloat16"), ("float32", "float16", "bfloat16"),
+        ("float16", "bfloat16"), ("float32", "float16", "bfloat16"), group,
     )  # fmt: skip
     return build(M, N, K, dtype, out_dtype, stages, cluster, bn, group, scaled=False)

@@ -10,6 +10,7 @@ zeroing its accumulators for each.
 from tirx import T
 
 from .gemm import A_LOAD, A_MMA, B_LOAD, B_MMA, BK, BM, BN, D_MMA, MR, NR
+from .gemm_config import positive_int
 from .tile_scheduler import grouped_tile
 
 __all__ = ["make_gemm_persistent"]
@@ -17,11 +18,11 @@ __all__ = ["make_gemm_persistent"]
 
 def make_gemm_persistent(M: int, N: int, K: int, dtype: str = "float16", group: int = 8):
     """A kernel for fixed sizes (M, N multiples of 64; K a multiple of 16); ``group``: the
-    tile rows of a band of the grouped order."""
+    tile rows of a band of the grouped order (an int of at least 1)."""
+    M, N, K = (positive_int(name, v) for name, v in zip("MNK", (M, N, K)))
+    group = positive_int("group", group)
     if M % BM or N % BN or K % BK:
         raise ValueError(f"M and N must be multiples of 64 and K of 16, got {M}, {N}, {K}")
-    if group < 1:
-        raise ValueError(f"group must be at least 1, got {group}")
     ab = "f16" if dtype == "float16" else "bf16"
     mma = f"mma.sync.aligned.m16n8k16.row.col.f32.{ab}.{ab}.f32"
     TILES_M, TILES_N = M // BM, N // BN

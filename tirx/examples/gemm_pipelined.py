@@ -38,6 +38,7 @@ from .gemm_config import (
     check_sizes,
     fragment_layouts,
     multiprocessors,
+    positive_int,
     shared_layout,
 )
 
@@ -58,12 +59,18 @@ def make_gemm_pipelined(
     ``cfg``: by default :data:`DEFAULT` (256x128x64), or ``GemmConfig()`` (128x128x64) where M
     is a multiple of 128 but not of 256. ``sms``: the multiprocessors a persistent kernel
     (``cfg.persistent``) is sized for (it launches ``sms * cfg.persistent`` blocks, at most one
-    per tile); by default :func:`multiprocessors`. ``out_dtype``: ``"float32"``, or the inputs'
-    dtype (the f32 sums rounded to nearest once, as cuBLAS's half-precision output).
+    per tile), a positive int; by default :func:`multiprocessors`. ``out_dtype``:
+    ``"float32"``, or the inputs' dtype (the f32 sums rounded to nearest once, as cuBLAS's
+    half-precision output). M, N and K are positive ints (numpy integers too), ``cfg`` a
+    :class:`GemmConfig`: anything else is refused (ValueError, or TypeError for the wrong
+    type) before a kernel is built.
     """
+    M, N, K = (positive_int(name, v) for name, v in zip("MNK", (M, N, K)))
     if cfg is None:
         cfg = DEFAULT if M % DEFAULT.bm == 0 else GemmConfig()
-    check_sizes(M, N, K, dtype, cfg)
+    M, N, K = check_sizes(M, N, K, dtype, cfg)
+    if sms is not None:
+        sms = positive_int("sms", sms)
     if out_dtype not in ("float32", dtype):
         raise ValueError(f"out_dtype must be float32 or {dtype} (the inputs'), got {out_dtype!r}")
     OUT16 = out_dtype != "float32"

@@ -30,7 +30,7 @@ def make_gemm_staged(M: int, N: int, K: int, dtype: str = "float16", cfg: GemmCo
     ``cfg.stages`` and ``cfg.double_buffer`` are not used (two stages, double-buffered);
     ``cfg.smem`` is ``"pad"`` or ``"plain"``.
     """
-    check_sizes(M, N, K, dtype, cfg)
+    M, N, K = check_sizes(M, N, K, dtype, cfg)
     if cfg.bk != 32:
         raise ValueError("the register-staged kernel takes bk = 32 (two 16-wide slices)")
     if cfg.smem == "swizzle":

@@ -34,7 +34,7 @@ reads.
 from tirx import T
 from tirx.layout import S, TileLayout, laneid, wid_in_wg
 
-from .gemm_config import shared_layout
+from .gemm_config import positive_int, shared_layout
 
 __all__ = ["make_gemm_wgmma", "BM", "BN", "BK", "THREADS", "LOADS", "accumulator_layout"]
 
@@ -55,11 +55,13 @@ LOADS = ("cp.async", "tma")
 def make_gemm_wgmma(
     M: int, N: int, K: int, dtype: str = "float16", stages: int = 4, loads: str = "tma"
 ):
-    """A kernel for fixed sizes (M a multiple of 256, N of 128, K of 64).
+    """A kernel for fixed sizes (M a positive multiple of 256, N of 128, K of 64).
 
     ``loads``: ``"tma"`` (one thread issues two tensor copies per K tile, ``stages - 1`` ahead,
     each stage's arrival told by an mbarrier: the faster, 5-8 % on the H200) or ``"cp.async"``
     (every thread copies, ``stages - 2`` K tiles ahead)."""
+    M, N, K = (positive_int(name, v) for name, v in zip("MNK", (M, N, K)))
+    stages = positive_int("stages", stages)
     if dtype not in ("float16", "bfloat16"):
         raise ValueError(f"dtype must be float16 or bfloat16, got {dtype!r}")
     if loads not in LOADS:

@@ -21,6 +21,8 @@ import math
 from tirx import T
 from tirx.dtypes import dtype_of
 
+from .gemm_config import positive_int
+
 __all__ = ["make_softmax", "default_warps_per_row", "CHUNK"]
 
 CHUNK = 4  # elements per 8-byte load
@@ -41,18 +43,22 @@ def make_softmax(
     ``warps_per_row=1``: one warp per row, ``warps`` rows per block; ``warps_per_row=W > 1``:
     one row per block of ``W`` warps (``warps`` is then not used). ``cols`` must be a multiple
     of ``128 * W`` (four elements per thread and load step). ``None`` picks
-    :func:`default_warps_per_row`.
+    :func:`default_warps_per_row`. ``rows``, ``cols``, ``warps`` and ``warps_per_row`` are
+    ints (numpy integers too; not bools): a wrong type is a TypeError, a wrong value a
+    ValueError.
     """
+    rows, cols = positive_int("rows", rows), positive_int("cols", cols)
+    warps = positive_int("warps", warps)
+    if warps_per_row is not None:
+        warps_per_row = positive_int("warps_per_row", warps_per_row)
     dtype = dtype_of(dtype).name  # "half" is float16
     if dtype not in ("float16", "bfloat16"):
         raise ValueError(f"softmax takes float16 or bfloat16 rows, not {dtype}")
     W = default_warps_per_row(cols) if warps_per_row is None else warps_per_row
     if W not in (1, 2, 4, 8, 16, 32) or warps not in (1, 2, 4, 8, 16, 32):
         raise ValueError("warps and warps_per_row must be powers of two up to 32")
-    if cols <= 0 or cols % (32 * CHUNK * W):
+    if cols % (32 * CHUNK * W):
         raise ValueError(f"cols = {cols} must be a positive multiple of {32 * CHUNK * W}")
-    if rows <= 0:
-        raise ValueError("rows must be positive")
     if W == 1:
         return _warp_per_row(rows, cols, dtype, warps)
     return _block_per_row(rows, cols, dtype, W)

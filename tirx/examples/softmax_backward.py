@@ -9,6 +9,7 @@ and every lane writes its elements of ``dX``.
 
 from tirx import T
 
+from .gemm_config import positive_int
 from .softmax import CHUNK
 
 __all__ = ["make_softmax_backward"]
@@ -17,14 +18,14 @@ __all__ = ["make_softmax_backward"]
 def make_softmax_backward(rows: int, cols: int, dtype: str = "float16", warps: int = 4):
     """A kernel ``softmax_backward(Y, dY, dX)`` for fixed ``(rows, cols)``; ``cols`` a
     positive multiple of 128, ``warps`` rows per block."""
+    rows, cols = positive_int("rows", rows), positive_int("cols", cols)
+    warps = positive_int("warps", warps)
     if dtype not in ("float16", "bfloat16"):
         raise ValueError(f"softmax_backward takes float16 or bfloat16 rows, not {dtype}")
     if warps not in (1, 2, 4, 8, 16, 32):
         raise ValueError("warps must be a power of two up to 32")
-    if cols <= 0 or cols % (32 * CHUNK):
+    if cols % (32 * CHUNK):
         raise ValueError(f"cols = {cols} must be a positive multiple of {32 * CHUNK}")
-    if rows <= 0:
-        raise ValueError("rows must be positive")
     PER = cols // 32  # elements per lane
     STEPS = PER // CHUNK
     BLOCKS = (rows + warps - 1) // warps

@@ -42,6 +42,8 @@ from __future__ import annotations
 
 from tirx import T
 
+from .gemm_config import positive_int
+
 __all__ = ["grouped_tile", "tile_order", "tiles_of_block"]
 
 
@@ -60,8 +62,12 @@ def grouped_tile(t, TILES_M, TILES_N, GROUP):
 
 
 def tile_order(t: int, tiles_m: int, tiles_n: int, group: int) -> tuple[int, int]:
-    """:func:`grouped_tile` in Python: the same arithmetic, for host code and tests."""
-    if not (0 <= t < tiles_m * tiles_n and group >= 1):
+    """:func:`grouped_tile` in Python: the same arithmetic, for host code and tests.
+    ``tiles_m``, ``tiles_n`` and ``group`` are positive ints, ``t`` an int in
+    ``0 .. tiles_m * tiles_n - 1`` (numpy integers too; a float or a bool is a TypeError)."""
+    tiles_m, tiles_n = positive_int("tiles_m", tiles_m), positive_int("tiles_n", tiles_n)
+    group, t = positive_int("group", group), positive_int("t", t, 0)
+    if t >= tiles_m * tiles_n:
         raise ValueError(f"tile {t} of {tiles_m} x {tiles_n} tiles (group {group})")
     first = t // (group * tiles_n) * group
     rows = min(group, tiles_m - first)
@@ -70,5 +76,11 @@ def tile_order(t: int, tiles_m: int, tiles_n: int, group: int) -> tuple[int, int
 
 
 def tiles_of_block(bx: int, tiles: int, grid: int) -> list[int]:
-    """The linear tile indices block ``bx`` of ``grid`` takes, in order (the persistent loop)."""
+    """The linear tile indices block ``bx`` of ``grid`` takes, in order (the persistent loop):
+    none once ``bx >= tiles``. ``grid`` is a positive int, ``tiles`` an int of at least 0 and
+    ``bx`` one in ``0 .. grid - 1``."""
+    bx, tiles = positive_int("bx", bx, 0), positive_int("tiles", tiles, 0)
+    grid = positive_int("grid", grid)
+    if bx >= grid:
+        raise ValueError(f"bx must be a block of the grid, 0 .. {grid - 1}, got {bx}")
     return [bx + i * grid for i in range(max(0, -(-(tiles - bx) // grid)))]

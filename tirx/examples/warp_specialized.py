@@ -20,6 +20,7 @@ the matrix multiply left out:
 
 from tirx import T
 
+from .gemm_config import positive_int
 from .tile_scheduler import grouped_tile
 
 __all__ = [
@@ -39,14 +40,16 @@ PRODUCER_REGISTERS, CONSUMER_REGISTERS = 40, 232
 def make_warp_specialized(M: int, N: int, stages: int = 2, group: int = 8):
     """A kernel for fixed sizes (M and N multiples of 64). ``stages``: shared stages of one tile
     (16 KB each, 2 or 3 fit in the 48 KB of static shared memory); ``group``: tile rows per
-    band of the grouped order."""
+    band of the grouped order (an int of at least 1)."""
+    M, N = positive_int("M", M), positive_int("N", N)
+    stages, group = positive_int("stages", stages), positive_int("group", group)
     if M % BM or N % BN:
         raise ValueError(f"M and N must be multiples of {BM} and {BN}, got {M}, {N}")
     if not 1 <= stages <= 2:
         raise ValueError(f"stages must be 1 or 2 (16 KB each), got {stages}")
     STAGES = stages
     TILES_M, TILES_N = M // BM, N // BN
-    TILES, GROUP = TILES_M * TILES_N, max(1, min(group, TILES_M))
+    TILES, GROUP = TILES_M * TILES_N, min(group, TILES_M)
     PER_PRODUCER, PER_CONSUMER = BM * BN // 128, BM * BN // 256  # elements per thread per tile
     DEC, INC = "setmaxnreg.dec.sync.aligned.u32", "setmaxnreg.inc.sync.aligned.u32"
     INIT, ARRIVE = "mbarrier.init.shared::cta.b64", "mbarrier.arrive.shared::cta.b64"
