@@ -71,3 +71,12 @@ def test_make_gemm_refuses_sizes_that_are_not_positive_ints(args, error, message
 def test_make_gemm_takes_numpy_integers():
     want = str(make_gemm(64, 128, 32).ir)
     assert str(make_gemm(np.int64(64), np.int32(128), np.int64(32)).ir) == want
+
+
+@pytest.mark.parametrize("dtype", ["int16", "float32"])
+def test_make_gemm_persistent_refuses_what_it_cannot_multiply(dtype):
+    from tirx.examples.gemm_persistent import make_gemm_persistent
+
+    with pytest.raises(ValueError, match=f"float16 or bfloat16 matrices, not {dtype}"):
+        make_gemm_persistent(64, 64, 16, dtype)
+    assert make_gemm_persistent(64, 64, 16, "half").ir.params[0].dtype.name == "float16"

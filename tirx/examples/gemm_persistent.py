@@ -8,6 +8,7 @@ zeroing its accumulators for each.
 """
 
 from tirx import T
+from tirx.dtypes import dtype_of
 
 from .gemm import A_LOAD, A_MMA, B_LOAD, B_MMA, BK, BM, BN, D_MMA, MR, NR
 from .gemm_config import positive_int
@@ -23,6 +24,11 @@ def make_gemm_persistent(M: int, N: int, K: int, dtype: str = "float16", group: 
     group = positive_int("group", group)
     if M % BM or N % BN or K % BK:
         raise ValueError(f"M and N must be multiples of 64 and K of 16, got {M}, {N}, {K}")
+    dtype = dtype_of(dtype).name  # "half" is float16
+    if dtype not in ("float16", "bfloat16"):
+        raise ValueError(
+            f"make_gemm_persistent multiplies float16 or bfloat16 matrices, not {dtype}"
+        )
     ab = "f16" if dtype == "float16" else "bf16"
     mma = f"mma.sync.aligned.m16n8k16.row.col.f32.{ab}.{ab}.f32"
     TILES_M, TILES_N = M // BM, N // BN
