@@ -1,5 +1,5 @@
 """Errors as pictures and from the user's side: a failed ``%%tirx --check`` shows the map of the
-wrong output elements (widgets.mismatch), and a tirx error raised by an ordinary cell shows the
+wrong output elements (widgets.mismatch_map), and a tirx error raised by an ordinary cell shows the
 cell's own line first with tirx's frames left out (widgets.tracebacks), while any other
 exception keeps its whole traceback."""
 
@@ -14,7 +14,7 @@ from IPython.core.interactiveshell import InteractiveShell
 from IPython.utils.capture import capture_output
 
 from tests.test_magic import SEED_CELL
-from widgets.mismatch import HEAT, mismatch
+from widgets.mismatch_map import HEAT, mismatch
 
 WRONG_AT = "(lambda r: r.index_put_((torch.tensor([3, 9]), torch.tensor([2, 5])), " \
            "torch.tensor([1.0, 5000.0]), accumulate=True))(a.float() @ b.float().T)"  # fmt: skip

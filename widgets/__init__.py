@@ -75,7 +75,7 @@ _HOME = {
     "show_pipeline": "pipeline_draw",
     "PipelineView": "pipeline_draw",
     "show_tma_box": "tma",
-    "mismatch": "mismatch",
+    "mismatch": "mismatch_map",  # not "mismatch": the submodule would shadow the function
 }
 
 

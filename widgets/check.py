@@ -22,7 +22,7 @@ import math
 import tirx
 from tirx.errors import TirxError
 
-from . import families
+from . import args, families, probe
 from .linking import link
 from .model import Cell, Grid, contract_grid, layout_grid
 from .views import GridView
@@ -126,12 +126,14 @@ def _owner(pair) -> str:
 def check_layout(instr, operand: str = None, layout=None, *, shape=None, target=None):
     """Run ``instr`` on the machine (``target`` None: GPU if visible, else the simulator) and
     compare where each element of ``operand`` lands with ``layout`` (default: the contract's
-    canonical fragment, i.e. what :func:`show_instruction` draws). Returns a CheckView."""
-    contract = tirx.instruction_contract(getattr(instr, "text", instr))
+    canonical fragment, i.e. what :func:`show_instruction` draws; spec text is read as
+    :func:`show_layout` reads it). Returns a CheckView."""
+    contract = tirx.instruction_contract(getattr(args.instruction(instr, "instr"), "text", instr))
     families.require_fragment(contract)
+    probe.require_target(target)
     names = [op.name for op in contract.operands if op.owner is not None]
     operand = operand or names[0]
-    if operand not in names:
+    if not isinstance(operand, str) or operand not in names:
         raise TirxError(
             f"check_layout probes register operands; {contract.text} has {', '.join(names)}",
             hint="the shared operand of ldmatrix/stmatrix is drawn by show_instruction",
@@ -141,6 +143,8 @@ def check_layout(instr, operand: str = None, layout=None, *, shape=None, target=
     if layout is None:
         drawn = contract_grid(contract, operand)
     else:
+        layout = args.layout(layout)
+        shape = args.shape(shape)
         n = math.prod(shape) if shape is not None else layout.size()
         if n != math.prod(vshape):
             raise TirxError(

@@ -46,6 +46,7 @@ class Picture:
     kernel: Callable
     check: Callable
     run: Callable
+    inputs: tuple[str, ...] = ()  # the operands run_instruction takes (A=, shared=, ...)
 
 
 def _always(contract) -> bool:
@@ -55,15 +56,17 @@ def _always(contract) -> bool:
 DRAWN: dict[Family, Picture] = {
     Family.MMA: Picture(
         mma_picture.canonical, (1, 1), mma_picture.probed, mma_picture.OPERANDS,
-        mma_picture.probe_kernel, mma_picture.check, mma_picture.run,
+        mma_picture.probe_kernel, mma_picture.check, mma_picture.run, ("A", "B", "C"),
     ),
     Family.LDMATRIX: Picture(
         matrix_picture.canonical, (), _always, matrix_picture.OPERANDS,
         matrix_picture.ldmatrix_kernel, matrix_picture.check_ldmatrix, matrix_picture.run_ldmatrix,
+        ("shared",),
     ),
     Family.STMATRIX: Picture(
         matrix_picture.canonical, (), _always, matrix_picture.OPERANDS,
         matrix_picture.stmatrix_kernel, matrix_picture.check_stmatrix, matrix_picture.run_stmatrix,
+        ("registers",),
     ),
 }  # fmt: skip
 

@@ -22,7 +22,8 @@ from dataclasses import dataclass
 
 from tirx.errors import LayoutError
 
-from .model import Grid, layout_grid, parse_layout
+from . import args
+from .model import Grid, layout_grid
 
 __all__ = [
     "FragmentKind",
@@ -257,7 +258,7 @@ def unpack(grid: Grid, per: int) -> dict:
     """Element coordinate -> Element, splitting each word cell into ``per`` elements."""
     cells = {}
     for cell in grid.cells:
-        coord = as_2d(cell.coord)
+        coord = cell.coord if len(cell.coord) > 1 else (0, *cell.coord)  # a 1-D shape: one row
         for part in range(per):
             ecoord = (*coord[:-1], coord[-1] * per + part)
             if grid.kind == "memory":
@@ -278,14 +279,10 @@ def layout_fragment(layout, shape=None, *, element_bits: int = 32, unit_bits: in
     or ``element_bits`` for a layout already over elements (an f32 accumulator, a shared tile).
     Leading dims beyond the last two are tiled as blocks (last one across, the rest down).
     """
-    if isinstance(layout, str):
-        layout = parse_layout(layout)
-    if element_bits not in (8, 16, 32) or unit_bits % element_bits:
-        raise LayoutError(
-            f"cannot draw {element_bits}-bit elements in {unit_bits}-bit units",
-            hint="element_bits is 8, 16 or 32 and divides unit_bits",
-        )
+    layout = args.layout(layout)
+    check_bits(element_bits, unit_bits)
     per = unit_bits // element_bits
+    args.bound(layout, per)
     grid = layout_grid(layout, shape, title=title, dtype_bytes=max(unit_bits // 8, 1))
     shape = as_2d(grid.shape)
     eshape = (*shape[:-1], shape[-1] * per)
@@ -297,6 +294,23 @@ def layout_fragment(layout, shape=None, *, element_bits: int = 32, unit_bits: in
         block_labels(eshape[:-2], tuple(repeat_names)), prefix,
         element_bits, unit_bits=unit_bits,
     )  # fmt: skip
+
+
+def check_bits(element_bits, unit_bits=WORD_BITS, allowed=(8, 16, 32)) -> None:
+    """A LayoutError unless ``element_bits`` is one of ``allowed`` and divides ``unit_bits``
+    (8, 16 or 32)."""
+    ok = all(isinstance(b, int) and not isinstance(b, bool) for b in (element_bits, unit_bits))
+    if (
+        not ok
+        or unit_bits not in (8, 16, 32)
+        or element_bits not in allowed
+        or unit_bits % element_bits
+    ):
+        widths = ", ".join(map(str, allowed[:-1])) + " or " * (len(allowed) > 1) + str(allowed[-1])
+        raise LayoutError(
+            f"cannot draw {element_bits!r}-bit elements in {unit_bits!r}-bit units",
+            hint=f"element_bits is {widths} and divides unit_bits (8, 16 or 32)",
+        )
 
 
 def coords(shape):

@@ -27,6 +27,15 @@ __all__ = ["link", "linkable", "shown"]
 def link(*views, _explicit: bool = True) -> None:
     """Make ``views`` answer each other's clicks (see the module docstring)."""
     views = list(views)
+    for i, v in enumerate(views):
+        if not (hasattr(v, "grid") and hasattr(v, "show")):
+            from .args import ArgumentTypeError
+
+            raise ArgumentTypeError(
+                f"link joins views; argument {i + 1} is {type(v).__name__} {v!r:.60}",
+                hint="pass what show_layout, show_fragment, show_instruction, show_trace or "
+                "check_layout returned",
+            )
 
     def on_cell(view, index):
         cell = view.grid.cells[index]

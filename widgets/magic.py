@@ -331,7 +331,7 @@ class TirxMagics(Magics):
             out = _evaluate("--out", opts.out, ns) if opts.out else args[-1]
             report.max_error, report.passed, report.note = _compare(out, ref, opts.atol, opts.rtol)
             if report.passed is False and report.max_error is not None:  # where it is wrong
-                from .mismatch import mismatch
+                from .mismatch_map import mismatch
 
                 name = opts.out or opts.run.split(",")[-1].strip()
                 report.mismatch = mismatch(out, ref, opts.atol, opts.rtol, name=name)

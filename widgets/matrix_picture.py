@@ -121,7 +121,10 @@ def check_stmatrix(contract, operand, kernel, slots, target):
 
 def run_ldmatrix(contract, kernel, slots, given, target):
     count = contract.param("count")
-    bits = probe.as_bits16(given["shared"], (count, 8, 8))
+    shared = given["shared"]
+    if count == 1 and shared is not None and np.shape(shared) == (8, 8):
+        shared = np.asarray(shared)[None]  # one 8 x 8 matrix, as .x1 loads it
+    bits = probe.as_bits16(shared, (count, 8, 8))
     out = np.zeros((32, count), np.uint32)
     (_, out), where = probe.launch(kernel, [bits.ravel(), out], target)
     return (probe.registers(0, "r", True, out, "uint32", np.zeros_like(out)),), where
@@ -130,7 +133,11 @@ def run_ldmatrix(contract, kernel, slots, given, target):
 def run_stmatrix(contract, kernel, slots, given, target):
     count = contract.param("count")
     registers = given["registers"]
-    r = np.zeros((32, count), np.uint32) if registers is None else np.asarray(registers)
+    r = (
+        np.zeros((32, count), np.uint32)
+        if registers is None
+        else probe.as_words(registers, (32, count))
+    )
     halves = np.zeros(count * 64, np.uint16)
     (r, halves), where = probe.launch(kernel, [r.astype(np.uint32), halves], target)
     return (probe.registers(1, "r", False, r, "uint32"),), where

@@ -17,6 +17,8 @@ from dataclasses import dataclass
 
 from tirx.errors import LayoutError
 
+from . import args
+from .args import parse_layout
 from .families import require_drawable, require_fragment
 
 __all__ = [
@@ -161,7 +163,7 @@ def _layout_shape(layout, shape) -> tuple[int, ...]:
     if shape is None:
         tile = getattr(layout, "tile_layout", layout)
         shape = tuple(it.extent for it in tile.shard) or (1,)
-    shape = (shape,) if isinstance(shape, int) else tuple(int(s) for s in shape)
+    shape = args.shape(shape)
     if math.prod(shape) != layout.size():
         raise LayoutError(
             f"shape {shape} has {math.prod(shape)} elements but the layout has {layout.size()}",
@@ -175,7 +177,11 @@ def layout_grid(layout, shape=None, *, title: str | None = None, dtype_bytes: in
 
     A layout touching ``laneid`` (or ``tx``) is a register layout; one on ``m`` only is a
     memory layout whose cells are element addresses (``dtype_bytes`` sets the bank view).
+    A picture over :data:`widgets.args.MAX_CELLS` elements is refused before any work.
     """
+    layout = args.layout(layout)
+    dtype_bytes = args.dtype_bytes(dtype_bytes)
+    args.bound(layout)
     shape = _layout_shape(layout, shape)
     axes = layout.axes()
     memory = not (axes - {"m"})
@@ -273,44 +279,6 @@ def layout_formula(layout, coord, shape) -> str:
 
 def _point_text(point: dict) -> str:
     return " ".join(f"{k}={v}" for k, v in sorted(point.items(), key=lambda kv: kv[0] == "m"))
-
-
-# ------------------------------------------------------------------------- parsing
-
-
-def parse_layout(text: str):
-    """A layout from the text in an edit box: ``S[...] + R[...]``, ``TileLayout(...)`` or
-    ``ComposeLayout(...)``. Raises LayoutError with a readable message."""
-    import tirx.layout as L
-
-    names = {name: getattr(L, name) for name in L.__all__}
-    text = text.strip()
-    if not text:
-        raise LayoutError(
-            "the layout text is empty", hint="for example S[(8, 4) : (4 @ laneid, 1)]"
-        )
-    try:
-        value = eval(compile(text, "<layout>", "eval"), {"__builtins__": {}}, names)  # noqa: S307
-    except LayoutError:
-        raise
-    except SyntaxError as e:
-        raise LayoutError(
-            f"cannot read {text!r}: {e.msg} at column {e.offset}",
-            hint="write a spec like S[(8, 4) : (4 @ laneid, 1)] or TileLayout(...)",
-        ) from None
-    except Exception as e:  # a NameError, TypeError ... from the user's text
-        raise LayoutError(
-            f"cannot evaluate {text!r}: {type(e).__name__}: {e}",
-            hint="use S, R, TileLayout, ComposeLayout and the axes of tirx.layout",
-        ) from None
-    if isinstance(value, L.LayoutSpec):
-        value = L.TileLayout(value)
-    if not isinstance(value, (L.TileLayout, L.ComposeLayout)):
-        raise LayoutError(
-            f"{text!r} is a {type(value).__name__}, not a layout",
-            hint="write a spec like S[(8, 4) : (4 @ laneid, 1)]",
-        )
-    return value
 
 
 # ------------------------------------------------------------------------- colours

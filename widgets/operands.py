@@ -13,12 +13,23 @@ shared-memory form); ``form="registers"`` draws that.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 
 from tirx.errors import TirxError
 from tirx.isa import Family, OperandSpec, Role
 
-from .fragment import Fragment, FragmentKind, as_2d, block_labels, compose, coords, unpack
+from . import args
+from .fragment import (
+    Fragment,
+    FragmentKind,
+    as_2d,
+    block_labels,
+    check_bits,
+    compose,
+    coords,
+    unpack,
+)  # fmt: skip
 from .model import Grid, contract_grid
 
 __all__ = [
@@ -96,6 +107,14 @@ def operand_facts(instr, operand: str | None = None, *, form: str | None = None)
         element_bits = 32 // max(spec.elements_per_word, 1)
     if contract.family in (Family.MMA, Family.WGMMA):
         axes = _AXES.get(operand, ("row (M)", "column (N)"))
+    elif dict(contract.params).get("trans") and spec.owner is not None:
+        # .trans: the registers hold the transposed matrix; its row c is shared column c
+        axes = ("row of the transposed matrix (= shared column)",
+                "column of the transposed matrix (= shared row)")  # fmt: skip
+        note = note or (
+            ".trans: rows and columns are those of the transposed matrix; shared element "
+            "(r, c) is drawn at (c, r)"
+        )
     else:
         axes = ("row", "column")
     return OperandFacts(
@@ -114,13 +133,19 @@ def operand_fragment(instr, operand: str | None = None, *, repeat=(), element_bi
     instruction (s8 operands: 8). ``form="registers"``: the register form of an operand the
     contract describes otherwise (wgmma's A)."""
     facts = operand_facts(instr, operand, form=form)
-    bits = element_bits or facts.element_bits
+    bits = facts.element_bits if element_bits is None else element_bits
+    if facts.unit_bits == facts.element_bits:  # whole values (f32): no other width fits
+        check_bits(bits, facts.unit_bits, allowed=(facts.element_bits,))
+    else:  # 32-bit words of packed elements
+        check_bits(bits, facts.unit_bits)
     per = max(facts.unit_bits // bits, 1)
+    repeat = args.shape(repeat, "repeat") if repeat not in ((), None) else ()
+    atom_cells = len(facts.grid.cells) * per
+    args.refuse_cells(atom_cells * math.prod(repeat), f"{facts.name} repeated {repeat}")
     cells = unpack(facts.grid, per)
     atom = as_2d(facts.atom)
     eatom = (*atom[:-1], atom[-1] * per)
     lead_atom = eatom[:-2]  # ldmatrix: the matrix index
-    repeat = tuple(repeat)
     if repeat:
         cells = {(*r, *c): replace(e, coord=(*r, *c)) for c, e in cells.items()
                  for r in coords(repeat)}  # fmt: skip
@@ -131,7 +156,9 @@ def operand_fragment(instr, operand: str | None = None, *, repeat=(), element_bi
     kind = FragmentKind.REGISTERS if facts.grid.kind == "registers" else FragmentKind.ADDRESSES
     about = facts.about + (f" ({facts.note})" if facts.note else "")
     frag = Fragment(
-        f"{facts.text} · {facts.name}", rows, cols, order, kind, eatom[-2:], facts.axes,
+        f"{facts.text} · {facts.name}" + (" (transposed matrix)" if "transposed" in facts.axes[0]
+                                         else ""),
+        rows, cols, order, kind, eatom[-2:], facts.axes,
         block_labels(shape[:-2], names), prefix or facts.prefix, bits, about, facts.formula,
         unit_bits=max(facts.unit_bits, bits),
     )  # fmt: skip

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import html
 
-from .model import layout_grid, parse_layout
+from . import args
+from .model import layout_grid
 from .views import LayoutView
 
 __all__ = ["PairView", "show_pair"]
@@ -124,6 +125,7 @@ class PairView:
     _quiet = False
 
     def set_lane(self, lane) -> None:
+        lane = args.lane(lane)
         self.lane = lane
         value = -1 if lane is None else lane
         if self._widget is not None and self._lane.value != value:
@@ -163,8 +165,12 @@ def _not_registers(view):
 
 def show_pair(left, right, *, left_shape=None, right_shape=None, titles=(None, None), lane=None):
     """Two layouts of one register file side by side (colour = register slot)."""
-    left = parse_layout(left) if isinstance(left, str) else left
-    right = parse_layout(right) if isinstance(right, str) else right
+    left, right = args.layout(left, "left"), args.layout(right, "right")
+    if not isinstance(titles, (tuple, list)) or len(titles) != 2:
+        raise args.ArgumentTypeError(f"titles must be two titles (left, right), got {titles!r}",
+                                     hint="titles=('ldmatrix view', 'mma view')")  # fmt: skip
+    titles = tuple(args.text(t, "titles") for t in titles)
+    lane = args.lane(lane)
     layout_grid(left, left_shape)  # raise shape errors before building anything
     return PairView(left, right, left_shape=left_shape, right_shape=right_shape, titles=titles,
                     lane=lane)  # fmt: skip

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from tirx.errors import TirxError
 
+from . import args
 from .geometry import MAX_ROWS, WIDTH
 from .pipeline import KINDS, Timeline, timeline
 from .scene import Box, Line, Scene, Text
@@ -191,4 +192,27 @@ def show_pipeline(run, *, block=(0, 0, 0), title=None, page: int = 0) -> Pipelin
             f"show_pipeline needs a simulator run's result, not {type(run).__name__}",
             hint="exe = tirx.compile(kernel, target='sim'); show_pipeline(exe(..., trace=True))",
         )
-    return PipelineView(timeline(run, block=block, title=title, error=error), page)
+    block = _block(block, run, error)
+    title = args.text(title, "title")
+    view = PipelineView(timeline(run, block=block, title=title, error=error), page)
+    args.page(page, view.pages)
+    return view
+
+
+def _block(block, run, error) -> tuple[int, ...]:
+    """``block`` as a block index the run's trace has (a TirxError naming those it has)."""
+    if not isinstance(block, (tuple, list)) or len(block) != 3:
+        raise args.ArgumentTypeError(f"block must be a block index (x, y, z), got {block!r}",
+                                     hint="block=(1, 0, 0) is the second block along x")  # fmt: skip
+    block = tuple(args.integer(b, "block", "a block index (x, y, z) of ints") for b in block)
+    seen = {tuple(r.block) for recs in (run.traces, run.copies, run.barriers) for r in recs}
+    if isinstance(getattr(error, "block", None), (tuple, list)):
+        seen.add(tuple(error.block))
+    if seen and block not in seen:
+        have = sorted(seen, key=lambda b: b[::-1])
+        shown = ", ".join(map(str, have)) if len(have) <= 6 else f"{have[0]}..{have[-1]}"
+        raise args.ArgumentError(
+            f"block {block} recorded nothing in this run: its trace has blocks {shown}",
+            hint="pick one of those blocks with block=(x, y, z)",
+        )
+    return block

@@ -85,9 +85,20 @@ def native_registers(matrix, word_of, nregs: int, ab_type: str = "f16") -> np.nd
 # ------------------------------------------------------------------------- launching
 
 
+def require_target(target) -> None:
+    """A TirxError for a GPU target on a machine where no GPU is visible."""
+    name = getattr(target, "kind", target)
+    if isinstance(name, str) and name.startswith(("cuda", "sm_")) and not tirx.gpu_available():
+        raise TirxError(
+            f"target={target!r} runs the probe on a GPU, and no GPU is visible here",
+            hint="use target='sim' (the simulator), or leave target= out to pick it",
+        )
+
+
 def launch(kernel, arrays: list, target=None) -> tuple[list, str]:
     """Compile ``kernel`` for ``target`` (None: the GPU when visible, else the simulator), run
     it on numpy ``arrays`` (outputs are written back into them) and say where it ran."""
+    require_target(target)
     exe = tirx.compile(kernel, target=target)
     if exe.target.kind == "cuda":
         import torch
@@ -140,10 +151,34 @@ class ProbeRun:
 def as_array(x, shape):
     if hasattr(x, "detach"):
         x = x.detach().cpu().float().numpy()
-    x = np.asarray(x, np.float32)
+    x = _numbers(x, np.float32, shape)
     if x.shape != shape:
         raise TirxError(f"expected an operand of shape {shape}, got {x.shape}")
     return x
+
+
+def _numbers(x, dtype, shape):
+    """``x`` as a numpy array of ``dtype``, or a TirxError (a TypeError) saying what it takes."""
+    from .args import ArgumentTypeError
+
+    try:
+        return np.asarray(x, dtype)
+    except (TypeError, ValueError):
+        raise ArgumentTypeError(
+            f"expected an operand of shape {shape} of numbers, got {type(x).__name__} {x!r:.60}",
+            hint="pass a numpy array or a torch tensor",
+        ) from None
+
+
+def as_words(x, shape):
+    """u32 register words of ``shape`` ([32, count]: lane by register)."""
+    if hasattr(x, "detach"):
+        x = x.detach().cpu().numpy()
+    x = _numbers(x, np.int64, shape)
+    if x.shape != shape:
+        raise TirxError(f"expected registers of shape {shape} (lane by register), got {x.shape}",
+                        hint="registers= holds one row of u32 words per lane")  # fmt: skip
+    return (x & 0xFFFFFFFF).astype(np.uint32)
 
 
 def as_bits16(x, shape):
@@ -153,7 +188,7 @@ def as_bits16(x, shape):
         x = x.detach().cpu().numpy()
     x = np.asarray(x)
     if x.dtype != np.uint16:
-        x = half_bits(x)
+        x = half_bits(_numbers(x, np.float32, shape))
     if x.shape != shape:
         raise TirxError(f"expected shared data of shape {shape}, got {x.shape}")
     return x

@@ -15,6 +15,7 @@ from __future__ import annotations
 from tirx.errors import TirxError
 from tirx.isa import Role
 
+from . import args
 from . import fragment as F
 from . import operands as O
 from .families import require_fragment
@@ -39,7 +40,7 @@ def _operand(contract, operand):
     if operand is None:
         drawable = [op.name for op in contract.operands if op.owner is not None]
         return (drawable or names or [None])[0]
-    if operand not in names:
+    if not isinstance(operand, str) or operand not in names:
         raise TirxError(
             f"{contract.text} has no operand {operand!r}",
             hint="its operands are " + (", ".join(names) or "none"),
@@ -47,24 +48,43 @@ def _operand(contract, operand):
     return operand
 
 
-def show_instruction(instr, operand: str = None, *, lane=None, form=None, swizzle="128B", k=0,
+def show_instruction(instr, operand: str = None, *, lane=None, form=None, swizzle=None, k=None,
                      page: int = 0):  # fmt: skip
     """The canonical fragment of one operand of a PTX instruction (text, ``T.ptx[...]`` or a
     contract), drawn from the contract table the compiler checks against: a register operand
     in elements, ``T5:a2`` as the PTX ISA labels it (clicking a cell shows the ISA's formula);
-    a descriptor operand (wgmma's A, B) as its shared tile under ``swizzle`` (k-slice ``k``)."""
-    contract = O.contract_of(instr)
+    a descriptor operand (wgmma's A, B) as its shared tile under ``swizzle`` (default
+    ``"128B"``, k-slice ``k``, default 0)."""
+    contract = O.contract_of(args.instruction(instr, "instr"))
     require_fragment(contract)  # cp.async, TMA, mbarrier: a plain message, no picture
     operand = _operand(contract, operand)
     spec = contract.operand(operand)
     if spec.role is Role.DESCRIPTOR and form != "registers":
-        return shared_operand(contract, operand, swizzle=swizzle, k=k)
-    return InstructionView(contract, operand, lane=lane, form=form, page=page)
+        return shared_operand(contract, operand, swizzle=swizzle or "128B", k=k or 0)
+    _no_tile_options(contract, operand, swizzle=swizzle, k=k)
+    return _paged(InstructionView(contract, operand, lane=lane, form=form, page=page), page)
+
+
+def _no_tile_options(contract, operand, **given) -> None:
+    """Refuse the options of a descriptor operand's shared tile on a register operand."""
+    for name, value in given.items():
+        if value is not None:
+            raise args.ArgumentError(
+                f"{name}= draws a descriptor operand's shared tile; operand {operand} of "
+                f"{contract.text} is a register fragment",
+                hint=f"leave {name}= out here (wgmma's A and B in shared memory take it)",
+            )
+
+
+def _paged(view, page):
+    """``view``, once ``page`` is one of its pages."""
+    args.page(page, view.pages)
+    return view
 
 
 def show_fragment(what, operand=None, *, shape=None, element_bits=None, unit_bits=32,
                   repeat=(), view: str = "elements", lane=None, title=None, prefix=None,
-                  repeat_names=(), form=None, swizzle="128B", k=0, page: int = 0):  # fmt: skip
+                  repeat_names=(), form=None, swizzle=None, k=None, page: int = 0):  # fmt: skip
     """An element-level picture of an instruction operand or a layout.
 
     ``what`` is an instruction (text or ``T.ptx[...]``, with ``operand``) or a layout (spec
@@ -74,32 +94,47 @@ def show_fragment(what, operand=None, *, shape=None, element_bits=None, unit_bit
     one over elements). ``view``: ``"elements"`` (the logical matrix), ``"threads"`` (lane
     by lane) or ``"banks"`` (a shared layout, coloured by bank). ``form="registers"``: an
     operand's register form (wgmma's A); ``swizzle``/``k``: a descriptor operand's tile.
-    ``page``: which page of columns a picture too wide to wrap whole shows.
+    ``page``: which page of columns a picture too wide to wrap whole shows. ``lane``: a lane
+    (0..31; a thread 0..127 of a warpgroup operand) to highlight. A picture of more than
+    16384 elements is refused (show one tile).
     """
-    if _is_instruction(what):
-        contract = O.contract_of(what)
+    if view not in ("elements", "threads", "banks"):
+        raise TirxError(f"unknown view {view!r}", hint="choose elements, threads or banks")
+    title = args.text(title, "title")
+    if what is None or _is_instruction(what):
+        contract = O.contract_of(args.instruction(what, "what", "a PTX instruction or a layout"))
         require_fragment(contract)
         operand = _operand(contract, operand)
         if contract.operand(operand).role is Role.DESCRIPTOR and form != "registers":
-            return shared_operand(contract, operand, swizzle=swizzle, k=k)
+            return shared_operand(contract, operand, swizzle=swizzle or "128B", k=k or 0)
+        _no_tile_options(contract, operand, swizzle=swizzle, k=k)
+        if shape is not None:
+            raise args.ArgumentError(
+                f"shape= draws a layout; an instruction operand's shape is its own ({operand} "
+                f"of {contract.text})", hint="repeat=(2, 2) tiles the operand; leave shape= out",
+            )  # fmt: skip
         frag = O.operand_fragment(contract, operand, repeat=repeat, element_bits=element_bits,
                                   prefix=prefix, form=form)  # fmt: skip
-    elif view == "banks":
-        frag = F.bank_fragment(what, shape, element_bits=element_bits or 16, title=title)
     else:
-        bits = element_bits or 32
-        frag = F.layout_fragment(
-            what, shape, element_bits=bits, unit_bits=unit_bits if unit_bits >= bits else bits,
-            title=title, prefix=prefix or "v", repeat_names=repeat_names,
-        )  # fmt: skip
+        what = args.layout(what, "what")
+        bits = 32 if element_bits is None else element_bits
+        F.check_bits(bits)  # 8, 16 or 32
+        if unit_bits not in (8, 16, 32):
+            F.check_bits(bits, unit_bits)  # the same refusal for unit_bits
+        if view == "banks":
+            frag = F.bank_fragment(what, shape, element_bits=16 if element_bits is None else bits,
+                                   title=title)  # fmt: skip
+        else:
+            frag = F.layout_fragment(
+                what, shape, element_bits=bits, unit_bits=max(unit_bits, bits), title=title,
+                prefix=prefix or "v", repeat_names=repeat_names,
+            )  # fmt: skip
     if view == "threads":
         frag = F.thread_major(frag)
-    elif view not in ("elements", "banks"):
-        raise TirxError(f"unknown view {view!r}", hint="choose elements, threads or banks")
     summary = ""
     if frag.kind is F.FragmentKind.MEMORY:
         summary = f"worst column bank conflict: {F.bank_conflicts(frag)}-way"
-    return FragmentView(frag, lane=lane, summary=summary, page=page)
+    return _paged(FragmentView(frag, lane=lane, summary=summary, page=page), page)
 
 
 def _is_instruction(what) -> bool:

@@ -19,14 +19,17 @@ import re
 import numpy as np
 
 import tirx
-from tirx.errors import TirxError
+from tirx.errors import LayoutError, TirxError
 
-from . import families, probe
+from . import args, families, probe
 from .model import contract_grid, layout_grid
 from .probe import ProbeRun, ProbeStep
 from .views import GridView
 
 __all__ = ["TraceView", "show_trace", "run_instruction", "ProbeRun"]
+
+WHEN = ("before", "after")
+FORMATS = ("auto", "hex", "u32", "f32", "f16x2", "bf16x2")
 
 
 def _steps(source) -> list:
@@ -66,8 +69,12 @@ class TraceView(GridView):
             raise TirxError("the run recorded no warp-matrix instructions",
                             hint="trace a kernel that uses T.cuda.tile.apply")  # fmt: skip
         self.where = getattr(source, "where", "") or "simulator"
-        self.layout, self.shape, self.fmt, self.when = layout, shape, fmt, when
-        self.step_index = 0 if step is None else int(step)
+        self.fmt = args.choice(fmt, "fmt", FORMATS)
+        self.when = args.choice(when, "when", WHEN)
+        self.layout = None if layout is None else args.layout(layout)
+        self.shape = args.shape(shape)
+        takes = f"an int in 0..{len(self.steps) - 1} (a step of the run)"
+        self.step_index = 0 if step is None else args.integer(step, "step", takes)
         if not 0 <= self.step_index < len(self.steps):
             raise TirxError(f"step {step} is out of range: the run has {len(self.steps)} steps")
         self.operand = operand
@@ -105,6 +112,7 @@ class TraceView(GridView):
             ]
             return grid, labels
         grid = layout_grid(self.layout, self.shape)
+        _within_warp(grid)
         by_name = {}
         for other in trace.registers:
             for j, name in enumerate(other.sources):
@@ -178,6 +186,16 @@ class TraceView(GridView):
         return [step, self._operand, when]
 
 
+def _within_warp(grid) -> None:
+    """A LayoutError for a layout that gives an element to a lane a warp does not have."""
+    for c in grid.cells:
+        if c.lane is not None and not 0 <= c.lane < 32:
+            raise LayoutError(
+                f"the layout gives element {c.coord} to lane {c.lane}; a warp has lanes 0..31",
+                hint="pass layout= as one warp's view of the operand's registers (laneid 0..31)",
+            )
+
+
 def _short(instruction: str) -> str:
     m = re.search(r"\.(m\d+n\d+k?\d*)\.(x\d)?", instruction)
     return " ".join(g for g in (m.groups() if m else ()) if g)
@@ -188,8 +206,9 @@ def show_trace(source, step=None, operand=None, *, when="after", layout=None, sh
     """Draw the register values of a traced run: ``source`` is ``exe(*args, trace=True)``'s
     result (simulator), a :func:`run_instruction` result (GPU or simulator), or one step.
 
-    ``fmt``: ``"auto"`` (f32 values, u32 words as two halves ``lo|hi``), ``"hex"``, ``"u32"``,
-    ``"f16x2"``, ``"bf16x2"``. ``layout``/``shape`` draw the operand's register array through
+    ``when``: ``"before"`` or ``"after"`` the instruction. ``fmt``: ``"auto"`` (f32 values,
+    u32 words as two halves ``lo|hi``), ``"hex"``, ``"u32"``, ``"f32"``, ``"f16x2"``,
+    ``"bf16x2"``. ``layout``/``shape`` draw the operand's register array through
     your own layout instead of the canonical fragment."""
     return TraceView(source, step, operand, when=when, layout=layout, shape=shape, fmt=fmt,
                      lane=lane)  # fmt: skip
@@ -202,8 +221,18 @@ def run_instruction(instr, *, A=None, B=None, C=None, shared=None, registers=Non
 
     mma: ``A`` (16 x k), ``B`` (8 x k, N-major), ``C`` (16 x 8, default 0); ldmatrix:
     ``shared`` (count x 8 x 8 16-bit values); stmatrix: ``registers`` ([32, count] u32)."""
-    contract = tirx.instruction_contract(getattr(instr, "text", instr))
+    contract = tirx.instruction_contract(getattr(args.instruction(instr, "instr"), "text", instr))
+    probe.require_target(target)
     kernel, slots = families.kernel_for(contract, {})
     given = dict(A=A, B=B, C=C, shared=shared, registers=registers)
+    takes = families.picture(contract).inputs
+    extra = [name for name, value in given.items() if value is not None and name not in takes]
+    if extra:
+        family = contract.text.split(".")[0]
+        raise args.ArgumentError(
+            f"{family} takes {', '.join(f'{n}=' for n in takes)}, not "
+            f"{', '.join(f'{n}=' for n in extra)}",
+            hint=f"{contract.text} has no operand {' or '.join(extra)}: leave it out",
+        )
     regs, where = families.picture(contract).run(contract, kernel, slots, given, target)
     return ProbeRun([ProbeStep(0, contract.text, regs)], where)

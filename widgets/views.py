@@ -16,7 +16,7 @@ import html
 
 from tirx.errors import TirxError
 
-from . import banks, draw, faces, picture
+from . import args, banks, draw, faces, picture
 from .cellgrid import CellGrid
 from .geometry import geometry
 from .gridpicture import grid_fragment, grid_looks
@@ -26,6 +26,7 @@ from .model import Grid, layout_formula, layout_grid, parse_layout
 __all__ = ["GridView", "LayoutView", "show_layout"]
 
 _ALL = -1  # the selector's "all" entry (a Dropdown value of None would mean "no selection")
+COLOR_BY = ("lane", "slot", "bank")  # what a grid's colours may show (widgets.draw)
 
 
 class GridView:
@@ -34,8 +35,8 @@ class GridView:
     def __init__(self, grid: Grid, *, color_by=None, lane=None, labels=None, marks=(),
                  summary: str = ""):  # fmt: skip
         self.grid = grid
-        self.color_by = color_by
-        self.lane = lane
+        self.color_by = args.choice(color_by, "color_by", COLOR_BY) if color_by else None
+        self.lane = args.lane(lane, count=self._lane_count() or 32, what=self._holder())
         self.labels = labels
         self.marks = tuple(marks)
         self.summary = summary
@@ -156,6 +157,10 @@ class GridView:
             return "bank"
         return "thread" if self._lane_count() > 32 else "lane"
 
+    def _holder(self) -> str:
+        """What ``lane=`` picks here: a lane, a warpgroup's thread, or a bank."""
+        return self._select_name()
+
     def _lane_count(self) -> int:
         """32 lanes (or banks); a warpgroup's operands name its 128 threads."""
         if self.grid.kind == "memory":
@@ -195,6 +200,13 @@ class GridView:
 
     def click(self, index: int) -> None:
         """Click cell ``index`` of the live widget, as a user would."""
+        n = len(self.grid.cells)
+        index = args.integer(index, "the cell index", f"an int in 0..{n - 1}")
+        if not 0 <= index < n:
+            raise args.ArgumentError(
+                f"cell {index} is not in this picture: it has cells 0..{n - 1}",
+                hint="cells are numbered row by row from 0",
+            )
         _ = self.widget  # builds it
         self._cellgrid.click(index)
 
@@ -213,6 +225,7 @@ class GridView:
 
     def set_lane(self, lane) -> None:
         """Highlight what ``lane`` holds (a bank for memory grids); None shows all."""
+        lane = args.lane(lane, count=self._lane_count() or 32, what=self._holder())
         self.show(lane, self.focus)
 
     def set_focus(self, index) -> None:
@@ -265,8 +278,8 @@ class LayoutView(GridView):
     def __init__(self, layout, shape=None, *, title=None, lane=None, color_by=None,
                  dtype_bytes: int = 2):  # fmt: skip
         self.layout = layout
-        self.title = title
-        self.dtype_bytes = dtype_bytes
+        self.title = args.text(title, "title")
+        self.dtype_bytes = args.dtype_bytes(dtype_bytes)
         grid = layout_grid(layout, shape, title=title, dtype_bytes=dtype_bytes)
         self.shape = grid.shape
         super().__init__(grid, color_by=color_by, lane=lane, summary=self._summary(grid, layout))
@@ -353,8 +366,10 @@ class LayoutView(GridView):
 def show_layout(layout, shape=None, *, title=None, lane=None, color_by=None, dtype_bytes=2):
     """A layout over a logical ``shape`` (default: its shard extents): cells coloured by lane
     and labelled ``lane:slot`` (register layouts) or by bank and labelled with the address
-    (memory layouts, ``dtype_bytes`` per element). ``layout`` may be spec text."""
-    if isinstance(layout, str):
-        layout = parse_layout(layout)
+    (memory layouts, ``dtype_bytes`` per element: 1, 2, 4 or 8). ``layout`` may be spec
+    text. ``lane`` (0..31) highlights one lane (a bank of a memory layout); ``color_by`` is
+    ``"lane"``, ``"slot"`` or ``"bank"``. A layout over more than 16384 elements is refused
+    (show one tile of it)."""
+    layout = args.layout(layout)
     return LayoutView(layout, shape, title=title, lane=lane, color_by=color_by,
                       dtype_bytes=dtype_bytes)  # fmt: skip

@@ -157,8 +157,10 @@ def _as_tuple(x: object) -> tuple:
 def _parse(name: str, key: object) -> tuple[Iter, ...]:
     if isinstance(key, slice):
         if key.step is not None or key.stop is None:
+            what = ("has no strides after its colon" if key.step is None
+                    else "takes 'extents : strides' with exactly one colon")  # fmt: skip
             raise LayoutError(
-                f"{name}[...] takes 'extents : strides' with exactly one colon",
+                f"{name}[...] {what}",
                 hint=f"write {name}[(4, 8) : (8, 1)] or {name}[4, 8] for row-major",
             )
         extents = tuple(as_int(e, f"an extent in {name}[...]") for e in _as_tuple(key.start))

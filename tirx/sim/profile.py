@@ -24,13 +24,34 @@ from __future__ import annotations
 
 import html
 import linecache
+import numbers
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ..dtypes import StrKind
 from .access_cost import Cost
 
-__all__ = ["Space", "Access", "Instr", "LineProfile", "SimProfile", "Metric", "METRICS"]
+__all__ = [
+    "Space", "Access", "Instr", "LineProfile", "SimProfile", "Metric", "METRICS",
+    "UnknownKey",
+]  # fmt: skip
+
+
+class UnknownKey(KeyError, ValueError):
+    """A profile look-up by a name the profile does not have (a metric, a memory space or an
+    access kind): a KeyError and a ValueError, whose text names the key and the valid ones."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""
+
+
+def _known(value, kind, what: str):
+    """``value`` as a member of the StrKind ``kind``, or an UnknownKey listing the members."""
+    for member in kind:
+        if value == member:
+            return member
+    names = ", ".join(repr(str(m)) for m in kind)
+    raise UnknownKey(f"unknown {what} {value!r}; choose from {names}")
 
 
 class Space(StrKind):
@@ -80,7 +101,12 @@ class LineProfile:
     memory: dict = field(default_factory=dict)  # (Space, Access) -> Cost
 
     def cost(self, space: Space, access: Access | None = None) -> Cost:
-        """The cost of this line's accesses to ``space`` (loads, stores, or both)."""
+        """The cost of this line's accesses to ``space`` (``"global"``, ``"shared"`` or
+        ``"local"``; loads, stores, or both: ``access`` ``"load"``, ``"store"`` or None). A
+        name that is none of those raises :class:`UnknownKey`; a space the line did not
+        touch costs zero."""
+        space = _known(space, Space, "memory space")
+        access = None if access is None else _known(access, Access, "access")
         total = Cost()
         for (sp, acc), c in self.memory.items():
             if sp == space and (access is None or acc == access):
@@ -204,7 +230,11 @@ class SimProfile:
     METRICS = METRICS
 
     def line(self, n: int, file: str | None = None) -> LineProfile | None:
-        """Line ``n`` of ``file`` (default: the kernel's file), or None if it ran nothing."""
+        """Line ``n`` of ``file`` (default: the kernel's file), or None if it ran nothing
+        (a line of the file that holds no statement, or one past its end, included). ``n``
+        must be a line number (an int): anything else raises a TypeError."""
+        if isinstance(n, bool) or not isinstance(n, numbers.Integral):
+            raise TypeError(f"a profile line is a line number (an int), got {n!r}")
         file = self.file if file is None else file
         return next((lp for lp in self.lines if lp.line == n and lp.file == file), None)
 
@@ -213,10 +243,10 @@ class SimProfile:
         return _sum_lines(self.lines)
 
     def metric(self, name: str) -> dict[int, float]:
-        """``{line: value}`` of metric ``name`` (a key of :data:`METRICS`) for the lines of
-        the kernel's file that have a value."""
-        if name not in METRICS:
-            raise KeyError(f"unknown profile metric {name!r}; choose from {', '.join(METRICS)}")
+        """``{line: value}`` of metric ``name`` (a key of :data:`METRICS`; another name raises
+        :class:`UnknownKey`) for the lines of the kernel's file that have a value."""
+        if not isinstance(name, str) or name not in METRICS:
+            raise UnknownKey(f"unknown profile metric {name!r}; choose from {', '.join(METRICS)}")
         value = METRICS[name].value
         out = {}
         for lp in self.lines:
