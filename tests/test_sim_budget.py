@@ -104,3 +104,17 @@ def spin(A: T.Tensor((32,), "int32")):
     )
     with pytest.raises(SimulationError, match="used its budget of 0.3 s"):
         tirx.compile(k, target="sim")(np.zeros(32, np.int32), budget=0.3)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "words"),
+    [
+        (dict(trace="yes"), "trace must be True or False, got 'yes'"),
+        (dict(profile=1), "profile must be True or False, got 1"),
+        (dict(stdout=5), "stdout must be a file-like object with a write method"),
+    ],
+)
+def test_the_other_run_options_are_checked_before_the_run(kwargs, words):
+    with pytest.raises(TypeError) as e:
+        run(_spin(), [], budget=0.2, **kwargs)
+    assert words in str(e.value)

@@ -91,6 +91,12 @@ def run(
     from .machine import Machine
 
     check_budget(budget)
+    for name, flag in (("trace", trace), ("profile", profile)):
+        if not isinstance(flag, bool):
+            raise TypeError(f"{name} must be True or False, got {flag!r}")
+    if stdout is not None and not callable(getattr(stdout, "write", None)):
+        raise TypeError(f"stdout must be a file-like object with a write method (sys.stdout, "
+                        f"io.StringIO()), or None, got {type(stdout).__name__}")  # fmt: skip
     start = time.perf_counter()
     # the cyclic collector off while the run compiles its closures and executes (the run's
     # objects are freed by reference counting; the pauses cost a run about 6 %)
