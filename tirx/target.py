@@ -67,6 +67,8 @@ class Target(Frozen):
                 "then runs 4 blocks",
             )
 
+    is_arch = staticmethod(is_arch)  # for the notebook layer, which sees only tirx's names
+
     def unsupported(self) -> str | None:
         """Why the installed NVRTC cannot compile for this target's named arch, in a sentence;
         None where it can, where no arch was named (or it is the simulator), and where there

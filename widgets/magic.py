@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import ast
 import linecache
-import re
 import sys
 import time
 import traceback
@@ -368,7 +367,7 @@ def _check_arch(arch: str) -> None:
     checked here: the panel says what is missing."""
     if not arch.strip():
         raise UsageError("%%tirx: --arch is empty: name an arch, e.g. -a sm_90")
-    if not re.fullmatch(r"sm_\d+a?", arch):  # the spelling tirx.Target takes
+    if not tirx.Target.is_arch(arch):
         raise UsageError(f"%%tirx: --arch {arch!r} is not a CUDA architecture: write it as "
                          "sm_80, sm_90 or sm_90a")  # fmt: skip
     try:
