@@ -479,3 +479,74 @@ def test_untraced_run_records_nothing_and_gemm_traces_every_warp():
     assert len(result.traces) == 6 * 2 * 2 * 4 * 4
     assert {t.warp for t in result.traces} == {0, 1, 2, 3}
     assert {t.block for t in result.traces} == {(x, y, 0) for x in range(3) for y in range(2)}
+
+
+# Floats at the edges of every integer type, and past them: NaNs (both signs), infinities,
+# negatives (out of range for unsigned types), the powers of two around 2**31, 2**32, 2**63
+# and 2**64, values that truncate.
+_EDGES = [np.nan, -np.nan, np.inf, -np.inf, -1.0, -0.5, -0.0, 0.75, 255.5, 300.0, -129.0,
+          65535.9, 2.0**31, -(2.0**31) - 4096, 2.0**32, 3e9, -3e9, 2.0**63, -(2.0**63),
+          2.0**64, 1e30, -1e30, 1e-30, 127.9, -32768.5, 4.5e15, -4.5e15, 1.5, -1.5, 7.0,
+          2.0**53 + 1, -(2.0**62)]  # fmt: skip
+_INTS = ("int8", "uint8", "int16", "uint16", "int32", "uint32", "int64", "uint64")
+CONVERT_SOURCE = (
+    "@T.function\n"
+    "def k(X: T.Tensor((32,), 'float32'), D: T.Tensor((32,), 'float64'),\n"
+    + "".join(f"      O{n}: T.Tensor((2, 32), '{n}'),\n" for n in _INTS)
+    + "):\n"
+    "    T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=32))\n"
+    "    i = T.cuda.thread_idx('x')\n"
+    + "".join(f"    O{n}[0, i] = T.{n}(X[i])\n    O{n}[1, i] = T.{n}(D[i])\n" for n in _INTS)
+)
+
+
+def _convert_inputs():
+    return [np.array(_EDGES, np.float32), np.array(_EDGES, np.float64)] + [
+        np.zeros((2, 32), n) for n in _INTS
+    ]
+
+
+def test_float_to_int_at_every_edge(tmp_path):
+    """float32 and float64 to each integer type. A NaN gives 0 from a float32 to 32 bits,
+    else the integer with only its top bit set (the GPU's answers, tested by the twin below);
+    out-of-range values saturate at 32 or 64 bits, and 8- and 16-bit targets keep the low bits
+    of that."""
+    args = _convert_inputs()
+    tirx.compile(define(CONVERT_SOURCE, tmp_path, "k"), target="sim")(*args)
+    out = dict(zip(_INTS, args[2:]))
+    for row in (0, 1):
+        assert out["int64"][row, 0] == out["int64"][row, 1] == -(2**63)
+        assert out["uint64"][row, 0] == out["uint64"][row, 1] == 2**63
+        assert out["int8"][row, 0] == out["uint16"][row, 0] == 0
+        assert out["uint64"][row, 4] == out["uint32"][row, 4] == 0  # -1.0: saturates at 0
+        assert out["uint64"][row, 19] == 2**64 - 1 and out["int64"][row, 18] == -(2**63)
+        assert out["uint8"][row, 9] == 44 and out["uint8"][row, 14] == 255  # 300, 2**32
+    assert out["int32"][0, 0] == out["uint32"][0, 1] == 0  # float32
+    assert out["int32"][1, 0] == -(2**31) and out["uint32"][1, 1] == 2**31  # float64
+    assert out["int64"][1, 26] == -4_500_000_000_000_000  # float64 keeps what float32 rounds
+    # a constant folds to the same answers
+    for src, row in (("float32", 0), ("float64", 1)):
+        nan = ir.Const(float("nan"), dt(src))
+        for name in _INTS:
+            assert ir.cast(nan, name).value == out[name][row, 0], (src, name)
+
+
+@pytest.mark.gpu
+def test_gpu_float_to_int_at_every_edge(tmp_path):
+    """The same conversions on the GPU: every value equal to the simulator's."""
+    import torch
+
+    k = define(CONVERT_SOURCE, tmp_path, "k")
+    sim = _convert_inputs()
+    tirx.compile(k, target="sim")(*sim)
+    gpu = [torch.from_numpy(a).cuda() for a in _convert_inputs()]
+    tirx.compile(k, target="cuda")(*gpu)
+    torch.cuda.synchronize()
+    differ = []
+    for name, got, want in zip(_INTS, gpu[2:], sim[2:]):
+        got = got.cpu().numpy()
+        for row, src in enumerate(("float32", "float64")):
+            for lane in np.flatnonzero(got[row] != want[row]):
+                differ.append(f"{src} {_EDGES[lane]!r} -> {name}: GPU {got[row, lane]} "
+                              f"sim {want[row, lane]}")  # fmt: skip
+    assert not differ, "\n".join(differ)

@@ -3,8 +3,9 @@
 A folded constant is the value the operation gives at run time: float32 operations round to
 float32 (each one, operands first), float ``//`` and ``%`` are C's ``floor(a / b)`` and
 ``a - floor(a / b) * b`` (what the generated code and the simulator compute), and a float
-converted to an integer type truncates and saturates at 32 or 64 bits, NaN giving 0 (-2**63
-for int64), as PTX's ``cvt.rzi`` does on the GPU (8 and 16 bits then keep the low bits). Constants of the types without a cheap exact rounding here
+converted to an integer type truncates and saturates at 32 or 64 bits, NaN giving 0 from a
+float32 to 32 bits and else the top bit alone, as ``cvt.rzi`` does on the GPU (8 and 16 bits
+then keep the low bits). Constants of the types without a cheap exact rounding here
 (bfloat16, fp8) are not folded into float arithmetic, and a constant converted to a 16- or
 8-bit float type is folded only where that type holds it exactly: otherwise the operation
 stays and both targets compute it.
@@ -241,20 +242,21 @@ def cast(value, dtype: DType | str) -> Expr:
         if dtype.kind is DTypeKind.BOOL:
             return Const(bool(v), dtype)
         if is_float(src):
-            return Const(_saturated(_float_value(v, src), dtype), dtype)
+            return Const(_saturated(_float_value(v, src), dtype, src.bits == 64), dtype)
         return Const(_wrap_int(int(v), dtype), dtype)
     return Cast(value, dtype)
 
 
-def _saturated(v: float, dtype: DType) -> int:
-    """A float converted to an integer type as the generated C converts it (``cvt.rzi``):
-    toward zero, clamped to the range of a 32- or 64-bit integer of the type's signedness,
-    NaN to 0 (to -2**63 for int64, as the GPU gives it); an 8- or 16-bit type then keeps the
-    low bits, as NVCC converts through 32 bits."""
+def _saturated(v: float, dtype: DType, double: bool = False) -> int:
+    """A float (a float64 if ``double``) converted to an integer type as the generated C
+    converts it (``cvt.rzi``): toward zero, clamped to the range of a 32- or 64-bit integer of
+    the type's signedness; a NaN gives the integer with only its top bit set, but 0 from a
+    float32 to 32 bits (as the GPU gives them); an 8- or 16-bit type then keeps the low bits,
+    as NVCC converts through 32 bits."""
     bits = max(dtype.bits, 32)
     signed = dtype.kind is DTypeKind.INT
     if v != v:
-        return -(1 << 63) if signed and bits == 64 else 0
+        return _wrap_int(1 << (bits - 1), dtype) if bits == 64 or double else 0
     lo, hi = (-(1 << (bits - 1)), (1 << (bits - 1)) - 1) if signed else (0, (1 << bits) - 1)
     w = hi if v >= hi else lo if v <= lo else int(v)
     return _wrap_int(w, dtype)

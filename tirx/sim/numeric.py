@@ -188,8 +188,8 @@ def encode(values: np.ndarray, d: DType) -> np.ndarray:
 def _float_to_int(x: np.ndarray, target: np.dtype) -> np.ndarray:
     """A float converted to an integer type as the generated C converts it: ``cvt.rzi``
     toward zero, saturating, to a 32- or 64-bit integer of the target's signedness (a NaN
-    gives 0, but -2**63 for int64: measured on an H100); a narrower target then takes the low
-    bits (NVCC converts to 8 and 16 bits through 32: ``cvt.rzi.s32.f32`` then ``cvt.s32.s8``,
+    gives 0 from a float32 to 32 bits, else that integer with only its top bit set: measured on
+    an H100); a narrower target then takes the low bits (NVCC converts to 8 and 16 bits through 32: ``cvt.rzi.s32.f32`` then ``cvt.s32.s8``,
     so 300.0 becomes 44 in a uint8, not 255)."""
     wide = (
         target if target.itemsize >= 4 else np.dtype(np.int32 if target.kind == "i" else np.uint32)
@@ -197,12 +197,15 @@ def _float_to_int(x: np.ndarray, target: np.dtype) -> np.ndarray:
     info = np.iinfo(wide)
     t = np.trunc(x.astype(F64))
     nan = np.isnan(t)
-    t = np.where(nan, float(info.min) if wide == np.int64 else 0.0, t)
+    t = np.where(nan, 0.0, t)
     # float64 cannot hold 2**63 - 1 exactly: compare in floats, then place the bounds as ints.
     high = t >= float(info.max)
     low = t <= float(info.min)
     mid = np.where(high | low, 0.0, t).astype(wide)
     out = np.where(high, info.max, np.where(low, info.min, mid)).astype(wide)
+    if wide.itemsize == 8 or x.dtype == F64:
+        top = np.array(1 << (8 * wide.itemsize - 1), np.uint64).astype(wide)
+        out = np.where(nan, top, out)
     return out if wide == target else out.astype(target)  # the low bits (numpy wraps)
 
 
