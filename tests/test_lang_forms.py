@@ -256,6 +256,14 @@ MISUSE = [
      "    B[lane] = T.cuda.warpgroup_id()", "T.cuda.warpgroup_id(0)", "T.cuda.warpgroup_id()"),
     ("macro-args", "    put(B, lane, 3)", "    put(B, lane)", "put(B, lane, 3)", "put(dst, i)",
      MACRO.format(expr="i * 2")),
+    ("store-indices", "    T.tensor_store(B, lane, 1.0)", "    T.tensor_store(B, [lane], 1.0)",
+     "lane", "[i, j]"),
+    ("store-value", "    x = T.tensor_store(B, [lane], 1.0)",
+     "    T.evaluate(T.tensor_store(B, [lane], 1.0))", "T.tensor_store", "statement of its own"),
+    ("store-args", "    T.tensor_store(B, [lane])", "    T.tensor_store(B, [lane], value=2.0)",
+     "T.tensor_store(B, [lane])", "T.tensor_store(A, [i, j], value)"),
+    ("store-dest", "    T.tensor_store(lane, [lane], 1.0)", "    T.tensor_store(r, [0], 1.0)",
+     "lane", None),
 ]  # fmt: skip
 
 
@@ -333,7 +341,8 @@ def kernel(A: T.Tensor((64,), "float32"), B: T.Tensor((64,), "float32"),
         B[i * 2 + j] = A[i * 2 + j]
     for v in T.vectorized(4):
         B[base + v] = T.if_then_else(t < 32, A[base + v], T.Select(w > 0, 1.0, 2.0))
-    C[t] = T.reinterpret(A[t], ty="uint32")
+    T.assume_always(t < 64)
+    T.tensor_store(C, [t], T.reinterpret(A[t], ty="uint32"))
     put(B, t, A[t] + T.cuda.warpgroup_id() + T.cuda.thread_in_warpgroup())
 """
 

@@ -241,6 +241,39 @@ def test_assume_is_a_hint_to_the_compiler_that_the_simulator_checks(tmp_path):
     assert "undefined results" in e.value.hint
 
 
+ALWAYS = """
+@T.function
+def kernel(A: T.Tensor((64,), "int32"), n: T.int32):
+    T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=64))
+    tx = T.cuda.thread_idx("x")
+    T.assume_always(predicate=n > 0)
+    T.assume_always(A[tx] != 7)
+    A[tx] = A[tx] // n
+"""
+
+
+def test_assume_always_is_assume_where_it_is_written(tmp_path):
+    """The real TIRx's ``T.assume_always``: ``__builtin_assume`` where it stands, printed as
+    written, checked by the simulator there and named as written in its report."""
+    exe = tirx.compile(_kernel(tmp_path, ALWAYS), target="cuda -arch=sm_90")
+    assert "__builtin_assume((n > 0));" in exe.source
+    assert "__builtin_assume((A[tx] != 7));" in exe.source
+    sim = tirx.compile(_kernel(tmp_path, ALWAYS), target="sim")
+    assert "T.assume_always(A[tx] != 7)" in sim.script()
+    a = np.arange(64, dtype=np.int32) + 8
+    sim(a, 2)
+    np.testing.assert_array_equal(a, (np.arange(64) + 8) // 2)
+    with pytest.raises(SimulationError) as e:
+        sim(np.arange(64, dtype=np.int32), 3)  # A[7] == 7
+    msg = str(e.value)
+    assert "T.assume_always: the condition is false in thread 7, " in msg
+    assert caret_line(msg) == "T.assume_always(A[tx] != 7)"
+    assert "drop the T.assume_always" in e.value.hint
+    with pytest.raises(SimulationError, match="T.assume_always: the condition is false in "
+                       "thread 0 \\(and in 63 more"):  # fmt: skip
+        sim(np.arange(64, dtype=np.int32) + 8, 0)
+
+
 # ------------------------------------------------------------- simulator semantics
 
 
@@ -351,6 +384,9 @@ def kernel(A: T.Tensor((64,), "int32"), F: T.Tensor((64,), "float32")):
         ("ok = T.cuda.trap_when_assert_failed(tx < 64)", "has no value to assign", None),
         ("T.assume()", "T.assume takes 1 argument (cond), got 0", "T.assume(cond)"),
         ("ok = T.assume(tx < 64)", "T.assume(...) has no value to assign", None),
+        ("T.assume_always(tx < 64, 1)", "takes 1 argument (predicate), got 2", None),
+        ("T.assume_always(cond=tx < 64)", "unexpected keyword argument 'cond'", None),
+        ("ok = T.assume_always(tx < 64)", "T.assume_always(...) has no value to assign", None),
         ("T.cuda.wgmma.noop_barrier(F[tx])", "'F' is a global tensor", "T.alloc_local"),
         ("T.cuda.wgmma.noop_barrier(F[tx] + 1.0)", "not an expression", "(acc[i])"),
         ("T.cuda.wgmma_noop_barrier(tx + 1)", "not an expression", None),

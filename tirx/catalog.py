@@ -196,7 +196,7 @@ ROWS: tuple[Row, ...] = (
     Row(
         "thread_ops",
         ("script", "cuda", "sim"),
-        t_names=("assume", "assume_aligned"),
+        t_names=("assume", "assume_always", "assume_aligned"),
         cuda_names=(
             *("nano_sleep", "clock64", "trap_when_assert_failed"),
             *("wgmma.noop_barrier", "wgmma_noop_barrier"),

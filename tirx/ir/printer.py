@@ -289,7 +289,7 @@ class _Printer(Walker):
             self.line(f"T.assume_aligned({address.view.name or address.view.buffer.name}, "
                       f"{s.aligned})")  # fmt: skip
         else:
-            self.line(f"T.assume({print_expr(s.cond)})")
+            self.line(f"T.assume{'_always' if s.always else ''}({print_expr(s.cond)})")
 
     def visit_RegisterFence(self, s):
         self.line(f"T.cuda.wgmma.noop_barrier({print_expr(s.target)})")

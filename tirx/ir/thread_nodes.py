@@ -60,6 +60,9 @@ class Assume(Stmt):
     #: ``T.assume_aligned(tensor, n)``: ``n`` (bytes), and ``cond`` is ``(address & (n - 1))
     #: == 0`` of the tensor's first element's address; 0 for a plain ``T.assume``
     aligned: int = 0
+    #: written ``T.assume_always(cond)`` (the promise holds for the rest of the scope); the
+    #: same statement for the compiler and the simulator, named as written in what they print
+    always: bool = False
 
 
 @node

@@ -2,7 +2,7 @@
 bindings, scalar storage, bit casts, addresses and the thread-index helpers.
 
 Every form here is written with the real TIRx's spelling (``T.if_then_else``, ``T.Select``,
-``T.meta_var``, ``T.evaluate``, ``T.bind_``, ``x: T.let = ...``, ``T.local_scalar``,
+``T.meta_var``, ``T.evaluate``, ``T.bind_``, ``T.tensor_store``, ``x: T.let = ...``, ``T.local_scalar``,
 ``T.reinterpret``, ``T.address_of``, ``T.alloc_tensor``, ``T.decl_tensor`` and
 ``T.cuda.warpgroup_id`` ...; the storage forms are in :mod:`tirx.script.storage`) and becomes
 IR the rest of tirx already has, except ``T.reinterpret`` and ``T.address_of``, one node each
@@ -74,6 +74,8 @@ def call_form(ev, key: str, node: ast.Call, name_hint=None):
     if key == "bind_":
         (value,) = ev._args(node, 1, 1, "value")
         return value  # used as a value, a binding is the value itself (see assign_form)
+    if key == "tensor_store":
+        return _tensor_store(ev, node, span)
     from . import storage  # the storage forms below, loaded at the first
 
     if key == "local_scalar":
@@ -140,6 +142,50 @@ def _select(ev, cond, a, b, node):
     a, b = ir.as_expr(a), ir.as_expr(b)
     dtype = a.dtype if a.dtype == b.dtype else ir.promote(a.dtype, b.dtype)
     return ir.Select(c, ir.cast(a, dtype), ir.cast(b, dtype), dtype)
+
+
+_STORE_PARAMS = ("dest", "indices", "value")
+
+
+def _tensor_store(ev, node: ast.Call, span):
+    """``T.tensor_store(dest, indices, value)``: the statement ``dest[indices] = value``, the
+    indices a list or tuple written in the call (``[i, j]``), one per dimension."""
+    stmt = getattr(ev.p, "statement", None)
+    outer = stmt.value if isinstance(stmt, ast.Expr) else None
+    if not (outer is node or (isinstance(outer, ast.Call) and outer.args == [node])):
+        raise TirxSyntaxError(  # (the one-argument call around it: T.evaluate)
+            "T.tensor_store(...) is a statement of its own and has no value",
+            span,
+            hint="write it as a statement of its own: T.tensor_store(A, [i, j], v)",
+        )
+    args = dict(zip(_STORE_PARAMS, node.args))
+    for k in node.keywords:
+        if k.arg not in _STORE_PARAMS or k.arg in args:
+            what = "given twice" if k.arg in args else "unexpected"
+            raise TirxSyntaxError(f"T.tensor_store: {what} argument {k.arg!r}", ev.p.span(k))
+        args[k.arg] = k.value
+    if len(node.args) > 3 or len(args) != 3:
+        raise TirxSyntaxError(
+            f"T.tensor_store takes 3 arguments (dest, indices, value), got "
+            f"{len(node.args) + len(node.keywords)}",
+            span,
+            hint="write T.tensor_store(A, [i, j], value)",
+        )
+    dest = ev.value(args["dest"])
+    if not isinstance(dest, ir.View):
+        raise TirxSyntaxError(
+            f"T.tensor_store stores into a tensor, not {kind_of(dest)}", ev.p.span(args["dest"])
+        )
+    where = args["indices"]
+    if not isinstance(where, (ast.List, ast.Tuple)):
+        raise TirxSyntaxError(
+            "T.tensor_store's indices are a list written in the call, one per dimension",
+            ev.p.span(where),
+            hint="write T.tensor_store(A, [i, j], value)",
+        )
+    indices = ev.indices(ast.Tuple(elts=where.elts, ctx=ast.Load()))
+    ev.b.store(dest, indices, ev.value(args["value"]), span)
+    return None
 
 
 def _logical(ev, key: str, node, span):

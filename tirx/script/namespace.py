@@ -294,6 +294,7 @@ FORM_KEYS = frozenset(
         "meta_var",
         "evaluate",
         "bind_",
+        "tensor_store",
         "local_scalar",
         "shared_scalar",
         "alloc_scalar",

@@ -1,6 +1,7 @@
 """The script side of the single-thread operations: ``T.cuda.nano_sleep(time)``,
 ``T.cuda.clock64()``, ``T.cuda.trap_when_assert_failed(cond)``, the compiler hints
-``T.assume(cond)`` and ``T.assume_aligned(tensor, alignment_bytes)``, and the register fence
+``T.assume(cond)``, ``T.assume_always(predicate)`` and
+``T.assume_aligned(tensor, alignment_bytes)``, and the register fence
 ``T.cuda.wgmma.noop_barrier(reg)`` (also spelled ``T.cuda.wgmma_noop_barrier``), with the real
 TIRx's spelling (its parameter names are accepted as keywords).
 
@@ -14,6 +15,12 @@ CUDA's ``__nanosleep`` takes ``unsigned`` (32 bits), to which C converts the val
 that conversion in the IR (a run-time value wraps modulo 2**32, as C does) and refuses a
 constant outside uint32, which C would wrap silently. A float is refused rather than
 truncated.
+
+``assume_always`` promises its predicate for the rest of its scope, across later writes to
+what it reads; tirx emits it as ``T.assume`` where it is written (``__builtin_assume``, which
+the rest of the scope may rely on) and the simulator checks it there, as it checks
+``T.assume``: a later write that breaks the promise is the author's, unchecked (the real TIRx
+emits nothing for it and checks nothing).
 
 ``assume_aligned`` is ``T.assume`` of "the address of the tensor's first element is a multiple
 of ``alignment_bytes``" (a power of two from 1 to 2**27, a constant), for a global or shared
@@ -36,7 +43,7 @@ from ...script.effects import statement_position
 
 __all__ = ["T_NAMES", "CUDA_NAMES", "KEYS", "parse_call"]
 
-T_NAMES = ("assume", "assume_aligned")
+T_NAMES = ("assume", "assume_always", "assume_aligned")
 CUDA_NAMES = (
     *("nano_sleep", "clock64", "trap_when_assert_failed"),
     *("wgmma.noop_barrier", "wgmma_noop_barrier"),
@@ -49,6 +56,7 @@ _PARAMS = {
     "clock64": (),
     "trap_when_assert_failed": ("cond",),
     "assume": ("cond",),
+    "assume_always": ("predicate",),
     "assume_aligned": ("tensor", "alignment_bytes"),
     "wgmma.noop_barrier": ("reg",),
     "wgmma_noop_barrier": ("reg",),
@@ -77,9 +85,12 @@ def parse_call(ev, key: str, node: ast.Call, name_hint=None):
     if name == "assume_aligned":
         ev.b.emit(_aligned(ev, args, span))
         return None
-    if name in ("trap_when_assert_failed", "assume"):
+    if name in ("trap_when_assert_failed", "assume", "assume_always"):
         cond = ev.to_bool(ir.as_expr(ev.scalar(args[0])))
-        ev.b.emit((ir.AssertTrap if name != "assume" else ir.Assume)(cond, span))
+        if name.startswith("trap"):
+            ev.b.emit(ir.AssertTrap(cond, span))
+        else:
+            ev.b.emit(ir.Assume(cond, span, always=name == "assume_always"))
         return None
     if name != "clock64":  # the register fence
         ev.b.emit(ir.RegisterFence(_register(ev, name, args[0]), span))

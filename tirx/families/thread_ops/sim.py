@@ -103,8 +103,9 @@ def compile_AssertTrap(machine, s: ir.AssertTrap):
 def compile_Assume(machine, s: ir.Assume):
     if s.aligned:
         return _aligned(machine, s)
-    return _checked(machine, s, "T.assume", "though the compiler was told it holds",
-                    _ASSUME_HINT)  # fmt: skip
+    name = "T.assume_always" if s.always else "T.assume"
+    return _checked(machine, s, name, "though the compiler was told it holds",
+                    _ASSUME_HINT.replace("T.assume", name))  # fmt: skip
 
 
 def _aligned(machine, s: ir.Assume):
