@@ -203,6 +203,13 @@ ROWS: tuple[Row, ...] = (
         ),
         nodes=("NanoSleep", "Clock", "AssertTrap", "Assume", "RegisterFence"),
     ),  # fmt: skip
+    # float32 pairs to float16 pairs and back, from memory to memory through element addresses
+    Row(
+        "half_conversions",
+        ("script", "lower", "cuda", "sim"),
+        cuda_names=("float22half2", "half8tofloat8", "float8tohalf8"),
+        nodes=("HalfConversion",),
+    ),  # fmt: skip
     Row(
         "math",
         ("script", "cuda", "sim"),

@@ -7,6 +7,8 @@ that it can be checked and called without the kernel's source.
 Which tensors a kernel writes is read off the lowered program, the code both targets run:
 
 * an element store (``Store``) or an atomic (``Atomic``) on a global tensor writes it;
+* a float32/float16 pair conversion (``HalfConversion``) writes its destination's tensor and
+  reads its source's;
 * a PTX call whose first operand is a tensor's global address writes it (PTX puts the
   destination first: the bulk copy ``cp.async.bulk.global.shared::cta`` and the bulk
   reductions); a global address in any other place is read (the source of ``cp.async``, the
@@ -135,6 +137,11 @@ def effects(fn: ir.Function) -> tuple[frozenset, frozenset]:
         elif isinstance(node, cta_nodes.Atomic) and node.buffer in params:
             read.add(node.buffer)
             written.add(node.buffer)
+        elif isinstance(node, cta_nodes.HalfConversion):
+            if node.dst in params:
+                written.add(node.dst)
+            if node.src in params:
+                read.add(node.src)
         elif isinstance(node, ir.PtxCall):
             for i, op in enumerate(node.operands):
                 address = getattr(op, "address", None)

@@ -16,6 +16,10 @@ starts. Three kinds of access turn that into a requirement on the data pointer:
 * ``cp.async.bulk`` (PTX ISA, "cp.async.bulk"): its global address (the bulk store's
   destination) must be 16-byte aligned; so must a tensor map's (``cp.async.bulk.tensor``,
   ``cp.reduce.async.bulk.tensor``; PTX ISA, "Tensor Map": globalAddress).
+* the float32/float16 pair conversions (``T.cuda.float22half2``, ``half8tofloat8``,
+  ``float8tohalf8``): a global float32 side is accessed as ``float2`` (8 bytes), a global
+  float16 side as ``half2`` (4 bytes), at offsets lowering proved aligned or left to the
+  simulator (tirx/families/half_conversions/lower.py).
 
 The requirement is read off the lowered IR only (the instruction text and its operands, as the
 ISA spells them), not from the compiler's instruction tables, so the simulator can use it. Both
@@ -32,6 +36,7 @@ from dataclasses import dataclass
 
 from ..errors import Span
 from . import nodes as ir
+from .cta_nodes import FLOAT2_BYTES, HALF2_BYTES
 from .visitor import walk
 
 __all__ = [
@@ -41,6 +46,7 @@ __all__ = [
     "BULK_ALIGN",
     "vector_accesses",
     "copy_access",
+    "conversion_accesses",
     "parameter_alignments",
 ]
 
@@ -53,6 +59,7 @@ class AccessKind(enum.Enum):
     VECTOR = "vector"  # a T.vectorized loop's load or store
     COPY = "cp.async"  # the global source of a cp.async
     BULK = "cp.async.bulk"  # the global address of a bulk copy
+    CONVERSION = "half conversion"  # a float2 or half2 access of T.cuda.float22half2, ...
 
 
 class CopyOperand(enum.Enum):
@@ -83,6 +90,12 @@ class AlignedAccess:
             return f"accessed as vectors of {self.nbytes} bytes (T.vectorized)"
         if self.kind is AccessKind.COPY:
             return f"the global {self.operand.value} of a {self.nbytes}-byte {self.instruction}"
+        if self.kind is AccessKind.CONVERSION:
+            pair = "float2" if self.nbytes == FLOAT2_BYTES else "half2"
+            return (
+                f"the {self.operand.value} of T.cuda.{self.instruction}, read or written as "
+                f"{pair} ({self.nbytes}-byte aligned)"
+            )
         return (
             f"the global {self.operand.value} of {self.instruction} (a bulk copy's addresses are "
             f"{self.nbytes}-byte aligned)"
@@ -132,10 +145,28 @@ def copy_access(call: ir.PtxCall) -> AlignedAccess | None:
     return AlignedAccess(address.buffer, nbytes, kind, text, call.span, operand)
 
 
+def conversion_accesses(s: ir.HalfConversion) -> list[AlignedAccess]:
+    """The global operands of the lowered pair conversion ``s``, each with the size of its
+    accesses: 8 bytes (``float2``) on the float32 side, 4 (``half2``) on the float16 side."""
+    found = []
+    dst_bytes = HALF2_BYTES if s.kind.float_source else FLOAT2_BYTES
+    src_bytes = FLOAT2_BYTES + HALF2_BYTES - dst_bytes
+    for buf, nbytes, operand in (
+        (s.dst, dst_bytes, CopyOperand.DESTINATION),
+        (s.src, src_bytes, CopyOperand.SOURCE),
+    ):
+        if isinstance(buf, ir.Buffer) and buf.scope is ir.Scope.GLOBAL:
+            kind = AccessKind.CONVERSION
+            found.append(AlignedAccess(buf, nbytes, kind, str(s.kind), s.span, operand))
+    return found
+
+
 def _accesses(fn: ir.Function):
     for node in walk(fn.body):
         if isinstance(node, ir.For) and node.kind is ir.LoopKind.VECTORIZED:
             yield from vector_accesses(node)
+        elif isinstance(node, ir.HalfConversion):
+            yield from conversion_accesses(node)
         elif isinstance(node, ir.PtxCall):
             access = copy_access(node)
             if access is not None:

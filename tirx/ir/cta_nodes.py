@@ -5,6 +5,11 @@ its own (the visitor walks them; ``ir.Atomic`` names them).
 
 A statement with a ``result`` writes that fresh variable (the call's value); the call itself
 is the whole statement or the whole right side of an assignment.
+
+Beside them, the memory-to-memory conversions between float32 and float16 pairs through element
+addresses (tirx/families/half_conversions/script.py): ``T.cuda.float22half2``,
+``half8tofloat8`` and ``float8tohalf8`` (:class:`HalfConversion`), statements that, like an
+atomic, read and write memory at the addresses of tensor elements.
 """
 
 from __future__ import annotations
@@ -23,6 +28,8 @@ __all__ = [
     "ReduceKind",
     "CtaReduce",
     "ElemSharedAddress",
+    "HalfConversionKind",
+    "HalfConversion",
 ]
 
 
@@ -112,3 +119,47 @@ class ElemSharedAddress(Expr):
     view: View
     indices: tuple[Expr | int, ...]
     dtype: DType = U32
+
+
+class HalfConversionKind(StrKind):
+    """Which conversion a :class:`HalfConversion` is (the ``T.cuda`` name, as the real TIRx
+    spells it): float32 pairs (``float2``, 8-byte accesses) to float16 pairs (``half2``,
+    4-byte accesses), or back; one pair, or four in a row."""
+
+    FLOAT2_TO_HALF2 = "float22half2"  # one float2 read, one half2 written
+    HALF8_TO_FLOAT8 = "half8tofloat8"  # four half2 read, four float2 written, pair by pair
+    FLOAT8_TO_HALF8 = "float8tohalf8"  # four float2 read, four half2 written, pair by pair
+
+    @property
+    def pairs(self) -> int:
+        """How many pairs it converts (accesses per side)."""
+        return 1 if self is HalfConversionKind.FLOAT2_TO_HALF2 else 4
+
+    @property
+    def float_source(self) -> bool:
+        """Whether the float32 side is the source (else it is the destination)."""
+        return self is not HalfConversionKind.HALF8_TO_FLOAT8
+
+
+#: bytes of one access of each side: a float2 (two float32), a half2 (two float16)
+FLOAT2_BYTES, HALF2_BYTES = 8, 4
+
+
+@node
+class HalfConversion(Stmt):
+    """One thread converts ``kind.pairs`` float32 pairs at one address into float16 pairs at
+    another, or back, through memory (docs/semantics.md, "Math and bit intrinsics").
+
+    Script level: ``dst`` and ``src`` are the Views whose elements the addresses name and
+    ``dst_at`` / ``src_at`` the elements' indices. Lowered: ``dst`` and ``src`` are their
+    Buffers and ``dst_at`` / ``src_at`` hold one expression each, the element's byte offset
+    from the buffer's start. ``operand_spans`` are the spans of the destination and source
+    arguments (for errors about one of them)."""
+
+    kind: HalfConversionKind
+    dst: View | Buffer
+    dst_at: tuple[Expr | int, ...]
+    src: View | Buffer
+    src_at: tuple[Expr | int, ...]
+    span: Span | None = None
+    operand_spans: tuple[Span | None, ...] = ()

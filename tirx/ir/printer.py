@@ -272,6 +272,18 @@ class _Printer(Walker):
         value = print_expr(s.value)
         self._result(s, f'T.cuda.cta_reduce({value}, "{s.kind}", {s.num_warps}, {scratch})')
 
+    # float32/float16 pair conversions (families/half_conversions/script.py), their arguments
+    # in the real TIRx's order: float22half2(dst, src), the others (src, dst)
+    def visit_HalfConversion(self, s):
+        def address(x, at):
+            if isinstance(x, ir.View):
+                return f"T.address_of({print_expr(x)}[{', '.join(print_expr(i) for i in at)}])"
+            return f"T.address_of({x.name}.as_uint8[{print_expr(at[0])}])"  # lowered: bytes
+
+        dst, src = address(s.dst, s.dst_at), address(s.src, s.src_at)
+        pair = (dst, src) if s.kind is ir.HalfConversionKind.FLOAT2_TO_HALF2 else (src, dst)
+        self.line(f"T.cuda.{s.kind}({pair[0]}, {pair[1]})")
+
     # single-thread operations (families/thread_ops/script.py)
     def visit_NanoSleep(self, s):
         self.line(f"T.cuda.nano_sleep({print_expr(s.duration)})")

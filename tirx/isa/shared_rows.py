@@ -135,6 +135,7 @@ class _Assignments(Walker):
         # (a clock read assigns only its fresh result; a sleep, an assert and a register fence
         # assign nothing the program sees)
         leaves += ("NanoSleep", "Clock", "AssertTrap", "Assume", "RegisterFence")
+        leaves += ("HalfConversion",)  # (a conversion through memory assigns no variable)
         if cls.__name__ in (*leaves, "RawPtx", "PtxCall"):
             return (_Assignments._no_assignment,)
         return None

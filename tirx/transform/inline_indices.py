@@ -39,6 +39,8 @@ _PLAIN += (ir.Atomic, ir.ThreadFence, ir.VotingBarrier, ir.CtaReduce)
 # a sleep, a clock read, an assert: no address; the clock's result is assigned by no Assign;
 # a register fence: a local register's own index, left as it is
 _PLAIN += (ir.NanoSleep, ir.Clock, ir.AssertTrap, ir.Assume, ir.RegisterFence)
+# a float32/float16 pair conversion: its byte offsets are left as lowered
+_PLAIN += (ir.HalfConversion,)
 
 
 def inline_indices(fn: ir.Function, body: ir.Stmt) -> ir.Stmt:
