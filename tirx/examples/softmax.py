@@ -23,16 +23,33 @@ from tirx.dtypes import dtype_of
 
 from .gemm_config import positive_int
 
-__all__ = ["make_softmax", "default_warps_per_row", "CHUNK"]
+__all__ = [
+    "make_softmax", "default_warps_per_row", "most_per_thread", "CHUNK", "MOST_PER_THREAD",
+    "MOST_COLS",
+]  # fmt: skip
 
 CHUNK = 4  # elements per 8-byte load
 LOG2E = math.log2(math.e)
+# A thread keeps its share of the row in registers, about two per element (one warp per row:
+# 254 registers for 128 elements on sm_80 and sm_90); ptxas gives a thread at most 255, and
+# 65536 / (threads of the block) under the kernel's launch bounds. More elements spill to
+# local memory (ptxas, sm_90: 256 per thread, 784 spill stores; 65536 columns over 8 warps,
+# 255 registers; 2**18 columns, 20 s in NVRTC), so make_softmax refuses them.
+MOST_PER_THREAD = 128
+MOST_COLS = 32768  # 128 per thread over 8 warps, 64 over 16, 32 over 32
+
+
+def most_per_thread(threads: int) -> int:
+    """The most row elements a thread of a block of ``threads`` keeps in its registers."""
+    return min(MOST_PER_THREAD, 32768 // threads)
 
 
 def default_warps_per_row(cols: int) -> int:
-    """One warp for rows up to 1024 elements (32 per lane); wider rows spread over up to 8
-    warps so that each thread keeps at most 32 elements."""
-    return max(1, min(8, cols // 1024))
+    """One warp for rows up to 2047 elements (up to 63 per lane); wider rows spread over
+    2, 4 or 8 warps, about one per 1024 columns, a power of two that divides the row in
+    128-column steps (at most 32 elements per thread up to 8192 columns, 128 at 32768)."""
+    fit = max(1, cols // 1024)
+    return next((w for w in (8, 4, 2) if w <= fit and cols % (32 * CHUNK * w) == 0), 1)
 
 
 def make_softmax(
@@ -46,6 +63,12 @@ def make_softmax(
     :func:`default_warps_per_row`. ``rows``, ``cols``, ``warps`` and ``warps_per_row`` are
     ints (numpy integers too; not bools): a wrong type is a TypeError, a wrong value a
     ValueError.
+
+    Each thread keeps ``cols / (32 * W)`` elements of its row in registers: at most
+    :func:`most_per_thread` of its block (128 in a block of up to 256 threads, 64 in one of
+    512, 32 in one of 1024), so ``cols`` is at most :data:`MOST_COLS` (32768, over 8 warps).
+    A wider share would spill to local memory; it is refused here, before the kernel is
+    built, naming a ``warps`` or ``warps_per_row`` that fits.
     """
     rows, cols = positive_int("rows", rows), positive_int("cols", cols)
     warps = positive_int("warps", warps)
@@ -59,9 +82,41 @@ def make_softmax(
         raise ValueError("warps and warps_per_row must be powers of two up to 32")
     if cols % (32 * CHUNK * W):
         raise ValueError(f"cols = {cols} must be a positive multiple of {32 * CHUNK * W}")
+    _check_registers(cols, W, warps, chosen=warps_per_row is not None)
     if W == 1:
         return _warp_per_row(rows, cols, dtype, warps)
     return _block_per_row(rows, cols, dtype, W)
+
+
+def _check_registers(cols: int, W: int, warps: int, chosen: bool) -> None:
+    """A ValueError when a thread's share of the row is more than its registers hold."""
+    threads = 32 * (W if W > 1 else warps)
+    per = cols // (32 * W)
+    most = most_per_thread(threads)
+    if per <= most:
+        return
+    fits = [w for w in (2, 4, 8, 16, 32) if cols // (32 * w) <= most_per_thread(32 * w)]
+    fixes = []
+    if W == 1 and per <= MOST_PER_THREAD:
+        most_warps = 1 << ((32768 // (32 * per)).bit_length() - 1)  # a power of two
+        fixes.append(f"warps={most_warps} or fewer (rows per block)")
+    fixes += [f"warps_per_row={w}" for w in fits if w != W and cols % (32 * CHUNK * w) == 0][:1]
+    if fixes:
+        fix = "use " + " or ".join(fixes)
+    elif cols <= MOST_COLS:  # a width that more warps would hold, were it their multiple
+        w = fits[0]
+        step = 32 * CHUNK * w
+        fix = (f"warps_per_row={w} holds rows of a multiple of {step} columns: pad the rows "
+               f"to {-(-cols // step) * step} with -inf")  # fmt: skip
+    else:
+        fix = (f"rows of more than {MOST_COLS} columns need a kernel that walks the row in "
+               "tiles (an online softmax); torch.softmax takes them")  # fmt: skip
+    how = "chosen" if chosen else "the default for this width"
+    raise ValueError(
+        f"cols = {cols} puts {per} elements of a row in each thread's registers "
+        f"(warps_per_row={W}, {how}; {threads} threads a block), more than the {most} this "
+        f"kernel keeps there without spilling to local memory: {fix}"
+    )
 
 
 def _warp_per_row(rows, cols, dtype, warps):
