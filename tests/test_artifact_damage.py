@@ -205,6 +205,22 @@ def test_an_arch_nvrtc_does_not_know_is_a_value_error(exe, tmp_path):
     assert not (tmp_path / "x.tirx").exists()
 
 
+def test_save_refuses_an_arch_by_the_nvrtc_steps_error_not_its_wording(
+    exe, tmp_path, monkeypatch, cache_dir
+):
+    """artifact.py reads the error class the NVRTC step raises (UnsupportedArchError), not
+    NVRTC's words: an arch this NVRTC compiles (sm_89) refused by the check, in other words
+    than NVRTC's, is named as archs' mistake all the same."""
+    said = "unknown arch sm_89: NVRTC here compiles for sm_80 (a test's NVRTC)"
+    monkeypatch.setattr(
+        tirx.Target, "unsupported", lambda self: said if "89" in self.arch else None
+    )
+    with pytest.raises(ValueError, match="archs names sm_89, which this NVRTC does not compile "
+                       r"for .*a test's NVRTC.*like sm_90"):  # fmt: skip
+        exe.save(tmp_path / "x.tirx", archs=["sm_90", "sm_89"])
+    assert not (tmp_path / "x.tirx").exists()
+
+
 def test_an_empty_path_is_named(exe):
     with pytest.raises(ArtifactError, match="save: the path is empty"):
         exe.save("")

@@ -327,6 +327,12 @@ def test_python_errors_in_the_file_quote_the_files_own_lines(capsys, tmp_path):
         (["run", str(SEED), "--sim", "--arch", "sm_90"], "--arch sm_90 goes with the cuda targ"),
         (["layout", "S[8, 4]", "--shape", "4,x"], "--shape '4,x'"),
         (["layout", "S[8, 4]", "--shape", "3,3"], "--shape 3,3 has 9 elements but the layout"),
+        # a value that starts with "-": tirx's own message, not argparse's "expected one argument"
+        (["layout", "S[8, 4]", "--shape", "-4,-8,4"], "--shape '-4,-8,4': the extents must be po"),
+        (["layout", "S[8, 4]", "-s", "-4,8"], "--shape '-4,8': the extents must be positive"),
+        (["layout", "S[8, 4]", "--shape=-4,8"], "--shape '-4,8': the extents must be positive"),
+        (["--traceback", "layout", "S[8, 4]", "--shape", "-4"], "--shape '-4': the extents m"),
+        (["layout", "S[8, 4]", "--shape"], "argument -s/--shape: expected one argument"),
         (["layout", "S[(4, 8) : (1, 4 @ nowhere)]"], "name 'nowhere' is not defined"),
         (["layout", "S[(4, 8"], "cannot read 'S[(4, 8'"),
         (["layout", ""], "the layout text is empty"),

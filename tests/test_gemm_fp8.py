@@ -133,3 +133,68 @@ def test_gpu_equals_scaled_mm(out_dtype, bn, stages, cluster):
     assert torch.equal(out, want)
     ref = (a.double() @ b.double().T) * (0.5 * 2.0)
     assert ((out.double() - ref).norm() / ref.norm()).item() < 3e-3
+
+
+def test_bn_none_is_the_default_as_in_make_gemm_hopper():
+    want = str(gf.make_gemm_fp8(128, 256, 128).ir)
+    assert str(gf.make_gemm_fp8(128, 256, 128, bn=None).ir) == want
+    assert str(gf.make_gemm_fp8(128, 256, 128, bn=256).ir) == want
+    # bn=128's default stages are 4, as without bn=None
+    assert str(gf.make_gemm_fp8(128, 256, 128, bn=128).ir) == str(
+        gf.make_gemm_fp8(128, 256, 128, stages=4, bn=128).ir
+    )
+
+
+@pytest.mark.parametrize(
+    "make_scale", [lambda s: torch.tensor(s), lambda s: torch.tensor([s])], ids=["0-d", "(1,)"]
+)
+def test_scaled_mm_takes_a_scale_of_shape_0d_or_1_as_torch_does(make_scale):
+    """torch._scaled_mm takes a per-tensor scale as a 0-d tensor or a (1,) one; so does
+    scaled_mm, on the simulator, and the kernel reads the element (exact: powers of two)."""
+    M, N, K = 128, 256, 128
+    a, b = _operands(M, N, K, seed=1)
+    sa, sb = make_scale(0.5), make_scale(0.25)
+    out = gf.scaled_mm(a, b.t(), sa, sb)
+    assert out.dtype == torch.bfloat16 and out.shape == (M, N)
+    np.testing.assert_array_equal(out.double().numpy(), _want(a, b, 0.5, 0.25, "bfloat16"))
+    half = gf.scaled_mm(a, b.t(), sa, make_scale(4.0), out_dtype=torch.float16)
+    np.testing.assert_array_equal(half.double().numpy(), _want(a, b, 0.5, 4.0, "float16"))
+
+
+@pytest.mark.parametrize(
+    "call, error, message",
+    [
+        (lambda a, b: gf.scaled_mm(a, b, torch.tensor(1.0), torch.tensor(1.0)), ValueError,
+         "b must be column-major"),
+        (lambda a, b: gf.scaled_mm(a, b.t(), 1.0, torch.tensor(1.0)), TypeError,
+         "scale_a must be a float32 tensor of one element"),
+        (lambda a, b: gf.scaled_mm(a, b.t(), torch.tensor(1.0), torch.ones(2)), ValueError,
+         r"scale_b must be a float32 tensor of one element \(a per-tensor scale"),
+        (lambda a, b: gf.scaled_mm(a, b.t(), torch.tensor(1.0, dtype=torch.float64),
+                                   torch.tensor(1.0)), ValueError, "got torch.float64"),
+        (lambda a, b: gf.scaled_mm(a, b.t(), torch.tensor(1.0), torch.tensor(1.0),
+                                   out_dtype=torch.float32), ValueError, "out_dtype must be"),
+        (lambda a, b: gf.scaled_mm(a.float(), b.t(), torch.tensor(1.0), torch.tensor(1.0)),
+         ValueError, "a must be float8_e4m3fn"),
+        (lambda a, b: gf.scaled_mm(a, b.t(), torch.tensor(1.0), torch.tensor(1.0), bn=64),
+         ValueError, "bn must be 128 or 256"),
+        (lambda a, b: gf.scaled_mm(a[:, :64].contiguous(), b.t(), torch.tensor(1.0),
+                                   torch.tensor(1.0)), ValueError, "a's columns"),
+    ],
+)  # fmt: skip
+def test_scaled_mm_refuses_what_it_cannot_run_by_name(call, error, message):
+    a, b = _operands(128, 256, 128)
+    with pytest.raises(error, match=message):
+        call(a, b)
+
+
+@pytest.mark.gpu
+def test_gpu_scaled_mm_equals_torchs_with_0d_scales():
+    n = 1024
+    g = torch.Generator(device="cuda").manual_seed(0)
+    a = torch.randn((n, n), device="cuda", generator=g).to(torch.float8_e4m3fn)
+    b = torch.randn((n, n), device="cuda", generator=g).to(torch.float8_e4m3fn)
+    sa, sb = torch.tensor(0.5, device="cuda"), torch.tensor(2.0, device="cuda")
+    want = torch._scaled_mm(a, b.t(), scale_a=sa, scale_b=sb, out_dtype=torch.bfloat16,
+                            use_fast_accum=True)  # fmt: skip
+    assert torch.equal(gf.scaled_mm(a, b.t(), sa, sb), want)

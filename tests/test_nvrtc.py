@@ -8,7 +8,7 @@ import pytest
 
 from tirx.backend.cuda import nvrtc
 from tirx.backend.cuda.nvrtc import Diagnostic, compile_cuda, parse_diagnostics
-from tirx.errors import CompileError
+from tirx.errors import CompileError, UnsupportedArchError
 
 # One warp computes C[16x8] = A[16x16] @ B[16x8] in fp16 → fp32 with ldmatrix x4 (A),
 # ldmatrix x2 .trans (B, stored k-major) and one mma.sync m16n8k16. No headers: halves are
@@ -192,11 +192,32 @@ def test_bad_arch(arch):
         compile_cuda("__global__ void k() {}", arch=arch)
 
 
-def test_an_arch_nvrtc_does_not_know_is_answered_with_the_ones_it_does():
-    with pytest.raises(CompileError, match="invalid value for --gpu-architecture") as info:
-        compile_cuda("__global__ void k() {}", arch="sm_999")
-    assert "this NVRTC compiles for sm_80, " in info.value.hint
-    assert "sm_90" in info.value.hint and "sm_999" not in info.value.hint
+@pytest.mark.parametrize("arch", ["sm_999", "sm_86a"])
+def test_an_arch_nvrtc_does_not_know_is_refused_before_nvrtc_runs(arch, monkeypatch):
+    """Checked against NVRTC's list of archs (tirx.Target.unsupported), not read from NVRTC's
+    refusal: no program is made, and the error class says what is wrong."""
+
+    def no_program(*args, **kwargs):
+        raise AssertionError("NVRTC was called")
+
+    monkeypatch.setattr(nvrtc, "_Program", no_program)
+    with pytest.raises(UnsupportedArchError) as info:
+        compile_cuda("__global__ void k() {}", arch=arch)
+    assert isinstance(info.value, CompileError) and info.value.arch == arch
+    assert f"unknown arch {arch}: NVRTC here compiles for sm_80, " in info.value.message
+    listed = info.value.message.split("compiles for ", 1)[1]
+    assert "sm_90" in listed and arch not in listed
+    assert 'cuda -arch=sm_90"' in info.value.hint
+
+
+def test_tirx_compile_refuses_an_unknown_arch_with_the_ones_nvrtc_knows(monkeypatch, cache_dir):
+    import tirx
+    from tirx.examples.warp_matmul import warp_matmul
+
+    monkeypatch.setattr(nvrtc, "_Program", None)  # never reached
+    with pytest.raises(UnsupportedArchError, match="unknown arch sm_999: NVRTC here compiles "
+                       "for sm_80, "):  # fmt: skip
+        tirx.compile(warp_matmul, "cuda -arch=sm_999")
 
 
 def test_bad_option():

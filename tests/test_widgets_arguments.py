@@ -93,7 +93,7 @@ BIG = [
     lambda: show_fragment(MMA, "A", repeat=(100, 100)),
     lambda: show_fragment(MMA, "A", repeat=(1000, 1000)),
     lambda: show_pair(TileLayout(S[2**30 : 1 @ laneid]), L),
-    lambda: show_fragment(TileLayout(S[MAX_CELLS:1]), element_bits=16),  # 2 per word
+    lambda: show_fragment(TileLayout(S[MAX_CELLS:1]), element_bits=16, unit_bits=32),  # 2 a word
 ]
 
 
@@ -194,6 +194,35 @@ def test_good_arguments_still_draw():
     assert view.focus == 5
     run = run_instruction("ldmatrix.sync.aligned.m8n8.x1.shared.b16", shared=np.ones((8, 8)))
     assert run.traces[0].registers[0].after.shape == (32, 1)  # .x1 takes one 8 x 8 matrix
+
+
+def _fragment_banks(view):
+    return [view.fragment.bank(e) for e in view.fragment.elements]
+
+
+def _layout_banks(view):
+    return [view.grid.bank(c) for c in view.grid.cells]
+
+
+@pytest.mark.parametrize(
+    "tile", [TileLayout(S[8, 64]), tirx.layout.ComposeLayout(3, 3, 3, TileLayout(S[8, 64]))]
+)
+def test_a_shared_tile_gets_the_same_banks_from_show_fragment_and_show_layout(tile):
+    """A memory layout's defaults: 16-bit elements, one per ``m`` step, as show_layout's
+    dtype_bytes=2 and view="banks" read it (show_fragment said "32-bit elements")."""
+    fragment = show_fragment(tile)
+    assert "(16-bit elements)" in fragment.fragment.legend()
+    assert (fragment.fragment.rows, fragment.fragment.cols) == (8, 64)
+    assert _fragment_banks(fragment) == _layout_banks(show_layout(tile))
+    assert _fragment_banks(fragment) == _fragment_banks(show_fragment(tile, view="banks"))
+    wide = show_fragment(tile, element_bits=32)  # a width given is kept
+    assert _fragment_banks(wide) == _layout_banks(show_layout(tile, dtype_bytes=4))
+
+
+def test_a_register_layout_is_still_drawn_one_32_bit_element_per_register():
+    view = show_fragment(L, shape=SHAPE)
+    assert view.fragment.element_bits == 32 and view.fragment.per_register == 1
+    assert show_fragment(L, shape=SHAPE, element_bits=16).fragment.per_register == 2
 
 
 # ------------------------------------------------------------------- 9. ldmatrix .trans

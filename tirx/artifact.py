@@ -43,7 +43,7 @@ import re
 import zipfile
 from pathlib import Path
 
-from .errors import TirxError
+from .errors import TirxError, UnsupportedArchError
 
 __all__ = [
     "save", "read", "ArtifactError", "FORMAT", "FORMAT_VERSION", "sha256_hex", "check_arch",
@@ -146,26 +146,14 @@ def _images(exe, archs) -> dict:
             )  # fmt: skip
         try:
             other = exe.compile_kernel(exe.kernel, f"cuda -arch={a}")
-        except TirxError as e:
-            _unknown_arch(e, a, exe.arch)
-            raise
+        except UnsupportedArchError as e:  # archs is what is wrong, not the kernel
+            raise ValueError(f"save: archs names {a}, which this NVRTC does not compile for "
+                             f"— {e.message}; name an arch it knows, like {exe.arch}") from None  # fmt: skip
         if other.signature != exe.signature or other.launch_dims != exe.launch_dims:
             raise ArtifactError(f"save: kernel {exe.name!r} compiles to another signature or "
                                 f"launch for {a}; save the archs separately")  # fmt: skip
         images[other.arch] = (other.ptx, other.cubin, _stats(other))
     return images
-
-
-def _unknown_arch(error, arch: str, compiled: str) -> None:
-    """A ValueError when ``error`` is NVRTC refusing ``arch`` itself (an arch-shaped name,
-    like sm_999, that this NVRTC does not know), not the kernel: ``archs`` is what is wrong.
-    (The list of archs NVRTC knows is the CUDA backend's, which this module does not import.)"""
-    text = getattr(error, "message", str(error))
-    if f" for {arch}" in text and ("--gpu-architecture" in text or "nv_arch" in text):
-        said = [ln for ln in text.splitlines() if "--gpu-architecture" in ln or "nv_arch" in ln]
-        raise ValueError(f"save: archs names {arch}, which this NVRTC does not compile for "
-                         f"(NVRTC: {said[-1].split('error: ', 1)[-1].strip()}); name an arch "
-                         f"it knows, like {compiled}") from None  # fmt: skip
 
 
 def _stats(exe) -> dict:

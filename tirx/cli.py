@@ -274,8 +274,38 @@ def _shape(text: str | None):
         return None
     words = [w for w in text.replace("(", " ").replace(")", " ").replace(",", " ").split()]
     if not words or not all(w.isdigit() and int(w) > 0 for w in words):
-        raise UsageError(f"--shape {text!r}: write positive extents like 4,8,4")
+        raise UsageError(f"--shape {text!r}: the extents must be positive integers; write "
+                         "them like 4,8,4")  # fmt: skip
     return tuple(int(w) for w in words)
+
+
+# `tirx layout`'s options whose value may start with "-": argparse takes "-4,-8,4" for an
+# option (only a plain number like -4 passes as a value), so the value is glued to its option
+# (--shape=-4,-8,4) and reaches _shape, which refuses it in tirx's words.
+VALUE_OPTIONS = ("--shape", "-s")
+
+
+def _glue_dashed_values(argv: list[str]) -> list[str]:
+    """``argv`` with ``tirx layout``'s ``--shape -4,8`` written ``--shape=-4,8`` (``-s -4,8``:
+    ``-s-4,8``); the other commands' words as they are."""
+    command = next((i for i, word in enumerate(argv) if not word.startswith("-")), len(argv))
+    if argv[command : command + 1] != ["layout"]:
+        return list(argv)
+    out: list[str] = argv[: command + 1]
+    words = iter(argv[command + 1 :])
+    for word in words:
+        if word == "--":
+            out += [word, *words]
+            break
+        if word in VALUE_OPTIONS:
+            value = next(words, None)
+            if value is not None and value[:1] == "-" and value[1:2] in "0123456789(":
+                out.append(f"{word}={value}" if word.startswith("--") else word + value)
+                continue
+            out += [word] if value is None else [word, value]
+            continue
+        out.append(word)
+    return out
 
 
 # ------------------------------------------------------------------------ the parser
@@ -396,7 +426,7 @@ def main(argv=None) -> int:
 
         return demo.main(argv[1:], prog="tirx demo")
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args = parser.parse_args(_glue_dashed_values(argv))
     prog = f"tirx {args.command}"
     try:
         return args.func(args)

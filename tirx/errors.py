@@ -20,6 +20,7 @@ __all__ = [
     "LayoutError",
     "ContractError",
     "CompileError",
+    "UnsupportedArchError",
     "LaunchError",
     "SimulationError",
     "render_location",
@@ -27,6 +28,7 @@ __all__ = [
     "label_source",
     "source_label",
     "layout_definition",
+    "built_definition",
 ]
 
 
@@ -170,6 +172,18 @@ class CompileError(TirxError):
     """The generated code failed to build (NVRTC), with its log mapped to kernel lines."""
 
 
+class UnsupportedArchError(CompileError):
+    """The installed NVRTC does not compile for the architecture asked for (``arch``, spelt
+    right: ``sm_999``, or ``sm_86a`` with no arch-specific features before sm_90). Raised by
+    the NVRTC compile step before NVRTC runs, its message listing the archs NVRTC compiles
+    for; a saved kernel's ``archs`` are checked through it (tirx/artifact.py)."""
+
+    def __init__(self, message: str, span: Span | None = None, hint: str | None = None,
+                 arch: str = ""):  # fmt: skip
+        self.arch = arch
+        super().__init__(message, span, hint)
+
+
 class LaunchError(TirxError):
     """A kernel could not be loaded or launched (no GPU, driver error, bad launch shape)."""
 
@@ -180,25 +194,35 @@ class SimulationError(TirxError):
 
 # --- Where a layout named at a tile operand was defined ---------------------------------------
 # A contract error is located at the operand's use (``ar.view(1, 1, 16, 8, layout=a_mma)``);
-# the layout is usually bound elsewhere: at module level, in an earlier notebook cell, or by an
-# assignment inside the kernel. The binding is found from the source text alone (the file as
-# linecache holds it, notebook cells included), so the answer is the same whether the kernel
-# was parsed now or came from the front-end cache. Resolution follows the parser's: a name
-# assigned in the kernel body before the use is kernel-local; otherwise it is captured from the
-# enclosing functions or the module. A layout written as an expression at the operand
+# the layout is usually built elsewhere: at module level, in an earlier notebook cell, in the
+# caller of a kernel factory. The layout object knows where it was built (the line of the call
+# that made it, ``tirx.layout.origin``); the statement holding that line, in the file as
+# linecache holds it (notebook cells included), is the definition shown. A layout with no such
+# place (one made by tirx itself) is looked for in the source text alone, following the parser's
+# resolution: a name assigned in the kernel body before the use is kernel-local; otherwise it
+# is captured from the enclosing functions or the module; and that binding is shown only when
+# it surely ran: a binding under an ``if``, a loop or a ``try`` of its scope may not have, and
+# then nothing is shown. A layout written as an expression at the operand
 # (``layout=TileLayout(...)``) has no definition of its own.
 
 
-def layout_definition(use: Span | None, keyword: str = "layout") -> Span | None:
-    """The span of the statement binding the name passed as ``keyword=`` in the call at
-    ``use``, or None when there is no such call, the value is not a plain name, or no binding
-    of the name can be found."""
+def layout_definition(
+    use: Span | None, keyword: str = "layout", built: Span | None = None
+) -> Span | None:
+    """The span of the statement that built the layout passed as ``keyword=`` in the call at
+    ``use``: the statement holding ``built`` (where the layout object was made) when known;
+    else the statement binding the name passed, when the value is a plain name whose binding
+    surely ran. None when there is no such call, the layout was written at the operand, or
+    the place cannot be known for sure."""
     if use is None:
         return None
     tree = _tree(use.file)
-    if tree is None:
-        return None
-    call = _call_at(tree, use)
+    call = _call_at(tree, use) if tree is not None else None
+    if built is not None:
+        if call is not None and built.file == use.file:
+            if call.lineno <= built.line <= (call.end_lineno or call.lineno):
+                return None  # written at the operand
+        return built_definition(built)
     if call is None:
         return None
     value = next((k.value for k in call.keywords if k.arg == keyword), None)
@@ -209,14 +233,45 @@ def layout_definition(use: Span | None, keyword: str = "layout") -> Span | None:
     for func in reversed(scopes):  # the kernel first, then the functions around it
         found = _last_binding(func.body, name, use.line)
         if found is not None:
-            return _span(use.file, found)
+            return _span(use.file, found) if _surely_runs(func.body, found) else None
         arg = _parameter(func, name)  # a kernel factory's parameter: ``def make(lay): ...``
         if arg is not None:
             return Span(use.file, arg.lineno, arg.col_offset, arg.end_col_offset)
     found = _last_binding(tree.body, name, None)
     if found is not None:
-        return _span(use.file, found)
+        return _span(use.file, found) if _surely_runs(tree.body, found) else None
     return _in_other_cells(use.file, name)
+
+
+def _surely_runs(body, stmt) -> bool:
+    """Whether ``stmt`` is a statement of ``body`` itself (a for or with header included), not
+    one under a branch, loop or try of it that may not have run."""
+    return any(s is stmt for s in body)
+
+
+def built_definition(built: Span | None) -> Span | None:
+    """What to show for a layout built at ``built`` (the line of the call that made it): the
+    innermost statement holding that line when it starts there, else the line itself (an
+    entry of a list over several lines); ``built`` as it is when the file's text is not at
+    hand."""
+    if built is None:
+        return None
+    tree = _tree(built.file)
+    if tree is None:
+        return built
+    holding = [
+        n
+        for n in ast.walk(tree)
+        if isinstance(n, ast.stmt) and n.lineno <= built.line <= (n.end_lineno or n.lineno)
+    ]
+    if not holding:
+        return built
+    inner = max(holding, key=lambda n: (n.lineno, n.col_offset))
+    if inner.lineno != built.line:
+        text = linecache.getline(built.file, built.line)
+        indent = len(text) - len(text.lstrip())
+        return Span(built.file, built.line, indent, len(text.rstrip()))
+    return _span(built.file, inner)
 
 
 def _tree(file: str) -> ast.Module | None:

@@ -82,18 +82,22 @@ def _paged(view, page):
     return view
 
 
-def show_fragment(what, operand=None, *, shape=None, element_bits=None, unit_bits=32,
+def show_fragment(what, operand=None, *, shape=None, element_bits=None, unit_bits=None,
                   repeat=(), view: str = "elements", lane=None, title=None, prefix=None,
                   repeat_names=(), form=None, swizzle=None, k=None, page: int = 0):  # fmt: skip
     """An element-level picture of an instruction operand or a layout.
 
     ``what`` is an instruction (text or ``T.ptx[...]``, with ``operand``) or a layout (spec
     text or object, over ``shape``). ``element_bits`` is the element width (16: f16/bf16,
-    8: s8, 32: f32/tf32; default: the instruction's, or 32 for a layout); a layout's ``m``
-    step holds ``unit_bits`` (32 for a register layout over u32 words, ``element_bits`` for
-    one over elements). ``view``: ``"elements"`` (the logical matrix), ``"threads"`` (lane
-    by lane) or ``"banks"`` (a shared layout, coloured by bank). ``form="registers"``: an
-    operand's register form (wgmma's A); ``swizzle``/``k``: a descriptor operand's tile.
+    8: s8, 32: f32/tf32; default: the instruction's); a layout's ``m`` step holds
+    ``unit_bits``. A layout's defaults follow what it lays out. A register layout (on
+    ``laneid``/``tx``) steps over 32-bit registers: 32-bit elements, one per register
+    (``element_bits=16`` splits each in two). A memory layout (``m`` only) steps over the
+    elements of a shared tile, which the notebooks' tiles hold as f16/bf16: 16-bit elements,
+    one per step, so the tile gets the banks that ``show_layout`` (``dtype_bytes=2``) and
+    ``view="banks"`` give it. ``view``: ``"elements"`` (the logical matrix), ``"threads"``
+    (lane by lane) or ``"banks"`` (a shared layout, coloured by bank). ``form="registers"``:
+    an operand's register form (wgmma's A); ``swizzle``/``k``: a descriptor operand's tile.
     ``page``: which page of columns a picture too wide to wrap whole shows. ``lane``: a lane
     (0..31; a thread 0..127 of a warpgroup operand) to highlight. A picture of more than
     16384 elements is refused (show one tile).
@@ -117,16 +121,17 @@ def show_fragment(what, operand=None, *, shape=None, element_bits=None, unit_bit
                                   prefix=prefix, form=form)  # fmt: skip
     else:
         what = args.layout(what, "what")
-        bits = 32 if element_bits is None else element_bits
+        memory = not (what.axes() - {"m"})  # a shared tile: m counts its elements
+        bits = (16 if memory else 32) if element_bits is None else element_bits
         F.check_bits(bits)  # 8, 16 or 32
-        if unit_bits not in (8, 16, 32):
-            F.check_bits(bits, unit_bits)  # the same refusal for unit_bits
+        unit = (bits if memory else 32) if unit_bits is None else unit_bits
+        if unit not in (8, 16, 32):
+            F.check_bits(bits, unit)  # the same refusal for unit_bits
         if view == "banks":
-            frag = F.bank_fragment(what, shape, element_bits=16 if element_bits is None else bits,
-                                   title=title)  # fmt: skip
+            frag = F.bank_fragment(what, shape, element_bits=bits, title=title)
         else:
             frag = F.layout_fragment(
-                what, shape, element_bits=bits, unit_bits=max(unit_bits, bits), title=title,
+                what, shape, element_bits=bits, unit_bits=max(unit, bits), title=title,
                 prefix=prefix or "v", repeat_names=repeat_names,
             )  # fmt: skip
     if view == "threads":

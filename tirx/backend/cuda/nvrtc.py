@@ -25,7 +25,7 @@ import os
 import re
 import time
 
-from tirx.errors import CompileError, Span
+from tirx.errors import CompileError, Span, UnsupportedArchError
 
 from .libnvrtc import api, beside, nvrtc_version, preloaded  # noqa: F401 - the last two re-exported
 from .tools import LazyPattern, is_ptxas_info, parse_ptxas_info, ptxas_stats
@@ -36,6 +36,7 @@ __all__ = [
     "DEFAULT_OPTIONS",
     "command_line",
     "compile_cuda",
+    "check_supported_arch",
     "nvrtc_version",
     "parse_diagnostics",
 ]
@@ -272,11 +273,14 @@ def compile_cuda(
     call returns after it.
 
     Raises :class:`CompileError` on failure: its message holds the first error and the log,
-    its span the user's line when the error's file is a real file or a :mod:`linecache` entry.
+    its span the user's line when the error's file is a real file or a :mod:`linecache` entry;
+    :class:`~tirx.errors.UnsupportedArchError`, before NVRTC runs, for an ``sm_XX[a]`` arch
+    this NVRTC does not compile for.
     """
     opts = command_line(arch, options) if command is None else tuple(command)
     if not opts or opts[0] != f"--gpu-architecture={arch}":
         raise ValueError(f"compile_cuda: the command line {opts!r} is not one for {arch!r}")
+    check_supported_arch(arch)
     real = arch.startswith("sm_")
     src, fname = source.encode(), filename.encode()
     t0 = time.perf_counter()
@@ -291,6 +295,23 @@ def compile_cuda(
     stats = parse_ptxas_info(prog.log) or None  # None: ptxas -v when first asked for
     log = "\n".join(ln for ln in prog.log.splitlines() if not is_ptxas_info(ln)).strip()
     return NvrtcOutput(ptx, cubin, log, opts, ms, stats=stats if real else {}, arch=arch)
+
+
+def check_supported_arch(arch: str) -> None:
+    """An :class:`~tirx.errors.UnsupportedArchError` naming the archs this NVRTC compiles for
+    when ``arch`` (``sm_XX``, ``sm_XXa``) is not one of them; asked of NVRTC's own list
+    (:meth:`tirx.Target.unsupported`), not read from its refusal. The one check of an arch:
+    every compile that reaches NVRTC passes here (a compile cache hit was checked when it was
+    compiled). A virtual arch (``compute_XX``) is left to NVRTC."""
+    from tirx.target import Target, TargetKind, is_arch
+
+    if not is_arch(arch):
+        return
+    why = Target(TargetKind.CUDA, arch).unsupported()
+    if why is not None:
+        raise UnsupportedArchError(
+            why, hint='name one of them, e.g. tirx.compile(kernel, "cuda -arch=sm_90")', arch=arch
+        )
 
 
 def _known_file(path: str) -> bool:
