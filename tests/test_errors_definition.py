@@ -83,6 +83,18 @@ def test_a_kernel_local_layout_names_the_assignment(tmp_path):
     assert err.definition.col == 4
 
 
+def test_a_kernel_local_layout_of_a_static_if_names_the_taken_branch(tmp_path):
+    # the parser builds only the taken branch; the later (not taken) assignment is not shown
+    local = (
+        f"    if FLAG:\n        lay = TileLayout({BAD})  # BAD_HERE\n"
+        f"    else:\n        lay = TileLayout({GOOD})  # NOT_TAKEN"
+    )
+    kernel, source = build(tmp_path, "static_if_bad", top="FLAG = True", local=local)
+    err = contract_error(kernel)
+    assert err.definition.line == line_of("BAD_HERE", source)
+    assert "NOT_TAKEN" not in str(err)
+
+
 def test_a_layout_written_at_the_operand_has_no_definition(tmp_path):
     kernel, _ = build(tmp_path, "expr_bad", use=f"TileLayout({BAD})")
     err = contract_error(kernel)
@@ -98,15 +110,16 @@ def test_a_cached_kernel_still_names_the_definition(tmp_path):
 
 
 # Layouts bound other than by a plain assignment: tuple unpacking, a for-target, ``with ... as``
-# and a kernel factory's parameter. ``{K}`` is the kernel (indented to its place), ``{L}`` the
-# layout; ``BAD_HERE`` marks the line a ContractError must name, and the corrected twin compiles.
+# and a kernel factory's parameter (whose layout was built where the factory was called).
+# ``{K}`` is the kernel (indented to its place), ``{L}`` the layout; ``BAD_HERE`` marks the line
+# a ContractError must name, and the corrected twin compiles.
 
 BOUND = {
     "tuple": "other, lay = TileLayout({G}), {L}  # BAD_HERE\n{K}\nresult = kernel\n",
     "starred": "(other, *[lay]) = TileLayout({G}), {L}  # BAD_HERE\n{K}\nresult = kernel\n",
     "for": "for lay in [{L}]:  # BAD_HERE\n{K}\n    result = kernel\n",
     "with": "with contextlib.nullcontext({L}) as lay:  # BAD_HERE\n{K}\n    result = kernel\n",
-    "factory": "def make(\n    lay,  # BAD_HERE\n):\n{K}\n    return kernel\n\n\nresult = make({L})\n",
+    "factory": "def make(\n    lay,\n):\n{K}\n    return kernel\n\n\nresult = make({L})  # BAD_HERE\n",
 }
 
 
@@ -140,6 +153,66 @@ def test_a_layout_bound_otherwise_names_its_line(tmp_path, how):
 def test_the_twin_bound_otherwise_compiles(tmp_path, how):
     kernel, _ = build_bound(tmp_path, how, GOOD)
     tirx.compile(kernel, target="sim")
+
+
+# A kernel factory with a default layout under ``if lay is None:`` (notebook 3's make_ldmatrix):
+# the layout passed was built elsewhere, and the default's line, which did not run, is not shown.
+FACTORY = """\
+{head}
+def make(lay=None):
+    if lay is None:
+        lay = TileLayout({good})  # THE_DEFAULT
+{kernel}
+    return kernel
+
+
+swapped = TileLayout({bad})  # BAD_HERE
+result = make(lay=swapped)
+"""
+
+
+def build_factory(tmp_path, name, passed="swapped", scope=()):
+    kernel = HEAD.split("{top}\n")[1].format(local="", use="lay")
+    kernel = "\n".join("    " + ln if ln else ln for ln in kernel.splitlines())
+    source = FACTORY.format(head=HEAD.split("{top}")[0], good=GOOD, bad=BAD, kernel=kernel)
+    source = source.replace("make(lay=swapped)", f"make(lay={passed})")
+    path = tmp_path / f"{name}.py"
+    path.write_text(source)
+    linecache.checkcache(str(path))
+    scope = {"__name__": name, **dict(scope)}
+    exec(compile(source, str(path), "exec"), scope)
+    return scope["result"], source
+
+
+def test_a_factory_default_not_taken_is_not_named(tmp_path):
+    kernel, source = build_factory(tmp_path, "factory_default")
+    err = contract_error(kernel)
+    assert err.definition is not None, str(err)
+    assert err.definition.line == line_of("BAD_HERE", source)
+    assert "THE_DEFAULT" not in str(err)
+    assert f"swapped = TileLayout({BAD})" in str(err).split("the layout was defined here:")[1]
+
+
+def test_a_layout_of_unknown_origin_bound_in_a_branch_names_nothing(tmp_path):
+    # a layout tirx itself made carries no place; the source text then offers only the
+    # default's assignment under ``if``, which did not run: nothing is shown
+    from tirx.layout import S, TileLayout, laneid
+
+    names = {"__name__": "tirx.made", "TileLayout": TileLayout, "S": S, "laneid": laneid}
+    made = eval(f"TileLayout({BAD})", names)
+    kernel, _ = build_factory(tmp_path, "factory_unknown", passed="MADE", scope={"MADE": made})
+    err = contract_error(kernel)
+    assert err.definition is None, str(err)
+    assert "defined here" not in str(err)
+
+
+def test_a_layout_built_by_a_helper_names_the_helper_line(tmp_path):
+    kernel, source = build(
+        tmp_path, "helper_bad",
+        top=f"def frag():\n    return TileLayout({BAD})  # BAD_HERE\n\n\nlay = frag()",
+    )  # fmt: skip
+    err = contract_error(kernel)
+    assert err.definition.line == line_of("BAD_HERE", source)
 
 
 def test_a_later_binding_of_another_name_does_not_count(tmp_path):

@@ -83,6 +83,66 @@ def test_loops_branches_while_break_continue(tmp_path):
     build_cuda(k)
 
 
+STATIC_IF_ALLOC = """
+@T.function
+def k(A: T.Tensor((8, 8), "float32"), Out: T.Tensor((8, 8), "float32")):
+    T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=64))
+    t = T.cuda.thread_idx("x")
+    if wide:
+        s = T.alloc_shared((8, 8), "float32", align=128)
+        scale = 2.0
+    else:
+        s = T.alloc_shared((8, 8), "float32")
+        scale = 3.0
+    s[t // 8, t % 8] = A[t // 8, t % 8] * scale
+    T.cuda.cta_sync()
+    Out[t // 8, t % 8] = s[7 - t // 8, t % 8]
+"""
+
+
+@pytest.mark.parametrize("wide", [True, False])
+def test_a_static_if_keeps_the_names_of_its_taken_branch(tmp_path, wide):
+    """A condition known when the kernel is built keeps only the taken branch, and (as in
+    Python) what it binds -- a tensor here, as a scalar -- is visible after the ``if`` (it was
+    "name 's' is not defined")."""
+    k = define(STATIC_IF_ALLOC, tmp_path, "k", wide=wide)
+    a = np.arange(64, dtype=np.float32).reshape(8, 8)
+    out = np.zeros((8, 8), np.float32)
+    run_sim(k, a, out)
+    np.testing.assert_array_equal(out, a[::-1] * (2.0 if wide else 3.0))
+    exe = build_cuda(k)
+    assert len([b for b in exe.lowered.allocations if b.scope.value == "shared"]) == 1
+
+
+def test_a_tensor_bound_in_a_runtime_branch_says_why_it_is_gone_after_it(tmp_path):
+    src = STATIC_IF_ALLOC.replace("if wide:", "if t < 32:")
+    with pytest.raises(tirx.TirxSyntaxError) as e:
+        define(src, tmp_path, "k")
+    err = e.value
+    assert "name 's' is not defined here: it was bound inside the `if` branch at line" in str(err)
+    assert "visible only there" in err.message and "did you mean" not in str(err)
+    assert "allocate 's' once before the `if`" in err.hint
+    assert "s[t // 8, t % 8] = A" in str(err)  # located at the use
+
+
+def test_a_loop_variable_used_after_its_loop_says_so(tmp_path):
+    src = """
+    @T.function
+    def k(Out: T.Tensor((32,), "int32")):
+        T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=32))
+        lane = T.cuda.lane_id()
+        for i in range(lane):
+            Out[i] = 1
+        Out[lane] = i
+    """
+    with pytest.raises(tirx.TirxSyntaxError) as e:
+        define(src, tmp_path, "k")
+    assert "'i' is not defined here: it is the loop variable of the `for` loop at line" in str(
+        e.value
+    )
+    assert "last = i" in e.value.hint
+
+
 def test_serial_unroll_negative_step_and_scalars(tmp_path):
     k = define(
         """

@@ -14,6 +14,7 @@ import tirx.layout as L
 from tirx.errors import LayoutError
 from tirx.layout import (
     Axis,
+    ComposeLayout,
     Iter,
     R,
     S,
@@ -96,12 +97,49 @@ def test_the_three_forms_of_apply():
     assert layout.apply(1, 1, 1) == {"m": 9, "laneid": 1}  # one value per shard iter
     assert layout.apply(1, 5, shape=(2, 12)) == layout.apply(17)
     assert layout.apply((1, 5), shape=(2, 12)) == layout.apply(17)
-    assert layout.apply(3, 0, 0) == {"m": 0, "laneid": 3}  # per-iter values are not reduced
+    assert layout.apply(23) == {"m": 2 * 8 + 3, "laneid": 1}  # the last element
 
 
-def test_the_outermost_piece_is_not_reduced():
-    assert TileLayout(S[4, 8]).apply(41) == {"m": 41}
-    assert TileLayout(S[(4, 8) : (1 @ laneid, 1)]).apply(41) == {"m": 1, "laneid": 5}
+# The outermost piece of the split is not reduced (no remainder is taken): that shows only for a
+# symbolic index (test_layout_properties: ``(lane // 4) * 4``, not ``((lane // 4) % 8) * 4``).
+
+
+# An integer coordinate outside the tile (F8 of a student's walk-through: ``apply(16, 0,
+# shape=(16, 8))`` gave the lane of row 0 of the next tile) is refused, naming the coordinate and
+# its extent; the map is defined on the tile only.
+OUT_OF_RANGE = [
+    (
+        (16, 0),
+        (16, 8),
+        "coordinate 16 of dimension 0",
+        "dimension 0 of shape (16, 8) has extent 16",
+    ),
+    ((0, 8), (16, 8), "coordinate 8 of dimension 1", "dimension 1 of shape (16, 8) has extent 8"),
+    ((-1, 0), (16, 8), "coordinate -1 of dimension 0", "has extent 16 (0 to 15)"),
+    ((200,), None, "linear index 200", "the layout has 128 elements (0 to 127)"),
+    ((-1,), None, "linear index -1", "the layout has 128 elements"),
+    ((2, 0, 0, 0), None, "value 2 for shard iter 0", "that iter has extent 2 (0 to 1)"),
+    ((0, 0, 0, -1), None, "value -1 for shard iter 3", "that iter has extent 2"),
+]
+
+
+@pytest.mark.parametrize("coord, shape, names, extent", OUT_OF_RANGE)
+def test_an_integer_coordinate_outside_the_tile_is_refused(coord, shape, names, extent):
+    d = TileLayout(S[(2, 8, 4, 2) : (2, 4 @ laneid, 1 @ laneid, 1)])
+    with pytest.raises(LayoutError) as err:
+        d.apply(*coord, shape=shape)
+    assert names in err.value.message and extent in err.value.message
+    assert "off-by-one" in err.value.hint
+    with pytest.raises(LayoutError):
+        d.apply_all(*coord, shape=shape)
+    with pytest.raises(LayoutError):
+        ComposeLayout(0, 1, 1, TileLayout(S[16, 8])).apply(*coord, shape=shape)
+
+
+def test_the_corners_of_the_tile_apply():
+    d = TileLayout(S[(2, 8, 4, 2) : (2, 4 @ laneid, 1 @ laneid, 1)])
+    assert d.apply(15, 7, shape=(16, 8)) == d.apply(127) == {"m": 3, "laneid": 31}
+    assert d.apply(1, 7, 3, 1) == d.apply(127)
 
 
 def test_result_always_holds_m_and_the_axes_used():
@@ -493,3 +531,34 @@ def test_gpu_reversed_register_order_matches_the_simulator(tmp_path):
     torch.cuda.synchronize()
     assert torch.equal(gout.cpu(), src)
     assert (gregs.cpu().numpy() == regs.numpy()).all()  # (few torch ops take uint32)
+
+
+# ------------------------------------------------------- thread axes of a kernel's views
+
+_LANE_VIEW = """
+@T.function
+def k(Out: T.Tensor((32,), "float32")):
+    T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=32))
+    lane = T.cuda.lane_id()
+    r = T.alloc_local((2,), "float32")
+    v = r.view(8, 8, layout=TileLayout(S[{spec}]))
+    r[0] = 1.0
+    Out[lane] = r[0]
+"""
+
+
+def test_a_register_view_reaching_lane_32_is_refused_in_a_kernel(tmp_path):
+    """The layout algebra alone accepts a laneid span of 64 (nothing binds its axis to a
+    warp there: a layout is a map); a register view in a kernel binds laneid to the lanes of
+    a warp, 0 to 31, so the view names the lane that does not exist."""
+    from tests.helpers import define
+    from tirx.errors import LayoutError as Refused
+
+    wide = TileLayout(S[(8, 8) : (8 @ laneid, 1 @ laneid)])
+    assert wide.apply(7, 7, shape=(8, 8)) == {"m": 0, "laneid": 63}  # a map, accepted
+    with pytest.raises(Refused) as e:
+        define(_LANE_VIEW.format(spec="(8, 8) : (8 @ laneid, 1 @ laneid)"), tmp_path, "k")
+    assert "reaches laneid 63, but a warp has lanes 0 to 31" in e.value.message
+    assert "r.view(8, 8, layout=" in str(e.value)
+    twin = "(8, 4, 2) : (4 @ laneid, 1 @ laneid, 1)"  # lanes 0 to 31, two registers each
+    define(_LANE_VIEW.format(spec=twin), tmp_path, "k")

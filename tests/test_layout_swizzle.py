@@ -91,6 +91,15 @@ def test_pack_keeps_the_swizzle_on_wide_elements():
     assert packed.unpack(2) == a and a.pack(8).pack(1).per_element == 0
 
 
+def test_a_pack_wider_than_the_swizzle_unit_names_per_element():
+    with pytest.raises(LayoutError) as e:
+        ComposeLayout(0, 2, 3, TileLayout(S[16, 32])).pack(2)
+    msg, hint = e.value.message, e.value.hint
+    assert "units of 2**per_element = 1 element (per_element=0)" in msg
+    assert "give per_element (the first argument) at least 1" in hint
+    assert "unit is 2**per_element elements" in hint
+
+
 BAD = [
     lambda: ComposeLayout(3, 3, 2, TileLayout(S[8, 64])),  # atom_len < swizzle_len
     lambda: ComposeLayout(-1, 3, 3, TileLayout(S[8, 64])),

@@ -347,11 +347,25 @@ def test_warp_barrier_does_not_order_other_warps():
 def test_write_write_race_in_one_statement():
     s = sbuf("s", (4,), "int32")
     fn = function("ww", (), ir.Store(s, ir.const(0), TX, I32, span(2)), allocs=(s,))
-    expect_fault(fn, [], "also writes in the same step", line=2)
+    err = expect_fault(fn, [], "also writes in the same step", line=2)
+    # no barrier fits between two threads of one statement (the hint said "put
+    # T.cuda.cta_sync() ... between line 2 and line 2"): let one thread write, or each its own
+    assert "stores to one address from several threads" in err.message
+    assert "between line 2 and line 2" not in err.hint and "cta_sync" not in err.hint
+    assert "put line 2 under `if lane == 0:`" in err.hint and "its own address" in err.hint
     only_one = function(
         "ww", (), ir.If(ir.cmp(ir.CmpOp.EQ, TX, 0), ir.Store(s, ir.const(0), TX, I32)), allocs=(s,)
     )
     run(only_one, [])
+
+
+def test_write_write_race_across_warps_in_one_statement():
+    s = sbuf("s", (32,), "int32")
+    index = ir.binop(ir.Op.FLOORMOD, TX, ir.const(32))
+    fn = function("ww2", (), ir.Store(s, index, TX, I32, span(3)), block=(64, 1, 1), allocs=(s,))
+    err = expect_fault(fn, [], "also writes in the same step", line=3)
+    assert 'if T.cuda.thread_idx("x") == 0:' in err.hint, err.hint
+    assert "cta_sync" not in err.hint
 
 
 def test_write_after_read_race():

@@ -276,6 +276,56 @@ def test_a_producer_that_does_not_wait_for_the_empty_slot_races(tmp_path):
         run_phases(phases(tmp_path, empty_wait="pass"))
 
 
+def test_a_deadlock_leads_with_the_wait_that_skipped_a_phase(tmp_path):
+    """The consumer waits for the wrong parity ((i + 1) % 2): the full barrier's phase 0
+    completed and nobody waited for it, so the consumer waits for phase 1, whose arrivals come
+    only after it consumes. The producer's empty wait (correct) comes first in thread order;
+    the report leads with the consumer's, and its caret and hint are there (both are listed)."""
+    fn = phases(tmp_path, full_parity="(i + 1) % 2")
+    with pytest.raises(SimulationError, match="deadlock") as e:
+        run_phases(fn)
+    err = e.value
+    first, second = err.message.split(": ", 1)[1].split("; mbarrier ")[:2]
+    assert "'bars' byte 0" in first and "waits for the phase of parity 1" in first
+    assert "its phase 0 (parity 0), which completed, was waited for by no thread" in first
+    assert "'bars' byte 8" in second  # the producer's wait, still listed
+    assert caret_line(str(err)).endswith("(bars[0], (i + 1) % 2)")
+    assert "thread 32 (warp 1, lane 0)" in first and err.message.endswith("warp 1, lane 0]")
+    assert "Wait for parity 0 there" in err.hint
+
+
+def test_a_deadlock_after_rounds_run_ahead_says_so(tmp_path):
+    """The consumer's wait for parity (i // 2) % 2 returns at once in its second round (the
+    phase before it completed), so its arrivals complete two phases of the empty barrier that
+    the producer never saw: the producer's wait leads, naming the rounds run ahead."""
+    with pytest.raises(SimulationError, match="deadlock") as e:
+        run_phases(phases(tmp_path, full_parity="(i // 2) % 2"))
+    err = e.value
+    assert "phases 0 to 1 completed with no thread waiting" in err.message.split("; mbarrier")[0]
+    assert "ran rounds ahead of its waiters" in err.hint and "returned early" in err.hint
+
+
+def test_a_race_on_a_stage_whose_writer_arrives_names_the_wait(tmp_path):
+    """The consumer reads without its wait: the writer arrived on the barrier after its
+    write, so the fix is a wait on that barrier (a cta_sync in one role's branch would be a
+    barrier the other role never reaches)."""
+    with pytest.raises(SimulationError, match="shared-memory race") as e:
+        run_pair(pair(tmp_path, wait="pass", producer_first=True))
+    hint = e.value.hint
+    assert "arrives on mbarrier 'bars' byte 0" in hint and "after its write at line" in hint
+    assert "wait for that phase (T.cuda.mbarrier_wait on that barrier with parity 0)" in hint
+    assert "T.cuda.cta_sync() between" not in hint
+
+
+def test_a_race_with_a_writer_that_arrives_nowhere_keeps_the_barrier_hint(tmp_path, monkeypatch):
+    """No arrive after the write (the producer arrives before it): the generic hint."""
+    early = f"{ARRIVE}(bars[0])\n        " + PRODUCE.replace("\n        {arrive}", "")
+    monkeypatch.setitem(globals(), "PRODUCE", early)
+    with pytest.raises(SimulationError, match="shared-memory race") as e:
+        run_pair(pair(tmp_path, wait="pass", producer_first=True))
+    assert "T.cuda.cta_sync()" in e.value.hint and "arrives on" not in e.value.hint
+
+
 def test_waiting_for_a_constant_parity_deadlocks_in_the_second_phase(tmp_path):
     """Waiting for parity 0 every time: the second wait passes at once, so the consumer runs
     ahead... and its arrivals on the empty barrier overrun its phase, or a wait never ends."""

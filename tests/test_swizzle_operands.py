@@ -132,6 +132,24 @@ def test_swizzled_rows_split_by_a_small_unit(tmp_path):
     tirx.compile(ldmatrix_kernel(tmp_path, SWIZZLE_128B, k=2), "sim")  # the twin
 
 
+def test_a_chunk_unit_swizzle_of_halves_names_per_element(tmp_path):
+    """Notebook 1's chunk-counting swizzle, ComposeLayout(0, ...), on a float16 tile: the
+    uint32 view would split its 1-element unit. The error names per_element (16-byte chunks
+    of float16 are 2**3 elements) and where the layout was built, not "pack by at most 1"."""
+    chunks = ComposeLayout(0, 3, 3, TileLayout(S[16, 64]))  # BUILT_HERE
+    with pytest.raises(tirx.LayoutError) as e:
+        tirx.compile(ldmatrix_kernel(tmp_path, chunks), "sim")
+    err = e.value
+    assert "cannot view float16 as uint32 (2 elements per uint32)" in err.message
+    assert "units of 2**per_element = 2**0 = 1 element (per_element=0)" in err.message
+    assert "pack by at most" not in str(err)
+    assert "16-byte chunks of float16 (an ldmatrix row) are 8 = 2**3 elements" in err.hint
+    assert "per_element=3: ComposeLayout(3, 3, 3, ...)" in err.hint
+    assert caret_line(str(err)).startswith('w = a.view("uint32")')
+    assert "BUILT_HERE" in str(err).split("the layout was defined here:")[1]
+    tirx.compile(ldmatrix_kernel(tmp_path, SWIZZLE_128B), "sim")  # the twin, per_element=3
+
+
 def test_run_time_start_must_be_provably_aligned(tmp_path):
     src = LDMATRIX.replace(
         'Out: T.Tensor((32, 4), "uint32")', 'Out: T.Tensor((32, 4), "uint32"), c: T.int32'

@@ -14,7 +14,7 @@ import operator
 
 from ..errors import LayoutError
 
-__all__ = ["coordinate", "is_zero", "add", "scale", "flatten", "split"]
+__all__ = ["coordinate", "check_range", "is_zero", "add", "scale", "flatten", "split"]
 
 _NOT_COORDINATES = (bool, float, complex, str, bytes, list, tuple, dict, set, type(None))
 _INDEX_OPS = ("__add__", "__mul__", "__floordiv__", "__mod__")
@@ -78,3 +78,27 @@ def split(flat: object, extents: tuple[int, ...]) -> list:
     if extents:
         pieces[0] = flat
     return pieces
+
+
+_RANGE = {  # what an out-of-range value is, and what its extent is
+    "index": ("linear index {c}", "the layout has {e} elements"),
+    "iters": ("value {c} for shard iter {k}", "that iter has extent {e}"),
+    "shape": ("coordinate {c} of dimension {k}", "dimension {k} of shape {shape} has extent {e}"),
+}
+
+
+def check_range(coord: tuple, extents: tuple[int, ...], form: str) -> None:
+    """A LayoutError for an integer coordinate outside ``[0, extent)``: the map is defined only
+    there (past the end it would give another element's place). ``form``: a linear index
+    (``"index"``), one value per shard iter (``"iters"``) or a coordinate of a shape
+    (``"shape"``, ``extents``). A symbolic coordinate is assumed in range (its value is not
+    known here)."""
+    for k, (c, e) in enumerate(zip(coord, extents)):
+        if isinstance(c, int) and not 0 <= c < e:
+            what, extent_is = _RANGE[form]
+            raise LayoutError(
+                f"apply: {what.format(c=c, k=k)} is out of range: "
+                f"{extent_is.format(k=k, e=e, shape=tuple(extents))} (0 to {e - 1})",
+                hint="a point outside the tile belongs to no element: past the end the map "
+                "gives another element's place (check for an off-by-one)",
+            )

@@ -20,6 +20,7 @@ from __future__ import annotations
 from ..errors import LayoutError
 from ..frozen import Frozen, frozen
 from .axes import as_axis, as_int, m
+from .origin import note_built
 from .tile import TileLayout
 
 __all__ = ["ComposeLayout"]
@@ -71,6 +72,7 @@ class ComposeLayout(Frozen):
                 f"swizzle_inner must be True or False, got {self.swizzle_inner!r}",
                 hint="True XORs the high group into the low one",
             )
+        note_built(self, skip=1)  # under the dataclass's __init__
 
     # ------------------------------------------------------------------ the swizzle
 
@@ -171,9 +173,13 @@ class ComposeLayout(Frozen):
         """``n`` (a power of two, at most ``2**per_element``) elements as one."""
         k = self._log2(n, "pack")
         if k > self.per_element:
+            p = self.per_element
             raise LayoutError(
-                f"pack({n}) would split the {2**self.per_element}-element swizzle unit",
-                hint=f"pack by at most {2**self.per_element}",
+                f"pack({n}) would split the swizzle unit of {self!r}: the swizzle moves units "
+                f"of 2**per_element = {2**p} element{'s' if p else ''} (per_element={p}), and "
+                f"{n} packed elements would straddle units",
+                hint=f"pack by at most {2**p}, or give per_element (the first argument) at "
+                f"least {k}: the unit is 2**per_element elements",
             )
         return ComposeLayout(
             self.per_element - k,

@@ -29,7 +29,8 @@ from .algebra import (
     unpack_iters,
 )
 from .axes import Axis, as_axis, as_int, m
-from .index import add, coordinate, flatten, is_zero, scale, split
+from .index import add, check_range, coordinate, flatten, is_zero, scale, split
+from .origin import note_built
 from .spec import Iter, LayoutSpec, Offsets, format_spec, merge_offsets
 from .table import element_columns, element_table
 
@@ -61,6 +62,7 @@ class TileLayout(Frozen):
         object.__setattr__(self, "shard", spec.shard or ())
         object.__setattr__(self, "replica", spec.replica)
         object.__setattr__(self, "offset", spec.offset)
+        note_built(self)
 
     @classmethod
     def from_iters(cls, shard=(), replica=(), offset=None) -> TileLayout:
@@ -166,8 +168,8 @@ class TileLayout(Frozen):
 
         The result always holds ``"m"`` plus every axis in :meth:`axes`. Coordinates may be
         ints or symbolic index expressions (see :mod:`tirx.layout.index`); for ints the result
-        is exactly the mapping of SPEC §2, for expressions it is the same map written tidily
-        and assumes in-range coordinates.
+        is the mapping of SPEC §2 and one outside ``[0, extent)`` is a LayoutError; for
+        expressions it is the same map written tidily and assumes in-range coordinates.
         """
         iters, values = self._iter_values(coord, shape)
         result: dict = {name: 0 for name in self._result_axes}
@@ -217,6 +219,7 @@ class TileLayout(Frozen):
         all_ints = all(isinstance(c, int) for c in coord)
         if shape is None:
             if len(coord) == 1:
+                check_range(coord, (self.size(),), "index")
                 iters = self.shard if all_ints else self._canon.shard
                 return iters, split(coord[0], _extents(iters))
             if len(coord) != len(self.shard):
@@ -225,6 +228,7 @@ class TileLayout(Frozen):
                     f"shard iters: {self!r}",
                     hint="pass one linear index, one value per shard iter, or shape=...",
                 )
+            check_range(coord, _extents(self.shard), "iters")
             return self.shard, list(coord)
         shape = _check_shape(shape, self.size(), "apply")
         if len(coord) != len(shape):
@@ -232,6 +236,7 @@ class TileLayout(Frozen):
                 f"apply: {len(coord)} coordinates for shape {shape}",
                 hint="pass one coordinate per dimension of shape",
             )
+        check_range(coord, shape, "shape")
         if all_ints:
             return self.shard, split(flatten(coord, shape), _extents(self.shard))
         plan = _group_plan(self._canon.shard, shape)

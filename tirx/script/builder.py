@@ -99,7 +99,7 @@ class _Branch:
 
     def else_(self):
         self.b._pop_body()
-        self.b.frames.pop()
+        self.b.end_frame("`if` branch", self.span)
         self.orelse = []
         self.b.bodies.append(self.orelse)
         self.b.frames.append({})
@@ -124,6 +124,8 @@ class FunctionBuilder:
         self.launch: ir.LaunchConfig | None = None
         self.mutable_names: frozenset[str] = frozenset()
         self.cells: set = set()  # the buffers of T.shared_scalar cells (a name that stands for one)
+        # names bound in a run-time branch or loop body that has ended: (which one, its span)
+        self.ended: dict[str, tuple[str, Span | None]] = {}
         self._c_names: set[str] = set()
 
     # ------------------------------------------------------------------ names
@@ -156,6 +158,16 @@ class FunctionBuilder:
 
     def bind(self, name: str, value) -> None:
         self.frames[-1][name] = value
+
+    def end_frame(self, what: str, span) -> None:
+        """Leave the innermost frame, a run-time branch's or loop body's (``what``, at
+        ``span``): its names are no longer visible (:meth:`ended_name` says why)."""
+        for name in self.frames.pop():
+            self.ended[name] = (what, span)
+
+    def ended_name(self, name: str) -> tuple[str, Span | None] | None:
+        """Where ``name``, not visible now, was bound in a branch or loop that has ended."""
+        return self.ended.get(name)
 
     # ------------------------------------------------------------------ params
 
@@ -269,7 +281,8 @@ class FunctionBuilder:
             yield var
         finally:
             self.loop_depth -= 1
-            self.frames.pop()
+            self.end_frame("`for` loop", span)
+            self.ended[name] = ("`for` loop's variable", span)
             body = self._pop_body()
         self.emit(
             ir.For(var, ir.cast(start, ir.I32), ir.cast(stop, ir.I32), step, body, kind, span)
@@ -284,7 +297,7 @@ class FunctionBuilder:
             yield
         finally:
             self.loop_depth -= 1
-            self.frames.pop()
+            self.end_frame("`while` loop", span)
             body = self._pop_body()
         self.emit(ir.While(ir.as_expr(cond), body, span))
 
@@ -296,7 +309,7 @@ class FunctionBuilder:
         try:
             yield br
         finally:
-            self.frames.pop()
+            self.end_frame("`if` branch", span)
             last = self.bodies.pop()
         then = _seq(br.then)
         orelse = _seq(last) if br.orelse is not None else None
@@ -304,11 +317,9 @@ class FunctionBuilder:
 
     @contextlib.contextmanager
     def static_branch(self):
-        self.frames.append({})
-        try:
-            yield
-        finally:
-            self.frames.pop()
+        """The taken branch of an ``if`` whose condition is known now (the other one is not
+        built): as in Python, the names it binds stay visible after the ``if``."""
+        yield
 
     def loop_control(self, stmt) -> None:
         if self.loop_depth == 0:

@@ -16,6 +16,8 @@ from .. import catalog
 from ..dtypes import dtype_of
 from ..errors import TirxSyntaxError
 from ..ir import nodes as ir
+from ..layout import ComposeLayout, TileLayout
+from ..layout.origin import mark_built
 from . import checks, expansion, forms, macros
 from . import tensor as tensor_ops
 from .addresses import element_address
@@ -112,7 +114,10 @@ class Calls:
         if callable(f) and compile_time_callable(f):
             args = [self.const(a) for a in node.args]
             kwargs = {k.arg: self.const(k.value) for k in node.keywords}
-            return f(*args, **kwargs)
+            made = f(*args, **kwargs)
+            if isinstance(made, (TileLayout, ComposeLayout)):  # built here, in the kernel source
+                mark_built(made, self.p.span(node))
+            return made
         raise TirxSyntaxError(
             f"cannot call {getattr(f, '__name__', kind_of(f))} inside a kernel",
             self.p.span(node),

@@ -211,7 +211,7 @@ class Evaluator(Calls):
         if node.id in BUILTINS:
             return BUILTINS[node.id]
         known = [*self.b.visible_names(), *self.p.scope, *BUILTINS]
-        raise undefined_name(node.id, self.p.span(node), known)
+        raise undefined_name(node.id, self.p.span(node), known, self.b.ended_name(node.id))
 
     def ex_Attribute(self, node):
         base = self.value(node.value)

@@ -192,10 +192,37 @@ def builtin_hint(name: str) -> tuple[str, str] | None:
     return f"the Python builtin {name}() is not available in a kernel", hint
 
 
-def undefined_name(name: str, span: Span | None, known) -> TirxSyntaxError:
+def undefined_name(name: str, span: Span | None, known, ended=None) -> TirxSyntaxError:
     """The error for a name neither the kernel nor its scope defines (``known``: the names
     they do): a Python builtin the kernel language lacks is pointed at what it has, any other
-    name at the closest known one."""
+    name at the closest known one. ``ended``: ``(what, span)`` of the run-time branch or loop
+    body that bound it and has ended."""
+    if ended is not None:
+        what, where = ended
+        at = f" at line {where.line}" if where is not None else ""
+        if what.endswith("variable"):
+            return TirxSyntaxError(
+                f"name {name!r} is not defined here: it is the loop variable of the `for` "
+                f"loop{at}, visible only inside the loop (as in C)",
+                span,
+                hint=f"assign its last value to a variable inside the loop (last = {name}), or "
+                "use the loop's bounds",
+            )
+        loop = "loop" in what
+        return TirxSyntaxError(
+            f"name {name!r} is not defined here: it was bound inside the {what}{at}, and a "
+            f"tensor or other compile-time value bound inside a run-time "
+            f"{'loop' if loop else 'branch'} is visible only there",
+            span,
+            hint=(
+                f"bind {name!r} before the loop"
+                if loop
+                else f"allocate {name!r} once before the `if` and fill it in the branches (both "
+                "branches are built when the condition is a run-time value); a condition known "
+                "when the kernel is built (a Python value) builds only the taken branch, whose "
+                "names stay visible after the `if`"
+            ),
+        )
     builtin = builtin_hint(name)
     if builtin is not None:
         return TirxSyntaxError(builtin[0], span, hint=builtin[1])

@@ -11,10 +11,11 @@ import math
 import re
 
 from ..dtypes import DType, dtype_of
-from ..errors import LayoutError, TirxSyntaxError
+from ..errors import LayoutError, TirxSyntaxError, built_definition
 from ..ir.nodes import Buffer, Expr, Scope, View, as_expr
 from ..ir.simplify import static_value
 from ..layout import TileLayout, transpose
+from ..layout.origin import built_at
 from ..layout.swizzle import ComposeLayout
 
 __all__ = [
@@ -54,6 +55,7 @@ def make_buffer(
         raise TirxSyntaxError(f"layout must be a TileLayout or ComposeLayout, got {layout!r}")
     _check_layout_size(layout, shape)
     _check_lowest(layout, 0, name)
+    _check_thread_range(layout)
     if scope is not Scope.LOCAL and _thread_axes(layout):
         raise LayoutError(
             f"a {scope.value} allocation's layout must use only the memory axis m, got {layout!r}"
@@ -77,6 +79,7 @@ def view_dtype(v: View, dtype) -> View:
                 f"cannot view {old} as {new}: the last dimension ({v.shape[-1]}) "
                 f"is not a multiple of {r}"
             )
+        _check_swizzle_unit(v.layout, r, old, new)
         layout = v.layout.pack(r)
         offset = _scale_offset(v.elem_offset, r, old, new)
         shape = v.shape[:-1] + (v.shape[-1] // r,)
@@ -101,6 +104,7 @@ def view_shape(v: View, shape, layout=None) -> View:
     if not isinstance(layout, (TileLayout, ComposeLayout)):
         raise TirxSyntaxError(f"layout= must be a TileLayout or ComposeLayout, got {layout!r}")
     _check_layout_size(layout, shape)
+    _check_thread_range(layout)
     threads = _thread_axes(layout)
     if threads and v.buffer.scope is not Scope.LOCAL:
         raise LayoutError(
@@ -296,6 +300,24 @@ def _infer_shape(shape, total) -> tuple[int, ...]:
     return _shape_tuple(tuple(shape))
 
 
+def _check_swizzle_unit(layout, r: int, old: DType, new: DType) -> None:
+    """Viewing ``old`` as the ``r`` times wider ``new`` packs ``r`` elements into one: a
+    swizzle whose unit (``2**per_element`` elements) is smaller would split it."""
+    if not isinstance(layout, ComposeLayout) or r <= 2**layout.per_element:
+        return
+    p, pc = layout.per_element, (128 // old.bits).bit_length() - 1  # pc: 16 bytes of old
+    unit = f"2**{p} = {2**p} element{'s' if p else ''}"
+    err = LayoutError(
+        f"cannot view {old} as {new} ({r} elements per {new}): the swizzle of {layout!r} "
+        f"moves units of 2**per_element = {unit} (per_element={p}), which a {new} would split",
+        hint=f"per_element, ComposeLayout's first argument, makes the swizzle unit "
+        f"2**per_element elements (this view needs per_element >= {r.bit_length() - 1}); "
+        f"16-byte chunks of {old} (an ldmatrix row) are {2**pc} = 2**{pc} elements, so "
+        f"per_element={pc}: ComposeLayout({pc}, {layout.swizzle_len}, {layout.atom_len}, ...)",
+    )
+    raise err.with_definition(built_definition(built_at(layout)))
+
+
 def _check_layout_size(layout, shape):
     if int(layout.size()) != math.prod(shape):
         raise LayoutError(
@@ -314,6 +336,28 @@ def _check_lowest(layout, start: int, name: str) -> None:
             hint=f"add an offset of at least {-low} on m, e.g. S[...] + {-low}, so that every "
             "position is >= 0",
         )
+
+
+# the thread axes whose range a kernel fixes whatever its launch: a lane of a warp, a thread and
+# a warp of a warpgroup (the others, warpid, tx, ..., depend on the launch)
+_THREAD_RANGES = {"laneid": ("a warp has lanes", 32), "tid_in_wg": ("a warpgroup has threads", 128),
+                  "wid_in_wg": ("a warpgroup has warps", 4)}  # fmt: skip
+
+
+def _check_thread_range(layout) -> None:
+    """In a kernel a layout's thread axes are the hardware's: a layout reaching lane 32 (or
+    below 0) gives elements to a lane that does not exist."""
+    inner = layout.tile_layout if isinstance(layout, ComposeLayout) else layout
+    for axis in sorted(inner.axes() & set(_THREAD_RANGES)):
+        what, count = _THREAD_RANGES[axis]
+        low, high = inner.lowest(axis), inner.span(axis) - 1
+        if low < 0 or high >= count:
+            raise LayoutError(
+                f"layout {layout!r} reaches {axis} {high if high >= count else low}, but "
+                f"{what} 0 to {count - 1}",
+                hint=f"the {axis} strides and extents must keep every element within 0 to "
+                f"{count - 1}: for example S[(8, 4) : (4 @ laneid, 1 @ laneid)] covers lanes 0 to 31",
+            )
 
 
 def _thread_axes(layout) -> set[str]:

@@ -187,17 +187,20 @@ class Scheduler:
         return e
 
     def _deadlock(self) -> SimulationError:
-        lines, where = [], None
+        found = []  # (-lead, text, (machine, thread, span)): the waits ranked highest first
         for b in self.blocks:
             m = b.machine
             if b.done or m.strands is None:
                 continue
             for s in m.strands.strands:
                 if not s.done and s.blocked is not None and s.blocked[1] is not None:
-                    tid, text = s.blocked[1]()
-                    lines.append(f"block {self.cluster.coords(m.rank)}: {text}")
-                    if where is None:
-                        where = (m, tid, s.span)
+                    line = s.blocked[1]()
+                    text = f"block {self.cluster.coords(m.rank)}: {line[1]}"
+                    lead = line[3] if len(line) > 3 else 0
+                    found.append((-lead, text, (m, line[0], s.span)))
+        found.sort(key=lambda f: f[0])
+        lines = [f[1] for f in found]
+        where = found[0][2] if found else None
         if where is None:
             m = next(b.machine for b in self.blocks if not b.done)
             where = (m, 0, m.span)

@@ -32,6 +32,7 @@ import numpy as np
 __all__ = ["Order", "FAR"]
 
 FAR = np.iinfo(np.int32).max  # a thread's own column: always ordered
+_KEPT = 16  # the releases with a ``how`` kept per thread (the latest)
 
 
 class Order:
@@ -49,6 +50,7 @@ class Order:
 
     def reset(self) -> None:
         """A new block: no access is ordered before any other thread yet."""
+        self.releases: dict[int, list] = {}  # thread -> [(stamp, how)] (release's how)
         self.vc.fill(0)
         self.vc[np.arange(self.width), np.arange(self.width)] = FAR
         self.vc[:, self.threads : self.width] = FAR  # padding lanes never access anything
@@ -74,12 +76,24 @@ class Order:
         self.now += 1
         return self.now
 
-    def release(self, rows: np.ndarray) -> np.ndarray:
+    def release(self, rows: np.ndarray, how=None) -> np.ndarray:
         """Threads ``rows`` release together: the snapshot of what they have observed and
-        done so far (each of their own accesses up to now included)."""
+        done so far (each of their own accesses up to now included). ``how``: for a race
+        report, ``(what the threads did, how another thread acquires it)`` (an mbarrier
+        arrive, and the wait on its phase), kept per thread (:meth:`released_after`)."""
         snap = self.vc[rows].max(axis=0) if rows.size > 1 else self.vc[int(rows[0])].copy()
-        snap[rows] = self.stamp()
+        stamp = snap[rows] = self.stamp()
+        if how is not None:
+            for r in rows.tolist():
+                kept = self.releases.setdefault(r, [])
+                kept.append((stamp, how))
+                del kept[:-_KEPT]
         return snap
+
+    def released_after(self, thread: int, time: int):
+        """The ``how`` of the first release ``thread`` made after ``time`` with one (see
+        :meth:`release`; of its latest few), or None."""
+        return next((how for stamp, how in self.releases.get(thread, ()) if stamp > time), None)
 
     def empty(self) -> np.ndarray:
         """The snapshot that orders nothing (to accumulate releases into)."""
@@ -116,6 +130,7 @@ class Order:
         agents = self.vc[: self.threads, self.width :]
         agents[:] = agents.max(axis=0)
         self.now += 1
+        self.releases.clear()  # every thread's access so far is ordered now
 
     def publish(self, agent: int, rows: np.ndarray) -> None:
         """Threads ``rows`` observe the completion of every access agent ``agent`` made so far

@@ -112,7 +112,8 @@ class Races:
             w = int(who[k])
             if w >= self.width:
                 raise self._unobserved(b, p, k, verb, w)
-            raise self.race(b, p, k, verb, f"{thread_name(w)} wrote", w, self.w_site[b[k]])
+            when = int(self.w_time[b[k]])
+            raise self.race(b, p, k, verb, f"{thread_name(w)} wrote", w, self.w_site[b[k]], when)
 
     def check_accesses(self, accesses: Accesses, b, p, verb: str, what: str) -> None:
         """Fault if one of ``accesses`` (reads, or atomic updates: ``what``) of bytes ``b`` is
@@ -137,12 +138,29 @@ class Races:
             other, tid = f"threads of warp {-who - 1} {what}", 32 * (-who - 1)
         raise self.race(b, p, k, verb, other, tid, site)
 
-    def race(self, b, p, k: int, verb: str, other: str, other_tid: int, other_site) -> Fault:
+    def race(
+        self, b, p, k: int, verb: str, other: str, other_tid: int, other_site, when=None
+    ) -> Fault:
+        """The race of thread ``p[k]`` with ``other`` (thread ``other_tid``, at ``other_site``;
+        ``when``: the time of its access, known for a write)."""
         mem = self.memory
         here, there = mem.where(), mem.sites[int(other_site)]
         same_warp = other_tid >= 0 and other_tid >> 5 == int(p[k]) >> 5
         warpgroups = other_tid >= 0 and other_tid >> 7 != int(p[k]) >> 7
-        hint = race_hint(there, here, same_warp, warpgroups)
+        later = None if when is None else self.order.released_after(other_tid, when)
+        if later is not None:  # the writer released it afterwards: acquire that release
+            did, acquire = later
+            hint = (
+                f"{thread_name(other_tid)} {did}, after its write at {line_of(there)}: "
+                f"{acquire} in this thread before {line_of(here)}"
+            )
+            if warpgroups:
+                hint += (
+                    " (not T.cuda.cta_sync(): in one warp role's branch it is a barrier the "
+                    "other role never reaches)"
+                )
+        else:
+            hint = race_hint(there, here, same_warp, warpgroups)
         relaxed = mem.relaxed_span  # the arrive of a .relaxed cluster phase the block passed
         if relaxed is not None:
             hint += (
@@ -155,6 +173,22 @@ class Races:
             f"{line_of(here)}, which {other} at {line_of(there)} with no barrier in between",
             int(p[k]),
             hint,
+        )
+
+    def same_step(self, b, p, k: int, other: int) -> Fault:
+        """Two threads write one byte in one step, by one statement: no barrier can go between
+        them; one thread should write, or each its own address."""
+        mem = self.memory
+        here = line_of(mem.where())
+        who = "lane == 0" if other >> 5 == int(p[k]) >> 5 else 'T.cuda.thread_idx("x") == 0'
+        return Fault(
+            f"shared-memory race: {thread_name(int(p[k]))} writes {mem.describe(int(b[k]))} at "
+            f"{here}, which {thread_name(other)} also writes in the same step: the statement "
+            "stores to one address from several threads",
+            int(p[k]),
+            f"let one thread write it (put {here} under `if {who}:`), or index by the thread so "
+            "that each writes its own address; no barrier can go between two threads of one "
+            "statement",
         )
 
     def _unobserved(self, b, p, k: int, verb: str, agent: int) -> Fault:
@@ -190,10 +224,7 @@ class Races:
         if bad.any():
             k = first(bad)
             other = int(scratch[b[k]])
-            raise self.race(
-                b, p, k, "writes", f"{thread_name(other)} also writes in the same step", other,
-                site,
-            )  # fmt: skip
+            raise self.same_step(b, p, k, other)
         if record:
             self.set_writer(b, p, site)
 

@@ -310,8 +310,10 @@ class Strands:
 
     def wait_until(self, ready, describe=None) -> None:
         """Suspend the current strand until ``ready()``; ``describe()`` gives
-        ``(thread, text)`` or ``(thread, text, hint)`` for the deadlock report (None: not
-        waiting on a barrier; the hint defaults to the mbarrier's)."""
+        ``(thread, text)``, ``(thread, text, hint)`` or ``(thread, text, hint, lead)`` for the
+        deadlock report (None: not waiting on a barrier; the hint, when None or absent,
+        defaults to the mbarrier's; ``lead``: a rank, the waits of the highest first: the ones
+        that cannot complete given their barrier's state lead the report)."""
         if ready():
             return
         s = self.current
@@ -356,9 +358,12 @@ class Strands:
             waits = live[:1]
             return Fault("the block's strands wait on each other (deadlock)", int(waits[0].idx[0]))
         lines = [s.blocked[1]() for s in waits]
+        # the waits its family ranks as the cause (the line's fourth item) lead the report
+        lead = sorted(range(len(lines)), key=lambda i: -(lines[i][3] if len(lines[i]) > 3 else 0))
+        lines, waits = [lines[i] for i in lead], [waits[i] for i in lead]
         tid = lines[0][0]
         self.m.span = waits[0].span
-        hint = lines[0][2] if len(lines[0]) > 2 else _MBARRIER_HINT
+        hint = (len(lines[0]) > 2 and lines[0][2]) or _MBARRIER_HINT
         return Fault(
             "deadlock: every thread that has not finished waits, and no arrive can come: "
             + "; ".join(line[1] for line in lines),

@@ -13,6 +13,7 @@ from ..ir import nodes as ir
 from ..isa import lookup
 from ..isa.operands import check_register_operand
 from ..isa.registry import check_arch, spec_of
+from ..layout.origin import built_at
 
 __all__ = ["lower_tile_op", "check_register_operand"]
 
@@ -39,7 +40,8 @@ def lower_tile_op(op: ir.TileOp, arch: int) -> list[ir.Stmt]:
         index = _operand_index(operands, e)
         if index is not None and index < len(op.operand_spans):
             span = op.operand_spans[index]
-            raise e.with_span(span).with_definition(layout_definition(span)) from None
+            built = built_at(getattr(op.operands[index], "layout", None))
+            raise e.with_span(span).with_definition(layout_definition(span, built=built)) from None
         raise
 
 

@@ -44,7 +44,11 @@ Faults (each names the barrier, the thread and the state): use before init (or a
 inval); re-init of a barrier with arrivals pending in its current phase; an arrive beyond the
 pending count (over-arrival); a count outside 1 .. 2^20-1; a tx-count outside its range; a
 barrier address not 8-byte aligned or outside every shared allocation; and, from the
-scheduler, a deadlock: every unfinished thread waits and nothing can arrive.
+scheduler, a deadlock: every unfinished thread waits and nothing can arrive. The deadlock
+report lists every blocked wait and leads with one whose barrier completed a phase no thread
+observed (:func:`_blocked`): a wait past a phase that came (a wrong parity), not the waits
+that only wait for its thread to go on. An arrive keeps, for a race report, the wait that would
+order its thread's earlier accesses (``Order.release``'s ``how``).
 """
 
 from __future__ import annotations
@@ -192,12 +196,9 @@ def _wait(m, stmt, addr_f, parity_f, done, acquire: bool):
                 first = int(np.flatnonzero(~ok)[0])
 
                 def describe(first=first):
-                    b = bars.get(int(addr[first]), int(idx[first]))
-                    return int(idx[first]), (
-                        f"mbarrier {b.name} at {line_of(span)}: thread {int(idx[first])} (warp "
-                        f"{int(idx[first]) // 32}, lane {int(idx[first]) % 32}) waits for the "
-                        f"phase of parity {int(parity[first])}; the barrier is in {b.state()}"
-                    )
+                    tid = int(idx[first])
+                    b = bars.get(int(addr[first]), tid)
+                    return _blocked(b, tid, int(parity[first]), span, "waits")
 
                 def ready():
                     return complete(bars, addr.tolist(), parity.tolist(), idx.tolist()).all()
@@ -216,13 +217,10 @@ def _wait(m, stmt, addr_f, parity_f, done, acquire: bool):
             event = BarrierEvent.TEST
             if not ok.all() and m.strands is not None:
                 first = int(np.flatnonzero(~ok)[0])
-                b = bars.get(int(addr[first]), int(idx[first]))
-                text = (
-                    f"mbarrier {b.name} at {line_of(span)}: thread {int(idx[first])} tests "
-                    f"(in a loop) for the phase of parity {int(parity[first])}; the barrier is "
-                    f"in {b.state()}"
-                )
-                m.strands.yield_now(id(stmt), lambda: (int(idx[first]), text))
+                tid = int(idx[first])
+                b = bars.get(int(addr[first]), tid)
+                line = _blocked(b, tid, int(parity[first]), span, "tests (in a loop)")
+                m.strands.yield_now(id(stmt), lambda: line)
                 m.span = span
         for a in np.unique(addr[ok]).tolist():
             b = bars.get(a, int(idx[0]))
@@ -231,3 +229,44 @@ def _wait(m, stmt, addr_f, parity_f, done, acquire: bool):
             bars.record(event, b, mine.tolist())
 
     return run
+
+
+def _blocked(b, tid: int, parity: int, span, verb: str) -> tuple:
+    """The deadlock report's line of thread ``tid`` blocked on ``b`` for ``parity`` (the
+    current phase's: a wait for the other parity returns at once): ``(thread, text, hint,
+    lead)``. ``lead`` ranks the waits to report first: phases of the barrier completed that no
+    thread observed, so the wait is for a later round of arrivals than the one that came. One
+    such phase (lead 2): the wait skipped it, a wrong parity (a consumer's). Several (lead 1):
+    the arriving threads ran rounds ahead of the waiters (a wait of theirs that returned early,
+    or more arrivals than the init count). The other waits of the deadlock wait for what a
+    leading wait's thread would do next."""
+    text = (
+        f"mbarrier {b.name} at {line_of(span)}: thread {tid} (warp {tid // 32}, lane "
+        f"{tid % 32}) {verb} for the phase of parity {parity}; the barrier is in {b.state()}"
+    )
+    last, unseen = b.phase - 1, b.phase - 1 - b.observed  # completed phases nobody observed
+    if last < 0 or unseen < 1:
+        return tid, text, None, 0
+    if unseen > 1:
+        text += f", and its phases {b.observed + 1} to {last} completed with no thread waiting"
+        hint = (
+            f"{unseen} phases of mbarrier {b.name} completed while no thread waited for them: "
+            "the threads that arrive on it ran rounds ahead of its waiters. Look for a wait of "
+            "theirs that returned early (a wait for the other parity returns at once once the "
+            "phase before it completed: the parity of the phase to observe is the number of "
+            "the barrier's phases completed before it, mod 2), or for more arrivals than the "
+            "mbarrier.init count"
+        )
+        return tid, text, hint, 1
+    text += (
+        f", and its phase {last} (parity {last & 1}), which completed, was waited for by no "
+        "thread: this wait skipped it"
+    )
+    hint = (
+        f"the wait at {line_of(span)} names parity {parity}, the phase after the one that "
+        f"completed unobserved (parity {last & 1}): it waits for a later round of arrivals "
+        f"than the one that came. Wait for parity {last & 1} there (the parity of the phase "
+        "to observe is the number of the barrier's phases completed before it, mod 2; for use "
+        "i of a ring of stages, (i // stages) % 2)"
+    )
+    return tid, text, hint, 2

@@ -250,9 +250,13 @@ class Barriers:
         else:
             b.arrivers.append(tid)
             if release:
-                b.released = self.m.shared.order.merge(
-                    b.released, self.m.shared.order.release(np.array([tid]))
+                how = (  # for a race report: a thread that did not wait for this phase
+                    f"arrives on mbarrier {b.name} at {line_of(self.m.span)}",
+                    f"wait for that phase (T.cuda.mbarrier_wait on that barrier with parity "
+                    f"{b.phase & 1})",
                 )
+                order = self.m.shared.order
+                b.released = order.merge(b.released, order.release(np.array([tid]), how))
         self.changed()
         self.record(BarrierEvent.ARRIVE, b, (tid,))
         self._complete(b)
