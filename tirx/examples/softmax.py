@@ -17,6 +17,7 @@ both targets).
 """
 
 import math
+from typing import NamedTuple
 
 from tirx import T
 from tirx.dtypes import dtype_of
@@ -24,8 +25,8 @@ from tirx.dtypes import dtype_of
 from .gemm_config import positive_int
 
 __all__ = [
-    "make_softmax", "default_warps_per_row", "most_per_thread", "CHUNK", "MOST_PER_THREAD",
-    "MOST_COLS",
+    "make_softmax", "default_warps_per_row", "most_per_thread", "row_config", "RowKernel",
+    "FORWARD", "CHUNK", "MOST_PER_THREAD", "MOST_COLS",
 ]  # fmt: skip
 
 CHUNK = 4  # elements per 8-byte load
@@ -70,25 +71,56 @@ def make_softmax(
     A wider share would spill to local memory; it is refused here, before the kernel is
     built, naming a ``warps`` or ``warps_per_row`` that fits.
     """
-    rows, cols = positive_int("rows", rows), positive_int("cols", cols)
-    warps = positive_int("warps", warps)
-    if warps_per_row is not None:
-        warps_per_row = positive_int("warps_per_row", warps_per_row)
-    dtype = dtype_of(dtype).name  # "half" is float16
-    if dtype not in ("float16", "bfloat16"):
-        raise ValueError(f"softmax takes float16 or bfloat16 rows, not {dtype}")
-    W = default_warps_per_row(cols) if warps_per_row is None else warps_per_row
-    if W not in (1, 2, 4, 8, 16, 32) or warps not in (1, 2, 4, 8, 16, 32):
-        raise ValueError("warps and warps_per_row must be powers of two up to 32")
-    if cols % (32 * CHUNK * W):
-        raise ValueError(f"cols = {cols} must be a positive multiple of {32 * CHUNK * W}")
-    _check_registers(cols, W, warps, chosen=warps_per_row is not None)
+    rows, cols, dtype, warps, W = row_config(
+        rows, cols, dtype, warps, warps_per_row, default_warps_per_row, FORWARD
+    )
     if W == 1:
         return _warp_per_row(rows, cols, dtype, warps)
     return _block_per_row(rows, cols, dtype, W)
 
 
-def _check_registers(cols: int, W: int, warps: int, chosen: bool) -> None:
+class RowKernel(NamedTuple):
+    """How a row kernel's refusals name it: ``name`` (in "softmax takes ..."), what a thread
+    keeps of a row, how rows are padded to a width its warps divide, and what takes rows wider
+    than any of its configurations."""
+
+    name: str
+    keeps: str
+    pad: str
+    wider: str
+
+
+FORWARD = RowKernel(
+    "softmax", "elements of a row", "pad the rows to {n} with -inf",
+    "(an online softmax); torch.softmax takes them",
+)  # fmt: skip
+
+
+def row_config(rows, cols, dtype, warps, warps_per_row, default, kernel: RowKernel):
+    """``(rows, cols, dtype, warps, W)`` of a row kernel (the softmax and its backward) after
+    every check of its arguments: positive ints, float16 or bfloat16 (spelled as
+    :func:`tirx.dtypes.dtype_of` takes it, or a torch dtype), powers of two up to 32, ``cols``
+    a multiple of ``128 * W``, and a thread's share of the row within its registers;
+    ``default(cols)`` picks ``W`` when ``warps_per_row`` is None."""
+    rows, cols = positive_int("rows", rows), positive_int("cols", cols)
+    warps = positive_int("warps", warps)
+    if warps_per_row is not None:
+        warps_per_row = positive_int("warps_per_row", warps_per_row)
+    if type(dtype).__module__ == "torch":  # torch.float16, named as tirx names a tensor's
+        dtype = str(dtype).removeprefix("torch.")
+    dtype = dtype_of(dtype).name  # "half" is float16
+    if dtype not in ("float16", "bfloat16"):
+        raise ValueError(f"{kernel.name} takes float16 or bfloat16 rows, not {dtype}")
+    W = default(cols) if warps_per_row is None else warps_per_row
+    if W not in (1, 2, 4, 8, 16, 32) or warps not in (1, 2, 4, 8, 16, 32):
+        raise ValueError("warps and warps_per_row must be powers of two up to 32")
+    if cols % (32 * CHUNK * W):
+        raise ValueError(f"cols = {cols} must be a positive multiple of {32 * CHUNK * W}")
+    _check_registers(cols, W, warps, warps_per_row is not None, kernel)
+    return rows, cols, dtype, warps, W
+
+
+def _check_registers(cols: int, W: int, warps: int, chosen: bool, kernel: RowKernel) -> None:
     """A ValueError when a thread's share of the row is more than its registers hold."""
     threads = 32 * (W if W > 1 else warps)
     per = cols // (32 * W)
@@ -106,14 +138,14 @@ def _check_registers(cols: int, W: int, warps: int, chosen: bool) -> None:
     elif cols <= MOST_COLS:  # a width that more warps would hold, were it their multiple
         w = fits[0]
         step = 32 * CHUNK * w
-        fix = (f"warps_per_row={w} holds rows of a multiple of {step} columns: pad the rows "
-               f"to {-(-cols // step) * step} with -inf")  # fmt: skip
+        pad = kernel.pad.format(n=-(-cols // step) * step)
+        fix = f"warps_per_row={w} holds rows of a multiple of {step} columns: {pad}"
     else:
         fix = (f"rows of more than {MOST_COLS} columns need a kernel that walks the row in "
-               "tiles (an online softmax); torch.softmax takes them")  # fmt: skip
+               f"tiles {kernel.wider}")  # fmt: skip
     how = "chosen" if chosen else "the default for this width"
     raise ValueError(
-        f"cols = {cols} puts {per} elements of a row in each thread's registers "
+        f"cols = {cols} puts {per} {kernel.keeps} in each thread's registers "
         f"(warps_per_row={W}, {how}; {threads} threads a block), more than the {most} this "
         f"kernel keeps there without spilling to local memory: {fix}"
     )

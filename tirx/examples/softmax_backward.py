@@ -22,10 +22,8 @@ row (widths up to 2048 by default) sums in the order it always did.
 """
 
 from tirx import T
-from tirx.dtypes import dtype_of
 
-from .gemm_config import positive_int
-from .softmax import CHUNK, MOST_COLS, MOST_PER_THREAD, most_per_thread
+from .softmax import CHUNK, MOST_COLS, MOST_PER_THREAD, RowKernel, most_per_thread, row_config
 from .softmax import default_warps_per_row as _forward_warps_per_row
 
 __all__ = [
@@ -65,62 +63,19 @@ def make_softmax_backward(
     over 8 warps). A wider share would spill to local memory; it is refused here, before the
     kernel is built, naming a ``warps`` or ``warps_per_row`` that fits.
     """
-    rows, cols = positive_int("rows", rows), positive_int("cols", cols)
-    warps = positive_int("warps", warps)
-    if warps_per_row is not None:
-        warps_per_row = positive_int("warps_per_row", warps_per_row)
-    dtype = _dtype_name(dtype)
-    if dtype not in ("float16", "bfloat16"):
-        raise ValueError(f"softmax_backward takes float16 or bfloat16 rows, not {dtype}")
-    W = default_warps_per_row(cols) if warps_per_row is None else warps_per_row
-    if W not in (1, 2, 4, 8, 16, 32) or warps not in (1, 2, 4, 8, 16, 32):
-        raise ValueError("warps and warps_per_row must be powers of two up to 32")
-    if cols % (32 * CHUNK * W):
-        raise ValueError(f"cols = {cols} must be a positive multiple of {32 * CHUNK * W}")
-    _check_registers(cols, W, warps, chosen=warps_per_row is not None)
+    rows, cols, dtype, warps, W = row_config(
+        rows, cols, dtype, warps, warps_per_row, default_warps_per_row, BACKWARD
+    )
     if W == 1:
         return _warp_per_row(rows, cols, dtype, warps)
     return _block_per_row(rows, cols, dtype, W)
 
 
-def _dtype_name(dtype) -> str:
-    """The dtype's tirx name; a torch dtype (``torch.float16``) by its name without the
-    module, as :func:`tirx.signature.spec_of` names a tensor's."""
-    if type(dtype).__module__ == "torch":
-        dtype = str(dtype).removeprefix("torch.")
-    return dtype_of(dtype).name  # "half" is float16
-
-
-def _check_registers(cols: int, W: int, warps: int, chosen: bool) -> None:
-    """A ValueError when a thread's share of the row is more than its registers hold (the
-    forward's rule and wording)."""
-    threads = 32 * (W if W > 1 else warps)
-    per = cols // (32 * W)
-    most = most_per_thread(threads)
-    if per <= most:
-        return
-    fits = [w for w in (2, 4, 8, 16, 32) if cols // (32 * w) <= most_per_thread(32 * w)]
-    fixes = []
-    if W == 1 and per <= MOST_PER_THREAD:
-        most_warps = 1 << ((32768 // (32 * per)).bit_length() - 1)  # a power of two
-        fixes.append(f"warps={most_warps} or fewer (rows per block)")
-    fixes += [f"warps_per_row={w}" for w in fits if w != W and cols % (32 * CHUNK * w) == 0][:1]
-    if fixes:
-        fix = "use " + " or ".join(fixes)
-    elif cols <= MOST_COLS:  # a width that more warps would hold, were it their multiple
-        w = fits[0]
-        step = 32 * CHUNK * w
-        fix = (f"warps_per_row={w} holds rows of a multiple of {step} columns: pad the rows "
-               f"of Y and dY to {-(-cols // step) * step} with zeros")  # fmt: skip
-    else:
-        fix = (f"rows of more than {MOST_COLS} columns need a kernel that walks the row in "
-               "tiles (reading Y and dY twice); torch's softmax backward takes them")  # fmt: skip
-    how = "chosen" if chosen else "the default for this width"
-    raise ValueError(
-        f"cols = {cols} puts {per} elements of a row of Y and of dY in each thread's registers "
-        f"(warps_per_row={W}, {how}; {threads} threads a block), more than the {most} this "
-        f"kernel keeps there without spilling to local memory: {fix}"
-    )
+BACKWARD = RowKernel(
+    "softmax_backward", "elements of a row of Y and of dY",
+    "pad the rows of Y and dY to {n} with zeros",
+    "(reading Y and dY twice); torch's softmax backward takes them",
+)  # fmt: skip
 
 
 def _warp_per_row(rows, cols, dtype, warps):
