@@ -49,6 +49,8 @@ python3 benchmarks/gemm_speed.py --main hopper-out16 \
   --results-dir "$RES" > "$OUT/gemm_speed.log" 2>&1; sed -n '/^| dtype/,/^$/p' "$OUT/gemm_speed.log"
 python3 benchmarks/softmax_speed.py --dtypes float16,bfloat16 --results-dir "$RES" \
   > "$OUT/softmax_speed.log" 2>&1; tail -9 "$OUT/softmax_speed.log"
+python3 benchmarks/softmax_backward_speed.py --dtypes float16,bfloat16 --results-dir "$RES" \
+  > "$OUT/softmax_backward_speed.log" 2>&1; tail -9 "$OUT/softmax_backward_speed.log"
 python3 benchmarks/attention_speed.py --wgmma-configs 128x2,128x2-pp,128x2-pp-ov,64x3-pp-ov \
   --results-dir "$RES" > "$OUT/attention_speed.log" 2>&1
 sed -n '/^| dtype/,/^$/p' "$OUT/attention_speed.log"
