@@ -538,3 +538,23 @@ def test_the_vocabulary_does_not_import_the_parser():
         deps = _tirx_deps(PKG / "script" / f"{name}.py")
         bad = [d for d in deps if d.startswith("tirx.script.") and d.split(".")[2] in parser]
         assert not bad, f"tirx/script/{name}.py imports {bad}"
+
+
+def test_a_family_statement_node_is_a_leaf_of_the_stage_walkers_without_naming_it():
+    """A new family's statement node (its catalog row's ``nodes``) needs no entry in the index
+    pass or the shared-row check: both take every family statement as a leaf whose addresses
+    its family's lowering wrote and which no Assign sets."""
+    from tirx.ir import nodes as ir
+    from tirx.isa import shared_rows
+    from tirx.transform import inline_indices
+
+    statements = [
+        cls
+        for name in catalog.node_names()
+        if isinstance(cls := getattr(ir, name, None), type) and issubclass(cls, ir.Stmt)
+    ]
+    assert {c.__name__ for c in statements} >= {"Atomic", "Assume", "HalfConversion"}
+    for cls in statements:
+        assert cls in inline_indices._PLAIN, cls.__name__
+        assert shared_rows._Assignments._default(None, cls) is not None, cls.__name__
+    assert shared_rows._Assignments._default(None, ir.Assign) is None  # a core node: its own rule

@@ -53,6 +53,7 @@ __all__ = [
     "row_of_family",
     "row_of_key",
     "row_of_node",
+    "node_names",
     "stage",
     "loaded",
     "call_keys",
@@ -286,6 +287,11 @@ def row_of_key(key: str) -> Row | None:
 def row_of_node(class_name: str) -> Row | None:
     """The family that holds the stage rules of an IR node class, or None (a core class)."""
     return _BY_NODE.get(class_name)
+
+
+def node_names() -> tuple[str, ...]:
+    """Every IR node class name an instruction family holds the stage rules of."""
+    return tuple(_BY_NODE)
 
 
 def call_keys() -> frozenset[str]:

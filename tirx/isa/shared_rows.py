@@ -22,6 +22,7 @@ import contextlib
 import contextvars
 import itertools
 
+from .. import catalog
 from ..errors import ContractError
 from ..frozen import Frozen, frozen
 from ..ir import nodes as ir
@@ -130,13 +131,13 @@ class _Assignments(Walker):
 
     def _default(self, cls):
         leaves = ("Store", "ElemStore", "Break", "Continue", "Barrier", "Printf", "TileOp")
-        # (the CTA statements assign only their fresh result variables, which no Assign sets)
-        leaves += ("ElemAtomic", "Atomic", "ThreadFence", "VotingBarrier", "CtaReduce")
-        # (a clock read assigns only its fresh result; a sleep, an assert and a register fence
-        # assign nothing the program sees)
-        leaves += ("NanoSleep", "Clock", "AssertTrap", "Assume", "RegisterFence")
-        leaves += ("HalfConversion",)  # (a conversion through memory assigns no variable)
         if cls.__name__ in (*leaves, "RawPtx", "PtxCall"):
+            return (_Assignments._no_assignment,)
+        # an instruction family's statement (its catalog row's ``nodes``: atomics, votes, CTA
+        # reductions, a sleep, a clock read, an assert, a register fence, a pair conversion)
+        # has no statement inside and assigns only a fresh result variable of its own, which
+        # no Assign sets; a family node that holds statements needs its own visit_ rule here
+        if catalog.row_of_node(cls.__name__) is not None and issubclass(cls, ir.Stmt):
             return (_Assignments._no_assignment,)
         return None
 

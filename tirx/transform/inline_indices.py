@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from .. import catalog
 from ..ir import nodes as ir
 from ..ir.simplify import structural_key
 from ..ir.simplify_index import simplify_index
@@ -33,14 +34,16 @@ _PASS_NAME = "the index pass"
 _INT_KINDS = ("int", "uint")
 # statements with no statement inside and no address to rewrite
 _PLAIN = (ir.Break, ir.Continue, ir.Barrier, ir.Printf)
-# atomics, votes, CTA reductions: their addresses are left as lowered; their result variables
-# are assigned by no Assign, so no use of them is substituted
-_PLAIN += (ir.Atomic, ir.ThreadFence, ir.VotingBarrier, ir.CtaReduce)
-# a sleep, a clock read, an assert: no address; the clock's result is assigned by no Assign;
-# a register fence: a local register's own index, left as it is
-_PLAIN += (ir.NanoSleep, ir.Clock, ir.AssertTrap, ir.Assume, ir.RegisterFence)
-# a float32/float16 pair conversion: its byte offsets are left as lowered
-_PLAIN += (ir.HalfConversion,)
+# and every statement node of an instruction family (its catalog row's ``nodes``: atomics,
+# votes, CTA reductions, sleeps, clock reads, asserts, register fences, pair conversions):
+# its addresses are left as its family's lowering wrote them, and the result variable of one
+# that has one is assigned by no Assign, so no use of it is substituted. A family node that
+# holds statements, or whose addresses this pass must rewrite, needs a rule here.
+_PLAIN += tuple(
+    cls
+    for name in catalog.node_names()
+    if isinstance(cls := getattr(ir, name, None), type) and issubclass(cls, ir.Stmt)
+)
 
 
 def inline_indices(fn: ir.Function, body: ir.Stmt) -> ir.Stmt:
