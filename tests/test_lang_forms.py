@@ -264,6 +264,10 @@ MISUSE = [
      "T.tensor_store(B, [lane])", "T.tensor_store(A, [i, j], value)"),
     ("store-dest", "    T.tensor_store(lane, [lane], 1.0)", "    T.tensor_store(r, [0], 1.0)",
      "lane", None),
+    ("store-in-call", "    T.cuda.nano_sleep(T.tensor_store(B, [lane], 1.0))",
+     "    T.evaluate(T.tensor_store(B, [lane], 1.0))", "T.tensor_store", "statement of its own"),
+    ("store-index-count", "    T.tensor_store(B, [lane, 0], 1.0)",
+     "    T.tensor_store(B, [lane], 1.0)", "[lane, 0]", "one index per dimension"),
 ]  # fmt: skip
 
 

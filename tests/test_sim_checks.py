@@ -352,7 +352,9 @@ def test_write_write_race_in_one_statement():
     # T.cuda.cta_sync() ... between line 2 and line 2"): let one thread write, or each its own
     assert "stores to one address from several threads" in err.message
     assert "between line 2 and line 2" not in err.hint and "cta_sync" not in err.hint
-    assert "put line 2 under `if lane == 0:`" in err.hint and "its own address" in err.hint
+    assert (
+        "put line 2 under `if T.cuda.lane_id() == 0:`" in err.hint and "its own address" in err.hint
+    )
     only_one = function(
         "ww", (), ir.If(ir.cmp(ir.CmpOp.EQ, TX, 0), ir.Store(s, ir.const(0), TX, I32)), allocs=(s,)
     )

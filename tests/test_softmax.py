@@ -302,6 +302,18 @@ def test_the_backward_takes_every_width_the_forward_takes():
         want = 1 if cols == 2048 else default_warps_per_row(cols)
         assert sb.default_warps_per_row(cols) == want, cols
     assert sb.MOST_COLS == sm.MOST_COLS == 32768
+    # every block size too: one warp a row only where a block of such warps holds it
+    for warps in (1, 2, 4, 8, 16, 32):
+        for cols in range(128, 4096 + 1, 128):
+            outcomes = []
+            for make in (make_softmax, make_softmax_backward):
+                try:
+                    make(2, cols, warps=warps)
+                    outcomes.append(True)
+                except ValueError:
+                    outcomes.append(False)
+            assert outcomes[0] == outcomes[1], (cols, warps)
+    assert sb.default_warps_per_row(2048, 32) == 2 and sb.default_warps_per_row(2048, 16) == 1
 
 
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90"])

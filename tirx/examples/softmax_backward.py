@@ -36,12 +36,15 @@ __all__ = [
 ONE_WARP_COLS = 2048
 
 
-def default_warps_per_row(cols: int) -> int:
+def default_warps_per_row(cols: int, warps: int = 4) -> int:
     """One warp for rows of up to :data:`ONE_WARP_COLS` (2048) columns (64 elements of Y and
-    of dY per lane); wider rows as the forward's
-    :func:`tirx.examples.softmax.default_warps_per_row`: 2, 4 or 8 warps, about one per 1024
-    columns, a power of two that divides the row in 128-column steps."""
-    return 1 if cols <= ONE_WARP_COLS else _forward_warps_per_row(cols)
+    of dY per lane) where a block of ``warps`` such warps holds them in its registers; other
+    rows as the forward's :func:`tirx.examples.softmax.default_warps_per_row`: 2, 4 or 8
+    warps, about one per 1024 columns, a power of two that divides the row in 128-column
+    steps."""
+    if cols <= ONE_WARP_COLS and cols // 32 <= most_per_thread(32 * warps):
+        return 1
+    return _forward_warps_per_row(cols)
 
 
 def make_softmax_backward(
@@ -64,7 +67,7 @@ def make_softmax_backward(
     kernel is built, naming a ``warps`` or ``warps_per_row`` that fits.
     """
     rows, cols, dtype, warps, W = row_config(
-        rows, cols, dtype, warps, warps_per_row, default_warps_per_row, BACKWARD
+        rows, cols, dtype, warps, warps_per_row, lambda c: default_warps_per_row(c, warps), BACKWARD
     )
     if W == 1:
         return _warp_per_row(rows, cols, dtype, warps)

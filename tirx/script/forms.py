@@ -152,8 +152,12 @@ def _tensor_store(ev, node: ast.Call, span):
     indices a list or tuple written in the call (``[i, j]``), one per dimension."""
     stmt = getattr(ev.p, "statement", None)
     outer = stmt.value if isinstance(stmt, ast.Expr) else None
-    if not (outer is node or (isinstance(outer, ast.Call) and outer.args == [node])):
-        raise TirxSyntaxError(  # (the one-argument call around it: T.evaluate)
+    wrapped = isinstance(outer, ast.Call) and outer.args == [node] and not outer.keywords
+    if wrapped:  # only T.evaluate(T.tensor_store(...)) (a dotted name: evaluating it is pure)
+        f = ev.value(outer.func) if dotted_name(outer.func) else None
+        wrapped = isinstance(f, Intrinsic) and f.key == "evaluate"
+    if not (outer is node or wrapped):
+        raise TirxSyntaxError(
             "T.tensor_store(...) is a statement of its own and has no value",
             span,
             hint="write it as a statement of its own: T.tensor_store(A, [i, j], v)",
@@ -182,6 +186,14 @@ def _tensor_store(ev, node: ast.Call, span):
             "T.tensor_store's indices are a list written in the call, one per dimension",
             ev.p.span(where),
             hint="write T.tensor_store(A, [i, j], value)",
+        )
+    if len(where.elts) != len(dest.shape):
+        n = len(dest.shape)
+        raise TirxSyntaxError(
+            f"T.tensor_store: {kind_of(dest)} has {n} dimension{'s' if n != 1 else ''}, got "
+            f"{len(where.elts)} ind{'ex' if len(where.elts) == 1 else 'ices'}",
+            ev.p.span(where),
+            hint="give one index per dimension: T.tensor_store(A, [i, j], value)",
         )
     indices = ev.indices(ast.Tuple(elts=where.elts, ctx=ast.Load()))
     ev.b.store(dest, indices, ev.value(args["value"]), span)

@@ -180,7 +180,11 @@ class Races:
         them; one thread should write, or each its own address."""
         mem = self.memory
         here = line_of(mem.where())
-        who = "lane == 0" if other >> 5 == int(p[k]) >> 5 else 'T.cuda.thread_idx("x") == 0'
+        who = (
+            "T.cuda.lane_id() == 0"
+            if other >> 5 == int(p[k]) >> 5
+            else 'T.cuda.thread_idx("x") == 0'
+        )
         return Fault(
             f"shared-memory race: {thread_name(int(p[k]))} writes {mem.describe(int(b[k]))} at "
             f"{here}, which {thread_name(other)} also writes in the same step: the statement "
