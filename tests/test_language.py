@@ -143,6 +143,114 @@ def test_a_loop_variable_used_after_its_loop_says_so(tmp_path):
     assert "last = i" in e.value.hint
 
 
+STATIC_IF_INT = """
+@T.function
+def k(A: T.Tensor((16,), "float32"), Out: T.Tensor((16,), "float32")):
+    T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=16))
+    t = T.cuda.thread_idx("x")
+    if wide:
+        K = 16
+        acc = 0.0
+    else:
+        K = 8
+        acc = 0.0
+    s = T.alloc_shared((K,), "float32")
+    if t < K:
+        s[t] = A[t]
+    T.cuda.cta_sync()
+    for j in T.unroll(K):
+        acc += s[j]
+    Out[t] = acc
+"""
+
+
+@pytest.mark.parametrize("wide", [True, False])
+def test_an_int_a_static_if_picks_is_a_compile_time_int(tmp_path, wide):
+    """Only the taken branch of a static ``if`` is built, so ``K`` has one value, known when
+    the kernel is built, as ``K = 16`` at the top level has: a shape and an unroll count (it
+    was a kernel variable, refused by both); ``acc``, assigned again by ``+=``, is one."""
+    k = define(STATIC_IF_INT, tmp_path, "k", wide=wide)
+    a = np.arange(16, dtype=np.float32)
+    out = np.zeros(16, np.float32)
+    run_sim(k, a, out)
+    np.testing.assert_array_equal(out, np.full(16, a[: 16 if wide else 8].sum()))
+    exe = build_cuda(k)
+    assert [v.name for v in exe.lowered.variables if v.name.startswith("K")] == []
+
+
+def test_an_int_a_runtime_if_picks_stays_a_variable_named_in_words(tmp_path):
+    """Both branches of a run-time ``if`` are built: ``K`` is a kernel variable (each thread's
+    value), and a shape made of it is refused naming it, not printing the IR's repr."""
+    src = STATIC_IF_INT.replace("if wide:", "if t < 4:")
+    body = src.split("    s = T.alloc_shared")[0] + "    Out[t] = T.float32(K)\n"
+    k = define(body, tmp_path, "k")
+    out = np.zeros(16, np.float32)
+    run_sim(k, np.zeros(16, np.float32), out)
+    np.testing.assert_array_equal(out, [16.0] * 4 + [8.0] * 12)
+    with pytest.raises(tirx.TirxSyntaxError) as e:
+        define(src, tmp_path, "k")
+    assert "shape entries must be positive compile-time ints, got 'K', a run-time int32 " in str(
+        e.value
+    )
+    assert "Var(" not in str(e.value) and "DType(" not in str(e.value)
+    assert "assign the size once" in e.value.hint
+
+
+MACRO_SCOPES = """
+@T.macro
+def fill(Out, t):
+    for i in range(2):
+        Out[t] = 1.0
+    if t < 4:
+        tmp = T.alloc_local((1,), "float32")
+        tmp[0] = 2.0
+        Out[t] = tmp[0]
+    USE_IN_MACRO
+
+@T.function
+def k(Out: T.Tensor((32,), "float32")):
+    T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=32))
+    t = T.cuda.thread_idx("x")
+    fill(Out, t)
+    USE_IN_KERNEL
+"""
+
+
+@pytest.mark.parametrize("use", ["Out[t] = Out[t] + i", "Out[t] = tmp[0]"])
+def test_a_name_a_macro_bound_in_a_loop_or_branch_is_plainly_undefined_in_the_kernel(tmp_path, use):
+    """The kernel never bound ``i`` or ``tmp``: the macro's loop or branch is not the
+    kernel's, so the error is the plain one (it named a loop or branch "at line N" of the
+    macro's file as if it were the kernel's)."""
+    src = MACRO_SCOPES.replace("USE_IN_MACRO", "pass").replace("USE_IN_KERNEL", use)
+    with pytest.raises(tirx.TirxSyntaxError) as e:
+        define(src, tmp_path, "k")
+    name = "i" if "i" in use.split("+")[-1] else "tmp"
+    assert e.value.message == f"name {name!r} is not defined"
+    assert "bound inside" not in str(e.value) and "loop variable" not in str(e.value)
+
+
+def test_a_name_a_macro_bound_in_its_own_loop_is_explained_in_the_macro(tmp_path):
+    """Within the macro's own body, its loop variable used after the loop is explained."""
+    src = MACRO_SCOPES.replace("USE_IN_MACRO", "Out[t] = Out[t] + i")
+    src = src.replace("USE_IN_KERNEL", "pass")
+    with pytest.raises(tirx.TirxSyntaxError) as e:
+        define(src, tmp_path, "k")
+    assert "'i' is not defined here: it is the loop variable of the `for` loop at line" in str(
+        e.value
+    )
+
+
+def test_a_binding_place_in_another_file_is_named_with_its_file():
+    from tirx.errors import Span
+    from tirx.script.refusals import undefined_name
+
+    ended = ("`for` loop's variable", Span("/x/macros.py", 7))
+    err = undefined_name("i", Span("/y/kernel.py", 10), [], ended)
+    assert "the `for` loop at line 7 of macros.py," in err.message
+    err = undefined_name("i", Span("/x/macros.py", 10), [], ended)
+    assert "the `for` loop at line 7," in err.message
+
+
 def test_serial_unroll_negative_step_and_scalars(tmp_path):
     k = define(
         """

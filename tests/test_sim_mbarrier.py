@@ -297,12 +297,45 @@ def test_a_deadlock_leads_with_the_wait_that_skipped_a_phase(tmp_path):
 def test_a_deadlock_after_rounds_run_ahead_says_so(tmp_path):
     """The consumer's wait for parity (i // 2) % 2 returns at once in its second round (the
     phase before it completed), so its arrivals complete two phases of the empty barrier that
-    the producer never saw: the producer's wait leads, naming the rounds run ahead."""
+    the producer never saw. The producer's wait is their victim: the report leads with the
+    wait of the threads that ran ahead (the consumer's, which returned early), with the caret
+    there, and still lists the producer's, naming the rounds run ahead."""
     with pytest.raises(SimulationError, match="deadlock") as e:
         run_phases(phases(tmp_path, full_parity="(i // 2) % 2"))
     err = e.value
-    assert "phases 0 to 1 completed with no thread waiting" in err.message.split("; mbarrier")[0]
+    first, second = err.message.split(": ", 1)[1].split("; mbarrier ")[:2]
+    assert "'bars' byte 0" in first and "thread 32 (warp 1, lane 0)" in first
+    assert "'bars' byte 8" in second and "phases 0 to 1 completed with no thread waiting" in second
+    assert caret_line(str(err)).endswith("(bars[0], (i // 2) % 2)")
     assert "ran rounds ahead of its waiters" in err.hint and "returned early" in err.hint
+
+
+def test_a_rounds_ahead_deadlock_leads_with_the_wait_the_arrivers_passed(tmp_path):
+    """The producer's empty wait names parity i % 2, one ahead: it returns at once, so the
+    producer fills two phases of the full barrier that the consumer (whose wait is correct)
+    never saw. The report leads with the producer's wait, the faulty one, where the producer
+    is now blocked (it was the consumer's, the victim's, which the caret then pointed at)."""
+    with pytest.raises(SimulationError, match="deadlock") as e:
+        run_phases(phases(tmp_path, empty_wait=f"{WAIT}(bars[1], i % 2)"))
+    err = e.value
+    first, second = err.message.split(": ", 1)[1].split("; mbarrier ")[:2]
+    assert "'bars' byte 8" in first and "thread 0 (warp 0, lane 0)" in first
+    assert "'bars' byte 0" in second and "phases 0 to 1 completed with no thread waiting" in second
+    assert caret_line(str(err)).endswith("(bars[1], i % 2)")
+    assert err.message.endswith("warp 0, lane 0]")
+    assert "2 phases of mbarrier 'bars' byte 0" in err.hint  # the victim's barrier's hint
+    assert "is missing" in err.hint and "returned early" in err.hint
+
+
+def test_a_rounds_ahead_deadlock_with_no_arriver_waiting_names_a_missing_wait(tmp_path):
+    """No empty wait at all: the producer finishes, so only the consumer (the victim) waits,
+    and the report can only lead with it; its hint names a missing wait first."""
+    with pytest.raises(SimulationError, match="deadlock") as e:
+        run_phases(phases(tmp_path, empty_wait="pass"))
+    err = e.value
+    assert "phases 0 to 3 completed with no thread waiting" in err.message
+    assert caret_line(str(err)).endswith("(bars[0], i % 2)")
+    assert "a wait of theirs that is missing" in err.hint
 
 
 def test_a_race_on_a_stage_whose_writer_arrives_names_the_wait(tmp_path):

@@ -124,8 +124,10 @@ class FunctionBuilder:
         self.launch: ir.LaunchConfig | None = None
         self.mutable_names: frozenset[str] = frozenset()
         self.cells: set = set()  # the buffers of T.shared_scalar cells (a name that stands for one)
-        # names bound in a run-time branch or loop body that has ended: (which one, its span)
-        self.ended: dict[str, tuple[str, Span | None]] = {}
+        # names bound in a run-time branch or loop body that has ended, by (body, name): (which
+        # one, its span, the body). The body is the frame of the kernel or macro expansion
+        # whose statements bound it (frames[base]): only a use in that body is told of it.
+        self.ended: dict[tuple[int, str], tuple[str, Span | None, dict]] = {}
         self._c_names: set[str] = set()
 
     # ------------------------------------------------------------------ names
@@ -163,11 +165,19 @@ class FunctionBuilder:
         """Leave the innermost frame, a run-time branch's or loop body's (``what``, at
         ``span``): its names are no longer visible (:meth:`ended_name` says why)."""
         for name in self.frames.pop():
-            self.ended[name] = (what, span)
+            self._ended(name, what, span)
+
+    def _ended(self, name: str, what: str, span) -> None:
+        body = self.frames[self.base]
+        self.ended[(id(body), name)] = (what, span, body)
 
     def ended_name(self, name: str) -> tuple[str, Span | None] | None:
-        """Where ``name``, not visible now, was bound in a branch or loop that has ended."""
-        return self.ended.get(name)
+        """Where ``name``, not visible now, was bound in a branch or loop that has ended, by
+        the statements of the body being read (the kernel's, or a macro expansion's: a name
+        a macro bound is not the caller's, nor a caller's the macro's)."""
+        body = self.frames[self.base]
+        found = self.ended.get((id(body), name))
+        return found[:2] if found is not None and found[2] is body else None
 
     # ------------------------------------------------------------------ params
 
@@ -226,8 +236,17 @@ class FunctionBuilder:
             self.store(current.view, current.indices, value, span)  # x = v into x's cell
             return
         numeric = isinstance(value, (bool, int, float)) and not isinstance(value, ir.View)
+        # a number stays a compile-time value where straight-line code keeps one: assigned
+        # once on the path (source.mutable_names), not in a run-time branch (a static if's
+        # taken branch is straight-line code: it has no frame of its own)
         runtime = isinstance(value, ir.Expr) or (
-            numeric and (force_var or name in self.mutable_names or isinstance(current, ir.Var))
+            numeric
+            and (
+                force_var
+                or name in self.mutable_names
+                or isinstance(current, ir.Var)
+                or len(self.frames) - 1 > self.base
+            )
         )
         if not runtime:
             if isinstance(current, ir.Var):
@@ -282,7 +301,7 @@ class FunctionBuilder:
         finally:
             self.loop_depth -= 1
             self.end_frame("`for` loop", span)
-            self.ended[name] = ("`for` loop's variable", span)
+            self._ended(name, "`for` loop's variable", span)
             body = self._pop_body()
         self.emit(
             ir.For(var, ir.cast(start, ir.I32), ir.cast(stop, ir.I32), step, body, kind, span)

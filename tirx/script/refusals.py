@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import ast
 import builtins
+import os
 
 from ..errors import Span, TirxSyntaxError, did_you_mean
 
@@ -200,6 +201,8 @@ def undefined_name(name: str, span: Span | None, known, ended=None) -> TirxSynta
     if ended is not None:
         what, where = ended
         at = f" at line {where.line}" if where is not None else ""
+        if where is not None and (span is None or where.file != span.file):
+            at += f" of {os.path.basename(where.file)}"  # not the file the use is in
         if what.endswith("variable"):
             return TirxSyntaxError(
                 f"name {name!r} is not defined here: it is the loop variable of the `for` "

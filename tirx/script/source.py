@@ -191,30 +191,62 @@ _HOLDERS = (ast.stmt, ast.excepthandler, ast.match_case)  # nodes with statement
 
 
 def mutable_names(fdef) -> frozenset[str]:
-    """Names that must be kernel variables: assigned more than once, in a loop, in a branch,
-    or by augmented assignment. A name assigned once at the top level may stay a compile-time
-    value (an int, a view, a layout)."""
-    counts: dict[str, int] = {}
+    """Names that must be kernel variables: assigned more than once on one path through the
+    body (the two branches of an ``if`` are two paths: only one of a static ``if``'s is built),
+    in a loop, or by annotated or augmented assignment. A name assigned once at the top level,
+    or in the taken branch of a static ``if``, may stay a compile-time value (an int, a view, a
+    layout); one assigned in a run-time branch becomes a variable there
+    (:meth:`~tirx.script.builder.FunctionBuilder.assign`)."""
     mutable: set[str] = set()
-    todo = [(fdef.body, False)]  # (statements, nested): an explicit stack, for elif chains
+    blocks: list = []  # every statement list, each after the one that holds it
+    todo = [(fdef.body, False)]  # (statements, in a loop): an explicit stack, for elif chains
     while todo:
-        stmts, nested = todo.pop()
+        stmts, looped = todo.pop()
+        blocks.append(stmts)
         for s in stmts:
-            targets = []
-            if isinstance(s, ast.Assign):
-                targets = [t.id for t in s.targets if isinstance(t, ast.Name)]
-            elif isinstance(s, ast.AnnAssign) and isinstance(s.target, ast.Name):
-                targets = [s.target.id]
+            if isinstance(s, (ast.AnnAssign, ast.AugAssign)) and isinstance(s.target, ast.Name):
                 mutable.add(s.target.id)
-            elif isinstance(s, ast.AugAssign) and isinstance(s.target, ast.Name):
-                mutable.add(s.target.id)
-            for t in targets:
-                counts[t] = counts.get(t, 0) + 1
-                if nested:
-                    mutable.add(t)
+            if looped:
+                mutable.update(_assigned(s))
+            if isinstance(s, ast.FunctionDef):
+                continue
+            inner_looped = looped or not isinstance(s, ast.If)  # a loop (or a with, a try)
             for field in ("body", "orelse"):
                 inner = getattr(s, field, None)
-                if isinstance(inner, list) and not isinstance(s, ast.FunctionDef):
-                    todo.append((inner, True))
-    mutable.update(n for n, c in counts.items() if c > 1)
+                if isinstance(inner, list) and inner:
+                    todo.append((inner, inner_looped))
+    counts: dict[int, dict[str, int]] = {}  # a statement list's assignments on one path
+    for stmts in reversed(blocks):
+        total: dict[str, int] = {}
+        for s in stmts:
+            for name in _assigned(s):
+                total[name] = total.get(name, 0) + 1
+            if isinstance(s, ast.FunctionDef):
+                continue
+            inner = [
+                counts.pop(id(b), {})
+                for b in (getattr(s, "body", None), getattr(s, "orelse", None))
+                if isinstance(b, list) and b
+            ]
+            if isinstance(s, ast.If) and len(inner) == 2:  # one branch runs: the larger count
+                big, small = sorted(inner, key=len, reverse=True)
+                for name, k in small.items():
+                    big[name] = max(big.get(name, 0), k)
+                inner = [big]
+            for part in inner:
+                if len(part) > len(total):
+                    total, part = part, total
+                for name, k in part.items():
+                    total[name] = total.get(name, 0) + k
+        counts[id(stmts)] = total
+    mutable.update(n for n, k in counts[id(fdef.body)].items() if k > 1)
     return frozenset(mutable)
+
+
+def _assigned(s) -> list[str]:
+    """The names statement ``s`` itself assigns (not the statements inside it)."""
+    if isinstance(s, ast.Assign):
+        return [t.id for t in s.targets if isinstance(t, ast.Name)]
+    if isinstance(s, (ast.AnnAssign, ast.AugAssign)) and isinstance(s.target, ast.Name):
+        return [s.target.id]
+    return []

@@ -12,7 +12,7 @@ import re
 
 from ..dtypes import DType, dtype_of
 from ..errors import LayoutError, TirxSyntaxError, built_definition
-from ..ir.nodes import Buffer, Expr, Scope, View, as_expr
+from ..ir.nodes import Buffer, Expr, Scope, Var, View, as_expr
 from ..ir.simplify import static_value
 from ..layout import TileLayout, transpose
 from ..layout.origin import built_at
@@ -280,10 +280,35 @@ def _shape_tuple(shape) -> tuple[int, ...]:
     if isinstance(shape, int):
         shape = (shape,)
     if not isinstance(shape, (tuple, list)) or not shape:
-        raise TirxSyntaxError(f"a shape must be an int or a non-empty tuple of ints, got {shape!r}")
-    if not all(isinstance(s, int) and s > 0 for s in shape):
-        raise TirxSyntaxError(f"shape entries must be positive compile-time ints, got {shape!r}")
+        raise TirxSyntaxError(
+            f"a shape must be an int or a non-empty tuple of ints, got {_entry(shape)}",
+            hint=_VARIABLE_HINT if isinstance(shape, Var) else None,
+        )
+    bad = [s for s in shape if not (isinstance(s, int) and s > 0)]
+    if bad:
+        raise TirxSyntaxError(
+            f"shape entries must be positive compile-time ints, got {', '.join(map(_entry, bad))}",
+            hint=_VARIABLE_HINT if any(isinstance(s, Var) for s in bad) else None,
+        )
     return tuple(shape)
+
+
+_VARIABLE_HINT = (
+    "a name is a kernel variable when it is assigned a run-time value, or more than once on "
+    "a path, in a loop, in a run-time branch or with +=: assign the size once, with a value "
+    "known when the kernel is built (a Python int)"
+)
+
+
+def _entry(s) -> str:
+    """A shape entry that is not a positive int, in the kernel's words (not an IR repr)."""
+    if isinstance(s, Var):
+        return f"{s.name!r}, a run-time {s.dtype.name} variable"
+    if isinstance(s, Expr):
+        return f"a run-time {s.dtype.name} value"
+    if isinstance(s, View):
+        return "a tensor"
+    return repr(s)[:60]
 
 
 def _infer_shape(shape, total) -> tuple[int, ...]:

@@ -23,6 +23,7 @@ from ..errors import SimulationError
 from .cluster import Cluster
 from .distributed import Distributed
 from .faults import Fault
+from .strands import deadlock_order
 
 __all__ = ["ClusterRun", "Scheduler"]
 
@@ -187,20 +188,18 @@ class Scheduler:
         return e
 
     def _deadlock(self) -> SimulationError:
-        found = []  # (-lead, text, (machine, thread, span)): the waits ranked highest first
+        found = []  # (line, machine, span): each blocked wait, ranked by deadlock_order
         for b in self.blocks:
             m = b.machine
             if b.done or m.strands is None:
                 continue
             for s in m.strands.strands:
                 if not s.done and s.blocked is not None and s.blocked[1] is not None:
-                    line = s.blocked[1]()
-                    text = f"block {self.cluster.coords(m.rank)}: {line[1]}"
-                    lead = line[3] if len(line) > 3 else 0
-                    found.append((-lead, text, (m, line[0], s.span)))
-        found.sort(key=lambda f: f[0])
-        lines = [f[1] for f in found]
-        where = found[0][2] if found else None
+                    found.append((s.blocked[1](), m, s.span))
+        order, _ = deadlock_order([f[0] for f in found], [f[1].rank for f in found])
+        found = [found[i] for i in order]
+        lines = [f"block {self.cluster.coords(m.rank)}: {line[1]}" for line, m, _ in found]
+        where = (found[0][1], found[0][0][0], found[0][2]) if found else None
         if where is None:
             m = next(b.machine for b in self.blocks if not b.done)
             where = (m, 0, m.span)

@@ -313,7 +313,8 @@ class Strands:
         ``(thread, text)``, ``(thread, text, hint)`` or ``(thread, text, hint, lead)`` for the
         deadlock report (None: not waiting on a barrier; the hint, when None or absent,
         defaults to the mbarrier's; ``lead``: a rank, the waits of the highest first: the ones
-        that cannot complete given their barrier's state lead the report)."""
+        that cannot complete given their barrier's state lead the report), or that and
+        ``ahead``, the threads whose blocked wait leads in its stead (:func:`deadlock_order`)."""
         if ready():
             return
         s = self.current
@@ -358,18 +359,52 @@ class Strands:
             waits = live[:1]
             return Fault("the block's strands wait on each other (deadlock)", int(waits[0].idx[0]))
         lines = [s.blocked[1]() for s in waits]
-        # the waits its family ranks as the cause (the line's fourth item) lead the report
-        lead = sorted(range(len(lines)), key=lambda i: -(lines[i][3] if len(lines[i]) > 3 else 0))
-        lines, waits = [lines[i] for i in lead], [waits[i] for i in lead]
+        order, hint = deadlock_order(lines)
+        lines, waits = [lines[i] for i in order], [waits[i] for i in order]
         tid = lines[0][0]
         self.m.span = waits[0].span
-        hint = (len(lines[0]) > 2 and lines[0][2]) or _MBARRIER_HINT
+        hint = hint or _MBARRIER_HINT
         return Fault(
             "deadlock: every thread that has not finished waits, and no arrive can come: "
             + "; ".join(line[1] for line in lines),
             tid,
             hint,
         )
+
+
+def deadlock_order(lines, blocks=None) -> tuple[list[int], str | None]:
+    """The order to list a deadlock's blocked waits in, the cause first, and the hint of the
+    one that leads (None: none of its own). ``lines``: each wait's ``(thread, text[, hint[,
+    lead[, ahead]]])`` (:meth:`Strands.wait_until`); ``blocks``: each one's block, for a
+    cluster (a thread number names a thread of its own block only).
+
+    Waits of a higher ``lead`` come first (a stable sort: else the strands' order). Lead 1 is
+    a victim's: the threads that arrive on its barrier (``ahead``) ran rounds ahead, so the
+    wait one of them is blocked on (the one they passed early, or the next one) leads, with
+    lead 1 and the victim's hint; when none of them is blocked (they finished: a wait they
+    lack), the victim keeps its place, and its hint is the report's if the leading wait has
+    none."""
+    blocks = blocks or [None] * len(lines)
+    given = [line[3] if len(line) > 3 else 0 for line in lines]
+    hints = [line[2] if len(line) > 2 else None for line in lines]
+    lead, fallback = [g if g != 1 else 0 for g in given], None
+    for i, line in enumerate(lines):
+        if given[i] != 1:
+            continue
+        ahead = line[4] if len(line) > 4 else ()
+        theirs = [
+            j
+            for j, other in enumerate(lines)
+            if given[j] != 1 and blocks[j] == blocks[i] and other[0] in ahead
+        ]
+        if not theirs:
+            fallback = fallback or hints[i]
+            continue
+        j = theirs[0]
+        lead[j] = max(lead[j], 1)
+        hints[j] = hints[j] or hints[i]
+    order = sorted(range(len(lines)), key=lambda i: -lead[i])
+    return order, hints[order[0]] if order and hints[order[0]] else fallback
 
 
 def _parts(m, fn, idx, split: set) -> list:

@@ -47,7 +47,8 @@ barrier address not 8-byte aligned or outside every shared allocation; and, from
 scheduler, a deadlock: every unfinished thread waits and nothing can arrive. The deadlock
 report lists every blocked wait and leads with one whose barrier completed a phase no thread
 observed (:func:`_blocked`): a wait past a phase that came (a wrong parity), not the waits
-that only wait for its thread to go on. An arrive keeps, for a race report, the wait that would
+that only wait for its thread to go on; after several such phases (the arriving threads ran
+rounds ahead), with the wait an arriving thread is blocked on, not the waiter's. An arrive keeps, for a race report, the wait that would
 order its thread's earlier accesses (``Order.release``'s ``how``).
 """
 
@@ -237,9 +238,11 @@ def _blocked(b, tid: int, parity: int, span, verb: str) -> tuple:
     lead)``. ``lead`` ranks the waits to report first: phases of the barrier completed that no
     thread observed, so the wait is for a later round of arrivals than the one that came. One
     such phase (lead 2): the wait skipped it, a wrong parity (a consumer's). Several (lead 1):
-    the arriving threads ran rounds ahead of the waiters (a wait of theirs that returned early,
-    or more arrivals than the init count). The other waits of the deadlock wait for what a
-    leading wait's thread would do next."""
+    the arriving threads ran rounds ahead of the waiters (a wait of theirs that is missing or
+    returned early, or more arrivals than the init count), and this wait is their victim: the
+    line's fifth item is those threads (the last completed phase's arrivers), whose own blocked
+    wait, if any, leads instead (:func:`tirx.sim.strands.deadlock_order`). The other waits of
+    the deadlock wait for what a leading wait's thread would do next."""
     text = (
         f"mbarrier {b.name} at {line_of(span)}: thread {tid} (warp {tid // 32}, lane "
         f"{tid % 32}) {verb} for the phase of parity {parity}; the barrier is in {b.state()}"
@@ -252,12 +255,14 @@ def _blocked(b, tid: int, parity: int, span, verb: str) -> tuple:
         hint = (
             f"{unseen} phases of mbarrier {b.name} completed while no thread waited for them: "
             "the threads that arrive on it ran rounds ahead of its waiters. Look for a wait of "
-            "theirs that returned early (a wait for the other parity returns at once once the "
-            "phase before it completed: the parity of the phase to observe is the number of "
-            "the barrier's phases completed before it, mod 2), or for more arrivals than the "
-            "mbarrier.init count"
+            "theirs that is missing (before arriving for the next round, they must wait for "
+            "the waiters to be done with the last one: the empty slot's barrier of a "
+            "producer/consumer ring) or that returned early (a wait for the other parity "
+            "returns at once once the phase before it completed: the parity of the phase to "
+            "observe is the number of the barrier's phases completed before it, mod 2), or for "
+            "more arrivals than the mbarrier.init count"
         )
-        return tid, text, hint, 1
+        return tid, text, hint, 1, frozenset(b.ran)
     text += (
         f", and its phase {last} (parity {last & 1}), which completed, was waited for by no "
         "thread: this wait skipped it"

@@ -60,7 +60,7 @@ class _Barrier:
     __slots__ = (
         "name", "expected", "pending", "tx", "phase", "arrivers", "released", "seen",
         "landings", "agent", "deliveries", "observed", "remote", "seen_remote", "done_by",
-        "saw",
+        "saw", "ran",
     )  # fmt: skip
 
     def __init__(self, name: str, count: int, agent: int):
@@ -68,6 +68,7 @@ class _Barrier:
         self.expected = self.pending = count
         self.tx = self.phase = 0
         self.arrivers: list[int] = []
+        self.ran: tuple[int, ...] = ()  # the threads that arrived in the last completed phase
         self.released = None  # what the current phase's arrivals released (a clock snapshot)
         self.seen = None  # what the last completed phase orders before its observers
         self.landings: list = []  # the complete-tx copies of this phase, landing at completion
@@ -294,6 +295,7 @@ class Barriers:
         b.done_by = next((d for d in reversed(b.deliveries) if d[0] == b.phase), None)
         b.saw = set()
         threads, b.arrivers = b.arrivers, []
+        b.ran = tuple(threads)
         b.seen_remote, b.remote = b.remote, []
         b.phase += 1
         b.pending = b.expected
