@@ -35,6 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import report  # noqa: E402
 from gemm_speed import gpu_visible, time_runners  # noqa: E402
+from softmax_speed import all_runners, best  # noqa: E402 - the same tables' helpers
 
 # name -> (warps, warps_per_row) of make_softmax_backward
 TIRX_CONFIGS = {
@@ -100,10 +101,6 @@ def measure(rows: int, cols: int, dtype: str, reps: int) -> dict[str, float]:
     return time_runners(runners, reps, torch)
 
 
-def _best(ms: dict[str, float], prefix: str) -> str:
-    return min((k for k in ms if k.startswith(prefix)), key=ms.get)
-
-
 def table(results: list[tuple[str, int, int, dict[str, float]]], l2_bytes: int = 0) -> str:
     """The summary table; a shape whose three tensors fit in ``l2_bytes`` (the GPU's L2) has
     its bandwidth marked "(L2)": back-to-back calls find their inputs there, and the figure
@@ -114,23 +111,13 @@ def table(results: list[tuple[str, int, int, dict[str, float]]], l2_bytes: int =
         "|---|---|---|---|---|---|---|---|",
     ]
     for dtype, rows, cols, ms in results:
-        t, d, base = _best(ms, "tirx "), ms["tirx default"], ms["torch"]
+        t, d, base = best(ms, "tirx "), ms["tirx default"], ms["torch"]
         gbs = 6 * rows * cols / (ms[t] * 1e-3) / 1e9
         where = " (L2)" if 6 * rows * cols <= l2_bytes else ""
         lines.append(
             f"| {dtype} | {rows} × {cols} | {ms[t] * 1e3:.1f} ({t[5:]}) | {d * 1e3:.1f} "
             f"| {base * 1e3:.1f} | {gbs:.0f}{where} | {ms[t] / base:.2f} | {d / base:.2f} |"
         )
-    return "\n".join(lines)
-
-
-def all_runners(results) -> str:
-    names = list(dict.fromkeys(n for r in results for n in r[3]))
-    lines = ["| dtype | rows × cols | " + " | ".join(names) + " |"]
-    lines.append("|---|---|" + "---|" * len(names))
-    for dtype, rows, cols, ms in results:
-        cells = " | ".join(f"{ms[n] * 1e3:.1f}" if n in ms else "–" for n in names)
-        lines.append(f"| {dtype} | {rows} × {cols} | {cells} |")
     return "\n".join(lines)
 
 

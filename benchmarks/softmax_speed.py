@@ -123,7 +123,7 @@ def measure(rows: int, cols: int, dtype: str, reps: int) -> dict[str, float]:
     return time_runners(runners, reps, torch)
 
 
-def _best(ms: dict[str, float], prefix: str) -> str:
+def best(ms: dict[str, float], prefix: str) -> str:
     return min((k for k in ms if k.startswith(prefix)), key=ms.get)
 
 
@@ -135,7 +135,7 @@ def table(results: list[tuple[str, int, int, dict[str, float]]]) -> str:
         "|---|---|---|---|---|---|---|---|---|",
     ]
     for dtype, rows, cols, ms in results:
-        t, tr = _best(ms, "tirx "), _best(ms, "triton ")
+        t, tr = best(ms, "tirx "), best(ms, "triton ")
         baseline = min(ms["torch"], ms[tr])
         gbs = 4 * rows * cols / (ms[t] * 1e-3) / 1e9
         d = ms["tirx default"]
