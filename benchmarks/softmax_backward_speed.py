@@ -35,7 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import report  # noqa: E402
 from gemm_speed import gpu_visible, time_runners  # noqa: E402
-from softmax_speed import all_runners, best  # noqa: E402 - the same tables' helpers
+from softmax_speed import all_runners, best, compile_only  # noqa: E402 - the same helpers
 
 # name -> (warps, warps_per_row) of make_softmax_backward
 TIRX_CONFIGS = {
@@ -121,23 +121,6 @@ def table(results: list[tuple[str, int, int, dict[str, float]]], l2_bytes: int =
     return "\n".join(lines)
 
 
-def compile_only(shapes, dtypes) -> int:
-    import tirx
-    from tirx.examples.softmax_backward import make_softmax_backward
-
-    print("no GPU: compiling for sm_90 only (registers per thread)")
-    for dtype in dtypes:
-        for rows, cols in shapes:
-            for name, (w, per_row) in _configs(cols).items():
-                kernel = make_softmax_backward(rows, cols, dtype, w, per_row)
-                st = tirx.compile(kernel, "cuda -arch=sm_90").stats
-                print(
-                    f"{dtype} {rows}x{cols} {name}: {st.get('registers')} registers, "
-                    f"{st.get('spill_stores', 0)} spill stores"
-                )
-    return 0
-
-
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--shapes", default="4096x1024,4096x2048,16384x4096")
@@ -148,7 +131,9 @@ def main(argv=None) -> int:
     shapes = [tuple(int(v) for v in s.split("x")) for s in args.shapes.split(",")]
     dtypes = args.dtypes.split(",")
     if not gpu_visible():
-        return compile_only(shapes, dtypes)
+        from tirx.examples.softmax_backward import make_softmax_backward
+
+        return compile_only(shapes, dtypes, make_softmax_backward, _configs)
     import torch
 
     l2 = torch.cuda.get_device_properties(0).L2_cache_size

@@ -103,10 +103,7 @@ def measure(rows: int, cols: int, dtype: str, reps: int) -> dict[str, float]:
     x = (torch.randn((rows, cols), device="cuda", generator=gen) * 3).to(getattr(torch, dtype))
     ref = torch.softmax(x.double(), dim=-1)
     runners = {}
-    configs = {"default": (4, None), **TIRX_CONFIGS}
-    for name, (w, per_row) in configs.items():
-        if per_row and cols % (128 * per_row):
-            continue
+    for name, (w, per_row) in forward_configs(cols).items():
         exe = tirx.compile(make_softmax(rows, cols, dtype, w, per_row), target="cuda")
         y = torch.full_like(x, float("nan"))
         exe(x, y)
@@ -157,17 +154,25 @@ def all_runners(results) -> str:
     return "\n".join(lines)
 
 
-def compile_only(shapes, dtypes) -> int:
+def forward_configs(cols: int) -> dict:
+    """The configurations of ``TIRX_CONFIGS`` (and the default) a row of ``cols`` divides."""
+    configs = {"default": (4, None), **TIRX_CONFIGS}
+    return {n: (w, r) for n, (w, r) in configs.items() if not (r and cols % (128 * r))}
+
+
+def compile_only(shapes, dtypes, make=None, configs=forward_configs) -> int:
+    """Without a GPU: each kernel ``make(rows, cols, dtype, warps, warps_per_row)`` (default:
+    ``make_softmax``) of ``configs(cols)`` compiled for sm_90, its registers printed."""
     import tirx
-    from tirx.examples.softmax import make_softmax
+
+    if make is None:
+        from tirx.examples.softmax import make_softmax as make
 
     print("no GPU: compiling for sm_90 only (registers per thread)")
     for dtype in dtypes:
         for rows, cols in shapes:
-            for name, (w, per_row) in {"default": (4, None), **TIRX_CONFIGS}.items():
-                if per_row and cols % (128 * per_row):
-                    continue
-                kernel = make_softmax(rows, cols, dtype, w, per_row)
+            for name, (w, per_row) in configs(cols).items():
+                kernel = make(rows, cols, dtype, w, per_row)
                 st = tirx.compile(kernel, "cuda -arch=sm_90").stats
                 print(
                     f"{dtype} {rows}x{cols} {name}: {st.get('registers')} registers, "
