@@ -334,12 +334,6 @@ class FunctionBuilder:
         orelse = _seq(last) if br.orelse is not None else None
         self.emit(ir.If(cond, then, orelse, span))
 
-    @contextlib.contextmanager
-    def static_branch(self):
-        """The taken branch of an ``if`` whose condition is known now (the other one is not
-        built): as in Python, the names it binds stay visible after the ``if``."""
-        yield
-
     def loop_control(self, stmt) -> None:
         if self.loop_depth == 0:
             word = "break" if isinstance(stmt, ir.Break) else "continue"

@@ -320,9 +320,9 @@ class Parser:
 
     def stmt_If(self, node):
         cond = self.ev.condition(node.test)
-        if isinstance(cond, bool):  # static if: trace only the taken branch
-            with self.b.static_branch():
-                yield node.body if cond else node.orelse
+        if isinstance(cond, bool):  # static if: trace only the taken branch, in the current
+            # frame (as in Python, the names it binds stay visible after the ``if``)
+            yield node.body if cond else node.orelse
             return
         with self.b.branch(cond, self.span(node)) as br:
             yield node.body

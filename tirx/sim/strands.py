@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import threading
 from collections import deque
+from typing import NamedTuple
 
 import numpy as np
 
@@ -28,7 +29,10 @@ from ..ir import nodes as ir
 from ..ir.visitor import walk
 from .faults import Fault
 
-__all__ = ["Strands", "holds_wait", "blocks", "per_warpgroup", "varying_vars", "varying_wait"]
+__all__ = [
+    "Strands", "Blocked", "deadlock_order", "holds_wait", "blocks", "per_warpgroup",
+    "varying_vars", "varying_wait",
+]  # fmt: skip
 
 
 def _listed(text: str, rule: str) -> bool:
@@ -310,11 +314,9 @@ class Strands:
 
     def wait_until(self, ready, describe=None) -> None:
         """Suspend the current strand until ``ready()``; ``describe()`` gives
-        ``(thread, text)``, ``(thread, text, hint)`` or ``(thread, text, hint, lead)`` for the
-        deadlock report (None: not waiting on a barrier; the hint, when None or absent,
-        defaults to the mbarrier's; ``lead``: a rank, the waits of the highest first: the ones
-        that cannot complete given their barrier's state lead the report), or that and
-        ``ahead``, the threads whose blocked wait leads in its stead (:func:`deadlock_order`)."""
+        a :class:`Blocked` (or a tuple of its first fields: ``(thread, text)``, ``(thread,
+        text, hint)``) for the deadlock report (None: not waiting on a barrier; the hint, when
+        None or absent, defaults to the mbarrier's)."""
         if ready():
             return
         s = self.current
@@ -372,10 +374,23 @@ class Strands:
         )
 
 
+class Blocked(NamedTuple):
+    """A blocked wait's line in a deadlock report (what ``describe()`` gives
+    :meth:`Strands.wait_until`; a shorter tuple takes the defaults): the thread, the text,
+    its hint (None: the report's default), ``lead`` (a rank: the waits of the highest lead the
+    report) and ``ahead`` (for lead 1, the threads whose blocked wait leads in its stead)."""
+
+    thread: int
+    text: str
+    hint: str | None = None
+    lead: int = 0
+    ahead: frozenset = frozenset()
+
+
 def deadlock_order(lines, blocks=None) -> tuple[list[int], str | None]:
     """The order to list a deadlock's blocked waits in, the cause first, and the hint of the
-    one that leads (None: none of its own). ``lines``: each wait's ``(thread, text[, hint[,
-    lead[, ahead]]])`` (:meth:`Strands.wait_until`); ``blocks``: each one's block, for a
+    one that leads (None: none of its own). ``lines``: each wait's :class:`Blocked` (or a
+    tuple of its first fields); ``blocks``: each one's block, for a
     cluster (a thread number names a thread of its own block only).
 
     Waits of a higher ``lead`` come first (a stable sort: else the strands' order). Lead 1 is
@@ -385,17 +400,17 @@ def deadlock_order(lines, blocks=None) -> tuple[list[int], str | None]:
     lack), the victim keeps its place, and its hint is the report's if the leading wait has
     none."""
     blocks = blocks or [None] * len(lines)
-    given = [line[3] if len(line) > 3 else 0 for line in lines]
-    hints = [line[2] if len(line) > 2 else None for line in lines]
+    lines = [Blocked(*line) for line in lines]
+    given = [line.lead for line in lines]
+    hints = [line.hint for line in lines]
     lead, fallback = [g if g != 1 else 0 for g in given], None
     for i, line in enumerate(lines):
         if given[i] != 1:
             continue
-        ahead = line[4] if len(line) > 4 else ()
         theirs = [
             j
             for j, other in enumerate(lines)
-            if given[j] != 1 and blocks[j] == blocks[i] and other[0] in ahead
+            if given[j] != 1 and blocks[j] == blocks[i] and other.thread in line.ahead
         ]
         if not theirs:
             fallback = fallback or hints[i]

@@ -37,7 +37,7 @@ import numpy as np
 from ...ir import nodes as ir
 from ...ir.aligned_access import conversion_accesses
 from ...sim.faults import Fault
-from ...sim.memory import as_index
+from ...sim.memory import as_index, first
 from ...sim.numeric import f32_to_half, half_to_f32
 from ...sim.pointer_alignment import check_pointer
 
@@ -93,7 +93,7 @@ class _Side:
         size, what = self.size, f"T.cuda.{self.call} {verb} a {self.pair}"
         bad = off % size != 0
         if bad.any():
-            k = int(np.flatnonzero(bad)[0])
+            k = first(bad)
             raise Fault(
                 f"misaligned {self.role}: {what} ({size} bytes) at byte {off[k]} of "
                 f"{self.where()}, which is not a multiple of {size}",
@@ -104,7 +104,7 @@ class _Side:
             )
         bad = (off < 0) | (off > self.buf.nbytes - size)
         if bad.any():
-            k = int(np.flatnonzero(bad)[0])
+            k = first(bad)
             raise Fault(
                 f"out-of-bounds {self.role}: {what} at bytes {off[k]}..{off[k] + size - 1} of "
                 f"{self.where()}, which holds {self.buf.nbytes} bytes",
@@ -157,7 +157,7 @@ def compile_HalfConversion(machine, s: ir.HalfConversion):
 def _check_overlap(call, buf, so, sn: int, do, dn: int, tids) -> None:
     bad = (so < do + dn) & (do < so + sn)
     if bad.any():
-        k = int(np.flatnonzero(bad)[0])
+        k = first(bad)
         raise Fault(
             f"T.cuda.{call}'s source (bytes {so[k]}..{so[k] + sn - 1}) and destination (bytes "
             f"{do[k]}..{do[k] + dn - 1}) overlap in {buf.scope.value} '{buf.name}'",

@@ -62,6 +62,7 @@ from ...ir import nodes as ir
 from ...sim.calls import unknown_instruction
 from ...sim.memory import as_index
 from ...sim.shared import line_of
+from ...sim.strands import Blocked
 from .sim_objects import BarrierEvent, Barriers, BarrierTrace
 
 __all__ = ["Barriers", "BarrierTrace", "BarrierEvent", "compile_call", "BLOCKING", "FORMS"]
@@ -232,16 +233,15 @@ def _wait(m, stmt, addr_f, parity_f, done, acquire: bool):
     return run
 
 
-def _blocked(b, tid: int, parity: int, span, verb: str) -> tuple:
+def _blocked(b, tid: int, parity: int, span, verb: str) -> Blocked:
     """The deadlock report's line of thread ``tid`` blocked on ``b`` for ``parity`` (the
-    current phase's: a wait for the other parity returns at once): ``(thread, text, hint,
-    lead)``. ``lead`` ranks the waits to report first: phases of the barrier completed that no
+    current phase's: a wait for the other parity returns at once). ``lead`` ranks the waits to report first: phases of the barrier completed that no
     thread observed, so the wait is for a later round of arrivals than the one that came. One
     such phase (lead 2): the wait skipped it, a wrong parity (a consumer's). Several (lead 1):
     the arriving threads ran rounds ahead of the waiters (a wait of theirs that is missing or
-    returned early, or more arrivals than the init count), and this wait is their victim: the
-    line's fifth item is those threads (the last completed phase's arrivers), whose own blocked
-    wait, if any, leads instead (:func:`tirx.sim.strands.deadlock_order`). The other waits of
+    returned early, or more arrivals than the init count), and this wait is their victim:
+    ``ahead`` is those threads (the last completed phase's arrivers), whose own blocked wait,
+    if any, leads instead (:func:`tirx.sim.strands.deadlock_order`). The other waits of
     the deadlock wait for what a leading wait's thread would do next."""
     text = (
         f"mbarrier {b.name} at {line_of(span)}: thread {tid} (warp {tid // 32}, lane "
@@ -249,7 +249,7 @@ def _blocked(b, tid: int, parity: int, span, verb: str) -> tuple:
     )
     last, unseen = b.phase - 1, b.phase - 1 - b.observed  # completed phases nobody observed
     if last < 0 or unseen < 1:
-        return tid, text, None, 0
+        return Blocked(tid, text)
     if unseen > 1:
         text += f", and its phases {b.observed + 1} to {last} completed with no thread waiting"
         hint = (
@@ -262,7 +262,7 @@ def _blocked(b, tid: int, parity: int, span, verb: str) -> tuple:
             "observe is the number of the barrier's phases completed before it, mod 2), or for "
             "more arrivals than the mbarrier.init count"
         )
-        return tid, text, hint, 1, frozenset(b.ran)
+        return Blocked(tid, text, hint, 1, frozenset(b.ran))
     text += (
         f", and its phase {last} (parity {last & 1}), which completed, was waited for by no "
         "thread: this wait skipped it"
@@ -274,4 +274,4 @@ def _blocked(b, tid: int, parity: int, span, verb: str) -> tuple:
         "to observe is the number of the barrier's phases completed before it, mod 2; for use "
         "i of a ring of stages, (i // stages) % 2)"
     )
-    return tid, text, hint, 2
+    return Blocked(tid, text, hint, 2)
