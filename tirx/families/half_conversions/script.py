@@ -31,9 +31,8 @@ import ast
 
 from ...errors import TirxSyntaxError
 from ...ir import nodes as ir
-from ...script import checks
+from ...script.addresses import ADDRESS_FORMS, element_address
 from ...script.effects import statement_position
-from ...script.namespace import T
 
 __all__ = ["CUDA_NAMES", "KEYS", "parse_call"]
 
@@ -49,7 +48,6 @@ _PARAMS = {
     K.FLOAT8_TO_HALF8: ("src_addr", "dst_addr"),
 }
 _FLOAT, _HALF = "float32", "float16"
-_ADDRESS = "A.ptr_to([i, ...]) or T.address_of(A[i, ...])"
 
 
 def parse_call(ev, key: str, node: ast.Call, name_hint=None):
@@ -68,7 +66,8 @@ def parse_call(ev, key: str, node: ast.Call, name_hint=None):
     params = _PARAMS[kind]
     found = {}  # parameter name -> (view, indices, span)
     for name, arg in zip(params, _arguments(ev, node, label, params)):
-        found[name] = (*_address(ev, arg, label, name), ev.p.span(arg))
+        view, idx = element_address(ev, arg, f"{label}'s {name}", local=True)
+        found[name] = (view, idx, ev.p.span(arg))
     dst_name, src_name = params if params[0] == "dst" else params[::-1]
     float_name = src_name if kind.float_source else dst_name
     for name, other in zip(params, params[::-1]):  # in the order written: a swap told at once
@@ -96,64 +95,9 @@ def _arguments(ev, node: ast.Call, label: str, params) -> list:
             f"{label} takes 2 arguments ({', '.join(params)}), got {count}",
             ev.p.span(node),
             hint=f"write {label}({', '.join(params)}), each the address of a tensor element: "
-            f"{_ADDRESS}",
+            f"{ADDRESS_FORMS}",
         )
     return [given[p] for p in params]
-
-
-def _address(ev, arg, label: str, name: str):
-    """``(view, indices)`` of the address argument ``arg``: ``A.ptr_to([i, ...])`` or
-    ``T.address_of(A[i, ...])`` (of a global, shared or local tensor)."""
-    span = ev.p.span(arg)
-    hint = f"write the address of one tensor element, {_ADDRESS}"
-    if isinstance(arg, ast.Call) and isinstance(arg.func, ast.Attribute):
-        attr, one = arg.func.attr, len(arg.args) == 1 and not arg.keywords
-        if attr == "ptr_to" and one:
-            view = ev.value(arg.func.value)
-            if isinstance(view, ir.View):
-                items = arg.args[0]
-                elts = items.elts if isinstance(items, (ast.List, ast.Tuple)) else [items]
-                idx = [checks.integer_index(ev.scalar(e), "an index") for e in elts]
-                return _element(view, idx, label, name, span)
-        if attr == "address_of" and one and _is_namespace(ev, arg.func.value):
-            target = ev.value(arg.args[0])
-            if isinstance(target, ir.ElemLoad):
-                return _element(target.view, list(target.indices), label, name, span)
-            raise TirxSyntaxError(
-                f"{label}'s {name}: T.address_of takes one tensor element, got "
-                f"{'a tensor region' if isinstance(target, ir.View) else 'a value'}",
-                span,
-                hint=hint,
-            )
-    value = ev.value(arg)
-    if isinstance(value, ir.ElemLoad):
-        what = f"{_name(value.view)}[...] is an element's value, not its address"
-    elif isinstance(value, ir.View):
-        what = f"{_name(value)} is a tensor, not the address of one of its elements"
-    elif isinstance(value, ir.Expr):
-        what = "a kernel value is not an address tirx can follow (an address kept in a variable "
-        what += "names no tensor)"
-    else:
-        what = f"{type(value).__name__} {value!r} is not an address"[:120]
-    raise TirxSyntaxError(f"{label}'s {name} must be an element address: {what}", span, hint=hint)
-
-
-def _is_namespace(ev, value_node) -> bool:
-    try:
-        return ev.value(value_node) is T
-    except TirxSyntaxError:
-        return False
-
-
-def _element(view: ir.View, idx: list, label: str, name: str, span):
-    if len(idx) != len(view.shape) or any(isinstance(i, slice) for i in idx):
-        raise TirxSyntaxError(
-            f"{label}'s {name} needs one index per dimension of {_name(view)} {view.shape}, "
-            f"got {len(idx)}",
-            span,
-            hint=f"write {_ADDRESS}",
-        )
-    return view, idx
 
 
 def _name(view: ir.View) -> str:
