@@ -36,7 +36,7 @@ from dataclasses import dataclass
 
 from ..errors import Span
 from . import nodes as ir
-from .cta_nodes import FLOAT2_BYTES, HALF2_BYTES
+from .cta_nodes import FLOAT2_BYTES
 from .visitor import walk
 
 __all__ = [
@@ -149,11 +149,9 @@ def conversion_accesses(s: ir.HalfConversion) -> list[AlignedAccess]:
     """The global operands of the lowered pair conversion ``s``, each with the size of its
     accesses: 8 bytes (``float2``) on the float32 side, 4 (``half2``) on the float16 side."""
     found = []
-    dst_bytes = HALF2_BYTES if s.kind.float_source else FLOAT2_BYTES
-    src_bytes = FLOAT2_BYTES + HALF2_BYTES - dst_bytes
     for buf, nbytes, operand in (
-        (s.dst, dst_bytes, CopyOperand.DESTINATION),
-        (s.src, src_bytes, CopyOperand.SOURCE),
+        (s.dst, s.kind.dst_bytes, CopyOperand.DESTINATION),
+        (s.src, s.kind.src_bytes, CopyOperand.SOURCE),
     ):
         if isinstance(buf, ir.Buffer) and buf.scope is ir.Scope.GLOBAL:
             kind = AccessKind.CONVERSION

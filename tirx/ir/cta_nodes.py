@@ -140,6 +140,16 @@ class HalfConversionKind(StrKind):
         """Whether the float32 side is the source (else it is the destination)."""
         return self is not HalfConversionKind.HALF8_TO_FLOAT8
 
+    @property
+    def src_bytes(self) -> int:
+        """Bytes of one source access: a float2 from the float32 side, else a half2."""
+        return FLOAT2_BYTES if self.float_source else HALF2_BYTES
+
+    @property
+    def dst_bytes(self) -> int:
+        """Bytes of one destination access."""
+        return HALF2_BYTES if self.float_source else FLOAT2_BYTES
+
 
 #: bytes of one access of each side: a float2 (two float32), a half2 (two float16)
 FLOAT2_BYTES, HALF2_BYTES = 8, 4

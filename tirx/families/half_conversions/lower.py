@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from ...errors import TirxSyntaxError
 from ...ir import nodes as ir
-from ...ir.cta_nodes import FLOAT2_BYTES, HALF2_BYTES
+from ...ir.cta_nodes import FLOAT2_BYTES
 from ...ir.simplify import static_value
 from ...isa.shared_rows import residue
 
@@ -37,9 +37,7 @@ def leave_HalfConversion(lowerer, s: ir.HalfConversion, dst, dst_at, src, src_at
         return s
     dspan, sspan = s.operand_spans or (None, None)
     kind = s.kind
-    dbytes, sbytes = (
-        (HALF2_BYTES, FLOAT2_BYTES) if kind.float_source else (FLOAT2_BYTES, HALF2_BYTES)
-    )
+    dbytes, sbytes = kind.dst_bytes, kind.src_bytes
     sides = []
     for view, at, size, span, role in (
         (dst, dst_at, dbytes, dspan, "destination"),

@@ -65,12 +65,6 @@ def _float2_of_half2(words: np.ndarray) -> np.ndarray:
     return x | (y << np.uint64(32))
 
 
-# name -> (pairs, bytes per source access, bytes per destination access, conversion)
-_FORMS = {
-    "float22half2": (1, 8, 4, _half2_of_float2),
-    "half8tofloat8": (4, 4, 8, _float2_of_half2),
-    "float8tohalf8": (4, 8, 4, _half2_of_float2),
-}
 _ACCESS = {8: ("float2", ir.U64), 4: ("half2", ir.U32)}
 
 
@@ -131,7 +125,9 @@ class _Side:
 def compile_HalfConversion(machine, s: ir.HalfConversion):
     """The machine's closure for one lowered :class:`~tirx.ir.nodes.HalfConversion`."""
     call = str(s.kind)
-    pairs, src_size, dst_size, convert = _FORMS[call]
+    kind = s.kind
+    pairs, src_size, dst_size = kind.pairs, kind.src_bytes, kind.dst_bytes
+    convert = _half2_of_float2 if kind.float_source else _float2_of_half2
     for access in conversion_accesses(s):  # a global tensor's data pointer, reached or not
         check_pointer(access, machine.regions[access.buffer].address)
     src = _Side(machine, s.src, s.src_at, src_size, "source", call)
