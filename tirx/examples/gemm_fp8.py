@@ -23,7 +23,7 @@ What changes from the 16-bit kernel (the code is the same, :func:`gemm_hopper.bu
 import contextlib
 import functools
 
-import tirx
+from tirx.torch_ops import compile_for
 
 from .gemm_hopper import GROUP_M, build, check_arguments
 
@@ -88,8 +88,6 @@ def scaled_mm(a, b, scale_a, scale_b, out_dtype=None, *, stages=None, cluster=1,
             raise ValueError(f"{name} must be float8_e4m3fn, got {t.dtype}")
         if t.device != a.device:
             raise ValueError(f"{name} is on {t.device} but a is on {a.device}")
-    if a.device.type not in ("cuda", "cpu"):
-        raise ValueError(f"a is on {a.device}: the kernel runs on CUDA or CPU tensors")
     if not a.is_contiguous():
         raise ValueError("a must be row-major (contiguous): call a.contiguous() first")
     if not b.t().is_contiguous():
@@ -104,7 +102,7 @@ def scaled_mm(a, b, scale_a, scale_b, out_dtype=None, *, stages=None, cluster=1,
     result = torch.empty((M, sizes[1]), dtype=getattr(torch, out), device=a.device)
     on_cuda = a.device.type == "cuda"
     with torch.cuda.device(a.device) if on_cuda else contextlib.nullcontext():
-        exe = _executable("cuda" if on_cuda else "sim", a.device.index, out, *sizes)
+        exe = _executable(a.device.type, a.device.index, out, *sizes)
         exe(a, b.t(), *scales, result)
     return result
 
@@ -135,6 +133,8 @@ def _scale(name: str, value, device):
 
 
 @functools.lru_cache(maxsize=32)
-def _executable(target, ordinal, out_dtype, M, N, K, stages, cluster, bn, group):
+def _executable(device, ordinal, out_dtype, M, N, K, stages, cluster, bn, group):
+    """The kernel for these sizes, compiled for tensors of ``device`` (a type; ``ordinal``
+    keeps each GPU's apart): the GPU or the simulator (``tirx.torch_ops.compile_for``)."""
     kernel = build(M, N, K, "float8_e4m3fn", out_dtype, stages, cluster, bn, group, scaled=True)
-    return tirx.compile(kernel, target=target)
+    return compile_for(kernel, device)
