@@ -58,6 +58,8 @@ print(json.dumps({
     "kernel_source": kernel.source,
     "found": record is not None and record.found, "cacheable": record is not None,
     "parsed": kernel._ir is not None, "pickle": "pickle" in sys.modules,
+    "node_modules": sorted(m for m in sys.modules if m.startswith("tirx.families.")
+                           and m.endswith(".nodes")),
 }))
 """
 
@@ -124,6 +126,31 @@ def test_a_second_process_skips_the_front_end(cache_dir, tmp_path):
     assert not plain["cacheable"] and plain["parsed"]
     assert warm["source"] == cold["source"] == plain["source"]
     assert warm["ptx"] == cold["ptx"] == plain["ptx"]
+
+
+FAMILY_NODES_KERNEL = """
+@T.function
+def k(A: T.Tensor((32,), "float32")):
+    T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=32))
+    lane = T.cuda.lane_id()
+    T.cuda.atomic_add(T.address_of(A[lane]), T.float32(1.0))
+    T.cuda.nano_sleep(T.uint32(N))
+"""
+
+
+def test_a_kernel_holding_family_nodes_is_read_back_with_their_classes(cache_dir, tmp_path):
+    """The lowered IR of a kernel that holds a family's own node classes (an atomic, a sleep:
+    tirx/families/*/nodes.py) is stored and read back by a process that never parsed the
+    kernel: reading the entry imports the families' node modules it names."""
+    write_kernel(tmp_path, FAMILY_NODES_KERNEL, "N = 20\n")
+    cold = compile_in_subprocess(cache_dir, tmp_path)
+    assert cold["cache"] == "miss" and cold["parsed"]
+    warm = compile_in_subprocess(cache_dir, tmp_path)
+    assert warm["found"] and not warm["parsed"] and warm["cache"] == "hit"
+    assert warm["timings"]["lower"] == 0.0 and "frontend" in warm["timings"]
+    assert warm["source"] == cold["source"] and "atomicAdd" in warm["source"]
+    expected = ["tirx.families.cta_ops.nodes", "tirx.families.thread_ops.nodes"]
+    assert warm["node_modules"] == expected
 
 
 def test_editing_the_file_anywhere_is_a_miss(cache_dir, tmp_path):

@@ -21,7 +21,7 @@ import pytest
 import tirx
 from tests.helpers import PRELUDE, caret_line, define
 from tirx.errors import SimulationError, TirxError
-from tirx.ir import nodes as ir
+from tirx.families.thread_ops.nodes import Clock, NanoSleep
 from tirx.ir.visitor import walk
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -182,11 +182,11 @@ def test_script_prints_the_calls(tmp_path):
 
 def test_the_clock_is_a_fresh_uint64_variable(tmp_path):
     exe = tirx.compile(_kernel(tmp_path, TIMED), target="sim")
-    clocks = [n for n in walk(exe.lowered.body) if isinstance(n, ir.Clock)]
+    clocks = [n for n in walk(exe.lowered.body) if isinstance(n, Clock)]
     assert len(clocks) == 2
     assert all(c.result.dtype.name == "uint64" for c in clocks)
     assert clocks[0].result is not clocks[1].result
-    sleeps = [n for n in walk(exe.lowered.body) if isinstance(n, ir.NanoSleep)]
+    sleeps = [n for n in walk(exe.lowered.body) if isinstance(n, NanoSleep)]
     assert [s.duration.dtype.name for s in sleeps] == ["uint32"] * 3
 
 

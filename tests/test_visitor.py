@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import sys
 import types
 import typing
 
 import pytest
 
 import tirx
+from tirx import catalog
 from tirx.dtypes import DType, DTypeKind, dtype_of
 from tirx.errors import Span, TirxSyntaxError
 from tirx.executable import CacheState
@@ -26,10 +28,10 @@ from tirx.target import Target, TargetKind
 I32 = ir.I32
 
 
-def _all_node_classes():
-    """Read from nodes.py itself (its classes and those of the tirx.ir node-family modules it
-    imports, like cta_nodes.py, and the launch shape), not from the visitor's registry."""
-    family = ("tirx.ir.cta_nodes", "tirx.ir.thread_nodes", "tirx.ir.expr_nodes", "tirx.ir.launch")
+def _core_node_classes():
+    """Read from nodes.py itself (its classes and those of the tirx.ir modules it imports: the
+    expression nodes and the launch shape), not from the visitor's registry."""
+    family = ("tirx.ir.expr_nodes", "tirx.ir.launch")
     return [
         v
         for v in vars(ir).values()
@@ -37,6 +39,27 @@ def _all_node_classes():
         and dataclasses.is_dataclass(v)
         and v.__module__ in (ir.__name__, *family)
     ]
+
+
+def _family_node_classes():
+    """The node classes the families' own nodes.py define, read from those modules: every
+    dataclass there (each must be named by its catalog row)."""
+    out = []
+    for row in catalog.ROWS:
+        if "nodes" in row.stages:
+            module = catalog.stage(row, "nodes")
+            out.extend(
+                v
+                for v in vars(module).values()
+                if isinstance(v, type)
+                and dataclasses.is_dataclass(v)
+                and v.__module__ == module.__name__
+            )
+    return out
+
+
+def _all_node_classes():
+    return _core_node_classes() + _family_node_classes()
 
 
 class _Samples:
@@ -82,7 +105,7 @@ class _Samples:
         raise AssertionError(f"no sample for {t!r}")
 
     def node(self, cls):
-        hints = typing.get_type_hints(cls, vars(ir))
+        hints = typing.get_type_hints(cls, {**vars(ir), **vars(sys.modules[cls.__module__])})
         return cls(**{f.name: self.of(hints[f.name]) for f in dataclasses.fields(cls)})
 
 
@@ -91,8 +114,31 @@ def _is_node(v) -> bool:
 
 
 def test_the_registry_is_every_dataclass_of_nodes_py():
-    assert list(visitor.node_classes()) == _all_node_classes()
-    assert len(_all_node_classes()) >= 30
+    assert list(visitor.node_classes()) == _core_node_classes()
+    assert len(_core_node_classes()) >= 30
+
+
+def test_a_familys_node_classes_are_those_its_nodes_module_defines_and_its_row_names():
+    """Every dataclass of a family's nodes.py is a node class, named by the family's catalog
+    row and found by name (catalog.node_class); a dataclass of such a module that the row does
+    not name is not one, nor is a class of the same name defined elsewhere."""
+    family = _family_node_classes()
+    assert {c.__name__ for c in family} >= {"Atomic", "HalfConversion", "NanoSleep"}
+    for cls in family:
+        assert visitor.is_node_class(cls), cls
+        row = catalog.row_of_node(cls.__name__)
+        assert row is not None and cls.__module__ == catalog.module_name(row, "nodes")
+        assert catalog.node_class(cls.__name__) is cls
+        assert cls not in visitor.node_classes()
+    module = catalog.stage("thread_ops", "nodes")
+    stray = dataclasses.make_dataclass("Stray", [("x", int)], bases=(ir.Stmt,), frozen=True)
+    stray.__module__ = module.__name__
+    assert not visitor.is_node_class(stray)
+    imposter = dataclasses.make_dataclass("NanoSleep", [("x", int)], bases=(ir.Stmt,))
+    assert not visitor.is_node_class(imposter)
+    with pytest.raises(UnknownNodeError, match="NanoSleep"):
+        visitor.child_fields(imposter)
+    assert catalog.node_class("Seq") is None and catalog.node_class("MathCall") is None
 
 
 @pytest.mark.parametrize("cls", _all_node_classes(), ids=lambda c: c.__name__)
@@ -193,15 +239,16 @@ def test_field_kinds_read_from_the_text_agree_with_the_evaluated_annotations():
     them); what it reads must be what the evaluated annotation says, and the rest is left to
     eval (None)."""
     fast = 0
-    for cls in visitor.node_classes():
+    for cls in _all_node_classes():
+        module = ir.__name__ if cls in visitor.node_classes() else cls.__module__
         for f in dataclasses.fields(cls):
-            t = visitor._annotation(f.type)
+            t = visitor._annotation(f.type, module)
             if typing.get_origin(t) is tuple:
                 args = [a for a in typing.get_args(t) if a is not Ellipsis]
                 evaluated = (any(visitor._holds_node(a) for a in args), True)
             else:
                 evaluated = (visitor._holds_node(t), False)
-            read = visitor._text_kind(f.type)
+            read = visitor._text_kind(f.type, module)
             assert read in (None, evaluated), (cls.__name__, f.name, f.type)
             fast += read is not None
     assert fast > 150

@@ -23,6 +23,13 @@ stage they serve:
 ``sim.py``     the simulator's semantics, written from the PTX ISA: ``compile_call(machine,
                compiler, call, text)`` for its PTX calls, ``compile_X(machine, node)`` for its
                statements and ``eval_X(compiler, node)`` for its expressions
+``nodes.py``   the IR node classes of a family whose calls are statements of their own (the
+               row's ``nodes`` that are not the core's): dataclasses made with
+               :func:`tirx.ir.nodes.node`, which the IR visitor walks as it walks the
+               core's (tirx/ir/visitor.py); a node that reads or writes tensors says which
+               (``tensor_effects()``, tirx/signature.py), one that needs a global tensor's
+               pointer aligned says how (``aligned_accesses()``, tirx/ir/aligned_access.py),
+               and the printer's rule (``visit_X(printer, node)``) is in ``script.py``
 =============  ===========================================================================
 
 plus files by role where a family is large, named ``<stage>_<role>.py`` (``isa_descriptor.py``,
@@ -54,6 +61,8 @@ __all__ = [
     "row_of_key",
     "row_of_node",
     "node_names",
+    "node_class",
+    "is_node_module",
     "stage",
     "loaded",
     "call_keys",
@@ -61,7 +70,7 @@ __all__ = [
 ]
 
 #: the stage modules a family folder may have (files by role besides these are its own)
-STAGES = ("isa", "script", "lower", "cuda", "sim")
+STAGES = ("isa", "script", "lower", "cuda", "sim", "nodes")
 
 
 @frozen
@@ -181,7 +190,7 @@ ROWS: tuple[Row, ...] = (
     ),  # fmt: skip
     Row(
         "cta_ops",
-        ("script", "lower", "cuda", "sim"),
+        ("script", "lower", "cuda", "sim", "nodes"),
         t_names=("atomic_add",),
         cuda_names=(
             *("atomic_add", "atomic_cas", "thread_fence", "syncthreads_and", "syncthreads_or"),
@@ -196,7 +205,7 @@ ROWS: tuple[Row, ...] = (
     # fence for the compiler
     Row(
         "thread_ops",
-        ("script", "cuda", "sim"),
+        ("script", "lower", "cuda", "sim", "nodes"),
         t_names=("assume", "assume_always", "assume_aligned"),
         cuda_names=(
             *("nano_sleep", "clock64", "trap_when_assert_failed"),
@@ -207,7 +216,7 @@ ROWS: tuple[Row, ...] = (
     # float32 pairs to float16 pairs and back, from memory to memory through element addresses
     Row(
         "half_conversions",
-        ("script", "lower", "cuda", "sim"),
+        ("script", "lower", "cuda", "sim", "nodes"),
         cuda_names=("float22half2", "half8tofloat8", "float8tohalf8"),
         nodes=("HalfConversion",),
     ),  # fmt: skip
@@ -247,6 +256,9 @@ _BY_MNEMONIC = {p: row for row in ROWS for p in row.ptx}
 _MNEMONICS = sorted(_BY_MNEMONIC, key=len, reverse=True)
 _BY_KEY = {key: row for row in ROWS for key in row.keys}
 _BY_NODE = {node: row for row in ROWS for node in row.nodes}
+_NODE_MODULES = frozenset(
+    f"{__package__}.families.{row.folder}.nodes" for row in ROWS if "nodes" in row.stages
+)
 
 
 def _check_unique() -> None:
@@ -292,6 +304,20 @@ def row_of_node(class_name: str) -> Row | None:
 def node_names() -> tuple[str, ...]:
     """Every IR node class name an instruction family holds the stage rules of."""
     return tuple(_BY_NODE)
+
+
+def node_class(class_name: str) -> type | None:
+    """The IR node class ``class_name`` of a family's ``nodes`` module (imported now if it was
+    not), or None: not a class a family's folder defines (a core class, or no node)."""
+    row = _BY_NODE.get(class_name)
+    if row is None or "nodes" not in row.stages:
+        return None
+    return getattr(stage(row, "nodes"), class_name, None)
+
+
+def is_node_module(name: str) -> bool:
+    """Whether ``name`` is the module path of a family's ``nodes`` module."""
+    return name in _NODE_MODULES
 
 
 def call_keys() -> frozenset[str]:

@@ -24,7 +24,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .dtypes import StrKind
-from .ir import cta_nodes
 from .ir import nodes as ir
 from .ir.visitor import walk
 
@@ -134,14 +133,10 @@ def effects(fn: ir.Function) -> tuple[frozenset, frozenset]:
             written.add(node.buffer)
         elif isinstance(node, ir.Load) and node.buffer in params:
             read.add(node.buffer)
-        elif isinstance(node, cta_nodes.Atomic) and node.buffer in params:
-            read.add(node.buffer)
-            written.add(node.buffer)
-        elif isinstance(node, cta_nodes.HalfConversion):
-            if node.dst in params:
-                written.add(node.dst)
-            if node.src in params:
-                read.add(node.src)
+        elif hasattr(node, "tensor_effects"):  # a family's statement says what it touches
+            reads, writes = node.tensor_effects()
+            read.update(b for b in reads if b in params)
+            written.update(b for b in writes if b in params)
         elif isinstance(node, ir.PtxCall):
             for i, op in enumerate(node.operands):
                 address = getattr(op, "address", None)

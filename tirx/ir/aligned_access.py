@@ -19,7 +19,9 @@ starts. Three kinds of access turn that into a requirement on the data pointer:
 * the float32/float16 pair conversions (``T.cuda.float22half2``, ``half8tofloat8``,
   ``float8tohalf8``): a global float32 side is accessed as ``float2`` (8 bytes), a global
   float16 side as ``half2`` (4 bytes), at offsets lowering proved aligned or left to the
-  simulator (tirx/families/half_conversions/lower.py).
+  simulator (tirx/families/half_conversions/lower.py); the node says so itself
+  (``HalfConversion.aligned_accesses()``, tirx/families/half_conversions/nodes.py), as any
+  family's statement node that needs a global tensor's pointer aligned does.
 
 The requirement is read off the lowered IR only (the instruction text and its operands, as the
 ISA spells them), not from the compiler's instruction tables, so the simulator can use it. Both
@@ -36,7 +38,6 @@ from dataclasses import dataclass
 
 from ..errors import Span
 from . import nodes as ir
-from .cta_nodes import FLOAT2_BYTES
 from .visitor import walk
 
 __all__ = [
@@ -44,13 +45,17 @@ __all__ = [
     "CopyOperand",
     "AlignedAccess",
     "BULK_ALIGN",
+    "FLOAT2_BYTES",
+    "HALF2_BYTES",
     "vector_accesses",
     "copy_access",
-    "conversion_accesses",
     "parameter_alignments",
 ]
 
 BULK_ALIGN = 16  # bytes: a bulk copy's addresses (PTX ISA, cp.async.bulk)
+#: bytes of one access of each side of a pair conversion: a float2 (two float32), a half2 (two
+#: float16)
+FLOAT2_BYTES, HALF2_BYTES = 8, 4
 
 
 class AccessKind(enum.Enum):
@@ -145,26 +150,12 @@ def copy_access(call: ir.PtxCall) -> AlignedAccess | None:
     return AlignedAccess(address.buffer, nbytes, kind, text, call.span, operand)
 
 
-def conversion_accesses(s: ir.HalfConversion) -> list[AlignedAccess]:
-    """The global operands of the lowered pair conversion ``s``, each with the size of its
-    accesses: 8 bytes (``float2``) on the float32 side, 4 (``half2``) on the float16 side."""
-    found = []
-    for buf, nbytes, operand in (
-        (s.dst, s.kind.dst_bytes, CopyOperand.DESTINATION),
-        (s.src, s.kind.src_bytes, CopyOperand.SOURCE),
-    ):
-        if isinstance(buf, ir.Buffer) and buf.scope is ir.Scope.GLOBAL:
-            kind = AccessKind.CONVERSION
-            found.append(AlignedAccess(buf, nbytes, kind, str(s.kind), s.span, operand))
-    return found
-
-
 def _accesses(fn: ir.Function):
     for node in walk(fn.body):
         if isinstance(node, ir.For) and node.kind is ir.LoopKind.VECTORIZED:
             yield from vector_accesses(node)
-        elif isinstance(node, ir.HalfConversion):
-            yield from conversion_accesses(node)
+        elif hasattr(node, "aligned_accesses"):  # a family's statement that says
+            yield from node.aligned_accesses()
         elif isinstance(node, ir.PtxCall):
             access = copy_access(node)
             if access is not None:

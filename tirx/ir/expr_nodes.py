@@ -2,17 +2,19 @@
 imports them, so they are node classes like its own (the visitor walks them; ``ir.MathCall``
 names them): the math and bit intrinsics (``T.exp``, ``T.clz``, tirx/families/math/script.py),
 the language forms ``T.reinterpret`` and ``T.address_of`` (tirx/script/forms.py, storage.py)
-and the warp collectives (shuffles, votes, warp reductions; tirx/families/warp_collectives/script.py)."""
+and the warp collectives (shuffles, votes, warp reductions; tirx/families/warp_collectives/script.py);
+and ``T.cuda.cvta_generic_to_shared``'s element address (:class:`ElemSharedAddress`), which
+the CTA operations lower (tirx/families/cta_ops/lower.py) and wgmma's descriptors take."""
 
 from __future__ import annotations
 
 from ..dtypes import DType, StrKind
 from ..errors import Span
 from .math_ops import MathOp
-from .nodes import Builtin, Expr, View, node
+from .nodes import U32, Builtin, Expr, View, node
 
 __all__ = [
-    "MathOp", "MathCall", "Reinterpret", "AddressOf", "WarpOp", "WarpCollective",
+    "MathOp", "MathCall", "Reinterpret", "AddressOf", "WarpOp", "WarpCollective", "ElemSharedAddress",
     "CLUSTER_BUILTINS", "SREG_ONLY", "UNDIMENSIONED",
 ]  # fmt: skip
 
@@ -85,3 +87,16 @@ class WarpCollective(Expr):
     width: Expr | None
     dtype: DType
     span: Span | None = None
+
+
+# ------------------------------------------- T.cuda.cvta_generic_to_shared of a tensor element
+
+
+@node
+class ElemSharedAddress(Expr):
+    """Script level: ``T.cuda.cvta_generic_to_shared`` of ``view[indices]``; lowered to a
+    :class:`SharedAddress`."""
+
+    view: View
+    indices: tuple[Expr | int, ...]
+    dtype: DType = U32

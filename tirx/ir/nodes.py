@@ -592,9 +592,7 @@ class Function(Frozen):
 # Builders live in build.py; re-exported here so ``nodes.binop`` etc. keep working.
 from .build import as_expr, binop, cast, cmp, const, promote  # noqa: E402,F401
 
-# The node classes of the CTA operations and atomics (families/cta_ops), of the expressions of
-# the math intrinsics, the language forms and the warp collectives, and of the single-thread
-# operations (families/thread_ops): in cta_nodes.py, expr_nodes.py and thread_nodes.py
-from .cta_nodes import *  # noqa: E402,F401,F403
+# The expression nodes of the math intrinsics, the language forms and the warp collectives, in
+# expr_nodes.py (the node classes of a family's own statements live in its folder's nodes.py,
+# tirx/families/<folder>/nodes.py, which its catalog row names)
 from .expr_nodes import *  # noqa: E402,F401,F403
-from .thread_nodes import *  # noqa: E402,F401,F403

@@ -12,7 +12,7 @@ from ..dtypes import DTypeKind
 from . import nodes as ir
 from .visitor import Visitor, Walker
 
-__all__ = ["print_function", "print_expr"]
+__all__ = ["print_function", "print_expr", "flat"]
 
 _PREC = {
     ir.Op.BITOR: 1,
@@ -108,7 +108,7 @@ class _Exprs(Visitor):
         return f"{view[0]}[{', '.join(i[0] for i in indices)}]", _ATOM
 
     def leave_Load(self, e, buffer, index):
-        return _flat(e.buffer, index[0], e.dtype), _ATOM
+        return flat(e.buffer, index[0], e.dtype), _ATOM
 
     def leave_SharedAddress(self, e, buffer, offset):
         return f"smem_addr({e.buffer.name}) + {_wrap(offset, 6)}", _ATOM
@@ -122,7 +122,7 @@ class _Exprs(Visitor):
 
     # PTX operands (lowered level)
     def enter_LocalReg(self, r):
-        return _flat(r.buffer, repr(r.slot), r.dtype), _ATOM
+        return flat(r.buffer, repr(r.slot), r.dtype), _ATOM
 
     def leave_ValueReg(self, r, value):
         return value
@@ -149,7 +149,9 @@ class _Exprs(Visitor):
         return f"T.cuda.{warp_ops.CUDA_NAME[e.op]}({args})", _ATOM
 
 
-def _flat(buf, index: str, dtype) -> str:
+def flat(buf, index: str, dtype) -> str:
+    """The text of the element ``index`` of ``buf`` read as ``dtype`` (``buf[i]``,
+    ``buf.as_uint32[i]``)."""
     cast = "" if dtype == buf.dtype else f".as_{dtype.name}"
     return f"{buf.name}{cast}[{index}]"
 
@@ -169,9 +171,12 @@ def _view(v: ir.View, offset: str) -> str:
 
 
 class _Printer(Walker):
-    """Statements, top-down, one line each (``Walker``: no recursion, any nesting)."""
+    """Statements, top-down, one line each (``Walker``: no recursion, any nesting). A family's
+    own statements are printed by its script.py's ``visit_X(printer, node)``, through
+    :meth:`line` and :meth:`result`."""
 
     pass_name = "the printer"
+    stage = "script"
 
     def __init__(self):
         self.out: list[str] = []
@@ -179,6 +184,10 @@ class _Printer(Walker):
 
     def line(self, text):
         self.out.append("    " * self.depth + text)
+
+    def result(self, s, text):
+        """A line for the call ``text``, assigned to the statement's ``result`` if it has one."""
+        self.line(f"{s.result.name} = {text}" if s.result is not None else text)
 
     def block(self, s):
         return [self._indent, s, self._dedent]
@@ -202,7 +211,7 @@ class _Printer(Walker):
         self.line(f"{print_expr(s.view)}[{idx}] = {print_expr(s.value)}")
 
     def visit_Store(self, s):
-        self.line(f"{_flat(s.buffer, print_expr(s.index), s.dtype)} = {print_expr(s.value)}")
+        self.line(f"{flat(s.buffer, print_expr(s.index), s.dtype)} = {print_expr(s.value)}")
 
     def visit_For(self, s):
         kind = {ir.LoopKind.SERIAL: "range", ir.LoopKind.UNROLL: "T.unroll"}.get(s.kind)
@@ -242,69 +251,6 @@ class _Printer(Walker):
     def visit_RawPtx(self, s):
         ops = ", ".join(print_expr(o) for o in s.operands)
         self.line(f'T.ptx["{s.instruction}"]({ops})')
-
-    # atomics and CTA operations (families/cta_ops/script.py)
-    def _result(self, s, text):
-        self.line(f"{s.result.name} = {text}" if s.result is not None else text)
-
-    def visit_ElemAtomic(self, s):
-        idx = ", ".join(print_expr(i) for i in s.indices)
-        ops = "".join(", " + print_expr(v) for v in s.operands)
-        addr = f"T.address_of({print_expr(s.view)}[{idx}])"
-        self._result(s, f"T.cuda.atomic_{s.kind}({addr}{ops})")
-
-    def visit_Atomic(self, s):
-        ops = "".join(", " + print_expr(v) for v in s.operands)
-        addr = _flat(s.buffer, print_expr(s.index), s.dtype)
-        self._result(s, f"T.cuda.atomic_{s.kind}(T.address_of({addr}){ops})")
-
-    def visit_ThreadFence(self, s):
-        self.line("T.cuda.thread_fence()")
-
-    def visit_VotingBarrier(self, s):
-        self._result(s, f"T.cuda.syncthreads_{s.kind}({print_expr(s.predicate)})")
-
-    def visit_CtaReduce(self, s):
-        if isinstance(s.scratch, ir.View):
-            scratch = f"{print_expr(s.scratch)}.data"
-        else:
-            scratch = f"T.address_of({_flat(s.scratch, print_expr(s.offset), s.scratch.dtype)})"
-        value = print_expr(s.value)
-        self._result(s, f'T.cuda.cta_reduce({value}, "{s.kind}", {s.num_warps}, {scratch})')
-
-    # float32/float16 pair conversions (families/half_conversions/script.py), their arguments
-    # in the real TIRx's order: float22half2(dst, src), the others (src, dst)
-    def visit_HalfConversion(self, s):
-        def address(x, at):
-            if isinstance(x, ir.View):
-                return f"T.address_of({print_expr(x)}[{', '.join(print_expr(i) for i in at)}])"
-            return f"T.address_of({x.name}.as_uint8[{print_expr(at[0])}])"  # lowered: bytes
-
-        dst, src = address(s.dst, s.dst_at), address(s.src, s.src_at)
-        pair = (dst, src) if s.kind is ir.HalfConversionKind.FLOAT2_TO_HALF2 else (src, dst)
-        self.line(f"T.cuda.{s.kind}({pair[0]}, {pair[1]})")
-
-    # single-thread operations (families/thread_ops/script.py)
-    def visit_NanoSleep(self, s):
-        self.line(f"T.cuda.nano_sleep({print_expr(s.duration)})")
-
-    def visit_Clock(self, s):
-        self._result(s, "T.cuda.clock64()")
-
-    def visit_AssertTrap(self, s):
-        self.line(f"T.cuda.trap_when_assert_failed({print_expr(s.cond)})")
-
-    def visit_Assume(self, s):
-        address = s.cond.a.a if s.aligned else None  # (address & (n - 1)) == 0
-        whole = isinstance(address, ir.AddressOf) and address.view.elem_offset == 0
-        if whole:  # as written (a view at an offset, or lowered: the condition)
-            self.line(f"T.assume_aligned({address.view.name or address.view.buffer.name}, "
-                      f"{s.aligned})")  # fmt: skip
-        else:
-            self.line(f"T.assume{'_always' if s.always else ''}({print_expr(s.cond)})")
-
-    def visit_RegisterFence(self, s):
-        self.line(f"T.cuda.wgmma.noop_barrier({print_expr(s.target)})")
 
     def visit_PtxCall(self, s):
         parts = ", ".join(print_expr(op) for op in s.operands)

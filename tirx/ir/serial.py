@@ -23,9 +23,11 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import importlib
 import marshal
 import sys
 
+from .. import catalog
 from .nodes import Expr, Stmt
 from .visitor import UnknownNodeError
 
@@ -137,6 +139,8 @@ def loads(data: bytes):
     classes = []
     for module, qualname, names in class_rows:
         cls = sys.modules.get(module)
+        if cls is None and catalog.is_node_module(module):  # a family's node classes
+            cls = importlib.import_module(module)
         for part in qualname.split("."):
             cls = getattr(cls, part, None)
         if not isinstance(cls, type) or not _ours(cls):

@@ -3,8 +3,9 @@
 Every pass over the IR (lowering, codegen and its analyses, the printer, the simplifier's
 analyses, the serializer) is built on this module instead of on hand-written recursion.
 
-* The node classes are the dataclasses defined in :mod:`tirx.ir.nodes`; a class added there
-  needs no code here. Their *child fields* are the fields whose annotation can hold a node (an
+* The node classes are the dataclasses defined in :mod:`tirx.ir.nodes` and those of the
+  families' ``nodes`` modules that the catalog names (``tirx/families/<folder>/nodes.py``,
+  ``Row.nodes``); a class added to either needs no code here. Their *child fields* are the fields whose annotation can hold a node (an
   ``Expr``, a ``Stmt``, a ``View``, a ``Buffer``, a register or PTX operand, ``None`` or a
   tuple of them); :func:`children` and :func:`rebuild` read and replace exactly those.
 * :class:`Visitor` folds a tree bottom-up over an explicit work stack: the result for a node of
@@ -42,6 +43,7 @@ from . import nodes as ir
 __all__ = [
     "UnknownNodeError",
     "node_classes",
+    "is_node_class",
     "child_fields",
     "children",
     "rebuild",
@@ -72,8 +74,8 @@ class UnknownNodeError(TypeError):
 @functools.cache
 def node_classes() -> tuple[type, ...]:
     """Every dataclass of :mod:`tirx.ir.nodes`, in definition order: its own and those of the
-    node-family modules of ``tirx.ir`` it imports (cta_nodes.py, thread_nodes.py, expr_nodes.py,
-    launch.py)."""
+    modules of ``tirx.ir`` it imports (expr_nodes.py, launch.py). A family's own node classes
+    (its ``nodes`` module) are not among them: see :func:`is_node_class`."""
     return tuple(
         v
         for v in vars(ir).values()
@@ -83,43 +85,58 @@ def node_classes() -> tuple[type, ...]:
     )
 
 
+@functools.cache
+def is_node_class(cls: type) -> bool:
+    """Whether ``cls`` is a node class: one of :func:`node_classes`, or a dataclass of a
+    family's ``nodes`` module that the family's catalog row names (``Row.nodes``)."""
+    if cls in node_classes():
+        return True
+    return (
+        dataclasses.is_dataclass(cls)
+        and catalog.is_node_module(cls.__module__)
+        and catalog.row_of_node(cls.__name__) is not None
+    )
+
+
 def _holds_node(t) -> bool:
     if isinstance(t, types.UnionType):  # X | Y
         return any(_holds_node(a) for a in t.__args__)
     typing = sys.modules.get("typing")  # typing.Union/Optional exist only once it is imported
     if typing is not None and typing.get_origin(t) is typing.Union:
         return any(_holds_node(a) for a in typing.get_args(t))
-    return isinstance(t, type) and (issubclass(t, (ir.Expr, ir.Stmt)) or t in node_classes())
+    return isinstance(t, type) and (issubclass(t, (ir.Expr, ir.Stmt)) or is_node_class(t))
 
 
 @functools.cache
 def _spec(cls: type) -> tuple[tuple[str, bool], ...]:
     """``(field name, holds a tuple)`` for each child field of node class ``cls``."""
-    if cls not in node_classes():
+    if not is_node_class(cls):
         raise UnknownNodeError(cls, "the IR visitor")
+    # a family's class names what its own module imports; the core's, what tirx.ir.nodes has
+    module = cls.__module__ if catalog.is_node_module(cls.__module__) else ir.__name__
     out = []
     for f in dataclasses.fields(cls):
-        holds, many = _field_kind(f.type)
+        holds, many = _field_kind(f.type, module)
         if holds:
             out.append((f.name, many))
     return tuple(out)
 
 
 @functools.cache
-def _field_kind(annotation) -> tuple[bool, bool]:
-    """``(holds nodes, in a tuple)`` for a field annotated ``annotation`` (a few dozen distinct
-    texts among all the node classes' fields)."""
+def _field_kind(annotation, module: str = ir.__name__) -> tuple[bool, bool]:
+    """``(holds nodes, in a tuple)`` for a field annotated ``annotation`` in the module
+    ``module`` (a few dozen distinct texts among all the node classes' fields)."""
     if isinstance(annotation, str):
-        kind = _text_kind(annotation)
+        kind = _text_kind(annotation, module)
         if kind is not None:
             return kind
-    t = _annotation(annotation)
+    t = _annotation(annotation, module)
     if getattr(t, "__origin__", None) is tuple:  # tuple[...] (or typing.Tuple[...])
         return any(_holds_node(a) for a in t.__args__ if a is not Ellipsis), True
     return _holds_node(t), False
 
 
-def _text_kind(text: str) -> tuple[bool, bool] | None:
+def _text_kind(text: str, module: str = ir.__name__) -> tuple[bool, bool] | None:
     """:func:`_field_kind` read from the text without evaluating it (``eval`` of a
     ``tuple[...]`` text cost a cold compile about 40 us each), for the two common shapes:
     names joined by ``|``, and ``tuple[...]`` of those (and ``...``). None for anything else,
@@ -128,7 +145,7 @@ def _text_kind(text: str) -> tuple[bool, bool] | None:
     inner = text[6:-1] if many else text
     if "[" in inner or "]" in inner:
         return None
-    holds, scope = False, vars(ir)
+    holds, scope = False, vars(sys.modules[module])
     for part in inner.split(", ") if many else (inner,):
         if part == "..." and many:
             continue
@@ -146,13 +163,14 @@ _NOWHERE = object()
 
 
 @functools.cache
-def _annotation(text):
+def _annotation(text, module: str = ir.__name__):
     """A field's annotation as a type, for the texts :func:`_text_kind` does not read (nested
-    or unioned ``tuple[...]``): evaluated in :mod:`tirx.ir.nodes`' namespace once per distinct
-    text (``typing.get_type_hints`` per class cost a cold compile milliseconds)."""
+    or unioned ``tuple[...]``): evaluated in the namespace of ``module`` (:mod:`tirx.ir.nodes`
+    for the core's classes) once per distinct text (``typing.get_type_hints`` per class cost a
+    cold compile milliseconds)."""
     if not isinstance(text, str):
         return text
-    return eval(text, vars(ir))  # noqa: S307 - our own source
+    return eval(text, vars(sys.modules[module]))  # noqa: S307 - our own source
 
 
 def child_fields(cls: type) -> tuple[str, ...]:
@@ -221,7 +239,7 @@ class _Pass:
         table = _RULES.setdefault(type(self), {})
         rule = table.get(cls)
         if rule is None:
-            if cls not in node_classes():
+            if not is_node_class(cls):
                 raise UnknownNodeError(cls, self.pass_name)
             family = catalog.row_of_node(cls.__name__) if self.stage else None
             found = tuple(self._named_rule(p + cls.__name__, family) for p in self._prefixes)
@@ -353,15 +371,23 @@ class Visitor(_Pass):
 class Transformer(Visitor):
     """A :class:`Visitor` whose results are nodes. ``rebuilt``: names of the classes rebuilt
     from their transformed children by default; ``kept``: names of the classes returned as
-    they are, children unvisited. Any other class needs its own ``enter_``/``leave_`` rule."""
+    they are, children unvisited. For a pass with a ``stage``, a family's stage module names
+    its own classes of either kind (``REBUILT``, ``KEPT``). Any other class needs its own
+    ``enter_``/``leave_`` rule."""
 
     rebuilt: frozenset[str] = frozenset()
     kept: frozenset[str] = frozenset()
 
     def _default(self, cls):
-        if cls.__name__ in self.kept:
+        name = cls.__name__
+        family = catalog.row_of_node(name) if self.stage else None
+
+        def named(kind):  # the family stage module's KEPT or REBUILT
+            return (family is not None and catalog.rule(family, self.stage, kind)) or ()
+
+        if name in self.kept or name in named("KEPT"):
             return (_keep, None)
-        if cls.__name__ in self.rebuilt:
+        if name in self.rebuilt or name in named("REBUILT"):
             return (None, _rebuild)
         return None
 

@@ -20,6 +20,7 @@ unrolled copy becomes part of the address. Assignments stay (other uses may need
 
 from __future__ import annotations
 
+import functools
 from dataclasses import replace
 
 from .. import catalog
@@ -34,16 +35,23 @@ _PASS_NAME = "the index pass"
 _INT_KINDS = ("int", "uint")
 # statements with no statement inside and no address to rewrite
 _PLAIN = (ir.Break, ir.Continue, ir.Barrier, ir.Printf)
-# and every statement node of an instruction family (its catalog row's ``nodes``: atomics,
-# votes, CTA reductions, sleeps, clock reads, asserts, register fences, pair conversions):
-# its addresses are left as its family's lowering wrote them, and the result variable of one
-# that has one is assigned by no Assign, so no use of it is substituted. A family node that
-# holds statements, or whose addresses this pass must rewrite, needs a rule here.
-_PLAIN += tuple(
-    cls
-    for name in catalog.node_names()
-    if isinstance(cls := getattr(ir, name, None), type) and issubclass(cls, ir.Stmt)
-)
+
+
+def _plain(s) -> bool:
+    return _is_plain(type(s))
+
+
+@functools.cache
+def _is_plain(cls: type) -> bool:
+    """One of :data:`_PLAIN`, or a statement node of an instruction family (its catalog row's
+    ``nodes``: atomics, votes, CTA reductions, sleeps, clock reads, asserts, register fences,
+    pair conversions): its addresses are left as its family's lowering wrote them, and the
+    result variable of one that has one is assigned by no Assign, so no use of it is
+    substituted. A family node that holds statements, or whose addresses this pass must
+    rewrite, needs a rule here."""
+    return issubclass(cls, _PLAIN) or (
+        issubclass(cls, ir.Stmt) and catalog.row_of_node(cls.__name__) is not None
+    )
 
 
 def inline_indices(fn: ir.Function, body: ir.Stmt) -> ir.Stmt:
@@ -72,7 +80,7 @@ def _assignment_counts(body) -> dict:
             stack.append(s.then_body)
             if s.else_body is not None:
                 stack.append(s.else_body)
-        elif not isinstance(s, (ir.Store, ir.PtxCall, *_PLAIN)):
+        elif not (isinstance(s, (ir.Store, ir.PtxCall)) or _plain(s)):
             raise UnknownNodeError(type(s), _PASS_NAME)
     return counts
 
@@ -127,7 +135,7 @@ class _Statements:
 
     def simple(self, s, env, ranges):
         """A statement with no statement inside, its expressions rewritten."""
-        if isinstance(s, _PLAIN):
+        if _plain(s):
             return s
         exprs = _Expressions(self, env, ranges)
         if isinstance(s, ir.Assign):

@@ -98,7 +98,8 @@ class _Lowerer(Transformer):
 
     pass_name = "lowering"
     stage = "lower"
-    # rebuilt from their lowered children as they are
+    # rebuilt from their lowered children as they are (a family's own classes: its lower.py's
+    # REBUILT and KEPT)
     rebuilt = frozenset(
         {
             "Seq",
@@ -113,11 +114,6 @@ class _Lowerer(Transformer):
             "MathCall",
             "View",
             "ScalarOperand",
-            "VotingBarrier",
-            "NanoSleep",
-            "AssertTrap",
-            "RegisterFence",
-            "Assume",
         }
     )
     # already lowered (or leaves): returned as they are
@@ -135,9 +131,6 @@ class _Lowerer(Transformer):
             "Continue",
             "Barrier",
             "Immediate",
-            "Atomic",
-            "ThreadFence",
-            "Clock",
         }
     )
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from ...backend.cuda.codegen import to_bits16
 from ...ir import nodes as ir
+from .nodes import Atomic, AtomicKind, CtaReduce, ReduceKind, ThreadFence, VotingBarrier
 
 __all__ = [
     "visit_Atomic",
@@ -21,10 +22,10 @@ __all__ = [
 ]
 
 _PTX16 = {"float16": "f16", "bfloat16": "bf16"}
-_CUDA_ATOMIC = {ir.AtomicKind.ADD: "atomicAdd", ir.AtomicKind.CAS: "atomicCAS"}
+_CUDA_ATOMIC = {AtomicKind.ADD: "atomicAdd", AtomicKind.CAS: "atomicCAS"}
 
 
-def _emit_atomic(em, st: ir.Atomic) -> None:
+def _emit_atomic(em, st: Atomic) -> None:
     em.mark(st.span)
     ref = em.ref(st.buffer, st.index, st.dtype)
     if st.dtype.name in _PTX16:  # st.kind is ADD: the lowering allows no 16-bit CAS
@@ -46,28 +47,28 @@ def _emit_atomic(em, st: ir.Atomic) -> None:
     em.line(f"{st.result.name} = {text};" if st.result is not None else f"{text};")
 
 
-def _emit_thread_fence(em, st: ir.ThreadFence) -> None:
+def _emit_thread_fence(em, st: ThreadFence) -> None:
     em.mark(st.span)
     em.line("__threadfence();")
 
 
-def _emit_voting_barrier(em, st: ir.VotingBarrier) -> None:
+def _emit_voting_barrier(em, st: VotingBarrier) -> None:
     em.mark(st.span)
     text = f"__syncthreads_{st.kind}((int)({em.e(st.predicate)}))"
     em.line(f"{st.result.name} = {text};" if st.result is not None else f"(void){text};")
 
 
-def _step(kind: ir.ReduceKind, dtype, a: str, b: str) -> str:
+def _step(kind: ReduceKind, dtype, a: str, b: str) -> str:
     """C for one reduction step of ``a`` with ``b`` (CUDA's max/min on floats: fmaxf...)."""
-    if kind is ir.ReduceKind.SUM:
+    if kind is ReduceKind.SUM:
         return f"{a} + {b}"
     if dtype.kind == "float":
-        f = ("fmax" if kind is ir.ReduceKind.MAX else "fmin") + ("f" if dtype.bits == 32 else "")
+        f = ("fmax" if kind is ReduceKind.MAX else "fmin") + ("f" if dtype.bits == 32 else "")
         return f"{f}({a}, {b})"
     return f"tirx_{kind}<{dtype.c_type}>({a}, {b})"
 
 
-def warp_allreduce(kind: ir.ReduceKind, dtype, var: str) -> str:
+def warp_allreduce(kind: ReduceKind, dtype, var: str) -> str:
     """C that reduces ``var`` over the 32 lanes of a full warp, the result in every lane (an
     xor butterfly, masks 16..1). Not the warp collectives' ``warp_max``/``warp_min`` helper
     (backend/cuda/warp_ops.py): a CTA reduction's float max/min is CUDA's ``fmaxf``/``fminf``,
@@ -77,18 +78,18 @@ def warp_allreduce(kind: ir.ReduceKind, dtype, var: str) -> str:
     return f"for (int tirx_m = 16; tirx_m > 0; tirx_m >>= 1) {var} = {step};"
 
 
-def identity(kind: ir.ReduceKind, dtype) -> int | float:
+def identity(kind: ReduceKind, dtype) -> int | float:
     """The value a missing partial contributes (lanes of warp 0 beyond the warp count)."""
-    if kind is ir.ReduceKind.SUM:
+    if kind is ReduceKind.SUM:
         return 0
     if dtype.kind == "float":
-        return float("-inf") if kind is ir.ReduceKind.MAX else float("inf")
+        return float("-inf") if kind is ReduceKind.MAX else float("inf")
     bits = dtype.bits
     lo, hi = (-(2 ** (bits - 1)), 2 ** (bits - 1) - 1) if dtype.kind == "int" else (0, 2**bits - 1)
-    return lo if kind is ir.ReduceKind.MAX else hi
+    return lo if kind is ReduceKind.MAX else hi
 
 
-def _emit_cta_reduce(em, st: ir.CtaReduce) -> None:
+def _emit_cta_reduce(em, st: CtaReduce) -> None:
     """The two-stage reduction of docs/semantics.md ("CTA reductions"), inline: an xor
     butterfly in every warp, one partial per warp in the scratch, a barrier, warp 0 reduces
     the partials the same way, a barrier, every thread reads the total."""

@@ -13,12 +13,21 @@ from __future__ import annotations
 
 from ...errors import TirxSyntaxError
 from ...ir import nodes as ir
+from .nodes import Atomic, AtomicKind, CtaReduce, ElemAtomic
 
-__all__ = ["ATOMIC_DTYPES", "enter_ElemAtomic", "enter_CtaReduce", "leave_ElemSharedAddress"]
+__all__ = [
+    "ATOMIC_DTYPES", "REBUILT", "KEPT", "enter_ElemAtomic", "enter_CtaReduce",
+    "leave_ElemSharedAddress",
+]  # fmt: skip
+
+# the lowerer rebuilds a vote from its lowered predicate; a flat atomic and a fence are lowered
+# as the parser made them (tirx/ir/visitor.py, Transformer)
+REBUILT = frozenset({"VotingBarrier"})
+KEPT = frozenset({"Atomic", "ThreadFence"})
 
 # kind -> dtype name -> the first sm_ number that has it
 ATOMIC_DTYPES = {
-    ir.AtomicKind.ADD: {
+    AtomicKind.ADD: {
         "int32": 80,
         "uint32": 80,
         "uint64": 80,
@@ -27,11 +36,11 @@ ATOMIC_DTYPES = {
         "float16": 80,
         "bfloat16": 90,
     },
-    ir.AtomicKind.CAS: {"int32": 80, "uint32": 80, "uint64": 80},
+    AtomicKind.CAS: {"int32": 80, "uint32": 80, "uint64": 80},
 }
 
 
-def enter_ElemAtomic(lowerer, s: ir.ElemAtomic) -> ir.Atomic:
+def enter_ElemAtomic(lowerer, s: ElemAtomic) -> Atomic:
     """``s`` as a flat :class:`~tirx.ir.nodes.Atomic` (through the lowerer's element address
     and expression lowering)."""
     arch, address, visit = lowerer.arch, lowerer.address, lowerer.visit
@@ -53,13 +62,13 @@ def enter_ElemAtomic(lowerer, s: ir.ElemAtomic) -> ir.Atomic:
             "in float32",
         )
     buf, index = address(s.view, s.indices)
-    return ir.Atomic(s.kind, buf, index, tuple(visit(v) for v in s.operands), d, s.result, s.span)
+    return Atomic(s.kind, buf, index, tuple(visit(v) for v in s.operands), d, s.result, s.span)
 
 
-def enter_CtaReduce(lowerer, s: ir.CtaReduce) -> ir.CtaReduce:
+def enter_CtaReduce(lowerer, s: CtaReduce) -> CtaReduce:
     """``s`` with its scratch as (shared buffer, element index of slot 0)."""
     buf, index = lowerer.address(s.scratch, (0,))
-    return ir.CtaReduce(s.kind, lowerer.visit(s.value), s.num_warps, buf, index, s.result, s.span)
+    return CtaReduce(s.kind, lowerer.visit(s.value), s.num_warps, buf, index, s.result, s.span)
 
 
 def leave_ElemSharedAddress(lowerer, e: ir.ElemSharedAddress, view, indices) -> ir.SharedAddress:

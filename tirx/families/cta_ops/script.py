@@ -21,11 +21,23 @@ import ast
 
 from ...errors import TirxSyntaxError
 from ...ir import nodes as ir
+from ...ir.printer import flat, print_expr
 from ...script import checks
 from ...script.addresses import element_address
 from ...script.effects import statement_position
+from .nodes import (
+    AtomicKind,
+    CtaReduce,
+    ElemAtomic,
+    ReduceKind,
+    ThreadFence,
+    VoteKind,
+    VotingBarrier,
+)
 
-__all__ = ["T_NAMES", "CUDA_NAMES", "KEYS", "parse_call"]
+__all__ = ["T_NAMES", "CUDA_NAMES", "KEYS", "parse_call",
+    "visit_ElemAtomic", "visit_Atomic", "visit_ThreadFence", "visit_VotingBarrier", "visit_CtaReduce",
+]  # fmt: skip
 
 T_NAMES = ("atomic_add",)
 CUDA_NAMES = (
@@ -42,7 +54,7 @@ CUDA_NAMES = (
 )
 KEYS = frozenset(T_NAMES) | frozenset(f"cuda.{n}" for n in CUDA_NAMES)
 
-_RESULT_NAMES = {ir.ElemAtomic: "old", ir.VotingBarrier: "vote", ir.CtaReduce: "reduced"}
+_RESULT_NAMES = {ElemAtomic: "old", VotingBarrier: "vote", CtaReduce: "reduced"}
 _REDUCE = {"cta_sum": "sum", "cta_max": "max", "cta_min": "min"}
 
 
@@ -54,13 +66,13 @@ def parse_call(ev, key: str, node: ast.Call, name_hint=None):
     dropped = statement_position(ev, key, node)
     if name == "thread_fence":
         _positional(ev, node, key, 0)
-        ev.b.emit(ir.ThreadFence(ev.p.span(node)))
+        ev.b.emit(ThreadFence(ev.p.span(node)))
         return None
     if name in ("syncthreads_and", "syncthreads_or"):
         (pred,) = _positional(ev, node, key, 1)
-        kind = ir.VoteKind.AND if name == "syncthreads_and" else ir.VoteKind.OR
+        kind = VoteKind.AND if name == "syncthreads_and" else VoteKind.OR
         value = ev.to_bool(ir.as_expr(ev.scalar(pred)))
-        return _emit(ev, node, dropped, "int32", ir.VotingBarrier, kind, value)
+        return _emit(ev, node, dropped, "int32", VotingBarrier, kind, value)
     if name in ("atomic_add", "atomic_cas"):
         return _atomic(ev, key, name, node, dropped)
     return _cta_reduce(ev, key, name, node, dropped)
@@ -103,10 +115,10 @@ def _atomic(ev, key, name, node, dropped):
     vals = tuple(
         ir.cast(ir.as_expr(checks.int_literal(ev.scalar(a))), view.dtype) for a in operands
     )
-    kind = ir.AtomicKind.ADD if name == "atomic_add" else ir.AtomicKind.CAS
+    kind = AtomicKind.ADD if name == "atomic_add" else AtomicKind.CAS
     # the old value in the type expressions compute in (16-bit floats as float32)
     dtype = ir.F32 if view.dtype.name in ("float16", "bfloat16") else view.dtype
-    return _emit(ev, node, dropped, dtype, ir.ElemAtomic, kind, view, idx, vals)
+    return _emit(ev, node, dropped, dtype, ElemAtomic, kind, view, idx, vals)
 
 
 # --------------------------------------------------------------------- CTA reductions
@@ -153,8 +165,8 @@ def _cta_reduce(ev, key, name, node, dropped):
             ev.p.span(scratch),
             hint=f'allocate it as T.alloc_shared(({num_warps},), "{v.dtype}")',
         )
-    kind = ir.ReduceKind(op)
-    return _emit(ev, node, dropped, v.dtype, ir.CtaReduce, kind, v, num_warps, view)
+    kind = ReduceKind(op)
+    return _emit(ev, node, dropped, v.dtype, CtaReduce, kind, v, num_warps, view)
 
 
 _REDUCE_DTYPES = ("int32", "uint32", "int64", "uint64", "float32", "float64")
@@ -196,3 +208,37 @@ def _cvta(ev, node):
             hint="pass the address of an element of a T.alloc_shared tensor",
         )
     return ir.ElemSharedAddress(view, idx)
+
+
+# ------------------------------------------------------------------ the printer's rules
+# (exe.script(), tirx/ir/printer.py): the calls as written
+
+
+def visit_ElemAtomic(printer, s: ElemAtomic):
+    idx = ", ".join(print_expr(i) for i in s.indices)
+    ops = "".join(", " + print_expr(v) for v in s.operands)
+    addr = f"T.address_of({print_expr(s.view)}[{idx}])"
+    printer.result(s, f"T.cuda.atomic_{s.kind}({addr}{ops})")
+
+
+def visit_Atomic(printer, s):
+    ops = "".join(", " + print_expr(v) for v in s.operands)
+    addr = flat(s.buffer, print_expr(s.index), s.dtype)
+    printer.result(s, f"T.cuda.atomic_{s.kind}(T.address_of({addr}){ops})")
+
+
+def visit_ThreadFence(printer, s: ThreadFence):
+    printer.line("T.cuda.thread_fence()")
+
+
+def visit_VotingBarrier(printer, s: VotingBarrier):
+    printer.result(s, f"T.cuda.syncthreads_{s.kind}({print_expr(s.predicate)})")
+
+
+def visit_CtaReduce(printer, s: CtaReduce):
+    if isinstance(s.scratch, ir.View):
+        scratch = f"{print_expr(s.scratch)}.data"
+    else:
+        scratch = f"T.address_of({flat(s.scratch, print_expr(s.offset), s.scratch.dtype)})"
+    value = print_expr(s.value)
+    printer.result(s, f'T.cuda.cta_reduce({value}, "{s.kind}", {s.num_warps}, {scratch})')

@@ -34,6 +34,7 @@ from ...sim.expr import converted
 from ...sim.faults import Fault
 from ...sim.memory import as_index
 from ...sim.numeric import bf16_bits_to_f32, decode, f32_to_bf16_bits, storage_type
+from .nodes import Atomic, AtomicKind
 from .sim_cta import compile_cta_reduce, compile_thread_fence, compile_voting_barrier
 
 __all__ = [
@@ -53,9 +54,9 @@ def _ftz32(x: np.ndarray) -> np.ndarray:
     return np.where(np.abs(x) < _F32_TINY, np.copysign(np.float32(0), x), x).astype(np.float32)
 
 
-def _combine(kind: ir.AtomicKind, d, old: np.ndarray, ops: list) -> np.ndarray:
+def _combine(kind: AtomicKind, d, old: np.ndarray, ops: list) -> np.ndarray:
     """The new contents (storage bits) of elements holding ``old`` (storage bits)."""
-    if kind is ir.AtomicKind.CAS:
+    if kind is AtomicKind.CAS:
         cmp, val = (np.asarray(o).astype(old.dtype) for o in ops)
         return np.where(old == cmp, val, old)
     (v,) = ops
@@ -69,7 +70,7 @@ def _combine(kind: ir.AtomicKind, d, old: np.ndarray, ops: list) -> np.ndarray:
     return (old + np.asarray(v).astype(old.dtype)).astype(old.dtype)  # integers wrap; f64
 
 
-def apply_atomic(kind: ir.AtomicKind, d, data: np.ndarray, slots: np.ndarray, ops: list):
+def apply_atomic(kind: AtomicKind, d, data: np.ndarray, slots: np.ndarray, ops: list):
     """Perform the atomics of one statement on ``data`` (storage-typed elements) at ``slots``,
     in the order given (linear thread id), and return each one's old bits. Updates of one
     slot run one after another; distinct slots at once."""
@@ -90,7 +91,7 @@ def apply_atomic(kind: ir.AtomicKind, d, data: np.ndarray, slots: np.ndarray, op
     return old
 
 
-def compile_Atomic(machine, s: ir.Atomic):
+def compile_Atomic(machine, s: Atomic):
     """The machine's closure for one lowered :class:`~tirx.ir.nodes.Atomic`."""
     compiler = machine.compiler
     region = machine.region(s.buffer, compiler)

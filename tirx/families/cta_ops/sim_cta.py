@@ -24,10 +24,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...ir import nodes as ir
 from ...sim.expr import converted, to_bool
 from ...sim.faults import Fault
 from ...sim.numeric import compute_type, decode, encode
+from .nodes import CtaReduce, ReduceKind, ThreadFence, VoteKind, VotingBarrier
 
 __all__ = ["compile_thread_fence", "compile_voting_barrier", "compile_cta_reduce"]
 
@@ -45,17 +45,17 @@ def _all_threads(m, idx, what: str) -> None:
         )
 
 
-def compile_thread_fence(machine, s: ir.ThreadFence):
+def compile_thread_fence(machine, s: ThreadFence):
     def run(idx):
         return idx
 
     return run
 
 
-def compile_voting_barrier(machine, s: ir.VotingBarrier):
+def compile_voting_barrier(machine, s: VotingBarrier):
     pred = to_bool(machine.compiler.compile(s.predicate), s.predicate.dtype)
     out = machine.variable(s.result) if s.result is not None else None
-    vote = np.all if s.kind is ir.VoteKind.AND else np.any
+    vote = np.all if s.kind is VoteKind.AND else np.any
     span, m = s.span, machine
     what = f"syncthreads_{s.kind}"
 
@@ -71,22 +71,22 @@ def compile_voting_barrier(machine, s: ir.VotingBarrier):
     return run
 
 
-def _combine(kind: ir.ReduceKind, is_float: bool):
-    if kind is ir.ReduceKind.SUM:
+def _combine(kind: ReduceKind, is_float: bool):
+    if kind is ReduceKind.SUM:
         return np.add
-    if kind is ir.ReduceKind.MAX:
+    if kind is ReduceKind.MAX:
         return np.fmax if is_float else np.maximum
     return np.fmin if is_float else np.minimum
 
 
-def _identity(kind: ir.ReduceKind, ct: np.dtype):
+def _identity(kind: ReduceKind, ct: np.dtype):
     """What a lane of warp 0 past the warp count contributes: 0, or the most negative
     (positive) value of the type for max (min)."""
-    if kind is ir.ReduceKind.SUM:
+    if kind is ReduceKind.SUM:
         return ct.type(0)
     big = np.inf if ct.kind == "f" else np.iinfo(ct).max
     small = -np.inf if ct.kind == "f" else np.iinfo(ct).min
-    return ct.type(small if kind is ir.ReduceKind.MAX else big)
+    return ct.type(small if kind is ReduceKind.MAX else big)
 
 
 def butterfly(values: np.ndarray, op) -> np.ndarray:
@@ -103,7 +103,7 @@ def butterfly(values: np.ndarray, op) -> np.ndarray:
     return v
 
 
-def compile_cta_reduce(machine, s: ir.CtaReduce):
+def compile_cta_reduce(machine, s: CtaReduce):
     d = s.value.dtype
     fv = converted(machine.compiler.compile(s.value), s.value.dtype, d)
     fo = machine.compiler.compile(s.offset)

@@ -14,6 +14,7 @@ buffer's pointer, or a local array, whose address the C takes) plus the lowered 
 from __future__ import annotations
 
 from ...ir import nodes as ir
+from .nodes import HalfConversion, HalfConversionKind
 
 __all__ = ["PRELUDE", "visit_HalfConversion"]
 
@@ -32,11 +33,11 @@ def _pointer(em, buf: ir.Buffer, offset, write: bool) -> str:
     return f"(reinterpret_cast<unsigned char*>({buf.name}) + ({em.e(offset)}))"
 
 
-def visit_HalfConversion(em, st: ir.HalfConversion) -> None:
+def visit_HalfConversion(em, st: HalfConversion) -> None:
     """The codegen emitter's rule: one call of the helper, arguments in the real TIRx's order
     (``float22half2(dst, src)``, the others ``(src, dst)``)."""
     em.mark(st.span)
     dst = _pointer(em, st.dst, st.dst_at[0], write=True)
     src = _pointer(em, st.src, st.src_at[0], write=False)
-    first, second = (dst, src) if st.kind is ir.HalfConversionKind.FLOAT2_TO_HALF2 else (src, dst)
+    first, second = (dst, src) if st.kind is HalfConversionKind.FLOAT2_TO_HALF2 else (src, dst)
     em.line(f"tirx_{st.kind}({first}, {second});")

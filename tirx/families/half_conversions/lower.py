@@ -24,14 +24,14 @@ from __future__ import annotations
 
 from ...errors import TirxSyntaxError
 from ...ir import nodes as ir
-from ...ir.cta_nodes import FLOAT2_BYTES
 from ...ir.simplify import static_value
 from ...isa.shared_rows import residue
+from .nodes import FLOAT2_BYTES, HalfConversion
 
 __all__ = ["leave_HalfConversion"]
 
 
-def leave_HalfConversion(lowerer, s: ir.HalfConversion, dst, dst_at, src, src_at):
+def leave_HalfConversion(lowerer, s: HalfConversion, dst, dst_at, src, src_at):
     """``s`` with each operand as (buffer, byte offset), after the compile-time checks."""
     if isinstance(s.dst, ir.Buffer):  # lowered already
         return s
@@ -60,7 +60,7 @@ def leave_HalfConversion(lowerer, s: ir.HalfConversion, dst, dst_at, src, src_at
                     hint="the C converts pair by pair through pointers the compiler takes as "
                     "distinct: convert into other storage (another tensor or a local array)",
                 )
-    return ir.HalfConversion(kind, dbuf, (doff,), sbuf, (soff,), s.span, s.operand_spans)
+    return HalfConversion(kind, dbuf, (doff,), sbuf, (soff,), s.span, s.operand_spans)
 
 
 def _check(s, view, buf: ir.Buffer, offset, size: int, role: str, span) -> None:

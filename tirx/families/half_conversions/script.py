@@ -31,12 +31,16 @@ import ast
 
 from ...errors import TirxSyntaxError
 from ...ir import nodes as ir
+from ...ir.printer import print_expr
 from ...script.addresses import ADDRESS_FORMS, element_address
 from ...script.effects import statement_position
+from .nodes import HalfConversion, HalfConversionKind
 
-__all__ = ["CUDA_NAMES", "KEYS", "parse_call"]
+__all__ = ["CUDA_NAMES", "KEYS", "parse_call",
+    "visit_HalfConversion",
+]  # fmt: skip
 
-K = ir.HalfConversionKind
+K = HalfConversionKind
 CUDA_NAMES = tuple(k.value for k in K)
 KEYS = frozenset(f"cuda.{n}" for n in CUDA_NAMES)
 
@@ -74,7 +78,7 @@ def parse_call(ev, key: str, node: ast.Call, name_hint=None):
         want = _FLOAT if name == float_name else _HALF
         _check_dtype(label, params, name, found[name][0], want, found[other][0], found[name][2])
     (dview, didx, dspan), (sview, sidx, sspan) = found[dst_name], found[src_name]
-    ev.b.emit(ir.HalfConversion(kind, dview, tuple(didx), sview, tuple(sidx), span, (dspan, sspan)))
+    ev.b.emit(HalfConversion(kind, dview, tuple(didx), sview, tuple(sidx), span, (dspan, sspan)))
     return None
 
 
@@ -125,3 +129,19 @@ def _check_dtype(label, params, name: str, view: ir.View, want: str, other: ir.V
         span,
         hint=hint,
     )
+
+
+# ------------------------------------------------------------------ the printer's rule
+# (exe.script(), tirx/ir/printer.py): the call as written, its arguments in the real TIRx's
+# order: float22half2(dst, src), the others (src, dst)
+
+
+def visit_HalfConversion(printer, s: HalfConversion):
+    def address(x, at):
+        if isinstance(x, ir.View):
+            return f"T.address_of({print_expr(x)}[{', '.join(print_expr(i) for i in at)}])"
+        return f"T.address_of({x.name}.as_uint8[{print_expr(at[0])}])"  # lowered: bytes
+
+    dst, src = address(s.dst, s.dst_at), address(s.src, s.src_at)
+    pair = (dst, src) if s.kind is HalfConversionKind.FLOAT2_TO_HALF2 else (src, dst)
+    printer.line(f"T.cuda.{s.kind}({pair[0]}, {pair[1]})")

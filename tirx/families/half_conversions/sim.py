@@ -35,11 +35,11 @@ from __future__ import annotations
 import numpy as np
 
 from ...ir import nodes as ir
-from ...ir.aligned_access import conversion_accesses
 from ...sim.faults import Fault
 from ...sim.memory import as_index, first
 from ...sim.numeric import f32_to_half, half_to_f32
 from ...sim.pointer_alignment import check_pointer
+from .nodes import HalfConversion
 
 __all__ = ["compile_HalfConversion"]
 
@@ -122,13 +122,13 @@ class _Side:
             self.region.store(index, bits, self.dtype, tids)
 
 
-def compile_HalfConversion(machine, s: ir.HalfConversion):
+def compile_HalfConversion(machine, s: HalfConversion):
     """The machine's closure for one lowered :class:`~tirx.ir.nodes.HalfConversion`."""
     call = str(s.kind)
     kind = s.kind
     pairs, src_size, dst_size = kind.pairs, kind.src_bytes, kind.dst_bytes
     convert = _half2_of_float2 if kind.float_source else _float2_of_half2
-    for access in conversion_accesses(s):  # a global tensor's data pointer, reached or not
+    for access in s.aligned_accesses():  # a global tensor's data pointer, reached or not
         check_pointer(access, machine.regions[access.buffer].address)
     src = _Side(machine, s.src, s.src_at, src_size, "source", call)
     dst = _Side(machine, s.dst, s.dst_at, dst_size, "destination", call)

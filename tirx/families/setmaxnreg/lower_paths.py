@@ -137,7 +137,7 @@ class _Paths:
 def _is_cta_barrier(node) -> bool:
     if isinstance(node, ir.Barrier):
         return node.scope is ir.BarrierScope.CTA
-    return isinstance(node, ir.VotingBarrier)  # __syncthreads_and / _or
+    return getattr(node, "syncs_cta", False)  # a family's CTA barrier: __syncthreads_and / _or
 
 
 def _trips(s: ir.For) -> int | None:

@@ -8,6 +8,7 @@ that the compiler neither drops it (it has no outputs) nor moves it out of its `
 from __future__ import annotations
 
 from ...ir import nodes as ir
+from .nodes import AssertTrap, Assume, Clock, NanoSleep, RegisterFence
 
 __all__ = [
     "visit_NanoSleep",
@@ -18,27 +19,27 @@ __all__ = [
 ]
 
 
-def _emit_nano_sleep(em, st: ir.NanoSleep) -> None:
+def _emit_nano_sleep(em, st: NanoSleep) -> None:
     em.mark(st.span)
     em.line(f"__nanosleep({em.operand(st.duration, ir.U32)});")
 
 
-def _emit_clock(em, st: ir.Clock) -> None:
+def _emit_clock(em, st: Clock) -> None:
     em.mark(st.span)
     em.line(f"{st.result.name} = clock64();" if st.result is not None else "(void)clock64();")
 
 
-def _emit_assert_trap(em, st: ir.AssertTrap) -> None:
+def _emit_assert_trap(em, st: AssertTrap) -> None:
     em.mark(st.span)
     em.line(f'if (!({em.e(st.cond)})) asm volatile("trap;");')
 
 
-def _emit_assume(em, st: ir.Assume) -> None:
+def _emit_assume(em, st: Assume) -> None:
     em.mark(st.span)
     em.line(f"__builtin_assume({em.e(st.cond)});")
 
 
-def _emit_register_fence(em, st: ir.RegisterFence) -> None:
+def _emit_register_fence(em, st: RegisterFence) -> None:
     em.mark(st.span)
     constraint = "+f" if st.target.dtype.name == "float32" else "+r"
     em.line(f'asm volatile("" : "{constraint}"({em.e(st.target)}) :: "memory");')

@@ -5,7 +5,7 @@
 ``T.cuda.wgmma.noop_barrier(reg)`` (also spelled ``T.cuda.wgmma_noop_barrier``), with the real
 TIRx's spelling (its parameter names are accepted as keywords).
 
-Each call emits a statement (:mod:`tirx.ir.thread_nodes`); ``clock64`` writes its value into
+Each call emits a statement (nodes.py beside this); ``clock64`` writes its value into
 a fresh uint64 variable and returns that variable. A sleep, a clock read and an assert all act
 when they run (two clock reads differ), so each must be a statement of its own or the whole
 right side of an assignment, the rule of :mod:`tirx.script.effects`.
@@ -39,9 +39,13 @@ import ast
 
 from ...errors import TirxSyntaxError
 from ...ir import nodes as ir
+from ...ir.printer import print_expr
 from ...script.effects import statement_position
+from .nodes import AssertTrap, Assume, Clock, NanoSleep, RegisterFence
 
-__all__ = ["T_NAMES", "CUDA_NAMES", "KEYS", "parse_call"]
+__all__ = ["T_NAMES", "CUDA_NAMES", "KEYS", "parse_call",
+    "visit_NanoSleep", "visit_Clock", "visit_AssertTrap", "visit_Assume", "visit_RegisterFence",
+]  # fmt: skip
 
 T_NAMES = ("assume", "assume_always", "assume_aligned")
 CUDA_NAMES = (
@@ -80,7 +84,7 @@ def parse_call(ev, key: str, node: ast.Call, name_hint=None):
             hint=f"write it as a statement of its own: {label}(...)",
         )
     if name == "nano_sleep":
-        ev.b.emit(ir.NanoSleep(_duration(ev, args[0]), span))
+        ev.b.emit(NanoSleep(_duration(ev, args[0]), span))
         return None
     if name == "assume_aligned":
         ev.b.emit(_aligned(ev, args, span))
@@ -88,15 +92,15 @@ def parse_call(ev, key: str, node: ast.Call, name_hint=None):
     if name in ("trap_when_assert_failed", "assume", "assume_always"):
         cond = ev.to_bool(ir.as_expr(ev.scalar(args[0])))
         if name.startswith("trap"):
-            ev.b.emit(ir.AssertTrap(cond, span))
+            ev.b.emit(AssertTrap(cond, span))
         else:
-            ev.b.emit(ir.Assume(cond, span, always=name == "assume_always"))
+            ev.b.emit(Assume(cond, span, always=name == "assume_always"))
         return None
     if name != "clock64":  # the register fence
-        ev.b.emit(ir.RegisterFence(_register(ev, name, args[0]), span))
+        ev.b.emit(RegisterFence(_register(ev, name, args[0]), span))
         return None
     result = None if dropped else ev.b.new_var("clock", "uint64")
-    ev.b.emit(ir.Clock(result, span))
+    ev.b.emit(Clock(result, span))
     return result
 
 
@@ -128,7 +132,7 @@ def _arguments(ev, node: ast.Call, name: str) -> list:
 _MOST_ALIGNED = 2**27  # the real TIRx's bound
 
 
-def _aligned(ev, args, span) -> ir.Assume:
+def _aligned(ev, args, span) -> Assume:
     """``T.assume_aligned(tensor, alignment_bytes)``: an :class:`~tirx.ir.nodes.Assume` that the
     address of the tensor's first element is a multiple of ``alignment_bytes``."""
     from ...script.storage import address_of
@@ -168,7 +172,7 @@ def _aligned(ev, args, span) -> ir.Assume:
     address = address_of(ir.ElemLoad(view, zeros, view.dtype), span)
     low = ir.BinOp(ir.Op.BITAND, address, ir.const(n - 1, address.dtype), address.dtype)
     cond = ir.Cmp(ir.CmpOp.EQ, low, ir.const(0, address.dtype))
-    return ir.Assume(cond, span, aligned=n)
+    return Assume(cond, span, aligned=n)
 
 
 def _duration(ev, arg) -> ir.Expr:
@@ -223,3 +227,33 @@ def _register(ev, name: str, arg) -> ir.Expr:
             "travel in pairs (a uint32 view of the tensor)",
         )
     return v
+
+
+# ------------------------------------------------------------------ the printer's rules
+# (exe.script(), tirx/ir/printer.py): the calls as written
+
+
+def visit_NanoSleep(printer, s: NanoSleep):
+    printer.line(f"T.cuda.nano_sleep({print_expr(s.duration)})")
+
+
+def visit_Clock(printer, s: Clock):
+    printer.result(s, "T.cuda.clock64()")
+
+
+def visit_AssertTrap(printer, s: AssertTrap):
+    printer.line(f"T.cuda.trap_when_assert_failed({print_expr(s.cond)})")
+
+
+def visit_Assume(printer, s: Assume):
+    address = s.cond.a.a if s.aligned else None  # (address & (n - 1)) == 0
+    whole = isinstance(address, ir.AddressOf) and address.view.elem_offset == 0
+    if whole:  # as written (a view at an offset, or lowered: the condition)
+        printer.line(f"T.assume_aligned({address.view.name or address.view.buffer.name}, "
+                     f"{s.aligned})")  # fmt: skip
+    else:
+        printer.line(f"T.assume{'_always' if s.always else ''}({print_expr(s.cond)})")
+
+
+def visit_RegisterFence(printer, s: RegisterFence):
+    printer.line(f"T.cuda.wgmma.noop_barrier({print_expr(s.target)})")

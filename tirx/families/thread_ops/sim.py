@@ -36,6 +36,7 @@ import numpy as np
 from ...ir import nodes as ir
 from ...sim.expr import to_bool
 from ...sim.faults import Fault
+from .nodes import AssertTrap, Assume, Clock, NanoSleep, RegisterFence
 
 __all__ = [
     "compile_NanoSleep",
@@ -69,7 +70,7 @@ class _Clock:
         pass
 
 
-def compile_NanoSleep(machine, s: ir.NanoSleep):
+def compile_NanoSleep(machine, s: NanoSleep):
     duration = machine.compiler.compile(s.duration)
     span, m = s.span, machine
 
@@ -81,7 +82,7 @@ def compile_NanoSleep(machine, s: ir.NanoSleep):
     return run
 
 
-def compile_Clock(machine, s: ir.Clock):
+def compile_Clock(machine, s: Clock):
     out = machine.variable(s.result) if s.result is not None else None
     span, m = s.span, machine
 
@@ -96,11 +97,11 @@ def compile_Clock(machine, s: ir.Clock):
     return run
 
 
-def compile_AssertTrap(machine, s: ir.AssertTrap):
+def compile_AssertTrap(machine, s: AssertTrap):
     return _checked(machine, s, "trap_when_assert_failed", "so it traps", _HINT)
 
 
-def compile_Assume(machine, s: ir.Assume):
+def compile_Assume(machine, s: Assume):
     if s.aligned:
         return _aligned(machine, s)
     name = "T.assume_always" if s.always else "T.assume"
@@ -108,7 +109,7 @@ def compile_Assume(machine, s: ir.Assume):
                     _ASSUME_HINT.replace("T.assume", name))  # fmt: skip
 
 
-def _aligned(machine, s: ir.Assume):
+def _aligned(machine, s: Assume):
     """``T.assume_aligned``: the address of the tensor's first element (``cond`` is ``(address
     & (n - 1)) == 0``, families/thread_ops/script.py) must be a multiple of ``n``. A shared
     tensor's address is only known modulo the shared array's own alignment (the largest
@@ -170,7 +171,7 @@ def _checked(machine, s, what: str, so: str, hint: str):
     return run
 
 
-def compile_RegisterFence(machine, s: ir.RegisterFence):
+def compile_RegisterFence(machine, s: RegisterFence):
     span, m = s.span, machine
 
     def run(idx):

@@ -1,19 +1,18 @@
-"""IR nodes of the single-thread operations (tirx/families/thread_ops/script.py):
-``T.cuda.nano_sleep``, ``T.cuda.clock64``, ``T.cuda.trap_when_assert_failed``, ``T.assume``
-and ``T.cuda.wgmma.noop_barrier``.
-:mod:`tirx.ir.nodes` imports them, so they are node classes like its own (the visitor walks
-them).
+"""IR nodes of the single-thread operations (script.py beside this): ``T.cuda.nano_sleep``,
+``T.cuda.clock64``, ``T.cuda.trap_when_assert_failed``, ``T.assume`` and
+``T.cuda.wgmma.noop_barrier``. The catalog row names them, so the IR visitor walks them as it
+walks the core's node classes (tirx/ir/visitor.py).
 
 Each one is a statement that concerns only the thread that executes it: no other thread waits
 for it or sees it. ``Clock``'s ``result`` is a fresh variable written by nothing else; the call
 is the whole statement or the whole right side of an assignment, as the CTA operations' are
-(:mod:`tirx.ir.cta_nodes`).
+(tirx/families/cta_ops/nodes.py).
 """
 
 from __future__ import annotations
 
-from ..errors import Span
-from .nodes import Expr, Stmt, Var, node
+from ...errors import Span
+from ...ir.nodes import Expr, Stmt, Var, node
 
 __all__ = ["NanoSleep", "Clock", "AssertTrap", "Assume", "RegisterFence"]
 
