@@ -29,6 +29,7 @@ from tests.test_sim_kernels import (
     span,
     var,
 )
+from tirx.families.warp_collectives.nodes import WarpCollective, WarpOp
 from tirx.ir import nodes as ir
 
 I32, U32 = ir.I32, ir.U32
@@ -314,8 +315,8 @@ def shuffle_mask_kernel(mask: int):
     """Lanes 0..15 shuffle with ``mask``: 0xffffffff names lanes 16..31, which do not execute
     it (undefined); 0x0000ffff is the corrected twin."""
     Dst = gbuf("Dst", (32,), "int32")
-    shfl = ir.WarpCollective(
-        ir.WarpOp.SHFL_BFLY, ir.const(mask, U32), TX, ir.const(1), ir.const(32), I32, span(2)
+    shfl = WarpCollective(
+        WarpOp.SHFL_BFLY, ir.const(mask, U32), TX, ir.const(1), ir.const(32), I32, span(2)
     )
     body = ir.If(lt(TX, 16), ir.Store(Dst, TX, shfl, I32, span(2)), None, span(1))
     return function("shfl", (Dst,), body, block=(32, 1, 1))

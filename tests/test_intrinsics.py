@@ -18,9 +18,10 @@ import pytest
 import tirx
 from tests.helpers import caret_line, define, reference_cuda
 from tirx.errors import ContractError, TirxError
+from tirx.families.math.nodes import MathCall
+from tirx.families.math.nodes import MathOp as M
 from tirx.families.math.script import FORMS
 from tirx.families.math.sim import ULP_BOUND
-from tirx.ir.math_ops import MathOp as M
 
 N = 64  # inputs per row: two warps
 
@@ -267,7 +268,7 @@ def test_float_specials_follow_c99():
         (M.FLOOR, np.floor), (M.CEIL, np.ceil), (M.TRUNC, np.trunc), (M.NEARBYINT, np.rint),
         (M.FABS, np.abs), (M.EXP2, np.exp2), (M.LOG2, np.log2),
     ]:  # fmt: skip
-        e = ir.MathCall(op, (ir.Var("x", ir.F32),), ir.F32)
+        e = MathCall(op, (ir.Var("x", ir.F32),), ir.F32)
         with np.errstate(all="ignore"):
             got, want = math_eval(e, None)(None, specials), ref(specials)
         np.testing.assert_array_equal(got.view(np.uint32) & 0x7FFFFFFF == 0, want == 0)

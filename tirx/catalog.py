@@ -176,7 +176,7 @@ ROWS: tuple[Row, ...] = (
     # construct families: calls of T and T.cuda with IR nodes of their own
     Row(
         "warp_collectives",
-        ("script", "lower", "cuda", "sim"),
+        ("script", "lower", "cuda", "sim", "nodes"),
         t_names=(
             *("gpu_warp_shuffle", "gpu_warp_shuffle_up", "gpu_warp_shuffle_down"),
             *("gpu_warp_shuffle_xor", "gpu_warp_activemask"),
@@ -222,7 +222,7 @@ ROWS: tuple[Row, ...] = (
     ),  # fmt: skip
     Row(
         "math",
-        ("script", "cuda", "sim"),
+        ("script", "lower", "cuda", "sim", "nodes"),
         t_names=_MATH,
         cuda_names=(
             *("ffs_u32", "float_as_uint", "uint_as_float", "half2float", "bfloat162float"),

@@ -1,20 +1,18 @@
-"""Expression nodes of three construct families, kept beside :mod:`tirx.ir.nodes`, which
-imports them, so they are node classes like its own (the visitor walks them; ``ir.MathCall``
-names them): the math and bit intrinsics (``T.exp``, ``T.clz``, tirx/families/math/script.py),
-the language forms ``T.reinterpret`` and ``T.address_of`` (tirx/script/forms.py, storage.py)
-and the warp collectives (shuffles, votes, warp reductions; tirx/families/warp_collectives/script.py);
-and ``T.cuda.cvta_generic_to_shared``'s element address (:class:`ElemSharedAddress`), which
-the CTA operations lower (tirx/families/cta_ops/lower.py) and wgmma's descriptors take."""
+"""Expression nodes kept beside :mod:`tirx.ir.nodes`, which imports them, so they are node
+classes like its own (the visitor walks them; ``ir.AddressOf`` names them): the language forms
+``T.reinterpret`` and ``T.address_of`` (tirx/script/forms.py, storage.py), and
+``T.cuda.cvta_generic_to_shared``'s element address (:class:`ElemSharedAddress`), which the CTA
+operations lower (tirx/families/cta_ops/lower.py) and wgmma's descriptors take. The math
+intrinsics' and the warp collectives' nodes are their families' (tirx/families/math/nodes.py,
+tirx/families/warp_collectives/nodes.py)."""
 
 from __future__ import annotations
 
-from ..dtypes import DType, StrKind
-from ..errors import Span
-from .math_ops import MathOp
+from ..dtypes import DType
 from .nodes import U32, Builtin, Expr, View, node
 
 __all__ = [
-    "MathOp", "MathCall", "Reinterpret", "AddressOf", "WarpOp", "WarpCollective", "ElemSharedAddress",
+    "Reinterpret", "AddressOf", "ElemSharedAddress",
     "CLUSTER_BUILTINS", "SREG_ONLY", "UNDIMENSIONED",
 ]  # fmt: skip
 
@@ -25,19 +23,6 @@ SREG_ONLY = frozenset({Builtin.CLUSTER_COUNT, Builtin.CLUSTER_CTA_RANK, Builtin.
 UNDIMENSIONED = frozenset(
     {Builtin.LANE_ID, Builtin.WARP_ID, Builtin.CLUSTER_CTA_RANK, Builtin.CLUSTER_SIZE}
 )
-
-
-# ------------------------------------------------- math and bit intrinsics (T.exp, T.clz, ...)
-
-
-@node
-class MathCall(Expr):
-    """``op(*args)``: a math or bit intrinsic on scalar values; ``dtype`` is the result's
-    (float32 for 16-bit float operands, which compute as float32)."""
-
-    op: MathOp
-    args: tuple[Expr, ...]
-    dtype: DType
 
 
 # ------------------------------------------------------ language forms (T.reinterpret, ...)
@@ -60,33 +45,6 @@ class AddressOf(Expr):
     view: View
     indices: tuple[Expr | int, ...]
     dtype: DType
-
-
-# ------------------------------------------------------------------ warp collectives
-# Lanes evaluate them together; tirx/families/warp_collectives/script.py builds them, tirx/families/warp_collectives/sim.py
-# defines them (docs/semantics.md, "Warp collectives").
-
-
-class WarpOp(StrKind):  # by the PTX instruction each T.cuda spelling is
-    SHFL_IDX, SHFL_UP, SHFL_DOWN, SHFL_BFLY = "shfl.idx", "shfl.up", "shfl.down", "shfl.bfly"
-    BALLOT, ANY, ACTIVEMASK, ELECT = "vote.ballot", "vote.any", "activemask", "elect"
-    SUM, MAX, MIN = "sum", "max", "min"  # warp_reduce: a butterfly of xor shuffles
-    REDUX_ADD, REDUX_MIN = "redux.add", "redux.min"  # redux.sync.{add,min}.u32
-
-
-@node
-class WarpCollective(Expr):
-    """Operands by op, None where it has none: shuffles all four (``lane``: source lane,
-    delta or lane mask); ballot/any mask and predicate (``value``); elect mask; warp_reduce
-    value and width (a Const); redux mask and value."""
-
-    op: WarpOp
-    mask: Expr | None
-    value: Expr | None
-    lane: Expr | None
-    width: Expr | None
-    dtype: DType
-    span: Span | None = None
 
 
 # ------------------------------------------- T.cuda.cvta_generic_to_shared of a tensor element

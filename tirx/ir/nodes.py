@@ -592,7 +592,7 @@ class Function(Frozen):
 # Builders live in build.py; re-exported here so ``nodes.binop`` etc. keep working.
 from .build import as_expr, binop, cast, cmp, const, promote  # noqa: E402,F401
 
-# The expression nodes of the math intrinsics, the language forms and the warp collectives, in
-# expr_nodes.py (the node classes of a family's own statements live in its folder's nodes.py,
-# tirx/families/<folder>/nodes.py, which its catalog row names)
+# The expression nodes of the language forms, in expr_nodes.py (the node classes of a family's
+# own statements and expressions live in its folder's nodes.py, tirx/families/<folder>/nodes.py,
+# which its catalog row names)
 from .expr_nodes import *  # noqa: E402,F401,F403

@@ -12,7 +12,7 @@ from ..dtypes import DTypeKind
 from . import nodes as ir
 from .visitor import Visitor, Walker
 
-__all__ = ["print_function", "print_expr", "flat"]
+__all__ = ["print_function", "print_expr", "flat", "call_text"]
 
 _PREC = {
     ir.Op.BITOR: 1,
@@ -44,10 +44,19 @@ def _wrap(result, prec) -> str:
     return f"({text})" if own < prec else text
 
 
+def call_text(text: str) -> tuple[str, float]:
+    """The printer's result for the text of a call (``T.exp(x)``), which never needs
+    parentheses: a family's expression rule (``leave_X`` in its script.py) returns one."""
+    return text, _ATOM
+
+
 class _Exprs(Visitor):
-    """Results: ``(text, precedence of its outermost operator)``."""
+    """Results: ``(text, precedence of its outermost operator)``; a family's own expression
+    classes are printed by its script.py's ``leave_X(printer, node, *children)``, children
+    as ``(text, precedence)`` pairs, returning :func:`call_text`."""
 
     pass_name = "the printer"
+    stage = "script"
 
     def leaf(self, value):
         return repr(value), _ATOM
@@ -95,9 +104,6 @@ class _Exprs(Visitor):
     def leave_AddressOf(self, e, view, indices):
         return f"T.address_of({view[0]}[{', '.join(i[0] for i in indices)}])", _ATOM
 
-    def leave_MathCall(self, e, args):
-        return f"T.{e.op.script_name}({', '.join(a[0] for a in args)})", _ATOM
-
     def enter_Buffer(self, b):
         return b.name, _ATOM
 
@@ -138,15 +144,6 @@ class _Exprs(Visitor):
 
     def leave_ScalarOperand(self, op, value):
         return value
-
-    def leave_WarpCollective(self, e, mask, value, lane, width):
-        """In the T.cuda spelling (a warp_reduce's op is its second argument)."""
-        from . import warp_ops  # the collectives' table, loaded with the first one
-
-        if e.op in warp_ops.REDUCTIONS:
-            return f'T.cuda.warp_reduce({value[0]}, "{e.op.value}", {width[0]})', _ATOM
-        args = ", ".join(x[0] for x in (mask, value, lane, width) if x[0] != "None")
-        return f"T.cuda.{warp_ops.CUDA_NAME[e.op]}({args})", _ATOM
 
 
 def flat(buf, index: str, dtype) -> str:

@@ -12,7 +12,7 @@ import enum
 
 from ..dtypes import DType, DTypeKind, is_float
 from .nodes import BinOp, Const, Expr, Load, Op, Var
-from .visitor import DESCEND, Visitor
+from .visitor import DESCEND, Visitor, is_family_node
 
 __all__ = ["static_value", "linear_form", "is_nonnegative", "structural_key"]
 
@@ -27,10 +27,8 @@ _OPAQUE = frozenset(
         "Not",
         "Select",
         "Reinterpret",
-        "MathCall",
-        "WarpCollective",
     }
-)
+)  # and a family's own expressions (the math intrinsics, the warp collectives): is_family_node
 _ADDRESSES = frozenset({"SharedAddress", "GlobalAddress"})
 _ATOMS = _OPAQUE | _ADDRESSES | {"Var", "Special", "Cast"}  # linear_form's atoms
 _LINEAR_OPS = (Op.ADD, Op.SUB, Op.MUL)
@@ -76,7 +74,8 @@ class _LinearForm(Visitor):
         return None if is_float(e.dtype) else ({structural_key(e, self.keys): (e, 1)}, 0)
 
     def _default(self, cls):
-        return (_LinearForm._atom, None) if cls.__name__ in _ATOMS else None
+        atom = cls.__name__ in _ATOMS or is_family_node(cls)
+        return (_LinearForm._atom, None) if atom else None
 
 
 def linear_form(e, keys: dict | None = None) -> tuple[dict[int, tuple[Expr, int]], int] | None:
@@ -316,7 +315,7 @@ class _NonNegative(Visitor):
         return a and b
 
     def _default(self, cls):
-        opaque = cls.__name__ in _OPAQUE or cls.__name__ in _ADDRESSES
+        opaque = cls.__name__ in _OPAQUE or cls.__name__ in _ADDRESSES or is_family_node(cls)
         return (_NonNegative._unsigned, None) if opaque else None
 
 

@@ -44,6 +44,7 @@ __all__ = [
     "UnknownNodeError",
     "node_classes",
     "is_node_class",
+    "is_family_node",
     "child_fields",
     "children",
     "rebuild",
@@ -96,6 +97,14 @@ def is_node_class(cls: type) -> bool:
         and catalog.is_node_module(cls.__module__)
         and catalog.row_of_node(cls.__name__) is not None
     )
+
+
+@functools.cache
+def is_family_node(cls: type) -> bool:
+    """Whether ``cls`` is a node class of a family's own ``nodes`` module (not the core's):
+    an analysis that knows nothing of a family's operations treats its expressions as opaque
+    values."""
+    return is_node_class(cls) and cls not in node_classes()
 
 
 def _holds_node(t) -> bool:
@@ -377,6 +386,9 @@ class Transformer(Visitor):
 
     rebuilt: frozenset[str] = frozenset()
     kept: frozenset[str] = frozenset()
+    #: rebuild a family's own expression classes (is_family_node) from their transformed
+    #: children, as a pass that only rewrites what is inside them does
+    rebuilt_family_expressions: bool = False
 
     def _default(self, cls):
         name = cls.__name__
@@ -388,6 +400,8 @@ class Transformer(Visitor):
         if name in self.kept or name in named("KEPT"):
             return (_keep, None)
         if name in self.rebuilt or name in named("REBUILT"):
+            return (None, _rebuild)
+        if self.rebuilt_family_expressions and issubclass(cls, ir.Expr) and is_family_node(cls):
             return (None, _rebuild)
         return None
 

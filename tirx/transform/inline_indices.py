@@ -27,7 +27,7 @@ from .. import catalog
 from ..ir import nodes as ir
 from ..ir.simplify import structural_key
 from ..ir.simplify_index import simplify_index
-from ..ir.visitor import DESCEND, Transformer, UnknownNodeError, Visitor
+from ..ir.visitor import DESCEND, Transformer, UnknownNodeError, Visitor, is_family_node
 
 __all__ = ["inline_indices"]
 
@@ -240,9 +240,11 @@ class _Substitution(Visitor):
     def _default(self, cls):
         unstable = ("Load", "SharedAddress", "GlobalAddress", "Cmp", "Logic", "Not", "Select")
         unstable += ("Reinterpret",)
-        unstable += ("MathCall",)
-        unstable += ("WarpCollective",)  # it reads other lanes' values
-        return (_Substitution._unstable, None) if cls.__name__ in unstable else None
+        # and a family's own expression (a math intrinsic; a warp collective reads other
+        # lanes' values)
+        if cls.__name__ in unstable or is_family_node(cls):
+            return (_Substitution._unstable, None)
+        return None
 
 
 class _Expressions(Transformer):
@@ -252,8 +254,7 @@ class _Expressions(Transformer):
     pass_name = _PASS_NAME
     rebuilt = frozenset({"Logic", "Not", "Select", "AddressOperand", "ScalarOperand"})
     rebuilt |= frozenset({"RegVector", "ValueReg", "Reinterpret"})
-    rebuilt |= frozenset({"MathCall"})
-    rebuilt |= frozenset({"WarpCollective"})
+    rebuilt_family_expressions = True  # a math intrinsic, a warp collective
     kept = frozenset({"Const", "Var", "Special", "Buffer", "LocalReg", "Immediate"})
 
     def __init__(self, statements: _Statements, env: dict, ranges: dict):

@@ -111,7 +111,6 @@ class _Lowerer(Transformer):
             "Not",
             "Select",
             "Reinterpret",
-            "MathCall",
             "View",
             "ScalarOperand",
         }

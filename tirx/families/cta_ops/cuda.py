@@ -71,7 +71,7 @@ def _step(kind: ReduceKind, dtype, a: str, b: str) -> str:
 def warp_allreduce(kind: ReduceKind, dtype, var: str) -> str:
     """C that reduces ``var`` over the 32 lanes of a full warp, the result in every lane (an
     xor butterfly, masks 16..1). Not the warp collectives' ``warp_max``/``warp_min`` helper
-    (backend/cuda/warp_ops.py): a CTA reduction's float max/min is CUDA's ``fmaxf``/``fminf``,
+    (tirx/families/warp_collectives/cuda.py): a CTA reduction's float max/min is CUDA's ``fmaxf``/``fminf``,
     as the real TIRx's, where ``T.cuda.warp_max`` is ``T.max``."""
     shfl = f"__shfl_xor_sync(0xffffffffu, {var}, tirx_m)"
     step = _step(kind, dtype, var, shfl)

@@ -10,11 +10,11 @@ written here. All of these functions are built into NVRTC: no header is needed.
 
 from __future__ import annotations
 
-from ...ir import nodes as ir
+from .nodes import MathCall, MathOp
 
 __all__ = ["PRELUDE", "PRELUDE_BF16X2", "PRELUDES", "c_math", "leave_MathCall"]
 
-M = ir.MathOp
+M = MathOp
 
 #: Helpers the generated code declares once. ``T.max``/``T.min`` on floats give NaN when
 #: either operand is NaN (the real TIRx's ``(a > b || a != a) ? a : b``), unlike ``fmaxf``.
@@ -71,7 +71,7 @@ _FLOAT_FNS = {
 }
 
 
-def c_math(e: ir.MathCall, args: tuple[str, ...]) -> str:
+def c_math(e: MathCall, args: tuple[str, ...]) -> str:
     """C for ``e`` given the C of its operands."""
     op = e.op
     wide = bool(e.args) and e.args[0].dtype.bits == 64
@@ -105,6 +105,6 @@ def c_math(e: ir.MathCall, args: tuple[str, ...]) -> str:
     raise NotImplementedError(f"codegen has no C for T.{op.value}")
 
 
-def leave_MathCall(visitor, e: ir.MathCall, args: tuple[str, ...]) -> str:
+def leave_MathCall(visitor, e: MathCall, args: tuple[str, ...]) -> str:
     """The codegen expression visitor's rule for :class:`~tirx.ir.nodes.MathCall`."""
     return c_math(e, args)

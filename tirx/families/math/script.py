@@ -26,13 +26,15 @@ from dataclasses import dataclass
 from ...dtypes import DType, DTypeKind, dtype_of, is_float, is_fp8
 from ...errors import TirxSyntaxError
 from ...ir import nodes as ir
+from ...ir.printer import call_text
 from ...script import checks
 from ...script.values import is_number, is_static, kind_of
+from .nodes import MathCall, MathOp
 
-__all__ = ["Form", "FORMS", "MATH_NAMES", "CUDA_NAMES", "parse_call"]
+__all__ = ["Form", "FORMS", "MATH_NAMES", "CUDA_NAMES", "parse_call", "leave_MathCall"]
 
 F64 = dtype_of("float64")
-Op, M = ir.Op, ir.MathOp
+Op, M = ir.Op, MathOp
 
 
 @dataclass(frozen=True)
@@ -42,7 +44,7 @@ class Form:
 
     arity: int
     builder: Callable
-    op: ir.MathOp | ir.Op | None = None
+    op: MathOp | ir.Op | None = None
 
 
 # ------------------------------------------------------------------------- operand checks
@@ -111,7 +113,7 @@ def _compute(dtypes) -> DType:
 def _float_fn(ev, name, op, args, spans):
     xs = [_float(name, a, s) for a, s in zip(args, spans)]
     d = _compute(x.dtype for x in xs)
-    return ir.MathCall(op, tuple(ir.cast(x, d) for x in xs), d)
+    return MathCall(op, tuple(ir.cast(x, d) for x in xs), d)
 
 
 def _ldexp(ev, name, op, args, spans):
@@ -122,7 +124,7 @@ def _ldexp(ev, name, op, args, spans):
     k = _expr(n)
     if not is_float(k.dtype) and k.dtype.kind is not DTypeKind.BOOL:
         d = _compute([e.dtype])
-        return ir.MathCall(op, (ir.cast(e, d), ir.cast(k, ir.I32)), d)
+        return MathCall(op, (ir.cast(e, d), ir.cast(k, ir.I32)), d)
     raise TirxSyntaxError(
         f"T.ldexp's exponent is an integer, not {_a(f'{k.dtype} value')}",
         sn,
@@ -140,7 +142,7 @@ def _predicate(ev, name, op, args, spans):
         raise _fp8_error(f"T.{name}", e.dtype, span)
     if not is_float(e.dtype):  # an integer is never NaN or infinite
         return ir.const(op is M.ISFINITE)
-    return ir.MathCall(op, (ir.cast(e, _compute([e.dtype])),), ir.BOOL)
+    return MathCall(op, (ir.cast(e, _compute([e.dtype])),), ir.BOOL)
 
 
 def _minmax(ev, name, op, args, spans):
@@ -156,7 +158,7 @@ def _minmax(ev, name, op, args, spans):
     d = ir.promote(ea.dtype, eb.dtype)
     if not is_float(d):
         return ev.binop(Op.MAX if op is M.FMAX else Op.MIN, a, b)
-    return ir.MathCall(op, (ir.cast(ea, d), ir.cast(eb, d)), d)
+    return MathCall(op, (ir.cast(ea, d), ir.cast(eb, d)), d)
 
 
 def _abs(ev, name, op, args, spans):
@@ -226,7 +228,7 @@ def _trunc_division(ev, name, op, args, spans):
         x, y = ir.cast(a, d).value, ir.cast(b, d).value
         q = abs(x) // abs(y) * (1 if (x < 0) == (y < 0) else -1)
         return ir.cast(ir.const(q if op is M.TRUNCDIV else x - q * y, "int64"), d)
-    return ir.MathCall(op, (ir.cast(a, d), ir.cast(b, d)), d)
+    return MathCall(op, (ir.cast(a, d), ir.cast(b, d)), d)
 
 
 def _floor_division(ev, name, op, args, spans):
@@ -261,13 +263,13 @@ def _bitwise_not(ev, name, op, args, spans):
 def _bit_count(ev, name, op, args, spans):
     (v,), (span,) = args, spans
     e = _int(name, v, span, bits=(32, 64))
-    return ir.MathCall(op, (e,), ir.I32 if op is M.CLZ else e.dtype)
+    return MathCall(op, (e,), ir.I32 if op is M.CLZ else e.dtype)
 
 
 def _ffs(ev, name, op, args, spans):
     (v,), (span,) = args, spans
     e = _int(name, v, span, bits=(32,))
-    return ir.MathCall(op, (ir.cast(e, ir.U32),), ir.I32)
+    return MathCall(op, (ir.cast(e, ir.U32),), ir.I32)
 
 
 def _float_as_uint(ev, name, op, args, spans):
@@ -320,7 +322,7 @@ def _bf16x2_minmax(ev, name, op, args, spans):
     """``T.cuda.hmax2(a, b)`` / ``hmin2``: two bfloat16 pairs, each packed in a 32-bit word
     (the first of a pair in the low half), and their elementwise max (min), packed alike."""
     a, b = (ir.cast(_int(name, v, s, bits=(32,)), ir.U32) for v, s in zip(args, spans))
-    return ir.MathCall(op, (a, b), ir.U32)
+    return MathCall(op, (a, b), ir.U32)
 
 
 def _pack_bf16x2(ev, name, op, args, spans):
@@ -334,7 +336,7 @@ def _pack_bf16x2(ev, name, op, args, spans):
         xs = tuple(ir.Reinterpret(x, ir.F32) for x in words)
     else:
         xs = tuple(ir.cast(_float(name, v, s), ir.F32) for v, s in zip(args, spans))
-    return ir.MathCall(M.PACK_BF16X2, xs, ir.U32)
+    return MathCall(M.PACK_BF16X2, xs, ir.U32)
 
 
 def _unpack_bf16x2(ev, name, op, args, spans):
@@ -352,7 +354,7 @@ def _fdividef(ev, name, op, args, spans):
     (PTX ``div.approx.f32``); float32 operands (a wider float is rounded to float32, as the C
     helper's parameters round it)."""
     x, y = (ir.cast(_float(name, v, s), ir.F32) for v, s in zip(args, spans))
-    return ir.MathCall(M.FDIVIDEF, (x, y), ir.F32)
+    return MathCall(M.FDIVIDEF, (x, y), ir.F32)
 
 
 def _float2_word(w: ir.Expr, high: bool) -> ir.Expr:
@@ -514,3 +516,11 @@ def parse_call(evaluator, key: str, node, name_hint=None):
 def _arity_text(n: int) -> str:
     words = {0: "no", 1: "one", 2: "two", 3: "three", 4: "four"}
     return f"{words.get(n, n)} value{'' if n == 1 else 's'}"
+
+
+# ------------------------------------------------------------------ the printer's rule
+# (exe.script(), tirx/ir/printer.py): the call as written
+
+
+def leave_MathCall(printer, e: MathCall, args):
+    return call_text(f"T.{e.op.script_name}({', '.join(a[0] for a in args)})")

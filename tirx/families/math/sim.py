@@ -22,20 +22,20 @@ from collections.abc import Callable
 
 import numpy as np
 
-from ...ir import nodes as ir
 from ...sim.expr import first_tid
 from ...sim.faults import Fault
 from ...sim.numeric import canonical_nan, f32_to_bf16_bits, flush, min_max_choice
+from .nodes import MathCall, MathOp
 
 __all__ = ["ULP_BOUND", "math_eval", "fma_exact", "eval_MathCall"]
 
-M = ir.MathOp
+M = MathOp
 F32, F64 = np.dtype(np.float32), np.dtype(np.float64)
 
 #: The CUDA Programming Guide's maximum ulp error, by (function, float width); 0 means the
 #: result is the correctly rounded one. Sigmoid is no CUDA function: it is ``1 / (1 + exp(-x))``
 #: with ``expf``'s 2 ulp, one rounded addition and one IEEE division, at most 6 ulp of the result.
-ULP_BOUND: dict[tuple[ir.MathOp, int], int] = {
+ULP_BOUND: dict[tuple[MathOp, int], int] = {
     **{(op, 32): 0 for op in (M.SQRT, M.FABS, M.FLOOR, M.CEIL, M.NEARBYINT, M.TRUNC, M.FMA)},
     **{(op, 64): 0 for op in (M.SQRT, M.FABS, M.FLOOR, M.CEIL, M.NEARBYINT, M.TRUNC, M.FMA)},
     **{(op, 32): 0 for op in (M.FMAX, M.FMIN)},
@@ -109,7 +109,7 @@ def _sigmoid(x):
 
 
 # Each function on float64 operands (the exact-or-nearly value the result is rounded from).
-_REAL: dict[ir.MathOp, Callable] = {
+_REAL: dict[MathOp, Callable] = {
     M.EXP: np.exp,
     M.EXP2: np.exp2,
     M.EXP10: lambda x: np.power(10.0, x),
@@ -223,7 +223,7 @@ def _ffs(x: np.ndarray) -> np.ndarray:
     return pos
 
 
-def _bf16x2_minmax(op: ir.MathOp, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+def _bf16x2_minmax(op: MathOp, a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """PTX ``max.bf16x2`` / ``min.bf16x2`` (ISA 9.7.4, "Half Precision Floating Point
     Instructions: max, min") on uint32 words, each half separately: the larger (smaller)
     operand, +0 above -0; a NaN loses to a number; two NaNs give the canonical NaN 0x7FFF.
@@ -258,7 +258,7 @@ def _bf16_word(x) -> np.ndarray:
     return f32_to_bf16_bits(np.asarray(x, dtype=F32)).astype(np.uint32)
 
 
-def _trunc_division(op: ir.MathOp, first_tid) -> Callable:
+def _trunc_division(op: MathOp, first_tid) -> Callable:
     def f(idx, x, y):
         zero = y == 0
         if np.any(zero):
@@ -275,7 +275,7 @@ def _trunc_division(op: ir.MathOp, first_tid) -> Callable:
     return f
 
 
-def math_eval(e: ir.MathCall, first_tid) -> Callable:
+def math_eval(e: MathCall, first_tid) -> Callable:
     """``f(idx, *operand values) -> values`` for the intrinsic ``e`` (operands already in
     their dtypes' compute types; ``first_tid(mask, idx)`` names the faulting thread)."""
     op = e.op
@@ -331,7 +331,7 @@ def math_eval(e: ir.MathCall, first_tid) -> Callable:
     raise NotImplementedError(f"no simulator semantics for T.{op.value}")
 
 
-def eval_MathCall(compiler, e: ir.MathCall):
+def eval_MathCall(compiler, e: MathCall):
     """The simulator's rule for a math or bit intrinsic (semantics from CUDA's docs, above)."""
     fs = [compiler.compile(a) for a in e.args]
     g = math_eval(e, first_tid)

@@ -18,20 +18,19 @@ from __future__ import annotations
 
 from ...backend.cuda.codegen import ctype
 from ...dtypes import DType
-from ...ir import nodes as ir
-from ...ir import warp_ops
+from .nodes import REDUCTIONS, SHUFFLES, WarpCollective, WarpOp
 
 __all__ = ["leave_WarpCollective"]
 
 _INTRINSIC = {  # the CUDA intrinsic of each op that is one
-    ir.WarpOp.SHFL_IDX: "__shfl_sync",
-    ir.WarpOp.SHFL_UP: "__shfl_up_sync",
-    ir.WarpOp.SHFL_DOWN: "__shfl_down_sync",
-    ir.WarpOp.SHFL_BFLY: "__shfl_xor_sync",
-    ir.WarpOp.BALLOT: "__ballot_sync",
-    ir.WarpOp.ANY: "__any_sync",
-    ir.WarpOp.REDUX_ADD: "__reduce_add_sync",
-    ir.WarpOp.REDUX_MIN: "__reduce_min_sync",
+    WarpOp.SHFL_IDX: "__shfl_sync",
+    WarpOp.SHFL_UP: "__shfl_up_sync",
+    WarpOp.SHFL_DOWN: "__shfl_down_sync",
+    WarpOp.SHFL_BFLY: "__shfl_xor_sync",
+    WarpOp.BALLOT: "__ballot_sync",
+    WarpOp.ANY: "__any_sync",
+    WarpOp.REDUX_ADD: "__reduce_add_sync",
+    WarpOp.REDUX_MIN: "__reduce_min_sync",
 }
 # C types the shuffle intrinsics are overloaded for; others travel as the type given here
 _SHUFFLE_AS = {"bool": "int", "signed char": "int", "short": "int"}
@@ -53,15 +52,15 @@ def _rounded(code: str, d: DType) -> str:
     return f"(({ctype(d)})({code}))"
 
 
-def _reduce_helper(op: ir.WarpOp, width: int, d: DType) -> tuple[str, str]:
+def _reduce_helper(op: WarpOp, width: int, d: DType) -> tuple[str, str]:
     t = ctype(d)
     name = f"tirx_warp_{op.value}_{width}_{d.name}"
     via = _SHUFFLE_AS.get(t, t)
     shuffled = f"({t})__shfl_xor_sync(0xffffffffu, ({via})v, offset, {width})"
     step = {
-        ir.WarpOp.SUM: f"v = {_rounded('v + s', d)};",
-        ir.WarpOp.MAX: f"v = tirx_max<{t}>(v, s);",
-        ir.WarpOp.MIN: f"v = tirx_min<{t}>(v, s);",
+        WarpOp.SUM: f"v = {_rounded('v + s', d)};",
+        WarpOp.MAX: f"v = tirx_max<{t}>(v, s);",
+        WarpOp.MIN: f"v = tirx_min<{t}>(v, s);",
     }[op]
     body = (
         f"TIRX_DEVICE {t} {name}({t} v) {{\n"
@@ -76,12 +75,12 @@ def _reduce_helper(op: ir.WarpOp, width: int, d: DType) -> tuple[str, str]:
     return name, body
 
 
-def leave_WarpCollective(cexprs, x: ir.WarpCollective, mask, value, lane, width) -> str:
+def leave_WarpCollective(cexprs, x: WarpCollective, mask, value, lane, width) -> str:
     """Codegen's rule for ``WarpCollective`` (``cexprs``: its expression visitor, whose ``em``
     is the emitter; the helper functions a collective calls are defined once per kernel)."""
     em = cexprs.em
     op = x.op
-    if op in warp_ops.SHUFFLES:
+    if op in SHUFFLES:
         t = ctype(x.dtype)
         via = _SHUFFLE_AS.get(t, t)
         v = em.convert(value, x.value.dtype, x.dtype)
@@ -89,13 +88,13 @@ def leave_WarpCollective(cexprs, x: ir.WarpCollective, mask, value, lane, width)
             f"{_INTRINSIC[op]}((unsigned int)({mask}), ({via})({v}), (int)({lane}), (int)({width}))"
         )
         return call if via == t else f"(({t}){call})"
-    if op in warp_ops.REDUCTIONS:
+    if op in REDUCTIONS:
         name, body = _reduce_helper(op, int(x.width.value), x.dtype)
         v = em.convert(value, x.value.dtype, x.dtype)
         return f"{em.helper(name, body)}({v})"
-    if op is ir.WarpOp.ACTIVEMASK:
+    if op is WarpOp.ACTIVEMASK:
         return "__activemask()"
-    if op is ir.WarpOp.ELECT:
+    if op is WarpOp.ELECT:
         return f"{em.helper('tirx_elect_sync', _ELECT)}((unsigned int)({mask}))"
-    kind = "int" if op in (ir.WarpOp.BALLOT, ir.WarpOp.ANY) else "unsigned int"
+    kind = "int" if op in (WarpOp.BALLOT, WarpOp.ANY) else "unsigned int"
     return f"{_INTRINSIC[op]}((unsigned int)({mask}), ({kind})({value}))"

@@ -10,6 +10,7 @@ from __future__ import annotations
 from ...errors import ContractError
 from ...ir import nodes as ir
 from ...ir.visitor import rebuild, walk
+from .nodes import WarpCollective, WarpOp
 
 __all__ = ["check", "ELECT_MIN_ARCH"]
 
@@ -23,7 +24,7 @@ def check(body: ir.Stmt, arch: int) -> None:
     if arch >= ELECT_MIN_ARCH:
         return
     for node in walk(body):
-        if isinstance(node, ir.WarpCollective) and node.op is ir.WarpOp.ELECT:
+        if isinstance(node, WarpCollective) and node.op is WarpOp.ELECT:
             raise ContractError(
                 f"T.cuda.elect_sync needs sm_{ELECT_MIN_ARCH} or newer (PTX elect.sync); the "
                 f"target is sm_{arch}",
@@ -34,5 +35,5 @@ def check(body: ir.Stmt, arch: int) -> None:
             )
 
 
-def leave_WarpCollective(lowerer, e: ir.WarpCollective, *children):
+def leave_WarpCollective(lowerer, e: WarpCollective, *children):
     return rebuild(e, children)

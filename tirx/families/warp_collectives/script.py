@@ -26,11 +26,13 @@ from __future__ import annotations
 
 from ...errors import TirxSyntaxError
 from ...ir import nodes as ir
+from ...ir.printer import call_text
 from ...ir.simplify import static_value
 from ...script.checks import int_literal
 from ...script.values import is_number, kind_of
+from .nodes import CUDA_NAME, REDUCTIONS, WarpCollective, WarpOp
 
-__all__ = ["CUDA_NAMES", "T_NAMES", "KEYS", "parse_call"]
+__all__ = ["CUDA_NAMES", "T_NAMES", "KEYS", "parse_call", "leave_WarpCollective"]
 
 #: ``T.cuda.<name>``
 CUDA_NAMES = (
@@ -60,10 +62,10 @@ T_NAMES = (
 KEYS = frozenset({f"cuda.{n}" for n in CUDA_NAMES} | set(T_NAMES))
 
 _SHUFFLES = {
-    "__shfl_sync": (ir.WarpOp.SHFL_IDX, "src_lane"),
-    "__shfl_up_sync": (ir.WarpOp.SHFL_UP, "delta"),
-    "__shfl_down_sync": (ir.WarpOp.SHFL_DOWN, "delta"),
-    "__shfl_xor_sync": (ir.WarpOp.SHFL_BFLY, "lane_mask"),
+    "__shfl_sync": (WarpOp.SHFL_IDX, "src_lane"),
+    "__shfl_up_sync": (WarpOp.SHFL_UP, "delta"),
+    "__shfl_down_sync": (WarpOp.SHFL_DOWN, "delta"),
+    "__shfl_xor_sync": (WarpOp.SHFL_BFLY, "lane_mask"),
 }
 _GPU_SHUFFLES = {
     "gpu_warp_shuffle": "__shfl_sync",
@@ -71,7 +73,7 @@ _GPU_SHUFFLES = {
     "gpu_warp_shuffle_down": "__shfl_down_sync",
     "gpu_warp_shuffle_xor": "__shfl_xor_sync",
 }
-_REDUCE_OPS = {"sum": ir.WarpOp.SUM, "max": ir.WarpOp.MAX, "min": ir.WarpOp.MIN}
+_REDUCE_OPS = {"sum": WarpOp.SUM, "max": WarpOp.MAX, "min": WarpOp.MIN}
 FULL_MASK = 0xFFFFFFFF
 WARP_SIZE = 32
 
@@ -98,18 +100,18 @@ def parse_call(ev, key: str, node, name_hint=None) -> ir.Expr:
         return _shuffle(ev, name, vals, span)
     if name in ("__activemask", "gpu_warp_activemask"):
         ev._args(node, 0, 0)
-        return _node(ir.WarpOp.ACTIVEMASK, ir.U32, span)
+        return _node(WarpOp.ACTIVEMASK, ir.U32, span)
     if name in ("ballot_sync", "any_sync"):
         mask, pred = ev._args(node, 2, 2, "mask", "pred")
         mask = _mask(ev, mask, name, span)
         pred = _bool(_value(pred, name, "pred"))
         if name == "ballot_sync":
-            return _node(ir.WarpOp.BALLOT, ir.U32, span, mask, pred)
-        return _node(ir.WarpOp.ANY, ir.I32, span, mask, pred)
+            return _node(WarpOp.BALLOT, ir.U32, span, mask, pred)
+        return _node(WarpOp.ANY, ir.I32, span, mask, pred)
     if name == "elect_sync":
         (mask,) = ev._args(node, 0, 1, "mask") or [FULL_MASK]
         mask = _mask(ev, mask, name, span)
-        return _node(ir.WarpOp.ELECT, ir.U32, span, mask)
+        return _node(WarpOp.ELECT, ir.U32, span, mask)
     if name in ("reduce_add_sync_u32", "reduce_min_sync_u32"):
         mask, value = ev._args(node, 2, 2, "mask", "value")
         mask = _mask(ev, mask, name, span)
@@ -121,7 +123,7 @@ def parse_call(ev, key: str, node, name_hint=None) -> ir.Expr:
                 hint="redux.sync has .u32/.s32 forms only; for floats use T.cuda.warp_sum / "
                 "warp_min, which shuffle",
             )
-        op = ir.WarpOp.REDUX_ADD if name == "reduce_add_sync_u32" else ir.WarpOp.REDUX_MIN
+        op = WarpOp.REDUX_ADD if name == "reduce_add_sync_u32" else WarpOp.REDUX_MIN
         return _node(op, ir.U32, span, mask, ir.cast(value, ir.U32))
     if name == "warp_reduce":
         value, op, width = _pad(ev._args(node, 2, 3, "value", "op", "width"), 3, WARP_SIZE)
@@ -131,8 +133,8 @@ def parse_call(ev, key: str, node, name_hint=None) -> ir.Expr:
     return _reduce(ev, value, op, width, span)
 
 
-def _node(op, dtype, span, mask=None, value=None, lane=None, width=None) -> ir.WarpCollective:
-    return ir.WarpCollective(op, mask, value, lane, width, dtype, span)
+def _node(op, dtype, span, mask=None, value=None, lane=None, width=None) -> WarpCollective:
+    return WarpCollective(op, mask, value, lane, width, dtype, span)
 
 
 def _pad(vals: list, n: int, default) -> list:
@@ -261,3 +263,15 @@ def _check_partial_warp(ev, width: int, span) -> None:
             hint=f"launch a multiple of 32 threads per block, reduce over width={fits} (it "
             f"divides {lanes}), or guard the call so only whole groups execute it",
         )
+
+
+# ------------------------------------------------------------------ the printer's rule
+# (exe.script(), tirx/ir/printer.py): the T.cuda spelling (a warp_reduce's op is its second
+# argument)
+
+
+def leave_WarpCollective(printer, e: WarpCollective, mask, value, lane, width):
+    if e.op in REDUCTIONS:
+        return call_text(f'T.cuda.warp_reduce({value[0]}, "{e.op.value}", {width[0]})')
+    args = ", ".join(x[0] for x in (mask, value, lane, width) if x[0] != "None")
+    return call_text(f"T.cuda.{CUDA_NAME[e.op]}({args})")

@@ -28,10 +28,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...ir import nodes as ir
-from ...ir import warp_ops
 from ...sim.faults import Fault
 from ...sim.numeric import compute_type, convert
+from .nodes import CUDA_NAME, REDUCTIONS, REDUX, SHUFFLES, WarpCollective, WarpOp
 
 __all__ = ["eval_WarpCollective", "shuffle_source"]
 
@@ -43,21 +42,21 @@ _HINT = (
 _LANES = np.arange(32, dtype=np.int64)
 
 
-def shuffle_source(op: ir.WarpOp, lane, b, width):
+def shuffle_source(op: WarpOp, lane, b, width):
     """The lane each caller reads (PTX ISA, ``shfl.sync``): ``lane``, ``b`` (source lane,
     delta or lane mask) and ``width`` (a power of two, 1..32) are int64 arrays."""
     seg = 32 - width  # c[12:8]: the lanes above a group of ``width``
-    clamp = 0 if op is ir.WarpOp.SHFL_UP else 31  # c[4:0]
+    clamp = 0 if op is WarpOp.SHFL_UP else 31  # c[4:0]
     bval = b & 31
     min_lane = lane & seg
     max_lane = min_lane | (clamp & ~seg & 31)
-    if op is ir.WarpOp.SHFL_UP:
+    if op is WarpOp.SHFL_UP:
         j = lane - bval
         ok = j >= max_lane
-    elif op is ir.WarpOp.SHFL_DOWN:
+    elif op is WarpOp.SHFL_DOWN:
         j = lane + bval
         ok = j <= max_lane
-    elif op is ir.WarpOp.SHFL_BFLY:
+    elif op is WarpOp.SHFL_BFLY:
         j = lane ^ bval
         ok = j <= max_lane
     else:
@@ -133,7 +132,7 @@ def _width(widths, idx, what: str) -> np.ndarray:
     return w
 
 
-def eval_WarpCollective(compiler, e: ir.WarpCollective):
+def eval_WarpCollective(compiler, e: WarpCollective):
     """The simulator's rule for a warp collective, compiled against ``compiler``'s machine."""
     return _WarpOps(compiler).compile_collective(e)
 
@@ -145,17 +144,17 @@ class _WarpOps:
     def __init__(self, compiler):
         self.m, self.compile, self.error = compiler.m, compiler.compile, compiler.error
 
-    def compile_collective(self, e: ir.WarpCollective):
-        if e.op in warp_ops.SHUFFLES:
+    def compile_collective(self, e: WarpCollective):
+        if e.op in SHUFFLES:
             return self._shuffle(e)
-        if e.op in warp_ops.REDUCTIONS:
+        if e.op in REDUCTIONS:
             return self._butterfly(e)
-        if e.op in warp_ops.REDUX:
+        if e.op in REDUX:
             return self._redux(e)
         return self._vote(e)
 
-    def _shuffle(self, e: ir.WarpCollective):
-        m, what, op = self.m, warp_ops.CUDA_NAME[e.op], e.op
+    def _shuffle(self, e: WarpCollective):
+        m, what, op = self.m, CUDA_NAME[e.op], e.op
         f_mask, f_value = self.compile(e.mask), self.compile(e.value)
         f_lane, f_width = self.compile(e.lane), self.compile(e.width)
 
@@ -182,34 +181,34 @@ class _WarpOps:
 
         return run
 
-    def _vote(self, e: ir.WarpCollective):
-        m, what, op, d = self.m, warp_ops.CUDA_NAME[e.op], e.op, e.dtype
+    def _vote(self, e: WarpCollective):
+        m, what, op, d = self.m, CUDA_NAME[e.op], e.op, e.dtype
         f_mask = self.compile(e.mask) if e.mask is not None else None
         f_pred = self.compile(e.value) if e.value is not None else None
 
         def run(idx):
             g = _Group(m, idx)
-            if op is ir.WarpOp.ACTIVEMASK:
+            if op is WarpOp.ACTIVEMASK:
                 lanes = g.active[g.safe] & g.exists
             else:
                 lanes = g.members(f_mask(idx), what)
-            if op is ir.WarpOp.ELECT:
+            if op is WarpOp.ELECT:
                 leader = np.argmax(lanes, axis=1)  # the lowest lane of the mask
                 return convert((leader == g.lane).astype(np.int64), d)
             if f_pred is not None:  # ballot, any
                 pred = g.spread(np.asarray(f_pred(idx)).astype(bool))
                 lanes = lanes & pred[g.safe]
             bits = (lanes.astype(np.int64) << _LANES[None, :]).sum(axis=1)
-            if op is ir.WarpOp.ANY:
+            if op is WarpOp.ANY:
                 return convert((bits != 0).astype(np.int64), d)
             return convert(bits, d)
 
         return run
 
-    def _redux(self, e: ir.WarpCollective):
-        m, what = self.m, warp_ops.CUDA_NAME[e.op]
+    def _redux(self, e: WarpCollective):
+        m, what = self.m, CUDA_NAME[e.op]
         f_mask, f_value = self.compile(e.mask), self.compile(e.value)
-        is_sum = e.op is ir.WarpOp.REDUX_ADD
+        is_sum = e.op is WarpOp.REDUX_ADD
 
         def run(idx):
             g = _Group(m, idx)
@@ -222,16 +221,16 @@ class _WarpOps:
 
         return run
 
-    def _butterfly(self, e: ir.WarpCollective):
-        m, what, d, op = self.m, warp_ops.CUDA_NAME[e.op], e.dtype, e.op
+    def _butterfly(self, e: WarpCollective):
+        m, what, d, op = self.m, CUDA_NAME[e.op], e.dtype, e.op
         width = int(e.width.value)
         f_value = self.compile(e.value)
         ct = compute_type(d)
 
         def combine(a, b):
-            if op is ir.WarpOp.SUM:
+            if op is WarpOp.SUM:
                 return convert(a + b, d)
-            if op is ir.WarpOp.MAX:
+            if op is WarpOp.MAX:
                 return np.where(b > a, b, a)  # tirx's max(a, b), as T.max and max() mean
             return np.where(b < a, b, a)
 

@@ -1,10 +1,16 @@
-"""The math and bit intrinsics' operations, for :class:`~tirx.ir.nodes.MathCall`."""
+"""The IR node of the math and bit intrinsics (script.py beside this: ``T.exp``, ``T.clz``,
+``T.max`` on floats, ...): :class:`MathCall`, an expression, and its operations
+(:class:`MathOp`). The catalog row names it, so the IR visitor walks it as it walks the core's
+node classes (tirx/ir/visitor.py)."""
 
 from __future__ import annotations
 
 import enum
 
-__all__ = ["MathOp"]
+from ...dtypes import DType
+from ...ir.nodes import Expr, node
+
+__all__ = ["MathOp", "MathCall"]
 
 
 class MathOp(enum.Enum):
@@ -77,3 +83,13 @@ _SCRIPT_NAMES = {
     MathOp.PACK_BF16X2: "cuda.float22bfloat162_rn",
     MathOp.FDIVIDEF: "cuda.fdividef",
 }
+
+
+@node
+class MathCall(Expr):
+    """``op(*args)``: a math or bit intrinsic on scalar values; ``dtype`` is the result's
+    (float32 for 16-bit float operands, which compute as float32)."""
+
+    op: MathOp
+    args: tuple[Expr, ...]
+    dtype: DType
