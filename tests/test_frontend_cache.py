@@ -586,3 +586,35 @@ def test_ir_round_trips_without_pickle():
     foreign = serial.dumps(tirx.laneid).replace(b"tirx.layout.axes", b"os.path.........")
     with pytest.raises(ValueError, match="not a tirx class"):
         serial.loads(foreign)
+
+
+READ_NAMING = r"""
+import sys
+from tirx.families.thread_ops.nodes import NanoSleep
+from tirx.ir import nodes as ir, serial
+data = serial.dumps(NanoSleep(ir.const(1, ir.U32)))
+assert b"tirx.families.thread_ops.nodes" in data
+for module in ("tirx.families.thread_ops.cuda.", "tirx.families.no_familyx.nodes"):
+    name = "tirx.families.thread_ops.nodes"
+    assert len(module) == len(name)
+    try:
+        serial.loads(data.replace(name.encode(), module.encode()))
+    except ValueError as e:
+        assert "not a tirx class" in str(e), e
+    else:
+        raise AssertionError(module)
+    assert module.rstrip(".") not in sys.modules, module
+print("refused")
+"""
+
+
+def test_reading_imports_only_the_families_node_modules():
+    """A stored entry names the module of each class it holds; reading it imports a family's
+    nodes.py that a catalog row has, and refuses (importing nothing) any other module path,
+    another stage module of a family or a family that does not exist."""
+    proc = subprocess.run(
+        [sys.executable, "-c", READ_NAMING], env={**os.environ, "PYTHONPATH": str(REPO)},
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "refused"

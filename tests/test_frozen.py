@@ -15,6 +15,11 @@ from tirx.frozen import Frozen, frozen
 
 
 def _tirx_frozen_classes():
+    from tirx import catalog
+
+    for row in catalog.ROWS:  # the families' node classes load with their first use
+        if "nodes" in row.stages:
+            catalog.stage(row, "nodes")
     return sorted(
         {
             v

@@ -190,6 +190,20 @@ def test_the_clock_is_a_fresh_uint64_variable(tmp_path):
     assert [s.duration.dtype.name for s in sleeps] == ["uint32"] * 3
 
 
+def test_a_family_lowered_through_its_rebuilt_and_kept_names_is_met(tmp_path, monkeypatch):
+    """thread_ops' nodes have no lowering rule of their own (its lower.py's REBUILT and KEPT):
+    the lowering still notes the family, so a check it defines runs over the kernel."""
+    from tirx import catalog
+    from tirx.transform.lower import lower_function
+
+    lower = catalog.stage("thread_ops", "lower")
+    met = []
+    monkeypatch.setattr(lower, "check", lambda body, arch: met.append(arch), raising=False)
+    lowered = lower_function(_kernel(tmp_path, TIMED).ir, arch=90)
+    assert met == [90]
+    assert {type(n).__name__ for n in walk(lowered.body)} >= {"Clock", "NanoSleep"}
+
+
 def test_register_fence_is_an_empty_asm_on_the_register(tmp_path):
     exe = tirx.compile(_fenced(tmp_path), target="cuda -arch=sm_90a")
     fences = re.findall(r'asm volatile\(""[^;]*;', exe.source)

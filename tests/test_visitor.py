@@ -139,6 +139,33 @@ def test_a_familys_node_classes_are_those_its_nodes_module_defines_and_its_row_n
     with pytest.raises(UnknownNodeError, match="NanoSleep"):
         visitor.child_fields(imposter)
     assert catalog.node_class("Seq") is None and catalog.node_class("ElemSharedAddress") is None
+    # a class another family's nodes.py defines under a name a row names is not that row's
+    crossed = dataclasses.make_dataclass("ThreadFence", [("x", int)], bases=(ir.Stmt,))
+    crossed.__module__ = module.__name__  # thread_ops' nodes.py; ThreadFence is cta_ops'
+    assert not visitor.is_node_class(crossed)
+    with pytest.raises(UnknownNodeError, match="not an IR node class.*'thread_ops' row"):
+        visitor.child_fields(crossed)
+
+
+def test_a_familys_own_node_names_are_no_core_class_names():
+    """A row's ``nodes`` may name a core class whose stage rules the family holds
+    (``ElemSharedAddress``), but a class of a family's nodes.py must not share a core class's
+    name: rules are found by class name, so the core's rule would get the family's node."""
+    for name in catalog.node_names():
+        own = catalog.node_class(name)
+        assert own is None or not hasattr(ir, name), name
+
+
+def test_a_missing_rule_of_a_familys_class_names_where_it_goes():
+    from tirx.families.thread_ops.nodes import NanoSleep
+
+    class Plain(visitor.Walker):  # a walker whose stage module (lower.py) has no visit_
+        pass_name = "a test pass"
+        stage = "lower"
+
+    with pytest.raises(UnknownNodeError, match=r"a test pass has no rule for the IR node "
+                       r"NanoSleep.*tirx/families/thread_ops/lower\.py"):  # fmt: skip
+        Plain().run(NanoSleep(ir.const(1, ir.U32)))
 
 
 @pytest.mark.parametrize("cls", _all_node_classes(), ids=lambda c: c.__name__)

@@ -8,9 +8,12 @@ stage they serve:
                mnemonic of the row): forms, operand checks, lane maps, lowering to PTX calls
 ``script.py``  the parser of the family's ``T`` / ``T.cuda`` calls: ``parse_call(evaluator,
                key, node, name_hint)``; optionally ``raw_operands(evaluator, text, value)``,
-               the scalar operands a raw ``T.ptx`` call takes for one argument
+               the scalar operands a raw ``T.ptx`` call takes for one argument; the
+               printer's rules for its own node classes (``visit_X(printer, node)`` for a
+               statement, ``leave_X(printer, node, *children)`` for an expression)
 ``lower.py``   lowering rules for the family's IR node classes (``enter_X``/``leave_X`` of
-               :mod:`tirx.transform.lower`), and optionally ``check(body, arch)``, run once
+               :mod:`tirx.transform.lower`, or the class's name in ``REBUILT`` or
+               ``KEPT``), and optionally ``check(body, arch)``, run once
                over the body as written (before lowering) of a kernel whose lowering met
                one of them, and ``finish_kernel(fn, arch)``, run once over a lowered kernel
                that holds one of them or one of the family's PTX instructions: it returns
@@ -23,13 +26,12 @@ stage they serve:
 ``sim.py``     the simulator's semantics, written from the PTX ISA: ``compile_call(machine,
                compiler, call, text)`` for its PTX calls, ``compile_X(machine, node)`` for its
                statements and ``eval_X(compiler, node)`` for its expressions
-``nodes.py``   the IR node classes of a family whose calls are statements of their own (the
-               row's ``nodes`` that are not the core's): dataclasses made with
-               :func:`tirx.ir.nodes.node`, which the IR visitor walks as it walks the
+``nodes.py``   the IR node classes of a family whose calls are statements or expressions of
+               their own (the row's ``nodes`` that are not the core's): dataclasses made
+               with :func:`tirx.ir.nodes.node`, which the IR visitor walks as it walks the
                core's (tirx/ir/visitor.py); a node that reads or writes tensors says which
                (``tensor_effects()``, tirx/signature.py), one that needs a global tensor's
-               pointer aligned says how (``aligned_accesses()``, tirx/ir/aligned_access.py),
-               and the printer's rule (``visit_X(printer, node)``) is in ``script.py``
+               pointer aligned says how (``aligned_accesses()``, tirx/ir/aligned_access.py)
 =============  ===========================================================================
 
 plus files by role where a family is large, named ``<stage>_<role>.py`` (``isa_descriptor.py``,

@@ -62,14 +62,27 @@ _LEAF_TYPES = frozenset(_LEAVES)
 class UnknownNodeError(TypeError):
     """A pass met a node class it has no rule for: a tirx bug, not a user mistake."""
 
-    def __init__(self, node_type: type, pass_name: str):
+    def __init__(self, node_type: type, pass_name: str, stage: str | None = None):
         self.node_type = node_type
         self.pass_name = pass_name
-        where = f"{node_type.__module__}.{node_type.__qualname__}"
-        super().__init__(
-            f"internal error: {pass_name} has no rule for the IR node {node_type.__name__} "
-            f"({where}); every node class needs a case in every pass"
-        )
+        name, module = node_type.__name__, node_type.__module__
+        where = f"{module}.{node_type.__qualname__}"
+        if catalog.is_node_module(module) and not is_node_class(node_type):
+            folder = module.split(".")[-2]
+            text = (
+                f"internal error: {pass_name} met {name} ({where}), which is not an IR node "
+                f"class: a class of a family's nodes.py is one only when that family's catalog "
+                f"row names it (add {name!r} to the {folder!r} row's nodes in tirx/catalog.py)"
+            )
+        else:
+            text = (
+                f"internal error: {pass_name} has no rule for the IR node {name} ({where}); "
+                f"every node class needs a case in every pass"
+            )
+            row = catalog.row_of_node(name)
+            if stage is not None and row is not None:
+                text += f" (a rule of {name} goes in tirx/families/{row.folder}/{stage}.py)"
+        super().__init__(text)
 
 
 @functools.cache
@@ -92,10 +105,13 @@ def is_node_class(cls: type) -> bool:
     family's ``nodes`` module that the family's catalog row names (``Row.nodes``)."""
     if cls in node_classes():
         return True
+    row = catalog.row_of_node(cls.__name__)
+    # the row that names it must be the family whose nodes.py defines it
     return (
-        dataclasses.is_dataclass(cls)
-        and catalog.is_node_module(cls.__module__)
-        and catalog.row_of_node(cls.__name__) is not None
+        row is not None
+        and dataclasses.is_dataclass(cls)
+        and "nodes" in row.stages
+        and cls.__module__ == catalog.module_name(row, "nodes")
     )
 
 
@@ -255,7 +271,7 @@ class _Pass:
             if all(f is None for f in found):
                 found = self._default(cls)
                 if found is None:
-                    raise UnknownNodeError(cls, self.pass_name)
+                    raise UnknownNodeError(cls, self.pass_name, self.stage)
             table[cls] = rule = (*found, _spec(cls))
         return rule
 

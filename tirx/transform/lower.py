@@ -92,6 +92,17 @@ def _plan_shared(fn: ir.Function):
     return offsets, cursor
 
 
+def _noted(rule, family):
+    """``rule``, which first notes that the lowering met a node of ``family`` (its ``check``
+    and ``finish_kernel`` run after the lowering)."""
+
+    def noted(lowerer, *args):
+        lowerer.families.add(family)
+        return rule(lowerer, *args)
+
+    return noted
+
+
 class _Lowerer(Transformer):
     """Script level to lowered level, over :class:`~tirx.ir.visitor.Transformer` (no
     recursion; a node class without a rule here raises)."""
@@ -152,14 +163,16 @@ class _Lowerer(Transformer):
 
     def _named_rule(self, name, family=None):
         rule = super()._named_rule(name, family)
-        if rule is None or family is None:
-            return rule
+        return rule if rule is None or family is None else _noted(rule, family)
 
-        def noted(lowerer, *args):  # a family's node: its check runs after the lowering
-            lowerer.families.add(family)
-            return rule(lowerer, *args)
-
-        return noted
+    def _default(self, cls):
+        # a family's class rebuilt or kept by its lower.py's REBUILT / KEPT: its family is met
+        # as through a rule of its own (its check and finish_kernel run)
+        found = super()._default(cls)
+        family = catalog.row_of_node(cls.__name__)
+        if found is None or family is None:
+            return found
+        return tuple(None if r is None else _noted(r, family) for r in found)
 
     def relocate(self, error, path):
         """A user error is located at the innermost statement around it that has a line."""

@@ -41,7 +41,7 @@ ATOMIC_DTYPES = {
 
 
 def enter_ElemAtomic(lowerer, s: ElemAtomic) -> Atomic:
-    """``s`` as a flat :class:`~tirx.ir.nodes.Atomic` (through the lowerer's element address
+    """``s`` as a flat :class:`.nodes.Atomic` (through the lowerer's element address
     and expression lowering)."""
     arch, address, visit = lowerer.arch, lowerer.address, lowerer.visit
     d = s.view.dtype

@@ -92,7 +92,7 @@ def apply_atomic(kind: AtomicKind, d, data: np.ndarray, slots: np.ndarray, ops: 
 
 
 def compile_Atomic(machine, s: Atomic):
-    """The machine's closure for one lowered :class:`~tirx.ir.nodes.Atomic`."""
+    """The machine's closure for one lowered :class:`.nodes.Atomic`."""
     compiler = machine.compiler
     region = machine.region(s.buffer, compiler)
     if s.buffer.scope is ir.Scope.LOCAL:

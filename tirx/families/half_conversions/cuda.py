@@ -1,4 +1,4 @@
-"""CUDA C for the float32/float16 pair conversions (:class:`~tirx.ir.nodes.HalfConversion`).
+"""CUDA C for the float32/float16 pair conversions (:class:`.nodes.HalfConversion`).
 
 The real TIRx's helpers are CUDA's ``__float22half2_rn`` and ``__half22float2`` on
 ``float2*``/``half2*`` casts of its ``void*`` arguments. tirx's C needs no header (NVRTC does

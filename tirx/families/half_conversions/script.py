@@ -55,7 +55,7 @@ _FLOAT, _HALF = "float32", "float16"
 
 
 def parse_call(ev, key: str, node: ast.Call, name_hint=None):
-    """Emit the :class:`~tirx.ir.nodes.HalfConversion` of the call ``node`` (``key`` one of
+    """Emit the :class:`.nodes.HalfConversion` of the call ``node`` (``key`` one of
     :data:`KEYS`); the call has no value."""
     kind = K(key.removeprefix("cuda."))
     label = f"T.{key}"

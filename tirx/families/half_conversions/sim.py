@@ -123,7 +123,7 @@ class _Side:
 
 
 def compile_HalfConversion(machine, s: HalfConversion):
-    """The machine's closure for one lowered :class:`~tirx.ir.nodes.HalfConversion`."""
+    """The machine's closure for one lowered :class:`.nodes.HalfConversion`."""
     call = str(s.kind)
     kind = s.kind
     pairs, src_size, dst_size = kind.pairs, kind.src_bytes, kind.dst_bytes

@@ -1,4 +1,4 @@
-"""CUDA C for the math and bit intrinsics (:class:`~tirx.ir.nodes.MathCall`).
+"""CUDA C for the math and bit intrinsics (:class:`.nodes.MathCall`).
 
 The names are the CUDA math library's, as the real TIRx emits them: ``expf``/``exp`` by
 operand width, ``nearbyintf`` for ``T.round``, ``__clz``/``__clzll``, ``__popc``/``__popcll``.
@@ -106,5 +106,5 @@ def c_math(e: MathCall, args: tuple[str, ...]) -> str:
 
 
 def leave_MathCall(visitor, e: MathCall, args: tuple[str, ...]) -> str:
-    """The codegen expression visitor's rule for :class:`~tirx.ir.nodes.MathCall`."""
+    """The codegen expression visitor's rule for :class:`.nodes.MathCall`."""
     return c_math(e, args)

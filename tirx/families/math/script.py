@@ -4,7 +4,7 @@ Each ``T`` name (``T.exp``, ``T.clz``, ``T.cuda.ffs_u32``, ...) is a row of :dat
 how many values it takes and which builder turns them into IR. The builders check the
 operands' dtypes and say what to write instead when one has no meaning for the intrinsic (an
 integer for ``T.exp``, a float for ``T.clz``, an 8-bit float anywhere). Most rows build a
-:class:`~tirx.ir.nodes.MathCall`; the integer division family and the bitwise operators build
+:class:`.nodes.MathCall`; the integer division family and the bitwise operators build
 the same :class:`~tirx.ir.nodes.BinOp` as the Python operators do (their checks included).
 
 Dtype rules, as the real TIRx has them (docs/semantics.md, "Math and bit intrinsics"):

@@ -133,7 +133,7 @@ _MOST_ALIGNED = 2**27  # the real TIRx's bound
 
 
 def _aligned(ev, args, span) -> Assume:
-    """``T.assume_aligned(tensor, alignment_bytes)``: an :class:`~tirx.ir.nodes.Assume` that the
+    """``T.assume_aligned(tensor, alignment_bytes)``: an :class:`.nodes.Assume` that the
     address of the tensor's first element is a multiple of ``alignment_bytes``."""
     from ...script.storage import address_of
     from ...script.values import kind_of
