@@ -563,6 +563,31 @@ def test_a_family_statement_node_is_a_leaf_of_the_stage_walkers_without_naming_i
     assert shared_rows._Assignments._default(None, ir.Assign) is None  # a core node: its own rule
 
 
+def test_a_family_statement_that_holds_statements_is_no_leaf(monkeypatch):
+    """A family statement with a statement inside (a body) is not taken as a leaf: the index
+    pass and the shared-row check need their own rule for it, and meet it as unknown."""
+    import dataclasses
+
+    from tirx.ir import nodes as ir
+    from tirx.ir import visitor
+    from tirx.isa import shared_rows
+    from tirx.transform import inline_indices
+
+    module = catalog.stage("thread_ops", "nodes")
+    fields = [("body", "Stmt"), ("span", "Span | None", dataclasses.field(default=None))]
+    guarded = dataclasses.make_dataclass("Guarded", fields, bases=(ir.Stmt,), frozen=True)
+    guarded.__module__ = module.__name__
+    monkeypatch.setattr(module, "Guarded", guarded, raising=False)
+    thread_ops = next(r for r in catalog.ROWS if r.folder == "thread_ops")
+    monkeypatch.setitem(catalog._BY_NODE, "Guarded", thread_ops)  # as if its row named it
+    assert visitor.is_node_class(guarded)
+    assert not visitor.leaf_statement(guarded) and not inline_indices._is_plain(guarded)
+    assert shared_rows._Assignments._default(None, guarded) is None
+    from tirx.families.thread_ops.nodes import NanoSleep
+
+    assert visitor.leaf_statement(NanoSleep) and inline_indices._is_plain(NanoSleep)
+
+
 def test_the_docs_table_of_families_is_the_catalogs():
     """docs/architecture.md's table of families has one line per catalog row, with the row's
     stages (the table is written by hand; this keeps it the catalog's)."""

@@ -45,6 +45,7 @@ __all__ = [
     "node_classes",
     "is_node_class",
     "is_family_node",
+    "leaf_statement",
     "child_fields",
     "children",
     "rebuild",
@@ -121,6 +122,32 @@ def is_family_node(cls: type) -> bool:
     an analysis that knows nothing of a family's operations treats its expressions as opaque
     values."""
     return is_node_class(cls) and cls not in node_classes()
+
+
+@functools.cache
+def leaf_statement(cls: type) -> bool:
+    """Whether ``cls`` is a family's own statement class that holds no statement: the passes
+    that look into statements (the index pass, the shared-row check) take it as a leaf, and
+    a family statement that holds statements must have a rule of its own there instead."""
+    if not (is_family_node(cls) and issubclass(cls, ir.Stmt)):
+        return False
+    module = cls.__module__
+    for name, _ in _spec(cls):
+        t = _annotation(next(f.type for f in dataclasses.fields(cls) if f.name == name), module)
+        if _can_hold(t, ir.Stmt):
+            return False
+    return True
+
+
+def _can_hold(t, base: type) -> bool:
+    """Whether a value of annotation ``t`` (a type, a union, a tuple of them) can be a
+    ``base``."""
+    if isinstance(t, types.UnionType) or getattr(t, "__origin__", None) is tuple:
+        return any(_can_hold(a, base) for a in t.__args__ if a is not Ellipsis)
+    typing = sys.modules.get("typing")
+    if typing is not None and typing.get_origin(t) is typing.Union:
+        return any(_can_hold(a, base) for a in typing.get_args(t))
+    return isinstance(t, type) and (issubclass(t, base) or issubclass(base, t))
 
 
 def _holds_node(t) -> bool:

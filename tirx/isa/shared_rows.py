@@ -22,13 +22,12 @@ import contextlib
 import contextvars
 import itertools
 
-from .. import catalog
 from ..errors import ContractError
 from ..frozen import Frozen, frozen
 from ..ir import nodes as ir
 from ..ir.simplify import linear_form, static_value
 from ..ir.simplify_index import simplify_index
-from ..ir.visitor import DESCEND, Visitor, Walker
+from ..ir.visitor import DESCEND, Visitor, Walker, leaf_statement
 from ..layout.swizzle import ComposeLayout
 
 __all__ = ["element_offset", "residue", "RowCheck", "check_rows", "row_starts"]
@@ -137,7 +136,7 @@ class _Assignments(Walker):
         # reductions, a sleep, a clock read, an assert, a register fence, a pair conversion)
         # has no statement inside and assigns only a fresh result variable of its own, which
         # no Assign sets; a family node that holds statements needs its own visit_ rule here
-        if catalog.row_of_node(cls.__name__) is not None and issubclass(cls, ir.Stmt):
+        if leaf_statement(cls):
             return (_Assignments._no_assignment,)
         return None
 

@@ -23,11 +23,17 @@ from __future__ import annotations
 import functools
 from dataclasses import replace
 
-from .. import catalog
 from ..ir import nodes as ir
 from ..ir.simplify import structural_key
 from ..ir.simplify_index import simplify_index
-from ..ir.visitor import DESCEND, Transformer, UnknownNodeError, Visitor, is_family_node
+from ..ir.visitor import (
+    DESCEND,
+    Transformer,
+    UnknownNodeError,
+    Visitor,
+    is_family_node,
+    leaf_statement,
+)
 
 __all__ = ["inline_indices"]
 
@@ -49,9 +55,7 @@ def _is_plain(cls: type) -> bool:
     result variable of one that has one is assigned by no Assign, so no use of it is
     substituted. A family node that holds statements, or whose addresses this pass must
     rewrite, needs a rule here."""
-    return issubclass(cls, _PLAIN) or (
-        issubclass(cls, ir.Stmt) and catalog.row_of_node(cls.__name__) is not None
-    )
+    return issubclass(cls, _PLAIN) or leaf_statement(cls)
 
 
 def inline_indices(fn: ir.Function, body: ir.Stmt) -> ir.Stmt:
