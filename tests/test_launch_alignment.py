@@ -102,6 +102,40 @@ def test_the_simulator_checks_the_same_requirement(tmp_path):
                 sim(*args, 3)
 
 
+WIDE = """
+@T.function
+def kernel(X: T.Tensor((64,), "float16"), Y: T.Tensor((32,), "uint32")):
+    T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=32))
+    t = T.cuda.thread_idx("x")
+    words = X.view("uint32")
+    Y[t] = words[t]
+"""
+
+
+def test_an_element_read_wider_than_the_tensors_needs_its_width(tmp_path):
+    """float16 elements read in pairs as uint32 words: X's pointer must be a multiple of 4,
+    which the launcher requires (its message names the access and the line) and the
+    simulator checks at the read."""
+    k = define(WIDE, tmp_path, "kernel")
+    need = Requirements.of(tirx.compile(k, target=TARGET).lowered).per_param
+    assert [a and (a.name, a.nbytes, a.kind) for a in need] == [
+        ("X", 4, AccessKind.ELEMENT),
+        None,
+    ]
+    assert need[0].what == "read or written as uint32 (4-byte elements)"
+    error = misalignment(0x1002, need[0])
+    assert caret_line(str(error)) == "Y[t] = words[t]"
+    assert "'X' is read or written as uint32 (4-byte elements), so its data pointer must be a " \
+        "multiple of 4; 0x1002 is aligned to 2 bytes only" in str(error)  # fmt: skip
+    assert misalignment(0x1004, need[0]) is None
+    sim = tirx.compile(k, target="sim")
+    x, y = torch.arange(64, dtype=torch.float16), torch.zeros(32, dtype=torch.int32)
+    sim(x.numpy(), y.numpy().view("uint32"))
+    assert y.numpy().view("uint32")[0] == x[:2].numpy().view("uint32")[0]
+    with pytest.raises(tirx.SimulationError, match="misaligned read of global 'X' as uint32"):
+        sim(_shifted(64, torch.float16).numpy(), y.numpy().view("uint32"))
+
+
 # ---------------------------------------------------------------------- the pure check
 
 

@@ -302,3 +302,75 @@ def test_cuda_tensors_run_on_the_gpu():
     assert breaks == 0
     torch.testing.assert_close(out, ops.gemm(ops.softmax(a), b))
     assert set(torch.library.opcheck(ops.gemm, (a, b)).values()) == {"SUCCESS"}
+
+
+# ----------------------------------------------------------------- inputs a torch user passes
+
+
+def test_a_view_starting_inside_a_buffer_is_copied_to_an_aligned_start():
+    """A contiguous view whose data pointer breaks the kernel's wide accesses (the softmax
+    reads float16 rows as uint64 words, the GEMM as uint32) is copied first: the operator
+    gives torch's answer for any tensor torch takes."""
+    x = _half(1 + 8 * 256, seed=3)[1:].view(8, 256)
+    assert x.is_contiguous() and x.data_ptr() % 8
+    torch.testing.assert_close(ops.softmax(x).float(), torch.softmax(x.float(), -1),
+                               atol=2e-3, rtol=2e-3)  # fmt: skip
+    a, b = _half(1 + 64 * 64, seed=4)[1:].view(64, 64), _half(64, 64, seed=5)
+    torch.testing.assert_close(ops.gemm(a, b), a.float() @ b.float().T, atol=1e-3, rtol=1e-3)
+    first, second = torch.split(_half(2 * 8 * 256 + 1, seed=6)[1:], 8 * 256)
+    torch.testing.assert_close(ops.softmax(second.view(8, 256)).float(),
+                               torch.softmax(second.view(8, 256).float(), -1),
+                               atol=2e-3, rtol=2e-3)  # fmt: skip
+
+
+def test_gemm_is_differentiable_and_compiles_with_a_trainable_weight():
+    class Linear(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = torch.nn.Parameter(_half(64, 128, seed=7))
+
+        def forward(self, x):
+            return ops.gemm(x, self.w)
+
+    model = Linear()
+    x = _half(64, 128, seed=8).requires_grad_()
+    out = torch.compile(model, fullgraph=True, backend="aot_eager")(x)
+    dout = torch.randn(out.shape, generator=torch.Generator().manual_seed(9))
+    out.backward(dout)
+    want_x, want_w = dout @ model.w.detach().float(), dout.T @ x.detach().float()
+    torch.testing.assert_close(x.grad, want_x.half(), atol=1e-2, rtol=1e-2)
+    torch.testing.assert_close(model.w.grad, want_w.half(), atol=1e-2, rtol=1e-2)
+    assert x.grad.dtype == torch.float16 and model.w.grad.dtype == torch.float16
+
+
+@pytest.mark.parametrize(
+    ("op", "args", "message"),
+    [
+        ("softmax", (torch.zeros(256, dtype=torch.float16),), r"X must be a 2-D .* \(256,\)"),
+        ("softmax", (torch.zeros(2, 3, 4, dtype=torch.float16),), r"X must be a 2-D"),
+        ("softmax", (torch.zeros(0, 64, dtype=torch.float16),), r"\(0, 64\) \(empty\)"),
+        ("gemm", (torch.zeros(64, 64).half(), torch.zeros(64, 32).half()), r"one row length"),
+        ("gemm", (torch.zeros(64).half(), torch.zeros(64, 64).half()), r"A must be a 2-D"),
+    ],
+)
+def test_an_input_of_the_wrong_rank_is_refused_naming_the_operator(op, args, message):
+    with pytest.raises(ValueError, match=rf"tirx::{op}: .*{message}"):
+        getattr(ops, op)(*args)
+
+
+def test_sparse_and_complex_inputs_are_refused_naming_the_input():
+    with pytest.raises(TypeError, match="input 'X' is a sparse_coo tensor"):
+        ops.softmax(torch.zeros(8, 256).to_sparse())
+    with pytest.raises(TypeError, match="input 'X': unknown dtype 'complex64'"):
+        ops.softmax(torch.zeros(8, 256, dtype=torch.complex64))
+
+
+def test_flash_attention_warns_where_a_gradient_would_be_lost():
+    from tirx.examples.attention import flash_attention
+
+    q, k, v = (_half(1, 1, 16, 64, seed=s) for s in (10, 11, 12))
+    with torch.no_grad():
+        flash_attention(q.requires_grad_(), k, v)  # no gradient wanted: no warning
+    with pytest.warns(UserWarning, match="flash_attention has no backward"):
+        out = flash_attention(q, k, v)
+    assert not out.requires_grad

@@ -136,6 +136,7 @@ class _Bound:
         self.signature = _signature(source)
         self.outputs = tuple(outputs) if outputs is not None else self.signature.written
         self.exes = {}
+        self.alignments = {}  # device kind -> {parameter: bytes its data pointer needs}
         if isinstance(source, Executable):
             self.exes[_device_kind(source)] = source
         self._check(input_names)
@@ -182,6 +183,18 @@ class _Bound:
                                  f"tensors")  # fmt: skip
             exe = self.exes[kind] = compile_for(kernel, kind)
         return exe
+
+    def alignment(self, device) -> dict:
+        """Per tensor parameter, the multiple its data pointer must be, where the kernel
+        needs more than an element's own (tirx/ir/aligned_access.py)."""
+        found = self.alignments.get(device.type)
+        if found is None:
+            from .ir.aligned_access import parameter_alignments
+
+            fn = self.exe(device).lowered
+            found = {p.name: a.nbytes for p, a in zip(fn.params, parameter_alignments(fn)) if a}
+            self.alignments[device.type] = found
+        return found
 
 
 def _signature(source) -> Signature:
@@ -234,13 +247,14 @@ class _Plan:
         memo, lock = {}, threading.Lock()
 
         def bind(args):
-            key = tuple(_hashable(spec_of(a)) for a in args)
+            specs = tuple(_spec(n, a) for n, a in zip(names, args))
+            key = tuple(_hashable(sp) for sp in specs)
             bound = memo.get(key)
             if bound is None:
                 with lock:
                     bound = memo.get(key)
                     if bound is None:
-                        made = make(*(spec_of(a) for a in args))
+                        made = make(*specs)
                         bound = memo[key] = _Bound(made, outputs, names, tensors)
             return bound
 
@@ -260,6 +274,7 @@ class _Plan:
         bound = self._bind(args)
         device = _device_of(args, self.inputs)
         exe = bound.exe(device)
+        aligned = bound.alignment(device)
         values = dict(zip(self.inputs, args))
         call, outs = [], {}
         for p in bound.signature.params:
@@ -269,9 +284,15 @@ class _Plan:
                      else _empty(p, device))  # fmt: skip
                 outs[p.name] = t
                 call.append(t)
+            elif p.is_tensor:
+                v = values[p.name].contiguous()
+                # a view that starts inside another tensor (x[1:], a split of a packed buffer)
+                # may break the kernel's aligned accesses: a copy of its own starts aligned
+                if v.data_ptr() % aligned.get(p.name, 1):
+                    v = v.clone(memory_format=_contiguous())
+                call.append(v)
             else:
-                v = values[p.name]
-                call.append(v.contiguous() if p.is_tensor else v)
+                call.append(values[p.name])
         exe(*call)
         result = tuple(outs[o] for o in bound.outputs)
         return result[0] if len(result) == 1 else result
@@ -292,6 +313,24 @@ class _Plan:
             for o in bound.outputs
         )
         return out[0] if len(out) == 1 else out
+
+
+def _spec(name: str, value):
+    """``spec_of(value)``, refusing, with the operator's input ``name``, a tensor of a layout or
+    dtype tirx has no kernel for (sparse; complex, quantized)."""
+    layout = str(getattr(value, "layout", "torch.strided"))
+    if layout != "torch.strided":  # sparse, or another layout without a data pointer
+        raise TypeError(f"input {name!r} is a {layout.removeprefix('torch.')} tensor: tirx "
+                        f"kernels take dense tensors (.to_dense())")  # fmt: skip
+    spec = spec_of(value)
+    if isinstance(spec, TensorSpec):
+        from .dtypes import dtype_of
+
+        try:
+            dtype_of(spec.dtype)
+        except (ValueError, TypeError) as e:
+            raise TypeError(f"input {name!r}: {e}") from None
+    return spec
 
 
 def _check_outputs(outputs) -> tuple[str, ...]:

@@ -22,13 +22,15 @@ structure, attention_wgmma.py) on sm_90 (an H100 or H200), ``"mma_sync"`` (Flash
 structure, attention_mma.py) on every other GPU from sm_80 on and for CPU tensors. Each kernel is compiled once per shape
 class and kept: a second call with the same shapes costs one launch. tirx's tensor parameters
 have compile-time shapes, so the class includes the batch, head counts and both sequence
-lengths (the scale is a run-time argument). Forward only: no autograd.
+lengths (the scale is a run-time argument). Forward only: no autograd (a call that would need
+one warns).
 """
 
 import contextlib
 import functools
 import math
 import numbers
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
@@ -102,6 +104,13 @@ def flash_attention(q, k, v, causal=False, scale=None, return_lse=False, kernel=
     if not isinstance(return_lse, bool):
         raise ValueError(f"return_lse must be True or False, got {return_lse!r}")
     scale = _scale(scale, shapes.head_dim)
+    if torch.is_grad_enabled() and any(t.requires_grad for t in (q, k, v)):
+        warnings.warn(
+            "flash_attention has no backward: its output does not require grad, so no gradient "
+            "reaches q, k or v through it (call it under torch.no_grad(), or use "
+            "torch.nn.functional.scaled_dot_product_attention where gradients are needed)",
+            stacklevel=2,
+        )
     o = torch.empty_like(q)
     lse = torch.empty(q.shape[:3], dtype=torch.float32, device=q.device)
     if q.numel():  # no query rows (batch, heads or seq_q 0): nothing to compute

@@ -2,7 +2,7 @@
 many bytes: the one requirement the simulator and the CUDA launcher both check.
 
 Lowering proves offsets from the start of a tensor; what it cannot know is where the tensor
-starts. Three kinds of access turn that into a requirement on the data pointer:
+starts. These accesses turn that into a requirement on the data pointer:
 
 * a ``T.vectorized`` loop of ``n`` iterations: lowering proved (tirx/transform/vectorize.py)
   that each of its accesses that depends on the loop variable covers ``n`` consecutive
@@ -22,6 +22,10 @@ starts. Three kinds of access turn that into a requirement on the data pointer:
   simulator (tirx/families/half_conversions/lower.py); the node says so itself
   (``HalfConversion.aligned_accesses()``, tirx/families/half_conversions/nodes.py), as any
   family's statement node that needs a global tensor's pointer aligned does.
+* an element read or written in a dtype wider than the tensor's own (a reinterpreted view:
+  the softmax reads float16 rows as ``uint64`` words): lowering proved its offset a multiple
+  of the width, so the pointer must be one too (:func:`element_access`). The simulator checks
+  it at the access itself (tirx/sim/memory.py), the launcher before the launch.
 
 The requirement is read off the lowered IR only (the instruction text and its operands, as the
 ISA spells them), not from the compiler's instruction tables, so the simulator can use it. Both
@@ -49,6 +53,7 @@ __all__ = [
     "HALF2_BYTES",
     "vector_accesses",
     "copy_access",
+    "element_access",
     "parameter_alignments",
 ]
 
@@ -65,6 +70,7 @@ class AccessKind(enum.Enum):
     COPY = "cp.async"  # the global source of a cp.async
     BULK = "cp.async.bulk"  # the global address of a bulk copy
     CONVERSION = "half conversion"  # a float2 or half2 access of T.cuda.float22half2, ...
+    ELEMENT = "wide element"  # an element read or written in a wider dtype than the tensor's
 
 
 class CopyOperand(enum.Enum):
@@ -93,6 +99,8 @@ class AlignedAccess:
         (T.vectorized)", "the global source of a 16-byte cp.async.cg.shared.global", ..."""
         if self.kind is AccessKind.VECTOR:
             return f"accessed as vectors of {self.nbytes} bytes (T.vectorized)"
+        if self.kind is AccessKind.ELEMENT:
+            return f"read or written as {self.instruction} ({self.nbytes}-byte elements)"
         if self.kind is AccessKind.COPY:
             return f"the global {self.operand.value} of a {self.nbytes}-byte {self.instruction}"
         if self.kind is AccessKind.CONVERSION:
@@ -150,9 +158,29 @@ def copy_access(call: ir.PtxCall) -> AlignedAccess | None:
     return AlignedAccess(address.buffer, nbytes, kind, text, call.span, operand)
 
 
+def element_access(node, span: Span | None = None) -> AlignedAccess | None:
+    """The lowered ``Load`` or ``Store`` ``node`` of a global tensor in a dtype wider than the
+    tensor's own (a reinterpreted view: float16 rows read as uint64 words), which needs the
+    tensor's data pointer to be a multiple of that width (a ``uint64`` access of a pointer
+    that is not makes the GPU stop with "misaligned address"); None for any other access."""
+    if not isinstance(node, (ir.Load, ir.Store)):
+        return None
+    buf = node.buffer
+    if buf.scope is not ir.Scope.GLOBAL or node.dtype.bytes <= buf.dtype.bytes:
+        return None
+    span = getattr(node, "span", None) or span
+    return AlignedAccess(buf, node.dtype.bytes, AccessKind.ELEMENT, node.dtype.name, span)
+
+
 def _accesses(fn: ir.Function):
+    span = None  # the innermost statement's, for a load (an expression has none)
     for node in walk(fn.body):
-        if isinstance(node, ir.For) and node.kind is ir.LoopKind.VECTORIZED:
+        if isinstance(node, ir.Stmt):
+            span = getattr(node, "span", None) or span
+        access = element_access(node, span)
+        if access is not None:
+            yield access
+        elif isinstance(node, ir.For) and node.kind is ir.LoopKind.VECTORIZED:
             yield from vector_accesses(node)
         elif hasattr(node, "aligned_accesses"):  # a family's statement that says
             yield from node.aligned_accesses()
