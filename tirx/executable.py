@@ -329,6 +329,18 @@ class Executable:
 
         return Signature.of(self.lowered)
 
+    @functools.cached_property
+    def pointer_alignments(self) -> dict[str, int]:
+        """Per tensor parameter whose accesses need more than its elements' own alignment, the
+        multiple its data pointer must be (``T.vectorized`` vectors, ``cp.async`` sources,
+        elements read in a wider dtype: tirx/ir/aligned_access.py), which the launcher and the
+        simulator require."""
+        from .ir.aligned_access import parameter_alignments
+
+        fn = self.lowered
+        found = zip(fn.params, parameter_alignments(fn))
+        return {p.name: a.nbytes for p, a in found if a is not None}
+
     def save(self, path, archs=None):
         """Write this kernel as a self-contained file that ``tirx.load`` reads without its
         source or NVRTC: cubin and PTX for each of ``archs`` (default: the arch it was compiled

@@ -136,7 +136,6 @@ class _Bound:
         self.signature = _signature(source)
         self.outputs = tuple(outputs) if outputs is not None else self.signature.written
         self.exes = {}
-        self.alignments = {}  # device kind -> {parameter: bytes its data pointer needs}
         if isinstance(source, Executable):
             self.exes[_device_kind(source)] = source
         self._check(input_names)
@@ -186,15 +185,8 @@ class _Bound:
 
     def alignment(self, device) -> dict:
         """Per tensor parameter, the multiple its data pointer must be, where the kernel
-        needs more than an element's own (tirx/ir/aligned_access.py)."""
-        found = self.alignments.get(device.type)
-        if found is None:
-            from .ir.aligned_access import parameter_alignments
-
-            fn = self.exe(device).lowered
-            found = {p.name: a.nbytes for p, a in zip(fn.params, parameter_alignments(fn)) if a}
-            self.alignments[device.type] = found
-        return found
+        needs more than an element's own (:attr:`tirx.Executable.pointer_alignments`)."""
+        return self.exe(device).pointer_alignments
 
 
 def _signature(source) -> Signature:

@@ -64,6 +64,10 @@ class StoredExecutable(CudaExecutable):
     def pointer_requirements(self):
         return self._requirements
 
+    @property
+    def pointer_alignments(self) -> dict[str, int]:
+        return {a.name: a.nbytes for a in self._requirements.per_param if a is not None}
+
     def map_sources(self) -> tuple:
         return self._maps
 
@@ -176,7 +180,9 @@ def _choose(path, images: dict, arch, device) -> str:
     want = arch or device
     if want is None:  # no GPU: the first image, for reading
         return next(iter(images))
-    found = next((a for a in images if sm_number(a) == sm_number(want)), None)
+    found = want if want in images else None  # the exact arch first, then its other spelling
+    if found is None:
+        found = next((a for a in images if sm_number(a) == sm_number(want)), None)
     if found is None:
         why = "this GPU is" if arch is None else "asked for"
         raise ArtifactError(f"{path} holds code for {have}; {why} {want}",
