@@ -15,6 +15,7 @@ import pytest
 import torch
 
 import tirx
+import tirx.tuning
 from tirx import T
 from tirx.examples.softmax import make_softmax
 from tirx.tuning import TuningError, TuningWarning
@@ -173,6 +174,8 @@ _PROCESS = textwrap.dedent(
 
     @tirx.autotune(configs=[{"warps": 1}, {"warps": 2}, {"warps": 4}], timer=timer)
     def softmax(X, Y, *, warps):
+        if X.dtype not in {"float16", "bfloat16", "float32"}:  # a frozenset in the code's hash
+            raise TypeError(X.dtype)
         return make_softmax(*X.shape, X.dtype, warps=warps)
 
     x = torch.randn(4, 128).half()
@@ -185,12 +188,16 @@ _PROCESS = textwrap.dedent(
 )
 
 
+SEEDS = {"first": "1", "second": "2"}  # these order the frozenset in _PROCESS differently
+
+
 def test_the_winner_persists_across_processes(tmp_path, cache_dir):
     script, log = tmp_path / "tune.py", tmp_path / "timed.log"
     script.write_text(_PROCESS)
-    env = {**os.environ, "TIRX_CACHE_DIR": str(cache_dir)}
 
     def run(mode):
+        # another hash seed in each process: the factory's code hash must not depend on it
+        env = {**os.environ, "TIRX_CACHE_DIR": str(cache_dir), "PYTHONHASHSEED": SEEDS[mode]}
         out = subprocess.run([sys.executable, str(script), mode, str(log)], env=env,
                              capture_output=True, text=True, timeout=300)  # fmt: skip
         assert out.returncode == 0, out.stderr
@@ -254,3 +261,115 @@ def test_a_call_the_factory_cannot_take_is_told_once(cache_dir):
             tuner(x)
         with pytest.raises(TypeError, match="too many positional"):
             tuner(x, y, y)
+
+
+def test_the_choice_is_kept_per_device(cache_dir, monkeypatch):
+    # the simulator first (a CPU smoke test), then "two GPU models" in the same process: each
+    # device is tuned anew, in memory and on disk, as its name goes into the record's hash
+    device, calls = ["sim"], []
+    times = {"sim": {1: 1.0, 2: 2.0, 4: 3.0}, "GPU A": {1: 3.0, 2: 1.0, 4: 2.0},
+             "GPU B": {1: 3.0, 2: 2.0, 4: 1.0}}  # fmt: skip
+
+    def timer(exe, args):
+        calls.append(device[0])
+        return times[device[0]][exe.lowered.launch.block[0] // 32]
+
+    monkeypatch.setattr(tirx.tuning, "_device_name", lambda args: device[0])
+    tuner = tirx.autotune(softmax_factory, configs=[WARPS[0], WARPS[2], WARPS[3]], timer=timer)
+    x, y = _args()
+    assert tuner.best_config(x, y) == {"warps": 1} and calls == ["sim"] * 3
+    for sweeps, (name, warps) in enumerate([("GPU A", 2), ("GPU B", 4)], start=2):
+        device[0] = name
+        report = tuner.report(x, y)
+        assert (report.device, report.method, report.config) == (name, "timer", {"warps": warps})
+        assert calls[-3:] == [name] * 3 and len(calls) == 3 * sweeps
+    device[0] = "GPU A"
+    assert tuner.best_config(x, y) == {"warps": 2} and len(calls) == 9  # remembered per device
+    paths = {path_of(tuner, d, tuner.key(x, y)) for d in times}
+    assert len(paths) == 3 and all(p.is_file() for p in paths)
+
+
+def test_a_record_nested_too_deeply_is_tuned_again(cache_dir):
+    calls = []
+    tuner = tirx.autotune(softmax_factory, configs=WARPS[:1], timer=_timer({1: 1.0}, calls))
+    path = path_of(tuner, "sim", tuner.key(*_args()))
+    path.parent.mkdir(parents=True)
+    path.write_text("[" * 100000 + "]" * 100000)  # json.loads: RecursionError
+    assert tuner.report(*_args()).method == "timer" and calls == [1]
+    assert json.loads(path.read_text())["winner"] == 0
+
+
+def test_a_stored_winner_that_no_longer_builds_is_dropped_and_tuned_again(cache_dir):
+    broken = set()  # the warps the factory no longer builds (it was edited since)
+
+    def factory(X, Y, *, warps):
+        if warps in broken:
+            raise ValueError(f"warps={warps} is no longer supported")
+        return make_softmax(*X.shape, X.dtype, warps=warps)
+
+    configs = [{"warps": 1}, {"warps": 2}]
+    x, y = _args()
+    first = tirx.autotune(factory, configs=configs, timer=_timer({1: 1.0, 2: 2.0}, []))
+    assert first.best_config(x, y) == {"warps": 1}
+    path = path_of(first, "sim", first.key(x, y))
+    broken.add(1)
+    again = tirx.autotune(factory, configs=configs, timer=_timer({1: 1.0, 2: 2.0}, []))
+    with pytest.warns(TuningWarning) as caught:
+        again(x, y)
+    texts = [str(w.message) for w in caught]
+    assert any("stored choice {'warps': 1}" in t and "no longer builds (ValueError: warps=1" in t
+               and "record is dropped" in t for t in texts), texts  # fmt: skip
+    assert again.report(x, y).method == "timer" and again.best_config(x, y) == {"warps": 2}
+    torch.testing.assert_close(y.float(), torch.softmax(x.float(), -1), rtol=1e-2, atol=1e-3)
+    assert json.loads(path.read_text())["winner"] == 1
+    broken.add(2)  # nothing builds now: the record is gone, not left to fail every process
+    last = tirx.autotune(factory, configs=configs, timer=_timer({1: 1.0, 2: 2.0}, []))
+    with pytest.warns(TuningWarning), pytest.raises(TuningError, match="no configuration"):
+        last(x, y)
+    assert not path.exists()
+
+
+def _factory_of(scale):
+    def factory(X, Y, *, warps):
+        return make_softmax(*X.shape, X.dtype, warps=warps * scale)
+
+    return factory
+
+
+def test_the_record_is_kept_per_factory_code(cache_dir):
+    def edited(X, Y, *, warps):  # the same name and space, another body
+        return make_softmax(*X.shape, X.dtype, warps=warps * 2)
+
+    configs, calls = [{"warps": 1}, {"warps": 2}], []
+    timer = _timer({1: 2.0, 2: 1.0, 4: 3.0}, calls)
+    first, same, other = (tirx.autotune(f, configs=configs, timer=timer, name="softmax")
+                          for f in (_factory_of(1), _factory_of(2), edited))  # fmt: skip
+    assert first.code_hash == same.code_hash != other.code_hash
+    assert tirx.autotune(print, configs=configs).code_hash is None  # no Python code to hash
+    x, y = _args()
+    assert first.best_config(x, y) == {"warps": 2} and calls == [1, 2]
+    assert same.report(x, y).method == "stored"  # the same code (a closure's values aside)
+    assert path_of(first, "sim", first.key(x, y)) != path_of(other, "sim", other.key(x, y))
+    assert other.report(x, y).method == "timer" and other.best_config(x, y) == {"warps": 1}
+    assert calls == [1, 2, 2, 4]
+
+
+def test_tuple_values_reach_the_factory_as_tuples(cache_dir):
+    seen = []
+
+    def factory(X, Y, *, shape):
+        seen.append(shape)
+        warps_per_row, warps = shape
+        return make_softmax(*X.shape, X.dtype, warps=warps, warps_per_row=warps_per_row)
+
+    configs = [{"shape": (1, 4)}, {"shape": (1, 2)}]
+    first = tirx.autotune(factory, configs=configs, timer=lambda exe, args: 1.0)
+    x, y = _args()
+    first(x, y)
+    assert seen == [(1, 4), (1, 2)] and first.best_config(x, y) == {"shape": (1, 4)}
+    record = json.loads(path_of(first, "sim", first.key(x, y)).read_text())
+    assert record["config"] == {"shape": [1, 4]}  # JSON has lists only
+    again = tirx.autotune(factory, configs=configs, timer=lambda exe, args: 1.0)
+    again(x, y)
+    assert again.report(x, y).method == "stored" and again.best_config(x, y) == {"shape": (1, 4)}
+    assert seen[-1] == (1, 4) and type(seen[-1]) is tuple

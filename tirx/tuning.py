@@ -7,9 +7,10 @@
     softmax(x, y)                               # tunes for x's and y's shapes, then launches
 
 The factory receives each argument as a :class:`~tirx.signature.TensorSpec` (tensors) or as
-it is (scalars), and one configuration as keyword arguments; it returns a ``@T.function``
-kernel. The choice is kept per *key*: the shapes and dtypes of the tensor arguments and the
-types of the scalars (``key=`` adds a value of your own, computed from the arguments).
+it is (scalars), and one configuration as keyword arguments (as given: a tuple stays a tuple);
+it returns a ``@T.function`` kernel, which is launched with every argument, scalars included.
+The choice is kept per *key*: the shapes and dtypes of the tensor arguments and the types of
+the scalars (``key=`` adds a value of your own, computed from the arguments), on each device.
 
 Tuning a key compiles each configuration in order for the arguments' device (CUDA tensors:
 the GPU; CPU tensors: the simulator) and times it with :func:`tirx.bench` (warm-up, L2 flushed
@@ -25,17 +26,21 @@ The simulator cannot time a GPU. On CPU tensors the tuner says so (a TuningWarni
 
 The winner is stored on disk (tirx's cache directory, ``autotune/``), one JSON file per key,
 named by a hash of: the tuner's name, the device's name ("sim" for the simulator), the tirx
-version, a hash of the configuration space (the configurations, in order) and the key. A
-later process with the same space finds it and does not tune again; changing any
-configuration changes the hash, and the space is tuned anew.
+version, a hash of the factory's own code, a hash of the configuration space (the
+configurations, in order) and the key. A later process with the same factory and space finds
+it and does not tune again; changing the factory's code or any configuration changes the hash,
+and the space is tuned anew. A stored winner that no longer builds is dropped (a
+TuningWarning) and the key is tuned again.
 """
 
 from __future__ import annotations
 
+import copy
 import json
 import math
 import sys
 import threading
+import types
 import warnings
 from dataclasses import dataclass
 
@@ -113,10 +118,11 @@ class Autotuner:
         self.configs = _check_configs(configs)
         self.space = json.dumps(self.configs, sort_keys=True, separators=(",", ":"))
         self.space_hash = _sha256(self.space)[:16]
+        self.code_hash = _code_hash(factory)
         self.name = name or f"{factory.__module__}.{factory.__qualname__}"
         self.key_fn, self.timer, self.persist = key, timer, persist
         self.warmup, self.rep, self.progress = warmup, rep, progress
-        self.reports: dict[tuple, TuningReport] = {}
+        self.reports: dict[tuple, TuningReport] = {}  # by (device, key)
         self._exes: dict = {}
         self._lock = threading.RLock()
 
@@ -145,38 +151,50 @@ class Autotuner:
 
     def report(self, *args) -> TuningReport:
         """How the configuration for ``args`` was chosen: from this process, from the disk,
-        or by tuning now."""
-        k = self.key(*args)
-        found = self.reports.get(k)
+        or by tuning now. Choices are kept per device (its name; "sim" for the simulator)."""
+        k, device = self.key(*args), _device_name(args)
+        found = self.reports.get((device, k))
         if found is not None:
             return found
         with self._lock:
-            found = self.reports.get(k)
+            found = self.reports.get((device, k))
             if found is None:
-                found = self._stored(k, args) or self.tune(*args)
-            self.reports[k] = found
+                found = self._stored(k, device, args) or self._tune(k, device, args)
+            self.reports[(device, k)] = found
             return found
 
     def tune(self, *args) -> TuningReport:
         """Tune the key of ``args`` now (even when a choice is known) and store the result."""
+        with self._lock:
+            return self._tune(self.key(*args), _device_name(args), args)
+
+    def _tune(self, k, device, args) -> TuningReport:
         from . import tuning_store
 
-        with self._lock:
-            k, device = self.key(*args), _device_name(args)
-            report = self._sweep(k, device, args)
-            self.reports[k] = report
-            if self.persist:
-                tuning_store.save(self, device, report)
-            return report
+        report = self._sweep(k, device, args)
+        self.reports[(device, k)] = report
+        if self.persist:
+            tuning_store.save(self, device, report)
+        return report
 
-    def _stored(self, k, args) -> TuningReport | None:
+    def _stored(self, k, device, args) -> TuningReport | None:
+        """The winner stored on disk, when there is one and it still builds; a stored winner
+        whose factory or compile now raises (the factory was edited) is dropped with a
+        :class:`TuningWarning`, and the key is tuned again."""
         if not self.persist:
             return None
         from . import tuning_store
 
-        device = _device_name(args)
         winner = tuning_store.load(self, device, k)
         if winner is None:
+            return None
+        try:
+            self._compile(args, winner)
+        except (TirxError, ValueError, TypeError) as err:
+            tuning_store.forget(self, device, k)
+            _warn(f"tirx.autotune({self.name}): the stored choice {self.configs[winner]} for {k} "
+                  f"on {device} no longer builds ({type(err).__name__}: {_first_line(err)}); "
+                  "its record is dropped and the configurations are tuned again")  # fmt: skip
             return None
         return TuningReport(k, device, "stored", winner, self.configs[winner])
 
@@ -196,9 +214,10 @@ class Autotuner:
                 continue
             if timer is None:
                 trials.append(Trial(config, None, f"chosen: {SIM_RULE}"))
-                warnings.warn(f"tirx.autotune({self.name}): the simulator cannot time a GPU; "
-                              f"chose {SIM_RULE.split(' (')[0]}: {config}", TuningWarning,
-                              stacklevel=4)  # fmt: skip
+                _warn(
+                    f"tirx.autotune({self.name}): the simulator cannot time a GPU; "
+                    f"chose {SIM_RULE.split(' (')[0]}: {config}"
+                )
                 best = i
                 break
             try:
@@ -236,9 +255,8 @@ class Autotuner:
                                 f"argument(s), which the factory does not take: {e}") from None  # fmt: skip
 
     def _skip(self, config, why, err) -> Trial:
-        text = f"skipped: {why}: {type(err).__name__}: {str(err).splitlines()[0]}"
-        warnings.warn(f"tirx.autotune({self.name}): configuration {config} {text}",
-                      TuningWarning, stacklevel=5)  # fmt: skip
+        text = f"skipped: {why}: {type(err).__name__}: {_first_line(err)}"
+        _warn(f"tirx.autotune({self.name}): configuration {config} {text}")
         return Trial(config, None, text)
 
     def _bench(self, exe, args) -> float:
@@ -293,7 +311,7 @@ def _check_configs(configs) -> list[dict]:
         except (TypeError, ValueError):
             raise TypeError(f"autotune: configs[{i}] = {c!r}: values must be numbers, strings, "
                             f"bools, None, or lists of them (they are stored as JSON)") from None  # fmt: skip
-        out.append(json.loads(json.dumps(c)))  # tuples become lists, as they read back
+        out.append(copy.deepcopy(c))  # as given (a tuple stays a tuple); the store compares JSON
     if len({json.dumps(c, sort_keys=True) for c in out}) != len(out):
         raise ValueError("autotune: configs holds the same configuration twice")
     return out
@@ -301,6 +319,48 @@ def _check_configs(configs) -> list[dict]:
 
 def _hashable(v):
     return v if isinstance(v, (TensorSpec, int, float, bool, str, type(None))) else repr(v)
+
+
+def _warn(text: str) -> None:
+    """A :class:`TuningWarning` attributed to the first caller outside this module."""
+    frame, level = sys._getframe(0), 1
+    while frame is not None and frame.f_globals.get("__name__") == __name__:
+        frame, level = frame.f_back, level + 1
+    warnings.warn(text, TuningWarning, stacklevel=level)
+
+
+def _first_line(err) -> str:
+    return (str(err).splitlines() or [""])[0]
+
+
+def _code_hash(factory) -> str | None:
+    """A hash of the factory's own code (bytecode, names and constants, nested functions
+    included; not the functions it calls), or None for a callable without Python code."""
+    import inspect
+
+    try:
+        code = getattr(inspect.unwrap(factory), "__code__", None)
+    except ValueError:  # a cycle of __wrapped__
+        code = None
+    if not isinstance(code, types.CodeType):
+        return None
+    return _sha256(_code_text(code))[:16]
+
+
+def _code_text(code: types.CodeType) -> str:
+    consts = ",".join(_const_text(c) for c in code.co_consts)
+    return f"{code.co_code.hex()}|{code.co_names!r}|{consts}"
+
+
+def _const_text(c) -> str:
+    """A constant as text that is the same in every process (a frozenset's order is not)."""
+    if isinstance(c, types.CodeType):
+        return f"code({_code_text(c)})"
+    if isinstance(c, tuple):
+        return "(" + ",".join(_const_text(v) for v in c) + ")"
+    if isinstance(c, frozenset):
+        return "{" + ",".join(sorted(_const_text(v) for v in c)) + "}"
+    return f"{type(c).__name__}:{c!r}"
 
 
 def _on_cuda(args) -> bool:
@@ -312,7 +372,14 @@ def _device_name(args) -> str:
         return "sim"
     import torch
 
-    return torch.cuda.get_device_name(torch.cuda.current_device())
+    index = torch.cuda.current_device()
+    name = _NAMES.get(index)
+    if name is None:
+        name = _NAMES[index] = torch.cuda.get_device_name(index)
+    return name
+
+
+_NAMES: dict[int, str] = {}  # device index -> name (asked of torch once)
 
 
 def _interactive() -> bool:

@@ -1,12 +1,14 @@
 """Where ``tirx.autotune`` keeps its winners: one JSON file per key in tirx's cache directory.
 
 ``<cache dir>/autotune/<sha256>.json``, the hash taken over the record's identity: the tuner's
-name, the device's name, the tirx version, the hash of the configuration space and the key.
-The file repeats that identity in readable form with the winner's index and configuration and
-every trial, so ``cat`` shows what was measured. A file that does not parse, is of another
-format or disagrees with the identity it is found under is ignored (and replaced after the
-next tuning). Writes go through a temporary file renamed over the old one, so a reader sees a
-whole record or none; nothing is written when the disk cache is off (``TIRX_CACHE=0``).
+name, the device's name, the tirx version, the hash of the factory's code, the hash of the
+configuration space and the key. The file repeats that identity in readable form with the
+winner's index and configuration and every trial, so ``cat`` shows what was measured. A file
+that does not parse (nested too deeply included), is of another format or disagrees with the
+identity it is found under is ignored (and replaced after the next tuning); one whose winner
+no longer builds is removed by the tuner (:func:`forget`). Writes go through a temporary file
+renamed over the old one, so a reader sees a whole record or none; nothing is written when the
+disk cache is off (``TIRX_CACHE=0``).
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from pathlib import Path
 
 from . import config
 
-__all__ = ["path_of", "save", "load"]
+__all__ = ["path_of", "save", "load", "forget"]
 
 FORMAT = 1
 
@@ -29,6 +31,7 @@ def _identity(tuner, device: str, key) -> dict:
         "tuner": tuner.name,
         "device": device,
         "tirx": __version__,
+        "code": tuner.code_hash,
         "space": tuner.space_hash,
         "key": json.loads(json.dumps(key, default=repr)),
     }
@@ -81,9 +84,22 @@ def load(tuner, device: str, key) -> int | None:
         )
         winner = record["winner"]
         ok = ok and isinstance(winner, int) and 0 <= winner < len(tuner.configs)
-        ok = ok and record["config"] == tuner.configs[winner]
-    except (ValueError, KeyError, TypeError):
+        ok = ok and record["config"] == _as_json(tuner.configs[winner])  # a tuple reads as a list
+    except (ValueError, KeyError, TypeError, RecursionError):  # RecursionError: nested too deeply
         return None
     if not ok:
         return None
     return winner
+
+
+def forget(tuner, device: str, key) -> None:
+    """Remove the record for ``key`` on ``device``, if there is one (a failure is ignored: the
+    next tuning replaces it)."""
+    try:
+        path_of(tuner, device, key).unlink(missing_ok=True)
+    except OSError:
+        pass
+
+
+def _as_json(value):
+    return json.loads(json.dumps(value))
