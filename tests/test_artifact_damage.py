@@ -147,8 +147,10 @@ def test_saving_to_a_link_writes_its_target_and_keeps_the_link(exe, multi, tmp_p
 
 def _rewrite(src, dst, manifest=None, drop=()):
     """A copy of the saved file ``src`` at ``dst`` with ``manifest(m)`` applied to its
-    manifest and the members in ``drop`` left out."""
+    manifest and the members in ``drop`` left out; the archive comment (the manifest's sha256)
+    is kept, as a zip tool that edits a member keeps it."""
     with zipfile.ZipFile(src) as z, zipfile.ZipFile(dst, "w") as out:
+        out.comment = z.comment
         for name in z.namelist():
             data = z.read(name)
             if name == "manifest.json" and manifest is not None:
@@ -226,3 +228,223 @@ def test_an_empty_path_is_named(exe):
         exe.save("")
     with pytest.raises(ArtifactError, match="load: the path is empty"):
         tirx.load("")
+
+
+# ------------------------------------------------------------ damage the checks must catch
+
+
+@pytest.fixture(scope="module")
+def single(exe, tmp_path_factory):
+    """A file saved for sm_90 only (small: random damage hits its headers often)."""
+    return exe.save(tmp_path_factory.mktemp("single") / "single.tirx")
+
+
+def _deflated(path, member: str) -> tuple[int, int]:
+    """The offset and length in ``path`` of ``member``'s deflated bytes."""
+    raw = path.read_bytes()
+    with zipfile.ZipFile(path) as z:
+        info = z.getinfo(member)
+    start = info.header_offset + 30  # the local header: 30 bytes, then the name and extra
+    names = int.from_bytes(raw[start - 4 : start - 2], "little")
+    extra = int.from_bytes(raw[start - 2 : start], "little")
+    return start + names + extra, info.compress_size
+
+
+def test_a_member_zlib_cannot_inflate_is_named_as_damage(single, tmp_path):
+    import zlib
+
+    raw = bytearray(single.read_bytes())
+    start, size = _deflated(single, "sm_90.ptx")
+    for at in range(start + 16, start + size):  # the first flip that zlib refuses
+        stream = bytearray(raw[start : start + size])
+        stream[at - start] ^= 0xFF
+        try:
+            zlib.decompressobj(-15).decompress(bytes(stream))
+        except zlib.error:
+            break
+    raw[at] ^= 0xFF
+    bad = tmp_path / "bad.tirx"
+    bad.write_bytes(bytes(raw))
+    with pytest.raises(ArtifactError, match=r"member sm_90.ptx is damaged \(zlib.error: ") as info:
+        tirx.load(bad)
+    assert str(bad) in info.value.message and "save the kernel again" in info.value.hint
+
+
+def test_random_damage_is_an_artifact_error_or_changes_nothing(exe, single, tmp_path):
+    """200 copies of a saved file, each with 1 to 5 random bytes replaced: each one either
+    raises ArtifactError or loads the kernel that was saved (the bytes hit a field no reader
+    uses: a timestamp, the creating system)."""
+    import random
+
+    rng = random.Random(20240607)
+    data = single.read_bytes()
+    loaded, path = 0, tmp_path / "damaged.tirx"
+    for _ in range(200):
+        raw = bytearray(data)
+        for _ in range(rng.randint(1, 5)):
+            raw[rng.randrange(len(raw))] = rng.randrange(256)
+        path.write_bytes(bytes(raw))
+        try:
+            got = tirx.load(path)
+        except ArtifactError:
+            continue
+        assert (got.ptx, got.cubin, got.signature, got.launch_dims) == (
+            exe.ptx, exe.cubin, exe.signature, exe.launch_dims,
+        )  # fmt: skip
+        loaded += 1
+    assert loaded < 50  # most damage is found
+
+
+def test_a_manifest_nested_too_deeply_is_named(tmp_path):
+    deep = tmp_path / "deep.tirx"
+    with zipfile.ZipFile(deep, "w") as z:
+        z.writestr("manifest.json", "[" * 100000 + "]" * 100000)
+    with pytest.raises(ArtifactError, match=r"no readable manifest.json \(nested too deeply\)"):
+        tirx.load(deep)
+
+
+def _param(i, **kw):
+    return lambda m: m["signature"]["params"][i].update(kw)
+
+
+@pytest.mark.parametrize(
+    "edit, message",
+    [
+        (_param(0, shape=[-8, 256]), r"shape of parameter 'X' is \[-8, 256\], not a list of "
+         "positive integers"),
+        (_param(0, shape=[8.0, 256]), r"shape of parameter 'X' is \[8.0, 256\], not a list"),
+        (_param(0, shape=[True, 256]), r"shape of parameter 'X' is \[true, 256\], not a list"),
+        (_param(0, shape=[65536, 65536]), r"shape of parameter 'X' .* less than 2 GiB"),
+        (_param(0, shape="abc"), r"shape of parameter 'X' is \"abc\""),
+        (_param(0, dtype="float17"), r"dtype of parameter 'X' is \"float17\", not a tirx dtype"),
+        (_param(0, kind="banana"), r"kind of parameter 'X' is \"banana\""),
+        (_param(1, name="X"), "names two parameters 'X'"),
+        (_param(0, reads="yes"), r"reads of parameter 'X' is \"yes\", not true or false"),
+        (lambda m: m["signature"]["params"][0].pop("name"), "parameter 1 is .*not a parameter "
+         "with a name"),
+        (lambda m: m["signature"].update(params=5), "parameters is 5, not a list"),
+        (lambda m: m.update(signature=None), "signature is null"),
+        (lambda m: m.pop("signature"), "the manifest has no signature"),
+        (lambda m: m.update(name=5), "the manifest's name is 5"),
+        (lambda m: m["launch"].update(block=[2000, 1, 1]), r"launch block is \[2000, 1, 1\], not "
+         "three positive integers of at most 1024, 1024 and 64"),
+        (lambda m: m["launch"].update(block=[1024, 2, 1]), r"launch block is \[1024, 2, 1\], not "
+         r"a block of at most 1024 threads \(it has 2048\)"),
+        (lambda m: m["launch"].update(grid=[1, 70000, 1]), r"launch grid is \[1, 70000, 1\]"),
+        (lambda m: m["launch"].update(dynamic_shared_bytes=10**12), "launch dynamic_shared_bytes "
+         r"is 1000000000000, not at most the 232448 bytes \(227 KB\) that a block has on sm_90"),
+        (lambda m: m.update(launch=[]), r"launch is \[\]"),
+        (lambda m: m["images"].append(dict(m["images"][0])), "lists the sm_90 image twice"),
+        (lambda m: m["images"][0].update(ptx="manifest.json"), "ptx member of the sm_90 image is "
+         "\"manifest.json\", not a member of its own"),
+        (lambda m: m["images"][0]["sha256"].update(cubin="00"), "sha256 of the sm_90 image is"),
+        (lambda m: m.update(pointer_alignment=[{"param": "Q", "bytes": 3}]),
+         "pointer_alignment entry is"),
+        (lambda m: m.update(tensor_maps=[{"param": "X"}]), "tensor map is"),
+        (lambda m: m.update(tensor_maps="x"), "tensor_maps is \"x\", not a list"),
+    ],
+)  # fmt: skip
+def test_a_manifest_field_out_of_range_is_named(single, tmp_path, edit, message):
+    bad = _rewrite(single, tmp_path / "k.tirx", edit)
+    with pytest.raises(ArtifactError, match=message) as info:
+        tirx.load(bad)
+    assert info.value.message.startswith(f"{bad}: ") and "save the kernel again" in info.value.hint
+
+
+def test_shared_memory_is_checked_against_every_image_arch(multi, tmp_path):
+    bad = _rewrite(multi, tmp_path / "k.tirx",
+                   lambda m: m["launch"].update(dynamic_shared_bytes=200 * 1024))  # fmt: skip
+    with pytest.raises(ArtifactError, match=r"at most the 166912 bytes \(163 KB\) that a block "
+                       "has on sm_80"):  # fmt: skip
+        tirx.load(bad, arch="sm_90")
+
+
+def test_the_limits_a_manifest_is_checked_against_are_the_compilers():
+    from tirx import artifact
+    from tirx.script import namespace
+    from tirx.transform import limits, shared_memory
+
+    assert artifact._GRID_LIMITS == namespace.GRID_LIMITS
+    assert artifact._BLOCK_LIMITS == namespace.BLOCK_LIMITS
+    assert artifact._MAX_THREADS == namespace.MAX_THREADS_PER_BLOCK
+    assert artifact._TENSOR_BYTES == limits.GLOBAL_TENSOR_BYTES
+    for n in range(80, 131):
+        assert artifact._shared_limit(f"sm_{n}") == shared_memory.optin_limit(n), n
+
+
+@pytest.mark.parametrize(
+    "edit",
+    [
+        _param(0, shape=[4, 256]),  # every value plausible: only the checksum tells
+        _param(1, writes=False),
+        lambda m: m["launch"].update(block=[256, 1, 1]),
+        lambda m: m.update(tirx_extra=1),
+    ],
+)
+def test_any_edit_of_the_manifest_is_found_by_its_checksum(single, tmp_path, edit):
+    bad = _rewrite(single, tmp_path / "k.tirx", edit)
+    with pytest.raises(ArtifactError, match="the manifest differs from the sha256 saved with it"):
+        tirx.load(bad)
+
+
+def test_the_manifest_checksum_is_the_archive_comment(exe, single, tmp_path):
+    import hashlib
+
+    with zipfile.ZipFile(single) as z:
+        text, comment = z.read("manifest.json"), z.comment
+    assert comment == b"tirx-kernel manifest sha256 " + hashlib.sha256(text).hexdigest().encode()
+    loaded = tirx.load(single)  # a file saved now loads, and saved again, loads again
+    assert loaded.ptx == exe.ptx and loaded.signature == exe.signature
+    assert tirx.load(loaded.save(tmp_path / "again.tirx")).manifest == loaded.manifest
+    plain = tmp_path / "plain.tirx"  # rewritten by a tool that drops the comment
+    with zipfile.ZipFile(single) as z, zipfile.ZipFile(plain, "w") as out:
+        for name in z.namelist():
+            out.writestr(name, z.read(name))
+    with pytest.raises(ArtifactError, match="the manifest has no sha256 in the file's comment"):
+        tirx.load(plain)
+
+
+@pytest.mark.parametrize(
+    "field, value, message",
+    [
+        ("codegen_version", "999", "saved by codegen version 999; this tirx's codegen is version"),
+        ("format_version", 1, "format version 1; this tirx reads version 2"),
+    ],
+)
+def test_a_file_of_another_codegen_or_format_is_refused(single, tmp_path, field, value, message):
+    bad = _rewrite(single, tmp_path / "k.tirx", lambda m: m.update({field: value}))
+    with pytest.raises(ArtifactError, match=message) as info:
+        tirx.load(bad)
+    assert info.value.hint == "save the kernel again with this version of tirx"
+
+
+# ----------------------------------------------------------- an arch and its 'a' variant
+
+
+@pytest.fixture(scope="module")
+def both(exe, tmp_path_factory):
+    """A file with an sm_90a image before an sm_90 one."""
+    return exe.save(tmp_path_factory.mktemp("both") / "both.tirx", archs=["sm_90a", "sm_90"])
+
+
+def test_save_takes_the_image_of_the_exact_arch_first(both, tmp_path):
+    loaded = tirx.load(both, arch="sm_90a")
+    assert list(loaded.images) == ["sm_90a", "sm_90"]
+    for arch in ("sm_90", "sm_90a"):
+        one = loaded.save(tmp_path / f"{arch}.tirx", archs=[arch])
+        assert [m for m in _members(one) if m.startswith("sm_")] == [f"{arch}.cubin",
+                                                                      f"{arch}.ptx"]  # fmt: skip
+
+
+def test_load_takes_the_image_of_the_exact_arch_first(both):
+    assert tirx.load(both, arch="sm_90").arch == "sm_90"
+    assert tirx.load(both, arch="sm_90a").arch == "sm_90a"
+
+
+# --------------------------------------------------------------------------- bytes paths
+
+
+def test_save_takes_a_bytes_path_as_load_does(exe, tmp_path):
+    path = exe.save(os.fsencode(tmp_path / "bytes.tirx"))
+    assert path == tmp_path / "bytes.tirx"
+    assert tirx.load(os.fsencode(path)).ptx == exe.ptx

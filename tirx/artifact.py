@@ -20,17 +20,25 @@ its description); nothing in it is executable Python and nothing is unpickled:
 ``kernel.cu``
     the generated CUDA C++ (for reading; loading never compiles it).
 
+The archive's comment is ``tirx-kernel manifest sha256 <hex>``, the sha256 of
+``manifest.json`` as stored (``unzip -z`` prints it): the members' checksums are in the
+manifest, and the manifest's is here, so an edit of any of them is found.
+
 Saving writes the file atomically with the mode a new file gets (0666 less the umask) or the
 mode of the file it replaces, and through a symbolic link to its target (the link stays):
 :func:`tirx.files.write_atomic` with ``shared=True``. A loaded kernel is saved with every
-image it holds unless ``archs`` says otherwise.
+image it holds unless ``archs`` says otherwise (an arch asked for takes the image of that
+name, else its ``a`` variant).
 
 Loading (``tirx.load``: :func:`tirx.backend.cuda.stored.load`, which reads the file through
-:func:`read`) checks the format, the tirx version (a file from another version is refused: the
-launcher's conventions may differ) and every blob's checksum, then picks the image for the
-visible GPU or the ``arch`` asked for (spelled as ``archs`` is; an arch the file lacks is an
-:class:`ArtifactError` naming what it has) or, with no GPU, the first image: its metadata and
-PTX can be read, and a launch raises the ``LaunchError`` that says a GPU is needed.
+:func:`read`) checks the archive (any member that does not unpack is damage), the format, the
+tirx and codegen versions (a file from another version is refused: the launcher's conventions
+may differ), every field of the manifest (types, CUDA's grid and block limits, the shared
+memory of the images' archs, unique parameters and images), the manifest's checksum and every
+blob's, all as an :class:`ArtifactError`; then it picks the image for the visible GPU or the
+``arch`` asked for (spelled as ``archs`` is; an arch the file lacks is an ArtifactError naming
+what it has) or, with no GPU, the first image: its metadata and PTX can be read, and a launch
+raises the ``LaunchError`` that says a GPU is needed.
 """
 
 from __future__ import annotations
@@ -51,7 +59,7 @@ __all__ = [
 ]  # fmt: skip
 
 FORMAT = "tirx-kernel"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 2: the manifest's sha256 in the archive comment
 _ARCH = re.compile(r"^sm_(\d{2,3})(a?)$")
 _MAX_MEMBER = 1 << 28  # bytes: larger members are not a kernel
 
@@ -72,15 +80,17 @@ def save(exe, path, archs=None) -> Path:
             f"save: {exe!r} runs on the simulator; a saved kernel is GPU code: compile it "
             f'with tirx.compile(kernel, "cuda -arch=sm_90") (NVRTC compiles without a GPU)'
         )
-    text = os.fspath(path)
+    text = os.fsdecode(path)  # str, bytes or a path object, as tirx.load takes
     if not text:
         raise ArtifactError("save: the path is empty", hint="name the file to write, like "
                             "exe.save('kernel.tirx')")  # fmt: skip
     images = _images(exe, _archs(exe, archs))
     manifest = _manifest(exe, images)
+    manifest_text = (json.dumps(manifest, indent=1) + "\n").encode()
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as z:
-        z.writestr("manifest.json", json.dumps(manifest, indent=1) + "\n")
+        z.comment = _seal(manifest_text)
+        z.writestr("manifest.json", manifest_text)
         for arch, (ptx, cubin, _) in images.items():
             z.writestr(f"{arch}.cubin", cubin)
             z.writestr(f"{arch}.ptx", ptx)
@@ -135,7 +145,7 @@ def _images(exe, archs) -> dict:
     have = stored if stored is not None else {exe.arch: (exe.ptx, exe.cubin, _stats(exe))}
     images = {}
     for a in archs:
-        found = next((k for k in have if k == a or k == a + "a"), None)
+        found = a if a in have else a + "a" if a + "a" in have else None  # exact first
         if found is not None:
             images[found] = have[found]
             continue
@@ -218,7 +228,31 @@ def sha256_hex(data: bytes) -> str:
 # ------------------------------------------------------------------------------ reading
 
 
+_DAMAGED = "the file is damaged or was edited: save the kernel again"
+_AGAIN = "save the kernel again with this version of tirx"
+_SEAL = b"tirx-kernel manifest sha256 "  # the archive comment: this, then the hex digest
+
+# The CUDA programming guide's limits that compiling checks (tirx/script/namespace.py: grid and
+# block; tirx/transform/shared_memory.py: the opt-in shared memory per block, KB by compute
+# capability; tirx/transform/limits.py: a global tensor's bytes), repeated because the file
+# format does not import the compiler; tests/test_artifact_damage.py checks that they agree.
+_GRID_LIMITS = (2**31 - 1, 65535, 65535)
+_BLOCK_LIMITS = (1024, 1024, 64)
+_MAX_THREADS = 1024
+_SHARED_KB = {80: 163, 86: 99, 87: 163, 89: 99, 90: 227, 100: 227, 120: 99}
+_TENSOR_BYTES = 2**31
+_HEX = re.compile(r"^[0-9a-f]{64}$")
+
+
+def _seal(manifest: bytes) -> bytes:
+    return _SEAL + sha256_hex(manifest).encode()
+
+
 def read(path) -> tuple[dict, dict]:
+    """The manifest and the members (name -> bytes) of the saved kernel at ``path``: the
+    archive, the format and versions, every manifest field and the manifest's checksum
+    checked (an :class:`ArtifactError` naming what is wrong). The images' members and their
+    checksums are checked where the images are taken (tirx/backend/cuda/stored.py)."""
     from .files import read_regular
 
     if not os.fspath(path):
@@ -227,30 +261,264 @@ def read(path) -> tuple[dict, dict]:
     data = read_regular(os.fspath(path), limit=1 << 30)
     if data is None:
         raise ArtifactError(f"cannot read {path}: not a regular file, or missing")
-    try:
-        with zipfile.ZipFile(io.BytesIO(data)) as z:
-            blobs = {}
-            for info in z.infolist():
-                if info.file_size > _MAX_MEMBER:
-                    raise ArtifactError(f"{path}: member {info.filename} is too large")
-                blobs[info.filename] = z.read(info)
-    except (zipfile.BadZipFile, OSError, EOFError) as e:
-        raise ArtifactError(f"{path} is not a saved kernel (a zip archive): {e}") from None
+    blobs, comment = _unzip(path, data)
     try:
         manifest = json.loads(blobs["manifest.json"])
-    except (KeyError, ValueError):
-        raise ArtifactError(f"{path}: no readable manifest.json") from None
+    except KeyError:
+        raise ArtifactError(f"{path}: no manifest.json", hint=_DAMAGED) from None
+    except (ValueError, RecursionError) as e:  # not UTF-8, not JSON, nested past the stack
+        why = "nested too deeply" if isinstance(e, RecursionError) else "not JSON"
+        raise ArtifactError(f"{path}: no readable manifest.json ({why})", hint=_DAMAGED) from None
+    _check_versions(path, manifest)
+    _check_fields(path, manifest)
+    if comment != _seal(blobs["manifest.json"]):  # after the fields: those name what is wrong
+        what = ("differs from the sha256 saved with it" if comment.startswith(_SEAL) else
+                "has no sha256 in the file's comment to check it against")  # fmt: skip
+        raise ArtifactError(f"{path}: the manifest {what}", hint=_DAMAGED)
+    return manifest, blobs
+
+
+def _unzip(path, data: bytes) -> tuple[dict, bytes]:
+    """The archive's members and its comment. zipfile reads the bytes in memory, so whatever
+    it raises comes from them: a damaged file (a header, a deflate stream that zlib refuses, a
+    CRC that differs, a compression method or flag changed), an ArtifactError."""
+    try:
+        z = zipfile.ZipFile(io.BytesIO(data))
+    except Exception as e:  # whichever of zipfile's errors: the bytes are no zip
+        raise ArtifactError(f"{path} is not a saved kernel (a zip archive): {_reason(e)}",
+                            hint="if it was one, it is damaged: save the kernel again") from None  # fmt: skip
+    blobs = {}
+    with z:
+        for info in z.infolist():
+            if info.file_size > _MAX_MEMBER:
+                raise ArtifactError(f"{path}: member {_member(info.filename)} is too large",
+                                    hint=_DAMAGED)  # fmt: skip
+            try:
+                blobs[info.filename] = z.read(info)
+            except Exception as e:  # zlib.error, BadZipFile (a CRC), EOFError, ...
+                raise ArtifactError(f"{path}: member {_member(info.filename)} is damaged "
+                                    f"({_reason(e)})", hint=_DAMAGED) from None  # fmt: skip
+        return blobs, z.comment
+
+
+def _reason(e: Exception) -> str:
+    """``zlib.error: Error -3 while ...``: the exception's class, its module when not built in."""
+    kind, module = type(e).__name__, type(e).__module__
+    kind = kind if module == "builtins" else f"{module}.{kind}"
+    return f"{kind}: {e}" if str(e) else kind
+
+
+def _member(name: str) -> str:
+    """A member's name for a message (quoted when damage made it unprintable)."""
+    return name if name.isprintable() and name.strip() == name and name else repr(name)
+
+
+def _check_versions(path, manifest) -> None:
+    """The format, and the tirx and codegen versions: a file another tirx wrote is refused
+    (its launcher may pass the arguments another way)."""
+    from .backend.cuda.abi import CODEGEN_VERSION
+    from .version import __version__
+
     if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
         raise ArtifactError(f"{path}: not a saved tirx kernel (format {FORMAT!r})")
     if manifest.get("format_version") != FORMAT_VERSION:
-        raise ArtifactError(f"{path}: format version {manifest.get('format_version')!r}; this "
-                            f"tirx reads version {FORMAT_VERSION}")  # fmt: skip
-    from .version import __version__
-
+        raise ArtifactError(f"{path}: format version {_show(manifest.get('format_version'))}; "
+                            f"this tirx reads version {FORMAT_VERSION}", hint=_AGAIN)  # fmt: skip
     if manifest.get("tirx_version") != __version__:
         raise ArtifactError(
-            f"{path} was saved by tirx {manifest.get('tirx_version')}; this is tirx "
-            f"{__version__}, whose launcher may pass arguments another way",
-            hint="save the kernel again with this version of tirx",
-        )
-    return manifest, blobs
+            f"{path} was saved by tirx {_show(manifest.get('tirx_version'), '')}; this is tirx "
+            f"{__version__}, whose launcher may pass arguments another way", hint=_AGAIN,
+        )  # fmt: skip
+    if manifest.get("codegen_version") != CODEGEN_VERSION:
+        raise ArtifactError(
+            f"{path} was saved by codegen version {_show(manifest.get('codegen_version'), '')}; "
+            f"this tirx's codegen is version {CODEGEN_VERSION}, whose kernels may take their "
+            "arguments another way", hint=_AGAIN,
+        )  # fmt: skip
+
+
+def _show(value, quote='"') -> str:
+    """``value`` as JSON, cut to 60 characters (``quote=''``: a string without quotes)."""
+    if isinstance(value, str) and not quote:
+        text = value
+    else:
+        try:
+            text = json.dumps(value)
+        except (ValueError, TypeError, RecursionError):
+            text = type(value).__name__
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _count(v, low: int = 0, high: float = float("inf")) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and low <= v <= high
+
+
+def _one_of(v, names) -> bool:
+    return isinstance(v, str) and v in names
+
+
+def _wrong(path, what: str, value, want: str) -> ArtifactError:
+    return ArtifactError(f"{path}: the manifest's {what} is {_show(value)}, not {want}",
+                         hint=_DAMAGED)  # fmt: skip
+
+
+def _check_fields(path, m: dict) -> None:
+    """An ArtifactError naming the first field of the manifest that is not what a saved kernel
+    holds: the images, the signature, the launch, the pointer alignments and the tensor maps
+    (docs/saving.md, "Errors")."""
+    for key in ("signature", "launch", "images", "pointer_alignment", "tensor_maps"):
+        if key not in m:
+            raise ArtifactError(f"{path}: the manifest has no {key}", hint=_DAMAGED)
+    if not isinstance(m.get("name"), str):
+        raise _wrong(path, "name", m.get("name"), "the kernel's name")
+    archs = _check_images(path, m["images"])
+    params = _check_signature(path, m["signature"])
+    _check_launch(path, m["launch"], archs)
+    tensors = {name for name, kind in params.items() if kind == "tensor"}
+    listed = m["pointer_alignment"]
+    if not isinstance(listed, list):
+        raise _wrong(path, "pointer_alignment", listed, "a list")
+    for r in listed:
+        if not (isinstance(r, dict) and _one_of(r.get("param"), tensors) and _count(r.get("bytes"), 1)
+                and isinstance(r.get("access"), str) and isinstance(r.get("what"), str)):  # fmt: skip
+            raise _wrong(path, "pointer_alignment entry", r, "a tensor parameter's alignment")
+    listed = m["tensor_maps"]
+    if not isinstance(listed, list):
+        raise _wrong(path, "tensor_maps", listed, "a list")
+    for tm in listed:
+        ok = isinstance(tm, dict) and _one_of(tm.get("param"), tensors)
+        ok = ok and isinstance(tm.get("dtype"), str)
+        ok = ok and all(_count(tm.get(k)) for k in ("origin", "swizzle", "l2_promotion"))
+        ok = ok and all(isinstance(tm.get(k), list) and all(map(_count, tm[k]))
+                        for k in ("dims", "strides", "box"))  # fmt: skip
+        if not ok:
+            raise _wrong(path, "tensor map", tm, "a tensor parameter's map")
+
+
+def _check_images(path, listed) -> list[str]:
+    """The archs of the images (each listed once, its members its own, its sha256 hex)."""
+    if not isinstance(listed, list) or not listed:
+        raise ArtifactError(f'{path}: the manifest lists no images ("images": {_show(listed)}), '
+                            "so the file holds no code", hint=_DAMAGED)  # fmt: skip
+    archs, members = [], {"manifest.json", "kernel.cu"}
+    for img in listed:
+        if not isinstance(img, dict):
+            raise _wrong(path, "image", img, "an arch's cubin and PTX")
+        arch = img.get("arch")
+        try:
+            check_arch(arch, "an image's arch")
+        except ValueError:
+            shown = repr(arch) if isinstance(arch, str) and len(arch) < 40 else _show(arch)
+            raise ArtifactError(f"{path}: the manifest lists an image for {shown}, which is "
+                                "not an arch", hint=_DAMAGED) from None  # fmt: skip
+        if arch in archs:
+            raise ArtifactError(f"{path}: the manifest lists the {arch} image twice", hint=_DAMAGED)
+        for kind in ("cubin", "ptx"):
+            name = img.get(kind)
+            if not isinstance(name, str) or name in members:
+                raise _wrong(
+                    path, f"{kind} member of the {arch} image", name, "a member of its own"
+                )
+            members.add(name)
+        sha = img.get("sha256")
+        if not (isinstance(sha, dict) and all(isinstance(sha.get(k), str) and _HEX.match(sha[k])
+                                              for k in ("cubin", "ptx"))):  # fmt: skip
+            raise _wrong(
+                path, f"sha256 of the {arch} image", sha, "the sha256 of its cubin and PTX"
+            )
+        stats = img.get("stats")
+        if stats is not None and not (isinstance(stats, dict) and all(
+                isinstance(v, (int, float, str, type(None))) for v in stats.values())):  # fmt: skip
+            raise _wrong(path, f"stats of the {arch} image", stats, "ptxas' figures")
+        archs.append(arch)
+    return archs
+
+
+def _check_signature(path, sig) -> dict[str, str]:
+    """Parameter name -> kind ("tensor" or "scalar"), in order: names unique, dtypes tirx's, a
+    tensor's shape positive ints (less than 2 GiB in all), a scalar's empty."""
+    from .dtypes import DTYPES
+
+    if not isinstance(sig, dict):
+        raise _wrong(path, "signature", sig, "the kernel's name and parameters")
+    if not (isinstance(sig.get("name"), str) and sig["name"].isidentifier()):
+        raise _wrong(path, "kernel name", sig.get("name"), "a name")
+    listed = sig.get("params")
+    if not isinstance(listed, list):
+        raise _wrong(path, "parameters", listed, "a list")
+    params = {}
+    for i, p in enumerate(listed):
+        name = p.get("name") if isinstance(p, dict) else None
+        if not (isinstance(name, str) and name.isidentifier()):
+            raise _wrong(path, f"parameter {i + 1}", p, "a parameter with a name")
+        if name in params:
+            raise ArtifactError(f"{path}: the manifest names two parameters {name!r}",
+                                hint=_DAMAGED)  # fmt: skip
+        kind, dtype, shape = p.get("kind"), p.get("dtype"), p.get("shape")
+        if kind not in ("tensor", "scalar"):
+            raise _wrong(path, f"kind of parameter {name!r}", kind, '"tensor" or "scalar"')
+        if not (isinstance(dtype, str) and dtype in DTYPES):
+            raise _wrong(path, f"dtype of parameter {name!r}", dtype, "a tirx dtype")
+        if kind == "scalar" and not (isinstance(shape, list) and not shape):
+            raise _wrong(path, f"shape of parameter {name!r}", shape, "[] (a scalar's)")
+        if kind == "tensor":
+            if not (isinstance(shape, list) and all(_count(e, 1) for e in shape)):
+                raise _wrong(path, f"shape of parameter {name!r}", shape,
+                             "a list of positive integers")  # fmt: skip
+            size = DTYPES[dtype].bytes
+            for e in shape:
+                size *= e
+            if size >= _TENSOR_BYTES:
+                raise _wrong(path, f"shape of parameter {name!r}", shape,
+                             "a tensor of less than 2 GiB")  # fmt: skip
+        for flag in ("reads", "writes"):
+            if not isinstance(p.get(flag), bool):
+                raise _wrong(path, f"{flag} of parameter {name!r}", p.get(flag), "true or false")
+        params[name] = kind
+    return params
+
+
+def _shared_limit(arch: str) -> int:
+    """The most shared memory one block of ``arch`` may use, opted in (bytes)."""
+    n = int(_ARCH.match(arch)[1])
+    return _SHARED_KB[max(a for a in _SHARED_KB if a <= n)] * 1024
+
+
+def _check_launch(path, launch, archs: list[str]) -> None:
+    """Grid, block and cluster three positive ints within CUDA's limits (a ``sms_grid``
+    kernel's grid x is 0: it is set where the kernel is loaded), at most 1024 threads a block,
+    the shared bytes ints from 0 to the smallest maximum of the images' archs."""
+    if not isinstance(launch, dict):
+        raise _wrong(path, "launch", launch, "the kernel's grid, block and shared memory")
+
+    def dims(v, low, high) -> bool:
+        return isinstance(v, list) and len(v) == 3 and all(map(_count, v, low, high))
+
+    sms = launch.get("sms_grid", False)
+    if not isinstance(sms, bool):
+        raise _wrong(path, "launch sms_grid", sms, "true or false")
+    three = "three positive integers of at most {}, {} and {}"
+    for field, low, high in (("grid", (0 if sms else 1, 1, 1), _GRID_LIMITS),
+                             ("block", (1, 1, 1), _BLOCK_LIMITS),
+                             ("cluster", (1, 1, 1), _GRID_LIMITS)):  # fmt: skip
+        if field not in launch:
+            if field == "cluster":  # absent: no clusters
+                continue
+            raise ArtifactError(f"{path}: the manifest's launch has no {field}", hint=_DAMAGED)
+        v = launch[field]
+        if not (field == "cluster" and v is None or dims(v, low, high)):
+            raise _wrong(path, f"launch {field}", v, three.format(*high))
+    x, y, z = launch["block"]
+    if x * y * z > _MAX_THREADS:
+        raise _wrong(path, "launch block", launch["block"],
+                     f"a block of at most {_MAX_THREADS} threads (it has {x * y * z})")  # fmt: skip
+    limit, arch = min((_shared_limit(a), a) for a in archs)
+    for field in ("dynamic_shared_bytes", "shared_bytes"):
+        if field not in launch:
+            raise ArtifactError(f"{path}: the manifest's launch has no {field}", hint=_DAMAGED)
+        if not _count(launch[field]):
+            raise _wrong(path, f"launch {field}", launch[field], "an integer of 0 or more")
+        if launch[field] > limit:
+            raise _wrong(path, f"launch {field}", launch[field],
+                         f"at most the {limit} bytes ({limit // 1024} KB) that a block has on "
+                         f"{arch}")  # fmt: skip
