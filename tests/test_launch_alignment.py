@@ -301,3 +301,23 @@ def test_gpu_a_misaligned_view_is_refused_and_an_aligned_one_runs(tmp_path):
     sim = tirx.compile(define(COPY, tmp_path, "kernel"), target="sim")
     with pytest.raises(tirx.SimulationError, match="not a multiple of 16"):
         sim(np.arange(64, dtype=np.float16), np.zeros(65, np.float16)[1:])
+
+
+@pytest.mark.gpu
+def test_gpu_a_view_read_in_wider_words_is_refused_and_a_torch_op_copies_it():
+    """The softmax reads float16 rows as uint64 words: a view one element into a buffer is
+    refused by the launcher (no sticky "misaligned address"), and the torch operator, which
+    copies such an input, gives torch's answer."""
+    from tirx.examples import ops
+    from tirx.examples.softmax import make_softmax
+
+    exe = tirx.compile(make_softmax(8, 256, "float16"), target="cuda")
+    x = torch.randn(1 + 8 * 256, dtype=torch.float16, device="cuda")[1:].view(8, 256)
+    y = torch.empty(8, 256, dtype=torch.float16, device="cuda")
+    with pytest.raises(LaunchError, match="parameter 'X' is read or written as uint64"):
+        exe(x, y)
+    exe(x.clone(), y)
+    torch.cuda.synchronize()
+    want = torch.softmax(x.float(), -1)
+    torch.testing.assert_close(y.float(), want, atol=2e-3, rtol=2e-3)
+    torch.testing.assert_close(ops.softmax(x).float(), want, atol=2e-3, rtol=2e-3)
