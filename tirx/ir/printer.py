@@ -63,7 +63,11 @@ class _Exprs(Visitor):
 
     def enter_Const(self, e):
         if e.dtype.kind is DTypeKind.FLOAT:
-            return f"T.{e.dtype.name}({e.value!r})", _ATOM
+            value = float(e.value)
+            if math.isinf(value):  # T.float32(inf) is no Python: the T name that makes one
+                text = f'T.infinity(ty="{e.dtype.name}")'
+                return (f"(-{text})" if value < 0 else text), _ATOM
+            return f"T.{e.dtype.name}({value!r})", _ATOM
         return repr(e.value), _ATOM
 
     def enter_Var(self, e):
@@ -144,6 +148,16 @@ class _Exprs(Visitor):
 
     def leave_ScalarOperand(self, op, value):
         return value
+
+
+def _param(v) -> str:
+    """A tile operation's keyword argument as written (``box=(32, 64)``, ``mbar=bars[0]``)."""
+    if isinstance(v, tuple):
+        inner = ", ".join(_param(x) for x in v)
+        return f"({inner},)" if len(v) == 1 else f"({inner})"
+    if isinstance(v, (ir.Expr, ir.View)):
+        return print_expr(v)
+    return repr(v)
 
 
 def flat(buf, index: str, dtype) -> str:
@@ -243,7 +257,8 @@ class _Printer(Walker):
 
     def visit_TileOp(self, s):
         ops = ", ".join(print_expr(o) for o in s.operands)
-        self.line(f'T.cuda.tile.apply(T.ptx["{s.instruction}"], {ops}, scope="{s.scope}")')
+        params = "".join(f", {name}={_param(v)}" for name, v in s.params)
+        self.line(f'T.cuda.tile.apply(T.ptx["{s.instruction}"], {ops}{params}, scope="{s.scope}")')
 
     def visit_RawPtx(self, s):
         ops = ", ".join(print_expr(o) for o in s.operands)
@@ -279,6 +294,9 @@ def print_function(fn: ir.Function) -> str:
         if fn.lowered and buf in fn.shared_offsets:
             where = f"  # shared bytes [{fn.shared_offsets[buf]}, "
             where += f"{fn.shared_offsets[buf] + buf.nbytes})"
-        pr.line(f'{buf.name} = T.{kind}({buf.shape}, "{buf.dtype}", layout={buf.layout!r})' + where)
+        extra = f", align={buf.align}" if buf.align != 16 else ""
+        extra += ', scope="shared.dyn"' if buf.dynamic else ""
+        pr.line(f'{buf.name} = T.{kind}({buf.shape}, "{buf.dtype}", layout={buf.layout!r}{extra})'
+                + where)  # fmt: skip
     pr.run(fn.body)
     return head + f"@T.function\ndef {fn.name}({', '.join(params)}):\n" + "\n".join(pr.out) + "\n"
