@@ -53,3 +53,28 @@ def test_a_tile_operations_keyword_arguments_are_printed():
                          r"mbar=buf\[.+\], scope=\"thread\"\)$", line), line  # fmt: skip
     allocations = [x for x in text.splitlines() if "T.alloc_shared" in x]
     assert sum('align=1024, scope="shared.dyn")' in x for x in allocations) == 2
+
+
+def test_an_else_if_chain_prints_as_elif_and_parses_back(tmp_path):
+    """A chain of 150 ``elif``s prints at one depth (nested ``else: if`` would indent once per
+    link, past Python's limit of 100 levels) and parses back to the same kernel."""
+    links = "".join(f"    elif t == {i}:\n        B[t] = A[t] * {i + 2}\n" for i in range(1, 150))
+    source = f"""
+@T.function
+def k(A: T.Tensor((256,), "int32"), B: T.Tensor((256,), "int32")):
+    T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=256))
+    t = T.cuda.thread_idx("x")
+    if t == 0:
+        B[t] = A[t]
+{links}    else:
+        B[t] = 0
+"""
+    kernel = define(source, tmp_path, "k")
+    text = kernel.script()
+    assert text.count("\n    elif t == ") == 149 and "\n    else:\n" in text
+    assert max(len(line) - len(line.lstrip()) for line in text.splitlines()) == 8
+    again = tmp_path / "again"
+    again.mkdir()
+    printed = define(text, again, "k")
+    assert printed.script() == text
+    assert _cuda(printed) == _cuda(kernel)

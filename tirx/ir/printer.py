@@ -6,6 +6,7 @@ flat accesses as ``buf[index]`` and instructions as ``ptx("...", operands)``.
 
 from __future__ import annotations
 
+import functools
 import math
 
 from ..dtypes import DTypeKind
@@ -236,10 +237,17 @@ class _Printer(Walker):
         return self.block(s.body)
 
     def visit_If(self, s):
+        """``if`` / ``elif`` / ``else`` at one depth: an else-branch that is an ``if`` prints as
+        ``elif`` (as the parser reads it), so a long chain does not indent once per link."""
         self.line(f"if {print_expr(s.cond)}:")
-        if s.else_body is None:
-            return self.block(s.then_body)
-        return [*self.block(s.then_body), lambda: self.line("else:"), *self.block(s.else_body)]
+        work = self.block(s.then_body)
+        while isinstance(s.else_body, ir.If):
+            s = s.else_body
+            work += [functools.partial(self.line, f"elif {print_expr(s.cond)}:")]
+            work += self.block(s.then_body)
+        if s.else_body is not None:
+            work += [functools.partial(self.line, "else:"), *self.block(s.else_body)]
+        return work
 
     def visit_Break(self, s):
         self.line("break")
