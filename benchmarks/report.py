@@ -124,6 +124,12 @@ def command_line(script: str, argv: list[str] | None) -> str:
 
 
 def _commit() -> str | None:
+    """The checkout's commit, "with uncommitted changes" where tracked files differ; or, where
+    ``TIRX_COMMIT`` is set, that: a machine that runs a copy of a tree without its history (the
+    GPU machine) is told which commit the copy is, as its own git metadata may be stale."""
+    given = os.environ.get("TIRX_COMMIT", "").strip()
+    if given:
+        return given
     try:
         out = subprocess.run(
             ["git", "-C", str(ROOT), "status", "--porcelain=v2", "--branch", "-uno"],

@@ -3,6 +3,8 @@
 # benchmark's current file (benchmarks/results/<benchmark>-<machine>.md) in $OUT/results, to be
 # copied over benchmarks/results/ when the run is the one to keep.
 #   OUT=gpu-out bash benchmarks/run_gpu.sh        (on a machine with an NVIDIA GPU)
+# On a copy of a tree whose git history is not its own, set TIRX_COMMIT to the commit the copy
+# is (the results files record it: benchmarks/report.py).
 # Python packages the machine lacks (IPython, ipywidgets, nbval, ...) may be carried as
 # wheels in .whl/ (see the device tool's notes); they are installed to /tmp/site.
 set -uo pipefail

@@ -60,6 +60,18 @@ def test_the_header_states_command_date_machine_and_versions():
     assert re.search(r"python 3\.\d+\.\d+", versions) and "tirx " in versions
 
 
+def test_the_header_takes_the_commit_the_caller_names(monkeypatch):
+    """A copy of a tree run elsewhere (the GPU machine) may carry stale git metadata: the
+    commit given in TIRX_COMMIT is the one the header records."""
+    when = datetime(2026, 12, 2, 9, 5, tzinfo=timezone.utc)
+    monkeypatch.setenv("TIRX_COMMIT", "abc1234")
+    text = report.header("/anywhere/benchmarks/launch.py", [], None, when)
+    assert re.search(r"^Versions: .*; commit abc1234$", text, re.M)
+    monkeypatch.delenv("TIRX_COMMIT")
+    text = report.header("/anywhere/benchmarks/launch.py", [], None, when)
+    assert "commit abc1234" not in text
+
+
 def _args(**kw) -> argparse.Namespace:
     ap = argparse.ArgumentParser()
     report.add_output_arguments(ap, "thing")
