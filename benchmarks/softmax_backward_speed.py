@@ -35,15 +35,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import report  # noqa: E402
 from gemm_speed import gpu_visible, time_runners  # noqa: E402
+from softmax_speed import TIRX_CONFIGS as FORWARD_CONFIGS  # noqa: E402
 from softmax_speed import all_runners, best, compile_only  # noqa: E402 - the same helpers
 
-# name -> (warps, warps_per_row) of make_softmax_backward
-TIRX_CONFIGS = {
-    "warp/4": (4, 1),
-    "warp/8": (8, 1),
-    "block/4w": (4, 4),
-    "block/8w": (8, 8),
-}
+# name -> (warps, warps_per_row) of make_softmax_backward: the forward's, up to 8 warps
+TIRX_CONFIGS = {name: c for name, c in FORWARD_CONFIGS.items() if c[0] <= 8}
 
 
 def _configs(cols: int) -> dict:

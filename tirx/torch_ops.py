@@ -40,6 +40,7 @@ import functools
 import inspect
 import threading
 
+from .dtypes import dtype_of
 from .signature import Signature, TensorSpec, spec_of
 
 __all__ = ["torch_op", "compile_for"]
@@ -183,11 +184,6 @@ class _Bound:
             exe = self.exes[kind] = compile_for(kernel, kind)
         return exe
 
-    def alignment(self, device) -> dict:
-        """Per tensor parameter, the multiple its data pointer must be, where the kernel
-        needs more than an element's own (:attr:`tirx.Executable.pointer_alignments`)."""
-        return self.exe(device).pointer_alignments
-
 
 def _signature(source) -> Signature:
     from .executable import Executable
@@ -246,6 +242,7 @@ class _Plan:
                 with lock:
                     bound = memo.get(key)
                     if bound is None:
+                        _check_dtypes(names, specs)  # a new key: a dtype not seen before
                         made = make(*specs)
                         bound = memo[key] = _Bound(made, outputs, names, tensors)
             return bound
@@ -266,7 +263,7 @@ class _Plan:
         bound = self._bind(args)
         device = _device_of(args, self.inputs)
         exe = bound.exe(device)
-        aligned = bound.alignment(device)
+        aligned = exe.pointer_alignments
         values = dict(zip(self.inputs, args))
         call, outs = [], {}
         for p in bound.signature.params:
@@ -308,21 +305,24 @@ class _Plan:
 
 
 def _spec(name: str, value):
-    """``spec_of(value)``, refusing, with the operator's input ``name``, a tensor of a layout or
-    dtype tirx has no kernel for (sparse; complex, quantized)."""
-    layout = str(getattr(value, "layout", "torch.strided"))
-    if layout != "torch.strided":  # sparse, or another layout without a data pointer
-        raise TypeError(f"input {name!r} is a {layout.removeprefix('torch.')} tensor: tirx "
-                        f"kernels take dense tensors (.to_dense())")  # fmt: skip
-    spec = spec_of(value)
-    if isinstance(spec, TensorSpec):
-        from .dtypes import dtype_of
+    """``spec_of(value)``, refusing, with the operator's input ``name``, a tensor of a layout
+    without a plain data pointer (sparse)."""
+    layout = getattr(value, "layout", None)
+    if layout is not None and str(layout) != "torch.strided":
+        raise TypeError(f"input {name!r} is a {str(layout).removeprefix('torch.')} tensor: "
+                        f"tirx kernels take dense tensors (.to_dense())")  # fmt: skip
+    return spec_of(value)
 
-        try:
-            dtype_of(spec.dtype)
-        except (ValueError, TypeError) as e:
-            raise TypeError(f"input {name!r}: {e}") from None
-    return spec
+
+def _check_dtypes(names, specs) -> None:
+    """Refuse, with the operator's input, a tensor of a dtype tirx has no kernel for (complex,
+    quantized)."""
+    for name, spec in zip(names, specs):
+        if isinstance(spec, TensorSpec):
+            try:
+                dtype_of(spec.dtype)
+            except (ValueError, TypeError) as e:
+                raise TypeError(f"input {name!r}: {e}") from None
 
 
 def _check_outputs(outputs) -> tuple[str, ...]:

@@ -131,12 +131,12 @@ def leaf_statement(cls: type) -> bool:
     a family statement that holds statements must have a rule of its own there instead."""
     if not (is_family_node(cls) and issubclass(cls, ir.Stmt)):
         return False
-    module = cls.__module__
-    for name, _ in _spec(cls):
-        t = _annotation(next(f.type for f in dataclasses.fields(cls) if f.name == name), module)
-        if _can_hold(t, ir.Stmt):
-            return False
-    return True
+    children = dict(_spec(cls))
+    return not any(
+        _can_hold(_annotation(f.type, cls.__module__), ir.Stmt)
+        for f in dataclasses.fields(cls)
+        if f.name in children
+    )
 
 
 def _can_hold(t, base: type) -> bool:

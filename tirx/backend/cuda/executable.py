@@ -135,6 +135,12 @@ class CudaExecutable(Executable):
     def _alignment(self):  # what vectors and copies ask of each data pointer (alignment.py)
         return self.pointer_requirements()
 
+    @functools.cached_property
+    def pointer_alignments(self) -> dict[str, int]:
+        """:attr:`tirx.Executable.pointer_alignments`, read off the launcher's requirement (a
+        saved kernel's from its manifest)."""
+        return {a.name: a.nbytes for a in self._alignment.per_param if a is not None}
+
     def pointer_requirements(self):
         """What each parameter's data pointer must be aligned to (:class:`.alignment.Requirements`
         of the lowered program; a saved kernel answers from its manifest: stored.py)."""

@@ -64,10 +64,6 @@ class StoredExecutable(CudaExecutable):
     def pointer_requirements(self):
         return self._requirements
 
-    @property
-    def pointer_alignments(self) -> dict[str, int]:
-        return {a.name: a.nbytes for a in self._requirements.per_param if a is not None}
-
     def map_sources(self) -> tuple:
         return self._maps
 
