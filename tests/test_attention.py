@@ -8,7 +8,7 @@ import pytest
 import torch
 
 import tirx
-from tests.attention_reference import check, inputs
+from tests.attention_reference import check, inputs, reference
 from tirx.examples import attention as attn
 from tirx.examples.attention import attention_executable, flash_attention
 
@@ -86,6 +86,44 @@ def test_a_batch_too_large_for_one_launch_runs_in_several(monkeypatch, limit):
     assert launched == [2, 2, 1]
     assert torch.equal(o, whole[0]) and torch.equal(lse, whole[1])  # the same sums, bit for bit
     assert attention_executable(q, k, v, causal=True).lowered.params[0].shape[0] == 2
+
+
+def _grads(q, k, v, causal, o_weight, lse_weight, fn):
+    """dq, dk, dv of ``sum(o · o_weight) + sum(lse · lse_weight)`` through ``fn``."""
+    leaves = [t.detach().clone().requires_grad_() for t in (q, k, v)]
+    o, lse = fn(*leaves, causal)
+    loss = (o.double() * o_weight).sum()
+    if lse_weight is not None:
+        loss = loss + (lse.double() * lse_weight).sum()
+    return torch.autograd.grad(loss, leaves)
+
+
+@pytest.mark.parametrize("use_lse", [False, True], ids=["o", "o-and-lse"])
+@pytest.mark.parametrize(
+    "shape,causal", [((1, 2, 1, 33, 20, 64), True), ((2, 1, 1, 16, 40, 128), False)],
+    ids=["gqa-causal", "d128"],
+)  # fmt: skip
+def test_gradients_reach_q_k_v_and_match_float64(shape, causal, use_lse):
+    q, k, v = inputs(*shape, F16, seed=5)
+    gen = torch.Generator().manual_seed(6)
+    # weights the outputs' dtypes hold exactly (o's gradient is float16, lse's float32)
+    o_weight = torch.randn(q.shape, generator=gen).half().double()
+    lse_weight = torch.randn(q.shape[:3], generator=gen).double() if use_lse else None
+
+    def tirx_attention(q, k, v, causal):
+        return flash_attention(q, k, v, causal=causal, return_lse=True)
+
+    def float64(q, k, v, causal):
+        return reference(q.double(), k.double(), v.double(), causal)[:2]
+
+    got = _grads(q, k, v, causal, o_weight, lse_weight, tirx_attention)
+    want = _grads(q.double(), k.double(), v.double(), causal, o_weight, lse_weight, float64)
+    for name, g, w in zip(("dq", "dk", "dv"), got, want):
+        assert g.dtype == F16 and g.shape == w.shape, name
+        # torch's float32 arithmetic, then one rounding to float16
+        bound = torch.finfo(F16).eps * w.abs() + 1e-4 * w.abs().max()
+        worst = ((g.double() - w).abs() / bound).max().item()
+        assert worst <= 1.0, f"{name} is {worst:.2f} x its bound from the float64 gradient"
 
 
 def test_no_query_rows_give_empty_outputs():
@@ -194,3 +232,29 @@ def test_gpu_refuses_mixed_devices():
     q, k, v = inputs(1, 1, 1, 8, 8, 64, F16)
     with pytest.raises(ValueError, match="k is on cuda"):
         flash_attention(q, k.cuda(), v)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("use_lse", [False, True], ids=["o", "o-and-lse"])
+@pytest.mark.parametrize("dtype", [F16, BF16])
+def test_gpu_gradients_match_float64(dtype, use_lse):
+    q, k, v = inputs(2, 4, 2, 300, 257, 128, dtype, device="cuda", seed=7)
+    gen = torch.Generator(device="cuda").manual_seed(8)
+    o_weight = torch.randn(q.shape, generator=gen, device="cuda").to(dtype).double()
+    lse_weight = (
+        torch.randn(q.shape[:3], generator=gen, device="cuda").double() if use_lse else None
+    )
+
+    def tirx_attention(q, k, v, causal):
+        return flash_attention(q, k, v, causal=causal, return_lse=True)
+
+    def float64(q, k, v, causal):
+        return reference(q.double(), k.double(), v.double(), causal)[:2]
+
+    got = _grads(q, k, v, True, o_weight, lse_weight, tirx_attention)
+    want = _grads(q.double(), k.double(), v.double(), True, o_weight, lse_weight, float64)
+    for name, g, w in zip(("dq", "dk", "dv"), got, want):
+        assert g.dtype == dtype and g.is_cuda, name
+        # SDPA's backward on the GPU (float32 sums of 16-bit products), or float32 throughout
+        err = ((g.double() - w).norm() / w.norm()).item()
+        assert err <= 2 * torch.finfo(dtype).eps, (name, err)

@@ -365,12 +365,33 @@ def test_sparse_and_complex_inputs_are_refused_naming_the_input():
         ops.softmax(torch.zeros(8, 256, dtype=torch.complex64))
 
 
-def test_flash_attention_warns_where_a_gradient_would_be_lost():
+def test_flash_attention_is_one_operator_to_torch_compile_and_differentiable():
     from tirx.examples.attention import flash_attention
 
-    q, k, v = (_half(1, 1, 16, 64, seed=s) for s in (10, 11, 12))
-    with torch.no_grad():
-        flash_attention(q.requires_grad_(), k, v)  # no gradient wanted: no warning
-    with pytest.warns(UserWarning, match="flash_attention has no backward"):
-        out = flash_attention(q, k, v)
-    assert not out.requires_grad
+    q, k, v = (
+        _half(1, shape[0], 16, 64, seed=s) for s, shape in ((10, (2,)), (11, (1,)), (12, (1,)))
+    )
+
+    def loss(q, k, v):
+        return flash_attention(q * 2, k, v, causal=True).float().square().sum()
+
+    qc, qe = q.clone().requires_grad_(), q.clone().requires_grad_()
+    _, breaks, explained = _graph_breaks(loss, qc.detach(), k, v)
+    assert breaks == 0 and explained.graph_count == 1
+    torch._dynamo.reset()
+    torch.compile(loss, fullgraph=True, backend="aot_eager")(qc, k, v).backward()
+    loss(qe, k, v).backward()
+    assert qc.grad is not None and torch.equal(qc.grad, qe.grad)
+    assert set(torch.library.opcheck(ops.flash_attention, (q, k, v, True, 0.3)).values()) == {
+        "SUCCESS"
+    }
+
+
+def test_flash_attentions_fake_checks_the_inputs():
+    meta = torch.empty(1, 2, 16, 64, dtype=torch.float16, device="meta")
+    o, lse = ops.flash_attention(meta, meta, meta)
+    assert o.shape == meta.shape and lse.shape == (1, 2, 16) and lse.dtype == torch.float32
+    with pytest.raises(ValueError, match="head_dim"):
+        ops.flash_attention(*(torch.empty(1, 2, 16, 32, device="meta").half(),) * 3)
+    with pytest.raises(ValueError, match="kernel must be one of"):
+        ops.flash_attention(meta, meta, meta, kernel="cudnn")

@@ -22,17 +22,22 @@ structure, attention_wgmma.py) on sm_90 (an H100 or H200), ``"mma_sync"`` (Flash
 structure, attention_mma.py) on every other GPU from sm_80 on and for CPU tensors. Each kernel is compiled once per shape
 class and kept: a second call with the same shapes costs one launch. tirx's tensor parameters
 have compile-time shapes, so the class includes the batch, head counts and both sequence
-lengths (the scale is a run-time argument). Forward only: no autograd (a call that would need
-one warns).
+lengths (the scale is a run-time argument).
+
+The call goes through the torch operator ``tirx::flash_attention`` (:data:`operator`, registered
+when this module is imported; tirx/examples/ops.py names it too), so
+``torch.compile`` captures it whole and gradients reach q, k and v: the forward is the tirx
+kernel, the backward is torch's (:func:`attention_backward`).
 """
 
 import contextlib
 import functools
 import math
 import numbers
-import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+
+import torch
 
 import tirx
 
@@ -41,6 +46,10 @@ from .attention_mma import HEAD_DIMS, make_attention
 
 __all__ = [
     "flash_attention",
+    "operator",
+    "attention_forward",
+    "attention_backward",
+    "check_inputs",
     "attention_executable",
     "KERNELS",
     "AttentionKernel",
@@ -97,20 +106,29 @@ class _Shapes:
 
 def flash_attention(q, k, v, causal=False, scale=None, return_lse=False, kernel=None):
     """``softmax(q kᵀ · scale + mask) v`` (and the row log-sum-exp with ``return_lse``); see
-    the module's documentation for the arguments."""
-    import torch
-
-    shapes = _check(q, k, v, causal)
+    the module's documentation for the arguments. Differentiable, and one operator to
+    ``torch.compile`` (``tirx::flash_attention``)."""
     if not isinstance(return_lse, bool):
         raise ValueError(f"return_lse must be True or False, got {return_lse!r}")
+    check_inputs(q, k, v, causal, scale, kernel)  # here too: errors name this call's arguments
+    o, lse = operator(q, k, v, causal, scale if scale is None else float(scale), kernel)
+    return (o, lse) if return_lse else o
+
+
+def check_inputs(q, k, v, causal=False, scale=None, kernel=None) -> None:
+    """Raise, naming the argument, for inputs :func:`flash_attention` refuses (shapes, dtypes,
+    devices, ``causal``, ``scale``, the kernel's name); tensors on the meta device or fake ones
+    are checked alike."""
+    shapes = _check(q, k, v, causal)
+    _scale(scale, shapes.head_dim)
+    if kernel is not None and kernel not in KERNELS:
+        raise ValueError(f"kernel must be one of {sorted(KERNELS)} or None, got {kernel!r}")
+
+
+def attention_forward(q, k, v, causal=False, scale=None, kernel=None):
+    """``(o, lse)`` computed by the tirx kernel: the body of ``tirx::flash_attention``."""
+    shapes = _check(q, k, v, causal)
     scale = _scale(scale, shapes.head_dim)
-    if torch.is_grad_enabled() and any(t.requires_grad for t in (q, k, v)):
-        warnings.warn(
-            "flash_attention has no backward: its output does not require grad, so no gradient "
-            "reaches q, k or v through it (call it under torch.no_grad(), or use "
-            "torch.nn.functional.scaled_dot_product_attention where gradients are needed)",
-            stacklevel=2,
-        )
     o = torch.empty_like(q)
     lse = torch.empty(q.shape[:3], dtype=torch.float32, device=q.device)
     if q.numel():  # no query rows (batch, heads or seq_q 0): nothing to compute
@@ -122,7 +140,40 @@ def flash_attention(q, k, v, causal=False, scale=None, return_lse=False, kernel=
                 b1 = min(shapes.batch, b0 + step)
                 exe = _executable(name, target, replace(shapes, batch=b1 - b0), causal)
                 exe(q[b0:b1], k[b0:b1], v[b0:b1], o[b0:b1], lse[b0:b1], scale)
-    return (o, lse) if return_lse else o
+    return o, lse
+
+
+def attention_backward(q, k, v, do, dlse=None, causal=False, scale=None):
+    """``(dq, dk, dv)`` of attention, computed by torch (the backward of
+    ``tirx::flash_attention``; no tirx kernel): for ``do`` alone, the gradient of
+    ``scaled_dot_product_attention`` (on a GPU its memory-efficient backends; on the CPU in
+    float32); with ``dlse``, the gradient of the log-sum-exp too, through the scores in float32
+    (memory of batch · heads · seq_q · seq_k floats). Each in its input's dtype."""
+    if do is None and dlse is None:  # neither output reached the loss
+        return torch.zeros_like(q), torch.zeros_like(k), torch.zeros_like(v)
+    scale = _scale(scale, q.shape[-1])
+    group = q.shape[1] // max(k.shape[1], 1)
+    work = q.dtype if q.device.type == "cuda" and dlse is None else torch.float32
+    with torch.enable_grad():
+        leaves = [t.detach().to(work).requires_grad_() for t in (q, k, v)]
+        qw, kw, vw = leaves
+        if group > 1:  # query head h reads key/value head h // group; grads sum back
+            kw, vw = kw.repeat_interleave(group, 1), vw.repeat_interleave(group, 1)
+        if dlse is None:
+            o = torch.nn.functional.scaled_dot_product_attention(
+                qw, kw, vw, is_causal=causal, scale=scale
+            )
+            outputs, grads = (o,), (do.to(work),)
+        else:
+            s = (qw @ kw.transpose(-2, -1)) * scale
+            if causal:  # query i sees keys 0 .. i (the top-left diagonal)
+                seen = torch.ones(s.shape[-2:], dtype=torch.bool, device=s.device).tril()
+                s = s.masked_fill(~seen, float("-inf"))
+            o = torch.softmax(s, -1) @ vw
+            pairs = [(o, do), (torch.logsumexp(s, -1), dlse)]
+            outputs, grads = zip(*((out, g.to(work)) for out, g in pairs if g is not None))
+        dq, dk, dv = torch.autograd.grad(outputs, leaves, grads)
+    return dq.to(q.dtype), dk.to(k.dtype), dv.to(v.dtype)
 
 
 def _batches(q, k, v, shapes: _Shapes) -> int:
@@ -161,8 +212,6 @@ def _dispatch(kernel, device) -> tuple[str, str]:
         raise ValueError(f"kernel must be one of {sorted(KERNELS)} or None, got {kernel!r}")
     if device.type == "cpu":
         return (kernel or SIMULATOR_KERNEL), "sim"
-    import torch
-
     major, minor = torch.cuda.get_device_capability(device)
     arch = 10 * major + minor
     if kernel is not None:
@@ -181,8 +230,6 @@ def _dispatch(kernel, device) -> tuple[str, str]:
 
 def _check(q, k, v, causal) -> _Shapes:
     """The shapes of valid inputs; otherwise an error naming the argument."""
-    import torch
-
     if not isinstance(causal, bool):
         raise ValueError(f"causal must be True or False, got {causal!r}")
     args = {"q": q, "k": k, "v": v}
@@ -195,7 +242,7 @@ def _check(q, k, v, causal) -> _Shapes:
             )
         if t.dtype not in (torch.float16, torch.bfloat16):
             raise ValueError(f"{name} must be float16 or bfloat16, got {t.dtype}")
-        if t.device.type not in ("cuda", "cpu"):
+        if t.device.type not in ("cuda", "cpu", "meta"):  # meta: the operator's fake
             raise ValueError(f"{name} is on {t.device}: attention runs on CUDA or CPU tensors")
         if not t.is_contiguous():
             raise ValueError(f"{name} must be contiguous (call .contiguous() first)")
@@ -234,3 +281,35 @@ def _scale(scale, head_dim: int) -> float:
     if isinstance(scale, bool) or not isinstance(scale, numbers.Real) or not math.isfinite(scale):
         raise ValueError(f"scale must be a finite number or None, got {scale!r}")
     return float(scale)
+
+
+# ------------------------------------------------------------ the torch operator
+
+
+@torch.library.custom_op("tirx::flash_attention", mutates_args=())
+def operator(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = False,
+    scale: float | None = None, kernel: str | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:  # fmt: skip
+    return attention_forward(q, k, v, causal, scale, kernel)
+
+
+@operator.register_fake
+def _attention_fake(q, k, v, causal=False, scale=None, kernel=None):
+    check_inputs(q, k, v, causal, scale, kernel)
+    return torch.empty_like(q), q.new_empty(q.shape[:3], dtype=torch.float32)
+
+
+def _attention_context(ctx, inputs, output):
+    q, k, v, causal, scale, _ = inputs
+    ctx.save_for_backward(q, k, v)
+    ctx.causal, ctx.scale = causal, scale
+    ctx.set_materialize_grads(False)  # None for an output the loss does not use
+
+
+def _attention_grad(ctx, do, dlse):
+    q, k, v = ctx.saved_tensors
+    return (*attention_backward(q, k, v, do, dlse, ctx.causal, ctx.scale), None, None, None)
+
+
+operator.register_autograd(_attention_grad, setup_context=_attention_context)

@@ -5,22 +5,26 @@
 * ``tirx::softmax_backward(Y, dY) -> dX``;
 * ``tirx::gemm(A, B) -> Out``: ``A @ B.T`` in float32 (tirx/examples/gemm.py), differentiable:
   its backward is two matrix products in torch (``dA = dOut @ B``, ``dB = dOutᵀ @ A``, rounded
-  to the inputs' dtypes), so a model with trainable weights can call it, compiled or not.
+  to the inputs' dtypes), so a model with trainable weights can call it, compiled or not;
+* ``tirx::flash_attention(q, k, v, causal=False, scale=None, kernel=None) -> (o, lse)``:
+  attention, differentiable, its backward torch's (defined in tirx/examples/attention.py,
+  whose import registers it and whose ``flash_attention`` calls it).
 
 Each is a kernel factory: the kernel is made (and compiled once per device) for the shapes and
-dtypes of the inputs, float16 or bfloat16. CUDA tensors run on the GPU, CPU tensors on the
-simulator.
+dtypes of the inputs, float16 or bfloat16 (attention: its kernel once per shape class, see
+there). CUDA tensors run on the GPU, CPU tensors on the simulator.
 """
 
 from __future__ import annotations
 
 import tirx
 
+from .attention import operator as flash_attention
 from .gemm import make_gemm
 from .softmax import make_softmax
 from .softmax_backward import make_softmax_backward
 
-__all__ = ["softmax", "softmax_backward", "gemm"]
+__all__ = ["softmax", "softmax_backward", "gemm", "flash_attention"]
 
 
 def _matrix(op: str, **tensors) -> None:
