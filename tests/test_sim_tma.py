@@ -7,9 +7,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import torch
 
 import tirx
 from tirx.errors import SimulationError
+
+from .helpers import define
 
 from .tma_kernels import (
     TMA,
@@ -280,3 +283,64 @@ def test_gpu_repeated_calls_reuse_the_map_and_new_tensors_get_theirs(tmp_path):
             exe(a, out)
             torch.cuda.synchronize()
             assert torch.equal(out, a[64:, :64])
+
+
+WGMMA_AFTER_TMA = """
+from tirx.layout import wid_in_wg
+
+SW = ComposeLayout(3, 3, 3, TileLayout(S[64, 64]))
+ACC = TileLayout(S[(4, 2, 8, 8, 4, 2) : (1 @ wid_in_wg, 2, 4 @ laneid, 4, 1 @ laneid, 1)])
+WG = "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16"
+
+@T.function
+def kernel(A: T.Tensor((64, 64), "bfloat16"), B: T.Tensor((64, 64), "bfloat16"),
+           Out: T.Tensor((64, 64), "float32")):
+    T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=128))
+    tid = T.cuda.thread_idx("x")
+    lane = T.cuda.lane_id()
+    w = T.cuda.warp_id()
+    a_s = T.alloc_shared((64, 64), "bfloat16", layout=SW, align=1024, scope="shared.dyn")
+    b_s = T.alloc_shared((64, 64), "bfloat16", layout=SW, align=1024, scope="shared.dyn")
+    bar = T.alloc_shared((1,), "uint64")
+    acc = T.alloc_local((32,), "float32")
+    if tid == 0:
+        T.ptx["mbarrier.init.shared::cta.b64"](bar[0], 1)
+        T.ptx["fence.mbarrier_init.release.cluster"]()
+    T.cuda.cta_sync()
+    if tid == 0:
+        T.ptx["mbarrier.arrive.expect_tx.shared::cta.b64"](bar[0], {tx})
+        T.cuda.tile.apply(T.ptx[TMA], a_s[:, :], A[:, :], box=(64, 64), coords=(0, 0),
+                          swizzle=3, mbar=bar[0], scope="thread")
+        T.cuda.tile.apply(T.ptx[TMA], b_s[:, :], B[:, :], box=(64, 64), coords=(0, 0),
+                          swizzle=3, mbar=bar[0], scope="thread")
+    T.cuda.mbarrier_wait(bar[0], 0)
+    T.ptx["wgmma.fence.sync.aligned"]()
+    for kk in T.unroll(4):
+        T.cuda.tile.apply(T.ptx[WG], acc.view(64, 64, layout=ACC), a_s[:, kk * 16 : kk * 16 + 16],
+                          b_s[:, kk * 16 : kk * 16 + 16], scope="warpgroup", scale_d=kk)
+    T.ptx["wgmma.commit_group.sync.aligned"]()
+    T.ptx["wgmma.wait_group.sync.aligned"](0)
+    for i in T.unroll(32):
+        Out[16 * w + lane // 4 + 8 * ((i // 2) % 2), 8 * (i // 4) + 2 * (lane % 4) + i % 2] = acc[i]
+"""
+
+
+@pytest.mark.parametrize("tx", ["2 * 64 * 64 * 2", "64 * 64 * 2"], ids=["both-boxes", "one-box"])
+def test_a_wgmma_reading_a_box_that_has_not_landed_names_the_copy(tmp_path, tx):
+    """expect_tx armed with A's bytes only: the phase completes when A lands, and the wgmma
+    reads B before it does (a race with the copy engine on a GPU). The fault names B's copy
+    and the mbarrier's expect_tx, not "nothing wrote"."""
+    fn = define(WGMMA_AFTER_TMA.format(tx=tx), tmp_path, "kernel", TMA=TMA)
+    rng = np.random.default_rng(1)
+    a, b = (rng.integers(-4, 4, size=(64, 64)).astype(np.float32) for _ in range(2))
+    at, bt = (torch.from_numpy(x).to(torch.bfloat16) for x in (a, b))
+    out = torch.zeros(64, 64)
+    exe = tirx.compile(fn, "sim")
+    if tx.startswith("2"):
+        exe(at, bt, out)
+        np.testing.assert_array_equal(out.numpy(), a @ b.T)
+        return
+    with pytest.raises(SimulationError, match="destination of the tensor copy") as e:
+        exe(at, bt, out)
+    assert "'b_s'" in str(e.value) and "expect_tx" in e.value.hint
+    assert "nothing wrote" not in str(e.value)

@@ -43,7 +43,8 @@ asynchronous tracked on it, is not: the object is only bytes of shared memory th
 Faults (each names the barrier, the thread and the state): use before init (or after
 inval); re-init of a barrier with arrivals pending in its current phase; an arrive beyond the
 pending count (over-arrival); a count outside 1 .. 2^20-1; a tx-count outside its range; a
-barrier address not 8-byte aligned or outside every shared allocation; and, from the
+barrier address not 8-byte aligned or outside every shared allocation; a parity waited for
+that is not 0 or 1 (a constant one is refused at compile time); and, from the
 scheduler, a deadlock: every unfinished thread waits and nothing can arrive. The deadlock
 report lists every blocked wait and leads with one whose barrier completed a phase no thread
 observed (:func:`_blocked`): a wait past a phase that came (a wrong parity), not the waits
@@ -60,6 +61,7 @@ import numpy as np
 
 from ...ir import nodes as ir
 from ...sim.calls import unknown_instruction
+from ...sim.faults import Fault
 from ...sim.memory import as_index
 from ...sim.shared import line_of
 from ...sim.strands import Blocked
@@ -190,7 +192,14 @@ def _wait(m, stmt, addr_f, parity_f, done, acquire: bool):
         m.span = span
         bars = _barriers(m)
         addr = _addresses(m, addr_f, idx)
-        parity = _values(parity_f, idx, 0) & 1
+        parity = _values(parity_f, idx, 0)
+        if parity.max() > 1:  # the ISA: "the valid values of phaseParity are 0 and 1"
+            k = int(np.flatnonzero(parity > 1)[0])
+            raise Fault(
+                f"the parity of the phase waited for is {int(parity[k])}, not 0 or 1",
+                int(idx[k]),
+                "pass the phase's parity, phase & 1 (a count of phases is not a parity)",
+            )
         m.shared.track_read(addr, 8, idx)
         ok = complete(bars, addr.tolist(), parity.tolist(), idx.tolist())
         if out is None:

@@ -312,11 +312,14 @@ class WgmmaState:
         """The operand rows' checks; returns the bytes they cover (unique)."""
         sh = self.m.shared
         t0 = int(tids[0])
-        operands = [("A (a-desc)", a_rows), ("B (b-desc)", b_rows)]
-        for what, rows in [(w, r) for w, r in operands if r is not None]:
-            flat = rows.ravel()
-            owners = np.full(flat.size, t0)
-            sh.check_rows(flat, owners, f"wgmma.mma_async {what}")
+        operands = [(w, r.ravel()) for w, r in (("A (a-desc)", a_rows), ("B (b-desc)", b_rows))
+                    if r is not None]  # fmt: skip
+        for what, flat in operands:
+            sh.check_rows(flat, np.full(flat.size, t0), f"wgmma.mma_async {what}")
+        chunks = np.concatenate([flat for _, flat in operands])
+        if sh.in_flight:  # a copy still on its way is the finding, not the bytes it has not
+            sh.check_pending(chunks, 16, np.full(chunks.size, t0), "reads")  # written yet
+        for what, flat in operands:
             ok = (sh.written64[(flat // 8)[:, None] + np.arange(2)] == ONES[8]).all(axis=1)
             if not ok.all():
                 raise Fault(
@@ -325,9 +328,6 @@ class WgmmaState:
                     t0,
                     "write the tile into shared memory (and synchronize) before the mma_async",
                 )
-        chunks = np.concatenate([r.ravel() for _, r in operands if r is not None])
-        if sh.in_flight:
-            sh.check_pending(chunks, 16, np.full(chunks.size, t0), "reads")
         reads = np.unique((chunks[:, None] + np.arange(16)).ravel())
         reps = tids[::32]  # one thread per warp: a writer must be ordered before every warp
         self.proxy.check_read(
