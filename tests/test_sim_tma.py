@@ -13,7 +13,6 @@ import tirx
 from tirx.errors import SimulationError
 
 from .helpers import define
-
 from .tma_kernels import (
     TMA,
     box_kernel,
