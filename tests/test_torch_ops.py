@@ -224,6 +224,23 @@ def test_scalars_are_operator_arguments():
     torch.library.opcheck(op, (x, 2.5))
 
 
+
+def test_a_factorys_scalar_with_a_default_may_be_left_out_or_named():
+    # torch leaves out a trailing argument equal to its schema default (always under
+    # torch.compile, even where the caller wrote it) and passes named ones by name
+    def factory(X, s: float = 2.0):
+        assert X.shape == (4, 32)
+        return scale_in_place
+
+    op = tirx.torch_op(factory, name="tirx_test::scale_default", outputs=["X"])
+    assert "float s=2." in str(torch.ops.tirx_test.scale_default.default._schema)
+    x = torch.randn(4, 32)
+    torch.testing.assert_close(op(x), x * 2.0)
+    torch.testing.assert_close(op(x, s=3.0), x * 3.0)
+    out, breaks, _ = _graph_breaks(lambda t: op(t, 2.0) + op(t, s=0.5), x)
+    assert breaks == 0
+    torch.testing.assert_close(out, x * 2.5)
+
 _RANK = textwrap.dedent(
     """
     import os, sys, torch, torch.distributed as dist

@@ -258,8 +258,17 @@ class _Plan:
         ret = "Tensor" if len(outs) == 1 else "(" + ", ".join(["Tensor"] * len(outs)) + ")"
         return f"({', '.join(args)}) -> {ret}"
 
-    def run(self, *args):
+    def complete(self, args, kwargs) -> tuple:
+        """The operator's inputs in order: torch leaves out a trailing argument equal to its
+        schema default (always under torch.compile) and may pass some by name."""
+        if len(args) == len(self.inputs) and not kwargs:
+            return args
+        values = {**self.defaults, **dict(zip(self.inputs, args)), **kwargs}
+        return tuple(values[n] for n in self.inputs)
+
+    def run(self, *args, **kwargs):
         """The real implementation: bind, compile for the device, allocate, launch."""
+        args = self.complete(args, kwargs)
         bound = self._bind(args)
         device = _device_of(args, self.inputs)
         exe = bound.exe(device)
@@ -286,8 +295,9 @@ class _Plan:
         result = tuple(outs[o] for o in bound.outputs)
         return result[0] if len(result) == 1 else result
 
-    def fake(self, *args):
+    def fake(self, *args, **kwargs):
         """The fake implementation: check inputs against the kernel, return empty outputs."""
+        args = self.complete(args, kwargs)
         bound = self._bind(args)
         ref = _first_tensor(args, self.inputs)
         _device_of(args, self.inputs)
