@@ -366,7 +366,6 @@ def test_waiting_for_a_constant_parity_deadlocks_in_the_second_phase(tmp_path):
         run_phases(phases(tmp_path, full_parity="0"))
 
 
-
 def test_a_run_time_parity_that_is_a_phase_count_is_a_fault(tmp_path):
     """The ISA's parity is 0 or 1; ``i`` (0, 1, 2, ...) passed unmasked is refused at the
     wait where it first reaches 2, as a constant 2 is at compile time."""

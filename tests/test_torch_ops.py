@@ -224,7 +224,6 @@ def test_scalars_are_operator_arguments():
     torch.library.opcheck(op, (x, 2.5))
 
 
-
 def test_a_factorys_scalar_with_a_default_may_be_left_out_or_named():
     # torch leaves out a trailing argument equal to its schema default (always under
     # torch.compile, even where the caller wrote it) and passes named ones by name
@@ -240,6 +239,7 @@ def test_a_factorys_scalar_with_a_default_may_be_left_out_or_named():
     out, breaks, _ = _graph_breaks(lambda t: op(t, 2.0) + op(t, s=0.5), x)
     assert breaks == 0
     torch.testing.assert_close(out, x * 2.5)
+
 
 _RANK = textwrap.dedent(
     """
