@@ -88,6 +88,33 @@ def test_vectorized_copy_is_one_vector_access_and_other_bodies_unroll():
     assert src.count("#pragma unroll") == 1  # the body that is not a plain copy
 
 
+REGISTER_VECTORS = """
+@T.function
+def kernel(A: T.Tensor((1024,), "float16"), B: T.Tensor((1024,), "float16")):
+    T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=128))
+    tid = T.cuda.thread_idx("x")
+    x = T.alloc_local((8,), "float16")
+    for v in T.vectorized(8):
+        x[v] = A[tid * 8 + v]
+    for v in T.vectorized(8):
+        B[tid * 8 + v] = x[v]
+"""
+
+
+def test_a_vectorized_copy_into_registers_and_out_is_one_vector_access_each(tmp_path):
+    kernel = define(REGISTER_VECTORS, tmp_path, "kernel")
+    a = (np.arange(1024) % 251).astype(np.float16)
+    b = np.zeros_like(a)
+    tirx.compile(kernel, "sim")(a, b)
+    assert _bits(b) == _bits(a)
+    exe = tirx.compile(kernel, "cuda -arch=sm_90")
+    assert exe.source.count("reinterpret_cast<uint4*>(&") == 2
+    ptx = {ln.split()[0] for ln in exe.ptx.splitlines() if ln.strip().startswith(("ld.", "st."))}
+    ptx.discard("ld.param.u64")  # the two tensor pointers
+    assert ptx == {"ld.global.nc.v4.u32", "st.global.v4.u32"}  # the array stays in registers
+    assert exe.stats["stack_bytes"] == 0 and exe.stats["spill_stores"] == 0
+
+
 def test_thread_helpers_fold_a_one_dimensional_block():
     """In a (128, 1, 1) block the linear thread id is threadIdx.x itself: no y or z terms."""
     from tirx.script.forms import thread_helper
@@ -455,3 +482,15 @@ def test_t_cast_misuse_names_its_arguments(tmp_path):
             "k",
         )
     assert caret_line(str(e.value)) == 'O[0] = T.Cast("float32")'
+
+
+@pytest.mark.gpu
+def test_gpu_vector_copies_through_registers(tmp_path):
+    import torch
+
+    kernel = define(REGISTER_VECTORS, tmp_path, "kernel")
+    a = torch.arange(1024, device="cuda").remainder(251).half()
+    b = torch.zeros_like(a)
+    tirx.compile(kernel, "cuda")(a, b)
+    torch.cuda.synchronize()
+    assert torch.equal(a, b)

@@ -1,6 +1,7 @@
 """The one ``T.vectorized`` loop shape that the GPU runs as a single vector access: a copy
-``dst[base + v] = src[base' + v]`` between shared or global tensors of one dtype
-(tirx/transform/vectorize.py has proved it aligned). The CUDA backend emits it as one vector
+``dst[base + v] = src[base' + v]`` between tensors of one dtype, shared, global or local (a
+register array, declared 16-byte aligned; tirx/transform/vectorize.py has proved the offsets
+aligned). The CUDA backend emits it as one vector
 load and store (tirx/backend/cuda/vector.py); the simulator's profile counts it as one access
 of ``nbytes`` per thread (tirx/sim/recorder.py). Any other vectorized body is element
 accesses on both."""
@@ -17,7 +18,8 @@ __all__ = ["VectorCopy", "vector_copy"]
 
 @dataclass(frozen=True)
 class VectorCopy:
-    """``dst[dst_index] = src[src_index]`` done as one access of ``nbytes`` bytes."""
+    """``dst[dst_index] = src[src_index]`` done as one access of ``nbytes`` bytes (a local
+    side is registers: one vector load into them, or one vector store from them)."""
 
     store: ir.Store
     load: ir.Load
@@ -32,8 +34,7 @@ def vector_copy(loop: ir.For) -> VectorCopy | None:
         return None
     ld = st.value
     n = int(loop.stop.value) - int(loop.start.value)
-    local = ir.Scope.LOCAL
-    if ld.dtype != st.dtype or local in (st.buffer.scope, ld.buffer.scope) or n == 1:
+    if ld.dtype != st.dtype or n == 1:
         return None
     key = structural_key(loop.var)
     for access in (st, ld):
