@@ -438,8 +438,8 @@ NAMED = [
      "    x = lane * 2\n"),
     ("walrus", "    x = (y := lane + 1) * 2\n", "walrus operator", "y := lane + 1", "line of its own",
      "    y = lane + 1\n    x = y * 2\n"),
-    ("starred-args", '    T.cuda.printf("%d %d\\n", *A.shape)\n', "a starred expression", "*A.shape",
-     "f(a, b)", '    T.cuda.printf("%d %d\\n", A.shape[0], A.shape[1])\n'),
+    ("starred-args", '    T.cuda.printf("%u %u\\n", *ar)\n', "a starred expression", "*ar",
+     "f(a, b)", '    T.cuda.printf("%u %u\\n", ar[0], ar[1])\n'),  # *A.shape (a tuple) spreads
     ("double-star", '    x = T.float32(**{"value": lane})\n', "a dict unpacked into a call",
      "**{", "by name", "    x = T.float32(value=lane)\n"),
     ("print", "    print(lane)\n", "the Python builtin print()", "print", "T.cuda.printf",

@@ -1045,7 +1045,7 @@ def test_misuse_is_refused_at_the_users_line(line, message, hint, twin, tmp_path
 ODD_CALLS = [
     'T.exp("a")', "T.exp(True)", "T.clz(2**70)", "T.infinity(ty=None)", "T.infinity(ty=123)",
     'T.max(X[i], "a")', "T.abs(-2**70)", "T.shift_left(1.5, 2)", "T.exp()",
-    'T.min_value(ty="bool")', 'T.max_value("float32", 1)', "T.exp(*[X[i]])", "T.exp(**{})",
+    'T.min_value(ty="bool")', 'T.max_value("float32", 1)', "T.exp(*X)", "T.exp(**{})",
     "T.clz(I)", "T.cuda.ffs_u32(X[i])", "T.cuda.float_as_uint(T.float64(1.0))",
     "T.cuda.uint_as_float(X[i])", "T.fma(1.0, 2.0, 3)", "T.ceildiv(7, 0)", "T.ceildiv(I[i], 0)",
     "T.bitwise_not(X[i])", "T.exp(X[0:2])", "T.round(I[i])", "T.truncdiv(X[i], 2)",

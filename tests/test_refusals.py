@@ -156,7 +156,7 @@ SNIPPETS = {
     "YieldFrom": ("    x = yield from range(3)\n", "yield from range(3)"),
     "JoinedStr": ("    T.cuda.printf(f'{lane}')\n", "f'{lane}'"),
     "FormattedValue": ("    T.cuda.printf(f'{lane}')\n", "f'{lane}'"),  # inside its f-string
-    "Starred": ("    T.cuda.printf('%d %d', *A.shape)\n", "*A.shape"),
+    "Starred": ("    T.cuda.printf('%d %d', *n)\n", "*n"),  # a compile-time tuple would spread
 }
 NOT_IN_A_PLAIN_DEF = {"Await", "AsyncFor", "AsyncWith"}
 NEWER = {"TypeAlias": (3, 12), "TryStar": (3, 11)}

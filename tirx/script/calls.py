@@ -22,7 +22,7 @@ from . import checks, expansion, forms, macros
 from . import tensor as tensor_ops
 from .addresses import element_address
 from .namespace import Intrinsic, PtxInstruction, ScalarType
-from .refusals import DOUBLE_STAR
+from .spread import spread
 from .values import VIEW_METHODS, compile_time_callable, is_number, is_static, kind_of
 
 __all__ = ["Calls"]
@@ -43,13 +43,7 @@ class Calls:
     """Call handling, mixed into the evaluator."""
 
     def call(self, node, name_hint=None):
-        for k in node.keywords:
-            if k.arg is None:  # f(**x)
-                raise TirxSyntaxError(
-                    f"{DOUBLE_STAR[0]} is not part of the kernel language",
-                    self.p.span(k),
-                    hint=DOUBLE_STAR[1],
-                )
+        node = spread(self, node)  # f(*xs), f(**kw) of compile-time values, written out
         fnode = node.func
         if isinstance(fnode, ast.Attribute):
             base = self.value(fnode.value)

@@ -16,6 +16,7 @@ import ast
 from ..errors import TirxError, TirxSyntaxError
 from .forms import dotted_name
 from .namespace import Intrinsic
+from .spread import origin
 
 __all__ = ["statement_position", "unwrap_evaluate"]
 
@@ -25,6 +26,7 @@ def statement_position(ev, key: str, node: ast.Call) -> bool:
     wrapped in ``T.evaluate``) or a whole right side; True when its value is dropped (an
     expression statement)."""
     stmt = getattr(ev.p, "statement", None)
+    node = origin(node)  # the call as written, where f(*xs) was spread
     if isinstance(stmt, (ast.Assign, ast.AnnAssign)) and stmt.value is node:
         return False
     if isinstance(stmt, ast.Expr) and unwrap_evaluate(ev, stmt.value) is node:

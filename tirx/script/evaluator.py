@@ -30,6 +30,7 @@ from .refusals import (
     refusal,
     undefined_name,
 )
+from .spread import spread
 from .values import VIEW_METHODS, is_number, is_static, kind_of
 
 __all__ = ["Evaluator"]
@@ -157,6 +158,7 @@ class Evaluator(Calls):
                 "loops iterate over range(...), T.serial(...) or T.unroll(...)",
                 self.p.span(node),
             )
+        node = spread(self, node)
         f = self.value(node.func)
         kind = ir.LoopKind.SERIAL
         if isinstance(f, Intrinsic) and f.key in ("serial", "unroll"):
@@ -199,6 +201,9 @@ class Evaluator(Calls):
             self.p.span(node),
             hint="kernel values are numbers and booleans (strings only as printf formats)",
         )
+
+    def ex_Spread(self, node):  # one item of f(*xs) or f(**kw): see tirx/script/spread.py
+        return node.value
 
     def ex_Name(self, node):
         try:

@@ -23,6 +23,7 @@ from ..dtypes import DType
 from ..errors import TirxSyntaxError
 from ..ir import nodes as ir
 from .namespace import FORM_KEYS, THREAD_HELPERS, Intrinsic, LetType
+from .spread import origin
 from .values import is_number, kind_of
 
 __all__ = [
@@ -152,11 +153,12 @@ def _tensor_store(ev, node: ast.Call, span):
     indices a list or tuple written in the call (``[i, j]``), one per dimension."""
     stmt = getattr(ev.p, "statement", None)
     outer = stmt.value if isinstance(stmt, ast.Expr) else None
-    wrapped = isinstance(outer, ast.Call) and outer.args == [node] and not outer.keywords
+    written = origin(node)  # the call as written, where f(*xs) was spread
+    wrapped = isinstance(outer, ast.Call) and outer.args == [written] and not outer.keywords
     if wrapped:  # only T.evaluate(T.tensor_store(...)) (a dotted name: evaluating it is pure)
         f = ev.value(outer.func) if dotted_name(outer.func) else None
         wrapped = isinstance(f, Intrinsic) and f.key == "evaluate"
-    if not (outer is node or wrapped):
+    if not (outer is written or wrapped):
         raise TirxSyntaxError(
             "T.tensor_store(...) is a statement of its own and has no value",
             span,

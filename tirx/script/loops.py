@@ -22,6 +22,7 @@ from ..ir.simplify import static_value
 from . import checks
 from .forms import dotted_name
 from .namespace import Intrinsic
+from .spread import spread
 
 __all__ = ["LOOP_KEYS", "loop_key", "for_form"]
 
@@ -69,6 +70,7 @@ def for_form(parser, node: ast.For, key: str):
 
 
 def _range_form(ev, call: ast.Call, key: str):
+    call = spread(ev, call)
     span = ev.p.span(call)
     allowed = {"step", "dtype"} | ({"unroll"} if key == "serial" else set())
     kw = {}
@@ -129,6 +131,7 @@ def _vector_extent(start: int, stop: int, step: int, span) -> None:
 
 
 def _grid_ranges(ev, call: ast.Call) -> list[tuple]:
+    call = spread(ev, call)
     span = ev.p.span(call)
     if not call.args:
         raise TirxSyntaxError("T.grid takes one extent per loop", span)
