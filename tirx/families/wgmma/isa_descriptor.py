@@ -55,7 +55,7 @@ from ...isa.operands import passed
 from ...isa.shared_rows import residue
 from ...layout.swizzle import ComposeLayout
 
-__all__ = ["Swizzle", "Descriptor", "derive", "encode", "FIELD_LIMIT"]
+__all__ = ["Swizzle", "Descriptor", "derive", "encode", "check_align", "mode_of", "FIELD_LIMIT"]
 
 FIELD_LIMIT = 1 << 14  # the 14-bit address and offset fields (units of 16 bytes)
 ROWS = 8  # rows of a core matrix
@@ -120,7 +120,7 @@ def encode(d: Descriptor) -> ir.Expr:
     return start | ir.Const(fields, ir.U64)
 
 
-def _mode_of(layout, ebytes: int, where: str) -> Swizzle:
+def mode_of(layout, ebytes: int, where: str) -> Swizzle:
     """The hardware mode whose swizzle is the layout's on every byte of its period."""
     if not isinstance(layout, ComposeLayout) or layout.swizzle_len == 0:
         return Swizzle.NONE
@@ -211,7 +211,7 @@ def derive(view: ir.View, where: str, trans_ok: bool = True) -> Descriptor:
 def _geometry(layout, eb: int, rows: int, cols: int, trans_ok: bool, where: str):
     """What the layout alone decides of a descriptor: ``(mode, origin, LBO, SBO,
     mn_major)``, every element checked against it (``origin``: the first element's offset)."""
-    mode = _mode_of(layout, eb, where)
+    mode = mode_of(layout, eb, where)
     tile = layout.tile_layout if isinstance(layout, ComposeLayout) else layout
     column = tile.column("m")
     origin = column[0]
@@ -275,16 +275,23 @@ def _geometry(layout, eb: int, rows: int, cols: int, trans_ok: bool, where: str)
     return mode, origin, lbo, sbo, mn_major
 
 
-def _check_start(where: str, buf: ir.Buffer, start, mode: Swizzle) -> None:
-    """The start is 16-byte aligned (the field drops 4 bits) and a swizzled buffer starts on
-    a pattern boundary (so the descriptor's base offset is 0)."""
+def check_align(where: str, buf: ir.Buffer, mode: Swizzle, span=None) -> None:
+    """A swizzled buffer starts on a pattern boundary (so the descriptor's base offset is 0):
+    its ``align=`` is at least the period (1024, 512 or 256 bytes; 16 without swizzle)."""
     need = max(mode.period, CHUNK)
     if buf.align < need:
         raise ContractError(
             f"{where}: {buf.name!r} is allocated with align={buf.align}, but a descriptor with "
             f"{mode.label} needs its tile to start on a {need}-byte boundary",
+            span,
             hint=f"allocate it with align={need}: T.alloc_shared(..., align={need})",
         )
+
+
+def _check_start(where: str, buf: ir.Buffer, start, mode: Swizzle) -> None:
+    """The start is 16-byte aligned (the field drops 4 bits) and a swizzled buffer starts on
+    a pattern boundary (:func:`check_align`)."""
+    check_align(where, buf, mode)
     rem = residue(start, CHUNK)
     if rem is None or rem:
         at = "an offset whose alignment cannot be proven" if rem is None else f"{rem} bytes past"

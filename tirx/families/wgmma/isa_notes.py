@@ -39,7 +39,15 @@ TIRx's helper: `desc` a local uint64 element, or its address `desc.ptr_to([0])`;
 a shared element, or `tile.ptr_to([r, c])`, whose address is the start; `ldo` and `sdo` the
 leading- and stride-dimension byte offsets in 16-byte units; `swizzle` 0 none, 1 32-byte, 2
 64-byte, 3 128-byte in the helper's numbering, which the descriptor's bits 62-63 hold as the
-ISA's 0 none, 1 128B, 2 64B, 3 32B).
+ISA's 0 none, 1 128B, 2 64B, 3 32B). Where `tile` was declared with a hardware swizzle (a
+`ComposeLayout`, as TMA's `swizzle=` fills it) and `swizzle` is a compile-time value, the
+helper is checked against that layout as the tile form is (a `ContractError` at its line):
+`swizzle` names the layout's mode (the hint gives the value to pass), the buffer's `align=` is
+at least that swizzle's period (1024, 512 or 256 bytes), and the start's row phase in the
+8-row pattern is 0 where it is known at compile time (`tile[r, c]` is the address after the
+swizzle, which the hardware swizzles again: a start inside the pattern reads the wrong
+chunks; the tile form passes the address before the swizzle). A run-time swizzle argument or
+start phase, or a buffer declared without a swizzle, is not checked.
 
 The tile form is the checked one:
 `T.cuda.tile.apply(T.ptx["wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16"], D, A, B,

@@ -10,6 +10,9 @@ byte offsets ``ldo`` and ``sdo`` in 16-byte units and ``swizzle`` numbered as th
 it: 0 none, 1 32-byte, 2 64-byte, 3 128-byte. The descriptor's bits 62-63 hold the ISA's own
 numbering (0 none, 1 128B, 2 64B, 3 32B), ``(4 - swizzle) % 4``; the base offset is 0. It is
 an ordinary store of an integer expression, so both targets run it as they run any other.
+Where ``addr``'s buffer was declared with a hardware swizzle and ``swizzle`` is a compile-time
+value, the call is checked against that layout (``_against_layout``: the mode, the buffer's
+alignment, the start's row phase; docs/wgmma.md, "Raw descriptors are checked ...").
 """
 
 from __future__ import annotations
@@ -17,9 +20,14 @@ from __future__ import annotations
 import ast
 import itertools
 
-from ...errors import TirxSyntaxError
+from ...errors import ContractError, TirxSyntaxError
 from ...ir import nodes as ir
 from ...ir.simplify import static_value
+from ...ir.simplify_index import simplify_index
+from ...isa.operands import passed
+from ...isa.shared_rows import residue
+from ...layout.swizzle import ComposeLayout
+from .isa_descriptor import Swizzle, check_align, mode_of
 
 __all__ = ["parse_call", "raw_operands", "encode_descriptor"]
 
@@ -62,11 +70,80 @@ def encode_descriptor(ev, node: ast.Call, span) -> None:
         _field(ev, n, name, hi)
         for n, name, hi in zip(field_nodes, ("ldo", "sdo", "swizzle"), (_FIELD, _FIELD, 3))
     )
+    _against_layout(ev, aview, aidx, swizzle, node)
     start = ir.ElemSharedAddress(aview, tuple(aidx))
     value = ir.cast((start & 0x3FFFF) >> 4, ir.U64)
     value = value | (ir.cast(ldo, ir.U64) & _FIELD) << 16 | (ir.cast(sdo, ir.U64) & _FIELD) << 32
     mode = ir.cast((4 - ir.cast(swizzle, ir.I32)) & 3, ir.U64)
     ev.b.emit(ir.ElemStore(dview, tuple(didx), value | mode << 62, span))
+
+
+# The helper's swizzle numbering (0 none, 1 32B, 2 64B, 3 128B) and the modes it names.
+_MODES = {0: Swizzle.NONE, 1: Swizzle.B32, 2: Swizzle.B64, 3: Swizzle.B128}
+_NUMBER = {mode: n for n, mode in _MODES.items()}
+
+
+def _against_layout(ev, view: ir.View, idx, swizzle, node: ast.Call) -> None:
+    """A raw descriptor of a shared buffer declared with a hardware swizzle (a
+    ``ComposeLayout``, as TMA's ``swizzle=`` fills it) holds that buffer as the tile form's
+    would: the same swizzle mode, the buffer aligned to its period, and a start whose row
+    phase is 0 (the address the helper takes is the element's, after the swizzle; the
+    hardware swizzles the addresses it computes from the start again). A ContractError at
+    the call where one of these is known at compile time to fail; nothing where it is not
+    known (a run-time swizzle argument or start) or the buffer is not swizzled."""
+    buf, number = view.buffer, static_value(swizzle)
+    if number not in _MODES or not isinstance(buf.layout, ComposeLayout):
+        return
+    try:
+        mode = passed(
+            ("raw descriptor mode", buf.layout, buf.dtype.bytes),
+            lambda: mode_of(buf.layout, buf.dtype.bytes, buf.name),
+        )
+    except ContractError:  # a swizzle no descriptor has: no mode to compare with
+        return
+    if mode is Swizzle.NONE:
+        return
+    span, where = ev.p.span(node), f"the descriptor of {_text(node.args[1], buf)}"
+    layout = buf.layout
+    if _MODES[number] is not mode:
+        raise ContractError(
+            f"{where}: {buf.name!r} is laid out with the {mode.label} (ComposeLayout("
+            f"{layout.per_element}, {layout.swizzle_len}, {layout.atom_len}, ...)), but the "
+            f"swizzle argument {number} says {_MODES[number].label}: the hardware would read "
+            "the tile through the wrong pattern",
+            span,
+            hint=f"pass swizzle {_NUMBER[mode]} (the helper's numbering: 0 none, 1 32-byte, "
+            f"2 64-byte, 3 128-byte): {_USE.replace('swizzle)', f'{_NUMBER[mode]})')}",
+        )
+    check_align(where, buf, mode, span)
+    # the row phase is known where the start's run-time parts move it by whole periods
+    known = residue(simplify_index(_tile_offset(view, idx) * view.dtype.bytes), mode.period)
+    phase = None if known is None else (known >> 7) & (mode.period // 128 - 1)
+    if phase:
+        raise ContractError(
+            f"{where}: the start is row {phase} of a {mode.row_bytes}-byte swizzle's 8-row "
+            f"pattern, where the swizzle moves the element; the descriptor takes its address "
+            "after the swizzle, and the hardware swizzles every address it computes from the "
+            "start again, so the rows would be read from the wrong 16-byte chunks",
+            span,
+            hint="start a raw descriptor on a row that is a multiple of 8 (where the swizzle "
+            "leaves the address as it is), or use the tile form, T.cuda.tile.apply(T.ptx["
+            '"wgmma..."], D, A, B), which passes the address before the swizzle',
+        )
+
+
+def _tile_offset(view: ir.View, idx):
+    """The element offset of ``view[idx]`` in its buffer before the swizzle."""
+    tile = view.layout.tile_layout if isinstance(view.layout, ComposeLayout) else view.layout
+    m = tile.apply(*idx, shape=view.shape).get("m", 0)
+    return ir.as_expr(view.elem_offset) + m
+
+
+def _text(node, buf) -> str:
+    try:
+        return ast.unparse(node)
+    except Exception:  # noqa: BLE001 - a spread argument (f(*xs)) has no source text
+        return f"an element of {buf.name!r}"
 
 
 def _field(ev, node, name: str, hi: int):
