@@ -6,10 +6,11 @@ from __future__ import annotations
 import re
 import textwrap
 
+import numpy as np
 import pytest
 
 import tirx
-from tirx.errors import ContractError, TirxError
+from tirx.errors import ContractError, SimulationError, TirxError
 from tirx.ir import nodes as ir
 
 from .helpers import PRELUDE, caret_line, define
@@ -332,3 +333,76 @@ def test_copy_runs_on_the_gpu(tmp_path):
     want = a.clone()
     want[:, 4:] = 0  # src_size=8: the last 8 bytes of each chunk are zero-filled
     assert torch.equal(out, want)
+
+
+# ----------------------------------------------------------------- messages of the simulator
+
+_LANDED = """
+@T.function
+def kernel(A: T.Tensor((64, 8), "float16"), Out: T.Tensor((64, 8), "float16")):
+    T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=64))
+    tid = T.cuda.thread_idx("x")
+    s = T.alloc_shared((64, 8), "float16", align=16)
+    T.cuda.tile.apply(T.ptx["cp.async.cg.shared.global"], s[tid, 0:8], A[tid, 0:8], scope="thread", chunk_bytes=16)
+{middle}
+    for j in range(8):
+        Out[tid, j] = s[63 - tid, j]
+"""
+
+
+def _line_of(text: str, needle: str) -> int:
+    return next(i for i, ln in enumerate(text.splitlines(), 1) if needle in ln)
+
+
+def _sim_fault(tmp_path, source: str, block: int = 64):
+    k = define(source, tmp_path, "kernel")
+    a = np.arange(block * 8, dtype=np.float16).reshape(block, 8)
+    with pytest.raises(SimulationError) as e:
+        tirx.compile(k, "sim")(a, np.zeros_like(a))
+    return e.value, PRELUDE + textwrap.dedent(source)
+
+
+def test_a_barrier_before_the_wait_is_named_and_moved_after_it(tmp_path):
+    """cp.async, commit, cta_sync, wait_group(0), then another thread's row: the bytes count as
+    written at the wait, so the race names the wait, and the hint the barrier before it."""
+    middle = (
+        '    T.ptx["cp.async.commit_group"]()\n    T.cuda.cta_sync()\n'
+        '    T.ptx["cp.async.wait_group"](0)'
+    )
+    err, text = _sim_fault(tmp_path, _LANDED.format(middle=middle))
+    copy, sync = _line_of(text, "tile.apply"), _line_of(text, "cta_sync")
+    wait, read = _line_of(text, "wait_group"), _line_of(text, "Out[tid, j]")
+    assert (
+        f"wrote at line {copy} (its cp.async, whose bytes count as written at its wait at "
+        f"line {wait}), with no barrier between that wait and line {read}" in err.message
+    )
+    assert f"the barrier at line {sync} comes before the wait at line {wait}" in err.hint
+    assert f"move the barrier after the wait (between line {wait} and line {read})" in err.hint
+    assert f"between line {copy} and line {read}" not in err.hint
+    # no barrier at all: the hint puts one after the wait, not after the copy
+    middle = '    T.ptx["cp.async.commit_group"]()\n    T.ptx["cp.async.wait_group"](0)'
+    err, text = _sim_fault(tmp_path, _LANDED.format(middle=middle))
+    wait, read = _line_of(text, "wait_group"), _line_of(text, "Out[tid, j]")
+    assert f"between line {wait} and line {read}" in err.hint, err.hint
+    # the barrier after the wait: no race
+    middle += "\n    T.cuda.cta_sync()"
+    k = define(_LANDED.format(middle=middle), tmp_path, "kernel")
+    a = np.arange(64 * 8, dtype=np.float16).reshape(64, 8)
+    out = np.zeros_like(a)
+    tirx.compile(k, "sim")(a, out)
+    assert np.array_equal(out, a[::-1])
+
+
+def test_a_copy_never_committed_says_to_commit_it(tmp_path):
+    middle = '    T.ptx["cp.async.wait_group"](0)'
+    err, text = _sim_fault(tmp_path, _LANDED.format(middle=middle))
+    copy = _line_of(text, "tile.apply")
+    assert "it was never committed to a group, so no wait_group covers it" in err.message
+    assert err.hint.startswith(
+        f'commit it: T.ptx["cp.async.commit_group"]() after the copy at line {copy}'
+    ), err.hint
+    assert "covering its commit group" not in err.hint
+    # a committed copy read before its wait keeps the wait_group hint
+    middle = '    T.ptx["cp.async.commit_group"]()'
+    err, _ = _sim_fault(tmp_path, _LANDED.format(middle=middle))
+    assert "never committed" not in err.message and "covering its commit group" in err.hint

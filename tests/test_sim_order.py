@@ -372,3 +372,52 @@ def test_accesses_record_each_slot_and_byte_as_pair_by_pair(monkeypatch):
         assert (getattr(fast, name) == getattr(merged, name)).all(), name
     assert sum(counts[(True, 1)]) == 0 and sum(counts[(False, 1)]) == 20  # kept as they are
     assert sum(counts[(True, 0)]) == 20  # lanes of one warp on one byte: merged
+
+
+# ------------------------------------------------------- races of one line with itself
+
+SAME_LINE = """
+@T.function
+def kernel(A: T.Tensor((128,), "float32"), Out: T.Tensor((1,), "float32")):
+    T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block={block}))
+    tid = T.cuda.thread_idx("x")
+    s = T.alloc_shared((128,), "float32")
+    s[tid] = A[tid]
+    {first}
+    T.cuda.cta_sync()
+{body}
+    if tid == 0:
+        Out[0] = s[0]
+"""
+
+
+def _same_line_fault(tmp_path, block: int, body: str, first: str = "s[tid + 64] = A[tid + 64]"):
+    k = define(SAME_LINE.format(block=block, body=body, first=first), tmp_path, "kernel")
+    with pytest.raises(SimulationError) as e:
+        tirx.compile(k, "sim")(np.arange(128, dtype=np.float32), np.zeros(1, np.float32))
+    return e.value
+
+
+def test_one_statement_reading_and_writing_an_array_says_read_sync_store(tmp_path):
+    """s[tid] = s[tid] + s[tid + 16] by the 32 lanes of a warp: lane 0 reads what lane 16
+    stores in the same statement; no barrier fits between line N and line N."""
+    body = "    s[tid] = s[tid] + s[tid + 16]"
+    err = _same_line_fault(tmp_path, 32, body, "s[tid + 32] = A[tid + 32]")
+    assert "read at line" in err.message and "between line" not in err.hint, err.hint
+    assert "Read into a variable, synchronize, then store" in err.hint
+    assert "T.cuda.warp_sync()" in err.hint  # the threads are of one warp
+
+
+def test_a_loop_missing_its_barrier_says_end_of_the_loop_body(tmp_path):
+    """A tree reduction whose loop lacks its barrier: thread 0 reads at the next level what
+    thread 32 wrote at this one, on the same line."""
+    body = (
+        "    for lvl in T.unroll(6):\n"
+        "        stride = 64 >> lvl\n"
+        "        if tid < stride:\n"
+        "            s[tid] = s[tid] + s[tid + stride]"
+    )
+    err = _same_line_fault(tmp_path, 128, body, "s[tid] = A[tid]")
+    assert "wrote at line" in err.message and "between line" not in err.hint, err.hint
+    assert "at the end of the loop body, outside any branch" in err.hint
+    assert "T.cuda.cta_sync()" in err.hint  # threads 0 and 32 are in different warps

@@ -27,7 +27,7 @@ from .faults import Fault
 from .memory import first, thread_name
 from .order import Order
 
-__all__ = ["Races", "line_of", "race_hint"]
+__all__ = ["Races", "landed_hint", "line_of", "race_hint", "same_statement_hint"]
 
 
 def line_of(span) -> str:
@@ -39,7 +39,10 @@ def race_hint(first, second, same_warp: bool, warpgroups: bool = False) -> str:
     """The fix for a race between the accesses at spans ``first`` (earlier) and ``second``;
     ``warpgroups``: the two threads are in different warpgroups, which may be warp roles that
     never reach one line together (a producer and a consumer)."""
-    where = f"between {line_of(first)} and {line_of(second)}"
+    if first is not None and second is not None and first.line == second.line:
+        where = f"between the two statements at {line_of(first)}"
+    else:
+        where = f"between {line_of(first)} and {line_of(second)}"
     if same_warp:
         return f"put T.cuda.cta_sync() (or T.cuda.warp_sync() within one warp) {where}"
     hint = (
@@ -53,6 +56,48 @@ def race_hint(first, second, same_warp: bool, warpgroups: bool = False) -> str:
             "the threads of both roles), or an mbarrier arrive and wait"
         )
     return hint
+
+
+def same_statement_hint(span, other_wrote: bool, same_warp: bool) -> str:
+    """The fix for a race of two accesses made by the statement at ``span`` (one execution of
+    it, or two): ``other_wrote``: the earlier access is another thread's write, which the
+    statement made in an earlier pass (a loop iteration, or another call of its macro: its
+    reads come before its store in one pass); else another thread's read of this pass, which
+    this thread's store of the same statement overwrites."""
+    sync = "T.cuda.warp_sync()" if same_warp else "T.cuda.cta_sync()"
+    if not same_warp:
+        sync += " (the threads are in different warps)"
+    if other_wrote:
+        return (
+            f"the write was made by an earlier pass over {line_of(span)} (an iteration of the "
+            f"loop around it, or an earlier call of the macro it is in): put {sync} at the end "
+            "of the loop body, outside any branch (every thread must reach it), so that each "
+            "iteration's writes are ordered before the next one's reads (between the calls, for "
+            "a macro)"
+        )
+    return (
+        f"the statement at {line_of(span)} reads the array and writes it, and another thread's "
+        "read of this byte is not ordered before this thread's store: no barrier can go inside "
+        f"one statement. Read into a variable, synchronize, then store (v = s[...]; {sync}; "
+        "s[...] = v)"
+    )
+
+
+def landed_hint(landing, here, same_warp: bool, warpgroups: bool) -> str:
+    """The fix for a race with the bytes of a cp.async that landed at a wait: ``landing`` is
+    ``(the wait's span, the span of the last CTA barrier between the copy and the wait, or
+    None)``."""
+    wait, barrier = landing
+    if barrier is not None:
+        return (
+            f"the barrier at {line_of(barrier)} comes before the wait at {line_of(wait)}, where "
+            "the copy's bytes count as written, so it does not order them: move the barrier "
+            f"after the wait (between {line_of(wait)} and {line_of(here)})"
+        )
+    return race_hint(wait, here, same_warp, warpgroups) + (
+        " (a cp.async's bytes count as written at the wait that completes it, so the barrier "
+        "goes after that wait)"
+    )
 
 
 class Races:
@@ -71,9 +116,12 @@ class Races:
         self.agent_written = 0  # bytes an agent wrote last (they outlive CTA barriers)
         self.hints: dict[int, str] = {}  # agent column -> how a thread observes its work
         self.scratch = np.zeros(size, dtype=np.int64)
+        self.barriers = 0  # CTA barriers passed in this block (a copy's landing names the last)
+        self.barrier_span = None  # the statement of the last one
 
     def reset(self) -> None:
         self.order.reset()
+        self.barriers, self.barrier_span = 0, None
         self.w_who.fill(-1)
         self.agent_written = 0
         self.readers.clear()
@@ -82,6 +130,8 @@ class Races:
     def barrier(self) -> None:
         """A CTA barrier: every thread's access so far is ordered before every thread; an
         agent's, when some thread had observed it before the barrier."""
+        self.barriers += 1
+        self.barrier_span = self.memory.where()
         self.order.cta_barrier()
         if self.agent_written:
             who = self.w_who
@@ -147,6 +197,7 @@ class Races:
         here, there = mem.where(), mem.sites[int(other_site)]
         same_warp = other_tid >= 0 and other_tid >> 5 == int(p[k]) >> 5
         warpgroups = other_tid >= 0 and other_tid >> 7 != int(p[k]) >> 7
+        landing = mem.landings.get(int(other_site))  # a cp.async's bytes landed at a wait
         later = None if when is None else self.order.released_after(other_tid, when)
         if later is not None:  # the writer released it afterwards: acquire that release
             did, acquire = later
@@ -159,6 +210,10 @@ class Races:
                     " (not T.cuda.cta_sync(): in one warp role's branch it is a barrier the "
                     "other role never reaches)"
                 )
+        elif landing is not None:
+            hint = landed_hint(landing, here, same_warp, warpgroups)
+        elif there is not None and there == here:  # one statement, in one pass or two
+            hint = same_statement_hint(here, when is not None, same_warp)
         else:
             hint = race_hint(there, here, same_warp, warpgroups)
         relaxed = mem.relaxed_span  # the arrive of a .relaxed cluster phase the block passed
@@ -168,9 +223,17 @@ class Races:
                 "them: that arrive is .relaxed, which orders none of the accesses before it "
                 "(arrive with release semantics, as T.cuda.cluster_sync() does)"
             )
+        if landing is not None:
+            there_text = (
+                f"at {line_of(there)} (its cp.async, whose bytes count as written at its wait "
+                f"at {line_of(landing[0])}), with no barrier between that wait and "
+                f"{line_of(here)}"
+            )
+        else:
+            there_text = f"at {line_of(there)} with no barrier in between"
         return Fault(
             f"shared-memory race: {thread_name(int(p[k]))} {verb} {mem.describe(int(b[k]))} at "
-            f"{line_of(here)}, which {other} at {line_of(there)} with no barrier in between",
+            f"{line_of(here)}, which {other} {there_text}",
             int(p[k]),
             hint,
         )

@@ -57,6 +57,12 @@ class SharedMemory:
         self.in_flight = 0  # bytes pending, to skip the check when there are none
         self.copy_kinds: dict = {}  # site -> (copy's name, how to wait), other than cp.async's
         self.issuers: dict = {}  # site -> the thread that issued the copy delivered last there
+        # the site of a cp.async's bytes landed by a wait (its span the copy's) -> (the wait's
+        # span, the last CTA barrier between the copy and the wait or None), for race reports
+        self.landings: dict = {}
+        # cp.async's: (thread, byte) -> whether that thread's copy pending there was never
+        # committed to a group (set by its unit; None: no cp.async yet)
+        self.never_committed = None
         # families' state that checks shared writes (an asynchronous reader's bytes in flight):
         # objects with shared_write(bytes, threads, record), called before every generic write
         self.observers: list = []
@@ -184,8 +190,19 @@ class SharedMemory:
         owner, who = int(pt[k]), int(p[k])
         copy_line = line_of(self.sites[int(self.pend_site[b[k]])])
         name, wait = self.copy_kinds.get(int(self.pend_site[b[k]]), ("cp.async", None))
+        never = self.never_committed
+        uncommitted = wait is None and never is not None and never(owner, int(b[k]))
+        commit = (
+            f'T.ptx["cp.async.commit_group"]() after the copy at {copy_line}, then '
+            'T.ptx["cp.async.wait_group"](n) covering that group (or T.ptx["cp.async.wait_all"]'
+            "(), which commits and waits)"
+        )
         if wait is not None:
             fix = wait
+        elif uncommitted and verb == "reads":
+            fix = "commit it: " + commit
+            if owner != who:
+                fix += ", then T.cuda.cta_sync(), before another thread reads it"
         elif verb == "reads":
             fix = (
                 'wait for the copy first: T.ptx["cp.async.wait_group"](n) (or wait_all) '
@@ -195,10 +212,17 @@ class SharedMemory:
                 fix += ", then T.cuda.cta_sync(), before another thread reads it"
         else:
             fix = "wait for the copy (and synchronize) before reusing its destination"
+            if uncommitted:
+                fix += "; the copy is in no commit group yet: " + commit
         raise Fault(
             f"{thread_name(who)} {verb} {self.describe(int(b[k]))} at {line_of(self.where())}, the "
             f"destination of the {name} at {copy_line} issued by {thread_name(owner)}, which has "
-            f"not completed",
+            f"not completed"
+            + (
+                ": it was never committed to a group, so no wait_group covers it"
+                if uncommitted
+                else ""
+            ),
             who,
             fix,
         )
@@ -218,16 +242,35 @@ class SharedMemory:
         self.in_flight -= int(np.count_nonzero(pending))
         self.pend_tid[b] = -1
 
-    def land_copy(self, addr: np.ndarray, data: np.ndarray, tids: np.ndarray, site: int):
+    def land_copy(self, addr: np.ndarray, data: np.ndarray, tids: np.ndarray, site: int,
+                  barriers: int | None = None):  # fmt: skip
         """Copies complete: ``data`` ``[n, size]`` lands at ``addr``, written by ``tids`` now
-        (so other threads need a barrier after this point), at the copy's line ``site``."""
+        (so other threads need a barrier after this point), at the copy's line ``site``, by
+        the wait now executing; ``barriers``: the count of CTA barriers when the copies were
+        issued (a race report names a barrier between the copy and the wait)."""
         size = data.shape[1]
         b, p = self.spread(addr, size, tids)
         self.generic_write(b, p)
         self.data[b] = data.ravel()
         self.written[b] = 0xFF
         self._landed(b)
-        self.races.set_writer(b, p, site)
+        self.races.set_writer(b, p, self._landing(site, barriers))
+
+    def _landing(self, site: int, barriers: int | None) -> int:
+        """The site of bytes the copy at ``site`` delivers at the wait now executing: the
+        copy's span, with the wait (and a barrier between them) kept in :attr:`landings`."""
+        wait = self.where()
+        if wait is None:  # no line to name: the copy's own
+            return site
+        races = self.races
+        barrier = races.barrier_span if barriers is not None and races.barriers > barriers else None
+        key = ("landed", site, wait, barrier)
+        sid = self._site_ids.get(key)
+        if sid is None:
+            sid = self._site_ids[key] = len(self.sites)
+            self.sites.append(self.sites[site])
+            self.landings[sid] = (wait, barrier)
+        return sid
 
     def land_async(self, b: np.ndarray, data: np.ndarray, agent: int, site: int, issuer,
                    proxy_write: bool) -> None:  # fmt: skip

@@ -72,6 +72,7 @@ class _Batch:
     dst: np.ndarray
     data: np.ndarray  # uint8 [n, cp_size]
     site: int
+    barriers: int  # the CTA barriers passed before the issue (race reports)
     group: np.ndarray = field(init=False)  # -1 until committed
 
     def __post_init__(self):
@@ -85,6 +86,16 @@ class AsyncCopies:
         self.m = machine
         self.committed = np.zeros(machine.T, dtype=np.int64)  # groups committed per thread
         self.batches: list[_Batch] = []
+        machine.shared.never_committed = self.never_committed
+
+    def never_committed(self, tid: int, byte: int) -> bool:
+        """Whether the copy of thread ``tid`` pending at shared byte ``byte`` is in no group."""
+        for b in self.batches:
+            size = b.data.shape[1]
+            hit = (b.tids == tid) & (b.dst <= byte) & (byte < b.dst + size)
+            if hit.any():
+                return bool(b.group[hit][0] < 0)
+        return False
 
     def reset(self) -> None:
         self.committed.fill(0)
@@ -93,7 +104,7 @@ class AsyncCopies:
     def issue(self, tids, dst, data) -> None:
         shared = self.m.shared
         shared.start_copy(dst, data.shape[1], tids)
-        self.batches.append(_Batch(tids.copy(), dst, data, shared.site()))
+        self.batches.append(_Batch(tids.copy(), dst, data, shared.site(), shared.races.barriers))
 
     def commit(self, idx: np.ndarray) -> np.ndarray:
         """Commit the uncommitted copies of threads ``idx``; returns their new group numbers."""
@@ -116,7 +127,7 @@ class AsyncCopies:
         for b in self.batches:
             done = (b.group >= 0) & (b.group < limit[b.tids])
             if done.any():
-                self.m.shared.land_copy(b.dst[done], b.data[done], b.tids[done], b.site)
+                self.m.shared.land_copy(b.dst[done], b.data[done], b.tids[done], b.site, b.barriers)
                 np.add.at(landed, b.tids[done], 1)
             _keep_pending(b, done, keep)
         self.batches = keep
