@@ -343,3 +343,56 @@ def test_a_wgmma_reading_a_box_that_has_not_landed_names_the_copy(tmp_path, tx):
         exe(at, bt, out)
     assert "'b_s'" in str(e.value) and "expect_tx" in e.value.hint
     assert "nothing wrote" not in str(e.value)
+
+
+# thread 0 (warp 0) produces one stage twice; warp 1 consumes it and frees it on `empty`
+WRONG_TX = """
+@T.function
+def kernel(A: T.Tensor((64, 64), "float16"), Out: T.Tensor((2,), "float32")):
+    T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=64))
+    s = T.alloc_shared((32, 64), "float16", layout=LAYOUT, align=1024)
+    full = T.alloc_shared((1,), "uint64")
+    empty = T.alloc_shared((1,), "uint64")
+    tid = T.cuda.thread_idx("x")
+    if tid == 0:
+        T.ptx["mbarrier.init.shared::cta.b64"](full[0], 1)
+        T.ptx["mbarrier.init.shared::cta.b64"](empty[0], 1)
+    T.cuda.cta_sync()
+    if tid < 32:
+        if tid == 0:
+            for k in range(2):
+                if k > 0:
+                    T.cuda.mbarrier_wait(empty[0], 0)
+                T.ptx["mbarrier.arrive.expect_tx.shared::cta.b64"](full[0], {nbytes})
+                T.cuda.tile.apply(T.ptx[TEXT], s[:, :], A[:, :], box=(32, 64), coords=(k * 32, 0), swizzle=3, mbar=full[0], scope="thread")
+    else:
+        for k in range(2):
+            T.cuda.mbarrier_wait(full[0], k % 2)
+            if tid == 32:
+                Out[k] = T.float32(s[0, 0])
+                T.ptx["mbarrier.arrive.shared::cta.b64"](empty[0])
+"""
+
+
+@pytest.mark.parametrize("nbytes, verdict", [(4094, "more"), (4098, "fewer")])
+def test_an_expect_tx_count_that_is_off_leads_the_deadlock_report(tmp_path, nbytes, verdict):
+    """The producer's empty wait and the consumer's full wait both block; the cause is full's
+    tx-count, armed with the wrong byte count: that barrier leads, naming the expect_tx."""
+    from tirx.layout import ComposeLayout, S, TileLayout
+
+    layout = ComposeLayout(3, 3, 3, TileLayout(S[(32, 64)]))
+    a = _matrix((64, 64), 3)
+    good = define(WRONG_TX.format(nbytes=4096), tmp_path, "kernel", LAYOUT=layout, TEXT=TMA)
+    out = np.zeros(2, np.float32)
+    tirx.compile(good, target="sim")(a, out)
+    assert list(out) == [float(a[0, 0]), float(a[32, 0])]
+    k = define(WRONG_TX.format(nbytes=nbytes), tmp_path, "kernel", LAYOUT=layout, TEXT=TMA)
+    with pytest.raises(SimulationError) as e:
+        tirx.compile(k, target="sim")(a, out)
+    msg, hint = e.value.message, e.value.hint
+    lead = msg.split("no arrive can come: ", 1)[1]
+    assert lead.startswith("mbarrier 'full'"), msg
+    assert f"it was armed for {nbytes} bytes by the expect_tx at line " in msg
+    assert "the copies that complete on it delivered 4096" in msg
+    assert f"{abs(nbytes - 4096)} bytes {verdict} than the expect_tx count" in hint, hint
+    assert "sum of the bytes of the boxes" in hint and f"(4096 here, not {nbytes})" in hint

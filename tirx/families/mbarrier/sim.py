@@ -46,8 +46,10 @@ pending count (over-arrival); a count outside 1 .. 2^20-1; a tx-count outside it
 barrier address not 8-byte aligned or outside every shared allocation; a parity waited for
 that is not 0 or 1 (a constant one is refused at compile time); and, from the
 scheduler, a deadlock: every unfinished thread waits and nothing can arrive. The deadlock
-report lists every blocked wait and leads with one whose barrier completed a phase no thread
-observed (:func:`_blocked`): a wait past a phase that came (a wrong parity), not the waits
+report lists every blocked wait and leads with one whose barrier has all of its phase's
+arrivals in but a tx-count off zero (the expect_tx count is not the bytes the copies
+deliver: it names the expect_tx lines, the bytes armed and the bytes delivered), then with
+one whose barrier completed a phase no thread observed (:func:`_blocked`): a wait past a phase that came (a wrong parity), not the waits
 that only wait for its thread to go on; after several such phases (the arriving threads ran
 rounds ahead), with the wait an arriving thread is blocked on, not the waiter's. An arrive keeps, for a race report, the wait that would
 order its thread's earlier accesses (``Order.release``'s ``how``).
@@ -209,7 +211,7 @@ def _wait(m, stmt, addr_f, parity_f, done, acquire: bool):
                 def describe(first=first):
                     tid = int(idx[first])
                     b = bars.get(int(addr[first]), tid)
-                    return _blocked(b, tid, int(parity[first]), span, "waits")
+                    return _blocked(b, tid, int(parity[first]), span, "waits", m.cluster)
 
                 def ready():
                     return complete(bars, addr.tolist(), parity.tolist(), idx.tolist()).all()
@@ -230,7 +232,7 @@ def _wait(m, stmt, addr_f, parity_f, done, acquire: bool):
                 first = int(np.flatnonzero(~ok)[0])
                 tid = int(idx[first])
                 b = bars.get(int(addr[first]), tid)
-                line = _blocked(b, tid, int(parity[first]), span, "tests (in a loop)")
+                line = _blocked(b, tid, int(parity[first]), span, "tests (in a loop)", m.cluster)
                 m.strands.yield_now(id(stmt), lambda: line)
                 m.span = span
         for a in np.unique(addr[ok]).tolist():
@@ -242,9 +244,10 @@ def _wait(m, stmt, addr_f, parity_f, done, acquire: bool):
     return run
 
 
-def _blocked(b, tid: int, parity: int, span, verb: str) -> Blocked:
+def _blocked(b, tid: int, parity: int, span, verb: str, cluster=None) -> Blocked:
     """The deadlock report's line of thread ``tid`` blocked on ``b`` for ``parity`` (the
-    current phase's: a wait for the other parity returns at once). ``lead`` ranks the waits to report first: phases of the barrier completed that no
+    current phase's: a wait for the other parity returns at once). ``lead`` ranks the waits to report first: a phase whose arrivals are all in but whose
+    tx-count is off zero (lead 3, :func:`_tx_mismatch`); phases of the barrier completed that no
     thread observed, so the wait is for a later round of arrivals than the one that came. One
     such phase (lead 2): the wait skipped it, a wrong parity (a consumer's). Several (lead 1):
     the arriving threads ran rounds ahead of the waiters (a wait of theirs that is missing or
@@ -256,6 +259,8 @@ def _blocked(b, tid: int, parity: int, span, verb: str) -> Blocked:
         f"mbarrier {b.name} at {line_of(span)}: thread {tid} (warp {tid // 32}, lane "
         f"{tid % 32}) {verb} for the phase of parity {parity}; the barrier is in {b.state()}"
     )
+    if not b.pending and b.tx:  # every arrival is in: the bytes do not match what was armed
+        return _tx_mismatch(b, tid, text, cluster is None)
     last, unseen = b.phase - 1, b.phase - 1 - b.observed  # completed phases nobody observed
     if last < 0 or unseen < 1:
         return Blocked(tid, text)
@@ -284,3 +289,36 @@ def _blocked(b, tid: int, parity: int, span, verb: str) -> Blocked:
         "i of a ring of stages, (i // stages) % 2)"
     )
     return Blocked(tid, text, hint, 2)
+
+
+def _tx_mismatch(b, tid: int, text: str, alone: bool) -> Blocked:
+    """The line of a wait on a phase whose arrivals are all in but whose tx-count is not zero:
+    the expect-tx operations armed other bytes than the copies completing on it delivered.
+    It leads the report (lead 3): the other waits wait for what this one's thread does next;
+    but for bytes still missing in a block of a cluster (``alone`` false) only as any wait
+    does: another block's multicast, whose producer is blocked, may be the one to bring them."""
+    armed = sum(tx for _, tx in b.armed)
+    spans = {s.line: s for s, _ in b.armed if s is not None}
+    lines = [line_of(spans[n]) for n in sorted(spans)]
+    by = f" by the expect_tx at {', '.join(lines)}" if lines else ""
+    text += (
+        f", and all of its arrivals are in: it was armed for {armed} bytes{by}, and the copies "
+        f"that complete on it delivered {b.delivered}"
+    )
+    if b.tx < 0:
+        why = f"{-b.tx} bytes more than the expect_tx count"
+        fix = "raise the count"
+    else:
+        why = f"{b.tx} bytes fewer than the expect_tx count"
+        fix = (
+            "lower the count, or issue the missing copy on this barrier (a multicast's ctaMask "
+            "must name each block that waits for the box)"
+        )
+    where = f" at {', '.join(lines)}" if lines else ""
+    hint = (
+        f"the copies completing on mbarrier {b.name} delivered {why} armed{where}, so its "
+        f"tx-count stays at {b.tx} and the phase never completes: the expect_tx count must be "
+        f"the sum of the bytes of the boxes that complete on the barrier ({b.delivered} here, "
+        f"not {armed}); {fix}"
+    )
+    return Blocked(tid, text, hint, 3 if alone or b.tx < 0 else 0)

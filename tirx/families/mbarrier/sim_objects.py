@@ -60,7 +60,7 @@ class _Barrier:
     __slots__ = (
         "name", "expected", "pending", "tx", "phase", "arrivers", "released", "seen",
         "landings", "agent", "deliveries", "observed", "remote", "seen_remote", "done_by",
-        "saw", "ran",
+        "saw", "ran", "armed", "delivered",
     )  # fmt: skip
 
     def __init__(self, name: str, count: int, agent: int):
@@ -84,6 +84,9 @@ class _Barrier:
         # themselves; an arrive for the next phase must come after it
         self.done_by = None
         self.saw: set[int] = set()
+        # this phase's expect-tx operations (span, bytes) and the bytes its copies completed
+        self.armed: list = []
+        self.delivered = 0
 
     def state(self) -> str:
         return (
@@ -222,6 +225,7 @@ class Barriers:
                 "expect at most 2^20-1 bytes in flight on one barrier: split the transfer",
             )
         b.tx += tx
+        b.armed.append((self.m.span, tx))
         self.changed()
         self.record(BarrierEvent.EXPECT_TX, b, (tid,))
         return b
@@ -276,6 +280,7 @@ class Barriers:
                 "at most 2^20-1 bytes may be in flight on one barrier: split the transfer",
             )
         b.tx -= tx
+        b.delivered += tx
         b.landings.append(land)
         self.changed()
         self.record(BarrierEvent.COMPLETE_TX, b, (tid,))
@@ -299,6 +304,7 @@ class Barriers:
         b.seen_remote, b.remote = b.remote, []
         b.phase += 1
         b.pending = b.expected
+        b.armed, b.delivered = [], 0
         self.record(BarrierEvent.COMPLETE, b, threads)
 
     def inval(self, addr: int, tid: int) -> None:
