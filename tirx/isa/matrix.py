@@ -69,8 +69,10 @@ def lower(contract: Contract, op: ir.TileOp) -> list[ir.Stmt]:
     load = _LOADS[contract.family]
     ri, si = (0, 1) if load else (1, 0)
     rspec, sspec = contract.operands[ri], contract.operands[si]
+    _check_register_buffer(contract, rspec, op.operands[ri], load)
     regs = operand_view(contract, rspec, op.operands[ri], None)
     shared = operand_view(contract, sspec, op.operands[si], None)
+    _check_trans(contract, sspec, shared, load)
     if regs.shape[:-3] != shared.shape[:-3]:
         raise ContractError(
             f"{contract.text}: the register and shared operands have different repeat shapes "
@@ -92,3 +94,61 @@ def lower(contract: Contract, op: ir.TileOp) -> list[ir.Stmt]:
         operands = (rv, addr) if load else (addr, rv)
         out.append(ir.PtxCall(contract.text, operands, op.span))
     return out
+
+
+# allocations whose elements a .b16 word would carry as bit pairs (not int32: registers of
+# packed 8-bit elements, as an int8 mma's fragments, may be declared int32 and loaded so)
+_WIDE = ("float32",)
+
+
+def _check_register_buffer(contract: Contract, spec: OperandSpec, v, load: bool):
+    """Refuse registers allocated as float32 elements (an accumulator, whatever the view's
+    dtype): the instruction moves 16-bit elements, two to a register, so a uint32 view of
+    them would move each value's bit pattern as a pair of 16-bit values (a wrong result,
+    not an error)."""
+    if not isinstance(v, ir.View) or v.buffer.scope is not ir.Scope.LOCAL:
+        return  # not registers: the operand checks name that
+    if v.buffer.dtype.name not in _WIDE:
+        return
+    where = f"{contract.text}: operand {spec.name}"
+    name, wide = v.buffer.name, v.buffer.dtype.name
+    op = contract.text.split(".", 1)[0]
+    if load:
+        fix = (
+            f'load into a float16/bfloat16 buffer (h = T.alloc_local(..., "float16"), passing '
+            f'h.view("uint32")), then convert it into {name} (T.cast(h[i], "{wide}"))'
+        )
+    else:
+        fix = (
+            f"convert {name} into a float16/bfloat16 buffer first (h = T.alloc_local(..., "
+            f'"float16"); h[i] = T.cast({name}[i], "float16")), then pass h.view("uint32")'
+        )
+    hint = f"{op} moves 16-bit elements (.b16), two to a 32-bit register: {fix}"
+    if v.dtype.name == "uint32":
+        raise ContractError(
+            f"{where} is a uint32 view of {wide} buffer {name!r}: its words would carry "
+            f"{wide} bit patterns as pairs of 16-bit elements",
+            hint=hint,
+        )
+    raise ContractError(
+        f"{where} must be viewed as uint32 (2 elements per word), got {v.dtype}", hint=hint
+    )
+
+
+def _check_trans(contract: Contract, spec: OperandSpec, shared: ir.View, load: bool):
+    """Refuse ``.trans`` on a shared tile of 8-bit elements: it transposes 16-bit elements, so
+    8-bit data would move as transposed byte pairs."""
+    if not contract.param("trans") or shared.buffer.dtype.bits != 8:
+        return
+    dtype = shared.buffer.dtype.name
+    how = (
+        "store 8-bit B as N×K (K-major) and load it without .trans"
+        if load
+        else "store the 8-bit tile without .trans (transpose it before, or store it K-major)"
+    )
+    raise ContractError(
+        f"{contract.text}: operand {spec.name}: .trans on {dtype} buffer "
+        f"{shared.buffer.name!r}: .trans transposes 16-bit elements, so {dtype} data would "
+        f"move as transposed byte pairs",
+        hint=f".trans transposes 16-bit elements; {how}",
+    )

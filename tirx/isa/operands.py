@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import functools
 import itertools
+import math
 
 from ..errors import ContractError
 from ..ir import nodes as ir
 from ..ir.simplify import static_value
-from .core import Contract, OperandSpec, Role
+from .core import Contract, Family, OperandSpec, Role
 from .shared_rows import RowCheck, check_rows
 
 __all__ = [
@@ -44,7 +45,8 @@ def operand_view(contract: Contract, spec: OperandSpec, v, nrep: int | None) -> 
     if len(v.shape) < want or tuple(v.shape[-want:]) != atom:
         unit = f" ({spec.element_dtype} elements)" if elements else ""
         raise ContractError(
-            f"{where} must have shape (*repeat, {', '.join(map(str, atom))}){unit}, got {v.shape}"
+            f"{where} must have shape (*repeat, {', '.join(map(str, atom))}){unit}, got {v.shape}",
+            hint=_merge_hint(contract, spec, atom, v.shape),
         )
     if nrep is not None and len(v.shape) - want != nrep:
         axes = ", ".join(spec.repeat_axes)
@@ -53,6 +55,28 @@ def operand_view(contract: Contract, spec: OperandSpec, v, nrep: int | None) -> 
             f"{atom} atom, got shape {v.shape}"
         )
     return v
+
+
+def _merge_hint(contract, spec: OperandSpec, atom: tuple[int, ...], shape) -> str | None:
+    """For a shape that splits the atom's first axis over several axes (``(2, 2, 8, 4)`` for
+    ``(4, 8, 4)``): view those axes as one."""
+    rest, shape = len(atom) - 1, tuple(shape)
+    if rest < 1 or shape[len(shape) - rest :] != atom[1:]:
+        return None
+    lead = shape[: len(shape) - rest]
+    for k in range(2, len(lead) + 1):
+        if math.prod(lead[-k:]) == atom[0]:
+            merged = (*lead[:-k], *atom)
+            axes = f"axes {lead[-k:]} as one axis of {atom[0]}"
+            if contract.family in (Family.LDMATRIX, Family.STMATRIX):
+                axes = f"the {atom[0]} matrices on one axis (not {lead[-k:]})"
+            if spec.role is Role.SHARED:
+                return f"view the operand with {axes}: shape {merged} (e.g. with .rearrange)"
+            return (
+                f"view the registers with {axes}, e.g. .view({', '.join(map(str, merged))}, "
+                f"layout=...), keeping the layout's iters (its shape may still split that axis)"
+            )
+    return None
 
 
 def element_atom(spec: OperandSpec) -> tuple[int, ...]:

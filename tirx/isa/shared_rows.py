@@ -284,7 +284,9 @@ def check_rows(view: ir.View, need: RowCheck) -> None:
                 layout.swizzle(base + m) if isinstance(layout, ComposeLayout) else base + m
                 for m in ms
             ]
-            _check_row(need, coord, addrs, addrs[0] % align, nbytes, swizzled)
+            rem = addrs[0] % align
+            pitch = _pitch_hint(view, need, (ms[0] - points[0]) * nbytes) if rem else None
+            _check_row(need, coord, addrs, rem, nbytes, swizzled, pitch)
             continue
         _check_row(need, coord, ms, None, nbytes, False)
         if start is not None:
@@ -292,7 +294,8 @@ def check_rows(view: ir.View, need: RowCheck) -> None:
         else:
             rem = residue(ir.as_expr(view.elem_offset) + ms[0], align)
         if rem is not None and rem:
-            _misaligned(need, coord, f"{rem * nbytes} bytes past a multiple of {align * nbytes}")
+            at = f"{rem * nbytes} bytes past a multiple of {align * nbytes}"
+            _misaligned(need, coord, at, _pitch_hint(view, need, (ms[0] - points[0]) * nbytes))
         if swizzled:
             unit = 1 << layout.per_element
             if rem is None:
@@ -311,7 +314,7 @@ def check_rows(view: ir.View, need: RowCheck) -> None:
                 )
 
 
-def _check_row(need, coord, addrs, rem, nbytes, swizzled):
+def _check_row(need, coord, addrs, rem, nbytes, swizzled, pitch=None):
     if addrs != list(range(addrs[0], addrs[0] + len(addrs))):
         shown = addrs if len(addrs) <= 8 else addrs[:8] + ["..."]
         raise ContractError(
@@ -320,14 +323,47 @@ def _check_row(need, coord, addrs, rem, nbytes, swizzled):
             hint=need.hint or f"each row must be {need.row_bytes} consecutive bytes",
         )
     if rem:
-        _misaligned(need, coord, f"byte {addrs[0] * nbytes}")
+        _misaligned(need, coord, f"byte {addrs[0] * nbytes}", pitch)
 
 
-def _misaligned(need, coord, at):
+def _misaligned(need, coord, at, pitch=None):
     raise ContractError(
         f"{need.where}: row {coord} starts at {at}, not a multiple of {need.align_bytes}",
-        hint=f"rows must be {need.align_bytes}-byte aligned: move the region start by whole "
+        hint=pitch
+        or f"rows must be {need.align_bytes}-byte aligned: move the region start by whole "
         f"rows or align the allocation (align={max(need.align_bytes, 16)})",
+    )
+
+
+def _pitch_hint(view: ir.View, need: RowCheck, delta: int) -> str | None:
+    """The hint for a row ``delta`` bytes from the view's first row that no start can align
+    (``delta`` not a multiple of the alignment): the row pitch must be padded. Names the
+    allocation's own row pitch where that is what is off (its rows padded to a multiple of the
+    alignment), else the step between the two rows; None where ``delta`` is aligned (the
+    region start is what is off)."""
+    align = need.align_bytes
+    if delta % align == 0:
+        return None
+    buf = view.buffer
+    if len(buf.shape) >= 2 and buf.shape[-2] > 1:
+        tile = buf.layout.tile_layout if isinstance(buf.layout, ComposeLayout) else buf.layout
+        zero = (0,) * len(buf.shape)
+        one = (*zero[:-2], 1, 0)
+        m = tile.apply(*one, shape=buf.shape).get("m", 0)
+        pitch = (m - tile.apply(*zero, shape=buf.shape).get("m", 0)) * buf.dtype.bytes
+        if pitch % align:
+            size = buf.dtype.bytes
+            example = ""
+            if pitch == buf.shape[-1] * size:  # row-major: pad the last axis
+                last = -(-pitch // align) * align // size
+                example = f" (e.g. allocate it as {(*buf.shape[:-1], last)})"
+            return (
+                f"the row pitch of {buf.name!r} ({pitch} bytes) must be a multiple of {align}: "
+                f"no region start aligns every row; pad the rows{example}"
+            )
+    return (
+        f"rows of the view are {abs(delta)} bytes apart, not a multiple of {align}: the row "
+        f"pitch must be a multiple of {align} bytes; pad the rows"
     )
 
 

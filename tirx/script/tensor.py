@@ -53,7 +53,7 @@ def make_buffer(
         layout = default_layout(shape)
     elif not isinstance(layout, (TileLayout, ComposeLayout)):
         raise TirxSyntaxError(f"layout must be a TileLayout or ComposeLayout, got {layout!r}")
-    _check_layout_size(layout, shape)
+    _check_layout_size(layout, shape, dtype, scope is Scope.LOCAL)
     _check_lowest(layout, 0, name)
     _check_thread_range(layout)
     if scope is not Scope.LOCAL and _thread_axes(layout):
@@ -103,7 +103,7 @@ def view_shape(v: View, shape, layout=None) -> View:
         return View(v.buffer, v.dtype, shape, v.layout, v.elem_offset, v.name)
     if not isinstance(layout, (TileLayout, ComposeLayout)):
         raise TirxSyntaxError(f"layout= must be a TileLayout or ComposeLayout, got {layout!r}")
-    _check_layout_size(layout, shape)
+    _check_layout_size(layout, shape, v.dtype, v.buffer.scope is Scope.LOCAL)
     _check_thread_range(layout)
     threads = _thread_axes(layout)
     if threads and v.buffer.scope is not Scope.LOCAL:
@@ -343,11 +343,20 @@ def _check_swizzle_unit(layout, r: int, old: DType, new: DType) -> None:
     raise err.with_definition(built_definition(built_at(layout)))
 
 
-def _check_layout_size(layout, shape):
-    if int(layout.size()) != math.prod(shape):
+def _check_layout_size(layout, shape, dtype: DType | None = None, registers=False):
+    size, want = int(layout.size()), math.prod(shape)
+    if size != want:
+        hint = None
+        if registers and dtype is not None and dtype.bits == 8 and want in (2 * size, 4 * size):
+            # an 8-bit element view written with the 16-bit habit (.unpack(2)), or of words
+            habit = ", not 2 as 16-bit elements do" if want == 2 * size else ""
+            hint = (
+                f"{dtype} elements (s8/u8) pack 4 to a 32-bit register{habit}: the element "
+                f"layout of the registers' word layout is word_layout.unpack(4)"
+            )
         raise LayoutError(
-            f"layout {layout!r} describes {layout.size()} elements but the shape {tuple(shape)} "
-            f"has {math.prod(shape)}"
+            f"layout {layout!r} describes {size} elements but the shape {tuple(shape)} has {want}",
+            hint=hint,
         )
 
 

@@ -143,10 +143,20 @@ def _cta_reduce(ev, key, name, node, dropped):
     warps = threads // 32
     if not isinstance(num_warps, int) or isinstance(num_warps, bool):
         raise TirxSyntaxError("num_warps must be a compile-time int", ev.p.span(nw))
-    if threads % 32 or num_warps != warps or num_warps & (num_warps - 1):
+    if threads % 32:
+        rule = f"the block has {threads} threads, not a whole number of warps"
+    elif num_warps != warps:
+        rule = f"num_warps is {num_warps}, but the block has {threads} threads ({warps} warps)"
+    elif num_warps < 1 or num_warps & (num_warps - 1):
+        rule = (
+            f"num_warps is {num_warps} (the block's {threads} threads), not a power of two: "
+            f"the reduction needs a power-of-two number of warps"
+        )
+    else:
+        rule = None
+    if rule:
         raise TirxSyntaxError(
-            f"T.{key}: num_warps is {num_warps}, but the block has {threads} threads"
-            + (f" ({warps} warps)" if threads % 32 == 0 else " (not whole warps)"),
+            f"T.{key}: {rule}",
             ev.p.span(nw),
             hint="every thread of the CTA takes part: launch a power-of-two number of whole "
             "warps (32 to 1024 threads) and pass num_warps = threads // 32",

@@ -237,8 +237,13 @@ def _check_box(where, layout, ms, base: int, box, nbytes: int, swizzle: int) -> 
     # tens of thousands)
     gots = layout.swizzle_ints(ms) if isinstance(layout, ComposeLayout) else ms
     wants = _byte_offsets(len(ms), nbytes, swizzle)
-    if [g * nbytes - base for g in gots] == wants:
+    image = [g * nbytes - base for g in gots]
+    if image == wants:
         return
+    # the tile may be laid out as another mode's box image: name that mode
+    other = next(
+        (s for s in range(4) if s != swizzle and image == _byte_offsets(len(ms), nbytes, s)), None
+    )
     for f, (got, want) in enumerate(zip(gots, wants)):  # the first element out of place
         want += base
         if got * nbytes != want:
@@ -251,6 +256,8 @@ def _check_box(where, layout, ms, base: int, box, nbytes: int, swizzle: int) -> 
                 if swizzle
                 else "without a swizzle the tile is the dense row-major box (the default layout)"
             )
+            if other is not None:
+                fix = f"the tile's layout is the box image of swizzle={other}: pass swizzle={other}"
             raise ContractError(
                 f"{where}: element {coord} is at {detail}"
                 + (f" (swizzle={swizzle})" if swizzle else ""),

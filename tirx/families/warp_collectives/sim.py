@@ -39,6 +39,17 @@ _HINT = (
     "mask must execute the same call: use 0xffffffff where the whole warp is converged, or "
     "__activemask() / a mask of the lanes that take the branch"
 )
+# warp_reduce / warp_sum / warp_max / warp_min take no mask: the whole warp must call them
+_REDUCE_HINT = (
+    "{what} has no mask: every lane of the warp must execute it: call it where the whole warp "
+    "is converged (outside the branch), giving the lanes that should not contribute the "
+    "neutral value ({neutral})"
+)
+_NEUTRAL = {
+    "warp_sum": "0 for a sum",
+    "warp_max": "-inf, or the type's lowest value, for a max",
+    "warp_min": "+inf, or the type's highest value, for a min",
+}
 _LANES = np.arange(32, dtype=np.int64)
 
 
@@ -85,9 +96,9 @@ class _Group:
         out[self.idx] = v
         return out
 
-    def members(self, masks, what: str) -> np.ndarray:
+    def members(self, masks, what: str, hint: str = _HINT) -> np.ndarray:
         """(callers, 32): the lanes of each caller's mask that the block has, after checking
-        the mask rules of the module doc."""
+        the mask rules of the module doc (``hint`` goes with a broken rule)."""
         masks = np.broadcast_to(np.asarray(masks).astype(np.uint32), self.idx.shape)
         m64 = masks.astype(np.int64)
         own = (m64 >> self.lane) & 1
@@ -96,7 +107,7 @@ class _Group:
             raise Fault(
                 f"lane {self.lane[k]} executes {what} but is not in its mask {int(masks[k]):#010x}",
                 self.idx[k],
-                _HINT,
+                hint,
             )
         named = ((m64[:, None] >> _LANES[None, :]) & 1).astype(bool) & self.exists
         same = self.active[self.safe] & (self.spread(masks)[self.safe] == masks[:, None])
@@ -115,7 +126,7 @@ class _Group:
                     f"lanes {lane} and {j} execute {what} together with different masks "
                     f"({mask:#010x} and {other:#010x})"
                 )
-            raise Fault(msg, self.idx[r], _HINT)
+            raise Fault(msg, self.idx[r], hint)
         return named
 
 
@@ -226,6 +237,7 @@ class _WarpOps:
         width = int(e.width.value)
         f_value = self.compile(e.value)
         ct = compute_type(d)
+        hint = _REDUCE_HINT.format(what=what, neutral=_NEUTRAL[what])
 
         def combine(a, b):
             if op is WarpOp.SUM:
@@ -236,7 +248,7 @@ class _WarpOps:
 
         def run(idx):
             g = _Group(m, idx)
-            g.members(np.uint32(0xFFFFFFFF), what)
+            g.members(np.uint32(0xFFFFFFFF), what, hint)
             val = np.array(np.broadcast_to(f_value(idx), idx.shape), dtype=ct)
             offset = width // 2
             while offset:  # the butterfly: offsets width/2, ..., 2, 1
