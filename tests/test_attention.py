@@ -88,6 +88,20 @@ def test_a_batch_too_large_for_one_launch_runs_in_several(monkeypatch, limit):
     assert attention_executable(q, k, v, causal=True).lowered.params[0].shape[0] == 2
 
 
+def _tirx_and_float64_grads(q, k, v, causal, o_weight, lse_weight):
+    """The gradients through flash_attention, and through the float64 reference."""
+
+    def tirx_attention(q, k, v, causal):
+        return flash_attention(q, k, v, causal=causal, return_lse=True)
+
+    def float64(q, k, v, causal):
+        return reference(q.double(), k.double(), v.double(), causal)[:2]
+
+    got = _grads(q, k, v, causal, o_weight, lse_weight, tirx_attention)
+    want = _grads(q.double(), k.double(), v.double(), causal, o_weight, lse_weight, float64)
+    return got, want
+
+
 def _grads(q, k, v, causal, o_weight, lse_weight, fn):
     """dq, dk, dv of ``sum(o · o_weight) + sum(lse · lse_weight)`` through ``fn``."""
     leaves = [t.detach().clone().requires_grad_() for t in (q, k, v)]
@@ -110,14 +124,7 @@ def test_gradients_reach_q_k_v_and_match_float64(shape, causal, use_lse):
     o_weight = torch.randn(q.shape, generator=gen).half().double()
     lse_weight = torch.randn(q.shape[:3], generator=gen).double() if use_lse else None
 
-    def tirx_attention(q, k, v, causal):
-        return flash_attention(q, k, v, causal=causal, return_lse=True)
-
-    def float64(q, k, v, causal):
-        return reference(q.double(), k.double(), v.double(), causal)[:2]
-
-    got = _grads(q, k, v, causal, o_weight, lse_weight, tirx_attention)
-    want = _grads(q.double(), k.double(), v.double(), causal, o_weight, lse_weight, float64)
+    got, want = _tirx_and_float64_grads(q, k, v, causal, o_weight, lse_weight)
     for name, g, w in zip(("dq", "dk", "dv"), got, want):
         assert g.dtype == F16 and g.shape == w.shape, name
         # torch's float32 arithmetic, then one rounding to float16
@@ -245,14 +252,7 @@ def test_gpu_gradients_match_float64(dtype, use_lse):
         torch.randn(q.shape[:3], generator=gen, device="cuda").double() if use_lse else None
     )
 
-    def tirx_attention(q, k, v, causal):
-        return flash_attention(q, k, v, causal=causal, return_lse=True)
-
-    def float64(q, k, v, causal):
-        return reference(q.double(), k.double(), v.double(), causal)[:2]
-
-    got = _grads(q, k, v, True, o_weight, lse_weight, tirx_attention)
-    want = _grads(q.double(), k.double(), v.double(), True, o_weight, lse_weight, float64)
+    got, want = _tirx_and_float64_grads(q, k, v, True, o_weight, lse_weight)
     for name, g, w in zip(("dq", "dk", "dv"), got, want):
         assert g.dtype == dtype and g.is_cuda, name
         # SDPA's backward on the GPU (float32 sums of 16-bit products), or float32 throughout
