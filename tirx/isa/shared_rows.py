@@ -347,10 +347,13 @@ def _pitch_hint(view: ir.View, need: RowCheck, delta: int) -> str | None:
     buf = view.buffer
     if len(buf.shape) >= 2 and buf.shape[-2] > 1:
         tile = buf.layout.tile_layout if isinstance(buf.layout, ComposeLayout) else buf.layout
-        zero = (0,) * len(buf.shape)
-        one = (*zero[:-2], 1, 0)
-        m = tile.apply(*one, shape=buf.shape).get("m", 0)
-        pitch = (m - tile.apply(*zero, shape=buf.shape).get("m", 0)) * buf.dtype.bytes
+        if tile is None:  # no layout: row-major
+            pitch = buf.shape[-1] * buf.dtype.bytes
+        else:
+            zero = (0,) * len(buf.shape)
+            one = (*zero[:-2], 1, 0)
+            m = tile.apply(*one, shape=buf.shape).get("m", 0)
+            pitch = (m - tile.apply(*zero, shape=buf.shape).get("m", 0)) * buf.dtype.bytes
         if pitch % align:
             size = buf.dtype.bytes
             example = ""
