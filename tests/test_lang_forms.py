@@ -335,6 +335,49 @@ def test_an_error_inside_a_macro_points_at_the_macro_line_and_names_the_call(exp
     tirx.compile(define(twin, tmp_path, "k"), target="sim")
 
 
+NESTED_MACROS = """
+@T.macro
+def step(dst, src, tid):
+    dst[tid] = src[(tid + 32) % 64] + 1.0
+
+@T.macro
+def twice(s, t, tid):
+    step(t, s, tid)
+    {between}
+    step(s, t, tid)
+
+@T.function
+def kernel(A: T.Tensor((64,), "float32"), Out: T.Tensor((64,), "float32")):
+    T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=64))
+    tid = T.cuda.thread_idx("x")
+    s = T.alloc_shared((64,), "float32")
+    t = T.alloc_shared((64,), "float32")
+    s[tid] = A[tid]
+    T.cuda.cta_sync()
+    twice(s, t, tid)
+    Out[tid] = s[tid]
+"""
+
+
+def test_a_run_time_fault_in_a_macro_names_its_calls_innermost_first(tmp_path):
+    """A race found by the simulator in a macro's body shows the body's line, then each call
+    that reached it, as an error found while expanding the macro does."""
+    kernel = define(NESTED_MACROS.format(between="pass"), tmp_path, "kernel")
+    a = np.arange(64, dtype=np.float32)
+    with pytest.raises(tirx.SimulationError, match="shared-memory race") as info:
+        tirx.compile(kernel, "sim")(a, np.zeros_like(a))
+    msg = str(info.value)
+    assert caret_line(msg).startswith("dst[tid] = src[")
+    inner, outer = msg.index("in the macro 'step', called here"), msg.index("in the macro 'twice'")
+    assert inner < outer and "step(s, t, tid)" in msg[inner:outer]  # the second call
+    assert "twice(s, t, tid)" in msg[outer:]
+    assert info.value.span.called[0] == "step"
+    fixed = define(NESTED_MACROS.format(between="T.cuda.cta_sync()"), tmp_path, "kernel")
+    out = np.zeros_like(a)
+    tirx.compile(fixed, "sim")(a, out)
+    np.testing.assert_array_equal(out, a + 2.0)
+
+
 def test_a_return_inside_a_macro_branch_is_refused(tmp_path):
     pre = "\n@T.macro\ndef pick(i):\n    if i > 2:\n        return 1\n    return 0\n"
     with pytest.raises(tirx.TirxSyntaxError) as info:

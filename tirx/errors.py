@@ -10,6 +10,7 @@ from __future__ import annotations
 import ast
 import linecache
 import sys
+from dataclasses import field as _field
 
 from .frozen import Frozen, frozen
 
@@ -40,6 +41,17 @@ class Span(Frozen):
     line: int
     col: int = 0
     end_col: int | None = None
+    # where a macro's body was expanded: (the macro's name, the call's Span), or None; not part
+    # of equality (a line is one place whichever call reached it)
+    called: tuple | None = _field(default=None, compare=False, repr=False)
+
+    def macro_calls(self) -> list[tuple[str, Span]]:
+        """The macro calls that reached this place, innermost first."""
+        out, span = [], self
+        while span.called is not None:
+            out.append(span.called)
+            span = span.called[1]
+        return out
 
     def __str__(self) -> str:
         return f"{self.file}:{self.line}:{self.col + 1}"
@@ -130,7 +142,13 @@ class TirxError(Exception):
         if self.definition is not None:
             parts.append("the layout was defined here:")
             parts.append(render_location(self.definition))
-        for what, where in self.context:
+        context = self.context
+        if not context and self.span is not None and self.span.called is not None:
+            # found after the macro's expansion (lowering, the simulator): its calls, innermost
+            # first, as an error raised while expanding it shows them
+            calls = self.span.macro_calls()
+            context = tuple((f"in the macro {name!r}, called here:", at) for name, at in calls)
+        for what, where in context:
             parts += [what, render_location(where)]
         if self.hint:
             parts.append(f"hint: {self.hint}")

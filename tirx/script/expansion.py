@@ -61,7 +61,7 @@ def expand(ev, m: Macro, node: ast.Call):
     if body and is_docstring(body[0]):
         body = body[1:]
     result = body.pop() if body and isinstance(body[-1], ast.Return) else None
-    saved = (p.filename, p.scope, p.free_names, b.mutable_names, b.base, b.loop_depth)
+    saved = (p.filename, p.scope, p.free_names, b.mutable_names, b.base, b.loop_depth, p.called)
     p.filename = m.function.__code__.co_filename
     p.scope = m.scope() if scope is None else scope
     p.free_names = {}  # the macro's own names, resolved in its scope: logged per macro below
@@ -70,6 +70,7 @@ def expand(ev, m: Macro, node: ast.Call):
     b.base = len(b.frames) - 1
     b.loop_depth = 0
     p.expanding.append(m)
+    p.called = (m.__name__, call_span)  # the body's spans name the call (run-time reports)
     try:
         p.block(body)
         value = None
@@ -87,7 +88,7 @@ def expand(ev, m: Macro, node: ast.Call):
         # every expansion's names, for the front-end cache (see Parser.macro_names)
         p.macro_names.setdefault(id(m), (m, {}))[1].update(p.free_names)
         b.frames.pop()
-        p.filename, p.scope, p.free_names, b.mutable_names, b.base, b.loop_depth = saved
+        p.filename, p.scope, p.free_names, b.mutable_names, b.base, b.loop_depth, p.called = saved
     return value
 
 

@@ -43,10 +43,11 @@ class Parser:
         self.macro_names: dict[int, tuple] = {}
         self.macro_snapshots: dict[int, tuple] = {}
         self.expanding: list = []  # the macros being expanded, outermost first
+        self.called = None  # (macro name, call Span) of the innermost expansion: spans keep it
 
     def span(self, node) -> Span:
         end = node.end_col_offset if getattr(node, "end_lineno", None) == node.lineno else None
-        return Span(self.filename, node.lineno, node.col_offset, end)
+        return Span(self.filename, node.lineno, node.col_offset, end, self.called)
 
     def parse(self, fdef: ast.FunctionDef) -> ir.Function:
         b = FunctionBuilder(fdef.name, self.span(fdef))
