@@ -537,3 +537,29 @@ def test_gpu_vector_copies_through_registers(tmp_path):
     tirx.compile(kernel, "cuda")(a, b)
     torch.cuda.synchronize()
     assert torch.equal(a, b)
+
+
+MACRO_CONTRACT = """
+BAD = TileLayout(S[(4, 8, 4) : (1, 1 @ laneid, 8 @ laneid)])
+
+@T.macro
+def load(ar, a):
+    T.cuda.tile.apply(T.ptx["ldmatrix.sync.aligned.m8n8.x4.shared.b16"],
+        ar.view(4, 8, 4, layout=BAD),
+        a.view("uint32").rearrange("(g r) (c w) -> (c g) r w", g=2, c=2, w=4), scope="warp")
+
+@T.function
+def k(A: T.Tensor((16, 16), "float16")):
+    T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=32))
+    a = T.alloc_shared((16, 16), "float16", layout="default", align=16)
+    ar = T.alloc_local((4,), "uint32")
+    load(ar, a)
+"""
+
+
+def test_a_contract_error_at_lowering_in_a_macro_names_the_call(tmp_path):
+    kernel = define(MACRO_CONTRACT, tmp_path, "k")
+    with pytest.raises(tirx.ContractError) as info:
+        tirx.compile(kernel, "sim")
+    msg = str(info.value)
+    assert "in the macro 'load', called here" in msg and "load(ar, a)" in msg
