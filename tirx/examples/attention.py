@@ -172,7 +172,9 @@ def attention_backward(q, k, v, do, dlse=None, causal=False, scale=None):
             o = torch.softmax(s, -1) @ vw
             pairs = [(o, do), (torch.logsumexp(s, -1), dlse)]
             outputs, grads = zip(*((out, g.to(work)) for out, g in pairs if g is not None))
-        dq, dk, dv = torch.autograd.grad(outputs, leaves, grads)
+        # lse alone does not depend on v: its gradient is zero there
+        got = torch.autograd.grad(outputs, leaves, grads, allow_unused=True)
+    dq, dk, dv = (torch.zeros_like(t) if g is None else g for g, t in zip(got, leaves))
     return dq.to(q.dtype), dk.to(k.dtype), dv.to(v.dtype)
 
 
