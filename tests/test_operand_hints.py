@@ -314,3 +314,36 @@ def test_int32_registers_of_packed_bytes_may_be_loaded_through_a_uint32_view(tmp
     src = src.replace("r.view(2, 8, 4", 'r.view("uint32").view(2, 8, 4')
     kernel = define(src.format(shape=(8, 32), dtype="int8"), tmp_path, "k")
     assert "ldmatrix" in tirx.compile(kernel, "cuda -arch=sm_90").source
+
+
+_POOL_TRANS = """
+L = TileLayout(S[(2, 8, 4) : (1, 4 @ laneid, 1 @ laneid)])
+
+@T.function
+def k(Out: T.Tensor((16, 8), "float16")):
+    T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=32))
+    pool = T.alloc_shared((256,), "uint8", align=16)
+    b = pool.view("float16").view(16, 8)
+    r = T.alloc_local((2,), "uint32")
+    T.cuda.tile.apply(T.ptx["ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16"],
+        r.view(2, 8, 4, layout=L), b.view("uint32").view(2, 8, 4), scope="warp")
+"""
+
+_TF32_WORDS = """
+L = TileLayout(S[(2, 8, 4) : (1, 4 @ laneid, 1 @ laneid)])
+
+@T.function
+def k(Out: T.Tensor((16, 8), "float16")):
+    T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=32))
+    b = T.alloc_shared((16, 4), "float32", align=16)
+    r = T.alloc_local((2,), "float32")
+    T.cuda.tile.apply(T.ptx["ldmatrix.sync.aligned.m8n8.x2.shared.b16"],
+        r.view("uint32").view(2, 8, 4, layout=L), b.view("uint32").view(2, 8, 4), scope="warp")
+"""
+
+
+@pytest.mark.parametrize("src", [_POOL_TRANS, _TF32_WORDS], ids=["byte-pool-trans", "tf32-words"])
+def test_sixteen_bit_data_in_a_byte_pool_and_32_bit_words_are_not_refused(src, tmp_path):
+    # a float16 tile viewed out of a uint8 pool may be transposed (its elements are 16-bit);
+    # float32 data into float32 registers without .trans moves whole words (tf32 operands)
+    assert "ldmatrix" in tirx.compile(define(src, tmp_path, "k"), "cuda -arch=sm_90").source

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import itertools
 
+from ..dtypes import is_fp8
 from ..errors import ContractError
 from ..ir import nodes as ir
 from . import fragments
@@ -69,9 +70,10 @@ def lower(contract: Contract, op: ir.TileOp) -> list[ir.Stmt]:
     load = _LOADS[contract.family]
     ri, si = (0, 1) if load else (1, 0)
     rspec, sspec = contract.operands[ri], contract.operands[si]
-    _check_register_buffer(contract, rspec, op.operands[ri], load)
-    regs = operand_view(contract, rspec, op.operands[ri], None)
+    regs_given = op.operands[ri]
     shared = operand_view(contract, sspec, op.operands[si], None)
+    _check_register_buffer(contract, rspec, regs_given, shared.buffer.dtype, load)
+    regs = operand_view(contract, rspec, regs_given, None)
     _check_trans(contract, sspec, shared, load)
     if regs.shape[:-3] != shared.shape[:-3]:
         raise ContractError(
@@ -101,14 +103,15 @@ def lower(contract: Contract, op: ir.TileOp) -> list[ir.Stmt]:
 _WIDE = ("float32",)
 
 
-def _check_register_buffer(contract: Contract, spec: OperandSpec, v, load: bool):
+def _check_register_buffer(contract: Contract, spec: OperandSpec, v, shared_dtype, load: bool):
     """Refuse registers allocated as float32 elements (an accumulator, whatever the view's
-    dtype): the instruction moves 16-bit elements, two to a register, so a uint32 view of
-    them would move each value's bit pattern as a pair of 16-bit values (a wrong result,
-    not an error)."""
+    dtype) where the shared tile holds 16-bit elements: the instruction moves them two to a
+    register, so a uint32 view of the float32 registers would move each value's bit pattern
+    as a pair of 16-bit values (a wrong result, not an error). 32-bit data on both sides (tf32
+    operands through ldmatrix without .trans) moves whole words and is left alone."""
     if not isinstance(v, ir.View) or v.buffer.scope is not ir.Scope.LOCAL:
         return  # not registers: the operand checks name that
-    if v.buffer.dtype.name not in _WIDE:
+    if v.buffer.dtype.name not in _WIDE or shared_dtype.bits != 16:
         return
     where = f"{contract.text}: operand {spec.name}"
     name, wide = v.buffer.name, v.buffer.dtype.name
@@ -135,10 +138,16 @@ def _check_register_buffer(contract: Contract, spec: OperandSpec, v, load: bool)
     )
 
 
+def _eight_bit_numbers(dtype) -> bool:
+    """int8 or an fp8 type: data of 8-bit elements (not uint8, which is also a byte pool that
+    16-bit tiles are viewed out of: the allocation's dtype alone cannot tell)."""
+    return dtype.name == "int8" or is_fp8(dtype)
+
+
 def _check_trans(contract: Contract, spec: OperandSpec, shared: ir.View, load: bool):
     """Refuse ``.trans`` on a shared tile of 8-bit elements: it transposes 16-bit elements, so
     8-bit data would move as transposed byte pairs."""
-    if not contract.param("trans") or shared.buffer.dtype.bits != 8:
+    if not contract.param("trans") or not _eight_bit_numbers(shared.buffer.dtype):
         return
     dtype = shared.buffer.dtype.name
     how = (
