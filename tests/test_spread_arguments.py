@@ -146,3 +146,24 @@ def test_a_keyword_given_twice_through_a_dict_is_refused(tmp_path):
     body = "    v = r.view(4, **KW, layout=None)\n"
     with pytest.raises(tirx.TirxSyntaxError, match="'layout' given twice"):
         define(REFUSED.format(body=body), tmp_path, "k", KW={"layout": None})
+
+
+def test_a_spread_pair_is_a_pair_as_written(tmp_path):
+    """``T.grid(*((2, 2), 3))`` is ``T.grid((2, 2), 3)``: the tuple item is a (start, extent)
+    pair, read from the written-out display."""
+    src = """
+RANGES = ((2, 2), 3)
+
+@T.function
+def k(Out: T.Tensor((8,), "float32")):
+    T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=1))
+    for i, j in T.grid({grid}):
+        Out[i] = T.float32(j)
+"""
+    outs = []
+    for grid in ("(2, 2), 3", "*RANGES"):
+        out = np.zeros(8, np.float32)
+        tirx.compile(define(src.format(grid=grid), tmp_path, "k"), "sim")(out)
+        outs.append(out)
+    np.testing.assert_array_equal(outs[0], outs[1])
+    np.testing.assert_array_equal(outs[1], [0, 0, 2, 2, 0, 0, 0, 0])

@@ -35,6 +35,17 @@ class Spread(ast.expr):
         ast.copy_location(self, at)
 
 
+def _written(value, at: ast.AST) -> ast.expr:
+    """``value`` as the argument written out: a tuple or list as a tuple or list display of
+    its items (``T.grid(*((2, 2), 3))`` is ``T.grid((2, 2), 3)``, where a pair is read from
+    the display), anything else a :class:`Spread` of the value."""
+    if isinstance(value, (tuple, list)):
+        kind = ast.Tuple if isinstance(value, tuple) else ast.List
+        node = kind(elts=[_written(v, at) for v in value], ctx=ast.Load())
+        return ast.copy_location(node, at)
+    return Spread(value, at)
+
+
 def origin(node):
     """The call as written, for a call :func:`spread` rewrote (``node`` itself otherwise)."""
     return getattr(node, "spread_from", node)
@@ -60,7 +71,7 @@ def spread(ev, node: ast.Call) -> ast.Call:
                 ev.p.span(a),
                 hint=instead,
             )
-        args += [Spread(item, a) for item in items]
+        args += [_written(item, a) for item in items]
     keywords, named = [], set()
     for k in node.keywords:
         if k.arg is not None:

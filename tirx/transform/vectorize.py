@@ -8,8 +8,9 @@ on the loop variable must address ``base + v`` with ``base`` a compile-time mult
 and ``n`` elements at most 16 bytes: then the ``n`` elements are one naturally aligned vector,
 which ``ld``/``st.v2``/``.v4`` (and a 16-byte ``uint4`` in C) require.
 
-A body that is one copy ``dst[base + v] = src[base' + v]`` between shared or global tensors of
-one dtype is emitted as one vector load and one vector store ; any other
+A body that is one copy ``dst[base + v] = src[base' + v]`` of one dtype between shared, global
+or local tensors (a local array is registers, declared 16-byte aligned) is emitted as one
+vector load and one vector store; any other
 body that passes the checks is emitted as an unrolled loop (``#pragma unroll``) of element
 accesses (tirx/backend/cuda/vector.py). The simulator runs every vectorized loop element by element: the results are the
 same, and the alignment the GPU needs was proved here.
