@@ -121,8 +121,7 @@ def check_inputs(q, k, v, causal=False, scale=None, kernel=None) -> None:
     are checked alike."""
     shapes = _check(q, k, v, causal)
     _scale(scale, shapes.head_dim)
-    if kernel is not None and kernel not in KERNELS:
-        raise ValueError(f"kernel must be one of {sorted(KERNELS)} or None, got {kernel!r}")
+    _check_kernel(kernel)
 
 
 def attention_forward(q, k, v, causal=False, scale=None, kernel=None):
@@ -210,8 +209,7 @@ def _executable(name: str, target: str, shapes: _Shapes, causal: bool):
 
 def _dispatch(kernel, device) -> tuple[str, str]:
     """(kernel name, tirx target) for tensors on ``device``."""
-    if kernel is not None and kernel not in KERNELS:
-        raise ValueError(f"kernel must be one of {sorted(KERNELS)} or None, got {kernel!r}")
+    _check_kernel(kernel)
     if device.type == "cpu":
         return (kernel or SIMULATOR_KERNEL), "sim"
     major, minor = torch.cuda.get_device_capability(device)
@@ -228,6 +226,11 @@ def _dispatch(kernel, device) -> tuple[str, str]:
         if entry.runs_on(arch):
             return name, "cuda"
     raise ValueError(f"no attention kernel runs on {device} (sm_{arch}); they need sm_80 or later")
+
+
+def _check_kernel(kernel) -> None:
+    if kernel is not None and kernel not in KERNELS:
+        raise ValueError(f"kernel must be one of {sorted(KERNELS)} or None, got {kernel!r}")
 
 
 def _check(q, k, v, causal) -> _Shapes:

@@ -98,28 +98,24 @@ def lower(contract: Contract, op: ir.TileOp) -> list[ir.Stmt]:
     return out
 
 
-# allocations whose elements a .b16 word would carry as bit pairs (not int32: registers of
-# packed 8-bit elements, as an int8 mma's fragments, may be declared int32 and loaded so)
-_WIDE = ("float32",)
-
-
 def _check_register_buffer(contract: Contract, spec: OperandSpec, v, shared_dtype, load: bool):
     """Refuse registers allocated as float32 elements (an accumulator, whatever the view's
     dtype) where the shared tile holds 16-bit elements: the instruction moves them two to a
     register, so a uint32 view of the float32 registers would move each value's bit pattern
     as a pair of 16-bit values (a wrong result, not an error). 32-bit data on both sides (tf32
-    operands through ldmatrix without .trans) moves whole words and is left alone."""
+    operands through ldmatrix without .trans) moves whole words and is left alone, as do int32
+    registers (packed 8-bit elements, as an int8 mma's fragments, may be declared so)."""
     if not isinstance(v, ir.View) or v.buffer.scope is not ir.Scope.LOCAL:
         return  # not registers: the operand checks name that
-    if v.buffer.dtype.name not in _WIDE or shared_dtype.bits != 16:
+    if v.buffer.dtype.name != "float32" or shared_dtype.bits != 16:
         return
     where = f"{contract.text}: operand {spec.name}"
-    name, wide = v.buffer.name, v.buffer.dtype.name
+    name = v.buffer.name
     op = contract.text.split(".", 1)[0]
     if load:
         fix = (
             f'load into a float16/bfloat16 buffer (h = T.alloc_local(..., "float16"), passing '
-            f'h.view("uint32")), then convert it into {name} (T.cast(h[i], "{wide}"))'
+            f'h.view("uint32")), then convert it into {name} (T.cast(h[i], "float32"))'
         )
     else:
         fix = (
@@ -129,8 +125,8 @@ def _check_register_buffer(contract: Contract, spec: OperandSpec, v, shared_dtyp
     hint = f"{op} moves 16-bit elements (.b16), two to a 32-bit register: {fix}"
     if v.dtype.name == "uint32":
         raise ContractError(
-            f"{where} is a uint32 view of {wide} buffer {name!r}: its words would carry "
-            f"{wide} bit patterns as pairs of 16-bit elements",
+            f"{where} is a uint32 view of float32 buffer {name!r}: its words would carry "
+            "float32 bit patterns as pairs of 16-bit elements",
             hint=hint,
         )
     raise ContractError(

@@ -33,13 +33,15 @@ from ..layout.swizzle import ComposeLayout
 __all__ = ["element_offset", "residue", "RowCheck", "check_rows", "row_starts"]
 
 
-def element_offset(view: ir.View, coords) -> ir.Expr | int:
+def element_offset(view: ir.View, coords, swizzled: bool = True) -> ir.Expr | int:
     """Element offset of ``view[coords]`` from the start of its buffer (units of view.dtype),
-    simplified (tirx/ir/simplify_index.py)."""
+    simplified (tirx/ir/simplify_index.py); with ``swizzled`` false, before a swizzled
+    layout's swizzle."""
     layout = view.layout
     if isinstance(layout, ComposeLayout):
         m = layout.tile_layout.apply(*coords, shape=view.shape).get("m", 0)
-        return layout.swizzle(simplify_index(_add(view.elem_offset, m)))
+        offset = simplify_index(_add(view.elem_offset, m))
+        return layout.swizzle(offset) if swizzled else offset
     m = layout.apply(*coords, shape=view.shape).get("m", 0)
     return simplify_index(_add(view.elem_offset, m))
 

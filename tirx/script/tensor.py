@@ -343,11 +343,11 @@ def _check_swizzle_unit(layout, r: int, old: DType, new: DType) -> None:
     raise err.with_definition(built_definition(built_at(layout)))
 
 
-def _check_layout_size(layout, shape, dtype: DType | None = None, registers=False):
+def _check_layout_size(layout, shape, dtype: DType, registers: bool):
     size, want = int(layout.size()), math.prod(shape)
     if size != want:
         hint = None
-        if registers and dtype is not None and dtype.bits == 8 and want in (2 * size, 4 * size):
+        if registers and dtype.bits == 8 and want in (2 * size, 4 * size):
             # an 8-bit element view written with the 16-bit habit (.unpack(2)), or of words
             habit = ", not 2 as 16-bit elements do" if want == 2 * size else ""
             hint = (

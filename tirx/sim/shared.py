@@ -243,7 +243,7 @@ class SharedMemory:
         self.pend_tid[b] = -1
 
     def land_copy(self, addr: np.ndarray, data: np.ndarray, tids: np.ndarray, site: int,
-                  barriers: int | None = None):  # fmt: skip
+                  barriers: int):  # fmt: skip
         """Copies complete: ``data`` ``[n, size]`` lands at ``addr``, written by ``tids`` now
         (so other threads need a barrier after this point), at the copy's line ``site``, by
         the wait now executing; ``barriers``: the count of CTA barriers when the copies were
@@ -256,14 +256,14 @@ class SharedMemory:
         self._landed(b)
         self.races.set_writer(b, p, self._landing(site, barriers))
 
-    def _landing(self, site: int, barriers: int | None) -> int:
+    def _landing(self, site: int, barriers: int) -> int:
         """The site of bytes the copy at ``site`` delivers at the wait now executing: the
         copy's span, with the wait (and a barrier between them) kept in :attr:`landings`."""
         wait = self.where()
         if wait is None:  # no line to name: the copy's own
             return site
         races = self.races
-        barrier = races.barrier_span if barriers is not None and races.barriers > barriers else None
+        barrier = races.barrier_span if races.barriers > barriers else None
         key = ("landed", site, wait, barrier)
         sid = self._site_ids.get(key)
         if sid is None:

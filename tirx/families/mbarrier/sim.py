@@ -299,8 +299,8 @@ def _tx_mismatch(b, tid: int, text: str, alone: bool) -> Blocked:
     does: another block's multicast, whose producer is blocked, may be the one to bring them."""
     armed = sum(tx for _, tx in b.armed)
     spans = {s.line: s for s, _ in b.armed if s is not None}
-    lines = [line_of(spans[n]) for n in sorted(spans)]
-    by = f" by the expect_tx at {', '.join(lines)}" if lines else ""
+    at = ", ".join(line_of(spans[n]) for n in sorted(spans))
+    by = f" by the expect_tx at {at}" if at else ""
     text += (
         f", and all of its arrivals are in: it was armed for {armed} bytes{by}, and the copies "
         f"that complete on it delivered {b.delivered}"
@@ -314,7 +314,7 @@ def _tx_mismatch(b, tid: int, text: str, alone: bool) -> Blocked:
             "lower the count, or issue the missing copy on this barrier (a multicast's ctaMask "
             "must name each block that waits for the box)"
         )
-    where = f" at {', '.join(lines)}" if lines else ""
+    where = f" at {at}" if at else ""
     hint = (
         f"the copies completing on mbarrier {b.name} delivered {why} armed{where}, so its "
         f"tx-count stays at {b.tx} and the phase never completes: the expect_tx count must be "

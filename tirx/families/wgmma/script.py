@@ -25,7 +25,7 @@ from ...ir import nodes as ir
 from ...ir.simplify import static_value
 from ...ir.simplify_index import simplify_index
 from ...isa.operands import passed
-from ...isa.shared_rows import residue
+from ...isa.shared_rows import element_offset, residue
 from ...layout.swizzle import ComposeLayout
 from .isa_descriptor import Swizzle, check_align, mode_of
 
@@ -117,7 +117,8 @@ def _against_layout(ev, view: ir.View, idx, swizzle, node: ast.Call) -> None:
         )
     check_align(where, buf, mode, span)
     # the row phase is known where the start's run-time parts move it by whole periods
-    known = residue(simplify_index(_tile_offset(view, idx) * view.dtype.bytes), mode.period)
+    start = element_offset(view, idx, swizzled=False) * view.dtype.bytes
+    known = residue(simplify_index(ir.as_expr(start)), mode.period)
     phase = None if known is None else (known >> 7) & (mode.period // 128 - 1)
     if phase:
         raise ContractError(
@@ -130,13 +131,6 @@ def _against_layout(ev, view: ir.View, idx, swizzle, node: ast.Call) -> None:
             "leaves the address as it is), or use the tile form, T.cuda.tile.apply(T.ptx["
             '"wgmma..."], D, A, B), which passes the address before the swizzle',
         )
-
-
-def _tile_offset(view: ir.View, idx):
-    """The element offset of ``view[idx]`` in its buffer before the swizzle."""
-    tile = view.layout.tile_layout if isinstance(view.layout, ComposeLayout) else view.layout
-    m = tile.apply(*idx, shape=view.shape).get("m", 0)
-    return ir.as_expr(view.elem_offset) + m
 
 
 def _text(node, buf) -> str:
