@@ -33,17 +33,25 @@ def k(Out: T.Tensor((16, 8), "float16")):
         {regs}.view(2, 8, 4, layout=L), scope="warp")
 """
 
-_LD_X2 = """
+# ldmatrix.x2 of a shared tile ``b`` (made by ``tile``) into registers ``r``
+_LDMATRIX = """
 L = TileLayout(S[(2, 8, 4) : (1, 4 @ laneid, 1 @ laneid)])
 
 @T.function
 def k(Out: T.Tensor((16, 8), "float16")):
     T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=32))
-    b = T.alloc_shared({shape}, "{dtype}", align=16)
-    r = T.alloc_local((2,), "uint32")
-    T.cuda.tile.apply(T.ptx["ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16"],
-        r.view(2, 8, 4, layout=L), b.view("uint32").view(2, 8, 4), scope="warp")
+    {tile}
+    r = T.alloc_local((2,), "{rtype}")
+    T.cuda.tile.apply(T.ptx["ldmatrix.sync.aligned.m8n8.x2{trans}.shared.b16"],
+        {regs}.view(2, 8, 4, layout=L), b.view("uint32").view(2, 8, 4), scope="warp")
 """
+
+_LD_X2 = _LDMATRIX.format(
+    tile='b = T.alloc_shared({shape}, "{dtype}", align=16)',
+    rtype="uint32",
+    trans=".trans",
+    regs="r",
+)
 
 _ST_TRANS = """
 L = TileLayout(S[(1, 8, 4) : (1, 4 @ laneid, 1 @ laneid)])
@@ -310,36 +318,18 @@ def test_a_divergent_warp_reduction_is_told_it_has_no_mask(op, neutral, tmp_path
 def test_int32_registers_of_packed_bytes_may_be_loaded_through_a_uint32_view(tmp_path):
     # an int8 mma's fragments hold four 8-bit elements per register and may be declared int32:
     # ldmatrix (no .trans) moves them as 16-bit pairs, which is right for packed bytes
-    src = _LD_X2.replace('"uint32")\n', '"int32")\n', 1).replace(".x2.trans.", ".x2.")
-    src = src.replace("r.view(2, 8, 4", 'r.view("uint32").view(2, 8, 4')
-    kernel = define(src.format(shape=(8, 32), dtype="int8"), tmp_path, "k")
+    src = _LDMATRIX.format(tile='b = T.alloc_shared((8, 32), "int8", align=16)', rtype="int32",
+                           trans="", regs='r.view("uint32")')  # fmt: skip
+    kernel = define(src, tmp_path, "k")
     assert "ldmatrix" in tirx.compile(kernel, "cuda -arch=sm_90").source
 
 
-_POOL_TRANS = """
-L = TileLayout(S[(2, 8, 4) : (1, 4 @ laneid, 1 @ laneid)])
-
-@T.function
-def k(Out: T.Tensor((16, 8), "float16")):
-    T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=32))
-    pool = T.alloc_shared((256,), "uint8", align=16)
-    b = pool.view("float16").view(16, 8)
-    r = T.alloc_local((2,), "uint32")
-    T.cuda.tile.apply(T.ptx["ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16"],
-        r.view(2, 8, 4, layout=L), b.view("uint32").view(2, 8, 4), scope="warp")
-"""
-
-_TF32_WORDS = """
-L = TileLayout(S[(2, 8, 4) : (1, 4 @ laneid, 1 @ laneid)])
-
-@T.function
-def k(Out: T.Tensor((16, 8), "float16")):
-    T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=32))
-    b = T.alloc_shared((16, 4), "float32", align=16)
-    r = T.alloc_local((2,), "float32")
-    T.cuda.tile.apply(T.ptx["ldmatrix.sync.aligned.m8n8.x2.shared.b16"],
-        r.view("uint32").view(2, 8, 4, layout=L), b.view("uint32").view(2, 8, 4), scope="warp")
-"""
+_POOL_TRANS = _LDMATRIX.format(
+    tile='pool = T.alloc_shared((256,), "uint8", align=16)\n    b = pool.view("float16").view(16, 8)',
+    rtype="uint32", trans=".trans", regs="r",
+)  # fmt: skip
+_TF32_WORDS = _LDMATRIX.format(tile='b = T.alloc_shared((16, 4), "float32", align=16)',
+                               rtype="float32", trans="", regs='r.view("uint32")')  # fmt: skip
 
 
 @pytest.mark.parametrize("src", [_POOL_TRANS, _TF32_WORDS], ids=["byte-pool-trans", "tf32-words"])
