@@ -356,7 +356,7 @@ def test_reusing_a_scratch_without_a_barrier_races(tmp_path):
     exe = tirx.compile(_kernel(tmp_path, TWICE.format(between="pass")), target="sim")
     with pytest.raises(SimulationError) as e:
         exe(x, np.zeros((64, 2), np.float32))
-    assert "thread 0 (warp 0, lane 0) writes 's' byte 0" in str(e.value)
+    assert "thread 0 (warp 0, lane 0) writes 's'[0] (byte 0" in str(e.value)
     assert "at line 12, which threads of warp 0 read at line 10" in str(e.value)
     exe = tirx.compile(_kernel(tmp_path, TWICE.format(between="T.cuda.cta_sync()")), target="sim")
     (_, out) = _run(exe, x, np.zeros((64, 2), np.float32))

@@ -222,7 +222,7 @@ def test_consumer_parity_flipped_is_a_deadlock_named_at_the_wait(tmp_path):
     )
     assert "deadlock" in str(err)
     assert (
-        f"mbarrier 'full' byte 0 (shared address 131072) at line {_line(text, '(full[s], (it')}"
+        f"mbarrier 'full'[0] (byte 0, shared address 131072) at line {_line(text, '(full[s], (it')}"
         in str(err)
     )
 

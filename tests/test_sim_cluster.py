@@ -95,7 +95,7 @@ def test_a_peer_read_after_the_peer_may_have_exited_is_a_fault(tmp_path):
     k = exchange_kernel(tmp_path, sync2="pass")
     msg = _fault(k, _rows(), np.zeros((4, 64), np.int32))
     read, end = _line(tmp_path, "ld.shared::cluster"), _line(tmp_path, "Out[b, tid]")
-    assert re.search(r"block \(\d, 0, 0\) thread 0 \(warp 0, lane 0\) reads 's' byte 0", msg)
+    assert re.search(r"block \(\d, 0, 0\) thread 0 \(warp 0, lane 0\) reads 's'\[0\] \(byte 0", msg)
     assert f"at line {read}, but that block may exit before it: it ends at line {end}" in msg
     assert "end the kernel with T.cuda.cluster_sync()" in msg
 
@@ -104,7 +104,7 @@ def test_a_remote_store_racing_a_local_read_names_both_blocks_and_lines(tmp_path
     msg = _fault(push_kernel(tmp_path, sync="pass"), _rows(2), np.zeros((2, 64), np.int32))
     store, read = _line(tmp_path, "st.shared::cluster"), _line(tmp_path, "Out[b, tid]")
     assert "distributed shared-memory race" in msg
-    assert f"writes block (1, 0, 0)'s 's' byte 0 (shared address 0) at line {store}" in msg
+    assert f"writes block (1, 0, 0)'s 's'[0] (byte 0, shared address 0) at line {store}" in msg
     assert f"which block (1, 0, 0) thread 0 (warp 0, lane 0) read at line {read}" in msg
     assert "T.cuda.cluster_sync()" in msg and f"between line {read} and line {store}" in msg
 
@@ -186,7 +186,7 @@ def test_a_deadlock_across_the_cluster_names_every_wait(tmp_path):
         f"block (0, 0, 0): barrier.cluster.wait at line {sync}: thread 0 (warp 0, lane 0) waits "
         "for phase 1; block (1, 0, 0) thread 0 (warp 0, lane 0) has not arrived at phase 1"
     ) in msg
-    assert f"block (1, 0, 0): mbarrier 'bars' byte 0 (shared address 0) at line {wait}" in msg
+    assert f"block (1, 0, 0): mbarrier 'bars'[0] (byte 0, shared address 0) at line {wait}" in msg
     assert "every thread of every block of the cluster must arrive" in msg
 
 
@@ -224,7 +224,7 @@ def test_a_remote_arrive_at_cta_scope_does_not(tmp_path):
     msg = _fault(k, _rows(2), np.zeros(64, np.int32))
     store, read = _line(tmp_path, "st.shared::cluster"), _line(tmp_path, "Out[tid]")
     assert "distributed shared-memory race" in msg
-    assert f"reads its own 's' byte 0 (shared address 0) at line {read}" in msg
+    assert f"reads its own 's'[0] (byte 0, shared address 0) at line {read}" in msg
     assert f"which block (1, 0, 0) thread 0 (warp 0, lane 0) wrote at line {store}" in msg
 
 
@@ -251,7 +251,7 @@ def test_a_remote_arrive_before_the_peers_init_is_ordered_is_a_race(tmp_path):
         "kernel",
     )
     msg = _fault(k, np.zeros(64, np.int32))
-    assert "distributed shared-memory race" in msg and "'bars' byte 0" in msg
+    assert "distributed shared-memory race" in msg and "'bars'[0] (byte 0" in msg
     assert "block (1, 0, 0) thread 0 (warp 0, lane 0) arrives on block (0, 0, 0)'s" in msg
 
 

@@ -124,7 +124,8 @@ def test_a_relaxed_arrive_without_the_init_fence_is_a_race_on_the_barrier(tmp_pa
     init, arrive = _line(tmp_path, "mbarrier.init"), _line(tmp_path, "arrive.relaxed")
     remote = _line(tmp_path, "mbarrier.arrive.release.cluster")
     assert (
-        f"arrives on block (0, 0, 0)'s 'bars' byte 0 (shared address 256) at line {remote}" in msg
+        f"arrives on block (0, 0, 0)'s 'bars'[0] (byte 0, shared address 256) at line {remote}"
+        in msg
     )
     assert f"initialized (mbarrier.init) at line {init}" in msg
     assert f"arrive at line {arrive} is .relaxed" in msg
@@ -154,7 +155,7 @@ def test_a_multicast_onto_a_barrier_whose_init_a_relaxed_arrive_held_back_is_a_r
         "block (0, 0, 0) thread 0 (warp 0, lane 0) signals a multicast tensor copy's bytes on"
         in msg
     )
-    assert f"block (1, 0, 0)'s 'bars' byte 0 (shared address 8192) at line {issue}" in msg
+    assert f"block (1, 0, 0)'s 'bars'[0] (byte 0, shared address 8192) at line {issue}" in msg
     assert (
         f"block (1, 0, 0) thread 0 (warp 0, lane 0) initialized (mbarrier.init) at line {init}"
         in msg

@@ -32,7 +32,7 @@ def test_a_mask_without_a_waiting_block_deadlocks_and_says_so(tmp_path):
         _run(multicast_kernel(tmp_path, mask="0b01"), 2)
     msg = str(e.value)
     assert "deadlock across the cluster" in msg
-    assert "block (1, 0, 0): mbarrier 'bars' byte 0" in msg and "tx-count 8192" in msg
+    assert "block (1, 0, 0): mbarrier 'bars'[0] (byte 0" in msg and "tx-count 8192" in msg
     assert "the mask must name each block that waits for the box" in msg
 
 
@@ -51,7 +51,8 @@ def test_a_copy_before_the_peer_initialized_its_barrier_is_a_fault(tmp_path):
         _run(multicast_kernel(tmp_path, init_sync="pass"), 2)
     msg = str(e.value)
     assert (
-        "the mbarrier 'bars' byte 0 (shared address 8192) of block (1, 0, 0) is used before" in msg
+        "the mbarrier 'bars'[0] (byte 0, shared address 8192) of block (1, 0, 0) is used before"
+        in msg
     )
     assert "then the cluster synchronizes (T.cuda.cluster_sync())" in msg
 
@@ -70,7 +71,7 @@ def test_reading_the_peer_tile_before_its_wait_names_the_multicast(tmp_path):
     with pytest.raises(SimulationError) as e:
         _run(k, 2)
     msg = str(e.value)
-    assert "reads 's' byte 0 (shared address 0)" in msg and "[block (1, 0, 0)" in msg
+    assert "reads 's'[0, 0] (byte 0, shared address 0)" in msg and "[block (1, 0, 0)" in msg
     assert "(multicast by block (0, 0, 0))" in msg
     assert "whose completion this thread has not observed" in msg
     assert "wait on the copy's mbarrier in the receiving block first" in msg

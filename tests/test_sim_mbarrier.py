@@ -121,7 +121,7 @@ def test_deadlock_is_reported_with_the_barrier_state(tmp_path):
     with pytest.raises(SimulationError, match="deadlock") as e:
         run_pair(fn)
     msg = str(e.value)
-    assert "'bars' byte 0" in msg and "parity 0" in msg and "1 of 33 arrivals pending" in msg
+    assert "'bars'[0] (byte 0" in msg and "parity 0" in msg and "1 of 33 arrivals pending" in msg
     assert "thread 32 (warp 1, lane 0) waits" in msg
     assert caret_line(msg).startswith(WAIT)  # at the wait's line
 
@@ -129,7 +129,9 @@ def test_deadlock_is_reported_with_the_barrier_state(tmp_path):
 def test_over_arrival_is_a_fault(tmp_path):
     """An arrive of more than the pending count; its twin (the exact count) completes."""
     arrive = f"T.cuda.warp_sync()\n        if tid == 0:\n            {ARRIVE}(bars[0], {{n}})"
-    with pytest.raises(SimulationError, match="over-arrival on mbarrier 'bars' byte 0") as e:
+    with pytest.raises(
+        SimulationError, match="over-arrival on mbarrier 'bars'\\[0\\] \\(byte 0"
+    ) as e:
         run_pair(pair(tmp_path, arrive=arrive.format(n=33), producer_first=True))
     assert "an arrive of 33 when phase 0 (parity 0), 32 of 32 arrivals pending" in str(e.value)
     a, out, _ = run_pair(pair(tmp_path, arrive=arrive.format(n=32), producer_first=True))
@@ -149,7 +151,7 @@ def test_use_before_init_is_a_fault(tmp_path):
 
 
 def test_init_needs_a_barrier_before_other_threads_use_it(tmp_path):
-    with pytest.raises(SimulationError, match="shared-memory race.*'bars' byte 0"):
+    with pytest.raises(SimulationError, match="shared-memory race.*'bars'\\[0\\] \\(byte 0"):
         run_pair(pair(tmp_path, sync="pass", producer_first=True))
 
 
@@ -161,10 +163,10 @@ def test_reinit_while_arrivals_are_pending_is_a_fault(tmp_path):
     arrive = f"{ARRIVE}(bars[0])\n        {again}"
     with pytest.raises(
         SimulationError,
-        match="mbarrier.init of 'bars' byte 0 .*, which is in use: phase 0 \\(parity 0\\), 32 of 64",
+        match="mbarrier.init of 'bars'\\[0\\] .*, which is in use: phase 0 \\(parity 0\\), 32 of 64",
     ):
         run_pair(pair(tmp_path, arrive=arrive, count="64", producer_first=True))
-    with pytest.raises(SimulationError, match="race: thread 32 .* reads 'bars' byte 0"):
+    with pytest.raises(SimulationError, match="race: thread 32 .* reads 'bars'\\[0\\] \\(byte 0"):
         run_pair(pair(tmp_path, arrive=arrive, producer_first=True))
 
 
@@ -286,9 +288,9 @@ def test_a_deadlock_leads_with_the_wait_that_skipped_a_phase(tmp_path):
         run_phases(fn)
     err = e.value
     first, second = err.message.split(": ", 1)[1].split("; mbarrier ")[:2]
-    assert "'bars' byte 0" in first and "waits for the phase of parity 1" in first
+    assert "'bars'[0] (byte 0" in first and "waits for the phase of parity 1" in first
     assert "its phase 0 (parity 0), which completed, was waited for by no thread" in first
-    assert "'bars' byte 8" in second  # the producer's wait, still listed
+    assert "'bars'[1] (byte 8" in second  # the producer's wait, still listed
     assert caret_line(str(err)).endswith("(bars[0], (i + 1) % 2)")
     assert "thread 32 (warp 1, lane 0)" in first and err.message.endswith("warp 1, lane 0]")
     assert "Wait for parity 0 there" in err.hint
@@ -304,8 +306,10 @@ def test_a_deadlock_after_rounds_run_ahead_says_so(tmp_path):
         run_phases(phases(tmp_path, full_parity="(i // 2) % 2"))
     err = e.value
     first, second = err.message.split(": ", 1)[1].split("; mbarrier ")[:2]
-    assert "'bars' byte 0" in first and "thread 32 (warp 1, lane 0)" in first
-    assert "'bars' byte 8" in second and "phases 0 to 1 completed with no thread waiting" in second
+    assert "'bars'[0] (byte 0" in first and "thread 32 (warp 1, lane 0)" in first
+    assert (
+        "'bars'[1] (byte 8" in second and "phases 0 to 1 completed with no thread waiting" in second
+    )
     assert caret_line(str(err)).endswith("(bars[0], (i // 2) % 2)")
     assert "ran rounds ahead of its waiters" in err.hint and "returned early" in err.hint
 
@@ -319,11 +323,13 @@ def test_a_rounds_ahead_deadlock_leads_with_the_wait_the_arrivers_passed(tmp_pat
         run_phases(phases(tmp_path, empty_wait=f"{WAIT}(bars[1], i % 2)"))
     err = e.value
     first, second = err.message.split(": ", 1)[1].split("; mbarrier ")[:2]
-    assert "'bars' byte 8" in first and "thread 0 (warp 0, lane 0)" in first
-    assert "'bars' byte 0" in second and "phases 0 to 1 completed with no thread waiting" in second
+    assert "'bars'[1] (byte 8" in first and "thread 0 (warp 0, lane 0)" in first
+    assert (
+        "'bars'[0] (byte 0" in second and "phases 0 to 1 completed with no thread waiting" in second
+    )
     assert caret_line(str(err)).endswith("(bars[1], i % 2)")
     assert err.message.endswith("warp 0, lane 0]")
-    assert "2 phases of mbarrier 'bars' byte 0" in err.hint  # the victim's barrier's hint
+    assert "2 phases of mbarrier 'bars'[0] (byte 0" in err.hint  # the victim's barrier's hint
     assert "is missing" in err.hint and "returned early" in err.hint
 
 
@@ -345,7 +351,7 @@ def test_a_race_on_a_stage_whose_writer_arrives_names_the_wait(tmp_path):
     with pytest.raises(SimulationError, match="shared-memory race") as e:
         run_pair(pair(tmp_path, wait="pass", producer_first=True))
     hint = e.value.hint
-    assert "arrives on mbarrier 'bars' byte 0" in hint and "after its write at line" in hint
+    assert "arrives on mbarrier 'bars'[0] (byte 0" in hint and "after its write at line" in hint
     assert "wait for that phase (T.cuda.mbarrier_wait on that barrier with parity 0)" in hint
     assert "T.cuda.cta_sync() between" not in hint
 

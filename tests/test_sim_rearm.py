@@ -29,7 +29,7 @@ def test_arming_a_stage_before_its_empty_wait_is_a_fault_at_the_arrive(tmp_path)
     msg = str(err)
     source = err.span.source_line()
     assert "mbarrier.arrive.expect_tx" in source
-    assert "mbarrier 'full' byte 0" in msg and "thread 0 (warp 0, lane 0) expects bytes" in msg
+    assert "mbarrier 'full'[0] (byte 0" in msg and "thread 0 (warp 0, lane 0) expects bytes" in msg
     assert "for phase 1, but has not observed phase 0 complete" in msg
     assert "which the tensor copy cp.async.bulk.tensor.2d" in msg
     assert "the expect-tx would count toward phase 0" in msg

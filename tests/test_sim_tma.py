@@ -84,7 +84,10 @@ def test_reading_without_waiting_is_a_fault_for_the_issuing_thread_too(tmp_path)
         exe(a, out)
     msg = str(e.value)
     copy, read = _lines(tmp_path)
-    assert f"thread 0 (warp 0, lane 0) reads 's' byte 0 (shared address 0) at line {read}" in msg
+    assert (
+        f"thread 0 (warp 0, lane 0) reads 's'[0, 0] (byte 0, shared address 0) at line {read}"
+        in msg
+    )
     assert f"the destination of the tensor copy {TMA} at line {copy} issued by thread 0" in msg
     assert "mbarrier_wait" in msg  # the hint: wait on the copy's barrier
     assert "[block (0, 0, 0), warp 0, lane 0]" in msg

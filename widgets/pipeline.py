@@ -111,11 +111,16 @@ class Timeline:
 
 # --------------------------------------------------------------------------- from a run
 
+_ELEMENT = re.compile(r"'(?P<name>[^']+)'\[(?P<index>[^\]]+)\]")
 _NAME = re.compile(r"'(?P<name>[^']+)' byte (?P<byte>\d+)")
 
 
 def barrier_name(text: str) -> str:
-    """``'full' byte 8 (shared address 1032)`` -> ``full[1]`` (8-byte barriers)."""
+    """The simulator's name of a barrier, short: ``'full'[1] (byte 8, shared address 1032)``
+    -> ``full[1]``; one named by its byte, ``'full' byte 8 (shared address 1032)``, the same
+    (8-byte barriers)."""
+    if m := _ELEMENT.search(text):
+        return f"{m.group('name')}[{m.group('index')}]"
     m = _NAME.search(text)
     return f"{m.group('name')}[{int(m.group('byte')) // 8}]" if m else text
 

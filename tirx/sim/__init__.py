@@ -20,6 +20,7 @@ from .. import collector, config
 from ..errors import SimulationError
 from ..ir import nodes as ir
 from .budget import DEFAULT_SECONDS, check_budget
+from .memory import BLOCK_SHAPE
 from .trace import CopyTrace, PtxTrace, RegisterTrace, RunResult
 
 __all__ = ["run", "RunResult", "PtxTrace", "RegisterTrace", "CopyTrace"]
@@ -113,6 +114,7 @@ def run(
             machine = ClusterRun(fn, bound, sink, trace, budget, profile)
         else:
             machine = Machine(fn, bound, sink, trace, budget, profile)
+        shape = BLOCK_SHAPE.set(tuple(fn.launch.block))  # for the faults' thread names
         try:
             blocks = machine.run()
         except SimulationError as err:
@@ -125,6 +127,8 @@ def run(
                     machine.barrier_traces,
                 )
             raise
+        finally:
+            BLOCK_SHAPE.reset(shape)
     return RunResult(
         traces=machine.traces or [],
         blocks=blocks,

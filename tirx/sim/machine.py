@@ -25,7 +25,7 @@ from .budget import Budget
 from .calls import compile_ptx
 from .expr import ExprCompiler, converted, to_bool
 from .faults import Fault, partial_warp
-from .memory import GlobalRegion, LocalArray, as_index, constant_slot
+from .memory import GlobalRegion, LocalArray, as_index, constant_slot, place, thread_xyz
 from .numeric import constant, convert, encode
 from .printf import parse_format
 from .shared import SharedBuffer, SharedMemory
@@ -134,7 +134,7 @@ class Machine:
                     raise SimulationError(
                         f"shared buffer '{buf.name}' has no offset in shared_offsets", buf.span
                     )
-                allocs.append((int(fn.shared_offsets[buf]), buf.nbytes, buf.name))
+                allocs.append((int(fn.shared_offsets[buf]), buf.nbytes, buf.name, buf))
         self.shared = SharedMemory(allocs, fn.shared_bytes, self.T)
         self.shared.where = lambda: self.span
         self.locals: list[LocalArray] = []
@@ -235,10 +235,10 @@ class Machine:
             unit.finish_block()
 
     def _error(self, f: Fault) -> SimulationError:
-        bx, by, bz = (int(x) for x in self.block_idx)
-        where = f"block ({bx}, {by}, {bz}), warp {f.tid // 32}, lane {f.tid % 32}"
-        err = SimulationError(f"{f.message} [{where}]", self.span, f.hint)
-        err.block, err.warp, err.lane = (bx, by, bz), f.tid // 32, f.tid % 32  # as fields too
+        block, shape, tid = tuple(int(x) for x in self.block_idx), self.fn.launch.block, f.tid
+        err = SimulationError(f"{f.message} [{place(block, tid, shape)}]", self.span, f.hint)
+        err.block, err.thread = block, thread_xyz(tid, shape)  # as fields too
+        err.warp, err.lane = tid // 32, tid % 32
         return err
 
     def _norm(self, idx: np.ndarray) -> np.ndarray:

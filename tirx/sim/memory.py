@@ -14,6 +14,8 @@ fault can say which thread did what. The checks:
 
 from __future__ import annotations
 
+import contextvars
+
 import numpy as np
 
 from ..dtypes import DType
@@ -74,7 +76,33 @@ def check_bounds(index: np.ndarray, d: DType, tids, nbytes: int, what: str, unit
     return s
 
 
+# The block shape (x, y, z) of the run in progress (tirx.sim.run sets it), for thread names.
+BLOCK_SHAPE: contextvars.ContextVar[tuple[int, int, int] | None] = contextvars.ContextVar(
+    "tirx_sim_block_shape", default=None
+)
+
+
+def thread_xyz(tid: int, shape: tuple[int, int, int]) -> tuple[int, int, int]:
+    """The ``threadIdx`` (x, y, z) of linear thread ``tid`` in a block of ``shape``."""
+    bx, by, _ = shape
+    return tid % bx, tid // bx % by, tid // (bx * by)
+
+
+def place(block: tuple[int, int, int], tid: int, shape) -> str:
+    """Where a fault happened, for the end of its message: ``block (0, 0, 0), warp 1, lane 5``;
+    in a block of two or three dimensions with the thread's ``threadIdx`` too."""
+    named = f"thread {thread_xyz(tid, shape)}, " if shape[1] * shape[2] > 1 else ""
+    return f"block {block}, {named}warp {tid // 32}, lane {tid % 32}"
+
+
 def thread_name(tid: int) -> str:
+    """``thread 37 (warp 1, lane 5)``; in a block of two or three dimensions the thread is named
+    by its ``threadIdx`` (x, y, z), as compute-sanitizer names it: ``thread (5, 1, 0) (warp 1,
+    lane 5)`` in a (32, 8) block."""
+    shape = BLOCK_SHAPE.get()
+    if shape is not None and shape[1] * shape[2] > 1:
+        x, y, z = thread_xyz(tid, shape)
+        return f"thread ({x}, {y}, {z}) (warp {tid // 32}, lane {tid % 32})"
     return f"thread {tid} (warp {tid // 32}, lane {tid % 32})"
 
 

@@ -20,6 +20,8 @@ Checks (each a :class:`tirx.sim.faults.Fault` naming the thread):
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from ..dtypes import DType
@@ -38,11 +40,13 @@ class SharedMemory:
     recorder = None  # a profiling run's tirx.sim.recorder.Recorder (None: not profiling)
     relaxed_span = None  # the arrive of a .relaxed cluster phase the block passed (race hints)
 
-    def __init__(self, allocations: list[tuple[int, int, str]], total: int, threads: int):
-        self.allocs = sorted(allocations)
-        ends = [o + n for o, n, _ in self.allocs]
+    def __init__(self, allocations: list[tuple], total: int, threads: int):
+        """``allocations``: ``(offset, bytes, name, buffer)`` of each shared allocation (the
+        ``ir.Buffer``, or None, names the element a report points at)."""
+        self.allocs = sorted(allocations, key=lambda a: a[:3])
+        ends = [a[0] + a[1] for a in self.allocs]
         size = round_up(max([total, *ends, 16]), 16)
-        self.starts = np.array([o for o, _, _ in self.allocs], dtype=np.int64)
+        self.starts = np.array([a[0] for a in self.allocs], dtype=np.int64)
         self.ends = np.array(ends, dtype=np.int64)
         self.data = np.zeros(size, dtype=np.uint8)
         self.written = np.zeros(size, dtype=np.uint8)
@@ -94,8 +98,16 @@ class SharedMemory:
         self.order.warp_barrier(warps)
 
     def describe(self, addr: int) -> str:
-        for start, nbytes, name in self.allocs:
+        """Shared byte ``addr`` in the kernel's words: the element of the allocation that holds
+        it, as the allocation's layout places its elements (``'s'[1, 0] (byte 128, shared
+        address 128)``); a byte no element holds (padding) by its offset (``'s' byte 130
+        (shared address 130)``)."""
+        for start, nbytes, name, buf in self.allocs:
             if start <= addr < start + nbytes:
+                index = element_at(buf, addr - start)
+                if index is not None:
+                    at = ", ".join(map(str, index))
+                    return f"'{name}'[{at}] (byte {addr - start}, shared address {addr})"
                 return f"'{name}' byte {addr - start} (shared address {addr})"
         return f"shared address {addr}"
 
@@ -408,3 +420,29 @@ class SharedBuffer:
     def store(self, index: np.ndarray, bits, d: DType, tids: np.ndarray) -> None:
         addr = self.address(index, d, tids, "write to")
         self.memory.write(addr, bits, d, tids)
+
+
+def element_at(buf, offset: int) -> tuple[int, ...] | None:
+    """The logical index of the element of shared buffer ``buf`` whose storage holds byte
+    ``offset`` of it (the first, in row-major order, where a layout stores one slot for
+    several), or None (no buffer, or no element there)."""
+    if buf is None or buf.dtype.bits % 8:  # (a sub-byte element is not one byte's)
+        return None
+    flat = _slot_elements(buf.layout).get(offset // buf.dtype.bytes)
+    if flat is None or not all(isinstance(e, int) for e in buf.shape):
+        return None
+    return tuple(int(i) for i in np.unravel_index(flat, buf.shape))
+
+
+@functools.lru_cache(maxsize=64)
+def _slot_elements(layout) -> dict[int, int]:
+    """Storage slot -> the first flat index stored there, for a layout (built once per
+    layout, when a report first names one of its elements)."""
+    try:
+        slots = layout.column("m") if hasattr(layout, "column") else [m for (m,) in layout.table()]
+    except Exception:  # noqa: BLE001 - a report then names the byte instead
+        return {}
+    out: dict[int, int] = {}
+    for flat, slot in enumerate(slots):
+        out.setdefault(int(slot), flat)
+    return out
