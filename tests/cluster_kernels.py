@@ -180,15 +180,16 @@ def kernel(A: T.Tensor((2, 64), "int32"), Out: T.Tensor((64,), "int32")):
         T.ptx["st.shared::cluster.s32"](peer[0], A[1, tid])
         T.ptx["{arrive}"](peer[1])
     else:
-        T.cuda.mbarrier_wait_acquire_cluster(bars[0], 0)
+        {wait}(bars[0], 0)
         Out[tid] = s[tid]
     T.cuda.cluster_sync()
 """
 RELEASE_CLUSTER = "mbarrier.arrive.release.cluster.shared::cluster.b64"
+ACQUIRE_CLUSTER = "T.cuda.mbarrier_wait_acquire_cluster"
 
 
-def remote_arrive_kernel(tmp_path, arrive=RELEASE_CLUSTER):
-    return define(REMOTE_ARRIVE.format(arrive=arrive), tmp_path, "kernel")
+def remote_arrive_kernel(tmp_path, arrive=RELEASE_CLUSTER, wait=ACQUIRE_CLUSTER):
+    return define(REMOTE_ARRIVE.format(arrive=arrive, wait=wait), tmp_path, "kernel")
 
 
 # A 64x64 f16 tile of A, loaded once by rank 0's thread 0 with .multicast::cluster into the

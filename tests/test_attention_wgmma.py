@@ -136,7 +136,7 @@ def test_simulator_reports_q_reloaded_without_the_q_free_wait(tmp_path):
     """A persistent block's producer loads the next tile's Q without waiting for the
     consumers to be done with the last one's: the copy lands on Q while their Q Kᵀ reads it."""
     twin = _twin(tmp_path, Q_FREE_WAIT, "", "attn_wg_noqfree")
-    with pytest.raises(SimulationError, match=r"writes .q_s. .* tensor core") as info:
+    with pytest.raises(SimulationError, match=r"writes .q_s.\[.* tensor core") as info:
         _run(twin, (2, 1, 1, 128, 384, 64), cfg=twin.WgmmaAttentionConfig(persistent=True), sms=1)
     assert info.value.span.line == _line(twin, "T.cuda.tile.apply(T.ptx[tma], q_s[")
 
@@ -150,7 +150,7 @@ def test_simulator_reports_q_freed_before_the_last_scores_land(tmp_path):
 """
     early = wait + "            T.ptx[ARRIVE](q_free[0])\n"
     twin = _twin(tmp_path, wait, early, "attn_wg_early_qfree", (free, ""))
-    with pytest.raises(SimulationError, match=r"writes .q_s. .* tensor core") as info:
+    with pytest.raises(SimulationError, match=r"writes .q_s.\[.* tensor core") as info:
         _run(twin, (2, 1, 1, 128, 384, 64), cfg=twin.WgmmaAttentionConfig(persistent=True), sms=1)
     assert info.value.span.line == _line(twin, "T.cuda.tile.apply(T.ptx[tma], q_s[")
 
@@ -255,7 +255,7 @@ def test_simulator_reports_a_refill_without_the_empty_barrier_wait(tmp_path):
     its copy would land on bytes no consumer has let go of)."""
     twin = _twin(tmp_path, EMPTY_WAIT, "", "attn_wg_noempty")
     with pytest.raises(
-        SimulationError, match=r"mbarrier 'full' .* has not observed phase 0"
+        SimulationError, match=r"mbarrier 'full'\[.* has not observed phase 0"
     ) as info:
         _run(twin, THREE_TILES)
     assert "the tensor copy" in str(info.value) and "expect-tx would count" in str(info.value)
@@ -271,7 +271,7 @@ def test_simulator_reports_a_full_barrier_parity_flipped(tmp_path):
     with pytest.raises(SimulationError, match="deadlock") as info:
         _run(twin, THREE_TILES)
     line = _line(twin, wrong)
-    assert re.search(rf"mbarrier 'full' .* at line {line}: thread \d+ .* waits", str(info.value))
+    assert re.search(rf"mbarrier 'full'\[.* at line {line}: thread \d+ .* waits", str(info.value))
 
 
 @pytest.mark.parametrize(
@@ -292,7 +292,7 @@ def test_simulator_reports_a_stage_released_before_its_multiplies_are_done(tmp_p
     early = """                    T.ptx[ARRIVE](empty[st])
                     T.ptx["wgmma.wait_group.sync.aligned"](0)"""
     twin = _twin(tmp_path, RELEASE, early, "attn_wg_early")
-    with pytest.raises(SimulationError, match=r"writes 'v_s' .* tensor core") as info:
+    with pytest.raises(SimulationError, match=r"writes 'v_s'\[.* tensor core") as info:
         _run(twin, THREE_TILES)
     assert info.value.span.line == _line(twin, V_COPY)
 
@@ -305,7 +305,7 @@ def test_simulator_reports_the_first_turn_never_given(tmp_path):
     with pytest.raises(SimulationError, match="deadlock") as info:
         _run(twin, THREE_TILES, cfg=twin.WgmmaAttentionConfig(pingpong=True))
     line = _line(twin, "T.cuda.mbarrier_wait(turn[cw], n % 2)")
-    assert re.search(rf"mbarrier 'turn' .* at line {line}: thread \d+ .* waits", str(info.value))
+    assert re.search(rf"mbarrier 'turn'\[.* at line {line}: thread \d+ .* waits", str(info.value))
 
 
 OVERLAP_TAIL = """                    T.ptx["wgmma.wait_group.sync.aligned"](0)  # P_(j-1) V_(j-1) is done too

@@ -228,6 +228,23 @@ def test_a_remote_arrive_at_cta_scope_does_not(tmp_path):
     assert f"which block (1, 0, 0) thread 0 (warp 0, lane 0) wrote at line {store}" in msg
 
 
+def test_a_wait_at_cta_scope_does_not_acquire_a_peers_release(tmp_path):
+    # the ISA's scopes: a .release.cluster arrive and a .acquire.cta wait (mbarrier_wait's
+    # default) are not morally strong, so the peer's store is not ordered before the read
+    k = remote_arrive_kernel(tmp_path, wait="T.cuda.mbarrier_wait")
+    with pytest.raises(tirx.SimulationError) as e:
+        _run(k, _rows(2), np.zeros(64, np.int32))
+    msg, hint = str(e.value), e.value.hint
+    store, read, wait = (
+        _line(tmp_path, "st.shared::cluster"), _line(tmp_path, "Out[tid]"),
+        _line(tmp_path, "(bars[0], 0)"),
+    )  # fmt: skip
+    assert f"reads its own 's'[0] (byte 0, shared address 0) at line {read}" in msg
+    assert f"which block (1, 0, 0) thread 0 (warp 0, lane 0) wrote at line {store}" in msg
+    assert f"the wait at line {wait} acquires at CTA scope" in msg
+    assert f"T.cuda.mbarrier_wait_acquire_cluster(bar, parity) at line {wait}" in hint
+
+
 def test_a_remote_arrive_before_the_peers_init_is_ordered_is_a_race(tmp_path):
     k = define(
         """

@@ -234,7 +234,7 @@ def test_the_trans_picture_says_its_coordinates_are_the_transposed_matrix():
     assert "transposed" not in plain
     head = trans.splitlines()[:3]
     assert "(transposed matrix)" in head[0]
-    assert "row of the transposed matrix (= shared column)" in head[2]
+    assert "row (= shared column)" in head[2]
     assert "shared element (r, c) is drawn at (c, r)" in trans
 
 

@@ -75,7 +75,9 @@ def cell_styles(
 def legend_text(grid: Grid, color_by=None) -> str:
     """One line saying what the cells and colours mean."""
     color_by = color_by or default_color_by(grid)
-    if grid.kind == "memory":
+    if grid.legend:
+        what = grid.legend
+    elif grid.kind == "memory":
         what = f"cell = element address; colour = bank ({grid.element_bytes}-byte elements)"
     elif grid.kind == "addresses":
         what = "cell = the lane that supplies this row's address"

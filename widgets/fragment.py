@@ -241,7 +241,7 @@ def block_labels(lead: tuple[int, ...], names: tuple[str, ...]):
     """Names of the block rows and block columns (``(("M0", "M1"), ("N0", "N1"))``)."""
     if not lead or math.prod(lead) == 1:
         return (), ()
-    names = names if len(names) == len(lead) else tuple(f"r{i} " for i in range(len(lead)))
+    names = names if len(names) == len(lead) else tuple(f"dim {i} = " for i in range(len(lead)))
     down = tuple(
         " ".join(f"{n}{c}" for n, c in zip(names[:-1], combo) if len(names) > 1)
         for combo in coords(lead[:-1])

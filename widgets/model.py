@@ -69,6 +69,7 @@ class Grid:
     slot_name: str = "slot"
     element_bytes: int = 2
     note: str = ""
+    legend: str = ""  # what a cell shows, where not the default of its kind (a trace's values)
 
     @property
     def cols(self) -> int:
@@ -342,3 +343,25 @@ def relative_luminance(color: str) -> float:
 
     r, g, b = (linear(int(color[i : i + 2], 16) / 255) for i in (1, 3, 5))
     return 0.2126 * r + 0.7152 * g + 0.0722 * b
+
+
+def register_notes(entries, holder: str = "lane") -> str:
+    """What no warp can hold, said under a register layout's picture: two elements in one
+    lane's register slot, lanes past 31. ``entries``: ``(coord, other thread axes, lane,
+    slot's name)`` for every copy of every element; "" when there is nothing to say."""
+    owners: dict = {}
+    for coord, threads, lane, slot in entries:  # (a replica's copies are one element's)
+        owners.setdefault((threads, lane, slot), dict.fromkeys(()))[coord] = None
+    notes = []
+    clash = next(((key, coords) for key, coords in owners.items() if len(coords) > 1), None)
+    if clash is not None:
+        (_, lane, slot), coords = clash[0], list(clash[1])
+        notes.append(
+            f"elements {coords[0]} and {coords[1]} share lane {lane}'s {slot} (one slot: "
+            "writing one overwrites the other)"
+        )
+    lanes = [lane for _, _, lane, _ in entries if lane is not None]
+    if holder == "lane" and lanes and max(lanes) > 31:
+        past = [lane for lane in lanes if lane > 31]
+        notes.append(f"lanes {min(past)}..{max(past)} are past a warp's 32")
+    return "; ".join(notes)

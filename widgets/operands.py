@@ -109,8 +109,7 @@ def operand_facts(instr, operand: str | None = None, *, form: str | None = None)
         axes = _AXES.get(operand, ("row (M)", "column (N)"))
     elif dict(contract.params).get("trans") and spec.owner is not None:
         # .trans: the registers hold the transposed matrix; its row c is shared column c
-        axes = ("row of the transposed matrix (= shared column)",
-                "column of the transposed matrix (= shared row)")  # fmt: skip
+        axes = _TRANS_AXES
         note = note or (
             ".trans: rows and columns are those of the transposed matrix; shared element "
             "(r, c) is drawn at (c, r)"
@@ -156,13 +155,18 @@ def operand_fragment(instr, operand: str | None = None, *, repeat=(), element_bi
     kind = FragmentKind.REGISTERS if facts.grid.kind == "registers" else FragmentKind.ADDRESSES
     about = facts.about + (f" ({facts.note})" if facts.note else "")
     frag = Fragment(
-        f"{facts.text} · {facts.name}" + (" (transposed matrix)" if "transposed" in facts.axes[0]
+        f"{facts.text} · {facts.name}" + (" (transposed matrix)" if facts.axes == _TRANS_AXES
                                          else ""),
         rows, cols, order, kind, eatom[-2:], facts.axes,
         block_labels(shape[:-2], names), prefix or facts.prefix, bits, about, facts.formula,
         unit_bits=max(facts.unit_bits, bits),
     )  # fmt: skip
     return by_warp(frag) if not repeat else frag
+
+
+# .trans: the axes of the transposed matrix the registers hold (short enough to stand beside
+# the picture of one 8 x 8 matrix)
+_TRANS_AXES = ("row (= shared column)", "column (= shared row)")
 
 
 def _prefix(spec: OperandSpec) -> str:

@@ -66,33 +66,35 @@ class Panels:
         )
 
     def svg(self, path=None, *, hover: bool = True) -> str:
-        """One SVG holding the panels side by side (also written to ``path``)."""
+        """One SVG holding the panels side by side (also written to ``path``); the title
+        wraps to their width."""
         parts, x, height = [], 0.0, 0.0
-        for v in self.views:
-            one = v.svg(hover=hover)
-            w = float(re.search(r'width="([\d.]+)"', one).group(1))
-            h = float(re.search(r'height="([\d.]+)"', one).group(1))
-            parts.append(one.replace("<svg ", f'<svg x="{x:.0f}" y="22" ', 1))
+        sides = [v.svg(hover=hover) for v in self.views]
+        width = sum(_svg_size(one)[0] for one in sides) + 16 * (len(sides) - 1)
+        title = _wrapped(self.title, width / 7.3)  # 12 px monospace: about 7.2 px a character
+        top = 6 + 16 * len(title)
+        for one in sides:
+            w, h = _svg_size(one)
+            parts.append(one.replace("<svg ", f'<svg x="{x:.0f}" y="{top}" ', 1))
             x, height = x + w + 16, max(height, h)
-        lines = [self.title, *self.notes]
-        total_h = 22 + height + 14 * len(self.notes) + 6
-        texts = "".join(
-            f'<text x="6" y="{16 if i == 0 else 22 + height + 14 * i:.0f}" font-size="'
-            f'{12 if i == 0 else 10}"{" font-weight=" + chr(34) + "bold" + chr(34) if i == 0 else ""}'
-            f">{html.escape(t)}</text>"
-            for i, t in enumerate(lines)
-        )
+        bold = ' font-weight="bold"'
+        texts = [f'<text x="6" y="{16 * (i + 1)}" font-size="12"{bold}>{html.escape(t)}</text>'
+                 for i, t in enumerate(title)]  # fmt: skip
+        texts += [f'<text x="6" y="{top + height + 14 * (i + 1):.0f}" font-size="10">'
+                  f"{html.escape(t)}</text>" for i, t in enumerate(self.notes)]  # fmt: skip
+        total_h = top + height + 14 * len(self.notes) + 6
         text = (
             f'<svg xmlns="http://www.w3.org/2000/svg" width="{x - 16:.0f}" height="{total_h:.0f}"'
             f' font-family="DejaVu Sans Mono, monospace"><rect width="100%" height="100%" '
-            f'fill="#ffffff"/>{texts}{"".join(parts)}</svg>'
+            f'fill="#ffffff"/>{"".join(texts)}{"".join(parts)}</svg>'
         )
         if path is not None:
             Path(path).write_text(text, encoding="utf-8")
         return text
 
     def figure(self):
-        """The panels side by side as one matplotlib Figure (Agg)."""
+        """The panels side by side as one matplotlib Figure (Agg); the title wraps to their
+        width."""
         from matplotlib.backends.backend_agg import FigureCanvasAgg
         from matplotlib.figure import Figure
         from matplotlib.image import imread
@@ -100,17 +102,18 @@ class Panels:
         images = [imread(io.BytesIO(v.png(dpi=150)), format="png") for v in self.views]
         gap = 24
         width = sum(im.shape[1] for im in images) + gap * (len(images) - 1)
-        notes = len(self.notes) + 1
-        height = max(im.shape[0] for im in images) + 30 * notes + 10
+        title = _wrapped(self.title, width / 11.5)  # 9 pt monospace at 150 dpi: 11.25 px
+        top = 12 + 20 * len(title)
+        height = max(im.shape[0] for im in images) + top + 30 * len(self.notes) + 10
         fig = Figure(figsize=(width / 150, height / 150), dpi=150)
         FigureCanvasAgg(fig)
         fig.patch.set_facecolor("white")
         x = 0
         for im in images:
-            fig.figimage(im, xo=x, yo=height - 30 - im.shape[0])
+            fig.figimage(im, xo=x, yo=height - top - im.shape[0])
             x += im.shape[1] + gap
-        fig.text(0.005, 1 - 20 / height, self.title, fontsize=9, family="monospace",
-                 weight="bold")  # fmt: skip
+        fig.text(0.005, 1 - 6 / height, "\n".join(title), fontsize=9, family="monospace",
+                 weight="bold", va="top", linespacing=1.5)  # fmt: skip
         for i, note in enumerate(self.notes):
             fig.text(0.005, (30 * (len(self.notes) - i) - 14) / height, note, fontsize=7,
                      family="monospace", color="#333")  # fmt: skip
@@ -196,3 +199,16 @@ def _tex(text: str) -> str:
     from .tikz import tex
 
     return tex(text)
+
+
+def _svg_size(svg: str) -> tuple[float, float]:
+    """(width, height) of an SVG document's root element."""
+    w = float(re.search(r'width="([\d.]+)"', svg).group(1))
+    return w, float(re.search(r'height="([\d.]+)"', svg).group(1))
+
+
+def _wrapped(text: str, per_line: float) -> list[str]:
+    """``text`` in lines of at most ``per_line`` characters (at least 24), broken at spaces."""
+    import textwrap
+
+    return textwrap.wrap(text, max(int(per_line), 24)) or [""]

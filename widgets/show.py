@@ -20,6 +20,7 @@ from . import fragment as F
 from . import operands as O
 from .families import require_fragment
 from .fragview import FragmentView
+from .model import register_notes
 from .smem import shared_operand
 
 __all__ = ["InstructionView", "show_fragment", "show_instruction"]
@@ -139,7 +140,20 @@ def show_fragment(what, operand=None, *, shape=None, element_bits=None, unit_bit
     summary = ""
     if frag.kind is F.FragmentKind.MEMORY:
         summary = f"worst column bank conflict: {F.bank_conflicts(frag)}-way"
+    elif not _is_instruction(what):
+        summary = _register_notes(frag)
     return _paged(FragmentView(frag, lane=lane, summary=summary, page=page), page)
+
+
+def _register_notes(frag) -> str:
+    """What no warp can hold in a register layout's picture (:func:`model.register_notes`)."""
+    per = max(frag.unit_bits // frag.element_bits, 1)
+    entries = [
+        (e.coord, e.threads, lane, f"{frag.prefix}{reg * per + part}")
+        for e in frag.elements
+        for lane, reg, part in e.copies or ((e.lane, e.register, e.part),)
+    ]
+    return register_notes(entries, frag.holder)
 
 
 def _is_instruction(what) -> bool:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import re
+from dataclasses import replace
 
 import numpy as np
 
@@ -30,6 +31,14 @@ __all__ = ["TraceView", "show_trace", "run_instruction", "ProbeRun"]
 
 WHEN = ("before", "after")
 FORMATS = ("auto", "hex", "u32", "f32", "f16x2", "bf16x2")
+_SHOWN = {  # how each format shows a register (a float32 one as its number, but in hex)
+    "auto": "a packed word as its two 16-bit halves lo|hi, a float32 as its number",
+    "hex": "the 32 bits in hex",
+    "u32": "the 32 bits as an unsigned integer, a float32 as its number",
+    "f32": "the 32 bits as a float32",
+    "f16x2": "the word's two float16 halves lo|hi, a float32 as its number",
+    "bf16x2": "the word's two bfloat16 halves lo|hi, a float32 as its number",
+}
 
 
 def _steps(source) -> list:
@@ -106,12 +115,12 @@ class TraceView(GridView):
         values = rt.after if self.when == "after" else rt.before
         ab = dict(contract.params).get("ab_type", "f16")
         if self.layout is None:
-            grid = contract_grid(contract, self.operand)
+            grid = replace(contract_grid(contract, self.operand), legend=self._legend())
             labels = [
                 _format(values[c.lane, c.slot], rt.dtypes[c.slot], self.fmt, ab) for c in grid.cells
             ]
             return grid, labels
-        grid = layout_grid(self.layout, self.shape)
+        grid = replace(layout_grid(self.layout, self.shape), legend=self._legend())
         _within_warp(grid)
         by_name = {}
         for other in trace.registers:
@@ -126,13 +135,16 @@ class TraceView(GridView):
                           else _format(hit[0][c.lane, hit[1]], hit[2], self.fmt, ab))  # fmt: skip
         return grid, labels
 
+    def _legend(self) -> str:
+        return f"cell = the value the lane's register holds ({_SHOWN[self.fmt]}); colour = lane"
+
     def _summary_text(self) -> str:
         t = self.trace
         span = getattr(t, "span", None)
         # the file's own name, not its directory (a notebook cell's changes every run)
         where = f" at {os.path.basename(span.file)}:{span.line}" if span else ""
         regs = self._operands(t)[self.operand] if self.operand in self._operands(t) else None
-        names = f" registers {', '.join(regs.sources)}" if regs is not None else ""
+        names = f" ({', '.join(regs.sources)})" if regs is not None else ""
         return (
             f"step {t.step}: {t.instruction}{where}, warp {t.warp}; operand {self.operand}"
             f"{names}, {self.when}; ran on the {self.where}"

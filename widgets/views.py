@@ -21,7 +21,7 @@ from .cellgrid import CellGrid
 from .geometry import geometry
 from .gridpicture import grid_fragment, grid_looks
 from .linking import shown
-from .model import Grid, layout_formula, layout_grid, parse_layout
+from .model import Grid, layout_formula, layout_grid, parse_layout, register_notes
 
 __all__ = ["GridView", "LayoutView", "show_layout"]
 
@@ -291,7 +291,12 @@ class LayoutView(GridView):
             line = f"worst column bank conflict: {grid.bank_conflicts()}-way"
             ldmatrix = banks.summary(layout, grid.shape, grid.element_bytes) if layout else ""
             return f"{line}; {ldmatrix}" if ldmatrix else line  # widgets/banks.py
-        return ""
+        entries = [
+            (c.coord, c.threads, lane, f"{grid.slot_name} {slot}")
+            for c in grid.cells
+            for lane, slot in c.copies or ((c.lane, c.slot),)
+        ]
+        return register_notes(entries)
 
     def formula(self, index: int) -> str:
         return layout_formula(self.layout, self.grid.cells[index].coord, self.shape)

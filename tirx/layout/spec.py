@@ -167,7 +167,8 @@ def _parse(name: str, key: object) -> tuple[Iter, ...]:
         strides = _as_tuple(key.stop)
         if len(extents) != len(strides):
             raise LayoutError(
-                f"{name}[...] has {len(extents)} extents but {len(strides)} strides",
+                f"{name}[...] has {_count(len(extents), 'extent')} but "
+                f"{_count(len(strides), 'stride')}",
                 hint="give one stride per extent",
             )
     else:
@@ -216,3 +217,7 @@ def format_spec(shard: tuple[Iter, ...] | None, replica: tuple[Iter, ...], offse
         parts.append(_format_iters("R", replica))
     parts += [str(v) if a == m else f"{v} @ {a.name}" for a, v in offset]
     return " + ".join(parts) if parts else "S[()]"
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" + ("" if n == 1 else "s")

@@ -127,12 +127,21 @@ def view_shape(v: View, shape, layout=None) -> View:
 _GROUP = re.compile(r"\(([^()]*)\)|([A-Za-z_][A-Za-z0-9_]*)|(\S)")
 
 
-def _parse_side(pattern: str, side: str) -> list[list[str]]:
+def _parse_side(pattern: str, side: str, where: str) -> list[list[str]]:
     groups = []
     for m in _GROUP.finditer(side):
         inner, bare, bad = m.groups()
         if bad is not None:
-            raise LayoutError(f"rearrange {pattern!r}: unexpected {bad!r}")
+            if bad == "(":
+                raise LayoutError(
+                    f"rearrange {pattern!r}: a '(' is not closed on the {where} side",
+                    hint="a group is names in one pair of parentheses, '(a b)', not nested",
+                )
+            raise LayoutError(
+                f"rearrange {pattern!r}: unexpected {bad!r}",
+                hint="each side is names and parenthesized groups of names, as in "
+                "'(a b) c -> b (a c)'",
+            )
         names = inner.split() if inner is not None else [bare]
         for n in names:
             if not n.isidentifier():
@@ -146,7 +155,7 @@ def rearrange(v: View, pattern: str, **sizes: int) -> View:
     if not isinstance(pattern, str) or pattern.count("->") != 1:
         raise LayoutError(f"rearrange pattern must look like 'lhs -> rhs', got {pattern!r}")
     lhs_text, rhs_text = pattern.split("->")
-    lhs, rhs = _parse_side(pattern, lhs_text), _parse_side(pattern, rhs_text)
+    lhs, rhs = _parse_side(pattern, lhs_text, "left"), _parse_side(pattern, rhs_text, "right")
     if len(lhs) != len(v.shape):
         raise LayoutError(
             f"rearrange {pattern!r}: the left side has {len(lhs)} groups but the tensor "
@@ -172,9 +181,11 @@ def rearrange(v: View, pattern: str, **sizes: int) -> View:
         missing = [n for n in group if n not in sizes]
         known = math.prod(int(sizes[n]) for n in group if n in sizes)
         if len(missing) > 1:
+            given = " and ".join(f"{n}=..." for n in missing[:-1])
             raise LayoutError(
-                f"rearrange {pattern!r}: group ({' '.join(group)}) has more than one "
-                f"unknown size; give sizes for {missing[1:]}"
+                f"rearrange {pattern!r}: group ({' '.join(group)}) splits a dimension of "
+                f"extent {extent} with {len(missing)} sizes unknown ({', '.join(missing)})",
+                hint=f"give all but one of them as keywords, e.g. rearrange(..., {given})",
             )
         if missing:
             if known <= 0 or extent % known:

@@ -49,6 +49,10 @@ RELAXED_HINT = (
     "arrive with release semantics at {arrive} (barrier.cluster.arrive, the default, as "
     "T.cuda.cluster_sync() does)"
 )
+CTA_WAIT_HINT = (
+    "wait with T.cuda.mbarrier_wait_acquire_cluster(bar, parity) at {wait} "
+    "(mbarrier.try_wait.parity.acquire.cluster), which acquires the arrivals of other blocks"
+)
 INIT_HINT = (
     'put T.ptx["fence.mbarrier_init.release.cluster"]() after the init, before the .relaxed '
     "arrive at {arrive} (the fence releases the thread's inits at its next arrive), or arrive "
@@ -97,6 +101,7 @@ class Distributed:
         self.sites: list = [None]
         self.site_ids: dict = {}
         self.peers: list = [None] * n  # per target: (arrivals, rank, tid, span, verb, what)
+        self.cta_waits: dict = {}  # (rank, thread) of a remote arrive -> a CTA-scope wait on it
         for rank, m in enumerate(self.machines):
             m.shared.cluster = LocalHook(self, rank)
 
@@ -105,6 +110,7 @@ class Distributed:
         self.r_arr.fill(-1)
         self.init_fence.fill(0)
         self.peers = [None] * len(self.peers)
+        self.cta_waits.clear()
 
     def site(self, span) -> int:
         sid = self.site_ids.get(span)
@@ -173,6 +179,14 @@ class Distributed:
         verb = verb or ("writes" if write else "reads")
         between = "with no cluster barrier in between"
         hint = RACE_HINT.format(first=line_of(there), second=line_of(here))
+        waited = self.cta_waits.get((o_rank, o_tid))
+        if waited is not None and not held:
+            between = (
+                f"ordered only by an mbarrier phase it arrived at with .release.cluster, which "
+                f"the wait at {line_of(waited)} acquires at CTA scope (the default): that "
+                "orders nothing of another block's"
+            )
+            hint = CTA_WAIT_HINT.format(wait=line_of(waited))
         if held:
             arrive = line_of(self.sites[held])
             between = (
@@ -219,6 +233,13 @@ class Distributed:
             if access is not None and access[1] == rank and mine[access[2]]:
                 if access[0] == arrived[access[2]]:  # (and the .relaxed arrive's line)
                     self.peers[target] = (access[0] + 1, *access[1:-1], self.sites[site])
+
+    def cta_wait(self, arrivals, span) -> None:
+        """A wait at CTA scope passed a phase that threads of other blocks arrived at with
+        ``.release.cluster``: nothing of theirs is acquired; the wait is kept for the hint of
+        a race with what they did before their arrive."""
+        for rank, tid, _ in arrivals:
+            self.cta_waits[(rank, tid)] = span
 
     def acquire(self, arrivals) -> None:
         """A waiter passed an mbarrier phase that threads of other blocks arrived at:

@@ -23,7 +23,9 @@ count* and a *tx-count*.
   any time after its issue) and then arrives.
 * ``mbarrier.inval [a]`` ends the object: a later use is a use before init.
 
-Memory ordering: arrive has release and the waits acquire semantics at CTA scope. Each arrive
+Memory ordering: arrive has release and the waits acquire semantics at CTA scope (a wait
+acquires another block's ``.release.cluster`` arrivals only at ``.acquire.cluster``, as the
+ISA's scopes say: :mod:`tirx.families.mbarrier.sim_cluster`). Each arrive
 releases what its thread has done and observed so far into the phase (a snapshot of the
 thread's clock, :mod:`tirx.sim.order`); a thread whose wait (or ``test_wait``/``try_wait``
 that returned true) observed the phase acquires the phase's snapshot, so the arrivals'
@@ -122,7 +124,8 @@ def compile_call(m, compiler, stmt: ir.PtxCall, text: str):
     value_f = compiler.compile(ops[1].value) if len(ops) > 1 else None
     if op in ("test_wait.parity", "try_wait.parity"):
         m.use_strands()  # a wait, or a test in a loop: other warps must run meanwhile
-        return _wait(m, stmt, addr_f, value_f, done, match.group(2) != "relaxed")
+        return _wait(m, stmt, addr_f, value_f, done, match.group(2) != "relaxed",
+                     match.group(3) == "cluster")  # fmt: skip
     noinc = match.group(5) is not None
     ordered = match.group(2) != "relaxed"  # .relaxed arrives release nothing
     span = stmt.span
@@ -178,7 +181,7 @@ def _values(f, idx, default: int) -> np.ndarray:
     return v.astype(np.uint32).astype(np.int64)
 
 
-def _wait(m, stmt, addr_f, parity_f, done, acquire: bool):
+def _wait(m, stmt, addr_f, parity_f, done, acquire: bool, cluster: bool = False):
     span = stmt.span
     out = None
     if done is not None:
@@ -238,7 +241,7 @@ def _wait(m, stmt, addr_f, parity_f, done, acquire: bool):
         for a in np.unique(addr[ok]).tolist():
             b = bars.get(a, int(idx[0]))
             mine = idx[ok & (addr == a)]
-            bars.passed(b, mine, acquire)
+            bars.passed(b, mine, acquire, cluster)
             bars.record(event, b, mine.tolist())
 
     return run

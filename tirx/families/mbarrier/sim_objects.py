@@ -313,14 +313,21 @@ class Barriers:
         del self.live[addr]
         self.changed()
 
-    def passed(self, b: _Barrier, threads: np.ndarray, acquire: bool = True) -> None:
+    def passed(
+        self, b: _Barrier, threads: np.ndarray, acquire: bool = True, cluster: bool = False
+    ) -> None:
         """Threads ``threads`` observed ``b``'s last completed phase: with acquire semantics
         (all but ``.relaxed``), what its arrivals released, and the copies that completed on
-        it, are ordered before them."""
+        it, are ordered before them; other blocks' arrivals only at cluster scope
+        (``cluster``: ``.acquire.cluster``; a CTA-scope acquire is not morally strong with
+        another block's release, so it orders nothing of theirs)."""
         if acquire and b.seen is not None:
             self.m.shared.order.acquire(threads, b.seen)
         if acquire and b.seen_remote:  # other blocks' arrivals (tirx/sim/distributed.py)
-            self.m.cluster.shared.acquire(b.seen_remote)
+            if cluster:
+                self.m.cluster.shared.acquire(b.seen_remote)
+            else:
+                self.m.cluster.shared.cta_wait(b.seen_remote, self.m.span)
         b.observed = max(b.observed, b.phase - 1)
         if b.done_by is not None:
             b.saw.update(int(t) for t in threads)
