@@ -12,6 +12,7 @@ import stat
 import zipfile
 
 import pytest
+import torch
 
 import tirx
 from tirx.artifact import ArtifactError
@@ -87,7 +88,24 @@ def test_load_takes_the_arch_specific_name_and_hints_without_it(multi):
                        "sm_120a") as info:  # fmt: skip
         tirx.load(multi, arch="sm_120a")
     assert "archs=['sm_120a', ...]" in info.value.hint
-    assert "--arch sm_120 --out" in info.value.hint  # one 'a' off, not every trailing one
+    # the command line takes the same spelling (tirx compile --arch sm_90a builds sm_90a)
+    assert "--arch sm_120a --out" in info.value.hint
+
+
+def test_a_loaded_kernel_checks_its_arguments_before_saying_it_needs_a_gpu(multi, monkeypatch):
+    from tirx.backend.cuda import stored
+
+    monkeypatch.setattr(stored.driver, "gpu_count", lambda: 0)  # as on a machine without one
+    loaded = tirx.load(multi, arch="sm_90")
+    x, y = torch.zeros(8, 256).half(), torch.empty(8, 256).half()
+    with pytest.raises(TypeError, match="takes 2 arguments"):
+        loaded(x)
+    with pytest.raises(ValueError, match=r"parameter 'X' expects shape \(8, 256\), got \(3,\)"):
+        loaded(torch.zeros(3).half(), y)
+    with pytest.raises(TypeError, match="parameter 'X' expects dtype float16"):
+        loaded(x.float(), y)
+    with pytest.raises(tirx.LaunchError, match="needs a CUDA GPU"):  # a right call
+        loaded(x, y)
 
 
 # -------------------------------------------------------------- the file's mode and links

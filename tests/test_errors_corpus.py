@@ -1028,3 +1028,34 @@ def test_a_constant_divided_by_zero_is_named_with_the_fix(line, python, tmp_path
     assert "take the value from a tensor" in e.value.hint
     fixed = line.replace("0.0", "T.float32(n)").replace("// 0", "// (n + 1)").replace("-T", "T")
     tirx.compile(define(HEAD + "    " + fixed + "\n", tmp_path, "k"), target="sim")
+
+
+@pytest.mark.parametrize(
+    "pattern, sizes, message, hint",
+    [
+        ("(g r (c w) -> r", "", "a '(' is not closed on the left side", "not nested"),
+        ("r w -> (w r", "", "a '(' is not closed on the right side", "not nested"),
+        ("r w -> w) r", "", "unexpected ')'", "'(a b) c -> b (a c)'"),
+        (
+            "(g r) (c w) -> c g r w",
+            ", g=2",
+            "group (c w) splits a dimension of extent 8 with 2 sizes unknown (c, w)",
+            "rearrange(..., c=...)",
+        ),
+    ],
+)
+def test_rearrange_patterns_say_what_is_wrong(pattern, sizes, message, hint, tmp_path):
+    body = f'    v = a.view("uint32").rearrange("{pattern}"{sizes})\n'
+    with pytest.raises(tirx.LayoutError) as info:
+        define(HEAD + body, tmp_path, "k")
+    assert message in info.value.message and hint in info.value.hint
+    assert "rearrange(" in caret_line(str(info.value))
+
+
+def test_a_loop_step_known_only_at_run_time_is_told_the_persistent_form(tmp_path):
+    body = "    for t in range(0, 64, n):\n        Out[0, 0] = 1.0\n"
+    with pytest.raises(tirx.TirxSyntaxError) as info:
+        define(HEAD + body, tmp_path, "k")
+    assert "the loop step must be a nonzero compile-time integer" in info.value.message
+    assert "for i in range(T.ceildiv(stop - start, step)): t = start + i * step" in info.value.hint
+    assert caret_text(str(info.value)).startswith("n):")  # the caret under the step

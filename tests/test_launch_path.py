@@ -9,6 +9,8 @@ tensors where it would want tensors on device 0).
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -195,11 +197,27 @@ def test_runner_without_parameters():
 def test_runner_text_for_scalars():
     from tirx.backend.cuda.runner_text import runner_source
 
-    text = runner_source((("int", -(2**31), 2**31 - 1), ("float",), ("bool",)), 0)
+    text = runner_source((("int", -(2**31), 2**31 - 1), ("float", 2.0**128), ("bool",)), 0)
     assert "type(a0) is int and -2147483648 <= a0 <= 2147483647" in text
-    assert "type(a1) is float and type(a2) is bool" in text
+    # a float that would round to an infinity takes the checked path (which refuses it)
+    assert "type(a1) is float and (abs(a1) < 3.402823669209385e+38 or a1 - a1 != 0)" in text
+    assert "and type(a2) is bool" in text
     assert "keep, params = pack(a0, a1, a2)" in text
     assert "memo" not in text  # no tensors: nothing to remember
+    text = runner_source((("float", float("inf")),), 0)  # float64: no overflow to check
+    assert "type(a0) is float" in text and "abs(" not in text
+
+
+def test_a_float_scalar_that_overflows_its_dtype_is_refused_on_every_call(scalar_kernel):
+    exe = tirx.compile(scalar_kernel, target=TARGET)
+    stub = attach_recorder(exe, 0)
+    exe(7, 2.5, 255)  # checked path: builds the runner
+    for x in (1e39, -3.5e38, 2.0**128 * (1 - 2.0**-25)):  # round to +-inf in float32
+        with pytest.raises(ValueError, match=re.escape(f"parameter 'x': {x:g} overflows float32")):
+            exe(7, x, 1)
+    exe(7, 3.4028235e38, 1)  # rounds to float32's largest finite value
+    exe(7, float("inf"), 1)  # an infinity asked for
+    assert [c[5] for c in stub.calls] == [2.5, float(np.float32(3.4028235e38)), float("inf")]
 
 
 # --- the memo: checked tensors are remembered, never trusted after a change ----------------

@@ -562,3 +562,10 @@ def test_a_register_view_reaching_lane_32_is_refused_in_a_kernel(tmp_path):
     assert "r.view(8, 8, layout=" in str(e.value)
     twin = "(8, 4, 2) : (4 @ laneid, 1 @ laneid, 1)"  # lanes 0 to 31, two registers each
     define(_LANE_VIEW.format(spec=twin), tmp_path, "k")
+
+
+def test_mismatched_counts_name_them_in_words():
+    with pytest.raises(LayoutError, match=r"S\[\.\.\.\] has 2 extents but 1 stride\n"):
+        S[(4, 8) : (1,)]
+    with pytest.raises(LayoutError, match=r"has 1 extent but 2 strides\n"):
+        S[(4,) : (1, 2)]

@@ -245,6 +245,67 @@ def test_a_wait_at_cta_scope_does_not_acquire_a_peers_release(tmp_path):
     assert f"T.cuda.mbarrier_wait_acquire_cluster(bar, parity) at line {wait}" in hint
 
 
+WAR = """
+@T.function
+def kernel(Out: T.Tensor((64,), "int32")):
+    T.device_entry(launch=T.cuda.LaunchConfig(grid=2, block=64, cluster=2))
+    s = T.alloc_shared((64,), "int32")
+    peer = T.alloc_local((1,), "uint32")
+    tid = T.cuda.thread_idx("x")
+    r = T.cuda.mov_sreg(32, "cluster_ctarank")
+    s[tid] = tid
+    T.cuda.cluster_sync()
+    if r == 1:
+        Out[tid] = s[tid]
+    {sync}
+    if r == 0:
+        T.ptx["mapa.shared::cluster.u32"](peer[0], s[tid], 1)
+        T.ptx["st.shared::cluster.s32"](peer[0], -1)
+    T.cuda.cluster_sync()
+"""
+
+
+def test_a_peer_write_after_a_read_is_told_to_wait_for_the_readers(tmp_path):
+    out = np.zeros(64, np.int32)
+    _run(define(WAR.format(sync=SYNC), tmp_path, "kernel"), out)  # the twin: exact
+    assert (out == np.arange(64)).all()
+    k = define(WAR.format(sync="pass"), tmp_path, "kernel")
+    with pytest.raises(tirx.SimulationError) as e:
+        _run(k, np.zeros(64, np.int32))
+    msg, hint = str(e.value), e.value.hint
+    assert "block (0, 0, 0) thread 0 (warp 0, lane 0) writes block (1, 0, 0)'s 's'[0]" in msg
+    assert "which block (1, 0, 0) thread 0 (warp 0, lane 0) read" in msg
+    # the writer waits for the readers: an mbarrier of the writing block, not the reading one
+    assert "an mbarrier of the writing block: the readers arrive on it" in hint
+    assert "the writer waits for that phase" in hint
+
+
+def test_a_remote_arrive_on_a_word_never_initialized_names_the_arrive(tmp_path):
+    k = define(
+        """
+        @T.function
+        def kernel(Out: T.Tensor((64,), "int32")):
+            T.device_entry(launch=T.cuda.LaunchConfig(grid=2, block=64, cluster=2))
+            bars = T.alloc_shared((1,), "uint64")
+            peer = T.alloc_local((1,), "uint32")
+            tid = T.cuda.thread_idx("x")
+            r = T.cuda.mov_sreg(32, "cluster_ctarank")
+            T.cuda.cluster_sync()
+            if tid == 0 and r == 1:
+                T.ptx["mapa.shared::cluster.u32"](peer[0], bars[0], 0)
+                T.ptx["mbarrier.arrive.release.cluster.shared::cluster.b64"](peer[0])
+            T.cuda.cluster_sync()
+            Out[tid] = 1
+        """,
+        tmp_path,
+        "kernel",
+    )
+    msg = _fault(k, np.zeros(64, np.int32))
+    arrive = _line(tmp_path, "mbarrier.arrive.release")
+    # the peer's word is named at the arriving statement, not where the peer block stands
+    assert f"is used before mbarrier.init (or after mbarrier.inval) at line {arrive}" in msg
+
+
 def test_a_remote_arrive_before_the_peers_init_is_ordered_is_a_race(tmp_path):
     k = define(
         """

@@ -375,9 +375,16 @@ def test_an_input_of_the_wrong_rank_is_refused_naming_the_operator(op, args, mes
         getattr(ops, op)(*args)
 
 
+@pytest.mark.filterwarnings("ignore:Sparse CSR tensor support is in beta")
 def test_sparse_and_complex_inputs_are_refused_naming_the_input():
     with pytest.raises(TypeError, match="input 'X' is a sparse_coo tensor"):
         ops.softmax(torch.zeros(8, 256).to_sparse())
+    # an operator of one kernel (no factory) refuses them as well, as torch.md says
+    mm = tirx.torch_op(warp_matmul, name="test_sparse::warp_matmul")
+    b = torch.zeros(8, 16).half()
+    for sparse in (torch.zeros(16, 16).half().to_sparse(), torch.zeros(16, 16).to_sparse_csr()):
+        with pytest.raises(TypeError, match="input 'A' is a sparse_(coo|csr) tensor: tirx "):
+            mm(sparse, b)
     with pytest.raises(TypeError, match="input 'X': unknown dtype 'complex64'"):
         ops.softmax(torch.zeros(8, 256, dtype=torch.complex64))
 

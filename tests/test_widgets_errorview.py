@@ -118,3 +118,29 @@ def test_ordinary_cells_get_the_picture_too(ip, tmp_path):
     with capture_output() as out:
         assert not ip.run_cell("import tirx\ntirx.compile(_bad_kernel, 'sim')").success
     assert any("tirx-contract-picture" in o.data.get("text/html", "") for o in out.outputs)
+
+
+LOAD_GOOD = "S[(4, 8, 4) : (1, 4 @ laneid, 1 @ laneid)]"
+LOAD_BAD = "S[(4, 8, 4) : (1, 1 @ laneid, 8 @ laneid)]"
+
+
+def test_a_long_message_wraps_and_both_sides_name_the_matrices(tmp_path):
+    import re
+
+    path = tmp_path / "ldm.py"
+    path.write_text("from tirx import T\nfrom tirx.layout import S, TileLayout, laneid\n"
+                    + _seed_source(GOOD).replace(LOAD_GOOD, LOAD_BAD, 1))  # fmt: skip
+    ns = {"__name__": "ldm_under_test"}
+    exec(compile(path.read_text(), str(path), "exec"), ns)  # noqa: S102 - our own test kernel
+    with pytest.raises(tirx.ContractError) as info:
+        tirx.compile(ns["warp_matmul"], "sim")
+    pic = contract_picture(info.value)
+    # the user's side is cut into blocks as the instruction's is, and named alike
+    assert pic.expected.fragment.block_labels == pic.actual.fragment.block_labels
+    assert pic.actual.fragment.block_labels[1][:2] == ("matrix 0", "matrix 1")
+    svg = pic._panels().svg()
+    width = float(re.search(r'width="([\d.]+)"', svg).group(1))
+    title = re.findall(r'<text x="6" y="\d+" font-size="12" font-weight="bold">([^<]*)</text>', svg)
+    first = info.value.message.splitlines()[0]
+    assert len(title) > 1 and " ".join(title) == first.replace("'", "&#x27;")
+    assert all(len(line) * 7.2 <= width for line in title)  # each line fits the picture

@@ -281,3 +281,25 @@ def test_a_layout_over_16_bit_slots_names_each_slot_once():
                               element_bits=16, unit_bits=32)  # fmt: skip
     assert [words.label(e) for e in words.elements[:4]] == ["T0:v0", "T0:v1", "T0:v2", "T0:v3"]
     assert "2 per 32-bit register" in words.legend()
+
+
+def test_a_register_layout_no_warp_can_hold_is_said_under_its_picture():
+    from widgets import show_fragment, show_layout
+
+    bad = TileLayout(S[(8, 8) : (4 @ laneid, 1 @ laneid)])  # lanes 0..35, (0, 4) and (1, 0) share
+    for view, slot in ((show_fragment(bad), "v0"), (show_layout(bad), "slot 0")):
+        assert (f"elements (0, 4) and (1, 0) share lane 4's {slot} (one slot: writing one "
+                "overwrites the other)") in view.summary  # fmt: skip
+        assert "lanes 32..35 are past a warp's 32" in view.summary
+        assert view.summary in str(view)
+    good = TileLayout(S[(4, 8, 4) : (1, 4 @ laneid, 1 @ laneid)])
+    assert show_fragment(good).summary == "" and show_layout(good).summary == ""
+    # the copies of a replicated element are one element's, not two in one slot
+    assert show_layout("S[(8, 4) : (4 @ laneid, 1 @ laneid)] + R[2 : 1 @ warpid]").summary == ""
+
+
+def test_a_layouts_blocks_are_named_by_their_dimension():
+    from widgets import show_fragment
+
+    view = show_fragment(TileLayout(S[(2, 2, 8, 4) : (2, 1, 4 @ laneid, 1 @ laneid)]))
+    assert view.fragment.block_labels == (("dim 0 = 0", "dim 0 = 1"), ("dim 1 = 0", "dim 1 = 1"))

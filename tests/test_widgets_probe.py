@@ -109,6 +109,17 @@ def test_show_trace_draws_simulator_registers_over_the_fragments():
     assert "<svg" in view._repr_html_() and "step 0" in str(view)
 
 
+def test_show_trace_says_its_cells_are_values_in_its_format():
+    *_, run = _seed_run()
+    view = show_trace(run, step=0, fmt="f16x2")
+    first = str(view).splitlines()[1]
+    assert first == ("cell = the value the lane's register holds (the word's two float16 "
+                     "halves lo|hi, a float32 as its number); colour = lane")  # fmt: skip
+    assert "lane:" not in first
+    assert "operand registers (ar[0], ar[1], ar[2], ar[3]), after" in view.summary
+    assert "the 32 bits in hex" in str(show_trace(run, step=0, fmt="hex"))
+
+
 def test_show_trace_through_a_user_layout():
     a, _, _, run = _seed_run()
     view = show_trace(run, step=0, layout=a_load_layout, shape=(4, 8, 4))

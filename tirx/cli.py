@@ -205,6 +205,9 @@ MAX_PNG_CELLS = 4096
 
 def cmd_layout(args) -> int:
     shape = _shape(args.shape)
+    for path, option in ((args.svg, "--svg"), (args.png, "--png")):
+        if path is not None:  # before anything is printed
+            _writable(path, option)
     # The drawing functions live in the notebook layer; the command line sits above both
     # layers and loads it here only (tests/test_architecture.py names this exception).
     try:
@@ -227,15 +230,17 @@ def cmd_layout(args) -> int:
                            dtype_bytes=args.dtype_bytes)  # fmt: skip
     except TirxError as e:
         raise UsageError(e.message + (f" ({e.hint})" if e.hint else "")) from None
-    print(view)
-    if args.svg:
+    if args.svg:  # the pictures first: a reader that stops early (`| head`) cuts the table only
         _write(view.svg(), args.svg)
-        _wrote(args.svg, f"SVG, {cells} cells")
     if args.png:
         try:
             view.figure().savefig(args.png, dpi=args.dpi, bbox_inches="tight", format="png")
         except OSError as e:
             raise UsageError(f"cannot write {args.png}: {e.strerror}") from None
+    print(view)
+    if args.svg:
+        _wrote(args.svg, f"SVG, {cells} cells")
+    if args.png:
         _wrote(args.png, f"PNG, {cells} cells at {args.dpi} dpi")
     return 0
 
@@ -428,6 +433,17 @@ def main(argv=None) -> int:
     parser = build_parser()
     args = parser.parse_args(_glue_dashed_values(argv))
     prog = f"tirx {args.command}"
+    stdout = sys.stdout
+    if not isinstance(stdout, _Output):
+        sys.stdout = _Output(stdout)
+    try:
+        return _run(args, prog)
+    finally:
+        sys.stdout = stdout  # (after a broken pipe its descriptor writes to /dev/null)
+
+
+def _run(args, prog: str) -> int:
+    """The command, its errors turned into messages and exit statuses."""
     try:
         return args.func(args)
     except UsageError as e:
@@ -446,6 +462,43 @@ def main(argv=None) -> int:
     except KeyboardInterrupt:
         print(f"{prog}: interrupted", file=sys.stderr)
         return 130
-    except BrokenPipeError:  # `tirx compile ... | head`: the reader has what it wanted
-        sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - so the exit flush stays quiet
-        return 0
+    except BrokenPipeError:  # a pipe broken outside stdout's writes: the work did not end
+        return 141  # as a program killed by SIGPIPE
+
+
+class _Output:
+    """``sys.stdout`` for a command: once the reader of a pipe has gone (``tirx run ... |
+    head -1``), what is printed is dropped and the command goes on to its end, so that its
+    exit status is its own (a failed ``--check`` is still 1) and the files it writes are
+    written."""
+
+    def __init__(self, stream):
+        self._stream = stream
+        self._gone = False
+
+    def write(self, text: str) -> int:
+        if not self._gone:
+            try:
+                return self._stream.write(text)
+            except BrokenPipeError:
+                self._drop()
+        return len(text)
+
+    def flush(self) -> None:
+        if not self._gone:
+            try:
+                self._stream.flush()
+            except BrokenPipeError:
+                self._drop()
+
+    def _drop(self) -> None:
+        self._gone = True
+        try:  # the interpreter's flush at exit writes to /dev/null, quietly
+            null = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(null, self._stream.fileno())
+            os.close(null)
+        except (OSError, ValueError, AttributeError):  # no descriptor (a test's StringIO)
+            pass
+
+    def __getattr__(self, name):
+        return getattr(self._stream, name)

@@ -166,6 +166,12 @@ def _run_user_code(action, path: str | None):
         raise
     except Exception as err:
         raise UserCodeError(python_error(err, path)) from err
+    except SystemExit as err:  # the file's own sys.exit(): its status is not the command's
+        where = os.path.basename(path) if path else "the kernel's module"
+        raise UserCodeError(
+            f"{where} called sys.exit({err.code!r}) while it was imported: a kernel file "
+            'defines kernels (put a script\'s exit under `if __name__ == "__main__":`)'
+        ) from None
 
 
 def python_error(err: BaseException, path: str | None) -> str:
@@ -219,6 +225,22 @@ def _names(namespace: dict) -> str:
     )
 
 
+def _not_a_call_of_a_kernel(expr: str, namespace: dict, where: str) -> None:
+    """A usage error for ``FILE:kernel(...)`` where ``kernel`` is a kernel, not a factory."""
+    import ast
+
+    from .script.parser import KernelFunction
+
+    body = ast.parse(expr, mode="eval").body  # (compiled already: it parses)
+    if isinstance(body, ast.Call) and isinstance(body.func, ast.Name):
+        name = body.func.id
+        if isinstance(namespace.get(name), KernelFunction):
+            raise UsageError(
+                f"{where}:{expr}: {name} is a kernel, not a factory that makes one: write "
+                f"{where}:{name}"
+            )
+
+
 def _evaluate(expr: str, where: str, namespace: dict, path: str | None):
     """The kernel expression ``expr`` in the file's namespace."""
     label = f"<{where}:KERNEL>"
@@ -226,6 +248,7 @@ def _evaluate(expr: str, where: str, namespace: dict, path: str | None):
         code = compile(expr, label, "eval")
     except SyntaxError as e:
         raise UsageError(f"cannot read the kernel expression {expr!r}: {e.msg}") from None
+    _not_a_call_of_a_kernel(expr, namespace, where)
     try:
         return eval(code, namespace)  # noqa: S307 - the user's own expression
     except TirxError:

@@ -153,15 +153,19 @@ def compare(out, ref, atol: float, rtol: float) -> tuple[bool, str]:
         return False, f"FAIL: shape {tuple(out.shape)}, the reference's {tuple(ref.shape)}"
     if not out.numel():
         return True, "PASS (empty)"
-    diff = (out - ref).abs()
-    ok = bool(torch.allclose(out, ref, rtol=rtol, atol=atol))
-    text = f"max |out - ref| = {diff.max().item():.3g} (atol {atol:g}, rtol {rtol:g}): "
-    if ok:
+    close = torch.isclose(out, ref, rtol=rtol, atol=atol)  # equal infinities are close
+    finite = out.isfinite() & ref.isfinite()
+    diff = torch.where(finite, (out - ref).abs(), torch.zeros_like(out))
+    over = "" if finite.all() else f" over the {int(finite.sum())} finite pairs"
+    text = f"max |out - ref| = {diff.max().item():.3g}{over} (atol {atol:g}, rtol {rtol:g}): "
+    if bool(close.all()):
         return True, text + "PASS"
-    worst = tuple(int(i) for i in torch.unravel_index(diff.argmax(), diff.shape))
-    bad = int((diff > atol + rtol * ref.abs()).sum())
+    # the worst element: a NaN or infinity that disagrees first, else the largest difference
+    badness = torch.where(close, torch.full_like(diff, -1.0), diff)
+    badness = torch.where(~close & ~finite, torch.full_like(diff, float("inf")), badness)
+    worst = tuple(int(i) for i in torch.unravel_index(badness.argmax(), badness.shape))
     return False, (
-        text + f"FAIL, {bad} of {out.numel()} elements; worst at {worst}: "
+        text + f"FAIL, {int((~close).sum())} of {out.numel()} elements; worst at {worst}: "
         f"out {out[worst].item():.6g}, ref {ref[worst].item():.6g}"
     )
 
@@ -190,11 +194,9 @@ def _value(name: str, text: str):
 
     from .cli_load import UsageError
 
+    if text.endswith((".npy", ".pt")):
+        return _from_file(name, text)
     try:
-        if text.endswith(".npy"):
-            return torch.from_numpy(np.load(text))
-        if text.endswith(".pt"):
-            return torch.load(text, weights_only=True)
         value = eval(text, {"torch": torch, "np": np})  # noqa: S307 - the user's own argument
     except Exception as e:
         raise UsageError(f"--arg {name}={text}: {type(e).__name__}: {e}") from None
@@ -207,6 +209,30 @@ def _value(name: str, text: str):
         if value.requires_grad:  # data on the command line: no autograd graph to keep
             raise UsageError(f"--arg {name}={text}: the tensor requires grad, which a kernel "
                              "does not track; write it without requires_grad=True")  # fmt: skip
+    return value
+
+
+def _from_file(name: str, path: str):
+    """The tensor saved in ``path`` (numpy's ``.npy``, torch's ``.pt``), read without
+    unpickling anything (a file that needs it is refused as unreadable here)."""
+    import numpy as np
+    import torch
+
+    from .cli_load import UsageError
+
+    kind = "a .npy file (numpy.save)" if path.endswith(".npy") else "a .pt file (torch.save)"
+    try:
+        if path.endswith(".npy"):
+            return torch.from_numpy(np.load(path, allow_pickle=False))
+        value = torch.load(path, weights_only=True)
+    except OSError as e:
+        raise UsageError(f"--arg {name}={path}: cannot read it: {e.strerror or e}") from None
+    except Exception:  # noqa: BLE001 - numpy's and torch's ways of saying "not a tensor file"
+        # (their texts suggest unpickling, which a tensor file does not need)
+        raise UsageError(f"--arg {name}={path}: not {kind} of a tensor") from None
+    if not isinstance(value, torch.Tensor):
+        raise UsageError(f"--arg {name}={path}: the file holds a {type(value).__name__}, not a "
+                         "tensor")  # fmt: skip
     return value
 
 

@@ -33,6 +33,14 @@ from .ir.printer import print_function
 
 __all__ = ["Executable", "SimExecutable", "ArgChecker", "CacheState"]
 
+# The smallest magnitude each float dtype rounds to an infinity (to nearest even): the largest
+# finite value plus half a unit in its last place.
+_OVERFLOW = {
+    "float32": 2.0**128 * (1 - 2.0**-25),
+    "float16": 65520.0,
+    "bfloat16": 2.0**128 * (1 - 2.0**-9),
+}
+
 
 class CacheState(StrKind):
     """Where an executable's compiled code came from (``exe.cache``)."""
@@ -91,7 +99,13 @@ class ArgChecker:
                 raise TypeError(
                     f"parameter {p.name!r} expects a number ({p.dtype}), got {type(value).__name__}"
                 )
-            return float(value)
+            value = float(value)
+            if value - value == 0 and abs(value) >= float_overflow(p.dtype):
+                raise ValueError(
+                    f"parameter {p.name!r}: {value:g} overflows {p.dtype} (it would round to "
+                    "an infinity; pass float('inf') for one)"
+                )
+            return value
         if not isinstance(value, int):
             if not _number(value, numbers.Integral):
                 raise TypeError(
@@ -289,6 +303,11 @@ def _torch_kind(p: ir.Buffer, t) -> None:
             f"parameter {p.name!r} is a lazy {view} view (its memory holds the values before "
             f"the {view}); pass t.resolve_conj().resolve_neg()"
         )
+
+
+def float_overflow(d) -> float:
+    """The smallest magnitude a float dtype ``d`` rounds to an infinity (inf: none)."""
+    return _OVERFLOW.get(d.name, float("inf"))
 
 
 def int_range(d):

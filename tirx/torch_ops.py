@@ -221,7 +221,13 @@ class _Plan:
         bound = _Bound(kernel, outs, names)
         kinds = [_schema_type(sig.param(n)) for n in names]
         _need_tensor(names, kinds)
-        return cls(names, kinds, {}, lambda args: bound, bound.outputs)
+
+        def bind(args):
+            for n, a in zip(names, args):
+                _dense(n, a)
+            return bound
+
+        return cls(names, kinds, {}, bind, bound.outputs)
 
     @classmethod
     def factory(cls, make, outputs) -> _Plan:
@@ -315,13 +321,18 @@ class _Plan:
 
 
 def _spec(name: str, value):
-    """``spec_of(value)``, refusing, with the operator's input ``name``, a tensor of a layout
-    without a plain data pointer (sparse)."""
+    """``spec_of(value)``, refusing a sparse tensor (:func:`_dense`)."""
+    _dense(name, value)
+    return spec_of(value)
+
+
+def _dense(name: str, value) -> None:
+    """Refuse, with the operator's input ``name``, a tensor of a layout without a plain data
+    pointer (sparse)."""
     layout = getattr(value, "layout", None)
     if layout is not None and str(layout) != "torch.strided":
         raise TypeError(f"input {name!r} is a {str(layout).removeprefix('torch.')} tensor: "
                         f"tirx kernels take dense tensors (.to_dense())")  # fmt: skip
-    return spec_of(value)
 
 
 def _check_dtypes(names, specs) -> None:

@@ -176,3 +176,12 @@ def unknown_attribute(base, attr: str, what: str, place: str | None = None) -> T
     names += [n for n in dir(base) if n.startswith("__") and not n.endswith("__")]  # __shfl_sync
     hint = did_you_mean(attr, names, f"{place}." if place else "")
     return TirxSyntaxError(f"{what} has no attribute {attr!r}", hint=hint)
+
+
+# A loop's step is a compile-time constant; a persistent kernel's stride over tiles (the grid's
+# size, known at launch) is written as a count of the block's tiles instead.
+STEP_HINT = (
+    "for a stride known only at run time, loop over a count and compute the index: "
+    "for i in range(T.ceildiv(stop - start, step)): t = start + i * step (as docs/persistent.md "
+    "walks a block's tiles)"
+)

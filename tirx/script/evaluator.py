@@ -179,7 +179,9 @@ class Evaluator(Calls):
         start, stop, step = (0, args[0], 1) if len(args) == 1 else (args + [1])[:3]
         if static_value(step) is None or static_value(step) == 0:
             raise TirxSyntaxError(
-                "the loop step must be a nonzero compile-time integer", self.p.span(node.args[-1])
+                "the loop step must be a nonzero compile-time integer",
+                self.p.span(node.args[-1]),
+                hint=checks.STEP_HINT,
             )
         if kind is ir.LoopKind.UNROLL and (
             static_value(start) is None or static_value(stop) is None

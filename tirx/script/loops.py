@@ -93,7 +93,9 @@ def _range_form(ev, call: ast.Call, key: str):
     step = 1 if step_node is None else static_value(ir.as_expr(_bound(ev, step_node)))
     if step is None or step == 0:
         raise TirxSyntaxError(
-            "the loop step must be a nonzero compile-time integer", ev.p.span(step_node)
+            "the loop step must be a nonzero compile-time integer",
+            ev.p.span(step_node),
+            hint=checks.STEP_HINT,
         )
     kind = _KIND[key]
     if "unroll" in kw:

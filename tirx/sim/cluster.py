@@ -256,7 +256,16 @@ class Cluster:
         for r in range(self.size):
             if self.exits[r] is None and int(self.arrived[r].min()) < phase:
                 t = int(np.flatnonzero(self.arrived[r] < phase)[0])
-                return f"{self.who(r, t)} has not arrived at phase {phase}"
+                said = f"{self.who(r, t)} has not arrived at phase {phase}"
+                if int(self.arrived[r].max()) >= phase:  # its block's threads diverged there
+                    said += (
+                        ", at which other threads of its block wait: the block reaches the "
+                        "cluster barrier on different paths (a thread that skips it and exits "
+                        "counts as arrived on the GPU; the simulator runs a block's threads in "
+                        "step and counts them so only once the whole block has ended): put the "
+                        "cluster barrier where every thread of the block reaches it"
+                    )
+                return said
         return "every thread arrived"
 
     def waited_for(self, m, idx: np.ndarray) -> None:

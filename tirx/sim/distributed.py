@@ -45,6 +45,13 @@ RACE_HINT = (
     "reading block (mbarrier.arrive.release.cluster.shared::cluster by the writers, a wait by "
     "the readers)"
 )
+WAR_HINT = (
+    "put T.cuda.cluster_sync() (barrier.cluster.arrive + barrier.cluster.wait by every thread "
+    "of the cluster) between {first} and {second}, or order them through an mbarrier of the "
+    "writing block: the readers arrive on it (mbarrier.arrive.release.cluster.shared::cluster) "
+    "after their reads, and the writer waits for that phase "
+    "(T.cuda.mbarrier_wait_acquire_cluster) before it writes"
+)
 RELAXED_HINT = (
     "arrive with release semantics at {arrive} (barrier.cluster.arrive, the default, as "
     "T.cuda.cluster_sync() does)"
@@ -178,7 +185,10 @@ class Distributed:
         here, there = self.machines[rank].span, self.sites[o_site]
         verb = verb or ("writes" if write else "reads")
         between = "with no cluster barrier in between"
-        hint = RACE_HINT.format(first=line_of(there), second=line_of(here))
+        # which block must wait for which: the writer for the readers (a write after a read),
+        # else the reader for the writer
+        fmt = WAR_HINT if did == "read" else RACE_HINT
+        hint = fmt.format(first=line_of(there), second=line_of(here))
         waited = self.cta_waits.get((o_rank, o_tid))
         if waited is not None and not held:
             between = (

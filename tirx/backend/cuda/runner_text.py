@@ -13,7 +13,7 @@ import types
 import weakref
 from typing import NamedTuple
 
-from ...executable import int_range
+from ...executable import float_overflow, int_range
 from ...ir import nodes as ir
 
 __all__ = ["MEMO", "MemoLayout", "remember", "slot", "runner_code", "runner_source"]
@@ -83,8 +83,8 @@ def slot(p, alignment_mask: int = 0, written: bool = False) -> tuple:
     if isinstance(p, ir.Buffer):
         return ("tensor", int(alignment_mask), bool(written))
     kind = p.dtype.kind
-    if kind == "float":
-        return ("float",)
+    if kind == "float":  # and the magnitude that overflows it (inf: none)
+        return ("float", float_overflow(p.dtype))
     if kind == "bool":
         return ("bool",)
     return ("int", *int_range(p.dtype))
@@ -137,6 +137,9 @@ def runner_source(
             values.append(a)
         else:  # float: a Python float as is (an int is converted on the checked path); bool
             scalar_checks.append(f"type({a}) is {slot[0]}")
+            if slot[0] == "float" and slot[1] != float("inf"):  # one that would round to an
+                # infinity goes to the checked path, which refuses it (inf and nan pass)
+                scalar_checks.append(f"(abs({a}) < {slot[1]!r} or {a} - {a} != 0)")
             values.append(a)
     ptrs = [f"p{i}" for i in tensors]
     if len(tensors) > 1:  # aliasing tensors (one of them written) take the checked path

@@ -14,7 +14,7 @@ import json
 
 from ...artifact import ArtifactError, check_arch, read, sha256_hex, sm_number
 from ...errors import LaunchError, TirxError
-from ...executable import CacheState
+from ...executable import ArgChecker, CacheState
 from ...ir import nodes as ir
 from . import driver
 from .executable import CudaExecutable
@@ -55,9 +55,18 @@ class StoredExecutable(CudaExecutable):
         super().load()
 
     def _call(self, *args, **kw) -> None:
-        # the checked path before the first launch: without a GPU, say that first (the
-        # arguments would fail as CPU tensors, which is not the mistake)
-        if self._launcher is None:
+        # the checked path before the first launch. Without a GPU the arguments are checked as
+        # far as a CPU machine can (their count, the tensors' dtypes and shapes as CPU
+        # tensors, the scalars), so a test without a GPU finds a wrong call; then the error
+        # is the missing GPU
+        if self._launcher is None and driver.gpu_count() == 0:
+            cpu = ArgChecker(self.lowered, "cpu", written=self.checker.written())
+            if kw:
+                cpu.keywords(kw)
+            if len(args) != len(self.lowered.params):
+                cpu.count(args)
+            for i, (p, a) in enumerate(zip(self.lowered.params, args)):
+                cpu.tensor(i, p, a) if isinstance(p, ir.Buffer) else cpu.scalar(p, a)
             self.load()
         super()._call(*args, **kw)
 
@@ -183,7 +192,8 @@ def _choose(path, images: dict, arch, device) -> str:
         why = "this GPU is" if arch is None else "asked for"
         raise ArtifactError(f"{path} holds code for {have}; {why} {want}",
                             hint=f"save it with archs=[{want!r}, ...] (or tirx compile "
-                            f"--arch {sm_number(want)} --out)")  # fmt: skip
+                            f"--arch {want} --out), where NVRTC compiles for {want} and the "
+                            "kernel's instructions exist on it")  # fmt: skip
     return found
 
 

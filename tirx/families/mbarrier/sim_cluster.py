@@ -54,13 +54,19 @@ def compile_remote_arrive(m, compiler, stmt: ir.PtxCall, op: str, releases: bool
                 d.access(r, b, m.rank, np.repeat(tids, 8), False, d.site(span), "arrives on")
                 d.note_peer(r, m.rank, tids, span, "arrives on", peer.shared.describe(int(offs[0])))
             bars = peer.unit("mbarrier", barriers)
-            for tid, a, v in zip(tids.tolist(), offs.tolist(), vals[at].tolist()):
-                if op == "arrive.expect_tx":
-                    bars.expect_tx(a, v, tid)
-                if r == m.rank:
-                    bars.arrive(a, 1 if op == "arrive.expect_tx" else v, tid)
-                else:
-                    who = (m.rank, tid, cluster.shared.seq) if releases else ()
-                    bars.arrive(a, 1 if op == "arrive.expect_tx" else v, tid, remote=who)
+            # the peer's barrier records and faults name this statement (an expect_tx's line
+            # in a deadlock report, a use before init), not the one the peer is at
+            peer_span, peer.span = peer.span, span
+            try:
+                for tid, a, v in zip(tids.tolist(), offs.tolist(), vals[at].tolist()):
+                    if op == "arrive.expect_tx":
+                        bars.expect_tx(a, v, tid)
+                    if r == m.rank:
+                        bars.arrive(a, 1 if op == "arrive.expect_tx" else v, tid)
+                    else:
+                        who = (m.rank, tid, cluster.shared.seq) if releases else ()
+                        bars.arrive(a, 1 if op == "arrive.expect_tx" else v, tid, remote=who)
+            finally:
+                peer.span = peer_span
 
     return run
