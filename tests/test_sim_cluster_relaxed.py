@@ -12,6 +12,7 @@ import pytest
 import tirx
 
 from .cluster_kernels import (
+    ACQUIRE_CLUSTER,
     MC,
     MULTICAST,
     REMOTE_ARRIVE,
@@ -105,7 +106,9 @@ def test_within_a_block_the_release_phase_orders_them(tmp_path):
 def _remote_arrive(tmp_path, fence: bool, arrive: str = RELAXED):
     """tests/cluster_kernels.py's remote arrive with the first cluster_sync split into
     ``arrive`` and a wait, with or without the init fence."""
-    source = REMOTE_ARRIVE.format(arrive="mbarrier.arrive.release.cluster.shared::cluster.b64")
+    source = REMOTE_ARRIVE.format(
+        arrive="mbarrier.arrive.release.cluster.shared::cluster.b64", wait=ACQUIRE_CLUSTER
+    )
     head, tail = source.split("    T.cuda.cluster_sync()\n", 1)
     if not fence:
         head = head.replace(f"        {FENCE}\n", "")
