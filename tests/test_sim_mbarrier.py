@@ -17,6 +17,7 @@ from tirx import sim
 from tirx.errors import SimulationError
 from tirx.families.mbarrier.sim import BarrierEvent
 
+from .cluster_kernels import kernel_line as line
 from .helpers import caret_line, define
 
 INIT = 'T.ptx["mbarrier.init.shared::cta.b64"]'
@@ -110,8 +111,13 @@ def test_a_wait_on_the_wrong_parity_is_no_synchronization(tmp_path):
     """Parity 1 names the phase before the first: it counts as completed at once (the ISA's
     rule), so the consumer reads before the producer wrote; with the producer first, the
     wait is for phase 1, which nobody completes."""
-    with pytest.raises(SimulationError, match="that nothing wrote in this block"):
+    with pytest.raises(SimulationError, match="that nothing wrote in this block") as e:
         run_pair(pair(tmp_path, wait=f"{WAIT}(bars[0], 1)"))
+    # the hint names the wait that waited for nothing, and the first phase's parity
+    wait = line(tmp_path, f"{WAIT}(bars[0], 1)")
+    assert f"this thread's mbarrier wait at line {wait} passed at once" in e.value.hint
+    assert "no phase of mbarrier 'bars'[0] (byte 0, shared address 0) had completed" in e.value.hint
+    assert "the first phase's parity is 0" in e.value.hint
     with pytest.raises(SimulationError, match="deadlock.*waits for the phase of parity 1"):
         run_pair(pair(tmp_path, wait=f"{WAIT}(bars[0], 1)", producer_first=True))
 

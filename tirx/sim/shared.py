@@ -54,6 +54,9 @@ class SharedMemory:
         self._site_ids: dict = {}
         self.where = lambda: None  # the span of the statement now executing (set by the machine)
         self.races = Races(self, size, threads)
+        # thread -> (barrier, line) of its last mbarrier wait, where that wait passed with no
+        # phase of the barrier completed (parity 1 on a fresh barrier): for the hint of a read
+        self.vacuous: dict[int, tuple] = {}
         self.order = self.races.order
         # bytes an asynchronous copy will write once it lands: issuing thread, line
         self.pend_tid = np.full(size, -1, dtype=np.int32)
@@ -84,8 +87,31 @@ class SharedMemory:
         self.pend_tid.fill(-1)
         self.in_flight = 0
         self.relaxed_span = None
+        self.vacuous.clear()
         if self.proxy is not None:
             self.proxy.reset()
+
+    def waited(self, threads, barrier: str, completed: bool, span) -> None:
+        """``threads`` passed an mbarrier wait on ``barrier``; ``completed``: a phase of it had
+        completed (else the wait passed at once: parity 1 asked of a barrier in its phase 0)."""
+        for t in threads.tolist():
+            if completed:
+                self.vacuous.pop(t, None)
+            else:
+                self.vacuous[t] = (barrier, span)
+
+    def unwritten_hint(self, tid: int) -> str:
+        """The hint of a read of bytes nothing wrote by thread ``tid``."""
+        vacuous = self.vacuous.get(tid)
+        if vacuous is None:
+            return "write shared memory (and synchronize) before reading it"
+        barrier, span = vacuous
+        return (
+            f"this thread's mbarrier wait at {line_of(span)} passed at once: no phase of "
+            f"mbarrier {barrier} had completed (the ISA counts the phase before the first as "
+            "complete, so parity 1 on a fresh barrier does not wait); the first phase's parity "
+            "is 0, then 1, 0, ... ((use // stages) % 2 in a ring)"
+        )
 
     def barrier(self) -> None:
         """Every thread of the block passed a CTA barrier."""
@@ -319,7 +345,7 @@ class SharedMemory:
                 f"read of shared memory that nothing wrote in this block: {d} at "
                 f"{self.describe(int(addr[k]))}",
                 tids[k],
-                "write shared memory (and synchronize) before reading it",
+                self.unwritten_hint(int(tids[k])),
             )
         self.track_read(addr, s, tids)
         if self.recorder is not None:
@@ -377,7 +403,7 @@ class SharedMemory:
                 f"{what} reads a row of shared memory that nothing wrote in this block: "
                 f"{self.describe(int(addr[k]))}",
                 tids[k],
-                "write shared memory (and synchronize) before reading it",
+                self.unwritten_hint(int(tids[k])),
             )
         self.track_read(addr, 16, tids)
         if self.recorder is not None:

@@ -321,6 +321,7 @@ class Barriers:
         it, are ordered before them; other blocks' arrivals only at cluster scope
         (``cluster``: ``.acquire.cluster``; a CTA-scope acquire is not morally strong with
         another block's release, so it orders nothing of theirs)."""
+        self.m.shared.waited(threads, b.name, b.phase > 0, self.m.span)
         if acquire and b.seen is not None:
             self.m.shared.order.acquire(threads, b.seen)
         if acquire and b.seen_remote:  # other blocks' arrivals (tirx/sim/distributed.py)
