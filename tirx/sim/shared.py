@@ -94,11 +94,13 @@ class SharedMemory:
     def waited(self, threads, barrier: str, completed: bool, span) -> None:
         """``threads`` passed an mbarrier wait on ``barrier``; ``completed``: a phase of it had
         completed (else the wait passed at once: parity 1 asked of a barrier in its phase 0)."""
+        if completed:  # the usual case: only forget, and only when something is remembered
+            if self.vacuous:
+                for t in threads.tolist():
+                    self.vacuous.pop(t, None)
+            return
         for t in threads.tolist():
-            if completed:
-                self.vacuous.pop(t, None)
-            else:
-                self.vacuous[t] = (barrier, span)
+            self.vacuous[t] = (barrier, span)
 
     def unwritten_hint(self, tid: int) -> str:
         """The hint of a read of bytes nothing wrote by thread ``tid``."""
