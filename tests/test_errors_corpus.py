@@ -1059,3 +1059,42 @@ def test_a_loop_step_known_only_at_run_time_is_told_the_persistent_form(tmp_path
     assert "the loop step must be a nonzero compile-time integer" in info.value.message
     assert "for i in range(T.ceildiv(stop - start, step)): t = start + i * step" in info.value.hint
     assert caret_text(str(info.value)).startswith("n):")  # the caret under the step
+
+
+def test_a_register_view_moved_by_a_loop_variable_is_told_to_unroll(tmp_path):
+    def kernel(loop):
+        return f"""
+@T.function
+def k(Out: T.Tensor((16, 8), "float32")):
+    T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=32))
+    ar = T.alloc_local((8,), "uint32")
+    br = T.alloc_local((4,), "uint32")
+    dr = T.alloc_local((4,), "float32")
+    for i in T.unroll(8):
+        ar[i] = T.uint32(0)
+    for i in T.unroll(4):
+        br[i] = T.uint32(0)
+        dr[i] = T.float32(0)
+    for kq in {loop}(2):
+        T.cuda.tile.apply(
+            {MMA},
+            dr.view(1, 1, 16, 8, layout={D_MMA}),
+            ar.view(1, 2, 16, 8, layout=A2)[:, kq : kq + 1, :, :],
+            br.view(1, 2, 8, 8, layout=B2)[:, kq : kq + 1, :, :],
+            dr.view(1, 1, 16, 8, layout={D_MMA}),
+            scope="warp",
+        )
+"""
+
+    layouts = (
+        "A2 = TileLayout(S[(1, 2, 2, 8, 2, 4) : (8, 4, 1, 4 @ laneid, 2, 1 @ laneid)])\n"
+        "B2 = TileLayout(S[(1, 2, 8, 2, 4) : (4, 2, 4 @ laneid, 1, 1 @ laneid)])\n"
+    )
+    with pytest.raises(tirx.ContractError) as info:
+        tirx.compile(define(layouts + kernel("range"), tmp_path, "k"), "sim")
+    err = info.value
+    assert "a register view must start at a compile-time slot" in err.message
+    assert "for k in T.unroll(n)" in err.hint
+    assert err.definition is None  # the layout is not at fault: no "defined here" for it
+    assert "ar.view(1, 2, 16, 8, layout=A2)" in caret_line(str(err))
+    tirx.compile(define(layouts + kernel("T.unroll"), tmp_path, "k"), "sim")  # the twin

@@ -80,3 +80,30 @@ def test_make_gemm_persistent_refuses_what_it_cannot_multiply(dtype):
     with pytest.raises(ValueError, match=f"float16 or bfloat16 matrices, not {dtype}"):
         make_gemm_persistent(64, 64, 16, dtype)
     assert make_gemm_persistent(64, 64, 16, "half").ir.params[0].dtype.name == "float16"
+
+
+def test_the_missing_load_barrier_is_told_to_be_a_cta_barrier(tmp_path):
+    """Without the barrier after the tile loads, the first race found is within one warp, but
+    other warps wrote rows the ldmatrix reads too: the hint names cta_sync, not warp_sync."""
+    import importlib.util
+    import sys
+
+    from tirx.errors import SimulationError
+    from tirx.examples import gemm
+
+    text = open(gemm.__file__).read()
+    old = "                b_w[idx // 8, idx % 8] = B_w[bn * BN + idx // 8, kt * 8 + idx % 8]\n"
+    assert text.count(old + "            T.cuda.cta_sync()\n") == 1
+    path = tmp_path / "gemm_nobarrier.py"
+    text = text.replace(old + "            T.cuda.cta_sync()\n", old, 1)
+    path.write_text(text.replace("\nfrom .", "\nfrom tirx.examples."))
+    spec = importlib.util.spec_from_file_location("gemm_nobarrier", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["gemm_nobarrier"] = module
+    spec.loader.exec_module(module)
+    exe = tirx.compile(module.make_gemm(64, 64, 32), "sim")
+    a, b = np.ones((64, 32), np.float16), np.ones((64, 32), np.float16)
+    with pytest.raises(SimulationError, match="shared-memory race") as e:
+        exe(a, b, np.zeros((64, 64), np.float32))
+    assert "T.cuda.cta_sync()" in e.value.hint
+    assert "or T.cuda.warp_sync() within one warp" not in e.value.hint

@@ -290,3 +290,15 @@ def test_stats_are_measured_on_first_use_not_at_compile(monkeypatch):
     assert runs == [(out.ptx, "sm_90")] and out.stats is first  # once, then remembered
     if first:  # without ptxas the stats are empty
         assert first["registers"] > 0
+
+
+def test_an_executables_shared_bytes_count_its_dynamic_shared_memory():
+    """ptxas reports static shared memory only; a kernel past 48 KB has none (its shared
+    memory is dynamic), and exe.stats still says what a block uses."""
+    import tirx
+    from tirx.examples.gemm_wgmma import make_gemm_wgmma
+
+    exe = tirx.compile(make_gemm_wgmma(256, 128, 256), "cuda -arch=sm_90")
+    assert exe.lowered.shared_bytes > 48 * 1024
+    assert exe.stats["shared_bytes"] == exe.lowered.shared_bytes
+    assert exe.stats["static_shared_bytes"] == exe.nvrtc.stats["shared_bytes"] == 0

@@ -380,7 +380,8 @@ def _annotation_type(p) -> str:
         if p.default is not p.empty and p.default is not None:
             kind = type(p.default).__name__
             raise TypeError(f"torch_op: parameter {p.name!r} of the factory has no annotation, "
-                            f"so it is a tensor, but its default {p.default!r} is a {kind}: "
+                            f"so it is a tensor, but its default {p.default!r} is "
+                            f"{'an' if kind[0] in 'aeiou' else 'a'} {kind}: "
                             f"annotate it ({p.name}: {kind} = {p.default!r})")  # fmt: skip
         return "Tensor"
     text = ann if isinstance(ann, str) else getattr(ann, "__name__", str(ann))

@@ -126,7 +126,14 @@ def register_view(where: str, v: ir.View, scope: str, axes: tuple[str, ...]):
         raise ContractError(f"{where}: a register layout cannot have replicas here")
     base = static_value(v.elem_offset)
     if base is None:
-        raise ContractError(f"{where}: a register view must start at a compile-time slot")
+        err = ContractError(
+            f"{where}: a register view must start at a compile-time slot",
+            hint="its start depends on a value known only at run time, such as the variable of "
+            "a range() loop (a loop in the CUDA): unroll that loop (for k in T.unroll(n)) so "
+            "that each iteration's registers are known",
+        )
+        err.about_layout = False  # the layout is not at fault: no "defined here" for it
+        raise err
     return layout, base, v.buffer.nbytes // v.dtype.bytes
 
 

@@ -35,14 +35,22 @@ def line_of(span) -> str:
     return f"line {span.line}" if span is not None else "an unknown line"
 
 
-def race_hint(first, second, same_warp: bool, warpgroups: bool = False) -> str:
+def race_hint(
+    first, second, same_warp: bool, warpgroups: bool = False, others: bool = False
+) -> str:
     """The fix for a race between the accesses at spans ``first`` (earlier) and ``second``;
     ``warpgroups``: the two threads are in different warpgroups, which may be warp roles that
-    never reach one line together (a producer and a consumer)."""
+    never reach one line together (a producer and a consumer); ``others``: threads of other
+    warps than the reader's also wrote bytes the access reads (a warp barrier cannot do)."""
     if first is not None and second is not None and first.line == second.line:
         where = f"between the two statements at {line_of(first)}"
     else:
         where = f"between {line_of(first)} and {line_of(second)}"
+    if same_warp and others:
+        return (
+            f"put T.cuda.cta_sync() {where} (threads of other warps wrote bytes this access "
+            "reads too, so T.cuda.warp_sync() does not order them all)"
+        )
     if same_warp:
         return f"put T.cuda.cta_sync() (or T.cuda.warp_sync() within one warp) {where}"
     hint = (
@@ -163,7 +171,11 @@ class Races:
             if w >= self.width:
                 raise self._unobserved(b, p, k, verb, w)
             when = int(self.w_time[b[k]])
-            raise self.race(b, p, k, verb, f"{thread_name(w)} wrote", w, self.w_site[b[k]], when)
+            writers = who[bad]
+            others = bool(((writers < self.width) & (writers >> 5 != p[bad] >> 5)).any())
+            raise self.race(
+                b, p, k, verb, f"{thread_name(w)} wrote", w, self.w_site[b[k]], when, others
+            )
 
     def check_accesses(self, accesses: Accesses, b, p, verb: str, what: str) -> None:
         """Fault if one of ``accesses`` (reads, or atomic updates: ``what``) of bytes ``b`` is
@@ -189,10 +201,20 @@ class Races:
         raise self.race(b, p, k, verb, other, tid, site)
 
     def race(
-        self, b, p, k: int, verb: str, other: str, other_tid: int, other_site, when=None
+        self,
+        b,
+        p,
+        k: int,
+        verb: str,
+        other: str,
+        other_tid: int,
+        other_site,
+        when=None,
+        others: bool = False,
     ) -> Fault:
         """The race of thread ``p[k]`` with ``other`` (thread ``other_tid``, at ``other_site``;
-        ``when``: the time of its access, known for a write)."""
+        ``when``: the time of its access, known for a write; ``others``: writers in other
+        warps than their readers race with this access too)."""
         mem = self.memory
         here, there = mem.where(), mem.sites[int(other_site)]
         same_warp = other_tid >= 0 and other_tid >> 5 == int(p[k]) >> 5
@@ -215,7 +237,7 @@ class Races:
         elif there is not None and there == here:  # one statement, in one pass or two
             hint = same_statement_hint(here, when is not None, same_warp)
         else:
-            hint = race_hint(there, here, same_warp, warpgroups)
+            hint = race_hint(there, here, same_warp, warpgroups, others)
         if int(p[k]) in mem.vacuous:  # its last mbarrier wait waited for nothing
             hint = mem.unwritten_hint(int(p[k])) + "; else " + hint
         relaxed = mem.relaxed_span  # the arrive of a .relaxed cluster phase the block passed

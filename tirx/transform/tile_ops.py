@@ -40,6 +40,8 @@ def lower_tile_op(op: ir.TileOp, arch: int) -> list[ir.Stmt]:
         index = _operand_index(operands, e)
         if index is not None and index < len(op.operand_spans):
             span = op.operand_spans[index]
+            if not getattr(e, "about_layout", True):
+                raise e.with_span(span) from None
             built = built_at(getattr(op.operands[index], "layout", None))
             raise e.with_span(span).with_definition(layout_definition(span, built=built)) from None
         raise

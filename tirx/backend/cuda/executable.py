@@ -170,7 +170,11 @@ class CudaExecutable(Executable):
 
     @property
     def stats(self) -> dict:
-        stats = {"shared_bytes": self.lowered.shared_bytes, **self.nvrtc.stats}
+        stats = {**self.nvrtc.stats}
+        # ptxas counts the static shared memory only (0 for a kernel whose shared memory is
+        # dynamic, as every allocation past 48 KB is): what a block uses is the larger
+        stats["static_shared_bytes"] = stats.get("shared_bytes", 0)
+        stats["shared_bytes"] = max(self.lowered.shared_bytes, stats["static_shared_bytes"])
         stats.setdefault("registers", None)
         stats.setdefault("spill_stores", None)
         stats.setdefault("spill_loads", None)
