@@ -10,6 +10,7 @@ import pytest
 
 import tirx
 from tests.helpers import caret_line, caret_text, define
+from tirx import T
 from tirx.transform.limits import MachineLimitError
 
 HEAD_TEMPLATE = """
@@ -1098,3 +1099,65 @@ def k(Out: T.Tensor((16, 8), "float32")):
     assert err.definition is None  # the layout is not at fault: no "defined here" for it
     assert "ar.view(1, 2, 16, 8, layout=A2)" in caret_line(str(err))
     tirx.compile(define(layouts + kernel("T.unroll"), tmp_path, "k"), "sim")  # the twin
+
+
+REAL_TIRX_SPELLINGS = [
+    (
+        "ty_args",
+        '    x = T.alloc_tensor(ty_args=[T.Tensor((4,), "float32", scope="local")])\n',
+        "unexpected keyword argument 'ty_args'",
+        "T.alloc_tensor(shape, dtype, scope=...)",
+    ),
+    (
+        "ptr_to",
+        '    bar = T.alloc_shared((1,), "uint64")\n'
+        '    T.ptx["mbarrier.init.shared::cta.b64"](bar.ptr_to([0]), 1)\n',
+        "a tensor has no method 'ptr_to'",
+        "T.address_of(t[i])",
+    ),
+    (
+        "pred",
+        '    bar = T.alloc_shared((1,), "uint64")\n'
+        '    T.ptx["mbarrier.init.shared::cta.b64"](bar[0], 1, pred=lane == 0)\n',
+        "raw PTX calls take positional operands only",
+        "put the call under `if condition:`",
+    ),
+]
+
+
+@pytest.mark.parametrize("case", REAL_TIRX_SPELLINGS, ids=[c[0] for c in REAL_TIRX_SPELLINGS])
+def test_the_real_tirxs_spellings_are_told_tirxs(case, tmp_path):
+    _, body, message, hint = case
+    with pytest.raises(tirx.TirxSyntaxError) as info:
+        define(HEAD + body, tmp_path, "k")
+    assert message in info.value.message and hint in info.value.hint
+
+
+def test_a_device_entry_written_as_a_with_block_is_told_it_is_a_statement(tmp_path):
+    source = """
+@T.function
+def k(O: T.Tensor((1,), "float32")):
+    with T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=1)):
+        O[0] = 1.0
+"""
+    with pytest.raises(tirx.TirxSyntaxError) as info:
+        define(source, tmp_path, "k")
+    assert info.value.message == "T.device_entry(...) is a statement, not a with-block"
+    assert "as the kernel's first statement" in info.value.hint
+    assert caret_line(str(info.value)).lstrip().startswith("with T.device_entry(")
+
+
+@pytest.mark.parametrize(
+    "name, says",
+    [
+        ("meta_class", "write the helper as a @T.macro"),
+        ("jit", "through a factory"),
+        ("launch_thread", "T.device_entry(launch=T.cuda.LaunchConfig("),
+        ("prim_func", "a tirx kernel is @T.function"),
+    ],
+)
+def test_the_real_tirxs_names_say_what_tirx_writes(name, says):
+    with pytest.raises(AttributeError) as info:
+        getattr(T, name)
+    assert f"T has no attribute {name!r}: " in str(info.value) and says in str(info.value)
+    assert "did you mean" not in str(info.value)

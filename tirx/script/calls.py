@@ -64,9 +64,13 @@ class Calls:
             return ir.cast(checks.literal_for(value, f.dtype), f.dtype)
         if isinstance(f, PtxInstruction):
             if node.keywords:
+                pred = any(k.arg == "pred" for k in node.keywords)
                 raise TirxSyntaxError(
-                    "raw PTX calls take positional operands only", self.p.span(node)
-                )
+                    "raw PTX calls take positional operands only", self.p.span(node),
+                    hint="for a predicate, put the call under `if condition:` (tirx "
+                    "predicates a raw call by its control flow; T.cuda.tile.apply takes pred=)"
+                    if pred else None,
+                )  # fmt: skip
             ops, spans = [], []
             for a in node.args:
                 v = self.value(a)
@@ -125,7 +129,10 @@ class Calls:
         vals = [self.value(a) for a in node.args]
         for k in node.keywords:
             if k.arg not in names:
-                raise TirxSyntaxError(f"unexpected keyword argument {k.arg!r}", self.p.span(k))
+                raise TirxSyntaxError(
+                    f"unexpected keyword argument {k.arg!r}", self.p.span(k),
+                    hint=_KEYWORDS.get(k.arg),
+                )  # fmt: skip
             i = names.index(k.arg)
             while len(vals) <= i:
                 vals.append(_MISSING)
@@ -180,7 +187,8 @@ class Calls:
         raise TirxSyntaxError(
             f"a tensor has no method {name!r}",
             span,
-            hint=checks.did_you_mean(name, VIEW_METHODS)
+            hint=_TENSOR_METHODS.get(name)
+            or checks.did_you_mean(name, VIEW_METHODS)
             or "tensors support view(...), rearrange(...), permute(...) and indexing",
         )
 
@@ -340,3 +348,15 @@ def _raw_operands(text: str):
     operands (wgmma's accumulator: one operand per register), or None."""
     row = catalog.row_of_ptx(text)
     return catalog.rule(row, "script", "raw_operands") if row is not None else None
+
+
+# What tirx writes for a tensor method or a keyword of the real TIRx's that it does not have.
+_TENSOR_METHODS = {
+    "ptr_to": "an instruction that takes an address takes the element itself "
+    '(T.ptx["mbarrier.init.shared::cta.b64"](bar[0], 1)); its address as a value is '
+    "T.address_of(t[i])",
+}
+_KEYWORDS = {
+    "ty_args": "tirx allocates with T.alloc_tensor(shape, dtype, scope=...) (or "
+    "T.alloc_shared / T.alloc_local): not the real TIRx's ty_args=[T.Tensor(...)]",
+}

@@ -351,10 +351,32 @@ class _NoAttribute(AttributeError):
         self.part, self.attribute = part, name
 
     def __str__(self) -> str:
+        head = f"{self.part._place} has no attribute {self.attribute!r}"
+        theirs = _REAL_TIRX.get(self.attribute) if self.part._place == "T" else None
+        if theirs is not None:  # a name of the real TIRx's that tirx spells otherwise
+            return f"{head}: {theirs}"
         known = [n for n in dir(self.part) if not n.startswith("_")]
         hint = did_you_mean(self.attribute, known, f"{self.part._place}.")
-        head = f"{self.part._place} has no attribute {self.attribute!r}"
         return head + (f"; {hint}" if hint else "")
+
+
+# Names of the real TIRx's T that published kernels use and tirx does not have, with what to
+# write instead (docs/tirx-names.md lists every name and its status).
+_REAL_TIRX = {
+    "prim_func": "a tirx kernel is @T.function",
+    "jit": "tirx has no T.jit: a kernel's compile-time values come from Python, through a "
+    "factory (def make(n): ... @T.function def kernel(...) ... return kernel)",
+    "constexpr": "tirx has no T.constexpr: a compile-time value is a Python value the kernel "
+    "captures (a factory's argument, a module constant)",
+    "meta_class": "tirx has no T.meta_class (the real TIRx's stateful helper classes): write "
+    "the helper as a @T.macro taking its state as arguments, or a Python function of "
+    "compile-time values",
+    "launch_thread": "a tirx kernel starts with T.device_entry(launch=T.cuda.LaunchConfig(grid="
+    "..., block=...)); its thread and block indices are T.cuda.thread_idx('x'), "
+    "T.cuda.block_idx('x'), ...",
+    "func_attr": "a tirx kernel's launch and attributes are T.device_entry(launch=...)'s",
+    "Axis": "the layout axes are tirx.layout's (from tirx.layout import Axis, laneid, ...)",
+}
 
 
 class _Tile(_Suggesting):

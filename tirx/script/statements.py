@@ -61,6 +61,17 @@ class Parser:
         body = list(fdef.body)
         if body and is_docstring(body[0]):
             body = body[1:]
+        if (
+            body
+            and isinstance(body[0], ast.With)
+            and any(self._is_device_entry(ast.Expr(item.context_expr)) for item in body[0].items)
+        ):
+            raise TirxSyntaxError(
+                "T.device_entry(...) is a statement, not a with-block",
+                self.span(body[0]),
+                hint="write T.device_entry(launch=...) as the kernel's first statement and the "
+                "body after it, at the same indentation",
+            )
         if not body or not self._is_device_entry(body[0]):
             where = body[0] if body else fdef
             raise TirxSyntaxError(
