@@ -23,6 +23,7 @@ from . import tensor as tensor_ops
 from .addresses import element_address
 from .namespace import Intrinsic, PtxInstruction, ScalarType
 from .spread import spread
+from .storage import address_of
 from .values import VIEW_METHODS, compile_time_callable, is_number, is_static, kind_of
 
 __all__ = ["Calls"]
@@ -63,14 +64,16 @@ class Calls:
             value = self._number(args[0], self.p.span(node)) if args else 0
             return ir.cast(checks.literal_for(value, f.dtype), f.dtype)
         if isinstance(f, PtxInstruction):
-            if node.keywords:
-                pred = any(k.arg == "pred" for k in node.keywords)
-                raise TirxSyntaxError(
-                    "raw PTX calls take positional operands only", self.p.span(node),
-                    hint="for a predicate, put the call under `if condition:` (tirx "
-                    "predicates a raw call by its control flow; T.cuda.tile.apply takes pred=)"
-                    if pred else None,
-                )  # fmt: skip
+            pred = True  # TIRx's pred= on a raw call: the call under `if pred:`, the same thing
+            for k in node.keywords:
+                if k.arg != "pred":
+                    raise TirxSyntaxError(
+                        "raw PTX calls take positional operands (and pred=) only",
+                        self.p.span(k),
+                    )
+                pred = self.condition(k.value)
+            if pred is False:  # a predicate false at compile time: no instruction
+                return None
             ops, spans = [], []
             for a in node.args:
                 v = self.value(a)
@@ -80,7 +83,8 @@ class Calls:
                     items = expand(v) if expand is not None else items
                 ops += [ir.as_expr(self._as_scalar(x, a)) for x in items]
                 spans += [self.p.span(a)] * len(items)
-            self.b.emit(ir.RawPtx(f.text, tuple(ops), self.p.span(node), tuple(spans)))
+            call = ir.RawPtx(f.text, tuple(ops), self.p.span(node), tuple(spans))
+            self.b.emit(call if pred is True else ir.If(pred, call, None, self.p.span(node)))
             return None
         if f is builtins.min or f is builtins.max:
             args = [self.scalar(a) for a in node.args]
@@ -151,6 +155,9 @@ class Calls:
 
     def view_method(self, view: ir.View, name: str, node):
         span = self.p.span(node)
+        if name == "ptr_to":  # TIRx's t.ptr_to([i, j]): the address of t[i, j], T.address_of's
+            target, idx = element_address(self, node, "ptr_to", local=True)
+            return address_of(ir.ElemLoad(target, tuple(idx), target.dtype), span)
         if name == "view":
             args = [self.const(a) for a in node.args]
             kw = {k.arg: self.const(k.value) for k in node.keywords}
@@ -351,11 +358,7 @@ def _raw_operands(text: str):
 
 
 # What tirx writes for a tensor method or a keyword of the real TIRx's that it does not have.
-_TENSOR_METHODS = {
-    "ptr_to": "an instruction that takes an address takes the element itself "
-    '(T.ptx["mbarrier.init.shared::cta.b64"](bar[0], 1)); its address as a value is '
-    "T.address_of(t[i])",
-}
+_TENSOR_METHODS: dict[str, str] = {}
 _KEYWORDS = {
     "ty_args": "tirx allocates with T.alloc_tensor(shape, dtype, scope=...) (or "
     "T.alloc_shared / T.alloc_local): not the real TIRx's ty_args=[T.Tensor(...)]",
