@@ -89,3 +89,49 @@ def test_a_traced_run_records_every_blocks_barrier_events_in_one_order(tmp_path)
     assert len(seqs) == len(set(seqs))  # one clock for the cluster's blocks
     assert [t.seq for t in result.barriers] == sorted(t.seq for t in result.barriers)
     assert result.profile is not None and result.blocks == 2
+
+
+HALVES = """
+@T.function
+def kernel(A: T.Tensor((64, 64), "float16"), Out: T.Tensor((2, 128), "float32")):
+    T.device_entry(launch=T.cuda.LaunchConfig(grid=2, block=128, cluster=2))
+    s = T.alloc_shared((64, 64), "float16", align=128)
+    bars = T.alloc_shared((1,), "uint64")
+    tid = T.cuda.thread_idx("x")
+    r = T.cuda.mov_sreg(32, "cluster_ctarank")
+    if tid == 0:
+        T.ptx["mbarrier.init.shared::cta.b64"](bars[0], 1)
+    T.cuda.cluster_sync()
+    if tid == 0:
+        T.ptx["mbarrier.arrive.expect_tx.shared::cta.b64"](bars[0], {tx})
+        T.cuda.tile.apply(T.ptx[MC], s[r * 32 : r * 32 + 32, :], A[:, :], box=(32, 64), coords=(r * 32, 0), mbar=bars[0], cta_mask=0b11, scope="thread")
+    T.cuda.mbarrier_wait(bars[0], 0)
+    acc = T.float32(0)
+    for j in range(32):
+        e = tid * 32 + j
+        acc = acc + T.float32(s[e // 64, e % 64])
+    Out[r, tid] = acc
+    T.cuda.cluster_sync()
+"""
+
+
+def test_an_expect_tx_that_misses_the_peers_multicast_half_names_the_phase(tmp_path):
+    """Each block multicasts its half of the tile into both; a block that arms its barrier for
+    its own half only passes its wait before the peer's half is issued: the read of that half
+    finds nothing written, and the hint names the wait, the bytes and the expect_tx."""
+    from .cluster_kernels import MC, define, kernel_line
+
+    a = tile()
+    out = np.zeros((2, 128), np.float32)
+    tirx.compile(define(HALVES.format(tx=8192), tmp_path, "kernel", MC=MC), "sim")(a, out)
+    assert np.array_equal(out, multicast_expected(a, 2))  # the twin: both halves counted
+    k = define(HALVES.format(tx=4096), tmp_path, "kernel", MC=MC)
+    with pytest.raises(SimulationError, match="nothing wrote in this block") as e:
+        tirx.compile(k, "sim")(a, np.zeros((2, 128), np.float32))
+    wait, arm = kernel_line(tmp_path, "mbarrier_wait"), kernel_line(tmp_path, "expect_tx")
+    hint = e.value.hint
+    assert (
+        f"this thread's mbarrier wait at line {wait} passed phase 0 of mbarrier 'bars'[0]" in hint
+    )
+    assert f"completed when 4096 bytes had arrived (armed by the expect_tx at line {arm})" in hint
+    assert "a multicast counts in every receiving block's" in hint

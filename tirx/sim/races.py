@@ -238,7 +238,8 @@ class Races:
             hint = same_statement_hint(here, when is not None, same_warp)
         else:
             hint = race_hint(there, here, same_warp, warpgroups, others)
-        if int(p[k]) in mem.vacuous:  # its last mbarrier wait waited for nothing
+        last = int(mem.last_wait[int(p[k])])
+        if last >= 0 and mem.waits[last][1] == 0:  # its last mbarrier wait waited for nothing
             hint = mem.unwritten_hint(int(p[k])) + "; else " + hint
         relaxed = mem.relaxed_span  # the arrive of a .relaxed cluster phase the block passed
         if relaxed is not None:

@@ -54,9 +54,10 @@ class SharedMemory:
         self._site_ids: dict = {}
         self.where = lambda: None  # the span of the statement now executing (set by the machine)
         self.races = Races(self, size, threads)
-        # thread -> (barrier, line) of its last mbarrier wait, where that wait passed with no
-        # phase of the barrier completed (parity 1 on a fresh barrier): for the hint of a read
-        self.vacuous: dict[int, tuple] = {}
+        # per thread, its last mbarrier wait (an index of ``waits``: barrier, phase after
+        # it, the last phase's expect-tx record, line), for the hint of a read
+        self.last_wait = np.full(threads, -1, dtype=np.int32)
+        self.waits: list = []
         self.order = self.races.order
         # bytes an asynchronous copy will write once it lands: issuing thread, line
         self.pend_tid = np.full(size, -1, dtype=np.int32)
@@ -87,33 +88,44 @@ class SharedMemory:
         self.pend_tid.fill(-1)
         self.in_flight = 0
         self.relaxed_span = None
-        self.vacuous.clear()
+        self.last_wait.fill(-1)
+        self.waits.clear()
         if self.proxy is not None:
             self.proxy.reset()
 
-    def waited(self, threads, barrier: str, completed: bool, span) -> None:
-        """``threads`` passed an mbarrier wait on ``barrier``; ``completed``: a phase of it had
-        completed (else the wait passed at once: parity 1 asked of a barrier in its phase 0)."""
-        if completed:  # the usual case: only forget, and only when something is remembered
-            if self.vacuous:
-                for t in threads.tolist():
-                    self.vacuous.pop(t, None)
-            return
-        for t in threads.tolist():
-            self.vacuous[t] = (barrier, span)
+    def waited(self, threads, barrier: str, phase: int, armed: tuple, span) -> None:
+        """``threads`` passed an mbarrier wait at ``span`` on ``barrier``, now in ``phase``
+        (0: no phase of it completed: the wait passed at once, parity 1 asked of a fresh
+        barrier); ``armed``: the expect-tx operations of the phase that completed last and the
+        bytes its copies delivered. Kept for the hint of a read of bytes nothing wrote."""
+        self.last_wait[threads] = len(self.waits)
+        self.waits.append((barrier, phase, armed, span))
 
     def unwritten_hint(self, tid: int) -> str:
-        """The hint of a read of bytes nothing wrote by thread ``tid``."""
-        vacuous = self.vacuous.get(tid)
-        if vacuous is None:
+        """The hint of a read of bytes nothing wrote by thread ``tid``: its last mbarrier
+        wait, where that wait is the likely cause."""
+        k = int(self.last_wait[tid])
+        if k < 0:
             return "write shared memory (and synchronize) before reading it"
-        barrier, span = vacuous
-        return (
-            f"this thread's mbarrier wait at {line_of(span)} passed at once: no phase of "
-            f"mbarrier {barrier} had completed (the ISA counts the phase before the first as "
-            "complete, so parity 1 on a fresh barrier does not wait); the first phase's parity "
-            "is 0, then 1, 0, ... ((use // stages) % 2 in a ring)"
-        )
+        barrier, phase, (armed, delivered), span = self.waits[k]
+        if phase == 0:
+            return (
+                f"this thread's mbarrier wait at {line_of(span)} passed at once: no phase of "
+                f"mbarrier {barrier} had completed (the ISA counts the phase before the first "
+                "as complete, so parity 1 on a fresh barrier does not wait); the first phase's "
+                "parity is 0, then 1, 0, ... ((use // stages) % 2 in a ring)"
+            )
+        if armed:
+            lines = ", ".join(sorted({line_of(s) for s, _ in armed if s is not None}))
+            return (
+                f"this thread's mbarrier wait at {line_of(span)} passed phase {phase - 1} of "
+                f"mbarrier {barrier}, which completed when {delivered} bytes had arrived "
+                f"(armed by the expect_tx at {lines}): no copy among them wrote these bytes, so "
+                "a copy that writes them was issued after the phase completed, or not at all; "
+                "the expect_tx count must cover every copy the phase waits for (a multicast "
+                "counts in every receiving block's)"
+            )
+        return "write shared memory (and synchronize) before reading it"
 
     def barrier(self) -> None:
         """Every thread of the block passed a CTA barrier."""

@@ -60,7 +60,7 @@ class _Barrier:
     __slots__ = (
         "name", "expected", "pending", "tx", "phase", "arrivers", "released", "seen",
         "landings", "agent", "deliveries", "observed", "remote", "seen_remote", "done_by",
-        "saw", "ran", "armed", "delivered",
+        "saw", "ran", "armed", "delivered", "last_armed",
     )  # fmt: skip
 
     def __init__(self, name: str, count: int, agent: int):
@@ -87,6 +87,8 @@ class _Barrier:
         # this phase's expect-tx operations (span, bytes) and the bytes its copies completed
         self.armed: list = []
         self.delivered = 0
+        # the last completed phase's expect-tx operations and the bytes its copies completed
+        self.last_armed: tuple = ((), 0)
 
     def state(self) -> str:
         return (
@@ -304,6 +306,7 @@ class Barriers:
         b.seen_remote, b.remote = b.remote, []
         b.phase += 1
         b.pending = b.expected
+        b.last_armed = (tuple(b.armed), b.delivered)
         b.armed, b.delivered = [], 0
         self.record(BarrierEvent.COMPLETE, b, threads)
 
@@ -321,7 +324,7 @@ class Barriers:
         it, are ordered before them; other blocks' arrivals only at cluster scope
         (``cluster``: ``.acquire.cluster``; a CTA-scope acquire is not morally strong with
         another block's release, so it orders nothing of theirs)."""
-        self.m.shared.waited(threads, b.name, b.phase > 0, self.m.span)
+        self.m.shared.waited(threads, b.name, b.phase, b.last_armed, self.m.span)
         if acquire and b.seen is not None:
             self.m.shared.order.acquire(threads, b.seen)
         if acquire and b.seen_remote:  # other blocks' arrivals (tirx/sim/distributed.py)
