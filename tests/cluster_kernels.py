@@ -211,7 +211,9 @@ def kernel(A: T.Tensor((64, 64), "float16"), Out: T.Tensor(({C}, 128), "float32"
         T.ptx["mbarrier.arrive.expect_tx.shared::cta.b64"](bars[0], 8192)
     if tid == 0 and r == 0:
         T.cuda.tile.apply(T.ptx[MC], s[:, :], A[:, :], box=(64, 64), coords=(0, 0), mbar=bars[0], cta_mask={mask}, scope="thread")
-    T.cuda.mbarrier_wait(bars[0], 0)
+{tail}"""
+# After the copies: each thread sums its 32 elements of the tile once the phase completed.
+SUM_TAIL = """    T.cuda.mbarrier_wait(bars[0], 0)
     acc = T.float32(0)
     for j in range(32):
         e = tid * 32 + j
@@ -222,7 +224,7 @@ def kernel(A: T.Tensor((64, 64), "float16"), Out: T.Tensor(({C}, 128), "float32"
 
 
 def multicast_kernel(tmp_path, C=2, mask="(1 << 2) - 1", init_sync=SYNC):
-    source = MULTICAST.format(C=C, mask=mask, init_sync=init_sync)
+    source = MULTICAST.format(C=C, mask=mask, init_sync=init_sync, tail=SUM_TAIL)
     return define(source, tmp_path, "kernel", MC=MC)
 
 

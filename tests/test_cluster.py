@@ -236,14 +236,16 @@ def test_a_bad_mask_is_refused_at_the_tile_operation(tmp_path, change, message):
 
 
 def test_the_mask_goes_with_the_modifier(tmp_path):
-    from .cluster_kernels import MULTICAST, SYNC
+    from .cluster_kernels import MULTICAST, SUM_TAIL, SYNC
 
-    no_mask = MULTICAST.format(C=2, mask="3", init_sync=SYNC).replace(", cta_mask=3", "")
+    no_mask = MULTICAST.format(C=2, mask="3", init_sync=SYNC, tail=SUM_TAIL).replace(
+        ", cta_mask=3", ""
+    )
     with pytest.raises(ContractError) as e:
         tirx.compile(define(no_mask, tmp_path, "kernel", MC=MC), target=SM90)
     assert "cta_mask= goes with .multicast::cluster" in str(e.value)
     plain = MC.removesuffix(".multicast::cluster")
-    stray = MULTICAST.format(C=2, mask="3", init_sync=SYNC)
+    stray = MULTICAST.format(C=2, mask="3", init_sync=SYNC, tail=SUM_TAIL)
     with pytest.raises(ContractError) as e:
         tirx.compile(define(stray, tmp_path, "kernel", MC=plain), target=SM90)
     assert "which the instruction does not have" in str(e.value)

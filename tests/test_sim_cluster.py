@@ -280,26 +280,30 @@ def test_a_peer_write_after_a_read_is_told_to_wait_for_the_readers(tmp_path):
     assert "the writer waits for that phase" in hint
 
 
+# Block 1's thread 0 arrives on block 0's barrier after {init} (an init and a CTA barrier,
+# which no cluster barrier orders before the arrive; or nothing: the word is never initialized).
+REMOTE_ON_PEER = """
+@T.function
+def kernel(Out: T.Tensor((64,), "int32")):
+    T.device_entry(launch=T.cuda.LaunchConfig(grid=2, block=64, cluster=2))
+    bars = T.alloc_shared((1,), "uint64")
+    peer = T.alloc_local((1,), "uint32")
+    tid = T.cuda.thread_idx("x")
+    r = T.cuda.mov_sreg(32, "cluster_ctarank")
+{init}
+    if tid == 0 and r == 1:
+        T.ptx["mapa.shared::cluster.u32"](peer[0], bars[0], 0)
+        T.ptx["mbarrier.arrive.release.cluster.shared::cluster.b64"](peer[0])
+    T.cuda.cluster_sync()
+    Out[tid] = 1
+"""
+INIT_THEN_CTA_SYNC = """    if tid == 0:
+        T.ptx["mbarrier.init.shared::cta.b64"](bars[0], 1)
+    T.cuda.cta_sync()"""
+
+
 def test_a_remote_arrive_on_a_word_never_initialized_names_the_arrive(tmp_path):
-    k = define(
-        """
-        @T.function
-        def kernel(Out: T.Tensor((64,), "int32")):
-            T.device_entry(launch=T.cuda.LaunchConfig(grid=2, block=64, cluster=2))
-            bars = T.alloc_shared((1,), "uint64")
-            peer = T.alloc_local((1,), "uint32")
-            tid = T.cuda.thread_idx("x")
-            r = T.cuda.mov_sreg(32, "cluster_ctarank")
-            T.cuda.cluster_sync()
-            if tid == 0 and r == 1:
-                T.ptx["mapa.shared::cluster.u32"](peer[0], bars[0], 0)
-                T.ptx["mbarrier.arrive.release.cluster.shared::cluster.b64"](peer[0])
-            T.cuda.cluster_sync()
-            Out[tid] = 1
-        """,
-        tmp_path,
-        "kernel",
-    )
+    k = define(REMOTE_ON_PEER.format(init="    T.cuda.cluster_sync()"), tmp_path, "kernel")
     msg = _fault(k, np.zeros(64, np.int32))
     arrive = _line(tmp_path, "mbarrier.arrive.release")
     # the peer's word is named at the arriving statement, not where the peer block stands
@@ -307,27 +311,7 @@ def test_a_remote_arrive_on_a_word_never_initialized_names_the_arrive(tmp_path):
 
 
 def test_a_remote_arrive_before_the_peers_init_is_ordered_is_a_race(tmp_path):
-    k = define(
-        """
-        @T.function
-        def kernel(Out: T.Tensor((64,), "int32")):
-            T.device_entry(launch=T.cuda.LaunchConfig(grid=2, block=64, cluster=2))
-            bars = T.alloc_shared((1,), "uint64")
-            peer = T.alloc_local((1,), "uint32")
-            tid = T.cuda.thread_idx("x")
-            r = T.cuda.mov_sreg(32, "cluster_ctarank")
-            if tid == 0:
-                T.ptx["mbarrier.init.shared::cta.b64"](bars[0], 1)
-            T.cuda.cta_sync()
-            if tid == 0 and r == 1:
-                T.ptx["mapa.shared::cluster.u32"](peer[0], bars[0], 0)
-                T.ptx["mbarrier.arrive.release.cluster.shared::cluster.b64"](peer[0])
-            T.cuda.cluster_sync()
-            Out[tid] = 1
-        """,
-        tmp_path,
-        "kernel",
-    )
+    k = define(REMOTE_ON_PEER.format(init=INIT_THEN_CTA_SYNC), tmp_path, "kernel")
     msg = _fault(k, np.zeros(64, np.int32))
     assert "distributed shared-memory race" in msg and "'bars'[0] (byte 0" in msg
     assert "block (1, 0, 0) thread 0 (warp 0, lane 0) arrives on block (0, 0, 0)'s" in msg

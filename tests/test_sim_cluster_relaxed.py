@@ -16,6 +16,7 @@ from .cluster_kernels import (
     MC,
     MULTICAST,
     REMOTE_ARRIVE,
+    SUM_TAIL,
     SYNC,
     multicast_expected,
     push_expected,
@@ -145,7 +146,7 @@ def test_without_the_init_fence_a_release_arrive_publishes_the_barrier(tmp_path)
 
 
 def _multicast(tmp_path, init_sync: str):
-    source = MULTICAST.format(C=2, mask="0b11", init_sync=init_sync)
+    source = MULTICAST.format(C=2, mask="0b11", init_sync=init_sync, tail=SUM_TAIL)
     return define(source, tmp_path, "kernel", MC=MC)
 
 
@@ -176,7 +177,9 @@ def test_a_multicast_after_the_fenced_inits_and_a_relaxed_arrive_is_exact(tmp_pa
 def test_a_multicast_onto_a_barrier_initialized_after_the_cluster_barrier_is_a_race(tmp_path):
     # the cluster barrier comes before the inits: the peer's init, although it ran first here,
     # is not ordered before the copy's complete-tx on it
-    source = MULTICAST.format(C=2, mask="0b11", init_sync="T.cuda.cta_sync()").replace(
+    source = MULTICAST.format(
+        C=2, mask="0b11", init_sync="T.cuda.cta_sync()", tail=SUM_TAIL
+    ).replace(
         '    if tid == 0:\n        T.ptx["mbarrier.init',
         f'    {SYNC}\n    if tid == 0:\n        T.ptx["mbarrier.init',
         1,

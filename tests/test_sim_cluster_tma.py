@@ -58,12 +58,12 @@ def test_a_copy_before_the_peer_initialized_its_barrier_is_a_fault(tmp_path):
 
 
 def test_reading_the_peer_tile_before_its_wait_names_the_multicast(tmp_path):
-    from .cluster_kernels import MC, MULTICAST, SYNC
+    from .cluster_kernels import MC, MULTICAST, SUM_TAIL, SYNC
     from .helpers import define
 
     # rank 1 reads its tile after a cluster barrier, but only a wait on its own mbarrier says
     # that the copy has landed there
-    source = MULTICAST.format(C=2, mask="0b11", init_sync=SYNC).replace(
+    source = MULTICAST.format(C=2, mask="0b11", init_sync=SYNC, tail=SUM_TAIL).replace(
         "    T.cuda.mbarrier_wait(bars[0], 0)\n",
         "    if r == 0:\n        T.cuda.mbarrier_wait(bars[0], 0)\n    T.cuda.cluster_sync()\n",
     )
@@ -105,27 +105,22 @@ def kernel(A: T.Tensor((64, 64), "float16"), Out: T.Tensor((2, 128), "float32"))
     if tid == 0:
         T.ptx["mbarrier.arrive.expect_tx.shared::cta.b64"](bars[0], {tx})
         T.cuda.tile.apply(T.ptx[MC], s[r * 32 : r * 32 + 32, :], A[:, :], box=(32, 64), coords=(r * 32, 0), mbar=bars[0], cta_mask=0b11, scope="thread")
-    T.cuda.mbarrier_wait(bars[0], 0)
-    acc = T.float32(0)
-    for j in range(32):
-        e = tid * 32 + j
-        acc = acc + T.float32(s[e // 64, e % 64])
-    Out[r, tid] = acc
-    T.cuda.cluster_sync()
-"""
+{tail}"""
 
 
 def test_an_expect_tx_that_misses_the_peers_multicast_half_names_the_phase(tmp_path):
     """Each block multicasts its half of the tile into both; a block that arms its barrier for
     its own half only passes its wait before the peer's half is issued: the read of that half
     finds nothing written, and the hint names the wait, the bytes and the expect_tx."""
-    from .cluster_kernels import MC, define, kernel_line
+    from .cluster_kernels import MC, SUM_TAIL, define, kernel_line
 
     a = tile()
     out = np.zeros((2, 128), np.float32)
-    tirx.compile(define(HALVES.format(tx=8192), tmp_path, "kernel", MC=MC), "sim")(a, out)
+    tirx.compile(define(HALVES.format(tx=8192, tail=SUM_TAIL), tmp_path, "kernel", MC=MC), "sim")(
+        a, out
+    )
     assert np.array_equal(out, multicast_expected(a, 2))  # the twin: both halves counted
-    k = define(HALVES.format(tx=4096), tmp_path, "kernel", MC=MC)
+    k = define(HALVES.format(tx=4096, tail=SUM_TAIL), tmp_path, "kernel", MC=MC)
     with pytest.raises(SimulationError, match="nothing wrote in this block") as e:
         tirx.compile(k, "sim")(a, np.zeros((2, 128), np.float32))
     wait, arm = kernel_line(tmp_path, "mbarrier_wait"), kernel_line(tmp_path, "expect_tx")
