@@ -23,7 +23,6 @@ from . import tensor as tensor_ops
 from .addresses import element_address
 from .namespace import Intrinsic, PtxInstruction, ScalarType
 from .spread import spread
-from .storage import address_of
 from .values import VIEW_METHODS, compile_time_callable, is_number, is_static, kind_of
 
 __all__ = ["Calls"]
@@ -156,6 +155,8 @@ class Calls:
     def view_method(self, view: ir.View, name: str, node):
         span = self.p.span(node)
         if name == "ptr_to":  # TIRx's t.ptr_to([i, j]): the address of t[i, j], T.address_of's
+            from .storage import address_of  # (loaded at first use: tests/test_lazy_imports.py)
+
             target, idx = element_address(self, node, "ptr_to", local=True)
             return address_of(ir.ElemLoad(target, tuple(idx), target.dtype), span)
         if name == "view":
