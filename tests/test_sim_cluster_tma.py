@@ -130,3 +130,68 @@ def test_an_expect_tx_that_misses_the_peers_multicast_half_names_the_phase(tmp_p
     )
     assert f"completed when 4096 bytes had arrived (armed by the expect_tx at line {arm})" in hint
     assert "a multicast counts in every receiving block's" in hint
+
+
+RING = """
+@T.function
+def ring(A: T.Tensor((2 * NT * 64, 64), "float16"), Out: T.Tensor((4, NT, 128), "float32")):
+    T.device_entry(launch=T.cuda.LaunchConfig(grid=4, block=256, cluster=2))
+    s = T.alloc_shared((2, 64, 64), "float16", align=128)
+    full = T.alloc_shared((2,), "uint64")
+    empty = T.alloc_shared((2,), "uint64")
+    pe = T.alloc_local((1,), "uint32")
+    tid = T.cuda.thread_idx("x")
+    bx = T.cuda.block_idx("x")
+    cid = T.cuda.cluster_id("x")
+    r = T.cuda.mov_sreg(32, "cluster_ctarank")
+    if tid == 0:
+        for i in range(2):
+            T.ptx["mbarrier.init.shared::cta.b64"](full[i], 1)
+            T.ptx["mbarrier.init.shared::cta.b64"](empty[i], {empty_count})
+    T.cuda.cluster_sync()
+    if tid == 0:
+        for i in range(NT):  # each block's producer multicasts its half of tile i into both
+            T.cuda.mbarrier_wait_acquire_cluster(empty[i % 2], (i // 2) % 2 ^ 1)
+            T.ptx["mbarrier.arrive.expect_tx.shared::cta.b64"](full[i % 2], 8192)
+            T.cuda.tile.apply(T.ptx[MC], s[i % 2, r * 32 : r * 32 + 32, :], A[:, :], box=(32, 64), coords=(cid * NT * 64 + i * 64 + r * 32, 0), mbar=full[i % 2], cta_mask=0b11, scope="thread")
+    elif tid >= 128:
+        t = tid - 128
+        for i in range(NT):
+            T.cuda.mbarrier_wait(full[i % 2], (i // 2) % 2)
+            acc = T.float32(0)
+            for j in range(32):
+                acc = acc + T.float32(s[i % 2, (t * 32 + j) // 64, (t * 32 + j) % 64])
+            Out[bx, i, t] = acc
+            T.ptx["mbarrier.arrive.shared::cta.b64"](empty[i % 2])
+{release_peer}
+    T.cuda.cluster_sync()
+"""
+RELEASE_PEER = """            T.ptx["mapa.shared::cluster.u32"](pe[0], empty[i % 2], r ^ 1)
+            T.ptx["mbarrier.arrive.release.cluster.shared::cluster.b64"](pe[0])"""
+
+
+def test_a_multicast_refill_before_the_peer_released_the_stage_says_who_must_wait(tmp_path):
+    """A ring of two stages whose two producers each multicast half a tile into both blocks:
+    a stage is free once the consumers of both blocks released it. Consumers that release only
+    their own block's empty barrier let the peer's producer refill a stage still being read;
+    the reader waited for the stage's phase, and the hint names that and the release it lacks."""
+    from .cluster_kernels import MC, define
+
+    nt = 3
+    a = np.random.default_rng(0).standard_normal((2 * nt * 64, 64)).astype(np.float16)
+    want = np.stack([
+        np.stack([a[b // 2 * nt * 64 + i * 64 :][:64].astype(np.float32).reshape(128, 32).sum(1)
+                  for i in range(nt)])
+        for b in range(4)
+    ])  # fmt: skip
+    good = define(RING.format(empty_count=256, release_peer=RELEASE_PEER), tmp_path, "ring",
+                  MC=MC, NT=nt)  # fmt: skip
+    out = np.zeros((4, nt, 128), np.float32)
+    tirx.compile(good, "sim")(a, out)
+    assert np.allclose(out, want, atol=1e-2)
+    bad = define(RING.format(empty_count=128, release_peer=""), tmp_path, "ring", MC=MC, NT=nt)
+    with pytest.raises(SimulationError, match="multicast by block") as e:
+        tirx.compile(bad, "sim")(a, np.zeros((4, nt, 128), np.float32))
+    assert "this thread waited at line" in e.value.hint
+    assert "the issuing block's producer must wait, before refilling" in e.value.hint
+    assert "mbarrier.arrive.release.cluster.shared::cluster" in e.value.hint

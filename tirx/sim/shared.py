@@ -251,6 +251,18 @@ class SharedMemory:
         )
         if wait is not None:
             fix = wait
+            last = int(self.last_wait[who])
+            if "(multicast by " in name and last >= 0 and self.waits[last][1] > 0:
+                # the reader did wait: the peer's copy refilled what its wait delivered
+                barrier, phase, _, span = self.waits[last]
+                fix = (
+                    f"this thread waited at {line_of(span)} (phase {phase - 1} of mbarrier "
+                    f"{barrier}); if that phase delivered these bytes, the copy at {copy_line} "
+                    "is a refill issued before this block was done with them: the issuing "
+                    "block's producer must wait, before refilling, for this block's consumers "
+                    "to release the stage (their arrive on its empty barrier, "
+                    "mbarrier.arrive.release.cluster.shared::cluster); else " + wait
+                )
         elif uncommitted and verb == "reads":
             fix = "commit it: " + commit
             if owner != who:
