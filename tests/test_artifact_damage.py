@@ -466,3 +466,13 @@ def test_save_takes_a_bytes_path_as_load_does(exe, tmp_path):
     path = exe.save(os.fsencode(tmp_path / "bytes.tirx"))
     assert path == tmp_path / "bytes.tirx"
     assert tirx.load(os.fsencode(path)).ptx == exe.ptx
+
+
+def test_an_arch_the_kernels_instructions_lack_is_named_as_saves(tmp_path):
+    from tirx.examples.gemm_wgmma import make_gemm_wgmma
+
+    exe = tirx.compile(make_gemm_wgmma(256, 128, 256), "cuda -arch=sm_90")
+    with pytest.raises(ValueError, match="save: archs names sm_100a, for which kernel") as e:
+        exe.save(tmp_path / "wg.tirx", archs=["sm_90a", "sm_100a"])
+    assert "needs sm_90a" in str(e.value)
+    assert not (tmp_path / "wg.tirx").exists()  # nothing half written

@@ -159,6 +159,11 @@ def _images(exe, archs) -> dict:
         except UnsupportedArchError as e:  # archs is what is wrong, not the kernel
             raise ValueError(f"save: archs names {a}, which this NVRTC does not compile for "
                              f"— {e.message}; name an arch it knows, like {exe.arch}") from None  # fmt: skip
+        except TirxError as e:  # the kernel's instructions do not exist on that arch
+            raise ValueError(
+                f"save: archs names {a}, for which kernel {exe.name!r} does not build: "
+                f"{e.message}" + (f" ({e.hint})" if e.hint else "")
+            ) from None
         if other.signature != exe.signature or other.launch_dims != exe.launch_dims:
             raise ArtifactError(f"save: kernel {exe.name!r} compiles to another signature or "
                                 f"launch for {a}; save the archs separately")  # fmt: skip
