@@ -1149,34 +1149,44 @@ def test_the_real_tirxs_names_say_what_tirx_writes(name, says):
     assert "did you mean" not in str(info.value)
 
 
-def test_ptr_to_is_address_of_wherever_it_stands(tmp_path):
-    """TIRx's t.ptr_to([i]) as a raw PTX call's address: the same CUDA as t[i] (but for the
-    #line directives), and the same run."""
-    import numpy as np
-
-    source = """
+# One mbarrier round: {init} initializes bar[1] (statement lines), {arrive} is the arrive's
+# address operand; every thread reads its neighbour's value after the phase.
+BARRIER_ROUND = """
 @T.function
 def k(Out: T.Tensor((32,), "int32")):
     T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=32))
     bar = T.alloc_shared((2,), "uint64")
     s = T.alloc_shared((32,), "int32")
     tid = T.cuda.thread_idx("x")
-    if tid == 0:
-        T.ptx["mbarrier.init.shared::cta.b64"]({init}, 32)
+{init}
     T.cuda.cta_sync()
     s[tid] = tid * 3
     T.ptx["mbarrier.arrive.shared::cta.b64"]({arrive})
     T.cuda.mbarrier_wait(bar[1], 0)
     Out[tid] = s[(tid + 1) % 32]
 """
-    runs = []
-    for form in ("bar[1]", "bar.ptr_to([1])", "T.address_of(bar[1])"):
-        k = define(source.format(init=form, arrive=form), tmp_path, "k")
-        out = np.zeros(32, np.int32)
-        tirx.compile(k, "sim")(out)
-        assert (out == (np.arange(32) + 1) % 32 * 3).all(), form
-        cuda = tirx.compile(k, "cuda -arch=sm_90").source
-        runs.append([ln for ln in cuda.splitlines() if not ln.startswith("#line")])
+INIT = 'T.ptx["mbarrier.init.shared::cta.b64"]({}, 32'
+
+
+def _round_cuda(tmp_path, init: str, arrive: str = "bar[1]") -> list[str]:
+    """BARRIER_ROUND run on the simulator (checked) and its CUDA without #line directives."""
+    import numpy as np
+
+    k = define(BARRIER_ROUND.format(init=init, arrive=arrive), tmp_path, "k")
+    out = np.zeros(32, np.int32)
+    tirx.compile(k, "sim")(out)
+    assert (out == (np.arange(32) + 1) % 32 * 3).all(), init
+    cuda = tirx.compile(k, "cuda -arch=sm_90").source
+    return [ln for ln in cuda.splitlines() if not ln.startswith("#line")]
+
+
+def test_ptr_to_is_address_of_wherever_it_stands(tmp_path):
+    """TIRx's t.ptr_to([i]) as a raw PTX call's address: the same CUDA as t[i] (but for the
+    #line directives), and the same run."""
+    runs = [
+        _round_cuda(tmp_path, f"    if tid == 0:\n        {INIT.format(form)})", form)
+        for form in ("bar[1]", "bar.ptr_to([1])", "T.address_of(bar[1])")
+    ]
     assert runs[0] == runs[1] == runs[2]
     with pytest.raises(tirx.TirxSyntaxError, match="local .* array: it has no address"):
         define(HEAD + "    x = ar.ptr_to([0])\n", tmp_path, "k")
@@ -1185,33 +1195,12 @@ def k(Out: T.Tensor((32,), "int32")):
 def test_pred_on_a_raw_ptx_call_is_the_call_under_an_if(tmp_path):
     """TIRx's pred= on a raw call: the same CUDA and run as the call under `if pred:`; a
     predicate false at compile time drops the call; another keyword is refused."""
-    import numpy as np
-
-    source = """
-@T.function
-def k(Out: T.Tensor((32,), "int32")):
-    T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=32))
-    bar = T.alloc_shared((1,), "uint64")
-    s = T.alloc_shared((32,), "int32")
-    tid = T.cuda.thread_idx("x")
-{init}
-    T.cuda.cta_sync()
-    s[tid] = tid * 3
-    T.ptx["mbarrier.arrive.shared::cta.b64"](bar[0])
-    T.cuda.mbarrier_wait(bar[0], 0)
-    Out[tid] = s[(tid + 1) % 32]
-"""
-    init = 'T.ptx["mbarrier.init.shared::cta.b64"](bar[0], 32'
-    runs = []
-    for form in (f"    if tid == 0:\n        {init})", f"    {init}, pred=tid == 0)"):
-        k = define(source.format(init=form), tmp_path, "k")
-        out = np.zeros(32, np.int32)
-        tirx.compile(k, "sim")(out)
-        assert (out == (np.arange(32) + 1) % 32 * 3).all(), form
-        cuda = tirx.compile(k, "cuda -arch=sm_90").source
-        runs.append([ln for ln in cuda.splitlines() if not ln.startswith("#line")])
-    assert runs[0] == runs[1]
-    dropped = define(source.format(init=f"    {init}, pred=False)"), tmp_path, "k")
+    init = INIT.format("bar[1]")
+    guarded = _round_cuda(tmp_path, f"    if tid == 0:\n        {init})")
+    assert _round_cuda(tmp_path, f"    {init}, pred=tid == 0)") == guarded
+    dropped = define(BARRIER_ROUND.format(init=f"    {init}, pred=False)", arrive="bar[1]"),
+                     tmp_path, "k")  # fmt: skip
     assert "mbarrier.init" not in tirx.compile(dropped, "cuda -arch=sm_90").source
     with pytest.raises(tirx.TirxSyntaxError, match=r"positional operands \(and pred=\) only"):
-        define(source.format(init=f"    {init}, when=tid == 0)"), tmp_path, "k")
+        define(BARRIER_ROUND.format(init=f"    {init}, when=tid == 0)", arrive="bar[1]"),
+               tmp_path, "k")  # fmt: skip

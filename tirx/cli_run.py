@@ -161,8 +161,7 @@ def compare(out, ref, atol: float, rtol: float) -> tuple[bool, str]:
     if bool(close.all()):
         return True, text + "PASS"
     # the worst element: a NaN or infinity that disagrees first, else the largest difference
-    badness = torch.where(close, torch.full_like(diff, -1.0), diff)
-    badness = torch.where(~close & ~finite, torch.full_like(diff, float("inf")), badness)
+    badness = torch.where(close, -1.0, torch.where(finite, diff, float("inf")))
     worst = tuple(int(i) for i in torch.unravel_index(badness.argmax(), badness.shape))
     return False, (
         text + f"FAIL, {int((~close).sum())} of {out.numel()} elements; worst at {worst}: "

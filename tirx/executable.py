@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import copy
 import functools
+import math
 import numbers
 import sys
 
@@ -90,6 +91,22 @@ class ArgChecker:
                 f"got {len(args)}"
             )
 
+    def checked(self, args, kw=None) -> list:
+        """Every argument checked (errors name the parameter), as the values to run with;
+        tensors the kernel writes must not overlap another."""
+        if kw:
+            self.keywords(kw)
+        self.count(args)
+        values = [
+            self.scalar(p, a) if isinstance(p, ir.Var) else self.tensor(i, p, a)
+            for i, (p, a) in enumerate(zip(self.params, args))
+        ]
+        self.distinct(
+            [(i, v) for i, (p, v) in enumerate(zip(self.params, values))
+             if isinstance(p, ir.Buffer)]
+        )  # fmt: skip
+        return values
+
     def scalar(self, p: ir.Var, value):
         kind = p.dtype.kind
         if isinstance(value, bool) and kind is not DTypeKind.BOOL:
@@ -100,7 +117,7 @@ class ArgChecker:
                     f"parameter {p.name!r} expects a number ({p.dtype}), got {type(value).__name__}"
                 )
             value = float(value)
-            if value - value == 0 and abs(value) >= float_overflow(p.dtype):
+            if math.isfinite(value) and abs(value) >= float_overflow(p.dtype):
                 raise ValueError(
                     f"parameter {p.name!r}: {value:g} overflows {p.dtype} (it would round to "
                     "an infinity; pass float('inf') for one)"
@@ -459,19 +476,6 @@ class SimExecutable(Executable):
         return result.profile
 
     def _checked(self, args, kw) -> list:
-        """The run's values of ``args`` after the checks (errors name the parameter)."""
-        if kw:
-            self.checker.keywords(kw)
-        self.checker.count(args)
-        values = []
-        for i, (p, a) in enumerate(zip(self.lowered.params, args)):
-            if isinstance(p, ir.Var):
-                values.append(self.checker.scalar(p, a))
-                continue
-            # sim.run writes in place into torch CPU tensors and numpy arrays alike
-            values.append(self.checker.tensor(i, p, a))
-        self.checker.distinct(
-            [(i, v) for i, (p, v) in enumerate(zip(self.lowered.params, values))
-             if isinstance(p, ir.Buffer)]
-        )  # fmt: skip
-        return values
+        """The run's values of ``args`` after the checks (errors name the parameter); sim.run
+        writes in place into torch CPU tensors and numpy arrays alike."""
+        return self.checker.checked(args, kw)

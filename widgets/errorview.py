@@ -151,8 +151,7 @@ def contract_picture(err) -> ContractPicture | None:
             actual = F.layout_fragment(
                 layout, shape, element_bits=facts.element_bits, unit_bits=facts.unit_bits,
                 title=f"your layout: {layout!r}", prefix=expected.prefix,
-                repeat_names=(*facts.repeat_axes[: len(repeat)],
-                              *("matrix ",) * max(len(facts.atom) - 2, 0)),  # as expected's
+                repeat_names=O.block_names(facts, repeat),  # the blocks named as expected's
             )  # fmt: skip
         except Exception:  # a layout that cannot be drawn over this shape
             actual = None

@@ -144,14 +144,12 @@ def operand_fragment(instr, operand: str | None = None, *, repeat=(), element_bi
     cells = unpack(facts.grid, per)
     atom = as_2d(facts.atom)
     eatom = (*atom[:-1], atom[-1] * per)
-    lead_atom = eatom[:-2]  # ldmatrix: the matrix index
     if repeat:
         cells = {(*r, *c): replace(e, coord=(*r, *c)) for c, e in cells.items()
                  for r in coords(repeat)}  # fmt: skip
     shape = (*repeat, *eatom)
     rows, cols, order = compose(cells, shape)
-    names = tuple(facts.repeat_axes[: len(repeat)]) if repeat else ()
-    names += ("matrix ",) * len(lead_atom)
+    names = block_names(facts, repeat)
     kind = FragmentKind.REGISTERS if facts.grid.kind == "registers" else FragmentKind.ADDRESSES
     about = facts.about + (f" ({facts.note})" if facts.note else "")
     frag = Fragment(
@@ -162,6 +160,12 @@ def operand_fragment(instr, operand: str | None = None, *, repeat=(), element_bi
         unit_bits=max(facts.unit_bits, bits),
     )  # fmt: skip
     return by_warp(frag) if not repeat else frag
+
+
+def block_names(facts: OperandFacts, repeat: tuple) -> tuple[str, ...]:
+    """What a picture of the operand calls its blocks: the repeat axes, then the atom's own
+    leading axes (ldmatrix's matrices)."""
+    return (*facts.repeat_axes[: len(repeat)], *("matrix ",) * max(len(facts.atom) - 2, 0))
 
 
 # .trans: the axes of the transposed matrix the registers hold (short enough to stand beside

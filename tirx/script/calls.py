@@ -195,8 +195,7 @@ class Calls:
         raise TirxSyntaxError(
             f"a tensor has no method {name!r}",
             span,
-            hint=_TENSOR_METHODS.get(name)
-            or checks.did_you_mean(name, VIEW_METHODS)
+            hint=checks.did_you_mean(name, VIEW_METHODS)
             or "tensors support view(...), rearrange(...), permute(...) and indexing",
         )
 
@@ -358,8 +357,7 @@ def _raw_operands(text: str):
     return catalog.rule(row, "script", "raw_operands") if row is not None else None
 
 
-# What tirx writes for a tensor method or a keyword of the real TIRx's that it does not have.
-_TENSOR_METHODS: dict[str, str] = {}
+# What tirx writes for a keyword of the real TIRx's that it does not have.
 _KEYWORDS = {
     "ty_args": "tirx allocates with T.alloc_tensor(shape, dtype, scope=...) (or "
     "T.alloc_shared / T.alloc_local): not the real TIRx's ty_args=[T.Tensor(...)]",

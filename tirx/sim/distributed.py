@@ -39,15 +39,15 @@ from .shared import line_of
 
 __all__ = ["Distributed", "LocalHook", "RACE_HINT"]
 
-RACE_HINT = (
+_SYNC_OR = (
     "put T.cuda.cluster_sync() (barrier.cluster.arrive + barrier.cluster.wait by every thread "
     "of the cluster) between {first} and {second}, or order them through an mbarrier of the "
+)
+RACE_HINT = _SYNC_OR + (
     "reading block (mbarrier.arrive.release.cluster.shared::cluster by the writers, a wait by "
     "the readers)"
 )
-WAR_HINT = (
-    "put T.cuda.cluster_sync() (barrier.cluster.arrive + barrier.cluster.wait by every thread "
-    "of the cluster) between {first} and {second}, or order them through an mbarrier of the "
+WAR_HINT = _SYNC_OR + (  # a write after a read: the writer waits for the readers
     "writing block: the readers arrive on it (mbarrier.arrive.release.cluster.shared::cluster) "
     "after their reads, and the writer waits for that phase "
     "(T.cuda.mbarrier_wait_acquire_cluster) before it writes"

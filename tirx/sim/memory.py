@@ -88,22 +88,25 @@ def thread_xyz(tid: int, shape: tuple[int, int, int]) -> tuple[int, int, int]:
     return tid % bx, tid // bx % by, tid // (bx * by)
 
 
+def _xyz_name(tid: int, shape) -> tuple[int, int, int] | None:
+    """The ``threadIdx`` a report names a thread by: in a block of two or three dimensions
+    (as compute-sanitizer does); None in one of one (the linear id is the name)."""
+    return thread_xyz(tid, shape) if shape is not None and shape[1] * shape[2] > 1 else None
+
+
 def place(block: tuple[int, int, int], tid: int, shape) -> str:
     """Where a fault happened, for the end of its message: ``block (0, 0, 0), warp 1, lane 5``;
     in a block of two or three dimensions with the thread's ``threadIdx`` too."""
-    named = f"thread {thread_xyz(tid, shape)}, " if shape[1] * shape[2] > 1 else ""
+    xyz = _xyz_name(tid, shape)
+    named = f"thread {xyz}, " if xyz is not None else ""
     return f"block {block}, {named}warp {tid // 32}, lane {tid % 32}"
 
 
 def thread_name(tid: int) -> str:
     """``thread 37 (warp 1, lane 5)``; in a block of two or three dimensions the thread is named
-    by its ``threadIdx`` (x, y, z), as compute-sanitizer names it: ``thread (5, 1, 0) (warp 1,
-    lane 5)`` in a (32, 8) block."""
-    shape = BLOCK_SHAPE.get()
-    if shape is not None and shape[1] * shape[2] > 1:
-        x, y, z = thread_xyz(tid, shape)
-        return f"thread ({x}, {y}, {z}) (warp {tid // 32}, lane {tid % 32})"
-    return f"thread {tid} (warp {tid // 32}, lane {tid % 32})"
+    by its ``threadIdx``: ``thread (5, 1, 0) (warp 1, lane 5)`` in a (32, 8) block."""
+    xyz = _xyz_name(tid, BLOCK_SHAPE.get())
+    return f"thread {tid if xyz is None else xyz} (warp {tid // 32}, lane {tid % 32})"
 
 
 def round_up(n: int, m: int) -> int:

@@ -238,8 +238,8 @@ class Races:
             hint = same_statement_hint(here, when is not None, same_warp)
         else:
             hint = race_hint(there, here, same_warp, warpgroups, others)
-        last = int(mem.last_wait[int(p[k])])
-        if last >= 0 and mem.waits[last][1] == 0:  # its last mbarrier wait waited for nothing
+        last = mem.last_wait_of(int(p[k]))
+        if last is not None and last.phase == 0:  # its last mbarrier wait waited for nothing
             hint = mem.unwritten_hint(int(p[k])) + "; else " + hint
         relaxed = mem.relaxed_span  # the arrive of a .relaxed cluster phase the block passed
         if relaxed is not None:
@@ -288,6 +288,8 @@ class Races:
         mem = self.memory
         site = int(self.w_site[b[k]])
         name, hint = mem.copy_kinds.get(site, ("cp.async", None))
+        if callable(hint):  # one per reader (shared.py's copy_kinds)
+            hint = hint(mem, int(p[k]), line_of(mem.sites[site]))
         issuer = mem.issuers.get(site)
         by = f" issued by {thread_name(issuer)}" if issuer is not None else ""
         return Fault(

@@ -21,6 +21,7 @@ Checks (each a :class:`tirx.sim.faults.Fault` naming the thread):
 from __future__ import annotations
 
 import functools
+from typing import NamedTuple
 
 import numpy as np
 
@@ -32,6 +33,17 @@ from .proxy import AsyncProxy
 from .races import Races, line_of, race_hint
 
 __all__ = ["SharedMemory", "SharedBuffer", "line_of", "race_hint"]
+
+
+class Wait(NamedTuple):
+    """A thread's last mbarrier wait: the barrier, its phase after the wait (0: none had
+    completed, the wait passed at once), the expect-tx operations of the phase that completed
+    last with the bytes its copies delivered, the wait's line."""
+
+    barrier: str
+    phase: int
+    armed: tuple
+    span: object
 
 
 class SharedMemory:
@@ -54,16 +66,17 @@ class SharedMemory:
         self._site_ids: dict = {}
         self.where = lambda: None  # the span of the statement now executing (set by the machine)
         self.races = Races(self, size, threads)
-        # per thread, its last mbarrier wait (an index of ``waits``: barrier, phase after
-        # it, the last phase's expect-tx record, line), for the hint of a read
+        # per thread, its last mbarrier wait (an index of ``waits``), for the hints of reads
         self.last_wait = np.full(threads, -1, dtype=np.int32)
-        self.waits: list = []
+        self.waits: list[Wait] = []
         self.order = self.races.order
         # bytes an asynchronous copy will write once it lands: issuing thread, line
         self.pend_tid = np.full(size, -1, dtype=np.int32)
         self.pend_site = np.zeros(size, dtype=np.int32)
         self.in_flight = 0  # bytes pending, to skip the check when there are none
-        self.copy_kinds: dict = {}  # site -> (copy's name, how to wait), other than cp.async's
+        # site -> (copy's name, how to wait: a text, or hint(memory, reader, copy's line)),
+        # for the copies other than cp.async's
+        self.copy_kinds: dict = {}
         self.issuers: dict = {}  # site -> the thread that issued the copy delivered last there
         # the site of a cp.async's bytes landed by a wait (its span the copy's) -> (the wait's
         # span, the last CTA barrier between the copy and the wait or None), for race reports
@@ -99,15 +112,20 @@ class SharedMemory:
         barrier); ``armed``: the expect-tx operations of the phase that completed last and the
         bytes its copies delivered. Kept for the hint of a read of bytes nothing wrote."""
         self.last_wait[threads] = len(self.waits)
-        self.waits.append((barrier, phase, armed, span))
+        self.waits.append(Wait(barrier, phase, armed, span))
+
+    def last_wait_of(self, tid: int) -> Wait | None:
+        """Thread ``tid``'s last mbarrier wait in this block, if it made one."""
+        k = int(self.last_wait[tid])
+        return self.waits[k] if k >= 0 else None
 
     def unwritten_hint(self, tid: int) -> str:
         """The hint of a read of bytes nothing wrote by thread ``tid``: its last mbarrier
         wait, where that wait is the likely cause."""
-        k = int(self.last_wait[tid])
-        if k < 0:
+        last = self.last_wait_of(tid)
+        if last is None:
             return "write shared memory (and synchronize) before reading it"
-        barrier, phase, (armed, delivered), span = self.waits[k]
+        barrier, phase, (armed, delivered), span = last
         if phase == 0:
             return (
                 f"this thread's mbarrier wait at {line_of(span)} passed at once: no phase of "
@@ -249,20 +267,8 @@ class SharedMemory:
             'T.ptx["cp.async.wait_group"](n) covering that group (or T.ptx["cp.async.wait_all"]'
             "(), which commits and waits)"
         )
-        if wait is not None:
-            fix = wait
-            last = int(self.last_wait[who])
-            if "(multicast by " in name and last >= 0 and self.waits[last][1] > 0:
-                # the reader did wait: the peer's copy refilled what its wait delivered
-                barrier, phase, _, span = self.waits[last]
-                fix = (
-                    f"this thread waited at {line_of(span)} (phase {phase - 1} of mbarrier "
-                    f"{barrier}); if that phase delivered these bytes, the copy at {copy_line} "
-                    "is a refill issued before this block was done with them: the issuing "
-                    "block's producer must wait, before refilling, for this block's consumers "
-                    "to release the stage (their arrive on its empty barrier, "
-                    "mbarrier.arrive.release.cluster.shared::cluster); else " + wait
-                )
+        if wait is not None:  # the copy's kind says how to wait (a text, or one per reader)
+            fix = wait(self, who, copy_line) if callable(wait) else wait
         elif uncommitted and verb == "reads":
             fix = "commit it: " + commit
             if owner != who:

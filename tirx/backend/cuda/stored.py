@@ -60,13 +60,7 @@ class StoredExecutable(CudaExecutable):
         # tensors, the scalars), so a test without a GPU finds a wrong call; then the error
         # is the missing GPU
         if self._launcher is None and driver.gpu_count() == 0:
-            cpu = ArgChecker(self.lowered, "cpu", written=self.checker.written())
-            if kw:
-                cpu.keywords(kw)
-            if len(args) != len(self.lowered.params):
-                cpu.count(args)
-            for i, (p, a) in enumerate(zip(self.lowered.params, args)):
-                cpu.tensor(i, p, a) if isinstance(p, ir.Buffer) else cpu.scalar(p, a)
+            ArgChecker(self.lowered, "cpu", written=self.checker.written()).checked(args, kw)
             self.load()
         super()._call(*args, **kw)
 

@@ -33,6 +33,22 @@ _WAIT = (
 )
 
 
+def _wait_hint(shared, reader: int, copy_line: str) -> str:
+    """The fix for thread ``reader`` of the receiving block touching bytes the multicast at
+    ``copy_line`` has not delivered: a reader that waited already met a refill."""
+    last = shared.last_wait_of(reader)
+    if last is None or last.phase == 0:
+        return _WAIT
+    return (
+        f"this thread waited at {line_of(last.span)} (phase {last.phase - 1} of mbarrier "
+        f"{last.barrier}); if that phase delivered these bytes, the copy at {copy_line} is a "
+        "refill issued before this block was done with them: the issuing block's producer "
+        "must wait, before refilling, for this block's consumers to release the stage (their "
+        "arrive on its empty barrier, mbarrier.arrive.release.cluster.shared::cluster); else "
+        + _WAIT
+    )
+
+
 def _ranks(cluster, mask: int, tid: int, text: str) -> list[int]:
     n = cluster.size
     if not 0 < mask <= 0xFFFF or mask >> n:
@@ -79,7 +95,7 @@ def multicast(m, mask, addr, byte_cols, data, bar: int, nbytes: int, tid: int, t
         sh.pend_site[b] = site
         sh.in_flight += b.size
         who = f"block {cluster.coords(m.rank)}"
-        sh.copy_kinds[site] = (f"tensor copy {text} (multicast by {who})", _WAIT)
+        sh.copy_kinds[site] = (f"tensor copy {text} (multicast by {who})", _wait_hint)
         bars = peer.unit("mbarrier")
         if bars is None:
             raise Fault(
