@@ -354,6 +354,36 @@ def test_regions_with_runtime_starts(tmp_path):
     build_cuda(k)
 
 
+@pytest.mark.parametrize("loop", ["T.unroll(4)", "range(4)"])
+def test_a_region_with_a_run_time_start_on_a_split_dimension(loop, tmp_path):
+    """``s[:, 16 * kk : 16 * kk + 16]`` of a dimension the layout splits into 2 x 32: the
+    start is a multiple of the extent whatever ``kk`` is, so the region is whole parts of the
+    inner piece (it was refused unless the start was a constant)."""
+    k = define(
+        f"""
+        @T.function
+        def k(A: T.Tensor((8, 64), "int32"), Out: T.Tensor((8, 64), "int32")):
+            T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=32))
+            lane = T.cuda.lane_id()
+            s = T.alloc_shared((8, 64), "int32", layout=TileLayout(S[(8, 2, 32) : (32, 256, 1)]))
+            for i in range(16):
+                s[(lane + 32 * i) // 64, (lane + 32 * i) % 64] = A[(lane + 32 * i) // 64, (lane + 32 * i) % 64]
+            T.cuda.warp_sync()
+            for kk in {loop}:
+                v = s[:, 16 * kk : 16 * kk + 16]
+                for i in range(4):
+                    Out[(lane + 32 * i) // 16, 16 * kk + (lane + 32 * i) % 16] = v[(lane + 32 * i) // 16, (lane + 32 * i) % 16]
+        """,
+        tmp_path,
+        "k",
+    )
+    a = np.arange(512, dtype=np.int32).reshape(8, 64)
+    out = np.zeros((8, 64), np.int32)
+    run_sim(k, a, out)
+    np.testing.assert_array_equal(out, a)
+    build_cuda(k)
+
+
 def test_argument_checks_name_the_parameter(tmp_path):
     import torch
 

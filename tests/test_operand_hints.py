@@ -134,10 +134,56 @@ SW64 = ComposeLayout(3, 2, 3, TileLayout(S[64, BK]))
 @T.function
 def k(A: T.Tensor((M, BK), "bfloat16")):
     T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=32))
-    a_s = T.alloc_shared((M, BK), "bfloat16", layout=SW64, align=1024, scope="shared.dyn")
+    a_s = T.alloc_shared((M, BK), "bfloat16", layout=SW64, align={align}, scope="shared.dyn")
     bar = T.alloc_shared((1,), "uint64")
     T.cuda.tile.apply(T.ptx[TMA], a_s[:, :], A[:, :], box=(M, BK), coords=(0, 0),
                       swizzle={swizzle}, mbar=bar[0], scope="thread")
+"""
+
+# mma.sync's A words packed from a register array of ``held`` values
+_HELD_MMA = """
+D = TileLayout(S[(1, 1, 2, 8, 4, 2) : (4, 4, 2, 4 @ laneid, 1 @ laneid, 1)])
+AW = TileLayout(S[(1, 1, 2, 8, 2, 4) : (4, 4, 1, 4 @ laneid, 2, 1 @ laneid)])
+BW = TileLayout(S[(1, 1, 8, 2, 4) : (2, 2, 4 @ laneid, 1, 1 @ laneid)])
+
+@T.function
+def k(Out: T.Tensor((16, 8), "float32")):
+    T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=32))
+    ah = T.alloc_local((8,), "{held}")
+    br = T.alloc_local((2,), "uint32")
+    dr = T.alloc_local((4,), "float32")
+    T.cuda.tile.apply(T.ptx["mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32"],
+        dr.view(1, 1, 16, 8, layout=D), ah.view("uint32").view(1, 1, 16, 8, layout=AW),
+        br.view(1, 1, 8, 8, layout=BW), T.float32(0), scope="warp")
+"""
+
+# wgmma's register A (the rs form) packed from a register array of ``held`` values
+_HELD_RS = """
+from tirx.layout import wid_in_wg
+ACC = TileLayout(S[(4, 2, 8, 1, 4, 2) : (1 @ wid_in_wg, 2, 4 @ laneid, 4, 1 @ laneid, 1)])
+AW = TileLayout(S[(4, 2, 8, 2, 4) : (1 @ wid_in_wg, 1, 4 @ laneid, 2, 1 @ laneid)])
+SW = ComposeLayout(3, 1, 3, TileLayout(S[(8, 16)]))
+
+@T.function
+def k(Out: T.Tensor((64, 8), "float32")):
+    T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=128))
+    b_s = T.alloc_shared((8, 16), "float16", layout=SW, align=256)
+    acc = T.alloc_local((4,), "float32")
+    a_r = T.alloc_local((8,), "{held}")
+    T.cuda.tile.apply(T.ptx["wgmma.mma_async.sync.aligned.m64n8k16.f32.f16.f16"],
+        acc.view(64, 8, layout=ACC), a_r.view("uint32").view(64, 8, layout=AW), b_s[:, :],
+        scope="warpgroup", scale_d=0)
+"""
+
+# a region of a dimension the layout splits (2 x 32), its start a loop variable's multiple
+_SPLIT_REGION = """
+@T.function
+def k(Out: T.Tensor((8, 64), "float32")):
+    T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=32))
+    s = T.alloc_shared((8, 64), "float32", layout=TileLayout(S[(8, 2, 32) : (32, 256, 1)]))
+    for kk in T.unroll({n}):
+        v = s[:, {extent} * kk : {extent} * kk + {extent}]
+        Out[0, kk] = v[0, 1]
 """
 
 SM90 = "cuda -arch=sm_90a"
@@ -239,7 +285,7 @@ CASES = [
     ),
     (
         "tma-64b-rows-told-swizzle-3",
-        _TMA.format(swizzle=3),
+        _TMA.format(swizzle=3, align=1024),
         SM90,
         CON,
         "a_s[:, :]",
@@ -247,8 +293,53 @@ CASES = [
         "the tile's layout is the box image of swizzle=2: pass swizzle=2",
     ),
     (
+        "tma-64b-rows-told-swizzle-3-below-its-alignment",
+        _TMA.format(swizzle=3, align=512),
+        SM90,
+        CON,
+        "a_s[:, :]",
+        "where the box image has byte 576 (swizzle=3)",
+        "the tile's layout is the box image of swizzle=2: pass swizzle=2",
+    ),
+    (
+        "mma-words-of-bfloat16-told-f16",
+        _HELD_MMA.format(held="bfloat16"),
+        SM90,
+        CON,
+        'ah.view("uint32")',
+        "'ah' holds bfloat16 values, but the instruction multiplies float16",
+        "convert the values to float16 before packing them into words",
+    ),
+    (
+        "wgmma-rs-words-of-bfloat16-told-f16",
+        _HELD_RS.format(held="bfloat16"),
+        SM90,
+        CON,
+        'a_r.view("uint32")',
+        "operand A: 'a_r' holds bfloat16 values, but the instruction multiplies float16",
+        "convert the values to float16 before packing them into words",
+    ),
+    (
+        "wgmma-rs-words-of-float32-told-f16",
+        _HELD_RS.format(held="float32"),
+        SM90,
+        CON,
+        'a_r.view("uint32")',
+        "'a_r' holds float32 values, but the instruction multiplies float16",
+        "convert the values to float16",
+    ),
+    (
+        "region-across-a-split-dimension",
+        _SPLIT_REGION.format(n=1, extent=48),
+        SM90,
+        LAY,
+        "s[:, 48 * kk : 48 * kk + 48]",
+        "region of extent 48 at start 48 * kk does not follow the layout's split of dimension 1",
+        "splits this dimension into 2 x 32",
+    ),
+    (
         "tma-swizzled-told-none",
-        _TMA.format(swizzle=0),
+        _TMA.format(swizzle=0, align=1024),
         SM90,
         CON,
         "a_s[:, :]",
@@ -278,7 +369,15 @@ TWINS = [
     ("row-pitch-48-bytes", _PITCH.format(cols=24), SM90),
     ("ldmatrix-merged-matrix-axis", _SPLIT.format(shape="4, 8, 4"), SM90),
     ("s8-elements-unpack-4", _S8.format(n=4), SM90),
-    ("tma-64b-rows-swizzle-2", _TMA.format(swizzle=2), SM90),
+    ("tma-64b-rows-swizzle-2", _TMA.format(swizzle=2, align=1024), SM90),
+    ("mma-words-of-float16", _HELD_MMA.format(held="float16"), SM90),
+    ("mma-words-packed-by-hand", _HELD_MMA.format(held="uint32"), SM90),
+    ("wgmma-rs-words-of-float16", _HELD_RS.format(held="float16"), SM90),
+    (
+        "region-of-a-loop-variable-start-on-a-split-dimension",
+        _SPLIT_REGION.format(n=4, extent=16),
+        SM90,
+    ),
 ]
 
 

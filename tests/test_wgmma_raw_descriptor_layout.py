@@ -19,10 +19,12 @@ M, N, BK = 64, 64, 64
 WG = f"wgmma.mma_async.sync.aligned.m64n{N}k16.f32.bf16.bf16"
 
 
-def make(swizzle=3, align=1024, row0=0, run_time_swizzle=False):
+def make(swizzle=3, align=1024, row0=0, run_time_swizzle=False, start=None):
     """A (64, 64) x (64, 64)^T bf16 product through raw descriptors of 128-byte-swizzled
-    tiles, A's rows starting at ``row0`` of its (row0 + 64)-row tile."""
-    rows = M + -(-row0 // 8) * 8  # whole 8-row groups
+    tiles, A's rows stored from ``row0`` of its (row0 + 64)-row tile (whole 8-row groups),
+    its descriptor starting at row ``start`` (default ``row0``)."""
+    rows = M + -(-row0 // 8) * 8
+    start = row0 if start is None else start
     sw_a = ComposeLayout(3, 3, 3, TileLayout(S[rows, BK]))
     sw_b = ComposeLayout(3, 3, 3, TileLayout(S[N, BK]))
 
@@ -50,9 +52,9 @@ def make(swizzle=3, align=1024, row0=0, run_time_swizzle=False):
         T.ptx["wgmma.fence.sync.aligned"]()
         for kk in T.unroll(BK // 16):
             if run_time_swizzle:
-                T.cuda.wgmma.encode_matrix_descriptor(ad[0], a_s[row0, kk * 16], 1, 64, sw)
+                T.cuda.wgmma.encode_matrix_descriptor(ad[0], a_s[start, kk * 16], 1, 64, sw)
             else:
-                T.cuda.wgmma.encode_matrix_descriptor(ad[0], a_s[row0, kk * 16], 1, 64, swizzle)
+                T.cuda.wgmma.encode_matrix_descriptor(ad[0], a_s[start, kk * 16], 1, 64, swizzle)
             T.cuda.wgmma.encode_matrix_descriptor(bd[0], b_s[0, kk * 16], 1, 64, 3)
             T.ptx[WG](acc, ad[0], bd[0], kk, 1, 1, 0, 0)
         T.ptx["wgmma.commit_group.sync.aligned"]()
@@ -123,8 +125,64 @@ def test_a_start_inside_the_swizzle_pattern_is_refused_where_it_is_known():
         tirx.compile(k, "sim")
     err = info.value
     assert "a_s[3, 16]" in str(err), str(err)
-    assert "row 3 of a 128-byte swizzle's 8-row pattern" in err.message, str(err)
-    assert "multiple of 8" in err.hint and "tile form" in err.hint, str(err)
+    assert "128-byte line 3 of the 128-byte swizzle's 1024-byte pattern" in err.message, str(err)
+    assert "row 0 of every 8 rows of 128 bytes" in err.hint and "tile form" in err.hint, str(err)
+
+
+def test_a_start_row_inside_the_pattern_is_refused_with_a_loop_column():
+    """``a_s[3, 16 * kk]`` in the K loop, as kernels write it: the column moves the address
+    within the row only, so the start's line is known (it ran clean and wrong before)."""
+    err = _refused(row0=3)
+    assert "a_s[start, kk * 16]" in str(err), str(err)
+    assert "128-byte line 3 of the 128-byte swizzle's 1024-byte pattern" in err.message, str(err)
+
+
+def _sixty_four_byte(row: int):
+    """A raw descriptor of a 64-byte-swizzled bf16 tile (rows of 64 bytes, two to a 128-byte
+    line) starting at ``row``, its column a loop variable."""
+    sw = ComposeLayout(3, 2, 3, TileLayout(S[72, 32]))
+
+    @T.function
+    def k(Out: T.Tensor((2,), "uint64")):
+        T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=128))
+        a_s = T.alloc_shared((72, 32), "bfloat16", layout=sw, align=512)
+        ad = T.alloc_local((1,), "uint64")
+        for kk in T.unroll(2):
+            T.cuda.wgmma.encode_matrix_descriptor(ad[0], a_s[row, kk * 16], 1, 32, 2)
+            Out[kk] = ad[0]
+
+    return k
+
+
+@pytest.mark.parametrize("row", [0, 1, 8, 9])
+def test_the_first_line_of_a_64_byte_pattern_holds_two_rows(row):
+    """Rows 0 and 1 of each 8 share the pattern's first 128-byte line, which the swizzle
+    leaves in place: both are starts the hardware reads as the tile's."""
+    out = torch.zeros(2, dtype=torch.uint64)
+    tirx.compile(_sixty_four_byte(row), "sim")(out)
+    start = [(int(d) & 0x3FFF) << 4 for d in out.tolist()]
+    assert start == [row * 64, row * 64 + 32], start
+
+
+@pytest.mark.parametrize("row, line", [(2, 1), (3, 1), (6, 3)])
+def test_a_64_byte_pattern_refuses_the_rows_of_its_other_lines(row, line):
+    with pytest.raises(tirx.ContractError) as info:
+        tirx.compile(_sixty_four_byte(row), "sim")
+    err = info.value
+    assert f"line {line} of the 64-byte swizzle's 512-byte pattern" in err.message, str(err)
+    assert "rows 0-1 of every 8 rows of 64 bytes" in err.hint, str(err)
+
+
+def test_rows_past_the_tile_into_the_next_allocation_are_reported():
+    """A start 8 rows into a 64-row tile: the operand's last 8 rows are the next allocation's
+    bytes, which the GPU reads without a fault (a wrong product, which ran clean before)."""
+    with pytest.raises(tirx.SimulationError) as info:
+        _product_error(make(start=8))
+    err = info.value
+    assert "A (a-desc) starts in 'a_s' but a row of it lies in another allocation, 'b_s'[" in (
+        err.message
+    ), str(err)
+    assert "start row" in err.hint and "SBO" in err.hint, str(err)
 
 
 def test_what_is_not_known_at_compile_time_is_not_refused():

@@ -148,11 +148,37 @@ def check_register_operand(contract: Contract, spec: OperandSpec, v: ir.View):
     view's layout, start, shape, dtype and buffer size): a kernel's unrolled tiles check the
     same fragments again and again (a quarter of the checks' time was repeats)."""
     where = f"{contract.text}: operand {spec.name}"
+    check_held_elements(where, spec.element_dtype, v)
     layout, base, capacity = register_view(where, v, "warp-scope", ("laneid",))
     key = ("slots", contract, spec, layout, base, capacity, v.shape, v.dtype)
     return dict(
         passed(key, lambda: _check_register_slots(where, contract, spec, v, layout, base, capacity))
     )
+
+
+# the dtypes of buffers that are plain 32-bit word containers: what their words hold is the
+# kernel's to say (packed by hand, or a .view("uint32") of nothing narrower)
+_WORD_CONTAINERS = frozenset({"uint32", "int32"})
+
+
+def check_held_elements(where: str, element: str, v: ir.View) -> None:
+    """A word view of a register buffer of narrower values (``p.view("uint32")`` of a
+    bfloat16 array) holds those values: they must be the instruction's ``element`` type, or
+    the tensor core reads their bits as another type and the product is wrong without a
+    fault. Buffers of 32-bit integer words are not checked (the kernel packed them)."""
+    held = v.buffer.dtype
+    if not element or held.name == element or held.name in _WORD_CONTAINERS:
+        return
+    if held.bits == 32 and not held.name.startswith("float"):
+        return
+    err = ContractError(
+        f"{where}: {v.buffer.name!r} holds {held} values, but the instruction multiplies "
+        f"{element}: the tensor core would read their bits as {element}",
+        hint=f"convert the values to {element} before packing them into words, or use the "
+        f"instruction's form for {held} values",
+    )
+    err.about_layout = False  # the layout is not at fault: no "defined here" for it
+    raise err
 
 
 _PASSED: dict[tuple, object] = {}  # what the checks found for operands that passed

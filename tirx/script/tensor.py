@@ -13,7 +13,8 @@ import re
 from ..dtypes import DType, dtype_of
 from ..errors import LayoutError, TirxSyntaxError, built_definition
 from ..ir.nodes import Buffer, Expr, Scope, Var, View, as_expr
-from ..ir.simplify import static_value
+from ..ir.printer import print_expr
+from ..ir.simplify import linear_form, static_value
 from ..layout import TileLayout, transpose
 from ..layout.origin import built_at
 from ..layout.swizzle import ComposeLayout
@@ -465,12 +466,35 @@ def _sub_iters(iters, start, count, d):
             remaining = 1
         else:
             break
-    s = static_value(start)
-    if remaining != 1 or s is None or s % count:
+    if remaining != 1 or not _multiple_of(start, count):
+        shown = start if isinstance(start, int) else print_expr(start)
         raise LayoutError(
-            f"region of extent {count} at start {start!r} does not follow the layout's "
+            f"region of extent {count} at start {shown} does not follow the layout's "
             f"split of dimension {d}",
-            hint="use a compile-time start that is a multiple of the extent, or a layout "
-            "whose dimension is a single iter",
+            hint=_split_hint(iters, count),
         )
     return list(reversed(out))
+
+
+def _multiple_of(start, count: int) -> bool:
+    """Whether ``start`` is a multiple of ``count`` for every value of its run-time parts
+    (``kk * 32`` of a loop variable ``kk`` is one of 32)."""
+    s = static_value(start)
+    if s is not None:
+        return s % count == 0
+    form = linear_form(as_expr(start))
+    if form is None:
+        return False
+    terms, c = form
+    return c % count == 0 and all(coef % count == 0 for _, coef in terms.values())
+
+
+def _split_hint(iters, count: int) -> str:
+    extents = [it.extent for it in iters]
+    hint = (f"the layout splits this dimension into {' x '.join(map(str, extents))}: a region "
+            f"must be whole inner parts (or part of the innermost) and start at a multiple of "
+            f"its extent, as t[{count} * k : {count} * k + {count}]")  # fmt: skip
+    if math.prod(extents) % count == 0:
+        hint += (f"; or rearrange the dimension and index its outer part, "
+                 f"t.rearrange(\"r (s k) -> s r k\", k={count})[s]")  # fmt: skip
+    return hint

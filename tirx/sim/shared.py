@@ -422,6 +422,22 @@ class SharedMemory:
                 tids[k],
             )
 
+    def check_one_allocation(self, addr: np.ndarray, tid: int, what: str, hint: str) -> None:
+        """The rows at ``addr`` (inside allocations: :meth:`check_rows` passed) belong to one
+        operand, which lies in the allocation of its first row: a row in another is the
+        operand running past its tile (the GPU reads the neighbour's bytes without a fault)."""
+        k_alloc = np.searchsorted(self.starts, addr, side="right") - 1
+        other = k_alloc != k_alloc[0]
+        if other.any():
+            k = first(other)
+            name = self.allocs[int(k_alloc[0])][2]
+            raise Fault(
+                f"{what} starts in '{name}' but a row of it lies in another allocation, "
+                f"{self.describe(int(addr[k]))}",
+                tid,
+                hint,
+            )
+
     def read_rows(self, addr: np.ndarray, tids: np.ndarray, what: str) -> np.ndarray:
         """16-byte rows at ``addr`` (one per entry) as uint16 ``[n, 8]``."""
         self.check_rows(addr, tids, what)

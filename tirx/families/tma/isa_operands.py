@@ -172,6 +172,10 @@ def check_shared_box(
             hint=f"{way.shared_role} is one box image per repeat: shape it (*repeats, *box), "
             "one repeat axis per coord_steps entry",
         )
+    # the image first (a layout of another swizzle is the mistake the alignment would only
+    # hint at); it reads only the layout and the shapes: once per distinct operand
+    key = ("tma image", v.layout, tuple(v.shape), box, dtype.bytes, swizzle, reps)
+    bases = passed(key, lambda: _check_image(where, v, box, dtype.bytes, swizzle, reps))
     period = 128 << swizzle if swizzle else ALIGN_UNSWIZZLED
     kind = (
         f"the {SWIZZLE_SPAN[swizzle]}B swizzle's {period}-byte repeat" if swizzle else "128 bytes"
@@ -193,9 +197,6 @@ def check_shared_box(
             f"{where} starts at {at}; it must start at a multiple of {period} bytes ({kind})",
             hint=f"start {way.shared_role} on a whole stage/tile of the allocation",
         )
-    # the image check reads only the layout and the shapes: once per distinct operand
-    key = ("tma image", v.layout, tuple(v.shape), box, dtype.bytes, swizzle, reps)
-    bases = passed(key, lambda: _check_image(where, v, box, dtype.bytes, swizzle, reps))
     return [(rep, _plus(start, base)) for rep, base in bases]
 
 

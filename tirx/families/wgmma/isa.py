@@ -27,6 +27,7 @@ from ...errors import ContractError, TirxSyntaxError
 from ...frozen import frozen
 from ...ir import nodes as ir
 from ...isa.core import Contract, Family, FamilySpec, OperandSpec, Role
+from ...isa.operands import check_held_elements
 from ...isa.raw_forms import no_tile_form
 from .isa_descriptor import derive, encode
 from .isa_docs import doc_rows
@@ -168,6 +169,7 @@ def lower_tile(contract: Contract, op: ir.TileOp) -> list[ir.Stmt]:
     trans = {}
     if registers_a:
         r_spec = contract.param("a_registers")
+        check_held_elements(f"{text}: operand A", ELEMENT[contract.param("a_type")], av)
         words = "p.view(64, 16, layout=...).view('uint32') with layout "
         a_slots = warpgroup_registers(contract, r_spec, av, words + WORDS_LAYOUT.replace("W", "8"))
         a_op = ir.RegVector(tuple(ir.LocalReg(av.buffer, s, ir.U32) for s in a_slots), False)

@@ -116,21 +116,52 @@ def _against_layout(ev, view: ir.View, idx, swizzle, node: ast.Call) -> None:
             f"2 64-byte, 3 128-byte): {_USE.replace('swizzle)', f'{_NUMBER[mode]})')}",
         )
     check_align(where, buf, mode, span)
-    # the row phase is known where the start's run-time parts move it by whole periods
-    start = element_offset(view, idx, swizzled=False) * view.dtype.bytes
-    known = residue(simplify_index(ir.as_expr(start)), mode.period)
-    phase = None if known is None else (known >> 7) & (mode.period // 128 - 1)
+    phase = _start_line(view, idx, mode)
     if phase:
+        rows = 128 // mode.row_bytes
+        first = "row 0" if rows == 1 else f"rows 0-{rows - 1}"
         raise ContractError(
-            f"{where}: the start is row {phase} of a {mode.row_bytes}-byte swizzle's 8-row "
-            f"pattern, where the swizzle moves the element; the descriptor takes its address "
-            "after the swizzle, and the hardware swizzles every address it computes from the "
-            "start again, so the rows would be read from the wrong 16-byte chunks",
+            f"{where}: the start lies in 128-byte line {phase} of the {mode.label}'s "
+            f"{mode.period}-byte pattern, where the swizzle moves the element; the descriptor "
+            "takes its address after the swizzle, and the hardware swizzles every address it "
+            "computes from the start again, so the rows would be read from the wrong 16-byte "
+            "chunks",
             span,
-            hint="start a raw descriptor on a row that is a multiple of 8 (where the swizzle "
-            "leaves the address as it is), or use the tile form, T.cuda.tile.apply(T.ptx["
+            hint=f"start a raw descriptor in the first 128 bytes of a swizzle pattern ({first} "
+            f"of every 8 rows of {mode.row_bytes} bytes, where the swizzle leaves the address "
+            "as it is), or use the tile form, T.cuda.tile.apply(T.ptx["
             '"wgmma..."], D, A, B), which passes the address before the swizzle',
         )
+
+
+def _start_line(view: ir.View, idx, mode: Swizzle) -> int | None:
+    """The 128-byte line of the swizzle's pattern the descriptor's start lies in (where the
+    swizzle XORs the 16-byte chunk with it), or None where it is not known at compile time.
+    A start whose run-time parts move it by whole periods has one; so does ``tile[r, 16 * kk]``
+    of a loop variable ``kk`` where every column of row ``r`` lies in the same line."""
+    size, lines = view.dtype.bytes, mode.period // 128 - 1
+
+    def line(offset) -> int | None:
+        known = residue(simplify_index(ir.as_expr(offset)), mode.period)
+        return None if known is None else (known >> 7) & lines
+
+    found = line(element_offset(view, idx, swizzled=False) * size)
+    if found is not None or not idx or static_value(idx[-1]) is not None:
+        return found
+    *head, _ = idx
+    row = element_offset(view, (*head, 0), swizzled=False)
+    known = residue(simplify_index(ir.as_expr(row * size)), mode.period)
+    if known is None:
+        return None
+    origin = [0] * len(head)
+    zero = static_value(element_offset(view, (*origin, 0), swizzled=False))
+    found_lines = set()
+    for c in range(view.shape[-1]):
+        at = static_value(element_offset(view, (*origin, c), swizzled=False))
+        if at is None or zero is None:
+            return None
+        found_lines.add((((known + (at - zero) * size) % mode.period) >> 7) & lines)
+    return found_lines.pop() if len(found_lines) == 1 else None
 
 
 def _text(node, buf) -> str:

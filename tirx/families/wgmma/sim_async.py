@@ -53,6 +53,11 @@ __all__ = ["WgmmaState", "RegisterGuard", "WgmmaEvent"]
 
 _FENCE = 'T.ptx["wgmma.fence.sync.aligned"]()'
 _WAIT_HINT = WAIT_HINT
+_PAST_TILE_HINT = (
+    "the descriptor's rows run past the end of the tile it starts in: check its start row "
+    "(the operand's rows, 64 for A, N for B, must fit in the tile from there) and its stride "
+    "byte offset (SBO, the step between 8-row groups)"
+)
 
 
 class WgmmaEvent(enum.Enum):
@@ -316,6 +321,7 @@ class WgmmaState:
                     if r is not None]  # fmt: skip
         for what, flat in operands:
             sh.check_rows(flat, np.full(flat.size, t0), f"wgmma.mma_async {what}")
+            sh.check_one_allocation(flat, t0, f"wgmma.mma_async {what}", _PAST_TILE_HINT)
         chunks = np.concatenate([flat for _, flat in operands])
         if sh.in_flight:  # a copy still on its way is the finding, not the bytes it has not
             sh.check_pending(chunks, 16, np.full(chunks.size, t0), "reads")  # written yet
