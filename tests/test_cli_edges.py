@@ -66,6 +66,42 @@ def test_a_kernel_file_that_exits_is_a_mistake_in_it(capsys, tmp_path):
     assert 'if __name__ == "__main__":' in err
 
 
+FACTORY_EXITS = """\
+import sys
+
+from tirx import T
+
+
+def make(n):
+    if n % 32:
+        print("n must be a multiple of 32")
+        sys.exit(0)
+
+    @T.function
+    def k(X: T.Tensor((n,), "float32"), Y: T.Tensor((n,), "float32")):
+        T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=32))
+        Y[T.cuda.thread_idx("x")] = X[T.cuda.thread_idx("x")]
+
+    return k
+"""
+
+
+def test_a_factory_that_exits_is_a_mistake_in_the_file_not_a_pass(capsys, tmp_path):
+    # its sys.exit(0) ended `tirx run ... --check` with status 0, no kernel run, no check
+    path = write(tmp_path, "factory.py", FACTORY_EXITS)
+    rc, _, err = tirx_cli(capsys, "run", f"{path}:make(33)", "--sim", "--check", "Y = X")
+    assert rc == 1
+    assert "make(33) called sys.exit(0): the kernel expression must return a kernel" in err
+
+
+@pytest.mark.parametrize("option, text", [("--arg", "X=exit(3)"), ("--check", "Y = exit(0)")])
+def test_an_expression_that_exits_is_a_usage_error(capsys, tmp_path, option, text):
+    kernel = write(tmp_path, "twice.py", TWICE)
+    rc, _, err = tirx_cli(capsys, "run", kernel, "--sim", option, text)
+    assert rc == 2
+    assert "the expression called exit(" in err and "instead of giving a value" in err
+
+
 def test_a_kernel_called_as_if_it_were_a_factory_is_a_usage_error(capsys, tmp_path):
     path = write(tmp_path, "scaled.py", SCALED)
     rc, _, err = tirx_cli(capsys, "compile", f"{path}:copied(1)")

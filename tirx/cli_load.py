@@ -259,6 +259,11 @@ def _evaluate(expr: str, where: str, namespace: dict, path: str | None):
             names = _names(namespace)
             raise UsageError(f"{where}:{expr}: {type(err).__name__}: {err} ({names})") from None
         raise UserCodeError(python_error(err, path)) from err
+    except SystemExit as err:  # a factory's sys.exit(): its status is not the command's
+        raise UserCodeError(
+            f"{where}:{expr} called sys.exit({err.code!r}): the kernel expression must return "
+            "a kernel (a factory reports a bad argument by raising an exception)"
+        ) from None
 
 
 def load_kernel(ref: str):

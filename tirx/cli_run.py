@@ -199,6 +199,9 @@ def _value(name: str, text: str):
         value = eval(text, {"torch": torch, "np": np})  # noqa: S307 - the user's own argument
     except Exception as e:
         raise UsageError(f"--arg {name}={text}: {type(e).__name__}: {e}") from None
+    except SystemExit as e:  # exit() in the expression: its status is not the command's
+        raise UsageError(f"--arg {name}={text}: the expression called exit({e.code!r}) "
+                         "instead of giving a value") from None  # fmt: skip
     if isinstance(value, np.ndarray):
         value = torch.from_numpy(value)
     if isinstance(value, torch.Tensor):
@@ -276,3 +279,6 @@ def _evaluate(expr: str, names: dict):
         known = ", ".join(names)
         raise UsageError(f"--check {expr!r}: {type(e).__name__}: {e} (names: {known}, torch, "
                          "np)") from None  # fmt: skip
+    except SystemExit as e:  # exit() in the expression: its status is not the command's
+        raise UsageError(f"--check {expr!r}: the expression called exit({e.code!r}) instead "
+                         "of giving a value") from None  # fmt: skip
