@@ -79,6 +79,8 @@ def test_load_checks_its_arch_as_save_checks_archs(exe, multi, tmp_path, bad):
         tirx.load(multi, arch=bad)
     with pytest.raises(ValueError, match=f"save: archs must name real architectures.*got {bad!r}"):
         exe.save(tmp_path / "x.tirx", archs=[bad])
+    with pytest.raises(ValueError, match=f"save: archs must name real architectures.*got {bad!r}"):
+        exe.save(tmp_path / "x.tirx", archs=bad)  # a bare value (90 was "int is not iterable")
     assert not (tmp_path / "x.tirx").exists()
 
 
@@ -163,18 +165,27 @@ def test_saving_to_a_link_writes_its_target_and_keeps_the_link(exe, multi, tmp_p
 # ---------------------------------------------------------------------- a damaged file
 
 
-def _rewrite(src, dst, manifest=None, drop=()):
+def _rewrite(src, dst, manifest=None, drop=(), members=None, reseal=False):
     """A copy of the saved file ``src`` at ``dst`` with ``manifest(m)`` applied to its
-    manifest and the members in ``drop`` left out; the archive comment (the manifest's sha256)
-    is kept, as a zip tool that edits a member keeps it."""
+    manifest, the members in ``drop`` left out and those in ``members`` (name -> bytes)
+    replaced; the archive comment (the manifest's sha256) is kept, as a zip tool that edits a
+    member keeps it, or with ``reseal`` written anew for the edited manifest (as whoever edits
+    the manifest on purpose would)."""
+    import hashlib
+
+    members = members or {}
     with zipfile.ZipFile(src) as z, zipfile.ZipFile(dst, "w") as out:
         out.comment = z.comment
         for name in z.namelist():
-            data = z.read(name)
+            data = members.get(name, z.read(name))
             if name == "manifest.json" and manifest is not None:
                 m = json.loads(data)
                 manifest(m)
                 data = json.dumps(m).encode()
+            if name == "manifest.json" and reseal:
+                out.comment = (
+                    b"tirx-kernel manifest sha256 " + hashlib.sha256(data).hexdigest().encode()
+                )
             if name not in drop:
                 out.writestr(name, data)
     return dst
@@ -360,6 +371,13 @@ def _param(i, **kw):
          "pointer_alignment entry is"),
         (lambda m: m.update(tensor_maps=[{"param": "X"}]), "tensor map is"),
         (lambda m: m.update(tensor_maps="x"), "tensor_maps is \"x\", not a list"),
+        (_param(0, kind="scalar", shape=[], dtype="float16"), "dtype of parameter 'X' is "
+         "\"float16\", not a scalar parameter's"),
+        (lambda m: m.update(pointer_alignment=[{"param": "X", "bytes": 16, "access": "zzz",
+                                                "what": "rows"}]), "pointer_alignment entry is"),
+        (lambda m: m.update(source="other.cu"), "source is \"other.cu\""),
+        (lambda m: m.update(source_sha256="00"), "source_sha256 is \"00\", not the sha256 of "
+         "kernel.cu"),
     ],
 )  # fmt: skip
 def test_a_manifest_field_out_of_range_is_named(single, tmp_path, edit, message):
@@ -367,6 +385,37 @@ def test_a_manifest_field_out_of_range_is_named(single, tmp_path, edit, message)
     with pytest.raises(ArtifactError, match=message) as info:
         tirx.load(bad)
     assert info.value.message.startswith(f"{bad}: ") and "save the kernel again" in info.value.hint
+
+
+def test_an_edited_kernel_cu_is_found_by_its_checksum(single, tmp_path):
+    # kernel.cu had no checksum: an edit loaded and came back as exe.source
+    for text in (b"// anything at all\n", b"\xff\xfe"):
+        bad = _rewrite(single, tmp_path / "k.tirx", members={"kernel.cu": text})
+        with pytest.raises(ArtifactError, match=r"kernel.cu is damaged \(checksum\)") as info:
+            tirx.load(bad)
+        assert "save the kernel again" in info.value.hint
+
+
+def test_a_damaged_image_is_named_with_the_hint(single, tmp_path):
+    with zipfile.ZipFile(single) as z:
+        cubin = bytearray(z.read("sm_90.cubin"))
+    cubin[-1] ^= 0xFF
+    bad = _rewrite(single, tmp_path / "k.tirx", members={"sm_90.cubin": bytes(cubin)})
+    with pytest.raises(ArtifactError, match=r"the sm_90 image is damaged \(checksum\)") as info:
+        tirx.load(bad)
+    assert "save the kernel again" in info.value.hint
+
+
+def test_ptx_that_is_not_text_is_named_even_with_its_checksum_and_seal_made_anew(single, tmp_path):
+    import hashlib
+
+    ptx = b"\xff\xfe not text"
+    digest = hashlib.sha256(ptx).hexdigest()
+    bad = _rewrite(single, tmp_path / "k.tirx", members={"sm_90.ptx": ptx}, reseal=True,
+                   manifest=lambda m: m["images"][0]["sha256"].update(ptx=digest))  # fmt: skip
+    with pytest.raises(ArtifactError, match="the sm_90 image's PTX is not UTF-8 text") as info:
+        tirx.load(bad)
+    assert "save the kernel again" in info.value.hint
 
 
 def test_shared_memory_is_checked_against_every_image_arch(multi, tmp_path):
@@ -426,7 +475,7 @@ def test_the_manifest_checksum_is_the_archive_comment(exe, single, tmp_path):
     "field, value, message",
     [
         ("codegen_version", "999", "saved by codegen version 999; this tirx's codegen is version"),
-        ("format_version", 1, "format version 1; this tirx reads version 2"),
+        ("format_version", 2, "format version 2; this tirx reads version 3"),
     ],
 )
 def test_a_file_of_another_codegen_or_format_is_refused(single, tmp_path, field, value, message):

@@ -18,7 +18,8 @@ its description); nothing in it is executable Python and nothing is unpickled:
 ``<arch>.cubin``, ``<arch>.ptx``
     the machine code and the PTX of each arch the file was saved for.
 ``kernel.cu``
-    the generated CUDA C++ (for reading; loading never compiles it).
+    the generated CUDA C++ (for reading; loading never compiles it), its sha256 the
+    manifest's ``source_sha256``.
 
 The archive's comment is ``tirx-kernel manifest sha256 <hex>``, the sha256 of
 ``manifest.json`` as stored (``unzip -z`` prints it): the members' checksums are in the
@@ -59,7 +60,7 @@ __all__ = [
 ]  # fmt: skip
 
 FORMAT = "tirx-kernel"
-FORMAT_VERSION = 2  # 2: the manifest's sha256 in the archive comment
+FORMAT_VERSION = 3  # 2: the manifest's sha256 in the archive comment; 3: kernel.cu's in it
 _ARCH = re.compile(r"^sm_(\d{2,3})(a?)$")
 _MAX_MEMBER = 1 << 28  # bytes: larger members are not a kernel
 
@@ -130,6 +131,12 @@ def _archs(exe, archs) -> list[str]:
         return list(stored) if stored else [exe.arch]
     if isinstance(archs, str):
         archs = [archs]
+    else:
+        try:
+            archs = list(archs)
+        except TypeError:  # a bare 90: the ValueError that names the value
+            check_arch(archs, "save: archs")
+            raise  # (check_arch refuses whatever is not a string)
     out = []
     for a in archs:
         if check_arch(a, "save: archs") not in out:
@@ -212,6 +219,7 @@ def _manifest(exe, images) -> dict:
             for a, (ptx, cubin, stats) in images.items()
         ],
         "source": "kernel.cu" if exe.source else None,
+        "source_sha256": sha256_hex(exe.source.encode()) if exe.source else None,
     }  # fmt: skip
 
 
@@ -383,10 +391,14 @@ def _check_fields(path, m: dict) -> None:
     listed = m["pointer_alignment"]
     if not isinstance(listed, list):
         raise _wrong(path, "pointer_alignment", listed, "a list")
+    from .ir.aligned_access import AccessKind
+
+    accesses = {kind.value for kind in AccessKind}
     for r in listed:
         if not (isinstance(r, dict) and _one_of(r.get("param"), tensors) and _count(r.get("bytes"), 1)
-                and isinstance(r.get("access"), str) and isinstance(r.get("what"), str)):  # fmt: skip
+                and r.get("access") in accesses and isinstance(r.get("what"), str)):  # fmt: skip
             raise _wrong(path, "pointer_alignment entry", r, "a tensor parameter's alignment")
+    _check_source(path, m)
     listed = m["tensor_maps"]
     if not isinstance(listed, list):
         raise _wrong(path, "tensor_maps", listed, "a list")
@@ -398,6 +410,16 @@ def _check_fields(path, m: dict) -> None:
                         for k in ("dims", "strides", "box"))  # fmt: skip
         if not ok:
             raise _wrong(path, "tensor map", tm, "a tensor parameter's map")
+
+
+def _check_source(path, m: dict) -> None:
+    """``source`` names kernel.cu (or is null) and ``source_sha256`` is its sha256 hex."""
+    source, sha = m.get("source"), m.get("source_sha256")
+    if source not in ("kernel.cu", None):
+        raise _wrong(path, "source", source, '"kernel.cu" or null')
+    if (sha is None) != (source is None) or not (sha is None or (isinstance(sha, str)
+                                                                 and _HEX.match(sha))):  # fmt: skip
+        raise _wrong(path, "source_sha256", sha, "the sha256 of kernel.cu")
 
 
 def _check_images(path, listed) -> list[str]:
@@ -442,6 +464,7 @@ def _check_images(path, listed) -> list[str]:
 def _check_signature(path, sig) -> dict[str, str]:
     """Parameter name -> kind ("tensor" or "scalar"), in order: names unique, dtypes tirx's, a
     tensor's shape positive ints (less than 2 GiB in all), a scalar's empty."""
+    from .backend.cuda.abi import _PARAM_KIND
     from .dtypes import DTYPES
 
     if not isinstance(sig, dict):
@@ -466,6 +489,8 @@ def _check_signature(path, sig) -> dict[str, str]:
             raise _wrong(path, f"dtype of parameter {name!r}", dtype, "a tirx dtype")
         if kind == "scalar" and not (isinstance(shape, list) and not shape):
             raise _wrong(path, f"shape of parameter {name!r}", shape, "[] (a scalar's)")
+        if kind == "scalar" and dtype not in _PARAM_KIND:
+            raise _wrong(path, f"dtype of parameter {name!r}", dtype, "a scalar parameter's")
         if kind == "tensor":
             if not (isinstance(shape, list) and all(_count(e, 1) for e in shape)):
                 raise _wrong(path, f"shape of parameter {name!r}", shape,

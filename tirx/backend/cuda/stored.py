@@ -99,11 +99,12 @@ def load(path, arch: str | None = None):
         images = _images(path, manifest, blobs)
         _check_launch(path, manifest["launch"])
         stub, maps, requirements = _parts(manifest, sig)
-    except (KeyError, TypeError, ValueError, UnicodeDecodeError) as e:
-        raise ArtifactError(f"{path}: the manifest is not a saved kernel's ({e!r})") from None
+    except (KeyError, TypeError, ValueError, TirxError) as e:
+        raise ArtifactError(f"{path}: the manifest is not a saved kernel's ({e!r})",
+                            hint=_DAMAGED) from None  # fmt: skip
     chosen = _choose(path, images, arch, driver.device_arch(0) if driver.gpu_count() else None)
     written = [i for i, p in enumerate(sig.params) if p.writes]
-    source = blobs.get("kernel.cu", b"").decode() or None
+    source = _source(path, manifest, blobs)
     target = Target(TargetKind.CUDA, sm_number(chosen))
     exe = StoredExecutable(stub, target, images, chosen, requirements, maps, written, source)
     exe.signature = sig  # the saved one (the stub has no body to read it from)
@@ -138,9 +139,30 @@ def _images(path, manifest: dict, blobs: dict) -> dict:
                                 "the file", hint=_DAMAGED)  # fmt: skip
         ptx, cubin = blobs[img["ptx"]], blobs[img["cubin"]]
         if sha256_hex(cubin) != img["sha256"]["cubin"] or sha256_hex(ptx) != img["sha256"]["ptx"]:
-            raise ArtifactError(f"{path}: the {arch} image is damaged (checksum)")
-        images[arch] = (ptx.decode(), cubin, dict(img.get("stats") or {}))
+            raise ArtifactError(f"{path}: the {arch} image is damaged (checksum)", hint=_DAMAGED)
+        images[arch] = (_text(path, ptx, f"the {arch} image's PTX"), cubin,
+                        dict(img.get("stats") or {}))  # fmt: skip
     return images
+
+
+def _source(path, manifest: dict, blobs: dict) -> str | None:
+    """kernel.cu's text (None where the kernel was saved without it), checked against the
+    manifest's sha256 of it."""
+    if manifest.get("source") is None:
+        return None
+    data = blobs.get("kernel.cu")
+    if data is None:
+        raise ArtifactError(f"{path}: member kernel.cu is missing from the file", hint=_DAMAGED)
+    if sha256_hex(data) != manifest["source_sha256"]:
+        raise ArtifactError(f"{path}: kernel.cu is damaged (checksum)", hint=_DAMAGED)
+    return _text(path, data, "kernel.cu") or None
+
+
+def _text(path, data: bytes, what: str) -> str:
+    try:
+        return data.decode()
+    except UnicodeDecodeError:
+        raise ArtifactError(f"{path}: {what} is not UTF-8 text", hint=_DAMAGED) from None
 
 
 def _check_launch(path, launch: dict) -> None:
