@@ -245,11 +245,37 @@ def test_a_timer_that_gives_no_time_skips_the_configuration_and_nan_never_wins(c
     assert tuner.report(x, y).config == {"warps": 4}
 
 
-@pytest.mark.parametrize("answer", ["fast", None])
+@pytest.mark.parametrize("answer", ["fast", None, "1.5", True])  # "1.5" and True ran as times
 def test_a_timer_that_returns_no_number_is_named(cache_dir, answer):
     tuner = tirx.autotune(softmax_factory, configs=WARPS[:1], timer=lambda exe, args: answer)
     with pytest.raises(TypeError, match=rf"the timer returned {answer!r} for \{{'warps': 1\}}"):
         tuner(*_args())
+
+
+def test_a_timer_may_answer_with_a_numpy_number_or_a_one_element_tensor(cache_dir):
+    import numpy as np
+    import torch
+
+    for answer in (np.float32(1.5), torch.tensor(1.5)):
+        tuner = tirx.autotune(softmax_factory, configs=WARPS[:2],
+                              timer=lambda exe, args, a=answer: a)  # fmt: skip
+        tuner(*_args())
+        assert tuner.report(*_args()).config == WARPS[0]
+
+
+def test_a_key_that_returns_a_list_keys_as_a_tuple_and_an_unhashable_one_is_named(cache_dir):
+    tuner = tirx.autotune(softmax_factory, configs=WARPS[:1], timer=_timer({1: 1.0}, []),
+                          key=lambda x, y: [x.shape[0], [1, 2]])  # fmt: skip
+    x, y = _args()
+    tuner(x, y)  # (was: TypeError: unhashable type: 'list', from inside the tuner)
+    assert tuner.key(x, y)[-1] == (x.shape[0], (1, 2))
+
+    def by_dict(x, y):
+        return {"rows": x.shape[0]}
+
+    tuner = tirx.autotune(softmax_factory, configs=WARPS[:1], timer=_timer({1: 1.0}, []), key=by_dict)
+    with pytest.raises(TypeError, match=r"key=by_dict returned \{'rows': \d+\}, which cannot key"):
+        tuner(x, y)
 
 
 def test_a_call_the_factory_cannot_take_is_told_once(cache_dir):

@@ -146,7 +146,7 @@ class Autotuner:
             s = spec_of(a)
             parts.append((s.shape, s.dtype) if isinstance(s, TensorSpec) else type(a).__name__)
         if self.key_fn is not None:
-            parts.append(self.key_fn(*args))
+            parts.append(_key_value(self.key_fn(*args), self.key_fn))
         return tuple(parts)
 
     def report(self, *args) -> TuningReport:
@@ -288,13 +288,30 @@ class Autotuner:
                     unit="config", leave=False)  # fmt: skip
 
 
-def _milliseconds(value, name: str, config) -> float:
-    """A timer's answer as a float, or a TypeError that names the timer."""
+def _key_value(value, fn):
+    """``key=``'s answer as the choice is kept by: lists as tuples (the disk store reads JSON
+    back as lists), anything unhashable a TypeError naming ``key=``."""
+    if isinstance(value, list):
+        value = tuple(_key_value(v, fn) for v in value)
     try:
-        return float(value)
-    except (TypeError, ValueError):
-        raise TypeError(f"tirx.autotune({name}): the timer returned {value!r} for {config}; it "
-                        "must return the time in milliseconds (a number)") from None  # fmt: skip
+        hash(value)
+    except TypeError:
+        name = getattr(fn, "__name__", repr(fn))
+        raise TypeError(f"autotune: key={name} returned {value!r}, which cannot key a choice: "
+                        "return a hashable value (a number, a string, a tuple of them)") from None  # fmt: skip
+    return value
+
+
+def _milliseconds(value, name: str, config) -> float:
+    """A timer's answer as a float, or a TypeError that names the timer: a number (numpy's
+    and a one-element tensor too), not a bool or a string that float() would read."""
+    if not isinstance(value, (str, bytes, bool)):
+        try:
+            return float(value)
+        except (TypeError, ValueError):
+            pass
+    raise TypeError(f"tirx.autotune({name}): the timer returned {value!r} for {config}; it "
+                    "must return the time in milliseconds (a number)")  # fmt: skip
 
 
 def _check_configs(configs) -> list[dict]:
