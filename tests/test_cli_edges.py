@@ -154,3 +154,26 @@ def test_the_kernel_twice_passes_its_check(capsys, tmp_path):
     kernel = write(tmp_path, "twice.py", TWICE)
     rc, out, _ = tirx_cli(capsys, "run", kernel, "--sim", "--check", "Y = 2 * X")
     assert rc == 0 and "PASS" in out
+
+
+def test_hints_are_spelled_as_the_command_line_spells_targets(capsys):
+    # a wgmma kernel compiled without --arch (sm_80 on a machine without a GPU) was told
+    # 'compile with target="cuda -arch=sm_90"', the Python API's spelling
+    from tirx.cli import command_line_hint
+
+    assert command_line_hint('compile with target="cuda -arch=sm_90" or newer') == (
+        "compile with --arch sm_90 or newer"
+    )
+    assert (
+        command_line_hint('compile with target="sim" to run it') == "compile with --sim to run it"
+    )
+    rc, _, err = tirx_cli(capsys, "compile", "tirx.examples.gemm_wgmma:make_gemm_wgmma(256, 128, 256)",
+                          "--arch", "sm_80")  # fmt: skip
+    assert rc == 1 and "hint: compile with --arch sm_90 or newer" in err, err
+
+
+def test_the_summary_names_the_arch_built_where_it_is_not_the_one_asked(capsys, tmp_path):
+    rc, out, err = tirx_cli(capsys, "compile", "tirx.examples.gemm_wgmma:make_gemm_wgmma(256, 128, 256)",
+                            "--arch", "sm_90", "--stats", "-o", str(tmp_path / "k.cu"))  # fmt: skip
+    assert rc == 0, err
+    assert "gemm_wgmma: cuda -arch=sm_90 (built for sm_90a), cache" in out + err

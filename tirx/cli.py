@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 import traceback
 from pathlib import Path
@@ -63,7 +64,7 @@ def _target(args, default: str | None):
     try:
         target = tirx.Target.parse(text)
     except TirxError as e:
-        raise UsageError(e.message + (f" ({e.hint})" if e.hint else "")) from None
+        raise UsageError(e.message + (f" ({command_line_hint(e.hint)})" if e.hint else "")) from None
     _check_arch(target)
     return target
 
@@ -168,7 +169,11 @@ def _not_the_source(output: str | None, option: str, ref: str, kernel) -> None:
 def compile_summary(exe) -> str:
     """One line: target, cache, the stage timings (which add up to the compile call's wall
     time; parse is @T.function's, before the call) and the resources."""
-    parts = [f"{exe.name}: {exe.target}, cache {exe.cache}"]
+    built = getattr(exe, "arch", None)
+    target = str(exe.target)
+    if built and getattr(exe.target, "arch", built) != built:  # sm_90 asked, sm_90a built
+        target += f" (built for {built})"
+    parts = [f"{exe.name}: {target}, cache {exe.cache}"]
     parts.append(" · ".join(f"{k} {v:.2f} ms" for k, v in exe.timings.items()))
     call = sum(v for k, v in exe.timings.items() if k != "parse")
     parts.append(f"compile {call:.2f} ms")
@@ -229,7 +234,7 @@ def cmd_layout(args) -> int:
         view = show_layout(layout, shape, lane=args.lane, color_by=args.color_by,
                            dtype_bytes=args.dtype_bytes)  # fmt: skip
     except TirxError as e:
-        raise UsageError(e.message + (f" ({e.hint})" if e.hint else "")) from None
+        raise UsageError(e.message + (f" ({command_line_hint(e.hint)})" if e.hint else "")) from None
     if args.svg:  # the pictures first: a reader that stops early (`| head`) cuts the table only
         _write(view.svg(), args.svg)
     if args.png:
@@ -457,6 +462,8 @@ def _run(args, prog: str) -> int:
     except TirxError as e:
         if args.traceback:
             traceback.print_exc()
+        if e.hint:
+            e = e._with(hint=command_line_hint(e.hint))
         print(f"{type(e).__name__}: {e}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
@@ -464,6 +471,21 @@ def _run(args, prog: str) -> int:
         return 130
     except BrokenPipeError:  # a pipe broken outside stdout's writes: the work did not end
         return 141  # as a program killed by SIGPIPE
+
+
+_TARGETS = (
+    (re.compile(r'target="cuda -arch=(sm_\w+)"'), r"--arch \1"),
+    (re.compile(r'target="sim"'), "--sim"),
+    (re.compile(r'target="cuda"'), "no --arch (the GPU's own)"),
+)
+
+
+def command_line_hint(hint: str) -> str:
+    """A hint in the command's spelling: the Python API's ``target="cuda -arch=sm_90"`` is
+    ``--arch sm_90`` here, ``target="sim"`` is ``--sim``."""
+    for pattern, spelled in _TARGETS:
+        hint = pattern.sub(spelled, hint)
+    return hint
 
 
 class _Output:
