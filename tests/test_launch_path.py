@@ -439,3 +439,23 @@ def axpy(X: T.Tensor((32,), "float32"), Y: T.Tensor((32,), "float32"), a: T.floa
         exe(x, frozen, 1.0, 32)
     with pytest.raises(TypeError, match=r"'n' expects an int \(int32\), got ndarray"):
         exe(x, y, 1.0, np.array(4))
+
+
+def test_a_bool_parameter_given_a_float_is_told_it_expects_a_bool(tmp_path):
+    k = define(
+        """
+        @T.function
+        def k(Y: T.Tensor((32,), "int32"), on: T.bool):
+            T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=32))
+            if on:
+                Y[T.cuda.lane_id()] = 1
+        """,
+        tmp_path,
+        "k",
+    )
+    exe = tirx.compile(k, target="sim")
+    with pytest.raises(TypeError, match=r"'on' expects a bool, got float"):  # was "an int (bool)"
+        exe(np.zeros(32, np.int32), 1.5)
+    y = np.zeros(32, np.int32)
+    exe(y, True)
+    assert (y == 1).all()

@@ -198,8 +198,14 @@ def test_mistakes_are_named():
         tirx.torch_op(scale_in_place, name="tirx_test::bad", outputs=[])
     with pytest.raises(TypeError, match="kernel factory.*fake"):
         tirx.torch_op(lambda X: make_softmax(*X.shape), name="tirx_test::bad")
-    with pytest.raises(TypeError, match="positional"):
+    with pytest.raises(TypeError, match=r"takes \*xs: an operator has a fixed list of inputs"):
         tirx.torch_op(lambda *xs: None, name="tirx_test::bad", outputs=["Y"])
+    with pytest.raises(TypeError, match="positional"):
+        tirx.torch_op(lambda X, *, warps: None, name="tirx_test::bad", outputs=["Y"])
+    # refused before anything is registered (the operator was registered, then refused)
+    with pytest.raises(TypeError, match="setup_context= goes with backward="):
+        tirx.torch_op(warp_matmul, name="tirx_test::unregistered", setup_context=lambda *a: None)
+    assert not hasattr(torch.ops.tirx_test, "unregistered")
 
     def make(X, s: str):
         return make_softmax(*X.shape)

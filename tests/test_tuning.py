@@ -273,7 +273,9 @@ def test_a_key_that_returns_a_list_keys_as_a_tuple_and_an_unhashable_one_is_name
     def by_dict(x, y):
         return {"rows": x.shape[0]}
 
-    tuner = tirx.autotune(softmax_factory, configs=WARPS[:1], timer=_timer({1: 1.0}, []), key=by_dict)
+    tuner = tirx.autotune(
+        softmax_factory, configs=WARPS[:1], timer=_timer({1: 1.0}, []), key=by_dict
+    )
     with pytest.raises(TypeError, match=r"key=by_dict returned \{'rows': \d+\}, which cannot key"):
         tuner(x, y)
 

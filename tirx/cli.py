@@ -64,7 +64,7 @@ def _target(args, default: str | None):
     try:
         target = tirx.Target.parse(text)
     except TirxError as e:
-        raise UsageError(e.message + (f" ({command_line_hint(e.hint)})" if e.hint else "")) from None
+        raise _usage(e) from None
     _check_arch(target)
     return target
 
@@ -234,7 +234,7 @@ def cmd_layout(args) -> int:
         view = show_layout(layout, shape, lane=args.lane, color_by=args.color_by,
                            dtype_bytes=args.dtype_bytes)  # fmt: skip
     except TirxError as e:
-        raise UsageError(e.message + (f" ({command_line_hint(e.hint)})" if e.hint else "")) from None
+        raise _usage(e) from None
     if args.svg:  # the pictures first: a reader that stops early (`| head`) cuts the table only
         _write(view.svg(), args.svg)
     if args.png:
@@ -478,6 +478,12 @@ _TARGETS = (
     (re.compile(r'target="sim"'), "--sim"),
     (re.compile(r'target="cuda"'), "no --arch (the GPU's own)"),
 )
+
+
+def _usage(e: TirxError) -> UsageError:
+    """A TirxError about the command line's own values (a target, a layout) as a usage error:
+    its message and hint on one line."""
+    return UsageError(e.message + (f" ({command_line_hint(e.hint)})" if e.hint else ""))
 
 
 def command_line_hint(hint: str) -> str:

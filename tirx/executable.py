@@ -125,9 +125,8 @@ class ArgChecker:
             return value
         if not isinstance(value, int):
             if not _number(value, numbers.Integral):
-                raise TypeError(
-                    f"parameter {p.name!r} expects an int ({p.dtype}), got {type(value).__name__}"
-                )
+                what = "a bool" if kind is DTypeKind.BOOL else f"an int ({p.dtype})"
+                raise TypeError(f"parameter {p.name!r} expects {what}, got {type(value).__name__}")
             value = int(value)  # a numpy integer (np.int64(4)), as Python's int
         lo, hi = int_range(p.dtype)
         if not lo <= value <= hi:

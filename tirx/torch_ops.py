@@ -58,6 +58,8 @@ def torch_op(kernel, /, *, name: str, outputs=None, fake=None, backward=None, se
     for arg, value in (("fake", fake), ("backward", backward), ("setup_context", setup_context)):
         if value is not None and not callable(value):
             raise TypeError(f"torch_op: {arg} must be a function, got {type(value).__name__}")
+    if setup_context is not None and backward is None:  # before anything is registered
+        raise TypeError("torch_op: setup_context= goes with backward=")
     from .executable import Executable
     from .script.parser import KernelFunction
 
@@ -85,8 +87,6 @@ def _finish(op, fake, backward, setup_context):
     op.register_fake(fake)
     if backward is not None:
         op.register_autograd(backward, setup_context=setup_context or _save_all)
-    elif setup_context is not None:
-        raise TypeError("torch_op: setup_context= goes with backward=")
     return op
 
 
@@ -366,6 +366,10 @@ def _factory_params(make):
     except (TypeError, ValueError):
         raise TypeError(f"torch_op: cannot read the parameters of {make!r}") from None
     for p in params:
+        if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
+            star = "*" if p.kind is p.VAR_POSITIONAL else "**"
+            raise TypeError(f"torch_op: the factory takes {star}{p.name}: an operator has a fixed "
+                            f"list of inputs, so name each parameter (def make(X, Y): ...)")  # fmt: skip
         if p.kind not in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD):
             raise TypeError(f"torch_op: the factory's parameter {p.name!r} must be positional "
                             f"(its parameters are the operator's inputs)")  # fmt: skip
