@@ -391,12 +391,11 @@ def _check_fields(path, m: dict) -> None:
     listed = m["pointer_alignment"]
     if not isinstance(listed, list):
         raise _wrong(path, "pointer_alignment", listed, "a list")
-    from .ir.aligned_access import AccessKind
+    from .backend.cuda.abi import ACCESS_KINDS
 
-    accesses = {kind.value for kind in AccessKind}
     for r in listed:
         if not (isinstance(r, dict) and _one_of(r.get("param"), tensors) and _count(r.get("bytes"), 1)
-                and r.get("access") in accesses and isinstance(r.get("what"), str)):  # fmt: skip
+                and r.get("access") in ACCESS_KINDS and isinstance(r.get("what"), str)):  # fmt: skip
             raise _wrong(path, "pointer_alignment entry", r, "a tensor parameter's alignment")
     _check_source(path, m)
     listed = m["tensor_maps"]
@@ -464,7 +463,7 @@ def _check_images(path, listed) -> list[str]:
 def _check_signature(path, sig) -> dict[str, str]:
     """Parameter name -> kind ("tensor" or "scalar"), in order: names unique, dtypes tirx's, a
     tensor's shape positive ints (less than 2 GiB in all), a scalar's empty."""
-    from .backend.cuda.abi import _PARAM_KIND
+    from .backend.cuda.abi import SCALAR_DTYPES
     from .dtypes import DTYPES
 
     if not isinstance(sig, dict):
@@ -489,7 +488,7 @@ def _check_signature(path, sig) -> dict[str, str]:
             raise _wrong(path, f"dtype of parameter {name!r}", dtype, "a tirx dtype")
         if kind == "scalar" and not (isinstance(shape, list) and not shape):
             raise _wrong(path, f"shape of parameter {name!r}", shape, "[] (a scalar's)")
-        if kind == "scalar" and dtype not in _PARAM_KIND:
+        if kind == "scalar" and dtype not in SCALAR_DTYPES:
             raise _wrong(path, f"dtype of parameter {name!r}", dtype, "a scalar parameter's")
         if kind == "tensor":
             if not (isinstance(shape, list) and all(_count(e, 1) for e in shape)):

@@ -7,8 +7,11 @@ from __future__ import annotations
 
 from ...errors import TirxSyntaxError
 from ...ir import nodes as ir
+from ...ir.aligned_access import AccessKind
 
-__all__ = ["CODEGEN_VERSION", "param_kinds", "uses_dynamic_shared"]
+__all__ = [
+    "CODEGEN_VERSION", "SCALAR_DTYPES", "ACCESS_KINDS", "param_kinds", "uses_dynamic_shared",
+]  # fmt: skip
 
 CODEGEN_VERSION = "4"
 
@@ -25,6 +28,8 @@ _PARAM_KIND = {
     "uint8": "u32",
     "uint16": "u32",
 }
+SCALAR_DTYPES = frozenset(_PARAM_KIND)  # the dtypes a scalar parameter may have
+ACCESS_KINDS = frozenset(k.value for k in AccessKind)  # why a pointer must be aligned
 
 
 def param_kinds(fn: ir.Function) -> list[str]:

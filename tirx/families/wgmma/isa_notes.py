@@ -43,11 +43,15 @@ ISA's 0 none, 1 128B, 2 64B, 3 32B). Where `tile` was declared with a hardware s
 `ComposeLayout`, as TMA's `swizzle=` fills it) and `swizzle` is a compile-time value, the
 helper is checked against that layout as the tile form is (a `ContractError` at its line):
 `swizzle` names the layout's mode (the hint gives the value to pass), the buffer's `align=` is
-at least that swizzle's period (1024, 512 or 256 bytes), and the start's row phase in the
-8-row pattern is 0 where it is known at compile time (`tile[r, c]` is the address after the
-swizzle, which the hardware swizzles again: a start inside the pattern reads the wrong
-chunks; the tile form passes the address before the swizzle). A run-time swizzle argument or
-start phase, or a buffer declared without a swizzle, is not checked.
+at least that swizzle's period (1024, 512 or 256 bytes), and the start lies in the first
+128-byte line of the swizzle's pattern where that is known at compile time (`tile[r, c]` is
+the address after the swizzle, which the hardware swizzles again: a start in another line
+reads the wrong chunks; the tile form passes the address before the swizzle). The line is
+known for a compile-time start, one whose run-time parts move it by whole patterns, and
+`tile[r, 16 * kk]` of a loop variable `kk` where every column of row `r` lies in one line (a
+K-major tile, as kernels write the K loop). A run-time swizzle argument or start row, or a
+buffer declared without a swizzle, is not checked; the simulator then reports a descriptor
+whose rows leave the allocation its start is in (below).
 
 The tile form is the checked one:
 `T.cuda.tile.apply(T.ptx["wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16"], D, A, B,
@@ -91,7 +95,10 @@ immediates are derived from the views.
 Checked (a `ContractError` at the operand or the call, with a hint): `scope="warpgroup"`; the
 block a multiple of 128 threads; the target arch (sm_90/sm_90a); the line's types, K, N and
 accumulators; D's dtype, shape and layout (the first element on the wrong thread is named,
-with the expected thread, lane and register); A's registers likewise; A/B's dtype against the
+with the expected thread, lane and register); A's registers likewise, and a word view of a
+register array of narrower values (`a_r.view("uint32")` of a bfloat16 array) must hold the
+instruction's type (bf16 values under `.f16` would be read as f16 bits; arrays of `uint32` or
+`int32` words are the kernel's to pack and are not checked); A/B's dtype against the
 instruction's, shape, shared scope (a global tensor: "must be in shared memory"), K- or
 MN-major (MN-major only for 16-bit types), the swizzle, the buffer's alignment (`align=` at
 least the swizzle period: 1024, 512, 256 bytes, or 16), a start on a 16-byte boundary
