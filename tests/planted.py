@@ -67,7 +67,7 @@ class Kind(enum.Enum):
     UNINITIALIZED = (Tool.INITCHECK, "nothing wrote|never wrote")
     DIVERGENT_BARRIER = (Tool.SYNCCHECK, "barrier \\((cta|warp)\\) reached by")
     PARTIAL_COLLECTIVE = (Tool.SYNCCHECK, "executed by \\d+ of 32 lanes")
-    ARITHMETIC = (Tool.MEMCHECK, "division by zero|shift count")
+    ARITHMETIC = (Tool.MEMCHECK, "division by zero|shift count|signed integer overflow")
     WARP_MASK = (Tool.SYNCCHECK, "not in its mask|is in the mask .* but does not execute")
 
     @property
@@ -301,6 +301,14 @@ def shift_kernel(in_range: bool):
     )
 
 
+def overflow_kernel(in_range: bool):
+    """``(2**31 - 32 + lane) + 1``: lane 31 passes INT_MAX (undefined in C); the twin adds 0."""
+    Dst = gbuf("Dst", (32,), "int32")
+    x = ir.BinOp(ir.Op.ADD, ir.const(2**31 - 32), TX, I32)
+    value = ir.BinOp(ir.Op.ADD, x, ir.const(0 if in_range else 1), I32)
+    return function("o", (Dst,), ir.Store(Dst, TX, value, I32))
+
+
 def barrier_kernel(scope: str, divergent: bool):
     Dst = gbuf("Dst", (64,), "int32")
     cut = 16 if scope == "cta" else 48
@@ -347,7 +355,10 @@ def _src_dst(n=32):
 _LOCAL = "memcheck cannot see a local array's slot past its end: it stays in the thread's frame"
 _SHARED_INIT = "initcheck tracks device global memory, not shared memory"
 _REGS = "initcheck tracks device global memory, not registers or local arrays"
-_ARITH = "the GPU does not trap integer division by zero or a shift count out of range"
+_ARITH = (
+    "the GPU does not trap integer division by zero, a shift count out of range or a signed "
+    "overflow"
+)
 _POOL = (
     "measured on the H200: the runner's tensors come from cupy's memory pool, so a read just "
     "past a tensor's end stays inside allocated memory, which is all memcheck checks"
@@ -522,6 +533,14 @@ PLANTED: list[Planted] = [
         Kind.ARITHMETIC,
         lambda: shift_kernel(False),
         lambda: shift_kernel(True),
+        _zeros((32,), np.int32),
+        blind=_ARITH,
+    ),
+    *_pair(
+        "signed_overflow",
+        Kind.ARITHMETIC,
+        lambda: overflow_kernel(False),
+        lambda: overflow_kernel(True),
         _zeros((32,), np.int32),
         blind=_ARITH,
     ),

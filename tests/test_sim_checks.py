@@ -24,6 +24,7 @@ from tirx.ir import nodes as ir
 from tirx.sim import machine, run
 
 I32, U32, F32 = ir.I32, ir.U32, ir.F32
+I64 = ir.dtype_of("int64")
 F16 = ir.dtype_of("float16")
 LDM4 = "ldmatrix.sync.aligned.m8n8.x4.shared.b16"
 STM1 = "stmatrix.sync.aligned.m8n8.x1.shared.b16"
@@ -508,6 +509,46 @@ def test_shift_count_out_of_range():
         "s", (Dst,), ir.Store(Dst, TX, ir.BinOp(ir.Op.SHL, ir.const(1), TX + 1, I32), I32)
     )
     expect_fault(fn, [np.zeros(32, np.int32)], "shift count", lane=31)
+
+
+@pytest.mark.parametrize(
+    "op, start, dtype, shown",
+    [
+        (ir.Op.ADD, 2**31 - 32, I32, "2147483647 + 1 does not fit in int32"),
+        (ir.Op.SUB, -(2**31) + 31, I32, "-2147483648 - 1 does not fit in int32"),
+        (ir.Op.MUL, 2**26 - 31, I32, "67108864 * 32 does not fit in int32"),
+        (ir.Op.ADD, 2**63 - 32, I64, "9223372036854775807 + 1 does not fit in int64"),
+        (ir.Op.MUL, 2**58 - 31, I64, "288230376151711744 * 32 does not fit in int64"),
+    ],
+)
+def test_signed_overflow_stops_the_simulator(op, start, dtype, shown):
+    """Signed overflow is undefined in C, and the GPU's compiler uses that (it folds
+    ``a + 1 > a`` to true, measured in docs/gpu-runs/sessions.md): the wrapped value the
+    simulator computed is not the GPU's, so it stops at the first lane that overflows, as it
+    does for a division by zero. Lane 31 tips each one over."""
+    Dst = gbuf("Dst", (32,), dtype.name)
+    step = ir.Op.SUB if op is ir.Op.SUB else ir.Op.ADD
+    x = ir.BinOp(step, ir.const(start, dtype), ir.Cast(TX, dtype), dtype)
+    value = ir.BinOp(op, x, ir.const(32 if op is ir.Op.MUL else 1, dtype), dtype)
+    err = expect_fault(function("o", (Dst,), ir.Store(Dst, TX, value, dtype, span(4))),
+                       [np.zeros(32, dtype.numpy)], "signed integer overflow", lane=31, line=4)  # fmt: skip
+    assert shown in err.message, err.message
+    assert "a + 1 > a is true there" in err.hint and "uint32" in err.hint
+
+
+def test_unsigned_wraps_and_int_min_over_minus_one_overflows():
+    Dst = gbuf("Dst", (32,), "uint32")
+    wraps = ir.BinOp(ir.Op.ADD, ir.const(2**32 - 16, U32), ir.Cast(TX, U32), U32)
+    out = np.zeros(32, np.uint32)
+    run(function("u", (Dst,), ir.Store(Dst, TX, wraps, U32)), [out])
+    assert out.tolist() == [(2**32 - 16 + i) % 2**32 for i in range(32)]
+    Dst = gbuf("Dst", (32,), "int32")
+    for op in (ir.Op.FLOORDIV, ir.Op.FLOORMOD):
+        minus_one = ir.BinOp(ir.Op.SUB, TX, ir.const(32), I32)  # -1 at lane 31
+        value = ir.BinOp(op, ir.const(-(2**31)), minus_one, I32)
+        err = expect_fault(function("d", (Dst,), ir.Store(Dst, TX, value, I32, span(3))),
+                           [np.zeros(32, np.int32)], "signed integer overflow", lane=31, line=3)  # fmt: skip
+        assert f"-2147483648 {op.value} -1 does not fit in int32" in err.message, err.message
 
 
 def test_divergent_barriers():

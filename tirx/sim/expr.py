@@ -17,7 +17,7 @@ from collections.abc import Callable
 import numpy as np
 
 from .. import catalog
-from ..dtypes import DType, is_float
+from ..dtypes import DType, DTypeKind, is_float
 from ..errors import SimulationError
 from ..ir import nodes as ir
 from ..ir.visitor import UnknownNodeError, child_fields
@@ -96,6 +96,58 @@ _CMP = {
     ir.CmpOp.GT: np.greater,
     ir.CmpOp.GE: np.greater_equal,
 }
+
+
+_OVERFLOWS = {ir.Op.ADD: "+", ir.Op.SUB: "-", ir.Op.MUL: "*"}
+_OVERFLOW_HINT = (
+    "signed overflow is undefined in the generated CUDA: the GPU's compiler assumes it cannot "
+    "happen and may fold or reorder the arithmetic around it (a + 1 > a is true there), so the "
+    "GPU's result is not the wrapped one; keep the values in range, compute in int64, or use "
+    "uint32/uint64 where wrapping is meant (a hash, a counter)"
+)
+
+
+def _checked(fa: Eval, fb: Eval, op: ir.Op, d: DType) -> Eval:
+    """``a op b`` of signed ints of ``d`` (32 or 64 bits, where C does the arithmetic in the
+    type itself): the result, or a Fault where it overflows. C leaves signed overflow
+    undefined and the GPU's compiler uses that (it folds ``a + 1 > a`` to true), so the
+    wrapped value the simulator would compute is not the GPU's."""
+    uf = _ARITH[op]
+    wide = d.bits == 32 and op is ir.Op.MUL  # int32 products exactly in int64
+    lo, hi = -(1 << (d.bits - 1)), (1 << (d.bits - 1)) - 1
+
+    def f(idx):
+        a, b = fa(idx), fb(idx)
+        if wide:
+            exact = np.multiply(np.asarray(a, np.int64), np.asarray(b, np.int64))
+            bad = (exact < lo) | (exact > hi)
+        else:
+            with np.errstate(over="ignore"):
+                r = uf(a, b)
+            if op is ir.Op.ADD:
+                bad = ((a ^ r) & (b ^ r)) < 0
+            elif op is ir.Op.SUB:
+                bad = ((a ^ b) & (a ^ r)) < 0
+            else:  # an int64 product: exact where dividing it back gives the factor
+                safe = np.where(b == 0, 1, b)
+                bad = (
+                    ((b != 0) & (r // safe != a))
+                    | ((a == lo) & (b == -1))
+                    | ((b == lo) & (a == -1))
+                )
+        if np.any(bad):
+            k = int(np.flatnonzero(bad)[0]) if np.ndim(bad) else 0
+            x, y = (int(v[k]) if np.ndim(v) else int(v) for v in (a, b))
+            raise Fault(
+                f"signed integer overflow: {x} {_OVERFLOWS[op]} {y} does not fit in {d}",
+                first_tid(bad, idx),
+                _OVERFLOW_HINT,
+            )
+        if wide:
+            return exact.astype(np.int32)
+        return r
+
+    return f
 
 
 def first_tid(mask: np.ndarray, idx: np.ndarray) -> int:
@@ -265,7 +317,10 @@ class ExprCompiler:
             uf = _ARITH[op]
             if is_float(d) and op in (ir.Op.BITAND, ir.Op.BITOR, ir.Op.BITXOR):
                 raise self.error(f"bitwise {op.value} on {d} operands")
-            f = lambda idx: uf(fa(idx), fb(idx))  # noqa: E731
+            if op in _OVERFLOWS and d.kind is DTypeKind.INT and d.bits >= 32:
+                f = _checked(fa, fb, op, d)
+            else:
+                f = lambda idx: uf(fa(idx), fb(idx))  # noqa: E731
         elif is_float(d):
             uf = {  # C's floor(a / b) and a - floor(a / b) * b, each operation rounded
                 ir.Op.DIV: np.true_divide,
@@ -280,19 +335,21 @@ class ExprCompiler:
         elif (
             op in (ir.Op.FLOORDIV, ir.Op.FLOORMOD)
             and isinstance(e.b, ir.Const)
-            and constant(e.b.value, d) != 0
+            and constant(e.b.value, d) not in (0, -1)
         ):
             uf = np.floor_divide if op is ir.Op.FLOORDIV else np.remainder
             f = lambda idx: uf(fa(idx), fb(idx))  # noqa: E731
         else:
-            f = self._int_division(fa, fb, op)
+            f = self._int_division(fa, fb, op, d)
         if is_float(d) and d.bits == 16:
             g = f
             f = lambda idx: convert(g(idx), d)  # noqa: E731
         return f
 
     @staticmethod
-    def _int_division(fa: Eval, fb: Eval, op: ir.Op) -> Eval:
+    def _int_division(fa: Eval, fb: Eval, op: ir.Op, d: DType) -> Eval:
+        least = -(1 << (d.bits - 1)) if d.kind is DTypeKind.INT and d.bits >= 32 else None
+
         def f(idx):
             x, y = fa(idx), fb(idx)
             zero = y == 0
@@ -302,6 +359,15 @@ class ExprCompiler:
                     first_tid(zero, idx),
                     "guard the divisor, or divide floats",
                 )
+            if least is not None:
+                over = (x == least) & (y == -1)
+                if np.any(over):
+                    raise Fault(
+                        f"signed integer overflow: {least} {op.value} -1 does not fit in {d} "
+                        "(undefined in C)",
+                        first_tid(over, idx),
+                        _OVERFLOW_HINT,
+                    )
             if op is ir.Op.FLOORDIV:
                 return np.floor_divide(x, y)
             if op is ir.Op.FLOORMOD:
