@@ -195,3 +195,98 @@ def test_a_multicast_refill_before_the_peer_released_the_stage_says_who_must_wai
     assert "this thread waited at line" in e.value.hint
     assert "the issuing block's producer must wait, before refilling" in e.value.hint
     assert "mbarrier.arrive.release.cluster.shared::cluster" in e.value.hint
+
+
+HANDOFF = """
+from tirx.examples.gemm_wgmma import accumulator_layout
+
+LOAD = "cp.async.bulk.tensor.2d.shared::cta.global.tile.mbarrier::complete_tx::bytes"
+WG = "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16"
+SW = ComposeLayout(3, 3, 3, TileLayout(S[(64, 64)]))
+ACC = accumulator_layout(64)
+
+@T.function
+def handoff(A: T.Tensor((64, 64), "float16"), B: T.Tensor((64, 64), "float16"),
+            B2: T.Tensor((64, 64), "float16"), Out: T.Tensor((64, 64), "float32")):
+    T.device_entry(launch=T.cuda.LaunchConfig(grid=2, block=128, cluster=2))
+    a_s = T.alloc_shared((64, 64), "float16", layout=SW, align=1024, scope="shared.dyn")
+    b_s = T.alloc_shared((64, 64), "float16", layout=SW, align=1024, scope="shared.dyn")
+    full = T.alloc_shared((1,), "uint64")
+    empty = T.alloc_shared((1,), "uint64")
+    peer = T.alloc_local((1,), "uint32")
+    acc = T.alloc_local((32,), "float32")
+    tid = T.cuda.thread_idx("x")
+    lane = T.cuda.lane_id()
+    w = tid // 32
+    r = T.cuda.mov_sreg(32, "cluster_ctarank")
+    if tid == 0:
+        T.ptx["mbarrier.init.shared::cta.b64"](full[0], 1)
+        T.ptx["mbarrier.init.shared::cta.b64"](empty[0], 4)
+        T.ptx["fence.mbarrier_init.release.cluster"]()
+    T.cuda.cluster_sync()
+    if tid == 0 and r == 0:  # block 0's producer fills block 1's b_s
+        T.cuda.tile.apply(T.ptx[MC], b_s[:, :], B[:, :], box=(64, 64), coords=(0, 0), swizzle=3,
+                          mbar=full[0], cta_mask=0b10, scope="thread")
+    if r == 1:
+        if tid == 0:
+            T.ptx["mbarrier.arrive.expect_tx.shared::cta.b64"](full[0], 2 * 64 * 64 * 2)
+            T.cuda.tile.apply(T.ptx[LOAD], a_s[:, :], A[:, :], box=(64, 64), coords=(0, 0),
+                              swizzle=3, mbar=full[0], scope="thread")
+        T.cuda.mbarrier_wait(full[0], 0)
+        T.ptx["wgmma.fence.sync.aligned"]()
+        for k in T.unroll(4):
+            T.cuda.tile.apply(T.ptx[WG], acc.view(64, 64, layout=ACC), a_s[:, 16 * k : 16 * k + 16],
+                              b_s[:, 16 * k : 16 * k + 16], scope="warpgroup", scale_d=k)
+        T.ptx["wgmma.commit_group.sync.aligned"]()
+        T.ptx["wgmma.wait_group.sync.aligned"](0)
+        if lane == 0:  # this warp's tensor-core reads of b_s are done: block 0 may refill it
+            T.ptx["mapa.shared::cluster.u32"](peer[0], empty[0], 0)
+            T.ptx[ARRIVE](peer[0])
+        for j in T.unroll(8):
+            for h in T.unroll(2):
+                for e in T.unroll(2):
+                    Out[16 * w + lane // 4 + 8 * h, 8 * j + 2 * (lane % 4) + e] = acc[4 * j + 2 * h + e]
+        if tid == 0:
+            T.ptx["mbarrier.arrive.expect_tx.shared::cta.b64"](full[0], 64 * 64 * 2)
+        T.cuda.mbarrier_wait(full[0], 1)
+    if r == 0:
+        if tid == 0:
+            WAIT(empty[0], 0)
+            T.cuda.tile.apply(T.ptx[MC], b_s[:, :], B2[:, :], box=(64, 64), coords=(0, 0),
+                              swizzle=3, mbar=full[0], cta_mask=0b10, scope="thread")
+    T.cuda.cluster_sync()
+"""
+
+
+@pytest.mark.parametrize(
+    "release, acquire, found",
+    [
+        (True, True, None),
+        (False, True, "with no cluster barrier in between"),
+        (True, False, "acquires at CTA scope (the default)"),
+    ],
+)
+def test_a_peers_refill_is_ordered_after_the_tensor_cores_reads(tmp_path, release, acquire, found):
+    """Block 1's tensor core reads the b_s block 0 multicast into it; block 1's warps release
+    the stage to block 0 (a remote arrive) and block 0 multicasts new bytes into it. Without
+    .release.cluster on the arrive, or with a CTA-scope wait in block 0, nothing orders the
+    refill after the wgmma's reads: a race naming the tensor core (it ran clean: the
+    wgmma's reads were not in the cluster's record, docs/clusters.md)."""
+    from tirx import T
+
+    from .cluster_kernels import MC, define
+
+    arrive = "mbarrier.arrive" + (".release.cluster" if release else "") + ".shared::cluster.b64"
+    wait = T.cuda.mbarrier_wait_acquire_cluster if acquire else T.cuda.mbarrier_wait
+    k = define(HANDOFF, tmp_path, "handoff", MC=MC, ARRIVE=arrive, WAIT=wait)
+    rng = np.random.default_rng(0)
+    a, b, b2 = (rng.integers(-3, 4, (64, 64)).astype(np.float16) for _ in range(3))
+    out = np.full((64, 64), np.nan, np.float32)
+    if found is None:
+        tirx.compile(k, "sim")(a, b, b2, out)
+        assert np.array_equal(out, a.astype(np.float64) @ b.astype(np.float64).T)
+        return
+    with pytest.raises(SimulationError, match="distributed shared-memory race") as e:
+        tirx.compile(k, "sim")(a, b, b2, out)
+    assert "block (1, 0, 0)'s tensor core (warpgroup 0) read at line" in e.value.message
+    assert found in e.value.message, e.value.message

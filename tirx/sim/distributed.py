@@ -80,6 +80,14 @@ class LocalHook:
         d = self.shared
         d.access(self.rank, b, self.rank, p, write, d.site(d.machines[self.rank].span))
 
+    def tensor_core_read(self, b: np.ndarray, tid: int) -> None:
+        """Warpgroup ``tid >> 7``'s tensor core has read bytes ``b`` (its wgmma.mma_async,
+        every issuing thread's wait_group passed): a read of the block that a peer's later
+        write must be ordered after, by an arrive of any of the warpgroup's threads."""
+        d = self.shared
+        site = d.site(d.machines[self.rank].span)
+        d.access(self.rank, b, self.rank, np.full(b.size, tid), False, site, group=True)
+
 
 class Distributed:
     """The cluster's record of accesses to its blocks' shared memory (module docstring)."""
@@ -102,6 +110,9 @@ class Distributed:
         # the site of the .relaxed arrive that held a record back (0: none), and the inits
         self.w_held = np.zeros((n, size), dtype=np.int32)
         self.r_held = np.zeros((n, n, size), dtype=np.int32)
+        # the read is a warpgroup's tensor core's (wgmma): each of the warpgroup's threads
+        # observed it, so an arrive by any of them releases it
+        self.r_group = np.zeros((n, n, size), dtype=bool)
         self.w_init = np.zeros((n, size), dtype=bool)
         self.init_fence = np.zeros((n, cluster.threads), dtype=np.int64)  # seq of the last
         self.seq = 0  # counts accesses: an arrive acquires what its thread did before it
@@ -129,7 +140,8 @@ class Distributed:
     # ------------------------------------------------------------------ the record
 
     def access(
-        self, target: int, b, rank: int, p, write: bool, site: int, verb=None, record=True
+        self, target: int, b, rank: int, p, write: bool, site: int, verb=None, record=True,
+        group=False,
     ) -> None:
         """Threads ``p`` of the block of ``rank`` access bytes ``b`` of the block of
         ``target``: a fault if an access of another block is not ordered with it; recorded
@@ -154,7 +166,8 @@ class Distributed:
                 if bad.any():
                     k = first(bad)
                     other = (r, int(self.r_tid[target, r, b[k]]), int(self.r_site[target, r, b[k]]),
-                             int(self.r_held[target, r, b[k]]), False)  # fmt: skip
+                             int(self.r_held[target, r, b[k]]), False,
+                             bool(self.r_group[target, r, b[k]]))  # fmt: skip
                     raise self._race(target, b[k], rank, int(p[k]), True, "read", other, verb)
             if not record:
                 return
@@ -175,11 +188,15 @@ class Distributed:
         self.r_site[target, rank, at] = site
         self.r_seq[target, rank, at] = self.seq
         self.r_held[target, rank, at] = 0
+        self.r_group[target, rank, at] = group
 
     def _race(self, target, byte, rank, tid, write, did, other, verb) -> Fault:
         c = self.cluster
-        o_rank, o_tid, o_site, held, init = other
+        o_rank, o_tid, o_site, held, init, *group = other
         did = "initialized (mbarrier.init)" if init else did
+        other_who = c.who(o_rank, o_tid)
+        if group and group[0]:  # a wgmma's operand: its warpgroup's tensor core read it
+            other_who = f"block {c.coords(o_rank)}'s tensor core (warpgroup {o_tid >> 7})"
         where = self.machines[target].shared.describe(int(byte))
         owner = "its own" if target == rank else f"block {c.coords(target)}'s"
         here, there = self.machines[rank].span, self.sites[o_site]
@@ -206,7 +223,7 @@ class Distributed:
             hint = (INIT_HINT if init else RELAXED_HINT).format(arrive=arrive)
         return Fault(
             f"distributed shared-memory race: {c.who(rank, tid)} {verb} {owner} {where} at "
-            f"{line_of(here)}, which {c.who(o_rank, o_tid)} {did} at {line_of(there)} {between}",
+            f"{line_of(here)}, which {other_who} {did} at {line_of(there)} {between}",
             tid,
             hint,
         )
@@ -257,8 +274,9 @@ class Distributed:
         for rank, tid, seq in arrivals:
             mine = (self.w_rank == rank) & (self.w_tid == tid) & (self.w_seq < seq)
             self.w_rank[mine] = -1
-            mine = (self.r_tid[:, rank] == tid) & (self.r_seq[:, rank] < seq)
-            self.r_arr[:, rank][mine] = -1
+            readers = self.r_tid[:, rank]
+            mine = (readers == tid) | (self.r_group[:, rank] & (readers >> 7 == tid >> 7))
+            self.r_arr[:, rank][mine & (self.r_seq[:, rank] < seq)] = -1
 
     # ----------------------------------------------------------------------- exits
 

@@ -192,6 +192,8 @@ class WgmmaState:
         here, m.span = m.span, op.span
         try:
             m.shared.reads_done(op.reads, agent, m.shared.site(), op.tids)
+            if m.shared.cluster is not None:  # a peer's write must come after them too
+                m.shared.cluster.tensor_core_read(op.reads, int(op.tids[0]))
         finally:
             m.span = here
 
