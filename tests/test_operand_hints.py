@@ -436,3 +436,38 @@ def test_sixteen_bit_data_in_a_byte_pool_and_32_bit_words_are_not_refused(src, t
     # a float16 tile viewed out of a uint8 pool may be transposed (its elements are 16-bit);
     # float32 data into float32 registers without .trans moves whole words (tf32 operands)
     assert "ldmatrix" in tirx.compile(define(src, tmp_path, "k"), "cuda -arch=sm_90").source
+
+
+_INIT_THEN_SPLIT = """
+@T.function
+def k(A: T.Tensor((128,), "float32"), Out: T.Tensor((128,), "float32")):
+    T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=256))
+    tid = T.cuda.thread_idx("x")
+    s = T.alloc_shared((128,), "float32")
+    full = T.alloc_shared((1,), "uint64")
+    if tid == 0:
+        T.ptx["mbarrier.init.shared::cta.b64"](full[0], 1)
+    {sync}
+    if tid < 128:
+        if tid == 0:
+            for i in range(128):
+                s[i] = A[i] * 2.0
+            T.ptx["mbarrier.arrive.shared::cta.b64"](full[0])
+    else:
+        T.cuda.mbarrier_wait(full[0], 0)
+        Out[tid - 128] = s[tid - 128]
+"""
+
+
+def test_a_barrier_used_before_a_barrier_orders_its_init_is_told_to_sync_after_the_init(tmp_path):
+    # the hint said to wait on the barrier (the very wait reported), "not T.cuda.cta_sync()"
+    a = np.arange(128, dtype=np.float32)
+    bad = define(_INIT_THEN_SPLIT.format(sync="pass"), tmp_path, "k")
+    with pytest.raises(tirx.SimulationError, match="reads 'full'\\[0\\]") as info:
+        tirx.compile(bad, "sim")(a, np.zeros(128, np.float32))
+    err = info.value
+    assert err.hint.startswith("put T.cuda.cta_sync() after the mbarrier.init at line 12"), err.hint
+    good = define(_INIT_THEN_SPLIT.format(sync="T.cuda.cta_sync()"), tmp_path, "k")
+    out = np.zeros(128, np.float32)
+    tirx.compile(good, "sim")(a, out)
+    assert (out == 2 * a).all()

@@ -140,7 +140,15 @@ class Distributed:
     # ------------------------------------------------------------------ the record
 
     def access(
-        self, target: int, b, rank: int, p, write: bool, site: int, verb=None, record=True,
+        self,
+        target: int,
+        b,
+        rank: int,
+        p,
+        write: bool,
+        site: int,
+        verb=None,
+        record=True,
         group=False,
     ) -> None:
         """Threads ``p`` of the block of ``rank`` access bytes ``b`` of the block of

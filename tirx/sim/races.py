@@ -221,7 +221,13 @@ class Races:
         warpgroups = other_tid >= 0 and other_tid >> 7 != int(p[k]) >> 7
         landing = mem.landings.get(int(other_site))  # a cp.async's bytes landed at a wait
         later = None if when is None else self.order.released_after(other_tid, when)
-        if later is not None:  # the writer released it afterwards: acquire that release
+        if int(other_site) in mem.init_sites:  # the barrier's init, before any use elsewhere
+            hint = (
+                f"put T.cuda.cta_sync() after the mbarrier.init at {line_of(there)}, where every "
+                "thread still runs it (before the roles split): another thread may use the "
+                "barrier only once a barrier orders its init before that use"
+            )
+        elif later is not None:  # the writer released it afterwards: acquire that release
             did, acquire = later
             hint = (
                 f"{thread_name(other_tid)} {did}, after its write at {line_of(there)}: "

@@ -81,6 +81,7 @@ class SharedMemory:
         # the site of a cp.async's bytes landed by a wait (its span the copy's) -> (the wait's
         # span, the last CTA barrier between the copy and the wait or None), for race reports
         self.landings: dict = {}
+        self.init_sites: set[int] = set()  # the sites of mbarrier.init (their races' hint)
         # cp.async's: (thread, byte) -> whether that thread's copy pending there was never
         # committed to a group (set by its unit; None: no cp.async yet)
         self.never_committed = None

@@ -143,6 +143,8 @@ def compile_call(m, compiler, stmt: ir.PtxCall, text: str):
                     bars.deliver(a, site, issuer, "cp.async")
         if op in ("init", "inval"):
             m.shared.track_write(addr, 8, idx)
+            if op == "init":
+                m.shared.init_sites.add(m.shared.site())
             hook = m.shared.cluster
             if op == "init" and hook is not None:  # its release: tirx.sim.distributed
                 hook.shared.mark_init(hook.rank, (addr[:, None] + np.arange(8)).ravel())
