@@ -161,6 +161,20 @@ def test_scaled_mm_takes_a_scale_of_shape_0d_or_1_as_torch_does(make_scale):
     np.testing.assert_array_equal(half.double().numpy(), _want(a, b, 0.5, 4.0, "float16"))
 
 
+def test_scaled_mm_copies_operands_whose_data_is_not_16_byte_aligned():
+    """A contiguous ``a`` that starts one byte into its storage (``x[1:].view(...)``): the
+    kernel's 16-byte TMA/cp.async reads need its pointer aligned, so the entry copies it (it
+    raised a SimulationError inside the library's kernel)."""
+    M, N, K = 128, 256, 128
+    a, b = _operands(M, N, K, seed=2)
+    shifted = torch.empty(1 + M * K, dtype=a.dtype)
+    shifted[1:] = a.reshape(-1)
+    moved = shifted[1:].view(M, K)
+    assert moved.is_contiguous() and moved.data_ptr() % 16
+    out = gf.scaled_mm(moved, b.t(), torch.tensor(0.5), torch.tensor(0.25))
+    np.testing.assert_array_equal(out.double().numpy(), _want(a, b, 0.5, 0.25, "bfloat16"))
+
+
 @pytest.mark.parametrize(
     "call, error, message",
     [

@@ -289,12 +289,7 @@ class _Plan:
                 outs[p.name] = t
                 call.append(t)
             elif p.is_tensor:
-                v = values[p.name].contiguous()
-                # a view that starts inside another tensor (x[1:], a split of a packed buffer)
-                # may break the kernel's aligned accesses: a copy of its own starts aligned
-                if v.data_ptr() % aligned.get(p.name, 1):
-                    v = v.clone(memory_format=_contiguous())
-                call.append(v)
+                call.append(_aligned(values[p.name].contiguous(), aligned.get(p.name, 1)))
             else:
                 call.append(values[p.name])
         exe(*call)
@@ -318,6 +313,25 @@ class _Plan:
             for o in bound.outputs
         )
         return out[0] if len(out) == 1 else out
+
+
+def _aligned(t, multiple: int):
+    """``t``, or a copy of it where its data pointer is not a multiple of ``multiple``: a view
+    that starts inside another tensor (``x[1:]``, a split of a packed buffer) may break the
+    kernel's aligned accesses, and a copy of its own starts aligned."""
+    if multiple > 1 and t.data_ptr() % multiple:
+        return t.clone(memory_format=_contiguous())
+    return t
+
+
+def aligned_inputs(exe, args) -> list:
+    """The arguments of ``exe``, each tensor whose data pointer is not the multiple the
+    kernel's accesses need (``exe.pointer_alignments``) copied: for the entry points of
+    operators that call kernels themselves (``flash_attention``, ``scaled_mm``). Only inputs
+    may be copied: an output's writes would land in the copy."""
+    need = exe.pointer_alignments
+    return [_aligned(a, need.get(p.name, 1)) if hasattr(a, "data_ptr") else a
+            for p, a in zip(exe.signature.params, args)]  # fmt: skip
 
 
 def _spec(name: str, value):

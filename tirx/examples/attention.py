@@ -40,6 +40,7 @@ from dataclasses import dataclass, replace
 import torch
 
 import tirx
+from tirx.torch_ops import aligned_inputs
 
 from . import attention_wgmma
 from .attention_mma import HEAD_DIMS, make_attention
@@ -138,7 +139,9 @@ def attention_forward(q, k, v, causal=False, scale=None, kernel=None):
             for b0 in range(0, shapes.batch, step):
                 b1 = min(shapes.batch, b0 + step)
                 exe = _executable(name, target, replace(shapes, batch=b1 - b0), causal)
-                exe(q[b0:b1], k[b0:b1], v[b0:b1], o[b0:b1], lse[b0:b1], scale)
+                # inputs whose data does not start on the kernel's 16-byte copies are copied
+                args = aligned_inputs(exe, (q[b0:b1], k[b0:b1], v[b0:b1]))
+                exe(*args, o[b0:b1], lse[b0:b1], scale)
     return o, lse
 
 

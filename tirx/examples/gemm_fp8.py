@@ -23,7 +23,7 @@ What changes from the 16-bit kernel (the code is the same, :func:`gemm_hopper.bu
 import contextlib
 import functools
 
-from tirx.torch_ops import compile_for
+from tirx.torch_ops import aligned_inputs, compile_for
 
 from .gemm_hopper import GROUP_M, build, check_arguments
 
@@ -103,7 +103,7 @@ def scaled_mm(a, b, scale_a, scale_b, out_dtype=None, *, stages=None, cluster=1,
     on_cuda = a.device.type == "cuda"
     with torch.cuda.device(a.device) if on_cuda else contextlib.nullcontext():
         exe = _executable(a.device.type, a.device.index, out, *sizes)
-        exe(a, b.t(), *scales, result)
+        exe(*aligned_inputs(exe, (a, b.t(), *scales)), result)  # (copies of misaligned data)
     return result
 
 
