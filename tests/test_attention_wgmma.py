@@ -362,8 +362,11 @@ def test_a_wrong_view_of_p_is_a_contract_error_at_the_users_line(tmp_path):
         ({"cfg": WgmmaAttentionConfig(pingpong=True, consumers=3)}, "two consumer warpgroups"),
         ({"cfg": WgmmaAttentionConfig(consumers=3), "head_dim": 128}, "head dim 64 only"),
         ({"cfg": WgmmaAttentionConfig(192, consumers=3)}, "at most 176 keys"),
+        # refused here, not by the compile at the kernel's alloc_shared line
+        ({"cfg": WgmmaAttentionConfig(192, stages=3), "head_dim": 128},
+         "take 327680 bytes of shared memory, more than the 232448 of an sm_90 block"),
     ],
-)
+)  # fmt: skip
 def test_bad_sizes_are_refused(kwargs, message):
     args = {"batch": 1, "heads": 4, "kv_heads": 2, "seq_q": 64, "seq_k": 64, "head_dim": 64}
     args.update(kwargs)

@@ -51,6 +51,7 @@ def test_the_simulator_takes_132_multiprocessors_unless_told(tmp_path):
     exe = tirx.compile(k, "sim -sms=3")
     exe(out)
     assert out.tolist() == [3, 1, 3, 3] and exe.lowered.launch.grid == (3, 1, 1)
+    assert exe.launch_grid() == (3, 1, 1)  # as the cuda executable says it (persistent.md)
     assert str(exe.target) == "sim -sms=3" and Target.parse(str(exe.target)) == exe.target
 
 

@@ -429,6 +429,12 @@ class SimExecutable(Executable):
         other.last_run = None
         return other
 
+    def launch_grid(self, ordinal: int = -1) -> tuple[int, int, int]:
+        """The grid a run uses (as the cuda executable's): a ``grid="sms"`` kernel's x is
+        the simulated multiprocessor count, rounded to whole clusters. ``ordinal`` is
+        ignored (there is one simulated device)."""
+        return self.lowered.launch.grid
+
     @property
     def source(self) -> str:
         return self.cuda_build().source

@@ -130,6 +130,13 @@ class WgmmaAttentionConfig:
                 f"three consumer warpgroups hold head dim 64 only: {self.consumer_registers} "
                 f"registers per thread are too few for S, P and O at head dim {head_dim}"
             )
+        if head_dim is not None and self.shared_bytes(head_dim) > SHARED_LIMIT:
+            raise ValueError(
+                f"Q's tile and {self.stages} stages of {self.block_n}-key K and V tiles at head "
+                f"dim {head_dim} take {self.shared_bytes(head_dim)} bytes of shared memory, more "
+                f"than the {SHARED_LIMIT} of an sm_90 block: use fewer stages or a smaller "
+                "block_n"
+            )
 
     @property
     def block_m(self) -> int:
@@ -153,6 +160,8 @@ class WgmmaAttentionConfig:
         """Q's tile and ``stages`` stages of K and V, 16-bit elements (the mbarriers apart)."""
         return (self.block_m + 2 * self.stages * self.block_n) * head_dim * 2
 
+
+SHARED_LIMIT = 227 * 1024  # the dynamic shared memory of one sm_90 block (the mbarriers apart)
 
 # the two-consumer block's figures (three consumers: cfg.block_m 192, cfg.threads 512, 160)
 BM = WgmmaAttentionConfig().block_m  # query rows per block: 64 per consumer warpgroup

@@ -39,7 +39,8 @@ PRODUCER_REGISTERS, CONSUMER_REGISTERS = 40, 232
 
 def make_warp_specialized(M: int, N: int, stages: int = 2, group: int = 8):
     """A kernel for fixed sizes (M and N multiples of 64). ``stages``: shared stages of one tile
-    (16 KB each, 2 or 3 fit in the 48 KB of static shared memory); ``group``: tile rows per
+    (16 KB each: 1 or 2, which fit in the 48 KB of static shared memory beside the rest);
+    ``group``: tile rows per
     band of the grouped order (an int of at least 1)."""
     M, N = positive_int("M", M), positive_int("N", N)
     stages, group = positive_int("stages", stages), positive_int("group", group)
