@@ -228,6 +228,36 @@ def test_sim_float_atomics(tmp_path):
     assert (hh == expect).all()
 
 
+SUBNORMAL = """
+@T.function
+def kernel(V: T.Tensor((2,), "float32"), Out: T.Tensor((2,), "float32")):
+    T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=32))
+    tx = T.cuda.thread_idx("x")
+    s = T.alloc_shared((1,), "float32")
+    if tx == 0:
+        s[0] = V[0]
+        Out[1] = V[0]
+    T.cuda.cta_sync()
+    if tx < 2:
+        T.cuda.atomic_add(s.ptr_to([0]), V[1])
+        T.cuda.atomic_add(Out.ptr_to([1]), V[1])
+    T.cuda.cta_sync()
+    if tx == 0:
+        Out[0] = s[0]
+"""
+
+
+def test_sim_float_atomic_keeps_subnormals_in_shared_memory_only(tmp_path):
+    """sm_90's shared-memory atomicAdd on a float is a compare-and-swap loop around a plain
+    add, which keeps subnormals; global memory's ATOMG.E.ADD.F32.FTZ.RN flushes them (measured
+    on an H100, docs/gpu-runs/sessions.md; the simulator flushed both)."""
+    tiny = np.float32(1e-40)
+    v, out = np.array([0.0, tiny], np.float32), np.zeros(2, np.float32)
+    tirx.compile(_kernel(tmp_path, SUBNORMAL), target="sim")(v, out)
+    assert out[0] == np.float32(tiny) + np.float32(tiny) and out[0] != 0  # 2e-40, as the GPU
+    assert out[1] == 0  # flushed, as the GPU
+
+
 def test_sim_cas_and_uint64_wrap(tmp_path):
     a, w, old = _run(tirx.compile(_kernel(tmp_path, CAS), target="sim"), *_cas_inputs())
     assert a[0] == 1 and old[0] == 0 and (old[1:] == 1).all()  # the first thread wins

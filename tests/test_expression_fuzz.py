@@ -98,7 +98,9 @@ class _Gen:
     def _int64(self, d: int) -> str:
         r, e = self.r, self.expr
         return r.choice([
-            lambda: f"({e('int64', d)} {r.choice(['+', '-'])} T.int64({e('int', d)}))",
+            # shifted first: an int64 of a float saturates to the extremes, and a sum there
+            # overflows (undefined in C; the simulator stops)
+            lambda: f"(({e('int64', d)} >> 2) {r.choice(['+', '-'])} T.int64({e('int', d)}))",
             lambda: f"({e('int64', d)} {r.choice(['&', '|', '^'])} {e('int64', d)})",
             lambda: f"({e('int64', d)} >> (T.int64({e('int', d)}) & T.int64(63)))",
             lambda: f"T.int64({e('uint', d)})",

@@ -4,7 +4,11 @@ section, and their place in shared memory's race model.
 Semantics, per thread: the old value ``d`` of the element is read, the element becomes
 ``d + b`` (add) or ``(d == b) ? c : d`` (cas), and the thread gets ``d``; nothing else
 touches the element in between. Integer adds wrap. ``atom.add.f32`` "rounds to nearest even
-and flushes subnormal inputs and results to sign-preserving zero"; ``.f64`` rounds to nearest
+and flushes subnormal inputs and results to sign-preserving zero" in global memory (the SASS of
+``atomicAdd`` there is ``ATOMG.E.ADD.F32.FTZ.RN``); in shared memory sm_90 has no float add
+unit, ``atomicAdd`` is a compare-and-swap loop around a plain add, which keeps subnormals
+(measured on an H100: 1e-40 + 1e-40 is 2e-40 in shared memory, 0 in global; docs/gpu-runs/
+sessions.md); ``.f64`` rounds to nearest
 even; ``.noftz.f16`` / ``.noftz.bf16`` round to nearest even and keep subnormals (computed here
 in float64 and rounded once to the 16-bit format: the exact sum of two 16-bit floats rounds
 the same way through float32).
@@ -54,13 +58,16 @@ def _ftz32(x: np.ndarray) -> np.ndarray:
     return np.where(np.abs(x) < _F32_TINY, np.copysign(np.float32(0), x), x).astype(np.float32)
 
 
-def _combine(kind: AtomicKind, d, old: np.ndarray, ops: list) -> np.ndarray:
-    """The new contents (storage bits) of elements holding ``old`` (storage bits)."""
+def _combine(kind: AtomicKind, d, old: np.ndarray, ops: list, ftz: bool) -> np.ndarray:
+    """The new contents (storage bits) of elements holding ``old`` (storage bits); ``ftz``: a
+    float32 add flushes subnormals (global memory's atom.add.f32)."""
     if kind is AtomicKind.CAS:
         cmp, val = (np.asarray(o).astype(old.dtype) for o in ops)
         return np.where(old == cmp, val, old)
     (v,) = ops
     if d.name == "float32":
+        if not ftz:  # shared memory's compare-and-swap loop: a plain add
+            return (old + np.asarray(v, dtype=np.float32)).astype(np.float32)
         return _ftz32(_ftz32(old) + _ftz32(np.asarray(v, dtype=np.float32)))
     if d.name == "float16":
         return (old.astype(np.float64) + np.asarray(v, dtype=np.float64)).astype(np.float16)
@@ -70,10 +77,12 @@ def _combine(kind: AtomicKind, d, old: np.ndarray, ops: list) -> np.ndarray:
     return (old + np.asarray(v).astype(old.dtype)).astype(old.dtype)  # integers wrap; f64
 
 
-def apply_atomic(kind: AtomicKind, d, data: np.ndarray, slots: np.ndarray, ops: list):
+def apply_atomic(kind: AtomicKind, d, data: np.ndarray, slots: np.ndarray, ops: list,
+                 ftz: bool = True):  # fmt: skip
     """Perform the atomics of one statement on ``data`` (storage-typed elements) at ``slots``,
     in the order given (linear thread id), and return each one's old bits. Updates of one
-    slot run one after another; distinct slots at once."""
+    slot run one after another; distinct slots at once. ``ftz``: a float32 add flushes
+    subnormals (global memory; shared memory's does not)."""
     n = slots.size
     old = np.empty(n, dtype=data.dtype)
     srt = np.argsort(slots, kind="stable")
@@ -87,7 +96,7 @@ def apply_atomic(kind: AtomicKind, d, data: np.ndarray, slots: np.ndarray, ops: 
         at = slots[sel]
         before = data[at]
         old[sel] = before
-        data[at] = _combine(kind, d, before, [np.asarray(o)[sel] for o in ops])
+        data[at] = _combine(kind, d, before, [np.asarray(o)[sel] for o in ops], ftz)
     return old
 
 
@@ -126,7 +135,7 @@ def compile_Atomic(machine, s: Atomic):
         else:
             region.check(index, d, idx, "atomic update of")
             data, slots = region.view(dt), index
-        old = apply_atomic(s.kind, d, data, slots, ops)
+        old = apply_atomic(s.kind, d, data, slots, ops, ftz=not shared)
         if out is not None:
             out[idx] = decode(old, d)
         return idx
