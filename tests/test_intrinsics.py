@@ -660,6 +660,7 @@ _DIV_SPECIAL = [
     (1.0, 3.0), (-7.0, 0.5), (1e30, 2.0**127), (np.inf, 2.0**127), (5.0, -(2.0**127)),
     (1.0, 2.0**126), (0.0, 0.0), (1.0, 0.0), (-1.0, -0.0), (np.inf, 3.0), (3.0, np.inf),
     (np.nan, 1.0), (5.0, 2.0**-127), (1e-40, 3.0), (1.0, 2.0**-126), (6e-39, 0.25),
+    (2.5, 1e-38),
 ]  # fmt: skip
 
 
@@ -690,7 +691,9 @@ def test_fdividef_and_float2_words(tmp_path):
     assert np.isnan(got[(np.inf, 2.0**127)])  # ... or NaN for an infinite x
     assert got[(5.0, -(2.0**127))] == 0.0 and got[(1.0, 2.0**126)] == 2.0**-126
     assert np.isnan(got[(0.0, 0.0)]) and got[(1.0, 0.0)] == np.inf and got[(-1.0, -0.0)] == np.inf
-    assert got[(5.0, np.float32(2.0**-127).item())] == np.inf  # a subnormal y is flushed
+    assert got[(5.0, np.float32(2.0**-127).item())] == np.inf  # past the largest float32
+    # a subnormal y is taken as it is: 2.5 / 1e-38 is 2.5e38 (an H100's answer), not inf
+    assert got[(2.5, np.float32(1e-38).item())] == np.float32(2.5e38)
     nan = np.isnan(f[0])
     assert (f[0][nan].view(np.uint32) == 0x7FFFFFFF).all()  # the canonical NaN
     pairs = w.view(np.float32).reshape(3, 64, 2)

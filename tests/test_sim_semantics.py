@@ -552,3 +552,18 @@ def test_gpu_float_to_int_at_every_edge(tmp_path):
                 differ.append(f"{src} {_EDGES[lane]!r} -> {name}: GPU {got[row, lane]} "
                               f"sim {want[row, lane]}")  # fmt: skip
     assert not differ, "\n".join(differ)
+
+
+def test_a_float32_nan_an_operation_makes_is_the_canonical_one():
+    """The GPU writes 0x7fffffff for a float32 NaN it computes, whatever NaN went in
+    (measured on an H100, docs/simulator.md "NaN bits"): 0/0, sqrt(-1), a signalling NaN plus
+    1; so copysign(1, 0/0) is +1 (numpy's x86 NaN has its sign bit set: it was -1 here)."""
+    zero = np.zeros(32, np.float32)
+    snan = np.full(32, np.uint32(0x7F800001), np.uint32).view(np.float32)
+    for make, inputs in (
+        (lambda a: a / a, [zero]),
+        (lambda a: a + ir.const(1.0, F32), [snan]),
+        (lambda a: a * ir.const(0.0, F32), [np.full(32, np.inf, np.float32)]),
+    ):
+        out = per_thread(make, "float32", inputs)
+        assert (out.view(np.uint32) == 0x7FFFFFFF).all(), hex(out.view(np.uint32)[0])

@@ -24,7 +24,7 @@ from ..ir.visitor import UnknownNodeError, child_fields
 from . import deep
 from .faults import Fault
 from .memory import as_index, constant_slot
-from .numeric import compute_type, constant, convert, decode, storage_type
+from .numeric import canonical_nan, compute_type, constant, convert, decode, storage_type
 
 __all__ = ["ExprCompiler", "Eval", "converted", "to_bool", "first_tid"]
 
@@ -319,6 +319,8 @@ class ExprCompiler:
                 raise self.error(f"bitwise {op.value} on {d} operands")
             if op in _OVERFLOWS and d.kind is DTypeKind.INT and d.bits >= 32:
                 f = _checked(fa, fb, op, d)
+            elif op in _OVERFLOWS and d.name == "float32":  # a NaN it makes is the canonical
+                f = lambda idx: canonical_nan(uf(fa(idx), fb(idx)))  # noqa: E731
             else:
                 f = lambda idx: uf(fa(idx), fb(idx))  # noqa: E731
         elif is_float(d):
@@ -329,7 +331,10 @@ class ExprCompiler:
             }.get(op)
             if uf is None:
                 raise self.error(f"{op.value} needs integer operands, not {d}")
-            f = lambda idx: uf(fa(idx), fb(idx))  # noqa: E731
+            if d.name == "float32":  # float32's NaN is the canonical 0x7fffffff on the GPU
+                f = lambda idx: canonical_nan(uf(fa(idx), fb(idx)))  # noqa: E731
+            else:
+                f = lambda idx: uf(fa(idx), fb(idx))  # noqa: E731
         elif op in (ir.Op.SHL, ir.Op.SHR):
             f = self._shift(fa, fb, op, d)
         elif (

@@ -26,7 +26,7 @@ import numpy as np
 
 from ...sim.expr import converted, to_bool
 from ...sim.faults import Fault
-from ...sim.numeric import compute_type, decode, encode
+from ...sim.numeric import canonical_nan, compute_type, decode, encode
 from .nodes import CtaReduce, ReduceKind, ThreadFence, VoteKind, VotingBarrier
 
 __all__ = ["compile_thread_fence", "compile_voting_barrier", "compile_cta_reduce"]
@@ -72,11 +72,15 @@ def compile_voting_barrier(machine, s: VotingBarrier):
 
 
 def _combine(kind: ReduceKind, is_float: bool):
-    if kind is ReduceKind.SUM:
-        return np.add
+    if kind is ReduceKind.SUM:  # a float32 NaN made is the GPU's canonical one
+        return _add_f32 if is_float else np.add
     if kind is ReduceKind.MAX:
         return np.fmax if is_float else np.maximum
     return np.fmin if is_float else np.minimum
+
+
+def _add_f32(a, b):
+    return canonical_nan(np.add(a, b)) if np.asarray(a).dtype == np.float32 else np.add(a, b)
 
 
 def _identity(kind: ReduceKind, ct: np.dtype):

@@ -245,12 +245,13 @@ def _fdividef(x, y) -> np.ndarray:
     (1/y)``: the reciprocal as the GPU's approximate one is (subnormal inputs and results
     flushed to zero), but correctly rounded, then one float32 multiplication. That gives the
     documented special cases: for 2**126 < |y| < 2**128 the reciprocal is flushed, so the
-    result is 0 (NaN for an infinite x); y = 0 gives an infinite reciprocal. Within the ISA's
+    result is 0 (NaN for an infinite x); y = 0 gives an infinite reciprocal. A subnormal y is
+    taken as it is (2.5 / 1e-38 is 2.5e38 on an H100, not infinite). Within the ISA's
     2 ulp of x / y elsewhere (the GPU's reciprocal is not correctly rounded, so the two may
     differ by a few ulp); a NaN result is the canonical NaN, as the GPU writes it."""
     x, y = np.asarray(x, dtype=F32), np.asarray(y, dtype=F32)
     with np.errstate(all="ignore"):
-        r = flush((1.0 / flush(y).astype(F64)).astype(F32))
+        r = flush((1.0 / y.astype(F64)).astype(F32))
         return canonical_nan(np.asarray(x * r, dtype=F32))
 
 
@@ -286,7 +287,8 @@ def math_eval(e: MathCall, first_tid) -> Callable:
 
         def f(idx, *xs):
             with np.errstate(all="ignore"):
-                return np.asarray(real(*(np.asarray(x, dtype=F64) for x in xs))).astype(out)
+                r = np.asarray(real(*(np.asarray(x, dtype=F64) for x in xs))).astype(out)
+            return canonical_nan(r) if out is F32 else r  # float32's NaN, as the GPU's
 
         return f
     if op is M.FMA:

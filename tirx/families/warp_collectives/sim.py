@@ -29,7 +29,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...sim.faults import Fault
-from ...sim.numeric import compute_type, convert
+from ...sim.numeric import canonical_nan, compute_type, convert
 from .nodes import CUDA_NAME, REDUCTIONS, REDUX, SHUFFLES, WarpCollective, WarpOp
 
 __all__ = ["eval_WarpCollective", "shuffle_source"]
@@ -240,8 +240,10 @@ class _WarpOps:
         hint = _REDUCE_HINT.format(what=what, neutral=_NEUTRAL[what])
 
         def combine(a, b):
-            if op is WarpOp.SUM:
-                return convert(a + b, d)
+            if op is WarpOp.SUM:  # (a float32 NaN made is the GPU's canonical one)
+                return (
+                    canonical_nan(convert(a + b, d)) if d.name == "float32" else convert(a + b, d)
+                )
             if op is WarpOp.MAX:
                 return np.where(b > a, b, a)  # tirx's max(a, b), as T.max and max() mean
             return np.where(b < a, b, a)
