@@ -145,6 +145,7 @@ EXAMPLE_REFS = {
     "softmax.py": (":make_softmax(4, 128)", "softmax"),
     "attention_mma.py": (":make_attention(1, 1, 1, 64, 64, 64)", "attention"),
     "attention_wgmma.py": (":make_attention(1, 1, 1, 128, 128, 64)", "attention"),
+    "attention_wgmma_config.py": None,  # the Hopper attention's configuration: no kernel
     "gemm_config.py": None,  # the GEMMs' shared helpers: no kernel
     "softmax_backward.py": (":make_softmax_backward(4, 128)", "softmax_backward"),
     "attention.py": None,  # the torch-shaped entry: functions that compile kernels
@@ -161,6 +162,7 @@ NO_KERNEL_NAMES = {
     "attention.py": "flash_attention",
     "ops.py": "defines no function either",
     "tile_scheduler.py": "tile_order",
+    "attention_wgmma_config.py": "default_config",
 }
 
 
