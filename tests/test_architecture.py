@@ -550,8 +550,8 @@ def test_a_family_statement_node_is_a_leaf_of_the_stage_walkers_without_naming_i
     """A new family's statement node (its catalog row's ``nodes``) needs no entry in the index
     pass or the shared-row check: both take every family statement as a leaf whose addresses
     its family's lowering wrote and which no Assign sets."""
+    from tirx.ir import assignments
     from tirx.ir import nodes as ir
-    from tirx.isa import shared_rows
     from tirx.transform import inline_indices
 
     classes = [catalog.node_class(name) or getattr(ir, name) for name in catalog.node_names()]
@@ -559,8 +559,8 @@ def test_a_family_statement_node_is_a_leaf_of_the_stage_walkers_without_naming_i
     assert {c.__name__ for c in statements} >= {"Atomic", "Assume", "HalfConversion"}
     for cls in statements:
         assert inline_indices._is_plain(cls), cls.__name__
-        assert shared_rows._Assignments._default(None, cls) is not None, cls.__name__
-    assert shared_rows._Assignments._default(None, ir.Assign) is None  # a core node: its own rule
+        assert assignments._Assignments._default(None, cls) is not None, cls.__name__
+    assert assignments._Assignments._default(None, ir.Assign) is None  # a core node: its own rule
 
 
 def test_a_family_statement_that_holds_statements_is_no_leaf(monkeypatch):
@@ -568,9 +568,8 @@ def test_a_family_statement_that_holds_statements_is_no_leaf(monkeypatch):
     pass and the shared-row check need their own rule for it, and meet it as unknown."""
     import dataclasses
 
+    from tirx.ir import assignments, visitor
     from tirx.ir import nodes as ir
-    from tirx.ir import visitor
-    from tirx.isa import shared_rows
     from tirx.transform import inline_indices
 
     module = catalog.stage("thread_ops", "nodes")
@@ -582,7 +581,7 @@ def test_a_family_statement_that_holds_statements_is_no_leaf(monkeypatch):
     monkeypatch.setitem(catalog._BY_NODE, "Guarded", thread_ops)  # as if its row named it
     assert visitor.is_node_class(guarded)
     assert not visitor.leaf_statement(guarded) and not inline_indices._is_plain(guarded)
-    assert shared_rows._Assignments._default(None, guarded) is None
+    assert assignments._Assignments._default(None, guarded) is None
     from tirx.families.thread_ops.nodes import NanoSleep
 
     assert visitor.leaf_statement(NanoSleep) and inline_indices._is_plain(NanoSleep)

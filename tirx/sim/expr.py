@@ -22,6 +22,7 @@ from ..errors import SimulationError
 from ..ir import nodes as ir
 from ..ir.visitor import UnknownNodeError, child_fields
 from . import deep
+from .bounds import Bounds
 from .faults import Fault
 from .memory import as_index, constant_slot
 from .numeric import canonical_nan, compute_type, constant, convert, decode, storage_type
@@ -99,6 +100,8 @@ _CMP = {
 
 
 _OVERFLOWS = {ir.Op.ADD: "+", ir.Op.SUB: "-", ir.Op.MUL: "*"}
+# the float operations that compute (min and max choose an operand, its bits unchanged)
+_MAKES_NAN = {*_OVERFLOWS, ir.Op.DIV, ir.Op.FLOORDIV, ir.Op.FLOORMOD}
 _OVERFLOW_HINT = (
     "signed overflow is undefined in the generated CUDA: the GPU's compiler assumes it cannot "
     "happen and may fold or reorder the arithmetic around it (a + 1 > a is true there), so the "
@@ -113,40 +116,41 @@ def _checked(fa: Eval, fb: Eval, op: ir.Op, d: DType) -> Eval:
     undefined and the GPU's compiler uses that (it folds ``a + 1 > a`` to true), so the
     wrapped value the simulator would compute is not the GPU's."""
     uf = _ARITH[op]
-    wide = d.bits == 32 and op is ir.Op.MUL  # int32 products exactly in int64
-    lo, hi = -(1 << (d.bits - 1)), (1 << (d.bits - 1)) - 1
+    lo = -(1 << (d.bits - 1))
 
-    def f(idx):
+    def int32(idx):  # exact in int64, then narrowed: a difference is an overflow
         a, b = fa(idx), fb(idx)
-        if wide:
-            exact = np.multiply(np.asarray(a, np.int64), np.asarray(b, np.int64))
-            bad = (exact < lo) | (exact > hi)
-        else:
-            with np.errstate(over="ignore"):
-                r = uf(a, b)
-            if op is ir.Op.ADD:
-                bad = ((a ^ r) & (b ^ r)) < 0
-            elif op is ir.Op.SUB:
-                bad = ((a ^ b) & (a ^ r)) < 0
-            else:  # an int64 product: exact where dividing it back gives the factor
-                safe = np.where(b == 0, 1, b)
-                bad = (
-                    ((b != 0) & (r // safe != a))
-                    | ((a == lo) & (b == -1))
-                    | ((b == lo) & (a == -1))
-                )
-        if np.any(bad):
-            k = int(np.flatnonzero(bad)[0]) if np.ndim(bad) else 0
-            x, y = (int(v[k]) if np.ndim(v) else int(v) for v in (a, b))
-            raise Fault(
-                f"signed integer overflow: {x} {_OVERFLOWS[op]} {y} does not fit in {d}",
-                first_tid(bad, idx),
-                _OVERFLOW_HINT,
-            )
-        if wide:
-            return exact.astype(np.int32)
+        exact = uf(a, b, dtype=np.int64)
+        r = exact.astype(np.int32)
+        if (r != exact).any():
+            overflow(a, b, r != exact, idx)
         return r
 
+    def int64(idx):
+        a, b = fa(idx), fb(idx)
+        with np.errstate(over="ignore"):
+            r = uf(a, b)
+        if op is ir.Op.ADD:
+            bad = ((a ^ r) & (b ^ r)) < 0
+        elif op is ir.Op.SUB:
+            bad = ((a ^ b) & (a ^ r)) < 0
+        else:  # a product: exact where dividing it back gives the factor
+            safe = np.where(b == 0, 1, b)
+            bad = ((b != 0) & (r // safe != a)) | ((a == lo) & (b == -1)) | ((b == lo) & (a == -1))
+        if bad.any():
+            overflow(a, b, bad, idx)
+        return r
+
+    def overflow(a, b, bad, idx):
+        k = int(np.flatnonzero(bad)[0]) if np.ndim(bad) else 0
+        x, y = (int(v[k]) if np.ndim(v) else int(v) for v in (a, b))
+        raise Fault(
+            f"signed integer overflow: {x} {_OVERFLOWS[op]} {y} does not fit in {d}",
+            first_tid(bad, idx),
+            _OVERFLOW_HINT,
+        )
+
+    f = int32 if d.bits == 32 else int64
     return f
 
 
@@ -192,6 +196,7 @@ class ExprCompiler:
         self.m = machine
         self.span = None  # the statement being compiled, for compile-time errors
         self._memo: dict[int, tuple[ir.Expr, Eval, int]] = {}  # id -> (node, eval, height)
+        self.bounds = Bounds(machine)  # what integer results provably fit (no overflow check)
         self._tall: dict[int, tuple[ir.Expr, object]] = {}  # id -> (node, driver step)
         self._holes: dict[int, Eval] | None = None  # children a tall node's step supplies
 
@@ -317,10 +322,9 @@ class ExprCompiler:
             uf = _ARITH[op]
             if is_float(d) and op in (ir.Op.BITAND, ir.Op.BITOR, ir.Op.BITXOR):
                 raise self.error(f"bitwise {op.value} on {d} operands")
-            if op in _OVERFLOWS and d.kind is DTypeKind.INT and d.bits >= 32:
+            if (op in _OVERFLOWS and d.kind is DTypeKind.INT and d.bits >= 32
+                    and not self.bounds.fits(e)):  # fmt: skip
                 f = _checked(fa, fb, op, d)
-            elif op in _OVERFLOWS and d.name == "float32":  # a NaN it makes is the canonical
-                f = lambda idx: canonical_nan(uf(fa(idx), fb(idx)))  # noqa: E731
             else:
                 f = lambda idx: uf(fa(idx), fb(idx))  # noqa: E731
         elif is_float(d):
@@ -331,10 +335,7 @@ class ExprCompiler:
             }.get(op)
             if uf is None:
                 raise self.error(f"{op.value} needs integer operands, not {d}")
-            if d.name == "float32":  # float32's NaN is the canonical 0x7fffffff on the GPU
-                f = lambda idx: canonical_nan(uf(fa(idx), fb(idx)))  # noqa: E731
-            else:
-                f = lambda idx: uf(fa(idx), fb(idx))  # noqa: E731
+            f = lambda idx: uf(fa(idx), fb(idx))  # noqa: E731
         elif op in (ir.Op.SHL, ir.Op.SHR):
             f = self._shift(fa, fb, op, d)
         elif (
@@ -346,6 +347,9 @@ class ExprCompiler:
             f = lambda idx: uf(fa(idx), fb(idx))  # noqa: E731
         else:
             f = self._int_division(fa, fb, op, d)
+        if d.name == "float32" and op in _MAKES_NAN:  # a NaN made is the GPU's 0x7fffffff
+            g = f
+            f = lambda idx: canonical_nan(g(idx))  # noqa: E731
         if is_float(d) and d.bits == 16:
             g = f
             f = lambda idx: convert(g(idx), d)  # noqa: E731

@@ -275,6 +275,8 @@ class Machine:
             node, depth, span = todo.pop()
             span = getattr(node, "span", None) or span
             order.append((node, depth, span))
+            if type(node) is ir.For:  # its variable's values, before its body is built
+                self.compiler.bounds.loop(node.var, node.start, node.stop, node.step)
             inner = depth + isinstance(node, (ir.For, ir.While))
             todo.extend((k, inner, span) for k in _inner_statements(node))
         saved = self._loop_depth

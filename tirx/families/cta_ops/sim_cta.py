@@ -71,16 +71,13 @@ def compile_voting_barrier(machine, s: VotingBarrier):
     return run
 
 
-def _combine(kind: ReduceKind, is_float: bool):
+def _combine(kind: ReduceKind, d):
+    is_float = d.kind == "float"
     if kind is ReduceKind.SUM:  # a float32 NaN made is the GPU's canonical one
-        return _add_f32 if is_float else np.add
+        return (lambda a, b: canonical_nan(np.add(a, b))) if d.name == "float32" else np.add
     if kind is ReduceKind.MAX:
         return np.fmax if is_float else np.maximum
     return np.fmin if is_float else np.minimum
-
-
-def _add_f32(a, b):
-    return canonical_nan(np.add(a, b)) if np.asarray(a).dtype == np.float32 else np.add(a, b)
 
 
 def _identity(kind: ReduceKind, ct: np.dtype):
@@ -113,7 +110,7 @@ def compile_cta_reduce(machine, s: CtaReduce):
     fo = machine.compiler.compile(s.offset)
     scratch = machine.region(s.scratch, machine.compiler)
     out = machine.variable(s.result) if s.result is not None else None
-    op = _combine(s.kind, d.kind == "float")
+    op = _combine(s.kind, d)
     ident = _identity(s.kind, compute_type(d))
     nw, span, m = s.num_warps, s.span, machine
     what = f"cta_reduce ({s.kind})"

@@ -239,11 +239,12 @@ class _WarpOps:
         ct = compute_type(d)
         hint = _REDUCE_HINT.format(what=what, neutral=_NEUTRAL[what])
 
+        # a float32 NaN the sum makes is the GPU's canonical one
+        made = canonical_nan if d.name == "float32" else (lambda x: x)
+
         def combine(a, b):
-            if op is WarpOp.SUM:  # (a float32 NaN made is the GPU's canonical one)
-                return (
-                    canonical_nan(convert(a + b, d)) if d.name == "float32" else convert(a + b, d)
-                )
+            if op is WarpOp.SUM:
+                return made(convert(a + b, d))
             if op is WarpOp.MAX:
                 return np.where(b > a, b, a)  # tirx's max(a, b), as T.max and max() mean
             return np.where(b < a, b, a)
