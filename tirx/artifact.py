@@ -416,8 +416,8 @@ def _check_source(path, m: dict) -> None:
     source, sha = m.get("source"), m.get("source_sha256")
     if source not in ("kernel.cu", None):
         raise _wrong(path, "source", source, '"kernel.cu" or null')
-    if (sha is None) != (source is None) or not (sha is None or (isinstance(sha, str)
-                                                                 and _HEX.match(sha))):  # fmt: skip
+    ok = sha is None if source is None else isinstance(sha, str) and _HEX.match(sha)
+    if not ok:
         raise _wrong(path, "source_sha256", sha, "the sha256 of kernel.cu")
 
 

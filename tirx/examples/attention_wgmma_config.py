@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from tirx.transform.shared_memory import optin_limit
+
 __all__ = [
     "WgmmaAttentionConfig", "HEAD_DIMS", "DTYPES", "BLOCK_NS", "BM", "THREADS", "PRODUCER_REGISTERS",
     "CONSUMER_REGISTERS", "SHARED_LIMIT", "default_config",
@@ -87,7 +89,7 @@ class WgmmaAttentionConfig:
         return (self.block_m + 2 * self.stages * self.block_n) * head_dim * 2
 
 
-SHARED_LIMIT = 227 * 1024  # the dynamic shared memory of one sm_90 block (the mbarriers apart)
+SHARED_LIMIT = optin_limit(90)  # the shared memory one sm_90 block may opt in to (the compiler's)
 
 # the two-consumer block's figures (three consumers: cfg.block_m 192, cfg.threads 512, 160)
 BM = WgmmaAttentionConfig().block_m  # query rows per block: 64 per consumer warpgroup
