@@ -399,7 +399,9 @@ class SharedMemory:
 
     # ------------------------------------------------------------------- matrix rows
 
-    def check_rows(self, addr: np.ndarray, tids: np.ndarray, what: str, size=16) -> None:
+    def check_rows(self, addr: np.ndarray, tids: np.ndarray, what: str, size=16) -> np.ndarray:
+        """Fault where a row at ``addr`` is misaligned or outside every allocation; returns
+        each row's allocation (its index in ``allocs``)."""
         bad = addr % size != 0
         if bad.any():
             k = first(bad)
@@ -422,12 +424,15 @@ class SharedMemory:
                 f"shared allocation",
                 tids[k],
             )
+        return k_alloc
 
-    def check_one_allocation(self, addr: np.ndarray, tid: int, what: str, hint: str) -> None:
-        """The rows at ``addr`` (inside allocations: :meth:`check_rows` passed) belong to one
-        operand, which lies in the allocation of its first row: a row in another is the
-        operand running past its tile (the GPU reads the neighbour's bytes without a fault)."""
-        k_alloc = np.searchsorted(self.starts, addr, side="right") - 1
+    def check_one_allocation(
+        self, addr: np.ndarray, k_alloc: np.ndarray, tid: int, what: str, hint: str
+    ) -> None:
+        """The rows at ``addr`` (in allocations ``k_alloc``, as :meth:`check_rows` found them)
+        belong to one operand, which lies in the allocation of its first row: a row in another
+        is the operand running past its tile (the GPU reads the neighbour's bytes without a
+        fault)."""
         other = k_alloc != k_alloc[0]
         if other.any():
             k = first(other)

@@ -322,8 +322,8 @@ class WgmmaState:
         operands = [(w, r.ravel()) for w, r in (("A (a-desc)", a_rows), ("B (b-desc)", b_rows))
                     if r is not None]  # fmt: skip
         for what, flat in operands:
-            sh.check_rows(flat, np.full(flat.size, t0), f"wgmma.mma_async {what}")
-            sh.check_one_allocation(flat, t0, f"wgmma.mma_async {what}", _PAST_TILE_HINT)
+            k_alloc = sh.check_rows(flat, np.full(flat.size, t0), f"wgmma.mma_async {what}")
+            sh.check_one_allocation(flat, k_alloc, t0, f"wgmma.mma_async {what}", _PAST_TILE_HINT)
         chunks = np.concatenate([flat for _, flat in operands])
         if sh.in_flight:  # a copy still on its way is the finding, not the bytes it has not
             sh.check_pending(chunks, 16, np.full(chunks.size, t0), "reads")  # written yet
