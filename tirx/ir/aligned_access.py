@@ -38,9 +38,9 @@ tirx/families/cp_async/sim.py and tirx/families/cp_async_bulk/sim.py), the CUDA 
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
 
 from ..errors import Span
+from ..frozen import Frozen, frozen
 from . import nodes as ir
 from .visitor import walk
 
@@ -80,8 +80,8 @@ class CopyOperand(enum.Enum):
     SOURCE = "source"
 
 
-@dataclass(frozen=True)
-class AlignedAccess:
+@frozen
+class AlignedAccess(Frozen):
     """One access that touches the global tensor ``buffer`` in units that need its data
     pointer to be a multiple of ``nbytes`` (a power of two): a ``T.vectorized`` loop, or the
     PTX ``instruction`` of a copy; ``span`` is the user's line (the loop, the copy)."""
