@@ -136,6 +136,35 @@ def test_an_element_read_wider_than_the_tensors_needs_its_width(tmp_path):
         sim(_shifted(64, torch.float16).numpy(), y.numpy().view("uint32"))
 
 
+
+# a region of float16 read as uint32 words from a start known at run time only
+REGION_WORDS = """
+@T.function
+def kernel(X: T.Tensor((66,), "float16"), Y: T.Tensor((32,), "uint32")):
+    T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=32))
+    t = T.cuda.thread_idx("x")
+    words = X[START : START + 64].view("uint32")
+    Y[t] = words[t]
+"""
+
+
+def test_a_region_read_in_wider_words_starts_at_a_proven_multiple(tmp_path):
+    """A run-time start that may be odd would lose its half element (the words would be read
+    from the start rounded down): refused at the view, with the way to write it; a start
+    written as a multiple of 2 is taken, and reads the words it names."""
+    with pytest.raises(tirx.LayoutError) as err:
+        define(REGION_WORDS.replace("START", "T.cuda.block_idx('x') + 1"), tmp_path, "kernel")
+    assert "at element offset T.cuda.block_idx(\"x\") + 1 as uint32: the offset must be a " \
+        "multiple of 2, and tirx cannot prove it is" in str(err.value)  # fmt: skip
+    assert caret_line(str(err.value)).startswith("words = X[")
+    assert "(2 * k)" in err.value.hint
+    k = define(REGION_WORDS.replace("START", "2 * T.cuda.block_idx('x')"), tmp_path, "kernel")
+    x = torch.arange(66, dtype=torch.float16)
+    y = torch.zeros(32, dtype=torch.int32)
+    tirx.compile(k, target="sim")(x.numpy(), y.numpy().view("uint32"))
+    assert (y.numpy().view("uint32") == x[:64].numpy().view("uint32")).all()
+
+
 # ---------------------------------------------------------------------- the pure check
 
 

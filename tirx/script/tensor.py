@@ -420,6 +420,13 @@ def _scale_offset(offset, r: int, old: DType, new: DType):
                 f"the offset is not a multiple of {r}"
             )
         return value // r
+    if not _multiple_of(offset, r):  # an odd run-time start would drop its half element
+        raise LayoutError(
+            f"cannot view {old} data at element offset {print_expr(as_expr(offset))} as {new}: "
+            f"the offset must be a multiple of {r}, and tirx cannot prove it is",
+            hint=f"start the region at a multiple of {r} written as such ({r} * k), or view "
+            f"the whole tensor as {new} first and index the view in {new} elements",
+        )
     return as_expr(offset) // r
 
 
