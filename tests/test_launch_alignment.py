@@ -136,7 +136,6 @@ def test_an_element_read_wider_than_the_tensors_needs_its_width(tmp_path):
         sim(_shifted(64, torch.float16).numpy(), y.numpy().view("uint32"))
 
 
-
 # a region of float16 read as uint32 words from a start known at run time only
 REGION_WORDS = """
 @T.function
