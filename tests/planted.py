@@ -52,7 +52,10 @@ class Kind(enum.Enum):
     is of the first kind whose pattern it matches."""
 
     # bytes an asynchronous unit delivered, read by a thread not ordered after their completion
-    ASYNC_VISIBILITY = (Tool.RACECHECK, "whose completion this thread has not observed")
+    ASYNC_VISIBILITY = (
+        Tool.RACECHECK,
+        "whose completion this thread has not observed|which has not completed",
+    )
     # a generic-proxy store read by the async proxy without a fence ordered before the read
     PROXY_ORDER = (Tool.RACECHECK, "may read stale bytes")
     # a block that ends while an asynchronous copy may still write its shared memory
@@ -66,6 +69,8 @@ class Kind(enum.Enum):
     MISALIGNED = (Tool.MEMCHECK, "misaligned|not 16-byte aligned")
     UNINITIALIZED = (Tool.INITCHECK, "nothing wrote|never wrote")
     DIVERGENT_BARRIER = (Tool.SYNCCHECK, "barrier \\((cta|warp)\\) reached by")
+    # an mbarrier phase no thread will complete, waited for (the GPU hangs)
+    DEADLOCK = (Tool.SYNCCHECK, "^deadlock")
     PARTIAL_COLLECTIVE = (Tool.SYNCCHECK, "executed by \\d+ of 32 lanes")
     ARITHMETIC = (Tool.MEMCHECK, "division by zero|shift count|signed integer overflow")
     WARP_MASK = (Tool.SYNCCHECK, "not in its mask|is in the mask .* but does not execute")

@@ -26,6 +26,7 @@ from tests.async_kernels import ASYNC_CASES
 from tests.bulk_kernels import BULK_CASES
 from tests.named_barrier_planted import NAMED_BARRIER_CASES
 from tests.planted import PLANTED, Kind, Planted, Tool, simulator_inputs
+from tests.text_planted import TEXT_CASES
 from tests.wgmma_planted import WGMMA_CASES
 from tirx.errors import SimulationError
 from tirx.sim import run
@@ -124,7 +125,7 @@ def sanitizer_verdict(path: str, tool: Tool, name: str) -> tuple[str, str]:
 
 @pytest.mark.parametrize(
     "case",
-    [*PLANTED, *BULK_CASES, *ASYNC_CASES, *WGMMA_CASES, *NAMED_BARRIER_CASES],
+    [*PLANTED, *BULK_CASES, *ASYNC_CASES, *WGMMA_CASES, *NAMED_BARRIER_CASES, *TEXT_CASES],
     ids=lambda c: c.name,
 )
 def test_simulator_and_sanitizer_agree(sanitizer, case):
@@ -163,6 +164,6 @@ def _agree(case: Planted, san: str, sim: str) -> bool:
         return True
     if not case.fault:
         return False
-    if case.kind is Kind.DIVERGENT_BARRIER:
+    if case.kind in (Kind.DIVERGENT_BARRIER, Kind.DEADLOCK):
         return san == "fault: hang"
     return case.kind is Kind.EARLY_ARM and san == "fault: trap"

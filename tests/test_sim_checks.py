@@ -19,6 +19,7 @@ from tests.test_sim_kernels import (
     span,
     var,
 )
+from tests.text_planted import TEXT_CASES
 from tirx.errors import SimulationError
 from tirx.ir import nodes as ir
 from tirx.sim import machine, run
@@ -34,10 +35,11 @@ def lt(a, b):
     return ir.cmp(ir.CmpOp.LT, a, b)
 
 
-@pytest.mark.parametrize("case", PLANTED, ids=lambda c: c.name)
+@pytest.mark.parametrize("case", [*PLANTED, *TEXT_CASES], ids=lambda c: c.name)
 def test_planted_table_verdicts(case):
-    """Every planted kernel of the shared table faults with its kind; every twin is clean
-    (the same table drives tests/test_sanitizer_parity.py on the GPU)."""
+    """Every planted kernel of the shared tables (tests/planted.py, tests/text_planted.py)
+    faults with its kind; every twin is clean (the same tables drive
+    tests/test_sanitizer_parity.py on the GPU)."""
     if case.fault:
         expect_fault(case.build(), simulator_inputs(case), case.kind.pattern)
     else:
