@@ -416,9 +416,16 @@ def test_a_kernel_bound_by_an_assignment_is_named(ip):
         ('--run "a, b, out" --check "a" --out "nowhere"', "--out 'nowhere': NameError"),
         (
             '--run "a, b, out" --check "\'hello\'"',
-            "--check must give a tensor or an array (got str",
+            "--check must give a tensor, an array or a number (got str",
         ),
-        ('--run "a, b, out" --check None', "--check must give a tensor or an array (got NoneType"),
+        (
+            '--run "a, b, out" --check None',
+            "--check must give a tensor, an array or a number (got NoneType",
+        ),
+        (
+            '--run "a, b, out" --check "0"',
+            "--check '0' has shape (), and the output out has shape (16, 8)",
+        ),
     ],
 )
 def test_option_expressions_name_their_option(ip, line, words):

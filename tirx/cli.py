@@ -273,7 +273,7 @@ def _wrote(path: str, what: str) -> None:
     if path in ("-", None):
         return
     try:
-        size = f", {os.path.getsize(path) / 1024:.1f} kB"
+        size = f", {os.path.getsize(path) / 1000:.1f} kB"
     except OSError:
         size = ""
     print(f"wrote {path} ({what}{size})", file=sys.stderr)

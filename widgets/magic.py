@@ -290,9 +290,15 @@ class TirxMagics(Magics):
         if not opts.check:
             return args, None
         value = _evaluate("--check", opts.check, ns)
-        if opts.out:  # a mistake in it is refused now too; its value is read after the run
-            _evaluate("--out", opts.out, ns)
-        return args, _reference(value, opts.check)
+        # a mistake in --out is refused now too; its value is read again after the run
+        out = _evaluate("--out", opts.out, ns) if opts.out else args[-1]
+        ref = _reference(value, opts.check)
+        shape = getattr(out, "shape", None)
+        if shape is not None and tuple(ref.shape) != tuple(shape):
+            name = opts.out or opts.run.split(",")[-1].strip()
+            raise UsageError(f"%%tirx: --check {opts.check!r} has shape {tuple(ref.shape)}, "
+                             f"and the output {name} has shape {tuple(shape)}")  # fmt: skip
+        return args, ref
 
     def _run(self, exe, opts, ns, args, ref):
         """Run (and with --profile profile) the kernel on ``args``: ``(RunReport, profile or
@@ -356,7 +362,7 @@ def _reference(value, text: str):
             raise TypeError
         ref = torch.as_tensor(value)
     except Exception:
-        raise UsageError(f"%%tirx: --check must give a tensor or an array (got "
+        raise UsageError(f"%%tirx: --check must give a tensor, an array or a number (got "
                          f"{type(value).__name__} from {text!r})") from None  # fmt: skip
     return ref.detach().clone()
 

@@ -24,8 +24,8 @@ PROGRESS_SECONDS = 5.0
 
 _HINT = (
     "a loop that never ends, or a problem too large for the CPU simulator? Shrink it, or "
-    "raise the budget: tirx.sim.run(..., budget=seconds) or TIRX_SIM_BUDGET=seconds "
-    "(0: no limit)"
+    'raise the budget: exe(*args, budget=seconds) for a kernel compiled with target="sim", '
+    "tirx.sim.run(..., budget=seconds), or TIRX_SIM_BUDGET=seconds (0: no limit)"
 )
 
 

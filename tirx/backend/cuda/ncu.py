@@ -82,8 +82,8 @@ def command(ncu: str, kernel: str, metrics, folder: str) -> list[str]:
 def _no_ncu() -> NcuError:
     return NcuError(
         "exe.profile needs Nsight Compute (ncu), which is not installed here (not on PATH, "
-        "not in $TIRX_NCU, not in a CUDA toolkit under $CUDA_HOME, $CUDA_PATH or "
-        "/usr/local/cuda)",
+        "not in $TIRX_NCU, not in a CUDA toolkit under $CUDA_HOME, $CUDA_PATH, nvcc's folder "
+        "or /usr/local/cuda, not under /opt/nvidia/nsight-compute)",
         hint="install NVIDIA Nsight Compute (it comes with the CUDA toolkit, or as the "
         "'nsight-compute' package) on a machine with an NVIDIA GPU and put ncu on PATH (or "
         "set TIRX_NCU); without a GPU, tirx.compile(kernel, 'sim').profile(*args) gives the "
