@@ -377,7 +377,7 @@ def test_unclosed_quotes_and_bad_tolerances_are_usage_errors(ip, line, words):
 
 
 def test_every_option_value_may_be_quoted(ip):
-    line = '-t "sim" -s "ir,lowered" -k "warp_matmul" --heat "sectors" --atol "0.01"'
+    line = '-t "sim" -s "ir,lowered" -k "warp_matmul" --profile --heat "sectors" --atol "0.01"'
     result, cap = run(ip, line + ' --run "a, b, out" --check "a.float() @ b.float().T"', SEED_CELL)
     assert result.success, cap.stdout
     (panel,) = ip.user_ns["_tirx"]
@@ -426,6 +426,11 @@ def test_a_kernel_bound_by_an_assignment_is_named(ip):
             '--run "a, b, out" --check "0"',
             "--check '0' has shape (), and the output out has shape (16, 8)",
         ),
+        (
+            '--run "a, b, out" --check "a.float() @ b.float().T" --out "3"',
+            "%%tirx: the output to check, --out '3', is a int, not a tensor or array",
+        ),
+        ('--run "a, b, out" --heat conflicts', "--heat conflicts colours the profile's heat"),
     ],
 )
 def test_option_expressions_name_their_option(ip, line, words):

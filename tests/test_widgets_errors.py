@@ -69,6 +69,24 @@ def test_the_mismatch_map_colours_by_decades_past_the_tolerance():
     assert nan.count == 4  # NaN is wrong
 
 
+def test_the_mismatch_map_takes_infinities_and_nans_as_torch_isclose_does(recwarn):
+    """An infinity on one side only is wrong (its tolerance is infinite too: it read as
+    within), equal infinities are right, a NaN is wrong; each is drawn in the darkest colour
+    (a NaN raised OverflowError), with no warning from numpy; arrays of two shapes are named."""
+    inf, nan = np.inf, np.nan
+    out = np.array([[0.0, inf, -inf], [nan, 1.0, 2.0]])
+    ref = np.array([[inf, inf, inf], [0.0, 1.0005, 2.0]])
+    m = mismatch(out, ref, atol=1e-3, rtol=1e-3)
+    expected = np.isclose(out, ref, atol=1e-3, rtol=1e-3)
+    assert (m.bad == ~expected).all() and m.count == 3
+    looks = m.looks()
+    assert [lk.fill for lk in looks] == [HEAT[-1], HEAT[0], HEAT[-1], HEAT[-1], HEAT[0], HEAT[0]]
+    assert "elements of out are wrong" in m.verdict() and m._repr_html_()
+    assert not [w for w in recwarn if issubclass(w.category, RuntimeWarning)]
+    with pytest.raises(ValueError, match=r"out has shape \(4, 4\) and the reference \(4, 5\)"):
+        mismatch(np.zeros((4, 4)), np.zeros((4, 5)))
+
+
 def test_a_big_output_is_drawn_in_blocks_at_100_percent(tmp_path):
     m = mismatch(np.zeros((512, 256)), np.eye(512, 256))
     frag = m.fragment()

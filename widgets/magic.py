@@ -151,8 +151,8 @@ class TirxMagics(Magics):
     @argument("--profile", action="store_true", help="profile the run (needs --run): on the "
               "simulator per source line, shown as a heat column beside the kernel's Python; "
               "on the GPU with Nsight Compute (ncu), a table and a roofline")  # fmt: skip
-    @argument("--heat", default="instructions", metavar="METRIC", help="what the heat column "
-              "shows: " + ", ".join(HEAT_METRICS))  # fmt: skip
+    @argument("--heat", default=None, metavar="METRIC", help="what the heat column of "
+              "--profile shows: " + ", ".join(HEAT_METRICS) + " (default: instructions)")  # fmt: skip
     @argument("-q", "--quiet", action="store_true", help="no panel")
     @cell_magic
     def tirx(self, line, cell):
@@ -184,7 +184,7 @@ class TirxMagics(Magics):
             return
         if opts.run and len(kernels) != 1:
             names = ", ".join(k.name for k in kernels)
-            raise UsageError(f"--run needs exactly one kernel; the cell defines {names}: "
+            raise UsageError(f"%%tirx: --run needs exactly one kernel; the cell defines {names}: "
                              "choose one with -k NAME")  # fmt: skip
         # the arguments and the reference, before anything runs (tirx run's rule)
         inputs = self._inputs(opts, ns) if opts.run else None
@@ -242,9 +242,13 @@ class TirxMagics(Magics):
             raise UsageError("%%tirx: --check needs --run ARGS (the inputs to run on)")
         if opts.profile and not opts.run:
             raise UsageError("%%tirx: --profile needs --run ARGS (the inputs to profile)")
-        if opts.heat not in HEAT_METRICS:
+        if opts.heat is not None and opts.heat not in HEAT_METRICS:
             raise UsageError(f"%%tirx: unknown --heat metric {opts.heat!r}; choose from "
                              f"{', '.join(HEAT_METRICS)}")  # fmt: skip
+        if opts.heat is not None and not opts.profile:
+            raise UsageError(f"%%tirx: --heat {opts.heat} colours the profile's heat column: "
+                             "add --profile (and --run ARGS)")  # fmt: skip
+        opts.heat = opts.heat or HEAT_METRICS[0]
         return opts
 
     def _usage(self) -> str:
@@ -294,8 +298,12 @@ class TirxMagics(Magics):
         out = _evaluate("--out", opts.out, ns) if opts.out else args[-1]
         ref = _reference(value, opts.check)
         shape = getattr(out, "shape", None)
-        if shape is not None and tuple(ref.shape) != tuple(shape):
-            name = opts.out or opts.run.split(",")[-1].strip()
+        name = opts.out or opts.run.split(",")[-1].strip()
+        if shape is None:
+            where = f"--out {opts.out!r}" if opts.out else "the last --run argument"
+            raise UsageError(f"%%tirx: the output to check, {where}, is a {type(out).__name__}, "
+                             "not a tensor or array the kernel writes: name one with --out")  # fmt: skip
+        if tuple(ref.shape) != tuple(shape):
             raise UsageError(f"%%tirx: --check {opts.check!r} has shape {tuple(ref.shape)}, "
                              f"and the output {name} has shape {tuple(shape)}")  # fmt: skip
         return args, ref

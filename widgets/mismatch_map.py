@@ -30,22 +30,36 @@ MAX_ROWS, MAX_COLS = 64, 32
 
 def _heat(ratio: float) -> str:
     """The colour of an error ``ratio`` times the tolerance (<= 1: white)."""
-    if not ratio > 1:  # NaN included: counted as wrong below, coloured darkest
-        return HEAT[0] if ratio <= 1 else HEAT[-1]
+    if not ratio > 1:
+        return HEAT[0]
+    if not math.isfinite(ratio):  # a NaN, or an infinity on one side only
+        return HEAT[-1]
     return HEAT[min(1 + int(math.log10(ratio)), len(HEAT) - 1)]
 
 
 class Mismatch:
-    """The comparison of ``out`` with ``ref`` (numpy arrays of one shape)."""
+    """The comparison of ``out`` with ``ref`` (numpy arrays of one shape), element by element
+    as ``torch.isclose`` compares: equal values (infinities of one sign included) are right, a
+    NaN is wrong, and a finite pair is right within ``atol + rtol · |ref|``."""
 
     def __init__(self, out, ref, atol: float, rtol: float, name: str = "out"):
         self.out = np.asarray(out, dtype=np.float64)
         self.ref = np.asarray(ref, dtype=np.float64)
+        if self.out.shape != self.ref.shape:
+            raise ValueError(
+                f"{name} has shape {self.out.shape} and the reference {self.ref.shape}: "
+                "a mismatch map compares arrays of one shape"
+            )
         self.atol, self.rtol, self.name = atol, rtol, name
-        err = np.abs(self.out - self.ref)
-        tol = atol + rtol * np.abs(self.ref)
-        self.ratio = np.where(np.isnan(err), np.inf, err / np.maximum(tol, 1e-300))
-        self.bad = ~(err <= tol)  # NaN is wrong
+        with np.errstate(invalid="ignore", over="ignore"):  # inf - inf, inf / inf: NaN
+            err = np.abs(self.out - self.ref)
+            tol = atol + rtol * np.abs(self.ref)
+            finite = np.isfinite(self.out) & np.isfinite(self.ref)
+            good = (self.out == self.ref) | (finite & (err <= tol))
+            ratio = np.where(finite, err / np.maximum(tol, 1e-300), np.inf)
+        self.ratio = np.where(good, np.minimum(ratio, 1.0), np.maximum(ratio, np.nextafter(1, 2)))
+        err = np.where(good, np.where(finite, err, 0.0), np.where(np.isnan(err), np.inf, err))
+        self.bad = ~good
         flat = np.flatnonzero(self.bad.reshape(-1))
         self.first = np.unravel_index(flat[0], self.out.shape) if flat.size else None
         self.count = int(flat.size)
@@ -88,7 +102,7 @@ class Mismatch:
                 r, c = np.unravel_index(int(np.argmax(block)), block.shape)
                 flat = (R * br + int(r)) * ratio.shape[1] + C * bc + int(c)
                 idx = tuple(int(x) for x in np.unravel_index(flat, shape))
-                got, want = self.out[idx], self.ref[idx]
+                got, want = float(self.out[idx]), float(self.ref[idx])  # inf - inf: nan, quietly
                 where = f"{self.name}{list(idx)}" + (
                     f" (worst of a {br}x{bc} block)" if br * bc > 1 else ""
                 )
