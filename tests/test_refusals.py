@@ -12,6 +12,7 @@ from __future__ import annotations
 import ast
 import sys
 
+import numpy as np
 import pytest
 
 import tirx
@@ -266,5 +267,35 @@ def test_tuple_unpacking_names_the_target_and_the_one_value_per_statement_form(t
     assert "no tuple unpacking" in info.value.message
     assert "one value per statement" in info.value.hint
     assert caret_text(str(info.value)).startswith("x, y")
+    assert "x, y = T.meta_var((A[lane], A[lane]))" in info.value.hint
     fixed = source.replace("x, y = A[lane], A[lane]", "x = A[lane]\n        y = A[lane]")
     define(fixed, tmp_path, "k")
+
+
+def test_a_macros_tuple_unpacked_is_told_t_meta_var_and_runs_with_it(tmp_path):
+    source = """
+    @T.macro
+    def minmax(a, b):
+        return T.min(a, b), T.max(a, b)
+
+    @T.function
+    def k(X: T.Tensor((64,), "float32"), Y: T.Tensor((64,), "float32")):
+        T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=32))
+        i = T.cuda.lane_id()
+        lo, hi = minmax(X[i], X[i + 32])
+        Y[i] = lo
+        Y[i + 32] = hi
+    """
+    with pytest.raises(tirx.TirxSyntaxError) as info:
+        define(source, tmp_path, "k")
+    assert "lo, hi = T.meta_var(minmax(X[i], X[i + 32]))" in info.value.hint
+    fixed = define(
+        source.replace("= minmax(X[i], X[i + 32])", "= T.meta_var(minmax(X[i], X[i + 32]))"),
+        tmp_path,
+        "k",
+    )
+    x, y = np.arange(64, dtype=np.float32)[::-1].copy(), np.zeros(64, np.float32)
+    tirx.compile(fixed, target="sim")(x, y)
+    assert (y[:32] == np.minimum(x[:32], x[32:])).all() and (
+        y[32:] == np.maximum(x[:32], x[32:])
+    ).all()

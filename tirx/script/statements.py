@@ -264,10 +264,16 @@ class Parser:
         elif isinstance(target, ast.Subscript):
             self._store(target, self.ev.value(node.value), node)
         else:
+            hint = "assign one value per statement: x = a, then y = b on the next line"
+            if isinstance(target, (ast.Tuple, ast.List)):  # the values, kept in Python
+                names, value = ", ".join(map(ast.unparse, target.elts)), ast.unparse(node.value)
+                hint = (f"unpack the values with T.meta_var: {names} = "
+                        f"T.meta_var({value}) (a macro's tuple, or a tuple of values); or "
+                        f"{hint}")  # fmt: skip
             raise TirxSyntaxError(
                 "only names and tensor elements can be assigned (no tuple unpacking)",
                 self.span(target),
-                hint="assign one value per statement: x = a, then y = b on the next line",
+                hint=hint,
             )
 
     def stmt_AnnAssign(self, node):
