@@ -406,3 +406,25 @@ def test_a_copy_never_committed_says_to_commit_it(tmp_path):
     middle = '    T.ptx["cp.async.commit_group"]()'
     err, _ = _sim_fault(tmp_path, _LANDED.format(middle=middle))
     assert "never committed" not in err.message and "covering its commit group" in err.hint
+
+
+def test_a_wait_group_that_leaves_the_copy_pending_is_named_with_the_count_that_covers_it(tmp_path):
+    """Two groups committed (the copy's, then an empty one) and wait_group(2): the copy's group
+    is one of the two newest left pending. The hint names that wait and wait_group(1); with it
+    the read is ordered (the barrier after the wait)."""
+    middle = (
+        '    T.ptx["cp.async.commit_group"]()\n    T.ptx["cp.async.commit_group"]()\n'
+        '    T.ptx["cp.async.wait_group"]({n})\n    T.cuda.cta_sync()'
+    )
+    err, text = _sim_fault(tmp_path, _LANDED.format(middle=middle.format(n=2)))
+    wait = _line_of(text, "wait_group")
+    assert err.hint.startswith(
+        f'the T.ptx["cp.async.wait_group"](2) at line {wait} leaves the 2 newest groups of '
+        "thread 63 (warp 1, lane 31) pending, and this copy's group is one of them (1 committed "
+        "after it): wait_group(1) there covers it, then T.cuda.cta_sync()"
+    ), err.hint
+    k = define(_LANDED.format(middle=middle.format(n=1)), tmp_path, "kernel")
+    a = np.arange(64 * 8, dtype=np.float16).reshape(64, 8)
+    out = np.zeros_like(a)
+    tirx.compile(k, "sim")(a, out)
+    assert np.array_equal(out, a[::-1])

@@ -85,6 +85,8 @@ class SharedMemory:
         # cp.async's: (thread, byte) -> whether that thread's copy pending there was never
         # committed to a group (set by its unit; None: no cp.async yet)
         self.never_committed = None
+        # set by the cp.async family: why a thread's wait_group did not cover a pending copy
+        self.wait_note = None
         # families' state that checks shared writes (an asynchronous reader's bytes in flight):
         # objects with shared_write(bytes, threads, record), called before every generic write
         self.observers: list = []
@@ -275,7 +277,8 @@ class SharedMemory:
             if owner != who:
                 fix += ", then T.cuda.cta_sync(), before another thread reads it"
         elif verb == "reads":
-            fix = (
+            note = self.wait_note and self.wait_note(owner, int(b[k]))
+            fix = note or (
                 'wait for the copy first: T.ptx["cp.async.wait_group"](n) (or wait_all) '
                 "covering its commit group"
             )

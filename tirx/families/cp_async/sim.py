@@ -86,7 +86,10 @@ class AsyncCopies:
         self.m = machine
         self.committed = np.zeros(machine.T, dtype=np.int64)  # groups committed per thread
         self.batches: list[_Batch] = []
+        self.wait_n = np.full(machine.T, -1, dtype=np.int64)  # each thread's last wait_group
+        self.wait_site = np.full(machine.T, -1, dtype=np.int64)
         machine.shared.never_committed = self.never_committed
+        machine.shared.wait_note = self.wait_note
 
     def never_committed(self, tid: int, byte: int) -> bool:
         """Whether the copy of thread ``tid`` pending at shared byte ``byte`` is in no group."""
@@ -97,9 +100,34 @@ class AsyncCopies:
                 return bool(b.group[hit][0] < 0)
         return False
 
+    def wait_note(self, tid: int, byte: int) -> str | None:
+        """Why thread ``tid``'s last ``wait_group`` left its copy pending at shared ``byte``
+        (committed, and newer than the groups the wait completed): the count to wait for."""
+        n = int(self.wait_n[tid])
+        if n < 0:
+            return None
+        for b in self.batches:
+            hit = (b.tids == tid) & (b.dst <= byte) & (byte < b.dst + b.data.shape[1])
+            if hit.any():
+                group = int(b.group[hit][0])
+                break
+        else:
+            return None
+        newer = int(self.committed[tid]) - 1 - group  # groups the thread committed after it
+        if group < 0 or newer >= n:
+            return None
+        sh = self.m.shared
+        return (
+            f'the T.ptx["cp.async.wait_group"]({n}) at {line_of(sh.sites[int(self.wait_site[tid])])} '
+            f"leaves the {n} newest groups of {thread_name(tid)} pending, and this copy's group is "
+            f"one of them ({newer} committed after it): wait_group({newer}) there covers it"
+        )
+
     def reset(self) -> None:
         self.committed.fill(0)
         self.batches.clear()
+        self.wait_n.fill(-1)
+        self.wait_site.fill(-1)
 
     def issue(self, tids, dst, data) -> None:
         shared = self.m.shared
@@ -122,6 +150,8 @@ class AsyncCopies:
         many copies completed per thread."""
         limit = np.full(self.m.T, -1, dtype=np.int64)
         limit[idx] = self.committed[idx] - n
+        self.wait_n[idx] = n
+        self.wait_site[idx] = self.m.shared.site()
         landed = np.zeros(self.m.T, dtype=np.int64)
         keep = []
         for b in self.batches:
