@@ -14,7 +14,7 @@ import pytest
 import tirx
 from tests.helpers import define
 from tests.wgmma_kernels import d_layout, descriptor_kernel, tile_layout, wgmma_kernel
-from tirx.errors import ContractError, TirxError, TirxSyntaxError
+from tirx.errors import ContractError, SimulationError, TirxError, TirxSyntaxError
 from tirx.ir import nodes as ir
 from tirx.isa import lookup, supported_forms
 from tirx.transform.limits import MachineLimitError
@@ -169,7 +169,6 @@ def ir_walk(body):
     [
         (dict(scope="warp"), TirxSyntaxError, 'scope="warpgroup"'),
         (dict(block=96), MachineLimitError, "whole warpgroups of 128 threads"),
-        (dict(block=192), MachineLimitError, "block=256"),
         (
             dict(
                 d_layout="TileLayout(S[(4, 2, 8, N // 8, 4, 2) : (1 @ wid_in_wg, 2, 1 @ laneid, 4, 8 @ laneid, 1)])"
@@ -219,6 +218,62 @@ def test_each_tile_check_fires_at_the_users_line(tmp_path, change, error, words)
     assert words in str(info.value), str(info.value)
     assert info.value.span is not None and info.value.span.line > 1
     _lower(tmp_path)  # the twin
+
+
+def _guarded(block: int, guard: bool) -> str:
+    """The good kernel with ``block`` threads; warpgroup 0 loads the whole tiles, and with
+    ``guard`` only warpgroup 0 multiplies (``if tid < 128``), without it every thread."""
+    lines = KERNEL.format(**{**GOOD, "block": block, "extra": ", scale_d=kk"}).splitlines()
+    first = next(i for i, ln in enumerate(lines) if ln.startswith("    As[tid // 2"))
+    loads = [
+        "    if tid < 128:",
+        "        for i in range(32):",
+        "            As[tid // 2, (tid % 2) * 32 + i] = A[tid // 2, (tid % 2) * 32 + i]",
+        "        for i in range(64):",
+        "            Bs[tid, i] = B[tid, i]",
+    ]
+    mma = next(i for i, ln in enumerate(lines) if ln.startswith("    D = acc.view"))
+    rest = lines[mma:]
+    if guard:
+        rest = ["    if tid < 128:", *(f"    {ln}" if ln.strip() else ln for ln in rest)]
+    return "\n".join([*lines[:first], *loads, *lines[first + 1 : mma], *rest])
+
+
+def test_a_warp_past_the_last_whole_warpgroup_may_stay_out_of_wgmma(tmp_path):
+    """160 threads: warpgroup 0 multiplies, warp 4 (a producer warp's place) does not: built and
+    run as with 128 threads. Every thread of 192 executing it is the simulator's fault at the
+    wgmma, naming the warpgroup of 64 threads; setmaxnreg still needs whole warpgroups
+    (tests/test_setmaxnreg.py)."""
+    rng = np.random.default_rng(1)
+    a = rng.integers(-3, 4, (64, 64)).astype(np.float16)
+    b = rng.integers(-3, 4, (128, 64)).astype(np.float16)
+    outs = []
+    for block in (128, 160):
+        k = define(_guarded(block, True), tmp_path, "kern", d_layout=d_layout)
+        tirx.compile(k, target="cuda -arch=sm_90")  # NVRTC builds it
+        out = np.zeros((64, 128), np.float32)
+        tirx.compile(k, target="sim")(a, b, out)
+        outs.append(out)
+    assert np.array_equal(outs[0], outs[1]) and outs[0].any()
+    k = define(_guarded(192, False), tmp_path, "kern", d_layout=d_layout)
+    with pytest.raises(SimulationError, match=r"warpgroup 1 \(warps 4..7\), which has only 64"):
+        tirx.compile(k, target="sim")(a, b, np.zeros((64, 128), np.float32))
+
+
+@pytest.mark.gpu
+def test_gpu_a_warp_past_the_last_whole_warpgroup_stays_out_as_on_the_simulator(tmp_path):
+    import torch
+
+    rng = np.random.default_rng(2)
+    a = torch.from_numpy(rng.integers(-3, 4, (64, 64)).astype(np.float16))
+    b = torch.from_numpy(rng.integers(-3, 4, (128, 64)).astype(np.float16))
+    k = define(_guarded(160, True), tmp_path, "kern", d_layout=d_layout)
+    sim = torch.zeros(64, 128)
+    tirx.compile(k, target="sim")(a, b, sim)
+    gpu = torch.zeros(64, 128, device="cuda")
+    tirx.compile(k, target="cuda")(a.cuda(), b.cuda(), gpu)
+    torch.cuda.synchronize()
+    assert torch.equal(gpu.cpu(), sim) and sim.any()
 
 
 def test_a_start_in_the_first_rows_of_a_period_and_a_128_aligned_buffer_are_accepted(tmp_path):

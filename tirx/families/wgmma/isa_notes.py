@@ -5,8 +5,10 @@ NOTES = """
 sm_90a only (the arch-specific features of sm_90): a kernel compiled for `sm_90` that uses one
 of these forms is built for `sm_90a` (`exe.arch`; the NVRTC command line and the cache key say
 so), any other arch is refused at the instruction; the simulator runs them. Each is executed by
-the 128 threads of an aligned warpgroup together (warps 4g .. 4g+3), so the block's thread
-count must be a multiple of 128.
+the 128 threads of an aligned warpgroup together (warps 4g .. 4g+3), so the block needs one
+whole warpgroup at least; warps past the last whole one (a 160-thread block's warp 4: a
+producer warp after a consumer warpgroup) must not execute them (the simulator reports one
+that does, naming its warpgroup's threads).
 
 **Lines.** `.f16` inputs (k16, accumulate in `.f32` or `.f16`), `.bf16` (k16, `.f32`), `.tf32`
 (k8, `.f32`), `.e4m3`/`.e5m2` in any pairing (k32, `.f32` or `.f16`), `.s8`/`.u8` in any
@@ -93,7 +95,7 @@ immediates are derived from the views.
   `S[(8, 8, 2, 8) : (128, 8, 64, 1)]` for (64, 16).
 
 Checked (a `ContractError` at the operand or the call, with a hint): `scope="warpgroup"`; the
-block a multiple of 128 threads; the target arch (sm_90/sm_90a); the line's types, K, N and
+block of 128 threads or more (a `MachineLimitError`); the target arch (sm_90/sm_90a); the line's types, K, N and
 accumulators; D's dtype, shape and layout (the first element on the wrong thread is named,
 with the expected thread, lane and register); A's registers likewise, and a word view of a
 register array of narrower values (`a_r.view("uint32")` of a bfloat16 array) must hold the
