@@ -27,13 +27,12 @@ def main(name: str) -> int:
     from tests.named_barrier_planted import BY_NAME as NAMED
     from tests.planted import BY_NAME
     from tests.text_planted import BY_NAME as TEXT
-    from tests.text_planted import PROBES
     from tests.wgmma_planted import BY_NAME as WGMMA
     from tirx.backend.cuda.build import NVRTC_OPTIONS
     from tirx.backend.cuda.codegen import generate
     from tirx.backend.cuda.nvrtc import compile_cuda
 
-    case = {**BY_NAME, **BULK, **ASYNC, **WGMMA, **NAMED, **TEXT, **PROBES}[name]
+    case = {**BY_NAME, **BULK, **ASYNC, **WGMMA, **NAMED, **TEXT}[name]
     if case.kernel is not None:
         return _through_tirx(case)
     fn = case.build()

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["Fault", "check_aligned", "partial_warp"]
+__all__ = ["Fault", "check_aligned", "partial_warp", "cta_barrier_fault", "warp_barrier_fault"]
 
 
 class Fault(Exception):
@@ -47,3 +47,40 @@ def check_aligned(
             lane,
             fix,
         )
+
+
+_BARRIER_FIX = "every thread must reach the same barrier; move it out of divergent code"
+
+
+def cta_barrier_fault(m, idx: np.ndarray) -> Fault:
+    """A CTA barrier that threads ``idx``, not the whole block, reached."""
+    missing = int(np.setdiff1d(m.all, idx)[0])
+    hint = _BARRIER_FIX
+    if partial_warp(m, idx) is None:  # whole warps stay away
+        hint += (
+            " (on the GPU a barrier waits only for threads that have not exited, so warps "
+            "that skip it and exit without reaching another barrier release it; the simulator "
+            "runs the block in lockstep and cannot foresee that they will exit)"
+        )
+    return Fault(
+        f"barrier (cta) reached by {idx.size} of {m.T} threads; thread {missing} is elsewhere "
+        "(divergent control flow)",
+        missing,
+        hint,
+    )
+
+
+def warp_barrier_fault(m, idx: np.ndarray) -> Fault | None:
+    """A warp barrier that part of a warp reached (None where every warp is whole)."""
+    found = partial_warp(m, idx)
+    if found is None:
+        return None
+    w, reached, size, missing = found
+    return Fault(
+        f"barrier (warp) reached by {reached} of {size} lanes of warp {w}; lane {missing % 32} "
+        "is elsewhere (divergent control flow)",
+        missing,
+        _BARRIER_FIX + " (lanes meeting at two different T.cuda.warp_sync() lines is legal on "
+        "sm_70 and later, which the simulator, running a warp's branches one after the other, "
+        "does not model: put one T.cuda.warp_sync() after the branch)",
+    )

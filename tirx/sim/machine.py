@@ -24,7 +24,7 @@ from ..ir import nodes as ir
 from .budget import Budget
 from .calls import compile_ptx
 from .expr import ExprCompiler, converted, to_bool
-from .faults import Fault, partial_warp
+from .faults import Fault, cta_barrier_fault, warp_barrier_fault
 from .memory import GlobalRegion, LocalArray, as_index, constant_slot, place, thread_xyz
 from .numeric import constant, convert, encode
 from .printf import parse_format
@@ -531,32 +531,19 @@ class Machine:
         if s.scope not in ("cta", "warp"):
             raise self.compiler.error(f"unknown barrier scope {s.scope!r} (cta or warp)")
         span, m, T = s.span, self, self.T
-        hint = "every thread must reach the same barrier; move it out of divergent code"
 
         def cta(idx):
             m.span = span
             if idx.size != T:
-                missing = int(np.setdiff1d(m.all, idx)[0])
-                raise Fault(
-                    f"barrier (cta) reached by {idx.size} of {T} threads; thread {missing} "
-                    f"is elsewhere (divergent control flow)",
-                    missing,
-                    hint,
-                )
+                raise cta_barrier_fault(m, idx)
             m.shared.barrier()
             return idx
 
         def warp(idx):
             m.span = span
-            found = partial_warp(m, idx)
-            if found is not None:
-                w, reached, size, missing = found
-                raise Fault(
-                    f"barrier (warp) reached by {reached} of {size} lanes of warp {w}; "
-                    f"lane {missing % 32} is elsewhere (divergent control flow)",
-                    missing,
-                    hint,
-                )
+            fault = warp_barrier_fault(m, idx)
+            if fault is not None:
+                raise fault
             m.shared.warp_barrier(np.unique(idx >> 5))
             return idx
 
