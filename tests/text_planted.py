@@ -4,9 +4,10 @@ hand-built table of tests/planted.py does not cover: a named barrier that leaves
 a shared atomic against another warp's plain store, a ``cp.async`` destination read before
 its ``wait_group``, a CTA barrier at two sites, a barrier a whole warp skips, shared memory
 read past one buffer into the next and past a dynamic segment's size, a strided global view
-read one row too far, and an mbarrier whose arrivals fall short; and two kernels the PTX ISA
-and the GPU take but the simulator reports (a warp that skips a CTA barrier and exits, the
-lanes of a warp meeting at two ``warp_sync`` lines). Each also goes to the GPU through
+read one row too far, an mbarrier whose arrivals fall short, a read of what a warp that
+skipped the barrier wrote; a warp that skips a CTA barrier and exits (legal: both clean); and
+a kernel the PTX ISA and the GPU take but the simulator reports (the lanes of a warp meeting
+at two ``warp_sync`` lines). Each also goes to the GPU through
 ``tirx.compile(..., "cuda")`` (``Planted.kernel``), which sizes the dynamic shared segment.
 Where the sanitizer does not report what the simulator does, ``blind`` says why, as measured
 on an H100 (docs/gpu-runs/sessions.md).
@@ -153,6 +154,19 @@ def kernel(Out: T.Tensor((64,), "int32")):
     T.cuda.mbarrier_wait(bars[0], 0)
     Out[tid] = tid
 """,
+    # every thread stores; warp 0 passes {barrier} alone, warp 1 exits, and warp 0 reads warp
+    # 1's elements, which no barrier orders before the reads (the twin: every warp meets there)
+    "race_with_a_warp_that_skipped_the_barrier": """
+@T.function
+def kernel(Out: T.Tensor((64,), "int32")):
+    T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=64))
+    s = T.alloc_shared((64,), "int32")
+    tid = T.cuda.thread_idx("x")
+    s[tid] = tid * 10
+    {barrier}
+    if tid < 32:
+        Out[tid] = s[63 - tid]
+""",
     # one warp: every lane stores, meets the others at {barrier}, reads lane ^ 16's element
     "warp_barrier_at_two_sites": """
 @T.function
@@ -193,6 +207,10 @@ FIELDS = {
     "oob_dynamic_shared_past_its_size": ({"shift": "9"}, {"shift": "8"}),
     "oob_global_strided_view_last_row": ({"shift": "1"}, {"shift": "0"}),
     "mbarrier_arrival_count_short": ({"count": "64"}, {"count": "32"}),
+    "race_with_a_warp_that_skipped_the_barrier": (
+        {"barrier": "if tid < 32:\n        T.cuda.cta_sync()"},
+        {"barrier": "T.cuda.cta_sync()"},
+    ),
     "warp_barrier_at_two_sites": (
         {"barrier": _TWO_SITES.format(b="T.cuda.warp_sync()", peer="tid ^ 16")},
         {"barrier": _ONE_SITE.format(b="T.cuda.warp_sync()", peer="tid ^ 16")},
@@ -244,13 +262,8 @@ _ATOMIC_VS_STORE = (
     "measured on the H100: racecheck does not report a plain shared store racing with another thread's atomicAdd "
     "on the same address (its hazards are between loads and stores)"
 )
-# legal kernels the simulator reports (both measured on an H100, docs/gpu-runs/sessions.md):
-# its lockstep run cannot foresee that a warp will exit, nor let lanes meet at two lines
-_EXITED_WARP = (
-    "measured on the H100: legal, the kernel gives the right answer and synccheck is silent (PTX "
-    "ISA, barrier and exit: a barrier waits for the threads that have not exited, and warp 1 "
-    "exits); the simulator runs the block in lockstep, cannot foresee the exit, and reports it"
-)
+# a legal kernel the simulator reports (measured on an H100, docs/gpu-runs/sessions.md): its
+# lockstep run cannot hold half a warp at one line while the other half reaches another
 _TWO_WARP_SYNCS = (
     "measured on the H100: legal on sm_70 and later (PTX ISA, bar.warp.sync: only sm_6x asks "
     "the lanes to execute the same instruction), the right answer, synccheck silent; the "
@@ -266,7 +279,8 @@ _POOL = (
 )
 
 
-def _pair(name: str, kind: Kind, blind: str | None = None) -> list[Planted]:
+def _pair(name: str, kind: Kind, blind: str | None = None, legal=False) -> list[Planted]:
+    """The fault and its twin; with ``legal``, two clean kernels (the first is no fault)."""
     inputs = INPUTS.get(name, _ints(64))
     return [
         Planted(
@@ -274,7 +288,7 @@ def _pair(name: str, kind: Kind, blind: str | None = None) -> list[Planted]:
             kind,
             functools.partial(_lowered, name, fault),
             inputs,
-            fault,
+            fault and not legal,
             blind,
             kernel=functools.partial(kernel, name, fault),
         )
@@ -287,7 +301,10 @@ TEXT_CASES: list[Planted] = [
     *_pair("race_shared_atomic_vs_store", Kind.RACE, blind=_ATOMIC_VS_STORE),
     *_pair("cp_async_read_before_wait_group", Kind.ASYNC_VISIBILITY),
     *_pair("cta_barrier_at_two_sites", Kind.DIVERGENT_BARRIER),
-    *_pair("cta_barrier_skipped_by_a_whole_warp", Kind.DIVERGENT_BARRIER, blind=_EXITED_WARP),
+    # legal (PTX ISA, barrier and exit: a barrier waits for the threads that have not exited;
+    # measured on the H100: the right answer, synccheck silent), and so on the simulator
+    *_pair("cta_barrier_skipped_by_a_whole_warp", Kind.DIVERGENT_BARRIER, legal=True),
+    *_pair("race_with_a_warp_that_skipped_the_barrier", Kind.RACE),
     *_pair("oob_shared_into_the_next_buffer", Kind.OUT_OF_BOUNDS, blind=_NEXT_BUFFER),
     *_pair("oob_dynamic_shared_past_its_size", Kind.OUT_OF_BOUNDS),
     *_pair("oob_global_strided_view_last_row", Kind.OUT_OF_BOUNDS, blind=_POOL),

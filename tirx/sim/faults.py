@@ -59,8 +59,9 @@ def cta_barrier_fault(m, idx: np.ndarray) -> Fault:
     if partial_warp(m, idx) is None:  # whole warps stay away
         hint += (
             " (on the GPU a barrier waits only for threads that have not exited, so warps "
-            "that skip it and exit without reaching another barrier release it; the simulator "
-            "runs the block in lockstep and cannot foresee that they will exit)"
+            "that skip it and exit without reaching another barrier release it; the simulator, "
+            "which runs the block in lockstep, takes that for a kernel's one CTA barrier "
+            "outside loops only, where the warps that skip it can reach no other)"
         )
     return Fault(
         f"barrier (cta) reached by {idx.size} of {m.T} threads; thread {missing} is elsewhere "

@@ -29,6 +29,7 @@ from .memory import GlobalRegion, LocalArray, as_index, constant_slot, place, th
 from .numeric import constant, convert, encode
 from .printf import parse_format
 from .shared import SharedBuffer, SharedMemory
+from .skipped_barriers import pass_among, sole_cta_barrier
 
 __all__ = ["Machine", "MAX_LOOP_ITERATIONS"]
 
@@ -532,10 +533,16 @@ class Machine:
             raise self.compiler.error(f"unknown barrier scope {s.scope!r} (cta or warp)")
         span, m, T = s.span, self, self.T
 
+        # warps that skip the kernel's one barrier outside loops exit (skipped_barriers.py)
+        skippable = not self._loop_depth and sole_cta_barrier(self.fn)
+
         def cta(idx):
             m.span = span
             if idx.size != T:
-                raise cta_barrier_fault(m, idx)
+                if not skippable:
+                    raise cta_barrier_fault(m, idx)
+                pass_among(m, idx)
+                return idx
             m.shared.barrier()
             return idx
 
