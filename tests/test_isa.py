@@ -243,3 +243,14 @@ def test_probing_a_form_the_probes_cannot_encode_says_so():
     with pytest.raises(tirx.TirxError, match="do not run") as info:
         widgets.check_layout("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32", "A")
     assert "show_instruction" in info.value.hint
+
+
+def test_the_docs_generator_takes_an_output_path_and_nothing_else(tmp_path, capsys, monkeypatch):
+    from tirx.isa.docs import main
+
+    monkeypatch.chdir(tmp_path)  # --help was written to a file named "--help" here
+    out = tmp_path / "instructions.md"
+    assert main([str(out)]) == 0 and out.read_text() == instructions_markdown()
+    assert main(["--help"]) == 0 and main(["-x"]) == 2 and main(["a", "b"]) == 2
+    assert "usage: python -m tirx.isa.docs [OUT]" in capsys.readouterr().out
+    assert not (tmp_path / "--help").exists()

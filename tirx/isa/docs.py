@@ -90,5 +90,14 @@ def write(path: str | Path | None = None) -> Path:
     return path
 
 
+def main(argv: list[str]) -> int:
+    """``python -m tirx.isa.docs [OUT]``: write the page (to docs/instructions.md by default)."""
+    if len(argv) > 1 or (argv and argv[0].startswith("-")):
+        print("usage: python -m tirx.isa.docs [OUT]  (default: docs/instructions.md)")
+        return 0 if argv and argv[0] in ("-h", "--help") else 2
+    print(write(argv[0] if argv else None))
+    return 0
+
+
 if __name__ == "__main__":
-    print(write(sys.argv[1] if len(sys.argv) > 1 else None))
+    sys.exit(main(sys.argv[1:]))
