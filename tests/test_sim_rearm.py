@@ -34,6 +34,21 @@ def test_arming_a_stage_before_its_empty_wait_is_a_fault_at_the_arrive(tmp_path)
     assert "which the tensor copy cp.async.bulk.tensor.2d" in msg
     assert "the expect-tx would count toward phase 0" in msg
     assert "T.cuda.mbarrier_wait(bar, 0)" in msg and "empty barrier" in msg
+    assert err.hint.endswith("; this thread has waited on no mbarrier before it")
+
+
+def test_an_empty_wait_of_the_wrong_parity_is_named_at_the_arm(tmp_path):
+    """The producer's empty wait asks parity 1 of a barrier none of whose phases completed:
+    it passes at once, and the arm after it is the fault; the hint names that wait."""
+    source = ring_source()
+    wrong = GUARDED_WAIT.replace("(k // 2 - 1) % 2", "(k // 2) % 2")
+    assert wrong != GUARDED_WAIT and GUARDED_WAIT in source
+    a, out, _ = ring_inputs()
+    with pytest.raises(SimulationError) as e:
+        tirx.compile(define_ring(tmp_path, source.replace(GUARDED_WAIT, wrong)), "sim")(a, out)
+    assert "has not observed phase 0 complete" in e.value.message
+    assert "; this thread's last wait, at line " in e.value.hint
+    assert "on mbarrier 'empty'[0]" in e.value.hint and "passed at once" in e.value.hint
 
 
 def test_the_stage_armed_after_its_empty_wait_is_exact(tmp_path):

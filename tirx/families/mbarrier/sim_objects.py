@@ -213,7 +213,8 @@ class Barriers:
             tid,
             f"arm the barrier again only after phase {phase} completed for this thread: its own "
             f"wait (T.cuda.mbarrier_wait(bar, {phase & 1})), or the wait on a barrier that the "
-            "threads which waited for it arrive on afterwards (a stage's empty barrier)",
+            "threads which waited for it arrive on afterwards (a stage's empty barrier)"
+            + _last_wait_note(sh.last_wait_of(tid)),
         )
 
     def expect_tx(self, addr: int, tx: int, tid: int) -> _Barrier:
@@ -346,3 +347,17 @@ def check_count(count: int, tid: int, what: str) -> None:
             tid,
             f"an mbarrier counts 1..{MAX_COUNT} arrivals",
         )
+
+
+def _last_wait_note(last) -> str:
+    """What the arming thread's last mbarrier wait says about the slip: none at all, or one
+    that passed at once (parity 1 on a barrier with no completed phase)."""
+    if last is None:
+        return "; this thread has waited on no mbarrier before it"
+    if last.phase == 0:
+        return (
+            f"; this thread's last wait, at {line_of(last.span)} on mbarrier {last.barrier}, "
+            "passed at once: no phase of that barrier had completed, and parity 1 on it does "
+            "not wait (the first phase's parity is 0, then 1, 0, ...)"
+        )
+    return ""
