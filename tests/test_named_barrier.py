@@ -189,12 +189,21 @@ def test_an_arrive_does_not_acquire(tmp_path):
     assert torch.equal(out[:128], a * 3) and not out[128:].any()
 
 
-def test_lockstep_warps_complete_a_barrier_round_after_round(tmp_path):
-    """All twelve warps reach ``bar.sync 1, 128`` together: warps 0-3, 4-7 and 8-11 complete
-    three rounds, and each warpgroup's threads are ordered after its own stores."""
+def test_warps_more_than_a_round_arriving_together_are_a_fault(tmp_path):
+    """All twelve warps reach ``bar.sync 1, 128`` together: on the GPU the first four to
+    arrive complete a round, whichever they are (PTX ISA: the barrier completes when the
+    count has arrived), so a warpgroup is not ordered after its own stores; lockstep would
+    group them in warp order and hide it. With an id per warpgroup the rounds are fixed."""
     kernel = define(PER_WARPGROUP.replace("MEET", 'T.ptx["bar.sync"](1, 128)'), tmp_path, "rotate")
     a = np.arange(384, dtype=np.int32) * 3
     out = np.zeros(384, np.int32)
+    with pytest.raises(SimulationError) as info:
+        tirx.compile(kernel, target="sim")(a, out)
+    assert "12 warps arrive at barrier 1 together (0 arrived before), and a round of it is 4 " \
+        "warps (128 threads)" in info.value.message  # fmt: skip
+    assert "its own barrier id" in info.value.hint
+    meet = 'T.ptx["bar.sync"](1 + T.cuda.warpgroup_id(), 128)'
+    kernel = define(PER_WARPGROUP.replace("MEET", meet), tmp_path, "rotate")
     tirx.compile(kernel, target="sim")(a, out)
     assert np.array_equal(out, rotate_model(a))
 

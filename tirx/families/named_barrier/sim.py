@@ -170,6 +170,7 @@ def compile_call(m, compiler, stmt: ir.PtxCall, text: str):
         if b is not None:
             _uniform(idx, b, first, where, text, "thread count")
         bars = _barriers(m)
+        _one_round(m, bars, text, idx, a, b, first, warps)
         waiting = []
         for k, w in enumerate(warps.tolist()):
             tid = int(idx[first[k]])
@@ -198,6 +199,33 @@ def compile_call(m, compiler, stmt: ir.PtxCall, text: str):
             bars.acquire(aw, rnd, rows)
 
     return run
+
+
+def _one_round(m, bars, text: str, idx, a, b, first, warps) -> None:
+    """More warps arriving at a barrier together than complete one round of it: on the GPU the
+    first to arrive complete the round, whichever they are, so which warps a round orders
+    depends on timing (two warpgroups on one barrier id). Lockstep would group them in warp
+    order and hide it: a fault."""
+    ids, counts = np.unique(a[first], return_counts=True)
+    for aw, n in zip(ids.tolist(), counts.tolist()):
+        k = int(np.flatnonzero(a[first] == aw)[0])
+        tid = int(idx[first[k]])
+        count = int(b[first[k]]) if b is not None else None
+        needed = _check(m, text, tid, aw, count)
+        bar = bars.bars[aw]
+        if bar.expected not in (None, needed):
+            continue  # a count that differs from the round's: arrive() names both
+        pending = len(bar.arrived)
+        if pending + n > needed:
+            raise Fault(
+                f"{text} at {line_of(m.span)}: {n} warps arrive at barrier {aw} together "
+                f"({pending} arrived before), and a round of it is {needed} warps "
+                f"({32 * needed} threads): on the GPU the first {needed} to arrive complete a "
+                "round, whichever they are, so which warps it orders depends on timing",
+                tid,
+                "give each group of warps its own barrier id (T.cuda.warpgroup_sync(1 + the "
+                "warpgroup index)), or count every warp that meets there",
+            )
 
 
 def _uniform(idx, values, first, where, text: str, what: str) -> None:
