@@ -363,7 +363,10 @@ FENCE_SPEC = FamilySpec(
     fence_build, lower_tile, "PTX ISA, membar / fence: fence.mbarrier_init",
     exec_scope=ir.ExecScope.THREAD, lower_raw=fence_lower_raw,
     notes="Orders the thread's earlier `mbarrier.init` before later accesses by other CTAs "
-    "(sm_90); the simulator, one CTA at a time, gives it no effect.",
+    "(sm_90): released by the thread's next `.relaxed` cluster-barrier arrive, so a peer "
+    "ordered after that barrier may arrive on the barrier or complete bytes on it; the "
+    "simulator models it so within a cluster (docs/clusters.md), and reports a peer's access "
+    "to a barrier whose init no fence or releasing arrive ordered before it.",
     no_picture=_NO_PICTURE_FENCE,
 )  # fmt: skip
 
