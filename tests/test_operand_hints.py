@@ -467,7 +467,47 @@ def test_a_barrier_used_before_a_barrier_orders_its_init_is_told_to_sync_after_t
         tirx.compile(bad, "sim")(a, np.zeros(128, np.float32))
     err = info.value
     assert err.hint.startswith("put T.cuda.cta_sync() after the mbarrier.init at line 12"), err.hint
+    assert "cluster" not in err.hint  # one block: no peers to order it for
     good = define(_INIT_THEN_SPLIT.format(sync="T.cuda.cta_sync()"), tmp_path, "k")
     out = np.zeros(128, np.float32)
     tirx.compile(good, "sim")(a, out)
     assert (out == 2 * a).all()
+
+
+_CLUSTER_INIT = """
+@T.function
+def k(X: T.Tensor((2, 128), "float32"), Out: T.Tensor((128,), "float32")):
+    T.device_entry(launch=T.cuda.LaunchConfig(grid=2, block=128, cluster=2))
+    tid = T.cuda.thread_idx("x")
+    r = T.cuda.mov_sreg(32, "cluster_ctarank")
+    s = T.alloc_shared((128,), "float32")
+    bar = T.alloc_shared((1,), "uint64")
+    d = T.alloc_local((1,), "uint32")
+    if tid == 0:
+        T.ptx["mbarrier.init.shared::cta.b64"](bar[0], 128)
+    {sync}
+    if r == 1:
+        T.ptx["mapa.shared::cluster.u32"](d[0], s[tid], 0)
+        T.ptx["st.shared::cluster.f32"](d[0], X[1, tid] * T.float32(2))
+        T.ptx["mapa.shared::cluster.u32"](d[0], bar[0], 0)
+        T.ptx["mbarrier.arrive.release.cluster.shared::cluster.b64"](d[0])
+    else:
+        T.cuda.mbarrier_wait_acquire_cluster(bar[0], 0)
+        Out[tid] = X[0, tid] + s[tid]
+    T.cuda.cluster_sync()
+"""
+
+
+def test_in_a_cluster_the_init_hint_names_the_cluster_barrier_too(tmp_path):
+    """A peer block arrives on the barrier too: the local race's hint (a CTA barrier after the
+    init) also says cluster_sync() orders it for the peers, the barrier the twin uses."""
+    x = np.arange(256, dtype=np.float32).reshape(2, 128)
+    bad = define(_CLUSTER_INIT.format(sync="pass"), tmp_path, "k")
+    with pytest.raises(tirx.SimulationError) as info:
+        tirx.compile(bad, "sim")(x, np.zeros(128, np.float32))
+    assert info.value.hint.startswith("put T.cuda.cta_sync() after the mbarrier.init at line")
+    assert "T.cuda.cluster_sync() there orders it before theirs as well" in info.value.hint
+    good = define(_CLUSTER_INIT.format(sync="T.cuda.cluster_sync()"), tmp_path, "k")
+    out = np.zeros(128, np.float32)
+    tirx.compile(good, "sim")(x, out)
+    assert (out == x[0] + 2 * x[1]).all()

@@ -226,6 +226,12 @@ class Races:
                 f"put T.cuda.cta_sync() after the mbarrier.init at {line_of(there)}, where every "
                 "thread still runs it (before the roles split): another thread may use the "
                 "barrier only once a barrier orders its init before that use"
+                + (
+                    "; in a cluster whose peers use it too, T.cuda.cluster_sync() there orders "
+                    "it before theirs as well"
+                    if mem.cluster is not None
+                    else ""
+                )
             )
         elif later is not None:  # the writer released it afterwards: acquire that release
             did, acquire = later
