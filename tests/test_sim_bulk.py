@@ -193,7 +193,10 @@ def test_reusing_the_source_needs_a_barrier_after_the_read_wait(tmp_path):
 
 def test_a_missing_fence(tmp_path):
     err, src = fails(tmp_path, "the copy engine may read stale bytes", fence="pass")
-    assert "through the generic proxy with no fence.proxy.async after it" in err.message
+    assert (
+        "through the generic proxy with no fence.proxy.async of shared memory after it"
+        in err.message
+    )
     assert f"at line {line(src, 'store')}" in err.message
     assert f"cp.async.bulk at line {line(src, 'copy')}" in err.message
 

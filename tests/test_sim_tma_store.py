@@ -177,10 +177,25 @@ def test_a_corrupted_lowering_is_caught(tmp_path, corrupt):
 
 def test_a_missing_fence(tmp_path):
     err, src = _fails(tmp_path, "the copy engine may read stale bytes", fence="pass")
-    assert "through the generic proxy with no fence.proxy.async after it" in err.message
+    assert (
+        "through the generic proxy with no fence.proxy.async of shared memory after it"
+        in err.message
+    )
     assert f"at line {line(src, 'fill')}" in err.message
     assert f"{STORE} at line {line(src, 'store')}" in err.message
     assert "fence.proxy.async.shared::cta" in err.hint and "cta_sync" in err.hint
+
+
+def test_a_global_proxy_fence_is_named_as_the_one_that_orders_global_memory_only(tmp_path):
+    err, src = _fails(
+        tmp_path, "the copy engine may read stale bytes",
+        fence='T.ptx["fence.proxy.async.global"]()',
+    )  # fmt: skip
+    fence = line(src, "fence")
+    assert (
+        f"(its fence.proxy.async.global at line {fence} orders global memory only)" in err.message
+    )
+    assert "fence.proxy.async.shared::cta" in err.hint
 
 
 def test_a_fence_by_some_of_the_writers_only(tmp_path):

@@ -93,10 +93,17 @@ class AsyncProxy:
             k = first(bad)
             byte, writer = int(b[k]), int(writers[k])
             store = line_of(mem.sites[int(mem.races.w_site[byte])])
+            glob = mem.global_fences.get(writer)
+            note = (
+                f" (its fence.proxy.async.global at {line_of(mem.sites[glob])} orders global "
+                "memory only)"
+                if glob is not None
+                else ""
+            )
             raise Fault(
                 f"{engine} may read stale bytes: {what} reads {mem.describe(byte)}, which "
                 f"{thread_name(writer)} stored at {store} through the generic proxy with no "
-                f"fence.proxy.async after it",
+                f"fence.proxy.async of shared memory after it{note}",
                 int(readers[0]),
                 f"put {_FENCE} after the stores at {store} (executed by the storing threads), "
                 f"then T.cuda.cta_sync(), before {what}",

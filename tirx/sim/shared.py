@@ -82,6 +82,7 @@ class SharedMemory:
         # span, the last CTA barrier between the copy and the wait or None), for race reports
         self.landings: dict = {}
         self.init_sites: set[int] = set()  # the sites of mbarrier.init (their races' hint)
+        self.global_fences: dict[int, int] = {}  # thread -> its last fence.proxy.async.global
         # cp.async's: (thread, byte) -> whether that thread's copy pending there was never
         # committed to a group (set by its unit; None: no cp.async yet)
         self.never_committed = None
@@ -106,6 +107,7 @@ class SharedMemory:
         self.relaxed_span = None
         self.last_wait.fill(-1)
         self.waits.clear()
+        self.global_fences.clear()
         if self.proxy is not None:
             self.proxy.reset()
 

@@ -2,9 +2,9 @@
 fence: fence.proxy.async"). ``fence.proxy.async`` (all state spaces) and
 ``fence.proxy.async.shared::cta`` publish the executing thread's generic-proxy writes of shared
 memory to the async proxy (:mod:`tirx.sim.proxy`): an asynchronous reader issued after a barrier
-that orders it after the fence sees them. ``fence.proxy.async.global`` is accepted and has no
-effect here: the model keeps no proxy state for global memory (a bulk store's full wait makes
-its writes visible to its thread)."""
+that orders it after the fence sees them. ``fence.proxy.async.global`` is accepted and publishes
+nothing here: the model keeps no proxy state for global memory (a bulk store's full wait makes
+its writes visible to its thread); a shared write it leaves unfenced is reported naming it."""
 
 from __future__ import annotations
 
@@ -30,12 +30,15 @@ def compile_call(m, compiler, stmt: ir.PtxCall, text: str):
     if stmt.operands:
         raise compiler.error(f"{text} takes no operands")
     proxy = m.shared.async_proxy() if _FENCES[text] else None
-    span = stmt.span
+    span, sh = stmt.span, m.shared
 
     def fence(idx):
         m.span = span
         if proxy is not None:
             proxy.fence(idx)
+        else:  # orders global memory only: remembered for the message of a shared write
+            site = sh.site()
+            sh.global_fences.update(dict.fromkeys(idx.tolist(), site))
         if m.traces is not None:
             record_copy(m, stmt, "fence", idx)
 
