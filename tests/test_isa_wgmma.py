@@ -216,6 +216,11 @@ def test_each_tile_check_fires_at_the_users_line(tmp_path, change, error, words)
     with pytest.raises(error) as info:
         _lower(tmp_path, **change)
     assert words in str(info.value), str(info.value)
+    if words == "operand B must have shape (128, 16)":  # rows, not columns, are wrong
+        assert info.value.hint == (
+            "take 128 rows (the line's N): tile[128 * i : 128 * i + 128, ...], or name the line "
+            "whose N is 64 (m64n64)"
+        ), info.value.hint
     assert info.value.span is not None and info.value.span.line > 1
     _lower(tmp_path)  # the twin
 

@@ -207,10 +207,18 @@ def _descriptor(contract: Contract, spec: OperandSpec, v, ptx_type: str):
         )
     if tuple(v.shape) != spec.atom:
         rows, k = spec.atom
+        fix = []
+        if len(v.shape) == 2 and v.shape[0] != rows:  # M (A) or N (B) rows of the line
+            mn = "M" if spec.name == "A" else "N"
+            fix.append(f"take {rows} rows (the line's {mn}): tile[{rows} * i : {rows} * i + "
+                       f"{rows}, ...]" + (f", or name the line whose N is {v.shape[0]} "
+                       f"(m64n{v.shape[0]})" if mn == "N" else ""))  # fmt: skip
+        if len(v.shape) != 2 or v.shape[-1] != k:
+            fix.append(f"slice the tile {k} columns at a time: tile[:, {k} * k : {k} * k + {k}]")
         raise ContractError(
             f"{where} must have shape {spec.atom} ({k} K elements, 32 bytes, per row), got "
             f"{tuple(v.shape)}",
-            hint=f"slice the tile {k} columns at a time: tile[:, {k} * k : {k} * k + {k}]",
+            hint="; ".join(fix),
         )
     desc = derive(v, where, trans_ok=contract.param("k") == 16)
     return ir.ScalarOperand(encode(desc)), int(desc.mn_major)
