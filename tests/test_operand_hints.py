@@ -140,6 +140,20 @@ def k(A: T.Tensor((M, BK), "bfloat16")):
                       swizzle={swizzle}, mbar=bar[0], scope="thread")
 """
 
+# an e4m3 tile laid out with a 2-byte type's 16-byte unit (per_element 3, not 4)
+_TMA_FP8 = """
+TMA = "cp.async.bulk.tensor.2d.shared::cta.global.tile.mbarrier::complete_tx::bytes"
+SW = ComposeLayout(3, 3, 3, TileLayout(S[64, 128]))
+
+@T.function
+def k(A: T.Tensor((64, 128), "float8_e4m3fn")):
+    T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=32))
+    a_s = T.alloc_shared((64, 128), "float8_e4m3fn", layout=SW, align=1024, scope="shared.dyn")
+    bar = T.alloc_shared((1,), "uint64")
+    T.cuda.tile.apply(T.ptx[TMA], a_s[:, :], A[:, :], box=(64, 128), coords=(0, 0),
+                      swizzle=3, mbar=bar[0], scope="thread")
+"""
+
 # mma.sync's A words packed from a register array of ``held`` values
 _HELD_MMA = """
 D = TileLayout(S[(1, 1, 2, 8, 4, 2) : (4, 4, 2, 4 @ laneid, 1 @ laneid, 1)])
@@ -302,6 +316,16 @@ CASES = [
         "the tile's layout is the box image of swizzle=2: pass swizzle=2",
     ),
     (
+        "tma-fp8-tile-told-its-per-element",
+        _TMA_FP8,
+        SM90,
+        CON,
+        "a_s[:, :]",
+        "where the box image has byte",
+        "ComposeLayout(4, 3, 3, TileLayout(S[box])) of 128-byte rows (4: 16 bytes are 16 "
+        "elements of 1 byte, log2)",
+    ),
+    (
         "mma-words-of-bfloat16-told-f16",
         _HELD_MMA.format(held="bfloat16"),
         SM90,
@@ -370,6 +394,11 @@ TWINS = [
     ("ldmatrix-merged-matrix-axis", _SPLIT.format(shape="4, 8, 4"), SM90),
     ("s8-elements-unpack-4", _S8.format(n=4), SM90),
     ("tma-64b-rows-swizzle-2", _TMA.format(swizzle=2, align=1024), SM90),
+    (
+        "tma-fp8-tile-per-element-4",
+        _TMA_FP8.replace("ComposeLayout(3, 3, 3", "ComposeLayout(4, 3, 3"),
+        SM90,
+    ),
     ("mma-words-of-float16", _HELD_MMA.format(held="float16"), SM90),
     ("mma-words-packed-by-hand", _HELD_MMA.format(held="uint32"), SM90),
     ("wgmma-rs-words-of-float16", _HELD_RS.format(held="float16"), SM90),

@@ -250,10 +250,11 @@ def _check_box(where, layout, ms, base: int, box, nbytes: int, swizzle: int) -> 
         if got * nbytes != want:
             coord = _unflatten(f, box)
             detail = f"byte {got * nbytes} of the stage, where the box image has byte {want}"
+            per = (16 // nbytes).bit_length() - 1  # log2 of the elements in 16 bytes
             fix = (
-                f"with swizzle={swizzle} lay the tile out as ComposeLayout(per_element, {swizzle}, "
-                f"3, TileLayout(S[box])) of {SWIZZLE_SPAN[swizzle]}-byte rows (per_element: 16 "
-                "bytes of elements, log2)"
+                f"with swizzle={swizzle} lay the tile out as ComposeLayout({per}, {swizzle}, 3, "
+                f"TileLayout(S[box])) of {SWIZZLE_SPAN[swizzle]}-byte rows ({per}: 16 bytes are "
+                f"{16 // nbytes} elements of {nbytes} byte{'s' if nbytes > 1 else ''}, log2)"
                 if swizzle
                 else "without a swizzle the tile is the dense row-major box (the default layout)"
             )
