@@ -302,3 +302,7 @@ def test_an_executables_shared_bytes_count_its_dynamic_shared_memory():
     assert exe.lowered.shared_bytes > 48 * 1024
     assert exe.stats["shared_bytes"] == exe.lowered.shared_bytes
     assert exe.stats["static_shared_bytes"] == exe.nvrtc.stats["shared_bytes"] == 0
+    if "kernels" in exe.nvrtc.stats:  # ptxas ran: the kernel's own entry says the same
+        mine = exe.stats["kernels"]["gemm_wgmma"]
+        assert (mine["shared_bytes"], mine["static_shared_bytes"]) == (exe.lowered.shared_bytes, 0)
+        assert exe.nvrtc.stats["kernels"]["gemm_wgmma"]["shared_bytes"] == 0  # not changed

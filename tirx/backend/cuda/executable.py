@@ -175,6 +175,12 @@ class CudaExecutable(Executable):
         # dynamic, as every allocation past 48 KB is): what a block uses is the larger
         stats["static_shared_bytes"] = stats.get("shared_bytes", 0)
         stats["shared_bytes"] = max(self.lowered.shared_bytes, stats["static_shared_bytes"])
+        mine = stats.get("kernels", {}).get(self.lowered.name)
+        if mine is not None:  # the kernel's own entry says the same
+            static = mine.get("shared_bytes", 0)
+            mine = {**mine, "static_shared_bytes": static,
+                    "shared_bytes": max(self.lowered.shared_bytes, static)}  # fmt: skip
+            stats["kernels"] = {**stats["kernels"], self.lowered.name: mine}
         stats.setdefault("registers", None)
         stats.setdefault("spill_stores", None)
         stats.setdefault("spill_loads", None)
