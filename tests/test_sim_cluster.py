@@ -226,6 +226,9 @@ def test_a_remote_arrive_at_cta_scope_does_not(tmp_path):
     assert "distributed shared-memory race" in msg
     assert f"reads its own 's'[0] (byte 0, shared address 0) at line {read}" in msg
     assert f"which block (1, 0, 0) thread 0 (warp 0, lane 0) wrote at line {store}" in msg
+    arrive = _line(tmp_path, "mbarrier.arrive.shared::cluster.b64")
+    assert f"ordered only by its thread's arrive at line {arrive} on another block's mbarrier, " \
+        "which releases at CTA scope (the default)" in msg  # fmt: skip
 
 
 def test_a_wait_at_cta_scope_does_not_acquire_a_peers_release(tmp_path):

@@ -262,7 +262,7 @@ def handoff(A: T.Tensor((64, 64), "float16"), B: T.Tensor((64, 64), "float16"),
     "release, acquire, found",
     [
         (True, True, None),
-        (False, True, "with no cluster barrier in between"),
+        (False, True, "which releases at CTA scope (the default)"),
         (True, False, "acquires at CTA scope (the default)"),
     ],
 )

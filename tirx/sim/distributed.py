@@ -60,6 +60,11 @@ CTA_WAIT_HINT = (
     "wait with T.cuda.mbarrier_wait_acquire_cluster(bar, parity) at {wait} "
     "(mbarrier.try_wait.parity.acquire.cluster), which acquires the arrivals of other blocks"
 )
+CTA_ARRIVE_HINT = (
+    'arrive with T.ptx["mbarrier.arrive.release.cluster.shared::cluster.b64"] at {arrive}, '
+    "which releases the thread's accesses to the waiters of another block (they wait with "
+    "T.cuda.mbarrier_wait_acquire_cluster)"
+)
 INIT_HINT = (
     'put T.ptx["fence.mbarrier_init.release.cluster"]() after the init, before the .relaxed '
     "arrive at {arrive} (the fence releases the thread's inits at its next arrive), or arrive "
@@ -120,6 +125,7 @@ class Distributed:
         self.site_ids: dict = {}
         self.peers: list = [None] * n  # per target: (arrivals, rank, tid, span, verb, what)
         self.cta_waits: dict = {}  # (rank, thread) of a remote arrive -> a CTA-scope wait on it
+        self.cta_arrives: dict = {}  # (rank, thread) -> the site of its CTA-scope remote arrive
         for rank, m in enumerate(self.machines):
             m.shared.cluster = LocalHook(self, rank)
 
@@ -129,6 +135,7 @@ class Distributed:
         self.init_fence.fill(0)
         self.peers = [None] * len(self.peers)
         self.cta_waits.clear()
+        self.cta_arrives.clear()
 
     def site(self, span) -> int:
         sid = self.site_ids.get(span)
@@ -222,6 +229,15 @@ class Distributed:
                 "orders nothing of another block's"
             )
             hint = CTA_WAIT_HINT.format(wait=line_of(waited))
+        arrived = self.cta_arrives.get((o_rank, o_tid))
+        if arrived is not None and waited is None and not held:
+            arrive = line_of(self.sites[arrived])
+            between = (
+                f"ordered only by its thread's arrive at {arrive} on another block's "
+                "mbarrier, which releases at CTA scope (the default): that orders nothing for "
+                "another block's waiters"
+            )
+            hint = CTA_ARRIVE_HINT.format(arrive=arrive)
         if held:
             arrive = line_of(self.sites[held])
             between = (
@@ -268,6 +284,13 @@ class Distributed:
             if access is not None and access[1] == rank and mine[access[2]]:
                 if access[0] == arrived[access[2]]:  # (and the .relaxed arrive's line)
                     self.peers[target] = (access[0] + 1, *access[1:-1], self.sites[site])
+
+    def cta_arrive(self, rank: int, tids, span) -> None:
+        """Threads ``tids`` of ``rank`` arrived on another block's mbarrier at CTA scope: it
+        releases nothing of theirs there; kept for the hint of a race it did not order."""
+        site = self.site(span)
+        for t in tids.tolist():
+            self.cta_arrives[(rank, t)] = site
 
     def cta_wait(self, arrivals, span) -> None:
         """A wait at CTA scope passed a phase that threads of other blocks arrived at with

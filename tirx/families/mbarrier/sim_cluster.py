@@ -53,6 +53,8 @@ def compile_remote_arrive(m, compiler, stmt: ir.PtxCall, op: str, releases: bool
                 b = (offs[:, None] + np.arange(8)).ravel()
                 d.access(r, b, m.rank, np.repeat(tids, 8), False, d.site(span), "arrives on")
                 d.note_peer(r, m.rank, tids, span, "arrives on", peer.shared.describe(int(offs[0])))
+                if not releases:  # at CTA scope: nothing of theirs released to the peer
+                    d.cta_arrive(m.rank, tids, span)
             bars = peer.unit("mbarrier", barriers)
             # the peer's barrier records and faults name this statement (an expect_tx's line
             # in a deadlock report, a use before init), not the one the peer is at
