@@ -155,7 +155,8 @@ def kernel(Out: T.Tensor((64,), "int32")):
     Out[tid] = tid
 """,
     # every thread stores; warp 0 passes {barrier} alone, warp 1 exits, and warp 0 reads warp
-    # 1's elements, which no barrier orders before the reads (the twin: every warp meets there)
+    # 1's elements, which no barrier orders before the reads (the twin: every warp meets there);
+    # racecheck's verdict (a race) is predicted, not yet measured
     "race_with_a_warp_that_skipped_the_barrier": """
 @T.function
 def kernel(Out: T.Tensor((64,), "int32")):
