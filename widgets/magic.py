@@ -298,7 +298,7 @@ class TirxMagics(Magics):
         out = _evaluate("--out", opts.out, ns) if opts.out else args[-1]
         ref = _reference(value, opts.check)
         shape = getattr(out, "shape", None)
-        name = opts.out or opts.run.split(",")[-1].strip()
+        name = _output_name(opts)
         if shape is None:
             where = f"--out {opts.out!r}" if opts.out else "the last --run argument"
             raise UsageError(f"%%tirx: the output to check, {where}, is a {type(out).__name__}, "
@@ -346,9 +346,15 @@ class TirxMagics(Magics):
             if report.passed is False and report.max_error is not None:  # where it is wrong
                 from .mismatch_map import mismatch
 
-                name = opts.out or opts.run.split(",")[-1].strip()
+                name = _output_name(opts)
                 report.mismatch = mismatch(out, ref, opts.atol, opts.rtol, name=name)
         return report, profile
+
+
+def _output_name(opts) -> str:
+    """How messages name the output a check compares: --out's text, else the last --run
+    argument's."""
+    return opts.out or opts.run.split(",")[-1].strip()
 
 
 def _evaluate(option: str, text: str, ns: dict):

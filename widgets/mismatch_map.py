@@ -63,9 +63,9 @@ class Mismatch:
         flat = np.flatnonzero(self.bad.reshape(-1))
         self.first = np.unravel_index(flat[0], self.out.shape) if flat.size else None
         self.count = int(flat.size)
-        self.worst = np.unravel_index(int(np.nanargmax(np.where(np.isnan(err), np.inf, err))),
-                                      self.out.shape) if err.size else None  # fmt: skip
-        self.max_error = float(np.max(np.where(np.isnan(err), np.inf, err))) if err.size else 0.0
+        # (err holds no NaN now: a right pair's is 0, a wrong NaN's infinite)
+        self.worst = np.unravel_index(int(np.argmax(err)), self.out.shape) if err.size else None
+        self.max_error = float(np.max(err)) if err.size else 0.0
 
     # ---------------------------------------------------------------- words
 

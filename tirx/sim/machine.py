@@ -533,13 +533,16 @@ class Machine:
             raise self.compiler.error(f"unknown barrier scope {s.scope!r} (cta or warp)")
         span, m, T = s.span, self, self.T
 
-        # warps that skip the kernel's one barrier outside loops exit (skipped_barriers.py)
-        skippable = not self._loop_depth and sole_cta_barrier(self.fn)
+        # warps that skip the kernel's one barrier outside loops exit (skipped_barriers.py);
+        # whether it is that one is asked the first time part of the block reaches it
+        in_loop, skippable = bool(self._loop_depth), []
 
         def cta(idx):
             m.span = span
             if idx.size != T:
                 if not skippable:
+                    skippable.append(not in_loop and sole_cta_barrier(m.fn))
+                if not skippable[0]:
                     raise cta_barrier_fault(m, idx)
                 pass_among(m, idx)
                 return idx

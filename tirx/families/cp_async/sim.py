@@ -91,27 +91,25 @@ class AsyncCopies:
         machine.shared.never_committed = self.never_committed
         machine.shared.wait_note = self.wait_note
 
+    def _group_at(self, tid: int, byte: int) -> int | None:
+        """The group of thread ``tid``'s copy pending at shared ``byte`` (-1: not committed),
+        or None where it has none."""
+        for b in self.batches:
+            hit = (b.tids == tid) & (b.dst <= byte) & (byte < b.dst + b.data.shape[1])
+            if hit.any():
+                return int(b.group[hit][0])
+        return None
+
     def never_committed(self, tid: int, byte: int) -> bool:
         """Whether the copy of thread ``tid`` pending at shared byte ``byte`` is in no group."""
-        for b in self.batches:
-            size = b.data.shape[1]
-            hit = (b.tids == tid) & (b.dst <= byte) & (byte < b.dst + size)
-            if hit.any():
-                return bool(b.group[hit][0] < 0)
-        return False
+        return self._group_at(tid, byte) == -1
 
     def wait_note(self, tid: int, byte: int) -> str | None:
         """Why thread ``tid``'s last ``wait_group`` left its copy pending at shared ``byte``
         (committed, and newer than the groups the wait completed): the count to wait for."""
         n = int(self.wait_n[tid])
-        if n < 0:
-            return None
-        for b in self.batches:
-            hit = (b.tids == tid) & (b.dst <= byte) & (byte < b.dst + b.data.shape[1])
-            if hit.any():
-                group = int(b.group[hit][0])
-                break
-        else:
+        group = self._group_at(tid, byte) if n >= 0 else None
+        if group is None:
             return None
         newer = int(self.committed[tid]) - 1 - group  # groups the thread committed after it
         if group < 0 or newer >= n:

@@ -206,9 +206,8 @@ def _one_round(m, bars, text: str, idx, a, b, first, warps) -> None:
     first to arrive complete the round, whichever they are, so which warps a round orders
     depends on timing (two warpgroups on one barrier id). Lockstep would group them in warp
     order and hide it: a fault."""
-    ids, counts = np.unique(a[first], return_counts=True)
-    for aw, n in zip(ids.tolist(), counts.tolist()):
-        k = int(np.flatnonzero(a[first] == aw)[0])
+    ids, at, counts = np.unique(a[first], return_index=True, return_counts=True)
+    for aw, k, n in zip(ids.tolist(), at.tolist(), counts.tolist()):
         tid = int(idx[first[k]])
         count = int(b[first[k]]) if b is not None else None
         needed = _check(m, text, tid, aw, count)
